@@ -1,0 +1,8 @@
+"""`python -m hermes_estop` runs the `hermes` command."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""What every CLI module shares: the process's `Estop`, one-line errors, rendering of holds.
+
+CLI modules import only typer and the core at module level; heavy packages (pydantic, croniter,
+apscheduler, psycopg) are imported inside the commands that need them, so `hermes check` stays
+a cheap process to start.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, NoReturn
+
+import typer
+
+from ..estop import Estop
+from ..hold import Hold, HoldState, Reading
+from ..timeutil import format_instant, format_relative
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_HELD",
+    "EXIT_USAGE",
+    "current_estop",
+    "fail",
+    "emit_json",
+    "hold_json",
+    "reading_json",
+    "describe_reading",
+    "describe_hold",
+]
+
+EXIT_OK = 0
+EXIT_HELD = 1
+EXIT_USAGE = 2
+
+
+def current_estop() -> Estop:
+    """The `Estop` this command acts on, from the environment (`--store` has set it)."""
+    return Estop()
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print `hermes: error: <message>` as one line on stderr and exit with `code`."""
+    typer.echo(f"hermes: error: {one_line(message)}", err=True)
+    raise typer.Exit(code)
+
+
+def emit_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def hold_json(hold: Hold | None, now: datetime) -> dict[str, Any]:
+    if hold is None:
+        return {"generation": None, "reason": None, "engaged_at": None, "expires_at": None,
+                "expires_in": None, "allow": {"user_ids": [], "profiles": []}, "armed_by": None}
+    return {
+        "generation": hold.generation,
+        "reason": hold.reason,
+        "engaged_at": format_instant(hold.engaged_at),
+        "expires_at": format_instant(hold.expires_at),
+        "expires_in": format_relative(hold.expires_at, now) if hold.expires_at else None,
+        "allow": hold.allow.to_body(),
+        "armed_by": hold.armed_by,
+        "window": dict(hold.window) if hold.window else None,
+    }
+
+
+def reading_json(reading: Reading, now: datetime) -> dict[str, Any]:
+    data = {"scope": reading.location.scope, "path": str(reading.location.sentinel), "state": reading.state.value}
+    data.update(hold_json(reading.hold, now))
+    data["problem"] = reading.problem
+    return data
+
+
+def describe_hold(hold: Hold, now: datetime) -> list[str]:
+    """The detail lines of one readable hold."""
+    lines = [f"generation {hold.generation or '(none: hand-written)'}"]
+    lines.append(f"reason     {hold.reason or '(none)'}")
+    if hold.expires_at is not None:
+        lines.append(f"deadline   {format_instant(hold.expires_at)} ({format_relative(hold.expires_at, now)})")
+    else:
+        lines.append("deadline   none (held until `hermes resume`)")
+    allow = hold.allow
+    if allow.user_ids:
+        users = ", ".join(sorted(allow.user_ids))
+        profiles = f" on profiles {', '.join(sorted(allow.profiles))}" if allow.profiles else ""
+        lines.append(f"allow      users {users}{profiles}")
+    elif not allow.valid:
+        lines.append("allow      (malformed: admits nobody)")
+    else:
+        lines.append("allow      nobody")
+    if hold.armed_by:
+        lines.append(f"armed by   {hold.armed_by}")
+    return lines
+
+
+def describe_reading(reading: Reading, now: datetime) -> list[str]:
+    """A heading line and indented detail lines for one present reading."""
+    where = f"{reading.location.describe()} ({reading.location.sentinel})"
+    if reading.state is HoldState.UNREADABLE:
+        return [f"HELD  {where}", f"      unreadable: {reading.problem} (held, admits nobody)"]
+    if reading.state is HoldState.EXPIRED:
+        return [f"lifted {where}: expired at {format_instant(reading.hold.expires_at) if reading.hold else '?'}"]
+    assert reading.hold is not None
+    return [f"HELD  {where}"] + [f"      {line}" for line in describe_hold(reading.hold, now)]
+

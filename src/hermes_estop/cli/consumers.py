@@ -1,0 +1,11 @@
+"""Placeholder: the consumers commands are registered here."""
+
+from __future__ import annotations
+
+import typer
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the consumers commands to `app`."""

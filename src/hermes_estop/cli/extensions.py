@@ -1,0 +1,17 @@
+"""Registration of the sub-commands that live outside the core: windows and `serve`, the
+consumers and `demo`, the store. Each module registers its own commands."""
+
+from __future__ import annotations
+
+import typer
+
+from . import consumers, serve, store, windows
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    windows.register(app)
+    serve.register(app)
+    consumers.register(app)
+    store.register(app)

@@ -1,0 +1,220 @@
+"""`hermes pause | resume | status | check | gate | history`: the hold itself."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import HoldConflict, InvalidArgument
+from ..gate import decide
+from ..hold import Allow, HoldState
+from ..timeutil import format_instant
+from .common import (
+    EXIT_HELD,
+    current_estop,
+    describe_hold,
+    describe_reading,
+    emit_json,
+    fail,
+    hold_json,
+    reading_json,
+)
+
+__all__ = ["register", "GATE_HELD_EXIT"]
+
+#: `hermes gate` exits with this when held: EX_TEMPFAIL, "try again later".
+GATE_HELD_EXIT = 75
+
+UserOpt = Annotated[Optional[str], typer.Option("--user", help="The authenticated principal asking to work.")]
+ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="The profile the work is for.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+FleetOpt = Annotated[bool, typer.Option("--fleet", help="The fleet root's hold instead of this home's.")]
+
+
+def pause(
+    reason: Annotated[Optional[str], typer.Option("--reason", help="Why; shown to refused users.")] = None,
+    allow_user: Annotated[Optional[list[str]], typer.Option("--allow-user", help="A user id that keeps working (repeatable).")] = None,
+    allow_profile: Annotated[Optional[list[str]], typer.Option("--allow-profile", help="Narrow the allowed users to these profiles (repeatable).")] = None,
+    ttl: Annotated[Optional[str], typer.Option("--ttl", help="Deadman: lift after this long (45m, 1h30m, 90s, 1d, PT45M).")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="Deadman: lift at this ISO-8601 time.")] = None,
+    fleet: FleetOpt = False,
+    replace: Annotated[bool, typer.Option("--replace", help="Start from nothing instead of keeping the standing allowlist, deadline and reason.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Arm (or re-arm) the hold: stop all NEW work. Flags not given keep the standing values."""
+    if ttl is not None and until is not None:
+        raise InvalidArgument("give --ttl or --until, not both")
+    if allow_profile and not allow_user:
+        raise InvalidArgument(
+            f"--allow-profile {' '.join(allow_profile)} without --allow-user: a profile never grants on its own"
+        )
+    allow = Allow.of(allow_user, allow_profile or ()) if allow_user else None
+    estop = current_estop()
+    hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet)
+    location = estop.location(fleet=fleet)
+    snapshot = estop.snapshot()
+    if as_json:
+        emit_json({"scope": location.scope, "path": str(location.sentinel), **hold_json(hold, snapshot.now),
+                   "engaged": snapshot.engaged})
+        return
+    typer.echo(f"paused {location.describe()} ({location.sentinel})")
+    for line in describe_hold(hold, snapshot.now):
+        typer.echo(f"  {line}")
+    others = [r for r in snapshot.active if r.location != location]
+    for reading in others:
+        typer.echo(f"also held by {reading.location.describe()}")
+
+
+def resume(
+    generation: Annotated[Optional[str], typer.Option("--generation", help="Release only this generation.")] = None,
+    fleet: FleetOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Release the hold of this home (`--fleet`: the fleet root). In-flight work was never stopped."""
+    estop = current_estop()
+    location = estop.location(fleet=fleet)
+    try:
+        removed = estop.release(fleet=fleet, generation=generation)
+    except HoldConflict as exc:
+        if as_json:
+            emit_json({"scope": location.scope, "released": False, "error": str(exc)})
+        else:
+            typer.echo(f"hermes: {exc}", err=True)
+        raise typer.Exit(EXIT_HELD)
+    snapshot = estop.snapshot()
+    if as_json:
+        emit_json({
+            "scope": location.scope,
+            "released": removed is not None,
+            "generation": removed.hold.generation if removed is not None and removed.hold else None,
+            "engaged": snapshot.engaged,
+            "holds": [reading_json(r, snapshot.now) for r in snapshot.active],
+        })
+        return
+    if removed is None:
+        typer.echo(f"no hold at {location.describe()} ({location.sentinel})")
+    else:
+        gen = removed.hold.generation if removed.hold and removed.hold.generation else removed.state.value
+        typer.echo(f"resumed {location.describe()} (generation {gen})")
+    for reading in snapshot.active:
+        hint = " (hermes resume --fleet)" if reading.location.is_fleet else ""
+        typer.echo(f"still held by {reading.location.describe()}{hint}")
+
+
+def status(as_json: JsonOpt = False) -> None:
+    """Show every hold on this process's locations: scope, reason, generation, deadline, allowlist."""
+    estop = current_estop()
+    snapshot = estop.snapshot()
+    present = [r for r in snapshot.readings if r.present]
+    extras = _status_extras(estop, snapshot.now)
+    if as_json:
+        emit_json({
+            "engaged": snapshot.engaged,
+            "now": format_instant(snapshot.now),
+            "store": estop.store.name,
+            "locations": [{"scope": loc.scope, "path": str(loc.sentinel)} for loc in estop.locations],
+            "holds": [reading_json(r, snapshot.now) for r in present],
+            **extras.get("json", {}),
+        })
+        return
+    if snapshot.engaged:
+        typer.echo(f"HELD: new work is paused ({len(snapshot.active)} active hold(s))")
+    else:
+        typer.echo("free: no active hold")
+    for reading in present:
+        for line in describe_reading(reading, snapshot.now):
+            typer.echo(line)
+    if not present:
+        for loc in estop.locations:
+            typer.echo(f"  {loc.describe()}: no hold ({loc.sentinel})")
+    for line in extras.get("lines", []):
+        typer.echo(line)
+
+
+def _status_extras(estop, now) -> dict:
+    """Sections other packages add to `hermes status` (the windows' next occurrences)."""
+    try:
+        from ..windows.status import status_section
+    except ImportError:
+        return {}
+    return status_section(estop, now)
+
+
+def check(user: UserOpt = None, profile: ProfileOpt = None,
+          quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the exit code says it.")] = False,
+          as_json: JsonOpt = False) -> None:
+    """Exit 0 when work may proceed, 1 when held."""
+    estop = current_estop()
+    verdict = decide(estop.snapshot(), user, profile)
+    if as_json:
+        emit_json({"proceed": verdict.proceed, "engaged": verdict.engaged, "admitted": verdict.admitted,
+                   "notice": verdict.notice})
+    elif not quiet:
+        if verdict.proceed:
+            typer.echo("proceed: admitted through the hold" if verdict.engaged else "proceed: no active hold")
+        else:
+            typer.echo(f"held: {verdict.notice}")
+    raise typer.Exit(0 if verdict.proceed else EXIT_HELD)
+
+
+def gate(
+    command: Annotated[Optional[list[str]], typer.Argument(help="The command to run when not held (after --).")] = None,
+    user: UserOpt = None,
+    profile: ProfileOpt = None,
+    held_exit: Annotated[int, typer.Option("--held-exit", help="Exit code when held.")] = GATE_HELD_EXIT,
+) -> None:
+    """Run CMD only when work may proceed: `hermes gate -- CMD ARGS...` (crontab, systemd timers).
+
+    When held it runs nothing, prints one line saying what holds, and exits 75 (`--held-exit`)."""
+    if not command:
+        raise InvalidArgument("no command given: use hermes gate [OPTIONS] -- CMD [ARGS...]")
+    if not 1 <= held_exit <= 255:
+        raise InvalidArgument(f"invalid --held-exit {held_exit}: expected 1 to 255")
+    executable = shutil.which(command[0])
+    if executable is None:
+        fail(f"command not found: {command[0]!r}", 127)
+    verdict = current_estop().gate(user, profile)
+    if not verdict:
+        scopes = ", ".join(r.location.describe() for r in verdict.snapshot.active)
+        typer.echo(f"hermes gate: held by {scopes}, not running {command[0]}: {verdict.notice}", err=True)
+        raise typer.Exit(held_exit)
+    os.execv(executable, command)
+
+
+def history(
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Newest N events.")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window."""
+    events = current_estop().history(limit)
+    if as_json:
+        emit_json([event.to_json() for event in events])
+        return
+    if not events:
+        typer.echo("no events")
+    for event in events:
+        data = event.to_json()
+        parts = [data["time"], f"{event.event:<7}", event.location]
+        if event.generation:
+            parts.append(f"gen={event.generation}")
+        if event.actor:
+            parts.append(f"by={event.actor}")
+        if event.reason:
+            parts.append(f"reason={event.reason!r}")
+        if event.deadline:
+            parts.append(f"deadline={data['deadline']}")
+        if event.detail:
+            parts.append(event.detail)
+        typer.echo("  ".join(parts))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(pause)
+    app.command()(resume)
+    app.command()(status)
+    app.command()(check)
+    app.command(context_settings={"allow_interspersed_args": False})(gate)
+    app.command()(history)

@@ -1,0 +1,11 @@
+"""Placeholder: the store commands are registered here."""
+
+from __future__ import annotations
+
+import typer
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the store commands to `app`."""

@@ -1,0 +1,98 @@
+"""The TTL / duration grammar, shared by `--ttl`, window durations and anything else that takes a
+span of time. Refusal happens here, before anything is written.
+
+Accepted: a unit string built from `d`, `h`, `m`, `s` in that order (`45m`, `1h30m`, `1d`, `90s`),
+a bare whole number of seconds (`90`), or an ISO-8601 duration (`PT45M`, `P1DT2H`, `P2W`).
+Refused: zero, negative, unparsable, non-finite, fractional, and anything longer than
+`MAX_DURATION` (366 days): a deadman that far out is a typo, not a plan.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import timedelta
+from typing import Any
+
+from .errors import InvalidDuration
+
+__all__ = ["MAX_DURATION", "parse_duration", "format_duration"]
+
+MAX_DURATION = timedelta(days=366)
+
+_UNIT_RE = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_ISO_RE = re.compile(r"P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?")
+_MAX_DIGITS = 12
+
+
+def _refuse(value: Any, why: str) -> InvalidDuration:
+    return InvalidDuration(f"invalid duration {value!r}: {why}")
+
+
+def _bounded(value: Any, total_seconds: int) -> timedelta:
+    if total_seconds <= 0:
+        raise _refuse(value, "must be positive")
+    if total_seconds > MAX_DURATION.total_seconds():
+        raise _refuse(value, f"longer than the {MAX_DURATION.days}-day bound")
+    return timedelta(seconds=total_seconds)
+
+
+def _from_parts(value: Any, parts: tuple[str | None, ...], weights: tuple[int, ...]) -> timedelta:
+    if all(part is None for part in parts):
+        raise _refuse(value, "expected e.g. 45m, 1h30m, 90s, 90, 1d or PT45M")
+    if any(part is not None and len(part) > _MAX_DIGITS for part in parts):
+        raise _refuse(value, f"longer than the {MAX_DURATION.days}-day bound")
+    total = sum(int(part) * weight for part, weight in zip(parts, weights) if part is not None)
+    return _bounded(value, total)
+
+
+def parse_duration(value: Any) -> timedelta:
+    """A positive `timedelta` no longer than `MAX_DURATION`, or `InvalidDuration` naming `value`.
+
+    Accepts a string in the grammar above, a whole or finite `int`/`float` number of seconds,
+    or a `timedelta`."""
+    if isinstance(value, bool) or value is None:
+        raise _refuse(value, "expected e.g. 45m, 1h30m, 90s, 90, 1d or PT45M")
+    if isinstance(value, timedelta):
+        if value <= timedelta(0):
+            raise _refuse(value, "must be positive")
+        if value > MAX_DURATION:
+            raise _refuse(value, f"longer than the {MAX_DURATION.days}-day bound")
+        return value
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise _refuse(value, "not a finite number")
+        if value != int(value):
+            raise _refuse(value, "must be a whole number of seconds")
+        return _bounded(value, int(value))
+    if not isinstance(value, str):
+        raise _refuse(value, "expected e.g. 45m, 1h30m, 90s, 90, 1d or PT45M")
+    text = value.strip().lower()
+    if text.startswith("-"):
+        raise _refuse(value, "must be positive")
+    if text.isdigit():
+        if len(text) > _MAX_DIGITS:
+            raise _refuse(value, f"longer than the {MAX_DURATION.days}-day bound")
+        return _bounded(value, int(text))
+    if text.startswith("p"):
+        match = _ISO_RE.fullmatch(text.upper())
+        if match is None or text.upper().endswith("T"):
+            raise _refuse(value, "not an ISO-8601 duration such as PT45M")
+        return _from_parts(value, match.groups(), (604800, 86400, 3600, 60, 1))
+    match = _UNIT_RE.fullmatch(text)
+    if match is None or not text:
+        raise _refuse(value, "expected e.g. 45m, 1h30m, 90s, 90, 1d or PT45M")
+    return _from_parts(value, match.groups(), (86400, 3600, 60, 1))
+
+
+def format_duration(value: timedelta) -> str:
+    """The compact unit form `parse_duration` reads back: `1h30m`, `45m`, `1d`."""
+    total = int(value.total_seconds())
+    if total <= 0:
+        return "0s"
+    out = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, total = divmod(total, size)
+        if count:
+            out.append(f"{count}{unit}")
+    return "".join(out)

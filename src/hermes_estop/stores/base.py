@@ -1,0 +1,81 @@
+"""The store contract. One abstract base; one module per backend beside it; one contract test
+suite (`tests/stores/test_contract.py`) parametrized over every backend.
+
+A store keeps at most one hold per `Location` and the audit trail. It never decides who is
+admitted: that is `hermes_estop.gate`, over the readings a store returns.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import datetime
+from typing import Any, Callable, Sequence
+
+from ..audit import AuditEvent
+from ..hold import EngageRequest, Fence, Hold, Reading
+from ..homes import Location
+from ..timeutil import Clock, utc_now
+
+__all__ = ["HoldStore"]
+
+
+class HoldStore(ABC):
+    """Where holds live. Every method that writes is atomic with respect to every other writer of
+    the same location, on every host that shares the store."""
+
+    #: short backend name shown by `hermes store status`
+    name: str = "abstract"
+    #: test seam: called with a step name at the points where another writer may interleave
+    interleave: Callable[[str], None] | None = None
+
+    def step(self, name: str) -> None:
+        if self.interleave is not None:
+            self.interleave(name)
+
+    def default_clock(self) -> Clock:
+        """The clock deadlines are judged by. The file store uses this host's; a shared store
+        uses its server's, so hosts with skewed clocks agree on when a hold lifts."""
+        return utc_now
+
+    @abstractmethod
+    def read(self, locations: Sequence[Location], now: datetime) -> tuple[Reading, ...]:
+        """One `Reading` per location, in the order given, all from one pass.
+
+        Never raises: a location that cannot be read is an UNREADABLE reading, which is active
+        (fail safe). Takes no lock. Does not retire expired holds; the caller does that."""
+
+    @abstractmethod
+    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
+        """Arm or re-arm the hold at `location` in one read-decide-write step.
+
+        Mints a new generation; keeps from the standing hold what `request` leaves as None
+        (`hold.merge_hold`). Raises `HoldConflict` (nothing written) when `request.only_if` is not
+        met, `StoreError` when the write fails; on any error the standing hold is untouched.
+        Appends an `engage` or `rearm` audit event."""
+
+    @abstractmethod
+    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
+        """Remove the hold at `location` only if it still matches `fence` at the moment of the
+        check; a successor written at any point before that check survives. True when removed
+        (and an audit event `event` appended); False when it was gone or a successor stands."""
+
+    @abstractmethod
+    def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
+        """The operator's resume: remove whatever hold is at `location` (also an unreadable one)
+        and return the reading removed, or None when nothing was there. With `generation`,
+        remove only that generation, else raise `HoldConflict` and remove nothing."""
+
+    @abstractmethod
+    def append_audit(self, event: AuditEvent) -> None:
+        """Append one event to the audit trail."""
+
+    @abstractmethod
+    def history(self, limit: int | None = None) -> list[AuditEvent]:
+        """Audit events, oldest first; with `limit`, only the newest `limit`."""
+
+    def describe(self) -> dict[str, Any]:
+        """What `hermes store status` prints."""
+        return {"backend": self.name}
+
+    def close(self) -> None:
+        """Release connections and threads; the store is unusable afterwards."""

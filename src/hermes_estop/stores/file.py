@@ -1,0 +1,333 @@
+"""The sentinel store: the embedded default. A hold is the file `ESTOP` in its location's directory.
+
+Reading (DESIGN 3) takes no lock and never opens anything that could block: the entry is
+`lstat`ed first, only a regular file is opened, and with `O_NONBLOCK`. The no-hold hot path costs
+one `lstat` per location. A parsed body is cached on the file's identity once the file has
+settled, so an active hold costs a `stat` per check, not a read and a parse.
+
+Writing (DESIGN 5) holds an exclusive `flock` on `.ESTOP.lock` beside the sentinel for the
+read-decide-write sequence only. A new body goes to a temporary file in the same directory, is
+fsync'ed, renamed over `ESTOP`, and the directory is fsync'ed: a reader sees the old body or the
+new one, never a partial one, and a re-arm never makes the sentinel disappear.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import stat
+import time
+import uuid
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from ..audit import AuditEvent, AuditLog
+from ..errors import HoldConflict, StoreError
+from ..hold import (
+    MAX_BODY_BYTES,
+    EngageRequest,
+    Fence,
+    Hold,
+    HoldState,
+    Reading,
+    classify,
+    encode_body,
+    merge_hold,
+    new_generation,
+    parse_body,
+    precondition_met,
+)
+from ..homes import SENTINEL_NAME, Location
+from .base import HoldStore
+
+__all__ = ["FileStore", "LOCK_NAME", "LOCK_TIMEOUT"]
+
+logger = logging.getLogger("hermes_estop")
+
+LOCK_NAME = f".{SENTINEL_NAME}.lock"
+TMP_PREFIX = f".{SENTINEL_NAME}.tmp-"
+LOCK_TIMEOUT = 10.0
+FILE_MODE = 0o644
+# A body is cached on its stat identity only once its timestamps are this much older than the
+# read: file timestamps come from a coarse clock, so two writes inside one tick can share them.
+_SETTLED_NS = 100_000_000
+_OPEN_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+def _file_id(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _load(path: str) -> tuple[Hold | str, tuple[int, ...] | None, tuple[int, ...] | None]:
+    """(parsed body or the reason it is unreadable, file identity, cache key)."""
+    try:
+        fd = os.open(path, _OPEN_READ)
+    except FileNotFoundError:
+        return "vanished while being read", None, None
+    except OSError as exc:
+        return f"cannot open: {exc.strerror or exc}", None, None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return _kind(st.st_mode), None, None
+        if st.st_size > MAX_BODY_BYTES:
+            return f"body larger than {MAX_BODY_BYTES} bytes", _file_id(st), None
+        chunks = []
+        total = 0
+        while total <= MAX_BODY_BYTES:
+            chunk = os.read(fd, MAX_BODY_BYTES + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}", None, None
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    try:
+        parsed: Hold | str = parse_body(raw)
+    except ValueError as exc:
+        parsed = str(exc)
+    settled = time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _SETTLED_NS
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) if settled else None
+    return parsed, _file_id(st), key
+
+
+class FileStore(HoldStore):
+    """Holds as sentinel files; the audit trail as JSONL in the fleet root `root`."""
+
+    name = "file"
+
+    def __init__(self, root: Path, *, interleave: Callable[[str], None] | None = None) -> None:
+        self.root = Path(root)
+        self.audit_log = AuditLog(self.root)
+        self.interleave = interleave
+        self._cache: dict[str, tuple[tuple[int, ...], Hold | str, tuple[int, ...] | None]] = {}
+        self._absent: dict[Location, Reading] = {}
+        self._paths: dict[Location, str] = {}
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read(self, locations: Sequence[Location], now: datetime) -> tuple[Reading, ...]:
+        out = []
+        for location in locations:
+            out.append(self._read_one(location, now, cached=True))
+        return tuple(out)
+
+    def _read_one(self, location: Location, now: datetime, cached: bool) -> Reading:
+        path = self._paths.get(location)
+        if path is None:
+            path = self._paths[location] = str(location.sentinel)
+        try:
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                absent = self._absent.get(location)
+                if absent is None:
+                    absent = self._absent[location] = Reading(location, HoldState.ABSENT)
+                return absent
+            if stat.S_ISLNK(st.st_mode):
+                try:
+                    st = os.stat(path)
+                except OSError as exc:
+                    return self._unreadable(location, f"symlink that cannot be followed: {exc.strerror or exc}")
+            if not stat.S_ISREG(st.st_mode):
+                return self._unreadable(location, _kind(st.st_mode))
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            entry = self._cache.get(path) if cached else None
+            if entry is not None and entry[0] == key:
+                return classify(location, entry[1], now, entry[2])
+            parsed, file_id, cache_key = _load(path)
+            if cache_key is not None:
+                self._cache[path] = (cache_key, parsed, file_id)
+            return classify(location, parsed, now, file_id)
+        except OSError as exc:
+            return self._unreadable(location, f"cannot stat: {exc.strerror or exc}")
+        except Exception as exc:  # reading never raises into a consumer
+            return self._unreadable(location, f"unexpected {type(exc).__name__}: {exc}")
+
+    @staticmethod
+    def _unreadable(location: Location, problem: str) -> Reading:
+        return Reading(location, HoldState.UNREADABLE, None, Fence(None, None), problem)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self, location: Location) -> Iterator[None]:
+        directory = location.path
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(
+                directory / LOCK_NAME,
+                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                FILE_MODE,
+            )
+        except OSError as exc:
+            raise StoreError(f"cannot open the lock {directory / LOCK_NAME}: {exc.strerror or exc}") from None
+        try:
+            deadline = time.monotonic() + LOCK_TIMEOUT
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EINTR):
+                        raise StoreError(f"cannot lock {directory / LOCK_NAME}: {exc.strerror}") from None
+                    if time.monotonic() > deadline:
+                        raise StoreError(
+                            f"lock {directory / LOCK_NAME} still busy after {LOCK_TIMEOUT:.0f}s"
+                        ) from None
+                    time.sleep(0.002)
+            self._sweep_temporaries(directory)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    @staticmethod
+    def _sweep_temporaries(directory: Path) -> None:
+        """Under the lock no write is in flight, so any temporary is a dead writer's leftover."""
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name.startswith(TMP_PREFIX):
+                        try:
+                            os.unlink(entry.path)
+                        except OSError:
+                            pass
+        except OSError:
+            pass
+
+    def _write(self, location: Location, body: bytes) -> None:
+        directory = location.path
+        tmp = directory / f"{TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+            try:
+                os.fchmod(fd, FILE_MODE)
+                view = memoryview(body)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self.step("write:before-rename")
+            os.rename(tmp, location.sentinel)
+            _fsync_dir(directory)
+        except OSError as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise StoreError(f"cannot write {location.sentinel}: {exc.strerror or exc}") from None
+
+    def _remove(self, location: Location) -> None:
+        try:
+            os.unlink(location.sentinel)
+            _fsync_dir(location.path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(f"cannot remove {location.sentinel}: {exc.strerror or exc}") from None
+
+    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
+        with self._locked(location):
+            standing = self._read_one(location, now, cached=False)
+            if not precondition_met(request.only_if, standing):
+                raise HoldConflict(
+                    f"{location.describe()} is held by generation "
+                    f"{standing.fence.describe() if standing.fence else 'unknown'}, which this write may not replace",
+                    standing,
+                )
+            hold = merge_hold(standing.hold, request, now, new_generation())
+            self._write(location, encode_body(hold))
+            event = "rearm" if standing.active else "engage"
+            self._audit(event, location, hold.generation, actor, hold.reason, hold.expires_at, now)
+        return hold
+
+    def _matches(self, standing: Reading, fence: Fence) -> bool:
+        if standing.state is HoldState.ABSENT or standing.fence is None:
+            return False
+        if fence.generation is not None:
+            return standing.hold is not None and standing.hold.generation == fence.generation
+        if fence.file_id is not None:
+            return standing.hold is not None and standing.hold.generation is None and standing.fence.file_id == fence.file_id
+        return False
+
+    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
+        with self._locked(location):
+            standing = self._read_one(location, now, cached=False)
+            if not self._matches(standing, fence):
+                return False
+            self.step("retire:before-unlink")
+            self._remove(location)
+            hold = standing.hold
+            self._audit(event, location, fence.describe(), actor, hold.reason if hold else None,
+                        hold.expires_at if hold else None, now)
+        return True
+
+    def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
+        with self._locked(location):
+            standing = self._read_one(location, now, cached=False)
+            if standing.state is HoldState.ABSENT:
+                if generation is not None:
+                    raise HoldConflict(f"generation {generation} is not the current hold at {location.describe()} (none is)")
+                return None
+            if generation is not None and (standing.hold is None or standing.hold.generation != generation):
+                current = standing.fence.describe() if standing.fence else "unknown"
+                raise HoldConflict(
+                    f"generation {generation} is not the current hold at {location.describe()} (current: {current})",
+                    standing,
+                )
+            self._remove(location)
+            hold = standing.hold
+            self._audit("release", location, standing.fence.describe() if standing.fence else None, actor,
+                        hold.reason if hold else None, hold.expires_at if hold else None, now)
+        return standing
+
+    # -- audit -------------------------------------------------------------------------------
+
+    def _audit(self, event: str, location: Location, generation: str | None, actor: str,
+               reason: str | None, deadline: datetime | None, now: datetime) -> None:
+        """Audit after a write that already happened: a failure here must not read as a failed
+        write, so it is logged rather than raised."""
+        try:
+            self.append_audit(AuditEvent(now, event, location.scope, generation, actor, reason, deadline))
+        except StoreError as exc:
+            logger.warning("%s", exc)
+
+    def append_audit(self, event: AuditEvent) -> None:
+        try:
+            self.audit_log.append(event)
+        except OSError as exc:
+            raise StoreError(f"cannot append to the audit log {self.audit_log.path}: {exc.strerror or exc}") from None
+
+    def history(self, limit: int | None = None) -> list[AuditEvent]:
+        return self.audit_log.read(limit)
+
+    def describe(self) -> dict[str, object]:
+        return {"backend": self.name, "root": str(self.root), "audit_log": str(self.audit_log.path)}

@@ -1,0 +1,50 @@
+"""The store of last resort: what a process gets when its configured store cannot even be opened
+(a bad URL, an unreadable config). Every location reads as UNREADABLE, so the fleet is held and
+nobody is admitted; every write raises the original error. Never silently free."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Sequence
+
+from ..audit import AuditEvent
+from ..errors import StoreUnavailable
+from ..hold import EngageRequest, Fence, Hold, HoldState, Reading
+from ..homes import Location
+from .base import HoldStore
+
+__all__ = ["UnavailableStore"]
+
+
+class UnavailableStore(HoldStore):
+    name = "unavailable"
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+    def _refuse(self) -> StoreUnavailable:
+        return StoreUnavailable(f"store unavailable: {self.problem}")
+
+    def read(self, locations: Sequence[Location], now: datetime) -> tuple[Reading, ...]:
+        return tuple(
+            Reading(location, HoldState.UNREADABLE, None, Fence(), f"store unavailable: {self.problem}")
+            for location in locations
+        )
+
+    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
+        raise self._refuse()
+
+    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
+        raise self._refuse()
+
+    def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
+        raise self._refuse()
+
+    def append_audit(self, event: AuditEvent) -> None:
+        raise self._refuse()
+
+    def history(self, limit: int | None = None) -> list[AuditEvent]:
+        raise self._refuse()
+
+    def describe(self) -> dict[str, object]:
+        return {"backend": self.name, "problem": self.problem}

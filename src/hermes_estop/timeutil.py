@@ -1,0 +1,108 @@
+"""Instants, the injected clock, and the one half-open interval rule.
+
+Time is injected everywhere as a `Clock` (a callable returning an aware UTC datetime) so every
+deadline is testable; a decision reads the clock once and passes `now` down.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from .errors import InvalidInstant
+
+__all__ = [
+    "Clock",
+    "utc_now",
+    "parse_stamp",
+    "parse_instant",
+    "to_utc",
+    "format_instant",
+    "format_relative",
+    "in_interval",
+]
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The real clock: an aware datetime in UTC."""
+    return datetime.now(timezone.utc)
+
+
+def to_utc(value: datetime) -> datetime:
+    """An aware UTC datetime; a naive one is taken to be UTC already."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def parse_stamp(value: Any) -> datetime | None:
+    """Lenient reading of a stamp found in a sentinel body: aware UTC, or None when absent or
+    unparsable. Used on untrusted bodies, so it never raises; callers treat None as 'no deadline'
+    (an unparsable deadline never means expired)."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not text or len(text) > 64:
+        return None
+    if text[-1] in "zZ":
+        text = text[:-1] + "+00:00"
+    try:
+        return to_utc(datetime.fromisoformat(text))
+    except (ValueError, OverflowError):
+        return None
+
+
+def parse_instant(value: Any, *, what: str = "time") -> datetime:
+    """Strict reading of an operator-supplied absolute time (ISO-8601; naive means UTC).
+
+    Raises `InvalidInstant` naming the value."""
+    if isinstance(value, datetime):
+        return to_utc(value)
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise InvalidInstant(f"invalid {what} {value!r}: expected an ISO-8601 time such as 2026-12-02T18:00:00Z")
+    stamp = parse_stamp(value)
+    if stamp is None:
+        raise InvalidInstant(f"invalid {what} {value!r}: expected an ISO-8601 time such as 2026-12-02T18:00:00Z")
+    return stamp
+
+
+def format_instant(value: datetime | None) -> str | None:
+    """The wire and display form: ISO-8601 in UTC with an explicit offset."""
+    if value is None:
+        return None
+    return to_utc(value).isoformat()
+
+
+def format_relative(target: datetime, now: datetime) -> str:
+    """'in 43m', 'in 2h05m', '3m ago': the human half of a deadline."""
+    seconds = (target - now).total_seconds()
+    if not math.isfinite(seconds):
+        return "never"
+    future = seconds >= 0
+    seconds = int(abs(seconds) + (0.999 if future else 0))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        text = f"{days}d{hours:02d}h"
+    elif hours:
+        text = f"{hours}h{minutes:02d}m"
+    elif minutes:
+        text = f"{minutes}m" if not secs else f"{minutes}m{secs:02d}s"
+    else:
+        text = f"{secs}s"
+    return f"in {text}" if future else f"{text} ago"
+
+
+def in_interval(now: datetime, start: datetime | None, end: datetime | None) -> bool:
+    """THE interval rule, half-open `[start, end)`: at exactly `end` it no longer holds.
+
+    `None` for either bound means unbounded on that side. A hold is active while
+    `in_interval(now, None, expires_at)`; an occurrence covers `now` while
+    `in_interval(now, start, end)`. Every caller uses this one function."""
+    if start is not None and now < start:
+        return False
+    return end is None or now < end
