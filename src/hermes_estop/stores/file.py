@@ -13,13 +13,10 @@ new one, never a partial one, and a re-arm never makes the sentinel disappear.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import logging
 import os
 import stat
 import time
-import uuid
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +24,7 @@ from typing import Callable, Iterator, Sequence
 
 from ..audit import AuditEvent, AuditLog
 from ..errors import HoldConflict, StoreError
+from ..fsutil import LOCK_TIMEOUT, atomic_write, exclusive_lock, fsync_dir, sweep_temporaries
 from ..hold import (
     MAX_BODY_BYTES,
     EngageRequest,
@@ -44,14 +42,11 @@ from ..hold import (
 from ..homes import SENTINEL_NAME, Location
 from .base import HoldStore
 
-__all__ = ["FileStore", "LOCK_NAME", "LOCK_TIMEOUT"]
+__all__ = ["FileStore", "LOCK_NAME"]
 
 logger = logging.getLogger("hermes_estop")
 
 LOCK_NAME = f".{SENTINEL_NAME}.lock"
-TMP_PREFIX = f".{SENTINEL_NAME}.tmp-"
-LOCK_TIMEOUT = 10.0
-FILE_MODE = 0o644
 # A body is cached on its stat identity only once its timestamps are this much older than the
 # read: file timestamps come from a coarse clock, so two writes inside one tick can share them.
 _SETTLED_NS = 100_000_000
@@ -72,14 +67,6 @@ def _kind(mode: int) -> str:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
     return "not a regular file"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _load(path: str) -> tuple[Hold | str, tuple[int, ...] | None, tuple[int, ...] | None]:
@@ -179,76 +166,18 @@ class FileStore(HoldStore):
 
     @contextmanager
     def _locked(self, location: Location) -> Iterator[None]:
-        directory = location.path
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(
-                directory / LOCK_NAME,
-                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                FILE_MODE,
-            )
-        except OSError as exc:
-            raise StoreError(f"cannot open the lock {directory / LOCK_NAME}: {exc.strerror or exc}") from None
-        try:
-            deadline = time.monotonic() + LOCK_TIMEOUT
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EINTR):
-                        raise StoreError(f"cannot lock {directory / LOCK_NAME}: {exc.strerror}") from None
-                    if time.monotonic() > deadline:
-                        raise StoreError(
-                            f"lock {directory / LOCK_NAME} still busy after {LOCK_TIMEOUT:.0f}s"
-                        ) from None
-                    time.sleep(0.002)
-            self._sweep_temporaries(directory)
+        with exclusive_lock(location.path / LOCK_NAME, LOCK_TIMEOUT):
+            sweep_temporaries(location.sentinel)
             yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the flock
-
-    @staticmethod
-    def _sweep_temporaries(directory: Path) -> None:
-        """Under the lock no write is in flight, so any temporary is a dead writer's leftover."""
-        try:
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    if entry.name.startswith(TMP_PREFIX):
-                        try:
-                            os.unlink(entry.path)
-                        except OSError:
-                            pass
-        except OSError:
-            pass
 
     def _write(self, location: Location, body: bytes) -> None:
-        directory = location.path
-        tmp = directory / f"{TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
-            try:
-                os.fchmod(fd, FILE_MODE)
-                view = memoryview(body)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            self.step("write:before-rename")
-            os.rename(tmp, location.sentinel)
-            _fsync_dir(directory)
-        except OSError as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise StoreError(f"cannot write {location.sentinel}: {exc.strerror or exc}") from None
+        location.path.mkdir(parents=True, exist_ok=True)
+        atomic_write(location.sentinel, body, before_rename=lambda: self.step("write:before-rename"))
 
     def _remove(self, location: Location) -> None:
         try:
             os.unlink(location.sentinel)
-            _fsync_dir(location.path)
+            fsync_dir(location.path)
         except FileNotFoundError:
             pass
         except OSError as exc:
