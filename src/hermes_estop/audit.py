@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
+from .fsutil import open_shared_file
 from .timeutil import format_instant, parse_stamp
 
 __all__ = ["AUDIT_FILE", "EVENTS", "AuditEvent", "AuditLog", "default_actor"]
@@ -80,7 +81,7 @@ class AuditLog:
     def append(self, event: AuditEvent) -> None:
         line = (json.dumps(event.to_json(), sort_keys=False) + "\n").encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        fd = open_shared_file(self.path, os.O_WRONLY | os.O_APPEND)
         try:
             os.write(fd, line)
         finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import time
 import uuid
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from typing import Callable, Iterator
 
 from .errors import StoreError
 
-__all__ = ["FILE_MODE", "LOCK_TIMEOUT", "exclusive_lock", "atomic_write", "fsync_dir", "sweep_temporaries"]
+__all__ = ["FILE_MODE", "LOCK_TIMEOUT", "open_shared_file", "exclusive_lock", "atomic_write", "fsync_dir", "sweep_temporaries"]
 
 FILE_MODE = 0o644
 LOCK_TIMEOUT = 10.0
@@ -30,6 +31,19 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def open_shared_file(path: Path, flags: int) -> int:
+    """`os.open` with O_CREAT and O_NOFOLLOW, and mode 0644 whatever the umask: every process
+    of the fleet, whoever runs it, must be able to read what it shares."""
+    fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != FILE_MODE:
+            os.fchmod(fd, FILE_MODE)
+    except OSError:
+        pass
+    return fd
+
+
 @contextmanager
 def exclusive_lock(lock_path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     """Hold an exclusive `flock` on `lock_path` (created 0644, never through a symlink).
@@ -38,7 +52,7 @@ def exclusive_lock(lock_path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[N
     `timeout` seconds (a writer stopped while holding it)."""
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+        fd = open_shared_file(lock_path, os.O_RDWR)
     except OSError as exc:
         raise StoreError(f"cannot open the lock {lock_path}: {exc.strerror or exc}") from None
     try:

@@ -215,7 +215,7 @@ class FileStore(HoldStore):
             self.step("retire:before-unlink")
             self._remove(location)
             hold = standing.hold
-            self._audit(event, location, fence.describe(), actor, hold.reason if hold else None,
+            self._audit(event, location, standing.fence.describe(), actor, hold.reason if hold else None,
                         hold.expires_at if hold else None, now)
         return True
 

@@ -1,0 +1,54 @@
+"""Fixtures every test package shares: a fake clock and temporary fleet homes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from hermes_estop.homes import Layout
+
+EPOCH = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+
+
+class FakeClock:
+    """An injectable clock: returns `now` until told to move."""
+
+    def __init__(self, start: datetime = EPOCH) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta | None = None, **kwargs: float) -> datetime:
+        self.now = self.now + (delta if delta is not None else timedelta(**kwargs))
+        return self.now
+
+    def set(self, when: datetime) -> datetime:
+        self.now = when
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def fleet_root(tmp_path: Path) -> Path:
+    root = tmp_path / "fleet"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def root_layout(fleet_root: Path) -> Layout:
+    """A process whose home is the fleet root."""
+    return Layout(home=fleet_root, root=fleet_root)
+
+
+@pytest.fixture
+def profile_layout(fleet_root: Path) -> Layout:
+    """A process serving profile `ops` of the fleet."""
+    return Layout(home=fleet_root, root=fleet_root).for_profile("ops")
