@@ -13,9 +13,9 @@ from typing import Annotated, Optional, Sequence
 import typer
 
 try:  # typer >= 0.29 vendors its own click; older releases use the click package
-    from typer._click import exceptions as click_exceptions
+    from typer._click.exceptions import UsageError
 except ImportError:  # pragma: no cover - depends on the installed typer
-    from click import exceptions as click_exceptions
+    from click.exceptions import UsageError
 
 from ..config import STORE_ENV
 from ..errors import EstopError
@@ -69,13 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = typer.main.get_command(app)
     try:
         result = command.main(args=list(argv) if argv is not None else None, prog_name="hermes", standalone_mode=False)
-    except click_exceptions.UsageError as exc:
+    except UsageError as exc:
         where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
         typer.echo(f"hermes: error: {where}{one_line(exc.format_message())}", err=True)
         return EXIT_USAGE
-    except click_exceptions.Exit as exc:
+    except typer.Exit as exc:
         return exc.exit_code
-    except (click_exceptions.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         typer.echo("hermes: interrupted", err=True)
         return 130
     except EstopError as exc:

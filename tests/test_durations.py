@@ -1,0 +1,53 @@
+"""The TTL grammar: what is accepted, and every refusal naming the value."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from hermes_estop.durations import MAX_DURATION, format_duration, parse_duration
+from hermes_estop.errors import InvalidDuration
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("45m", timedelta(minutes=45)),
+        ("90m", timedelta(minutes=90)),
+        ("2h", timedelta(hours=2)),
+        ("1h30m", timedelta(hours=1, minutes=30)),
+        ("90s", timedelta(seconds=90)),
+        ("90", timedelta(seconds=90)),
+        ("1d", timedelta(days=1)),
+        ("1d2h3m4s", timedelta(days=1, hours=2, minutes=3, seconds=4)),
+        ("PT45M", timedelta(minutes=45)),
+        ("pt45m", timedelta(minutes=45)),
+        ("P1DT2H", timedelta(days=1, hours=2)),
+        ("P2W", timedelta(weeks=2)),
+        (" 45M ", timedelta(minutes=45)),
+        ("366d", MAX_DURATION),
+        (90, timedelta(seconds=90)),
+        (90.0, timedelta(seconds=90)),
+        (timedelta(minutes=5), timedelta(minutes=5)),
+    ],
+)
+def test_accepted_durations(text, expected):
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["banana", "0", "-5m", "2915000d", "999999999d", "367d", "8785h", "nan", "inf", "", " ", "1.5h", "45x", "m",
+     "PT0S", "P", "PT", "5m30", "1h-5m", "PT-5M", "1e3", "0x10", None, True, float("nan"), float("inf"), -1, 0,
+     1.5, timedelta(0), timedelta(days=400), "9" * 40, "P" + "9" * 40 + "D"],
+)
+def test_refused_durations_name_the_value(value):
+    with pytest.raises(InvalidDuration) as info:
+        parse_duration(value)
+    assert repr(value) in str(info.value)
+
+
+@pytest.mark.parametrize("value", [timedelta(minutes=45), timedelta(hours=1, minutes=30), timedelta(days=1, seconds=5)])
+def test_format_duration_round_trips(value):
+    assert parse_duration(format_duration(value)) == value

@@ -1,0 +1,55 @@
+"""Instants and the one half-open interval rule."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from hermes_estop.errors import InvalidInstant
+from hermes_estop.timeutil import format_relative, in_interval, parse_instant, parse_stamp
+
+T = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    "now, start, end, expected",
+    [
+        (T, T, T + timedelta(hours=1), True),
+        (T + timedelta(hours=1), T, T + timedelta(hours=1), False),
+        (T - timedelta(microseconds=1), T, T + timedelta(hours=1), False),
+        (T + timedelta(minutes=59), T, T + timedelta(hours=1), True),
+        (T, None, T, False),
+        (T, None, T + timedelta(microseconds=1), True),
+        (T, None, None, True),
+    ],
+)
+def test_intervals_are_half_open(now, start, end, expected):
+    assert in_interval(now, start, end) is expected
+
+
+@pytest.mark.parametrize("text", ["2026-06-01T12:00:00Z", "2026-06-01T12:00:00+00:00", "2026-06-01T14:00:00+02:00",
+                                  "2026-06-01T12:00:00", "2026-06-01 12:00"])
+def test_instants_in_every_spelling(text):
+    assert parse_instant(text) == T
+
+
+@pytest.mark.parametrize("text", ["tomorrow", "", "2026-02-30T00:00", "12:00", None, 5])
+def test_bad_instants_name_the_value(text):
+    with pytest.raises(InvalidInstant) as info:
+        parse_instant(text)
+    assert repr(text) in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["junk", None, 17, "", "x" * 100])
+def test_lenient_stamps_never_raise(value):
+    assert parse_stamp(value) is None
+
+
+@pytest.mark.parametrize(
+    "delta, text",
+    [(timedelta(minutes=43), "in 43m"), (timedelta(hours=2, minutes=5), "in 2h05m"), (timedelta(seconds=-180), "3m ago"),
+     (timedelta(days=2, hours=3), "in 2d03h"), (timedelta(seconds=30), "in 30s")],
+)
+def test_relative_times(delta, text):
+    assert format_relative(T + delta, T) == text
