@@ -6,10 +6,8 @@ The file form is append-only JSONL in the fleet root; each event is a single `wr
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
-import socket
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +24,9 @@ EVENTS = ("engage", "rearm", "release", "retire", "expire", "skip")
 
 def default_actor() -> str:
     """Who did it, as far as this process can tell: `user@host`."""
+    import getpass
+    import socket
+
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

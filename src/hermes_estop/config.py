@@ -4,7 +4,6 @@ fleet root, else the file store. `--store` on the CLI sets the environment varia
 from __future__ import annotations
 
 import os
-import tomllib
 from typing import Mapping
 
 from .errors import InvalidArgument
@@ -23,10 +22,16 @@ def store_spec(layout: Layout, env: Mapping[str, str] | None = None) -> str | No
         return spec.strip()
     path = layout.root / CONFIG_FILE
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+        handle = open(path, "rb")
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise InvalidArgument(f"invalid config {path}: {exc.strerror or exc}") from None
+    import tomllib
+
+    try:
+        with handle:
+            data = tomllib.load(handle)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise InvalidArgument(f"invalid config {path}: {exc}") from None
     value = data.get("store")

@@ -77,7 +77,14 @@ class Estop:
             store = open_store(store if store is not None else store_spec(layout, env), layout.root)
         self.store: HoldStore = store
         self.clock: Clock = clock if clock is not None else store.default_clock()
-        self.actor = actor or default_actor()
+        self._actor = actor
+
+    @property
+    def actor(self) -> str:
+        """Who this process writes as (audit `actor`, body `armed_by`): `user@host` by default."""
+        if self._actor is None:
+            self._actor = default_actor()
+        return self._actor
 
     def __repr__(self) -> str:
         return f"Estop(home={str(self.layout.home)!r}, root={str(self.layout.root)!r}, store={self.store.name!r})"

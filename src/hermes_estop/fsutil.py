@@ -10,7 +10,6 @@ import fcntl
 import os
 import stat
 import time
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -73,7 +72,7 @@ def exclusive_lock(lock_path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[N
 
 
 def _temporary(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{os.urandom(6).hex()}")
 
 
 def sweep_temporaries(path: Path) -> None:

@@ -9,7 +9,7 @@ The body is wire-compatible with hermes-agent's `agent/estop.py`: `generation`, 
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -42,8 +42,8 @@ _MAX_ID_LEN = 256
 
 
 def new_generation() -> str:
-    """A fresh engagement identity: random, so never reused across processes or hosts."""
-    return uuid.uuid4().hex
+    """A fresh engagement identity: 128 random bits, so never reused across processes or hosts."""
+    return os.urandom(16).hex()
 
 
 def _normalize_id(value: Any, what: str) -> str:

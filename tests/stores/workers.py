@@ -33,12 +33,13 @@ def rearmer(store, location, out, until):
 def checker(store, layout, out, until):
     """Gate like a consumer (which retires dead holds) and count anything unreadable."""
     estop = Estop(layout=layout, store=store, actor="checker")
-    checks = unreadable = 0
+    checks = 0
+    problems = []
     while time.monotonic() < until:
         snapshot = estop.snapshot()
         checks += 1
-        unreadable += sum(1 for r in snapshot.readings if r.state is HoldState.UNREADABLE)
-    out.write(json.dumps({"checks": checks, "unreadable": unreadable}) + "\n")
+        problems += [r.problem for r in snapshot.readings if r.state is HoldState.UNREADABLE]
+    out.write(json.dumps({"checks": checks, "unreadable": problems}) + "\n")
 
 
 def retirer(store, location, out, until):

@@ -50,6 +50,7 @@ LOCK_NAME = f".{SENTINEL_NAME}.lock"
 # A body is cached on its stat identity only once its timestamps are this much older than the
 # read: file timestamps come from a coarse clock, so two writes inside one tick can share them.
 _SETTLED_NS = 100_000_000
+_VANISH_RETRIES = 5
 _OPEN_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
@@ -70,11 +71,12 @@ def _kind(mode: int) -> str:
 
 
 def _load(path: str) -> tuple[Hold | str, tuple[int, ...] | None, tuple[int, ...] | None]:
-    """(parsed body or the reason it is unreadable, file identity, cache key)."""
+    """(parsed body or the reason it is unreadable, file identity, cache key). Raises
+    `FileNotFoundError` when the sentinel was removed between the `lstat` and the open."""
     try:
         fd = os.open(path, _OPEN_READ)
     except FileNotFoundError:
-        return "vanished while being read", None, None
+        raise
     except OSError as exc:
         return f"cannot open: {exc.strerror or exc}", None, None
     try:
@@ -131,32 +133,40 @@ class FileStore(HoldStore):
         if path is None:
             path = self._paths[location] = str(location.sentinel)
         try:
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                absent = self._absent.get(location)
-                if absent is None:
-                    absent = self._absent[location] = Reading(location, HoldState.ABSENT)
-                return absent
-            if stat.S_ISLNK(st.st_mode):
+            for _ in range(_VANISH_RETRIES):
                 try:
-                    st = os.stat(path)
-                except OSError as exc:
-                    return self._unreadable(location, f"symlink that cannot be followed: {exc.strerror or exc}")
-            if not stat.S_ISREG(st.st_mode):
-                return self._unreadable(location, _kind(st.st_mode))
-            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            entry = self._cache.get(path) if cached else None
-            if entry is not None and entry[0] == key:
-                return classify(location, entry[1], now, entry[2])
-            parsed, file_id, cache_key = _load(path)
-            if cache_key is not None:
-                self._cache[path] = (cache_key, parsed, file_id)
-            return classify(location, parsed, now, file_id)
+                    return self._read_path(location, path, now, cached)
+                except FileNotFoundError:
+                    continue  # retired or released between the lstat and the open: look again
+            return self._unreadable(location, "the sentinel keeps vanishing while being read")
         except OSError as exc:
             return self._unreadable(location, f"cannot stat: {exc.strerror or exc}")
         except Exception as exc:  # reading never raises into a consumer
             return self._unreadable(location, f"unexpected {type(exc).__name__}: {exc}")
+
+    def _read_path(self, location: Location, path: str, now: datetime, cached: bool) -> Reading:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            absent = self._absent.get(location)
+            if absent is None:
+                absent = self._absent[location] = Reading(location, HoldState.ABSENT)
+            return absent
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                st = os.stat(path)
+            except OSError as exc:
+                return self._unreadable(location, f"symlink that cannot be followed: {exc.strerror or exc}")
+        if not stat.S_ISREG(st.st_mode):
+            return self._unreadable(location, _kind(st.st_mode))
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        entry = self._cache.get(path) if cached else None
+        if entry is not None and entry[0] == key:
+            return classify(location, entry[1], now, entry[2])
+        parsed, file_id, cache_key = _load(path)
+        if cache_key is not None:
+            self._cache[path] = (cache_key, parsed, file_id)
+        return classify(location, parsed, now, file_id)
 
     @staticmethod
     def _unreadable(location: Location, problem: str) -> Reading:
