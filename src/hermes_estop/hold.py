@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from .errors import InvalidArgument
 from .homes import Location
@@ -31,6 +31,8 @@ __all__ = [
     "new_generation",
     "parse_body",
     "classify",
+    "prepare",
+    "Prepared",
     "encode_body",
     "merge_hold",
     "precondition_met",
@@ -224,14 +226,33 @@ def parse_body(raw: bytes) -> Hold:
     )
 
 
-def classify(location: Location, parsed: Hold | str, now: datetime, file_id: tuple[int, ...] | None) -> Reading:
+class Prepared(NamedTuple):
+    """Both readings a body can give, built once per body: which one applies depends only on
+    `now` (a store may cache this and pay only a comparison per check)."""
+
+    expires_at: datetime | None
+    active: Reading
+    expired: Reading
+
+    def at(self, now: datetime) -> Reading:
+        return self.active if in_interval(now, None, self.expires_at) else self.expired
+
+
+def prepare(location: Location, parsed: Hold | str, file_id: tuple[int, ...] | None) -> Prepared:
     """DESIGN 3 for a present sentinel: `parsed` is the body's `Hold`, or the reason it is
-    unreadable. Expired only for a readable body whose parsable deadline is at or before `now`."""
+    unreadable (active whatever the time). Expired only for a readable body whose parsable
+    deadline is at or before `now`."""
     if isinstance(parsed, str):
-        return Reading(location, HoldState.UNREADABLE, None, Fence(None, file_id), parsed)
+        unreadable = Reading(location, HoldState.UNREADABLE, None, Fence(None, file_id), parsed)
+        return Prepared(None, unreadable, unreadable)
     fence = Fence(parsed.generation, None if parsed.generation else file_id)
-    state = HoldState.ACTIVE if parsed.active_at(now) else HoldState.EXPIRED
-    return Reading(location, state, parsed, fence)
+    return Prepared(parsed.expires_at, Reading(location, HoldState.ACTIVE, parsed, fence),
+                    Reading(location, HoldState.EXPIRED, parsed, fence))
+
+
+def classify(location: Location, parsed: Hold | str, now: datetime, file_id: tuple[int, ...] | None) -> Reading:
+    """The reading of one present sentinel at `now` (see `prepare`)."""
+    return prepare(location, parsed, file_id).at(now)
 
 
 def encode_body(hold: Hold) -> bytes:

@@ -24,20 +24,21 @@ from typing import Callable, Iterator, Sequence
 
 from ..audit import AuditEvent, AuditLog
 from ..errors import HoldConflict, StoreError
-from ..fsutil import LOCK_TIMEOUT, atomic_write, exclusive_lock, fsync_dir, sweep_temporaries
+from ..fsutil import LOCK_TIMEOUT, atomic_write, exclusive_lock, sweep_temporaries
 from ..hold import (
     MAX_BODY_BYTES,
     EngageRequest,
     Fence,
     Hold,
     HoldState,
+    Prepared,
     Reading,
-    classify,
     encode_body,
     merge_hold,
     new_generation,
     parse_body,
     precondition_met,
+    prepare,
 )
 from ..homes import SENTINEL_NAME, Location
 from .base import HoldStore
@@ -116,7 +117,7 @@ class FileStore(HoldStore):
         self.root = Path(root)
         self.audit_log = AuditLog(self.root)
         self.interleave = interleave
-        self._cache: dict[str, tuple[tuple[int, ...], Hold | str, tuple[int, ...] | None]] = {}
+        self._cache: dict[str, tuple[tuple[int, ...], Prepared]] = {}
         self._absent: dict[Location, Reading] = {}
         self._paths: dict[Location, str] = {}
 
@@ -162,11 +163,12 @@ class FileStore(HoldStore):
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         entry = self._cache.get(path) if cached else None
         if entry is not None and entry[0] == key:
-            return classify(location, entry[1], now, entry[2])
+            return entry[1].at(now)
         parsed, file_id, cache_key = _load(path)
+        prepared = prepare(location, parsed, file_id)
         if cache_key is not None:
-            self._cache[path] = (cache_key, parsed, file_id)
-        return classify(location, parsed, now, file_id)
+            self._cache[path] = (cache_key, prepared)
+        return prepared.at(now)
 
     @staticmethod
     def _unreadable(location: Location, problem: str) -> Reading:
@@ -185,9 +187,10 @@ class FileStore(HoldStore):
         atomic_write(location.sentinel, body, before_rename=lambda: self.step("write:before-rename"))
 
     def _remove(self, location: Location) -> None:
+        """Unlink without a directory fsync: a removal lost to a crash brings back a hold that
+        was released or expired, which fails safe (held) or is inert (still expired)."""
         try:
             os.unlink(location.sentinel)
-            fsync_dir(location.path)
         except FileNotFoundError:
             pass
         except OSError as exc:
