@@ -8,6 +8,7 @@ Exit codes: 0 success or "may proceed"; 1 held (or the named generation is not c
 from __future__ import annotations
 
 import os
+import sys
 from typing import Annotated, Optional, Sequence
 
 import typer
@@ -24,14 +25,9 @@ from .common import EXIT_USAGE, one_line
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(
-    name="hermes",
-    help="Stop all NEW work in an agent fleet for maintenance, and get it back reliably.",
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+#: The hold commands, served by the core app alone: they run from crontab and systemd timer
+#: lines, so their start-up must not pay for building every other sub-command.
+CORE_COMMANDS = frozenset({"pause", "resume", "status", "check", "gate", "history"})
 
 
 def _version(value: bool) -> None:
@@ -42,7 +38,6 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     store: Annotated[Optional[str], typer.Option("--store", help=f"Store URL (file, postgresql://...); default ${STORE_ENV}.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
@@ -51,24 +46,51 @@ def _root(
         os.environ[STORE_ENV] = store
 
 
-hold.register(app)
+def build_app(*, extensions: bool = True) -> typer.Typer:
+    """The `hermes` app; without `extensions`, only the hold commands."""
+    built = typer.Typer(
+        name="hermes",
+        help="Stop all NEW work in an agent fleet for maintenance, and get it back reliably.",
+        add_completion=False,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    built.callback()(_root)
+    hold.register(built)
+    if extensions:
+        from . import extensions as more
+
+        more.register(built)
+    return built
 
 
-def _register_optional() -> None:
-    """Sub-apps of the other packages; each module imports only typer at import time."""
-    from . import extensions
+def __getattr__(name: str) -> typer.Typer:
+    """`hermes_estop.cli.app`, the full app, built on first use."""
+    if name == "app":
+        globals()["app"] = built = build_app()
+        return built
+    raise AttributeError(name)
 
-    extensions.register(app)
 
-
-_register_optional()
+def _command_name(args: Sequence[str]) -> str | None:
+    """The sub-command an argument list invokes (skipping the root options)."""
+    rest = list(args)
+    while rest:
+        head = rest.pop(0)
+        if head == "--store":
+            rest = rest[1:]
+        elif not head.startswith("-"):
+            return head
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry: runs the app and maps errors to one line and an exit code."""
-    command = typer.main.get_command(app)
+    args = list(argv) if argv is not None else sys.argv[1:]
+    command = typer.main.get_command(build_app(extensions=_command_name(args) not in CORE_COMMANDS))
     try:
-        result = command.main(args=list(argv) if argv is not None else None, prog_name="hermes", standalone_mode=False)
+        result = command.main(args=args, prog_name="hermes", standalone_mode=False)
     except UsageError as exc:
         where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
         typer.echo(f"hermes: error: {where}{one_line(exc.format_message())}", err=True)
