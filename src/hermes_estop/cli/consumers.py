@@ -1,11 +1,235 @@
-"""Placeholder: the consumers commands are registered here."""
+"""`hermes cron | kanban | gateway`: the reference consumers, gated by the shared predicate.
+
+The consumer modules (croniter, sqlite3, socketserver) are imported inside the commands, so the
+rest of the CLI stays cheap to start.
+"""
 
 from __future__ import annotations
 
+from typing import Annotated, Optional
+
 import typer
 
-__all__ = ["register"]
+from ..errors import InvalidArgument
+from ..timeutil import format_instant, format_relative
+from .common import current_estop, emit_json, fail
+
+__all__ = ["register", "cron_app", "kanban_app", "gateway_app"]
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+OwnerOpt = Annotated[Optional[str], typer.Option("--owner", help="The user id that owns the work (the gate's principal).")]
+TimeoutOpt = Annotated[Optional[str], typer.Option("--timeout", help="Stop a run that takes longer (90s, 10m, 1h). Default 1h.")]
+
+
+def _sub_app(name: str, help_text: str) -> typer.Typer:
+    return typer.Typer(name=name, help=help_text, no_args_is_help=True, add_completion=False,
+                       rich_markup_mode=None, pretty_exceptions_enable=False)
+
+
+cron_app = _sub_app("cron", "The cron job table of this home: jobs run on their schedule unless gated.")
+kanban_app = _sub_app("kanban", "The fleet's kanban board: a dispatch pass spawns workers for ready cards unless gated.")
+gateway_app = _sub_app("gateway", "The chat turn gate and its loopback line server.")
+
+
+def _when(value, now) -> str:
+    if value is None:
+        return "-"
+    return f"{format_instant(value)} ({format_relative(value, now)})"
+
+
+# -- cron ------------------------------------------------------------------------------------
+
+@cron_app.command("add")
+def cron_add(
+    name: Annotated[str, typer.Argument(help="A unique job name.")],
+    command: Annotated[str, typer.Option("--command", help="The shell command to run.")],
+    cron: Annotated[Optional[str], typer.Option("--cron", help="5-field cron expression, e.g. '*/15 * * * *'.")] = None,
+    tz: Annotated[str, typer.Option("--tz", help="IANA timezone the expression is read in.")] = "UTC",
+    at: Annotated[Optional[str], typer.Option("--at", help="Run once at this ISO-8601 time instead.")] = None,
+    owner: OwnerOpt = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", help="The profile the job is for (default: this home's).")] = None,
+    timeout: TimeoutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add a job: `hermes cron add NAME --cron EXPR [--tz ZONE] --command CMD [--owner ID]`."""
+    from ..consumers.cron import CronTable
+
+    estop = current_estop()
+    now = estop.clock()
+    job = CronTable.of(estop).add(name, command, now=now, schedule=cron, timezone=tz, at=at, owner=owner,
+                                  profile=profile if profile is not None else estop.layout.profile,
+                                  timeout=timeout)
+    if as_json:
+        emit_json(job.to_json())
+        return
+    what = f"{job.schedule} ({job.timezone})" if job.schedule else "once"
+    typer.echo(f"added cron job {job.name}: {what}, next run {_when(job.next_run_at, now)}")
+
+
+@cron_app.command("list")
+def cron_list(as_json: JsonOpt = False) -> None:
+    """The jobs of this home, their next run and their last result."""
+    from ..consumers.cron import CronTable
+
+    estop = current_estop()
+    table = CronTable.of(estop)
+    jobs = table.jobs()
+    if as_json:
+        emit_json({"table": str(table.path), "jobs": [job.to_json() for job in jobs]})
+        return
+    if not jobs:
+        typer.echo(f"no cron jobs ({table.path})")
+        return
+    now = estop.clock()
+    for job in jobs:
+        what = f"{job.schedule} ({job.timezone})" if job.schedule else f"once at {format_instant(job.at)}"
+        last = f"{job.last.status} at {format_instant(job.last.finished_at)}" if job.last else "never run"
+        if job.running(now):
+            last += "; running now"
+        who = f"owner {job.owner or '-'}, profile {job.profile or '-'}"
+        typer.echo(f"{job.name}: {what}; next {_when(job.next_run_at, now)}; {who}; last {last}")
+        typer.echo(f"    $ {job.command}")
+
+
+@cron_app.command("remove")
+def cron_remove(name: Annotated[str, typer.Argument(help="The job to remove.")]) -> None:
+    """Remove a job (a run in flight finishes; its result is not recorded)."""
+    from ..consumers.cron import CronTable
+
+    job = CronTable.of(current_estop()).remove(name)
+    typer.echo(f"removed cron job {job.name}")
+
+
+@cron_app.command("tick")
+def cron_tick(as_json: JsonOpt = False) -> None:
+    """One tick now: run every due job the gate lets through, wait for them, record the results."""
+    from ..consumers.cron import CronRunner
+
+    report = CronRunner(current_estop()).tick(wait=True)
+    if as_json:
+        emit_json(report.to_json())
+        return
+    typer.echo(report.summary())
+    for run in report.failed:
+        typer.echo(f"  failed {run.name}: {run.result.detail or run.result.status}")
+    for held in report.held:
+        typer.echo(f"  held   {held.name}")
+    if report.held:
+        typer.echo(f"  {report.held[0].notice}")
+
+
+# -- kanban ----------------------------------------------------------------------------------
+
+@kanban_app.command("add")
+def kanban_add(
+    title: Annotated[str, typer.Argument(help="What the card is.")],
+    command: Annotated[str, typer.Option("--command", help="The shell command its worker runs.")],
+    owner: OwnerOpt = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", help="The assignee profile.")] = None,
+    ready: Annotated[bool, typer.Option("--ready", help="Ready for dispatch now (default: todo).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add a card to the fleet's board."""
+    from ..consumers.kanban import Board
+
+    estop = current_estop()
+    card = Board(estop.layout.root, clock=estop.clock).add(title, command, owner=owner, profile=profile, ready=ready)
+    if as_json:
+        emit_json(card.to_json())
+        return
+    typer.echo(f"added card #{card.id} ({card.status}): {card.title}")
+
+
+@kanban_app.command("ready")
+def kanban_ready(card_id: Annotated[int, typer.Argument(help="The card's id.")]) -> None:
+    """Move a card (back) to ready."""
+    from ..consumers.kanban import Board
+
+    estop = current_estop()
+    card = Board(estop.layout.root, clock=estop.clock).mark_ready(card_id)
+    typer.echo(f"card #{card.id} is ready")
+
+
+@kanban_app.command("list")
+def kanban_list(
+    status: Annotated[Optional[str], typer.Option("--status", help="Only cards in this status.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The cards on the fleet's board."""
+    from ..consumers.kanban import Board
+
+    estop = current_estop()
+    board = Board(estop.layout.root, clock=estop.clock)
+    cards = board.cards(status) if board.exists() or status is not None else []
+    if as_json:
+        emit_json({"board": str(board.path), "cards": [card.to_json() for card in cards]})
+        return
+    if not cards:
+        typer.echo(f"no cards ({board.path})")
+        return
+    for card in cards:
+        result = f"; {card.detail}" if card.detail else ""
+        typer.echo(f"#{card.id} [{card.status}] {card.title} (owner {card.owner or '-'}, "
+                   f"profile {card.profile or '-'}){result}")
+
+
+@kanban_app.command("dispatch")
+def kanban_dispatch(
+    max_cards: Annotated[int, typer.Option("--max", help="Spawn at most this many workers.")] = 4,
+    timeout: TimeoutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One dispatch pass: claim the ready cards the gate admits, spawn their workers (up to --max),
+    wait for them and record the results. Held cards stay ready."""
+    from ..consumers.kanban import Dispatcher
+
+    dispatcher = Dispatcher(current_estop(), max_workers=max_cards, timeout=timeout)
+    report = dispatcher.dispatch(limit=max_cards)
+    if as_json:
+        emit_json(report.to_json())
+        return
+    typer.echo(report.summary())
+    for run in report.failed:
+        typer.echo(f"  failed #{run.id}: {run.result.detail or run.result.status}")
+    if report.held:
+        typer.echo(f"  held: {', '.join(f'#{held.id}' for held in report.held)}: {report.held[0].notice}")
+
+
+# -- gateway ---------------------------------------------------------------------------------
+
+@gateway_app.command("serve")
+def gateway_serve(
+    port: Annotated[int, typer.Option("--port", help="TCP port (0: pick a free one).")],
+    host: Annotated[str, typer.Option("--host", help="Address to bind; loopback unless you say otherwise.")] = "127.0.0.1",
+    operator: Annotated[Optional[list[str]], typer.Option("--operator", help="A user id that may /pause and /resume (repeatable).")] = None,
+) -> None:
+    """Serve the turn gate: one `user_id profile text` line in, one reply line out (`-` = no profile)."""
+    from ..consumers.gateway import Gateway, LineServer, is_loopback
+
+    if not 0 <= port <= 65535:
+        raise InvalidArgument(f"invalid port {port}: expected 0 to 65535 (0 picks a free one)")
+    gateway = Gateway(current_estop(), operators=operator or ())
+    try:
+        server = LineServer(gateway, host, port)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    bound_host, bound_port = server.address
+    if not is_loopback(bound_host):
+        typer.echo(f"hermes: warning: {bound_host} is not a loopback address; user ids on this socket are not "
+                   "authenticated", err=True)
+    ops = ", ".join(sorted(gateway.operators)) or "none"
+    typer.echo(f"hermes gateway listening on {bound_host}:{bound_port} (operators: {ops})")
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    typer.echo("hermes gateway stopped")
 
 
 def register(app: typer.Typer) -> None:
     """Add the consumers commands to `app`."""
+    app.add_typer(cron_app, name="cron")
+    app.add_typer(kanban_app, name="kanban")
+    app.add_typer(gateway_app, name="gateway")

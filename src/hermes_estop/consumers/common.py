@@ -1,0 +1,300 @@
+"""What the consumers share: the gate question for a piece of owned work, names, and the worker
+subprocesses that carry out a cron job or a kanban card.
+
+A worker runs in its own session (process group) so a timeout can stop the whole shell pipeline
+it started, and writes its output to a log file rather than a pipe, so a worker that prints a lot
+never blocks on a reader that is busy waiting for another worker.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Hashable, Iterable, Mapping
+
+from ..durations import parse_duration
+from ..errors import InvalidArgument
+from ..estop import Estop
+from ..gate import Snapshot, Verdict
+from ..homes import validate_profile_name
+from ..timeutil import Clock, format_instant, parse_stamp
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "validate_name",
+    "validate_profile",
+    "validate_owner",
+    "parse_timeout",
+    "gate_work",
+    "engagement_key",
+    "WorkResult",
+    "Worker",
+    "WorkerPool",
+    "worker_env",
+]
+
+DEFAULT_TIMEOUT = timedelta(hours=1)
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_KILL_GRACE = 2.0
+_TAIL_BYTES = 400
+
+
+def validate_name(value: Any, what: str) -> str:
+    """A name an operator types and a file may be named after: letters, digits, '.', '_', '-'."""
+    if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
+        raise InvalidArgument(
+            f"invalid {what} {value!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return value
+
+
+def validate_profile(value: Any) -> str | None:
+    return None if value is None else validate_profile_name(value)
+
+
+def validate_owner(value: Any) -> str | None:
+    """An owner is an authenticated principal id, compared as a string (DESIGN 3)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InvalidArgument(f"invalid owner {value!r}: expected a user id")
+    text = str(value).strip()
+    if not text or len(text) > 256 or any(ch.isspace() or ord(ch) < 32 for ch in text):
+        raise InvalidArgument(f"invalid owner {value!r}: expected a non-empty user id without spaces")
+    return text
+
+
+def parse_timeout(value: Any) -> timedelta:
+    """A worker timeout, in the one duration grammar (`90s`, `10m`, `PT1H`)."""
+    if value is None:
+        return DEFAULT_TIMEOUT
+    return parse_duration(value)
+
+
+def gate_work(estop: Estop, owner: str | None, profile: str | None,
+              views: dict[str, Estop] | None = None) -> Verdict:
+    """The gate for work owned by `owner` and assigned to `profile`.
+
+    Work for another profile than `estop`'s own is asked through that profile's view of the fleet
+    (`estop.for_profile`), so a hold in that profile's home applies to it as well as the fleet
+    root's. `views` caches those views for the length of one pass."""
+    view = estop
+    if profile is not None and profile != estop.layout.profile:
+        if views is None:
+            view = estop.for_profile(profile)
+        else:
+            view = views.get(profile) or views.setdefault(profile, estop.for_profile(profile))
+    return view.gate(owner, profile)
+
+
+def engagement_key(snapshot: Snapshot) -> frozenset:
+    """The identity of what holds in `snapshot`: one value per engagement, so a consumer can log
+    "held" once per engagement instead of once per skipped run."""
+    return frozenset((r.location.key, r.fence) for r in snapshot.active)
+
+
+@dataclass(frozen=True)
+class WorkResult:
+    """How one run of a worker ended. `status` is "ok", "failed" (non-zero exit), "timeout" or
+    "error" (it could not be started, or its dispatcher lost it)."""
+
+    status: str
+    exit_code: int | None
+    started_at: datetime
+    finished_at: datetime
+    detail: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "started_at": format_instant(self.started_at),
+            "finished_at": format_instant(self.finished_at),
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "WorkResult | None":
+        started = parse_stamp(data.get("started_at"))
+        finished = parse_stamp(data.get("finished_at"))
+        if not isinstance(data.get("status"), str) or started is None or finished is None:
+            return None
+        code = data.get("exit_code")
+        return cls(data["status"], code if isinstance(code, int) else None, started, finished, data.get("detail"))
+
+
+def _tail(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - _TAIL_BYTES))
+            data = handle.read()
+    except OSError:
+        return None
+    lines = [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+    return lines[-1].strip()[:200] if lines else None
+
+
+class Worker:
+    """One worker subprocess: `/bin/sh -c command`, output to `log_path`, stopped (its whole
+    process group) when it outlives `timeout`."""
+
+    def __init__(self, command: str, *, timeout: timedelta, cwd: Path, env: Mapping[str, str],
+                 log_path: Path, clock: Clock) -> None:
+        self.command = command
+        self.timeout = timeout
+        self.log_path = log_path
+        self._clock = clock
+        self.started_at = clock()
+        self._deadline = time.monotonic() + timeout.total_seconds()
+        self._process: subprocess.Popen[bytes] | None = None
+        self.result: WorkResult | None = None
+        try:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(log_path, "wb") as log:
+                self._process = subprocess.Popen(
+                    ["/bin/sh", "-c", command],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=cwd,
+                    env=dict(env),
+                    start_new_session=True,
+                    close_fds=True,
+                )
+        except OSError as exc:
+            self.result = WorkResult("error", None, self.started_at, clock(),
+                                     f"could not start: {exc.strerror or exc}")
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def poll(self) -> WorkResult | None:
+        """The result once the worker has ended (stopping it first when past its timeout)."""
+        if self.result is not None or self._process is None:
+            return self.result
+        code = self._process.poll()
+        if code is None and time.monotonic() >= self._deadline:
+            self._stop()
+            self.result = WorkResult("timeout", self._process.returncode, self.started_at, self._clock(),
+                                     f"timed out after {self.timeout.total_seconds():g}s")
+        elif code is not None:
+            self.result = self._finished(code)
+        return self.result
+
+    def wait(self, timeout: float | None = None) -> WorkResult | None:
+        """Block until the worker ends or its own timeout stops it; with `timeout`, give up after
+        that many seconds and return None (the worker keeps running)."""
+        if self.result is not None or self._process is None:
+            return self.result
+        limit = self._deadline - time.monotonic()
+        if timeout is not None:
+            limit = min(limit, timeout)
+        try:
+            self._process.wait(timeout=max(0.0, limit))
+        except subprocess.TimeoutExpired:
+            pass
+        return self.poll()
+
+    def _finished(self, code: int) -> WorkResult:
+        finished = self._clock()
+        if code == 0:
+            return WorkResult("ok", 0, self.started_at, finished, None)
+        tail = _tail(self.log_path)
+        detail = f"exit {code}" + (f": {tail}" if tail else "")
+        return WorkResult("failed", code, self.started_at, finished, detail)
+
+    def _stop(self) -> None:
+        assert self._process is not None
+        for sig, grace in ((signal.SIGTERM, _KILL_GRACE), (signal.SIGKILL, None)):
+            try:
+                os.killpg(self._process.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self._process.wait(timeout=grace)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+class WorkerPool:
+    """The workers a consumer has in flight, by key. Thread-safe."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._workers: dict[Hashable, Worker] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._workers)
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._workers
+
+    def start(self, key: Hashable, command: str, *, timeout: timedelta, cwd: Path,
+              env: Mapping[str, str], log_path: Path) -> Worker:
+        worker = Worker(command, timeout=timeout, cwd=cwd, env=env, log_path=log_path, clock=self.clock)
+        with self._lock:
+            self._workers[key] = worker
+        return worker
+
+    def reap(self) -> list[tuple[Hashable, WorkResult]]:
+        """Results of the workers that have ended since the last reap."""
+        with self._lock:
+            items = list(self._workers.items())
+        done = []
+        for key, worker in items:
+            result = worker.poll()
+            if result is not None:
+                done.append((key, result))
+        self._forget(key for key, _ in done)
+        return done
+
+    def wait_all(self, timeout: float | None = None) -> list[tuple[Hashable, WorkResult]]:
+        """Wait for every worker (each bounded by its own timeout; all by `timeout` seconds when
+        given) and return the results of those that ended. Workers still running are left
+        running and stay in the pool: in-flight work is never killed by a shutdown."""
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            items = list(self._workers.items())
+        done = []
+        for key, worker in items:
+            remaining = None if end is None else max(0.0, end - time.monotonic())
+            result = worker.wait(remaining)
+            if result is not None:
+                done.append((key, result))
+        self._forget(key for key, _ in done)
+        return done
+
+    def _forget(self, keys: Iterable[Hashable]) -> None:
+        with self._lock:
+            for key in keys:
+                self._workers.pop(key, None)
+
+
+def worker_env(base: Mapping[str, str], extra: Mapping[str, str | None]) -> dict[str, str]:
+    """`base` with `extra` applied; a None value removes the variable."""
+    env = dict(base)
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
