@@ -59,6 +59,10 @@ class FileBackend(Backend):
 #: Every backend the contract suite runs on; the PostgreSQL backend appends itself here.
 BACKENDS: list[Backend] = [FileBackend()]
 
+from pg_helpers import PostgresBackend  # noqa: E402  (needs a server: started on first use)
+
+BACKENDS.append(PostgresBackend())
+
 
 @pytest.fixture(params=BACKENDS, ids=lambda backend: backend.name)
 def backend(request: pytest.FixtureRequest) -> Backend:

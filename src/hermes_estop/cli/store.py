@@ -1,11 +1,88 @@
-"""Placeholder: the store commands are registered here."""
+"""`hermes store init | status`: which store this fleet uses, and its schema.
+
+`init` is idempotent: it creates or upgrades the PostgreSQL schema (stores also do it on first
+use) and has nothing to do for the file store. `status` exits 0 when the store answers and 1
+when it does not (a PostgreSQL store that cannot be reached: the fleet reads as held).
+"""
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 import typer
 
+from .common import EXIT_HELD, current_estop, emit_json
+
 __all__ = ["register"]
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def init(as_json: JsonOpt = False) -> None:
+    """Create (or upgrade) the store's schema; safe to run again and from several hosts at once."""
+    estop = current_estop()
+    store = estop.store
+    create = getattr(store, "init_schema", None)
+    if create is None:
+        info = {"backend": store.name, "created": False, "applied": [], **store.describe()}
+        if as_json:
+            emit_json(info)
+        else:
+            typer.echo(f"{store.name} store: nothing to create (holds are sentinel files in each home)")
+        return
+    version, applied = create()
+    info = {"backend": store.name, "url": store.url.display, "schema": store.schema, "version": version,
+            "applied": applied, "created": bool(applied)}
+    if as_json:
+        emit_json(info)
+    elif applied:
+        typer.echo(f"schema {store.schema} in {store.url.display}: now at version {version} "
+                   f"(applied {', '.join(str(v) for v in applied)})")
+    else:
+        typer.echo(f"schema {store.schema} in {store.url.display}: already at version {version}, nothing to do")
+
+
+def _lines(info: dict[str, Any]) -> list[str]:
+    if info.get("backend") != "postgresql":
+        return [f"{key:<12} {value}" for key, value in info.items()]
+    lines = [f"backend      postgresql {info['url']}", f"schema       {info['schema']}"]
+    if not info.get("reachable"):
+        lines.append(f"UNREACHABLE  {info.get('problem')}")
+        lines.append(f"             every location reads as held (after a {info['grace_seconds']:g}s grace on the last known state)")
+    else:
+        lines[-1] += f" (version {info['schema_version']}; this hermes-estop supports {info['supported_schema_version']})"
+        lines.append(f"server       PostgreSQL {info['server_version']}, database {info['database']}, time {info['server_time']}")
+        lines.append(f"rows         {info['holds']} hold(s), {info['audit_events']} audit event(s)")
+    listener = info["listener"]
+    state = "connected" if listener["connected"] else "disconnected"
+    pid = f", backend pid {listener['backend_pid']}" if listener["backend_pid"] else ""
+    lines.append(f"listener     {state}{pid}, last contact {listener['last_contact'] or 'never'}")
+    if listener["problem"]:
+        lines.append(f"             {listener['problem']}")
+    if listener["clock_offset_ms"] is not None:
+        lines.append(f"clock        deadlines judged by the database's clock ({listener['clock_offset_ms']:+.3f} ms from this host's)")
+    lines.append(f"grace        {info['grace_seconds']:g}s without the database, then the fleet is held")
+    return lines
+
+
+def status(as_json: JsonOpt = False) -> None:
+    """Say what the store is and whether it answers (exit 1 when it does not)."""
+    estop = current_estop()
+    info = estop.store.describe()
+    reachable = info.get("reachable", True)
+    if as_json:
+        emit_json(info)
+    else:
+        for line in _lines(info):
+            typer.echo(line)
+    if not reachable:
+        raise typer.Exit(EXIT_HELD)
 
 
 def register(app: typer.Typer) -> None:
     """Add the store commands to `app`."""
+    store_app = typer.Typer(name="store", help="The hold store: what it is, and its schema.", no_args_is_help=True,
+                            add_completion=False, rich_markup_mode=None)
+    store_app.command("init")(init)
+    store_app.command("status")(status)
+    app.add_typer(store_app, name="store")

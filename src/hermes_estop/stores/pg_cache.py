@@ -1,0 +1,375 @@
+"""The PostgreSQL store's hot path: every process keeps the holds rows in memory, so a consumer's
+check costs no round trip.
+
+One background thread per process (per store URL) owns a dedicated connection that LISTENs on
+the holds channel. The trigger on `holds` notifies from the very transaction that changed a row;
+on every notification, on every (re)connect and every `refresh` seconds the thread re-reads the
+whole table (a handful of rows) and installs it as an immutable mapping that `view()` hands out
+without a lock. Between notifications it sends a heartbeat every `heartbeat` seconds, which also
+re-measures the database's clock.
+
+Fail safe: the rows are trusted only while the last successful contact with the database (a
+read, a heartbeat, a notification) is at most `grace` seconds old. Past that, `view()` reports a
+problem and the store reads every location as UNREADABLE: the fleet is held and nobody is
+admitted, until the thread reconnects and has re-read everything, which it keeps trying on its
+own (backoff up to 1 s). The grace is measured on this process's monotonic clock, so a frozen
+listener thread or a suspended process fails safe too.
+
+Expiry needs no timer here: a hold's state is computed from `now` at every read, so a cached
+hold is never "active" past its `expires_at`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Callable, Mapping
+
+from ..hold import Hold, parse_body
+from ..timeutil import format_instant, to_utc, utc_now
+from .pg_schema import channel_name, quoted
+
+__all__ = [
+    "DEFAULT_GRACE",
+    "DEFAULT_REFRESH",
+    "CLOCK_REFRESH",
+    "Row",
+    "DbClock",
+    "Listener",
+    "parse_row",
+    "close_quietly",
+]
+
+logger = logging.getLogger("hermes_estop")
+
+#: seconds the last known state is trusted without contact with the database
+DEFAULT_GRACE = 5.0
+#: seconds between full re-reads when no notification arrives (belt and braces)
+DEFAULT_REFRESH = 30.0
+#: seconds between re-measurements of the database's clock
+CLOCK_REFRESH = 60.0
+_MAX_BACKOFF = 1.0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One scope's row as last read: the raw body, its revision, and the body parsed once
+    (`parse_body`'s Hold, or the reason it is unreadable)."""
+
+    body: bytes
+    revision: int
+    parsed: Hold | str
+
+
+def close_quietly(conn: Any, fds: set[int]) -> None:
+    """Close a connection that may already be dead, forgetting its socket in `fds` (the
+    sockets a forked child must neutralize)."""
+    try:
+        fds.discard(conn.fileno())
+    except Exception:
+        pass
+    try:
+        conn.close()
+    except Exception:
+        pass
+
+
+def parse_row(body: bytes, revision: int) -> Row:
+    try:
+        parsed: Hold | str = parse_body(bytes(body))
+    except ValueError as exc:
+        parsed = str(exc)
+    return Row(bytes(body), int(revision), parsed)
+
+
+class DbClock:
+    """The database's `clock_timestamp()` as seen from here: this process's monotonic time plus
+    an offset measured at (re)connect and refreshed every `CLOCK_REFRESH` seconds. Hosts with
+    skewed wall clocks therefore agree on when a hold lifts. Before the first measurement it is
+    this host's clock (and the store reads everything as unreachable anyway)."""
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
+        self._sample: tuple[datetime, float] | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self._sample is not None
+
+    def measure(self, db_time: datetime, sent: float, received: float) -> None:
+        """Take `db_time`, answered by a query sent at monotonic `sent` and answered at
+        `received`, as the database's time at the midpoint."""
+        self._sample = (to_utc(db_time), (sent + received) / 2)
+
+    def at(self, monotonic: float) -> datetime:
+        sample = self._sample
+        if sample is None:
+            return utc_now() - timedelta(seconds=self._monotonic() - monotonic)
+        base, mono = sample
+        return base + timedelta(seconds=monotonic - mono)
+
+    def __call__(self) -> datetime:
+        return self.at(self._monotonic())
+
+    def offset(self) -> timedelta | None:
+        """Database clock minus this host's wall clock (what `hermes store status` shows)."""
+        return self() - utc_now() if self._sample is not None else None
+
+
+class Listener:
+    """The background thread feeding the in-memory rows. `connect(role)` opens an autocommit
+    psycopg connection (schema ensured). Thread-safe; `view()` never blocks."""
+
+    def __init__(
+        self,
+        connect: Callable[[str], Any],
+        schema: str,
+        clock: DbClock,
+        *,
+        grace: float = DEFAULT_GRACE,
+        refresh: float = DEFAULT_REFRESH,
+        heartbeat: float | None = None,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        self._connect = connect
+        self.schema = schema
+        self.clock = clock
+        self.grace = float(grace)
+        self.refresh = float(refresh)
+        self.heartbeat = float(heartbeat) if heartbeat is not None else min(1.0, self.grace / 4)
+        self.connect_timeout = float(connect_timeout)
+        #: test seam: called in the listener thread with "listener:connect" before each attempt
+        self.interleave: Callable[[str], None] | None = None
+        self.rows: Mapping[str, Row] = {}
+        self.version = 0
+        self.synced = False
+        self.connected = False
+        self.backend_pid: int | None = None
+        self.last_contact: float | None = None
+        self.last_error: str | None = None
+        self.fds: set[int] = set()
+        self._select_sql = (
+            f"SELECT clock_timestamp(), h.scope, h.body, h.revision "
+            f"FROM (SELECT 1) AS one LEFT JOIN {quoted(schema)}.holds AS h ON true"
+        )
+        self._cond = threading.Condition()
+        self._requested = 0
+        self._served = 0
+        self._attempted = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    # -- the consumer side -------------------------------------------------------------------
+
+    def ensure_started(self) -> None:
+        """Start the thread once; the first call waits (up to the connect timeout) for the
+        first connection attempt, so a fresh process reads real state, not 'unreachable'."""
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None and not self._stopping:
+                    thread = threading.Thread(target=self._run, name=f"hermes-estop listener {self.schema}", daemon=True)
+                    thread.start()
+                    self._thread = thread
+        if not self._attempted.is_set():
+            self._attempted.wait(self.connect_timeout + 1.0)
+
+    def view(self) -> tuple[Mapping[str, Row], str | None]:
+        """(rows, None) while the rows are trustworthy, else (rows, why not)."""
+        self.ensure_started()
+        last = self.last_contact
+        rows = self.rows
+        if last is None or not self.synced:
+            return rows, f"PostgreSQL store unreachable: {self.last_error or 'not connected yet'}"
+        if time.monotonic() - last > self.grace:
+            since = format_instant(self.clock.at(last))
+            cause = self.last_error or "no answer"
+            return rows, f"PostgreSQL store unreachable since {since} ({cause}): held until it answers again"
+        return rows, None
+
+    def sync(self, timeout: float = 2.0) -> bool:
+        """Wait until the rows reflect every commit that returned before this call (a full read
+        has started after it). True when they do; False on timeout (the listener is down)."""
+        self.ensure_started()
+        with self._cond:
+            self._requested += 1
+            ticket = self._requested
+        self._wake()
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._served < ticket:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stopping:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def wait_version(self, after: int, timeout: float) -> int:
+        """Block until `version` moves past `after` (or `timeout` seconds); returns it."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.version <= after:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stopping:
+                    break
+                self._cond.wait(remaining)
+            return self.version
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(self.connect_timeout + 2.0)
+        with self._cond:
+            self._cond.notify_all()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    # -- the thread --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = 0.05
+        while not self._stopping:
+            conn = None
+            try:
+                if self.interleave is not None:
+                    self.interleave("listener:connect")
+                conn = self._connect("listener")
+                self.fds.add(conn.fileno())
+                conn.execute(f'LISTEN "{channel_name(self.schema)}"')
+                self.backend_pid = conn.info.backend_pid
+                self._full_read(conn, measure=True)
+                self._attempted.set()
+                if self.last_error is not None:
+                    logger.info("hermes-estop: PostgreSQL store listener reconnected (schema %s)", self.schema)
+                self.connected = True
+                self.last_error = None
+                backoff = 0.05
+                self._serve(conn)
+            except Exception as exc:  # any failure is a disconnect; the loop reconnects
+                self._disconnected(exc)
+            finally:
+                self._attempted.set()
+                if conn is not None:
+                    close_quietly(conn, self.fds)
+            if self._stopping:
+                break
+            select.select([self._wake_r], [], [], backoff)
+            self._drain_wake()
+            backoff = min(backoff * 2, _MAX_BACKOFF)
+
+    def _disconnected(self, exc: BaseException) -> None:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        if self.connected:
+            logger.warning("hermes-estop: PostgreSQL store listener lost its connection (held after %gs): %s",
+                           self.grace, message)
+        elif self.last_error != message:
+            logger.info("hermes-estop: PostgreSQL store listener cannot connect: %s", message)
+        self.last_error = message
+        self.connected = False
+        self.backend_pid = None
+
+
+    def _serve(self, conn: Any) -> None:
+        sock = conn.fileno()
+        now = time.monotonic()
+        next_beat = now + self.heartbeat
+        next_refresh = now + self.refresh
+        next_clock = now + CLOCK_REFRESH
+        while not self._stopping:
+            timeout = max(0.0, min(next_beat, next_refresh) - time.monotonic())
+            ready, _, _ = select.select([sock, self._wake_r], [], [], timeout)
+            want = False
+            if self._wake_r in ready:
+                self._drain_wake()
+                with self._cond:
+                    want = self._requested > self._served
+            if sock in ready and self._drain_notifies(conn):
+                want = True
+            now = time.monotonic()
+            if want or now >= next_refresh:
+                self._full_read(conn, measure=now >= next_clock)
+                while self._drain_notifies(conn):
+                    self._full_read(conn, measure=False)
+                now = time.monotonic()
+                next_refresh = now + self.refresh
+                next_beat = now + self.heartbeat
+                if now >= next_clock:
+                    next_clock = now + CLOCK_REFRESH
+            elif now >= next_beat:
+                self._beat(conn, measure=now >= next_clock)
+                if self._drain_notifies(conn):
+                    self._full_read(conn, measure=False)
+                now = time.monotonic()
+                next_beat = now + self.heartbeat
+                if now >= next_clock:
+                    next_clock = now + CLOCK_REFRESH
+
+    def _drain_notifies(self, conn: Any) -> bool:
+        """Consume what the server sent; True when it held a notification. Raises when the
+        connection is gone, which is how a terminated backend or a restart is noticed."""
+        got = False
+        for _ in conn.notifies(timeout=0):
+            got = True
+        if got:
+            self.last_contact = time.monotonic()
+        return got
+
+    def _beat(self, conn: Any, measure: bool) -> None:
+        sent = time.monotonic()
+        row = conn.execute("SELECT clock_timestamp()").fetchone()
+        received = time.monotonic()
+        if measure:
+            self.clock.measure(row[0], sent, received)
+        self.last_contact = received
+
+    def _full_read(self, conn: Any, measure: bool) -> None:
+        with self._cond:
+            ticket = self._requested
+        sent = time.monotonic()
+        result = conn.execute(self._select_sql).fetchall()
+        received = time.monotonic()
+        if measure or not self.clock.measured:
+            self.clock.measure(result[0][0], sent, received)
+        old = self.rows
+        rows: dict[str, Row] = {}
+        for _, scope, body, revision in result:
+            if scope is None:
+                continue
+            previous = old.get(scope)
+            if previous is not None and previous.revision == revision and previous.body == body:
+                rows[scope] = previous
+            else:
+                rows[scope] = parse_row(body, revision)
+        changed = rows != old
+        with self._cond:
+            if changed:
+                self.rows = rows
+                self.version += 1
+            self.last_contact = received
+            self.synced = True
+            self._served = max(self._served, ticket)
+            self._cond.notify_all()
