@@ -1,11 +1,163 @@
-"""Placeholder: the serve commands are registered here."""
+"""`hermes serve`: the fleet's long-running loops in the foreground, until SIGINT or SIGTERM.
+
+Each loop is a service with `name` and `run(stop: threading.Event)`; `build_services` lists them
+(the window scheduler today) and `run_services` runs each in its own thread, stops them all
+cleanly on a signal (exit 0), and stops them all if one dies (exit 1). A line is logged for every
+arm, retire and skip.
+"""
 
 from __future__ import annotations
 
+import logging
+import signal
+import sys
+import threading
+from typing import Annotated, Any, Callable, Protocol, Sequence
+
 import typer
 
-__all__ = ["register"]
+from ..errors import InvalidArgument
+from ..estop import Estop
+from .common import current_estop, emit_json
+
+__all__ = ["register", "Service", "build_services", "run_services", "STOP_TIMEOUT"]
+
+logger = logging.getLogger("hermes_estop.serve")
+
+#: how long a service may take to wind down after stop is set
+STOP_TIMEOUT = 15.0
+
+
+class Service(Protocol):
+    """A long-running loop: returns when `stop` is set (promptly), raises only when broken."""
+
+    name: str
+
+    def run(self, stop: threading.Event) -> None: ...
+
+
+def build_services(estop: Estop, *, poll_interval: float) -> list[Service]:
+    """Every loop `hermes serve` runs. Add a loop with one line here."""
+    from ..windows.service import WindowService
+
+    return [
+        WindowService(estop, poll_interval=poll_interval),
+    ]
+
+
+def run_services(services: Sequence[Service], stop: threading.Event, *,
+                 stop_timeout: float = STOP_TIMEOUT) -> int:
+    """Run `services` until `stop` is set (by a signal or by one of them dying); 0 when they all
+    stopped cleanly, 1 when one failed or would not stop."""
+    failed: list[str] = []
+
+    def guard(service: Service) -> None:
+        try:
+            service.run(stop)
+        except BaseException:
+            logger.exception("serve: %s failed; stopping everything", service.name)
+            failed.append(service.name)
+        finally:
+            if not stop.is_set():
+                if service.name not in failed:
+                    logger.error("serve: %s returned before stop; stopping everything", service.name)
+                    failed.append(service.name)
+                stop.set()
+
+    threads = [threading.Thread(target=guard, args=(s,), name=f"hermes-serve-{s.name}", daemon=True)
+               for s in services]
+    for thread in threads:
+        thread.start()
+    while not stop.wait(0.5):
+        pass
+    for thread in threads:
+        thread.join(stop_timeout)
+        if thread.is_alive():
+            logger.error("serve: %s did not stop within %gs", thread.name, stop_timeout)
+            failed.append(thread.name)
+    return 1 if failed else 0
+
+
+def _install_signals(stop: threading.Event) -> Callable[[], None]:
+    def handler(signum: int, _frame: Any) -> None:
+        logger.info("serve: %s received, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
+
+
+def _configure_logging(level: int) -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    logging.getLogger("hermes_estop").setLevel(level)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    if root.level > level or root.level == logging.NOTSET:
+        root.setLevel(level)
+
+
+def serve(
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between reconciliations (windows.toml edits are picked up this often).")] = 5.0,
+    once: Annotated[bool, typer.Option("--once", help="Reconcile the windows once (arming/retiring as due), print the report, exit.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what the window scheduler would do now, change nothing, exit.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --once or --dry-run: machine-readable output.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug lines too.")] = False,
+) -> None:
+    """Run the fleet's loops in the foreground (the maintenance-window scheduler) until SIGINT/SIGTERM."""
+    if not 0.05 <= interval <= 3600:
+        raise InvalidArgument(f"invalid --interval {interval}: expected 0.05 to 3600 seconds")
+    if once and dry_run:
+        raise InvalidArgument("give --once or --dry-run, not both")
+    _configure_logging(logging.DEBUG if verbose else logging.INFO)
+    estop = current_estop()
+    if once or dry_run:
+        from ..windows.service import WindowService
+
+        service = WindowService(estop, poll_interval=interval)
+        service.windows_file.load()  # a bad windows.toml: one line naming file, window, field; exit 2
+        report = service.plan()[0] if dry_run else service.tick()
+        if as_json:
+            emit_json(report.to_json())
+        else:
+            _print_report(report)
+        raise typer.Exit(0 if report.ok else 1)
+    stop = threading.Event()
+    restore = _install_signals(stop)
+    try:
+        services = build_services(estop, poll_interval=interval)
+        logger.info("serve: running %s for fleet %s (store %s); stop with Ctrl-C or SIGTERM",
+                    ", ".join(s.name for s in services), estop.layout.root, estop.store.name)
+        code = run_services(services, stop)
+    finally:
+        restore()
+    logger.info("serve: stopped")
+    raise typer.Exit(code)
+
+
+def _print_report(report: Any) -> None:
+    what = "would do" if report.dry_run else "did"
+    typer.echo(f"windows at {report.to_json()['now']}: {report.windows} window(s); "
+               f"{'leader' if report.leader else 'standby (not the leader)'}")
+    for key in report.active:
+        typer.echo(f"  active   {key}")
+    if not report.events:
+        typer.echo(f"  {what} nothing")
+    for event in report.events:
+        typer.echo(f"  {what}  {event.describe()}")
+    for job_id, when in sorted(report.wakeups.items(), key=lambda kv: kv[1]):
+        typer.echo(f"  wake     {when.isoformat()}  {job_id}")
+    for error in report.errors:
+        typer.echo(f"  error    {error}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add the serve commands to `app`."""
+    """Add `hermes serve` to `app`."""
+    app.command("serve")(serve)

@@ -1,0 +1,484 @@
+"""The window model (DESIGN 6) and `windows.toml`, the file windows live in (in the fleet root).
+
+A window is either recurring (`cron`: a 5-field crontab expression, read in `timezone`) or a
+one-shot (`at`: one instant). Every occurrence lasts `duration` of absolute time and arms a hold
+at `scope` ("fleet" or a profile name) admitting `allow`.
+
+The file is an array of tables:
+
+    [[windows]]
+    name = "nightly-db"
+    cron = "30 2 * * *"
+    timezone = "Europe/Berlin"
+    duration = "1h"
+    reason = "nightly database maintenance"
+    allow = { user_ids = ["424242"] }
+
+Loading a bad file raises `InvalidWindow` naming the file, the window and the field, in one line,
+so `hermes windows validate` (and every command that loads the file) exits 2 with it. Writes take
+an exclusive lock beside the file and replace it atomically: a reader sees the old file or the new.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Iterable, Optional
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+from ..durations import format_duration, parse_duration
+from ..errors import EstopError, StoreError
+from ..estop import _MAX_REASON as MAX_REASON
+from ..estop import _clean_reason as clean_reason
+from ..fsutil import atomic_write, exclusive_lock
+from ..hold import Allow
+from ..homes import FLEET, validate_profile_name
+from ..timeutil import format_instant, parse_instant
+
+__all__ = [
+    "WINDOWS_FILE",
+    "MAX_REASON",
+    "InvalidWindow",
+    "WindowAllow",
+    "Window",
+    "WindowsDocument",
+    "WindowsFile",
+    "validate_cron",
+    "check_unique",
+    "json_schema",
+    "zone",
+]
+
+WINDOWS_FILE = "windows.toml"
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+# croniter's `R` (random) and `H` (hashed) fields: an occurrence must be the same instant every
+# time it is computed, by every process, or the ledger and the expiry job could not name it.
+_NONDETERMINISTIC_RE = re.compile(r"(?<![A-Z])[RH](?![A-Z])")
+_HEADER = (
+    "# Maintenance windows of this fleet (hermes-estop). Edit by hand or with `hermes windows add`;\n"
+    "# `hermes windows validate` checks the file, `hermes serve` picks edits up without a restart.\n\n"
+)
+
+
+class InvalidWindow(EstopError, ValueError):
+    """A window definition (or `windows.toml`) that does not validate. The message names the
+    file (when there is one), the window and the field; the parts are kept as attributes."""
+
+    def __init__(self, message: str, *, path: Path | None = None, window: str | None = None,
+                 field: str | None = None) -> None:
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if window is not None:
+            where.append(f"window {window}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        super().__init__(": ".join(where + [message]))
+        self.path = path
+        self.window = window
+        self.field = field
+        self.detail = message
+
+
+def zone(name: str) -> ZoneInfo:
+    """The IANA zone `name`, or `ValueError` naming it."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"invalid timezone {name!r}: expected an IANA zone such as Europe/Berlin")
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"unknown timezone {name!r}: expected an IANA zone such as Europe/Berlin") from None
+
+
+def validate_cron(expr: str) -> str:
+    """A 5-field crontab expression croniter reads deterministically and that fires at all.
+
+    croniter itself also accepts 6- and 7-field forms (seconds, year) and `@daily`-style
+    aliases; a window takes exactly the five crontab fields."""
+    from croniter import CroniterBadDateError, croniter
+
+    if not isinstance(expr, str):
+        raise ValueError(f"invalid cron expression {expr!r}: expected text such as '30 2 * * *'")
+    fields = expr.split()
+    if len(fields) != 5:
+        raise ValueError(
+            f"invalid cron expression {expr!r}: expected exactly 5 fields (minute hour day month weekday), "
+            f"got {len(fields)}"
+        )
+    text = " ".join(fields)
+    if _NONDETERMINISTIC_RE.search(text.upper()):
+        raise ValueError(f"invalid cron expression {expr!r}: random (R) and hashed (H) fields are not allowed")
+    if not croniter.is_valid(text):
+        raise ValueError(f"invalid cron expression {expr!r}: croniter cannot parse it")
+    try:
+        croniter(text, datetime(2000, 1, 1), ret_type=datetime).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(f"invalid cron expression {expr!r}: it never fires") from None
+    return text
+
+
+def _instant(value: Any, what: str) -> datetime | None:
+    if value is None:
+        return None
+    return parse_instant(value, what=what)
+
+
+Duration = Annotated[
+    timedelta,
+    WithJsonSchema({"type": "string", "description": "45m, 1h30m, 90s, 1d or ISO-8601 PT2H; at most 366 days",
+                    "examples": ["1h", "90m", "PT2H"]}),
+]
+Instant = Annotated[
+    Optional[datetime],
+    WithJsonSchema({"type": "string", "format": "date-time",
+                    "description": "ISO-8601 instant; without an offset it is UTC"}),
+]
+
+
+class WindowAllow(BaseModel):
+    """Who keeps working through the window's hold: `user_ids` grant, `profiles` narrow."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user_ids: list[str] = Field(default_factory=list)
+    profiles: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        unknown = set(data) - {"user_ids", "profiles"}
+        if unknown:
+            return data  # extra="forbid" names the key
+        users, profiles = data.get("user_ids") or [], data.get("profiles") or []
+        for key, items in (("user_ids", users), ("profiles", profiles)):
+            if not isinstance(items, list):
+                raise ValueError(f"invalid allow.{key} {items!r}: expected a list")
+        allow = Allow.of(users, profiles)
+        return {"user_ids": sorted(allow.user_ids), "profiles": sorted(allow.profiles)}
+
+    def to_allow(self) -> Allow:
+        return Allow.of(self.user_ids, self.profiles)
+
+
+class Window(BaseModel):
+    """One maintenance window. Validated on construction; frozen afterwards."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
+
+    name: str = Field(description="a slug: lowercase letters, digits, '-' and '_', at most 64")
+    cron: Optional[str] = Field(None, description="5-field crontab expression (minute hour day month weekday)")
+    timezone: str = Field("UTC", description="IANA zone the cron expression is read in (cron windows only)")
+    at: Instant = Field(None, description="one-shot window: the instant it starts")
+    duration: Duration = Field(description="how long each occurrence lasts (absolute time)")
+    reason: Optional[str] = Field(None, description="shown to refused users while the window holds")
+    allow: WindowAllow = Field(default_factory=WindowAllow)
+    scope: str = Field(FLEET, description="'fleet' or a profile name")
+    enabled: bool = True
+    not_before: Instant = Field(None, description="no occurrence starts before this instant")
+    not_after: Instant = Field(None, description="no occurrence starts at or after this instant")
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _name(cls, value: Any) -> str:
+        if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
+            raise ValueError(
+                f"invalid window name {value!r}: use lowercase letters, digits, '-' and '_' "
+                "(starting with a letter or digit, at most 64)"
+            )
+        return value
+
+    @field_validator("cron", mode="before")
+    @classmethod
+    def _cron(cls, value: Any) -> str | None:
+        return None if value is None else validate_cron(value)
+
+    @field_validator("timezone", mode="before")
+    @classmethod
+    def _timezone(cls, value: Any) -> str:
+        zone(value)
+        return value.strip()
+
+    @field_validator("at", mode="before")
+    @classmethod
+    def _at(cls, value: Any) -> datetime | None:
+        return _instant(value, "at time")
+
+    @field_validator("not_before", "not_after", mode="before")
+    @classmethod
+    def _bound(cls, value: Any, info: Any) -> datetime | None:
+        return _instant(value, f"{info.field_name} time")
+
+    @field_validator("duration", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> timedelta:
+        return parse_duration(value)
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _reason(cls, value: Any) -> str | None:
+        return clean_reason(value)
+
+    @field_validator("scope", mode="before")
+    @classmethod
+    def _scope(cls, value: Any) -> str:
+        if value == FLEET:
+            return value
+        try:
+            return validate_profile_name(value)
+        except EstopError as exc:
+            raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
+
+    @field_validator("enabled", mode="before")
+    @classmethod
+    def _enabled(cls, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"invalid enabled {value!r}: expected true or false")
+        return value
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Window":
+        if (self.cron is None) == (self.at is None):
+            raise _ShapeError("cron/at", "give exactly one of cron (recurring) or at (one-shot)")
+        if self.at is not None and "timezone" in self.model_fields_set and self.timezone != "UTC":
+            raise _ShapeError("timezone", "applies to cron windows only; write the at instant with its offset")
+        if self.not_before is not None and self.not_after is not None and self.not_after <= self.not_before:
+            raise _ShapeError("not_after", f"{format_instant(self.not_after)} is not after not_before "
+                                           f"{format_instant(self.not_before)}")
+        return self
+
+    @field_serializer("duration")
+    def _dump_duration(self, value: timedelta) -> str:
+        return format_duration(value)
+
+    @field_serializer("at", "not_before", "not_after")
+    def _dump_instant(self, value: datetime | None) -> str | None:
+        return format_instant(value)
+
+    # -- derived ---------------------------------------------------------------------------
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return zone(self.timezone)
+
+    @property
+    def hold_allow(self) -> Allow:
+        return self.allow.to_allow()
+
+    @property
+    def hold_reason(self) -> str:
+        """The reason written into the hold: the window's own, or one naming the window."""
+        return self.reason or f"maintenance window {self.name}"
+
+    def describe_schedule(self) -> str:
+        if self.cron is not None:
+            return f"cron '{self.cron}' {self.timezone}"
+        return f"at {format_instant(self.at)}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        if self.cron is None:
+            data.pop("timezone", None)
+        return data
+
+    def to_toml(self) -> dict[str, Any]:
+        """The table written to `windows.toml`: defaults left out, instants as TOML datetimes."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.cron is not None:
+            out["cron"] = self.cron
+            out["timezone"] = self.timezone
+        else:
+            out["at"] = self.at
+        out["duration"] = format_duration(self.duration)
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.allow.user_ids:
+            out["allow"] = {"user_ids": list(self.allow.user_ids)}
+            if self.allow.profiles:
+                out["allow"]["profiles"] = list(self.allow.profiles)
+        out["scope"] = self.scope
+        if not self.enabled:
+            out["enabled"] = False
+        for key in ("not_before", "not_after"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+    @classmethod
+    def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> "Window":
+        """A window from a mapping (a `windows.toml` table, CLI input); `InvalidWindow` naming
+        the file, the window (its name, else its position) and the first bad field."""
+        label = None
+        if isinstance(data, dict) and isinstance(data.get("name"), str) and _NAME_RE.fullmatch(data["name"]):
+            label = repr(data["name"])
+        elif index is not None:
+            label = f"#{index + 1}"
+        if not isinstance(data, dict):
+            raise InvalidWindow(f"expected a table, got {type(data).__name__}", path=path, window=label)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise _as_invalid(exc, path, label) from None
+
+
+class _ShapeError(ValueError):
+    """A model-level rule broken; carries the field to name."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _as_invalid(exc: ValidationError, path: Path | None, label: str | None) -> InvalidWindow:
+    errors = exc.errors()
+    first = errors[0]
+    loc = [str(part) for part in first.get("loc", ())]
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, _ShapeError):
+        field = cause.field
+        message = str(cause)
+    else:
+        field = ".".join(loc) if loc else None
+        if isinstance(cause, Exception):
+            message = str(cause)
+        elif first.get("type") == "extra_forbidden":
+            message = f"unknown field (expected one of {', '.join(Window.model_fields)})"
+            if loc and loc[0] == "allow":
+                message = "unknown field (expected user_ids, profiles)"
+        elif first.get("type") == "missing":
+            message = "required"
+        else:
+            message = f"{first.get('msg', 'invalid')} (got {first.get('input')!r})"
+    more = len(errors) - 1
+    if more:
+        message += f" (and {more} more problem{'s' if more > 1 else ''})"
+    return InvalidWindow(message, path=path, window=label, field=field)
+
+
+class WindowsDocument(BaseModel):
+    """The shape of `windows.toml` (what `hermes windows schema` prints)."""
+
+    model_config = ConfigDict(extra="forbid", title="hermes-estop windows.toml")
+
+    windows: list[Window] = Field(default_factory=list)
+
+
+class WindowsFile:
+    """`windows.toml` of one fleet root: load, and locked atomic read-modify-write."""
+
+    def __init__(self, root: Path, name: str = WINDOWS_FILE) -> None:
+        self.path = Path(root) / name
+        self.lock_path = self.path.with_name(f".{self.path.name}.lock")
+
+    def __repr__(self) -> str:
+        return f"WindowsFile({str(self.path)!r})"
+
+    def identity(self) -> tuple[int, ...] | None:
+        """What changes whenever the file is replaced or edited in place; None when absent."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(f"cannot stat {self.path}: {exc.strerror or exc}") from None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def load(self) -> list[Window]:
+        """Every window in the file, in file order; [] when there is no file. Raises
+        `InvalidWindow` (the file, the window, the field) or `StoreError` (cannot read)."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        return self.parse(raw)
+
+    def parse(self, raw: bytes) -> list[Window]:
+        try:
+            data = tomllib.loads(raw.decode("utf-8-sig"))
+        except UnicodeDecodeError:
+            raise InvalidWindow("not UTF-8 text", path=self.path) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidWindow(f"not valid TOML: {exc}", path=self.path) from None
+        unknown = sorted(set(data) - {"windows"})
+        if unknown:
+            raise InvalidWindow(f"unknown top-level key(s) {unknown}: expected [[windows]] tables", path=self.path)
+        tables = data.get("windows", [])
+        if not isinstance(tables, list):
+            raise InvalidWindow("'windows' must be an array of tables ([[windows]])", path=self.path)
+        windows = [Window.parse(table, path=self.path, index=i) for i, table in enumerate(tables)]
+        check_unique(windows, self.path)
+        return windows
+
+    def render(self, windows: Iterable[Window]) -> bytes:
+        import tomli_w
+
+        body = tomli_w.dumps({"windows": [window.to_toml() for window in windows]})
+        return (_HEADER + body).encode("utf-8")
+
+    def save(self, windows: Iterable[Window]) -> None:
+        """Replace the file with `windows` (atomically, under the lock)."""
+        windows = list(windows)
+        check_unique(windows, self.path)
+        with exclusive_lock(self.lock_path):
+            self._write(windows)
+
+    def _write(self, windows: list[Window]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path, self.render(windows))
+
+    def add(self, window: Window, *, replace: bool = False) -> list[Window]:
+        """Append `window` (or, with `replace`, put it in place of the one with its name)."""
+        with exclusive_lock(self.lock_path):
+            windows = self.load()
+            names = [w.name for w in windows]
+            if window.name in names:
+                if not replace:
+                    raise InvalidWindow("already exists (remove it first, or use --replace)",
+                                        path=self.path, window=repr(window.name))
+                windows[names.index(window.name)] = window
+            else:
+                windows.append(window)
+            self._write(windows)
+        return windows
+
+    def remove(self, name: str) -> Window:
+        """Remove the window called `name`; `InvalidWindow` when there is none."""
+        with exclusive_lock(self.lock_path):
+            windows = self.load()
+            for i, window in enumerate(windows):
+                if window.name == name:
+                    del windows[i]
+                    self._write(windows)
+                    return window
+        raise InvalidWindow("no such window", path=self.path, window=repr(name))
+
+
+def check_unique(windows: Iterable[Window], path: Path | None = None) -> None:
+    seen: set[str] = set()
+    for window in windows:
+        if window.name in seen:
+            raise InvalidWindow("duplicate name", path=path, window=repr(window.name), field="name")
+        seen.add(window.name)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of `windows.toml`."""
+    return WindowsDocument.model_json_schema()
+

@@ -1,0 +1,287 @@
+"""The scheduler's decision core: what should happen at one scope at `now`, as a pure function of
+the windows, the ledger and one reading of the scope's sentinel. The service (`service.py`) is
+the I/O shell that reads those inputs, carries the plan out and reschedules its wake-ups.
+
+Level-triggered: the plan depends only on the state at `now`, never on which wake-up fired, so a
+late, missed or repeated wake-up, a restart, or an edit of `windows.toml` all converge.
+
+The rules, per scope:
+
+- The occurrences covering `now` that the ledger has not closed (released, skipped, ended) are
+  the candidates. One the ledger says was armed as generation G, whose G no longer stands,
+  was released or replaced by the operator before its end: it is closed as released and never
+  re-armed.
+- A hold the scheduler did not arm (a manual one, an operator's re-arm of ours, an unreadable
+  sentinel) is never replaced or weakened: each new candidate is recorded as skipped.
+- Otherwise the scope is held by ONE hold the scheduler owns, covering every live candidate:
+  deadline = the end of the chain of occurrences on the scope (starting from the candidates,
+  every occurrence that starts before or exactly when the chain would lift extends it), so
+  overlapping or back-to-back windows leave no free instant; allowlist = the intersection of the
+  candidates' allowlists (deny wins: a user works through only if every covering window admits
+  them); reason = the candidates' reasons. A fresh arm is fenced on VACANT, a change of our own
+  hold on its generation.
+- No candidate left, and the standing hold is ours: retire exactly that generation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..durations import MAX_DURATION
+from ..hold import VACANT, Allow, Hold, HoldState, Reading
+from .ledger import ARMED, ENDED, RELEASED, SKIPPED, LedgerEntry
+from .model import MAX_REASON, Window
+from .occurrences import Occurrence, covering, occurrence_key, starting_within
+
+__all__ = [
+    "ARMED_BY_PREFIX",
+    "CHAIN_LIMIT",
+    "Desired",
+    "Arm",
+    "Retire",
+    "Skip",
+    "ScopePlan",
+    "intersect_allow",
+    "compose",
+    "chain_end",
+    "claims",
+    "plan_scope",
+    "entry_for",
+]
+
+ARMED_BY_PREFIX = "window:"
+#: at most this many future occurrences extend one deadline; the next start re-extends it
+CHAIN_LIMIT = 256
+_CLOSED = (RELEASED, SKIPPED, ENDED)
+
+
+@dataclass(frozen=True)
+class Desired:
+    """The hold the scheduler wants standing at a scope."""
+
+    deadline: datetime
+    allow: Allow
+    reason: str
+    armed_by: str
+    window: Mapping[str, Any]
+
+    def matches(self, hold: Hold | None) -> bool:
+        return (hold is not None and hold.expires_at == self.deadline and hold.allow == self.allow
+                and hold.reason == self.reason)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """Write `desired` at `scope` for `members`, fenced by `only_if` (VACANT for a fresh arm,
+    {G} to change our own hold G)."""
+
+    scope: str
+    members: tuple[Occurrence, ...]
+    desired: Desired
+    only_if: Any
+    replaces: str | None = None
+
+
+@dataclass(frozen=True)
+class Retire:
+    """Retire generation `generation` at `scope`; then close `entries` as ended."""
+
+    scope: str
+    generation: str
+    entries: tuple[LedgerEntry, ...]
+
+
+@dataclass(frozen=True)
+class Skip:
+    """`occurrence` is due but a hold the scheduler did not arm stands: record the skip."""
+
+    scope: str
+    occurrence: Occurrence
+    standing: str
+    standing_generation: str | None = None
+
+
+@dataclass(frozen=True)
+class ScopePlan:
+    """What to do at one scope. `notes` are ledger changes that hold whatever the actions do."""
+
+    scope: str
+    now: datetime
+    covering: tuple[Occurrence, ...]
+    actions: tuple[Arm | Retire | Skip, ...] = ()
+    notes: tuple[LedgerEntry, ...] = field(default=())
+
+
+def entry_for(occurrence: Occurrence, state: str, now: datetime, generation: str | None = None,
+              detail: str | None = None) -> LedgerEntry:
+    return LedgerEntry(key=occurrence.key, window=occurrence.window, occurrence=occurrence.ident,
+                       scope=occurrence.scope, end=occurrence.end, state=state, generation=generation,
+                       updated_at=now, detail=detail)
+
+
+def intersect_allow(allows: Iterable[Allow]) -> Allow:
+    """The allowlist admitting exactly whom every one of `allows` admits (deny wins)."""
+    users: frozenset[str] | None = None
+    profiles: frozenset[str] | None = None
+    for allow in allows:
+        if not allow.valid:
+            return Allow()
+        users = allow.user_ids if users is None else users & allow.user_ids
+        if allow.profiles:
+            profiles = allow.profiles if profiles is None else profiles & allow.profiles
+            if not profiles:
+                return Allow()
+    if not users:
+        return Allow()
+    return Allow(users, profiles or frozenset())
+
+
+def claims(hold: Hold | None, scope: str) -> frozenset[str]:
+    """The occurrence keys a hold body at `scope` says a window scheduler armed it for (`window`
+    field, `armed_by = "window:..."`). An operator's re-arm carries neither, so it never claims."""
+    if hold is None or not (hold.armed_by or "").startswith(ARMED_BY_PREFIX) or not hold.window:
+        return frozenset()
+    items = [hold.window] + list(hold.window.get("covers") or [])
+    out = set()
+    for item in items:
+        if isinstance(item, Mapping) and isinstance(item.get("name"), str) and isinstance(item.get("occurrence"), str):
+            out.add(occurrence_key(scope, item["name"], item["occurrence"]))
+    return frozenset(out)
+
+
+def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: datetime,
+              closed: frozenset[str] = frozenset(), limit: int = CHAIN_LIMIT) -> datetime:
+    """When the scope may lift: the latest end among `members` and every later occurrence (of
+    `windows`, not closed) starting before or exactly at the lift instant reached so far. A start
+    exactly at the lift is chained because intervals are half-open: `[a, b)` then `[b, c)` leaves
+    no free instant, and lifting at `b` to re-arm at `b` would. Capped at `now + MAX_DURATION`."""
+    end = max(o.end for o in members)
+    seen = {o.key for o in members} | set(closed)
+    horizon = now + MAX_DURATION
+    lo = now
+    chained = 0
+    while chained < limit:
+        batch = [o for w in windows for o in starting_within(w, lo, end, limit)
+                 if o.start > now and o.key not in seen]
+        if not batch:
+            break
+        seen.update(o.key for o in batch)
+        chained += len(batch)
+        lo = end
+        end = max([end] + [o.end for o in batch])
+        if end >= horizon:
+            break
+    return min(end, horizon)
+
+
+def compose(members: Sequence[Occurrence], windows: Mapping[str, Window], deadline: datetime) -> Desired:
+    """The one hold covering `members`: intersection of allowlists, their reasons, the deadline.
+    Named (armed_by, window) after the earliest-starting member; `covers` lists them all."""
+    ordered = sorted(members, key=lambda o: (o.start, o.window))
+    primary = ordered[0]
+    reasons: list[str] = []
+    for occurrence in ordered:
+        reason = windows[occurrence.window].hold_reason
+        if reason not in reasons:
+            reasons.append(reason)
+    reason = "; ".join(reasons)
+    if len(reason) > MAX_REASON:
+        reason = reason[: MAX_REASON - 3].rstrip() + "..."
+    body: dict[str, Any] = {"name": primary.window, "occurrence": primary.ident}
+    if len(ordered) > 1:
+        body["covers"] = [{"name": o.window, "occurrence": o.ident} for o in ordered]
+    return Desired(
+        deadline=deadline,
+        allow=intersect_allow(windows[o.window].hold_allow for o in ordered),
+        reason=reason,
+        armed_by=f"{ARMED_BY_PREFIX}{primary.window}",
+        window=body,
+    )
+
+
+def _describe_standing(reading: Reading) -> str:
+    if reading.state is HoldState.UNREADABLE:
+        return f"an unreadable sentinel ({reading.problem})"
+    hold = reading.hold
+    if hold is None or hold.generation is None:
+        return "a hand-written hold"
+    by = f" (armed by {hold.armed_by})" if hold.armed_by else ""
+    return f"generation {hold.generation}{by}"
+
+
+def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
+               reading: Reading) -> ScopePlan:
+    """The plan for `scope` at `now`. `windows`: the enabled windows of this scope; `entries`:
+    the ledger entries of this scope; `reading`: the scope's sentinel as read at `now`."""
+    by_name = {w.name: w for w in windows}
+    covered = tuple(sorted(o for w in windows for o in covering(w, now)))
+    closed = frozenset(k for k, e in entries.items() if e.state in _CLOSED)
+    candidates = [o for o in covered if o.key not in closed]
+    armed = {k: e for k, e in entries.items() if e.state == ARMED}
+    ours = {e.generation for e in armed.values() if e.generation}
+    hold = reading.hold
+    standing = hold.generation if hold is not None else None
+    active = reading.active
+    notes: list[LedgerEntry] = []
+
+    if active and standing is not None and standing not in ours:
+        adopted = claims(hold, scope) & {o.key for o in candidates}
+        if adopted:
+            ours.add(standing)
+            for o in candidates:
+                if o.key in adopted:
+                    entry = entry_for(o, ARMED, now, standing, "adopted: the hold body names this occurrence")
+                    armed[o.key] = entry
+                    notes.append(entry)
+
+    alive: list[Occurrence] = []
+    fresh: list[Occurrence] = []
+    for o in candidates:
+        entry = armed.get(o.key)
+        if entry is None:
+            fresh.append(o)
+        elif active and entry.generation == standing:
+            alive.append(o)
+        else:
+            gone = f"replaced by {_describe_standing(reading)}" if active else "released"
+            notes.append(entry.moved(RELEASED, now, detail=f"generation {entry.generation} {gone} before the end"))
+
+    candidate_keys = {o.key for o in candidates}
+    stale = [e for k, e in armed.items() if k not in candidate_keys]
+    members = alive + fresh
+    ours_present = reading.present and standing is not None and standing in ours
+
+    def close_stale(retiring: str | None) -> list[LedgerEntry]:
+        kept = []
+        for entry in stale:
+            if retiring is not None and entry.generation == retiring:
+                kept.append(entry.moved(ENDED, now))
+            else:
+                notes.append(entry.moved(ENDED, now))
+        return kept
+
+    if active and standing not in ours:
+        close_stale(None)
+        skips = tuple(Skip(scope, o, _describe_standing(reading), standing) for o in fresh)
+        return ScopePlan(scope, now, covered, skips, tuple(notes))
+    if not members:
+        if ours_present:
+            assert standing is not None
+            retiring = tuple(close_stale(standing))
+            return ScopePlan(scope, now, covered, (Retire(scope, standing, retiring),), tuple(notes))
+        close_stale(None)
+        return ScopePlan(scope, now, covered, (), tuple(notes))
+
+    close_stale(None)
+    desired = compose(members, by_name, chain_end(members, windows, now, closed))
+    if active:
+        assert standing is not None
+        if desired.matches(hold):
+            notes.extend(entry_for(o, ARMED, now, standing) for o in fresh)
+            return ScopePlan(scope, now, covered, (), tuple(notes))
+        arm = Arm(scope, tuple(members), desired, frozenset({standing}), standing)
+    else:
+        arm = Arm(scope, tuple(members), desired, VACANT)
+    return ScopePlan(scope, now, covered, (arm,), tuple(notes))

@@ -1,0 +1,71 @@
+"""The windows section of `hermes status`: each window's next occurrence and whether one covers
+now (and what the scheduler did about it). Never raises: a bad `windows.toml` or ledger is one
+line in the status, not a broken status."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ..estop import Estop
+from ..timeutil import format_instant, format_relative
+from .ledger import open_ledger
+from .model import WindowsFile
+from .occurrences import upcoming
+
+__all__ = ["status_section"]
+
+
+def status_section(estop: Estop, now: datetime) -> dict[str, Any]:
+    """`{"json": {"windows": [...]}, "lines": [...]}` for `hermes status` at `now`."""
+    try:
+        return _section(estop, now)
+    except Exception as exc:  # status must survive anything here
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        return {"json": {"windows": [], "windows_error": message}, "lines": [f"windows: {message}"]}
+
+
+def _section(estop: Estop, now: datetime) -> dict[str, Any]:
+    windows_file = WindowsFile(estop.layout.root)
+    windows = windows_file.load()
+    if not windows:
+        return {"json": {"windows": []}, "lines": []}
+    try:
+        entries = open_ledger(estop.layout.root).load()
+        ledger_problem = None
+    except Exception as exc:
+        entries, ledger_problem = {}, " ".join(str(exc).split())
+    rows = []
+    lines = [f"windows ({len(windows)} in {windows_file.path}):"]
+    for window in windows:
+        occurrences = upcoming(window, now, 2)
+        current = next((o for o in occurrences if o.covers(now)), None)
+        following = next((o for o in occurrences if not o.covers(now)), None)
+        state = entries.get(current.key).state if current is not None and current.key in entries else None
+        rows.append({
+            "name": window.name,
+            "scope": window.scope,
+            "enabled": window.enabled,
+            "schedule": window.describe_schedule(),
+            "duration": window.to_json()["duration"],
+            "active": current is not None and window.enabled,
+            "current": current.to_json(now, window.tz) | {"state": state} if current is not None else None,
+            "next": following.to_json(now, window.tz) if following is not None else None,
+        })
+        head = f"  {window.name}: {window.describe_schedule()} for {rows[-1]['duration']}, {window.scope}"
+        if not window.enabled:
+            head += " (disabled)"
+        lines.append(head)
+        if current is not None:
+            what = f"; scheduler: {state}" if state else ""
+            lines.append(f"    ACTIVE now, until {format_instant(current.end)} ({format_relative(current.end, now)}){what}")
+        if following is not None:
+            lines.append(f"    next {format_instant(following.start)} ({format_relative(following.start, now)})")
+        elif current is None:
+            lines.append("    no further occurrence")
+    if ledger_problem:
+        lines.append(f"  windows ledger: {ledger_problem}")
+    data: dict[str, Any] = {"windows": rows}
+    if ledger_problem:
+        data["windows_error"] = ledger_problem
+    return {"json": data, "lines": lines}

@@ -1,0 +1,158 @@
+"""`hermes serve`: the services runner, the dry run, and one real-time end-to-end run of the
+window scheduler as a subprocess observed through `hermes check`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from hermes_estop.cli.serve import run_services
+
+UTC = timezone.utc
+
+
+class Looping:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.stopped = threading.Event()
+
+    def run(self, stop: threading.Event) -> None:
+        stop.wait()
+        self.stopped.set()
+
+
+class Dying:
+    name = "dying"
+
+    def run(self, stop: threading.Event) -> None:
+        raise RuntimeError("broken")
+
+
+def test_run_services_returns_0_when_stopped_and_stops_every_service():
+    stop = threading.Event()
+    services = [Looping("a"), Looping("b")]
+    threading.Timer(0.2, stop.set).start()
+    assert run_services(services, stop, stop_timeout=5) == 0
+    assert all(s.stopped.is_set() for s in services)
+
+
+def test_one_service_dying_stops_the_others_and_returns_1():
+    survivor = Looping("survivor")
+    assert run_services([survivor, Dying()], threading.Event(), stop_timeout=5) == 1
+    assert survivor.stopped.is_set()
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(hermes):
+    hermes.home.mkdir(parents=True)
+    start = datetime.now(UTC) - timedelta(minutes=1)
+    hermes("windows", "add", "now", "--at", start.isoformat(), "--duration", "1h", check=0)
+    result = hermes("serve", "--dry-run", "--json", check=0)
+    plan = json.loads(result.stdout)
+    assert plan["dry_run"] is True
+    assert [e["kind"] for e in plan["events"]] == ["arm"]
+    assert plan["events"][0]["deadline"] == (start + timedelta(hours=1)).isoformat()
+    assert not hermes.sentinel.exists()
+    assert not (hermes.home / "windows-state.json").exists()
+    once = json.loads(hermes("serve", "--once", "--json", check=0).stdout)
+    assert [e["kind"] for e in once["events"]] == ["arm"]
+    assert hermes("check", "-q").returncode == 1
+
+
+def test_serve_refuses_a_bad_windows_file_for_once_with_one_line(hermes):
+    hermes.home.mkdir(parents=True)
+    (hermes.home / "windows.toml").write_text('[[windows]]\nname = "w"\ncron = "* *"\nduration = "1h"\n')
+    result = hermes("serve", "--once")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("hermes: error: ")
+    assert "window 'w': field 'cron'" in result.stderr
+
+
+class Serve:
+    """`hermes serve` as a subprocess; its log (stderr) is collected line by line."""
+
+    def __init__(self, hermes, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "hermes_estop", "serve", *args], env=hermes.env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+        self.lines: list[str] = []
+        self.running = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            if "serve: running" in line:
+                self.running.set()
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def stop(self, sig: int) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise AssertionError(f"hermes serve did not stop on {sig}: {self.log}")
+        self.reader.join(10)
+        return self.proc.returncode
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_serve_stops_cleanly_on_a_signal(hermes, sig):
+    hermes.home.mkdir(parents=True)
+    serve = Serve(hermes, "--interval", "0.2")
+    try:
+        assert serve.running.wait(30), serve.log
+    finally:
+        code = serve.stop(sig)
+    assert code == 0, serve.log
+    assert "serve: stopped" in serve.log and "Traceback" not in serve.log
+
+
+@pytest.mark.slow
+def test_serve_arms_a_one_shot_window_and_check_sees_it_engage_then_lift(hermes):
+    hermes.home.mkdir(parents=True)
+    start = datetime.now(UTC) + timedelta(seconds=2.5)
+    end = start + timedelta(seconds=3)
+    hermes("windows", "add", "demo", "--at", start.isoformat(), "--duration", "3s", "--reason", "e2e", check=0)
+    serve = Serve(hermes, "--interval", "0.5")
+    observations: list[tuple[datetime, datetime, int]] = []
+    try:
+        limit = end + timedelta(seconds=30)
+        while datetime.now(UTC) < limit and serve.proc.poll() is None:
+            before = datetime.now(UTC)
+            code = hermes("check", "-q", timeout=30).returncode
+            after = datetime.now(UTC)
+            observations.append((before, after, code))
+            if code == 0 and before >= end and any(c == 1 for _, _, c in observations):
+                break
+            time.sleep(0.05)
+        limit = time.monotonic() + 15
+        while hermes.sentinel.exists() and time.monotonic() < limit:
+            time.sleep(0.1)
+        retired = not hermes.sentinel.exists()
+    finally:
+        code = serve.stop(signal.SIGTERM)
+    assert code == 0, serve.log
+    assert "Traceback" not in serve.log
+    assert "window demo: arm fleet" in serve.log
+    held = [(b, a) for b, a, c in observations if c == 1]
+    assert held, f"hermes check never saw the window hold: {observations}"
+    assert all(a >= start for b, a in held), "held before the window started"
+    assert all(b < end for b, a in held), "still held after the window ended"
+    last_before, _, last_code = observations[-1]
+    assert last_code == 0 and last_before >= end, "the hold did not lift after the end"
+    assert retired, "the sentinel was not removed after the end"

@@ -1,0 +1,131 @@
+"""`hermes windows ...`: add, list, remove, next, validate, schema; bad input is one line, exit 2.
+Run in-process through `hermes_estop.cli.main` (the console-script entry) for speed; the
+subprocess fixture covers the real entry point once."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from hermes_estop.cli import main
+
+UTC = timezone.utc
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, monkeypatch) -> Path:
+    root = tmp_path / "fleet"
+    root.mkdir()
+    for name in ("HERMES_ROOT", "HERMES_ESTOP_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HERMES_HOME", str(root))
+    return root
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_add_list_next_remove(fleet, capsys):
+    code, out, _ = run(capsys, "windows", "add", "nightly", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
+                       "--duration", "1h", "--reason", "db maintenance", "--allow-user", "424242",
+                       "--allow-profile", "ops", "--profile", "ops")
+    assert code == 0 and "added window nightly" in out
+    code, out, _ = run(capsys, "windows", "list", "--json")
+    [window] = json.loads(out)["windows"]
+    assert window == {"name": "nightly", "cron": "30 2 * * *", "timezone": "Europe/Berlin", "at": None,
+                      "duration": "1h", "reason": "db maintenance",
+                      "allow": {"user_ids": ["424242"], "profiles": ["ops"]}, "scope": "ops", "enabled": True,
+                      "not_before": None, "not_after": None}
+    code, out, _ = run(capsys, "windows", "next", "nightly", "--count", "3", "--json")
+    listed = json.loads(out)["occurrences"]
+    assert code == 0 and len(listed) == 3
+    assert all(o["local_start"].endswith(("+01:00", "+02:00")) and "T02:30:00" in o["local_start"] for o in listed)
+    code, out, _ = run(capsys, "windows", "next")
+    assert code == 0 and out.count("nightly") == 5
+    code, out, _ = run(capsys, "windows", "remove", "nightly")
+    assert code == 0 and "removed window nightly" in out
+    code, out, _ = run(capsys, "windows", "list")
+    assert "no windows" in out
+
+
+def test_add_one_shot_and_validate(fleet, capsys):
+    start = (datetime.now(UTC) + timedelta(days=1)).replace(microsecond=0)
+    code, out, _ = run(capsys, "windows", "add", "once", "--at", start.isoformat(), "--duration", "PT2H", "--json")
+    assert code == 0 and json.loads(out)["next"]["start"] == start.isoformat()
+    code, out, _ = run(capsys, "windows", "validate")
+    assert code == 0 and out.startswith("ok: 1 window(s)")
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--cron", "* * * * * *", "--duration", "1h"], "field 'cron'"),
+        (["--cron", "* * * * *", "--tz", "Nowhere/City", "--duration", "1h"], "field 'timezone'"),
+        (["--cron", "* * * * *", "--duration", "0"], "field 'duration'"),
+        (["--cron", "* * * * *", "--duration", "-5m"], "field 'duration'"),
+        (["--cron", "* * * * *", "--duration", "400d"], "field 'duration'"),
+        (["--cron", "* * * * *"], "--duration is required"),
+        (["--cron", "* * * * *", "--at", "2030-01-01T00:00:00Z", "--duration", "1h"], "exactly one of --cron"),
+        (["--duration", "1h"], "exactly one of --cron"),
+        (["--at", "2030-01-01T00:00:00Z", "--tz", "Europe/Berlin", "--duration", "1h"], "--tz applies"),
+        (["--at", "2020-01-01T00:00:00Z", "--duration", "1h"], "already over"),
+        (["--at", "next tuesday", "--duration", "1h"], "field 'at'"),
+        (["--cron", "* * * * *", "--duration", "1h", "--allow-profile", "ops"], "without --allow-user"),
+        (["--cron", "* * * * *", "--duration", "1h", "--profile", "../x"], "field 'scope'"),
+    ],
+)
+def test_add_refuses_bad_input_with_one_line_and_writes_nothing(fleet, capsys, args, words):
+    code, out, err = run(capsys, "windows", "add", "w", *args)
+    assert code == 2
+    assert words in err and err.count("\n") == 1 and err.startswith("hermes: error: ")
+    assert not (fleet / "windows.toml").exists()
+
+
+def test_bad_name_and_duplicate_are_refused(fleet, capsys):
+    code, _, err = run(capsys, "windows", "add", "Bad Name", "--cron", "* * * * *", "--duration", "1h")
+    assert code == 2 and "field 'name'" in err
+    assert run(capsys, "windows", "add", "w", "--cron", "* * * * *", "--duration", "1h")[0] == 0
+    code, _, err = run(capsys, "windows", "add", "w", "--cron", "0 * * * *", "--duration", "1h")
+    assert code == 2 and "already exists" in err
+    code, _, err = run(capsys, "windows", "remove", "nope")
+    assert code == 2 and "'nope': no such window" in err
+
+
+@pytest.mark.parametrize("command", [["validate"], ["list"], ["next"], ["add", "x", "--cron", "* * * * *", "--duration", "1h"]])
+def test_a_bad_file_fails_naming_the_file_window_and_field(fleet, capsys, command):
+    path = fleet / "windows.toml"
+    path.write_text('[[windows]]\nname = "nightly"\ncron = "30 2 * * *"\nduration = "0"\n')
+    code, _, err = run(capsys, "windows", *command)
+    assert code == 2
+    assert err.strip() == (f"hermes: error: {path}: window 'nightly': field 'duration': "
+                           "invalid duration '0': must be positive")
+
+
+def test_schema_is_json_schema_of_the_file(fleet, capsys):
+    code, out, _ = run(capsys, "windows", "schema")
+    schema = json.loads(out)
+    assert code == 0 and schema["properties"]["windows"]["type"] == "array"
+    assert "cron" in schema["$defs"]["Window"]["properties"]
+
+
+def test_status_shows_windows_and_survives_a_bad_file(fleet, capsys):
+    run(capsys, "windows", "add", "nightly", "--cron", "30 2 * * *", "--duration", "1h")
+    code, out, _ = run(capsys, "status")
+    assert code == 0 and "nightly: cron '30 2 * * *' UTC for 1h, fleet" in out and "next " in out
+    code, out, _ = run(capsys, "status", "--json")
+    assert json.loads(out)["windows"][0]["name"] == "nightly"
+    (fleet / "windows.toml").write_text("[[[")
+    code, out, _ = run(capsys, "status")
+    assert code == 0 and "windows: " in out and "not valid TOML" in out
+
+
+def test_real_entry_point_exit_code_and_one_line(hermes):
+    result = hermes("windows", "add", "w", "--cron", "* * * *", "--duration", "1h")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "field 'cron'" in result.stderr

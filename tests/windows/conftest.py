@@ -1,0 +1,127 @@
+"""Fixtures for the window tests: a fleet on disk, its `Estop` on the fake clock, and the window
+scheduler driven by a REAL APScheduler whose date jobs are fired on the fake clock.
+
+APScheduler 3 reads the wall clock itself, so the scheduler is started paused (it keeps the jobs,
+computes their `next_run_time` from their `DateTrigger`, and fires nothing by itself) and
+`Harness.run_until` fires what is due in order, moving the fake clock to each job's instant first.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from hermes_estop import Estop
+from hermes_estop.hold import Reading
+from hermes_estop.windows.ledger import JsonFileLedger, LedgerEntry
+from hermes_estop.windows.model import Window, WindowsFile
+from hermes_estop.windows.service import TickReport, WindowService
+
+UTC = timezone.utc
+
+
+def make_scheduler() -> Any:
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    scheduler = BackgroundScheduler(timezone=UTC)
+    scheduler.start(paused=True)
+    return scheduler
+
+
+class Harness:
+    """One fleet root, the operator's `Estop` on the fake clock, and the scheduler service."""
+
+    def __init__(self, root: Path, clock: Any) -> None:
+        self.root = root
+        self.clock = clock
+        self.estop = Estop(root=root, home=root, clock=clock, actor="operator@test")
+        self.file = WindowsFile(root)
+        self.ledger = JsonFileLedger(root)
+        self.schedulers: list[Any] = []
+        self.leader = True
+        self.service = self.new_service()
+        self.reports: list[TickReport] = []
+
+    def new_service(self) -> WindowService:
+        """A fresh scheduler process: new service, new APScheduler, the same files."""
+        scheduler = make_scheduler()
+        self.schedulers.append(scheduler)
+        estop = Estop(root=self.root, home=self.root, clock=self.clock, actor="scheduler@test")
+        return WindowService(estop, scheduler=scheduler, is_leader=lambda: self.leader)
+
+    def restart(self) -> TickReport:
+        """The scheduler process dies and a new one starts (its first reconciliation runs)."""
+        old = self.service.scheduler
+        old.remove_all_jobs()
+        self.service = self.new_service()
+        return self.start()
+
+    def start(self) -> TickReport:
+        report = self.service.start()
+        self.reports.append(report)
+        return report
+
+    def write(self, *windows: Window | dict[str, Any]) -> None:
+        self.file.save([w if isinstance(w, Window) else Window.parse(w) for w in windows])
+
+    def jobs(self) -> dict[str, datetime]:
+        return self.service.jobs()
+
+    def run_until(self, target: datetime, *, poll: bool = False,
+                  each: Callable[[datetime], None] | None = None) -> list[str]:
+        """Fire the due wake-up jobs in order up to and including `target`, on the fake clock;
+        leave the clock at `target`. `poll`: also run the periodic reconciliation at `target`.
+        Returns the ids of the jobs fired."""
+        fired: list[str] = []
+        scheduler = self.service.scheduler
+        for _ in range(1000):
+            due = [job for job in scheduler.get_jobs() if job.next_run_time is not None and job.next_run_time <= target]
+            if not due:
+                break
+            job = min(due, key=lambda j: (j.next_run_time, j.id))
+            when = job.next_run_time
+            self.clock.set(when.astimezone(UTC))
+            if each is not None:
+                each(self.clock.now)
+            job.func(*job.args, **job.kwargs)
+            fired.append(job.id)
+            again = scheduler.get_job(job.id)
+            if again is not None and again.next_run_time == when:
+                scheduler.remove_job(job.id)  # what APScheduler does once a date trigger has fired
+        else:
+            raise AssertionError("the service keeps scheduling jobs at instants already due")
+        self.clock.set(target)
+        if poll:
+            self.reports.append(self.service.reconcile())
+        return fired
+
+    def reading(self, scope: str = "fleet") -> Reading:
+        """The sentinel as it is on disk (a plain read: no expiry side effect)."""
+        return self.estop.store.read((self.estop.layout.location(scope),), self.clock())[0]
+
+    def engaged_at(self, when: datetime, scope: str = "fleet") -> bool:
+        """The shared predicate at `when`, for a process serving `scope`."""
+        estop = self.estop if scope == "fleet" else self.estop.for_profile(scope)
+        return any(r.active for r in estop.store.read(estop.locations, when))
+
+    def entries(self) -> dict[str, LedgerEntry]:
+        return self.ledger.load()
+
+    def events(self, kind: str | None = None) -> list[Any]:
+        return [e for e in self.estop.history() if kind is None or e.event == kind]
+
+    def close(self) -> None:
+        for scheduler in self.schedulers:
+            if scheduler.running:
+                scheduler.shutdown(wait=False)
+
+
+@pytest.fixture
+def harness(fleet_root: Path, clock: Any):
+    h = Harness(fleet_root, clock)
+    yield h
+    h.close()
+

@@ -1,0 +1,182 @@
+"""The window model and windows.toml: every invalid field is refused with an error naming it, and
+what is saved loads back equal."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from hermes_estop.errors import EstopError
+from hermes_estop.windows.model import InvalidWindow, Window, WindowsFile, json_schema
+
+UTC = timezone.utc
+GOOD = {"name": "nightly", "cron": "30 2 * * *", "timezone": "Europe/Berlin", "duration": "1h"}
+
+
+def with_(**changes):
+    data = dict(GOOD)
+    for key, value in changes.items():
+        if value is ...:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    "data, field, words",
+    [
+        pytest.param(with_(cron="61 2 * * *"), "cron", "61 2", id="cron-out-of-range"),
+        pytest.param(with_(cron="not a cron at all"), "cron", "croniter", id="cron-garbage"),
+        pytest.param(with_(cron="0 30 2 * * *"), "cron", "exactly 5 fields", id="cron-six-fields"),
+        pytest.param(with_(cron="30 2 * *"), "cron", "exactly 5 fields", id="cron-four-fields"),
+        pytest.param(with_(cron="@daily"), "cron", "exactly 5 fields", id="cron-alias"),
+        pytest.param(with_(cron="0 0 31 2 *"), "cron", "never fires", id="cron-never-fires"),
+        pytest.param(with_(cron="R 2 * * *"), "cron", "random", id="cron-random"),
+        pytest.param(with_(timezone="Mars/Olympus_Mons"), "timezone", "Mars/Olympus_Mons", id="unknown-zone"),
+        pytest.param(with_(timezone="../../etc/passwd"), "timezone", "unknown timezone", id="zone-path"),
+        pytest.param(with_(duration="0"), "duration", "must be positive", id="zero-duration"),
+        pytest.param(with_(duration="0s"), "duration", "must be positive", id="zero-unit-duration"),
+        pytest.param(with_(duration="-1h"), "duration", "must be positive", id="negative-duration"),
+        pytest.param(with_(duration="367d"), "duration", "366-day bound", id="oversized-duration"),
+        pytest.param(with_(duration="soon"), "duration", "'soon'", id="unparsable-duration"),
+        pytest.param(with_(duration=...), "duration", "required", id="missing-duration"),
+        pytest.param(with_(at="2026-12-02T18:00:00Z"), "cron/at", "exactly one of cron", id="both-cron-and-at"),
+        pytest.param(with_(cron=..., timezone=...), "cron/at", "exactly one of cron", id="neither-cron-nor-at"),
+        pytest.param(with_(name="Nightly DB"), "name", "'Nightly DB'", id="name-not-a-slug"),
+        pytest.param(with_(name=""), "name", "invalid window name", id="name-empty"),
+        pytest.param(with_(name="x" * 65), "name", "invalid window name", id="name-too-long"),
+        pytest.param(with_(name="-dash"), "name", "'-dash'", id="name-leading-dash"),
+        pytest.param(with_(name=...), "name", "required", id="name-missing"),
+        pytest.param(with_(scope="a/b"), "scope", "'a/b'", id="scope-path"),
+        pytest.param(with_(allow={"profiles": ["bot"]}), "allow", "without a user id", id="allow-profile-only"),
+        pytest.param(with_(allow={"users": ["1"]}), "allow.users", "unknown field", id="allow-unknown-key"),
+        pytest.param(with_(allow={"user_ids": "424242"}), "allow", "expected a list", id="allow-bare-string"),
+        pytest.param(with_(enabled="yes"), "enabled", "'yes'", id="enabled-not-bool"),
+        pytest.param(with_(reason="x" * 1001), "reason", "longer than 1000", id="reason-too-long"),
+        pytest.param(with_(cron=..., timezone="Europe/Berlin", at="2026-12-02T18:00:00Z"), "timezone",
+                     "cron windows only", id="timezone-with-at"),
+        pytest.param(with_(cron=..., timezone=..., at="tomorrow"), "at", "'tomorrow'", id="at-unparsable"),
+        pytest.param(with_(not_before="2026-07-01T00:00:00Z", not_after="2026-06-01T00:00:00Z"), "not_after",
+                     "not after not_before", id="bounds-inverted"),
+        pytest.param(with_(not_before="whenever"), "not_before", "'whenever'", id="bound-unparsable"),
+        pytest.param(with_(tz="UTC"), "tz", "unknown field", id="unknown-field"),
+    ],
+)
+def test_invalid_field_is_refused_naming_the_field(data, field, words):
+    with pytest.raises(InvalidWindow) as caught:
+        Window.parse(data, index=0)
+    error = caught.value
+    assert error.field == field
+    assert f"field {field!r}" in str(error)
+    assert words in str(error)
+    assert "\n" not in str(error)
+    assert isinstance(error, EstopError) and isinstance(error, ValueError)
+
+
+def test_error_names_the_window_by_name_or_position():
+    with pytest.raises(InvalidWindow, match=r"^window 'nightly': field 'duration'"):
+        Window.parse(with_(duration="0"))
+    with pytest.raises(InvalidWindow, match=r"^window #3: field 'name'"):
+        Window.parse(with_(name="BAD"), index=2)
+
+
+def test_valid_window_normalises_its_fields():
+    window = Window.parse(with_(cron="  30   2 * * *  ", reason="  db \n maintenance ",
+                                allow={"user_ids": [424242, "7"], "profiles": ["ops"]}, scope="ops"))
+    assert window.cron == "30 2 * * *"
+    assert window.duration == timedelta(hours=1)
+    assert window.reason == "db maintenance"
+    assert window.allow.user_ids == ["424242", "7"]
+    assert window.hold_allow.admits("424242", "ops") and not window.hold_allow.admits("424242", "bot")
+    assert window.scope == "ops"
+
+
+def test_one_shot_at_without_offset_is_utc():
+    window = Window.parse({"name": "once", "at": "2026-12-02T18:00:00", "duration": "PT2H"})
+    assert window.at == datetime(2026, 12, 2, 18, tzinfo=UTC)
+    assert window.duration == timedelta(hours=2)
+
+
+def full_windows() -> list[Window]:
+    return [
+        Window.parse(GOOD),
+        Window.parse({"name": "weekly-ops", "cron": "0 22 * * 0", "timezone": "America/New_York", "duration": "1d2h",
+                      "reason": "weekly", "allow": {"user_ids": ["1", "2"], "profiles": ["ops"]}, "scope": "ops",
+                      "enabled": False, "not_before": "2026-01-01T00:00:00Z", "not_after": "2027-01-01T00:00:00Z"}),
+        Window.parse({"name": "once", "at": "2026-12-02T18:30:15.250000+01:00", "duration": 90}),
+    ]
+
+
+def test_round_trip_through_windows_toml(tmp_path: Path):
+    windows_file = WindowsFile(tmp_path)
+    windows = full_windows()
+    windows_file.save(windows)
+    assert windows_file.load() == windows
+    windows_file.save(windows_file.load())
+    assert windows_file.load() == windows
+
+
+def test_hand_written_toml_with_native_datetimes_loads(tmp_path: Path):
+    (tmp_path / "windows.toml").write_text(
+        '[[windows]]\nname = "once"\nat = 2026-12-02T18:00:00Z\nduration = "45m"\n'
+        'allow = { user_ids = [424242] }\n'
+    )
+    [window] = WindowsFile(tmp_path).load()
+    assert window.at == datetime(2026, 12, 2, 18, tzinfo=UTC)
+    assert window.allow.user_ids == ["424242"]
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        pytest.param('[[windows]]\nname = "a"\ncron = "* * * *"\nduration = "1h"\n',
+                     "window 'a': field 'cron'", id="bad-field"),
+        pytest.param('[[windows]]\nname = "a"\ncron = "* * * * *"\nduration = "1h"\n'
+                     '[[windows]]\nname = "a"\nat = "2026-01-01T00:00:00Z"\nduration = "1h"\n',
+                     "window 'a': field 'name': duplicate name", id="duplicate-name"),
+        pytest.param('[[windows]]\nname = "a"\nduration = \n', "not valid TOML", id="not-toml"),
+        pytest.param('[[window]]\nname = "a"\n', "unknown top-level key", id="unknown-top-level"),
+        pytest.param('windows = "a"\n', "array of tables", id="windows-not-array"),
+        pytest.param('windows = [1]\n', "window #1: expected a table", id="window-not-table"),
+    ],
+)
+def test_bad_file_error_names_the_file_window_and_field(tmp_path: Path, text, words):
+    path = tmp_path / "windows.toml"
+    path.write_text(text)
+    with pytest.raises(InvalidWindow) as caught:
+        WindowsFile(tmp_path).load()
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ")
+    assert words in message
+    assert "\n" not in message
+
+
+def test_missing_file_is_no_windows(tmp_path: Path):
+    assert WindowsFile(tmp_path).load() == []
+
+
+def test_add_refuses_a_duplicate_and_remove_an_unknown_name_leaving_the_file_as_it_was(tmp_path: Path):
+    windows_file = WindowsFile(tmp_path)
+    windows_file.add(Window.parse(GOOD))
+    before = windows_file.path.read_bytes()
+    with pytest.raises(InvalidWindow, match="already exists"):
+        windows_file.add(Window.parse(with_(duration="2h")))
+    with pytest.raises(InvalidWindow, match="no such window"):
+        windows_file.remove("other")
+    assert windows_file.path.read_bytes() == before
+    windows_file.add(Window.parse(with_(duration="2h")), replace=True)
+    assert windows_file.load()[0].duration == timedelta(hours=2)
+    assert windows_file.remove("nightly").name == "nightly"
+    assert windows_file.load() == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".windows.toml.lock", "windows.toml"]
+
+
+def test_schema_describes_every_field():
+    schema = json_schema()
+    props = schema["$defs"]["Window"]["properties"]
+    assert set(props) == set(Window.model_fields)
+    assert props["duration"]["type"] == "string"
+    assert schema["$defs"]["Window"]["additionalProperties"] is False

@@ -1,0 +1,316 @@
+"""The window scheduler with a fake clock and a real APScheduler (see conftest.Harness): it arms at
+each start with the end as the deadman, its expiry job retires exactly that generation, and it is
+level-triggered across restarts, releases, manual holds, overlaps and edits of windows.toml."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from hermes_estop.hold import HoldState
+from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED
+
+US = timedelta(microseconds=1)
+
+
+def one_shot(harness, name="maint", start_in=timedelta(hours=1), duration="30m", **extra):
+    start = harness.clock.now + start_in
+    window = {"name": name, "at": start.isoformat(), "duration": duration, **extra}
+    return window, start
+
+
+def armed_one_shot(harness, **kwargs):
+    """A one-shot window 1h ahead, the scheduler started, the clock run to its start: the
+    window's definition, its start, and the generation the scheduler armed."""
+    window, start = one_shot(harness, **kwargs)
+    harness.write(window)
+    harness.start()
+    harness.run_until(start)
+    return window, start, harness.reading(kwargs.get("scope", "fleet")).hold.generation
+
+
+def test_arms_at_start_with_the_occurrence_end_as_deadline(harness):
+    window, start = one_shot(harness, reason="db migration", allow={"user_ids": ["424242"]})
+    harness.write(window)
+    harness.start()
+    assert harness.jobs() == {"windows:start:maint": start}
+    harness.run_until(start - US)
+    assert harness.reading().state is HoldState.ABSENT
+    fired = harness.run_until(start)
+    assert fired == ["windows:start:maint"]
+    reading = harness.reading()
+    assert reading.state is HoldState.ACTIVE
+    hold = reading.hold
+    assert hold.expires_at == start + timedelta(minutes=30)
+    assert hold.engaged_at == start
+    assert hold.armed_by == "window:maint"
+    assert hold.window == {"name": "maint", "occurrence": start.isoformat()}
+    assert hold.reason == "db migration"
+    assert hold.allow.admits("424242", None) and not hold.allow.admits("1", None)
+    assert harness.jobs() == {"windows:end:maint": start + timedelta(minutes=30)}
+    assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == ARMED
+
+
+def test_expiry_job_retires_the_generation_it_armed(harness):
+    window, start, generation = armed_one_shot(harness)
+    end = start + timedelta(minutes=30)
+    fired = harness.run_until(end)
+    assert fired[-1] == "windows:end:maint"
+    assert harness.reading().state is HoldState.ABSENT
+    [retire] = harness.events("retire")
+    assert (retire.generation, retire.time, retire.actor) == (generation, end, "scheduler@test")
+    assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == ENDED
+    assert harness.jobs() == {}
+
+
+def test_operator_rearm_between_arm_and_end_survives_the_expiry_job(harness):
+    window, start, ours = armed_one_shot(harness)
+    harness.run_until(start + timedelta(minutes=10))
+    theirs = harness.estop.engage(reason="migration overran", ttl="2h", fleet=True)
+    harness.run_until(start + timedelta(minutes=20), poll=True)
+    fired = harness.run_until(start + timedelta(minutes=30), poll=True)
+    assert "windows:end:maint" in fired
+    reading = harness.reading()
+    assert reading.state is HoldState.ACTIVE
+    assert reading.hold.generation == theirs.generation != ours
+    assert reading.hold.reason == "migration overran"
+    assert reading.hold.expires_at == start + timedelta(minutes=10, hours=2)
+    assert harness.events("retire") == []
+    assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == RELEASED
+
+
+def test_restart_mid_window_arms_for_the_remainder(harness):
+    window, start = one_shot(harness, start_in=-timedelta(minutes=10))
+    harness.write(window)
+    harness.start()  # the scheduler was down at the start; it comes up 10 minutes in
+    hold = harness.reading().hold
+    assert hold.expires_at == start + timedelta(minutes=30)
+    assert hold.engaged_at == harness.clock.now
+    assert harness.jobs() == {"windows:end:maint": start + timedelta(minutes=30)}
+
+
+def test_restart_with_its_hold_standing_keeps_it_and_still_retires_it(harness):
+    window, start, generation = armed_one_shot(harness)
+    harness.clock.set(start + timedelta(minutes=5))
+    harness.restart()
+    assert harness.reading().hold.generation == generation
+    assert [e.event for e in harness.events()] == ["engage"]
+    harness.run_until(start + timedelta(minutes=30))
+    assert harness.reading().state is HoldState.ABSENT
+    assert [e.generation for e in harness.events("retire")] == [generation]
+
+
+def test_early_release_is_not_rearmed_not_even_after_a_restart(harness):
+    window, start, _ = armed_one_shot(harness)
+    harness.run_until(start + timedelta(minutes=5))
+    harness.estop.release(fleet=True)  # the operator's `hermes resume`
+    harness.run_until(start + timedelta(minutes=6), poll=True)
+    assert harness.reading().state is HoldState.ABSENT
+    harness.clock.set(start + timedelta(minutes=7))
+    harness.restart()
+    harness.run_until(start + timedelta(minutes=20), poll=True)
+    assert harness.reading().state is HoldState.ABSENT
+    assert [e.event for e in harness.events()] == ["engage", "release"]
+    assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == RELEASED
+
+
+@pytest.mark.parametrize("manual", ["no-deadline", "shorter-deadline", "hand-written", "unreadable"])
+def test_a_hold_it_did_not_arm_is_not_replaced_and_the_skip_is_audited(harness, manual):
+    window, start = one_shot(harness)
+    harness.write(window)
+    sentinel = harness.estop.layout.fleet.sentinel
+    if manual == "no-deadline":
+        harness.estop.engage(reason="manual", fleet=True)
+    elif manual == "shorter-deadline":
+        harness.estop.engage(reason="manual", expires_at=start + timedelta(minutes=5), fleet=True)
+    elif manual == "hand-written":
+        sentinel.write_bytes(b"")  # `touch ESTOP`
+    else:
+        sentinel.write_bytes(b"{not json")
+    before = sentinel.read_bytes()
+    harness.start()
+    harness.run_until(start + timedelta(minutes=1), poll=True)
+    assert sentinel.read_bytes() == before
+    [skip] = harness.events("skip")
+    assert skip.location == "fleet"
+    assert f"window maint occurrence {start.isoformat()} skipped" in skip.detail
+    assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == SKIPPED
+    harness.run_until(start + timedelta(minutes=3), poll=True)
+    assert len(harness.events("skip")) == 1  # recorded once, not per reconciliation
+    harness.run_until(start + timedelta(minutes=31), poll=True)
+    assert harness.events("retire") == []
+    if manual != "shorter-deadline":
+        assert sentinel.read_bytes() == before
+
+
+OVERLAPS = {
+    # name: [(start offset, duration)], the union is [0, last end)
+    "overlapping": [(timedelta(0), "1h"), (timedelta(minutes=30), "90m")],
+    "back-to-back": [(timedelta(0), "1h"), (timedelta(hours=1), "1h")],
+    "nested": [(timedelta(0), "2h"), (timedelta(minutes=30), "30m")],
+    "three-chained": [(timedelta(0), "40m"), (timedelta(minutes=30), "40m"), (timedelta(minutes=70), "50m")],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(OVERLAPS))
+@pytest.mark.parametrize("scope", ["fleet", "ops"])
+def test_overlapping_windows_leave_no_free_instant_on_the_scope(harness, shape, scope):
+    base = harness.clock.now + timedelta(hours=1)
+    windows, boundaries = [], []
+    for i, (offset, duration) in enumerate(OVERLAPS[shape]):
+        start = base + offset
+        windows.append({"name": f"w{i}", "at": start.isoformat(), "duration": duration, "scope": scope})
+        boundaries += [start, start + timedelta(minutes=int(duration[:-1]) * (60 if duration.endswith("h") else 1))]
+    last_end = max(boundaries)
+    harness.write(*windows)
+    harness.start()
+    probes = sorted({t + d for t in boundaries for d in (-US, timedelta(0), US)} |
+                    {base + timedelta(minutes=m) for m in range(0, int((last_end - base).total_seconds() // 60) + 1, 5)})
+    free, held_outside = [], []
+    for probe in probes:
+        harness.run_until(probe)
+        engaged = harness.engaged_at(probe, scope)
+        if probe == base:
+            # the first arm already reaches the last end: no free instant even if the
+            # scheduler were late (or down) at a boundary in between
+            assert harness.reading(scope).hold.expires_at == last_end
+        if probe < base or probe >= last_end:
+            if engaged:
+                held_outside.append(probe)
+        elif not engaged:
+            free.append(probe)
+    assert free == [] and held_outside == []
+    assert not harness.engaged_at(last_end, scope)
+    assert harness.reading(scope).state in (HoldState.ABSENT, HoldState.EXPIRED)
+    harness.run_until(last_end + timedelta(minutes=1))
+    assert harness.reading(scope).state is HoldState.ABSENT  # retired by the expiry job
+
+
+def test_overlap_holds_until_the_last_end_from_the_first_start_and_intersects_allowlists(harness):
+    base = harness.clock.now + timedelta(hours=1)
+    harness.write(
+        {"name": "a", "at": base.isoformat(), "duration": "1h", "reason": "db", "allow": {"user_ids": ["1", "2"]}},
+        {"name": "b", "at": (base + timedelta(minutes=30)).isoformat(), "duration": "1h", "reason": "net",
+         "allow": {"user_ids": ["2", "3"]}},
+    )
+    harness.start()
+    harness.run_until(base)
+    first = harness.reading().hold
+    assert first.expires_at == base + timedelta(minutes=90)  # chained: b starts before a ends
+    assert first.allow.user_ids == {"1", "2"}
+    harness.run_until(base + timedelta(minutes=30))
+    both = harness.reading().hold
+    assert both.allow.user_ids == {"2"}  # deny wins while both cover
+    assert both.reason == "db; net"
+    assert both.window["covers"] == [{"name": "a", "occurrence": base.isoformat()},
+                                     {"name": "b", "occurrence": (base + timedelta(minutes=30)).isoformat()}]
+    harness.run_until(base + timedelta(minutes=60))
+    assert harness.reading().hold.allow.user_ids == {"2", "3"}
+    entries = harness.entries()
+    assert entries[f"fleet/b@{(base + timedelta(minutes=30)).isoformat()}"].generation == harness.reading().hold.generation
+    assert entries[f"fleet/a@{base.isoformat()}"].state == ENDED
+    harness.run_until(base + timedelta(minutes=90))
+    assert harness.reading().state is HoldState.ABSENT
+
+
+def test_window_removed_from_the_file_stops_being_scheduled(harness):
+    keep, keep_start = one_shot(harness, name="keep", start_in=timedelta(hours=2))
+    drop, drop_start = one_shot(harness, name="drop", start_in=timedelta(hours=1))
+    harness.write(keep, drop)
+    harness.start()
+    assert set(harness.jobs()) == {"windows:start:keep", "windows:start:drop"}
+    harness.file.remove("drop")
+    harness.run_until(harness.clock.now + timedelta(seconds=5), poll=True)  # the periodic reconcile
+    assert set(harness.jobs()) == {"windows:start:keep"}
+    harness.run_until(drop_start + timedelta(minutes=1), poll=True)
+    assert harness.reading().state is HoldState.ABSENT
+    harness.run_until(keep_start)
+    assert harness.reading().hold.armed_by == "window:keep"
+
+
+def test_edits_are_picked_up_without_a_restart(harness):
+    harness.write({"name": "nightly", "cron": "0 3 * * *", "duration": "1h"})
+    harness.start()
+    now = harness.clock.now
+    assert harness.jobs()["windows:start:nightly"].hour == 3
+    harness.write({"name": "nightly", "cron": "0 20 * * *", "duration": "1h"})
+    harness.run_until(now + timedelta(seconds=5), poll=True)
+    assert harness.jobs()["windows:start:nightly"] == now.replace(hour=20, minute=0)
+    harness.write({"name": "nightly", "cron": "0 20 * * *", "duration": "1h", "enabled": False})
+    harness.run_until(now + timedelta(seconds=10), poll=True)
+    assert harness.jobs() == {}
+
+
+def test_removing_a_window_while_it_holds_retires_its_hold(harness):
+    window, start, generation = armed_one_shot(harness)
+    harness.file.remove("maint")
+    harness.run_until(start + timedelta(minutes=1), poll=True)
+    assert harness.reading().state is HoldState.ABSENT
+    assert [e.generation for e in harness.events("retire")] == [generation]
+
+
+def test_lost_ledger_is_recovered_from_the_hold_body(harness):
+    window, start, generation = armed_one_shot(harness)
+    harness.ledger.path.unlink()  # e.g. the scheduler died between the arm and the ledger write
+    harness.clock.set(start + timedelta(minutes=1))
+    report = harness.restart()
+    assert [e.kind for e in report.events] == ["adopted"]
+    assert harness.reading().hold.generation == generation
+    assert harness.events("skip") == []
+    harness.run_until(start + timedelta(minutes=30))
+    assert [e.generation for e in harness.events("retire")] == [generation]
+
+
+def test_standby_scheduler_writes_nothing(harness):
+    window, start = one_shot(harness)
+    harness.write(window)
+    harness.leader = False
+    harness.start()
+    harness.run_until(start + timedelta(minutes=1), poll=True)
+    assert harness.reading().state is HoldState.ABSENT
+    assert not harness.ledger.path.exists()
+    assert harness.jobs() == {"windows:end:maint": start + timedelta(minutes=30)}  # it keeps waking up
+    harness.leader = True
+    harness.run_until(start + timedelta(minutes=2), poll=True)
+    assert harness.reading().hold.expires_at == start + timedelta(minutes=30)
+
+
+def test_bad_windows_file_takes_no_decision_and_the_deadman_still_lifts(harness):
+    window, start, _ = armed_one_shot(harness)
+    harness.file.path.write_text('[[windows]]\nname = "maint"\ncron = "* * *"\nduration = "30m"\n')
+    harness.run_until(start + timedelta(minutes=1), poll=True)
+    report = harness.reports[-1]
+    assert report.errors and "field 'cron'" in report.errors[0]
+    assert harness.reading().state is HoldState.ACTIVE  # not retired on a broken file
+    end = start + timedelta(minutes=30)
+    assert not harness.engaged_at(end)
+
+
+def test_daily_window_arms_once_on_the_fall_back_day(harness):
+    harness.clock.set(harness.clock.now.replace(year=2026, month=10, day=24, hour=12))
+    harness.write({"name": "nightly", "cron": "30 2 * * *", "timezone": "Europe/Berlin", "duration": "1h"})
+    harness.start()
+    fired = harness.run_until(harness.clock.now + timedelta(days=2))
+    engages = [e.time.isoformat() for e in harness.events("engage")]
+    assert engages == ["2026-10-25T00:30:00+00:00", "2026-10-26T01:30:00+00:00"]
+    assert fired.count("windows:start:nightly") == 2
+
+
+def test_only_date_triggers_are_scheduled(harness):
+    from apscheduler.triggers.date import DateTrigger
+
+    harness.write({"name": "weekly", "cron": "0 0 * * 0", "duration": "1h"})
+    harness.start()
+    jobs = harness.service.scheduler.get_jobs()
+    assert jobs and all(isinstance(job.trigger, DateTrigger) for job in jobs)
+    assert harness.jobs()["windows:start:weekly"].weekday() == 6  # crontab 0 is Sunday, not Monday
+
+
+def test_moving_an_active_window_to_another_scope_moves_its_hold(harness):
+    window, start, old = armed_one_shot(harness, scope="zeta")
+    harness.write({**window, "scope": "alpha"})
+    harness.run_until(start + timedelta(minutes=1), poll=True)
+    assert harness.reading("zeta").state is HoldState.ABSENT
+    assert [e.generation for e in harness.events("retire")] == [old]
+    assert harness.reading("alpha").hold.expires_at == start + timedelta(minutes=30)
