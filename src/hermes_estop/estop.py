@@ -17,7 +17,7 @@ from .audit import AuditEvent, default_actor
 from .durations import MAX_DURATION, parse_duration
 from .errors import EstopError, InvalidArgument, InvalidInstant
 from .gate import Snapshot, Verdict, admits, decide, engaged, pause_notice
-from .hold import Allow, EngageRequest, Fence, Hold, HoldState, Reading
+from .hold import Allow, EngageRequest, Fence, Hold, HoldState, Reading, clean_reason
 from .homes import Layout, Location, resolve_layout
 from .stores import HoldStore, open_store
 from .timeutil import Clock, format_instant, parse_instant
@@ -26,23 +26,11 @@ __all__ = ["Estop"]
 
 logger = logging.getLogger("hermes_estop")
 
-_MAX_REASON = 1000
 _log_lock = threading.Lock()
 # (location key, fence) of every expiry this process has logged: one WARNING per generation.
 _expiry_logged: set[tuple[str, Fence]] = set()
 # component -> identity of the engagement last logged by check_paused.
 _paused_logged: dict[str, frozenset[tuple[str, Fence | None]]] = {}
-
-
-def _clean_reason(reason: Any) -> str | None:
-    if reason is None:
-        return None
-    if not isinstance(reason, str):
-        raise InvalidArgument(f"invalid reason {reason!r}: expected text")
-    text = " ".join(reason.split())
-    if len(text) > _MAX_REASON:
-        raise InvalidArgument(f"invalid reason {reason[:40]!r}...: longer than {_MAX_REASON} characters")
-    return text or None
 
 
 class Estop:
@@ -88,6 +76,13 @@ class Estop:
 
     def __repr__(self) -> str:
         return f"Estop(home={str(self.layout.home)!r}, root={str(self.layout.root)!r}, store={self.store.name!r})"
+
+    def for_fleet(self) -> "Estop":
+        """The same fleet as seen by a process whose home is the fleet root (same store and clock)."""
+        if self.layout.home == self.layout.root:
+            return self
+        return Estop(layout=Layout(home=self.layout.root, root=self.layout.root), store=self.store,
+                     clock=self.clock, actor=self.actor)
 
     def for_profile(self, name: str) -> "Estop":
         """The same fleet as seen by a process serving profile `name`: same store and clock."""
@@ -229,7 +224,7 @@ class Estop:
         bad value nothing is written and a standing hold is untouched."""
         now = self.clock()
         request = EngageRequest(
-            reason=_clean_reason(reason),
+            reason=clean_reason(reason),
             allow=Allow.coerce(allow),
             expires_at=self.deadline(ttl, expires_at, now),
             replace=bool(replace),

@@ -21,6 +21,8 @@ from .timeutil import format_instant, in_interval, parse_stamp
 
 __all__ = [
     "MAX_BODY_BYTES",
+    "MAX_REASON",
+    "clean_reason",
     "Allow",
     "Hold",
     "HoldState",
@@ -40,12 +42,26 @@ __all__ = [
 ]
 
 MAX_BODY_BYTES = 1024 * 1024
+MAX_REASON = 1000
 _MAX_ID_LEN = 256
 
 
 def new_generation() -> str:
     """A fresh engagement identity: 128 random bits, so never reused across processes or hosts."""
     return os.urandom(16).hex()
+
+
+def clean_reason(reason: Any) -> str | None:
+    """A reason as written in a body: whitespace folded to single spaces, empty = not given.
+    Refuses non-text and anything over `MAX_REASON` characters, naming it."""
+    if reason is None:
+        return None
+    if not isinstance(reason, str):
+        raise InvalidArgument(f"invalid reason {reason!r}: expected text")
+    text = " ".join(reason.split())
+    if len(text) > MAX_REASON:
+        raise InvalidArgument(f"invalid reason {reason[:40]!r}...: longer than {MAX_REASON} characters")
+    return text or None
 
 
 def _normalize_id(value: Any, what: str) -> str:
@@ -284,8 +300,8 @@ VACANT = _Vacant()
 @dataclass(frozen=True)
 class EngageRequest:
     """What a caller asked for. `None` fields are 'not supplied': a re-arm keeps them from the
-    standing hold. `only_if` fences the write: None (always), `VACANT`, or a set of generations
-    the standing hold must carry (or no active hold at all)."""
+    standing hold. `only_if` fences the write: None (always), `VACANT` (no active hold), or a set
+    of generations the active standing hold must carry."""
 
     reason: str | None = None
     allow: Allow | None = None
@@ -321,9 +337,12 @@ def merge_hold(standing: Hold | None, request: EngageRequest, now: datetime, gen
 
 
 def precondition_met(only_if: Any, standing: Reading | None) -> bool:
-    """Whether a fenced write may go ahead over `standing` (see `EngageRequest.only_if`)."""
-    if only_if is None or standing is None or not standing.active:
+    """Whether a fenced write may go ahead over `standing` (see `EngageRequest.only_if`): always
+    for None; for `VACANT` only where no hold is active; for a set of generations only where the
+    active hold carries one of them (a released or expired one does not count)."""
+    if only_if is None:
         return True
+    active = standing is not None and standing.active
     if only_if is VACANT:
-        return False
-    return standing.hold is not None and standing.hold.generation in only_if
+        return not active
+    return active and standing.hold is not None and standing.hold.generation in only_if

@@ -10,7 +10,7 @@ import typer
 
 from ..errors import HoldConflict, InvalidArgument
 from ..gate import decide
-from ..hold import Allow, HoldState
+from ..hold import Allow
 from ..timeutil import format_instant
 from .common import (
     EXIT_HELD,

@@ -25,7 +25,6 @@ from typing import Any
 from ..errors import InvalidArgument, StoreError
 from ..estop import Estop
 from ..gate import Verdict
-from ..homes import Layout
 from ..timeutil import Clock, format_instant, in_interval, parse_stamp, utc_now
 from .common import WorkerPool, WorkResult, gate_work, parse_timeout, validate_owner, validate_profile, worker_env
 
@@ -39,7 +38,6 @@ __all__ = [
     "DispatchReport",
     "HeldCard",
     "CardRun",
-    "fleet_estop",
 ]
 
 BOARD_NAME = "kanban.db"
@@ -236,15 +234,6 @@ class Board:
         return lost
 
 
-def fleet_estop(estop: Estop) -> Estop:
-    """The fleet root's view (same store and clock): the gate for a card without a profile."""
-    layout = estop.layout
-    if layout.home == layout.root:
-        return estop
-    return Estop(layout=Layout(home=layout.root, root=layout.root), store=estop.store, clock=estop.clock,
-                 actor=estop.actor)
-
-
 @dataclass(frozen=True)
 class HeldCard:
     id: int
@@ -322,7 +311,7 @@ class Dispatcher:
         if isinstance(self.max_workers, bool) or not isinstance(self.max_workers, int) or self.max_workers < 1:
             raise InvalidArgument(f"invalid worker limit {self.max_workers!r}: expected a whole number of at least 1")
         self.timeout = parse_timeout(self.timeout)
-        self.fleet = fleet_estop(self.estop)
+        self.fleet = self.estop.for_fleet()
         if self.board is None:
             self.board = Board(self.estop.layout.root, clock=self.estop.clock)
         self.pool = WorkerPool(self.estop.clock)

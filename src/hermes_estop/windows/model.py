@@ -42,10 +42,8 @@ from pydantic import (
 
 from ..durations import format_duration, parse_duration
 from ..errors import EstopError, StoreError
-from ..estop import _MAX_REASON as MAX_REASON
-from ..estop import _clean_reason as clean_reason
 from ..fsutil import atomic_write, exclusive_lock
-from ..hold import Allow
+from ..hold import MAX_REASON, Allow, clean_reason
 from ..homes import FLEET, validate_profile_name
 from ..timeutil import format_instant, parse_instant
 
