@@ -1,11 +1,11 @@
 """Registration of the sub-commands that live outside the core: windows and `serve`, the
-consumers and `demo`, the store. Each module registers its own commands."""
+consumers, the store, and `demo`. Each module registers its own commands."""
 
 from __future__ import annotations
 
 import typer
 
-from . import consumers, serve, store, windows
+from . import consumers, demo, serve, store, windows
 
 __all__ = ["register"]
 
@@ -15,3 +15,4 @@ def register(app: typer.Typer) -> None:
     serve.register(app)
     consumers.register(app)
     store.register(app)
+    demo.register(app)

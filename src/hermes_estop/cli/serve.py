@@ -1,7 +1,7 @@
 """`hermes serve`: the fleet's long-running loops in the foreground, until SIGINT or SIGTERM.
 
 Each loop is a service with `name` and `run(stop: threading.Event)`; `build_services` lists them
-(the window scheduler today) and `run_services` runs each in its own thread, stops them all
+(the window scheduler, and the cron ticker and kanban dispatcher when configured) and `run_services` runs each in its own thread, stops them all
 cleanly on a signal (exit 0), and stops them all if one dies (exit 1). A line is logged for every
 arm, retire and skip.
 """
@@ -36,12 +36,18 @@ class Service(Protocol):
     def run(self, stop: threading.Event) -> None: ...
 
 
-def build_services(estop: Estop, *, poll_interval: float) -> list[Service]:
-    """Every loop `hermes serve` runs. Add a loop with one line here."""
+def build_services(estop: Estop, *, poll_interval: float, cron_interval: float = 15.0,
+                   kanban_interval: float = 5.0, kanban_max: int = 4) -> list[Service]:
+    """Every loop `hermes serve` runs: the window scheduler always; the cron ticker when this home
+    has a job table and the kanban dispatcher when the fleet has a board (when configured at
+    start-up). All of them gate on the same predicate, through `estop`."""
+    from ..consumers.service import configured_services
     from ..windows.service import WindowService
 
     return [
         WindowService(estop, poll_interval=poll_interval),
+        *configured_services(estop, cron_interval=cron_interval, kanban_interval=kanban_interval,
+                             kanban_max=kanban_max),
     ]
 
 
@@ -110,10 +116,18 @@ def serve(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what the window scheduler would do now, change nothing, exit.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="With --once or --dry-run: machine-readable output.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug lines too.")] = False,
+    cron_interval: Annotated[float, typer.Option("--cron-interval", help="Seconds between cron ticks (when this home has a job table).")] = 15.0,
+    kanban_interval: Annotated[float, typer.Option("--kanban-interval", help="Seconds between kanban dispatch passes (when the fleet has a board).")] = 5.0,
+    kanban_max: Annotated[int, typer.Option("--kanban-max", help="Kanban workers in flight at most.")] = 4,
 ) -> None:
-    """Run the fleet's loops in the foreground (the maintenance-window scheduler) until SIGINT/SIGTERM."""
-    if not 0.05 <= interval <= 3600:
-        raise InvalidArgument(f"invalid --interval {interval}: expected 0.05 to 3600 seconds")
+    """Run the fleet's loops in the foreground until SIGINT/SIGTERM: the maintenance-window
+    scheduler, and the cron ticker and kanban dispatcher when they are configured."""
+    for flag, value in (("--interval", interval), ("--cron-interval", cron_interval),
+                        ("--kanban-interval", kanban_interval)):
+        if not 0.05 <= value <= 3600:
+            raise InvalidArgument(f"invalid {flag} {value}: expected 0.05 to 3600 seconds")
+    if not 1 <= kanban_max <= 256:
+        raise InvalidArgument(f"invalid --kanban-max {kanban_max}: expected 1 to 256")
     if once and dry_run:
         raise InvalidArgument("give --once or --dry-run, not both")
     _configure_logging(logging.DEBUG if verbose else logging.INFO)
@@ -132,7 +146,8 @@ def serve(
     stop = threading.Event()
     restore = _install_signals(stop)
     try:
-        services = build_services(estop, poll_interval=interval)
+        services = build_services(estop, poll_interval=interval, cron_interval=cron_interval,
+                                  kanban_interval=kanban_interval, kanban_max=kanban_max)
         logger.info("serve: running %s for fleet %s (store %s); stop with Ctrl-C or SIGTERM",
                     ", ".join(s.name for s in services), estop.layout.root, estop.store.name)
         code = run_services(services, stop)
