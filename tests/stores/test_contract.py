@@ -502,3 +502,11 @@ def test_bad_until_refused_before_anything_is_written(backend, store, fleet_esto
 def test_ttl_and_until_together_are_refused(fleet_estop):
     with pytest.raises(InvalidArgument):
         fleet_estop.engage(ttl="45m", expires_at="2026-06-01T13:00:00Z")
+
+
+def test_generation_precondition_refuses_once_that_generation_was_released(fleet_estop, backend, store):
+    mine = fleet_estop.engage(reason="window", only_if=VACANT)
+    fleet_estop.release()
+    with pytest.raises(HoldConflict):
+        fleet_estop.engage(reason="window", only_if={mine.generation})
+    assert not backend.present(store, fleet_estop.layout.own)
