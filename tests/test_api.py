@@ -121,3 +121,18 @@ def test_a_bad_config_file_holds_the_fleet(fleet_env):
     fleet_env.mkdir(parents=True, exist_ok=True)
     (fleet_env / "estop.toml").write_text("store = [unterminated")
     assert hermes_estop.is_engaged()
+
+
+def test_an_injected_naive_clock_reads_as_utc(tmp_path):
+    from datetime import datetime
+
+    from hermes_estop import Estop
+
+    now = [datetime(2026, 6, 1, 12, 0)]
+    estop = Estop(home=tmp_path / "h", clock=lambda: now[0])
+    hold = estop.engage(reason="maint", ttl="10m")
+    assert hold.expires_at == datetime(2026, 6, 1, 12, 10, tzinfo=timezone.utc)
+    now[0] = datetime(2026, 6, 1, 12, 9, 59)
+    assert estop.is_engaged()
+    now[0] = datetime(2026, 6, 1, 12, 10)
+    assert not estop.is_engaged()

@@ -20,7 +20,7 @@ from .gate import Snapshot, Verdict, admits, decide, engaged, pause_notice
 from .hold import Allow, EngageRequest, Fence, Hold, HoldState, Reading, clean_reason
 from .homes import Layout, Location, resolve_layout
 from .stores import HoldStore, open_store
-from .timeutil import Clock, format_instant, parse_instant
+from .timeutil import Clock, aware_clock, format_instant, parse_instant
 
 __all__ = ["Estop"]
 
@@ -64,7 +64,7 @@ class Estop:
 
             store = open_store(store if store is not None else store_spec(layout, env), layout.root)
         self.store: HoldStore = store
-        self.clock: Clock = clock if clock is not None else store.default_clock()
+        self.clock: Clock = aware_clock(clock) if clock is not None else store.default_clock()
         self._actor = actor
 
     @property

@@ -83,15 +83,16 @@ class Allow:
     valid: bool = True
 
     @classmethod
-    def of(cls, user_ids: Any = (), profiles: Any = ()) -> "Allow":
-        """An allowlist from operator input; refuses a profile-only allowlist and bad ids."""
+    def of(cls, user_ids: Any = (), profiles: Any = (), *, refuse_profile_only: bool = True) -> "Allow":
+        """An allowlist from operator input; refuses bad ids and, unless told otherwise, a
+        profile-only allowlist (it would admit nobody: a profile never grants on its own)."""
         if isinstance(user_ids, (str, int)):
             user_ids = [user_ids]
         if isinstance(profiles, str):
             profiles = [profiles]
         users = frozenset(_normalize_id(item, "user id") for item in (user_ids or ()))
         names = frozenset(_normalize_id(item, "profile") for item in (profiles or ()))
-        if names and not users:
+        if names and not users and refuse_profile_only:
             raise InvalidArgument(
                 f"allowlist profiles {sorted(names)} without a user id: a profile never grants on its "
                 "own (add --allow-user ID)"
@@ -100,7 +101,8 @@ class Allow:
 
     @classmethod
     def coerce(cls, value: "Allow | Mapping[str, Any] | None") -> "Allow | None":
-        """Library input: an `Allow`, a `{"user_ids", "profiles"}` mapping, or None (keep)."""
+        """Library input: an `Allow`, a `{"user_ids", "profiles"}` mapping, or None (keep). As
+        in hermes-agent, a profile-only allowlist is accepted (and admits nobody)."""
         if value is None or isinstance(value, Allow):
             return value
         if not isinstance(value, Mapping):
@@ -108,7 +110,7 @@ class Allow:
         unknown = set(value) - {"user_ids", "profiles"}
         if unknown:
             raise InvalidArgument(f"invalid allowlist key(s) {sorted(unknown)}: expected user_ids, profiles")
-        return cls.of(value.get("user_ids") or (), value.get("profiles") or ())
+        return cls.of(value.get("user_ids") or (), value.get("profiles") or (), refuse_profile_only=False)
 
     def admits(self, user_id: Any, profile: Any) -> bool:
         """DESIGN 4 for one hold: the user is listed, and the profile is listed where any are."""

@@ -14,6 +14,8 @@ from .errors import InvalidInstant
 
 __all__ = [
     "Clock",
+    "AwareClock",
+    "aware_clock",
     "utc_now",
     "parse_stamp",
     "parse_instant",
@@ -29,6 +31,30 @@ Clock = Callable[[], datetime]
 def utc_now() -> datetime:
     """The real clock: an aware datetime in UTC."""
     return datetime.now(timezone.utc)
+
+
+class AwareClock:
+    """An injected clock whose every reading is aware: a naive reading is taken as UTC, like a
+    naive stamp in a body. Other attributes reach the wrapped clock (a test's `advance()`)."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: Clock) -> None:
+        self.inner = inner
+
+    def __call__(self) -> datetime:
+        value = self.inner()
+        return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
+def aware_clock(clock: Clock) -> Clock:
+    """`clock`, wrapped in `AwareClock` unless it is known to read aware time already."""
+    if clock is utc_now or isinstance(clock, AwareClock):
+        return clock
+    return AwareClock(clock)
 
 
 def to_utc(value: datetime) -> datetime:

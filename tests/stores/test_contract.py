@@ -15,7 +15,7 @@ import pytest
 
 from hermes_estop import Estop, HoldConflict, InvalidDuration, InvalidInstant, VACANT
 from hermes_estop.errors import InvalidArgument
-from hermes_estop.hold import HoldState
+from hermes_estop.hold import Allow, HoldState
 from hermes_estop.timeutil import format_instant
 
 
@@ -228,10 +228,16 @@ def test_profiles_only_allowlist_admits_nobody(backend, store, fleet_estop):
     assert not fleet_estop.gate(None, "ops")
 
 
-def test_profiles_only_allowlist_is_refused_on_write(fleet_estop, backend, store):
+def test_profiles_only_allowlist_written_through_the_api_admits_nobody(fleet_estop):
+    fleet_estop.engage(allow={"profiles": ["ops"]})
+    assert fleet_estop.is_engaged()
+    assert not fleet_estop.is_allowed(None, "ops")
+    assert not fleet_estop.is_allowed("alice", "ops")
+
+
+def test_operator_input_refuses_a_profiles_only_allowlist():
     with pytest.raises(InvalidArgument, match="profile never grants"):
-        fleet_estop.engage(allow={"profiles": ["ops"]})
-    assert not backend.present(store, fleet_estop.layout.own)
+        Allow.of((), ["ops"])
 
 
 def test_wrong_user_on_the_right_profile_stays_paused(fleet_estop):
