@@ -55,6 +55,7 @@ def test_gate_verdict_is_truthy_when_work_may_proceed(fleet_env):
     held = hermes_estop.gate("7")
     assert not held and held.engaged and not held.admitted
     assert "db migration" in held.notice and "Auto-resumes" in held.notice
+    assert held.reason == "db migration" and held.resume_at is not None
     admitted = hermes_estop.gate("42")
     assert admitted and admitted.admitted and admitted.notice is None
 

@@ -99,6 +99,19 @@ class Verdict:
     def notice(self) -> str | None:
         return None if self.proceed else pause_notice(self.snapshot)
 
+    @property
+    def reason(self) -> str | None:
+        """The reason of the first active hold that gives one."""
+        for reading in self.snapshot.active:
+            if reading.hold is not None and reading.hold.reason:
+                return reading.hold.reason
+        return None
+
+    @property
+    def resume_at(self) -> datetime | None:
+        """When the hold lifts by itself (every active hold has a deadman), else None."""
+        return auto_resume_at(self.snapshot)
+
 
 def decide(snapshot: Snapshot, user_id: Any = None, profile: Any = None) -> Verdict:
     """gate(principal, profile) = proceed when not engaged, or when admitted."""

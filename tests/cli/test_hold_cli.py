@@ -44,6 +44,7 @@ def test_status_json_has_engaged_and_every_hold_field(hermes):
     assert hold["scope"] == "fleet" and hold["state"] == "active" and hold["reason"] == "maint"
     assert hold["generation"] and hold["expires_at"] and hold["expires_in"].startswith("in ")
     assert hold["allow"] == {"user_ids": ["42"], "profiles": ["ops"]}
+    assert hold["deadline"] == hold["expires_at"] and hold["allowlist"] == hold["allow"]
 
 
 def test_status_renders_deadline_absolute_and_relative(hermes):

@@ -55,18 +55,23 @@ def emit_json(data: Any) -> None:
 
 
 def hold_json(hold: Hold | None, now: datetime) -> dict[str, Any]:
-    if hold is None:
-        return {"generation": None, "reason": None, "engaged_at": None, "expires_at": None,
-                "expires_in": None, "allow": {"user_ids": [], "profiles": []}, "armed_by": None}
+    """A hold as scripts read it: the body's wire names (`expires_at`, `allow`) and the names
+    an operator reads in `hermes status` (`deadline`, `deadline_in`, `allowlist`)."""
+    expires_at = format_instant(hold.expires_at) if hold is not None else None
+    expires_in = format_relative(hold.expires_at, now) if hold is not None and hold.expires_at else None
+    allow = hold.allow.to_body() if hold is not None else {"user_ids": [], "profiles": []}
     return {
-        "generation": hold.generation,
-        "reason": hold.reason,
-        "engaged_at": format_instant(hold.engaged_at),
-        "expires_at": format_instant(hold.expires_at),
-        "expires_in": format_relative(hold.expires_at, now) if hold.expires_at else None,
-        "allow": hold.allow.to_body(),
-        "armed_by": hold.armed_by,
-        "window": dict(hold.window) if hold.window else None,
+        "generation": hold.generation if hold else None,
+        "reason": hold.reason if hold else None,
+        "engaged_at": format_instant(hold.engaged_at) if hold else None,
+        "expires_at": expires_at,
+        "expires_in": expires_in,
+        "deadline": expires_at,
+        "deadline_in": expires_in,
+        "allow": allow,
+        "allowlist": allow,
+        "armed_by": hold.armed_by if hold else None,
+        "window": dict(hold.window) if hold is not None and hold.window else None,
     }
 
 
