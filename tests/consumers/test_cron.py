@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from hermes_estop import Allow, EstopError, StoreError
-from hermes_estop.consumers.cron import CronRunner, CronTable, DuplicateJob, UnknownJob, next_occurrence
+from hermes_estop.consumers.cron import CronRunner, CronTable, DuplicateJob, UnknownJob
 
 from .helpers import T0
 
@@ -223,19 +223,34 @@ def test_table_is_json_with_utc_stamps(table, marker):
 
 
 @pytest.mark.parametrize(
-    "schedule, zone, after, expected",
+    "schedule, zone, created, first, again",
     [
-        # 02:30 does not exist in Berlin on the spring-forward night: the next run is 03:00 CEST
-        ("30 2 * * *", "Europe/Berlin", datetime(2026, 3, 29, 0, 0, tzinfo=UTC), datetime(2026, 3, 29, 1, 0, tzinfo=UTC)),
-        ("0 9 * * *", "America/New_York", datetime(2026, 6, 1, 12, 0, tzinfo=UTC), datetime(2026, 6, 1, 13, 0, tzinfo=UTC)),
-        # day-of-week 0 is Sunday (croniter and crontab), 2026-06-07 is a Sunday
-        ("0 12 * * 0", "UTC", datetime(2026, 6, 1, 0, 0, tzinfo=UTC), datetime(2026, 6, 7, 12, 0, tzinfo=UTC)),
-        # strictly after: an occurrence exactly at `after` is not the next one
-        ("*/5 * * * *", "UTC", datetime(2026, 6, 1, 10, 5, tzinfo=UTC), datetime(2026, 6, 1, 10, 10, tzinfo=UTC)),
+        # 02:30 happens twice in Berlin on 2026-10-25 (CEST, then CET): the job runs at the first
+        pytest.param("30 2 * * *", "Europe/Berlin", datetime(2026, 10, 24, 12, tzinfo=UTC),
+                     datetime(2026, 10, 25, 0, 30, tzinfo=UTC), datetime(2026, 10, 25, 1, 30, tzinfo=UTC),
+                     id="berlin-02:30"),
+        pytest.param("30 1 * * *", "America/New_York", datetime(2026, 10, 31, 12, tzinfo=UTC),
+                     datetime(2026, 11, 1, 5, 30, tzinfo=UTC), datetime(2026, 11, 1, 6, 30, tzinfo=UTC),
+                     id="new-york-01:30"),
     ],
 )
-def test_next_occurrence_is_computed_in_the_jobs_timezone(schedule, zone, after, expected):
-    assert next_occurrence(schedule, zone, after) == expected
+def test_a_daily_job_runs_once_on_the_fall_back_day(p1, clock, table, marker, appended, schedule, zone, created,
+                                                     first, again):
+    add_job(table, marker, "nightly", schedule=schedule, timezone=zone, now=created)
+    assert table.get("nightly").next_run_at == first
+    runner = CronRunner(p1)
+    assert runner.tick(clock.set(first)).started == ("nightly",)
+    assert table.get("nightly").next_run_at == first + timedelta(days=1, hours=1)
+    assert runner.tick(clock.set(again)).executed == 0  # the same wall time again, an hour later
+    assert appended(marker) == ["nightly"]
+
+
+@pytest.mark.parametrize("schedule, words", [("0 30 2 * * *", "exactly 5 fields"), ("H 2 * * *", "hashed"),
+                                             ("0 0 31 2 *", "never fires")])
+def test_a_job_schedule_is_refused_by_the_same_rules_as_a_window(table, marker, schedule, words):
+    with pytest.raises(EstopError, match=words):
+        add_job(table, marker, schedule=schedule)
+    assert not table.exists()
 
 
 def test_exactly_at_next_run_at_the_job_is_due(p1, clock, table, marker, appended):

@@ -28,15 +28,8 @@ def with_(**changes):
 @pytest.mark.parametrize(
     "data, field, words",
     [
-        pytest.param(with_(cron="61 2 * * *"), "cron", "61 2", id="cron-out-of-range"),
-        pytest.param(with_(cron="not a cron at all"), "cron", "croniter", id="cron-garbage"),
         pytest.param(with_(cron="0 30 2 * * *"), "cron", "exactly 5 fields", id="cron-six-fields"),
-        pytest.param(with_(cron="30 2 * *"), "cron", "exactly 5 fields", id="cron-four-fields"),
-        pytest.param(with_(cron="@daily"), "cron", "exactly 5 fields", id="cron-alias"),
-        pytest.param(with_(cron="0 0 31 2 *"), "cron", "never fires", id="cron-never-fires"),
-        pytest.param(with_(cron="R 2 * * *"), "cron", "random", id="cron-random"),
         pytest.param(with_(timezone="Mars/Olympus_Mons"), "timezone", "Mars/Olympus_Mons", id="unknown-zone"),
-        pytest.param(with_(timezone="../../etc/passwd"), "timezone", "unknown timezone", id="zone-path"),
         pytest.param(with_(duration="0"), "duration", "must be positive", id="zero-duration"),
         pytest.param(with_(duration="0s"), "duration", "must be positive", id="zero-unit-duration"),
         pytest.param(with_(duration="-1h"), "duration", "must be positive", id="negative-duration"),

@@ -1,23 +1,13 @@
-"""Occurrences: croniter on the window's wall clock, placed on the time line by the DST rule (a
-repeated fall-back start occurs once, at its first instant; a non-existent spring-forward start
-moves to the first valid instant after it), durations in absolute time, bounds by start."""
+"""Occurrences: the starts are cronspec's (its DST rule is pinned in tests/test_cronspec.py),
+durations are absolute time, bounds select by start, intervals are half-open."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-import pytest
-
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import (
-    covering,
-    next_start,
-    occurrences,
-    starting_within,
-    upcoming,
-    wall_to_instant,
-)
+from hermes_estop.windows.occurrences import covering, next_start, starting_within, upcoming
 
 UTC = timezone.utc
 
@@ -30,73 +20,6 @@ def cron(expr: str, zone: str = "UTC", duration: str = "1h", **extra) -> Window:
     return Window.parse({"name": "w", "cron": expr, "timezone": zone, "duration": duration, **extra})
 
 
-def starts(window: Window, since: datetime, count: int) -> list[datetime]:
-    out = []
-    for occurrence in occurrences(window, since):
-        out.append(occurrence.start)
-        if len(out) == count:
-            break
-    return out
-
-
-@pytest.mark.parametrize(
-    "expr, zone, since, expected",
-    [
-        pytest.param("30 2 * * *", "Europe/Berlin", utc(2026, 3, 27, 12),
-                     [utc(2026, 3, 28, 1, 30), utc(2026, 3, 29, 1, 0), utc(2026, 3, 30, 0, 30)],
-                     id="berlin-spring-forward-moves-to-03:00-CEST"),
-        pytest.param("30 2 * * *", "Europe/Berlin", utc(2026, 10, 23, 12),
-                     [utc(2026, 10, 24, 0, 30), utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30)],
-                     id="berlin-fall-back-once-at-02:30-CEST"),
-        pytest.param("30 2 * * *", "America/New_York", utc(2026, 3, 7, 0),
-                     [utc(2026, 3, 7, 7, 30), utc(2026, 3, 8, 7, 0), utc(2026, 3, 9, 6, 30)],
-                     id="new-york-spring-forward-moves-to-03:00-EDT"),
-        pytest.param("30 1 * * *", "America/New_York", utc(2026, 10, 31, 0),
-                     [utc(2026, 10, 31, 5, 30), utc(2026, 11, 1, 5, 30), utc(2026, 11, 2, 6, 30)],
-                     id="new-york-fall-back-once-at-01:30-EDT"),
-        pytest.param("0 * * * *", "Europe/Berlin", utc(2026, 10, 24, 23, 30),
-                     [utc(2026, 10, 25, 0), utc(2026, 10, 25, 2), utc(2026, 10, 25, 3)],
-                     id="berlin-hourly-repeated-02:00-once"),
-        pytest.param("*/15 2 * * *", "Europe/Berlin", utc(2026, 3, 28, 12),
-                     [utc(2026, 3, 29, 1, 0), utc(2026, 3, 30, 0, 0), utc(2026, 3, 30, 0, 15)],
-                     id="berlin-starts-inside-the-gap-collapse-into-one"),
-        pytest.param("0 9 * * 1-5", "Asia/Kolkata", utc(2026, 6, 5, 0),
-                     [utc(2026, 6, 5, 3, 30), utc(2026, 6, 8, 3, 30), utc(2026, 6, 9, 3, 30)],
-                     id="kolkata-half-hour-offset-weekdays"),
-        pytest.param("0 0 * * 0", "UTC", utc(2026, 6, 1),
-                     [utc(2026, 6, 7), utc(2026, 6, 14), utc(2026, 6, 21)],
-                     id="weekday-0-is-sunday"),
-        pytest.param("0 0 * * *", "Pacific/Apia", utc(2011, 12, 28, 0),
-                     [utc(2011, 12, 28, 10), utc(2011, 12, 29, 10), utc(2011, 12, 30, 10), utc(2011, 12, 31, 10)],
-                     id="apia-skipped-day-collapses"),
-    ],
-)
-def test_starts_follow_the_dst_rule(expr, zone, since, expected):
-    assert starts(cron(expr, zone), since, len(expected)) == expected
-
-
-@pytest.mark.parametrize("zone, day", [("Europe/Berlin", (2026, 10, 25)), ("America/New_York", (2026, 11, 1))])
-def test_daily_window_on_the_fall_back_day_occurs_once(zone, day):
-    tz = ZoneInfo(zone)
-    window = cron("30 1 * * *", zone)
-    local_midnight = datetime(*day, tzinfo=tz).astimezone(UTC)
-    on_that_day = [o for o in upcoming(window, local_midnight, 5) if o.start.astimezone(tz).date() == datetime(*day).date()]
-    assert len(on_that_day) == 1
-    assert on_that_day[0].start.astimezone(tz).fold == 0
-
-
-def test_croniter_alone_would_repeat_the_fall_back_start():
-    """Why the wall-clock iteration exists: croniter in an aware zone yields 02:30 twice."""
-    from croniter import croniter
-
-    tz = ZoneInfo("Europe/Berlin")
-    it = croniter("30 2 * * *", datetime(2026, 10, 24, 12, tzinfo=tz))
-    raw = [it.get_next(datetime) for _ in range(2)]
-    assert [d.astimezone(UTC) for d in raw] == [utc(2026, 10, 25, 0, 30), utc(2026, 10, 25, 1, 30)]
-    assert starts(cron("30 2 * * *", "Europe/Berlin"), utc(2026, 10, 24, 12), 2) == [
-        utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30)]
-
-
 def test_duration_is_absolute_time_across_the_transition():
     window = cron("0 2 * * *", "Europe/Berlin", duration="2h")
     [occurrence] = upcoming(window, utc(2026, 10, 24, 23), 1)
@@ -105,19 +28,10 @@ def test_duration_is_absolute_time_across_the_transition():
     assert occurrence.end.astimezone(ZoneInfo("Europe/Berlin")).hour == 3
 
 
-@pytest.mark.parametrize(
-    "wall, zone, expected",
-    [
-        pytest.param(datetime(2026, 3, 29, 2, 30), "Europe/Berlin", utc(2026, 3, 29, 1), id="gap"),
-        pytest.param(datetime(2026, 3, 29, 2, 0), "Europe/Berlin", utc(2026, 3, 29, 1), id="gap-start"),
-        pytest.param(datetime(2026, 3, 29, 3, 0), "Europe/Berlin", utc(2026, 3, 29, 1), id="gap-end"),
-        pytest.param(datetime(2026, 10, 25, 2, 30), "Europe/Berlin", utc(2026, 10, 25, 0, 30), id="repeat-first"),
-        pytest.param(datetime(2026, 6, 1, 12, 0), "Europe/Berlin", utc(2026, 6, 1, 10), id="ordinary"),
-        pytest.param(datetime(2026, 4, 5, 1, 45), "Australia/Lord_Howe", utc(2026, 4, 4, 14, 45), id="half-hour-repeat"),
-    ],
-)
-def test_wall_to_instant(wall, zone, expected):
-    assert wall_to_instant(wall, ZoneInfo(zone)) == expected
+def test_a_start_in_the_spring_forward_gap_still_lasts_the_whole_duration():
+    window = cron("30 2 * * *", "Europe/Berlin", duration="1h")
+    [occurrence] = upcoming(window, utc(2026, 3, 28, 12), 1)
+    assert (occurrence.start, occurrence.end) == (utc(2026, 3, 29, 1), utc(2026, 3, 29, 2))  # 03:00-04:00 CEST
 
 
 def test_covering_is_half_open():

@@ -9,8 +9,11 @@ A one-shot job (`at`) likewise waits for the lift.
 
 A tick claims, runs and records: it claims due jobs under the table's lock (a claim stops a
 concurrent tick from starting the same job), starts them as subprocesses without holding the
-lock, and records each result under the lock again. Occurrences are computed with croniter
-only, in the job's IANA timezone (DST-correct), and stored in UTC.
+lock, and records each result under the lock again. Schedules are validated and their
+occurrences computed by `hermes_estop.cronspec`, the one cron math the windows use too: croniter
+on the wall clock of the job's IANA timezone, then the DST rule (a daily job whose start repeats
+on the fall-back night runs once, at its first instant; a start in the spring-forward gap runs
+at the gap's end). Instants are stored in UTC.
 """
 
 from __future__ import annotations
@@ -23,14 +26,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Iterator, Mapping
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterError, croniter
-
+from ..cronspec import first_start_after, validate_cron, validate_timezone
 from ..errors import InvalidArgument, StoreError
 from ..estop import Estop
 from ..fsutil import atomic_write, exclusive_lock, sweep_temporaries
-from ..timeutil import format_instant, in_interval, parse_instant, parse_stamp, to_utc
+from ..timeutil import format_instant, in_interval, parse_instant, parse_stamp
 from .common import (
     WorkerPool,
     WorkResult,
@@ -54,8 +55,6 @@ __all__ = [
     "CronReport",
     "HeldJob",
     "JobRun",
-    "validate_schedule",
-    "validate_timezone",
     "next_occurrence",
 ]
 
@@ -74,36 +73,14 @@ class UnknownJob(InvalidArgument):
     """`remove` of a name the table does not have."""
 
 
-def validate_schedule(expr: Any) -> str:
-    """A standard 5-field cron expression (minute hour day-of-month month day-of-week), as
-    croniter reads it: day-of-week 0 and 7 are Sunday."""
-    if not isinstance(expr, str):
-        raise InvalidArgument(f"invalid cron expression {expr!r}: expected 5 fields such as '*/15 * * * *'")
-    fields = expr.split()
-    if len(fields) != 5 or not croniter.is_valid(" ".join(fields)):
-        raise InvalidArgument(
-            f"invalid cron expression {expr!r}: expected 5 fields (minute hour day month weekday) such as '*/15 * * * *'"
-        )
-    return " ".join(fields)
-
-
-def validate_timezone(name: Any) -> ZoneInfo:
-    if not isinstance(name, str) or not name:
-        raise InvalidArgument(f"unknown timezone {name!r}: expected an IANA name such as Europe/Berlin")
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
-        raise InvalidArgument(f"unknown timezone {name!r}: expected an IANA name such as Europe/Berlin") from None
-
-
 def next_occurrence(schedule: str, timezone: str, after: datetime) -> datetime:
-    """The first occurrence of `schedule` in `timezone` strictly after `after`, in UTC."""
-    zone = validate_timezone(timezone)
-    try:
-        found = croniter(schedule, to_utc(after).astimezone(zone)).get_next(datetime)
-    except CroniterError as exc:
-        raise InvalidArgument(f"invalid cron expression {schedule!r}: {exc}") from None
-    return to_utc(found)
+    """The first occurrence of `schedule` in `timezone` strictly after `after`, in UTC, by the
+    cronspec rules; `InvalidArgument` (which parks a hand-edited row) for a bad expression or
+    zone, or a schedule with no occurrence left."""
+    found = first_start_after(validate_cron(schedule), validate_timezone(timezone), after)
+    if found is None:
+        raise InvalidArgument(f"invalid cron expression {schedule!r}: it never fires after {format_instant(after)}")
+    return found
 
 
 @dataclass(frozen=True)
@@ -276,9 +253,9 @@ class CronTable:
         if (schedule is None) == (at is None):
             raise InvalidArgument("give a cron expression or a one-shot time (--at), exactly one")
         when = None
-        validate_timezone(timezone)
+        timezone = validate_timezone(timezone).key
         if schedule is not None:
-            schedule = validate_schedule(schedule)
+            schedule = validate_cron(schedule)
             first = next_occurrence(schedule, timezone, now)
         else:
             when = parse_instant(at, what="run time")

@@ -27,7 +27,7 @@ import tomllib
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Optional
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from pydantic import (
     BaseModel,
@@ -40,6 +40,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..cronspec import validate_cron, validate_timezone
 from ..durations import format_duration, parse_duration
 from ..errors import EstopError, StoreError
 from ..fsutil import atomic_write, exclusive_lock
@@ -55,17 +56,12 @@ __all__ = [
     "Window",
     "WindowsDocument",
     "WindowsFile",
-    "validate_cron",
     "check_unique",
     "json_schema",
-    "zone",
 ]
 
 WINDOWS_FILE = "windows.toml"
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
-# croniter's `R` (random) and `H` (hashed) fields: an occurrence must be the same instant every
-# time it is computed, by every process, or the ledger and the expiry job could not name it.
-_NONDETERMINISTIC_RE = re.compile(r"(?<![A-Z])[RH](?![A-Z])")
 _HEADER = (
     "# Maintenance windows of this fleet (hermes-estop). Edit by hand or with `hermes windows add`;\n"
     "# `hermes windows validate` checks the file, `hermes serve` picks edits up without a restart.\n\n"
@@ -90,43 +86,6 @@ class InvalidWindow(EstopError, ValueError):
         self.window = window
         self.field = field
         self.detail = message
-
-
-def zone(name: str) -> ZoneInfo:
-    """The IANA zone `name`, or `ValueError` naming it."""
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"invalid timezone {name!r}: expected an IANA zone such as Europe/Berlin")
-    try:
-        return ZoneInfo(name.strip())
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ValueError(f"unknown timezone {name!r}: expected an IANA zone such as Europe/Berlin") from None
-
-
-def validate_cron(expr: str) -> str:
-    """A 5-field crontab expression croniter reads deterministically and that fires at all.
-
-    croniter itself also accepts 6- and 7-field forms (seconds, year) and `@daily`-style
-    aliases; a window takes exactly the five crontab fields."""
-    from croniter import CroniterBadDateError, croniter
-
-    if not isinstance(expr, str):
-        raise ValueError(f"invalid cron expression {expr!r}: expected text such as '30 2 * * *'")
-    fields = expr.split()
-    if len(fields) != 5:
-        raise ValueError(
-            f"invalid cron expression {expr!r}: expected exactly 5 fields (minute hour day month weekday), "
-            f"got {len(fields)}"
-        )
-    text = " ".join(fields)
-    if _NONDETERMINISTIC_RE.search(text.upper()):
-        raise ValueError(f"invalid cron expression {expr!r}: random (R) and hashed (H) fields are not allowed")
-    if not croniter.is_valid(text):
-        raise ValueError(f"invalid cron expression {expr!r}: croniter cannot parse it")
-    try:
-        croniter(text, datetime(2000, 1, 1), ret_type=datetime).get_next(datetime)
-    except CroniterBadDateError:
-        raise ValueError(f"invalid cron expression {expr!r}: it never fires") from None
-    return text
 
 
 def _instant(value: Any, what: str) -> datetime | None:
@@ -209,8 +168,7 @@ class Window(BaseModel):
     @field_validator("timezone", mode="before")
     @classmethod
     def _timezone(cls, value: Any) -> str:
-        zone(value)
-        return value.strip()
+        return validate_timezone(value).key
 
     @field_validator("at", mode="before")
     @classmethod
@@ -272,7 +230,7 @@ class Window(BaseModel):
 
     @property
     def tz(self) -> ZoneInfo:
-        return zone(self.timezone)
+        return validate_timezone(self.timezone)
 
     @property
     def hold_allow(self) -> Allow:

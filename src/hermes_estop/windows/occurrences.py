@@ -4,16 +4,10 @@ Occurrence `k` of a window starts at `s_k` and ends at `e_k = s_k + duration`; i
 while `in_interval(now, s_k, e_k)` (half-open). Durations are absolute time: a 2h window that
 starts at 02:00 on a fall-back night ends two real hours later, at 03:00 on the wall clock.
 
-The cron math is croniter's, done on the wall clock of the window's timezone (naive local
-datetimes), and each matching wall-clock time is then placed on the time line by `wall_to_instant`,
-which carries THE DST rule:
-
-- a wall-clock start that occurs twice (the fall-back hour) occurs ONCE, at its first instant;
-  iterating naive wall-clock times yields each wall time once, so there is nothing to repeat
-  (croniter iterating in an aware timezone returns such a start twice);
-- a wall-clock start that does not exist (the spring-forward gap) moves to the first valid
-  instant after it, the transition itself (02:30 in Europe/Berlin on the spring-forward day is
-  03:00 CEST); several starts in one gap therefore collapse into that one occurrence.
+The cron math is `hermes_estop.cronspec`'s (croniter on the wall clock of the window's
+timezone, then THE DST rule: a repeated fall-back start occurs once, at its first instant; a
+start in the spring-forward gap moves to the first valid instant after it), shared with the
+cron jobs so both follow one rule.
 
 APScheduler never interprets a cron expression here (its `CronTrigger` reads a numeric
 day-of-week 0 as Monday, crontab as Sunday); it only wakes the service at instants computed here.
@@ -22,26 +16,23 @@ day-of-week 0 as Monday, crontab as Sunday); it only wakes the service at instan
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Iterable, Iterator
 from zoneinfo import ZoneInfo
 
+from ..cronspec import starts as cron_starts
 from ..timeutil import format_instant, in_interval, to_utc
 from .model import Window
 
 __all__ = [
     "Occurrence",
     "occurrence_key",
-    "wall_to_instant",
     "occurrences",
     "upcoming",
     "covering",
     "next_start",
     "starting_within",
 ]
-
-_YEAR_LIMIT = 9000
-_OFFSET_PROBES = (timedelta(hours=-48), timedelta(0), timedelta(hours=48))
 
 
 @dataclass(frozen=True, order=True)
@@ -84,50 +75,6 @@ def occurrence_key(scope: str, window: str, ident: str) -> str:
     return f"{scope}/{window}@{ident}"
 
 
-def wall_to_instant(wall: datetime, tz: ZoneInfo) -> datetime:
-    """The instant (aware UTC) of the naive wall-clock time `wall` in `tz`, by the DST rule: an
-    ambiguous wall time is its first instant; a non-existent one is the first valid instant
-    after it (the end of the gap)."""
-    first = wall.replace(tzinfo=tz, fold=0).astimezone(timezone.utc)
-    if first.astimezone(tz).replace(tzinfo=None) == wall:
-        return first
-    other = wall.replace(tzinfo=tz, fold=1).astimezone(timezone.utc)
-    lo, hi = min(first, other), max(first, other)
-    # The smallest instant whose wall clock has reached `wall`: the transition ending the gap.
-    lo_s, hi_s = int(lo.timestamp()), int(hi.timestamp()) + 1
-    while lo_s < hi_s:
-        mid = (lo_s + hi_s) // 2
-        if datetime.fromtimestamp(mid, tz).replace(tzinfo=None) >= wall:
-            hi_s = mid
-        else:
-            lo_s = mid + 1
-    return datetime.fromtimestamp(lo_s, timezone.utc)
-
-
-def _cron_starts(window: Window, since: datetime) -> Iterator[datetime]:
-    from croniter import CroniterError, croniter
-
-    tz = window.tz
-    # Wall times mapping to an instant >= since are at least since + (smallest nearby offset):
-    # starting the wall-clock iteration there finds every one, also those in a DST gap.
-    low_offset = min((since + probe).astimezone(tz).utcoffset() or timedelta(0) for probe in _OFFSET_PROBES)
-    base = (since + low_offset).replace(tzinfo=None) - timedelta(seconds=1)
-    iterator = croniter(window.cron, base, ret_type=datetime)
-    previous = None
-    while True:
-        try:
-            wall = iterator.get_next(datetime)
-        except (CroniterError, OverflowError, ValueError):
-            return
-        if wall.year > _YEAR_LIMIT:
-            return
-        start = wall_to_instant(wall, tz)
-        if start < since or start == previous:
-            continue
-        previous = start
-        yield start
-
-
 def occurrences(window: Window, since: datetime) -> Iterator[Occurrence]:
     """Occurrences starting at or after `since`, in order, within the window's bounds
     (`not_before` / `not_after` select occurrences by their start, half-open; an occurrence is
@@ -138,7 +85,7 @@ def occurrences(window: Window, since: datetime) -> Iterator[Occurrence]:
     if window.at is not None:
         starts: Iterable[datetime] = (window.at,) if window.at >= since else ()
     else:
-        starts = _cron_starts(window, since)
+        starts = cron_starts(window.cron, window.tz, since)
     for start in starts:
         if not in_interval(start, window.not_before, window.not_after):
             return

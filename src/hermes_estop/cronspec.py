@@ -1,0 +1,149 @@
+"""Cron math, done one way for every scheduler (maintenance windows and cron jobs alike).
+
+A schedule is a 5-field crontab expression (minute hour day-of-month month day-of-week, day-of-week
+0 and 7 are Sunday, as croniter and crontab read it) in an IANA timezone. The matching is
+croniter's, done on the WALL CLOCK of the zone (naive local datetimes); each matching wall-clock
+time is then placed on the time line by `wall_to_instant`, which carries THE DST rule:
+
+- a wall-clock start that occurs twice (the fall-back hour) occurs ONCE, at its first instant;
+  iterating naive wall-clock times yields each wall time once, so there is nothing to repeat
+  (croniter iterating in an aware timezone returns such a start twice);
+- a wall-clock start that does not exist (the spring-forward gap) moves to the first valid
+  instant after it, the transition itself (02:30 in Europe/Berlin on the spring-forward day is
+  03:00 CEST); several starts in one gap therefore collapse into that one start.
+
+croniter is imported inside the functions, so importing this module (as the core and `hermes
+check` do) never loads it. Every refusal is `InvalidArgument` (a `ValueError`, so pydantic
+validators pass it through) naming the bad value.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterator
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .errors import InvalidArgument
+from .timeutil import to_utc
+
+__all__ = [
+    "validate_cron",
+    "validate_timezone",
+    "wall_to_instant",
+    "starts",
+    "first_start_after",
+]
+
+# croniter's `R` (random) and `H` (hashed) fields: a start must be the same instant every time it
+# is computed, by every process, or a ledger (or a job table) could not name it.
+_NONDETERMINISTIC_RE = re.compile(r"(?<![A-Z])[RH](?![A-Z])")
+_YEAR_LIMIT = 9000
+_OFFSET_PROBES = (timedelta(hours=-48), timedelta(0), timedelta(hours=48))
+_ZONE_HINT = "expected an IANA zone such as Europe/Berlin"
+
+
+def validate_cron(expr: Any) -> str:
+    """`expr` normalized (single spaces), when it is a 5-field crontab expression croniter reads
+    deterministically and that fires at all; else `InvalidArgument` naming it.
+
+    croniter itself also accepts 6- and 7-field forms (seconds, year) and `@daily`-style
+    aliases; a schedule here takes exactly the five crontab fields."""
+    if not isinstance(expr, str):
+        raise InvalidArgument(f"invalid cron expression {expr!r}: expected text such as '30 2 * * *'")
+    fields = expr.split()
+    if len(fields) != 5:
+        raise InvalidArgument(
+            f"invalid cron expression {expr!r}: expected exactly 5 fields (minute hour day month weekday), "
+            f"got {len(fields)}"
+        )
+    text = " ".join(fields)
+    if _NONDETERMINISTIC_RE.search(text.upper()):
+        raise InvalidArgument(f"invalid cron expression {expr!r}: random (R) and hashed (H) fields are not allowed")
+    from croniter import CroniterBadDateError, croniter
+
+    if not croniter.is_valid(text):
+        raise InvalidArgument(f"invalid cron expression {expr!r}: croniter cannot parse it")
+    try:
+        croniter(text, datetime(2000, 1, 1), ret_type=datetime).get_next(datetime)
+    except CroniterBadDateError:
+        raise InvalidArgument(f"invalid cron expression {expr!r}: it never fires") from None
+    return text
+
+
+def validate_timezone(name: Any) -> ZoneInfo:
+    """The IANA zone `name` (surrounding blanks ignored), or `InvalidArgument` naming it."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidArgument(f"invalid timezone {name!r}: {_ZONE_HINT}")
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
+        raise InvalidArgument(f"unknown timezone {name!r}: {_ZONE_HINT}") from None
+
+
+def wall_to_instant(wall: datetime, tz: ZoneInfo) -> datetime:
+    """The instant (aware UTC) of the naive wall-clock time `wall` in `tz`, by the DST rule: an
+    ambiguous wall time is its first instant; a non-existent one is the first valid instant
+    after it (the end of the gap)."""
+    first = wall.replace(tzinfo=tz, fold=0).astimezone(timezone.utc)
+    if first.astimezone(tz).replace(tzinfo=None) == wall:
+        return first
+    other = wall.replace(tzinfo=tz, fold=1).astimezone(timezone.utc)
+    lo, hi = min(first, other), max(first, other)
+    # The smallest instant whose wall clock has reached `wall`: the transition ending the gap.
+    lo_s, hi_s = int(lo.timestamp()), int(hi.timestamp()) + 1
+    while lo_s < hi_s:
+        mid = (lo_s + hi_s) // 2
+        if datetime.fromtimestamp(mid, tz).replace(tzinfo=None) >= wall:
+            hi_s = mid
+        else:
+            lo_s = mid + 1
+    return datetime.fromtimestamp(lo_s, timezone.utc)
+
+
+def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
+    """The starts of `expr` in `tz` at or after `since`, in order, each once, as aware UTC
+    instants placed by the DST rule. Ends (rather than running on) past the year 9000.
+
+    `expr` is parsed here, so a bad one raises `InvalidArgument` at the call, not at the first
+    `next()`; run it through `validate_cron` first to get the stricter refusals."""
+    from croniter import CroniterError, croniter
+
+    since = to_utc(since)
+    # Wall times mapping to an instant >= since are at least since + (smallest nearby offset):
+    # starting the wall-clock iteration there finds every one, also those in a DST gap.
+    low_offset = min((since + probe).astimezone(tz).utcoffset() or timedelta(0) for probe in _OFFSET_PROBES)
+    base = (since + low_offset).replace(tzinfo=None) - timedelta(seconds=1)
+    try:
+        iterator = croniter(expr, base, ret_type=datetime)
+    except (CroniterError, ValueError, TypeError) as exc:
+        raise InvalidArgument(f"invalid cron expression {expr!r}: {exc}") from None
+    return _starts(iterator, tz, since)
+
+
+def _starts(iterator: Any, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
+    from croniter import CroniterError
+
+    previous = None
+    while True:
+        try:
+            wall = iterator.get_next(datetime)
+        except (CroniterError, OverflowError, ValueError):
+            return
+        if wall.year > _YEAR_LIMIT:
+            return
+        start = wall_to_instant(wall, tz)
+        if start < since or start == previous:
+            continue
+        previous = start
+        yield start
+
+
+def first_start_after(expr: str, tz: ZoneInfo, after: datetime) -> datetime | None:
+    """The first start of `expr` in `tz` strictly after `after` (aware UTC, by the DST rule);
+    None when there is none before the year 9000."""
+    after = to_utc(after)
+    for start in starts(expr, tz, after):
+        if start > after:
+            return start
+    return None
