@@ -13,28 +13,32 @@ Run: `python bench/run.py --only postgres` (add `--quick` for a smoke run).
 
 from __future__ import annotations
 
-import json
 import os
-import queue
-import subprocess
+import signal
 import sys
 import tempfile
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
+
 from harness import Figure, compare, percentile
 
-from hermes_estop import Estop
-from hermes_estop.homes import Layout
-from hermes_estop.stores import FileStore
-from hermes_estop.stores.postgresql import PostgresStore
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from pg_helpers import JsonLines, _stop_cluster, start_cluster  # noqa: E402
+
+from hermes_estop import Estop  # noqa: E402
+from hermes_estop.homes import Layout  # noqa: E402
+from hermes_estop.stores import FileStore  # noqa: E402
+from hermes_estop.stores.pg_leader import DEFAULT_POLL  # noqa: E402
+from hermes_estop.stores.postgresql import PostgresStore  # noqa: E402
 
 __all__ = ["run"]
 
 REPO = Path(__file__).resolve().parents[1]
 WATCHER = REPO / "tests" / "stores" / "pg_watcher.py"
+SCHEDULER = REPO / "tests" / "windows" / "pg_scheduler.py"
 TARGET_MS = 100.0
 
 
@@ -43,36 +47,12 @@ def _server():
     dsn = os.environ.get("HERMES_TEST_PG_DSN")
     if dsn:
         return dsn, lambda: None
-    sys.path.insert(0, str(REPO / "tests"))
-    from pg_helpers import _stop_cluster, start_cluster
-
     server, work = start_cluster()
     return server.dsn, lambda: _stop_cluster(server, work)
 
 
 def _with_schema(dsn: str, schema: str) -> str:
     return dsn + ("&" if "?" in dsn else "?") + f"schema={schema}"
-
-
-class _Watcher:
-    def __init__(self, url: str, root: Path) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen([sys.executable, str(WATCHER), url, str(root)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=env)
-        self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.put(json.loads(line))
-
-    def next(self) -> dict:
-        return self.lines.get(timeout=30)
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(30)
 
 
 def _ms(values: list[float]) -> list[float]:
@@ -100,19 +80,19 @@ def propagation(dsn: str, tmp: Path, quick: bool) -> list[Figure]:
     store.init_schema()
     estop = Estop(layout=layout, store=store, actor="bench")
     estop.disengage()
-    watcher = _Watcher(url, root)
+    watcher = JsonLines(WATCHER, url, str(root), stdin=True)
     engaged, released, expired = [], [], []
     try:
-        watcher.next()
+        watcher.next(30)
         for _ in range(20 if quick else 200):
             started = time.monotonic()
             hold = estop.engage(reason="bench")
-            seen = watcher.next()
+            seen = watcher.next(30)
             assert seen["generation"] == hold.generation, seen
             engaged.append(seen["t"] - started)
             started = time.monotonic()
             estop.release()
-            seen = watcher.next()
+            seen = watcher.next(30)
             assert seen["state"] == "absent", seen
             released.append(seen["t"] - started)
         for _ in range(5 if quick else 40):
@@ -120,15 +100,15 @@ def propagation(dsn: str, tmp: Path, quick: bool) -> list[Figure]:
             deadline = now + timedelta(milliseconds=150)
             at = time.monotonic() + (deadline - now).total_seconds()
             hold = estop.engage(reason="short", expires_at=deadline)
-            assert watcher.next()["state"] == "active"
-            seen = watcher.next()
+            assert watcher.next(30)["state"] == "active"
+            seen = watcher.next(30)
             assert (seen["state"], seen["generation"]) == ("expired", hold.generation), seen
             expired.append(seen["t"] - at)
             estop.release()
-            watcher.next()
+            watcher.next(30)
     finally:
-        watcher.close()
-        with __import__("psycopg").connect(dsn, autocommit=True) as conn:
+        watcher.finish()
+        with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{store.schema}" CASCADE')
         store.close()
     return _figures("a new hold", engaged) + _figures("a release", released) + _figures("an expiry (from its deadline)", expired)
@@ -147,7 +127,7 @@ def gate_cost(dsn: str, tmp: Path, quick: bool) -> Figure:
         subject, baseline, ratio = compare(lambda: pg.gate("alice"), lambda: files.gate("alice"),
                                            calls=500 if quick else 5000, rounds=3 if quick else 7)
     finally:
-        with __import__("psycopg").connect(dsn, autocommit=True) as conn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{pg.store.schema}" CASCADE')
         pg.store.close()
     return Figure("gate() with an active hold (PostgreSQL store: rows in memory)", subject * 1e6, "us/call",
@@ -155,10 +135,43 @@ def gate_cost(dsn: str, tmp: Path, quick: bool) -> Figure:
                   target="no round trip: same order as the file store", met=ratio < 3)
 
 
+def takeover(dsn: str, tmp: Path, quick: bool) -> list[Figure]:
+    """Two scheduler processes (`tests/windows/pg_scheduler.py`, the default leader poll); the
+    leader is SIGKILLed; a sample is the time until the standby says it leads."""
+    url = _with_schema(dsn, f"bench_ha_{os.getpid()}")
+    root = tmp / "ha"
+    root.mkdir()
+    creator = PostgresStore(url, share=False)
+    creator.init_schema()
+    samples = []
+    try:
+        standby = JsonLines(SCHEDULER, url, str(root), str(DEFAULT_POLL))
+        assert standby.next(60)["leader"] is True
+        for _ in range(3 if quick else 10):
+            leader, standby = standby, JsonLines(SCHEDULER, url, str(root), str(DEFAULT_POLL))
+            assert standby.next(60)["leader"] is False
+            leader.proc.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            leader.finish()
+            assert standby.next(60)["leader"] is True
+            samples.append(time.monotonic() - killed)
+        standby.finish(signal.SIGTERM)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{creator.schema}" CASCADE')
+        creator.close()
+    ms = _ms(samples)
+    detail = {"samples": len(ms), "p50_ms": percentile(ms, 50), "max_ms": max(ms), "leader_poll_s": DEFAULT_POLL}
+    return [Figure("scheduler takeover after SIGKILL of the leader, max (PostgreSQL advisory lock)", max(ms), "ms",
+                   target=f"<= leader poll ({DEFAULT_POLL:g} s) + scheduling", met=max(ms) <= DEFAULT_POLL * 1000 + 500,
+                   detail=detail)]
+
+
 def run(quick: bool) -> list[Figure]:
     dsn, cleanup = _server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            return propagation(dsn, Path(tmp), quick) + [gate_cost(dsn, Path(tmp), quick)]
+            return (propagation(dsn, Path(tmp), quick) + [gate_cost(dsn, Path(tmp), quick)]
+                    + takeover(dsn, Path(tmp), quick))
     finally:
         cleanup()

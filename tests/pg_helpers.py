@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import atexit
 import glob
+import json
 import os
+import queue
 import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +36,8 @@ import pytest
 from hermes_estop.homes import Location
 from hermes_estop.stores.postgresql import PostgresStore
 
-__all__ = ["PgServer", "PostgresBackend", "session_server", "pg_server", "pg_url", "with_params", "new_schema", "drop_schema"]
+__all__ = ["PgServer", "PostgresBackend", "JsonLines", "session_server", "pg_server", "pg_url", "with_params",
+           "new_schema", "drop_schema"]
 
 DSN_ENV = "HERMES_TEST_PG_DSN"
 
@@ -100,6 +105,59 @@ class PgServer:
 
     def restart(self) -> None:
         self._ctl("-m", "fast", "-w", "-l", self._logfile(), "restart")
+
+
+class JsonLines:
+    """A Python script run as a real subprocess (this checkout's `src` first on its path) that
+    reports on stdout in JSON lines; `next()` returns the next one. Its stderr is collected."""
+
+    def __init__(self, script: Path, *args: str, stdin: bool = False) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src") + os.pathsep + env.get("PYTHONPATH", "")
+        self.proc = subprocess.Popen([sys.executable, str(script), *args], env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
+        self.lines: queue.Queue = queue.Queue()
+        self._stderr: list[bytes] = []
+        self._pumps = [threading.Thread(target=self._pump, daemon=True),
+                       threading.Thread(target=lambda: self._stderr.extend(self.proc.stderr), daemon=True)]
+        for pump in self._pumps:
+            pump.start()
+
+    def _pump(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+
+    @property
+    def stderr(self) -> str:
+        return b"".join(self._stderr).decode(errors="replace")
+
+    def next(self, timeout: float = 10.0) -> dict:
+        """The next line; kills the process and fails with its stderr when none comes in time."""
+        try:
+            return self.lines.get(timeout=timeout)
+        except queue.Empty:
+            self.finish(kill=True)
+            raise AssertionError(f"{self.proc.args[1]} reported nothing within {timeout}s: {self.stderr[-3000:]}") from None
+
+    def finish(self, sig: int | None = None, *, kill: bool = False) -> str:
+        """Stop it (send `sig`, or close its stdin, or kill it), wait, and return its stderr."""
+        if self.proc.poll() is None:
+            if kill:
+                self.proc.kill()
+            elif sig is not None:
+                self.proc.send_signal(sig)
+            elif self.proc.stdin is not None:
+                self.proc.stdin.close()
+            else:
+                self.proc.kill()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(30)
+        for pump in self._pumps:
+            pump.join(10)
+        return self.stderr
 
 
 def _free_port() -> int:

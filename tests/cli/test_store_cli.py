@@ -9,6 +9,8 @@ import json
 import pytest
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
+from hermes_estop.stores.pg_schema import SCHEMA_VERSION
+
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/nowhere?connect_timeout=2"
 
 
@@ -33,9 +35,9 @@ def test_store_init_on_the_file_store_has_nothing_to_do(hermes):
 def test_store_init_creates_the_versioned_schema_once(hermes, pg_url):  # noqa: F811
     first = json.loads(hermes("--store", pg_url, "store", "init", "--json", check=0).stdout)
     again = json.loads(hermes("--store", pg_url, "store", "init", "--json", check=0).stdout)
-    assert first["applied"] == [1] and first["version"] == 1
-    assert again["applied"] == [] and again["version"] == 1
-    assert "already at version 1" in hermes("--store", pg_url, "store", "init", check=0).stdout
+    assert first["applied"] == list(range(1, SCHEMA_VERSION + 1)) and first["version"] == SCHEMA_VERSION
+    assert again["applied"] == [] and again["version"] == SCHEMA_VERSION
+    assert f"already at version {SCHEMA_VERSION}" in hermes("--store", pg_url, "store", "init", check=0).stdout
 
 
 @pytest.mark.postgresql
@@ -45,7 +47,7 @@ def test_store_status_says_what_the_store_is_without_the_password(hermes, pg_url
     result = hermes("store", "status", "--json", check=0)
     info = json.loads(result.stdout)
     assert info["backend"] == "postgresql" and info["reachable"] is True
-    assert info["schema_version"] == 1 and info["holds"] == 1 and info["audit_events"] == 1
+    assert info["schema_version"] == SCHEMA_VERSION and info["holds"] == 1 and info["audit_events"] == 1
     assert info["listener"]["connected"] is True and info["grace_seconds"] == 5.0
     assert "hunter2" not in result.stdout
     text = hermes("store", "status", check=0).stdout

@@ -7,18 +7,12 @@ claim; the measured figures (p50/p99 on loopback) come from `bench/pg_propagatio
 
 from __future__ import annotations
 
-import json
-import os
-import queue
-import subprocess
-import sys
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from pg_helpers import pg_server, pg_url  # noqa: F401
+from pg_helpers import JsonLines, pg_server, pg_url  # noqa: F401
 
 from hermes_estop import Estop
 from hermes_estop.stores.postgresql import PostgresStore
@@ -29,43 +23,14 @@ WATCHER = Path(__file__).with_name("pg_watcher.py")
 PROPAGATION_BOUND = 1.0
 
 
-class Watcher:
-    """The watcher subprocess and the changes it reported."""
-
-    def __init__(self, url: str, root: Path) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "src") + os.pathsep + env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen([sys.executable, str(WATCHER), url, str(root)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.put(json.loads(line))
-
-    def next(self, timeout: float = 10.0) -> dict:
-        try:
-            return self.lines.get(timeout=timeout)
-        except queue.Empty:
-            self.proc.kill()
-            _, err = self.proc.communicate(timeout=20)
-            raise AssertionError(f"the watcher reported nothing within {timeout}s: {err.decode()[-2000:]}") from None
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            self.proc.wait(20)
-
-
 @pytest.fixture
 def watcher(pg_url, fleet_root):  # noqa: F811
     creator = PostgresStore(pg_url, share=False)
     creator.init_schema()
     creator.close()
-    watching = Watcher(pg_url, fleet_root)
+    watching = JsonLines(WATCHER, pg_url, str(fleet_root), stdin=True)
     yield watching
-    watching.close()
+    watching.finish()
 
 
 def test_another_process_sees_a_hold_a_release_and_an_expiry_within_the_bound(pg_url, root_layout, watcher):  # noqa: F811

@@ -109,6 +109,13 @@ def test_schema_init_is_versioned_and_idempotent(pg_server, store):  # noqa: F81
     assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
 
 
+def test_an_older_schema_gets_only_the_migrations_it_lacks(pg_server, store):  # noqa: F811
+    store.init_schema()
+    admin_execute(pg_server, f'DELETE FROM "{store.schema}".schema_version WHERE version > 1')
+    assert store.init_schema() == (SCHEMA_VERSION, list(range(2, SCHEMA_VERSION + 1)))
+    assert store.init_schema() == (SCHEMA_VERSION, [])
+
+
 def test_schema_is_created_on_first_use(pg_server, estop):  # noqa: F811
     estop.engage(reason="first use")
     assert admin_execute(pg_server, "SELECT to_regclass(%s)", [f'"{estop.store.schema}".holds'])[0][0] is not None

@@ -12,6 +12,7 @@ another, which is how tests isolate themselves):
   scope and fences the removal of a body that has no generation (the file store's file identity).
   An insert, update, delete or truncate notifies `<schema>.holds` from the same transaction.
 - `audit`: the audit trail, one row per event, ordered by `id`.
+- `occurrences`: the window scheduler's ledger (`windows.pg_ledger`), one row per occurrence.
 - `schema_version`: one row per applied migration.
 
 Hand operation, the database's `touch ESTOP` / `rm ESTOP`:
@@ -120,6 +121,24 @@ _MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "DROP TRIGGER IF EXISTS holds_truncated ON {s}.holds",
             """CREATE TRIGGER holds_truncated AFTER TRUNCATE ON {s}.holds
                FOR EACH STATEMENT EXECUTE FUNCTION {s}.holds_notify()""",
+        ],
+    ),
+    (
+        2,
+        "occurrences: the window scheduler's ledger",
+        [
+            """CREATE TABLE IF NOT EXISTS {s}.occurrences (
+                key         text PRIMARY KEY,
+                window_name text NOT NULL,
+                occurrence  text NOT NULL,
+                scope       text NOT NULL,
+                ends_at     timestamptz NOT NULL,
+                state       text NOT NULL,
+                generation  text,
+                updated_at  timestamptz,
+                detail      text
+            )""",
+            "CREATE INDEX IF NOT EXISTS occurrences_ends_at ON {s}.occurrences (ends_at)",
         ],
     ),
 ]

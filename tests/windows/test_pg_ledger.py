@@ -1,0 +1,64 @@
+"""The window ledger on PostgreSQL (`windows.pg_ledger`): the `OccurrenceLedger` contract tests of
+`test_window_ledger.py`, run here on the `occurrences` table (imported, with this module's
+`ledger` fixture), and what only a shared ledger has."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from pg_helpers import pg_server, pg_url  # noqa: F401
+from test_window_ledger import (  # noqa: F401  (the contract, collected here on PostgreSQL)
+    T0,
+    entry,
+    test_commit_upserts_and_keeps_entries_not_named,
+    test_empty_ledger_loads_empty,
+    test_prune_drops_only_entries_ended_before_the_cutoff,
+)
+
+from hermes_estop.errors import StoreError
+from hermes_estop.stores.postgresql import PostgresStore
+from hermes_estop.windows.ledger import ENDED, RELEASED, LedgerEntry
+from hermes_estop.windows.pg_ledger import PostgresLedger
+
+pytestmark = pytest.mark.postgresql
+
+
+@pytest.fixture
+def stores(pg_url):  # noqa: F811
+    made = []
+
+    def make() -> PostgresStore:
+        made.append(PostgresStore(pg_url, share=False))
+        return made[-1]
+
+    yield make
+    for store in made:
+        store.close()
+
+
+@pytest.fixture
+def ledger(stores) -> PostgresLedger:
+    return PostgresLedger(stores())
+
+
+def test_another_scheduler_sees_what_one_committed(stores, ledger):
+    ledger.commit([entry("a"), entry("b", state=RELEASED)])
+    assert PostgresLedger(stores()).load() == ledger.load()
+
+
+def test_a_failed_commit_changes_nothing(ledger):
+    ledger.commit([entry("a")])
+    bad = entry("b")
+    bad = LedgerEntry(**{**bad.__dict__, "detail": "nul \x00 byte"})
+    with pytest.raises(StoreError):
+        ledger.commit([entry("a", state=ENDED), bad], prune_before=T0 + timedelta(days=1))
+    assert ledger.load() == {entry("a").key: entry("a")}
+
+
+def test_an_unknown_state_in_the_table_raises_naming_the_ledger(pg_server, ledger):  # noqa: F811
+    ledger.commit([entry("a")])
+    with pg_server.admin() as conn:
+        conn.execute(f'UPDATE "{ledger.store.schema}".occurrences SET state = %s', ["haunted"])
+    with pytest.raises(StoreError, match="occurrences.*unknown state 'haunted'"):
+        ledger.load()
