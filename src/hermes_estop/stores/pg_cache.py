@@ -229,19 +229,25 @@ class Listener:
             thread.join(self.connect_timeout + 2.0)
         with self._cond:
             self._cond.notify_all()
-        for fd in (self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        if thread is None or not thread.is_alive():  # else leave the pipe: its numbers must not be reused under it
+            wake_r, wake_w, self._wake_r, self._wake_w = self._wake_r, self._wake_w, -1, -1
+            for fd in (wake_r, wake_w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
     def _wake(self) -> None:
+        if self._wake_w < 0:
+            return
         try:
             os.write(self._wake_w, b"x")
         except (BlockingIOError, OSError):
             pass
 
     def _drain_wake(self) -> None:
+        if self._wake_r < 0:
+            return
         try:
             while os.read(self._wake_r, 4096):
                 pass
