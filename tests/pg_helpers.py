@@ -198,7 +198,32 @@ def start_cluster() -> tuple[PgServer, str]:
     )
     opts = f"-c listen_addresses=127.0.0.1 -p {port} -k {work} -c max_connections=200 -c fsync=off"
     server._ctl("-w", "-l", server.log, "-o", opts, "start")
+    _watchdog(server, work)
     return server, work
+
+
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+parent, command, work = int(sys.argv[1]), sys.argv[2:-1], sys.argv[-1]
+while os.path.isdir(work):
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(work, ignore_errors=True)
+        break
+    time.sleep(1)
+"""
+
+
+def _watchdog(server: PgServer, work: str) -> None:
+    """Stop the throwaway cluster even when this process is killed (a timeout, SIGKILL), when
+    the normal `atexit` clean-up never runs."""
+    command = [server.ctl or "", "-D", server.data or "", "-m", "immediate", "stop"]
+    if server.runas:
+        command = ["runuser", "-u", server.runas, "--", *command]
+    subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()), *command, work], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 _session: dict[str, object] = {}
