@@ -1,8 +1,8 @@
 """A window scheduler process on PostgreSQL: `python pg_scheduler.py URL ROOT POLL`.
 
-What `hermes serve` runs, wired for a fleet on PostgreSQL: `WindowService` on the store's clock
-with the PostgreSQL ledger, gated by the store's leader election (`poll` seconds between
-attempts, also the reconcile interval). Prints one JSON line per change of leadership,
+The services `hermes serve` builds (`cli.serve.build_services`: on a PostgreSQL store, the
+`WindowService` with the PostgreSQL ledger, gated by the store's leader election), with `poll`
+seconds between election attempts and reconciliations. Prints one JSON line per change of leadership,
 `{"t": <CLOCK_MONOTONIC>, "pid": ..., "leader": ...}`, the first once it has campaigned.
 SIGTERM stops it cleanly (exit 0).
 """
@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 
 from hermes_estop import Estop
+from hermes_estop.cli.serve import build_services
 from hermes_estop.stores.postgresql import PostgresStore
-from hermes_estop.windows.pg_ledger import PostgresLedger
-from hermes_estop.windows.service import WindowService
 
 
 def main() -> int:
@@ -30,8 +29,8 @@ def main() -> int:
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     store = PostgresStore(url, root=root)
     estop = Estop(root=root, home=root, store=store, actor=f"scheduler-{os.getpid()}")
+    (service,) = build_services(estop, poll_interval=poll, leader_poll=poll)  # what `hermes serve` builds
     leadership = store.leadership("windows", poll=poll)
-    service = WindowService(estop, ledger=PostgresLedger(store), is_leader=leadership.is_leader, poll_interval=poll)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
 

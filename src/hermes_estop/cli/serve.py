@@ -37,15 +37,17 @@ class Service(Protocol):
 
 
 def build_services(estop: Estop, *, poll_interval: float, cron_interval: float = 15.0,
-                   kanban_interval: float = 5.0, kanban_max: int = 4) -> list[Service]:
-    """Every loop `hermes serve` runs: the window scheduler always; the cron ticker when this home
+                   kanban_interval: float = 5.0, kanban_max: int = 4,
+                   leader_poll: float | None = None) -> list[Service]:
+    """Every loop `hermes serve` runs: the window scheduler always (on a shared store, only while
+    this process is the elected one: `HoldStore.leader_gate`); the cron ticker when this home
     has a job table and the kanban dispatcher when the fleet has a board (when configured at
     start-up). All of them gate on the same predicate, through `estop`."""
     from ..consumers.service import configured_services
     from ..windows.service import WindowService
 
     return [
-        WindowService(estop, poll_interval=poll_interval),
+        WindowService(estop, poll_interval=poll_interval, is_leader=estop.store.leader_gate("windows", leader_poll)),
         *configured_services(estop, cron_interval=cron_interval, kanban_interval=kanban_interval,
                              kanban_max=kanban_max),
     ]

@@ -73,6 +73,12 @@ class HoldStore(ABC):
     def history(self, limit: int | None = None) -> list[AuditEvent]:
         """Audit events, oldest first; with `limit`, only the newest `limit`."""
 
+    def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool] | None:
+        """This process's `is_leader` in an election for `role` among every process sharing
+        this store (one active window scheduler per fleet), or None where there is nothing to
+        elect: every process may act, and fenced writes keep them from doing anything twice."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """What `hermes store status` prints."""
         return {"backend": self.name}

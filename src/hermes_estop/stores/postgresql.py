@@ -369,6 +369,9 @@ class PostgresStore(HoldStore):
         its `is_leader` to a service that must run on one host only (the window scheduler)."""
         return self.backend.leadership(role, float(poll))
 
+    def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool]:
+        return self.leadership(role, DEFAULT_POLL if poll is None else poll).is_leader
+
     def sync(self, timeout: float = SYNC_TIMEOUT) -> bool:
         """Wait until this process's rows include every commit made before the call (also one
         made by hand in psql); False when the database did not answer in time."""

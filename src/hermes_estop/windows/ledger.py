@@ -198,6 +198,11 @@ class JsonFileLedger(OccurrenceLedger):
         atomic_write(self.path, (json.dumps(body, indent=2) + "\n").encode("utf-8"))
 
 
-def open_ledger(root: Path) -> OccurrenceLedger:
-    """The ledger of the fleet rooted at `root`. (A PostgreSQL store's ledger plugs in here.)"""
+def open_ledger(root: Path, store: Any = None) -> OccurrenceLedger:
+    """The ledger of the fleet rooted at `root`: in the database when the fleet's holds are
+    (`store` is a PostgreSQL store, shared by every host's scheduler), else a file in `root`."""
+    if store is not None and store.name == "postgresql":
+        from .pg_ledger import PostgresLedger
+
+        return PostgresLedger(store)
     return JsonFileLedger(root)

@@ -118,7 +118,7 @@ class WindowService:
         self.estop = estop
         self.clock = estop.clock
         self.windows_file = windows_file or WindowsFile(estop.layout.root)
-        self.ledger = ledger or open_ledger(estop.layout.root)
+        self.ledger = ledger or open_ledger(estop.layout.root, estop.store)
         self.is_leader = is_leader or _always
         self.scheduler = scheduler
         self.poll_interval = float(poll_interval)

@@ -31,7 +31,7 @@ def _section(estop: Estop, now: datetime) -> dict[str, Any]:
     if not windows:
         return {"json": {"windows": []}, "lines": []}
     try:
-        entries = open_ledger(estop.layout.root).load()
+        entries = open_ledger(estop.layout.root, estop.store).load()
         ledger_problem = None
     except Exception as exc:
         entries, ledger_problem = {}, " ".join(str(exc).split())
