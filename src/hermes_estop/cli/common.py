@@ -75,8 +75,9 @@ def hold_json(hold: Hold | None, now: datetime) -> dict[str, Any]:
     }
 
 
-def reading_json(reading: Reading, now: datetime) -> dict[str, Any]:
-    data = {"scope": reading.location.scope, "path": str(reading.location.sentinel), "state": reading.state.value}
+def reading_json(reading: Reading, now: datetime, where: str) -> dict[str, Any]:
+    """One reading; `where` is `store.where(location)` (a sentinel path, a database row)."""
+    data = {"scope": reading.location.scope, "path": where, "state": reading.state.value}
     data.update(hold_json(reading.hold, now))
     data["problem"] = reading.problem
     return data
@@ -104,9 +105,10 @@ def describe_hold(hold: Hold, now: datetime) -> list[str]:
     return lines
 
 
-def describe_reading(reading: Reading, now: datetime) -> list[str]:
-    """A heading line and indented detail lines for one present reading."""
-    where = f"{reading.location.describe()} ({reading.location.sentinel})"
+def describe_reading(reading: Reading, now: datetime, location: str) -> list[str]:
+    """A heading line and indented detail lines for one present reading; `location` is
+    `store.where(...)` of its location."""
+    where = f"{reading.location.describe()} ({location})"
     if reading.state is HoldState.UNREADABLE:
         return [f"HELD  {where}", f"      unreadable: {reading.problem} (held, admits nobody)"]
     if reading.state is HoldState.EXPIRED:

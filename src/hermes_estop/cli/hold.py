@@ -57,10 +57,10 @@ def pause(
     location = estop.location(fleet=fleet)
     snapshot = estop.snapshot()
     if as_json:
-        emit_json({"scope": location.scope, "path": str(location.sentinel), **hold_json(hold, snapshot.now),
+        emit_json({"scope": location.scope, "path": estop.store.where(location), **hold_json(hold, snapshot.now),
                    "engaged": snapshot.engaged})
         return
-    typer.echo(f"paused {location.describe()} ({location.sentinel})")
+    typer.echo(f"paused {location.describe()} ({estop.store.where(location)})")
     for line in describe_hold(hold, snapshot.now):
         typer.echo(f"  {line}")
     others = [r for r in snapshot.active if r.location != location]
@@ -91,11 +91,11 @@ def resume(
             "released": removed is not None,
             "generation": removed.hold.generation if removed is not None and removed.hold else None,
             "engaged": snapshot.engaged,
-            "holds": [reading_json(r, snapshot.now) for r in snapshot.active],
+            "holds": [reading_json(r, snapshot.now, estop.store.where(r.location)) for r in snapshot.active],
         })
         return
     if removed is None:
-        typer.echo(f"no hold at {location.describe()} ({location.sentinel})")
+        typer.echo(f"no hold at {location.describe()} ({estop.store.where(location)})")
     else:
         gen = removed.hold.generation if removed.hold and removed.hold.generation else removed.state.value
         typer.echo(f"resumed {location.describe()} (generation {gen})")
@@ -115,8 +115,8 @@ def status(as_json: JsonOpt = False) -> None:
             "engaged": snapshot.engaged,
             "now": format_instant(snapshot.now),
             "store": estop.store.name,
-            "locations": [{"scope": loc.scope, "path": str(loc.sentinel)} for loc in estop.locations],
-            "holds": [reading_json(r, snapshot.now) for r in present],
+            "locations": [{"scope": loc.scope, "path": estop.store.where(loc)} for loc in estop.locations],
+            "holds": [reading_json(r, snapshot.now, estop.store.where(r.location)) for r in present],
             **extras.get("json", {}),
         })
         return
@@ -125,11 +125,11 @@ def status(as_json: JsonOpt = False) -> None:
     else:
         typer.echo("free: no active hold")
     for reading in present:
-        for line in describe_reading(reading, snapshot.now):
+        for line in describe_reading(reading, snapshot.now, estop.store.where(reading.location)):
             typer.echo(line)
     if not present:
         for loc in estop.locations:
-            typer.echo(f"  {loc.describe()}: no hold ({loc.sentinel})")
+            typer.echo(f"  {loc.describe()}: no hold ({estop.store.where(loc)})")
     for line in extras.get("lines", []):
         typer.echo(line)
 

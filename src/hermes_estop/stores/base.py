@@ -12,11 +12,28 @@ from datetime import datetime
 from typing import Any, Callable, Sequence
 
 from ..audit import AuditEvent
+from ..errors import HoldConflict
 from ..hold import EngageRequest, Fence, Hold, Reading
 from ..homes import Location
 from ..timeutil import Clock, utc_now
 
-__all__ = ["HoldStore"]
+__all__ = ["HoldStore", "refused_write", "not_current"]
+
+
+def refused_write(location: Location, standing: Reading) -> HoldConflict:
+    """The error of an engage whose `only_if` the standing hold does not meet."""
+    current = standing.fence.describe() if standing.fence else "unknown"
+    return HoldConflict(f"{location.describe()} is held by generation {current}, which this write may not replace",
+                        standing)
+
+
+def not_current(location: Location, generation: str, standing: Reading | None) -> HoldConflict:
+    """The error of a `release(generation)` that names a generation not standing at `location`."""
+    if standing is None:
+        return HoldConflict(f"generation {generation} is not the current hold at {location.describe()} (none is)")
+    current = standing.fence.describe() if standing.fence else "unknown"
+    return HoldConflict(f"generation {generation} is not the current hold at {location.describe()} (current: {current})",
+                        standing)
 
 
 class HoldStore(ABC):
@@ -72,6 +89,10 @@ class HoldStore(ABC):
     @abstractmethod
     def history(self, limit: int | None = None) -> list[AuditEvent]:
         """Audit events, oldest first; with `limit`, only the newest `limit`."""
+
+    def where(self, location: Location) -> str:
+        """Where the hold of `location` is kept, for an operator to read (a path, a table row)."""
+        return location.describe()
 
     def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool] | None:
         """This process's `is_leader` in an election for `role` among every process sharing

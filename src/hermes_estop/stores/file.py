@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from ..audit import AuditEvent, AuditLog
-from ..errors import HoldConflict, StoreError
+from ..errors import StoreError
 from ..fsutil import LOCK_TIMEOUT, atomic_write, exclusive_lock, sweep_temporaries
 from ..hold import (
     MAX_BODY_BYTES,
@@ -41,7 +41,7 @@ from ..hold import (
     prepare,
 )
 from ..homes import SENTINEL_NAME, Location
-from .base import HoldStore
+from .base import HoldStore, not_current, refused_write
 
 __all__ = ["FileStore", "LOCK_NAME"]
 
@@ -174,6 +174,9 @@ class FileStore(HoldStore):
     def _unreadable(location: Location, problem: str) -> Reading:
         return Reading(location, HoldState.UNREADABLE, None, Fence(None, None), problem)
 
+    def where(self, location: Location) -> str:
+        return str(location.sentinel)
+
     # -- writing -----------------------------------------------------------------------------
 
     @contextmanager
@@ -200,11 +203,7 @@ class FileStore(HoldStore):
         with self._locked(location):
             standing = self._read_one(location, now, cached=False)
             if not precondition_met(request.only_if, standing):
-                raise HoldConflict(
-                    f"{location.describe()} is held by generation "
-                    f"{standing.fence.describe() if standing.fence else 'unknown'}, which this write may not replace",
-                    standing,
-                )
+                raise refused_write(location, standing)
             hold = merge_hold(standing.hold, request, now, new_generation())
             self._write(location, encode_body(hold))
             event = "rearm" if standing.active else "engage"
@@ -237,14 +236,10 @@ class FileStore(HoldStore):
             standing = self._read_one(location, now, cached=False)
             if standing.state is HoldState.ABSENT:
                 if generation is not None:
-                    raise HoldConflict(f"generation {generation} is not the current hold at {location.describe()} (none is)")
+                    raise not_current(location, generation, None)
                 return None
             if generation is not None and (standing.hold is None or standing.hold.generation != generation):
-                current = standing.fence.describe() if standing.fence else "unknown"
-                raise HoldConflict(
-                    f"generation {generation} is not the current hold at {location.describe()} (current: {current})",
-                    standing,
-                )
+                raise not_current(location, generation, standing)
             self._remove(location)
             hold = standing.hold
             self._audit("release", location, standing.fence.describe() if standing.fence else None, actor,

@@ -66,7 +66,7 @@ from ..hold import (
 )
 from ..homes import Location
 from ..timeutil import Clock, format_instant, to_utc
-from .base import HoldStore
+from .base import HoldStore, not_current, refused_write
 from .pg_cache import DEFAULT_GRACE, DEFAULT_REFRESH, DbClock, Listener, Row, close_quietly, parse_row
 from .pg_leader import DEFAULT_POLL, Leadership
 from .pg_schema import DEFAULT_SCHEMA, LOCK_CLASS, SCHEMA_VERSION, ensure_schema, quoted, schema_version, validate_schema_name
@@ -369,6 +369,9 @@ class PostgresStore(HoldStore):
         its `is_leader` to a service that must run on one host only (the window scheduler)."""
         return self.backend.leadership(role, float(poll))
 
+    def where(self, location: Location) -> str:
+        return f"{self.url.display} {self.schema}.holds scope {location.key!r}"
+
     def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool]:
         return self.leadership(role, DEFAULT_POLL if poll is None else poll).is_leader
 
@@ -428,11 +431,7 @@ class PostgresStore(HoldStore):
             conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [LOCK_CLASS, f"{self.schema}/{location.key}"])
             standing = self._standing(conn, location, now, lock=True)
             if not precondition_met(request.only_if, standing):
-                raise HoldConflict(
-                    f"{location.describe()} is held by generation "
-                    f"{standing.fence.describe() if standing.fence else 'unknown'}, which this write may not replace",
-                    standing,
-                )
+                raise refused_write(location, standing)
             hold = merge_hold(standing.hold, request, now, new_generation())
             conn.execute(
                 f"INSERT INTO {backend.s}.holds (scope, body) VALUES (%s, %s) "
@@ -485,12 +484,7 @@ class PostgresStore(HoldStore):
 
         def conflict(conn: psycopg.Connection) -> HoldConflict:
             standing = self._standing(conn, location, now, lock=False)
-            if standing.state is HoldState.ABSENT:
-                return HoldConflict(f"generation {generation} is not the current hold at {location.describe()} (none is)")
-            current = standing.fence.describe() if standing.fence else "unknown"
-            return HoldConflict(
-                f"generation {generation} is not the current hold at {location.describe()} (current: {current})", standing
-            )
+            return not_current(location, generation, None if standing.state is HoldState.ABSENT else standing)
 
         def work(conn: psycopg.Connection) -> Reading | None:
             if generation is None:
