@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 from ..config import STORE_ENV
 from ..errors import EstopError
 from . import hold
-from .common import EXIT_USAGE, one_line
+from .common import EXIT_USAGE, new_app, one_line
 
 __all__ = ["app", "main"]
 
@@ -48,14 +48,7 @@ def _root(
 
 def build_app(*, extensions: bool = True) -> typer.Typer:
     """The `hermes` app; without `extensions`, only the hold commands."""
-    built = typer.Typer(
-        name="hermes",
-        help="Stop all NEW work in an agent fleet for maintenance, and get it back reliably.",
-        add_completion=False,
-        no_args_is_help=True,
-        pretty_exceptions_enable=False,
-        rich_markup_mode=None,
-    )
+    built = new_app("hermes", "Stop all NEW work in an agent fleet for maintenance, and get it back reliably.")
     built.callback()(_root)
     hold.register(built)
     if extensions:

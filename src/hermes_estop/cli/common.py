@@ -21,6 +21,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_HELD",
     "EXIT_USAGE",
+    "new_app",
     "current_estop",
     "fail",
     "emit_json",
@@ -33,6 +34,13 @@ __all__ = [
 EXIT_OK = 0
 EXIT_HELD = 1
 EXIT_USAGE = 2
+
+
+def new_app(name: str, help_text: str) -> typer.Typer:
+    """A Typer app or sub-app as every `hermes` command wants it: plain help text, no shell
+    completion installer, and errors left to `cli.main` (one line, an exit code)."""
+    return typer.Typer(name=name, help=help_text, no_args_is_help=True, add_completion=False,
+                       pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
 def current_estop() -> Estop:

@@ -12,7 +12,7 @@ import typer
 
 from ..errors import InvalidArgument
 from ..timeutil import format_instant, format_relative
-from .common import current_estop, emit_json, fail
+from .common import current_estop, emit_json, fail, new_app
 
 __all__ = ["register", "cron_app", "kanban_app", "gateway_app"]
 
@@ -21,14 +21,9 @@ OwnerOpt = Annotated[Optional[str], typer.Option("--owner", help="The user id th
 TimeoutOpt = Annotated[Optional[str], typer.Option("--timeout", help="Stop a run that takes longer (90s, 10m, 1h). Default 1h.")]
 
 
-def _sub_app(name: str, help_text: str) -> typer.Typer:
-    return typer.Typer(name=name, help=help_text, no_args_is_help=True, add_completion=False,
-                       rich_markup_mode=None, pretty_exceptions_enable=False)
-
-
-cron_app = _sub_app("cron", "The cron job table of this home: jobs run on their schedule unless gated.")
-kanban_app = _sub_app("kanban", "The fleet's kanban board: a dispatch pass spawns workers for ready cards unless gated.")
-gateway_app = _sub_app("gateway", "The chat turn gate and its loopback line server.")
+cron_app = new_app("cron", "The cron job table of this home: jobs run on their schedule unless gated.")
+kanban_app = new_app("kanban", "The fleet's kanban board: a dispatch pass spawns workers for ready cards unless gated.")
+gateway_app = new_app("gateway", "The chat turn gate and its loopback line server.")
 
 
 def _when(value, now) -> str:

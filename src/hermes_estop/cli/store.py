@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import EXIT_HELD, current_estop, emit_json
+from .common import EXIT_HELD, current_estop, emit_json, new_app
 
 __all__ = ["register"]
 
@@ -81,8 +81,7 @@ def status(as_json: JsonOpt = False) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the store commands to `app`."""
-    store_app = typer.Typer(name="store", help="The hold store: what it is, and its schema.", no_args_is_help=True,
-                            add_completion=False, rich_markup_mode=None)
+    store_app = new_app("store", "The hold store: what it is, and its schema.")
     store_app.command("init")(init)
     store_app.command("status")(status)
     app.add_typer(store_app, name="store")

@@ -13,17 +13,11 @@ import typer
 from ..errors import InvalidArgument
 from ..homes import FLEET, resolve_layout
 from ..timeutil import format_instant, format_relative, utc_now
-from .common import emit_json
+from .common import emit_json, new_app
 
 __all__ = ["register", "windows_app"]
 
-windows_app = typer.Typer(
-    name="windows",
-    help="Maintenance windows: scheduled holds whose deadman is the window's end (run by `hermes serve`).",
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode=None,
-)
+windows_app = new_app("windows", "Maintenance windows: scheduled holds whose deadman is the window's end (run by `hermes serve`).")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
