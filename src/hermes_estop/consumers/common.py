@@ -17,12 +17,12 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Hashable, Iterable, Mapping
+from typing import Any, Callable, Hashable, Iterable, Mapping
 
 from ..durations import parse_duration
 from ..errors import InvalidArgument
 from ..estop import Estop
-from ..gate import Snapshot, Verdict
+from ..gate import Snapshot, Verdict, decide
 from ..homes import validate_profile_name
 from ..timeutil import Clock, format_instant, parse_stamp
 
@@ -32,7 +32,9 @@ __all__ = [
     "validate_profile",
     "validate_owner",
     "parse_timeout",
+    "PASS_SNAPSHOT_AGE",
     "gate_work",
+    "PassGate",
     "engagement_key",
     "WorkResult",
     "Worker",
@@ -41,6 +43,9 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = timedelta(hours=1)
+#: how old (seconds) the snapshot a pass decides an item from may be: how late a hold engaged
+#: mid-pass may be seen by the rest of that pass
+PASS_SNAPSHOT_AGE = 0.005
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KILL_GRACE = 2.0
 _TAIL_BYTES = 400
@@ -78,20 +83,87 @@ def parse_timeout(value: Any) -> timedelta:
     return parse_duration(value)
 
 
-def gate_work(estop: Estop, owner: str | None, profile: str | None,
-              views: dict[str, Estop] | None = None) -> Verdict:
-    """The gate for work owned by `owner` and assigned to `profile`.
+def _view(estop: Estop, profile: str | None) -> Estop:
+    """The view of the fleet that work assigned to `profile` is gated through: `estop` itself for
+    its own profile (or none), else that profile's (`estop.for_profile`), so a hold in that
+    profile's home applies to the work as well as the fleet root's."""
+    if profile is None or profile == estop.layout.profile:
+        return estop
+    return estop.for_profile(profile)
 
-    Work for another profile than `estop`'s own is asked through that profile's view of the fleet
-    (`estop.for_profile`), so a hold in that profile's home applies to it as well as the fleet
-    root's. `views` caches those views for the length of one pass."""
-    view = estop
-    if profile is not None and profile != estop.layout.profile:
-        if views is None:
-            view = estop.for_profile(profile)
-        else:
-            view = views.get(profile) or views.setdefault(profile, estop.for_profile(profile))
-    return view.gate(owner, profile)
+
+def gate_work(estop: Estop, owner: str | None, profile: str | None) -> Verdict:
+    """The gate for one piece of work owned by `owner` and assigned to `profile` (a chat turn, a
+    scheduled call). A pass over many items uses a `PassGate`."""
+    return _view(estop, profile).gate(owner, profile)
+
+
+class PassGate:
+    """The gate for one pass over many items (a cron tick, a kanban dispatch pass).
+
+    Asking the store for every item costs more than the rest of a 10,000-item pass
+    (bench/consumers.py). A pass instead decides its items from snapshots at most `max_age`
+    seconds old, one per view it needs (see `gate_work`), all read again once older: every
+    decision still comes from ONE snapshot, and a hold engaged mid-pass still stops the rest of
+    the pass within `max_age`. `decide` is pure, so the verdict for an (owner, profile), and
+    the pause notice, are worked out once and reused for as long as the reads find the same
+    readings. One `PassGate` per pass: it is not thread-safe and keeps what it read until dropped."""
+
+    def __init__(self, estop: Estop, *, max_age: float = PASS_SNAPSHOT_AGE,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.estop = estop
+        self.max_age = max_age
+        self._monotonic = monotonic
+        self._own = estop.layout.profile
+        self._views: dict[str | None, Estop] = {}
+        self._snapshots: dict[str | None, Snapshot] = {}
+        self._verdicts: dict[tuple[Any, Any], Verdict] = {}
+        self._stale_at = float("-inf")
+        self._notices: dict[int, tuple[Snapshot, str | None]] = {}
+
+    def __call__(self, owner: str | None, profile: str | None) -> Verdict:
+        """The verdict for work owned by `owner` and assigned to `profile`; `InvalidArgument`
+        for a profile name that is not one."""
+        if self._monotonic() >= self._stale_at:
+            self._refresh()
+        try:
+            return self._verdicts[owner, profile]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable owner or profile (a hand-edited row): asked directly
+            return gate_work(self.estop, owner, profile)
+        key = None if profile is None or profile == self._own else profile
+        snapshot = self._snapshots.get(key)
+        if snapshot is None:
+            view = self._views.get(key)
+            if view is None:
+                view = self._views[key] = _view(self.estop, key)
+            snapshot = self._snapshots[key] = view.snapshot()
+        verdict = self._verdicts[owner, profile] = decide(snapshot, owner, profile)
+        return verdict
+
+    def _refresh(self) -> None:
+        """Read every view used so far again; forget the verdicts if any reading changed."""
+        self._stale_at = self._monotonic() + self.max_age
+        changed = False
+        for key, view in self._views.items():
+            old = self._snapshots.get(key)
+            new = view.snapshot()
+            if old is None or old.readings != new.readings:
+                self._snapshots[key] = new
+                changed = True
+        if changed:
+            self._verdicts.clear()
+
+    def notice(self, verdict: Verdict) -> str | None:
+        """`verdict.notice`, worked out once per snapshot."""
+        if verdict:
+            return None
+        snapshot = verdict.snapshot
+        memo = self._notices.get(id(snapshot))
+        if memo is None or memo[0] is not snapshot:
+            memo = self._notices[id(snapshot)] = (snapshot, verdict.notice)
+        return memo[1]
 
 
 def engagement_key(snapshot: Snapshot) -> frozenset:

@@ -24,9 +24,8 @@ from typing import Any
 
 from ..errors import InvalidArgument, StoreError
 from ..estop import Estop
-from ..gate import Verdict
 from ..timeutil import Clock, format_instant, in_interval, parse_stamp, utc_now
-from .common import WorkerPool, WorkResult, gate_work, parse_timeout, validate_owner, validate_profile, worker_env
+from .common import PassGate, WorkerPool, WorkResult, parse_timeout, validate_owner, validate_profile, worker_env
 
 __all__ = [
     "BOARD_NAME",
@@ -317,9 +316,10 @@ class Dispatcher:
         self.pool = WorkerPool(self.estop.clock)
         self._claims: dict[int, str] = {}
 
-    def gate(self, card: Card, views: dict[str, Estop] | None = None) -> Verdict:
-        """The verdict for `card`: its owner, through its profile's view (or the fleet's)."""
-        return gate_work(self.fleet, card.owner, card.profile, views)
+    def pass_gate(self) -> PassGate:
+        """The gate one pass decides its cards with: `gate(card.owner, card.profile)`, through
+        the card's profile's view of the fleet (or the fleet root's)."""
+        return PassGate(self.fleet)
 
     def tick(self, now: datetime | None = None, *, limit: int | None = None, wait: bool = False) -> DispatchReport:
         """One pass: record ended workers, fail lost cards, then claim and spawn admitted ready
@@ -336,11 +336,11 @@ class Dispatcher:
         held: list[HeldCard] = []
         waiting: list[int] = []
         taken: list[int] = []
-        views: dict[str, Estop] = {}
+        gate = self.pass_gate()
         for card in self.board.cards("ready"):
-            verdict = self.gate(card, views)
+            verdict = gate(card.owner, card.profile)
             if not verdict:
-                held.append(HeldCard(card.id, verdict.notice))
+                held.append(HeldCard(card.id, gate.notice(verdict)))
                 continue
             if len(spawned) >= slots:
                 waiting.append(card.id)
