@@ -1,0 +1,313 @@
+"""Benchmarks of the consumers: what the gate adds to a cron tick and a kanban dispatch pass, and
+how fast a dispatcher in another process stops spawning once `engage()` returns.
+
+The "no gate" baseline is the same tick over the same table (the same pass over the same board)
+with the consumer's gate (`CronRunner.pass_gate`, `Dispatcher.pass_gate`) answering a constant:
+the verdict of ONE snapshot taken up front. Both sides do identical downstream work (held: the
+notice per refused item; free: claim, next occurrence, write-back) and differ only in what the
+gate itself costs. Cron jobs are no-ops (`_NoopPool`: a worker that has finished the moment
+it is started), so no process is spawned; the time-to-stop figure spawns real workers.
+
+Run: `python bench/run.py --only consumers` (add `--quick` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import queue
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Hashable
+
+from harness import Figure, compare, percentile
+
+from hermes_estop import Estop
+from hermes_estop.consumers.common import PassGate, WorkerPool, WorkResult
+from hermes_estop.consumers.cron import CronJob, CronRunner, CronTable
+from hermes_estop.consumers.kanban import Board, Dispatcher
+from hermes_estop.gate import Verdict
+from hermes_estop.homes import Layout
+from hermes_estop.stores import FileStore
+
+__all__ = ["run"]
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+STOP_DISPATCHER = HERE / "stop_dispatcher.py"
+ITEMS = 10_000
+OVERHEAD_TARGET = 0.10
+
+
+class _NoopPool(WorkerPool):
+    """Workers that have finished ("ok") the moment they are started: a job as a no-op."""
+
+    def __init__(self, clock) -> None:
+        super().__init__(clock)
+        self._done: list[tuple[Hashable, WorkResult]] = []
+
+    def __len__(self) -> int:
+        return 0
+
+    def start(self, key: Hashable, command: str, **_: Any) -> None:  # type: ignore[override]
+        now = self.clock()
+        self._done.append((key, WorkResult("ok", 0, now, now)))
+
+    def reap(self) -> list[tuple[Hashable, WorkResult]]:
+        done, self._done = self._done, []
+        return done
+
+    def wait_all(self, timeout: float | None = None) -> list[tuple[Hashable, WorkResult]]:
+        return self.reap()
+
+
+class _NoopRunner(CronRunner):
+    """The real `CronRunner` (claim, gate, next occurrence, write-back, record) with no-op jobs."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.pool = _NoopPool(self.estop.clock)
+
+
+class _ConstantGate(PassGate):
+    """No gate: every item gets the verdict of one snapshot taken up front."""
+
+    def __init__(self, estop: Estop) -> None:
+        super().__init__(estop)
+        self.verdict = estop.gate()
+
+    def __call__(self, owner: str | None, profile: str | None) -> Verdict:
+        return self.verdict
+
+
+class _UngatedRunner(_NoopRunner):
+    """The same tick with no gate."""
+
+    def pass_gate(self) -> PassGate:
+        return _ConstantGate(self.estop)
+
+
+class _UngatedDispatcher(Dispatcher):
+    """The same pass with no gate."""
+
+    def pass_gate(self) -> PassGate:
+        return _ConstantGate(self.fleet)
+
+
+def _fleet(tmp: Path) -> Layout:
+    root = tmp / "fleet"
+    (root / "profiles" / "p0").mkdir(parents=True)
+    return Layout(home=root / "profiles" / "p0", root=root)
+
+
+def _fill_table(table: CronTable, count: int, due: datetime) -> None:
+    """`count` every-minute jobs, all due at `due`, written in one edit (adding them one by one
+    would rewrite the table `count` times)."""
+    with table.edit() as jobs:
+        jobs[:] = [CronJob(name=f"job-{i}", command="true", schedule="* * * * *", timezone="UTC", at=None,
+                           owner=f"user-{i % 50}", profile=None, timeout=timedelta(minutes=10), created_at=due,
+                           next_run_at=due) for i in range(count)]
+
+
+def _overhead(name: str, unit: str, subject, baseline, *, rounds: int, items: int) -> Figure:
+    """Gated vs ungated, one pass per side per round, interleaved. The cyclic garbage collector
+    is off while timing: a full collection lands on one side of a round at random and costs
+    more than the gate does; both sides create the same objects."""
+    gc.collect()
+    gc.disable()
+    try:
+        ours, plain, ratio = compare(subject, baseline, calls=1, rounds=rounds)
+    finally:
+        gc.enable()
+    overhead = ratio - 1.0
+    return Figure(name, ours * 1e3, unit, f"the same {unit.split('/')[1]}, gate answered by a constant", plain * 1e3,
+                  ratio, "gate overhead < 10%", overhead < OVERHEAD_TARGET,
+                  {"overhead_pct": round(overhead * 100, 1), "items": items, "rounds": rounds})
+
+
+def cron_held(tmp: Path, quick: bool) -> Figure:
+    layout = _fleet(tmp / "cron-held")
+    estop = Estop(layout=layout, store=FileStore(layout.root))
+    estop.engage(reason="bench: held", ttl="2h", fleet=True)
+    time.sleep(0.2)  # let the body settle so the store's identity cache may serve it
+    due = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    table = CronTable(tmp / "cron-held-table")
+    _fill_table(table, ITEMS, due)
+    gated = _NoopRunner(estop, table=table)
+    plain = _UngatedRunner(estop, table=table)
+    report = gated.tick(due)
+    assert len(report.held) == ITEMS and report.executed == 0, report.summary()
+    assert len(plain.tick(due).held) == ITEMS
+    return _overhead(f"cron tick over {ITEMS:,} jobs while held", "ms/tick", lambda: gated.tick(due),
+                     lambda: plain.tick(due), rounds=7 if quick else 31, items=ITEMS)
+
+
+def cron_free(tmp: Path, quick: bool) -> Figure:
+    """Every job runs on every tick (a no-op), so a tick also computes each job's next occurrence
+    and writes the table back twice (claim, record): seconds per tick at 10,000 jobs, so the
+    smoke run uses fewer."""
+    items = 1_000 if quick else ITEMS
+    layout = _fleet(tmp / "cron-free")
+    estop = Estop(layout=layout, store=FileStore(layout.root))
+    start = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    runners = {}
+    for side, kind in (("gated", _NoopRunner), ("plain", _UngatedRunner)):
+        table = CronTable(tmp / f"cron-free-{side}")
+        _fill_table(table, items, start)
+        runners[side] = [kind(estop, table=table), start]
+
+    def ticker(side: str):
+        def tick() -> None:
+            runner, now = runners[side]
+            report = runner.tick(now)
+            assert report.executed == items, report.summary()
+            runners[side][1] = now + timedelta(minutes=1)  # every job is due again
+        return tick
+
+    return _overhead(f"cron tick over {items:,} jobs while free (no-op jobs)", "ms/tick", ticker("gated"),
+                     ticker("plain"), rounds=3 if quick else 5, items=items)
+
+
+def _fill_board(board: Board, count: int) -> None:
+    """`count` ready cards: the first through `Board.add` (which creates the schema), the rest in
+    one transaction (`Board.add` opens a connection per card, about 10 ms each here)."""
+    board.add("seed", "true", ready=True)
+    import sqlite3
+
+    db = sqlite3.connect(board.path, isolation_level=None)
+    try:
+        stamp = "2030-01-01T00:00:00Z"
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO cards (title, command, status, owner, created_at, updated_at) "
+                       "VALUES (?, 'true', 'ready', ?, ?, ?)",
+                       [(f"card {i}", f"user-{i % 50}", stamp, stamp) for i in range(count - 1)])
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
+def kanban_held(tmp: Path, quick: bool) -> Figure:
+    layout = _fleet(tmp / "kanban-held")
+    estop = Estop(layout=layout, store=FileStore(layout.root))
+    estop.engage(reason="bench: held", ttl="2h", fleet=True)
+    time.sleep(0.2)
+    board = Board(layout.root)
+    _fill_board(board, ITEMS)
+    gated = Dispatcher(estop, board=board)
+    plain = _UngatedDispatcher(estop, board=board)
+    now = datetime.now(timezone.utc)
+    report = gated.tick(now)
+    assert len(report.held) == ITEMS and not report.spawned, report.summary()
+    assert len(plain.tick(now).held) == ITEMS
+    return _overhead(f"kanban dispatch pass over {ITEMS:,} ready cards while held", "ms/pass",
+                     lambda: gated.tick(now), lambda: plain.tick(now), rounds=7 if quick else 31, items=ITEMS)
+
+
+class _Dispatcher:
+    """`bench/stop_dispatcher.py` in its own process: the real `KanbanService` at 10 Hz on the
+    board, reporting every pass (monotonic start, end) and every spawn (monotonic time)."""
+
+    def __init__(self, root: Path, interval: float) -> None:
+        env = dict(os.environ, HERMES_ROOT=str(root), HERMES_HOME=str(root))
+        env.pop("HERMES_ESTOP_STORE", None)
+        env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
+        self.proc = subprocess.Popen([sys.executable, str(STOP_DISPATCHER), str(root), str(interval)],
+                                     stdout=subprocess.PIPE, stdin=subprocess.PIPE, env=env, text=True)
+        self.passes: list[tuple[float, float, int]] = []
+        self.spawns: list[float] = []
+        self._lock = threading.Lock()
+        self._ready: queue.Queue = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        self._ready.get(timeout=60)
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            event = json.loads(line)
+            with self._lock:
+                if event["kind"] == "pass":
+                    self.passes.append((event["t0"], event["t1"], event["spawned"]))
+                elif event["kind"] == "spawn":
+                    self.spawns.append(event["t"])
+                else:
+                    self._ready.put(event)
+
+    def view(self) -> tuple[list[tuple[float, float, int]], list[float]]:
+        with self._lock:
+            return list(self.passes), list(self.spawns)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()  # the script stops its service when stdin closes
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def time_to_stop(tmp: Path, quick: bool) -> Figure:
+    interval = 0.1
+    root = tmp / "stop-fleet"
+    root.mkdir()
+    estop = Estop(layout=Layout(home=root, root=root), store=FileStore(root))
+    board = Board(root)
+    _fill_board(board, 200)
+    dispatcher = _Dispatcher(root, interval)
+    trials = 8 if quick else 40
+    delays: list[float] = []  # engage() returned -> last spawn after it (0 when none)
+    settled: list[float] = []  # engage() returned -> end of the first pass that started after it
+    late_spawns = 0  # spawns in a pass that started after engage() returned
+    rng = random.Random(6)
+    try:
+        for _ in range(trials):
+            estop.release(fleet=True)
+            deadline = time.monotonic() + 10
+            count = len(dispatcher.view()[1])
+            while len(dispatcher.view()[1]) == count and time.monotonic() < deadline:
+                time.sleep(0.01)  # spawning again
+            time.sleep(0.2 + rng.random() * interval)  # engage at a random phase of the loop
+            estop.engage(reason="bench: stop", fleet=True)
+            returned = time.monotonic()
+            time.sleep(5 * interval)
+            passes, spawns = dispatcher.view()
+            after = [spawn for spawn in spawns if spawn >= returned]
+            delays.append(max(after) - returned if after else 0.0)
+            following = [p for p in passes if p[0] >= returned]
+            if not following:
+                raise RuntimeError("the dispatcher made no pass after engage() returned")
+            first = following[0]
+            settled.append(first[1] - returned)
+            late_spawns += sum(1 for spawn in spawns if spawn >= first[0])
+            for card in board.cards("done") + board.cards("failed"):
+                board.mark_ready(card.id)  # keep cards ready for the next trial
+        passes, spawns = dispatcher.view()
+    finally:
+        dispatcher.close()
+        estop.release(fleet=True)
+    gaps = [b[0] - a[0] for a, b in zip(passes, passes[1:])]
+    worst = max(delays)
+    return Figure("time to stop: engage() returns -> last new spawn (dispatcher at 10 Hz, other process)",
+                  worst * 1e3, "ms (max)", "loop interval", interval * 1e3, worst / interval,
+                  "no spawn after the first pass that follows engage()", late_spawns == 0,
+                  {"trials": trials, "max_delay_ms": round(worst * 1e3, 2),
+                   "trials_with_spawn_after_return": sum(1 for d in delays if d > 0),
+                   "spawns_in_passes_started_after_return": late_spawns,
+                   "first_following_pass_done_ms_p50": round(percentile(settled, 50) * 1e3, 2),
+                   "first_following_pass_done_ms_max": round(max(settled) * 1e3, 2),
+                   "measured_interval_ms_p50": round(statistics.median(gaps) * 1e3, 2) if gaps else None,
+                   "passes": len(passes), "spawns": len(spawns)})
+
+
+def run(quick: bool) -> list[Figure]:
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        return [cron_held(tmp, quick), cron_free(tmp, quick), kanban_held(tmp, quick), time_to_stop(tmp, quick)]

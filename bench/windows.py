@@ -1,0 +1,197 @@
+"""Benchmarks of the window scheduler: start-up with 10, 1,000 and 10,000 windows, and the memory
+of `hermes serve` with 1,000 windows.
+
+Start-up is the real `WindowService.start()` on a fresh service each round: APScheduler's
+BackgroundScheduler started, `windows.toml` loaded and validated (pydantic), one reconciliation
+(every scope planned from each window's occurrences, via croniter under the DST rule) and one
+date job scheduled per window at its next start. The windows are daily, in four timezones, over
+ten scopes, and none covers the present (every start is at least three hours away), so the
+reconciliation writes nothing and every round does the same work.
+
+Memory is the resident set (VmRSS) of a real `hermes serve` process once its scheduler reports
+it has scheduled the windows, against the same command in a fleet without windows.
+
+Run: `python bench/run.py --only windows` (add `--quick` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from core import _script
+from harness import Figure
+
+from hermes_estop import Estop
+from hermes_estop.homes import Layout
+from hermes_estop.stores import FileStore
+from hermes_estop.windows import Window, WindowsFile
+from hermes_estop.windows.service import WindowService
+
+__all__ = ["run"]
+
+ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo")
+SCOPES = ("fleet",) + tuple(f"p{i}" for i in range(1, 10))
+SIZES = (10, 1_000, 10_000)
+SERVE_WINDOWS = 1_000
+
+
+def make_windows(count: int, now: datetime) -> list[Window]:
+    """`count` daily 30-minute windows, none of which covers `now` (nor will for three hours)."""
+    hours = {}
+    for name in ZONES:
+        local = now.astimezone(ZoneInfo(name)).hour
+        hours[name] = [(local + 3 + k) % 24 for k in range(18)]
+    out = []
+    for i in range(count):
+        zone = ZONES[i % len(ZONES)]
+        out.append(Window.parse({
+            "name": f"w{i:05d}",
+            "cron": f"{i % 60} {hours[zone][i % 18]} * * *",
+            "timezone": zone,
+            "duration": "30m",
+            "reason": f"bench window {i}",
+            "allow": {"user_ids": [f"op-{i % 7}"]},
+            "scope": SCOPES[i % len(SCOPES)],
+        }))
+    return out
+
+
+def _fleet(root: Path, count: int, now: datetime) -> Estop:
+    (root / "profiles").mkdir(parents=True)
+    for scope in SCOPES[1:]:
+        (root / "profiles" / scope).mkdir()
+    if count:
+        WindowsFile(root).save(make_windows(count, now))
+    return Estop(layout=Layout(home=root, root=root), store=FileStore(root))
+
+
+def _start_once(estop: Estop, count: int) -> float:
+    service = WindowService(estop, poll_interval=3600)
+    started = time.perf_counter()
+    report = service.start()
+    elapsed = time.perf_counter() - started
+    try:
+        assert report.ok and report.windows == count and not report.events, report.to_json()["errors"]
+        assert len(service.jobs()) == count, "one wake-up per window"
+    finally:
+        service.shutdown()
+    return elapsed
+
+
+def startup(tmp: Path, quick: bool) -> list[Figure]:
+    """No target in the issue: the growth is reported (linear would be N/10 against 10 windows).
+    The detail splits out loading the file and the next occurrences of every window
+    (`WindowService.wakeups_for`), which the smoke run skips at 10,000 windows."""
+    now = datetime.now(timezone.utc)
+    figures = []
+    base = previous = None
+    for count in SIZES:
+        estop = _fleet(tmp / f"startup-{count}", count, now)
+        rounds = {10: 9, 1_000: 5, 10_000: 3}[count] if not quick else {10: 3, 1_000: 2, 10_000: 1}[count]
+        if base is None:
+            _start_once(estop, count)  # imports, zone files
+        elapsed = statistics.median(_start_once(estop, count) for _ in range(rounds))
+        base = base or elapsed
+        detail: dict[str, float | int] = {"rounds": rounds, "per_window_ms": round(elapsed / count * 1e3, 3)}
+        if previous is not None:
+            detail[f"vs_{previous[0]}_windows"] = round(elapsed / previous[1], 2)
+        if not (quick and count >= 10_000):
+            windows = WindowsFile(estop.layout.root).load()
+            detail["load_and_validate_ms"] = round(_timed(lambda: WindowsFile(estop.layout.root).load()) * 1e3, 1)
+            detail["next_occurrences_for_all_ms"] = round(_timed(lambda: WindowService.wakeups_for(windows, now)) * 1e3, 1)
+        figures.append(Figure(f"windows scheduler start-up, {count:,} windows", elapsed * 1e3, "ms",
+                              f"the same with {SIZES[0]} windows", base * 1e3, elapsed / base,
+                              f"reported (linear: {count // SIZES[0]:,}x)", None, detail))
+        previous = (count, elapsed)
+    return figures
+
+
+def _timed(func) -> float:
+    started = time.perf_counter()
+    func()
+    return time.perf_counter() - started
+
+
+def _rss_kib(pid: int) -> dict[str, int]:
+    out = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0])
+    return out
+
+
+def _serve_rss(root: Path) -> dict[str, float]:
+    """Start `hermes serve` on fleet `root`, wait until the window scheduler says it is
+    scheduling, let it settle, read its memory, stop it (SIGTERM)."""
+    env = dict(os.environ, HERMES_ROOT=str(root), HERMES_HOME=str(root))
+    env.pop("HERMES_ESTOP_STORE", None)
+    proc = subprocess.Popen([_script("hermes"), "serve", "--interval", "3600"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    started = time.monotonic()
+    try:
+        while True:
+            line = lines.get(timeout=120)
+            if "windows: scheduling" in line:
+                break
+        ready = time.monotonic() - started
+        time.sleep(1.0)
+        memory = _rss_kib(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return {"rss_mib": memory["VmRSS"] / 1024, "peak_mib": memory["VmHWM"] / 1024, "ready_s": ready}
+
+
+def serve_memory(tmp: Path, quick: bool) -> Figure:
+    now = datetime.now(timezone.utc)
+    roots = {}
+    for count in (0, SERVE_WINDOWS):
+        roots[count] = tmp / f"serve-{count}"
+        _fleet(roots[count], count, now)
+    samples: dict[int, list[dict[str, float]]] = {0: [], SERVE_WINDOWS: []}
+    for i in range(1 if quick else 3):
+        for count in ((0, SERVE_WINDOWS) if i % 2 == 0 else (SERVE_WINDOWS, 0)):
+            samples[count].append(_serve_rss(roots[count]))
+
+    def median(count: int, key: str) -> float:
+        return statistics.median(sample[key] for sample in samples[count])
+
+    ours, base = median(SERVE_WINDOWS, "rss_mib"), median(0, "rss_mib")
+    return Figure(f"`hermes serve` memory with {SERVE_WINDOWS:,} windows", ours, "MiB RSS",
+                  "`hermes serve` with no windows", base, ours / base, "reported (no target)", None,
+                  {"per_window_kib": round((ours - base) * 1024 / SERVE_WINDOWS, 1),
+                   "peak_mib": round(median(SERVE_WINDOWS, "peak_mib"), 1),
+                   "peak_mib_no_windows": round(median(0, "peak_mib"), 1),
+                   "scheduled_after_s": round(median(SERVE_WINDOWS, "ready_s"), 2),
+                   "scheduled_after_s_no_windows": round(median(0, "ready_s"), 2),
+                   "samples": len(samples[SERVE_WINDOWS])})
+
+
+def run(quick: bool) -> list[Figure]:
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        return startup(tmp, quick) + [serve_memory(tmp, quick)]
