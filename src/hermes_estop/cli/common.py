@@ -16,6 +16,7 @@ import typer
 from ..estop import Estop
 from ..hold import Hold, HoldState, Reading
 from ..timeutil import format_instant, format_relative
+from .hot import EXIT_HELD, EXIT_OK, EXIT_USAGE
 
 __all__ = [
     "EXIT_OK",
@@ -30,10 +31,6 @@ __all__ = [
     "describe_reading",
     "describe_hold",
 ]
-
-EXIT_OK = 0
-EXIT_HELD = 1
-EXIT_USAGE = 2
 
 
 def new_app(name: str, help_text: str) -> typer.Typer:

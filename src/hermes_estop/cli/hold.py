@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from typing import Annotated, Optional
 
 import typer
 
 from ..errors import HoldConflict, InvalidArgument
-from ..gate import decide
 from ..hold import Allow
 from ..timeutil import format_instant
 from .common import (
@@ -18,15 +15,12 @@ from .common import (
     describe_hold,
     describe_reading,
     emit_json,
-    fail,
     hold_json,
     reading_json,
 )
+from .hot import GATE_HELD_EXIT, run_check, run_gate
 
 __all__ = ["register", "GATE_HELD_EXIT"]
-
-#: `hermes gate` exits with this when held: EX_TEMPFAIL, "try again later".
-GATE_HELD_EXIT = 75
 
 UserOpt = Annotated[Optional[str], typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="The profile the work is for.")]
@@ -147,17 +141,7 @@ def check(user: UserOpt = None, profile: ProfileOpt = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the exit code says it.")] = False,
           as_json: JsonOpt = False) -> None:
     """Exit 0 when work may proceed, 1 when held."""
-    estop = current_estop()
-    verdict = decide(estop.snapshot(), user, profile)
-    if as_json:
-        emit_json({"proceed": verdict.proceed, "engaged": verdict.engaged, "admitted": verdict.admitted,
-                   "notice": verdict.notice})
-    elif not quiet:
-        if verdict.proceed:
-            typer.echo("proceed: admitted through the hold" if verdict.engaged else "proceed: no active hold")
-        else:
-            typer.echo(f"held: {verdict.notice}")
-    raise typer.Exit(0 if verdict.proceed else EXIT_HELD)
+    raise typer.Exit(run_check(user, profile, quiet=quiet, as_json=as_json))
 
 
 def gate(
@@ -169,19 +153,7 @@ def gate(
     """Run CMD only when work may proceed: `hermes gate -- CMD ARGS...` (crontab, systemd timers).
 
     When held it runs nothing, prints one line saying what holds, and exits 75 (`--held-exit`)."""
-    if not command:
-        raise InvalidArgument("no command given: use hermes gate [OPTIONS] -- CMD [ARGS...]")
-    if not 1 <= held_exit <= 255:
-        raise InvalidArgument(f"invalid --held-exit {held_exit}: expected 1 to 255")
-    executable = shutil.which(command[0])
-    if executable is None:
-        fail(f"command not found: {command[0]!r}", 127)
-    verdict = current_estop().gate(user, profile)
-    if not verdict:
-        scopes = ", ".join(r.location.describe() for r in verdict.snapshot.active)
-        typer.echo(f"hermes gate: held by {scopes}, not running {command[0]}: {verdict.notice}", err=True)
-        raise typer.Exit(held_exit)
-    os.execv(executable, command)
+    raise typer.Exit(run_gate(command or [], user, profile, held_exit))
 
 
 def history(

@@ -1,0 +1,135 @@
+"""`hermes check` and `hermes gate` without the CLI framework.
+
+These two run from crontab lines and systemd timers, where the start-up cost is paid on every
+run, and building the Typer app (which, from typer 0.29, also builds a pydantic adapter per
+option) costs several times the check itself. `cli.main` therefore sends a well-formed
+invocation of either straight here; anything else (`--help`, an unknown or malformed option)
+goes to the Typer app, which prints the canonical help and errors. The Typer commands call the
+same `run_check` / `run_gate`, so both paths behave alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from typing import Sequence
+
+from ..config import STORE_ENV
+from ..errors import InvalidArgument
+from ..estop import Estop
+
+__all__ = ["EXIT_OK", "EXIT_HELD", "EXIT_USAGE", "GATE_HELD_EXIT", "EXIT_NOT_FOUND", "run_check", "run_gate",
+           "try_hot_path"]
+
+EXIT_OK = 0
+EXIT_HELD = 1
+EXIT_USAGE = 2
+#: `hermes gate` exits with this when held: EX_TEMPFAIL, "try again later".
+GATE_HELD_EXIT = 75
+EXIT_NOT_FOUND = 127
+
+
+def run_check(user: str | None, profile: str | None, *, quiet: bool = False, as_json: bool = False) -> int:
+    """Exit code 0 when work may proceed, 1 when held; prints one line (or JSON) unless quiet."""
+    verdict = Estop().gate(user, profile)
+    if as_json:
+        print(json.dumps({"proceed": verdict.proceed, "engaged": verdict.engaged, "admitted": verdict.admitted,
+                          "notice": verdict.notice}, indent=2))
+    elif not quiet:
+        if verdict.proceed:
+            print("proceed: admitted through the hold" if verdict.engaged else "proceed: no active hold")
+        else:
+            print(f"held: {verdict.notice}")
+    return EXIT_OK if verdict.proceed else EXIT_HELD
+
+
+def run_gate(command: Sequence[str], user: str | None, profile: str | None, held_exit: int = GATE_HELD_EXIT) -> int:
+    """Exec `command` when work may proceed; else print one line on stderr and return `held_exit`.
+    Returns 127 (one line) when the command cannot be found."""
+    if not command:
+        raise InvalidArgument("no command given: use hermes gate [OPTIONS] -- CMD [ARGS...]")
+    if not 1 <= held_exit <= 255:
+        raise InvalidArgument(f"invalid --held-exit {held_exit}: expected 1 to 255")
+    executable = shutil.which(command[0])
+    if executable is None:
+        print(f"hermes: error: command not found: {command[0]!r}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    verdict = Estop().gate(user, profile)
+    if not verdict:
+        scopes = ", ".join(r.location.describe() for r in verdict.snapshot.active)
+        print(f"hermes gate: held by {scopes}, not running {command[0]}: {verdict.notice}", file=sys.stderr)
+        return held_exit
+    sys.stdout.flush()
+    os.execv(executable, list(command))
+    return 0  # not reached: execv replaced the process
+
+
+_VALUED = {"check": ("--user", "--profile"), "gate": ("--user", "--profile", "--held-exit")}
+_FLAGS = {"check": {"--quiet": "quiet", "-q": "quiet", "--json": "json"}, "gate": {}}
+
+
+def _parse(args: list[str]) -> tuple[str, dict[str, object], list[str]] | None:
+    """(command, options, rest) for a well-formed invocation, else None."""
+    store = None
+    while args and args[0].startswith("--store"):
+        head = args.pop(0)
+        if head == "--store" and args:
+            store = args.pop(0)
+        elif head.startswith("--store="):
+            store = head.split("=", 1)[1]
+        else:
+            return None
+    if not args or args[0] not in _VALUED:
+        return None
+    name, rest = args[0], args[1:]
+    options: dict[str, object] = {"store": store}
+    while rest:
+        head = rest[0]
+        if head == "--":
+            rest = rest[1:]
+            break
+        if not head.startswith("-"):
+            if name == "check":
+                return None
+            break
+        key, eq, value = head.partition("=")
+        if key in _VALUED[name]:
+            if not eq:
+                if len(rest) < 2:
+                    return None
+                value = rest[1]
+                rest = rest[2:]
+            else:
+                rest = rest[1:]
+            options[key.lstrip("-").replace("-", "_")] = value
+        elif not eq and head in _FLAGS[name]:
+            options[_FLAGS[name][head]] = True
+            rest = rest[1:]
+        else:
+            return None
+    if name == "check" and rest:
+        return None
+    return name, options, rest
+
+
+def try_hot_path(args: Sequence[str]) -> int | None:
+    """The exit code of a well-formed `check` / `gate` invocation, run without Typer; None when
+    `args` is anything else (the caller hands it to the full app)."""
+    parsed = _parse(list(args))
+    if parsed is None:
+        return None
+    name, options, rest = parsed
+    held_exit = GATE_HELD_EXIT
+    if "held_exit" in options:
+        try:
+            held_exit = int(str(options["held_exit"]))
+        except ValueError:
+            return None
+    if options["store"] is not None:
+        os.environ[STORE_ENV] = str(options["store"])
+    user, profile = options.get("user"), options.get("profile")
+    if name == "check":
+        return run_check(user, profile, quiet=bool(options.get("quiet")), as_json=bool(options.get("json")))
+    return run_gate(rest, user, profile, held_exit)
