@@ -19,6 +19,9 @@ validators pass it through) naming the bad value.
 
 from __future__ import annotations
 
+import copy
+import functools
+
 import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator
@@ -44,13 +47,18 @@ _ZONE_HINT = "expected an IANA zone such as Europe/Berlin"
 
 
 def validate_cron(expr: Any) -> str:
+    if not isinstance(expr, str):
+        raise InvalidArgument(f"invalid cron expression {expr!r}: expected text such as '30 2 * * *'")
+    return _validated(expr)
+
+
+@functools.lru_cache(maxsize=4096)
+def _validated(expr: str) -> str:
     """`expr` normalized (single spaces), when it is a 5-field crontab expression croniter reads
     deterministically and that fires at all; else `InvalidArgument` naming it.
 
     croniter itself also accepts 6- and 7-field forms (seconds, year) and `@daily`-style
     aliases; a schedule here takes exactly the five crontab fields."""
-    if not isinstance(expr, str):
-        raise InvalidArgument(f"invalid cron expression {expr!r}: expected text such as '30 2 * * *'")
     fields = expr.split()
     if len(fields) != 5:
         raise InvalidArgument(
@@ -65,7 +73,7 @@ def validate_cron(expr: Any) -> str:
     if not croniter.is_valid(text):
         raise InvalidArgument(f"invalid cron expression {expr!r}: croniter cannot parse it")
     try:
-        croniter(text, datetime(2000, 1, 1), ret_type=datetime).get_next(datetime)
+        copy.copy(_parsed(text)).get_next(datetime)
     except CroniterBadDateError:
         raise InvalidArgument(f"invalid cron expression {expr!r}: it never fires") from None
     return text
@@ -107,7 +115,7 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
 
     `expr` is parsed here, so a bad one raises `InvalidArgument` at the call, not at the first
     `next()`; run it through `validate_cron` first to get the stricter refusals."""
-    from croniter import CroniterError, croniter
+    from croniter import CroniterError
 
     since = to_utc(since)
     # Wall times mapping to an instant >= since are at least since + (smallest nearby offset):
@@ -115,10 +123,20 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
     low_offset = min((since + probe).astimezone(tz).utcoffset() or timedelta(0) for probe in _OFFSET_PROBES)
     base = (since + low_offset).replace(tzinfo=None) - timedelta(seconds=1)
     try:
-        iterator = croniter(expr, base, ret_type=datetime)
+        iterator = copy.copy(_parsed(expr))
     except (CroniterError, ValueError, TypeError) as exc:
         raise InvalidArgument(f"invalid cron expression {expr!r}: {exc}") from None
+    iterator.set_current(base, force=True)
     return _starts(iterator, tz, since)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(expr: str) -> Any:
+    """A croniter parsed once per expression: parsing is most of what a start costs, and a
+    scheduler asks for the starts of the same windows on every tick. Callers iterate copies."""
+    from croniter import croniter
+
+    return croniter(expr, datetime(2000, 1, 1), ret_type=datetime)
 
 
 def _starts(iterator: Any, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:

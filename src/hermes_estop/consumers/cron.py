@@ -24,7 +24,6 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -74,18 +73,11 @@ class UnknownJob(InvalidArgument):
     """`remove` of a name the table does not have."""
 
 
-@lru_cache(maxsize=1024)
-def _valid_schedule(schedule: str) -> str:
-    """`validate_cron`, once per expression: a tick re-checks every due row (a hand edit parks
-    it), and parsing the expression again for each of thousands of jobs dominated a tick."""
-    return validate_cron(schedule)
-
-
 def next_occurrence(schedule: str, timezone: str, after: datetime) -> datetime:
     """The first occurrence of `schedule` in `timezone` strictly after `after`, in UTC, by the
     cronspec rules; `InvalidArgument` (which parks a hand-edited row) for a bad expression or
     zone, or a schedule with no occurrence left."""
-    expr = _valid_schedule(schedule) if isinstance(schedule, str) else validate_cron(schedule)
+    expr = validate_cron(schedule)
     found = first_start_after(expr, validate_timezone(timezone), after)
     if found is None:
         raise InvalidArgument(f"invalid cron expression {schedule!r}: it never fires after {format_instant(after)}")
