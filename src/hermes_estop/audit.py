@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
@@ -46,10 +46,9 @@ class AuditEvent:
     detail: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["time"] = format_instant(self.time)
-        data["deadline"] = format_instant(self.deadline)
-        return data
+        return {"time": format_instant(self.time), "event": self.event, "location": self.location,
+                "generation": self.generation, "actor": self.actor, "reason": self.reason,
+                "deadline": format_instant(self.deadline), "detail": self.detail}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "AuditEvent | None":

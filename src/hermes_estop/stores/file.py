@@ -118,25 +118,34 @@ class FileStore(HoldStore):
         self.audit_log = AuditLog(self.root)
         self.interleave = interleave
         self._cache: dict[str, tuple[tuple[int, ...], Prepared]] = {}
-        self._absent: dict[Location, Reading] = {}
-        self._paths: dict[Location, str] = {}
+        # Per location tuple (an Estop passes the same one on every check): each location with
+        # its sentinel path and its ABSENT reading, so the hot path hashes no Location.
+        self._plans: dict[int, tuple[Sequence[Location], tuple[tuple[Location, str, Reading], ...]]] = {}
 
     # -- reading -----------------------------------------------------------------------------
 
-    def read(self, locations: Sequence[Location], now: datetime) -> tuple[Reading, ...]:
-        out = []
-        for location in locations:
-            out.append(self._read_one(location, now, cached=True))
-        return tuple(out)
+    def _plan(self, locations: Sequence[Location]) -> tuple[tuple[Location, str, Reading], ...]:
+        entry = self._plans.get(id(locations))
+        if entry is None or entry[0] is not locations:
+            if len(self._plans) > 256:
+                self._plans.clear()
+            plan = tuple((loc, str(loc.sentinel), Reading(loc, HoldState.ABSENT)) for loc in locations)
+            entry = self._plans[id(locations)] = (locations, plan)
+        return entry[1]
 
-    def _read_one(self, location: Location, now: datetime, cached: bool) -> Reading:
-        path = self._paths.get(location)
-        if path is None:
-            path = self._paths[location] = str(location.sentinel)
+    def read(self, locations: Sequence[Location], now: datetime) -> tuple[Reading, ...]:
+        return tuple([self._read_one(location, path, absent, now, True)
+                      for location, path, absent in self._plan(locations)])
+
+    def _read_fresh(self, location: Location, now: datetime) -> Reading:
+        """The reading at `location`, from the file itself (never the cache): for writers."""
+        return self._read_one(location, str(location.sentinel), Reading(location, HoldState.ABSENT), now, False)
+
+    def _read_one(self, location: Location, path: str, absent: Reading, now: datetime, cached: bool) -> Reading:
         try:
             for _ in range(_VANISH_RETRIES):
                 try:
-                    return self._read_path(location, path, now, cached)
+                    return self._read_path(location, path, absent, now, cached)
                 except FileNotFoundError:
                     continue  # retired or released between the lstat and the open: look again
             return self._unreadable(location, "the sentinel keeps vanishing while being read")
@@ -145,13 +154,10 @@ class FileStore(HoldStore):
         except Exception as exc:  # reading never raises into a consumer
             return self._unreadable(location, f"unexpected {type(exc).__name__}: {exc}")
 
-    def _read_path(self, location: Location, path: str, now: datetime, cached: bool) -> Reading:
+    def _read_path(self, location: Location, path: str, absent: Reading, now: datetime, cached: bool) -> Reading:
         try:
             st = os.lstat(path)
         except FileNotFoundError:
-            absent = self._absent.get(location)
-            if absent is None:
-                absent = self._absent[location] = Reading(location, HoldState.ABSENT)
             return absent
         if stat.S_ISLNK(st.st_mode):
             try:
@@ -201,7 +207,7 @@ class FileStore(HoldStore):
 
     def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
         with self._locked(location):
-            standing = self._read_one(location, now, cached=False)
+            standing = self._read_fresh(location, now)
             if not precondition_met(request.only_if, standing):
                 raise refused_write(location, standing)
             hold = merge_hold(standing.hold, request, now, new_generation())
@@ -221,7 +227,7 @@ class FileStore(HoldStore):
 
     def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
         with self._locked(location):
-            standing = self._read_one(location, now, cached=False)
+            standing = self._read_fresh(location, now)
             if not self._matches(standing, fence):
                 return False
             self.step("retire:before-unlink")
@@ -233,7 +239,7 @@ class FileStore(HoldStore):
 
     def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
         with self._locked(location):
-            standing = self._read_one(location, now, cached=False)
+            standing = self._read_fresh(location, now)
             if standing.state is HoldState.ABSENT:
                 if generation is not None:
                     raise not_current(location, generation, None)
