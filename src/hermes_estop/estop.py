@@ -30,7 +30,7 @@ _log_lock = threading.Lock()
 # (location key, fence) of every expiry this process has logged: one WARNING per generation.
 _expiry_logged: set[tuple[str, Fence]] = set()
 # component -> identity of the engagement last logged by check_paused.
-_paused_logged: dict[str, frozenset[tuple[str, Fence | None]]] = {}
+_paused_logged: dict[str, frozenset] = {}
 
 
 class Estop:
@@ -169,7 +169,7 @@ class Estop:
             if not active:
                 _paused_logged.pop(component, None)
                 return False
-            identity = frozenset((r.location.key, r.fence) for r in active)
+            identity = snapshot.engagement
             first = _paused_logged.get(component) != identity
             _paused_logged[component] = identity
         if first:

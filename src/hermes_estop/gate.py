@@ -31,6 +31,12 @@ class Snapshot:
     def engaged(self) -> bool:
         return engaged(self)
 
+    @property
+    def engagement(self) -> frozenset:
+        """The identity of what holds: one value per engagement (a re-arm is a new one), so a
+        consumer logs "held" once per engagement, not once per refused piece of work."""
+        return frozenset((r.location.key, r.fence) for r in self.readings if r.active)
+
     def admits(self, user_id: Any = None, profile: Any = None) -> bool:
         return admits(self, user_id, profile)
 

@@ -32,7 +32,6 @@ __all__ = [
     "VACANT",
     "new_generation",
     "parse_body",
-    "classify",
     "prepare",
     "Prepared",
     "encode_body",
@@ -266,11 +265,6 @@ def prepare(location: Location, parsed: Hold | str, file_id: tuple[int, ...] | N
     fence = Fence(parsed.generation, None if parsed.generation else file_id)
     return Prepared(parsed.expires_at, Reading(location, HoldState.ACTIVE, parsed, fence),
                     Reading(location, HoldState.EXPIRED, parsed, fence))
-
-
-def classify(location: Location, parsed: Hold | str, now: datetime, file_id: tuple[int, ...] | None) -> Reading:
-    """The reading of one present sentinel at `now` (see `prepare`)."""
-    return prepare(location, parsed, file_id).at(now)
 
 
 def encode_body(hold: Hold) -> bytes:

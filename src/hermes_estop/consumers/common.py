@@ -35,7 +35,6 @@ __all__ = [
     "PASS_SNAPSHOT_AGE",
     "gate_work",
     "PassGate",
-    "engagement_key",
     "WorkResult",
     "Worker",
     "WorkerPool",
@@ -164,12 +163,6 @@ class PassGate:
         if memo is None or memo[0] is not snapshot:
             memo = self._notices[id(snapshot)] = (snapshot, verdict.notice)
         return memo[1]
-
-
-def engagement_key(snapshot: Snapshot) -> frozenset:
-    """The identity of what holds in `snapshot`: one value per engagement, so a consumer can log
-    "held" once per engagement instead of once per skipped run."""
-    return frozenset((r.location.key, r.fence) for r in snapshot.active)
 
 
 @dataclass(frozen=True)

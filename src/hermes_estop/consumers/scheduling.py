@@ -20,7 +20,7 @@ from typing import Any, Callable
 from apscheduler.events import EVENT_JOB_ADDED
 
 from ..estop import Estop
-from .common import engagement_key, gate_work
+from .common import gate_work
 
 __all__ = ["CATCH_UP_JOB_ID", "Gated", "gated", "SchedulerGate", "gate_scheduler"]
 
@@ -89,7 +89,7 @@ class Gated:
         return True
 
     def _skip(self, verdict: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        key = engagement_key(verdict.snapshot)
+        key = verdict.snapshot.engagement
         with self._lock:
             self.skipped += 1
             self._held_skips += 1
