@@ -24,7 +24,7 @@ from typing import Callable, Iterator, Sequence
 
 from ..audit import AuditEvent, AuditLog
 from ..errors import StoreError
-from ..fsutil import LOCK_TIMEOUT, atomic_write, exclusive_lock, sweep_temporaries
+from ..fsutil import LOCK_TIMEOUT, atomic_write, describe_mode, exclusive_lock, sweep_temporaries
 from ..hold import (
     MAX_BODY_BYTES,
     EngageRequest,
@@ -59,18 +59,6 @@ def _file_id(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
-
-
 def _load(path: str) -> tuple[Hold | str, tuple[int, ...] | None, tuple[int, ...] | None]:
     """(parsed body or the reason it is unreadable, file identity, cache key). Raises
     `FileNotFoundError` when the sentinel was removed between the `lstat` and the open."""
@@ -83,7 +71,7 @@ def _load(path: str) -> tuple[Hold | str, tuple[int, ...] | None, tuple[int, ...
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return _kind(st.st_mode), None, None
+            return describe_mode(st.st_mode), None, None
         if st.st_size > MAX_BODY_BYTES:
             return f"body larger than {MAX_BODY_BYTES} bytes", _file_id(st), None
         chunks = []
@@ -165,7 +153,7 @@ class FileStore(HoldStore):
             except OSError as exc:
                 return self._unreadable(location, f"symlink that cannot be followed: {exc.strerror or exc}")
         if not stat.S_ISREG(st.st_mode):
-            return self._unreadable(location, _kind(st.st_mode))
+            return self._unreadable(location, describe_mode(st.st_mode))
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         entry = self._cache.get(path) if cached else None
         if entry is not None and entry[0] == key:
