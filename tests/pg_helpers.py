@@ -328,6 +328,9 @@ class PostgresBackend:
         assert store.sync(), "the store's listener did not catch up"
 
     def present(self, store: PostgresStore, location: Location) -> bool:
+        """Whether the row is there once the store's pending work (expiry retires a read
+        handed to its background thread) is done."""
+        store.sync()
         with session_server().admin() as conn:
             if conn.execute("SELECT to_regclass(%s)", [f'"{store.schema}".holds']).fetchone()[0] is None:
                 return False

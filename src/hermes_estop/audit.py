@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
-from .fsutil import open_shared_file
+from .fsutil import NotRegularFile, describe_mode, open_regular, open_shared_file
 from .timeutil import format_instant, parse_stamp
 
 __all__ = ["AUDIT_FILE", "EVENTS", "AuditEvent", "AuditLog", "default_actor"]
@@ -87,23 +88,54 @@ class AuditLog:
         finally:
             os.close(fd)
 
-    def _lines(self) -> Iterator[AuditEvent]:
+    def check_writable(self) -> None:
+        """Refuse (`NotRegularFile`, naming the file) an audit trail this process must not
+        append to: not a regular file (a FIFO would block the writer while it holds the
+        sentinel lock), hard-linked elsewhere, or another user's. Checked under the lock,
+        before a write, so a refused write leaves nothing half-done. Absent is fine."""
         try:
-            handle = open(self.path, "rb")
+            st = os.lstat(self.path)
         except FileNotFoundError:
             return
-        with handle:
+        except OSError as exc:
+            raise NotRegularFile(f"cannot check the audit log {self.path}: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(f"the audit log {self.path} is {describe_mode(st.st_mode)}: remove it by hand")
+        if st.st_nlink > 1:
+            raise NotRegularFile(f"the audit log {self.path} has {st.st_nlink} hard links: refusing to append to it")
+        if st.st_uid != os.geteuid():
+            raise NotRegularFile(f"the audit log {self.path} belongs to uid {st.st_uid}, not this user: "
+                                 "refusing to append to it")
+
+    def _lines(self) -> Iterator[AuditEvent | None]:
+        """Every line's event, oldest first; None for a line that is not a valid event."""
+        try:
+            fd = open_regular(self.path)
+        except FileNotFoundError:
+            return
+        with os.fdopen(fd, "rb") as handle:
             for raw in handle:
+                if not raw.strip():
+                    continue
                 try:
                     data = json.loads(raw)
                 except ValueError:
+                    yield None
                     continue
-                if isinstance(data, dict):
-                    event = AuditEvent.from_json(data)
-                    if event is not None:
-                        yield event
+                yield AuditEvent.from_json(data) if isinstance(data, dict) else None
+
+    def read_counted(self, limit: int | None = None) -> tuple[list[AuditEvent], int]:
+        """(events oldest first, with `limit` only the newest `limit`; how many lines were
+        corrupt and skipped). Raises `NotRegularFile`/`OSError` when the file cannot be read."""
+        events: list[AuditEvent] = []
+        corrupt = 0
+        for event in self._lines():
+            if event is None:
+                corrupt += 1
+            else:
+                events.append(event)
+        return (events[-limit:] if limit else events), corrupt
 
     def read(self, limit: int | None = None) -> list[AuditEvent]:
         """Oldest first; with `limit`, only the newest `limit` events."""
-        events = list(self._lines())
-        return events[-limit:] if limit else events
+        return self.read_counted(limit)[0]

@@ -103,10 +103,7 @@ class Estop:
     def _lift(self, reading: Reading, now: datetime) -> None:
         fence = reading.fence or Fence()
         self.store.step("expiry:decided")
-        try:
-            removed = self.store.retire(reading.location, fence, now, self.actor, event="expire")
-        except (EstopError, OSError):
-            removed = False
+        removed = self.store.expire(reading, now, self.actor)
         key = (reading.location.key, fence)
         with _log_lock:
             first = key not in _expiry_logged
@@ -121,7 +118,8 @@ class Estop:
                 reading.location.describe(),
                 fence.describe(),
                 format_instant(hold.expires_at) if hold else "?",
-                "was retired" if removed else "was already gone or could not be removed (it stays inert)",
+                {True: "was retired", False: "was already gone"}.get(
+                    removed, "is left for the next reader or `hermes serve` to retire (it stays inert)"),
             )
 
     def gate(self, user_id: Any = None, profile: Any = None) -> Verdict:

@@ -445,6 +445,7 @@ def test_rearm_landing_during_the_unlink_survives(fleet_estop, store, clock):
     store.interleave = interleave
     try:
         fleet_estop.is_engaged()
+        assert store.settle(10), "the expiry retire handed off by the read did not finish"
     finally:
         store.interleave = None
     assert threads, "the interleaving point was never reached"

@@ -7,8 +7,9 @@ admitted: that is `hermes_estop.gate`, over the readings a store returns.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Callable, Sequence
 
 from ..audit import AuditEvent
@@ -17,7 +18,11 @@ from ..hold import EngageRequest, Fence, Hold, Reading
 from ..homes import Location
 from ..timeutil import Clock, utc_now
 
-__all__ = ["HoldStore", "refused_write", "not_current"]
+__all__ = ["HoldStore", "refused_write", "not_current", "EXPIRE_RETRY"]
+
+#: an expired hold whose retire could not be done from a read is tried again at most this often
+EXPIRE_RETRY = timedelta(seconds=1)
+_MAX_REMEMBERED = 1024
 
 
 def refused_write(location: Location, standing: Reading) -> HoldConflict:
@@ -44,6 +49,11 @@ class HoldStore(ABC):
     name: str = "abstract"
     #: test seam: called with a step name at the points where another writer may interleave
     interleave: Callable[[str], None] | None = None
+
+    def __init__(self) -> None:
+        self._expiry_guard = threading.Lock()
+        # (location key, fence) -> when a read last tried, and failed, to retire that expiry
+        self._expiry_tried: dict[tuple[str, Fence], datetime] = {}
 
     def step(self, name: str) -> None:
         if self.interleave is not None:
@@ -89,6 +99,46 @@ class HoldStore(ABC):
     @abstractmethod
     def history(self, limit: int | None = None) -> list[AuditEvent]:
         """Audit events, oldest first; with `limit`, only the newest `limit`."""
+
+    def expire(self, reading: Reading, now: datetime, actor: str) -> bool | None:
+        """Retire an expired hold that a READ found, without ever waiting: True when removed,
+        False when it was already gone or a successor stands, None when not done now (the
+        lock is busy, the removal failed, it was handed to a background worker, or it was
+        tried less than `EXPIRE_RETRY` ago). Never raises.
+
+        Why: a reader must never wait for a writer, a database, or a location that refuses
+        removal (a read-only directory, a row the server cannot delete), and must not pay for
+        a failing removal on every check. The snapshot already reports the hold lifted, so
+        leaving the sentinel in place is inert; the next reader or `hermes serve` retires it."""
+        fence = reading.fence or Fence()
+        key = (reading.location.key, fence)
+        with self._expiry_guard:
+            tried = self._expiry_tried.get(key)
+            if tried is not None and tried <= now < tried + EXPIRE_RETRY:
+                return None
+        try:
+            outcome = self.try_retire_expired(reading.location, fence, now, actor)
+        except Exception:  # a read never raises; the failure is remembered and retried later
+            outcome = None
+        with self._expiry_guard:
+            if outcome is None:
+                if len(self._expiry_tried) >= _MAX_REMEMBERED:
+                    self._expiry_tried.clear()
+                self._expiry_tried[key] = now
+            else:
+                self._expiry_tried.pop(key, None)
+        return outcome
+
+    def try_retire_expired(self, location: Location, fence: Fence, now: datetime, actor: str) -> bool | None:
+        """The non-blocking retire behind `expire`: a backend overrides it to try its lock
+        without waiting (None when busy) or to hand the removal off the caller's thread. The
+        default is the fenced `retire` itself, for backends whose retire cannot block."""
+        return self.retire(location, fence, now, actor, event="expire")
+
+    def settle(self, timeout: float = 2.0) -> bool:
+        """Wait until the work a read handed off (expiry retires run in the background) is
+        done; False when `timeout` ran out first. For tests and for an orderly shutdown."""
+        return True
 
     def where(self, location: Location) -> str:
         """Where the hold of `location` is kept, for an operator to read (a path, a table row)."""

@@ -24,7 +24,7 @@ from typing import Callable, Iterator, Sequence
 
 from ..audit import AuditEvent, AuditLog
 from ..errors import StoreError
-from ..fsutil import LOCK_TIMEOUT, atomic_write, describe_mode, exclusive_lock, sweep_temporaries
+from ..fsutil import LOCK_TIMEOUT, atomic_write, describe_mode, exclusive_lock, sweep_temporaries, try_lock
 from ..hold import (
     MAX_BODY_BYTES,
     EngageRequest,
@@ -102,6 +102,7 @@ class FileStore(HoldStore):
     name = "file"
 
     def __init__(self, root: Path, *, interleave: Callable[[str], None] | None = None) -> None:
+        super().__init__()
         self.root = Path(root)
         self.audit_log = AuditLog(self.root)
         self.interleave = interleave
@@ -176,6 +177,7 @@ class FileStore(HoldStore):
     @contextmanager
     def _locked(self, location: Location) -> Iterator[None]:
         with exclusive_lock(location.path / LOCK_NAME, LOCK_TIMEOUT):
+            self.audit_log.check_writable()
             sweep_temporaries(location.sentinel)
             yield
 
@@ -198,8 +200,10 @@ class FileStore(HoldStore):
             standing = self._read_fresh(location, now)
             if not precondition_met(request.only_if, standing):
                 raise refused_write(location, standing)
-            hold = merge_hold(standing.hold, request, now, new_generation())
+            hold = merge_hold(standing.hold if standing.active else None, request, now, new_generation())
             self._write(location, encode_body(hold))
+            if standing.state is HoldState.EXPIRED:
+                self._audit_expiry(location, standing, actor, now)
             event = "rearm" if standing.active else "engage"
             self._audit(event, location, hold.generation, actor, hold.reason, hold.expires_at, now)
         return hold
@@ -215,15 +219,38 @@ class FileStore(HoldStore):
 
     def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
         with self._locked(location):
-            standing = self._read_fresh(location, now)
-            if not self._matches(standing, fence):
-                return False
-            self.step("retire:before-unlink")
-            self._remove(location)
-            hold = standing.hold
-            self._audit(event, location, standing.fence.describe(), actor, hold.reason if hold else None,
-                        hold.expires_at if hold else None, now)
+            return self._retire_locked(location, fence, now, actor, event)
+
+    def try_retire_expired(self, location: Location, fence: Fence, now: datetime, actor: str) -> bool | None:
+        """The read path's retire: only if `.ESTOP.lock` is free right now (a reader never
+        waits for a writer); None when it is busy."""
+        lock = location.path / LOCK_NAME
+        if not lock.parent.is_dir():
+            return None
+        with try_lock(lock) as acquired:
+            if not acquired:
+                return None
+            self.audit_log.check_writable()
+            sweep_temporaries(location.sentinel)
+            return self._retire_locked(location, fence, now, actor, "expire")
+
+    def _retire_locked(self, location: Location, fence: Fence, now: datetime, actor: str, event: str) -> bool:
+        standing = self._read_fresh(location, now)
+        if not self._matches(standing, fence):
+            return False
+        self.step("retire:before-unlink")
+        self._remove(location)
+        hold = standing.hold
+        self._audit(event, location, fence.describe(), actor, hold.reason if hold else None,
+                    hold.expires_at if hold else None, now)
         return True
+
+    def _audit_expiry(self, location: Location, expired: Reading, actor: str, now: datetime) -> None:
+        """A write that replaces an expired hold nobody retired yet records its lift first, so
+        the trail shows every engagement's end whichever process got there first."""
+        hold = expired.hold
+        self._audit("expire", location, expired.fence.describe() if expired.fence else None, actor,
+                    hold.reason if hold else None, hold.expires_at if hold else None, now)
 
     def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
         with self._locked(location):

@@ -38,6 +38,7 @@ attempt (at most `connect_timeout`, default 5 s). `leadership()` elects one proc
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import weakref
@@ -49,7 +50,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 
 from ..audit import AuditEvent
-from ..errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
+from ..errors import EstopError, HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from ..fsutil import LOCK_TIMEOUT
 from ..hold import (
     EngageRequest,
@@ -65,6 +66,7 @@ from ..hold import (
     prepare,
 )
 from ..homes import Location
+from ..text import one_line
 from ..timeutil import Clock, format_instant, to_utc
 from .base import HoldStore, not_current, refused_write
 from .pg_cache import DEFAULT_GRACE, DEFAULT_REFRESH, DbClock, Listener, Row, close_quietly, parse_row
@@ -74,6 +76,8 @@ from .pg_schema import DEFAULT_SCHEMA, LOCK_CLASS, SCHEMA_VERSION, ensure_schema
 __all__ = ["PostgresStore", "StoreURL", "parse_store_url", "SYNC_TIMEOUT"]
 
 T = TypeVar("T")
+
+logger = logging.getLogger("hermes_estop")
 
 #: seconds a write waits for this process's rows to include it
 SYNC_TIMEOUT = 2.0
@@ -145,7 +149,64 @@ def parse_store_url(url: str) -> StoreURL:
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+    return one_line(exc)
+
+
+class _Expirer:
+    """Runs the retires that reads ask for on one daemon thread, so a check never waits on the
+    database: with the server frozen (SIGSTOP) or the writer connection busy, a `gate()` still
+    answers from memory at once. At most one pending retire per (scope, fence); at most
+    `_MAX_PENDING` pending in all (a dropped one is asked for again by the next read after
+    `EXPIRE_RETRY`)."""
+
+    _MAX_PENDING = 64
+
+    def __init__(self) -> None:
+        self._pending: dict[tuple[str, Fence], Callable[[], object]] = {}
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def submit(self, key: tuple[str, Fence], work: Callable[[], object]) -> None:
+        with self._wake:
+            if self._stopped or key in self._pending or len(self._pending) >= self._MAX_PENDING:
+                return
+            self._pending[key] = work
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="hermes-estop-expirer", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._pending and not self._stopped:
+                    self._wake.wait()
+                if self._stopped:
+                    return
+                key = next(iter(self._pending))
+                work = self._pending[key]
+            try:
+                work()
+            except (EstopError, psycopg.Error, OSError) as exc:
+                logger.info("retiring an expired hold was left for later: %s", one_line(exc))
+            except Exception:  # a bug: say so with its traceback, keep serving
+                logger.exception("unexpected error while retiring an expired hold")
+            finally:
+                with self._wake:
+                    self._pending.pop(key, None)
+                    self._wake.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no retire is pending or running; False when `timeout` ran out first."""
+        with self._wake:
+            return self._wake.wait_for(lambda: not self._pending or self._stopped, timeout)
+
+    def stop(self) -> None:
+        with self._wake:
+            self._stopped = True
+            self._pending.clear()
+            self._wake.notify_all()
 
 
 class _Backend:
@@ -166,6 +227,7 @@ class _Backend:
         self._schema_ready = False
         self.writer_fds: set[int] = set()
         self.leaderships: dict[tuple[str, float], Leadership] = {}
+        self.expirer = _Expirer()
         _live.add(self)
 
     def connect(self, role: str) -> psycopg.Connection:
@@ -242,6 +304,7 @@ class _Backend:
         return leadership.start()
 
     def close(self) -> None:
+        self.expirer.stop()
         for leadership in list(self.leaderships.values()):
             leadership.stop()
         self.listener.stop()
@@ -328,6 +391,7 @@ class PostgresStore(HoldStore):
 
     def __init__(self, url: str, *, root: Path | None = None, refresh: float = DEFAULT_REFRESH, share: bool = True,
                  interleave: Callable[[str], None] | None = None) -> None:
+        super().__init__()
         self.url = parse_store_url(url)
         self.root = Path(root) if root is not None else None
         self.refresh = float(refresh)
@@ -375,10 +439,15 @@ class PostgresStore(HoldStore):
     def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool]:
         return self.leadership(role, DEFAULT_POLL if poll is None else poll).is_leader
 
+    def settle(self, timeout: float = SYNC_TIMEOUT) -> bool:
+        return self.backend.expirer.wait_idle(timeout)
+
     def sync(self, timeout: float = SYNC_TIMEOUT) -> bool:
         """Wait until this process's rows include every commit made before the call (also one
-        made by hand in psql); False when the database did not answer in time."""
-        return self.backend.listener.sync(timeout)
+        made by hand in psql), and every expiry retire a read has asked for; False when the
+        database did not answer in time."""
+        backend = self.backend
+        return backend.expirer.wait_idle(timeout) and backend.listener.sync(timeout)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -432,13 +501,18 @@ class PostgresStore(HoldStore):
             standing = self._standing(conn, location, now, lock=True)
             if not precondition_met(request.only_if, standing):
                 raise refused_write(location, standing)
-            hold = merge_hold(standing.hold, request, now, new_generation())
+            hold = merge_hold(standing.hold if standing.active else None, request, now, new_generation())
             conn.execute(
                 f"INSERT INTO {backend.s}.holds (scope, body) VALUES (%s, %s) "
                 "ON CONFLICT (scope) DO UPDATE SET body = EXCLUDED.body",
                 [location.key, encode_body(hold)],
             )
             self.step("engage:before-commit")
+            if standing.state is HoldState.EXPIRED and standing.hold is not None:
+                # the lift of the expired hold this write replaces, as the file store records it
+                self._audit_row(conn, AuditEvent(now, "expire", location.scope, standing.fence.describe()
+                                                 if standing.fence else None, actor, standing.hold.reason,
+                                                 standing.hold.expires_at))
             event = "rearm" if standing.active else "engage"
             self._audit_row(conn, AuditEvent(now, event, location.scope, hold.generation, actor, hold.reason, hold.expires_at))
             return hold
@@ -478,6 +552,12 @@ class PostgresStore(HoldStore):
         if removed:
             backend.listener.sync(SYNC_TIMEOUT)
         return removed
+
+    def try_retire_expired(self, location: Location, fence: Fence, now: datetime, actor: str) -> bool | None:
+        """Handed to the backend's expirer thread: a read never waits on the database."""
+        self.backend.expirer.submit((location.key, fence),
+                                    lambda: self.retire(location, fence, now, actor, event="expire"))
+        return None
 
     def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
         backend = self.backend

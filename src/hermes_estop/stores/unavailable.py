@@ -20,6 +20,7 @@ class UnavailableStore(HoldStore):
     name = "unavailable"
 
     def __init__(self, problem: str) -> None:
+        super().__init__()
         self.problem = problem
 
     def _refuse(self) -> StoreUnavailable:

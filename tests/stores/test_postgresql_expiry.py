@@ -1,0 +1,90 @@
+"""On PostgreSQL a read never waits on the database (issue 9 items 9 and 10): the retire of an
+expired hold that a check finds runs on a background thread, and one that cannot be done is
+asked for at most once a second."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import pytest
+from pg_helpers import pg_server, pg_url  # noqa: F401
+
+from hermes_estop import Estop
+from hermes_estop.stores.postgresql import PostgresStore
+
+pytestmark = pytest.mark.postgresql
+
+
+@pytest.fixture
+def store(pg_url, fleet_root):  # noqa: F811
+    store = PostgresStore(pg_url, root=fleet_root, share=False)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def estop(store, root_layout, clock) -> Estop:
+    return Estop(layout=root_layout, store=store, clock=clock, actor="test@host")
+
+
+def finishes(work: Callable[[], Any], seconds: float) -> Any:
+    outcome: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: outcome.setdefault("value", work()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"{work} waited on the database"
+    return outcome["value"]
+
+
+def present(pg_server, store) -> bool:  # noqa: F811
+    with pg_server.admin() as conn:
+        return conn.execute(f'SELECT count(*) FROM "{store.schema}".holds').fetchone()[0] > 0
+
+
+def test_check_of_an_expired_hold_never_waits_for_a_locked_row(estop, store, clock, pg_server):  # noqa: F811
+    """A row another session keeps locked (as a frozen or slow writer does) would make a
+    synchronous retire wait the lock timeout (10 s): the check answers from memory at once."""
+    estop.engage(reason="maintenance", ttl="10m")
+    clock.advance(minutes=10)
+    blocker = pg_server.admin()
+    try:
+        blocker.autocommit = False
+        blocker.execute(f'SELECT * FROM "{store.schema}".holds FOR UPDATE')
+        verdict = finishes(estop.gate, seconds=5)
+        assert verdict.proceed
+        assert present(pg_server, store), "the retire waits on the row lock, off the read path"
+    finally:
+        blocker.rollback()
+        blocker.close()
+    assert store.settle(15)
+    assert not present(pg_server, store)
+    assert [event.event for event in estop.history()] == ["engage", "expire"]
+
+
+def test_expired_hold_the_database_refuses_to_remove_is_asked_for_once_a_second(estop, store, clock, pg_server,  # noqa: F811
+                                                                                 monkeypatch):
+    estop.engage(reason="maintenance", ttl="10m")
+    with pg_server.admin() as conn:  # every removal fails, as a row the server cannot delete does
+        conn.execute(f'REVOKE DELETE ON "{store.schema}".holds FROM PUBLIC')
+        conn.execute(f'CREATE FUNCTION "{store.schema}".refuse() RETURNS trigger LANGUAGE plpgsql AS '
+                     "$$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$")
+        conn.execute(f'CREATE TRIGGER refuse BEFORE DELETE ON "{store.schema}".holds '
+                     f'FOR EACH ROW EXECUTE FUNCTION "{store.schema}".refuse()')
+    clock.advance(minutes=10)
+    calls: list[int] = []
+    real = store.try_retire_expired
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "try_retire_expired", counted)
+    for _ in range(50):
+        assert not estop.is_engaged()
+    assert len(calls) == 1
+    assert store.settle(15)
+    assert present(pg_server, store)
+    clock.advance(seconds=1)
+    assert not estop.is_engaged()
+    assert len(calls) == 2
