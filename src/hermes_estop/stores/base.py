@@ -100,6 +100,11 @@ class HoldStore(ABC):
     def history(self, limit: int | None = None) -> list[AuditEvent]:
         """Audit events, oldest first; with `limit`, only the newest `limit`."""
 
+    def history_counted(self, limit: int | None = None) -> tuple[list[AuditEvent], int]:
+        """`history(limit)` and how many stored entries were corrupt and skipped (a hand-edited
+        audit file), so an operator is told rather than shown a silently shorter trail."""
+        return self.history(limit), 0
+
     def expire(self, reading: Reading, now: datetime, actor: str) -> bool | None:
         """Retire an expired hold that a READ found, without ever waiting: True when removed,
         False when it was already gone or a successor stands, None when not done now (the

@@ -287,5 +287,8 @@ class FileStore(HoldStore):
     def history(self, limit: int | None = None) -> list[AuditEvent]:
         return self.audit_log.read(limit)
 
+    def history_counted(self, limit: int | None = None) -> tuple[list[AuditEvent], int]:
+        return self.audit_log.read_counted(limit)
+
     def describe(self) -> dict[str, object]:
         return {"backend": self.name, "root": str(self.root), "audit_log": str(self.audit_log.path)}

@@ -30,7 +30,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
+import psycopg
+
 from ..hold import Hold, parse_body
+from ..text import one_line
 from ..timeutil import format_instant, to_utc, utc_now
 from .pg_schema import channel_name, quoted
 
@@ -98,6 +101,11 @@ class DbClock:
         self._sample: tuple[datetime, float] | None = None
 
     @property
+    def monotonic(self) -> Callable[[], float]:
+        """The monotonic source this clock (and every timer of its listener) reads."""
+        return self._monotonic
+
+    @property
     def measured(self) -> bool:
         return self._sample is not None
 
@@ -139,6 +147,7 @@ class Listener:
         self._connect = connect
         self.schema = schema
         self.clock = clock
+        self._monotonic = clock.monotonic
         self.grace = float(grace)
         self.refresh = float(refresh)
         self.heartbeat = float(heartbeat) if heartbeat is not None else min(1.0, self.grace / 4)
@@ -187,7 +196,7 @@ class Listener:
         rows = self.rows
         if last is None or not self.synced:
             return rows, f"PostgreSQL store unreachable: {self.last_error or 'not connected yet'}"
-        if time.monotonic() - last > self.grace:
+        if self._monotonic() - last > self.grace:
             since = format_instant(self.clock.at(last))
             cause = self.last_error or "no answer"
             return rows, f"PostgreSQL store unreachable since {since} ({cause}): held until it answers again"
@@ -201,10 +210,10 @@ class Listener:
             self._requested += 1
             ticket = self._requested
         self._wake()
-        deadline = time.monotonic() + timeout
+        deadline = self._monotonic() + timeout
         with self._cond:
             while self._served < ticket:
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self._monotonic()
                 if remaining <= 0 or self._stopping:
                     return False
                 self._cond.wait(remaining)
@@ -212,10 +221,10 @@ class Listener:
 
     def wait_version(self, after: int, timeout: float) -> int:
         """Block until `version` moves past `after` (or `timeout` seconds); returns it."""
-        deadline = time.monotonic() + timeout
+        deadline = self._monotonic() + timeout
         with self._cond:
             while self.version <= after:
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self._monotonic()
                 if remaining <= 0 or self._stopping:
                     break
                 self._cond.wait(remaining)
@@ -275,7 +284,10 @@ class Listener:
                 self.last_error = None
                 backoff = 0.05
                 self._serve(conn)
-            except Exception as exc:  # any failure is a disconnect; the loop reconnects
+            except (psycopg.Error, OSError) as exc:  # an outage: the loop reconnects
+                self._disconnected(exc)
+            except Exception as exc:  # a bug, not an outage: say so loudly, stay held, retry
+                logger.exception("hermes-estop: PostgreSQL store listener failed unexpectedly; reads are held")
                 self._disconnected(exc)
             finally:
                 self._attempted.set()
@@ -288,7 +300,7 @@ class Listener:
             backoff = min(backoff * 2, _MAX_BACKOFF)
 
     def _disconnected(self, exc: BaseException) -> None:
-        message = " ".join(str(exc).split()) or type(exc).__name__
+        message = one_line(exc)
         if self.connected:
             logger.warning("hermes-estop: PostgreSQL store listener lost its connection (held after %gs): %s",
                            self.grace, message)
@@ -301,12 +313,12 @@ class Listener:
 
     def _serve(self, conn: Any) -> None:
         sock = conn.fileno()
-        now = time.monotonic()
+        now = self._monotonic()
         next_beat = now + self.heartbeat
         next_refresh = now + self.refresh
         next_clock = now + CLOCK_REFRESH
         while not self._stopping:
-            timeout = max(0.0, min(next_beat, next_refresh) - time.monotonic())
+            timeout = max(0.0, min(next_beat, next_refresh) - self._monotonic())
             ready, _, _ = select.select([sock, self._wake_r], [], [], timeout)
             want = False
             if self._wake_r in ready:
@@ -315,12 +327,12 @@ class Listener:
                     want = self._requested > self._served
             if sock in ready and self._drain_notifies(conn):
                 want = True
-            now = time.monotonic()
+            now = self._monotonic()
             if want or now >= next_refresh:
                 self._full_read(conn, measure=now >= next_clock)
                 while self._drain_notifies(conn):
                     self._full_read(conn, measure=False)
-                now = time.monotonic()
+                now = self._monotonic()
                 next_refresh = now + self.refresh
                 next_beat = now + self.heartbeat
                 if now >= next_clock:
@@ -329,7 +341,7 @@ class Listener:
                 self._beat(conn, measure=now >= next_clock)
                 if self._drain_notifies(conn):
                     self._full_read(conn, measure=False)
-                now = time.monotonic()
+                now = self._monotonic()
                 next_beat = now + self.heartbeat
                 if now >= next_clock:
                     next_clock = now + CLOCK_REFRESH
@@ -341,13 +353,13 @@ class Listener:
         for _ in conn.notifies(timeout=0):
             got = True
         if got:
-            self.last_contact = time.monotonic()
+            self.last_contact = self._monotonic()
         return got
 
     def _beat(self, conn: Any, measure: bool) -> None:
-        sent = time.monotonic()
+        sent = self._monotonic()
         row = conn.execute("SELECT clock_timestamp()").fetchone()
-        received = time.monotonic()
+        received = self._monotonic()
         if measure:
             self.clock.measure(row[0], sent, received)
         self.last_contact = received
@@ -355,9 +367,9 @@ class Listener:
     def _full_read(self, conn: Any, measure: bool) -> None:
         with self._cond:
             ticket = self._requested
-        sent = time.monotonic()
+        sent = self._monotonic()
         result = conn.execute(self._select_sql).fetchall()
-        received = time.monotonic()
+        received = self._monotonic()
         if measure or not self.clock.measured:
             self.clock.measure(result[0][0], sent, received)
         old = self.rows

@@ -25,6 +25,9 @@ import threading
 import time
 from typing import Any, Callable
 
+import psycopg
+
+from ..text import one_line
 from .pg_cache import close_quietly
 from .pg_schema import LOCK_CLASS
 
@@ -43,8 +46,9 @@ class Leadership:
     autocommit psycopg connection. Start with `start()`; `is_leader()` never blocks."""
 
     def __init__(self, connect: Callable[[str], Any], schema: str, role: str, *, poll: float = DEFAULT_POLL,
-                 connect_timeout: float = 5.0) -> None:
+                 connect_timeout: float = 5.0, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._connect = connect
+        self._monotonic = monotonic
         self.key = f"{schema}/#leader/{role}"
         self.role = role
         self.poll = float(poll)
@@ -71,14 +75,14 @@ class Leadership:
 
     def is_leader(self) -> bool:
         """True while this process holds the lock and its session answered within `poll`."""
-        return self._held and time.monotonic() - self._confirmed <= self.poll
+        return self._held and self._monotonic() - self._confirmed <= self.poll
 
     def wait(self, leader: bool, timeout: float) -> bool:
         """Block until `is_leader()` is `leader` (or `timeout` seconds); returns whether it is."""
-        deadline = time.monotonic() + timeout
+        deadline = self._monotonic() + timeout
         with self._changed:
             while self.is_leader() != leader:
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self._monotonic()
                 if remaining <= 0:
                     break
                 self._changed.wait(min(remaining, self.poll))
@@ -97,7 +101,7 @@ class Leadership:
         with self._changed:
             self._held = held
             if held:
-                self._confirmed = time.monotonic()
+                self._confirmed = self._monotonic()
             self._changed.notify_all()
 
     def _run(self) -> None:
@@ -110,7 +114,7 @@ class Leadership:
                                     ("tcp_keepalives_count", "3"), ("tcp_user_timeout", f"{DEAD_PEER_SECONDS * 1000}")):
                     try:
                         conn.execute("SELECT set_config(%s, %s, false)", [name, value])
-                    except Exception:
+                    except psycopg.Error:
                         if conn.broken:
                             raise  # an older server without the setting is fine; a dead session is not
                 self.backend_pid = conn.info.backend_pid
@@ -126,8 +130,11 @@ class Leadership:
                     self._stop.wait(self.poll / 2 if self._held else self.poll)
                 if self._held:
                     conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [LOCK_CLASS, self.key])
-            except Exception as exc:  # a lost session is a lost lock; campaign again
-                self.last_error = " ".join(str(exc).split()) or type(exc).__name__
+            except (psycopg.Error, OSError) as exc:  # a lost session is a lost lock; campaign again
+                self.last_error = one_line(exc)
+            except Exception as exc:  # a bug: never lead silently-never; say so, step down, retry
+                logger.exception("hermes-estop: %s leadership campaign failed unexpectedly", self.role)
+                self.last_error = one_line(exc)
             finally:
                 self._set(False)
                 self._attempted.set()

@@ -38,20 +38,15 @@ attempt (at most `connect_timeout`, default 5 s). `leadership()` elects one proc
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
-import weakref
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any, Callable, Sequence
 
 import psycopg
 
 from ..audit import AuditEvent
-from ..errors import EstopError, HoldConflict, InvalidArgument, StoreError, StoreUnavailable
-from ..fsutil import LOCK_TIMEOUT
+from ..errors import HoldConflict, StoreError, StoreUnavailable
 from ..hold import (
     EngageRequest,
     Fence,
@@ -69,313 +64,16 @@ from ..homes import Location
 from ..text import one_line
 from ..timeutil import Clock, format_instant, to_utc
 from .base import HoldStore, not_current, refused_write
-from .pg_cache import DEFAULT_GRACE, DEFAULT_REFRESH, DbClock, Listener, Row, close_quietly, parse_row
+from .pg_backend import Backend, acquire, release
+from .pg_cache import DEFAULT_REFRESH, Listener, Row, parse_row
 from .pg_leader import DEFAULT_POLL, Leadership
-from .pg_schema import DEFAULT_SCHEMA, LOCK_CLASS, SCHEMA_VERSION, ensure_schema, quoted, schema_version, validate_schema_name
+from .pg_schema import LOCK_CLASS, SCHEMA_VERSION, ensure_schema, schema_version
+from .pg_url import StoreURL, parse_store_url
 
 __all__ = ["PostgresStore", "StoreURL", "parse_store_url", "SYNC_TIMEOUT"]
 
-T = TypeVar("T")
-
-logger = logging.getLogger("hermes_estop")
-
 #: seconds a write waits for this process's rows to include it
 SYNC_TIMEOUT = 2.0
-_OUR_PARAMS = ("schema", "grace")
-_MAX_GRACE = 300.0
-_DEFAULT_CONNECT_TIMEOUT = 5
-# Detect a dead peer on a silent network within seconds, not the kernel's default two hours.
-_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3}
-
-
-class StoreURL:
-    """A parsed store URL: the conninfo for libpq, our parameters, and a printable form."""
-
-    def __init__(self, conninfo: str, schema: str, grace: float, display: str, connect_timeout: float) -> None:
-        self.conninfo = conninfo
-        self.schema = schema
-        self.grace = grace
-        self.display = display
-        self.connect_timeout = connect_timeout
-
-
-def _redact(parts: Any) -> str:
-    netloc = parts.netloc
-    if "@" in netloc:
-        creds, host = netloc.rsplit("@", 1)
-        if ":" in creds:
-            netloc = f"{creds.split(':', 1)[0]}:***@{host}"
-    query = "&".join(
-        f"{key}=***" if key == "password" else f"{key}={value}" for key, value in parse_qsl(parts.query, keep_blank_values=True)
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
-def parse_store_url(url: str) -> StoreURL:
-    """Split our parameters off a `postgresql://` URL; `InvalidArgument` names a bad value."""
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise InvalidArgument(f"invalid store URL {url!r}: {exc}") from None
-    if parts.scheme not in ("postgresql", "postgres"):
-        raise InvalidArgument(f"invalid store URL {url!r}: expected postgresql://")
-    params = parse_qsl(parts.query, keep_blank_values=True)
-    ours = {key: value for key, value in params if key in _OUR_PARAMS}
-    rest = [(key, value) for key, value in params if key not in _OUR_PARAMS]
-    schema = validate_schema_name(ours.get("schema", DEFAULT_SCHEMA))
-    raw_grace = ours.get("grace")
-    grace = DEFAULT_GRACE
-    if raw_grace is not None:
-        try:
-            grace = float(raw_grace)
-        except ValueError:
-            grace = -1.0
-        if not 0 < grace <= _MAX_GRACE:
-            raise InvalidArgument(f"invalid grace {raw_grace!r} in the store URL: expected seconds, above 0 and at most {_MAX_GRACE:g}")
-    connect_timeout: float = _DEFAULT_CONNECT_TIMEOUT
-    if not any(key == "connect_timeout" for key, _ in rest):
-        rest.append(("connect_timeout", str(_DEFAULT_CONNECT_TIMEOUT)))
-    else:
-        try:
-            connect_timeout = float(dict(rest)["connect_timeout"])
-        except ValueError:
-            raise InvalidArgument(f"invalid connect_timeout {dict(rest)['connect_timeout']!r} in the store URL") from None
-    conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), ""))
-    try:
-        psycopg.conninfo.conninfo_to_dict(conninfo)
-    except psycopg.ProgrammingError as exc:
-        raise InvalidArgument(f"invalid store URL {_redact(parts)!r}: {' '.join(str(exc).split())}") from None
-    return StoreURL(conninfo, schema, grace, _redact(parts), connect_timeout)
-
-
-def _one_line(exc: BaseException) -> str:
-    return one_line(exc)
-
-
-class _Expirer:
-    """Runs the retires that reads ask for on one daemon thread, so a check never waits on the
-    database: with the server frozen (SIGSTOP) or the writer connection busy, a `gate()` still
-    answers from memory at once. At most one pending retire per (scope, fence); at most
-    `_MAX_PENDING` pending in all (a dropped one is asked for again by the next read after
-    `EXPIRE_RETRY`)."""
-
-    _MAX_PENDING = 64
-
-    def __init__(self) -> None:
-        self._pending: dict[tuple[str, Fence], Callable[[], object]] = {}
-        self._wake = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-
-    def submit(self, key: tuple[str, Fence], work: Callable[[], object]) -> None:
-        with self._wake:
-            if self._stopped or key in self._pending or len(self._pending) >= self._MAX_PENDING:
-                return
-            self._pending[key] = work
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="hermes-estop-expirer", daemon=True)
-                self._thread.start()
-            self._wake.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while not self._pending and not self._stopped:
-                    self._wake.wait()
-                if self._stopped:
-                    return
-                key = next(iter(self._pending))
-                work = self._pending[key]
-            try:
-                work()
-            except (EstopError, psycopg.Error, OSError) as exc:
-                logger.info("retiring an expired hold was left for later: %s", one_line(exc))
-            except Exception:  # a bug: say so with its traceback, keep serving
-                logger.exception("unexpected error while retiring an expired hold")
-            finally:
-                with self._wake:
-                    self._pending.pop(key, None)
-                    self._wake.notify_all()
-
-    def wait_idle(self, timeout: float) -> bool:
-        """Wait until no retire is pending or running; False when `timeout` ran out first."""
-        with self._wake:
-            return self._wake.wait_for(lambda: not self._pending or self._stopped, timeout)
-
-    def stop(self) -> None:
-        with self._wake:
-            self._stopped = True
-            self._pending.clear()
-            self._wake.notify_all()
-
-
-class _Backend:
-    """What one process shares per store URL: the listener (rows, clock) and the writer
-    connection."""
-
-    def __init__(self, url: StoreURL, refresh: float) -> None:
-        self.url = url
-        self.schema = url.schema
-        self.s = quoted(url.schema)
-        self.pid = os.getpid()
-        self.clock = DbClock()
-        self.listener = Listener(self.connect, url.schema, self.clock, grace=url.grace, refresh=refresh,
-                                 connect_timeout=url.connect_timeout)
-        self.refs = 0
-        self._writer: psycopg.Connection | None = None
-        self._writer_lock = threading.Lock()
-        self._schema_ready = False
-        self.writer_fds: set[int] = set()
-        self.leaderships: dict[tuple[str, float], Leadership] = {}
-        self.expirer = _Expirer()
-        _live.add(self)
-
-    def connect(self, role: str) -> psycopg.Connection:
-        """An autocommit connection with the schema ensured; raises psycopg errors."""
-        conn = psycopg.connect(self.url.conninfo, autocommit=True, application_name=f"hermes-estop {role} {os.getpid()}",
-                               **_KEEPALIVES)
-        try:
-            if not self._schema_ready:
-                ensure_schema(conn, self.schema)
-                self._schema_ready = True
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _writer_conn(self) -> psycopg.Connection:
-        conn = self._writer
-        if conn is not None and not conn.closed and not conn.broken:
-            return conn
-        self._drop_writer()
-        try:
-            conn = self.connect("writer")
-        except StoreError:
-            raise
-        except psycopg.Error as exc:
-            raise StoreUnavailable(f"cannot reach the PostgreSQL store {self.url.display}: {_one_line(exc)}") from None
-        conn.execute("SELECT set_config(%s, %s, false)", ["lock_timeout", f"{int(LOCK_TIMEOUT * 1000)}ms"])
-        self.writer_fds.add(conn.fileno())
-        self._writer = conn
-        return conn
-
-    def _drop_writer(self) -> None:
-        conn, self._writer = self._writer, None
-        if conn is not None:
-            close_quietly(conn, self.writer_fds)
-
-    def run(self, work: Callable[[psycopg.Connection], T], *, what: str) -> T:
-        """`work(conn)` in one transaction on the writer connection. A connection found dead
-        before the commit was sent is replaced and the work retried once (nothing of it was
-        committed); one lost during the commit raises `StoreUnavailable` saying the outcome is
-        unknown. Exceptions of `work` (HoldConflict) roll back and propagate."""
-        if not self._writer_lock.acquire(timeout=LOCK_TIMEOUT):
-            raise StoreError(f"PostgreSQL store busy: could not {what} within {LOCK_TIMEOUT:g}s")
-        try:
-            for attempt in (1, 2):
-                conn = self._writer_conn()
-                committing = False
-                try:
-                    with conn.transaction():
-                        result = work(conn)
-                        committing = True
-                    return result
-                except psycopg.Error as exc:
-                    if not conn.broken:
-                        raise StoreError(f"PostgreSQL store could not {what}: {_one_line(exc)}") from None
-                    self._drop_writer()
-                    if committing:
-                        raise StoreUnavailable(
-                            f"PostgreSQL store connection lost while committing ({what}); the outcome is unknown, "
-                            f"see `hermes status`: {_one_line(exc)}"
-                        ) from None
-                    if attempt == 2:
-                        raise StoreUnavailable(f"cannot reach the PostgreSQL store {self.url.display}: {_one_line(exc)}") from None
-            raise AssertionError("unreachable")
-        finally:
-            self._writer_lock.release()
-
-    def leadership(self, role: str, poll: float) -> Leadership:
-        with _shared_lock:
-            leadership = self.leaderships.get((role, poll))
-            if leadership is None:
-                leadership = self.leaderships[(role, poll)] = Leadership(
-                    self.connect, self.schema, role, poll=poll, connect_timeout=self.url.connect_timeout)
-        return leadership.start()
-
-    def close(self) -> None:
-        self.expirer.stop()
-        for leadership in list(self.leaderships.values()):
-            leadership.stop()
-        self.listener.stop()
-        with self._writer_lock:
-            self._drop_writer()
-        _live.discard(self)
-
-    def forget_after_fork(self) -> None:
-        """In a forked child: point this backend's sockets at /dev/null, so that whatever
-        happens to the inherited connection objects can never talk on the parent's sessions."""
-        fds = set(self.listener.fds) | set(self.writer_fds)
-        for leadership in self.leaderships.values():
-            fds |= leadership.fds
-            leadership.fds.clear()
-        if not fds:
-            return
-        null = os.open(os.devnull, os.O_RDWR)
-        try:
-            for fd in fds:
-                try:
-                    os.dup2(null, fd)
-                except OSError:
-                    pass
-        finally:
-            os.close(null)
-        self.listener.fds.clear()
-        self.writer_fds.clear()
-
-
-_live: "weakref.WeakSet[_Backend]" = weakref.WeakSet()
-_shared: dict[tuple[Any, ...], _Backend] = {}
-_shared_lock = threading.Lock()
-_inherited: list[_Backend] = []
-
-
-def _after_fork_in_child() -> None:
-    global _shared_lock
-    for backend in list(_live):
-        backend.forget_after_fork()
-        _inherited.append(backend)  # never collected: its objects must not finish the parent's sessions
-    _shared.clear()
-    _shared_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _acquire(url: StoreURL, refresh: float, share: bool) -> _Backend:
-    if not share:
-        backend = _Backend(url, refresh)
-        backend.refs = 1
-        return backend
-    key = (url.conninfo, url.schema, url.grace, refresh)
-    with _shared_lock:
-        backend = _shared.get(key)
-        if backend is None or backend.pid != os.getpid():
-            backend = _shared[key] = _Backend(url, refresh)
-        backend.refs += 1
-        return backend
-
-
-def _release(backend: _Backend, shared: bool) -> None:
-    with _shared_lock:
-        backend.refs -= 1
-        if backend.refs > 0:
-            return
-        if shared:
-            for key, value in list(_shared.items()):
-                if value is backend:
-                    del _shared[key]
-    backend.close()
 
 
 class _Mismatch(Exception):
@@ -397,17 +95,17 @@ class PostgresStore(HoldStore):
         self.refresh = float(refresh)
         self.share = share
         self.interleave = interleave
-        self._backend = _acquire(self.url, self.refresh, share)
+        self._backend = acquire(self.url, self.refresh, share)
         self._absent: dict[Location, Reading] = {}
         self._prepared: dict[Location, tuple[Row, Prepared]] = {}
         self._closed = False
 
     @property
-    def backend(self) -> _Backend:
+    def backend(self) -> Backend:
         """This process's backend (a fresh one after a fork)."""
         backend = self._backend
         if backend.pid != os.getpid():
-            backend = self._backend = _acquire(self.url, self.refresh, self.share)
+            backend = self._backend = acquire(self.url, self.refresh, self.share)
         return backend
 
     @property
@@ -625,12 +323,12 @@ class PostgresStore(HoldStore):
         try:
             conn = psycopg.connect(backend.url.conninfo, autocommit=True, application_name=f"hermes-estop init {os.getpid()}")
         except psycopg.Error as exc:
-            raise StoreUnavailable(f"cannot reach the PostgreSQL store {self.url.display}: {_one_line(exc)}") from None
+            raise StoreUnavailable(f"cannot reach the PostgreSQL store {self.url.display}: {one_line(exc)}") from None
         try:
             with conn:
                 return ensure_schema(conn, self.schema)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot create the schema {self.schema} in {self.url.display}: {_one_line(exc)}") from None
+            raise StoreError(f"cannot create the schema {self.schema} in {self.url.display}: {one_line(exc)}") from None
 
     def describe(self) -> dict[str, Any]:
         """What `hermes store status` prints; `reachable` False (with `problem`) when the
@@ -678,4 +376,4 @@ class PostgresStore(HoldStore):
         self._closed = True
         backend = self._backend
         if backend.pid == os.getpid():
-            _release(backend, self.share)
+            release(backend, self.share)
