@@ -20,26 +20,18 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 
 def init(as_json: JsonOpt = False) -> None:
     """Create (or upgrade) the store's schema; safe to run again and from several hosts at once."""
-    estop = current_estop()
-    store = estop.store
-    create = getattr(store, "init_schema", None)
-    if create is None:
-        info = {"backend": store.name, "created": False, "applied": [], **store.describe()}
-        if as_json:
-            emit_json(info)
-        else:
-            typer.echo(f"{store.name} store: nothing to create (holds are sentinel files in each home)")
-        return
-    version, applied = create()
-    info = {"backend": store.name, "url": store.url.display, "schema": store.schema, "version": version,
-            "applied": applied, "created": bool(applied)}
+    store = current_estop().store
+    version, applied = store.init_schema()
+    info = {**store.schema_info(), "version": version, "applied": applied, "created": bool(applied)}
     if as_json:
         emit_json(info)
+    elif version == 0:
+        typer.echo(f"{store.name} store: nothing to create (holds are sentinel files in each home)")
     elif applied:
-        typer.echo(f"schema {store.schema} in {store.url.display}: now at version {version} "
+        typer.echo(f"schema {info['schema']} in {info['url']}: now at version {version} "
                    f"(applied {', '.join(str(v) for v in applied)})")
     else:
-        typer.echo(f"schema {store.schema} in {store.url.display}: already at version {version}, nothing to do")
+        typer.echo(f"schema {info['schema']} in {info['url']}: already at version {version}, nothing to do")
 
 
 def _lines(info: dict[str, Any]) -> list[str]:

@@ -159,5 +159,15 @@ class HoldStore(ABC):
         """What `hermes store status` prints."""
         return {"backend": self.name}
 
+    def init_schema(self) -> tuple[int, list[int]]:
+        """`hermes store init`: create or upgrade what the store keeps, safe to run again and
+        from several hosts at once; (schema version, versions applied by this call). A store
+        with nothing to create (the sentinel files) returns (0, [])."""
+        return 0, []
+
+    def schema_info(self) -> dict[str, Any]:
+        """Where the store's schema lives, for `hermes store init` to report."""
+        return self.describe()
+
     def close(self) -> None:
         """Release connections and threads; the store is unusable afterwards."""

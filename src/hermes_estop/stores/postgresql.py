@@ -330,6 +330,9 @@ class PostgresStore(HoldStore):
         except psycopg.Error as exc:
             raise StoreError(f"cannot create the schema {self.schema} in {self.url.display}: {one_line(exc)}") from None
 
+    def schema_info(self) -> dict[str, Any]:
+        return {"backend": self.name, "url": self.url.display, "schema": self.schema}
+
     def describe(self) -> dict[str, Any]:
         """What `hermes store status` prints; `reachable` False (with `problem`) when the
         database does not answer. Takes round trips: never on the hot path."""
