@@ -116,7 +116,7 @@ class Backend:
     def connect(self, role: str) -> psycopg.Connection:
         """An autocommit connection with the schema ensured; raises psycopg errors."""
         conn = psycopg.connect(self.url.conninfo, autocommit=True, application_name=f"hermes-estop {role} {os.getpid()}",
-                               **_KEEPALIVES)
+                               **_KEEPALIVES)  # type: ignore[arg-type]  # libpq keywords ride in **kwargs
         try:
             if not self._schema_ready:
                 ensure_schema(conn, self.schema)
@@ -243,11 +243,11 @@ def acquire(url: StoreURL, refresh: float, share: bool) -> Backend:
         return backend
     key = (url.conninfo, url.schema, url.grace, refresh)
     with _shared_lock:
-        backend = _shared.get(key)
-        if backend is None or backend.pid != os.getpid():
-            backend = _shared[key] = Backend(url, refresh)
-        backend.refs += 1
-        return backend
+        found = _shared.get(key)
+        if found is None or found.pid != os.getpid():
+            found = _shared[key] = Backend(url, refresh)
+        found.refs += 1
+        return found
 
 
 def release(backend: Backend, shared: bool) -> None:

@@ -42,7 +42,7 @@ def _redact(parts: Any) -> str:
     query = "&".join(
         f"{key}=***" if key == "password" else f"{key}={value}" for key, value in parse_qsl(parts.query, keep_blank_values=True)
     )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    return str(urlunsplit((parts.scheme, netloc, parts.path, query, "")))
 
 
 def parse_store_url(url: str) -> StoreURL:

@@ -220,6 +220,7 @@ class PostgresStore(HoldStore):
         return hold
 
     def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
+        value: str | int
         if fence.generation is not None:
             condition, value = "generation = %s", fence.generation
         elif fence.file_id is not None and len(fence.file_id) == 1:
@@ -261,6 +262,7 @@ class PostgresStore(HoldStore):
         backend = self.backend
 
         def conflict(conn: psycopg.Connection) -> HoldConflict:
+            assert generation is not None  # only a fenced release can conflict
             standing = self._standing(conn, location, now, lock=False)
             return not_current(location, generation, None if standing.state is HoldState.ABSENT else standing)
 
@@ -352,6 +354,7 @@ class PostgresStore(HoldStore):
                 f"SELECT clock_timestamp(), current_setting('server_version'), current_database(), "
                 f"(SELECT count(*) FROM {s}.holds), (SELECT count(*) FROM {s}.audit)"
             ).fetchone()
+            assert row is not None  # a SELECT without FROM always returns its one row
             return {"server_time": format_instant(row[0]), "server_version": row[1], "database": row[2],
                     "holds": int(row[3]), "audit_events": int(row[4]), "schema_version": schema_version(conn, self.schema)}
 
