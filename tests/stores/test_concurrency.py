@@ -42,7 +42,7 @@ def test_stress_no_successor_lost_no_partial_body_no_exception(backend, store, f
     outs = [tmp_path / f"{i}-{role}.jsonl" for i, role in enumerate(roles)]
     procs = [spawn(role, spec, fleet_root, out, 3.0, stderr=subprocess.PIPE) for role, out in zip(roles, outs)]
     for proc in procs:
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err.decode()
 
     written = {}
@@ -53,7 +53,7 @@ def test_stress_no_successor_lost_no_partial_body_no_exception(backend, store, f
     assert sum(row["checks"] for row in checks) > 100
     problems = [problem for row in checks for problem in row["unreadable"]]
     assert not problems, f"a reader saw an unreadable body: {problems[:3]}"
-    assert sum(written.values()) > 20 and len(written) - sum(written.values()) > 20
+    assert sum(written.values()) >= 40 and len(written) - sum(written.values()) >= 40
 
     history = store.history()
     removed = [e.generation for e in history if e.event in ("expire", "retire")]
