@@ -96,6 +96,10 @@ def _load(path: str) -> tuple[Hold | str, tuple[int, ...] | None, tuple[int, ...
     return parsed, _file_id(st), key
 
 
+#: (location, sentinel path, its ABSENT reading) per candidate, and the all-absent result
+_Plan = tuple[tuple[tuple[Location, str, Reading], ...], tuple[Reading, ...]]
+
+
 class FileStore(HoldStore):
     """Holds as sentinel files; the audit trail as JSONL in the fleet root `root`."""
 
@@ -108,34 +112,50 @@ class FileStore(HoldStore):
         self.interleave = interleave
         self._cache: dict[str, tuple[tuple[int, ...], Prepared]] = {}
         # Per location tuple (an Estop passes the same one on every check): each location with
-        # its sentinel path and its ABSENT reading, so the hot path hashes no Location.
-        self._plans: dict[int, tuple[Sequence[Location], tuple[tuple[Location, str, Reading], ...]]] = {}
+        # its sentinel path and its ABSENT reading, and the all-absent result, so the no-hold hot
+        # path is one `lstat` per location and returns a prebuilt tuple (no Location hashing).
+        self._plans: dict[int, tuple[Sequence[Location], _Plan]] = {}
 
     # -- reading -----------------------------------------------------------------------------
 
-    def _plan(self, locations: Sequence[Location]) -> tuple[tuple[Location, str, Reading], ...]:
+    def _plan(self, locations: Sequence[Location]) -> "_Plan":
         entry = self._plans.get(id(locations))
         if entry is None or entry[0] is not locations:
             if len(self._plans) > 256:
                 self._plans.clear()
-            plan = tuple((loc, str(loc.sentinel), Reading(loc, HoldState.ABSENT)) for loc in locations)
-            entry = self._plans[id(locations)] = (locations, plan)
+            steps = tuple((loc, str(loc.sentinel), Reading(loc, HoldState.ABSENT)) for loc in locations)
+            entry = self._plans[id(locations)] = (locations, (steps, tuple(step[2] for step in steps)))
         return entry[1]
 
     def read(self, locations: Sequence[Location], now: datetime) -> tuple[Reading, ...]:
-        return tuple([self._read_one(location, path, absent, now, True)
-                      for location, path, absent in self._plan(locations)])
+        steps, all_absent = self._plan(locations)
+        found: list[Reading] | None = None
+        for index, (location, path, absent) in enumerate(steps):
+            try:
+                first: os.stat_result | None = os.lstat(path)
+            except FileNotFoundError:
+                if found is not None:
+                    found.append(absent)
+                continue
+            except OSError:
+                first = None  # _read_one stats again and reports the error
+            if found is None:
+                found = list(all_absent[:index])
+            found.append(self._read_one(location, path, absent, now, True, first))
+        return all_absent if found is None else tuple(found)
 
     def _read_fresh(self, location: Location, now: datetime) -> Reading:
         """The reading at `location`, from the file itself (never the cache): for writers."""
         return self._read_one(location, str(location.sentinel), Reading(location, HoldState.ABSENT), now, False)
 
-    def _read_one(self, location: Location, path: str, absent: Reading, now: datetime, cached: bool) -> Reading:
+    def _read_one(self, location: Location, path: str, absent: Reading, now: datetime, cached: bool,
+                  first: os.stat_result | None = None) -> Reading:
         try:
             for _ in range(_VANISH_RETRIES):
                 try:
-                    return self._read_path(location, path, absent, now, cached)
+                    return self._read_path(location, path, absent, now, cached, first)
                 except FileNotFoundError:
+                    first = None
                     continue  # retired or released between the lstat and the open: look again
             return self._unreadable(location, "the sentinel keeps vanishing while being read")
         except OSError as exc:
@@ -143,11 +163,15 @@ class FileStore(HoldStore):
         except Exception as exc:  # reading never raises into a consumer
             return self._unreadable(location, f"unexpected {type(exc).__name__}: {exc}")
 
-    def _read_path(self, location: Location, path: str, absent: Reading, now: datetime, cached: bool) -> Reading:
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            return absent
+    def _read_path(self, location: Location, path: str, absent: Reading, now: datetime, cached: bool,
+                   first: os.stat_result | None) -> Reading:
+        if first is not None:
+            st = first
+        else:
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                return absent
         if stat.S_ISLNK(st.st_mode):
             try:
                 st = os.stat(path)
