@@ -8,19 +8,19 @@ computes their `next_run_time` from their `DateTrigger`, and fires nothing by it
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from hermes_estop import Estop
 from hermes_estop.hold import Reading
 from hermes_estop.windows.ledger import JsonFileLedger, LedgerEntry
-from hermes_estop.windows.model import Window, WindowsFile
+from hermes_estop.windows.model import Window
 from hermes_estop.windows.service import TickReport, WindowService
-
-UTC = timezone.utc
+from hermes_estop.windows.windows_file import WindowsFile
 
 
 def make_scheduler() -> Any:

@@ -11,6 +11,7 @@ from pg_helpers import pg_server, pg_url  # noqa: F401
 from test_window_ledger import (  # noqa: F401  (the contract, collected here on PostgreSQL)
     T0,
     entry,
+    test_commit_removes_the_named_entries_with_the_changes,
     test_commit_upserts_and_keeps_entries_not_named,
     test_empty_ledger_loads_empty,
     test_prune_drops_only_entries_ended_before_the_cutoff,

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from hermes_estop.errors import StoreError
-from hermes_estop.windows.ledger import ARMED, ENDED, JsonFileLedger, LedgerEntry, OccurrenceLedger
+from hermes_estop.windows.ledger import (
+    ARMED,
+    ENDED,
+    SKIPPED,
+    JsonFileLedger,
+    LedgerEntry,
+    OccurrenceLedger,
+)
 
-UTC = timezone.utc
 T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
 
 
@@ -43,6 +49,12 @@ def test_prune_drops_only_entries_ended_before_the_cutoff(ledger):
     ledger.commit([old, recent])
     ledger.commit([], prune_before=T0 - timedelta(days=7))
     assert set(ledger.load()) == {recent.key}
+
+
+def test_commit_removes_the_named_entries_with_the_changes(ledger):
+    ledger.commit([entry("a"), entry("b", state=SKIPPED), entry("c")])
+    ledger.commit([entry("c", state=ENDED)], remove=[entry("b").key, "fleet/never@x"])
+    assert ledger.load() == {entry("a").key: entry("a"), entry("c").key: entry("c", state=ENDED)}
 
 
 def test_a_new_instance_sees_what_was_committed(ledger, tmp_path):

@@ -3,7 +3,7 @@ what is saved loads back equal."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -11,7 +11,6 @@ import pytest
 from hermes_estop.errors import EstopError
 from hermes_estop.windows.model import InvalidWindow, Window, WindowsFile, json_schema
 
-UTC = timezone.utc
 GOOD = {"name": "nightly", "cron": "30 2 * * *", "timezone": "Europe/Berlin", "duration": "1h"}
 
 

@@ -3,13 +3,16 @@ durations are absolute time, bounds select by start, intervals are half-open."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import covering, next_start, starting_within, upcoming
-
-UTC = timezone.utc
+from hermes_estop.windows.occurrences import (
+    covering,
+    next_start,
+    starting_within,
+    upcoming,
+)
 
 
 def utc(*parts: int) -> datetime:

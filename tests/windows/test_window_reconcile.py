@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -11,6 +11,7 @@ from hermes_estop.hold import VACANT, Allow, Fence, Hold, HoldState, Reading
 from hermes_estop.homes import Location
 from hermes_estop.windows.ledger import ARMED, RELEASED, SKIPPED
 from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import covering
 from hermes_estop.windows.reconcile import (
     Arm,
     Retire,
@@ -21,9 +22,7 @@ from hermes_estop.windows.reconcile import (
     intersect_allow,
     plan_scope,
 )
-from hermes_estop.windows.occurrences import covering
 
-UTC = timezone.utc
 T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
 FLEET = Location("fleet", Path("/nonexistent"))
 
@@ -36,9 +35,9 @@ def absent() -> Reading:
     return Reading(FLEET, HoldState.ABSENT)
 
 
-def holding(generation: str | None, *, expires_at=None, armed_by=None, body_window=None, allow=Allow(),
+def holding(generation: str | None, *, expires_at=None, armed_by=None, body_window=None, allow=None,
             reason=None) -> Reading:
-    hold = Hold(generation, T0, reason, expires_at, allow, armed_by, body_window)
+    hold = Hold(generation, T0, reason, expires_at, allow if allow is not None else Allow(), armed_by, body_window)
     return Reading(FLEET, HoldState.ACTIVE, hold, Fence(generation))
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from hermes_estop.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED
+from hermes_estop.windows.recall import INTENT
 
 US = timedelta(microseconds=1)
 
@@ -53,7 +54,7 @@ def test_arms_at_start_with_the_occurrence_end_as_deadline(harness):
 
 
 def test_expiry_job_retires_the_generation_it_armed(harness):
-    window, start, generation = armed_one_shot(harness)
+    _window, start, generation = armed_one_shot(harness)
     end = start + timedelta(minutes=30)
     fired = harness.run_until(end)
     assert fired[-1] == "windows:end:maint"
@@ -65,7 +66,7 @@ def test_expiry_job_retires_the_generation_it_armed(harness):
 
 
 def test_operator_rearm_between_arm_and_end_survives_the_expiry_job(harness):
-    window, start, ours = armed_one_shot(harness)
+    _window, start, ours = armed_one_shot(harness)
     harness.run_until(start + timedelta(minutes=10))
     theirs = harness.estop.engage(reason="migration overran", ttl="2h", fleet=True)
     harness.run_until(start + timedelta(minutes=20), poll=True)
@@ -91,18 +92,18 @@ def test_restart_mid_window_arms_for_the_remainder(harness):
 
 
 def test_restart_with_its_hold_standing_keeps_it_and_still_retires_it(harness):
-    window, start, generation = armed_one_shot(harness)
+    _window, start, generation = armed_one_shot(harness)
     harness.clock.set(start + timedelta(minutes=5))
     harness.restart()
     assert harness.reading().hold.generation == generation
-    assert [e.event for e in harness.events()] == ["engage"]
+    assert [e.event for e in harness.events() if e.event != INTENT] == ["engage"]  # one arm, kept
     harness.run_until(start + timedelta(minutes=30))
     assert harness.reading().state is HoldState.ABSENT
     assert [e.generation for e in harness.events("retire")] == [generation]
 
 
 def test_early_release_is_not_rearmed_not_even_after_a_restart(harness):
-    window, start, _ = armed_one_shot(harness)
+    _window, start, _ = armed_one_shot(harness)
     harness.run_until(start + timedelta(minutes=5))
     harness.estop.release(fleet=True)  # the operator's `hermes resume`
     harness.run_until(start + timedelta(minutes=6), poll=True)
@@ -111,7 +112,7 @@ def test_early_release_is_not_rearmed_not_even_after_a_restart(harness):
     harness.restart()
     harness.run_until(start + timedelta(minutes=20), poll=True)
     assert harness.reading().state is HoldState.ABSENT
-    assert [e.event for e in harness.events()] == ["engage", "release"]
+    assert [e.event for e in harness.events() if e.event != INTENT] == ["engage", "release"]
     assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == RELEASED
 
 
@@ -222,6 +223,7 @@ def test_window_removed_from_the_file_stops_being_scheduled(harness):
     assert set(harness.jobs()) == {"windows:start:keep", "windows:start:drop"}
     harness.file.remove("drop")
     harness.run_until(harness.clock.now + timedelta(seconds=5), poll=True)  # the periodic reconcile
+    harness.run_until(harness.clock.now + timedelta(seconds=5), poll=True)  # confirms the removal
     assert set(harness.jobs()) == {"windows:start:keep"}
     harness.run_until(drop_start + timedelta(minutes=1), poll=True)
     assert harness.reading().state is HoldState.ABSENT
@@ -236,22 +238,26 @@ def test_edits_are_picked_up_without_a_restart(harness):
     assert harness.jobs()["windows:start:nightly"].hour == 3
     harness.write({"name": "nightly", "cron": "0 20 * * *", "duration": "1h"})
     harness.run_until(now + timedelta(seconds=5), poll=True)
+    harness.run_until(now + timedelta(seconds=10), poll=True)  # a change is confirmed one interval later
     assert harness.jobs()["windows:start:nightly"] == now.replace(hour=20, minute=0)
     harness.write({"name": "nightly", "cron": "0 20 * * *", "duration": "1h", "enabled": False})
-    harness.run_until(now + timedelta(seconds=10), poll=True)
+    harness.run_until(now + timedelta(seconds=15), poll=True)
+    harness.run_until(now + timedelta(seconds=20), poll=True)
     assert harness.jobs() == {}
 
 
 def test_removing_a_window_while_it_holds_retires_its_hold(harness):
-    window, start, generation = armed_one_shot(harness)
+    _window, start, generation = armed_one_shot(harness)
     harness.file.remove("maint")
     harness.run_until(start + timedelta(minutes=1), poll=True)
+    assert harness.reading().state is HoldState.ACTIVE  # not yet: the removal is not confirmed
+    harness.run_until(start + timedelta(minutes=1, seconds=5), poll=True)
     assert harness.reading().state is HoldState.ABSENT
     assert [e.generation for e in harness.events("retire")] == [generation]
 
 
 def test_lost_ledger_is_recovered_from_the_hold_body(harness):
-    window, start, generation = armed_one_shot(harness)
+    _window, start, generation = armed_one_shot(harness)
     harness.ledger.path.unlink()  # e.g. the scheduler died between the arm and the ledger write
     harness.clock.set(start + timedelta(minutes=1))
     report = harness.restart()
@@ -277,7 +283,7 @@ def test_standby_scheduler_writes_nothing(harness):
 
 
 def test_bad_windows_file_takes_no_decision_and_the_deadman_still_lifts(harness):
-    window, start, _ = armed_one_shot(harness)
+    _window, start, _ = armed_one_shot(harness)
     harness.file.path.write_text('[[windows]]\nname = "maint"\ncron = "* * *"\nduration = "30m"\n')
     harness.run_until(start + timedelta(minutes=1), poll=True)
     report = harness.reports[-1]
@@ -311,6 +317,38 @@ def test_moving_an_active_window_to_another_scope_moves_its_hold(harness):
     window, start, old = armed_one_shot(harness, scope="zeta")
     harness.write({**window, "scope": "alpha"})
     harness.run_until(start + timedelta(minutes=1), poll=True)
+    harness.run_until(start + timedelta(minutes=1, seconds=5), poll=True)  # confirms the move
     assert harness.reading("zeta").state is HoldState.ABSENT
     assert [e.generation for e in harness.events("retire")] == [old]
     assert harness.reading("alpha").hold.expires_at == start + timedelta(minutes=30)
+
+
+def test_run_paces_itself_on_the_injected_monotonic_source(harness):
+    import threading
+
+    from hermes_estop.windows.service import WindowService
+
+    readings = []
+
+    def monotonic() -> float:  # every reading an hour later: every poll is due at once
+        readings.append(1)
+        return 3600.0 * len(readings)
+
+    service = WindowService(harness.service.estop, scheduler=harness.new_service().scheduler,
+                            poll_interval=3600, monotonic=monotonic)
+    stop = threading.Event()
+    polls = []
+    original = service.reconcile
+
+    def counting():
+        polls.append(1)
+        if len(polls) >= 4:
+            stop.set()
+        return original()
+
+    service.reconcile = counting
+    runner = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    runner.start()
+    runner.join(60)  # with time.monotonic this would wait an hour between polls
+    stop.set()
+    assert len(polls) >= 4 and readings

@@ -1,11 +1,15 @@
-"""Maintenance windows (DESIGN 6): scheduled holds whose deadman is the window's end.
+"""Maintenance windows (docs/design.md §6): scheduled holds whose deadman is the window's end.
 
-- `model`: `Window` (pydantic v2) and `WindowsFile` (`<fleet root>/windows.toml`);
+- `model`: `Window` (pydantic v2); `windows_file`: `WindowsFile` (`<fleet root>/windows.toml`);
 - `occurrences`: pure functions from a window and an instant to its occurrences (the cron math
   and its DST rule are `hermes_estop.cronspec`'s; `wall_to_instant` is re-exported from there);
-- `ledger`: what the scheduler remembers about occurrences across restarts;
+- `ledger` (`pg_ledger` on PostgreSQL): what the scheduler remembers about occurrences;
 - `reconcile`: the pure decision of what should stand at a scope at `now`;
-- `service`: `WindowService`, the scheduler (`hermes serve`): APScheduler wake-ups around `tick`;
+- `guard`: whether a read of `windows.toml` may be acted on (an editor saving in place);
+- `recall`: what the audit trail says was armed when the ledger missed it;
+- `skips` / `exclusions`: an operator's skip of one occurrence; `exclude_cron` matching;
+- `service`: `WindowService`, the scheduler (`hermes serve`), with `actions` (its writes),
+  `events` (its report) and `wakeups` (the APScheduler adapter behind a small Protocol);
 - `status`: the windows section of `hermes status`.
 
 `WindowService` and `TickReport` are imported on first use (they pull in APScheduler).
@@ -17,28 +21,29 @@ from typing import Any
 
 from ..cronspec import wall_to_instant
 from .ledger import JsonFileLedger, LedgerEntry, OccurrenceLedger, open_ledger
-from .model import WINDOWS_FILE, InvalidWindow, Window, WindowAllow, WindowsFile, json_schema
+from .model import WINDOWS_FILE, InvalidWindow, Window, WindowAllow, json_schema
 from .occurrences import Occurrence, covering, next_start, occurrences, upcoming
+from .windows_file import WindowsFile
 
 __all__ = [
     "WINDOWS_FILE",
     "InvalidWindow",
+    "JsonFileLedger",
+    "LedgerEntry",
+    "Occurrence",
+    "OccurrenceLedger",
+    "TickReport",
     "Window",
     "WindowAllow",
-    "WindowsFile",
-    "json_schema",
-    "Occurrence",
-    "occurrences",
-    "upcoming",
-    "covering",
-    "next_start",
-    "wall_to_instant",
-    "LedgerEntry",
-    "OccurrenceLedger",
-    "JsonFileLedger",
-    "open_ledger",
     "WindowService",
-    "TickReport",
+    "WindowsFile",
+    "covering",
+    "json_schema",
+    "next_start",
+    "occurrences",
+    "open_ledger",
+    "upcoming",
+    "wall_to_instant",
 ]
 
 _LAZY = {"WindowService", "TickReport"}

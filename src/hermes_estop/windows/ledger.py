@@ -14,26 +14,28 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..errors import StoreError
-from ..fsutil import atomic_write, exclusive_lock
+from ..fsutil import atomic_write, exclusive_lock, read_regular, sweep_temporaries
 from ..timeutil import format_instant, parse_stamp
 
 __all__ = [
     "ARMED",
-    "RELEASED",
-    "SKIPPED",
     "ENDED",
-    "STATES",
-    "RETENTION",
     "LEDGER_FILE",
+    "RELEASED",
+    "RETENTION",
+    "SKIPPED",
+    "STATES",
+    "WITHDRAWN",
+    "JsonFileLedger",
     "LedgerEntry",
     "OccurrenceLedger",
-    "JsonFileLedger",
     "open_ledger",
 ]
 
@@ -46,7 +48,10 @@ RELEASED = "released"
 SKIPPED = "skipped"
 #: the occurrence is over and its hold retired (or no longer the scheduler's to retire)
 ENDED = "ended"
-STATES = (ARMED, RELEASED, SKIPPED, ENDED)
+#: its window was removed, disabled or moved (confirmed) while the occurrence held, and the hold
+#: retired; NOT closed: the occurrence is re-armed if its window is back before its end
+WITHDRAWN = "withdrawn"
+STATES = (ARMED, RELEASED, SKIPPED, ENDED, WITHDRAWN)
 #: entries are kept this long after their occurrence ends (`hermes status` shows recent ones)
 RETENTION = timedelta(days=7)
 LEDGER_FILE = "windows-state.json"
@@ -68,7 +73,7 @@ class LedgerEntry:
     detail: str | None = None
 
     def moved(self, state: str, now: datetime, *, generation: str | None = None,
-              detail: str | None = None) -> "LedgerEntry":
+              detail: str | None = None) -> LedgerEntry:
         return replace(self, state=state, generation=generation if generation is not None else self.generation,
                        updated_at=now, detail=detail)
 
@@ -85,14 +90,16 @@ class LedgerEntry:
         }
 
     @classmethod
-    def from_json(cls, key: str, data: Any) -> "LedgerEntry":
+    def from_json(cls, key: str, data: Any) -> LedgerEntry:
         """Raises `ValueError` naming what is wrong."""
         if not isinstance(data, dict):
-            raise ValueError(f"entry {key!r} is not an object")
-        text = {name: data.get(name) for name in ("window", "occurrence", "scope", "state")}
-        for name, value in text.items():
+            raise ValueError(f"entry {key!r} is not an object")  # noqa: TRY004 (pydantic/json: ValueError is the contract)
+        text: dict[str, str] = {}
+        for name in ("window", "occurrence", "scope", "state"):
+            value = data.get(name)
             if not isinstance(value, str) or not value:
                 raise ValueError(f"entry {key!r}: field {name!r} missing or not text")
+            text[name] = value
         if text["state"] not in STATES:
             raise ValueError(f"entry {key!r}: unknown state {text['state']!r}")
         end = parse_stamp(data.get("end"))
@@ -131,9 +138,11 @@ class OccurrenceLedger(ABC):
         scheduler then takes no decision (a forgotten release would be re-armed)."""
 
     @abstractmethod
-    def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None) -> None:
-        """Upsert `changes` (by key) and delete entries whose `end` is before `prune_before`,
-        all or nothing. Entries not named are left as they are (another writer's survive).
+    def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None,
+               remove: Iterable[str] = ()) -> None:
+        """Upsert `changes` (by key), delete the entries keyed `remove` (an operator's unskip) and
+        those whose `end` is before `prune_before`, all or nothing. Entries not named are left as
+        they are (another writer's survive).
 
         Raises `StoreError` on failure; the ledger is then unchanged."""
 
@@ -164,27 +173,33 @@ class JsonFileLedger(OccurrenceLedger):
 
     def load(self) -> dict[str, LedgerEntry]:
         try:
-            raw = self.path.read_bytes()
+            raw = read_regular(self.path)  # a FIFO or directory there: refused, never waited on
         except FileNotFoundError:
             return {}
+        except StoreError as exc:
+            raise StoreError(f"cannot read the window ledger: {exc}") from None
         except OSError as exc:
             raise StoreError(f"cannot read the window ledger {self.path}: {exc.strerror or exc}") from None
         try:
             data = json.loads(raw.decode("utf-8"))
             if not isinstance(data, dict) or not isinstance(data.get("occurrences"), dict):
-                raise ValueError("expected {\"format\": 1, \"occurrences\": {...}}")
+                raise ValueError("expected {\"format\": 1, \"occurrences\": {...}}")  # noqa: TRY004
             if data.get("format") != _FORMAT:
                 raise ValueError(f"unknown format {data.get('format')!r}")
             return {key: LedgerEntry.from_json(key, value) for key, value in data["occurrences"].items()}
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise StoreError(f"the window ledger {self.path} is unreadable: {exc} (fix or remove it)") from None
 
-    def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None) -> None:
+    def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None,
+               remove: Iterable[str] = ()) -> None:
         changes = list(changes)
-        if not changes and prune_before is None:
+        remove = list(remove)
+        if not changes and not remove and prune_before is None:
             return
         with exclusive_lock(self.lock_path):
             entries = self.load()
+            for key in remove:
+                entries.pop(key, None)
             for entry in changes:
                 entries[entry.key] = entry
             if prune_before is not None:
@@ -195,6 +210,7 @@ class JsonFileLedger(OccurrenceLedger):
         body = {"format": _FORMAT,
                 "occurrences": {key: entries[key].to_json() for key in sorted(entries)}}
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        sweep_temporaries(self.path)  # under the writers' lock: no write is in flight
         atomic_write(self.path, (json.dumps(body, indent=2) + "\n").encode("utf-8"))
 
 

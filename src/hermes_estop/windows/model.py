@@ -1,10 +1,11 @@
-"""The window model (DESIGN 6) and `windows.toml`, the file windows live in (in the fleet root).
+"""The window model (docs/design.md §6) and `windows.toml`, the file windows live in (in the fleet root).
 
 A window is either recurring (`cron`: a 5-field crontab expression, read in `timezone`) or a
 one-shot (`at`: one instant). Every occurrence lasts `duration` of absolute time and arms a hold
 at `scope` ("fleet" or a profile name) admitting `allow`.
 
-The file is an array of tables:
+`WindowsFile` (reading and writing the file) lives in `windows_file`; it is re-exported here
+lazily for the callers that import it from the model. The file is an array of tables:
 
     [[windows]]
     name = "nightly-db"
@@ -15,18 +16,16 @@ The file is an array of tables:
     allow = { user_ids = ["424242"] }
 
 Loading a bad file raises `InvalidWindow` naming the file, the window and the field, in one line,
-so `hermes windows validate` (and every command that loads the file) exits 2 with it. Writes take
-an exclusive lock beside the file and replace it atomically: a reader sees the old file or the new.
+so `hermes windows validate` (and every command that loads the file) exits 2 with it.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tomllib
-from datetime import datetime, timedelta
+from collections.abc import Iterable
+from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Optional
+from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
 from pydantic import (
@@ -41,31 +40,26 @@ from pydantic import (
 )
 
 from ..cronspec import validate_cron, validate_timezone
-from ..durations import format_duration, parse_duration
-from ..errors import EstopError, StoreError
-from ..fsutil import atomic_write, exclusive_lock
+from ..durations import format_duration, parse_ttl
+from ..errors import EstopError
 from ..hold import MAX_REASON, Allow, clean_reason
 from ..homes import FLEET, validate_profile_name
 from ..timeutil import format_instant, parse_instant
+from .exclusions import cron_matches
 
 __all__ = [
-    "WINDOWS_FILE",
     "MAX_REASON",
+    "WINDOWS_FILE",
     "InvalidWindow",
-    "WindowAllow",
     "Window",
+    "WindowAllow",
     "WindowsDocument",
-    "WindowsFile",
     "check_unique",
     "json_schema",
 ]
 
 WINDOWS_FILE = "windows.toml"
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
-_HEADER = (
-    "# Maintenance windows of this fleet (hermes-estop). Edit by hand or with `hermes windows add`;\n"
-    "# `hermes windows validate` checks the file, `hermes serve` picks edits up without a restart.\n\n"
-)
 
 
 class InvalidWindow(EstopError, ValueError):
@@ -100,7 +94,7 @@ Duration = Annotated[
                     "examples": ["1h", "90m", "PT2H"]}),
 ]
 Instant = Annotated[
-    Optional[datetime],
+    datetime | None,
     WithJsonSchema({"type": "string", "format": "date-time",
                     "description": "ISO-8601 instant; without an offset it is UTC"}),
 ]
@@ -125,7 +119,7 @@ class WindowAllow(BaseModel):
         users, profiles = data.get("user_ids") or [], data.get("profiles") or []
         for key, items in (("user_ids", users), ("profiles", profiles)):
             if not isinstance(items, list):
-                raise ValueError(f"invalid allow.{key} {items!r}: expected a list")
+                raise ValueError(f"invalid allow.{key} {items!r}: expected a list")  # noqa: TRY004
         allow = Allow.of(users, profiles)
         return {"user_ids": sorted(allow.user_ids), "profiles": sorted(allow.profiles)}
 
@@ -139,16 +133,20 @@ class Window(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
 
     name: str = Field(description="a slug: lowercase letters, digits, '-' and '_', at most 64")
-    cron: Optional[str] = Field(None, description="5-field crontab expression (minute hour day month weekday)")
+    cron: str | None = Field(None, description="5-field crontab expression (minute hour day month weekday)")
     timezone: str = Field("UTC", description="IANA zone the cron expression is read in (cron windows only)")
     at: Instant = Field(None, description="one-shot window: the instant it starts")
     duration: Duration = Field(description="how long each occurrence lasts (absolute time)")
-    reason: Optional[str] = Field(None, description="shown to refused users while the window holds")
+    reason: str | None = Field(None, description="shown to refused users while the window holds")
     allow: WindowAllow = Field(default_factory=WindowAllow)
     scope: str = Field(FLEET, description="'fleet' or a profile name")
     enabled: bool = True
     not_before: Instant = Field(None, description="no occurrence starts before this instant")
     not_after: Instant = Field(None, description="no occurrence starts at or after this instant")
+    exclude: list[date] = Field(default_factory=list,
+                                description="local dates (in the window's timezone) on which no occurrence starts")
+    exclude_cron: str | None = Field(None, description="5-field crontab expression: an occurrence whose local "
+                                                       "start it matches does not start (e.g. '* * 24-26 12 *')")
 
     @field_validator("name", mode="before")
     @classmethod
@@ -175,6 +173,30 @@ class Window(BaseModel):
     def _at(cls, value: Any) -> datetime | None:
         return _instant(value, "at time")
 
+    @field_validator("exclude", mode="before")
+    @classmethod
+    def _exclude(cls, value: Any) -> list[date]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise ValueError(f"invalid exclude {value!r}: expected a list of dates (YYYY-MM-DD)")  # noqa: TRY004
+        out: set[date] = set()
+        for item in value:
+            if isinstance(item, datetime) or not isinstance(item, (date, str)):
+                raise ValueError(f"invalid exclude date {item!r}: expected YYYY-MM-DD")  # noqa: TRY004
+            if isinstance(item, str):
+                try:
+                    item = date.fromisoformat(item)
+                except ValueError:
+                    raise ValueError(f"invalid exclude date {item!r}: not a calendar date (YYYY-MM-DD)") from None
+            out.add(item)
+        return sorted(out)
+
+    @field_validator("exclude_cron", mode="before")
+    @classmethod
+    def _exclude_cron(cls, value: Any) -> str | None:
+        return None if value is None else validate_cron(value)
+
     @field_validator("not_before", "not_after", mode="before")
     @classmethod
     def _bound(cls, value: Any, info: Any) -> datetime | None:
@@ -183,18 +205,18 @@ class Window(BaseModel):
     @field_validator("duration", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> timedelta:
-        return parse_duration(value)
+        return parse_ttl(value)
 
     @field_validator("reason", mode="before")
     @classmethod
     def _reason(cls, value: Any) -> str | None:
-        return clean_reason(value)
+        return clean_reason(value) or None
 
     @field_validator("scope", mode="before")
     @classmethod
     def _scope(cls, value: Any) -> str:
         if value == FLEET:
-            return value
+            return FLEET
         try:
             return validate_profile_name(value)
         except EstopError as exc:
@@ -204,11 +226,11 @@ class Window(BaseModel):
     @classmethod
     def _enabled(cls, value: Any) -> bool:
         if not isinstance(value, bool):
-            raise ValueError(f"invalid enabled {value!r}: expected true or false")
+            raise ValueError(f"invalid enabled {value!r}: expected true or false")  # noqa: TRY004
         return value
 
     @model_validator(mode="after")
-    def _shape(self) -> "Window":
+    def _shape(self) -> Window:
         if (self.cron is None) == (self.at is None):
             raise _ShapeError("cron/at", "give exactly one of cron (recurring) or at (one-shot)")
         if self.at is not None and "timezone" in self.model_fields_set and self.timezone != "UTC":
@@ -221,6 +243,10 @@ class Window(BaseModel):
     @field_serializer("duration")
     def _dump_duration(self, value: timedelta) -> str:
         return format_duration(value)
+
+    @field_serializer("exclude")
+    def _dump_exclude(self, value: list[date]) -> list[str]:
+        return [day.isoformat() for day in value]
 
     @field_serializer("at", "not_before", "not_after")
     def _dump_instant(self, value: datetime | None) -> str | None:
@@ -241,6 +267,16 @@ class Window(BaseModel):
         """The reason written into the hold: the window's own, or one naming the window."""
         return self.reason or f"maintenance window {self.name}"
 
+    def excludes(self, start: datetime) -> bool:
+        """Whether the occurrence starting at `start` is excluded (`exclude` names its local
+        date, or `exclude_cron` matches its local start, minute and all)."""
+        if not self.exclude and self.exclude_cron is None:
+            return False
+        local = start.astimezone(self.tz)
+        if local.date() in self.exclude:
+            return True
+        return self.exclude_cron is not None and cron_matches(self.exclude_cron, local.replace(tzinfo=None))
+
     def describe_schedule(self) -> str:
         if self.cron is not None:
             return f"cron '{self.cron}' {self.timezone}"
@@ -250,6 +286,10 @@ class Window(BaseModel):
         data = self.model_dump(mode="json")
         if self.cron is None:
             data.pop("timezone", None)
+        if not self.exclude:
+            data.pop("exclude", None)
+        if self.exclude_cron is None:
+            data.pop("exclude_cron", None)
         return data
 
     def to_toml(self) -> dict[str, Any]:
@@ -273,10 +313,14 @@ class Window(BaseModel):
         for key in ("not_before", "not_after"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        if self.exclude:
+            out["exclude"] = list(self.exclude)
+        if self.exclude_cron is not None:
+            out["exclude_cron"] = self.exclude_cron
         return out
 
     @classmethod
-    def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> "Window":
+    def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> Window:
         """A window from a mapping (a `windows.toml` table, CLI input); `InvalidWindow` naming
         the file, the window (its name, else its position) and the first bad field."""
         label = None
@@ -305,6 +349,7 @@ def _as_invalid(exc: ValidationError, path: Path | None, label: str | None) -> I
     first = errors[0]
     loc = [str(part) for part in first.get("loc", ())]
     cause = (first.get("ctx") or {}).get("error")
+    field: str | None
     if isinstance(cause, _ShapeError):
         field = cause.field
         message = str(cause)
@@ -334,98 +379,6 @@ class WindowsDocument(BaseModel):
     windows: list[Window] = Field(default_factory=list)
 
 
-class WindowsFile:
-    """`windows.toml` of one fleet root: load, and locked atomic read-modify-write."""
-
-    def __init__(self, root: Path, name: str = WINDOWS_FILE) -> None:
-        self.path = Path(root) / name
-        self.lock_path = self.path.with_name(f".{self.path.name}.lock")
-
-    def __repr__(self) -> str:
-        return f"WindowsFile({str(self.path)!r})"
-
-    def identity(self) -> tuple[int, ...] | None:
-        """What changes whenever the file is replaced or edited in place; None when absent."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StoreError(f"cannot stat {self.path}: {exc.strerror or exc}") from None
-        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-    def load(self) -> list[Window]:
-        """Every window in the file, in file order; [] when there is no file. Raises
-        `InvalidWindow` (the file, the window, the field) or `StoreError` (cannot read)."""
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        return self.parse(raw)
-
-    def parse(self, raw: bytes) -> list[Window]:
-        try:
-            data = tomllib.loads(raw.decode("utf-8-sig"))
-        except UnicodeDecodeError:
-            raise InvalidWindow("not UTF-8 text", path=self.path) from None
-        except tomllib.TOMLDecodeError as exc:
-            raise InvalidWindow(f"not valid TOML: {exc}", path=self.path) from None
-        unknown = sorted(set(data) - {"windows"})
-        if unknown:
-            raise InvalidWindow(f"unknown top-level key(s) {unknown}: expected [[windows]] tables", path=self.path)
-        tables = data.get("windows", [])
-        if not isinstance(tables, list):
-            raise InvalidWindow("'windows' must be an array of tables ([[windows]])", path=self.path)
-        windows = [Window.parse(table, path=self.path, index=i) for i, table in enumerate(tables)]
-        check_unique(windows, self.path)
-        return windows
-
-    def render(self, windows: Iterable[Window]) -> bytes:
-        import tomli_w
-
-        body = tomli_w.dumps({"windows": [window.to_toml() for window in windows]})
-        return (_HEADER + body).encode("utf-8")
-
-    def save(self, windows: Iterable[Window]) -> None:
-        """Replace the file with `windows` (atomically, under the lock)."""
-        windows = list(windows)
-        check_unique(windows, self.path)
-        with exclusive_lock(self.lock_path):
-            self._write(windows)
-
-    def _write(self, windows: list[Window]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, self.render(windows))
-
-    def add(self, window: Window, *, replace: bool = False) -> list[Window]:
-        """Append `window` (or, with `replace`, put it in place of the one with its name)."""
-        with exclusive_lock(self.lock_path):
-            windows = self.load()
-            names = [w.name for w in windows]
-            if window.name in names:
-                if not replace:
-                    raise InvalidWindow("already exists (remove it first, or use --replace)",
-                                        path=self.path, window=repr(window.name))
-                windows[names.index(window.name)] = window
-            else:
-                windows.append(window)
-            self._write(windows)
-        return windows
-
-    def remove(self, name: str) -> Window:
-        """Remove the window called `name`; `InvalidWindow` when there is none."""
-        with exclusive_lock(self.lock_path):
-            windows = self.load()
-            for i, window in enumerate(windows):
-                if window.name == name:
-                    del windows[i]
-                    self._write(windows)
-                    return window
-        raise InvalidWindow("no such window", path=self.path, window=repr(name))
-
-
 def check_unique(windows: Iterable[Window], path: Path | None = None) -> None:
     seen: set[str] = set()
     for window in windows:
@@ -438,3 +391,10 @@ def json_schema() -> dict[str, Any]:
     """The JSON Schema of `windows.toml`."""
     return WindowsDocument.model_json_schema()
 
+
+def __getattr__(name: str) -> Any:
+    if name == "WindowsFile":  # moved to windows_file (which imports this module)
+        from .windows_file import WindowsFile
+
+        return WindowsFile
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Occurrences of a window: pure functions of the window and an instant (DESIGN 6).
+"""Occurrences of a window: pure functions of the window and an instant (docs/design.md §6).
 
 Occurrence `k` of a window starts at `s_k` and ends at `e_k = s_k + duration`; it covers `now`
 while `in_interval(now, s_k, e_k)` (half-open). Durations are absolute time: a 2h window that
@@ -15,9 +15,9 @@ day-of-week 0 as Monday, crontab as Sunday); it only wakes the service at instan
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Iterator
 from zoneinfo import ZoneInfo
 
 from ..cronspec import starts as cron_starts
@@ -25,13 +25,15 @@ from ..timeutil import format_instant, in_interval, to_utc
 from .model import Window
 
 __all__ = [
+    "MAX_EXCLUDED_RUN",
     "Occurrence",
-    "occurrence_key",
-    "occurrences",
-    "upcoming",
+    "OccurrenceIndex",
     "covering",
     "next_start",
+    "occurrence_key",
+    "occurrences",
     "starting_within",
+    "upcoming",
 ]
 
 
@@ -47,7 +49,7 @@ class Occurrence:
     @property
     def ident(self) -> str:
         """The `occurrence` written into the hold's `window` field: the start, ISO-8601 UTC."""
-        return format_instant(self.start)
+        return to_utc(self.start).isoformat()  # format_instant, never None here
 
     @property
     def key(self) -> str:
@@ -71,6 +73,12 @@ class Occurrence:
         return data
 
 
+#: a run of more excluded starts in a row than this ends a window's occurrences, so that
+#: `exclude_cron = "* * * * *"` cannot loop forever (an hourly window may be excluded for over a
+#: year, a minutely one for six days); `hermes windows validate` warns about such a window
+MAX_EXCLUDED_RUN = 10_000
+
+
 def occurrence_key(scope: str, window: str, ident: str) -> str:
     return f"{scope}/{window}@{ident}"
 
@@ -79,17 +87,44 @@ def occurrences(window: Window, since: datetime) -> Iterator[Occurrence]:
     """Occurrences starting at or after `since`, in order, within the window's bounds
     (`not_before` / `not_after` select occurrences by their start, half-open; an occurrence is
     never cut short by a bound). Ignores `enabled`: scheduling decides what runs."""
-    since = to_utc(since)
-    if window.not_before is not None and window.not_before > since:
-        since = window.not_before
+    since = _since(window, since)
     if window.at is not None:
         starts: Iterable[datetime] = (window.at,) if window.at >= since else ()
     else:
-        starts = cron_starts(window.cron, window.tz, since)
+        starts = cron_starts(window.cron or "", window.tz, since)
+    excluded = 0
     for start in starts:
         if not in_interval(start, window.not_before, window.not_after):
             return
+        if window.excludes(start):
+            excluded += 1
+            if excluded > MAX_EXCLUDED_RUN:
+                return  # `exclude_cron` excludes every start for good: the window never occurs
+            continue
+        excluded = 0
         yield Occurrence(start, start + window.duration, window.name, window.scope)
+
+
+def _since(window: Window, since: datetime) -> datetime:
+    since = to_utc(since)
+    return window.not_before if window.not_before is not None and window.not_before > since else since
+
+
+def _first(window: Window, since: datetime, memo: dict[tuple[str, str, datetime], datetime | None]) -> Occurrence | None:
+    """`next(occurrences(window, since))`, the cron step shared through `memo` by the windows
+    with the same expression and zone (a fleet's windows often share a schedule)."""
+    since = _since(window, since)
+    if window.cron is None:
+        return next(occurrences(window, since), None)
+    key = (window.cron, window.timezone, since)
+    if key not in memo:
+        memo[key] = next(iter(cron_starts(window.cron, window.tz, since)), None)
+    start = memo[key]
+    if start is not None and window.excludes(start):
+        return next(occurrences(window, since), None)
+    if start is None or not in_interval(start, window.not_before, window.not_after):
+        return None
+    return Occurrence(start, start + window.duration, window.name, window.scope)
 
 
 def upcoming(window: Window, now: datetime, count: int) -> list[Occurrence]:
@@ -108,7 +143,7 @@ def upcoming(window: Window, now: datetime, count: int) -> list[Occurrence]:
 
 def covering(window: Window, now: datetime) -> list[Occurrence]:
     """The occurrences covering `now` (more than one when the duration exceeds the period)."""
-    out = []
+    out: list[Occurrence] = []
     for occurrence in occurrences(window, now - window.duration):
         if not in_interval(now, occurrence.start, None):
             break
@@ -127,9 +162,48 @@ def next_start(window: Window, after: datetime) -> Occurrence | None:
 
 def starting_within(window: Window, first: datetime, last: datetime, limit: int = 256) -> list[Occurrence]:
     """Occurrences starting in the closed range `[first, last]`, at most `limit` of them."""
-    out = []
+    out: list[Occurrence] = []
     for occurrence in occurrences(window, first):
         if occurrence.start > last or len(out) >= limit:
             break
         out.append(occurrence)
     return out
+
+
+class OccurrenceIndex:
+    """`covering` and `next_start` computed on demand and remembered per window, so a scheduler
+    with 10,000 windows does one croniter step per window per occurrence, not several per pass.
+
+    For each window it remembers `(since, first)`: no occurrence starts in `[since, first.start)`
+    (`first` None: none ever again). While `since <= now - duration` and `now < first.start`,
+    nothing covers `now` and the next start after `now` is `first`: no cron math at all. Anything
+    else (an occurrence covering `now`, time going backwards, an edited window) takes the exact
+    path above. A window is recognised by identity: a re-read file yields new objects."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, tuple[Window, datetime, Occurrence | None]] = {}
+        self._starts: dict[tuple[str, str, datetime], datetime | None] = {}
+
+    def new_pass(self) -> None:
+        """Forget the shared cron steps of the previous pass (their `since` will not recur)."""
+        self._starts.clear()
+
+    def _quiet(self, window: Window, now: datetime) -> tuple[bool, Occurrence | None]:
+        """(True, next start) when nothing covers `now`; (False, None) otherwise."""
+        memo = self._memo.get(window.name)
+        since = now - window.duration
+        if memo is not None and memo[0] is window and memo[1] <= since and (memo[2] is None or memo[2].start > now):
+            return True, memo[2]
+        first = _first(window, since, self._starts)
+        if first is not None and first.start <= now:
+            return False, None
+        self._memo[window.name] = (window, since, first)
+        return True, first
+
+    def covering(self, window: Window, now: datetime) -> list[Occurrence]:
+        quiet, _ = self._quiet(window, now)
+        return [] if quiet else covering(window, now)
+
+    def next_start(self, window: Window, now: datetime) -> Occurrence | None:
+        quiet, first = self._quiet(window, now)
+        return first if quiet else next_start(window, now)

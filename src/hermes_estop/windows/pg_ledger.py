@@ -9,8 +9,9 @@ commit retried once, as for every write of the store.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Iterable
+from typing import Any
 
 from ..errors import StoreError
 from ..stores.postgresql import PostgresStore
@@ -48,10 +49,12 @@ class PostgresLedger(OccurrenceLedger):
                                        updated_at=to_utc(updated_at) if updated_at else None, detail=detail)
         return entries
 
-    def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None) -> None:
+    def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None,
+               remove: Iterable[str] = ()) -> None:
         rows = [(e.key, e.window, e.occurrence, e.scope, e.end, e.state, e.generation, e.updated_at, e.detail)
                 for e in changes]
-        if not rows and prune_before is None:
+        gone = list(remove)
+        if not rows and not gone and prune_before is None:
             return
         backend = self.store.backend
         upsert = (
@@ -61,7 +64,9 @@ class PostgresLedger(OccurrenceLedger):
             "generation = EXCLUDED.generation, updated_at = EXCLUDED.updated_at, detail = EXCLUDED.detail"
         )
 
-        def work(conn) -> None:
+        def work(conn: Any) -> None:
+            if gone:
+                conn.execute(f"DELETE FROM {backend.s}.occurrences WHERE key = ANY(%s)", [gone])
             if rows:
                 with conn.cursor() as cur:
                     cur.executemany(upsert, rows)

@@ -25,30 +25,31 @@ The rules, per scope:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..durations import MAX_DURATION
 from ..hold import VACANT, Allow, Hold, HoldState, Reading
-from .ledger import ARMED, ENDED, RELEASED, SKIPPED, LedgerEntry
+from .ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
 from .model import MAX_REASON, Window
 from .occurrences import Occurrence, covering, occurrence_key, starting_within
 
 __all__ = [
     "ARMED_BY_PREFIX",
     "CHAIN_LIMIT",
-    "Desired",
     "Arm",
+    "Desired",
     "Retire",
-    "Skip",
     "ScopePlan",
-    "intersect_allow",
-    "compose",
+    "Skip",
     "chain_end",
     "claims",
-    "plan_scope",
+    "compose",
     "entry_for",
+    "intersect_allow",
+    "plan_scope",
 ]
 
 ARMED_BY_PREFIX = "window:"
@@ -211,77 +212,105 @@ def _describe_standing(reading: Reading) -> str:
     return f"generation {hold.generation}{by}"
 
 
+def _adopt(scope: str, now: datetime, reading: Reading, ours: set[str],
+           candidates: Sequence[Occurrence]) -> list[LedgerEntry]:
+    """Armed entries for the candidates the standing hold's body says a window armed (the
+    ledger missed them: a crash between the arm and the ledger write)."""
+    hold = reading.hold
+    if not reading.active or hold is None or hold.generation is None or hold.generation in ours:
+        return []
+    adopted = claims(hold, scope)
+    return [entry_for(o, ARMED, now, hold.generation, "adopted: the hold body names this occurrence")
+            for o in candidates if o.key in adopted]
+
+
+def _triage(candidates: Sequence[Occurrence], armed: Mapping[str, LedgerEntry], entries: Mapping[str, LedgerEntry],
+            recalled: Mapping[str, str], reading: Reading, now: datetime
+            ) -> tuple[list[Occurrence], list[Occurrence], list[LedgerEntry]]:
+    """Split the candidates into alive (our hold for them stands), fresh (to arm) and the notes
+    closing those whose hold went away before the end (released: never re-armed). An
+    occurrence the ledger does not know but the audit trail says was armed as G (`recalled`)
+    counts as armed as G."""
+    standing = reading.hold.generation if reading.hold is not None else None
+    gone = f"replaced by {_describe_standing(reading)}" if reading.active else "released"
+    alive: list[Occurrence] = []
+    fresh: list[Occurrence] = []
+    notes: list[LedgerEntry] = []
+    for o in candidates:
+        entry = armed.get(o.key)
+        if entry is None and o.key not in entries and o.key in recalled:
+            generation = recalled[o.key]
+            if reading.active and generation == standing:
+                alive.append(o)
+                notes.append(entry_for(o, ARMED, now, generation, "adopted: the audit trail says the window armed it"))
+            else:
+                notes.append(entry_for(o, RELEASED, now, generation,
+                                       f"generation {generation} {gone} before the end (from the audit trail)"))
+        elif entry is None:
+            fresh.append(o)
+        elif reading.active and entry.generation == standing:
+            alive.append(o)
+        else:
+            notes.append(entry.moved(RELEASED, now, detail=f"generation {entry.generation} {gone} before the end"))
+    return alive, fresh, notes
+
+
+def _close(stale: Sequence[LedgerEntry], now: datetime) -> list[LedgerEntry]:
+    """Close armed entries no longer among the candidates: ended when the occurrence is over;
+    withdrawn (re-armed if the window comes back before the end) when its window went away."""
+    return [entry.moved(ENDED if entry.end <= now else WITHDRAWN, now,
+                        detail=None if entry.end <= now else "its window was removed, disabled or moved")
+            for entry in stale]
+
+
+def _arm_or_keep(scope: str, now: datetime, members: Sequence[Occurrence], fresh: Sequence[Occurrence],
+                 windows: Sequence[Window], closed: frozenset[str], reading: Reading
+                 ) -> tuple[tuple[Arm, ...], list[LedgerEntry]]:
+    """The arm (fresh, fenced on VACANT; or a change of our own hold) that makes the scope held
+    by one hold covering `members`, or nothing when the standing hold already is that hold."""
+    desired = compose(members, {w.name: w for w in windows}, chain_end(members, windows, now, closed))
+    if not reading.active:
+        return (Arm(scope, tuple(members), desired, VACANT),), []
+    standing = reading.hold.generation if reading.hold is not None else None
+    assert standing is not None
+    if desired.matches(reading.hold):
+        return (), [entry_for(o, ARMED, now, standing) for o in fresh]
+    return (Arm(scope, tuple(members), desired, frozenset({standing}), standing),), []
+
+
 def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
-               reading: Reading) -> ScopePlan:
+               reading: Reading, recalled: Mapping[str, str] | None = None,
+               covered: Sequence[Occurrence] | None = None) -> ScopePlan:
     """The plan for `scope` at `now`. `windows`: the enabled windows of this scope; `entries`:
-    the ledger entries of this scope; `reading`: the scope's sentinel as read at `now`."""
-    by_name = {w.name: w for w in windows}
-    covered = tuple(sorted(o for w in windows for o in covering(w, now)))
+    the ledger entries of this scope; `reading`: the scope's sentinel as read at `now`;
+    `recalled`: occurrence key -> generation, for occurrences the ledger does not know that the
+    audit trail says a window scheduler armed (`recall.recall`); `covered`: the occurrences of
+    `windows` covering `now`, when the caller has them already (`OccurrenceIndex`)."""
+    covered = tuple(sorted(covered if covered is not None else (o for w in windows for o in covering(w, now))))
     closed = frozenset(k for k, e in entries.items() if e.state in _CLOSED)
     candidates = [o for o in covered if o.key not in closed]
     armed = {k: e for k, e in entries.items() if e.state == ARMED}
     ours = {e.generation for e in armed.values() if e.generation}
-    hold = reading.hold
-    standing = hold.generation if hold is not None else None
-    active = reading.active
-    notes: list[LedgerEntry] = []
-
-    if active and standing is not None and standing not in ours:
-        adopted = claims(hold, scope) & {o.key for o in candidates}
-        if adopted:
-            ours.add(standing)
-            for o in candidates:
-                if o.key in adopted:
-                    entry = entry_for(o, ARMED, now, standing, "adopted: the hold body names this occurrence")
-                    armed[o.key] = entry
-                    notes.append(entry)
-
-    alive: list[Occurrence] = []
-    fresh: list[Occurrence] = []
-    for o in candidates:
-        entry = armed.get(o.key)
-        if entry is None:
-            fresh.append(o)
-        elif active and entry.generation == standing:
-            alive.append(o)
-        else:
-            gone = f"replaced by {_describe_standing(reading)}" if active else "released"
-            notes.append(entry.moved(RELEASED, now, detail=f"generation {entry.generation} {gone} before the end"))
-
+    adopted = _adopt(scope, now, reading, ours, candidates)
+    armed.update((e.key, e) for e in adopted)
+    ours.update(e.generation for e in adopted if e.generation)
+    alive, fresh, released = _triage(candidates, armed, entries, recalled or {}, reading, now)
     candidate_keys = {o.key for o in candidates}
     stale = [e for k, e in armed.items() if k not in candidate_keys]
-    members = alive + fresh
-    ours_present = reading.present and standing is not None and standing in ours
+    standing = reading.hold.generation if reading.hold is not None else None
+    notes = adopted + released
+    ours.update(e.generation for e in notes if e.state == ARMED and e.generation)
 
-    def close_stale(retiring: str | None) -> list[LedgerEntry]:
-        kept = []
-        for entry in stale:
-            if retiring is not None and entry.generation == retiring:
-                kept.append(entry.moved(ENDED, now))
-            else:
-                notes.append(entry.moved(ENDED, now))
-        return kept
-
-    if active and standing not in ours:
-        close_stale(None)
+    if reading.active and standing not in ours:
         skips = tuple(Skip(scope, o, _describe_standing(reading), standing) for o in fresh)
-        return ScopePlan(scope, now, covered, skips, tuple(notes))
+        return ScopePlan(scope, now, covered, skips, tuple(notes + _close(stale, now)))
+    members = alive + fresh
     if not members:
-        if ours_present:
-            assert standing is not None
-            retiring = tuple(close_stale(standing))
-            return ScopePlan(scope, now, covered, (Retire(scope, standing, retiring),), tuple(notes))
-        close_stale(None)
-        return ScopePlan(scope, now, covered, (), tuple(notes))
-
-    close_stale(None)
-    desired = compose(members, by_name, chain_end(members, windows, now, closed))
-    if active:
-        assert standing is not None
-        if desired.matches(hold):
-            notes.extend(entry_for(o, ARMED, now, standing) for o in fresh)
-            return ScopePlan(scope, now, covered, (), tuple(notes))
-        arm = Arm(scope, tuple(members), desired, frozenset({standing}), standing)
-    else:
-        arm = Arm(scope, tuple(members), desired, VACANT)
-    return ScopePlan(scope, now, covered, (arm,), tuple(notes))
+        if reading.present and standing is not None and standing in ours:
+            closing = _close(stale, now)
+            retiring = tuple(e for e in closing if e.generation == standing)
+            others = [e for e in closing if e.generation != standing]
+            return ScopePlan(scope, now, covered, (Retire(scope, standing, retiring),), tuple(notes + others))
+        return ScopePlan(scope, now, covered, (), tuple(notes + _close(stale, now)))
+    actions, kept = _arm_or_keep(scope, now, members, fresh, windows, closed, reading)
+    return ScopePlan(scope, now, covered, actions, tuple(notes + _close(stale, now) + kept))

@@ -4,25 +4,33 @@ line in the status, not a broken status."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
+from ..errors import EstopError
 from ..estop import Estop
+from ..text import one_line
 from ..timeutil import format_instant, format_relative
-from .ledger import open_ledger
-from .model import WindowsFile
+from .ledger import SKIPPED, LedgerEntry, open_ledger
 from .occurrences import upcoming
+from .windows_file import WindowsFile
 
 __all__ = ["status_section"]
+
+logger = logging.getLogger("hermes_estop.windows")
 
 
 def status_section(estop: Estop, now: datetime) -> dict[str, Any]:
     """`{"json": {"windows": [...]}, "lines": [...]}` for `hermes status` at `now`."""
     try:
         return _section(estop, now)
-    except Exception as exc:  # status must survive anything here
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        return {"json": {"windows": [], "windows_error": message}, "lines": [f"windows: {message}"]}
+    except (EstopError, OSError) as exc:  # a bad windows.toml or ledger: an outage, one line
+        message = one_line(exc)
+    except Exception as exc:  # a bug: logged with its traceback, and status still answers
+        logger.exception("status: the windows section failed")
+        message = f"internal error: {one_line(exc)}"
+    return {"json": {"windows": [], "windows_error": message}, "lines": [f"windows: {message}"]}
 
 
 def _section(estop: Estop, now: datetime) -> dict[str, Any]:
@@ -33,15 +41,16 @@ def _section(estop: Estop, now: datetime) -> dict[str, Any]:
     try:
         entries = open_ledger(estop.layout.root, estop.store).load()
         ledger_problem = None
-    except Exception as exc:
-        entries, ledger_problem = {}, " ".join(str(exc).split())
+    except (EstopError, OSError) as exc:
+        entries, ledger_problem = {}, one_line(exc)
     rows = []
     lines = [f"windows ({len(windows)} in {windows_file.path}):"]
     for window in windows:
         occurrences = upcoming(window, now, 2)
         current = next((o for o in occurrences if o.covers(now)), None)
         following = next((o for o in occurrences if not o.covers(now)), None)
-        state = entries.get(current.key).state if current is not None and current.key in entries else None
+        entry = entries.get(current.key) if current is not None else None
+        state = entry.state if entry is not None else None
         rows.append({
             "name": window.name,
             "scope": window.scope,
@@ -50,7 +59,8 @@ def _section(estop: Estop, now: datetime) -> dict[str, Any]:
             "duration": window.to_json()["duration"],
             "active": current is not None and window.enabled,
             "current": current.to_json(now, window.tz) | {"state": state} if current is not None else None,
-            "next": following.to_json(now, window.tz) if following is not None else None,
+            "next": following.to_json(now, window.tz) | {"skipped": _skipped(following.key, entries)}
+            if following is not None else None,
         })
         head = f"  {window.name}: {window.describe_schedule()} for {rows[-1]['duration']}, {window.scope}"
         if not window.enabled:
@@ -60,7 +70,8 @@ def _section(estop: Estop, now: datetime) -> dict[str, Any]:
             what = f"; scheduler: {state}" if state else ""
             lines.append(f"    ACTIVE now, until {format_instant(current.end)} ({format_relative(current.end, now)}){what}")
         if following is not None:
-            lines.append(f"    next {format_instant(following.start)} ({format_relative(following.start, now)})")
+            skipped = " (skipped)" if _skipped(following.key, entries) else ""
+            lines.append(f"    next {format_instant(following.start)} ({format_relative(following.start, now)}){skipped}")
         elif current is None:
             lines.append("    no further occurrence")
     if ledger_problem:
@@ -69,3 +80,8 @@ def _section(estop: Estop, now: datetime) -> dict[str, Any]:
     if ledger_problem:
         data["windows_error"] = ledger_problem
     return {"json": data, "lines": lines}
+
+
+def _skipped(key: str, entries: dict[str, LedgerEntry]) -> bool:
+    entry = entries.get(key)
+    return entry is not None and entry.state == SKIPPED

@@ -1,0 +1,99 @@
+"""Carrying out a scope's plan: the writes of an `Arm`, a `Retire` and a `Skip`, and what one
+reconciliation pass accumulates meanwhile (`PassState`: the report, the ledger as it stands, the
+ledger changes to commit). The service (`service.py`) decides when to call these; nothing here
+decides anything.
+
+Before every arm an intent is appended to the audit trail (`recall`), so an arm the ledger
+missed (a crash in between) is remembered after a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from ..errors import EstopError, HoldConflict, InvalidInstant
+from ..estop import Estop
+from .events import Event, TickReport, action_event
+from .ledger import ARMED, SKIPPED, LedgerEntry
+from .model import Window
+from .recall import INTENT, intent_detail
+from .reconcile import Arm, Retire, Skip, entry_for
+
+__all__ = ["Actions", "PassState"]
+
+logger = logging.getLogger("hermes_estop.windows")
+
+
+@dataclass
+class PassState:
+    """One pass: its report, the ledger entries as they now stand, and the changes to commit."""
+
+    report: TickReport
+    entries: dict[str, LedgerEntry]
+    changes: dict[str, LedgerEntry] = field(default_factory=dict)
+
+    def remember(self, entry: LedgerEntry) -> None:
+        self.entries[entry.key] = entry
+        self.changes[entry.key] = entry
+
+    def event(self, event: Event) -> None:
+        self.report.events.append(event)
+        if not self.report.dry_run:
+            logger.info("%s", event.describe())
+
+    def error(self, message: str) -> None:
+        self.report.errors.append(message)
+        logger.error("windows: %s", message)
+
+
+class Actions:
+    """The writes of the window scheduler, through one `Estop` (its store, clock and actor)."""
+
+    def __init__(self, estop: Estop) -> None:
+        self.estop = estop
+
+    def arm(self, action: Arm, state: PassState) -> bool:
+        """Write the desired hold; False when the hold changed in between (plan again)."""
+        desired = action.desired
+        self._intend(action)
+        try:
+            hold = self.estop.engage(
+                reason=desired.reason, allow=desired.allow, expires_at=desired.deadline, replace=True,
+                scope=action.scope, armed_by=desired.armed_by, window=dict(desired.window),
+                only_if=action.only_if,
+            )
+        except HoldConflict:
+            return False  # someone wrote in between: plan again from what stands now
+        except InvalidInstant:
+            return False  # the deadline passed while deciding: plan again
+        for occurrence in action.members:
+            state.remember(entry_for(occurrence, ARMED, state.report.now, hold.generation))
+        state.event(action_event(action, hold.generation))
+        return True
+
+    def _intend(self, action: Arm) -> None:
+        """The audit intent `recall` pairs with the store's own audit of the write. Failing to
+        write it never stops the arm: a hold matters more than the memory of it."""
+        try:
+            self.estop.record(INTENT, self.estop.layout.location(action.scope), reason=action.desired.reason,
+                              deadline=action.desired.deadline, detail=intent_detail(o.key for o in action.members))
+        except (EstopError, OSError) as exc:
+            logger.warning("windows: cannot record the arm in the audit trail (%s); arming anyway", exc)
+
+    def retire(self, action: Retire, state: PassState) -> None:
+        removed = self.estop.retire(action.generation, scope=action.scope)
+        for entry in action.entries:
+            state.remember(entry)
+        if removed:
+            state.event(action_event(action))
+
+    def skip(self, action: Skip, state: PassState, by_name: dict[str, Window]) -> None:
+        occurrence = action.occurrence
+        detail = (f"window {occurrence.window} occurrence {occurrence.ident} skipped: {action.scope} is held by "
+                  f"{action.standing}, which the window did not arm")
+        window = by_name.get(occurrence.window)
+        self.estop.record("skip", self.estop.layout.location(action.scope), generation=action.standing_generation,
+                          reason=window.hold_reason if window else None, deadline=occurrence.end, detail=detail)
+        state.remember(entry_for(occurrence, SKIPPED, state.report.now, None, f"held by {action.standing}"))
+        state.event(action_event(action))

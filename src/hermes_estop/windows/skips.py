@@ -1,0 +1,57 @@
+"""Skipping one occurrence ahead of time (`hermes windows skip` / `unskip`, issue 11 section 2).
+
+A skip is a ledger entry in state `skipped` (the same state the scheduler records when a hold it
+did not arm stands): the reconciliation never arms a skipped occurrence, on either store, and
+`windows next` shows it. An unskip deletes that entry. Only occurrences that have not started
+can be skipped or unskipped: one that holds now is ended by `hermes resume`.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from ..cronspec import wall_to_instant
+from ..errors import InvalidArgument
+from ..timeutil import format_instant
+from .ledger import SKIPPED, LedgerEntry
+from .model import Window
+from .occurrences import Occurrence, occurrences
+from .reconcile import entry_for
+
+__all__ = ["OPERATOR_SKIP", "is_operator_skip", "pick", "skip_entry"]
+
+OPERATOR_SKIP = "skipped by the operator"
+
+
+def pick(window: Window, now: datetime, *, on: date | None = None, start: datetime | None = None) -> Occurrence:
+    """The occurrence of `window` meant: the one starting on local date `on`, the one starting
+    at `start`, or else the next one that has not started. `InvalidArgument` (one line) when
+    there is none, or when it has already started."""
+    if on is not None:
+        midnight = wall_to_instant(datetime(on.year, on.month, on.day), window.tz)
+        found = next(iter(occurrences(window, midnight)), None)
+        if found is None or found.start.astimezone(window.tz).date() != on:
+            raise InvalidArgument(f"window {window.name} has no occurrence starting on {on.isoformat()} "
+                                  f"({window.timezone})")
+    elif start is not None:
+        found = next(iter(occurrences(window, start)), None)
+        if found is None or found.start != start:
+            raise InvalidArgument(f"window {window.name} has no occurrence starting at {format_instant(start)}")
+    else:
+        found = next((o for o in occurrences(window, now) if o.start > now), None)
+        if found is None:
+            raise InvalidArgument(f"window {window.name} has no occurrence ahead")
+    if found.start <= now:
+        raise InvalidArgument(f"window {window.name} occurrence {found.ident} has already started; "
+                              "`hermes resume` releases a hold that stands")
+    return found
+
+
+def skip_entry(occurrence: Occurrence, now: datetime, actor: str) -> LedgerEntry:
+    return entry_for(occurrence, SKIPPED, now, None, f"{OPERATOR_SKIP} ({actor})")
+
+
+def is_operator_skip(entry: LedgerEntry | None) -> bool:
+    return entry is not None and entry.state == SKIPPED and (entry.detail or "").startswith(OPERATOR_SKIP)
+
+

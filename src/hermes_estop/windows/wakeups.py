@@ -1,0 +1,126 @@
+"""When the window scheduler wakes up, and the APScheduler 3 adapter that wakes it.
+
+`wakeups_for` computes, from the windows and `now`, the instants after which the plan can change:
+each enabled window's next start and the earliest end among its occurrences covering `now` (the
+expiry job). `Wakeups` keeps exactly those as APScheduler `DateTrigger` jobs (APScheduler never
+reads a cron expression: its `CronTrigger` reads day-of-week 0 as Monday). The scheduler object
+is only used through the small `Scheduler` protocol below, so a test or another host process
+can pass its own (the tests pass a paused real `BackgroundScheduler`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from .model import Window
+from .occurrences import OccurrenceIndex
+
+__all__ = ["JOB_PREFIX", "LATER", "MAX_JOBS", "Job", "Scheduler", "Wakeups", "make_scheduler", "wakeups_for"]
+
+JOB_PREFIX = "windows:"
+#: wake-up jobs kept at most (the earliest); `LATER` stands for the rest
+MAX_JOBS = 256
+LATER = f"{JOB_PREFIX}later"
+
+
+class Job(Protocol):
+    """What the adapter reads of an APScheduler job."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def next_run_time(self) -> datetime | None: ...
+
+
+class Scheduler(Protocol):
+    """The part of APScheduler 3's `BaseScheduler` the window scheduler uses."""
+
+    @property
+    def running(self) -> bool: ...
+
+    def start(self, paused: bool = False) -> None: ...
+
+    def shutdown(self, wait: bool = True) -> None: ...
+
+    def get_jobs(self) -> list[Any]: ...
+
+    def add_job(self, func: Callable[..., Any], trigger: Any = None, args: Any = None, **kwargs: Any) -> Any: ...
+
+    def remove_job(self, job_id: str, jobstore: str | None = None) -> None: ...
+
+
+def wakeups_for(windows: Iterable[Window], now: datetime, index: OccurrenceIndex | None = None,
+                limit: int = MAX_JOBS) -> dict[str, datetime]:
+    """The instants after `now` at which the plan can change: each enabled window's next start
+    (`windows:start:<name>`) and the earliest end among its occurrences covering `now`
+    (`windows:end:<name>`, the expiry job). Every wake-up re-plans and reschedules.
+
+    Only the `limit` earliest are kept, plus `windows:later` at the earliest one left out: a
+    fleet with 10,000 windows keeps a few hundred jobs, and waking at `windows:later` schedules
+    the next ones (APScheduler's `add_job` costs about 0.1 ms each)."""
+    index = index or OccurrenceIndex()
+    out: dict[str, datetime] = {}
+    for window in windows:
+        if not window.enabled:
+            continue
+        upcoming = index.next_start(window, now)
+        if upcoming is not None:
+            out[f"{JOB_PREFIX}start:{window.name}"] = upcoming.start
+        ends = [o.end for o in index.covering(window, now)]
+        if ends:
+            out[f"{JOB_PREFIX}end:{window.name}"] = min(ends)
+    if len(out) <= limit:
+        return out
+    ordered = sorted(out.items(), key=lambda kv: (kv[1], kv[0]))
+    kept = dict(ordered[:limit])
+    kept[LATER] = ordered[limit][1]
+    return kept
+
+
+class Wakeups:
+    """Keeps the scheduler's `windows:` jobs equal to a desired set of instants."""
+
+    def __init__(self, scheduler: Scheduler, wake: Callable[[str], None]) -> None:
+        self.scheduler = scheduler
+        self.wake = wake
+
+    def jobs(self) -> dict[str, datetime]:
+        out: dict[str, datetime] = {}
+        for job in self.scheduler.get_jobs():
+            if job.id.startswith(JOB_PREFIX) and job.next_run_time is not None:
+                out[job.id] = job.next_run_time
+        return out
+
+    def set(self, desired: dict[str, datetime]) -> None:
+        from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
+        from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
+
+        existing = {job.id: job for job in self.scheduler.get_jobs() if job.id.startswith(JOB_PREFIX)}
+        for job_id in existing.keys() - desired.keys():
+            try:
+                self.scheduler.remove_job(job_id)
+            except JobLookupError:
+                pass
+        for job_id, when in desired.items():
+            job = existing.get(job_id)
+            if job is not None and getattr(job, "next_run_time", None) == when:
+                continue
+            self.scheduler.add_job(self.wake, trigger=DateTrigger(run_date=when, timezone=UTC), args=(job_id,),
+                                   id=job_id, name=job_id, replace_existing=True, misfire_grace_time=None,
+                                   coalesce=True, max_instances=1)
+
+
+def make_scheduler() -> Scheduler:
+    """A BackgroundScheduler in UTC with one worker thread: wake-ups never run concurrently."""
+    from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
+    from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
+
+    scheduler: Scheduler = BackgroundScheduler(
+        timezone=UTC,
+        executors={"default": ThreadPoolExecutor(max_workers=1)},
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+    )
+    return scheduler

@@ -1,0 +1,178 @@
+"""`windows.toml` of one fleet root: reading it safely and changing it atomically.
+
+Reading opens the file with `fsutil.open_regular` (O_NONBLOCK|O_NOFOLLOW, then fstat): a FIFO,
+a directory or a symlink planted there is refused with one line (`NotRegularFile`, a
+`StoreError`), which the scheduler treats as "cannot read" (standing holds stay), never as
+"zero windows". `snapshot()` returns the bytes together with the identity of the very file
+they were read from, so the scheduler can tell a re-save in place (new identity) from a file
+that stayed as it was.
+
+Writes take an exclusive lock beside the file (`.windows.toml.lock`), sweep the temporaries of
+writers that died mid-write, and replace the file atomically: a reader sees the old file or the
+new. Hand editors that re-save in place are the scheduler's problem (`windows.guard`).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import StoreError
+from ..fsutil import atomic_write, exclusive_lock, open_regular, sweep_temporaries
+from .model import WINDOWS_FILE, InvalidWindow, Window, check_unique
+
+__all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "Snapshot", "WindowsFile"]
+
+#: a windows file larger than this is refused (10,000 windows take about 1 MiB)
+MAX_WINDOWS_BYTES = 32 * 1024 * 1024
+_HEADER = (
+    "# Maintenance windows of this fleet (hermes-estop). Edit by hand or with `hermes windows add`;\n"
+    "# `hermes windows validate` checks the file, `hermes serve` picks edits up without a restart.\n\n"
+)
+
+Identity = tuple[int, ...]
+#: the last validated version of each windows file read in this process
+_VERSIONS: dict[Path, tuple[bytes, list[Window]]] = {}
+_MAX_VERSIONS = 16
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One read of the file: its identity (None: no file) and its bytes (b"" when absent)."""
+
+    identity: Identity | None
+    raw: bytes
+
+
+def _identity(st: os.stat_result) -> Identity:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class WindowsFile:
+    """`windows.toml` of one fleet root: load, and locked atomic read-modify-write."""
+
+    def __init__(self, root: Path, name: str = WINDOWS_FILE) -> None:
+        self.path = Path(root) / name
+        self.lock_path = self.path.with_name(f".{self.path.name}.lock")
+
+    def __repr__(self) -> str:
+        return f"WindowsFile({str(self.path)!r})"
+
+    def identity(self) -> Identity | None:
+        """What changes whenever the file is replaced or edited in place; None when absent."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(f"cannot stat {self.path}: {exc.strerror or exc}") from None
+        return _identity(st)
+
+    def snapshot(self) -> Snapshot:
+        """The bytes and the identity of the file they came from. Raises `StoreError` (cannot
+        read, not a regular file, too large)."""
+        try:
+            fd = open_regular(self.path)
+        except FileNotFoundError:
+            return Snapshot(None, b"")
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        try:
+            identity = _identity(os.fstat(fd))
+            chunks: list[bytes] = []
+            total = 0
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > MAX_WINDOWS_BYTES:
+                    raise StoreError(f"{self.path} is larger than {MAX_WINDOWS_BYTES} bytes: refusing to read it")
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
+        return Snapshot(identity, b"".join(chunks))
+
+    def load(self) -> list[Window]:
+        """Every window in the file, in file order; [] when there is no file. Raises
+        `InvalidWindow` (the file, the window, the field) or `StoreError` (cannot read)."""
+        return self.parse(self.snapshot().raw)
+
+    def parse(self, raw: bytes) -> list[Window]:
+        """The windows `raw` holds. Validated once per version of the file in this process (the
+        last version of each path is remembered): the scheduler reads the file every poll, and
+        every command and service of `hermes serve` has its own `WindowsFile`."""
+        cached = _VERSIONS.get(self.path)
+        if cached is not None and cached[0] == raw:
+            return list(cached[1])
+        windows = self._validate(raw)
+        if len(_VERSIONS) >= _MAX_VERSIONS:
+            _VERSIONS.clear()
+        _VERSIONS[self.path] = (raw, windows)
+        return list(windows)
+
+    def _validate(self, raw: bytes) -> list[Window]:
+        try:
+            data = tomllib.loads(raw.decode("utf-8-sig"))
+        except UnicodeDecodeError:
+            raise InvalidWindow("not UTF-8 text", path=self.path) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidWindow(f"not valid TOML: {exc}", path=self.path) from None
+        unknown = sorted(set(data) - {"windows"})
+        if unknown:
+            raise InvalidWindow(f"unknown top-level key(s) {unknown}: expected [[windows]] tables", path=self.path)
+        tables = data.get("windows", [])
+        if not isinstance(tables, list):
+            raise InvalidWindow("'windows' must be an array of tables ([[windows]])", path=self.path)
+        windows = [Window.parse(table, path=self.path, index=i) for i, table in enumerate(tables)]
+        check_unique(windows, self.path)
+        return windows
+
+    def render(self, windows: Iterable[Window]) -> bytes:
+        import tomli_w
+
+        body = tomli_w.dumps({"windows": [window.to_toml() for window in windows]})
+        return (_HEADER + body).encode("utf-8")
+
+    def save(self, windows: Iterable[Window]) -> None:
+        """Replace the file with `windows` (atomically, under the lock)."""
+        windows = list(windows)
+        check_unique(windows, self.path)
+        with exclusive_lock(self.lock_path):
+            self._write(windows)
+
+    def _write(self, windows: list[Window]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        sweep_temporaries(self.path)  # under the writers' lock: no write is in flight
+        atomic_write(self.path, self.render(windows))
+
+    def add(self, window: Window, *, replace: bool = False) -> list[Window]:
+        """Append `window` (or, with `replace`, put it in place of the one with its name)."""
+        with exclusive_lock(self.lock_path):
+            windows = self.load()
+            names = [w.name for w in windows]
+            if window.name in names:
+                if not replace:
+                    raise InvalidWindow("already exists (remove it first, or use --replace)",
+                                        path=self.path, window=repr(window.name))
+                windows[names.index(window.name)] = window
+            else:
+                windows.append(window)
+            self._write(windows)
+        return windows
+
+    def remove(self, name: str) -> Window:
+        """Remove the window called `name`; `InvalidWindow` when there is none."""
+        with exclusive_lock(self.lock_path):
+            windows = self.load()
+            for i, window in enumerate(windows):
+                if window.name == name:
+                    del windows[i]
+                    self._write(windows)
+                    return window
+        raise InvalidWindow("no such window", path=self.path, window=repr(name))

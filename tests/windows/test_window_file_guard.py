@@ -1,0 +1,194 @@
+"""windows.toml re-saved in place mid-window never frees the fleet (issue 9 item 1), on the fake
+clock: an emptied, missing or torn file that takes a holding window away is acted on only once it
+stayed the same for one reconcile interval; a confirmed removal withdraws the occurrence, and the
+window coming back before the end re-arms it. Plus the file-type rules (item 12) and the sweep of
+writers' temporaries (item 17) for windows.toml and windows-state.json."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from hermes_estop.hold import HoldState
+from hermes_estop.windows.guard import FileGuard
+from hermes_estop.windows.ledger import ARMED, WITHDRAWN, JsonFileLedger
+from hermes_estop.windows.model import Window
+
+POLL = timedelta(seconds=5)  # the service's default poll interval (the confirmation period)
+
+
+def holding_window(harness, **extra):
+    """Two windows in the file, `maint` armed at its start (30 min long): (start, generation, raw file)."""
+    start = harness.clock.now + timedelta(hours=1)
+    harness.write({"name": "other", "cron": "0 0 1 1 *", "duration": "1h"},
+                  {"name": "maint", "at": start.isoformat(), "duration": "30m", **extra})
+    harness.start()
+    harness.run_until(start)
+    return start, harness.reading().hold.generation, harness.file.path.read_bytes()
+
+
+def write_in_place(path, data: bytes) -> None:
+    """What an editor (or `cat src > windows.toml`) does: truncate, then write, same inode."""
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def poll_at(harness, when):
+    harness.run_until(when, poll=True)
+    return harness.reports[-1]
+
+
+@pytest.mark.parametrize("state", ["empty", "missing", "torn-prefix", "torn-last-table"])
+def test_a_file_caught_mid_save_never_retires_the_standing_occurrence(harness, state):
+    start, generation, raw = holding_window(harness, reason="db", scope="fleet")
+    if state == "empty":
+        write_in_place(harness.file.path, b"")
+    elif state == "missing":
+        harness.file.path.unlink()
+    elif state == "torn-prefix":  # only the first window made it to disk
+        write_in_place(harness.file.path, raw[: raw.rindex(b"[[windows]]", 0, raw.index(b'name = "maint"'))])
+    else:  # the last table cut before its optional fields: a window of another scope and reason
+        cut = raw.index(b'duration = "30m"', raw.index(b'name = "maint"')) + len(b'duration = "30m"\n')
+        write_in_place(harness.file.path, raw[:cut])
+    report = poll_at(harness, start + timedelta(minutes=1))
+    assert report.pending and "not acted on" in report.pending
+    write_in_place(harness.file.path, raw)  # the save completes
+    poll_at(harness, start + timedelta(minutes=1) + POLL)
+    poll_at(harness, start + timedelta(minutes=2))
+    assert harness.reading().hold.generation == generation
+    assert harness.events("retire") == [] and harness.events("rearm") == []
+    assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == ARMED
+
+
+def test_a_save_that_keeps_landing_mid_write_never_confirms(harness):
+    start, generation, raw = holding_window(harness)
+    when = start
+    for _ in range(20):  # each poll finds a new half-written file (a new mtime): never the same one twice
+        write_in_place(harness.file.path, b"")
+        when += POLL
+        poll_at(harness, when)
+        write_in_place(harness.file.path, raw)
+        harness.file.path.touch()
+    assert harness.reading().hold.generation == generation
+
+
+def test_an_empty_file_that_stays_empty_for_one_interval_retires_the_hold(harness):
+    start, generation, _ = holding_window(harness)
+    write_in_place(harness.file.path, b"")
+    assert poll_at(harness, start + timedelta(minutes=1)).pending
+    assert harness.reading().state is HoldState.ACTIVE
+    poll_at(harness, start + timedelta(minutes=1) + POLL - timedelta(microseconds=1))
+    assert harness.reading().state is HoldState.ACTIVE  # less than one interval: still unconfirmed
+    poll_at(harness, start + timedelta(minutes=1) + POLL)
+    assert harness.reading().state is HoldState.ABSENT
+    assert [e.generation for e in harness.events("retire")] == [generation]
+    assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == WITHDRAWN
+
+
+def test_a_withdrawn_occurrence_is_rearmed_when_its_window_is_back_before_the_end(harness):
+    start, generation, raw = holding_window(harness)
+    harness.file.remove("maint")
+    poll_at(harness, start + timedelta(minutes=1))
+    poll_at(harness, start + timedelta(minutes=1) + POLL)
+    assert harness.reading().state is HoldState.ABSENT
+    write_in_place(harness.file.path, raw)  # the window is back (additions are trusted at once)
+    poll_at(harness, start + timedelta(minutes=3))
+    hold = harness.reading().hold
+    assert hold is not None and hold.generation != generation
+    assert hold.expires_at == start + timedelta(minutes=30)
+    assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == ARMED
+    harness.run_until(start + timedelta(minutes=30))
+    assert harness.reading().state is HoldState.ABSENT
+
+
+def test_a_fresh_scheduler_does_not_trust_a_read_missing_a_window_the_ledger_says_holds(harness):
+    start, generation, _ = holding_window(harness)
+    write_in_place(harness.file.path, b"")
+    harness.clock.set(start + timedelta(minutes=2))
+    report = harness.restart()  # nothing trusted yet: the ledger is what says `maint` holds
+    assert report.pending
+    assert harness.reading().hold.generation == generation
+
+
+def test_adding_a_window_is_acted_on_at_once(harness):
+    harness.write({"name": "other", "cron": "0 0 1 1 *", "duration": "1h"})
+    harness.start()
+    start = harness.clock.now - timedelta(minutes=1)
+    harness.file.add(Window.parse({"name": "now", "at": start.isoformat(), "duration": "1h"}))
+    report = poll_at(harness, harness.clock.now + timedelta(seconds=1))
+    assert report.pending is None
+    assert harness.reading().hold.armed_by == "window:now"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+@pytest.mark.parametrize("which", ["windows.toml", "windows-state.json"])
+def test_a_non_regular_file_is_refused_with_one_line_and_keeps_the_standing_hold(harness, kind, which):
+    start, generation, _ = holding_window(harness)
+    path = harness.root / which
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    report = poll_at(harness, start + timedelta(minutes=1))  # must not hang on the FIFO
+    assert report.errors and str(path) in report.errors[0] and "\n" not in report.errors[0]
+    poll_at(harness, start + timedelta(minutes=2))
+    assert harness.reading().hold.generation == generation
+
+
+def test_windows_file_writers_sweep_temporaries_of_crashed_writers(harness):
+    harness.write({"name": "other", "cron": "0 0 1 1 *", "duration": "1h"})
+    leftovers = [harness.root / f".windows.toml.tmp-{i}" for i in range(3)]
+    for path in leftovers:
+        path.write_bytes(b"half")
+    harness.file.add(Window.parse({"name": "more", "cron": "0 1 1 1 *", "duration": "1h"}))
+    assert not any(path.exists() for path in leftovers)
+
+
+def test_ledger_writers_sweep_temporaries_of_crashed_writers(harness, fleet_root):
+    ledger = JsonFileLedger(fleet_root)
+    leftovers = [fleet_root / f".windows-state.json.tmp-{i}" for i in range(3)]
+    for path in leftovers:
+        path.write_bytes(b"half")
+    ledger.commit([], prune_before=datetime(2026, 1, 1, tzinfo=UTC))
+    assert not any(path.exists() for path in leftovers)
+    assert ledger.load() == {}
+
+
+# -- the decision alone ---------------------------------------------------------------------
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+A = Window.parse({"name": "a", "cron": "0 3 * * *", "duration": "1h"})
+B = Window.parse({"name": "b", "cron": "0 4 * * *", "duration": "1h"})
+
+
+def test_guard_trusts_the_first_read_and_every_addition():
+    guard = FileGuard(POLL)
+    assert guard.judge((1,), [A], {}, T0).trusted
+    assert guard.judge((2,), [A, B], {}, T0).trusted
+
+
+@pytest.mark.parametrize("reads, trusted", [
+    # (identity, seconds after T0) of consecutive reads of a file without `b`
+    ([((3,), 0), ((3,), 5)], [False, True]),
+    ([((3,), 0), ((3,), 4.9)], [False, False]),
+    ([((3,), 0), ((4,), 5), ((4,), 9)], [False, False, False]),
+    ([((3,), 0), ((4,), 5), ((4,), 10)], [False, False, True]),
+    ([(None, 0), (None, 5)], [False, True]),
+])
+def test_guard_confirms_a_shrink_only_by_the_same_file_one_interval_later(reads, trusted):
+    guard = FileGuard(POLL)
+    guard.judge((1,), [A, B], {}, T0)
+    seen = [guard.judge(identity, [A], {}, T0 + timedelta(seconds=s)).trusted for identity, s in reads]
+    assert seen == trusted
+
+
+def test_guard_starts_over_after_a_failed_read():
+    guard = FileGuard(POLL)
+    guard.judge((1,), [A, B], {}, T0)
+    assert not guard.judge((3,), [A], {}, T0).trusted
+    guard.interrupted()
+    assert not guard.judge((3,), [A], {}, T0 + POLL).trusted
+    assert guard.judge((3,), [A], {}, T0 + 2 * POLL).trusted
