@@ -14,6 +14,7 @@ Run: `python bench/run.py --only consumers` (add `--quick` for a smoke run).
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import os
 import queue
@@ -24,16 +25,19 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from collections.abc import Hashable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Hashable
+from types import SimpleNamespace
+from typing import Any
 
 from harness import Figure, compare, percentile
 
 from hermes_estop import Estop
-from hermes_estop.consumers.common import PassGate, WorkerPool, WorkResult
 from hermes_estop.consumers.cron import CronJob, CronRunner, CronTable
 from hermes_estop.consumers.kanban import Board, Dispatcher
+from hermes_estop.consumers.passgate import PassGate
+from hermes_estop.consumers.worker import WorkerPool, WorkResult
 from hermes_estop.gate import Verdict
 from hermes_estop.homes import Layout
 from hermes_estop.stores import FileStore
@@ -57,9 +61,10 @@ class _NoopPool(WorkerPool):
     def __len__(self) -> int:
         return 0
 
-    def start(self, key: Hashable, command: str, **_: Any) -> None:  # type: ignore[override]
+    def start(self, key: Hashable, command: str, **_: Any) -> Any:  # type: ignore[override]
         now = self.clock()
         self._done.append((key, WorkResult("ok", 0, now, now)))
+        return SimpleNamespace(pid=None)  # finished already: no pid to note on the claim
 
     def reap(self) -> list[tuple[Hashable, WorkResult]]:
         done, self._done = self._done, []
@@ -72,8 +77,8 @@ class _NoopPool(WorkerPool):
 class _NoopRunner(CronRunner):
     """The real `CronRunner` (claim, gate, next occurrence, write-back, record) with no-op jobs."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def __init__(self, estop: Estop, table: CronTable | None = None) -> None:
+        super().__init__(estop, table)
         self.pool = _NoopPool(self.estop.clock)
 
 
@@ -138,7 +143,7 @@ def cron_held(tmp: Path, quick: bool) -> Figure:
     estop = Estop(layout=layout, store=FileStore(layout.root))
     estop.engage(reason="bench: held", ttl="2h", fleet=True)
     time.sleep(0.2)  # let the body settle so the store's identity cache may serve it
-    due = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    due = datetime(2030, 1, 1, tzinfo=UTC)
     table = CronTable(tmp / "cron-held-table")
     _fill_table(table, ITEMS, due)
     gated = _NoopRunner(estop, table=table)
@@ -157,7 +162,7 @@ def cron_free(tmp: Path, quick: bool) -> Figure:
     items = 1_000 if quick else ITEMS
     layout = _fleet(tmp / "cron-free")
     estop = Estop(layout=layout, store=FileStore(layout.root))
-    start = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2030, 1, 1, tzinfo=UTC)
     runners = {}
     for side, kind in (("gated", _NoopRunner), ("plain", _UngatedRunner)):
         table = CronTable(tmp / f"cron-free-{side}")
@@ -203,7 +208,7 @@ def kanban_held(tmp: Path, quick: bool) -> Figure:
     _fill_board(board, ITEMS)
     gated = Dispatcher(estop, board=board)
     plain = _UngatedDispatcher(estop, board=board)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     report = gated.tick(now)
     assert len(report.held) == ITEMS and not report.spawned, report.summary()
     assert len(plain.tick(now).held) == ITEMS
@@ -293,7 +298,7 @@ def time_to_stop(tmp: Path, quick: bool) -> Figure:
     finally:
         dispatcher.close()
         estop.release(fleet=True)
-    gaps = [b[0] - a[0] for a, b in zip(passes, passes[1:])]
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(passes)]
     worst = max(delays)
     return Figure("time to stop: engage() returns -> last new spawn (dispatcher at 10 Hz, other process)",
                   worst * 1e3, "ms (max)", "loop interval", interval * 1e3, worst / interval,

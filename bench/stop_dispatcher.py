@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from hermes_estop import Estop
-from hermes_estop.consumers.common import WorkerPool
 from hermes_estop.consumers.service import KanbanService
+from hermes_estop.consumers.worker import WorkerPool
 
 _out = threading.Lock()
 

@@ -55,3 +55,30 @@ def test_serve_holds_and_resumes_cron_and_kanban(hermes, tmp_path):
         output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, output
     assert "cron: started" in output and "kanban: started" in output
+
+
+def test_serve_logs_a_damaged_board_once_when_it_starts_and_once_when_it_clears(hermes, tmp_path):
+    root = hermes.home
+    root.mkdir(parents=True)
+    board = Board(root)
+    board.add("t", "true")
+    good = board.path.read_bytes()
+    for suffix in ("-wal", "-shm"):
+        board.path.with_name(board.path.name + suffix).unlink(missing_ok=True)
+    board.path.write_bytes(b"damaged by hand\n" * 200)
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "hermes_estop", "serve", "--interval", "1",
+                                 "--kanban-interval", "0.05"], env=hermes.env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        assert wait_for(lambda: "kanban: ticks fail" in log.read_text(), timeout=90), log.read_text()
+        time.sleep(1.0)  # many more failing passes at 0.05 s
+        board.path.write_bytes(good)
+        assert wait_for(lambda: "kanban: recovered" in log.read_text(), timeout=90), log.read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    output = log.read_text()
+    assert proc.returncode == 0, output
+    assert output.count("kanban: ticks fail") == 1 and output.count("kanban: recovered") == 1, output
+    assert "Traceback" not in output, output

@@ -13,6 +13,7 @@ from hermes_estop import Estop, FileStore
 
 from .helpers import T0
 
+
 @pytest.fixture
 def clock(clock):
     """The shared fake clock (tests/conftest.py), started at this package's `T0`."""

@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-__all__ = ["T0"]
+__all__ = ["T0", "finishes"]
 
 #: where the fake clock starts in these tests: 10:00 UTC, so "*/5" occurrences fall at 10:05, 10:10 ...
-T0 = datetime(2026, 6, 1, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 6, 1, 10, 0, tzinfo=UTC)
+
+
+def finishes(call, *, guard: float = 60.0):
+    """Run `call()` in a thread and return what it returned or raised (as `("raised", exc)`);
+    fails the test instead of hanging the suite when the call blocks (a FIFO opened blindly).
+    The guard is a hang detector, not a timing assertion: it is far above any real run."""
+    import threading
+
+    outcome: list = []
+
+    def run():
+        try:
+            outcome.append(("returned", call()))
+        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+            outcome.append(("raised", exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(guard)
+    assert not thread.is_alive(), "the call blocked (it opened a FIFO without O_NONBLOCK?)"
+    return outcome[0]

@@ -3,6 +3,7 @@ ticks instead of bursting, ticking the consumers and recording their work on sto
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -153,3 +154,45 @@ def test_configured_services_follow_what_the_home_has(p1, clock):
     assert [s.name for s in configured_services(p1)] == ["cron"]
     Board(p1.layout.root).add("t", "true")
     assert [s.name for s in configured_services(p1)] == ["cron", "kanban"]
+
+
+def _damage(path):
+    for suffix in ("-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+    path.write_bytes(b"this is not what the program wrote\n" * 100)
+
+
+def _service_lines(caplog, name):
+    return [r for r in caplog.records if r.getMessage().startswith(f"{name}: ") and r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("consumer", ["cron", "kanban"])
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_damaged_consumer_file_is_logged_once_when_it_starts_and_once_when_it_clears(p1, clock, caplog, consumer,
+                                                                                      debug):
+    caplog.set_level(logging.INFO, logger="hermes_estop")
+    if consumer == "cron":
+        table = CronTable.of(p1)
+        table.add("j", "true", now=T0, schedule="0 3 * * *", profile="p1")
+        path, service = table.path, CronService(p1, interval=1.0, debug=debug)
+    else:
+        Board(p1.layout.root, clock=clock).add("t", "true")
+        path, service = p1.layout.root / "kanban.db", KanbanService(p1, interval=1.0, debug=debug)
+    good = path.read_bytes()
+    _damage(path)
+    for _ in range(5):
+        assert service.tick() is None
+    [started] = _service_lines(caplog, consumer)
+    assert str(path) in started.getMessage() and "\n" not in started.getMessage()
+    assert (started.exc_info is not None) is debug, "a traceback only under HERMES_DEBUG=1"
+    path.write_bytes(good)
+    for _ in range(3):
+        assert service.tick() is not None
+    assert [r.getMessage().split(" (")[0] for r in _service_lines(caplog, consumer)[1:]] == [f"{consumer}: recovered"]
+
+
+def test_hermes_debug_turns_the_tracebacks_on(monkeypatch, clock):
+    monkeypatch.setenv("HERMES_DEBUG", "1")
+    assert LoopService("x", lambda now: None, interval=1.0, clock=clock).debug
+    monkeypatch.setenv("HERMES_DEBUG", "0")
+    assert not LoopService("x", lambda now: None, interval=1.0, clock=clock).debug

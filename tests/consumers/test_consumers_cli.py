@@ -4,6 +4,7 @@ and every bad value refused with exit 2 and one line naming it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import timedelta
@@ -13,6 +14,8 @@ import pytest
 from hermes_estop.cli import main
 from hermes_estop.consumers.cron import CronTable
 from hermes_estop.timeutil import utc_now
+
+from .helpers import finishes
 
 
 def run(capsys, *argv):
@@ -114,3 +117,25 @@ def test_the_consumer_modules_are_not_imported_by_a_cheap_command(subprocess_env
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=subprocess_env,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("argv, planted", [
+    (["cron", "list"], "cron/jobs.json"),
+    (["cron", "tick"], "cron/jobs.json"),
+    (["kanban", "list"], "../../kanban.db"),
+    (["kanban", "dispatch"], "../../kanban.db"),
+])
+def test_a_fifo_planted_at_a_consumer_file_exits_2_with_one_line_and_never_blocks(cli_env, capsys, argv, planted):
+    path = (cli_env / planted).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    kind, code = finishes(lambda: main(argv))
+    _, err = capsys.readouterr()
+    assert (kind, code) == ("returned", 2)
+    assert len(err.strip().splitlines()) == 1 and str(path) in err and "FIFO" in err
+
+
+def test_printed_lines_escape_control_characters_written_by_hand(cli_env, capsys):
+    run(capsys, "cron", "add", "j", "--cron", "0 3 * * *", "--command", "echo \x1b[2J \u202e")
+    code, out, _ = run(capsys, "cron", "list")
+    assert code == 0 and "\x1b" not in out and "\u202e" not in out and "\\x1b[2J \\u202e" in out

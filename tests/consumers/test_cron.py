@@ -4,16 +4,15 @@ occurrences coalesce into one run after the lift."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+import os
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from hermes_estop import Allow, EstopError, StoreError
 from hermes_estop.consumers.cron import CronRunner, CronTable, DuplicateJob, UnknownJob
 
-from .helpers import T0
-
-UTC = timezone.utc
+from .helpers import T0, finishes
 
 
 def at(hour: int, minute: int, second: int = 0) -> datetime:
@@ -271,4 +270,66 @@ def test_a_hand_damaged_job_is_parked_with_an_error_and_the_others_still_run(p1,
     [run] = report.failed
     assert (run.name, run.result.status) == ("broken", "error") and "Not/AZone" in run.result.detail
     assert table.get("broken").next_run_at is None
+    assert appended(marker) == ["fine"]
+
+
+@pytest.mark.parametrize("where", ["table home", "named profile", "fleet root"])
+def test_a_job_naming_another_profile_is_gated_on_every_location_it_runs_under(estop_for, p1, clock, table,
+                                                                               marker, appended, where):
+    add_job(table, marker, profile="p2")  # in p1's table: it runs with p1's HERMES_HOME
+    holder = {"table home": p1, "named profile": estop_for("p2"), "fleet root": estop_for(None)}[where]
+    holder.engage(reason=f"held at the {where}")
+    report = CronRunner(p1).tick(clock.set(at(10, 6)))
+    assert [held.name for held in report.held] == ["report"]
+    assert appended(marker) == []
+    assert table.get("report").next_run_at == at(10, 5)
+
+
+def test_deny_wins_across_the_table_home_and_the_named_profile(estop_for, p1, clock, table, marker, appended):
+    add_job(table, marker, owner="op", profile="p2")
+    estop_for("p2").engage(reason="p2 lane", allow={"user_ids": ["op"]})
+    p1.engage(reason="p1 strict")  # admits nobody
+    assert CronRunner(p1).tick(clock.set(at(10, 6))).held
+    p1.release()
+    assert CronRunner(p1).tick(clock.set(at(10, 7))).started == ("report",)
+
+
+@pytest.mark.parametrize("planted", ["fifo", "directory"])
+def test_a_fifo_or_directory_at_the_table_is_refused_in_one_line_and_never_blocks(p1, clock, table, planted):
+    table.dir.mkdir(parents=True)
+    if planted == "fifo":
+        os.mkfifo(table.path)
+    else:
+        table.path.mkdir()
+    for call in (lambda: CronRunner(p1).tick(clock.set(at(10, 6))), table.jobs):
+        kind, error = finishes(call)
+        assert kind == "raised" and isinstance(error, StoreError), error
+        assert str(table.path) in str(error) and ("FIFO" if planted == "fifo" else "directory") in str(error)
+        assert "\n" not in str(error)
+
+
+def test_a_fifo_at_a_jobs_log_fails_that_run_in_one_line_and_never_blocks(p1, clock, table, marker):
+    add_job(table, marker)
+    table.log_dir.mkdir(parents=True)
+    os.mkfifo(table.log_dir / "report.log")
+    kind, report = finishes(lambda: CronRunner(p1).tick(clock.set(at(10, 6))))
+    assert kind == "returned"
+    [run] = report.failed
+    assert run.result.status == "error" and "FIFO" in run.result.detail
+    assert table.get("report").claim is None
+
+
+@pytest.mark.parametrize("field, value, named", [("timezone", "Not/AZone", "Not/AZone"), ("profile", "fleet", "fleet"),
+                                                  ("profile", "../x", "../x"), ("timeout", 10**12, "")])
+def test_any_hand_damaged_row_is_parked_and_the_others_still_run(p1, clock, table, marker, appended, field, value,
+                                                                  named):
+    add_job(table, marker, "broken")
+    add_job(table, marker, "fine")
+    body = json.loads(table.path.read_text())
+    body["jobs"][0][field] = value
+    table.path.write_text(json.dumps(body))
+    report = CronRunner(p1).tick(clock.set(at(10, 6)))
+    assert report.started == ("fine",)
+    [run] = report.failed
+    assert (run.name, run.result.status) == ("broken", "error") and named in run.result.detail
     assert appended(marker) == ["fine"]

@@ -3,6 +3,7 @@ pause but are authorized; an in-band /pause re-arms without losing the allowlist
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
@@ -183,3 +184,25 @@ def test_hermes_gateway_serve_over_a_real_socket(p1, python, subprocess_env):
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=20)
     assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("command, event", [("/pause from chat", "engage"), ("/resume", "release")])
+def test_every_gateway_write_is_audited_as_the_authenticated_principal(p1, gateway, command, event):
+    if command == "/resume":
+        p1.engage(reason="to lift")
+    assert gateway.handle("op", "p1", command).kind == "ok"
+    last = p1.history()[-1]
+    assert (last.event, last.actor) == (event, f"gateway:op@{socket.gethostname()}")
+
+
+def test_a_hold_paused_from_the_gateway_is_armed_by_the_principal(p1, gateway):
+    gateway.handle("op", "p1", "/pause from chat")
+    assert p1.holds()[0].hold.armed_by == f"gateway:op@{socket.gethostname()}"
+
+
+def test_a_hand_written_reason_reaches_the_chat_user_escaped(p1, gateway):
+    (p1.layout.home / "ESTOP").write_text(json.dumps({"generation": "g1", "reason": "\x1b[2Jwiped \u202eevil"}))
+    for line in ("bob p1 hello", "bob p1 /status"):
+        reply = gateway.handle_line(line)
+        assert "\x1b" not in reply and "\u202e" not in reply
+        assert "\\x1b[2Jwiped \\u202eevil" in reply

@@ -4,6 +4,7 @@ up to the limit, the maintenance lane through the hold, and never one card twice
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import textwrap
 from collections import Counter
@@ -11,10 +12,10 @@ from datetime import timedelta
 
 import pytest
 
-from hermes_estop import Allow, EstopError
+from hermes_estop import Allow, EstopError, StoreError
 from hermes_estop.consumers.kanban import Board, Dispatcher, UnknownCard
 
-from .helpers import T0
+from .helpers import T0, finishes
 
 
 @pytest.fixture
@@ -159,6 +160,8 @@ def test_claim_is_conditional_on_the_card_being_ready(board, clock):
         ({"command": "  "}, "'  '"),
         ({"profile": "../x"}, "../x"),
         ({"owner": "two words"}, "two words"),
+        ({"owner": "op\u202e"}, "op\\u202e"),
+        ({"owner": "op\x1b[2J"}, "op\\x1b[2J"),
     ],
 )
 def test_bad_card_input_is_refused_naming_the_value(board, kwargs, named):
@@ -227,3 +230,68 @@ def test_started_at_is_the_pass_time(fleet, board, clock):
     clock.set(T0 + timedelta(hours=2))
     Dispatcher(fleet).dispatch()
     assert board.get(card.id).started_at == T0 + timedelta(hours=2)
+
+
+def _hand_edit(board, card_id, **columns):
+    import sqlite3
+
+    with sqlite3.connect(board.path) as db:
+        for column, value in columns.items():
+            db.execute(f"UPDATE cards SET {column} = ? WHERE id = ?", (value, card_id))
+
+
+@pytest.mark.parametrize("bad_profile", ["../escape", "fleet", "two words", ""])
+def test_a_hand_edited_card_with_an_invalid_profile_is_parked_and_the_pass_goes_on(fleet, board, spawned, appended,
+                                                                                   bad_profile):
+    first, bad, last = add_cards(board, spawned, 3)
+    _hand_edit(board, bad.id, profile=bad_profile)
+    report = Dispatcher(fleet).dispatch()
+    assert sorted(report.spawned) == [first.id, last.id]
+    assert sorted(appended(spawned)) == sorted([str(first.id), str(last.id)])
+    parked = board.get(bad.id)
+    assert parked.status == "failed" and repr(bad_profile) in parked.detail
+    assert {run.id: run.result.status for run in report.failed} == {bad.id: "error"}
+    assert Dispatcher(fleet).dispatch().finished == ()  # parked, not retried every pass
+
+
+@pytest.mark.parametrize("planted, what", [("kanban.db", "FIFO"), ("kanban.db-wal", "FIFO"),
+                                           ("kanban.db", "directory")])
+def test_a_fifo_or_directory_at_the_board_is_refused_in_one_line_and_never_blocks(root, fleet, board, planted, what):
+    if planted != "kanban.db":
+        board.add("t", "true", ready=True)
+    path = root / planted
+    if path.exists():
+        path.unlink()
+    os.mkfifo(path) if what == "FIFO" else path.mkdir()
+    for call in (lambda: Dispatcher(fleet).tick(), board.cards):
+        kind, error = finishes(call)
+        assert kind == "raised" and isinstance(error, StoreError), error
+        assert str(path) in str(error) and what in str(error) and "\n" not in str(error)
+
+
+def test_a_fifo_at_a_cards_log_fails_that_card_and_never_blocks(fleet, board):
+    card = board.add("t", "true", ready=True)
+    board.log_dir.mkdir(parents=True)
+    os.mkfifo(board.log_dir / f"{card.id}.log")
+    kind, _ = finishes(lambda: Dispatcher(fleet).dispatch())
+    assert kind == "returned"
+    assert board.get(card.id).status == "failed" and "FIFO" in board.get(card.id).detail
+
+
+def test_the_schema_script_runs_once_per_board_not_per_statement(board, monkeypatch):
+    import sqlite3
+
+    scripts = []
+    real_connect = sqlite3.connect
+
+    class Counting(sqlite3.Connection):
+        def executescript(self, script):
+            scripts.append(script)
+            return super().executescript(script)
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: real_connect(*a, factory=Counting, **kw))
+    card = board.add("t", "true")
+    for _ in range(5):
+        board.get(card.id)
+        board.cards("ready")
+    assert len(scripts) == 1

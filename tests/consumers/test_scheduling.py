@@ -6,13 +6,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from hermes_estop import Allow
-from hermes_estop.consumers.scheduling import CATCH_UP_JOB_ID, Gated, gate_scheduler, gated
+from hermes_estop.consumers.scheduling import (
+    CATCH_UP_JOB_ID,
+    Gated,
+    gate_scheduler,
+    gated,
+)
 
 WAIT = 15.0
 
@@ -45,7 +50,7 @@ class Job:
 
 @pytest.fixture
 def scheduler():
-    sched = BackgroundScheduler(timezone=timezone.utc)
+    sched = BackgroundScheduler(timezone=UTC)
     yield sched
     if sched.running:
         sched.shutdown(wait=True)
@@ -149,7 +154,7 @@ def test_a_wrapped_interval_job_does_not_run_while_held_and_runs_again_after_the
 def test_catch_up_with_a_real_scheduler_runs_once_when_the_hold_lifts(estop_for, scheduler):
     estop = estop_for(None, real_clock=True)
     job = Job()
-    scheduler.add_job(job, "interval", hours=1, id="hourly", next_run_time=datetime.now(timezone.utc))
+    scheduler.add_job(job, "interval", hours=1, id="hourly", next_run_time=datetime.now(UTC))
     gate = gate_scheduler(scheduler, estop, catch_up=True, check_every=0.05)
     estop.engage(reason="maintenance")
     scheduler.start()

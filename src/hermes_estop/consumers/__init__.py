@@ -1,11 +1,16 @@
-"""The consumers: adapters that gate new work on the one shared predicate (DESIGN 7) and never
+"""The consumers: adapters that gate new work on the one shared predicate (docs/design.md §7) and never
 keep their own copy of the pause state.
 
-- `cron`: a job table per home and a tick that runs the due jobs the gate admits.
-- `kanban`: the fleet's SQLite board and a dispatcher that claims ready cards atomically.
-- `gateway`: the chat turn gate, its control commands, and a loopback line server.
+- `cron` (the tick) and `crontable` (a job table per home, its rows and claims).
+- `kanban` (the dispatcher) and `board` (the fleet's SQLite board, claimed atomically).
+- `gateway`: the chat turn gate, its control commands, and a loopback line server; `turns`:
+  its turns in flight, visible to other processes.
 - `scheduling`: gating for a user's own APScheduler 3 scheduler.
 - `service`: the cron ticker, kanban dispatcher and gateway as loop services for `hermes serve`.
+- `inflight`: the work in flight on what a hold covers (`hermes drain`, `hermes status`).
+- What they share: `validate` (names, owners, profiles, timeouts), `passgate` (the gate question
+  for owned work, and its per-pass form), `worker` (the worker subprocesses), `report` (the
+  shape of a pass's report). `common` gathers those names for older imports.
 
 The submodules are imported on demand (croniter, sqlite3 and apscheduler stay unloaded until
 used), so this package imports nothing itself.
@@ -13,4 +18,19 @@ used), so this package imports nothing itself.
 
 from __future__ import annotations
 
-__all__ = ["cron", "kanban", "gateway", "scheduling", "service", "common"]
+__all__ = [
+    "board",
+    "common",
+    "cron",
+    "crontable",
+    "gateway",
+    "inflight",
+    "kanban",
+    "passgate",
+    "report",
+    "scheduling",
+    "service",
+    "turns",
+    "validate",
+    "worker",
+]

@@ -1,5 +1,5 @@
 """gateway: the turn gate of a chat gateway, its in-band control commands, and a small
-line-oriented loopback server to exercise both with a real client (DESIGN 7).
+line-oriented loopback server to exercise both with a real client (docs/design.md §7).
 
 A turn from an admitted principal is served; any other turn while held gets the pause notice
 (the reason, and the auto-resume time when there is one). Control commands — `/status`,
@@ -18,24 +18,29 @@ import ipaddress
 import logging
 import socket
 import socketserver
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..errors import EstopError, InvalidArgument
 from ..estop import Estop
 from ..gate import pause_notice
+from ..text import one_line, printable
 from ..timeutil import format_instant
-from .common import gate_work, validate_owner
+from .passgate import gate_work
+from .turns import TurnLedger
+from .validate import validate_owner
 
 __all__ = [
     "CONTROL_COMMANDS",
     "MAX_LINE",
-    "Reply",
     "Gateway",
     "LineServer",
-    "parse_line",
-    "is_loopback",
+    "Reply",
     "echo_responder",
+    "gateway_actor",
+    "is_loopback",
+    "parse_line",
 ]
 
 logger = logging.getLogger("hermes_estop.gateway")
@@ -53,10 +58,6 @@ def echo_responder(user_id: str | None, profile: str | None, text: str) -> str:
     return f"ack {text}" if text else "ack"
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 @dataclass(frozen=True)
 class Reply:
     """`kind`: served (the turn ran), held (refused with the notice), ok (a control command
@@ -65,11 +66,19 @@ class Reply:
     kind: str
     text: str
 
+    def __post_init__(self) -> None:
+        # Everything but a served turn's answer is built from reasons, ids and notices that may
+        # have been written by hand: a chat user sees control characters escaped, never raw.
+        if self.kind != "served":
+            object.__setattr__(self, "text", printable(self.text))
+
     def __bool__(self) -> bool:
         return self.kind in ("served", "ok")
 
     def line(self) -> str:
-        return f"{self.kind}: {_one_line(self.text)}"
+        """The reply as one line a chat user sees: control characters and bidirectional
+        overrides (from a reason written by hand, say) escaped, never passed on raw."""
+        return f"{self.kind}: {one_line(self.text)}"
 
 
 def _control(text: str) -> tuple[str, str] | None:
@@ -84,10 +93,13 @@ class Gateway:
     """The turn gate over one `Estop` (the gateway's home). `operators` are the user ids allowed
     to pause and resume; `respond` serves an admitted turn."""
 
-    def __init__(self, estop: Estop, *, operators: Iterable[Any] = (), respond: Responder | None = None) -> None:
+    def __init__(self, estop: Estop, *, operators: Iterable[Any] = (), respond: Responder | None = None,
+                 turns: TurnLedger | None = None) -> None:
         self.estop = estop
         self.operators = frozenset(op for op in (validate_owner(o) for o in operators) if op is not None)
         self.respond: Responder = respond or echo_responder
+        #: the turns in flight, visible to `hermes drain` and `hermes status`
+        self.turns = turns if turns is not None else TurnLedger(estop.layout.home, estop.clock)
 
     def is_operator(self, user_id: Any) -> bool:
         return user_id is not None and str(user_id).strip() in self.operators
@@ -105,14 +117,16 @@ class Gateway:
             return Reply("error", str(exc))
         if not verdict:
             return Reply("held", verdict.notice or "Hermes is paused.")
-        return Reply("served", self.respond(user, where, text))
+        with self.turns.track(user, where):
+            return Reply("served", self.respond(user, where, text))
 
     def _command(self, user: str | None, profile: str | None, command: str, argument: str) -> Reply:
         if command == "/status":
             return self._status(user, profile)
         if not self.is_operator(user):
-            logger.warning("gateway: %s from %r refused: not an operator", command, user)
+            logger.warning("gateway: %s from %s refused: not an operator", command, printable(repr(user)))
             return Reply("denied", f"{command} is for operators only; {user or 'anonymous'} is not one")
+        assert user is not None
         try:
             if command == "/pause":
                 return self._pause(user, argument)
@@ -132,9 +146,16 @@ class Gateway:
         yours = "your turns are served (exempt)" if verdict.admitted else "your turns are held"
         return Reply("ok", f"paused by {scopes}. {pause_notice(snapshot)} ({yours})")
 
-    def _pause(self, user: str | None, reason: str) -> Reply:
+    def acting_as(self, user: str) -> Estop:
+        """The gateway's `Estop` writing as the authenticated principal that asked: the audit
+        actor (and a hold's `armed_by`) of every write the gateway makes is
+        `gateway:<id>@<host>`, never the account the gateway runs under."""
+        return Estop(layout=self.estop.layout, store=self.estop.store, clock=self.estop.clock,
+                     actor=gateway_actor(user))
+
+    def _pause(self, user: str, reason: str) -> Reply:
         # Only the reason: the standing allowlist and deadline are kept (non-destructive re-arm).
-        hold = self.estop.engage(reason=reason or None)
+        hold = self.acting_as(user).engage(reason=reason or None)
         location = self.estop.location()
         logger.warning("gateway: %s paused %s (generation %s)", user, location.describe(), hold.generation)
         deadline = format_instant(hold.expires_at) if hold.expires_at else "none"
@@ -142,9 +163,9 @@ class Gateway:
         return Reply("ok", f"paused {location.describe()}: reason {hold.reason or '(none)'}; "
                            f"auto-resumes {deadline}; exempt {allowed}")
 
-    def _resume(self, user: str | None) -> Reply:
+    def _resume(self, user: str) -> Reply:
         location = self.estop.location()
-        removed = self.estop.release()
+        removed = self.acting_as(user).release()
         still = [r.location.describe() for r in self.estop.snapshot().active]
         tail = f"; still held by {', '.join(still)}" if still else ""
         if removed is None:
@@ -160,6 +181,11 @@ class Gateway:
         except InvalidArgument as exc:
             return Reply("error", str(exc)).line()
         return self.handle(user, profile, text).line()
+
+
+def gateway_actor(user_id: str) -> str:
+    """The audit actor of a write a gateway makes for `user_id`: `gateway:<id>@<host>`."""
+    return f"gateway:{user_id}@{socket.gethostname()}"
 
 
 def parse_line(line: str) -> tuple[str, str | None, str]:
@@ -188,7 +214,7 @@ class _LineHandler(socketserver.StreamRequestHandler):
         while True:
             try:
                 raw = self.rfile.readline(MAX_LINE + 1)
-            except (OSError, socket.timeout):
+            except (TimeoutError, OSError):
                 return
             if not raw:
                 return

@@ -15,14 +15,15 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from apscheduler.events import EVENT_JOB_ADDED
+from apscheduler.events import EVENT_JOB_ADDED  # type: ignore[import-untyped]
 
 from ..estop import Estop
-from .common import gate_work
+from .passgate import gate_work
 
-__all__ = ["CATCH_UP_JOB_ID", "Gated", "gated", "SchedulerGate", "gate_scheduler"]
+__all__ = ["CATCH_UP_JOB_ID", "Gated", "SchedulerGate", "gate_scheduler", "gated"]
 
 logger = logging.getLogger("hermes_estop.scheduling")
 
@@ -47,7 +48,7 @@ class Gated:
         self.skipped = 0
         self.catch_ups = 0
         self._held_skips = 0
-        self._engagement: frozenset | None = None
+        self._engagement: frozenset[Any] | None = None
         self._pending: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         self._lock = threading.Lock()
 
@@ -133,7 +134,7 @@ class SchedulerGate:
         self._watching = False
         self._lock = threading.Lock()
 
-    def install(self) -> "SchedulerGate":
+    def install(self) -> SchedulerGate:
         self.scheduler.add_listener(self._on_added, EVENT_JOB_ADDED)
         for job in self.scheduler.get_jobs():
             self._wrap(job)

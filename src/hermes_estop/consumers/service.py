@@ -8,26 +8,37 @@ consumers coalesce missed work themselves. The wall clock is read once per tick,
 
 On stop a service waits a little (`drain_timeout`) for the workers it started, to record their
 results; workers still running are never killed.
+
+A tick that fails (a damaged `kanban.db` or `cron/jobs.json`, a FIFO planted there) is logged in
+ONE line when the problem starts and one when it clears, not once per tick; the traceback only
+under `HERMES_DEBUG=1`, or once for an error that is not an outage of a file or the database
+(a bug should be seen with its traceback, but not every second).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any
 
-from ..errors import InvalidArgument
+from ..errors import EstopError, InvalidArgument
 from ..estop import Estop
+from ..text import one_line
 from ..timeutil import Clock
+from .report import PassReport, log_pass
 
 __all__ = [
-    "LoopService",
     "CronService",
-    "KanbanService",
     "GatewayService",
+    "KanbanService",
+    "LoopService",
     "configured_services",
+    "debug_enabled",
     "next_deadline",
 ]
 
@@ -44,6 +55,16 @@ def next_deadline(deadline: float, interval: float, current: float) -> tuple[flo
     return deadline + missed * interval, missed
 
 
+#: errors that are outages of what a tick reads (a damaged or planted file, the database):
+#: logged as one line, their traceback only under HERMES_DEBUG=1
+_OUTAGES = (EstopError, OSError, sqlite3.Error)
+
+
+def debug_enabled() -> bool:
+    """`HERMES_DEBUG=1` (any value but empty or 0): log tracebacks too."""
+    return os.environ.get("HERMES_DEBUG", "") not in ("", "0")
+
+
 def _interval(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
         raise InvalidArgument(f"invalid {what} interval {value!r}: expected seconds between 0 and 86400")
@@ -53,9 +74,12 @@ def _interval(value: Any, what: str) -> float:
 class LoopService:
     """`tick(now)` every `interval` seconds until stopped."""
 
+    #: the consumer's `Estop`, when it has one: held passes are logged once per engagement through it
+    estop: Estop | None = None
+
     def __init__(self, name: str, tick: Callable[[datetime], Any], *, interval: float, clock: Clock,
                  on_stop: Callable[[], Any] | None = None, monotonic: Callable[[], float] = time.monotonic,
-                 log: logging.Logger | None = None) -> None:
+                 log: logging.Logger | None = None, debug: bool | None = None) -> None:
         self.name = name
         self.interval = _interval(interval, name)
         self.clock = clock
@@ -66,6 +90,11 @@ class LoopService:
         self.ticks = 0
         self.missed = 0
         self.last_report: Any = None
+        self.debug = debug_enabled() if debug is None else debug
+        #: the one-line description of the problem that makes ticks fail, while it lasts
+        self.problem: str | None = None
+        #: called with (name, report) after every pass (`hermes serve --http` counts held work)
+        self.observers: list[Callable[[str, Any], None]] = []
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, interval={self.interval:g})"
@@ -76,16 +105,37 @@ class LoopService:
         now = self.clock() if now is None else now
         try:
             report = self._tick(now)
-        except Exception:
-            self.log.exception("%s: tick at %s failed", self.name, now.isoformat())
+        except Exception as exc:  # noqa: BLE001 - one bad pass never ends the service; logged by _failed
+            self._failed(exc)
             return None
+        if self.problem is not None:
+            self.log.warning("%s: recovered (was: %s)", self.name, self.problem)
+            self.problem = None
         self.ticks += 1
         self.last_report = report
         self.report(report)
+        for observer in self.observers:
+            observer(self.name, report)
         return report
 
+    def _failed(self, exc: Exception) -> None:
+        """One line when a problem starts (or changes), nothing while it lasts."""
+        outage = isinstance(exc, _OUTAGES)
+        problem = one_line(exc) if outage else f"{type(exc).__name__}: {one_line(exc)}"
+        if problem == self.problem:
+            if self.debug:
+                self.log.debug("%s: tick failed again", self.name, exc_info=exc)
+            return
+        self.problem = problem
+        self.log.error("%s: ticks fail: %s (retrying every %gs; logged again when it changes or clears)",
+                       self.name, problem, self.interval, exc_info=exc if self.debug or not outage else None)
+
     def report(self, report: Any) -> None:
-        """Log what a tick did; subclasses say it in their own words."""
+        """Log what a pass did: held once per engagement, each start, each recorded result."""
+        if isinstance(report, PassReport):
+            if report.held and self.estop is not None:
+                self.estop.check_paused(self.name, self.log)
+            log_pass(self.log, self.name, report)
 
     def run(self, stop: threading.Event) -> None:
         self.log.info("%s: started (every %gs)", self.name, self.interval)
@@ -113,25 +163,16 @@ class CronService(LoopService):
     starts: a long job never delays the other jobs' ticks."""
 
     def __init__(self, estop: Estop, *, interval: float = 15.0, drain_timeout: float = 10.0,
-                 name: str = "cron", monotonic: Callable[[], float] = time.monotonic) -> None:
+                 name: str = "cron", monotonic: Callable[[], float] = time.monotonic,
+                 debug: bool | None = None) -> None:
         from .cron import CronRunner
 
         self.estop = estop
-        self.runner = CronRunner(estop)
+        self.runner = CronRunner(estop, monotonic=monotonic)
         self.drain_timeout = drain_timeout
         super().__init__(name, lambda now: self.runner.tick(now, wait=False), interval=interval,
                          clock=estop.clock, on_stop=lambda: self.runner.drain(self.drain_timeout),
-                         monotonic=monotonic)
-
-    def report(self, report: Any) -> None:
-        if report.held:
-            self.estop.check_paused(self.name, self.log)
-        for name in report.started:
-            self.log.info("%s: started job %s", self.name, name)
-        for run in report.finished:
-            level = logging.INFO if run.result.ok else logging.WARNING
-            self.log.log(level, "%s: job %s %s%s", self.name, run.name, run.result.status,
-                         f" ({run.result.detail})" if run.result.detail else "")
+                         monotonic=monotonic, debug=debug)
 
 
 class KanbanService(LoopService):
@@ -139,23 +180,19 @@ class KanbanService(LoopService):
 
     def __init__(self, estop: Estop, *, interval: float = 5.0, max_workers: int = 4,
                  timeout: timedelta | str = timedelta(hours=1), drain_timeout: float = 10.0,
-                 name: str = "kanban", monotonic: Callable[[], float] = time.monotonic) -> None:
+                 name: str = "kanban", monotonic: Callable[[], float] = time.monotonic,
+                 debug: bool | None = None) -> None:
         from .kanban import Dispatcher
 
         self.estop = estop
-        self.dispatcher = Dispatcher(estop, max_workers=max_workers, timeout=timeout)
+        self.dispatcher = Dispatcher(estop, max_workers=max_workers, timeout=timeout, monotonic=monotonic)
         self.drain_timeout = drain_timeout
         super().__init__(name, lambda now: self.dispatcher.tick(now), interval=interval, clock=estop.clock,
-                         on_stop=lambda: self.dispatcher.drain(self.drain_timeout), monotonic=monotonic)
+                         on_stop=lambda: self.dispatcher.drain(self.drain_timeout), monotonic=monotonic,
+                         debug=debug)
 
     def report(self, report: Any) -> None:
-        if report.held:
-            self.estop.check_paused(self.name, self.log)
-        for card_id in report.spawned:
-            self.log.info("%s: spawned card %d", self.name, card_id)
-        for run in report.finished:
-            level = logging.INFO if run.result.ok else logging.WARNING
-            self.log.log(level, "%s: card %d %s", self.name, run.id, "done" if run.result.ok else run.result.detail)
+        super().report(report)
         for card_id in report.lost:
             self.log.warning("%s: card %d lost (its dispatcher stopped before recording it)", self.name, card_id)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hermes_estop import InvalidArgument
-from hermes_estop.consumers.common import PassGate, gate_work
+from hermes_estop.consumers.passgate import PassGate, gate_work
 
 
 class Ticks:

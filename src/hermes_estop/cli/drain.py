@@ -1,0 +1,130 @@
+"""`hermes drain`: arm (or re-arm, non-destructively) the hold like `pause`, then wait until no
+work is in flight on the locations it covers: cron jobs whose claim's pid is alive, running
+kanban cards, gateway turns (issue 11 section 1).
+
+Exit 0 when quiet; 75 when `--timeout` passes first, listing what still runs. With
+`--terminate-after DUR`, running workers are sent SIGTERM after DUR (then SIGKILL after a grace),
+by process group, and their runs recorded `failed` with the reason "terminated by drain";
+nothing is killed without that flag. A dead pid never keeps the drain waiting.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+
+from ..durations import parse_ttl
+from ..errors import InvalidArgument
+from ..hold import Allow
+from ..text import printable
+from ..timeutil import format_instant
+from .common import current_estop, emit_json
+
+__all__ = ["EXIT_TIMEOUT", "drain", "register"]
+
+#: EX_TEMPFAIL: the drain timed out with work still in flight; try again later
+EXIT_TIMEOUT = 75
+
+
+class _Progress:
+    """The live line on stderr: rich when it is installed and stderr is a terminal, else one
+    plain line each time what is running changes."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._last: str | None = None
+        self._live: Any = None
+        if enabled and sys.stderr.isatty():
+            try:
+                from rich.console import Console
+                from rich.live import Live
+            except ImportError:
+                pass
+            else:
+                self._live = Live(console=Console(stderr=True), transient=True, auto_refresh=False)
+                self._live.start()
+
+    def show(self, text: str, key: str) -> None:
+        """Show `text`; without a live terminal, only when `key` (what runs, not its ages) changed."""
+        if not self.enabled:
+            return
+        if self._live is not None:
+            from rich.text import Text
+
+            self._live.update(Text(text), refresh=True)
+        elif key != self._last:
+            typer.echo(text, err=True)
+        self._last = key
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+
+
+def _line(items: tuple[Any, ...], problems: tuple[str, ...], now: datetime, waited: float) -> str:
+    running = "; ".join(item.describe(now) for item in items) or "nothing"
+    extra = f"; cannot tell: {'; '.join(problems)}" if problems else ""
+    return printable(f"draining ({waited:.0f}s): {len(items)} in flight: {running}{extra}")
+
+
+def drain(
+    fleet: Annotated[bool, typer.Option("--fleet", help="Drain the whole fleet (the fleet root's hold).")] = False,
+    timeout: Annotated[str, typer.Option("--timeout", metavar="DUR", help="Give up after this long: exit 75 with what still runs.")] = "10m",
+    terminate_after: Annotated[str | None, typer.Option("--terminate-after", metavar="DUR", help="After this long, SIGTERM (then SIGKILL) what still runs, by process group.")] = None,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why; shown to refused users (default: keep the standing reason).")] = None,
+    allow_user: Annotated[list[str] | None, typer.Option("--allow-user", metavar="ID", help="A user id that keeps working (repeatable).")] = None,
+    allow_profile: Annotated[list[str] | None, typer.Option("--allow-profile", metavar="NAME", help="Narrow the allowed users to these profiles (repeatable).")] = None,
+    ttl: Annotated[str | None, typer.Option("--ttl", metavar="DUR", help="Deadman of the hold: lift after this long.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the final state as JSON (no progress line).")] = False,
+) -> None:
+    """Pause (or re-arm the pause), then wait until no cron job, kanban card or gateway turn is
+    in flight on what the hold covers. Exit 0 when quiet, 75 at --timeout."""
+    from ..consumers.drainer import wait_until_quiet
+
+    limit = parse_ttl(timeout).total_seconds()
+    kill_at = parse_ttl(terminate_after).total_seconds() if terminate_after is not None else None
+    if allow_profile and not allow_user:
+        raise InvalidArgument(f"--allow-profile {' '.join(allow_profile)} without --allow-user: "
+                              "a profile never grants on its own")
+    allow = Allow.of(allow_user, allow_profile or ()) if allow_user else None
+    estop = current_estop()
+    hold = estop.engage(reason=reason, allow=allow, ttl=ttl, fleet=fleet)
+    location = estop.location(fleet=fleet)
+    progress = _Progress(not as_json)
+
+    def show(found: Any, now: datetime, waited: float) -> None:
+        key = repr(sorted((i.consumer, i.name, i.token or "") for i in found.items)) + repr(found.problems)
+        progress.show(_line(found.items, found.problems, now, waited), key)
+
+    try:
+        result = wait_until_quiet(estop, fleet=fleet, timeout=limit, terminate_after=kill_at, on_progress=show)
+    finally:
+        progress.close()
+    found, now, stopped = result.last, result.now, result.terminated
+    if as_json:
+        emit_json({"scope": location.scope, "generation": hold.generation, "quiet": found.quiet,
+                   "timed_out": not found.quiet, "waited_seconds": round(result.waited, 3),
+                   "counts": found.counts(), "in_flight": [item.to_json(now) for item in found.items],
+                   "terminated": [item.to_json(now) for item in stopped], "problems": list(found.problems)})
+    else:
+        for item in stopped:
+            typer.echo(printable(f"terminated {item.describe(now)}: recorded failed (terminated by drain)"))
+        if found.quiet:
+            typer.echo(f"drained {location.describe()}: nothing in flight (held since "
+                       f"{format_instant(hold.engaged_at)}; `hermes resume` to lift)")
+        else:
+            typer.echo(f"drain of {location.describe()} timed out after {timeout}: "
+                       f"{len(found.items)} still in flight", err=True)
+            for item in found.items:
+                typer.echo(printable(f"  {item.consumer}: {item.describe(now)}"), err=True)
+            for problem in found.problems:
+                typer.echo(printable(f"  cannot tell: {problem}"), err=True)
+    raise typer.Exit(0 if found.quiet else EXIT_TIMEOUT)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `hermes drain` to `app`."""
+    app.command("drain")(drain)

@@ -1,0 +1,302 @@
+"""kanban's board: one for the whole fleet (`<root>/kanban.db`, SQLite in WAL mode, shared by
+every profile), its cards, and the conditional updates that move them.
+
+Claiming is one conditional UPDATE (`... WHERE id = ? AND status = 'ready'`): of two dispatcher
+processes racing for a card exactly one sees its row change, so a card is never spawned twice.
+A running card records its claim, when it started and its worker's pid (its process group), so
+another process can tell what is in flight (issue 11: `hermes drain`).
+
+Before SQLite opens the file, the board checks it with `open_regular` (`O_NONBLOCK|O_NOFOLLOW`,
+then regular) and its `-wal`, `-shm` and `-journal` companions with `lstat`: a FIFO, directory or
+symlink planted there is refused with one line and never blocks a pass. The schema script and
+WAL mode run once per board file (per inode), not on every statement.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import threading
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidArgument, StoreError
+from ..fsutil import describe_mode, open_regular
+from ..text import one_line
+from ..timeutil import Clock, format_instant, in_interval, parse_stamp, utc_now
+from .validate import validate_owner, validate_profile
+from .worker import WorkResult
+
+__all__ = ["BOARD_NAME", "STATUSES", "Board", "Card", "UnknownCard"]
+
+BOARD_NAME = "kanban.db"
+STATUSES = ("todo", "ready", "running", "done", "failed")
+_LOST_GRACE = timedelta(minutes=1)
+_MAX_TITLE = 500
+_COMPANIONS = ("-wal", "-shm", "-journal")
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS cards (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    title       TEXT NOT NULL,
+    command     TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ({", ".join(repr(s) for s in STATUSES)})),
+    owner       TEXT,
+    profile     TEXT,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    started_at  TEXT,
+    finished_at TEXT,
+    exit_code   INTEGER,
+    detail      TEXT,
+    claim       TEXT,
+    deadline    TEXT,
+    pid         INTEGER
+);
+CREATE INDEX IF NOT EXISTS cards_status ON cards (status, id);
+"""
+_COLUMNS = ("id, title, command, status, owner, profile, created_at, updated_at, started_at, finished_at, "
+            "exit_code, detail, pid, claim")
+Row = tuple[Any, ...]
+
+
+class UnknownCard(InvalidArgument):
+    """A card id the board does not have."""
+
+
+@dataclass(frozen=True)
+class Card:
+    id: int
+    title: str
+    command: str
+    status: str
+    owner: str | None
+    profile: str | None
+    created_at: datetime | None
+    updated_at: datetime | None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    detail: str | None = None
+    #: the worker's pid (its process group) while running
+    pid: int | None = None
+    #: the dispatcher's claim on it while running
+    claim: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Card:
+        (id_, title, command, status, owner, profile, created, updated, started, finished, code, detail, pid,
+         claim) = row
+        return cls(id_, title, command, status, owner, profile, parse_stamp(created), parse_stamp(updated),
+                   parse_stamp(started), parse_stamp(finished), code, detail, pid if isinstance(pid, int) else None,
+                   claim if isinstance(claim, str) else None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "command": self.command,
+            "status": self.status,
+            "owner": self.owner,
+            "profile": self.profile,
+            "created_at": format_instant(self.created_at),
+            "updated_at": format_instant(self.updated_at),
+            "started_at": format_instant(self.started_at),
+            "finished_at": format_instant(self.finished_at),
+            "exit_code": self.exit_code,
+            "detail": self.detail,
+            "pid": self.pid,
+        }
+
+
+def _check_id(card_id: Any) -> int:
+    if isinstance(card_id, bool) or not isinstance(card_id, int) or card_id <= 0:
+        raise InvalidArgument(f"invalid card id {card_id!r}: expected a positive whole number")
+    return card_id
+
+
+class Board:
+    """The fleet's board. Every method opens its own short connection, so a `Board` may be
+    shared by threads and used by several processes at once."""
+
+    def __init__(self, root: str | Path, *, clock: Clock = utc_now, busy_timeout: float = 30.0) -> None:
+        self.root = Path(root)
+        self.path = self.root / BOARD_NAME
+        self.log_dir = self.root / "kanban-logs"
+        self.clock = clock
+        self.busy_timeout = busy_timeout
+        self._prepared: tuple[int, int] | None = None
+        self._prepare_lock = threading.Lock()
+
+    def exists(self) -> bool:
+        """Something is at the board's path (a FIFO or directory too: using it is then refused
+        with one line, rather than the board silently counting as absent)."""
+        return os.path.lexists(self.path)
+
+    def _identity(self) -> tuple[int, int] | None:
+        """The board file's (device, inode), checked regular without ever blocking; None when it
+        does not exist yet. `StoreError` naming what is planted there otherwise."""
+        for suffix in _COMPANIONS:
+            companion = Path(f"{self.path}{suffix}")
+            try:
+                mode = os.lstat(companion).st_mode
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise StoreError(f"cannot open the kanban board: {companion}: {one_line(exc.strerror or exc)}") from None
+            if not stat.S_ISREG(mode):
+                raise StoreError(f"cannot open the kanban board: {companion} is {describe_mode(mode)}: "
+                                 "refusing to use it")
+        try:
+            fd = open_regular(self.path)
+        except FileNotFoundError:
+            return None
+        except StoreError as exc:
+            raise StoreError(f"cannot open the kanban board: {one_line(exc)}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot open the kanban board {self.path}: {one_line(exc.strerror or exc)}") from None
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        return st.st_dev, st.st_ino
+
+    def _connect(self) -> sqlite3.Connection:
+        identity = self._identity()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open the kanban board {self.path}: {one_line(exc)}") from None
+        if identity is None or identity != self._prepared:
+            try:
+                self._prepare(db)
+            except sqlite3.Error as exc:
+                db.close()
+                raise StoreError(f"cannot open the kanban board {self.path}: {one_line(exc)}") from None
+        return db
+
+    def _prepare(self, db: sqlite3.Connection) -> None:
+        """Once per board file: WAL mode (it persists in the file), the schema, and the columns
+        a board made by an older version lacks."""
+        with self._prepare_lock:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(cards)")}
+            if "pid" not in columns:
+                db.execute("ALTER TABLE cards ADD COLUMN pid INTEGER")
+            self._prepared = self._identity()
+
+    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[Row], int]:
+        """One statement in its own (autocommit) transaction: rows, rowcount."""
+        with closing(self._connect()) as db:
+            try:
+                db.execute("PRAGMA synchronous=NORMAL")
+                cursor = db.execute(sql, params)
+                rows = cursor.fetchall()
+                return rows, cursor.rowcount
+            except sqlite3.Error as exc:
+                raise StoreError(f"kanban board {self.path}: {one_line(exc)}") from None
+
+    def add(self, title: str, command: str, *, owner: Any = None, profile: Any = None, ready: bool = False,
+            now: datetime | None = None) -> Card:
+        """A new card, `todo` (or `ready` with `ready=True`). Everything is validated first."""
+        if not isinstance(title, str) or not title.strip() or len(title) > _MAX_TITLE:
+            raise InvalidArgument(f"invalid title {title!r}: expected 1 to {_MAX_TITLE} characters")
+        if not isinstance(command, str) or not command.strip():
+            raise InvalidArgument(f"invalid command {command!r}: expected a shell command")
+        owner, profile = validate_owner(owner), validate_profile(profile)
+        stamp = format_instant(self.clock() if now is None else now)
+        rows, _ = self._run(
+            f"INSERT INTO cards (title, command, status, owner, profile, created_at, updated_at) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",
+            (" ".join(title.split()), command, "ready" if ready else "todo", owner, profile, stamp, stamp),
+        )
+        return Card.from_row(rows[0])
+
+    def get(self, card_id: int) -> Card:
+        rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards WHERE id = ?", (_check_id(card_id),))
+        if not rows:
+            raise UnknownCard(f"unknown card {card_id!r}: no such card on {self.path}")
+        return Card.from_row(rows[0])
+
+    def cards(self, status: str | None = None) -> list[Card]:
+        if status is None:
+            rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards ORDER BY id")
+        else:
+            if status not in STATUSES:
+                raise InvalidArgument(f"invalid status {status!r}: expected one of {', '.join(STATUSES)}")
+            rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards WHERE status = ? ORDER BY id", (status,))
+        return [Card.from_row(row) for row in rows]
+
+    def mark_ready(self, card_id: int, now: datetime | None = None) -> Card:
+        """Move a `todo`, `done` or `failed` card (back) to `ready`; a running card is refused."""
+        card = self.get(card_id)
+        if card.status == "running":
+            raise InvalidArgument(f"card {card_id} is running: it cannot be made ready until it ends")
+        stamp = format_instant(self.clock() if now is None else now)
+        self._run("UPDATE cards SET status = 'ready', updated_at = ?, claim = NULL, deadline = NULL, pid = NULL "
+                  "WHERE id = ? AND status != 'running'", (stamp, card_id))
+        return self.get(card_id)
+
+    def claim(self, card_id: int, token: str, now: datetime, deadline: datetime) -> bool:
+        """Atomically move a `ready` card to `running` for `token`; False when another
+        dispatcher got there first (or the card is no longer ready)."""
+        stamp = format_instant(now)
+        _, count = self._run(
+            "UPDATE cards SET status = 'running', claim = ?, started_at = ?, updated_at = ?, deadline = ?, "
+            "finished_at = NULL, exit_code = NULL, detail = NULL, pid = NULL WHERE id = ? AND status = 'ready'",
+            (token, stamp, stamp, format_instant(deadline), card_id),
+        )
+        return count == 1
+
+    def note_worker(self, card_id: int, token: str, pid: int) -> bool:
+        """Record the pid of the worker running `card_id` for `token` (what `hermes drain` watches)."""
+        _, count = self._run("UPDATE cards SET pid = ? WHERE id = ? AND status = 'running' AND claim = ?",
+                             (pid, card_id, token))
+        return count == 1
+
+    def park(self, card_id: int, reason: str, now: datetime) -> bool:
+        """Mark a `ready` card the dispatcher cannot use (a hand-edited bad profile, say) `failed`
+        with the reason, as cron parks a bad row: it is not retried every pass."""
+        stamp = format_instant(now)
+        _, count = self._run(
+            "UPDATE cards SET status = 'failed', updated_at = ?, finished_at = ?, exit_code = NULL, detail = ?, "
+            "claim = NULL, deadline = NULL, pid = NULL WHERE id = ? AND status = 'ready'",
+            (stamp, stamp, reason, card_id),
+        )
+        return count == 1
+
+    def finish(self, card_id: int, token: str, result: WorkResult) -> bool:
+        """Record a worker's result on the card it claimed (`done` or `failed`); False when the
+        card is no longer that claim's (it was re-queued or marked lost meanwhile)."""
+        _, count = self._run(
+            "UPDATE cards SET status = ?, finished_at = ?, updated_at = ?, exit_code = ?, detail = ?, "
+            "claim = NULL, deadline = NULL, pid = NULL WHERE id = ? AND status = 'running' AND claim = ?",
+            ("done" if result.ok else "failed", format_instant(result.finished_at),
+             format_instant(result.finished_at), result.exit_code, result.detail, card_id, token),
+        )
+        return count == 1
+
+    def fail_lost(self, now: datetime, keep: frozenset[str] = frozenset()) -> list[int]:
+        """Mark `failed` the running cards whose worker's deadline passed more than a grace ago
+        (their dispatcher died), except the claims in `keep` (workers this process still has)."""
+        rows, _ = self._run("SELECT id, claim, deadline FROM cards WHERE status = 'running'")
+        lost = []
+        for card_id, claim, deadline in rows:
+            until = parse_stamp(deadline)
+            if claim in keep or (until is not None and in_interval(now, None, until + _LOST_GRACE)):
+                continue
+            _, count = self._run(
+                "UPDATE cards SET status = 'failed', updated_at = ?, finished_at = ?, "
+                "detail = 'worker lost: its dispatcher stopped before recording it', claim = NULL, deadline = NULL, "
+                "pid = NULL WHERE id = ? AND status = 'running' AND claim IS ?",
+                (format_instant(now), format_instant(now), card_id, claim),
+            )
+            if count == 1:
+                lost.append(card_id)
+        return lost

@@ -1,0 +1,127 @@
+"""The gate question for a piece of owned work (a cron job, a kanban card, a chat turn), and
+the cached form a pass over many items asks it in.
+
+Work is gated on EVERY location it will run under (docs/design.md §2, §4; issue 9 item 6): the candidate
+locations of the process that starts it (`estop`: its home and the fleet root) and, when the work
+names another profile, that profile's candidates too (its home and the fleet root). Deny wins
+across all of them, exactly as across one process's candidates. The locations come from the
+core's one builder (`Layout.candidates` through `Estop.for_profile`); nothing here lists them
+by hand.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..estop import Estop
+from ..gate import Snapshot, Verdict, decide
+
+__all__ = ["PASS_SNAPSHOT_AGE", "PassGate", "gate_work", "work_snapshot", "work_views"]
+
+#: how old (seconds) the snapshot a pass decides an item from may be: how late a hold engaged
+#: mid-pass may be seen by the rest of that pass
+PASS_SNAPSHOT_AGE = 0.005
+
+
+def work_views(estop: Estop, profile: str | None) -> tuple[Estop, ...]:
+    """The views of the fleet work assigned to `profile` and started by `estop`'s process is
+    gated through: `estop` itself, plus `estop.for_profile(profile)` when that names another
+    profile. `InvalidArgument` for a profile name that is not one (a hand-edited row)."""
+    if profile is None or profile == estop.layout.profile:
+        return (estop,)
+    return (estop, estop.for_profile(profile))
+
+
+def work_snapshot(views: tuple[Estop, ...]) -> Snapshot:
+    """One snapshot over the union of the views' candidate locations (each location once, in
+    order), so `decide` applies deny-wins across all of them."""
+    if len(views) == 1:
+        return views[0].snapshot()
+    seen: set[Any] = set()
+    readings = []
+    now = None
+    for view in views:
+        snapshot = view.snapshot()
+        now = snapshot.now if now is None else now
+        for reading in snapshot.readings:
+            if reading.location not in seen:
+                seen.add(reading.location)
+                readings.append(reading)
+    assert now is not None
+    return Snapshot(tuple(readings), now)
+
+
+def gate_work(estop: Estop, owner: Any, profile: Any) -> Verdict:
+    """The gate for one piece of work owned by `owner`, assigned to `profile` and started by
+    `estop`'s process (a chat turn, a scheduled call). A pass over many items uses a `PassGate`."""
+    return decide(work_snapshot(work_views(estop, profile)), owner, profile)
+
+
+class PassGate:
+    """The gate for one pass over many items (a cron tick, a kanban dispatch pass).
+
+    Asking the store for every item costs more than the rest of a 10,000-item pass
+    (bench/consumers.py). A pass instead decides its items from snapshots at most `max_age`
+    seconds old, one per set of views it needs (see `work_views`), all read again once older:
+    every decision still comes from ONE snapshot, and a hold engaged mid-pass still stops the
+    rest of the pass within `max_age`. `decide` is pure, so the verdict for an (owner, profile),
+    and the pause notice, are worked out once and reused for as long as the reads find the same
+    readings. One `PassGate` per pass: it is not thread-safe and keeps what it read until dropped."""
+
+    def __init__(self, estop: Estop, *, max_age: float = PASS_SNAPSHOT_AGE,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.estop = estop
+        self.max_age = max_age
+        self._monotonic = monotonic
+        self._own = estop.layout.profile
+        self._views: dict[str | None, tuple[Estop, ...]] = {}
+        self._snapshots: dict[str | None, Snapshot] = {}
+        self._verdicts: dict[tuple[Any, Any], Verdict] = {}
+        self._stale_at = float("-inf")
+        self._notices: dict[int, tuple[Snapshot, str | None]] = {}
+
+    def __call__(self, owner: Any, profile: Any) -> Verdict:
+        """The verdict for work owned by `owner` and assigned to `profile`; `InvalidArgument`
+        for a profile name that is not one."""
+        if self._monotonic() >= self._stale_at:
+            self._refresh()
+        try:
+            return self._verdicts[owner, profile]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable owner or profile (a hand-edited row): asked directly
+            return gate_work(self.estop, owner, profile)
+        key = None if profile is None or profile == self._own else profile
+        snapshot = self._snapshots.get(key)
+        if snapshot is None:
+            views = self._views.get(key)
+            if views is None:
+                views = self._views[key] = work_views(self.estop, key)
+            snapshot = self._snapshots[key] = work_snapshot(views)
+        verdict = self._verdicts[owner, profile] = decide(snapshot, owner, profile)
+        return verdict
+
+    def _refresh(self) -> None:
+        """Read every view used so far again; forget the verdicts if any reading changed."""
+        self._stale_at = self._monotonic() + self.max_age
+        changed = False
+        for key, views in self._views.items():
+            old = self._snapshots.get(key)
+            new = work_snapshot(views)
+            if old is None or old.readings != new.readings:
+                self._snapshots[key] = new
+                changed = True
+        if changed:
+            self._verdicts.clear()
+
+    def notice(self, verdict: Verdict) -> str | None:
+        """`verdict.notice`, worked out once per snapshot."""
+        if verdict:
+            return None
+        snapshot = verdict.snapshot
+        memo = self._notices.get(id(snapshot))
+        if memo is None or memo[0] is not snapshot:
+            memo = self._notices[id(snapshot)] = (snapshot, verdict.notice)
+        return memo[1]
