@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -39,11 +39,12 @@ def test_environment_is_resolved_at_call_time(tmp_path, monkeypatch):
     assert hermes_estop.sentinel_path() == (tmp_path / "b" / "ESTOP").resolve()
 
 
-def test_engage_writes_the_own_home_and_returns_the_hold(fleet_env):
-    hold = hermes_estop.engage(reason="maint", allow={"user_ids": ["42"]}, ttl="45m")
-    assert hermes_estop.sentinel_path() == (fleet_env / "profiles" / "ops" / "ESTOP").resolve()
-    body = json.loads(hermes_estop.sentinel_path().read_text())
-    assert body["generation"] == hold.generation
+def test_engage_writes_the_own_home_and_returns_its_sentinel_path(fleet_env):
+    path = hermes_estop.engage(reason="maint", allow={"user_ids": ["42"]}, ttl="45m")
+    assert path == hermes_estop.sentinel_path() == (fleet_env / "profiles" / "ops" / "ESTOP").resolve()
+    assert path.exists()
+    body = json.loads(path.read_text())
+    assert body[hermes_estop.GENERATION_FIELD] == hermes_estop.get_state()["generation"]
     assert hermes_estop.is_allowed("42")
     assert hermes_estop.is_allowed(42)
     assert not hermes_estop.is_allowed("7")
@@ -67,8 +68,44 @@ def test_get_state_and_paused_reply(fleet_env):
     state = hermes_estop.get_state()
     assert state["reason"] == "maint"
     assert state["allow"] == {"user_ids": ["42"]}
-    assert datetime.fromisoformat(state["expires_at"]) > datetime.now(timezone.utc) + timedelta(minutes=59)
+    assert datetime.fromisoformat(state["expires_at"]) > datetime.now(UTC) + timedelta(minutes=59)
     assert "maint" in hermes_estop.paused_reply()
+    assert hermes_estop.paused_reply().startswith("\u23f8\ufe0f Hermes is paused (maint)")
+
+
+def test_close_forgets_the_cached_instances(fleet_env):
+    first = hermes_estop.current()
+    hermes_estop.close()
+    assert hermes_estop.current() is not first
+
+
+def test_the_instance_cache_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.delenv("HERMES_ROOT", raising=False)
+    monkeypatch.delenv("HERMES_ESTOP_STORE", raising=False)
+    hermes_estop.close()
+    closed = []
+    for index in range(3 * hermes_estop._MAX_INSTANCES):
+        monkeypatch.setenv("HERMES_HOME", str(tmp_path / f"h{index}"))
+        estop = hermes_estop.current()
+        estop.store.close = lambda estop=estop: closed.append(estop)
+    assert len(hermes_estop._instances) <= hermes_estop._MAX_INSTANCES
+    assert len(closed) == 2 * hermes_estop._MAX_INSTANCES
+    hermes_estop.close()
+
+
+def test_expiry_log_memory_is_per_instance(tmp_path, caplog):
+    from hermes_estop import Estop
+
+    now = [datetime(2026, 6, 1, 12, 0, tzinfo=UTC)]
+    first = Estop(home=tmp_path / "h", clock=lambda: now[0])
+    first.engage(reason="maint", ttl="10m")
+    now[0] += timedelta(minutes=10)
+    second = Estop(home=tmp_path / "h", clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="hermes_estop"):
+        first.store.expire = second.store.expire = lambda *args: None  # leave it for both to see
+        assert not first.is_engaged() and not first.is_engaged()
+        assert not second.is_engaged()
+    assert sum("EXPIRED" in r.getMessage() for r in caplog.records) == 2
 
 
 def test_holds_lists_active_holds_own_home_first(fleet_env):
@@ -78,8 +115,8 @@ def test_holds_lists_active_holds_own_home_first(fleet_env):
 
 
 def test_retire_removes_only_that_generation(fleet_env):
-    first = hermes_estop.engage(reason="first")
-    second = hermes_estop.engage(reason="second")
+    first = hermes_estop.current().engage(reason="first")
+    second = hermes_estop.current().engage(reason="second")
     assert not hermes_estop.retire(first.generation)
     assert hermes_estop.is_engaged()
     assert hermes_estop.retire(second.generation)
@@ -132,8 +169,68 @@ def test_an_injected_naive_clock_reads_as_utc(tmp_path):
     now = [datetime(2026, 6, 1, 12, 0)]
     estop = Estop(home=tmp_path / "h", clock=lambda: now[0])
     hold = estop.engage(reason="maint", ttl="10m")
-    assert hold.expires_at == datetime(2026, 6, 1, 12, 10, tzinfo=timezone.utc)
+    assert hold.expires_at == datetime(2026, 6, 1, 12, 10, tzinfo=UTC)
     now[0] = datetime(2026, 6, 1, 12, 9, 59)
     assert estop.is_engaged()
     now[0] = datetime(2026, 6, 1, 12, 10)
     assert not estop.is_engaged()
+
+
+# -- issue 9 item 4: a home at profiles/fleet is not a profile home ---------------------------------
+
+
+@pytest.mark.parametrize("name", ["fleet", ".hidden"])
+def test_a_refused_profile_home_reads_as_held(tmp_path, name):
+    from hermes_estop import Estop, HoldState
+
+    estop = Estop(home=tmp_path / "r" / "profiles" / name)
+    assert estop.is_engaged() and not estop.gate("42")
+    refused = estop.holds()[0]
+    assert refused.state is HoldState.UNREADABLE and "not a valid profile home" in refused.problem
+
+
+def test_writes_from_a_refused_profile_home_are_refused_and_never_touch_the_fleet(tmp_path):
+    from hermes_estop import Estop, InvalidArgument
+
+    root = tmp_path / "r"
+    Estop(home=root).engage(reason="fleet-wide")
+    estop = Estop(home=root / "profiles" / "fleet")
+    for write in (lambda: estop.engage(reason="x"), estop.disengage, lambda: estop.release(),
+                  lambda: estop.engage(reason="x", fleet=True), lambda: estop.retire("g")):
+        with pytest.raises(InvalidArgument, match="not a valid profile home"):
+            write()
+    assert Estop(home=root).is_engaged()
+    assert not (root / "profiles" / "fleet" / "ESTOP").exists()
+
+
+def test_module_level_api_from_a_refused_profile_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("HERMES_ROOT", raising=False)
+    monkeypatch.delenv("HERMES_ESTOP_STORE", raising=False)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "r" / "profiles" / "fleet"))
+    assert hermes_estop.is_engaged()
+    with pytest.raises(hermes_estop.InvalidArgument):
+        hermes_estop.engage(reason="x")
+
+
+def test_views_of_one_estop_log_an_expiry_once(tmp_path, caplog):
+    from hermes_estop import Estop
+
+    now = [datetime(2026, 6, 1, 12, 0, tzinfo=UTC)]
+    estop = Estop(home=tmp_path / "r", clock=lambda: now[0])
+    estop.engage(reason="maint", ttl="10m")
+    now[0] += timedelta(minutes=10)
+    estop.store.expire = lambda *args: None  # leave the expired sentinel for every view to see
+    with caplog.at_level(logging.WARNING, logger="hermes_estop"):
+        for _ in range(3):
+            assert estop.for_profile("ops").gate() and estop.for_fleet().gate()
+    assert sum("EXPIRED" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_estop_close_closes_its_store(tmp_path):
+    from hermes_estop import Estop
+
+    estop = Estop(home=tmp_path)
+    closed = []
+    estop.store.close = lambda: closed.append(True)
+    estop.close()
+    assert closed == [True]

@@ -6,7 +6,12 @@ from datetime import timedelta
 
 import pytest
 
-from hermes_estop.durations import MAX_DURATION, format_duration, parse_duration
+from hermes_estop.durations import (
+    MAX_DURATION,
+    format_duration,
+    parse_duration,
+    parse_ttl,
+)
 from hermes_estop.errors import InvalidDuration
 
 
@@ -33,7 +38,7 @@ from hermes_estop.errors import InvalidDuration
     ],
 )
 def test_accepted_durations(text, expected):
-    assert parse_duration(text) == expected
+    assert parse_ttl(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -44,10 +49,23 @@ def test_accepted_durations(text, expected):
 )
 def test_refused_durations_name_the_value(value):
     with pytest.raises(InvalidDuration) as info:
-        parse_duration(value)
+        parse_ttl(value)
     assert repr(value) in str(info.value)
 
 
 @pytest.mark.parametrize("value", [timedelta(minutes=45), timedelta(hours=1, minutes=30), timedelta(days=1, seconds=5)])
 def test_format_duration_round_trips(value):
-    assert parse_duration(format_duration(value)) == value
+    assert parse_ttl(format_duration(value)) == value
+
+
+@pytest.mark.parametrize(
+    "value, seconds",
+    [("45m", 2700), ("90", 90), (90, 90), ("2h", 7200), (" 45 m ", 2700), ("1d", 86400), ("1h30m", 5400)],
+)
+def test_parse_duration_keeps_the_upstream_contract_of_whole_seconds(value, seconds):
+    assert parse_duration(value) == seconds and type(parse_duration(value)) is int
+
+
+@pytest.mark.parametrize("value", [None, "", "soon", "0", 0, -5, "-5m", True, "367d", 1.5, float("nan")])
+def test_parse_duration_is_none_when_unusable_and_never_raises(value):
+    assert parse_duration(value) is None

@@ -1,4 +1,4 @@
-"""DESIGN 2: the fleet root, homes, and the candidate locations of a process."""
+"""docs/design.md §2: the fleet root, homes, and the candidate locations of a process."""
 
 from __future__ import annotations
 
@@ -57,3 +57,61 @@ def test_location_of_a_scope_name(tmp_path):
 def test_bad_profile_names_are_refused_by_name(name):
     with pytest.raises(InvalidArgument, match="invalid profile name"):
         validate_profile_name(name)
+
+
+# -- issue 13 item 3: the fleet root as hermes-agent derives it ------------------------------------
+
+
+@pytest.mark.parametrize("sub", [".", "custom", "profiles/ops", "profiles/ops/sub", "a/b/c"])
+def test_any_home_under_dot_hermes_has_the_fleet_root_dot_hermes(tmp_path, sub):
+    env = {"HOME": str(tmp_path), "HERMES_HOME": str(tmp_path / ".hermes" / sub)}
+    layout = resolve_layout(env)
+    assert layout.root == (tmp_path / ".hermes").resolve()
+    assert layout.candidates[-1].scope == FLEET and layout.candidates[-1].path == layout.root
+
+
+def test_a_profile_home_under_dot_hermes_is_that_profile(tmp_path):
+    layout = resolve_layout({"HOME": str(tmp_path), "HERMES_HOME": str(tmp_path / ".hermes" / "profiles" / "ops")})
+    assert layout.profile == "ops"
+    assert [loc.scope for loc in layout.candidates] == ["ops", FLEET]
+
+
+def test_hermes_root_still_wins_over_a_home_under_dot_hermes(tmp_path):
+    env = {"HOME": str(tmp_path), "HERMES_HOME": str(tmp_path / ".hermes" / "custom"),
+           "HERMES_ROOT": str(tmp_path / "elsewhere")}
+    assert resolve_layout(env).root == (tmp_path / "elsewhere").resolve()
+
+
+def test_a_home_reached_through_a_symlink_into_dot_hermes_has_that_root(tmp_path):
+    (tmp_path / ".hermes" / "custom").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / ".hermes" / "custom")
+    layout = resolve_layout({"HOME": str(tmp_path), "HERMES_HOME": str(tmp_path / "link")})
+    assert layout.root == (tmp_path / ".hermes").resolve()
+
+
+# -- issue 9 item 4: a home at profiles/<refused name> is not a profile home ----------------------
+
+
+@pytest.mark.parametrize("name", ["fleet", ".hidden", "sp ace", "x" * 65])
+def test_a_refused_profile_home_is_an_error_for_writes(tmp_path, name):
+    layout = resolve_layout({"HERMES_HOME": str(tmp_path / "r" / "profiles" / name)})
+    assert layout.profile is None and layout.refusal is not None
+    with pytest.raises(InvalidArgument, match="not a valid profile home") as caught:
+        _ = layout.own
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["fleet", ".hidden"])
+def test_a_refused_profile_home_is_a_candidate_carrying_its_problem(tmp_path, name):
+    layout = resolve_layout({"HERMES_HOME": str(tmp_path / "r" / "profiles" / name)})
+    own, fleet = layout.candidates
+    assert own.scope != FLEET and own.problem == layout.refusal
+    assert fleet == layout.fleet and fleet.problem is None
+
+
+def test_for_profile_is_that_profiles_home_and_the_fleet_root(tmp_path):
+    layout = Layout(home=tmp_path, root=tmp_path)
+    assert [(loc.scope, loc.path) for loc in layout.for_profile("ops").candidates] == [
+        ("ops", tmp_path / "profiles" / "ops"), (FLEET, tmp_path)]
+    with pytest.raises(InvalidArgument):
+        layout.for_profile("fleet")

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from hermes_estop.errors import InvalidInstant
-from hermes_estop.timeutil import format_relative, in_interval, parse_instant, parse_stamp
+from hermes_estop.timeutil import (
+    format_relative,
+    in_interval,
+    parse_instant,
+    parse_stamp,
+)
 
-T = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+T = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -53,3 +58,30 @@ def test_lenient_stamps_never_raise(value):
 )
 def test_relative_times(delta, text):
     assert format_relative(T + delta, T) == text
+
+
+# -- issue 9 item 16: an injected aware clock in another zone reads as UTC --------------------------
+
+
+def test_aware_clock_converts_a_zoned_reading_to_utc():
+    from zoneinfo import ZoneInfo
+
+    from hermes_estop.timeutil import aware_clock
+
+    berlin = datetime(2026, 10, 25, 1, 30, tzinfo=ZoneInfo("Europe/Berlin"))
+    reading = aware_clock(lambda: berlin)()
+    assert reading.tzinfo is UTC and reading == berlin
+
+
+def test_a_two_hour_ttl_across_the_fall_back_night_lasts_two_hours(tmp_path):
+    from zoneinfo import ZoneInfo
+
+    from hermes_estop import Estop
+
+    start = datetime(2026, 10, 25, 1, 30, tzinfo=ZoneInfo("Europe/Berlin"))  # CEST, before 03:00 -> 02:00
+    now = [start]
+    estop = Estop(home=tmp_path / "h", clock=lambda: now[0])
+    hold = estop.engage(reason="maint", ttl="2h")
+    assert hold.expires_at - start == timedelta(hours=2)
+    now[0] = (start.astimezone(UTC) + timedelta(hours=2)).astimezone(ZoneInfo("Europe/Berlin"))
+    assert not estop.is_engaged()

@@ -1,38 +1,48 @@
 """hermes-estop: stop all NEW work in an agent fleet for maintenance, and get it back reliably.
 
-The module-level functions are a drop-in for hermes-agent's `agent/estop.py`: they resolve the
+The module-level functions are a drop-in for hermes-agent's `agent/estop.py` (same names, same
+returns; the intended differences are listed in the README's "Python API"): they resolve the
 process's homes and store from the environment (`HERMES_HOME`, `HERMES_ROOT`,
 `HERMES_ESTOP_STORE`) at call time. `Estop(home=..., root=..., clock=...)` does the same
-operations without environment lookups.
+operations without environment lookups, and returns richer results (`Estop.engage` returns the
+`Hold` written, where the module-level `engage` returns the sentinel `Path` as upstream does).
+
+The top level is lazy (PEP 562): `import hermes_estop` loads nothing but this file; each public
+name loads its module on first use, so `hermes check` pays only for what one read needs.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
-from pathlib import Path
-from typing import Any, Mapping
+import sys
+from _thread import allocate_lock
 
-from .audit import AuditEvent
-from .config import STORE_ENV
-from .durations import MAX_DURATION, format_duration, parse_duration
-from .errors import (
-    EstopError,
-    HoldConflict,
-    InvalidArgument,
-    InvalidDuration,
-    InvalidInstant,
-    StoreError,
-    StoreUnavailable,
-)
-from .estop import Estop
-from .gate import Snapshot, Verdict
-from .hold import VACANT, Allow, Fence, Hold, HoldState, Reading
-from .homes import FLEET, SENTINEL_NAME, Layout, Location, resolve_layout
-from .stores import FileStore, HoldStore, open_store
-from .stores.unavailable import UnavailableStore
-from .timeutil import Clock, in_interval, utc_now
+# Not `typing.TYPE_CHECKING`: importing `typing` alone costs about as much as the interpreter's
+# start-up, and `import hermes_estop` must stay cheap. Type checkers treat this name as True.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover - names for type checkers; at run time __getattr__ loads them
+    import logging
+    from typing import Any
+    from pathlib import Path
+
+    from .audit import AuditEvent
+    from .durations import MAX_DURATION, format_duration, parse_duration, parse_ttl
+    from .errors import (
+        EstopError,
+        HoldConflict,
+        InvalidArgument,
+        InvalidDuration,
+        InvalidInstant,
+        StoreError,
+        StoreUnavailable,
+    )
+    from .estop import Estop
+    from .gate import Snapshot, Verdict
+    from .hold import GENERATION_FIELD, VACANT, Allow, Fence, Hold, HoldState, Reading
+    from .homes import FLEET, SENTINEL_NAME, Layout, Location, resolve_layout
+    from .stores import FileStore, HoldStore, open_store
+    from .stores.unavailable import UnavailableStore
+    from .timeutil import Clock, in_interval, utc_now
 
 __version__ = "0.1.0"
 
@@ -46,11 +56,15 @@ __all__ = [
     "paused_reply",
     "check_paused",
     "sentinel_path",
+    "parse_duration",
+    "GENERATION_FIELD",
+    "SENTINEL_NAME",
     # and the rest of the module-level surface
     "retire",
     "holds",
     "gate",
     "current",
+    "close",
     # objects
     "Estop",
     "Verdict",
@@ -70,9 +84,8 @@ __all__ = [
     "resolve_layout",
     "VACANT",
     "FLEET",
-    "SENTINEL_NAME",
     "MAX_DURATION",
-    "parse_duration",
+    "parse_ttl",
     "format_duration",
     "in_interval",
     "utc_now",
@@ -87,27 +100,131 @@ __all__ = [
     "StoreUnavailable",
 ]
 
-_ENV_KEYS = ("HERMES_HOME", "HERMES_ROOT", STORE_ENV, "HOME")
-_instances: dict[tuple[str | None, ...], Estop] = {}
-_instances_lock = threading.Lock()
+# public name -> the module (relative to this package) that defines it
+_LAZY = {
+    "AuditEvent": "audit",
+    "MAX_DURATION": "durations", "format_duration": "durations", "parse_duration": "durations",
+    "parse_ttl": "durations",
+    "EstopError": "errors", "HoldConflict": "errors", "InvalidArgument": "errors", "InvalidDuration": "errors",
+    "InvalidInstant": "errors", "StoreError": "errors", "StoreUnavailable": "errors",
+    "Estop": "estop",
+    "Snapshot": "gate", "Verdict": "gate",
+    "GENERATION_FIELD": "hold", "VACANT": "hold", "Allow": "hold", "Fence": "hold", "Hold": "hold",
+    "HoldState": "hold", "Reading": "hold",
+    "FLEET": "homes", "SENTINEL_NAME": "homes", "Layout": "homes", "Location": "homes",
+    "resolve_layout": "homes",
+    "FileStore": "stores", "HoldStore": "stores", "open_store": "stores",
+    "UnavailableStore": "stores.unavailable",
+    "Clock": "timeutil", "in_interval": "timeutil", "utc_now": "timeutil",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """PEP 562: load a public name's module on first use, then keep the name here."""
+    if name == "logger":  # upstream's module logger: the one hermes-estop logs to
+        import logging
+
+        return logging.getLogger("hermes_estop")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    qualified = f"{__name__}.{module}"
+    __import__(qualified)
+    value = getattr(sys.modules[qualified], name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from types import ModuleType as _ModuleType
+else:
+    _ModuleType = type(sys)  # `types.ModuleType`, without importing `types`
+
+
+class _Package(_ModuleType):
+    """This package, guarding one name: the import system binds a loaded submodule to its
+    package's attribute, so loading `hermes_estop.gate` (the predicate module) would replace the
+    function `hermes_estop.gate()`. The submodule stays reachable as `hermes_estop.gate` in
+    `sys.modules` (`from hermes_estop.gate import Verdict` works)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "gate" and isinstance(value, _ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+_ENV_KEYS = ("HERMES_HOME", "HERMES_ROOT", "HERMES_ESTOP_STORE", "HOME")
+# On POSIX `os.environ` keeps its values in `_data`, keyed by bytes: reading those four keys
+# there costs a tenth of `os.environ.get` (no encode/decode per key), on every module-level call.
+_ENV_DATA = getattr(os.environ, "_data", None) if os.name == "posix" else None
+_ENV_BYTE_KEYS = tuple(name.encode() for name in _ENV_KEYS)
+#: at most this many environments keep an `Estop` (and its store's connections) cached
+_MAX_INSTANCES = 8
+_instances: dict[tuple[Any, ...], Estop] = {}
+_instances_lock = allocate_lock()
+
+
+def _build() -> Estop:
+    from .errors import EstopError
+    from .estop import Estop
+    from .homes import resolve_layout
+    from .stores.unavailable import UnavailableStore
+
+    try:
+        return Estop()
+    except EstopError as exc:
+        return Estop(layout=resolve_layout(), store=UnavailableStore(str(exc)))
 
 
 def current() -> Estop:
-    """The `Estop` of this process as its environment says now. A store that cannot be opened
-    yields one whose every location reads as unreadable: held, never silently free."""
-    env = os.environ
-    key = tuple(env.get(name) for name in _ENV_KEYS)
+    """The `Estop` of this process as its environment says now, cached per environment (at
+    most `_MAX_INSTANCES`; the least recently built is closed when a new one is needed). A
+    store that cannot be opened yields one whose every location reads as unreadable: held,
+    never silently free."""
+    data = _ENV_DATA
+    if isinstance(data, dict):
+        key: tuple[Any, ...] = (data.get(_ENV_BYTE_KEYS[0]), data.get(_ENV_BYTE_KEYS[1]),
+                                data.get(_ENV_BYTE_KEYS[2]), data.get(_ENV_BYTE_KEYS[3]))
+    else:
+        key = tuple(os.environ.get(name) for name in _ENV_KEYS)
     estop = _instances.get(key)
-    if estop is None:
-        with _instances_lock:
-            estop = _instances.get(key)
-            if estop is None:
-                try:
-                    estop = Estop()
-                except EstopError as exc:
-                    estop = Estop(layout=resolve_layout(), store=UnavailableStore(str(exc)))
-                _instances[key] = estop
+    if estop is not None:
+        return estop
+    evicted = []
+    with _instances_lock:
+        estop = _instances.get(key)
+        if estop is None:
+            estop = _build()
+            while len(_instances) >= _MAX_INSTANCES:
+                evicted.append(_instances.pop(next(iter(_instances))))
+            _instances[key] = estop
+    for old in evicted:
+        _close_quietly(old)
     return estop
+
+
+def _close_quietly(estop: Estop) -> None:
+    try:
+        estop.close()
+    except Exception:  # noqa: BLE001, S110 - best effort: a store already gone is closed
+        pass
+
+
+def close() -> None:
+    """Close every `Estop` `current()` has cached (their stores' connections and threads) and
+    forget them; the next module-level call builds afresh. For an orderly shutdown and tests."""
+    with _instances_lock:
+        cached = list(_instances.values())
+        _instances.clear()
+    for estop in cached:
+        _close_quietly(estop)
 
 
 def is_engaged() -> bool:
@@ -132,13 +249,18 @@ def holds() -> tuple[Reading, ...]:
 
 def engage(
     reason: str | None = None,
-    allow: Allow | Mapping[str, Any] | None = None,
+    allow: Any = None,
     ttl: Any = None,
     expires_at: Any = None,
     replace: bool = False,
-) -> Hold:
-    """Arm or re-arm (non-destructively) the hold of this home; returns the hold written."""
-    return current().engage(reason=reason, allow=allow, ttl=ttl, expires_at=expires_at, replace=replace)
+) -> Path:
+    """Arm or re-arm (non-destructively) the hold of this home; returns the sentinel's `Path`,
+    as hermes-agent's `engage` does (`Estop.engage` returns the `Hold` written; on the PostgreSQL
+    store the hold is a row and the path names its home). Refuses a bad TTL or expiry before
+    writing anything (`InvalidDuration`, `InvalidInstant`)."""
+    estop = current()
+    estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=expires_at, replace=replace)
+    return estop.sentinel_path()
 
 
 def disengage() -> bool:
@@ -152,16 +274,21 @@ def retire(generation: str) -> bool:
 
 
 def get_state() -> dict[str, Any] | None:
+    """hermes-agent's shape: `{"reason", "engaged_at", "expires_at", "allow"}` (plus `scope`,
+    `generation`) of the first active hold, or None when not engaged."""
     return current().get_state()
 
 
 def paused_reply() -> str | None:
+    """The gateway's notice ("⏸️ Hermes is paused ..."), or None when not paused."""
     return current().paused_reply()
 
 
 def check_paused(component: str, logger: logging.Logger | None = None) -> bool:
+    """True when engaged; logs once per engagement per component."""
     return current().check_paused(component, logger)
 
 
 def sentinel_path() -> Path:
+    """The sentinel `hermes pause` writes for this process (its own home)."""
     return current().sentinel_path()

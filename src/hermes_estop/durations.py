@@ -5,23 +5,31 @@ Accepted: a unit string built from `d`, `h`, `m`, `s` in that order (`45m`, `1h3
 a bare whole number of seconds (`90`), or an ISO-8601 duration (`PT45M`, `P1DT2H`, `P2W`).
 Refused: zero, negative, unparsable, non-finite, fractional, and anything longer than
 `MAX_DURATION` (366 days): a deadman that far out is a typo, not a plan.
+
+Two names, two contracts: `parse_ttl` is the strict parser every writer uses (a `timedelta` or
+`InvalidDuration`); `parse_duration` keeps hermes-agent's `agent/estop.py` contract (whole seconds
+as an `int`, or None when unusable) for code written against that module.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from datetime import timedelta
-from typing import Any
 
 from .errors import InvalidDuration
 
-__all__ = ["MAX_DURATION", "parse_duration", "format_duration"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["MAX_DURATION", "format_duration", "parse_duration", "parse_ttl"]
 
 MAX_DURATION = timedelta(days=366)
 
-_UNIT_RE = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-_ISO_RE = re.compile(r"P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?")
+# Patterns as text: `re` compiles (and caches) them on the first parse, so importing this module
+# (every check does, for `MAX_DURATION`) compiles nothing.
+_UNIT_RE = r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?"
+_ISO_RE = r"P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?"
 _MAX_DIGITS = 12
 
 
@@ -46,11 +54,13 @@ def _from_parts(value: Any, parts: tuple[str | None, ...], weights: tuple[int, .
     return _bounded(value, total)
 
 
-def parse_duration(value: Any) -> timedelta:
+def parse_ttl(value: Any) -> timedelta:
     """A positive `timedelta` no longer than `MAX_DURATION`, or `InvalidDuration` naming `value`.
 
     Accepts a string in the grammar above, a whole or finite `int`/`float` number of seconds,
     or a `timedelta`."""
+    import re
+
     if isinstance(value, bool) or value is None:
         raise _refuse(value, "expected e.g. 45m, 1h30m, 90s, 90, 1d or PT45M")
     if isinstance(value, timedelta):
@@ -75,18 +85,30 @@ def parse_duration(value: Any) -> timedelta:
             raise _refuse(value, f"longer than the {MAX_DURATION.days}-day bound")
         return _bounded(value, int(text))
     if text.startswith("p"):
-        match = _ISO_RE.fullmatch(text.upper())
+        match = re.fullmatch(_ISO_RE, text.upper())
         if match is None or text.upper().endswith("T"):
             raise _refuse(value, "not an ISO-8601 duration such as PT45M")
         return _from_parts(value, match.groups(), (604800, 86400, 3600, 60, 1))
-    match = _UNIT_RE.fullmatch(text)
+    match = re.fullmatch(_UNIT_RE, text)
     if match is None or not text:
         raise _refuse(value, "expected e.g. 45m, 1h30m, 90s, 90, 1d or PT45M")
     return _from_parts(value, match.groups(), (86400, 3600, 60, 1))
 
 
+def parse_duration(value: Any) -> int | None:
+    """hermes-agent's contract: the whole number of seconds `value` stands for, or None when it
+    is unusable. Accepts what `parse_ttl` accepts (blanks between a number and its unit too,
+    `"45 m"`); None for anything it refuses, including beyond the 366-day bound."""
+    if isinstance(value, str):
+        value = "".join(value.split())
+    try:
+        return int(parse_ttl(value).total_seconds())
+    except InvalidDuration:
+        return None
+
+
 def format_duration(value: timedelta) -> str:
-    """The compact unit form `parse_duration` reads back: `1h30m`, `45m`, `1d`."""
+    """The compact unit form `parse_ttl` reads back: `1h30m`, `45m`, `1d`."""
     total = int(value.total_seconds())
     if total <= 0:
         return "0s"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 __all__ = [
     "EstopError",
+    "HoldConflict",
+    "InvalidArgument",
     "InvalidDuration",
     "InvalidInstant",
-    "InvalidArgument",
-    "HoldConflict",
     "StoreError",
     "StoreUnavailable",
 ]

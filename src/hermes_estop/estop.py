@@ -7,30 +7,53 @@ programs that do not want environment lookups build one explicitly:
 
 from __future__ import annotations
 
-import logging
 import threading
+from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Mapping
 
-from .audit import AuditEvent, default_actor
-from .durations import MAX_DURATION, parse_duration
-from .errors import EstopError, InvalidArgument, InvalidInstant
+from .durations import MAX_DURATION, parse_ttl
+from .errors import InvalidArgument, InvalidInstant
 from .gate import Snapshot, Verdict, admits, decide, engaged, pause_notice
 from .hold import Allow, EngageRequest, Fence, Hold, HoldState, Reading, clean_reason
-from .homes import Layout, Location, resolve_layout
+from .homes import SENTINEL_NAME, Layout, Location, resolve_layout
 from .stores import HoldStore, open_store
 from .timeutil import Clock, aware_clock, format_instant, parse_instant
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import logging
+    from pathlib import Path
+    from typing import Any
+
+    from .audit import AuditEvent
+
 __all__ = ["Estop"]
 
-logger = logging.getLogger("hermes_estop")
+# what the expiry WARNING says happened to the sentinel, by `HoldStore.expire`'s answer
+_RETIRE_OUTCOME = {True: "was retired", False: "was already gone",
+                   None: "is left for the next reader or `hermes serve` to retire (it stays inert)"}
+_ABSENT = HoldState.ABSENT
+_EXPIRED = HoldState.EXPIRED
 
-_log_lock = threading.Lock()
-# (location key, fence) of every expiry this process has logged: one WARNING per generation.
-_expiry_logged: set[tuple[str, Fence]] = set()
-# component -> identity of the engagement last logged by check_paused.
-_paused_logged: dict[str, frozenset] = {}
+#: the logger this module logs to ("hermes_estop"); imported on first use, so a check that
+#: logs nothing never imports `logging`
+LOGGER_NAME = "hermes_estop"
+
+
+def _logger() -> logging.Logger:
+    import logging
+
+    return logging.getLogger(LOGGER_NAME)
+
+#: the prefix hermes-agent's `paused_reply` starts with, which gateway users already know
+PAUSED_PREFIX = "\u23f8\ufe0f "
+# bound on the expiries one Estop remembers having logged (oldest forgotten first)
+_MAX_LOGGED = 1024
+
+
+def _blank(value: Any) -> bool:
+    """An empty or blank string: hermes-agent's "not given" for `ttl` and `expires_at`."""
+    return isinstance(value, str) and not value.strip()
 
 
 class Estop:
@@ -59,72 +82,120 @@ class Estop:
                 layout = resolve_layout(overrides)
         self.layout = layout
         self.locations: tuple[Location, ...] = layout.candidates
-        if store is None or isinstance(store, str):
-            from .config import store_spec
+        if store is None:  # the configured store; never raises: an unreadable config holds
+            from .config import configured_store
 
-            store = open_store(store if store is not None else store_spec(layout, env), layout.root)
+            store = configured_store(layout, env)
+        elif isinstance(store, str):
+            store = open_store(store, layout.root)
         self.store: HoldStore = store
         self.clock: Clock = aware_clock(clock) if clock is not None else store.default_clock()
         self._actor = actor
+        # Candidates a store can read; a refused profile home (`Location.problem`) is never
+        # handed to a store, it reads as unreadable right here (`_refused`).
+        self._readable: tuple[Location, ...] = tuple(loc for loc in self.locations if loc.problem is None)
+        self._refused = len(self._readable) != len(self.locations)
+        # "Logged once" memory of THIS instance (not process-wide): (location key, fence) of the
+        # expiries it logged, and per component the engagement check_paused last logged.
+        self._log_lock = threading.Lock()
+        self._expiry_logged: dict[tuple[str, Fence], None] = {}
+        self._paused_logged: dict[str, frozenset[Any]] = {}
+
+    def close(self) -> None:
+        """Close the store (its connections and threads). For an Estop that owns its store;
+        one built by `for_profile` / `for_fleet` shares its parent's, so close the parent."""
+        self.store.close()
 
     @property
     def actor(self) -> str:
         """Who this process writes as (audit `actor`, body `armed_by`): `user@host` by default."""
         if self._actor is None:
+            from .audit import default_actor
+
             self._actor = default_actor()
         return self._actor
 
     def __repr__(self) -> str:
         return f"Estop(home={str(self.layout.home)!r}, root={str(self.layout.root)!r}, store={self.store.name!r})"
 
-    def for_fleet(self) -> "Estop":
+    def for_fleet(self) -> Estop:
         """The same fleet as seen by a process whose home is the fleet root (same store and clock)."""
         if self.layout.home == self.layout.root:
             return self
-        return Estop(layout=Layout(home=self.layout.root, root=self.layout.root), store=self.store,
-                     clock=self.clock, actor=self.actor)
+        return self._view(Layout(home=self.layout.root, root=self.layout.root))
 
-    def for_profile(self, name: str) -> "Estop":
-        """The same fleet as seen by a process serving profile `name`: same store and clock."""
-        return Estop(layout=self.layout.for_profile(name), store=self.store, clock=self.clock, actor=self.actor)
+    def for_profile(self, name: str) -> Estop:
+        """The same fleet as seen by a process serving profile `name` (its home and the fleet
+        root: what `check --profile NAME` asks); same store and clock. `InvalidArgument` for a
+        name the profile rules refuse."""
+        return self._view(self.layout.for_profile(name))
+
+    def _view(self, layout: Layout) -> Estop:
+        """Another view of the same fleet. It shares this instance's expiry log memory, so a
+        consumer that builds a view per pass still logs each expiry once."""
+        view = Estop(layout=layout, store=self.store, clock=self.clock, actor=self.actor)
+        view._log_lock = self._log_lock
+        view._expiry_logged = self._expiry_logged
+        return view
 
     # -- reading -----------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
         """ONE read of every candidate location. Expired holds are retired as a side effect
         (generation-fenced) and logged once; the snapshot already reports them lifted."""
+        return self._take()[0]
+
+    def _take(self) -> tuple[Snapshot, bool]:
+        """The snapshot, and whether any location had a sentinel at all (False: nothing to
+        decide, the gate proceeds; the common case, kept to one pass over the readings)."""
         now = self.clock()
-        readings = self.store.read(self.locations, now)
+        if self._refused:
+            readings = self._read_with_refused(now)
+        else:
+            readings = self.store.read(self.locations, now)
+        present = False
         for reading in readings:
-            if reading.state is HoldState.EXPIRED:
-                self._lift(reading, now)
-        return Snapshot(readings, now)
+            state = reading.state
+            if state is not _ABSENT:
+                present = True
+                if state is _EXPIRED:
+                    self._lift(reading, now)
+        return Snapshot(readings, now), present
+
+    def _read_with_refused(self, now: datetime) -> tuple[Reading, ...]:
+        found = iter(self.store.read(self._readable, now)) if self._readable else iter(())
+        return tuple(
+            next(found) if loc.problem is None else Reading(loc, HoldState.UNREADABLE, None, Fence(), loc.problem)
+            for loc in self.locations
+        )
 
     def _lift(self, reading: Reading, now: datetime) -> None:
         fence = reading.fence or Fence()
         self.store.step("expiry:decided")
         removed = self.store.expire(reading, now, self.actor)
         key = (reading.location.key, fence)
-        with _log_lock:
-            first = key not in _expiry_logged
+        with self._log_lock:
+            first = key not in self._expiry_logged
             if first:
-                if len(_expiry_logged) > 10_000:
-                    _expiry_logged.clear()
-                _expiry_logged.add(key)
+                if len(self._expiry_logged) >= _MAX_LOGGED:
+                    del self._expiry_logged[next(iter(self._expiry_logged))]
+                self._expiry_logged[key] = None
         if first:
             hold = reading.hold
-            logger.warning(
+            _logger().warning(
                 "hold at %s (generation %s) EXPIRED at its deadman %s: the pause has lifted; the sentinel %s",
                 reading.location.describe(),
                 fence.describe(),
                 format_instant(hold.expires_at) if hold else "?",
-                {True: "was retired", False: "was already gone"}.get(
-                    removed, "is left for the next reader or `hermes serve` to retire (it stays inert)"),
+                _RETIRE_OUTCOME[removed],
             )
 
     def gate(self, user_id: Any = None, profile: Any = None) -> Verdict:
         """Proceed when not engaged, or when every active hold admits (user_id, profile)."""
-        return decide(self.snapshot(), user_id, profile)
+        snapshot, present = self._take()
+        if not present:
+            return Verdict(True, False, False, snapshot)
+        return decide(snapshot, user_id, profile)
 
     def is_engaged(self) -> bool:
         return engaged(self.snapshot())
@@ -156,42 +227,59 @@ class Estop:
         }
 
     def paused_reply(self) -> str | None:
-        """The notice for a refused gateway turn, or None when not paused."""
-        return pause_notice(self.snapshot())
+        """The notice for a refused gateway turn, or None when not paused. Starts with "⏸️ "
+        like hermes-agent's, so a gateway user meets the text they know."""
+        notice = pause_notice(self.snapshot())
+        return None if notice is None else PAUSED_PREFIX + notice
 
     def check_paused(self, component: str, log: logging.Logger | None = None) -> bool:
         """True when engaged; logs at INFO once per engagement per component."""
         snapshot = self.snapshot()
         active = snapshot.active
-        with _log_lock:
+        with self._log_lock:
             if not active:
-                _paused_logged.pop(component, None)
+                self._paused_logged.pop(component, None)
                 return False
             identity = snapshot.engagement
-            first = _paused_logged.get(component) != identity
-            _paused_logged[component] = identity
+            first = self._paused_logged.get(component) != identity
+            self._paused_logged[component] = identity
         if first:
             notice = pause_notice(snapshot)
-            (log or logger).info("%s paused by the emergency stop: %s", component, notice)
+            (log or _logger()).info("%s paused by the emergency stop: %s", component, notice)
         return True
 
     def sentinel_path(self) -> Path:
-        """The sentinel `hermes pause` writes for this process (its own home)."""
-        return self.layout.own.sentinel
+        """The sentinel `hermes pause` writes for this process (its own home); for a refused
+        profile home, the path it names (nothing is ever written there)."""
+        return self.layout.home / SENTINEL_NAME
 
     # -- writing -----------------------------------------------------------------------------
 
+    def _check_writable(self) -> None:
+        """Every write from a refused profile home is an error (one line, CLI exit 2): its
+        scope must never alias another one, and a resume there must not lift the fleet's."""
+        if self._refused:
+            raise InvalidArgument(self.layout.refusal or "this home is not a valid profile home")
+
     def location(self, *, fleet: bool = False, scope: str | None = None) -> Location:
+        """The location a write targets; `InvalidArgument` from a refused profile home."""
+        self._check_writable()
         if scope is not None:
             return self.layout.location(scope)
         return self.layout.fleet if fleet else self.layout.own
 
     def deadline(self, ttl: Any, expires_at: Any, now: datetime) -> datetime | None:
-        """The deadman a request asks for, validated before anything is written."""
+        """The deadman a request asks for, validated before anything is written. An empty or
+        blank `ttl` / `expires_at` is "not given", as in hermes-agent (a re-arm keeps the
+        standing deadline)."""
+        if _blank(ttl):
+            ttl = None
+        if _blank(expires_at):
+            expires_at = None
         if ttl is not None and expires_at is not None:
             raise InvalidArgument("give a TTL or an absolute expiry, not both")
         if ttl is not None:
-            return now + parse_duration(ttl)
+            return now + parse_ttl(ttl)
         if expires_at is None:
             return None
         when = parse_instant(expires_at, what="expiry time")
@@ -239,9 +327,10 @@ class Estop:
 
     def disengage(self) -> bool:
         """Remove every visible hold (this home and the fleet root); True when any was removed."""
+        self._check_writable()
         now = self.clock()
         removed = False
-        for location in self.locations:
+        for location in self._readable:
             if self.store.release(location, None, now, self.actor) is not None:
                 removed = True
         return removed
@@ -251,8 +340,9 @@ class Estop:
         locations it stands); a successor with another generation survives."""
         if not isinstance(generation, str) or not generation:
             raise InvalidArgument(f"invalid generation {generation!r}")
+        self._check_writable()
         now = self.clock()
-        locations = (self.layout.location(scope),) if scope is not None else self.locations
+        locations = (self.layout.location(scope),) if scope is not None else self._readable
         removed = False
         for location in locations:
             if self.store.retire(location, Fence(generation), now, self.actor):
@@ -262,6 +352,8 @@ class Estop:
     def record(self, event: str, location: Location, *, generation: str | None = None, reason: str | None = None,
                deadline: datetime | None = None, detail: str | None = None) -> None:
         """Append a non-write event (a window's skipped occurrence) to the audit trail."""
+        from .audit import AuditEvent
+
         self.store.append_audit(
             AuditEvent(self.clock(), event, location.scope, generation, self.actor, reason, deadline, detail)
         )

@@ -1,4 +1,4 @@
-"""The one shared predicate (DESIGN 4), as pure functions over one `Snapshot`.
+"""The one shared predicate (docs/design.md §4), as pure functions over one `Snapshot`.
 
 Every decision comes from a single snapshot of all candidate locations, so "is it engaged" and
 "who is admitted" can never come from two different reads.
@@ -6,22 +6,38 @@ Every decision comes from a single snapshot of all candidate locations, so "is i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
-
-from .hold import Reading
+from .hold import Fence, HoldState, Reading
+from .record import Record, set_field
+from .text import printable
 from .timeutil import format_instant
 
-__all__ = ["Snapshot", "Verdict", "engaged", "admits", "decide", "pause_notice", "auto_resume_at"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any
+
+__all__ = [
+    "Snapshot",
+    "Verdict",
+    "admits",
+    "auto_resume_at",
+    "decide",
+    "engaged",
+    "pause_notice",
+    "unreadable_cause",
+]
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(Record):
     """One read of every candidate location, taken at `now`."""
 
+    __slots__ = ("readings", "now")  # noqa: RUF023 (constructor order)
     readings: tuple[Reading, ...]
     now: datetime
+
+    def __init__(self, readings: tuple[Reading, ...], now: datetime) -> None:
+        set_field(self, "readings", readings)
+        set_field(self, "now", now)
 
     @property
     def active(self) -> tuple[Reading, ...]:
@@ -32,7 +48,7 @@ class Snapshot:
         return engaged(self)
 
     @property
-    def engagement(self) -> frozenset:
+    def engagement(self) -> frozenset[tuple[str, Fence | None]]:
         """The identity of what holds: one value per engagement (a re-arm is a new one), so a
         consumer logs "held" once per engagement, not once per refused piece of work."""
         return frozenset((r.location.key, r.fence) for r in self.readings if r.active)
@@ -71,32 +87,75 @@ def auto_resume_at(snapshot: Snapshot) -> datetime | None:
     return max(deadlines) if deadlines else None
 
 
+# Problems a store reports for the store as a whole (every location reads the same), by prefix.
+_STORE_DOWN = ("store unavailable", "PostgreSQL store")
+# `fsutil.describe_mode` texts: a sentinel that is not a regular file; `hermes resume` refuses
+# to remove it (it removes files only), so the notice says to remove it by hand.
+_NOT_A_FILE = ("a directory", "a FIFO", "a socket", "a device", "a symlink", "not a regular file",
+               "symlink that cannot be followed")
+
+
+def unreadable_cause(reading: Reading) -> str:
+    """One printable clause naming why an unreadable hold holds and what will actually lift it
+    (the fix, not just `hermes resume`, which cannot remove a directory or reach a store that is
+    down). Built from `Reading.problem` as the stores word it."""
+    problem = reading.problem or "unknown problem"
+    location = reading.location
+    shown = printable(problem)
+    if location.problem is not None:
+        return f"{printable(location.problem)}: held until HERMES_HOME names a valid profile home"
+    if problem.startswith(_STORE_DOWN):
+        return f"the fleet store is unreachable; held until it is back ({shown})"
+    sentinel = printable(location.sentinel)
+    if problem.startswith(_NOT_A_FILE):
+        return f"ESTOP at {sentinel} is {shown}: remove it by hand"
+    if problem.startswith(("cannot open", "cannot read", "cannot stat")):
+        return f"ESTOP at {sentinel} cannot be read ({shown}): fix its permissions or remove it by hand"
+    return (f"the hold at {location.describe()} is unreadable ({shown}); `hermes resume` removes it, "
+            "or rewrite it with `hermes pause`")
+
+
 def pause_notice(snapshot: Snapshot) -> str | None:
-    """The user-facing line for refused work: the reason(s), and the auto-resume time when there
-    is one. None when nothing holds."""
+    """The user-facing line for refused work: the reason(s), the cause of any unreadable hold
+    with what will lift it, and the auto-resume time when there is one. None when nothing
+    holds. One line, escaped with `text.printable` (a reason is whatever a body says)."""
     active = snapshot.active
     if not active:
         return None
-    reasons = []
+    reasons: list[str] = []
+    causes: list[str] = []
     for reading in active:
+        if reading.state is HoldState.UNREADABLE:
+            cause = unreadable_cause(reading)
+            if cause not in causes:
+                causes.append(cause)
+            continue
         reason = reading.hold.reason if reading.hold is not None else None
-        if reason and reason not in reasons:
-            reasons.append(reason)
+        if reason and printable(reason) not in reasons:
+            reasons.append(printable(reason))
     tag = f" ({'; '.join(reasons)})" if reasons else ""
+    if causes:
+        return f"Hermes is paused{tag}: {'; '.join(causes)}. New work is on hold."
     resume = auto_resume_at(snapshot)
     until = f" Auto-resumes at {format_instant(resume)}." if resume is not None else ""
     return f"Hermes is paused{tag}. New work is on hold; run `hermes resume` to pick things back up.{until}"
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Record):
     """The answer to `gate()`: truthy when work may proceed. Carries the snapshot it was taken
     from and, when held, the notice to show."""
 
+    __slots__ = ("proceed", "engaged", "admitted", "snapshot")  # noqa: RUF023 (constructor order)
     proceed: bool
     engaged: bool
     admitted: bool
     snapshot: Snapshot
+
+    def __init__(self, proceed: bool, engaged: bool, admitted: bool, snapshot: Snapshot) -> None:
+        set_field(self, "proceed", proceed)
+        set_field(self, "engaged", engaged)
+        set_field(self, "admitted", admitted)
+        set_field(self, "snapshot", snapshot)
 
     def __bool__(self) -> bool:
         return self.proceed

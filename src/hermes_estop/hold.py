@@ -1,5 +1,5 @@
-"""The hold: its body on the wire, how untrusted bytes are classified (DESIGN 3), and how a re-arm
-merges with the standing hold (DESIGN 5). Pure functions only; stores do the I/O.
+"""The hold: its body on the wire, how untrusted bytes are classified (docs/design.md §3), and how a re-arm
+merges with the standing hold (docs/design.md §5). Pure functions only; stores do the I/O.
 
 The body is wire-compatible with hermes-agent's `agent/estop.py`: `generation`, `engaged_at`,
 `reason`, `expires_at`, `allow: {user_ids, profiles}`, plus the extra fields `armed_by` and
@@ -10,35 +10,50 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Mapping
 from enum import Enum
-from typing import Any, Mapping, NamedTuple
 
 from .errors import InvalidArgument
 from .homes import Location
+from .record import Record, set_field
+from .text import printable, unsafe_char
 from .timeutil import format_instant, in_interval, parse_stamp
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any
+
 __all__ = [
+    "ALLOWLIST_MALFORMED",
+    "DEADLINE_UNREADABLE",
+    "GENERATION_FIELD",
     "MAX_BODY_BYTES",
     "MAX_REASON",
-    "clean_reason",
+    "NOBODY",
+    "VACANT",
     "Allow",
+    "EngageRequest",
+    "Fence",
     "Hold",
     "HoldState",
-    "Fence",
-    "Reading",
-    "EngageRequest",
-    "VACANT",
-    "new_generation",
-    "parse_body",
-    "prepare",
     "Prepared",
+    "Reading",
+    "clean_reason",
     "encode_body",
     "merge_hold",
+    "new_generation",
+    "parse_body",
     "precondition_met",
-    "NOBODY",
+    "prepare",
 ]
+
+#: the body field that carries an engagement's identity (hermes-agent's name for it)
+GENERATION_FIELD = "generation"
+#: `Reading.problem` of an active hold whose `expires_at` is present but does not parse
+DEADLINE_UNREADABLE = "deadline unreadable: held until resumed"
+#: `Reading.problem` of an active hold whose `allow` has the wrong shape
+ALLOWLIST_MALFORMED = "allowlist malformed: admits nobody"
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_REASON = 1000
@@ -51,8 +66,9 @@ def new_generation() -> str:
 
 
 def clean_reason(reason: Any) -> str | None:
-    """A reason as written in a body: whitespace folded to single spaces, empty = not given.
-    Refuses non-text and anything over `MAX_REASON` characters, naming it."""
+    """A reason as written in a body: whitespace folded to single spaces. None means "not
+    given" (a re-arm keeps the standing reason); an explicitly empty or blank reason is `""`,
+    which clears it. Refuses non-text and anything over `MAX_REASON` characters, naming it."""
     if reason is None:
         return None
     if not isinstance(reason, str):
@@ -60,29 +76,42 @@ def clean_reason(reason: Any) -> str | None:
     text = " ".join(reason.split())
     if len(text) > MAX_REASON:
         raise InvalidArgument(f"invalid reason {reason[:40]!r}...: longer than {MAX_REASON} characters")
-    return text or None
-
-
-def _normalize_id(value: Any, what: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise InvalidArgument(f"invalid {what} {value!r}: expected a string or a whole number")
-    text = str(value).strip()
-    if not text or len(text) > _MAX_ID_LEN or any(ord(ch) < 32 for ch in text):
-        raise InvalidArgument(f"invalid {what} {value!r}: expected a non-empty printable id")
     return text
 
 
-@dataclass(frozen=True)
-class Allow:
+def _normalize_id(value: Any, what: str) -> str:
+    """An id exactly as `str(value)`: ids compare as exact strings (no stripping, no case
+    folding), so what is checked is what is stored. Refuses empty, overlong, and ids with a
+    control character or bidirectional override (they could hide what an id really is)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InvalidArgument(f"invalid {what} {value!r}: expected a string or a whole number")
+    text = str(value)
+    if not text or len(text) > _MAX_ID_LEN:
+        raise InvalidArgument(f"invalid {what} {value!r}: expected a non-empty id of at most {_MAX_ID_LEN} characters")
+    bad = unsafe_char(text)
+    if bad is not None:
+        raise InvalidArgument(f"invalid {what} '{printable(text)}': contains the control character or "
+                              f"bidirectional override '{printable(bad)}'")
+    return text
+
+
+class Allow(Record):
     """Who keeps working through a hold. `user_ids` is the only grant; `profiles`, when listed,
     narrows it. `valid` is False when a body's allowlist had the wrong shape: it admits nobody."""
 
-    user_ids: frozenset[str] = frozenset()
-    profiles: frozenset[str] = frozenset()
-    valid: bool = True
+    __slots__ = ("user_ids", "profiles", "valid")  # noqa: RUF023 (constructor order)
+    user_ids: frozenset[str]
+    profiles: frozenset[str]
+    valid: bool
+
+    def __init__(self, user_ids: frozenset[str] = frozenset(), profiles: frozenset[str] = frozenset(),
+                 valid: bool = True) -> None:
+        set_field(self, "user_ids", user_ids)
+        set_field(self, "profiles", profiles)
+        set_field(self, "valid", valid)
 
     @classmethod
-    def of(cls, user_ids: Any = (), profiles: Any = (), *, refuse_profile_only: bool = True) -> "Allow":
+    def of(cls, user_ids: Any = (), profiles: Any = (), *, refuse_profile_only: bool = True) -> Allow:
         """An allowlist from operator input; refuses bad ids and, unless told otherwise, a
         profile-only allowlist (it would admit nobody: a profile never grants on its own)."""
         if isinstance(user_ids, (str, int)):
@@ -99,7 +128,7 @@ class Allow:
         return cls(users, names)
 
     @classmethod
-    def coerce(cls, value: "Allow | Mapping[str, Any] | None") -> "Allow | None":
+    def coerce(cls, value: Allow | Mapping[str, Any] | None) -> Allow | None:
         """Library input: an `Allow`, a `{"user_ids", "profiles"}` mapping, or None (keep). As
         in hermes-agent, a profile-only allowlist is accepted (and admits nobody)."""
         if value is None or isinstance(value, Allow):
@@ -112,14 +141,14 @@ class Allow:
         return cls.of(value.get("user_ids") or (), value.get("profiles") or (), refuse_profile_only=False)
 
     def admits(self, user_id: Any, profile: Any) -> bool:
-        """DESIGN 4 for one hold: the user is listed, and the profile is listed where any are."""
+        """docs/design.md §4 for one hold: the user is listed, and the profile is listed where any are."""
         if not self.valid or user_id is None or isinstance(user_id, bool):
             return False
-        if str(user_id).strip() not in self.user_ids:
+        if str(user_id) not in self.user_ids:
             return False
         if not self.profiles:
             return True
-        return profile is not None and str(profile).strip() in self.profiles
+        return profile is not None and str(profile) in self.profiles
 
     def to_body(self) -> dict[str, list[str]]:
         return {"user_ids": sorted(self.user_ids), "profiles": sorted(self.profiles)}
@@ -132,17 +161,32 @@ class Allow:
 NOBODY = Allow()
 
 
-@dataclass(frozen=True)
-class Hold:
+class Hold(Record):
     """One engagement as written in a body."""
 
+    __slots__ = ("generation", "engaged_at", "reason", "expires_at", "allow", "armed_by", "window", "problems")  # noqa: RUF023 (constructor order)
     generation: str | None
-    engaged_at: datetime | None = None
-    reason: str | None = None
-    expires_at: datetime | None = None
-    allow: Allow = NOBODY
-    armed_by: str | None = None
-    window: Mapping[str, Any] | None = None
+    engaged_at: datetime | None
+    reason: str | None
+    expires_at: datetime | None
+    allow: Allow
+    armed_by: str | None
+    window: Mapping[str, Any] | None
+    #: what a reader should be told about this body although it holds (`DEADLINE_UNREADABLE`,
+    #: `ALLOWLIST_MALFORMED`); empty for a clean body
+    problems: tuple[str, ...]
+
+    def __init__(self, generation: str | None, engaged_at: datetime | None = None, reason: str | None = None,
+                 expires_at: datetime | None = None, allow: Allow = NOBODY, armed_by: str | None = None,
+                 window: Mapping[str, Any] | None = None, problems: tuple[str, ...] = ()) -> None:
+        set_field(self, "generation", generation)
+        set_field(self, "engaged_at", engaged_at)
+        set_field(self, "reason", reason)
+        set_field(self, "expires_at", expires_at)
+        set_field(self, "allow", allow)
+        set_field(self, "armed_by", armed_by)
+        set_field(self, "window", window)
+        set_field(self, "problems", problems)
 
     def active_at(self, now: datetime) -> bool:
         return in_interval(now, None, self.expires_at)
@@ -155,13 +199,17 @@ class HoldState(str, Enum):
     UNREADABLE = "unreadable"
 
 
-@dataclass(frozen=True)
-class Fence:
+class Fence(Record):
     """What a conditional removal is fenced on: the generation when the body has one, else the
     identity of the file as it was read (a hand-written sentinel)."""
 
-    generation: str | None = None
-    file_id: tuple[int, ...] | None = None
+    __slots__ = ("generation", "file_id")  # noqa: RUF023 (constructor order)
+    generation: str | None
+    file_id: tuple[int, ...] | None
+
+    def __init__(self, generation: str | None = None, file_id: tuple[int, ...] | None = None) -> None:
+        set_field(self, "generation", generation)
+        set_field(self, "file_id", file_id)
 
     def describe(self) -> str:
         if self.generation is not None:
@@ -169,15 +217,25 @@ class Fence:
         return "hand-written" if self.file_id is not None else "unknown"
 
 
-@dataclass(frozen=True)
-class Reading:
-    """What one read found at one location. `active` covers UNREADABLE too: fail safe."""
+class Reading(Record):
+    """What one read found at one location. `active` covers UNREADABLE too: fail safe.
+    `problem` says why an UNREADABLE hold is unreadable, and on an ACTIVE one what in its body
+    could not be read (an unparsable deadline, a malformed allowlist); None otherwise."""
 
+    __slots__ = ("location", "state", "hold", "fence", "problem")  # noqa: RUF023 (constructor order)
     location: Location
     state: HoldState
-    hold: Hold | None = None
-    fence: Fence | None = None
-    problem: str | None = None
+    hold: Hold | None
+    fence: Fence | None
+    problem: str | None
+
+    def __init__(self, location: Location, state: HoldState, hold: Hold | None = None, fence: Fence | None = None,
+                 problem: str | None = None) -> None:
+        set_field(self, "location", location)
+        set_field(self, "state", state)
+        set_field(self, "hold", hold)
+        set_field(self, "fence", fence)
+        set_field(self, "problem", problem)
 
     @property
     def active(self) -> bool:
@@ -208,7 +266,7 @@ def _parse_allow(value: Any) -> Allow:
         for item in items:
             if isinstance(item, bool) or not isinstance(item, (str, int)):
                 return Allow(valid=False)
-            text = str(item).strip()
+            text = str(item)  # exact: no stripping, no case folding (docs/design.md §2)
             if text:
                 out.add(text)
         parts.append(frozenset(out))
@@ -228,48 +286,64 @@ def parse_body(raw: bytes) -> Hold:
         raise ValueError(f"not JSON ({type(exc).__name__})") from None
     if not isinstance(data, dict):
         raise ValueError(f"not a JSON object ({type(data).__name__})")
-    generation = data.get("generation")
+    generation = data.get(GENERATION_FIELD)
     reason = data.get("reason")
     armed_by = data.get("armed_by")
     window = data.get("window")
+    raw_deadline = data.get("expires_at")
+    expires_at = parse_stamp(raw_deadline)
+    allow = _parse_allow(data.get("allow"))
+    problems = []
+    if expires_at is None and raw_deadline is not None and raw_deadline != "":
+        problems.append(DEADLINE_UNREADABLE)  # unparsable never means expired: it holds
+    if not allow.valid:
+        problems.append(ALLOWLIST_MALFORMED)
     return Hold(
         generation=generation if isinstance(generation, str) and generation else None,
         engaged_at=parse_stamp(data.get("engaged_at")),
         reason=reason if isinstance(reason, str) and reason else None,
-        expires_at=parse_stamp(data.get("expires_at")),
-        allow=_parse_allow(data.get("allow")),
+        expires_at=expires_at,
+        allow=allow,
         armed_by=armed_by if isinstance(armed_by, str) and armed_by else None,
         window=window if isinstance(window, dict) else None,
+        problems=tuple(problems),
     )
 
 
-class Prepared(NamedTuple):
+class Prepared(Record):
     """Both readings a body can give, built once per body: which one applies depends only on
     `now` (a store may cache this and pay only a comparison per check)."""
 
+    __slots__ = ("expires_at", "active", "expired")  # noqa: RUF023 (constructor order)
     expires_at: datetime | None
     active: Reading
     expired: Reading
+
+    def __init__(self, expires_at: datetime | None, active: Reading, expired: Reading) -> None:
+        set_field(self, "expires_at", expires_at)
+        set_field(self, "active", active)
+        set_field(self, "expired", expired)
 
     def at(self, now: datetime) -> Reading:
         return self.active if in_interval(now, None, self.expires_at) else self.expired
 
 
 def prepare(location: Location, parsed: Hold | str, file_id: tuple[int, ...] | None) -> Prepared:
-    """DESIGN 3 for a present sentinel: `parsed` is the body's `Hold`, or the reason it is
+    """docs/design.md §3 for a present sentinel: `parsed` is the body's `Hold`, or the reason it is
     unreadable (active whatever the time). Expired only for a readable body whose parsable
     deadline is at or before `now`."""
     if isinstance(parsed, str):
         unreadable = Reading(location, HoldState.UNREADABLE, None, Fence(None, file_id), parsed)
         return Prepared(None, unreadable, unreadable)
     fence = Fence(parsed.generation, None if parsed.generation else file_id)
-    return Prepared(parsed.expires_at, Reading(location, HoldState.ACTIVE, parsed, fence),
+    problem = "; ".join(parsed.problems) if parsed.problems else None
+    return Prepared(parsed.expires_at, Reading(location, HoldState.ACTIVE, parsed, fence, problem),
                     Reading(location, HoldState.EXPIRED, parsed, fence))
 
 
 def encode_body(hold: Hold) -> bytes:
     body: dict[str, Any] = {
-        "generation": hold.generation,
+        GENERATION_FIELD: hold.generation,
         "engaged_at": format_instant(hold.engaged_at),
         "reason": hold.reason,
         "expires_at": format_instant(hold.expires_at),
@@ -293,29 +367,44 @@ class _Vacant:
 VACANT = _Vacant()
 
 
-@dataclass(frozen=True)
-class EngageRequest:
+class EngageRequest(Record):
     """What a caller asked for. `None` fields are 'not supplied': a re-arm keeps them from the
-    standing hold. `only_if` fences the write: None (always), `VACANT` (no active hold), or a set
-    of generations the active standing hold must carry."""
+    standing hold; `reason=""` is supplied and clears the reason. `only_if` fences the write:
+    None (always), `VACANT` (no active hold), or a set of generations the active standing hold
+    must carry."""
 
-    reason: str | None = None
-    allow: Allow | None = None
-    expires_at: datetime | None = None
-    replace: bool = False
-    armed_by: str | None = None
-    window: Mapping[str, Any] | None = None
-    only_if: Any = None
+    __slots__ = ("reason", "allow", "expires_at", "replace", "armed_by", "window", "only_if")  # noqa: RUF023 (constructor order)
+    reason: str | None
+    allow: Allow | None
+    expires_at: datetime | None
+    replace: bool
+    armed_by: str | None
+    window: Mapping[str, Any] | None
+    only_if: Any
+
+    def __init__(self, reason: str | None = None, allow: Allow | None = None, expires_at: datetime | None = None,
+                 replace: bool = False, armed_by: str | None = None, window: Mapping[str, Any] | None = None,
+                 only_if: Any = None) -> None:
+        set_field(self, "reason", reason)
+        set_field(self, "allow", allow)
+        set_field(self, "expires_at", expires_at)
+        set_field(self, "replace", replace)
+        set_field(self, "armed_by", armed_by)
+        set_field(self, "window", window)
+        set_field(self, "only_if", only_if)
 
 
 def merge_hold(standing: Hold | None, request: EngageRequest, now: datetime, generation: str) -> Hold:
     """The body a (re-)engage writes. Non-destructive: what the request leaves as None comes from
-    the standing hold (unless `replace`); a kept deadline that has already passed is dropped."""
-    base = None if request.replace else standing
+    the standing hold (unless `replace`). Only an ACTIVE standing hold contributes: one whose
+    deadline is at or before `now` has lifted, and a new engagement over it starts from nothing
+    (else a pause over an unretired expired hold would inherit who was let through it)."""
+    base = None if request.replace or standing is None or not standing.active_at(now) else standing
     reason = request.reason if request.reason is not None else (base.reason if base else None)
     allow = request.allow if request.allow is not None else (base.allow if base else NOBODY)
     if not allow.valid:
         allow = NOBODY
+    expires_at: datetime | None
     if request.expires_at is not None:
         expires_at = request.expires_at
     else:
@@ -324,7 +413,7 @@ def merge_hold(standing: Hold | None, request: EngageRequest, now: datetime, gen
     return Hold(
         generation=generation,
         engaged_at=now,
-        reason=reason,
+        reason=reason or None,
         expires_at=expires_at,
         allow=allow,
         armed_by=request.armed_by,
@@ -341,4 +430,5 @@ def precondition_met(only_if: Any, standing: Reading | None) -> bool:
     active = standing is not None and standing.active
     if only_if is VACANT:
         return not active
-    return active and standing.hold is not None and standing.hold.generation in only_if
+    return (active and standing is not None and standing.hold is not None
+            and standing.hold.generation in only_if)

@@ -7,22 +7,26 @@ deadline is testable; a decision reads the clock once and passes `now` down.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 from .errors import InvalidInstant
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = [
-    "Clock",
     "AwareClock",
+    "Clock",
     "aware_clock",
-    "utc_now",
-    "parse_stamp",
-    "parse_instant",
-    "to_utc",
     "format_instant",
     "format_relative",
     "in_interval",
+    "parse_instant",
+    "parse_stamp",
+    "to_utc",
+    "utc_now",
 ]
 
 Clock = Callable[[], datetime]
@@ -30,12 +34,14 @@ Clock = Callable[[], datetime]
 
 def utc_now() -> datetime:
     """The real clock: an aware datetime in UTC."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class AwareClock:
-    """An injected clock whose every reading is aware: a naive reading is taken as UTC, like a
-    naive stamp in a body. Other attributes reach the wrapped clock (a test's `advance()`)."""
+    """An injected clock whose every reading is aware UTC: a naive reading is taken as UTC, like
+    a naive stamp in a body, and an aware one in another zone is converted. Why convert: `now +
+    ttl` on a zoned datetime is wall-clock arithmetic, so a 2h TTL armed before a fall-back night
+    would last 3h. Other attributes reach the wrapped clock (a test's `advance()`)."""
 
     __slots__ = ("inner",)
 
@@ -44,9 +50,11 @@ class AwareClock:
 
     def __call__(self) -> datetime:
         value = self.inner()
-        return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value if value.tzinfo is UTC else value.astimezone(UTC)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
 
@@ -60,8 +68,8 @@ def aware_clock(clock: Clock) -> Clock:
 def to_utc(value: datetime) -> datetime:
     """An aware UTC datetime; a naive one is taken to be UTC already."""
     if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 def parse_stamp(value: Any) -> datetime | None:

@@ -1,5 +1,5 @@
-"""The store contract, run on every backend (see `conftest.BACKENDS`): DESIGN 3 read rules on
-bodies, DESIGN 4 deny-wins and profile-is-not-authority, DESIGN 5 re-arm, generation fence and
+"""The store contract, run on every backend (see `conftest.BACKENDS`): docs/design.md §3 read rules on
+bodies, docs/design.md §4 deny-wins and profile-is-not-authority, docs/design.md §5 re-arm, generation fence and
 TTL refusal."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def only(estop: Estop):
     return estop.store.read((estop.layout.own,), estop.clock())[0]
 
 
-# -- DESIGN 3: reading, fail safe in both directions ---------------------------------------------
+# -- docs/design.md §3: reading, fail safe in both directions ---------------------------------------------
 
 
 def test_no_hold_is_not_engaged_and_admits_nobody(fleet_estop):
@@ -179,7 +179,7 @@ def test_unknown_fields_are_ignored(backend, store, fleet_estop):
     assert only(fleet_estop).hold.armed_by == "window:w"
 
 
-# -- DESIGN 4: deny wins, profile is not authority -----------------------------------------------
+# -- docs/design.md §4: deny wins, profile is not authority -----------------------------------------------
 
 
 @pytest.mark.parametrize("order", ["root-first", "profile-first"])
@@ -265,7 +265,7 @@ def test_fleet_hold_pauses_every_profile(fleet_estop):
         assert fleet_estop.for_profile(name).is_engaged()
 
 
-# -- DESIGN 5: re-arm, replace ------------------------------------------------------------------
+# -- docs/design.md §5: re-arm, replace ------------------------------------------------------------------
 
 
 def test_rearm_keeps_allowlist_and_deadline(fleet_estop):
@@ -471,7 +471,7 @@ def test_expiry_is_logged_once_per_generation(fleet_estop, clock, caplog):
 
 # -- deadlines are refused before anything is written -------------------------------------------
 
-BAD_TTLS = ["banana", "0", "-5m", "2915000d", "999999999d", "0s", "nan", "inf", "-inf", "", "1.5h", "45x", "PT0S",
+BAD_TTLS = ["banana", "0", "-5m", "2915000d", "999999999d", "0s", "nan", "inf", "-inf", "1.5h", "45x", "PT0S",
             "367d", "P", "PT", "5m30", "m"]
 
 
@@ -517,3 +517,47 @@ def test_generation_precondition_refuses_once_that_generation_was_released(fleet
     with pytest.raises(HoldConflict):
         fleet_estop.engage(reason="window", only_if={mine.generation})
     assert not backend.present(store, fleet_estop.layout.own)
+
+
+# -- issue 9 item 3, issue 13 items 4-6: what a (re-)engage takes from the standing hold ----------
+
+
+def test_engage_over_an_unretired_expired_hold_inherits_nothing(backend, store, fleet_estop, clock):
+    past = clock.now - timedelta(minutes=1)
+    backend.plant(store, fleet_estop.layout.own,
+                  body(generation="dead", reason="old maint", expires_at=format_instant(past),
+                       allow={"user_ids": ["alice"], "profiles": ["ops"]}))
+    fresh = fleet_estop.engage()
+    assert fresh.reason is None and fresh.allow.empty and fresh.expires_at is None
+    assert not fleet_estop.is_allowed("alice", "ops")
+    events = [e.event for e in fleet_estop.history()]
+    assert events[-1] == "engage" and "rearm" not in events
+
+
+def test_explicit_empty_reason_clears_the_reason_on_rearm(fleet_estop):
+    fleet_estop.engage(reason="maint", allow={"user_ids": ["alice"]}, ttl="45m")
+    cleared = fleet_estop.engage(reason="")
+    assert cleared.reason is None
+    assert cleared.allow.user_ids == {"alice"} and cleared.expires_at is not None
+    assert only(fleet_estop).hold.reason is None
+
+
+@pytest.mark.parametrize("ttl", ["", "   "])
+def test_empty_ttl_is_not_given_and_keeps_the_standing_deadline(fleet_estop, ttl):
+    standing = fleet_estop.engage(reason="maint", ttl="45m")
+    again = fleet_estop.engage(reason="still", ttl=ttl)
+    assert again.expires_at == standing.expires_at
+
+
+@pytest.mark.parametrize("listed, asked", [("424242", " 424242 "), (" 424242 ", "424242"), ("Alice", "alice")])
+def test_ids_compare_exactly_without_stripping_or_case_folding(backend, store, fleet_estop, listed, asked):
+    backend.plant(store, fleet_estop.layout.own, body(generation="g1", allow={"user_ids": [listed]}))
+    assert not fleet_estop.is_allowed(asked)
+    assert fleet_estop.is_allowed(listed)
+
+
+def test_unparsable_deadline_is_flagged_on_the_reading(backend, store, fleet_estop):
+    backend.plant(store, fleet_estop.layout.own, body(generation="g1", expires_at="garbage"))
+    reading = only(fleet_estop)
+    assert reading.state is HoldState.ACTIVE
+    assert reading.problem == "deadline unreadable: held until resumed"

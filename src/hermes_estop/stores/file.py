@@ -1,11 +1,11 @@
 """The sentinel store: the embedded default. A hold is the file `ESTOP` in its location's directory.
 
-Reading (DESIGN 3) takes no lock and never opens anything that could block: the entry is
+Reading (docs/design.md §3) takes no lock and never opens anything that could block: the entry is
 `lstat`ed first, only a regular file is opened, and with `O_NONBLOCK`. The no-hold hot path costs
 one `lstat` per location. A parsed body is cached on the file's identity once the file has
 settled, so an active hold costs a `stat` per check, not a read and a parse.
 
-Writing (DESIGN 5) holds an exclusive `flock` on `.ESTOP.lock` beside the sentinel for the
+Writing (docs/design.md §5) holds an exclusive `flock` on `.ESTOP.lock` beside the sentinel for the
 read-decide-write sequence only. A new body goes to a temporary file in the same directory, is
 fsync'ed, renamed over `ESTOP`, and the directory is fsync'ed: a reader sees the old body or the
 new one, never a partial one, and a re-arm never makes the sentinel disappear.
@@ -13,7 +13,6 @@ new one, never a partial one, and a re-arm never makes the sentinel disappear.
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 import time
@@ -45,7 +44,6 @@ from .base import HoldStore, not_current, refused_write
 
 __all__ = ["FileStore", "LOCK_NAME"]
 
-logger = logging.getLogger("hermes_estop")
 
 LOCK_NAME = f".{SENTINEL_NAME}.lock"
 # A body is cached on its stat identity only once its timestamps are this much older than the
@@ -300,7 +298,9 @@ class FileStore(HoldStore):
         try:
             self.append_audit(AuditEvent(now, event, location.scope, generation, actor, reason, deadline))
         except StoreError as exc:
-            logger.warning("%s", exc)
+            import logging  # only here: the read path never imports logging
+
+            logging.getLogger("hermes_estop").warning("%s", exc)
 
     def append_audit(self, event: AuditEvent) -> None:
         try:

@@ -4,7 +4,7 @@ Everything lives in one schema (default `hermes_estop`; `?schema=` in the store 
 another, which is how tests isolate themselves):
 
 - `holds`: one row per scope (`Location.key`: "fleet", a profile name, "home:<path>") whose
-  `body` is the raw sentinel body (bytea), so DESIGN 3's read rules apply to it byte for byte:
+  `body` is the raw sentinel body (bytea), so docs/design.md §3's read rules apply to it byte for byte:
   an empty or corrupt body reads as UNREADABLE, which holds. `generation` and `revision` are
   stamped by a trigger on every insert and update, also for a hand edit in psql:
   `generation` is the body's generation (NULL when it has none or does not parse) and is what

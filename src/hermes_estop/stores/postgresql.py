@@ -3,7 +3,7 @@
 Same contract as the sentinel store (`base.HoldStore`), another medium:
 
 - A scope's hold is one row of `<schema>.holds` whose `body` is the sentinel body, raw, so the
-  DESIGN 3 read rules apply unchanged (`pg_schema` has the tables and triggers).
+  docs/design.md §3 read rules apply unchanged (`pg_schema` has the tables and triggers).
 - engage / re-arm is ONE transaction: an advisory transaction lock on the scope (so two first
   engages of a scope without a row cannot both decide on "absent"), `SELECT ... FOR UPDATE` of
   the row, `precondition_met`, `merge_hold`, a new generation, the upsert, the audit row, and the
@@ -160,7 +160,7 @@ class PostgresStore(HoldStore):
             return tuple(Reading(loc, HoldState.UNREADABLE, None, Fence(), problem) for loc in locations)
 
     def _classify(self, location: Location, row: Row | None, now: datetime, cached: bool = True) -> Reading:
-        """DESIGN 3 for a row; `cached` keeps both readings of a listener row, so a check costs
+        """docs/design.md §3 for a row; `cached` keeps both readings of a listener row, so a check costs
         a comparison (rows read inside a write transaction are classified afresh)."""
         if row is None:
             absent = self._absent.get(location)
