@@ -1,13 +1,20 @@
-"""`python bench/run.py [--quick] [--only NAME]`: run the benchmarks, print a table, write
-bench/results.json. Every figure is a ratio against a baseline measured in the same run, or a
-distribution over many samples; targets are reported, never asserted."""
+"""`python bench/run.py [--quick] [--only NAME] [--allow-system]`: run the benchmarks, print a
+table, write bench/results.json. Every figure is a ratio against a baseline measured in the same
+run, or a distribution over many samples; targets are reported, never asserted.
+
+It refuses to run outside a virtual environment (`--allow-system` overrides, and says so loudly
+in the table and the results): an interpreter with a large global site-packages pays for it on
+every start, which inflates the `python -c pass` baseline and flatters every start-up ratio.
+The results record the interpreter, its `sys.prefix` and the baseline's own time."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
+import os
 import platform
+import subprocess
 import sys
 import time
 import traceback
@@ -42,12 +49,49 @@ def render(figures: list[Figure]) -> str:
     return "\n".join(lines)
 
 
+def in_virtualenv() -> bool:
+    """True when this interpreter runs from a venv (or virtualenv): `sys.prefix` is not the
+    base installation's."""
+    return sys.prefix != getattr(sys, "base_prefix", sys.prefix)
+
+
+def interpreter() -> dict[str, object]:
+    """What the baselines were measured with: the interpreter and its environment, and the
+    time of `python -c pass` itself (min of 7 runs, after a warm-up), the start-up floor every
+    process figure is a multiple of."""
+    times = []
+    for _ in range(8):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=False)
+        times.append(time.perf_counter() - start)
+    return {
+        "executable": sys.executable,
+        "version": platform.python_version(),
+        "prefix": sys.prefix,
+        "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+        "virtualenv": in_virtualenv(),
+        "python_c_pass_ms_min_of_7": round(min(times[1:]) * 1e3, 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer samples: a smoke run, not a measurement")
     parser.add_argument("--only", choices=SUITES, action="append", help="run only these suites")
     parser.add_argument("--output", type=Path, default=HERE / "results.json")
+    parser.add_argument("--allow-system", action="store_true",
+                        help="run outside a virtual environment anyway (the start-up baselines are then inflated)")
     args = parser.parse_args(argv)
+    if not in_virtualenv() and not args.allow_system:
+        print(f"bench: {sys.executable} is not in a virtual environment (sys.prefix {sys.prefix}): its start-up "
+              "baseline would be inflated by the global site-packages. Run it from the venv the README sets up, "
+              "or pass --allow-system.", file=sys.stderr)
+        return 2
+    if not in_virtualenv():
+        print("bench: WARNING: outside a virtual environment: start-up baselines are INFLATED", file=sys.stderr)
+    python = interpreter()
+    print(f"[bench] interpreter {python['executable']} (prefix {python['prefix']}); "
+          f"python -c pass {python['python_c_pass_ms_min_of_7']} ms", file=sys.stderr, flush=True)
     figures: list[Figure] = []
     failures: dict[str, str] = {}
     started = time.monotonic()
@@ -60,13 +104,18 @@ def main(argv: list[str] | None = None) -> int:
             failures[suite] = f"{type(exc).__name__}: {exc}"
             traceback.print_exc()
     table = render(figures)
+    print(f"interpreter: {python['executable']} (Python {python['version']}, sys.prefix {python['prefix']}"
+          f"{'' if python['virtualenv'] else ', NOT a virtual environment: baselines INFLATED'}); "
+          f"`python -c pass` {python['python_c_pass_ms_min_of_7']} ms (min of 7)")
     print(table)
     for suite, why in failures.items():
         print(f"suite {suite} did not run: {why}")
     result = {
-        "command": "python bench/run.py" + (" --quick" if args.quick else ""),
+        "command": "python bench/run.py" + (" --quick" if args.quick else "")
+                   + (" --allow-system" if args.allow_system else ""),
         "when": datetime.now(timezone.utc).isoformat(),
-        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": __import__("os").cpu_count()},
+        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()},
+        "interpreter": python,
         "seconds": round(time.monotonic() - started, 1),
         "figures": [fig.to_json() for fig in figures],
         "failed_suites": failures,

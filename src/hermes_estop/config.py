@@ -1,42 +1,133 @@
 """Which store a fleet uses: `$HERMES_ESTOP_STORE`, else `store = "..."` in `estop.toml` in the
-fleet root, else the file store. `--store` on the CLI sets the environment variable."""
+fleet root, else the file store. `--store` on the CLI sets the environment variable.
+
+The configuration is read the way every file in a fleet root is (`fsutil.read_regular`: never
+blocks on a FIFO, refuses a directory or a symlink). A configuration that cannot be read is not
+"no configuration": the process cannot know which store holds the fleet's holds, so
+`configured_store` answers with an `UnavailableStore` (every location reads as held, every
+write fails with one line naming the problem) instead of raising or silently using the file
+store.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Mapping
 
 from .errors import InvalidArgument
 from .homes import Layout
+from .text import printable
 
-__all__ = ["CONFIG_FILE", "STORE_ENV", "store_spec"]
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from .stores.base import HoldStore
+
+__all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_store_option", "configured_store",
+           "store_spec"]
 
 CONFIG_FILE = "estop.toml"
 STORE_ENV = "HERMES_ESTOP_STORE"
+#: the keys `estop.toml` may hold; any other is warned about (once per process), naming it
+KNOWN_KEYS = frozenset({"store", "notify"})
+#: a configuration file is a few lines; anything larger is refused, not read into memory
+MAX_CONFIG_BYTES = 64 * 1024
+
+# (config path, key) pairs already warned about: a long-running process warns once, not per read
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_unknown(path: Path, keys: list[str]) -> None:
+    """One WARNING per unknown key per process (`logging` is imported only when there is one:
+    `hermes check` on a clean configuration never loads it). With no logging configured, the
+    warning reaches stderr through logging's last-resort handler."""
+    fresh = [key for key in keys if (str(path), key) not in _warned]
+    if not fresh:
+        return
+    import logging
+
+    log = logging.getLogger("hermes_estop")
+    for key in fresh:
+        _warned.add((str(path), key))
+        log.warning("%s: unknown key %r ignored (known keys: %s)", printable(path), printable(key),
+                    ", ".join(sorted(KNOWN_KEYS)))
+
+
+def _read_config(path: Path) -> dict[str, object] | None:
+    """The parsed `estop.toml`, None when there is none; `InvalidArgument` (one line naming the
+    file and the problem) for anything that cannot be read as a TOML document."""
+    from .fsutil import read_regular
+
+    try:
+        raw = read_regular(path, MAX_CONFIG_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # NotRegularFile and StoreError are OSErrors too
+        why = exc.strerror or str(exc)
+        raise InvalidArgument(f"invalid config {printable(path)}: {printable(why)}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgument(f"invalid config {printable(path)}: not UTF-8 (byte {exc.start})") from None
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidArgument(f"invalid config {printable(path)}: {printable(' '.join(str(exc).split()))}") from None
 
 
 def store_spec(layout: Layout, env: Mapping[str, str] | None = None) -> str | None:
+    """The configured store spec (None: the file store). `InvalidArgument`, naming the file and
+    the problem, when `estop.toml` exists but cannot be read or says something invalid."""
     env = os.environ if env is None else env
     spec = env.get(STORE_ENV)
     if spec:
         return spec.strip()
     path = layout.root / CONFIG_FILE
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
+    data = _read_config(path)
+    if data is None:
         return None
-    except OSError as exc:
-        raise InvalidArgument(f"invalid config {path}: {exc.strerror or exc}") from None
-    import tomllib
-
-    try:
-        with handle:
-            data = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise InvalidArgument(f"invalid config {path}: {exc}") from None
+    unknown = sorted(key for key in data if key not in KNOWN_KEYS)
+    if unknown:
+        _warn_unknown(path, unknown)
     value = data.get("store")
     if value is None:
         return None
     if not isinstance(value, str):
-        raise InvalidArgument(f"invalid config {path}: 'store' must be a string, not {value!r}")
+        raise InvalidArgument(f"invalid config {printable(path)}: 'store' must be a string, not {printable(repr(value))}")
     return value.strip() or None
+
+
+def configured_store(layout: Layout, env: Mapping[str, str] | None = None) -> HoldStore:
+    """The store this process's configuration names. Never raises: a configuration that cannot
+    be read, or names a store that cannot be opened, gives an `UnavailableStore` carrying the
+    reason with what to do, so readers hold (never free, never a crash, never a hang) and
+    writers fail with that one line."""
+    from .stores import open_store
+
+    try:
+        return open_store(store_spec(layout, env), layout.root)
+    except Exception as exc:  # noqa: BLE001 - any failure to configure the store holds the fleet
+        from .stores.unavailable import UnavailableStore
+        from .text import one_line
+
+        return UnavailableStore(f"{one_line(exc)} (fix or remove the configuration; until then the fleet is held)")
+
+
+def check_store_option(spec: str) -> str:
+    """A `--store` value typed on the command line: input to this one command, so a bad one is
+    refused (`InvalidArgument`, one line naming the value, CLI exit 2) instead of reading as
+    held the way a broken fleet configuration does. Opens nothing."""
+    from .stores import is_postgres_url
+
+    value = spec.strip()
+    if not value or value == "file":
+        return value
+    if is_postgres_url(value):
+        from .stores.pg_url import parse_store_url
+
+        parse_store_url(value)
+        return value
+    raise InvalidArgument(f"invalid --store {printable(repr(spec))}: expected 'file' or a postgresql:// URL")

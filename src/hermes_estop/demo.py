@@ -16,11 +16,15 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .estop import Estop
 from .homes import Layout
 from .timeutil import format_instant, in_interval, utc_now
+
+if TYPE_CHECKING:
+    from .consumers.cron import CronTable
+    from .consumers.kanban import Board
 
 __all__ = ["DemoPlan", "DemoResult", "run_demo"]
 
@@ -109,7 +113,10 @@ def run_demo(root: Path, plan: DemoPlan = DemoPlan(), say: Callable[[str], None]
     runner = threading.Thread(target=run_services, args=(services, stop), kwargs={"stop_timeout": 10.0},
                               daemon=True)
     runner.start()
-    stamp = lambda: f"t+{time.monotonic() - started:4.1f}s"  # noqa: E731
+
+    def stamp() -> str:
+        return f"t+{time.monotonic() - started:4.1f}s"
+
     try:
         seen_held = False
         lane_added = False
@@ -143,12 +150,13 @@ def run_demo(root: Path, plan: DemoPlan = DemoPlan(), say: Callable[[str], None]
     return _verify(root, estop, table, board, window_start, window_end)
 
 
-def _all_done(table, board) -> bool:
+def _all_done(table: "CronTable", board: "Board") -> bool:
     return all(job.last is not None for job in table.jobs()) and all(
         card.status in ("done", "failed") for card in board.cards())
 
 
-def _verify(root: Path, estop: Estop, table, board, start: datetime, end: datetime) -> DemoResult:
+def _verify(root: Path, estop: Estop, table: "CronTable", board: "Board", start: datetime,
+            end: datetime) -> DemoResult:
     result = DemoResult(root, start, end)
     events = estop.history()
     armed = [e for e in events if e.event == "engage" and e.actor and e.reason == "demo: database maintenance"]
@@ -156,8 +164,13 @@ def _verify(root: Path, estop: Estop, table, board, start: datetime, end: dateti
         not in_interval(e.time, None, start) for e in armed)))
     result.checks.append(("the deadman lifted it at the window's end", not estop.is_engaged()))
     jobs = {job.name: job for job in table.jobs()}
-    during = lambda when: when is not None and in_interval(when, start, end)  # noqa: E731
-    after = lambda when: when is not None and not in_interval(when, None, end)  # noqa: E731
+
+    def during(when: datetime | None) -> bool:
+        return when is not None and in_interval(when, start, end)
+
+    def after(when: datetime | None) -> bool:
+        return when is not None and not in_interval(when, None, end)
+
     vacuum, report = jobs["vacuum-db"].last, jobs["nightly-report"].last
     result.checks.append(("the operator's cron job ran through the hold",
                           vacuum is not None and vacuum.ok and during(vacuum.started_at)))

@@ -92,7 +92,7 @@ def test_allow_profile_without_allow_user_is_refused(hermes):
     assert not hermes.sentinel.exists()
 
 
-@pytest.mark.parametrize("ttl", ["banana", "0", "-5m", "2915000d", "999999999d", "nan", "inf", "1.5h", ""])
+@pytest.mark.parametrize("ttl", ["banana", "0", "-5m", "2915000d", "999999999d", "nan", "inf", "1.5h"])
 def test_bad_ttl_exits_2_arms_nothing(hermes, ttl):
     result = hermes("pause", "--ttl", ttl, check=2)
     assert repr(ttl) in one_error_line(result)
@@ -144,7 +144,17 @@ def test_gate_when_held_runs_nothing_and_exits_75(hermes, tmp_path):
 def test_gate_held_exit_code_is_configurable(hermes, tmp_path):
     hermes("pause", check=0)
     hermes("gate", "--held-exit", "9", "--", "true", check=9)
-    one_error_line(hermes("gate", "--held-exit", "0", "--", "true", check=2))
+    for bad in ("256", "-1"):
+        one_error_line(hermes("gate", "--held-exit", bad, "--", "true", check=2))
+
+
+def test_gate_held_exit_zero_skips_the_command_as_success(hermes, tmp_path):
+    """Issue 9 item 7: a crontab or unit that treats a held skip as success."""
+    hermes("pause", check=0)
+    marker = tmp_path / "ran"
+    result = hermes("gate", "--held-exit", "0", "--", "sh", "-c", f"touch {marker}", check=0)
+    assert not marker.exists()
+    assert "held" in one_error_line(result)
 
 
 def test_gate_admits_the_allowlisted_operator(hermes, tmp_path):

@@ -55,3 +55,40 @@ def test_the_hot_path_answers_as_the_typer_app_does(hermes, args, held):
     hot, app = run(hermes, PROBE, *args), run(hermes, APP, *args)
     assert (hot.returncode, hot.stdout) == (app.returncode, app.stdout)
     assert hot.stderr.replace("typer-not-loaded\n", "") == app.stderr
+
+
+# Issue 12 item 2: `hermes check` / `hermes gate` on the file store import only what one read
+# needs. Any of these on the check path is a framework, a consumer or a backend it never uses.
+NEVER_ON_THE_CHECK_PATH = ("logging", "typer", "click", "pydantic", "apscheduler", "croniter", "psycopg",
+                           "sqlite3", "asyncio", "hermes_estop.cli.application", "hermes_estop.windows",
+                           "hermes_estop.consumers", "hermes_estop.stores.postgresql")
+
+
+def imported_modules(hermes, *args: str) -> set[str]:
+    """The modules a real `python -X importtime -m hermes_estop ARGS` process imported."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "hermes_estop", *args], capture_output=True,
+                            text=True, env=hermes.env, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode in (0, 1, 75), result.stderr[-2000:]
+    names = set()
+    for line in result.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "imported package":
+                names.add(name)
+    assert "hermes_estop.cli.hot" in names  # the probe saw the check path itself
+    return names
+
+
+@pytest.mark.parametrize("state", ["free", "held", "hand-written"])
+@pytest.mark.parametrize("args", [["check", "--quiet"], ["check", "--user", "42", "--profile", "ops", "--json"],
+                                  ["gate", "--", "true"]])
+def test_the_check_path_on_the_file_store_imports_no_framework(hermes, state, args):
+    if state == "held":
+        hermes("pause", "--reason", "maint", "--ttl", "1h", "--allow-user", "42", check=0)
+    elif state == "hand-written":
+        hermes.home.mkdir(parents=True, exist_ok=True)
+        hermes.sentinel.write_text('{"expires_at": "garbage", "allow": "nobody"}')
+    names = imported_modules(hermes, *args)
+    loaded = sorted(name for name in names for banned in NEVER_ON_THE_CHECK_PATH
+                    if name == banned or name.startswith(banned + "."))
+    assert loaded == []

@@ -5,14 +5,12 @@ subprocess fixture covers the real entry point once."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from hermes_estop.cli import main
-
-UTC = timezone.utc
 
 
 @pytest.fixture
@@ -81,7 +79,7 @@ def test_add_one_shot_and_validate(fleet, capsys):
     ],
 )
 def test_add_refuses_bad_input_with_one_line_and_writes_nothing(fleet, capsys, args, words):
-    code, out, err = run(capsys, "windows", "add", "w", *args)
+    code, _out, err = run(capsys, "windows", "add", "w", *args)
     assert code == 2
     assert words in err and err.count("\n") == 1 and err.startswith("hermes: error: ")
     assert not (fleet / "windows.toml").exists()
@@ -129,3 +127,31 @@ def test_real_entry_point_exit_code_and_one_line(hermes):
     result = hermes("windows", "add", "w", "--cron", "* * * *", "--duration", "1h")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "field 'cron'" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+@pytest.mark.parametrize("command", ["validate", "list", "next"])
+def test_a_windows_file_that_is_not_a_regular_file_is_refused_with_one_line(fleet, capsys, kind, command):
+    import os
+
+    path = fleet / "windows.toml"
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it for reading must not hang
+    else:
+        path.mkdir()
+    code, out, err = run(capsys, "windows", command)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and str(path) in err and "refusing" in err
+
+
+def test_windows_next_uses_the_fleets_clock(fleet, capsys, monkeypatch):
+    from hermes_estop.cli import windows as cli_windows
+
+    run(capsys, "windows", "add", "nightly", "--cron", "0 3 * * *", "--duration", "1h")
+    monkeypatch.setattr(cli_windows, "_now", lambda: datetime(2030, 1, 1, 12, tzinfo=UTC))
+    code, out, _ = run(capsys, "windows", "next", "--json", "-n", "1")
+    assert code == 0
+    data = json.loads(out)
+    assert data["now"] == "2030-01-01T12:00:00+00:00"
+    assert data["occurrences"][0]["start"] == "2030-01-02T03:00:00+00:00"
+

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import EstopError
 from .hot import EXIT_USAGE, try_hot_path
@@ -38,7 +39,8 @@ def main(argv: Sequence[str] | None = None, *, hot_path: bool = True) -> int:
     `hot_path=False` sends even `check` / `gate` through the Typer app."""
     args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        code = try_hot_path(args) if hot_path else None
+        # a shell asking for completions goes to the full app, whatever the words so far
+        code = try_hot_path(args) if hot_path and "_HERMES_COMPLETE" not in os.environ else None
         if code is not None:
             return code
         from .application import run_app

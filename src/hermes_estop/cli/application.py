@@ -1,26 +1,58 @@
-"""The Typer app behind `hermes`: every command, with help. `cli.main` runs it."""
+"""The Typer app behind `hermes`: every command, with help. `cli.main` runs it.
+
+Three things are applied here to the whole command tree, so every command module gets them
+without repeating them: metavars that read as words (`ID`, `NAME`, `DUR`, not `<str>`), shell
+completion of window and cron job names, and the normal multi-line help for a bare group
+(`hermes`, `hermes windows`).
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Annotated, Optional, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Annotated, Any
 
 import typer
 
-try:  # typer >= 0.29 vendors its own click; older releases use the click package
-    from typer._click.exceptions import UsageError
+try:  # typer >= 0.29 vendors its own (reduced) click; older releases use the click package
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - depends on the installed typer
-    from click.exceptions import UsageError
+    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[import-not-found,no-redef]
 
-from ..config import STORE_ENV
+from ..config import STORE_ENV, check_store_option
 from . import hold
 from .common import EXIT_USAGE, new_app, one_line
 
-__all__ = ["CORE_COMMANDS", "build_app", "run_app"]
+# The command tree is walked by duck typing: typer's vendored click has no `Group` / `Option`
+# classes to test against (typer's own `TyperGroup` / `TyperOption` stand in for them).
+Command = Any
+Parameter = Any
+
+__all__ = ["COMPLETE_ENV", "CORE_COMMANDS", "METAVARS", "build_app", "run_app"]
 
 #: The hold commands, served by the core app alone: they run from crontab and systemd timer
 #: lines, so their start-up must not pay for building every other sub-command.
 CORE_COMMANDS = frozenset({"pause", "resume", "status", "check", "gate", "history"})
+
+#: the variable a shell's completion script sets when it asks `hermes` for completions
+COMPLETE_ENV = "_HERMES_COMPLETE"
+
+#: The word shown for an option's value, by option name (`--ttl DUR`, not `--ttl <str>`).
+METAVARS = {
+    "--store": "URL", "--user": "ID", "--allow-user": "ID", "--owner": "ID", "--generation": "ID",
+    "--profile": "NAME", "--allow-profile": "NAME", "--window": "NAME",
+    "--ttl": "DUR", "--duration": "DUR", "--timeout": "DUR", "--terminate-after": "DUR", "--for": "DUR",
+    "--drain": "DUR", "--grace": "DUR",
+    "--until": "TIME", "--at": "TIME", "--not-before": "TIME", "--not-after": "TIME", "--on": "DATE",
+    "--occurrence": "TIME",
+    "--reason": "TEXT", "--held-exit": "CODE", "--limit": "N", "--count": "N", "--days": "N",
+    "--cron": "EXPR", "--tz": "ZONE", "--dir": "DIR", "--http": "ADDR", "--listen": "ADDR",
+    "--command": "CMD", "--operator": "ID",
+}
+#: the word shown for a positional argument, where its upper-cased name is not the word
+_ARGUMENT_WORDS = {"command": "CMD", "card_id": "ID"}
+# a value's word by click type name, for an option METAVARS does not list
+_TYPE_WORDS = {"int": "N", "integer": "N", "float": "SECONDS", "path": "PATH", "Path": "PATH"}
 
 
 def _version(value: bool) -> None:
@@ -32,16 +64,18 @@ def _version(value: bool) -> None:
 
 
 def _root(
-    store: Annotated[Optional[str], typer.Option("--store", help=f"Store URL (file, postgresql://...); default ${STORE_ENV}.")] = None,
+    store: Annotated[str | None, typer.Option("--store", metavar="URL",
+                                              help=f"Store URL (file, postgresql://...); default ${STORE_ENV}.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
 ) -> None:
     if store is not None:
-        os.environ[STORE_ENV] = store
+        os.environ[STORE_ENV] = check_store_option(store)
 
 
 def build_app(*, extensions: bool = True) -> typer.Typer:
     """The `hermes` app; without `extensions`, only the hold commands."""
-    built = new_app("hermes", "Stop all NEW work in an agent fleet for maintenance, and get it back reliably.")
+    built = new_app("hermes", "Stop all NEW work in an agent fleet for maintenance, and get it back reliably.",
+                    completion=True)
     built.callback()(_root)
     hold.register(built)
     if extensions:
@@ -49,6 +83,88 @@ def build_app(*, extensions: bool = True) -> typer.Typer:
 
         more.register(built)
     return built
+
+
+# -- applied to the built command tree ---------------------------------------------------------
+
+def _walk(command: Command, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Command]]:
+    yield path, command
+    subcommands = getattr(command, "commands", None)
+    if isinstance(subcommands, dict):
+        for name, sub in subcommands.items():
+            yield from _walk(sub, (*path, name))
+
+
+def _metavar(param: Parameter) -> str:
+    long_names = [opt for opt in param.opts if opt.startswith("--")]
+    for name in long_names:
+        if name in METAVARS:
+            return METAVARS[name]
+    bare_type = getattr(param, "bare_type", None)  # typer's options; click's carry `type.name`
+    type_name = bare_type() if callable(bare_type) else getattr(getattr(param, "type", None), "name", "")
+    word = _TYPE_WORDS.get(str(type_name), "")
+    if word:
+        return word
+    return (param.name or "value").upper().replace("_", "-")
+
+
+def _window_names(ctx: Any, param: Parameter, incomplete: str) -> list[str]:
+    """Window names from this fleet's windows.toml (nothing when it cannot be read)."""
+    try:
+        from ..homes import resolve_layout
+        from ..windows.model import WindowsFile
+
+        names = [window.name for window in WindowsFile(resolve_layout().root).load()]
+    except Exception:  # noqa: BLE001 - completion offers nothing rather than a traceback
+        return []
+    return sorted(name for name in names if name.startswith(incomplete))
+
+
+def _job_names(ctx: Any, param: Parameter, incomplete: str) -> list[str]:
+    """Cron job names from this home's job table (nothing when it cannot be read)."""
+    try:
+        from ..consumers.cron import CronTable
+        from ..estop import Estop
+
+        names = [job.name for job in CronTable.of(Estop()).jobs()]
+    except Exception:  # noqa: BLE001 - completion offers nothing rather than a traceback
+        return []
+    return sorted(name for name in names if name.startswith(incomplete))
+
+
+#: (command path, parameter name) -> what completes it
+_COMPLETERS: dict[tuple[tuple[str, ...], str], Callable[[Any, Parameter, str], list[str]]] = {
+    (("windows", "remove"), "name"): _window_names,
+    (("windows", "next"), "name"): _window_names,
+    (("windows", "skip"), "name"): _window_names,
+    (("windows", "unskip"), "name"): _window_names,
+    (("windows", "explain"), "name"): _window_names,
+    (("cron", "remove"), "name"): _job_names,
+    (("cron", "run"), "name"): _job_names,
+}
+
+
+def _no_type(ctx: Any) -> None:
+    return None
+
+
+def _finish(command: Command) -> Command:
+    """Word metavars on every option that takes a value, and the name completers."""
+    for path, cmd in _walk(command):
+        for param in cmd.params:
+            if param.param_type_name == "option" and not param.is_flag and not param.count:
+                current = param.metavar
+                if current is None or current.startswith("<"):
+                    param.metavar = _metavar(param)
+            elif param.param_type_name == "argument" and hasattr(param, "display_type_rich"):
+                # typer lists an argument as `NAME <str>`: its name already is the word
+                param.display_type_rich = _no_type
+                if param.metavar is None:
+                    param.metavar = _ARGUMENT_WORDS.get(param.name or "", (param.name or "value").upper())
+            completer = _COMPLETERS.get((path, param.name or ""))
+            if completer is not None:
+                param._custom_shell_complete = completer
+    return command
 
 
 def _command_name(args: Sequence[str]) -> str | None:
@@ -65,10 +181,15 @@ def _command_name(args: Sequence[str]) -> str | None:
 
 def run_app(args: list[str]) -> int:
     """Run `args` through the Typer app (only the hold commands' app when that is all they
-    need), mapping the framework's usage errors to one line and exit 2."""
-    command = typer.main.get_command(build_app(extensions=_command_name(args) not in CORE_COMMANDS))
+    need), mapping the framework's usage errors to one line and exit 2. A bare group
+    (`hermes`, `hermes windows`) prints its normal help on stderr and exits 2, as Click does."""
+    full = _command_name(args) not in CORE_COMMANDS or COMPLETE_ENV in os.environ
+    command = _finish(typer.main.get_command(build_app(extensions=full)))
     try:
         result = command.main(args=args, prog_name="hermes", standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        typer.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message(), err=True)
+        return EXIT_USAGE
     except UsageError as exc:
         where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
         typer.echo(f"hermes: error: {where}{one_line(exc.format_message())}", err=True)

@@ -6,19 +6,25 @@ rest of the CLI stays cheap to start.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import InvalidArgument
+from ..text import printable
 from ..timeutil import format_instant, format_relative
 from .common import current_estop, emit_json, fail, new_app
 
-__all__ = ["register", "cron_app", "kanban_app", "gateway_app"]
+if TYPE_CHECKING:
+    from ..consumers.cron import CronReport
+    from ..consumers.kanban import DispatchReport
+
+__all__ = ["cron_app", "gateway_app", "kanban_app", "register"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-OwnerOpt = Annotated[Optional[str], typer.Option("--owner", help="The user id that owns the work (the gate's principal).")]
-TimeoutOpt = Annotated[Optional[str], typer.Option("--timeout", help="Stop a run that takes longer (90s, 10m, 1h). Default 1h.")]
+OwnerOpt = Annotated[str | None, typer.Option("--owner", help="The user id that owns the work (the gate's principal).")]
+TimeoutOpt = Annotated[str | None, typer.Option("--timeout", help="Stop a run that takes longer (90s, 10m, 1h). Default 1h.")]
 
 
 cron_app = new_app("cron", "The cron job table of this home: jobs run on their schedule unless gated.")
@@ -26,10 +32,19 @@ kanban_app = new_app("kanban", "The fleet's kanban board: a dispatch pass spawns
 gateway_app = new_app("gateway", "The chat turn gate and its loopback line server.")
 
 
-def _when(value, now) -> str:
+def _when(value: datetime | None, now: datetime) -> str:
     if value is None:
         return "-"
     return f"{format_instant(value)} ({format_relative(value, now)})"
+
+
+def _emit_pass(report: CronReport | DispatchReport, as_json: bool) -> None:
+    """A pass's report: its JSON, or its lines for a person (escaped)."""
+    if as_json:
+        emit_json(report.to_json())
+        return
+    for line in report.lines():
+        typer.echo(line)
 
 
 # -- cron ------------------------------------------------------------------------------------
@@ -38,11 +53,11 @@ def _when(value, now) -> str:
 def cron_add(
     name: Annotated[str, typer.Argument(help="A unique job name.")],
     command: Annotated[str, typer.Option("--command", help="The shell command to run.")],
-    cron: Annotated[Optional[str], typer.Option("--cron", help="5-field cron expression, e.g. '*/15 * * * *'.")] = None,
+    cron: Annotated[str | None, typer.Option("--cron", help="5-field cron expression, e.g. '*/15 * * * *'.")] = None,
     tz: Annotated[str, typer.Option("--tz", help="IANA timezone the expression is read in.")] = "UTC",
-    at: Annotated[Optional[str], typer.Option("--at", help="Run once at this ISO-8601 time instead.")] = None,
+    at: Annotated[str | None, typer.Option("--at", help="Run once at this ISO-8601 time instead.")] = None,
     owner: OwnerOpt = None,
-    profile: Annotated[Optional[str], typer.Option("--profile", help="The profile the job is for (default: this home's).")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="The profile the job is for (default: this home's).")] = None,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -82,8 +97,8 @@ def cron_list(as_json: JsonOpt = False) -> None:
         if job.running(now):
             last += "; running now"
         who = f"owner {job.owner or '-'}, profile {job.profile or '-'}"
-        typer.echo(f"{job.name}: {what}; next {_when(job.next_run_at, now)}; {who}; last {last}")
-        typer.echo(f"    $ {job.command}")
+        typer.echo(printable(f"{job.name}: {what}; next {_when(job.next_run_at, now)}; {who}; last {last}"))
+        typer.echo(printable(f"    $ {job.command}"))
 
 
 @cron_app.command("remove")
@@ -100,17 +115,7 @@ def cron_tick(as_json: JsonOpt = False) -> None:
     """One tick now: run every due job the gate lets through, wait for them, record the results."""
     from ..consumers.cron import CronRunner
 
-    report = CronRunner(current_estop()).tick(wait=True)
-    if as_json:
-        emit_json(report.to_json())
-        return
-    typer.echo(report.summary())
-    for run in report.failed:
-        typer.echo(f"  failed {run.name}: {run.result.detail or run.result.status}")
-    for held in report.held:
-        typer.echo(f"  held   {held.name}")
-    if report.held:
-        typer.echo(f"  {report.held[0].notice}")
+    _emit_pass(CronRunner(current_estop()).tick(wait=True), as_json)
 
 
 # -- kanban ----------------------------------------------------------------------------------
@@ -120,7 +125,7 @@ def kanban_add(
     title: Annotated[str, typer.Argument(help="What the card is.")],
     command: Annotated[str, typer.Option("--command", help="The shell command its worker runs.")],
     owner: OwnerOpt = None,
-    profile: Annotated[Optional[str], typer.Option("--profile", help="The assignee profile.")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="The assignee profile.")] = None,
     ready: Annotated[bool, typer.Option("--ready", help="Ready for dispatch now (default: todo).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -132,7 +137,7 @@ def kanban_add(
     if as_json:
         emit_json(card.to_json())
         return
-    typer.echo(f"added card #{card.id} ({card.status}): {card.title}")
+    typer.echo(printable(f"added card #{card.id} ({card.status}): {card.title}"))
 
 
 @kanban_app.command("ready")
@@ -147,7 +152,7 @@ def kanban_ready(card_id: Annotated[int, typer.Argument(help="The card's id.")])
 
 @kanban_app.command("list")
 def kanban_list(
-    status: Annotated[Optional[str], typer.Option("--status", help="Only cards in this status.")] = None,
+    status: Annotated[str | None, typer.Option("--status", help="Only cards in this status.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The cards on the fleet's board."""
@@ -164,8 +169,8 @@ def kanban_list(
         return
     for card in cards:
         result = f"; {card.detail}" if card.detail else ""
-        typer.echo(f"#{card.id} [{card.status}] {card.title} (owner {card.owner or '-'}, "
-                   f"profile {card.profile or '-'}){result}")
+        typer.echo(printable(f"#{card.id} [{card.status}] {card.title} (owner {card.owner or '-'}, "
+                             f"profile {card.profile or '-'}){result}"))
 
 
 @kanban_app.command("dispatch")
@@ -179,15 +184,7 @@ def kanban_dispatch(
     from ..consumers.kanban import Dispatcher
 
     dispatcher = Dispatcher(current_estop(), max_workers=max_cards, timeout=timeout)
-    report = dispatcher.dispatch(limit=max_cards)
-    if as_json:
-        emit_json(report.to_json())
-        return
-    typer.echo(report.summary())
-    for run in report.failed:
-        typer.echo(f"  failed #{run.id}: {run.result.detail or run.result.status}")
-    if report.held:
-        typer.echo(f"  held: {', '.join(f'#{held.id}' for held in report.held)}: {report.held[0].notice}")
+    _emit_pass(dispatcher.dispatch(limit=max_cards), as_json)
 
 
 # -- gateway ---------------------------------------------------------------------------------
@@ -196,7 +193,7 @@ def kanban_dispatch(
 def gateway_serve(
     port: Annotated[int, typer.Option("--port", help="TCP port (0: pick a free one).")],
     host: Annotated[str, typer.Option("--host", help="Address to bind; loopback unless you say otherwise.")] = "127.0.0.1",
-    operator: Annotated[Optional[list[str]], typer.Option("--operator", help="A user id that may /pause and /resume (repeatable).")] = None,
+    operator: Annotated[list[str] | None, typer.Option("--operator", help="A user id that may /pause and /resume (repeatable).")] = None,
 ) -> None:
     """Serve the turn gate: one `user_id profile text` line in, one reply line out (`-` = no profile)."""
     from ..consumers.gateway import Gateway, LineServer, is_loopback
@@ -224,7 +221,10 @@ def gateway_serve(
 
 
 def register(app: typer.Typer) -> None:
-    """Add the consumers commands to `app`."""
+    """Add the consumers commands to `app` (and `hermes drain`, which waits for their work)."""
+    from . import drain
+
+    drain.register(app)
     app.add_typer(cron_app, name="cron")
     app.add_typer(kanban_app, name="kanban")
     app.add_typer(gateway_app, name="gateway")

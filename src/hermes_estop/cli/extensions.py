@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from . import consumers, demo, serve, store, windows
+from . import consumers, demo, notify, serve, store, windows
 
 __all__ = ["register"]
 
@@ -16,3 +16,4 @@ def register(app: typer.Typer) -> None:
     consumers.register(app)
     store.register(app)
     demo.register(app)
+    notify.register(app)

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import os
+import stat
+from datetime import datetime
+from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import HoldConflict, InvalidArgument
+from ..errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
+from ..estop import Estop
+from ..gate import Snapshot
 from ..hold import Allow
+from ..homes import Location
+from ..text import one_line, printable
 from ..timeutil import format_instant
 from .common import (
     EXIT_HELD,
@@ -15,12 +22,13 @@ from .common import (
     describe_hold,
     describe_reading,
     emit_json,
+    fail,
     hold_json,
     reading_json,
 )
 from .hot import GATE_HELD_EXIT, run_check, run_gate
 
-__all__ = ["register", "GATE_HELD_EXIT"]
+__all__ = ["GATE_HELD_EXIT", "register", "status_json"]
 
 UserOpt = Annotated[Optional[str], typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="The profile the work is for.")]
@@ -41,6 +49,9 @@ def pause(
     """Arm (or re-arm) the hold: stop all NEW work. Flags not given keep the standing values."""
     if ttl is not None and until is not None:
         raise InvalidArgument("give --ttl or --until, not both")
+    if reason is not None and reason and not reason.strip():
+        # refused rather than guessed: a blank reason is neither "keep" nor a reason to show
+        raise InvalidArgument(f"invalid --reason {reason!r}: blank; give text, or --reason '' to clear the standing reason")
     if allow_profile and not allow_user:
         raise InvalidArgument(
             f"--allow-profile {' '.join(allow_profile)} without --allow-user: a profile never grants on its own"
@@ -54,12 +65,12 @@ def pause(
         emit_json({"scope": location.scope, "path": estop.store.where(location), **hold_json(hold, snapshot.now),
                    "engaged": snapshot.engaged})
         return
-    typer.echo(f"paused {location.describe()} ({estop.store.where(location)})")
+    typer.echo(f"paused {printable(location.describe())} ({printable(estop.store.where(location))})")
     for line in describe_hold(hold, snapshot.now):
         typer.echo(f"  {line}")
     others = [r for r in snapshot.active if r.location != location]
     for reading in others:
-        typer.echo(f"also held by {reading.location.describe()}")
+        typer.echo(f"also held by {printable(reading.location.describe())}")
 
 
 def resume(
@@ -76,8 +87,10 @@ def resume(
         if as_json:
             emit_json({"scope": location.scope, "released": False, "error": str(exc)})
         else:
-            typer.echo(f"hermes: {exc}", err=True)
+            typer.echo(f"hermes: {one_line(exc)}", err=True)
         raise typer.Exit(EXIT_HELD)
+    except StoreError as exc:
+        fail(f"{exc}; {_resume_advice(estop, location, exc)}")
     snapshot = estop.snapshot()
     if as_json:
         emit_json({
@@ -89,13 +102,28 @@ def resume(
         })
         return
     if removed is None:
-        typer.echo(f"no hold at {location.describe()} ({estop.store.where(location)})")
+        typer.echo(f"no hold at {printable(location.describe())} ({printable(estop.store.where(location))})")
     else:
         gen = removed.hold.generation if removed.hold and removed.hold.generation else removed.state.value
-        typer.echo(f"resumed {location.describe()} (generation {gen})")
+        typer.echo(f"resumed {printable(location.describe())} (generation {printable(gen)})")
     for reading in snapshot.active:
         hint = " (hermes resume --fleet)" if reading.location.is_fleet else ""
-        typer.echo(f"still held by {reading.location.describe()}{hint}")
+        typer.echo(f"still held by {printable(reading.location.describe())}{hint}")
+
+
+def _resume_advice(estop: Estop, location: Location, exc: StoreError) -> str:
+    """What will actually lift a hold `hermes resume` could not remove (issue 15: an error
+    that says what to do, not just what failed)."""
+    if isinstance(exc, StoreUnavailable):
+        return "the store must answer for a resume: see `hermes store status`, and retry when it is back"
+    sentinel = location.sentinel
+    try:
+        mode = os.lstat(sentinel).st_mode
+    except OSError:
+        return f"check the permissions of {printable(sentinel.parent)}, then retry"
+    if not stat.S_ISREG(mode):
+        return f"{printable(sentinel)} is not a hold file `hermes resume` may remove: remove it by hand"
+    return f"check the permissions of {printable(sentinel.parent)}, or remove {printable(sentinel)} by hand"
 
 
 def status(as_json: JsonOpt = False) -> None:
@@ -105,14 +133,7 @@ def status(as_json: JsonOpt = False) -> None:
     present = [r for r in snapshot.readings if r.present]
     extras = _status_extras(estop, snapshot.now)
     if as_json:
-        emit_json({
-            "engaged": snapshot.engaged,
-            "now": format_instant(snapshot.now),
-            "store": estop.store.name,
-            "locations": [{"scope": loc.scope, "path": estop.store.where(loc)} for loc in estop.locations],
-            "holds": [reading_json(r, snapshot.now, estop.store.where(r.location)) for r in present],
-            **extras.get("json", {}),
-        })
+        emit_json(status_json(estop, snapshot, extras))
         return
     if snapshot.engaged:
         typer.echo(f"HELD: new work is paused ({len(snapshot.active)} active hold(s))")
@@ -123,12 +144,27 @@ def status(as_json: JsonOpt = False) -> None:
             typer.echo(line)
     if not present:
         for loc in estop.locations:
-            typer.echo(f"  {loc.describe()}: no hold ({estop.store.where(loc)})")
+            typer.echo(f"  {printable(loc.describe())}: no hold ({printable(estop.store.where(loc))})")
     for line in extras.get("lines", []):
-        typer.echo(line)
+        typer.echo(printable(line))
 
 
-def _status_extras(estop, now) -> dict:
+def status_json(estop: Estop, snapshot: Snapshot, extras: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The document `hermes status --json` prints, from ONE snapshot (also served by
+    `hermes serve --http` at /api/status); `extras` defaults to `_status_extras`."""
+    if extras is None:
+        extras = _status_extras(estop, snapshot.now)
+    return {
+        "engaged": snapshot.engaged,
+        "now": format_instant(snapshot.now),
+        "store": estop.store.name,
+        "locations": [{"scope": loc.scope, "path": estop.store.where(loc)} for loc in estop.locations],
+        "holds": [reading_json(r, snapshot.now, estop.store.where(r.location)) for r in snapshot.readings if r.present],
+        **extras.get("json", {}),
+    }
+
+
+def _status_extras(estop: Estop, now: datetime) -> dict[str, Any]:
     """Sections other packages add to `hermes status` (the windows' next occurrences)."""
     try:
         from ..windows.status import status_section
@@ -161,26 +197,31 @@ def history(
     as_json: JsonOpt = False,
 ) -> None:
     """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window."""
-    events = current_estop().history(limit)
+    events, corrupt = current_estop().store.history_counted(limit)
+    skipped = f"{corrupt} corrupt audit line(s) skipped" if corrupt else None
     if as_json:
         emit_json([event.to_json() for event in events])
+        if skipped:  # the JSON stays a list of events; the count goes where a person sees it
+            typer.echo(f"hermes: {skipped}", err=True)
         return
     if not events:
         typer.echo("no events")
     for event in events:
         data = event.to_json()
-        parts = [data["time"], f"{event.event:<7}", event.location]
+        parts = [data["time"], f"{printable(event.event):<7}", printable(event.location)]
         if event.generation:
-            parts.append(f"gen={event.generation}")
+            parts.append(f"gen={printable(event.generation)}")
         if event.actor:
-            parts.append(f"by={event.actor}")
+            parts.append(f"by={printable(event.actor)}")
         if event.reason:
-            parts.append(f"reason={event.reason!r}")
+            parts.append(f"reason='{printable(event.reason)}'")
         if event.deadline:
             parts.append(f"deadline={data['deadline']}")
         if event.detail:
-            parts.append(event.detail)
+            parts.append(printable(event.detail))
         typer.echo("  ".join(parts))
+    if skipped:
+        typer.echo(skipped)
 
 
 def register(app: typer.Typer) -> None:

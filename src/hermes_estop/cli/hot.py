@@ -10,18 +10,32 @@ same `run_check` / `run_gate`, so both paths behave alike.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import sys
-from typing import Sequence
 
-from ..config import STORE_ENV
+from ..config import STORE_ENV, check_store_option
 from ..errors import InvalidArgument
 from ..estop import Estop
+from ..hold import Allow
+from ..homes import validate_profile_name
+from ..text import printable
 
-__all__ = ["EXIT_OK", "EXIT_HELD", "EXIT_USAGE", "GATE_HELD_EXIT", "EXIT_NOT_FOUND", "run_check", "run_gate",
-           "try_hot_path"]
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: this module stays cheap to import
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Sequence
+
+    from ..gate import Verdict
+
+__all__ = [
+    "EXIT_HELD",
+    "EXIT_NOT_FOUND",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "GATE_HELD_EXIT",
+    "run_check",
+    "run_gate",
+    "try_hot_path",
+]
 
 EXIT_OK = 0
 EXIT_HELD = 1
@@ -31,17 +45,38 @@ GATE_HELD_EXIT = 75
 EXIT_NOT_FOUND = 127
 
 
+def _verdict(user: str | None, profile: str | None) -> Verdict:
+    """The consumers' verdict for (user, profile). `--profile NAME` means "seen from that
+    profile": its home and the fleet root, built by `Estop.for_profile` (the one builder of
+    candidate locations), so `check` answers exactly what the consumers' gate answers. Both
+    values are validated as writes validate them (`InvalidArgument`: one line, exit 2)."""
+    if user is not None:
+        Allow.of([user])  # the id rules a write applies: non-empty, no control characters
+    estop = Estop()
+    if profile is not None:
+        validate_profile_name(profile)
+        estop = estop.for_profile(profile)
+    return estop.gate(user, profile)
+
+
 def run_check(user: str | None, profile: str | None, *, quiet: bool = False, as_json: bool = False) -> int:
-    """Exit code 0 when work may proceed, 1 when held; prints one line (or JSON) unless quiet."""
-    verdict = Estop().gate(user, profile)
+    """Exit code 0 when work may proceed, 1 when held; prints one line (or JSON) unless quiet.
+    The printed line is escaped (`printable`: a reason is whatever a body says); `--json`
+    carries the exact `reason` beside the (escaped) `notice`."""
+    verdict = _verdict(user, profile)
     if as_json:
+        import json
+
+        from ..timeutil import format_instant
+
         print(json.dumps({"proceed": verdict.proceed, "engaged": verdict.engaged, "admitted": verdict.admitted,
-                          "notice": verdict.notice}, indent=2))
+                          "notice": verdict.notice, "reason": verdict.reason,
+                          "resume_at": format_instant(verdict.resume_at)}, indent=2))
     elif not quiet:
         if verdict.proceed:
             print("proceed: admitted through the hold" if verdict.engaged else "proceed: no active hold")
         else:
-            print(f"held: {verdict.notice}")
+            print(f"held: {printable(verdict.notice)}")
     return EXIT_OK if verdict.proceed else EXIT_HELD
 
 
@@ -50,16 +85,19 @@ def run_gate(command: Sequence[str], user: str | None, profile: str | None, held
     Returns 127 (one line) when the command cannot be found."""
     if not command:
         raise InvalidArgument("no command given: use hermes gate [OPTIONS] -- CMD [ARGS...]")
-    if not 1 <= held_exit <= 255:
-        raise InvalidArgument(f"invalid --held-exit {held_exit}: expected 1 to 255")
+    if not 0 <= held_exit <= 255:  # 0: a crontab or unit that treats a held skip as success
+        raise InvalidArgument(f"invalid --held-exit {held_exit}: expected 0 to 255")
+    import shutil
+
     executable = shutil.which(command[0])
     if executable is None:
-        print(f"hermes: error: command not found: {command[0]!r}", file=sys.stderr)
+        print(f"hermes: error: command not found: {printable(repr(command[0]))}", file=sys.stderr)
         return EXIT_NOT_FOUND
-    verdict = Estop().gate(user, profile)
+    verdict = _verdict(user, profile)
     if not verdict:
-        scopes = ", ".join(r.location.describe() for r in verdict.snapshot.active)
-        print(f"hermes gate: held by {scopes}, not running {command[0]}: {verdict.notice}", file=sys.stderr)
+        scopes = ", ".join(printable(r.location.describe()) for r in verdict.snapshot.active)
+        print(f"hermes gate: held by {scopes}, not running {printable(command[0])}: {printable(verdict.notice)}",
+              file=sys.stderr)
         return held_exit
     sys.stdout.flush()
     os.execv(executable, list(command))
@@ -114,6 +152,10 @@ def _parse(args: list[str]) -> tuple[str, dict[str, object], list[str]] | None:
     return name, options, rest
 
 
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
 def try_hot_path(args: Sequence[str]) -> int | None:
     """The exit code of a well-formed `check` / `gate` invocation, run without Typer; None when
     `args` is anything else (the caller hands it to the full app)."""
@@ -128,8 +170,8 @@ def try_hot_path(args: Sequence[str]) -> int | None:
         except ValueError:
             return None
     if options["store"] is not None:
-        os.environ[STORE_ENV] = str(options["store"])
-    user, profile = options.get("user"), options.get("profile")
+        os.environ[STORE_ENV] = check_store_option(str(options["store"]))
+    user, profile = _text(options.get("user")), _text(options.get("profile"))
     if name == "check":
         return run_check(user, profile, quiet=bool(options.get("quiet")), as_json=bool(options.get("json")))
     return run_gate(rest, user, profile, held_exit)

@@ -44,12 +44,14 @@ def build_services(estop: Estop, *, poll_interval: float, cron_interval: float =
     has a job table and the kanban dispatcher when the fleet has a board (when configured at
     start-up). All of them gate on the same predicate, through `estop`."""
     from ..consumers.service import configured_services
+    from ..notify.service import notify_services
     from ..windows.service import WindowService
 
     return [
         WindowService(estop, poll_interval=poll_interval, is_leader=estop.store.leader_gate("windows", leader_poll)),
         *configured_services(estop, cron_interval=cron_interval, kanban_interval=kanban_interval,
                              kanban_max=kanban_max),
+        *notify_services(estop, leader_poll),
     ]
 
 
@@ -121,6 +123,8 @@ def serve(
     cron_interval: Annotated[float, typer.Option("--cron-interval", help="Seconds between cron ticks (when this home has a job table).")] = 15.0,
     kanban_interval: Annotated[float, typer.Option("--kanban-interval", help="Seconds between kanban dispatch passes (when the fleet has a board).")] = 5.0,
     kanban_max: Annotated[int, typer.Option("--kanban-max", help="Kanban workers in flight at most.")] = 4,
+    http: Annotated[str | None, typer.Option("--http", help="Also serve the status page, /metrics and /api/status (read-only) on ADDR:PORT, e.g. 127.0.0.1:9477.")] = None,
+    http_allow_remote: Annotated[bool, typer.Option("--http-allow-remote", help="Allow --http on a non-loopback address.")] = False,
 ) -> None:
     """Run the fleet's loops in the foreground until SIGINT/SIGTERM: the maintenance-window
     scheduler, and the cron ticker and kanban dispatcher when they are configured."""
@@ -132,6 +136,15 @@ def serve(
         raise InvalidArgument(f"invalid --kanban-max {kanban_max}: expected 1 to 256")
     if once and dry_run:
         raise InvalidArgument("give --once or --dry-run, not both")
+    listen = None
+    if http is not None:
+        from ..observe.server import parse_listen, remote_warning
+
+        if once or dry_run:
+            raise InvalidArgument("--http serves while `hermes serve` runs: not with --once or --dry-run")
+        listen = parse_listen(http, allow_remote=http_allow_remote)
+        if remote_warning(listen[0]):
+            typer.echo(f"hermes: warning: {remote_warning(listen[0])}", err=True)
     _configure_logging(logging.DEBUG if verbose else logging.INFO)
     estop = current_estop()
     if once or dry_run:
@@ -139,7 +152,7 @@ def serve(
 
         service = WindowService(estop, poll_interval=interval)
         service.windows_file.load()  # a bad windows.toml: one line naming file, window, field; exit 2
-        report = service.plan()[0] if dry_run else service.tick()
+        report = service.plan()[0] if dry_run else service.settle()
         if as_json:
             emit_json(report.to_json())
         else:
@@ -148,14 +161,23 @@ def serve(
     stop = threading.Event()
     restore = _install_signals(stop)
     try:
+        http_server = None
+        if listen is not None:
+            from ..observe.server import StatusServer, attach
+
+            http_server = StatusServer(estop, *listen)  # bound now: a busy port is exit 2 before anything runs
         services = build_services(estop, poll_interval=interval, cron_interval=cron_interval,
                                   kanban_interval=kanban_interval, kanban_max=kanban_max)
         logger.info("serve: running %s for fleet %s (store %s); stop with Ctrl-C or SIGTERM",
                     ", ".join(s.name for s in services), estop.layout.root, estop.store.name)
+        if http_server is not None:
+            services.append(attach(http_server, services))
         code = run_services(services, stop)
     finally:
         restore()
-    logger.info("serve: stopped")
+    from .common import standing_holds_line
+
+    logger.info("serve: stopped; %s", standing_holds_line(estop))
     raise typer.Exit(code)
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import EXIT_HELD, current_estop, emit_json, new_app
+from .common import EXIT_HELD, current_estop, emit_json, new_app, printable
 
 __all__ = ["register"]
 
@@ -36,7 +36,7 @@ def init(as_json: JsonOpt = False) -> None:
 
 def _lines(info: dict[str, Any]) -> list[str]:
     if info.get("backend") != "postgresql":
-        return [f"{key:<12} {value}" for key, value in info.items()]
+        return [f"{key:<12} {printable(value)}" for key, value in info.items()]
     lines = [f"backend      postgresql {info['url']}", f"schema       {info['schema']}"]
     if not info.get("reachable"):
         lines.append(f"UNREACHABLE  {info.get('problem')}")
@@ -61,7 +61,8 @@ def status(as_json: JsonOpt = False) -> None:
     """Say what the store is and whether it answers (exit 1 when it does not)."""
     estop = current_estop()
     info = estop.store.describe()
-    reachable = info.get("reachable", True)
+    # an UnavailableStore (the configuration could not be read or opened) answers nothing
+    reachable = info.get("reachable", info.get("backend") != "unavailable")
     if as_json:
         emit_json(info)
     else:

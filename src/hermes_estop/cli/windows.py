@@ -6,14 +6,23 @@ imported inside the commands."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import InvalidArgument
 from ..homes import FLEET, resolve_layout
-from ..timeutil import format_instant, format_relative, utc_now
+from ..text import printable
+from ..timeutil import format_instant, format_relative
 from .common import emit_json, new_app
+
+if TYPE_CHECKING:
+    from ..estop import Estop
+    from ..windows.ledger import OccurrenceLedger
+    from ..windows.model import Window
+    from ..windows.occurrences import Occurrence
+    from ..windows.windows_file import WindowsFile
 
 __all__ = ["register", "windows_app"]
 
@@ -22,25 +31,33 @@ windows_app = new_app("windows", "Maintenance windows: scheduled holds whose dea
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
-def _file():
-    from ..windows.model import WindowsFile
+def _file() -> WindowsFile:
+    from ..windows.windows_file import WindowsFile
 
     return WindowsFile(resolve_layout().root)
+
+
+def _now() -> datetime:
+    """Now by the fleet's clock: the store's (the database's on PostgreSQL), never this host's
+    wall clock read ad hoc."""
+    from .common import current_estop
+
+    return current_estop().clock()
 
 
 @windows_app.command("add")
 def add(
     name: Annotated[str, typer.Argument(help="The window's name (lowercase letters, digits, '-', '_').")],
-    cron: Annotated[Optional[str], typer.Option("--cron", help="Recurring: a 5-field crontab expression, e.g. '30 2 * * 0'.")] = None,
-    tz: Annotated[Optional[str], typer.Option("--tz", help="IANA timezone the cron expression is read in (default UTC).")] = None,
-    at: Annotated[Optional[str], typer.Option("--at", help="One-shot: the ISO-8601 start time (naive = UTC).")] = None,
-    duration: Annotated[Optional[str], typer.Option("--duration", help="How long each occurrence holds (45m, 2h, PT2H).")] = None,
-    reason: Annotated[Optional[str], typer.Option("--reason", help="Shown to refused users while the window holds.")] = None,
-    allow_user: Annotated[Optional[list[str]], typer.Option("--allow-user", help="A user id that keeps working (repeatable).")] = None,
-    allow_profile: Annotated[Optional[list[str]], typer.Option("--allow-profile", help="Narrow the allowed users to these profiles (repeatable).")] = None,
-    profile: Annotated[Optional[str], typer.Option("--profile", help="Hold only this profile (default: the whole fleet).")] = None,
-    not_before: Annotated[Optional[str], typer.Option("--not-before", help="No occurrence starts before this ISO-8601 time.")] = None,
-    not_after: Annotated[Optional[str], typer.Option("--not-after", help="No occurrence starts at or after this ISO-8601 time.")] = None,
+    cron: Annotated[str | None, typer.Option("--cron", help="Recurring: a 5-field crontab expression, e.g. '30 2 * * 0'.")] = None,
+    tz: Annotated[str | None, typer.Option("--tz", help="IANA timezone the cron expression is read in (default UTC).")] = None,
+    at: Annotated[str | None, typer.Option("--at", help="One-shot: the ISO-8601 start time (naive = UTC).")] = None,
+    duration: Annotated[str | None, typer.Option("--duration", help="How long each occurrence holds (45m, 2h, PT2H).")] = None,
+    reason: Annotated[str | None, typer.Option("--reason", help="Shown to refused users while the window holds.")] = None,
+    allow_user: Annotated[list[str] | None, typer.Option("--allow-user", help="A user id that keeps working (repeatable).")] = None,
+    allow_profile: Annotated[list[str] | None, typer.Option("--allow-profile", help="Narrow the allowed users to these profiles (repeatable).")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="Hold only this profile (default: the whole fleet).")] = None,
+    not_before: Annotated[str | None, typer.Option("--not-before", help="No occurrence starts before this ISO-8601 time.")] = None,
+    not_after: Annotated[str | None, typer.Option("--not-after", help="No occurrence starts at or after this ISO-8601 time.")] = None,
     disabled: Annotated[bool, typer.Option("--disabled", help="Add it switched off (enabled = false).")] = False,
     replace: Annotated[bool, typer.Option("--replace", help="Replace a window of the same name.")] = False,
     as_json: JsonOpt = False,
@@ -73,7 +90,7 @@ def add(
     if disabled:
         data["enabled"] = False
     window = Window.parse(data)
-    now = utc_now()
+    now = _now()
     following = upcoming(window, now, 1)
     if window.at is not None and not following:
         raise InvalidWindow(f"is already over (it ended at {format_instant(window.at + window.duration)})",
@@ -130,7 +147,7 @@ def remove(name: Annotated[str, typer.Argument(help="The window to remove.")], a
 
 @windows_app.command("next")
 def next_(
-    name: Annotated[Optional[str], typer.Argument(help="Only this window.")] = None,
+    name: Annotated[str | None, typer.Argument(help="Only this window.")] = None,
     count: Annotated[int, typer.Option("--count", "-n", min=1, max=1000, help="Occurrences per window.")] = 5,
     as_json: JsonOpt = False,
 ) -> None:
@@ -143,37 +160,135 @@ def next_(
         windows = [w for w in windows if w.name == name]
         if not windows:
             raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
-    now = utc_now()
+    now = _now()
     rows = []
     for window in windows:
         for occurrence in upcoming(window, now, count):
             rows.append((window, occurrence))
+    skipped = _skipped({o.key for _, o in rows}) if rows else set()
     if as_json:
         emit_json({"now": format_instant(now),
-                   "occurrences": [o.to_json(now, w.tz) | {"enabled": w.enabled} for w, o in rows]})
+                   "occurrences": [o.to_json(now, w.tz) | {"enabled": w.enabled, "skipped": o.key in skipped}
+                                   for w, o in rows]})
         return
     if not rows:
         typer.echo("no occurrences ahead")
     for window, occurrence in rows:
         local = occurrence.start.astimezone(window.tz).strftime("%Y-%m-%d %H:%M %Z")
-        state = "ACTIVE until " + format_instant(occurrence.end) if occurrence.covers(now) else \
+        state = f"ACTIVE until {format_instant(occurrence.end)}" if occurrence.covers(now) else \
             f"{format_relative(occurrence.start, now)}, until {format_instant(occurrence.end)}"
         off = "  (disabled)" if not window.enabled else ""
+        off += "  (skipped)" if occurrence.key in skipped else ""
         typer.echo(f"{window.name}  {format_instant(occurrence.start)}  ({local})  {state}  {window.scope}{off}")
+
+
+def _skipped(keys: set[str]) -> set[str]:
+    """Which of the occurrence `keys` the ledger says are skipped."""
+    from ..windows.ledger import SKIPPED, open_ledger
+    from .common import current_estop
+
+    estop = current_estop()
+    entries = open_ledger(estop.layout.root, estop.store).load()
+    return {key for key in keys if key in entries and entries[key].state == SKIPPED}
+
+
+def _skip_target(name: str, on: str | None, occurrence: str | None,
+                 next_: bool) -> tuple[Estop, OccurrenceLedger, Window, Occurrence, datetime]:
+    """The estop, the ledger, the window and the occurrence a skip/unskip names."""
+    from ..timeutil import parse_instant
+    from ..windows.ledger import open_ledger
+    from ..windows.skips import pick
+    from .common import current_estop
+
+    if sum((on is not None, occurrence is not None, next_)) > 1:
+        raise InvalidArgument("give one of --next, --on DATE or --occurrence START")
+    day = None
+    if on is not None:
+        try:
+            day = date.fromisoformat(on)
+        except ValueError:
+            raise InvalidArgument(f"invalid --on {on!r}: expected a date, YYYY-MM-DD") from None
+    start = parse_instant(occurrence, what="--occurrence time") if occurrence is not None else None
+    windows_file = _file()
+    window = next((w for w in windows_file.load() if w.name == name), None)
+    if window is None:
+        raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
+    estop = current_estop()
+    now = estop.clock()
+    return estop, open_ledger(estop.layout.root, estop.store), window, pick(window, now, on=day, start=start), now
+
+
+SkipOn = Annotated[str | None, typer.Option("--on", help="The occurrence starting on this local date (YYYY-MM-DD, the window's timezone).")]
+SkipAt = Annotated[str | None, typer.Option("--occurrence", help="The occurrence starting at this ISO-8601 instant.")]
+SkipNext = Annotated[bool, typer.Option("--next", help="The next occurrence that has not started (the default).")]
+
+
+@windows_app.command("skip")
+def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
+         occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
+    """Skip one occurrence ahead of time: it will not arm (recorded in the ledger, audited)."""
+    from ..windows.skips import skip_entry
+
+    estop, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
+    ledger.commit([skip_entry(target, now, estop.actor)])
+    estop.record("skip", estop.layout.location(window.scope), reason=window.hold_reason, deadline=target.end,
+                 detail=f"window {window.name} occurrence {target.ident} skipped by the operator")
+    if as_json:
+        emit_json({"skipped": target.to_json(now, window.tz)})
+        return
+    typer.echo(f"skipped window {window.name} occurrence {format_instant(target.start)} "
+               f"({target.start.astimezone(window.tz).strftime('%Y-%m-%d %H:%M %Z')}): it will not arm")
+
+
+@windows_app.command("unskip")
+def unskip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
+           occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
+    """Undo a skip: the occurrence arms again at its start."""
+    from ..windows.ledger import SKIPPED
+
+    estop, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
+    entry = ledger.load().get(target.key)
+    if entry is None or entry.state != SKIPPED:
+        raise InvalidArgument(f"window {window.name} occurrence {target.ident} is not skipped")
+    ledger.commit([], remove=[target.key])
+    estop.record("unskip", estop.layout.location(window.scope), reason=window.hold_reason, deadline=target.end,
+                 detail=f"window {window.name} occurrence {target.ident} no longer skipped")
+    if as_json:
+        emit_json({"unskipped": target.to_json(now, window.tz)})
+        return
+    typer.echo(f"unskipped window {window.name} occurrence {format_instant(target.start)}: it arms at its start")
 
 
 @windows_app.command("validate")
 def validate(as_json: JsonOpt = False) -> None:
-    """Check windows.toml: exit 0 when it validates, 2 with the file, window and field otherwise."""
+    """Check windows.toml: exit 0 when it validates, 2 with the file, window and field otherwise.
+    Warns (on stderr, exit still 0) about a window that can never occur again."""
+    from ..windows.occurrences import upcoming
+
     windows_file = _file()
     windows = windows_file.load()
+    now = _now()
+    over = [w for w in windows if not upcoming(w, now, 1)]
+    warnings = [f"window {w.name} can never occur again (bounds, exclusions or a past at)" for w in over]
     if as_json:
-        emit_json({"path": str(windows_file.path), "valid": True, "windows": len(windows)})
+        emit_json({"path": str(windows_file.path), "valid": True, "windows": len(windows), "warnings": warnings})
         return
+    for warning in warnings:
+        typer.echo(f"hermes: warning: {printable(warning)}", err=True)
     if not windows and windows_file.identity() is None:
         typer.echo(f"ok: no windows file at {windows_file.path} (no windows)")
     else:
         typer.echo(f"ok: {len(windows)} window(s) in {windows_file.path}")
+
+
+@windows_app.command("timeline")
+def timeline(days: Annotated[int, typer.Option("--days", min=1, max=31, help="How many days ahead (1 to 31).")] = 7) -> None:
+    """The next days drawn per scope: window occurrences, the current hold and its deadman (UTC)."""
+    from ..observe.terminal import print_timeline
+    from ..observe.view import Observer
+    from .common import current_estop
+
+    print_timeline(Observer(current_estop()).view(days))
 
 
 @windows_app.command("schema")
