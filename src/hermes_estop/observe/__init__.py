@@ -1,0 +1,34 @@
+"""What an operator sees of a fleet, served by `hermes serve --http`: Prometheus metrics, the
+JSON status, and a status page with the week's timeline; and the same timeline in a terminal
+(`hermes windows timeline`). Read-only: nothing here writes a hold. It runs only inside
+`hermes serve` (and the timeline command), so `gate()` and the consumers never pay for it.
+"""
+
+from __future__ import annotations
+
+from .metrics import EstopCollector, MetricsEndpoint, WorkHeldCounter, new_registry
+from .page import render_page
+from .server import HttpService, StatusServer, parse_listen, status_document
+from .svg import render_timeline_svg
+from .terminal import print_timeline, render_timeline_text
+from .view import DEFAULT_DAYS, Bar, FleetView, Lane, Observer
+
+__all__ = [
+    "DEFAULT_DAYS",
+    "Bar",
+    "EstopCollector",
+    "FleetView",
+    "HttpService",
+    "Lane",
+    "MetricsEndpoint",
+    "Observer",
+    "StatusServer",
+    "WorkHeldCounter",
+    "new_registry",
+    "parse_listen",
+    "print_timeline",
+    "render_page",
+    "render_timeline_svg",
+    "render_timeline_text",
+    "status_document",
+]

@@ -1,0 +1,184 @@
+"""`GET /metrics`: the fleet's state in the Prometheus text format, through `prometheus_client`.
+
+A custom collector: every scrape builds ONE `FleetView` (one snapshot of the holds, the windows
+at the same `now`) and yields gauge and counter families from it, so the samples of a scrape
+never mix two reads. Nothing is registered in prometheus_client's global registry: each server
+has its own `CollectorRegistry`, so several servers (tests) never collide.
+
+`hermes_estop_work_held_total{consumer}` counts work the gate refused, fed by the consumer loops
+of `hermes serve` (`WorkHeldCounter.observe`, a `LoopService` observer): a kanban card or cron
+job is counted once each time it becomes held (a job that stays due and held across many
+passes is one refusal, not one per pass); a gateway turn is counted per refused turn.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from ..hold import HoldState
+from .view import FleetView, Observer
+
+__all__ = ["CONSUMERS", "EstopCollector", "MetricsEndpoint", "WorkHeldCounter", "new_registry"]
+
+#: the consumers `hermes_estop_work_held_total` has a series for, from the first scrape
+CONSUMERS = ("cron", "kanban", "gateway")
+
+
+class WorkHeldCounter:
+    """Refused work per consumer, for `hermes_estop_work_held_total`. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.totals: dict[str, int] = {name: 0 for name in CONSUMERS}
+        self._held_now: dict[str, frozenset[Hashable]] = {}
+
+    def observe(self, consumer: str, report: Any) -> None:
+        """A `LoopService` observer: count the items of `report.held` that were not held in
+        the consumer's previous pass. Never raises (it runs inside a consumer loop)."""
+        try:
+            keys = frozenset(held.key for held in getattr(report, "held", ()) or ())
+        except Exception:  # noqa: BLE001 - a metric must never break a consumer pass
+            return
+        with self._lock:
+            new = len(keys - self._held_now.get(consumer, frozenset()))
+            self._held_now[consumer] = keys
+            if new:
+                self.totals[consumer] = self.totals.get(consumer, 0) + new
+
+    def add(self, consumer: str, count: int = 1) -> None:
+        """Count `count` refusals (a gateway turn refused is one)."""
+        with self._lock:
+            self.totals[consumer] = self.totals.get(consumer, 0) + count
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.totals)
+
+
+class EstopCollector(Collector):
+    """Yields the `hermes_estop_*` families of ONE `FleetView` (set in `view` by the caller
+    before each exposition): `part` "holds" (the holds, the work held, leadership, the store)
+    or "windows" (each window's next start, active, skipped occurrences)."""
+
+    def __init__(self, part: str, work_held: WorkHeldCounter, observer: Observer) -> None:
+        self.part = part
+        self.work_held = work_held
+        self.observer = observer
+        self.view: FleetView | None = None
+
+    def describe(self) -> Iterable[Metric]:
+        return ()  # computed per scrape; nothing to describe ahead of it
+
+    def collect(self) -> Iterator[Metric]:
+        view = self.view
+        if view is None:
+            return iter(())
+        return self._holds(view) if self.part == "holds" else self._windows(view)
+
+    def _holds(self, view: FleetView) -> Iterator[Metric]:
+        now = view.now
+        active = GaugeMetricFamily("hermes_estop_hold_active",
+                                   "1 while a hold is active at the scope (an unreadable one too: fail safe)",
+                                   labels=["scope"])
+        unreadable = GaugeMetricFamily("hermes_estop_hold_unreadable",
+                                       "1 while the hold at the scope cannot be read (held, admits nobody)",
+                                       labels=["scope"])
+        remaining = GaugeMetricFamily("hermes_estop_hold_seconds_remaining",
+                                      "Seconds until the active hold's deadman lifts it (absent: no deadman)",
+                                      labels=["scope"])
+        for lane in view.lanes:
+            reading = lane.reading
+            is_active = reading is not None and reading.active
+            active.add_metric([lane.scope], 1.0 if is_active else 0.0)
+            unreadable.add_metric([lane.scope],
+                                  1.0 if reading is not None and reading.state is HoldState.UNREADABLE else 0.0)
+            if (reading is not None and reading.state is HoldState.ACTIVE and reading.hold is not None
+                    and reading.hold.expires_at is not None):
+                remaining.add_metric([lane.scope], max((reading.hold.expires_at - now).total_seconds(), 0.0))
+        yield active
+        yield unreadable
+        yield remaining
+        held = CounterMetricFamily("hermes_estop_work_held",
+                                   "Work the gate refused: cron jobs and kanban cards (once per held spell), "
+                                   "gateway turns", labels=["consumer"])
+        for consumer, total in sorted(self.work_held.snapshot().items()):
+            held.add_metric([consumer], float(total))
+        yield held
+        leader = GaugeMetricFamily("hermes_estop_scheduler_leader",
+                                   "1 while this process's window scheduler is the elected one "
+                                   "(always 1 on the file store)")
+        leader.add_metric([], 1.0 if view.leader is None or view.leader else 0.0)
+        yield leader
+        reachable = GaugeMetricFamily("hermes_estop_store_reachable", "1 while the hold store answers")
+        reachable.add_metric([], 1.0 if view.store_reachable else 0.0)
+        yield reachable
+
+    def _windows(self, view: FleetView) -> Iterator[Metric]:
+        next_start = GaugeMetricFamily("hermes_estop_window_next_start_timestamp_seconds",
+                                       "Unix time of the window's next occurrence start "
+                                       "(absent: none ahead, or disabled)", labels=["window"])
+        window_active = GaugeMetricFamily("hermes_estop_window_active",
+                                          "1 while an occurrence of the (enabled) window covers now",
+                                          labels=["window"])
+        for state in view.windows:
+            name = state.window.name
+            if state.next_start is not None:
+                next_start.add_metric([name], state.next_start.timestamp())
+            window_active.add_metric([name], 1.0 if state.active else 0.0)
+        yield next_start
+        yield window_active
+        skipped = CounterMetricFamily("hermes_estop_occurrences_skipped",
+                                      "Window occurrences skipped: a hold the window did not arm stood, or an operator skipped it",
+                                      labels=["window"])
+        totals = dict(self.observer.skipped_total)
+        for state in view.windows:
+            totals.setdefault(state.window.name, 0)
+        for name, total in sorted(totals.items()):
+            skipped.add_metric([name], float(total))
+        yield skipped
+
+
+class MetricsEndpoint:
+    """`GET /metrics`: one `FleetView` per scrape, exposed by prometheus_client.
+
+    The per-window families (three samples per window: most of a scrape with many windows) only
+    change at a window's next start or end, when `windows.toml` changes or an occurrence is
+    skipped; their exposition is reused until one of those happens, so a scrape of 1,000
+    windows formats the holds, not 3,000 unchanged samples. Each part has a registry of its own
+    (never prometheus_client's global one), so several servers never collide."""
+
+    def __init__(self, observer: Observer, work_held: WorkHeldCounter | None = None) -> None:
+        self.observer = observer
+        self.work_held = work_held or WorkHeldCounter()
+        self.holds = EstopCollector("holds", self.work_held, observer)
+        self.windows = EstopCollector("windows", self.work_held, observer)
+        self._holds_registry = new_registry(self.holds)
+        self._windows_registry = new_registry(self.windows)
+        self._lock = threading.Lock()
+        self._windows_text: tuple[Any, bytes] | None = None
+
+    def render(self) -> bytes:
+        """The exposition of one scrape (Prometheus text format 0.0.4)."""
+        with self._lock:
+            view = self.observer.view(bars=False)
+            self.holds.view = self.windows.view = view
+            head = generate_latest(self._holds_registry)
+            key = (view.extra.get("windows_identity"), len(view.windows), view.stable_until,
+                   self.observer.skipped_version)
+            cached = self._windows_text
+            if cached is None or cached[0] != key:
+                cached = self._windows_text = (key, generate_latest(self._windows_registry))
+            return head + cached[1]
+
+
+def new_registry(collector: Collector) -> CollectorRegistry:
+    """A registry of its own holding `collector` (never prometheus_client's global one)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry

@@ -1,0 +1,192 @@
+"""The status page (`GET /`): what holds now and the week ahead, for a person at a glance.
+
+Server-rendered HTML with the timeline as inline SVG and no JavaScript; `<meta http-equiv=
+"refresh">` reloads it, which is what makes the deadline count down. Every value that comes
+from a sentinel, a window file or the environment is escaped twice over: control characters
+and bidirectional overrides shown as `\\x1b` / `\\u202e` (`printable`), then HTML-escaped.
+
+Stable hooks: `#verdict` (`data-engaged`), one `.hold-card` per present hold (`data-scope`,
+`data-state`) with `.reason`, `.deadline`, `.allowlist`, `.armed-by`; the timeline
+(`svg.py`); `#upcoming` rows (`data-window`); `#problems`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from html import escape
+
+from ..hold import HoldState, Reading
+from ..text import printable
+from ..timeutil import format_instant, format_relative
+from .svg import render_timeline_svg
+from .view import FleetView
+
+__all__ = ["REFRESH_SECONDS", "UPCOMING_ROWS", "render_page"]
+
+REFRESH_SECONDS = 30
+UPCOMING_ROWS = 20
+
+_CSS = """
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f8fafc;color:#111827}
+main{max-width:1140px;margin:0 auto;padding:20px}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
+.meta{color:#6b7280;font-size:13px}
+#verdict{padding:14px 18px;border-radius:8px;font-size:18px;font-weight:600;margin:14px 0}
+#verdict.held{background:#fee2e2;color:#991b1b;border:1px solid #fca5a5}
+#verdict.free{background:#dcfce7;color:#166534;border:1px solid #86efac}
+.cards{display:flex;flex-wrap:wrap;gap:12px}
+.hold-card{background:#fff;border:1px solid #e5e7eb;border-left:6px solid #dc2626;border-radius:8px;padding:10px 14px;min-width:320px;flex:1}
+.hold-card.state-unreadable{border-left-color:#7c3aed} .hold-card.state-expired{border-left-color:#9ca3af}
+.hold-card dl{display:grid;grid-template-columns:110px 1fr;margin:6px 0 0;gap:2px 8px}
+.hold-card dt{color:#6b7280} .hold-card dd{margin:0;word-break:break-word}
+.scope{font-weight:600}
+.timeline{background:#fff;border:1px solid #e5e7eb;border-radius:8px}
+.lane-bg{fill:#f9fafb} .lane.held .lane-label{fill:#b91c1c}
+.lane-label{font-size:13px;font-weight:600;fill:#374151}
+.bar-label{font-size:11px;fill:#374151} .day{stroke:#d1d5db;stroke-width:1} .day-label{font-size:11px;fill:#6b7280}
+.now{stroke:#111827;stroke-width:2}
+.bar,.skip-mark{vector-effect:non-scaling-stroke} .bar{stroke:#1e3a8a;stroke-width:1} .bar-upcoming{fill:#3b82f6} .bar-active{fill:#f59e0b;stroke:#92400e}
+.bar-skipped{fill:url(#hatch);stroke:#6b7280;stroke-dasharray:3 2} .skip-mark{stroke:#6b7280;stroke-width:1.5}
+.bar-released{fill:#e5e7eb;stroke:#6b7280} .bar-disabled{fill:#f3f4f6;stroke:#d1d5db;stroke-dasharray:2 2}
+.hold{fill:#fecaca;opacity:.75} .hold-unreadable{fill:#ddd6fe}
+.deadman{stroke:#dc2626;stroke-width:3} .hold-open{fill:none;stroke:#dc2626;stroke-width:2}
+.legend{display:flex;gap:16px;flex-wrap:wrap;font-size:13px;color:#374151;margin:6px 0}
+.sw{display:inline-block;width:14px;height:10px;border-radius:2px;margin-right:5px;vertical-align:middle}
+table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #e5e7eb;font-size:14px}
+td,th{padding:5px 10px;border-bottom:1px solid #f3f4f6;text-align:left} th{color:#6b7280;font-weight:500}
+#problems li{color:#991b1b}
+"""
+
+_LEGEND = (
+    '<div class="legend">'
+    '<span><i class="sw" style="background:#3b82f6"></i>window occurrence</span>'
+    '<span><i class="sw" style="background:#f59e0b"></i>covering now</span>'
+    '<span><i class="sw" style="background:repeating-linear-gradient(45deg,#9ca3af 0 3px,#f3f4f6 3px 6px)"></i>skipped</span>'
+    '<span><i class="sw" style="background:#e5e7eb"></i>released early / disabled</span>'
+    '<span><i class="sw" style="background:#fecaca"></i>current hold</span>'
+    '<span><i class="sw" style="background:#dc2626;width:3px"></i>deadman</span>'
+    '</div>'
+)
+
+
+def _when(value: datetime) -> str:
+    """An instant as a person reads it (UTC, to the second); the full ISO-8601 form stays in
+    the `datetime` attribute and in /api/status."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _t(value: object) -> str:
+    """Text for HTML: control characters escaped (`printable`), then HTML-escaped."""
+    return escape(printable(value), quote=True)
+
+
+def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = REFRESH_SECONDS) -> str:
+    """The whole page for `view`."""
+    now = view.now
+    snapshot = view.snapshot
+    engaged = snapshot.engaged
+    present = [lane.reading for lane in view.lanes if lane.reading is not None]
+    held = sum(1 for r in present if r.active)
+    verdict = (f"HELD: new work is paused ({held} active hold{'s' if held != 1 else ''})" if engaged
+               else "Free: no hold on this process's locations")
+    if not engaged and held:
+        verdict += f" ({held} profile hold{'s' if held != 1 else ''} elsewhere)"
+    parts = [
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f'<meta http-equiv="refresh" content="{int(refresh)}">',
+        '<meta name="viewport" content="width=device-width,initial-scale=1">',
+        f"<title>{'HELD' if engaged else 'free'} - {_t(title)}</title><style>{_CSS}</style></head><body><main>",
+        f"<h1>{_t(title)}</h1>",
+        f'<div class="meta">as of <time id="now" datetime="{format_instant(now)}">{_when(now)}</time>'
+        f" &middot; store {_t(_store_name(view))}"
+        f" &middot; refreshes every {int(refresh)} s &middot; read-only</div>",
+        f'<div id="verdict" class="{"held" if engaged else "free"}" data-engaged="{"true" if engaged else "false"}">'
+        f"{_t(verdict)}</div>",
+        '<section id="holds"><h2>What holds now</h2>',
+    ]
+    if present:
+        parts.append('<div class="cards">')
+        parts.extend(_card(reading, view) for reading in present)
+        parts.append("</div>")
+    else:
+        parts.append('<p class="none">No hold at any scope.</p>')
+    parts.append("</section>")
+    parts.append(f'<section id="timeline-section"><h2>Next {_days(view)} (UTC)</h2>')
+    parts.append(_LEGEND)
+    parts.append(render_timeline_svg(view))
+    parts.append("</section>")
+    parts.append(_upcoming(view))
+    if view.problems:
+        parts.append('<section><h2>Problems</h2><ul id="problems">')
+        parts.extend(f"<li>{_t(p)}</li>" for p in view.problems)
+        parts.append("</ul></section>")
+    parts.append("</main></body></html>")
+    return "".join(parts)
+
+
+def _store_name(view: FleetView) -> str:
+    return str(view.extra.get("store", "?"))
+
+
+def _days(view: FleetView) -> str:
+    days = round((view.end - view.start).total_seconds() / 86400)
+    return f"{days} day{'s' if days != 1 else ''}"
+
+
+def _card(reading: Reading, view: FleetView) -> str:
+    now = view.now
+    scope = _t(reading.location.scope)
+    state = reading.state.value
+    rows: list[tuple[str, str, str]] = []
+    if reading.state is HoldState.UNREADABLE:
+        head = "HELD (unreadable: admits nobody)"
+        rows.append(("problem", "problem", _t(reading.problem or "unreadable")))
+    elif reading.state is HoldState.EXPIRED:
+        head = "lifted (expired, not yet retired)"
+    else:
+        head = "HELD"
+    hold = reading.hold
+    if hold is not None and reading.state is not HoldState.UNREADABLE:
+        rows.append(("reason", "reason", _t(hold.reason) if hold.reason else "<i>(none)</i>"))
+        if hold.expires_at is not None:
+            when = format_instant(hold.expires_at)
+            rows.append(("deadline", "deadline",
+                         f'<time datetime="{when}">{_when(hold.expires_at)}</time> <b>({_t(format_relative(hold.expires_at, now))})</b>'))
+        else:
+            rows.append(("deadline", "deadline", "none: held until <code>hermes resume</code>"))
+        allow = hold.allow
+        if allow.user_ids:
+            users = ", ".join(_t(u) for u in sorted(allow.user_ids))
+            narrowed = f" on profiles {', '.join(_t(p) for p in sorted(allow.profiles))}" if allow.profiles else ""
+            rows.append(("allowlist", "allow", f"users {users}{narrowed}"))
+        elif not allow.valid:
+            rows.append(("allowlist", "allow", "(malformed: admits nobody)"))
+        else:
+            rows.append(("allowlist", "allow", "nobody"))
+        rows.append(("armed-by", "armed by", _t(hold.armed_by) if hold.armed_by else "<i>(unknown)</i>"))
+        if hold.engaged_at is not None:
+            rows.append(("engaged-at", "since", f"{_when(hold.engaged_at)} "
+                                                f"({_t(format_relative(hold.engaged_at, now))})"))
+        rows.append(("generation", "generation", _t(hold.generation or "(none: hand-written)")))
+        if hold.window:
+            name = hold.window.get("name")
+            rows.append(("window", "window", _t(name if name is not None else dict(hold.window))))
+    body = "".join(f'<dt>{label}</dt><dd class="{cls}">{value}</dd>' for cls, label, value in rows)
+    return (f'<div class="hold-card state-{state}" data-scope="{scope}" data-state="{state}">'
+            f'<div><span class="scope">{scope}</span> &middot; {head}</div><dl>{body}</dl></div>')
+
+
+def _upcoming(view: FleetView) -> str:
+    total = view.bar_count
+    rows = []
+    for bar in view.first_bars(UPCOMING_ROWS):
+        when = ("now, until " + _when(bar.end)) if bar.state == "active" else _t(format_relative(bar.start, view.now))
+        rows.append(f'<tr data-window="{_t(bar.window)}" data-state="{bar.state}"><td>{_t(bar.window)}</td>'
+                    f"<td>{_t(bar.scope)}</td><td>{_when(bar.start)}</td><td>{_when(bar.end)}</td>"
+                    f"<td>{when}</td><td>{bar.state}</td></tr>")
+    more = f'<p class="meta">{total - UPCOMING_ROWS} more in the timeline.</p>' if total > UPCOMING_ROWS else ""
+    if not rows:
+        return '<section><h2>Upcoming occurrences</h2><p class="none" id="upcoming">No window occurs in this range.</p></section>'
+    return ('<section><h2>Upcoming occurrences</h2><table id="upcoming"><thead><tr><th>window</th><th>scope</th>'
+            '<th>start</th><th>end</th><th>when</th><th>state</th></tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table>" + more + "</section>")

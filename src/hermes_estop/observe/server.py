@@ -1,0 +1,254 @@
+"""`hermes serve --http ADDR:PORT`: the read-only HTTP endpoints, on the stdlib's
+`ThreadingHTTPServer` in a daemon thread of `hermes serve` (and nowhere else: `gate()` and the
+consumers never pay for it).
+
+- `GET /metrics`: Prometheus text format (`metrics.py`).
+- `GET /api/status`: the document of `hermes status --json`, plus the timeline's occurrences.
+- `GET /`: the status page (`page.py`).
+
+Read-only by construction: the handler implements GET and HEAD; every other method is 405 with
+`Allow: GET, HEAD`. It binds loopback unless told otherwise: `parse_listen` refuses any other
+address without `allow_remote` (the page shows reasons and allowlisted user ids).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+from collections.abc import Iterable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from prometheus_client import exposition as _exposition
+
+from ..consumers.gateway import is_loopback
+from ..errors import InvalidArgument
+from ..estop import Estop
+from ..text import one_line
+from ..timeutil import format_instant
+from .metrics import MetricsEndpoint, WorkHeldCounter
+from .page import render_page
+from .view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
+
+__all__ = ["HttpService", "StatusServer", "attach", "parse_listen", "remote_warning", "status_document"]
+
+logger = logging.getLogger("hermes_estop.http")
+
+_ALLOWED = "GET, HEAD"
+#: the text format 0.0.4 every Prometheus reads (prometheus_client >= 0.22 calls its newer
+#: format "latest"; the names here need none of its escaping, so the output is the same)
+METRICS_CONTENT_TYPE: str = getattr(_exposition, "CONTENT_TYPE_PLAIN_0_0_4", _exposition.CONTENT_TYPE_LATEST)
+
+
+def parse_listen(value: str, *, allow_remote: bool = False) -> tuple[str, int]:
+    """`ADDR:PORT` (`[::1]:PORT` for IPv6) as (host, port). `InvalidArgument` (one line, CLI
+    exit 2) for a malformed value, a port outside 0..65535, or a non-loopback address without
+    `allow_remote`."""
+    text = value.strip() if isinstance(value, str) else ""
+    host, sep, port_text = text.rpartition(":")
+    if text.startswith("["):
+        host = host[1:-1] if host.endswith("]") else ""
+    if not sep or not host or not port_text.isdigit():
+        raise InvalidArgument(f"invalid --http {value!r}: expected ADDR:PORT, e.g. 127.0.0.1:9477")
+    port = int(port_text)
+    if port > 65535:
+        raise InvalidArgument(f"invalid --http {value!r}: port {port} is not in 0..65535")
+    if not is_loopback(host) and not allow_remote:
+        raise InvalidArgument(f"refusing --http {value}: {host} is not a loopback address "
+                              "(add --http-allow-remote to serve the status page and metrics beyond this host)")
+    return host, port
+
+
+def remote_warning(host: str) -> str | None:
+    """The warning `hermes serve` prints when `host` is not loopback (None when it is)."""
+    if is_loopback(host):
+        return None
+    return (f"--http on {host}, not a loopback address: anyone who can reach it reads the holds' "
+            "reasons and allowlisted user ids (the endpoints are read-only and unauthenticated)")
+
+
+def status_document(estop: Estop, view: FleetView) -> dict[str, Any]:
+    """`hermes status --json` (its own builder, `cli.hold.status_json`, over the view's
+    snapshot) plus `timeline`: the range and every occurrence in it."""
+    from ..cli.hold import status_json
+
+    data = status_json(estop, view.snapshot)
+    data["timeline"] = {
+        "start": format_instant(view.start),
+        "end": format_instant(view.end),
+        "lanes": [lane.scope for lane in view.lanes],
+        "occurrences": [
+            {"window": bar.window, "scope": bar.scope, "start": format_instant(bar.start),
+             "end": format_instant(bar.end), "state": bar.state}
+            for bar in sorted(view.bars, key=lambda b: (b.start, b.window))
+        ],
+    }
+    if view.problems:
+        data["timeline"]["problems"] = list(view.problems)
+    return data
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "hermes-estop"
+    protocol_version = "HTTP/1.1"
+    timeout = 30
+
+    @property
+    def app(self) -> StatusServer:
+        return self.server.app  # type: ignore[attr-defined,no-any-return]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("http: %s %s", self.address_string(), format % args)
+
+    def do_GET(self) -> None:
+        self._serve(head=False)
+
+    def do_HEAD(self) -> None:
+        self._serve(head=True)
+
+    def _refuse(self) -> None:
+        body = b"read-only: only GET and HEAD are served\n"
+        self.send_response(HTTPStatus.METHOD_NOT_ALLOWED)
+        self.send_header("Allow", _ALLOWED)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_CONNECT = do_TRACE = _refuse
+
+    def _serve(self, *, head: bool) -> None:
+        url = urlsplit(self.path)
+        try:
+            found = self.app.route(url.path, parse_qs(url.query))
+        except Exception as exc:
+            logger.exception("http: %s failed", url.path)
+            found = (HTTPStatus.INTERNAL_SERVER_ERROR, "text/plain; charset=utf-8",
+                     f"error: {one_line(exc)}\n".encode())
+        status, content_type, body = found
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        if content_type.startswith("text/html"):
+            self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+            self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], app: StatusServer) -> None:
+        self.app = app
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, _Handler)
+
+
+class StatusServer:
+    """The endpoints of one fleet, bound at construction (so a busy port is an error before
+    anything starts), served by `serve_forever` / `start`."""
+
+    def __init__(self, estop: Estop, host: str = "127.0.0.1", port: int = 0, *,
+                 observer: Observer | None = None, work_held: WorkHeldCounter | None = None) -> None:
+        self.estop = estop
+        self.observer = observer or Observer(estop)
+        self.work_held = work_held or WorkHeldCounter()
+        self.metrics = MetricsEndpoint(self.observer, self.work_held)
+        try:
+            self.httpd = _Server((host, port), self)
+        except OSError as exc:
+            raise InvalidArgument(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.httpd.server_address[:2]
+        return str(host), int(port)
+
+    @property
+    def url(self) -> str:
+        host, port = self.address
+        return f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
+
+    def route(self, path: str, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+        """(status, content type, body) for GET `path`."""
+        if path == "/metrics":
+            return HTTPStatus.OK, METRICS_CONTENT_TYPE, self.metrics.render()
+        if path in ("/api/status", "/api/status/"):
+            view = self.observer.view(_days(query))
+            body = json.dumps(status_document(self.estop, view), indent=2, default=str).encode()
+            return HTTPStatus.OK, "application/json", body + b"\n"
+        if path in ("/", "/index.html"):
+            view = self.observer.view(_days(query))
+            return HTTPStatus.OK, "text/html; charset=utf-8", render_page(view).encode()
+        return HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", b"not found: try /, /metrics or /api/status\n"
+
+    def start(self) -> StatusServer:
+        """Serve in a daemon thread."""
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="hermes-serve-http-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self.httpd.shutdown()
+            self._thread.join(5.0)
+            self._thread = None
+        self.httpd.server_close()
+
+    def __enter__(self) -> StatusServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _days(query: dict[str, list[str]]) -> int:
+    values = query.get("days")
+    if not values or not values[0].isdigit():
+        return DEFAULT_DAYS
+    return max(1, min(int(values[0]), MAX_DAYS))
+
+
+class HttpService:
+    """`StatusServer` as a `hermes serve` service: served until `stop` is set."""
+
+    name = "http"
+
+    def __init__(self, server: StatusServer) -> None:
+        self.server = server
+
+    def run(self, stop: threading.Event) -> None:
+        self.server.start()
+        try:  # compute the week's occurrences now, not in the first scrape
+            self.server.observer.view()
+        except Exception:  # noqa: BLE001 - the requests will say what is wrong
+            logger.debug("http: warming up failed", exc_info=True)
+        logger.info("http: serving the status page, /metrics and /api/status on %s (read-only)", self.server.url)
+        try:
+            stop.wait()
+        finally:
+            self.server.stop()
+
+
+def attach(server: StatusServer, services: Iterable[Any]) -> HttpService:
+    """`server` as a service beside `services` (those `hermes serve` runs): its
+    `hermes_estop_scheduler_leader` asks the window scheduler's `is_leader`, and every consumer
+    loop's passes feed `hermes_estop_work_held_total` (the loops' `observers` hook)."""
+    for service in services:
+        if getattr(service, "name", None) == "windows" and callable(getattr(service, "is_leader", None)):
+            server.observer.is_leader = service.is_leader
+        observers = getattr(service, "observers", None)
+        if isinstance(observers, list):
+            observers.append(server.work_held.observe)
+    return HttpService(server)

@@ -1,0 +1,466 @@
+"""What the observability endpoints show, built ONCE per request: `Observer.view()` reads the
+holds (one `Estop.snapshot()`, plus one store read for the other scopes windows target), the
+windows and the ledger, and returns a `FleetView` that /metrics, /api/status, the status page
+and the terminal timeline all render. Nothing here writes.
+
+Why the caches: occurrences are pure functions of a window and an instant (croniter under the
+DST rule), but a week of them for 1,000 windows costs far more than a scrape may.
+- Each window's occurrences are computed over a horizon a day longer than asked and reused
+  until `now` leaves it or `windows.toml` changes (its identity: inode, size, mtime).
+- Each window's part of the timeline (a `Slice`: its bars, and the SVG the page draws for them)
+  is reused while nothing it shows changed: the same timeline origin (`now` to the minute), the
+  same first and last occurrence in range, the same one covering now, the same ledger states.
+- The file ledger is parsed again only when `windows-state.json` changed.
+So a request costs a bisection per window, not a croniter run or a re-render.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import threading
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from itertools import islice
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ..estop import Estop
+from ..gate import Snapshot
+from ..hold import HoldState, Reading
+from ..homes import FLEET, PROFILES_DIR, validate_profile_name
+from ..text import one_line
+
+if TYPE_CHECKING:
+    from ..windows.ledger import LedgerEntry
+    from ..windows.model import Window
+    from ..windows.occurrences import Occurrence
+
+__all__ = ["DEFAULT_DAYS", "MAX_DAYS", "Bar", "FleetView", "Lane", "Observer", "Slice", "WindowState"]
+
+DEFAULT_DAYS = 7
+MAX_DAYS = 31
+#: how much longer than asked the cached occurrences reach (how long they stay reusable)
+_SLACK = timedelta(days=1)
+_US = timedelta(microseconds=1)
+#: "no change ahead", in microseconds since the epoch
+_NEVER = 2**63
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: the timeline's origin is `now` to this step, so a window's drawing is reusable within it
+ORIGIN_STEP = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One occurrence of a window on the timeline. `state`: `upcoming`, `active` (covers now),
+    `skipped` (a hold the window did not arm stood: never armed), `released` (the operator
+    released it early: not re-armed), `disabled` (the window is switched off)."""
+
+    window: str
+    scope: str
+    start: datetime
+    end: datetime
+    state: str
+    key: str
+
+
+@dataclass
+class Slice:
+    """One window's bars in a view. `fragment` is the SVG the page drew for them, kept with the
+    slice (the observer reuses a slice, so the drawing, while nothing in it changed)."""
+
+    window: Window
+    bars: tuple[Bar, ...]
+    signature: tuple[Any, ...]
+    fragment: str | None = None
+    #: the first bar's (start, window): what the earliest bars of a view are found by
+    head: tuple[datetime, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.bars and self.head is None:
+            self.head = (self.bars[0].start, self.bars[0].window)
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One scope: its hold now (None when nothing is there) and its windows' slices."""
+
+    scope: str
+    reading: Reading | None
+    slices: tuple[Slice, ...] = ()
+    bar_count: int = 0
+
+    @property
+    def held(self) -> bool:
+        return self.reading is not None and self.reading.active
+
+    @property
+    def bars(self) -> tuple[Bar, ...]:
+        """Every bar of the lane, by start."""
+        return tuple(heapq.merge(*(s.bars for s in self.slices), key=lambda b: (b.start, b.window)))
+
+
+class WindowState(NamedTuple):
+    """One window's figures at `now`: whether an occurrence covers now, and the next start."""
+
+    window: Window
+    active: bool
+    next_start: datetime | None
+
+
+@dataclass(frozen=True)
+class FleetView:
+    """Everything one request shows, read at one `now`; the timeline spans `[start, end)`
+    (`start` is `now` to the minute)."""
+
+    now: datetime
+    start: datetime
+    end: datetime
+    snapshot: Snapshot
+    lanes: tuple[Lane, ...]
+    windows: tuple[WindowState, ...]
+    problems: tuple[str, ...] = ()
+    leader: bool | None = None
+    store_reachable: bool = True
+    #: until when the windows' figures (`windows`) stay what they are: the next start or end
+    stable_until: datetime | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def bars(self) -> list[Bar]:
+        return [bar for lane in self.lanes for bar in lane.bars]
+
+    def first_bars(self, count: int) -> list[Bar]:
+        """The `count` earliest bars of every lane, by start, without sorting them all: they
+        lie in the `count` slices whose first bar is earliest."""
+        heads = heapq.nsmallest(count, (s for lane in self.lanes for s in lane.slices if s.head is not None),
+                                key=_head)
+        merged: Iterator[Bar] = heapq.merge(*(s.bars for s in heads), key=lambda b: (b.start, b.window))
+        return list(islice(merged, count))
+
+    @property
+    def bar_count(self) -> int:
+        return sum(lane.bar_count for lane in self.lanes)
+
+
+@dataclass
+class _Cached:
+    """One window's occurrences starting in `[since, until)`, `since` at least one duration
+    before the `now` they were computed for (so the ones covering it are there)."""
+
+    since: int  # microseconds since the epoch (exact: the half-open tests stay exact)
+    until: int
+    duration: int
+    occurrences: list[Occurrence]
+    starts: list[int]
+    keys: list[str]
+    after: datetime | None  # the first start at or after `until` (None: none)
+    #: per `bars`: (key, valid from, valid until, range end limit, state, slice): the window's
+    #: figures, reused while `now` stays in [from, until) and the range's end at most the limit
+    figures: dict[bool, tuple[Any, ...]] = field(default_factory=dict)
+
+
+class Observer:
+    """Builds `FleetView`s for one fleet; safe to call from several request threads."""
+
+    def __init__(self, estop: Estop, *, is_leader: Callable[[], bool] | None = None) -> None:
+        from ..windows import WindowsFile
+        from ..windows.ledger import open_ledger
+
+        self.estop = estop
+        self.is_leader = is_leader
+        self.windows_file = WindowsFile(estop.layout.root)
+        self._ledger = open_ledger(estop.layout.root, estop.store)
+        self._lock = threading.Lock()
+        self._identity: tuple[int, ...] | None | bool = False  # False: never loaded
+        self._windows: list[Window] = []
+        self._load_problem: str | None = None
+        self._cache: dict[str, _Cached] = {}
+        self._slices: dict[str, Slice] = {}
+        self._ledger_cache: tuple[Any, dict[str, LedgerEntry], dict[str, str]] | None = None
+        #: the windows' figures of the last view, reused while nothing they show changed
+        self._windows_view: dict[bool, tuple[Any, ...]] = {}
+        #: the scopes the windows target, for the windows they were collected from
+        self._targeted: tuple[list[Window], frozenset[str]] | None = None
+        #: the SVG of each lane's bars with the slices it was drawn from (svg.py reuses it)
+        self.fragments: dict[str, tuple[tuple[int, ...], tuple[Slice, ...], str]] = {}
+        #: skipped occurrence keys seen so far, and the count per window (a counter: it only grows)
+        self._skipped_seen: set[str] = set()
+        self.skipped_total: dict[str, int] = {}
+        #: bumped whenever `skipped_total` changes (a cache key for the metrics)
+        self.skipped_version = 0
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def load_windows(self) -> tuple[list[Window], str | None, Any]:
+        """The windows of `windows.toml`, parsed again only when the file changed; on a file
+        that does not validate, the last good windows and the one-line problem; and the
+        identity of the file they came from."""
+        from ..errors import EstopError
+
+        try:
+            identity = self.windows_file.identity()
+        except (EstopError, OSError) as exc:
+            return self._windows, one_line(exc), None
+        with self._lock:
+            if identity == self._identity:
+                return self._windows, self._load_problem, identity
+        try:
+            windows = self.windows_file.load()
+            problem = None
+        except (EstopError, OSError, ValueError) as exc:
+            windows, problem = self._windows, one_line(exc)
+        with self._lock:
+            if problem is None:
+                self._windows = windows
+                self._cache = {}
+                self._slices = {}
+            self._identity = identity
+            self._load_problem = problem
+        return windows, problem, identity
+
+    def _ledger_entries(self) -> tuple[dict[str, LedgerEntry], dict[str, str], str | None]:
+        """The ledger's entries and, among them, the skipped and released ones (key -> state);
+        the file ledger is parsed again only when its file changed."""
+        from ..windows.ledger import RELEASED, SKIPPED
+
+        path = getattr(self._ledger, "path", None)
+        identity: Any = None
+        if path is not None:
+            try:
+                st = os.stat(path)
+                identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+            except FileNotFoundError:
+                identity = ("absent",)
+            except OSError as exc:
+                return {}, {}, f"windows ledger: {one_line(exc)}"
+            cached = self._ledger_cache
+            if cached is not None and cached[0] == identity:
+                return cached[1], cached[2], None
+        try:
+            entries = self._ledger.load()
+        except Exception as exc:  # noqa: BLE001 - a status page shows a broken ledger, never dies of it
+            return {}, {}, f"windows ledger: {one_line(exc)}"
+        special = {key: e.state for key, e in entries.items() if e.state in (SKIPPED, RELEASED)}
+        if identity is not None:
+            self._ledger_cache = (identity, entries, special)
+        return entries, special, None
+
+    def _occurrences(self, window: Window, now: int, until: int) -> _Cached:
+        """The window's occurrences around `[now, until)` (microseconds since the epoch)."""
+        cached = self._cache.get(window.name)
+        if cached is not None and cached.since <= now - cached.duration and until <= cached.until:
+            return cached
+        from ..windows.occurrences import occurrences
+
+        duration = window.duration // _US
+        since = now - duration
+        horizon = until + _SLACK // _US
+        found: list[Occurrence] = []
+        after = None
+        for occurrence in occurrences(window, _EPOCH + timedelta(microseconds=since)):
+            if _micros(occurrence.start) >= horizon:
+                after = occurrence.start
+                break
+            found.append(occurrence)
+        cached = _Cached(since, horizon, duration, found, [_micros(o.start) for o in found],
+                         [o.key for o in found], after)
+        with self._lock:
+            self._cache[window.name] = cached
+        return cached
+
+    def _scopes(self, windows: list[Window]) -> list[str]:
+        """The lanes: this process's locations, every scope a window targets, and every profile
+        home of the fleet (fleet first, then by name)."""
+        scopes = {loc.scope for loc in self.estop.locations}
+        targeted = self._targeted
+        if targeted is None or targeted[0] is not windows:
+            targeted = self._targeted = (windows, frozenset(w.scope for w in windows))
+        scopes.update(targeted[1])
+        try:
+            names = os.listdir(self.estop.layout.root / PROFILES_DIR)
+        except OSError:
+            names = []
+        for name in names:
+            try:
+                validate_profile_name(name)
+            except Exception:  # noqa: BLE001 - not a profile home: no lane
+                continue
+            if (self.estop.layout.root / PROFILES_DIR / name).is_dir():
+                scopes.add(name)
+        return sorted(scopes, key=lambda s: (s != FLEET, s.startswith("home:"), s))
+
+    def _readings(self, scopes: list[str], snapshot: Snapshot) -> dict[str, Reading]:
+        """The reading of every lane: from the snapshot where it has one, else one store read
+        of the remaining scopes at the snapshot's `now`."""
+        out = {r.location.scope: r for r in snapshot.readings}
+        missing = []
+        for scope in scopes:
+            if scope not in out:
+                try:
+                    missing.append(self.estop.layout.location(scope))
+                except Exception:  # noqa: BLE001 - a scope that names no location has no hold
+                    continue
+        if missing:
+            for reading in self.estop.store.read(missing, snapshot.now):
+                out[reading.location.scope] = reading
+        return out
+
+    def store_reachable(self) -> bool:
+        """False when the store as a whole does not answer: the PostgreSQL store's listener
+        says so; the file store is reachable while its fleet root is a directory we can list."""
+        store = self.estop.store
+        backend = getattr(store, "backend", None) if store.name == "postgresql" else None
+        if backend is not None:
+            try:
+                return backend.listener.view()[1] is None
+            except Exception:  # noqa: BLE001 - a metric never raises
+                return False
+        root = self.estop.layout.root
+        return os.path.isdir(root) and os.access(root, os.R_OK | os.X_OK)
+
+    # -- the view ----------------------------------------------------------------------------
+
+    def view(self, days: int = DEFAULT_DAYS, *, bars: bool = True) -> FleetView:
+        """Everything at one `now` (the Estop's clock, read once): the holds, the timeline of
+        `[now, now + days)` (without its bars when `bars` is False: /metrics needs none) and
+        each window's state."""
+        days = max(1, min(int(days), MAX_DAYS))
+        snapshot = self.estop.snapshot()
+        now = snapshot.now
+        origin = now - (now - now.replace(second=0, microsecond=0)) % ORIGIN_STEP
+        end = origin + timedelta(days=days)
+        windows, load_problem, identity = self.load_windows()
+        entries, special, ledger_problem = self._ledger_entries()
+        problems = tuple(p for p in (load_problem and f"windows.toml: {load_problem}", ledger_problem) if p)
+
+        now_us, end_us = _micros(now), _micros(end)
+        key = (identity, id(windows), origin, days, frozenset(special.items()))
+        reuse = self._windows_view.get(bars)
+        if reuse is not None and reuse[0] == key and reuse[1] <= now_us and (reuse[2] is None or now_us < reuse[2]):
+            states, by_scope, soonest = reuse[3], reuse[4], reuse[2]
+        else:
+            states, slices, soonest = self._window_figures(windows, now_us, end_us, origin, days, bars, special)
+            by_scope = {scope: (tuple(pieces), sum(len(piece.bars) for piece in pieces))
+                        for scope, pieces in slices.items()}
+            # reusable until the next start or end: nothing the windows show changes before it
+            self._windows_view[bars] = (key, now_us, soonest, states, by_scope, windows, special)
+        stable_until = _EPOCH + timedelta(microseconds=soonest) if soonest is not None else None
+        self._count_skipped(special, entries)
+        scopes = self._scopes(windows)
+        readings = self._readings(scopes, snapshot)
+        lanes = []
+        for scope in scopes:
+            reading = readings.get(scope)
+            if reading is not None and reading.state is HoldState.ABSENT:
+                reading = None
+            lane_slices, count = by_scope.get(scope, ((), 0))
+            lanes.append(Lane(scope, reading, lane_slices, count))
+        leader = None
+        if self.is_leader is not None:
+            try:
+                leader = bool(self.is_leader())
+            except Exception:  # noqa: BLE001 - a metric never raises
+                leader = False
+        return FleetView(now=now, start=origin, end=end, snapshot=snapshot, lanes=tuple(lanes),
+                         windows=tuple(states), problems=problems, leader=leader,
+                         store_reachable=self.store_reachable(), stable_until=stable_until,
+                         extra={"store": self.estop.store.name, "windows_identity": identity,
+                                "fragments": self.fragments})
+
+    def _figure(self, window: Window, cached: _Cached, now_us: int, end_us: int, anchor: datetime, days: int,
+                bars: bool, special: dict[str, str], fig_key: Any) -> tuple[Any, ...]:
+        """One window's state at `now_us` and its slice (when `bars`), with how long they
+        hold: until the next start or the end of the occurrence covering now, and while the
+        range's end has not reached the next start beyond it."""
+        starts = cached.starts
+        first = bisect_right(starts, now_us - cached.duration)  # the first that has not ended
+        upto = bisect_right(starts, now_us, lo=first)  # [first, upto) cover now
+        following = cached.occurrences[upto].start if upto < len(starts) else cached.after
+        changes = starts[upto] if upto < len(starts) else (_micros(cached.after) if cached.after else _NEVER)
+        if first < upto:
+            changes = min(changes, starts[first] + cached.duration)
+        enabled = window.enabled
+        state = WindowState(window, first < upto and enabled, following if enabled else None)
+        if not bars:
+            return (fig_key, now_us, changes, _NEVER, state, None)
+        last = bisect_left(starts, end_us, lo=upto)
+        limit = starts[last] if last < len(starts) else (_micros(cached.after) if cached.after else _NEVER)
+        piece = self._slice(window, cached, first, upto, last, anchor, days, special)
+        return (fig_key, now_us, changes, limit, state, piece)
+
+    def _window_figures(self, windows: list[Window], now_us: int, end_us: int, origin: datetime, days: int,
+                        bars: bool, special: dict[str, str]
+                        ) -> tuple[list[WindowState], dict[str, list[Slice]], int | None]:
+        """Each window's state at `now_us`, its slice of the timeline (when `bars`), and the
+        soonest instant (microseconds) at which any of that changes."""
+        slices: dict[str, list[Slice]] = {}
+        states = []
+        soonest: int | None = None
+        anchor = origin.replace(hour=0, minute=0, second=0, microsecond=0)
+        special_key = frozenset(special.items())
+        fig_key = (anchor, days, special_key)
+        for window in windows:
+            cached = self._occurrences(window, now_us, end_us)
+            fig = cached.figures.get(bars)
+            if fig is None or fig[0] != fig_key or not fig[1] <= now_us < fig[2] or end_us > fig[3]:
+                fig = self._figure(window, cached, now_us, end_us, anchor, days, bars, special, fig_key)
+                cached.figures[bars] = fig
+            if fig[2] != _NEVER and (soonest is None or fig[2] < soonest):
+                soonest = fig[2]
+            states.append(fig[4])
+            if bars:
+                slices.setdefault(window.scope, []).append(fig[5])
+        return states, slices, soonest
+
+    def _slice(self, window: Window, cached: _Cached, first: int, upto: int, last: int, anchor: datetime,
+               days: int, special: dict[str, str]) -> Slice:
+        """The window's bars in `[first, last)`, reused from the previous request when nothing
+        they show changed."""
+        marks = tuple(special.get(k) for k in cached.keys[first:last]) if special else ()
+        # `anchor`: the drawing is in minutes since the UTC midnight before the origin
+        # (svg.anchor_of), so it depends on the day, not on the minute
+        signature = (anchor, days, cached.starts[first] if first < last else None, last - first, upto - first,
+                     window.enabled, marks)
+        previous = self._slices.get(window.name)
+        if previous is not None and previous.signature == signature and previous.window is window:
+            return previous
+        made = []
+        for index in range(first, last):
+            occurrence = cached.occurrences[index]
+            mark = special.get(cached.keys[index]) if special else None
+            if not window.enabled:
+                state = "disabled"
+            elif mark is not None:
+                state = mark
+            else:
+                state = "active" if index < upto else "upcoming"
+            made.append(Bar(window.name, window.scope, occurrence.start, occurrence.end, state, cached.keys[index]))
+        made_slice = Slice(window, tuple(made), signature)
+        with self._lock:
+            self._slices[window.name] = made_slice
+        return made_slice
+
+    def _count_skipped(self, special: dict[str, str], entries: dict[str, LedgerEntry]) -> None:
+        from ..windows.ledger import SKIPPED
+
+        skipped = {key for key, state in special.items() if state == SKIPPED}
+        with self._lock:
+            new = skipped - self._skipped_seen
+            for key in new:
+                window = entries[key].window
+                self.skipped_total[window] = self.skipped_total.get(window, 0) + 1
+            if new:
+                self.skipped_version += 1
+            self._skipped_seen = skipped
+
+
+def _micros(when: datetime) -> int:
+    """`when` (aware) as whole microseconds since the epoch: exact, unlike a float timestamp."""
+    return (when - _EPOCH) // _US
+
+
+def _head(piece: Slice) -> tuple[datetime, str]:
+    assert piece.head is not None
+    return piece.head

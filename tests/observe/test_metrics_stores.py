@@ -1,0 +1,46 @@
+"""`hermes_estop_store_reachable` and `hermes_estop_scheduler_leader` on each store: the file
+store is reachable while its fleet root is a readable directory and always leads; PostgreSQL
+reports its listener's contact and the window scheduler's election."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from obs_helpers import scrape
+from pg_helpers import pg_server, pg_url  # noqa: F401
+
+from hermes_estop import Estop
+from hermes_estop.observe import StatusServer
+from hermes_estop.observe.server import attach
+from hermes_estop.stores.postgresql import PostgresStore
+
+
+def test_a_vanished_fleet_root_is_an_unreachable_file_store(estop, fleet_root, server):
+    assert scrape(server)[("hermes_estop_store_reachable", ())] == 1
+    shutil.rmtree(fleet_root)
+    assert scrape(server)[("hermes_estop_store_reachable", ())] == 0
+
+
+@pytest.mark.postgresql
+def test_postgresql_store_reports_reachable_holds_and_leadership(pg_url, fleet_root, clock):  # noqa: F811
+    store = PostgresStore(pg_url, root=fleet_root, share=False)
+    try:
+        assert store.sync()
+        estop = Estop(home=fleet_root, root=fleet_root, store=store, actor="test@host")
+        estop.engage(reason="on the database", ttl="1h", fleet=True)
+        assert store.sync()
+
+        class Windows:
+            name = "windows"
+            is_leader = staticmethod(store.leader_gate("windows"))
+
+        with StatusServer(estop) as server:
+            attach(server, [Windows()])
+            m = scrape(server)
+        assert m[("hermes_estop_store_reachable", ())] == 1
+        assert m[("hermes_estop_hold_active", (("scope", "fleet"),))] == 1
+        assert 3500 < m[("hermes_estop_hold_seconds_remaining", (("scope", "fleet"),))] <= 3600
+        assert m[("hermes_estop_scheduler_leader", ())] == 1  # the only campaigner leads
+    finally:
+        store.close()
