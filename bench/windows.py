@@ -3,8 +3,9 @@ of `hermes serve` with 1,000 windows.
 
 Start-up is the real `WindowService.start()` on a fresh service each round: APScheduler's
 BackgroundScheduler started, `windows.toml` loaded and validated (pydantic), one reconciliation
-(every scope planned from each window's occurrences, via croniter under the DST rule) and one
-date job scheduled per window at its next start. The windows are daily, in four timezones, over
+(every scope planned from each window's occurrences, via croniter under the DST rule, computed
+on demand and shared by windows with the same schedule) and the earliest wake-ups scheduled as
+date jobs (at most `MAX_JOBS`, then `windows:later`). The windows are daily, in four timezones, over
 ten scopes, and none covers the present (every start is at least three hours away), so the
 reconciliation writes nothing and every round does the same work.
 
@@ -24,7 +25,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -36,6 +38,7 @@ from hermes_estop.homes import Layout
 from hermes_estop.stores import FileStore
 from hermes_estop.windows import Window, WindowsFile
 from hermes_estop.windows.service import WindowService
+from hermes_estop.windows.wakeups import MAX_JOBS, wakeups_for
 
 __all__ = ["run"]
 
@@ -82,17 +85,18 @@ def _start_once(estop: Estop, count: int) -> float:
     elapsed = time.perf_counter() - started
     try:
         assert report.ok and report.windows == count and not report.events, report.to_json()["errors"]
-        assert len(service.jobs()) == count, "one wake-up per window"
+        assert len(service.jobs()) == min(count, MAX_JOBS) + (count > MAX_JOBS), "the earliest wake-ups, then 'later'"
     finally:
         service.shutdown()
     return elapsed
 
 
 def startup(tmp: Path, quick: bool) -> list[Figure]:
-    """No target in the issue: the growth is reported (linear would be N/10 against 10 windows).
+    """The growth is reported (linear would be N/10 against 10 windows); 10,000 windows have the
+    issue's target (under 1 s), judged on the cold first round.
     The detail splits out loading the file and the next occurrences of every window
     (`WindowService.wakeups_for`), which the smoke run skips at 10,000 windows."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     figures = []
     base = previous = None
     for count in SIZES:
@@ -100,20 +104,36 @@ def startup(tmp: Path, quick: bool) -> list[Figure]:
         rounds = {10: 9, 1_000: 5, 10_000: 3}[count] if not quick else {10: 3, 1_000: 2, 10_000: 1}[count]
         if base is None:
             _start_once(estop, count)  # imports, zone files
-        elapsed = statistics.median(_start_once(estop, count) for _ in range(rounds))
+        times = [_start_once(estop, count) for _ in range(rounds)]
+        elapsed = statistics.median(times)
         base = base or elapsed
-        detail: dict[str, float | int] = {"rounds": rounds, "per_window_ms": round(elapsed / count * 1e3, 3)}
+        # the first round validates the file (cold); later rounds reuse this process's validated
+        # version of it, as `hermes serve` does at every poll (issue 12: validation once per version)
+        detail: dict[str, float | int] = {"rounds": rounds, "per_window_ms": round(elapsed / count * 1e3, 3),
+                                          "first_round_cold_ms": round(times[0] * 1e3, 1)}
         if previous is not None:
             detail[f"vs_{previous[0]}_windows"] = round(elapsed / previous[1], 2)
         if not (quick and count >= 10_000):
-            windows = WindowsFile(estop.layout.root).load()
-            detail["load_and_validate_ms"] = round(_timed(lambda: WindowsFile(estop.layout.root).load()) * 1e3, 1)
-            detail["next_occurrences_for_all_ms"] = round(_timed(lambda: WindowService.wakeups_for(windows, now)) * 1e3, 1)
+            root = estop.layout.root
+            windows = WindowsFile(root).load()
+            detail["load_and_validate_ms"] = round(_timed(partial(_cold_load, root)) * 1e3, 1)
+            detail["next_occurrences_for_all_ms"] = round(_timed(partial(wakeups_for, windows, now, None, count)) * 1e3, 1)
+        target, met = f"reported (linear: {count // SIZES[0]:,}x)", None
+        if count == 10_000:
+            target, met = "10,000 windows under 1 s, cold (issue 12)", times[0] < 1.0
         figures.append(Figure(f"windows scheduler start-up, {count:,} windows", elapsed * 1e3, "ms",
                               f"the same with {SIZES[0]} windows", base * 1e3, elapsed / base,
-                              f"reported (linear: {count // SIZES[0]:,}x)", None, detail))
+                              target, met, detail))
         previous = (count, elapsed)
     return figures
+
+
+def _cold_load(root: Path) -> None:
+    """Load and validate as a new process would (the per-process cache of versions cleared)."""
+    from hermes_estop.windows import windows_file
+
+    windows_file._VERSIONS.clear()
+    WindowsFile(root).load()
 
 
 def _timed(func) -> float:
@@ -167,7 +187,7 @@ def _serve_rss(root: Path) -> dict[str, float]:
 
 
 def serve_memory(tmp: Path, quick: bool) -> Figure:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     roots = {}
     for count in (0, SERVE_WINDOWS):
         roots[count] = tmp / f"serve-{count}"

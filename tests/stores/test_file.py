@@ -1,4 +1,4 @@
-"""What only the sentinel store has: the file-system rows of DESIGN 3, hand edits, file modes,
+"""What only the sentinel store has: the file-system rows of docs/design.md §3, hand edits, file modes,
 the lock that never follows a symlink, and a hot path that opens nothing."""
 
 from __future__ import annotations
