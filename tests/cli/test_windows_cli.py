@@ -155,3 +155,33 @@ def test_windows_next_uses_the_fleets_clock(fleet, capsys, monkeypatch):
     assert data["now"] == "2030-01-01T12:00:00+00:00"
     assert data["occurrences"][0]["start"] == "2030-01-02T03:00:00+00:00"
 
+
+
+def test_add_in_starts_a_one_shot_that_long_from_now(fleet, capsys):
+    before = datetime.now(UTC)
+    code, out, _ = run(capsys, "windows", "add", "soon", "--in", "10m", "--duration", "5m", "--json")
+    after = datetime.now(UTC)
+    assert code == 0
+    start = datetime.fromisoformat(json.loads(out)["next"]["start"])
+    assert before + timedelta(minutes=10) - timedelta(seconds=1) <= start <= after + timedelta(minutes=10)
+
+
+@pytest.mark.parametrize("args", [
+    ("--in", "10m", "--at", "2030-01-01T00:00:00Z"),
+    ("--in", "10m", "--cron", "30 2 * * *"),
+    ("--in", "banana"),
+    ("--in", "-5m"),
+])
+def test_add_in_refuses_bad_or_conflicting_values_in_one_line(fleet, capsys, args):
+    code, out, err = run(capsys, "windows", "add", "bad", *args, "--duration", "5m")
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_readme_window_examples_work_on_any_day():
+    """The runnable one-shot examples start relative to now (`--in`), never at a fixed instant that
+    will be in the past, and need no GNU `date -d`."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "date -d" not in readme and "date -u -d" not in readme
+    runnable = [line for line in readme.splitlines() if line.startswith("hermes windows add") and "--cron" not in line]
+    assert runnable and all("--in " in line for line in runnable), runnable

@@ -51,6 +51,7 @@ def add(
     cron: Annotated[str | None, typer.Option("--cron", help="Recurring: a 5-field crontab expression, e.g. '30 2 * * 0'.")] = None,
     tz: Annotated[str | None, typer.Option("--tz", help="IANA timezone the cron expression is read in (default UTC).")] = None,
     at: Annotated[str | None, typer.Option("--at", help="One-shot: the ISO-8601 start time (naive = UTC).")] = None,
+    in_: Annotated[str | None, typer.Option("--in", metavar="DUR", help="One-shot: start this long from now (5s, 10m, 2h).")] = None,
     duration: Annotated[str | None, typer.Option("--duration", help="How long each occurrence holds (45m, 2h, PT2H).")] = None,
     reason: Annotated[str | None, typer.Option("--reason", help="Shown to refused users while the window holds.")] = None,
     allow_user: Annotated[list[str] | None, typer.Option("--allow-user", help="A user id that keeps working (repeatable).")] = None,
@@ -62,12 +63,15 @@ def add(
     replace: Annotated[bool, typer.Option("--replace", help="Replace a window of the same name.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Add a window: `--cron EXPR [--tz ZONE]` or `--at TIME`, with `--duration DUR`."""
+    """Add a window: `--cron EXPR [--tz ZONE]`, `--at TIME` or `--in DUR`, with `--duration DUR`."""
+    from ..durations import parse_ttl
     from ..windows.model import InvalidWindow, Window
     from ..windows.occurrences import upcoming
 
-    if (cron is None) == (at is None):
-        raise InvalidArgument("give exactly one of --cron EXPR (recurring) or --at TIME (one-shot)")
+    if sum(value is not None for value in (cron, at, in_)) != 1:
+        raise InvalidArgument("give exactly one of --cron EXPR (recurring), --at TIME or --in DUR (one-shot)")
+    if in_ is not None:
+        at = format_instant(_now() + parse_ttl(in_))
     if tz is not None and cron is None:
         raise InvalidArgument("--tz applies to --cron windows only; give --at with its offset")
     if duration is None:
