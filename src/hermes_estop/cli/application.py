@@ -17,7 +17,7 @@ import typer
 try:  # typer >= 0.29 vendors its own (reduced) click; older releases use the click package
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - depends on the installed typer
-    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[import-not-found,no-redef]
+    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[import-not-found,no-redef,assignment,unused-ignore]
 
 from ..config import STORE_ENV, check_store_option
 from . import hold
