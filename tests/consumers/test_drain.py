@@ -242,3 +242,13 @@ def test_the_wait_times_out_on_the_injected_clock_and_never_kills_a_ticker(estop
     assert not result.quiet and result.waited >= 10 and result.terminated == []
     assert [item.name for item in result.last.items] == ["claimed"]
     assert len(seen) == 40 and table.get("claimed").claim is not None
+
+
+def test_hermes_status_shows_the_work_in_flight_per_consumer(live, python, subprocess_env):
+    shown = subprocess.run([python, "-m", "hermes_estop", "status"], env=subprocess_env, capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "in flight: 1 cron, 1 kanban, 0 gateway" in shown.stdout
+    as_json = subprocess.run([python, "-m", "hermes_estop", "status", "--json"], env=subprocess_env,
+                             capture_output=True, text=True, timeout=60)
+    assert json.loads(as_json.stdout)["in_flight"] == {"cron": 1, "kanban": 1, "gateway": 0}

@@ -165,12 +165,16 @@ def status_json(estop: Estop, snapshot: Snapshot, extras: dict[str, Any] | None 
 
 
 def _status_extras(estop: Estop, now: datetime) -> dict[str, Any]:
-    """Sections other packages add to `hermes status` (the windows' next occurrences)."""
-    try:
-        from ..windows.status import status_section
-    except ImportError:
-        return {}
-    return status_section(estop, now)
+    """Sections other packages add to `hermes status`: the windows' next occurrences and the
+    work in flight per consumer, merged (JSON keys side by side, lines in order)."""
+    from ..consumers.inflight import status_section as in_flight_section
+    from ..windows.status import status_section as windows_section
+
+    merged: dict[str, Any] = {"json": {}, "lines": []}
+    for section in (windows_section(estop, now), in_flight_section(estop, now)):
+        merged["json"].update(section.get("json", {}))
+        merged["lines"].extend(section.get("lines", []))
+    return merged
 
 
 def check(user: UserOpt = None, profile: ProfileOpt = None,
