@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SRC, Hermes
+from cli_runner import SRC, Hermes
 
 ESC_REASON = "pwn\x1b[2J\x1b]0;title\x07 \u202egnp.exe"
 RAW = ("\x1b", "\u202e", "\x07")

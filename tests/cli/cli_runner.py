@@ -1,0 +1,35 @@
+"""The `hermes` subprocess runner the CLI tests share (a module of its own, not conftest, so a
+test module can import it whatever other conftest files the session has loaded)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["SRC", "Hermes"]
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+class Hermes:
+    def __init__(self, home: Path, root: Path | None = None) -> None:
+        self.home = home
+        self.root = root or home
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+        self.env["HERMES_HOME"] = str(home)
+        if root is not None:
+            self.env["HERMES_ROOT"] = str(root)
+        self.env["PYTHONPATH"] = SRC + os.pathsep + self.env.get("PYTHONPATH", "")
+
+    def __call__(self, *args: str, check: int | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        result = subprocess.run([sys.executable, "-m", "hermes_estop", *args], capture_output=True, text=True,
+                                env=self.env, timeout=timeout, stdin=subprocess.DEVNULL)
+        if check is not None:
+            assert result.returncode == check, (result.returncode, result.stdout, result.stderr)
+        return result
+
+    @property
+    def sentinel(self) -> Path:
+        return self.home / "ESTOP"
