@@ -9,13 +9,17 @@ from __future__ import annotations
 import json
 import os
 import stat
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
 
+from .record import Record, set_field
 from .fsutil import NotRegularFile, describe_mode, open_regular, open_shared_file
 from .timeutil import format_instant, parse_stamp
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from datetime import datetime
+    from typing import Any
 
 __all__ = ["AUDIT_FILE", "EVENTS", "AuditEvent", "AuditLog", "default_actor"]
 
@@ -35,16 +39,30 @@ def default_actor() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-@dataclass(frozen=True)
-class AuditEvent:
+class AuditEvent(Record):
+    """One line of the audit trail (a `Record`, not a dataclass: the check path imports this)."""
+
+    __slots__ = ("time", "event", "location", "generation", "actor", "reason", "deadline", "detail")  # noqa: RUF023
     time: datetime
     event: str
     location: str
-    generation: str | None = None
-    actor: str | None = None
-    reason: str | None = None
-    deadline: datetime | None = None
-    detail: str | None = None
+    generation: str | None
+    actor: str | None
+    reason: str | None
+    deadline: datetime | None
+    detail: str | None
+
+    def __init__(self, time: datetime, event: str, location: str, generation: str | None = None,
+                 actor: str | None = None, reason: str | None = None, deadline: datetime | None = None,
+                 detail: str | None = None) -> None:
+        set_field(self, "time", time)
+        set_field(self, "event", event)
+        set_field(self, "location", location)
+        set_field(self, "generation", generation)
+        set_field(self, "actor", actor)
+        set_field(self, "reason", reason)
+        set_field(self, "deadline", deadline)
+        set_field(self, "detail", detail)
 
     def to_json(self) -> dict[str, Any]:
         return {"time": format_instant(self.time), "event": self.event, "location": self.location,

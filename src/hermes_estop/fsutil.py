@@ -12,9 +12,12 @@ import stat
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from .errors import StoreError
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 __all__ = [
     "FILE_MODE",

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
-
 from ..errors import EstopError
 from .hot import EXIT_USAGE, try_hot_path
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: every `hermes check` imports this module
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["app", "main"]
 

@@ -10,13 +10,18 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
-from typing import Any, Callable, Sequence
 
-from ..audit import AuditEvent
 from ..errors import HoldConflict
 from ..hold import EngageRequest, Fence, Hold, Reading
 from ..homes import Location
 from ..timeutil import Clock, utc_now
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from ..audit import AuditEvent
 
 __all__ = ["HoldStore", "refused_write", "not_current", "EXPIRE_RETRY"]
 

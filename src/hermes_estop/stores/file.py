@@ -19,7 +19,6 @@ import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from ..audit import AuditEvent, AuditLog
 from ..errors import StoreError
@@ -41,6 +40,10 @@ from ..hold import (
 )
 from ..homes import SENTINEL_NAME, Location
 from .base import HoldStore, not_current, refused_write
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ["FileStore", "LOCK_NAME"]
 

@@ -5,13 +5,17 @@ nobody is admitted; every write raises the original error. Never silently free."
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Sequence
 
-from ..audit import AuditEvent
 from ..errors import StoreUnavailable
 from ..hold import EngageRequest, Fence, Hold, HoldState, Reading
 from ..homes import Location
 from .base import HoldStore
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..audit import AuditEvent
 
 __all__ = ["UnavailableStore"]
 
