@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .stores.base import HoldStore
 
-__all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_store_option", "configured_store",
+__all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_store_option", "configured_store", "read_config",
            "store_spec"]
 
 CONFIG_FILE = "estop.toml"
@@ -54,7 +54,7 @@ def _warn_unknown(path: Path, keys: list[str]) -> None:
                     ", ".join(sorted(KNOWN_KEYS)))
 
 
-def _read_config(path: Path) -> dict[str, object] | None:
+def read_config(path: Path) -> dict[str, object] | None:
     """The parsed `estop.toml`, None when there is none; `InvalidArgument` (one line naming the
     file and the problem) for anything that cannot be read as a TOML document."""
     from .fsutil import read_regular
@@ -86,7 +86,7 @@ def store_spec(layout: Layout, env: Mapping[str, str] | None = None) -> str | No
     if spec:
         return spec.strip()
     path = layout.root / CONFIG_FILE
-    data = _read_config(path)
+    data = read_config(path)
     if data is None:
         return None
     unknown = sorted(key for key in data if key not in KNOWN_KEYS)

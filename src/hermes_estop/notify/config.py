@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import EstopError
+from ..errors import EstopError, InvalidArgument
 from ..text import printable, unsafe_char
 
 __all__ = [
@@ -260,24 +260,13 @@ def load_targets(root: Path) -> list[WebhookTarget | CommandTarget]:
     """The notify targets of fleet root `root` (none without `estop.toml`). `InvalidNotify` or
     `InvalidArgument` (one line naming the file) when the file cannot be read or is invalid.
     Read with `fsutil.read_regular`: never blocks on a FIFO."""
-    from ..config import CONFIG_FILE, MAX_CONFIG_BYTES
-    from ..fsutil import read_regular
+    from ..config import CONFIG_FILE, read_config
 
     path = root / CONFIG_FILE
     try:
-        raw = read_regular(path, MAX_CONFIG_BYTES)
-    except FileNotFoundError:
+        data = read_config(path)
+    except InvalidArgument as exc:
+        raise InvalidNotify(str(exc)) from None
+    if data is None:
         return []
-    except OSError as exc:
-        raise InvalidNotify(f"invalid config {printable(path)}: {printable(exc.strerror or str(exc))}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InvalidNotify(f"invalid config {printable(path)}: not UTF-8 (byte {exc.start})") from None
-    import tomllib
-
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidNotify(f"invalid config {printable(path)}: {printable(' '.join(str(exc).split()))}") from None
     return parse_targets(data, path)
