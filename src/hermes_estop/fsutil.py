@@ -27,6 +27,7 @@ __all__ = [
     "describe_mode",
     "open_regular",
     "read_regular",
+    "read_regular_with_stat",
     "open_shared_file",
     "exclusive_lock",
     "try_lock",
@@ -89,8 +90,15 @@ def read_regular(path: Path | str, limit: int = MAX_READ_BYTES) -> bytes:
     """The whole content of a regular file, opened with `open_regular`. Raises
     `FileNotFoundError` when missing, `NotRegularFile`, `OSError`, or `StoreError` when it is
     larger than `limit` bytes."""
+    return read_regular_with_stat(path, limit)[0]
+
+
+def read_regular_with_stat(path: Path | str, limit: int = MAX_READ_BYTES) -> tuple[bytes, os.stat_result]:
+    """`read_regular`, and the `fstat` of the very file the bytes came from (for a reader that
+    must tell whether a later read saw the same version)."""
     fd = open_regular(path)
     try:
+        st = os.fstat(fd)
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -101,7 +109,7 @@ def read_regular(path: Path | str, limit: int = MAX_READ_BYTES) -> bytes:
             total += len(chunk)
             if total > limit:
                 raise StoreError(f"{path} is larger than {limit} bytes: refusing to read it")
-        return b"".join(chunks)
+        return b"".join(chunks), st
     finally:
         os.close(fd)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import StoreError
-from ..fsutil import atomic_write, exclusive_lock, open_regular, sweep_temporaries
+from ..fsutil import atomic_write, exclusive_lock, read_regular_with_stat, sweep_temporaries
 from .model import WINDOWS_FILE, InvalidWindow, Window, check_unique
 
 __all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "Snapshot", "WindowsFile"]
@@ -75,28 +75,12 @@ class WindowsFile:
         """The bytes and the identity of the file they came from. Raises `StoreError` (cannot
         read, not a regular file, too large)."""
         try:
-            fd = open_regular(self.path)
+            raw, st = read_regular_with_stat(self.path, MAX_WINDOWS_BYTES)
         except FileNotFoundError:
             return Snapshot(None, b"")
         except OSError as exc:
             raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        try:
-            identity = _identity(os.fstat(fd))
-            chunks: list[bytes] = []
-            total = 0
-            while True:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-                if total > MAX_WINDOWS_BYTES:
-                    raise StoreError(f"{self.path} is larger than {MAX_WINDOWS_BYTES} bytes: refusing to read it")
-        except OSError as exc:
-            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        finally:
-            os.close(fd)
-        return Snapshot(identity, b"".join(chunks))
+        return Snapshot(_identity(st), raw)
 
     def load(self) -> list[Window]:
         """Every window in the file, in file order; [] when there is no file. Raises
