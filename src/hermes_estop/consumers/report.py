@@ -19,37 +19,35 @@ from .worker import WorkResult
 __all__ = ["Held", "PassReport", "Run", "log_pass"]
 
 
+class _Keyed:
+    """`key` is a cron job's name or a kanban card's id: also readable as `name` / `id`, the
+    words each consumer's callers use."""
+
+    key: Any
+
+    @property
+    def name(self) -> Any:
+        return self.key
+
+    @property
+    def id(self) -> Any:
+        return self.key
+
+
 @dataclass(frozen=True)
-class Held:
-    """An item the gate refused this pass, and the notice it was refused with. `key` is a cron
-    job's name or a kanban card's id (also readable as `name` / `id`)."""
+class Held(_Keyed):
+    """An item the gate refused this pass, and the notice it was refused with."""
 
     key: Any
     notice: str | None
 
-    @property
-    def name(self) -> Any:
-        return self.key
-
-    @property
-    def id(self) -> Any:
-        return self.key
-
 
 @dataclass(frozen=True)
-class Run:
+class Run(_Keyed):
     """A run recorded this pass: the item's key and how the run ended."""
 
     key: Any
     result: WorkResult
-
-    @property
-    def name(self) -> Any:
-        return self.key
-
-    @property
-    def id(self) -> Any:
-        return self.key
 
 
 class PassReport:
