@@ -23,6 +23,7 @@ __all__ = [
     "format_instant",
     "format_relative",
     "in_interval",
+    "next_deadline",
     "parse_instant",
     "parse_stamp",
     "to_utc",
@@ -140,3 +141,13 @@ def in_interval(now: datetime, start: datetime | None, end: datetime | None) -> 
     if start is not None and now < start:
         return False
     return end is None or now < end
+
+
+def next_deadline(deadline: float, interval: float, current: float) -> tuple[float, int]:
+    """The next tick's monotonic deadline after the one at `deadline`, and how many ticks were
+    missed: deadlines already in the past at `current` are skipped, never run in a burst."""
+    deadline += interval
+    if current < deadline:
+        return deadline, 0
+    missed = int((current - deadline) // interval) + 1
+    return deadline + missed * interval, missed

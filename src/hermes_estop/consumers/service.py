@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import EstopError, InvalidArgument
 from ..estop import Estop
 from ..text import one_line
-from ..timeutil import Clock
+from ..timeutil import Clock, next_deadline
 from .report import PassReport, log_pass
 
 __all__ = [
@@ -43,16 +43,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("hermes_estop.service")
-
-
-def next_deadline(deadline: float, interval: float, current: float) -> tuple[float, int]:
-    """The next tick's monotonic deadline after the one at `deadline`, and how many ticks were
-    missed: deadlines already in the past at `current` are skipped, never run in a burst."""
-    deadline += interval
-    if current < deadline:
-        return deadline, 0
-    missed = int((current - deadline) // interval) + 1
-    return deadline + missed * interval, missed
 
 
 #: errors that are outages of what a tick reads (a damaged or planted file, the database):

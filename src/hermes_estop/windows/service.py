@@ -26,6 +26,7 @@ from ..errors import EstopError, StoreError
 from ..estop import Estop
 from ..hold import Reading
 from ..homes import FLEET, validate_profile_name
+from ..timeutil import next_deadline
 from .actions import Actions, PassState
 from .events import Event, TickReport, note_event, planned_events
 from .guard import FileGuard
@@ -327,10 +328,7 @@ class WindowService:
             due = self.monotonic() + interval
             while not stop.wait(max(0.0, due - self.monotonic())):
                 self.reconcile()
-                due += interval
-                now = self.monotonic()
-                if due <= now:
-                    due = now + interval
+                due, _ = next_deadline(due, interval, self.monotonic())
         finally:
             self.shutdown()
 
