@@ -192,3 +192,22 @@ def test_guard_starts_over_after_a_failed_read():
     guard.interrupted()
     assert not guard.judge((3,), [A], {}, T0 + POLL).trusted
     assert guard.judge((3,), [A], {}, T0 + 2 * POLL).trusted
+
+
+def test_a_fast_poll_interval_still_confirms_a_removal_only_after_the_one_second_floor(harness):
+    """`serve --interval 0.05` on a loaded machine: an editor stalled between truncate and write
+    for more than one interval must not pass for a deliberate edit (seen in CI)."""
+    from hermes_estop.windows.service import CONFIRM_FLOOR, WindowService
+
+    harness.service = WindowService(harness.service.estop, scheduler=harness.service.scheduler,
+                                    is_leader=lambda: True, poll_interval=0.05)
+    start, generation, _ = holding_window(harness)
+    assert harness.service.guard.confirm_after == timedelta(seconds=CONFIRM_FLOOR) == timedelta(seconds=1)
+    write_in_place(harness.file.path, b"")
+    when = start + timedelta(minutes=1)
+    for step in range(19):  # 19 polls 50 ms apart: 0.9 s of the same empty file
+        assert poll_at(harness, when + step * timedelta(seconds=0.05)).pending
+    assert harness.reading().hold.generation == generation
+    poll_at(harness, when + timedelta(seconds=1))
+    assert harness.reading().state is HoldState.ABSENT
+    assert [e.generation for e in harness.events("retire")] == [generation]

@@ -44,11 +44,15 @@ from .reconcile import Arm, Retire, ScopePlan, Skip, plan_scope
 from .wakeups import JOB_PREFIX, Scheduler, Wakeups, make_scheduler, wakeups_for
 from .windows_file import WindowsFile
 
-__all__ = ["JOB_PREFIX", "POLL_INTERVAL", "Event", "TickReport", "WindowService"]
+__all__ = ["CONFIRM_FLOOR", "JOB_PREFIX", "POLL_INTERVAL", "Event", "TickReport", "WindowService"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
 POLL_INTERVAL = 5.0
+#: The shortest time a read that takes a window away must stay the same file before it is acted
+#: on, whatever the poll interval: a save in place stalled for a few scheduler slices on a loaded
+#: machine must not pass for a deliberate edit (a fast `--interval` alone would allow that).
+CONFIRM_FLOOR = 1.0
 #: how many of the newest audit events `recall` reads (an arm it misses is armed again: held)
 RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
@@ -86,7 +90,7 @@ class WindowService:
         self.is_leader = is_leader or _always
         self.scheduler = scheduler
         self.poll_interval = float(poll_interval)
-        self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, 0.05)))
+        self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, CONFIRM_FLOOR)))
         self.index = OccurrenceIndex()
         self.actions = Actions(estop)
         self._lock = threading.RLock()
@@ -168,10 +172,11 @@ class WindowService:
 
     def settle(self) -> TickReport:
         """`tick()` for a one-shot run (`hermes serve --once`): a read that takes a window away
-        is confirmed by reading again after `poll_interval`, since no later pass will."""
+        is confirmed by reading again once the confirmation period has passed, since no later
+        pass will."""
         report = self.tick()
         if report.pending is not None and not report.errors:
-            self.sleep(self.poll_interval)
+            self.sleep(self.guard.confirm_after.total_seconds())
             report = self.tick()
         return report
 
