@@ -16,8 +16,8 @@ day-of-week 0 as Monday, crontab as Sunday); it only wakes the service at instan
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from ..cronspec import starts as cron_starts
@@ -45,6 +45,13 @@ class Occurrence:
     end: datetime
     window: str
     scope: str
+    lead: timedelta = field(default=timedelta(0), compare=False)
+
+    @property
+    def arm_at(self) -> datetime:
+        """When the occurrence's hold is armed: `start`, or `start - drain` for a window with a
+        drain lead (the hold then spans `[arm_at, end)`)."""
+        return self.start - self.lead
 
     @property
     def ident(self) -> str:
