@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -137,45 +138,118 @@ def _script(name: str) -> str:
     return str(candidate) if candidate.exists() else name
 
 
+def fresh_bytecode() -> dict[str, object]:
+    """Compile the installed package's bytecode before timing a process. A pip install compiles
+    it at install time and an editable install writes it on the first run; but a checkout being
+    edited (or a shell with `PYTHONDONTWRITEBYTECODE=1`) leaves stale `.pyc` files, and then
+    every run recompiles the sources it imports and the figure measures the compiler (the
+    4x reported before this step was mostly that). Returns what was done, for the results."""
+    import compileall
+
+    import hermes_estop
+
+    package = Path(hermes_estop.__file__).parent
+    compiled = compileall.compile_dir(str(package), quiet=1)
+    return {"package": str(package), "compiled": bool(compiled),
+            "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE")}
+
+
 def check_process(tmp: Path, quick: bool) -> list[Figure]:
     """`hermes check` and `hermes gate -- true` as whole processes, against `python -c pass` of
-    the same interpreter (bench/run.py refuses a system interpreter, whose start-up inflates it)."""
+    the same interpreter (bench/run.py refuses a system interpreter, whose start-up inflates it).
+    The figure is the ratio of the minimums over many runs (hyperfine's floor: start-up noise only
+    ever adds), the runs of subject and baseline interleaved; the median ratio is in the detail."""
     env = dict(os.environ, HERMES_HOME=str(tmp / "proc-home"))
     env.pop("HERMES_ROOT", None)
     env.pop("HERMES_ESTOP_STORE", None)
+    bytecode = fresh_bytecode()
     bare = [sys.executable, "-c", "pass"]
 
-    def run(cmd):
-        def go():
-            subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        return go
+    def once(cmd: list[str]) -> float:
+        start = time.perf_counter()
+        subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        return time.perf_counter() - start
 
     figures = []
     true = shutil.which("true") or "true"
+    runs = 15 if quick else 60
     for label, cmd in (("`hermes check --quiet`", [_script("hermes"), "check", "--quiet"]),
                        ("`hermes gate -- true`", [_script("hermes"), "gate", "--", true])):
-        subject, baseline, ratio = compare(run(cmd), run(bare), calls=1, rounds=10 if quick else 30)
-        figures.append(Figure(f"{label} as a whole process", subject * 1e3, "ms/run", "python -c pass (same venv)",
-                              baseline * 1e3, ratio, "<= 3x", ratio <= 3.0, {"interpreter": sys.executable}))
+        once(cmd), once(bare)  # warm the page cache
+        subject, baseline = [], []
+        for i in range(runs):
+            pair = (cmd, bare) if i % 2 else (bare, cmd)
+            times = {id(c): once(c) for c in pair}
+            subject.append(times[id(cmd)])
+            baseline.append(times[id(bare)])
+        ratio = min(subject) / min(baseline)
+        figures.append(Figure(f"{label} as a whole process", min(subject) * 1e3, "ms/run (min)",
+                              "python -c pass (same venv, min)", min(baseline) * 1e3, ratio, "<= 3x", ratio <= 3.0,
+                              {"interpreter": sys.executable, "runs": runs, "bytecode": bytecode,
+                               "median_ms": round(statistics.median(subject) * 1e3, 2),
+                               "baseline_median_ms": round(statistics.median(baseline) * 1e3, 2),
+                               "median_ratio": round(statistics.median(s / b for s, b in zip(subject, baseline)), 3)}))
     return figures
 
 
 def deadman_precision(tmp: Path, quick: bool) -> Figure:
+    """How late after `expires_at` a consumer polling every 1 ms is told the hold lifted.
+
+    The consumer-visible delay has two parts, reported apart because only one is the code's:
+    the POLL GAP (from the deadline to the start of the first check after it: the poll period
+    plus however late `time.sleep(0.001)` returns, which on a loaded 2-core machine is the
+    scheduler's, tens of ms) and the LIFTING CHECK (from the later of the deadline and that
+    check's start to its return: one snapshot plus the retire a reader does inline). The
+    figure is the second, the deadman's precision; the whole delay is in the detail. Each check
+    is a snapshot carrying the `now` it decided at, so the decision itself is also checked to be
+    exact: no check decided at or after the deadline may say held (`late_decisions`) and none
+    before it may say lifted (`early`). One expiry is run first, unmeasured: the first one in a
+    process imports what retiring and logging need, once per process, not once per deadline."""
+    import logging
+
     layout = _fleet(tmp / "deadman")
     estop = Estop(layout=layout, store=FileStore(layout.root))
-    lateness = []
-    for _ in range(30 if quick else 200):
+    # the lift is logged at WARNING once per engagement; 200 of them on stderr would be noise
+    logger, quiet = logging.getLogger("hermes_estop"), logging.NullHandler()
+    logger.addHandler(quiet)
+    logger.propagate = False
+
+    def one() -> tuple[float, float, float, int, int]:
         deadline = datetime.now(timezone.utc) + timedelta(milliseconds=20)
         estop.engage(reason="deadman", expires_at=deadline)
-        while estop.is_engaged():
+        early = late = 0
+        while True:
+            started = datetime.now(timezone.utc)
+            snapshot = estop.snapshot()
+            returned = datetime.now(timezone.utc)
+            if not snapshot.engaged:
+                early += snapshot.now < deadline
+                break
+            late += snapshot.now >= deadline
             time.sleep(0.001)
-        lateness.append((datetime.now(timezone.utc) - deadline).total_seconds() * 1e3)
-    early = sum(1 for value in lateness if value < 0)
-    p50, p99 = percentile(lateness, 50), percentile(lateness, 99)
-    return Figure("deadman precision: a consumer polling every 1 ms sees the lift", p99, "ms late (p99)",
-                  "expires_at", 0.0, None, "p99 < 5 ms late, never early", p99 < 5.0 and early == 0,
-                  {"p50_ms": round(p50, 3), "p99_ms": round(p99, 3), "max_ms": round(max(lateness), 3),
-                   "early": early, "samples": len(lateness)})
+        ms = 1e3
+        return ((started - deadline).total_seconds() * ms, (returned - max(started, deadline)).total_seconds() * ms,
+                (returned - deadline).total_seconds() * ms, early, late)
+
+    try:
+        one()  # warm-up: the first expiry of a process imports the retire and logging paths
+        samples = [one() for _ in range(30 if quick else 200)]
+    finally:
+        logger.removeHandler(quiet)
+        logger.propagate = True
+    gap, check, total = ([row[i] for row in samples] for i in range(3))
+    early, late = sum(row[3] for row in samples), sum(row[4] for row in samples)
+    p99 = percentile(check, 99)
+
+    def dist(values: list[float]) -> dict[str, float]:
+        return {"p50": round(percentile(values, 50), 3), "p99": round(percentile(values, 99), 3), "max": round(max(values), 3)}
+
+    return Figure("deadman precision: the first check after expires_at reports the lift", p99,
+                  "ms after the deadline (p99)", "expires_at", 0.0, None,
+                  "p99 < 5 ms, never early, no late decision", p99 < 5.0 and early == 0 and late == 0,
+                  {"lifting_check_ms": dist(check), "poll_gap_ms": dist(gap), "consumer_total_ms": dist(total),
+                   "early": early, "late_decisions": late, "samples": len(samples),
+                   "load_average_1min": round(os.getloadavg()[0], 2)})
 
 
 def run(quick: bool) -> list[Figure]:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 from harness import Figure  # noqa: E402
 
-SUITES = ["core", "consumers", "windows", "postgres"]
+SUITES = ["core", "consumers", "windows", "postgres", "observe"]
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -71,6 +71,9 @@ def interpreter() -> dict[str, object]:
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
         "virtualenv": in_virtualenv(),
         "python_c_pass_ms_min_of_7": round(min(times[1:]) * 1e3, 2),
+        # set, a checkout's stale bytecode would be recompiled on every run of `hermes`: the
+        # process figures compile it first (bench/core.py `fresh_bytecode`)
+        "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
     }
 
 
@@ -95,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: list[Figure] = []
     failures: dict[str, str] = {}
     started = time.monotonic()
+    load_before = os.getloadavg()
     for suite in args.only or SUITES:
         print(f"[bench] {suite} ...", file=sys.stderr, flush=True)
         try:
@@ -114,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python bench/run.py" + (" --quick" if args.quick else "")
                    + (" --allow-system" if args.allow_system else ""),
         "when": datetime.now(timezone.utc).isoformat(),
-        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()},
+        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+                    # other work on the machine shows here: 1-, 5- and 15-minute load averages
+                    "load_average_before": [round(x, 2) for x in load_before],
+                    "load_average_after": [round(x, 2) for x in os.getloadavg()]},
         "interpreter": python,
         "seconds": round(time.monotonic() - started, 1),
         "figures": [fig.to_json() for fig in figures],

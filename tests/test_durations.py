@@ -69,3 +69,33 @@ def test_parse_duration_keeps_the_upstream_contract_of_whole_seconds(value, seco
 @pytest.mark.parametrize("value", [None, "", "soon", "0", 0, -5, "-5m", True, "367d", 1.5, float("nan")])
 def test_parse_duration_is_none_when_unusable_and_never_raises(value):
     assert parse_duration(value) is None
+
+
+# parse_ttl remembers what a text parsed to (a windows file repeats a few durations): the
+# answers must be the ones an unremembered parse gives, and a refusal is never remembered.
+@pytest.mark.parametrize("text", ["45m", " 1H30m ", "PT45M", "90", "P2W"])
+def test_a_remembered_duration_is_the_one_parsed(text):
+    from hermes_estop import durations
+
+    durations._PARSED.clear()
+    first = parse_ttl(text)
+    assert durations._PARSED[text] == first == durations._parse_text(text) == parse_ttl(text)
+
+
+@pytest.mark.parametrize("text", ["0m", "-5m", "soon", "400d", ""])
+def test_a_refused_duration_is_refused_every_time(text):
+    from hermes_estop import durations
+
+    for _ in range(2):
+        with pytest.raises(InvalidDuration):
+            parse_ttl(text)
+    assert text not in durations._PARSED
+
+
+def test_the_memory_of_parsed_durations_is_bounded():
+    from hermes_estop import durations
+
+    for seconds in range(1, durations._MAX_PARSED * 3):
+        parse_ttl(str(seconds))
+    assert len(durations._PARSED) <= durations._MAX_PARSED
+    assert parse_ttl("3600") == parse_ttl("1h")

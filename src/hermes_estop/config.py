@@ -57,7 +57,7 @@ def _warn_unknown(path: Path, keys: list[str]) -> None:
 def read_config(path: Path) -> dict[str, object] | None:
     """The parsed `estop.toml`, None when there is none; `InvalidArgument` (one line naming the
     file and the problem) for anything that cannot be read as a TOML document."""
-    from .fsutil import read_regular
+    from .fsread import read_regular
 
     try:
         raw = read_regular(path, MAX_CONFIG_BYTES)
@@ -70,11 +70,11 @@ def read_config(path: Path) -> dict[str, object] | None:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InvalidArgument(f"invalid config {printable(path)}: not UTF-8 (byte {exc.start})") from None
-    import tomllib
+    import tomli  # the project's one TOML reader (see windows/windows_file.py)
 
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return tomli.loads(text)
+    except tomli.TOMLDecodeError as exc:
         raise InvalidArgument(f"invalid config {printable(path)}: {printable(' '.join(str(exc).split()))}") from None
 
 

@@ -31,6 +31,10 @@ MAX_DURATION = timedelta(days=366)
 _UNIT_RE = r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?"
 _ISO_RE = r"P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?"
 _MAX_DIGITS = 12
+#: text -> the duration it parsed to: a file of 10,000 windows repeats a handful of durations, and
+#: parsing one costs more than the rest of a window's validation (bounded: cleared when full)
+_PARSED: dict[str, timedelta] = {}
+_MAX_PARSED = 1024
 
 
 def _refuse(value: Any, why: str) -> InvalidDuration:
@@ -59,8 +63,14 @@ def parse_ttl(value: Any) -> timedelta:
 
     Accepts a string in the grammar above, a whole or finite `int`/`float` number of seconds,
     or a `timedelta`."""
-    import re
-
+    if isinstance(value, str):
+        parsed = _PARSED.get(value)
+        if parsed is None:
+            parsed = _parse_text(value)
+            if len(_PARSED) >= _MAX_PARSED:
+                _PARSED.clear()
+            _PARSED[value] = parsed
+        return parsed
     if isinstance(value, bool) or value is None:
         raise _refuse(value, "expected e.g. 45m, 1h30m, 90s, 90, 1d or PT45M")
     if isinstance(value, timedelta):
@@ -75,8 +85,13 @@ def parse_ttl(value: Any) -> timedelta:
         if value != int(value):
             raise _refuse(value, "must be a whole number of seconds")
         return _bounded(value, int(value))
-    if not isinstance(value, str):
-        raise _refuse(value, "expected e.g. 45m, 1h30m, 90s, 90, 1d or PT45M")
+    raise _refuse(value, "expected e.g. 45m, 1h30m, 90s, 90, 1d or PT45M")
+
+
+def _parse_text(value: str) -> timedelta:
+    """`parse_ttl` of a string (a pure function of it: `parse_ttl` remembers the answers)."""
+    import re
+
     text = value.strip().lower()
     if text.startswith("-"):
         raise _refuse(value, "must be positive")

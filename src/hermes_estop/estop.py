@@ -7,7 +7,7 @@ programs that do not want environment lookups build one explicitly:
 
 from __future__ import annotations
 
-import threading
+from _thread import allocate_lock  # threading.Lock without importing threading (hermes check)
 from collections.abc import Mapping
 from datetime import datetime
 
@@ -22,10 +22,12 @@ from .timeutil import Clock, aware_clock, format_instant, parse_instant
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import logging
+    from collections.abc import Iterable
     from pathlib import Path
     from typing import Any
 
     from .audit import AuditEvent
+    from .forecast import Forecast, HoldSource
 
 __all__ = ["Estop"]
 
@@ -97,7 +99,7 @@ class Estop:
         self._refused = len(self._readable) != len(self.locations)
         # "Logged once" memory of THIS instance (not process-wide): (location key, fence) of the
         # expiries it logged, and per component the engagement check_paused last logged.
-        self._log_lock = threading.Lock()
+        self._log_lock = allocate_lock()
         self._expiry_logged: dict[tuple[str, Fence], None] = {}
         self._paused_logged: dict[str, frozenset[Any]] = {}
 
@@ -360,3 +362,15 @@ class Estop:
 
     def history(self, limit: int | None = None) -> list[AuditEvent]:
         return self.store.history(limit)
+
+    # -- forecast ----------------------------------------------------------------------------
+
+    def forecast(self, start: Any, end: Any, user_id: Any = None, profile: Any = None, *,
+                 sources: Iterable[HoldSource] | None = None) -> Forecast:
+        """The intervals of `[start, end)` during which (`user_id`, `profile`) would be held, and
+        which holds and window occurrences decide: the holds standing now (with their deadmen)
+        and what every registered hold source plans (`sources`: explicit ones instead). See
+        `hermes_estop.forecast`; imported here on first use, off the hot path."""
+        from .forecast import forecast_view
+
+        return forecast_view(self, start, end, user_id, profile, sources=sources)

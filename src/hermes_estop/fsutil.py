@@ -1,7 +1,8 @@
 """The two file primitives everything on disk is written with: an exclusive `flock` on a lock file
 beside the data, and an atomic replace (temporary file in the same directory, fsync, rename,
 directory fsync), so a reader sees the old content or the new, never a partial one, and a
-writer killed at any point leaves one of the two."""
+writer killed at any point leaves one of the two. The checked reads (`open_regular`,
+`read_regular`, ...) live in `fsread`, cheap to import, and are re-exported here."""
 
 from __future__ import annotations
 
@@ -14,6 +15,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import StoreError
+from .fsread import (
+    FILE_MODE,
+    MAX_READ_BYTES,
+    NotRegularFile,
+    describe_mode,
+    open_regular,
+    read_regular,
+    read_regular_with_stat,
+)
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
 if TYPE_CHECKING:
@@ -36,82 +46,7 @@ __all__ = [
     "sweep_temporaries",
 ]
 
-FILE_MODE = 0o644
 LOCK_TIMEOUT = 10.0
-MAX_READ_BYTES = 64 * 1024 * 1024
-_OPEN_SAFE = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class NotRegularFile(StoreError):
-    """A path in a fleet root or home that is not a plain file the program may use: a directory,
-    a FIFO, a device, a symlink, a hard-linked or foreign lock/audit file. Never opened for I/O."""
-
-
-def describe_mode(mode: int) -> str:
-    """What a non-regular file is, for a one-line message."""
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISLNK(mode):
-        return "a symlink"
-    return "not a regular file"
-
-
-def open_regular(path: Path | str, flags: int = os.O_RDONLY, mode: int = FILE_MODE) -> int:
-    """THE way to open a file in a fleet root or home: `O_NONBLOCK|O_NOFOLLOW` (a FIFO or a
-    symlink can never block or redirect the open), then `fstat` to check it is a regular file.
-    Raises `FileNotFoundError` when it is missing (and `flags` has no `O_CREAT`),
-    `NotRegularFile` naming the path and what it is, or `OSError` from the open itself."""
-    try:
-        fd = os.open(path, flags | _OPEN_SAFE, mode)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise NotRegularFile(f"{path} is a symlink: refusing to follow it") from None
-        if exc.errno == errno.ENXIO:  # a FIFO with no reader, opened for writing
-            raise NotRegularFile(f"{path} is a FIFO: refusing to use it") from None
-        raise
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        os.close(fd)
-        raise
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise NotRegularFile(f"{path} is {describe_mode(st.st_mode)}: refusing to use it")
-    return fd
-
-
-def read_regular(path: Path | str, limit: int = MAX_READ_BYTES) -> bytes:
-    """The whole content of a regular file, opened with `open_regular`. Raises
-    `FileNotFoundError` when missing, `NotRegularFile`, `OSError`, or `StoreError` when it is
-    larger than `limit` bytes."""
-    return read_regular_with_stat(path, limit)[0]
-
-
-def read_regular_with_stat(path: Path | str, limit: int = MAX_READ_BYTES) -> tuple[bytes, os.stat_result]:
-    """`read_regular`, and the `fstat` of the very file the bytes came from (for a reader that
-    must tell whether a later read saw the same version)."""
-    fd = open_regular(path)
-    try:
-        st = os.fstat(fd)
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise StoreError(f"{path} is larger than {limit} bytes: refusing to read it")
-        return b"".join(chunks), st
-    finally:
-        os.close(fd)
 
 
 def fsync_dir(path: Path) -> None:
@@ -251,3 +186,73 @@ def atomic_write(path: Path, data: bytes, *, before_rename: Callable[[], None] |
         except OSError:
             pass
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+# -- the optional file and the locked read-modify-write ----------------------------------------
+
+__all__ += ["FileUpdate", "locked_update", "read_optional"]
+
+
+def read_optional(path: Path, limit: int = MAX_READ_BYTES, *, what: str | None = None) -> bytes | None:
+    """The content of the regular file at `path`, or None when there is none (a table with no
+    rows yet). Raises `StoreError` (`NotRegularFile`, larger than `limit`, cannot read) naming
+    `what` ("the cron table") when given, else the path."""
+    from .text import one_line
+
+    try:
+        return read_regular(path, limit)
+    except FileNotFoundError:
+        return None
+    except StoreError as exc:
+        if what is None:
+            raise
+        raise StoreError(f"cannot read {what}: {one_line(exc)}") from None
+    except OSError as exc:
+        named = f"{what} {path}" if what is not None else str(path)
+        raise StoreError(f"cannot read {named}: {one_line(exc.strerror or exc)}") from None
+
+
+class FileUpdate:
+    """One `locked_update` of a file: `current` is its content (None: no file), read on first
+    use (an update that only replaces never reads); `replace(data)` sets what is written when
+    the block ends without an exception."""
+
+    def __init__(self, path: Path, limit: int, what: str | None) -> None:
+        self.path = path
+        self._limit = limit
+        self._what = what
+        self._loaded = False
+        self._current: bytes | None = None
+        self.new: bytes | None = None
+
+    @property
+    def current(self) -> bytes | None:
+        if not self._loaded:
+            self._current = read_optional(self.path, self._limit, what=self._what)
+            self._loaded = True
+        return self._current
+
+    def replace(self, data: bytes) -> None:
+        self.new = data
+
+
+@contextmanager
+def locked_update(path: Path, *, limit: int = MAX_READ_BYTES, what: str | None = None,
+                  lock_path: Path | None = None, timeout: float = LOCK_TIMEOUT) -> Iterator[FileUpdate]:
+    """THE read-modify-write of a file that readers read without a lock (the cron table, the
+    windows file, the window ledger, the notify cursors): under `exclusive_lock` on
+    `lock_path` (default `.<name>.lock` beside `path`; every writer of `path` takes it), sweep
+    the temporaries of writers that died, yield a `FileUpdate` (`current`: read with
+    `read_optional`), and when the block ends without an exception and called `replace`,
+    `atomic_write` the new content. A block that raises writes nothing.
+
+    A context manager rather than a callback: the cron table's `edit()` hands the rows to a
+    caller's `with` block, which must run under the same lock. Raises `StoreError` (lock busy,
+    cannot read naming `what`, cannot write)."""
+    lock = lock_path if lock_path is not None else path.with_name(f".{path.name}.lock")
+    with exclusive_lock(lock, timeout):
+        sweep_temporaries(path)  # under the writers' lock: no write is in flight
+        update = FileUpdate(path, limit, what)
+        yield update
+        if update.new is not None:
+            atomic_write(path, update.new)

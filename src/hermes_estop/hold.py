@@ -1,5 +1,6 @@
 """The hold: its body on the wire, how untrusted bytes are classified (docs/design.md §3), and how a re-arm
 merges with the standing hold (docs/design.md §5). Pure functions only; stores do the I/O.
+Who a hold admits (`Allow`, the id rules) is `hermes_estop.allow`'s, re-exported here.
 
 The body is wire-compatible with hermes-agent's `agent/estop.py`: `generation`, `engaged_at`,
 `reason`, `expires_at`, `allow: {user_ids, profiles}`, plus the extra fields `armed_by` and
@@ -8,15 +9,14 @@ The body is wire-compatible with hermes-agent's `agent/estop.py`: `generation`, 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from enum import Enum
 
+from .allow import NOBODY, Allow, parse_allow
 from .errors import InvalidArgument
 from .homes import Location
 from .record import Record, set_field
-from .text import printable, unsafe_char
 from .timeutil import format_instant, in_interval, parse_stamp
 
 TYPE_CHECKING = False
@@ -57,7 +57,6 @@ ALLOWLIST_MALFORMED = "allowlist malformed: admits nobody"
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_REASON = 1000
-_MAX_ID_LEN = 256
 
 
 def new_generation() -> str:
@@ -77,88 +76,6 @@ def clean_reason(reason: Any) -> str | None:
     if len(text) > MAX_REASON:
         raise InvalidArgument(f"invalid reason {reason[:40]!r}...: longer than {MAX_REASON} characters")
     return text
-
-
-def _normalize_id(value: Any, what: str) -> str:
-    """An id exactly as `str(value)`: ids compare as exact strings (no stripping, no case
-    folding), so what is checked is what is stored. Refuses empty, overlong, and ids with a
-    control character or bidirectional override (they could hide what an id really is)."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise InvalidArgument(f"invalid {what} {value!r}: expected a string or a whole number")
-    text = str(value)
-    if not text or len(text) > _MAX_ID_LEN:
-        raise InvalidArgument(f"invalid {what} {value!r}: expected a non-empty id of at most {_MAX_ID_LEN} characters")
-    bad = unsafe_char(text)
-    if bad is not None:
-        raise InvalidArgument(f"invalid {what} '{printable(text)}': contains the control character or "
-                              f"bidirectional override '{printable(bad)}'")
-    return text
-
-
-class Allow(Record):
-    """Who keeps working through a hold. `user_ids` is the only grant; `profiles`, when listed,
-    narrows it. `valid` is False when a body's allowlist had the wrong shape: it admits nobody."""
-
-    __slots__ = ("user_ids", "profiles", "valid")  # noqa: RUF023 (constructor order)
-    user_ids: frozenset[str]
-    profiles: frozenset[str]
-    valid: bool
-
-    def __init__(self, user_ids: frozenset[str] = frozenset(), profiles: frozenset[str] = frozenset(),
-                 valid: bool = True) -> None:
-        set_field(self, "user_ids", user_ids)
-        set_field(self, "profiles", profiles)
-        set_field(self, "valid", valid)
-
-    @classmethod
-    def of(cls, user_ids: Any = (), profiles: Any = (), *, refuse_profile_only: bool = True) -> Allow:
-        """An allowlist from operator input; refuses bad ids and, unless told otherwise, a
-        profile-only allowlist (it would admit nobody: a profile never grants on its own)."""
-        if isinstance(user_ids, (str, int)):
-            user_ids = [user_ids]
-        if isinstance(profiles, str):
-            profiles = [profiles]
-        users = frozenset(_normalize_id(item, "user id") for item in (user_ids or ()))
-        names = frozenset(_normalize_id(item, "profile") for item in (profiles or ()))
-        if names and not users and refuse_profile_only:
-            raise InvalidArgument(
-                f"allowlist profiles {sorted(names)} without a user id: a profile never grants on its "
-                "own (add --allow-user ID)"
-            )
-        return cls(users, names)
-
-    @classmethod
-    def coerce(cls, value: Allow | Mapping[str, Any] | None) -> Allow | None:
-        """Library input: an `Allow`, a `{"user_ids", "profiles"}` mapping, or None (keep). As
-        in hermes-agent, a profile-only allowlist is accepted (and admits nobody)."""
-        if value is None or isinstance(value, Allow):
-            return value
-        if not isinstance(value, Mapping):
-            raise InvalidArgument(f"invalid allowlist {value!r}: expected {{'user_ids': [...], 'profiles': [...]}}")
-        unknown = set(value) - {"user_ids", "profiles"}
-        if unknown:
-            raise InvalidArgument(f"invalid allowlist key(s) {sorted(unknown)}: expected user_ids, profiles")
-        return cls.of(value.get("user_ids") or (), value.get("profiles") or (), refuse_profile_only=False)
-
-    def admits(self, user_id: Any, profile: Any) -> bool:
-        """docs/design.md §4 for one hold: the user is listed, and the profile is listed where any are."""
-        if not self.valid or user_id is None or isinstance(user_id, bool):
-            return False
-        if str(user_id) not in self.user_ids:
-            return False
-        if not self.profiles:
-            return True
-        return profile is not None and str(profile) in self.profiles
-
-    def to_body(self) -> dict[str, list[str]]:
-        return {"user_ids": sorted(self.user_ids), "profiles": sorted(self.profiles)}
-
-    @property
-    def empty(self) -> bool:
-        return not self.user_ids and not self.profiles
-
-
-NOBODY = Allow()
 
 
 class Hold(Record):
@@ -249,30 +166,6 @@ class Reading(Record):
         return self.state is HoldState.ACTIVE and self.hold is not None and self.hold.allow.admits(user_id, profile)
 
 
-def _parse_allow(value: Any) -> Allow:
-    if value is None:
-        return NOBODY
-    if not isinstance(value, dict):
-        return Allow(valid=False)
-    parts: list[frozenset[str]] = []
-    for key in ("user_ids", "profiles"):
-        items = value.get(key)
-        if items is None:
-            parts.append(frozenset())
-            continue
-        if not isinstance(items, list):
-            return Allow(valid=False)
-        out = set()
-        for item in items:
-            if isinstance(item, bool) or not isinstance(item, (str, int)):
-                return Allow(valid=False)
-            text = str(item)  # exact: no stripping, no case folding (docs/design.md §2)
-            if text:
-                out.add(text)
-        parts.append(frozenset(out))
-    return Allow(parts[0], parts[1])
-
-
 def parse_body(raw: bytes) -> Hold:
     """A `Hold` from sentinel bytes; raises `ValueError` with the reason when the body is
     unreadable (empty, too large, not UTF-8 JSON, not an object). Never anything else."""
@@ -280,6 +173,8 @@ def parse_body(raw: bytes) -> Hold:
         raise ValueError(f"body larger than {MAX_BODY_BYTES} bytes")
     if not raw.strip():
         raise ValueError("empty body")
+    import json  # here, not at the top: `hermes check` with no hold never parses a body
+
     try:
         data = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -292,7 +187,7 @@ def parse_body(raw: bytes) -> Hold:
     window = data.get("window")
     raw_deadline = data.get("expires_at")
     expires_at = parse_stamp(raw_deadline)
-    allow = _parse_allow(data.get("allow"))
+    allow = parse_allow(data.get("allow"))
     problems = []
     if expires_at is None and raw_deadline is not None and raw_deadline != "":
         problems.append(DEADLINE_UNREADABLE)  # unparsable never means expired: it holds
@@ -342,6 +237,8 @@ def prepare(location: Location, parsed: Hold | str, file_id: tuple[int, ...] | N
 
 
 def encode_body(hold: Hold) -> bytes:
+    import json
+
     body: dict[str, Any] = {
         GENERATION_FIELD: hold.generation,
         "engaged_at": format_instant(hold.engaged_at),

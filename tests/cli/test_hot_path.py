@@ -92,3 +92,39 @@ def test_the_check_path_on_the_file_store_imports_no_framework(hermes, state, ar
     loaded = sorted(name for name in names for banned in NEVER_ON_THE_CHECK_PATH
                     if name == banned or name.startswith(banned + "."))
     assert loaded == []
+
+
+# What only a writer (locks, atomic writes, the audit log), a body (json) or a PATH walk's
+# library (shutil) needs: a read that writes nothing never imports it.
+NOT_ON_A_READ_ONLY_CHECK = ("threading", "shutil", "fcntl", "hermes_estop.fsutil", "hermes_estop.audit")
+
+
+@pytest.mark.parametrize("state", ["free", "held", "hand-written"])
+@pytest.mark.parametrize("args", [["check", "--quiet"], ["gate", "--", "true"], ["check", "--user", "42", "--json"]])
+def test_a_read_that_writes_nothing_imports_no_write_machinery(hermes, state, args):
+    if state == "held":
+        hermes("pause", "--reason", "maint", "--ttl", "1h", "--allow-user", "42", check=0)
+    elif state == "hand-written":
+        hermes.home.mkdir(parents=True, exist_ok=True)
+        hermes.sentinel.write_text('{"expires_at": "garbage", "allow": "nobody"}')
+    names = imported_modules(hermes, *args)
+    assert sorted(name for name in NOT_ON_A_READ_ONLY_CHECK if name in names) == []
+
+
+@pytest.mark.parametrize("args", [["check", "--quiet"], ["gate", "--", "true"]])
+def test_a_check_with_no_hold_parses_no_json(hermes, args):
+    assert "json" not in imported_modules(hermes, *args)
+
+
+@pytest.mark.parametrize("name", ["true", "sh", "no-such-cmd-xyz", "/bin/sh", "/no/such/cmd", "./no-such-cmd", "."])
+@pytest.mark.parametrize("path", [None, "", "/usr/bin:/bin", "/nonexistent::/bin"])
+def test_the_gate_finds_a_command_exactly_as_shutil_which_does(monkeypatch, name, path):
+    import shutil
+
+    from hermes_estop.cli.hot import _which
+
+    if path is None:
+        monkeypatch.delenv("PATH", raising=False)
+    else:
+        monkeypatch.setenv("PATH", path)
+    assert _which(name) == shutil.which(name)

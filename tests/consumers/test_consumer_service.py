@@ -93,7 +93,7 @@ def test_cron_service_holds_while_engaged_and_runs_after_the_lift(p1, clock, tmp
     assert service.tick().held
     p1.release()
     assert service.tick().started == ("report",)
-    service.runner.drain(timeout=10)
+    service.runner.drain(timeout=120)
     assert appended(marker) == ["report"]
     assert CronTable.of(p1).get("report").last.ok
 

@@ -129,9 +129,9 @@ def test_max_workers_bounds_the_workers_in_flight(fleet, board, tmp_path):
     assert len(dispatcher.tick().spawned) == 2
     assert (dispatcher.tick().spawned, len(dispatcher.tick().waiting)) == ((), 1)
     gate_file.touch()
-    assert len(dispatcher.drain(timeout=10)) == 2
+    assert len(dispatcher.drain(timeout=120)) == 2
     assert len(dispatcher.tick().spawned) == 1
-    dispatcher.drain(timeout=10)
+    dispatcher.drain(timeout=120)
     assert statuses(board) == {"done": 3}
 
 

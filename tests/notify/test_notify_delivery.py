@@ -65,11 +65,13 @@ def test_500s_are_retried_with_capped_exponential_backoff_and_nothing_is_skipped
 
 
 def test_a_receiver_that_times_out_is_retried_and_the_event_redelivered(estop, clock):
-    stalling = Receiver(stall_seconds=2.0)
+    # the sender's timeout (3 s) leaves a loaded machine room to answer the retry in time; the stall
+    # (60 s, its thread a daemon) is far beyond it, so the first attempt can only time out
+    stalling = Receiver(stall_seconds=60.0)
     try:
         estop.engage(reason="slow")
         stalling.script.append(STALL)
-        [worker] = workers(estop, webhook("hook", stalling.url, timeout=0.3))
+        [worker] = workers(estop, webhook("hook", stalling.url, timeout=3.0))
         report = worker.tick(clock())
         assert report.error is not None and "timed out" in report.error
         clock.advance(seconds=1)

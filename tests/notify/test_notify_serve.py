@@ -50,7 +50,9 @@ def stop(process: subprocess.Popen[bytes], sig: signal.Signals) -> int:
 
 
 def test_serve_restarted_and_sigkilled_mid_backlog_loses_nothing_and_duplicates_within_the_bound(fleet_root):
-    receiver = Receiver(delay=0.03)  # slow enough that every kill lands mid-backlog
+    # slow enough that every kill lands mid-backlog: the last stop has 25 events (2.5 s) of room,
+    # even when this process is descheduled between seeing the count and sending the signal
+    receiver = Receiver(delay=0.1)
     try:
         estop = Estop(home=fleet_root, root=fleet_root, store="file", actor="tester")
         for index in range(40):

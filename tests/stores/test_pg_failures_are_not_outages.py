@@ -10,7 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from hermes_estop.stores.pg_cache import DbClock, Listener
+from hermes_estop.stores.pg_cache import Listener
+from hermes_estop.stores.pg_clock import DbClock
 from hermes_estop.stores.pg_leader import Leadership
 
 

@@ -18,7 +18,8 @@ from hermes_estop.hold import HoldState
 from hermes_estop.homes import Layout
 from hermes_estop.stores.postgresql import PostgresStore
 from hermes_estop.windows.ledger import ENDED
-from hermes_estop.windows.model import Window, WindowsFile
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.windows_file import WindowsFile
 from hermes_estop.windows.pg_ledger import PostgresLedger
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]

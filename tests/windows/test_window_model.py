@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hermes_estop.errors import EstopError
-from hermes_estop.windows.model import InvalidWindow, Window, WindowsFile, json_schema
+from hermes_estop.windows.model import InvalidWindow, Window, json_schema
+from hermes_estop.windows.windows_file import WindowsFile
 
 GOOD = {"name": "nightly", "cron": "30 2 * * *", "timezone": "Europe/Berlin", "duration": "1h"}
 

@@ -112,7 +112,7 @@ def _window_names(ctx: Any, param: Parameter, incomplete: str) -> list[str]:
     """Window names from this fleet's windows.toml (nothing when it cannot be read)."""
     try:
         from ..homes import resolve_layout
-        from ..windows.model import WindowsFile
+        from ..windows.windows_file import WindowsFile
 
         names = [window.name for window in WindowsFile(resolve_layout().root).load()]
     except Exception:  # noqa: BLE001 - completion offers nothing rather than a traceback

@@ -59,6 +59,7 @@ def cron_add(
     owner: OwnerOpt = None,
     profile: Annotated[str | None, typer.Option("--profile", help="The profile the job is for (default: this home's).")] = None,
     timeout: TimeoutOpt = None,
+    no_overlap_window: Annotated[bool, typer.Option("--no-overlap-window", help="Do not start a run that a hold or window would cut off: before each run, forecast [now, now + --timeout) and hold the run if any instant is held. Needs --timeout.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a job: `hermes cron add NAME --cron EXPR [--tz ZONE] --command CMD [--owner ID]`."""
@@ -68,12 +69,13 @@ def cron_add(
     now = estop.clock()
     job = CronTable.of(estop).add(name, command, now=now, schedule=cron, timezone=tz, at=at, owner=owner,
                                   profile=profile if profile is not None else estop.layout.profile,
-                                  timeout=timeout)
+                                  timeout=timeout, no_overlap_window=no_overlap_window)
     if as_json:
         emit_json(job.to_json())
         return
     what = f"{job.schedule} ({job.timezone})" if job.schedule else "once"
-    typer.echo(f"added cron job {job.name}: {what}, next run {_when(job.next_run_at, now)}")
+    guard = ", not started when a hold or window would cut it off within its timeout" if job.no_overlap_window else ""
+    typer.echo(f"added cron job {job.name}: {what}, next run {_when(job.next_run_at, now)}{guard}")
 
 
 @cron_app.command("list")

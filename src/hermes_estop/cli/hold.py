@@ -18,6 +18,7 @@ from ..text import one_line, printable
 from ..timeutil import format_instant
 from .common import (
     EXIT_HELD,
+    EXIT_OK,
     current_estop,
     describe_hold,
     describe_reading,
@@ -28,7 +29,7 @@ from .common import (
 )
 from .hot import GATE_HELD_EXIT, run_check, run_gate
 
-__all__ = ["GATE_HELD_EXIT", "register", "status_json"]
+__all__ = ["GATE_HELD_EXIT", "register", "run_check_at", "status_json"]
 
 UserOpt = Annotated[Optional[str], typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="The profile the work is for.")]
@@ -179,9 +180,59 @@ def _status_extras(estop: Estop, now: datetime) -> dict[str, Any]:
 
 def check(user: UserOpt = None, profile: ProfileOpt = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the exit code says it.")] = False,
+          at: Annotated[Optional[str], typer.Option("--at", help="Ask about this ISO-8601 instant instead of now: the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
+          for_: Annotated[Optional[str], typer.Option("--for", help="With --at: held at any instant of [TIME, TIME+DUR)? (30m, 2h, PT45M).")] = None,
           as_json: JsonOpt = False) -> None:
-    """Exit 0 when work may proceed, 1 when held."""
-    raise typer.Exit(run_check(user, profile, quiet=quiet, as_json=as_json))
+    """Exit 0 when work may proceed, 1 when held; with --at [--for], whether it would be (forecast)."""
+    if at is None and for_ is None:
+        raise typer.Exit(run_check(user, profile, quiet=quiet, as_json=as_json))
+    raise typer.Exit(run_check_at(user, profile, at, for_, quiet=quiet, as_json=as_json))
+
+
+#: at most this many deciding holds are listed per held interval in the text output (--json: all)
+_LISTED_HOLDS = 10
+
+
+def run_check_at(user: str | None, profile: str | None, at: str | None, for_: str | None, *,
+                 quiet: bool = False, as_json: bool = False) -> int:
+    """`hermes check --at TIME [--for DUR]`: exit 1 when (user, profile) would be held at TIME, or
+    at any instant of [TIME, TIME+DUR), else 0; prints which holds and window occurrences decide,
+    with their times (`Estop.forecast`). Bad input raises `EstopError` naming the value (exit 2)."""
+    from ..durations import parse_ttl
+    from ..errors import InvalidDuration
+    from ..timeutil import parse_instant
+
+    if at is None:
+        raise InvalidArgument("--for needs --at TIME: the forecast starts at that instant")
+    start = parse_instant(at, what="--at time")
+    span = None
+    if for_ is not None:
+        try:
+            span = parse_ttl(for_)
+        except InvalidDuration as exc:
+            raise InvalidDuration(f"--for: {exc}") from None
+    if user is not None:
+        Allow.of([user])  # the id rules a write applies (one line naming a bad id)
+    forecast = current_estop().forecast(start, start + span if span is not None else start, user, profile)
+    if as_json:
+        emit_json({"proceed": not forecast.held, **forecast.to_json()})
+    elif not quiet:
+        when = f"at any instant of [{format_instant(start)}, {format_instant(forecast.end)})" if span is not None \
+            else f"at {format_instant(start)}"
+        if not forecast.held:
+            typer.echo(f"proceed: not held {when}")
+        else:
+            typer.echo(f"held {when}" + (f": {len(forecast.intervals)} held interval(s)" if span is not None else ", by:"))
+            for interval in forecast.intervals:
+                if span is not None:
+                    typer.echo(f"  held from {format_instant(interval.start)} until {format_instant(interval.end)}, by:")
+                for hold in interval.holds[:_LISTED_HOLDS]:
+                    typer.echo(f"    {printable(hold.describe())}")
+                if len(interval.holds) > _LISTED_HOLDS:
+                    typer.echo(f"    ... and {len(interval.holds) - _LISTED_HOLDS} more (--json lists them all)")
+        for note in forecast.notes:
+            typer.echo(f"note: {printable(note)}")
+    return EXIT_HELD if forecast.held else EXIT_OK
 
 
 def gate(

@@ -1,5 +1,5 @@
-"""`hermes windows add | list | remove | next | validate | schema`: the maintenance windows in
-`<fleet root>/windows.toml`. `hermes serve` arms and lifts them.
+"""`hermes windows add | list | remove | next | skip | unskip | explain | validate | timeline |
+schema`: the maintenance windows in `<fleet root>/windows.toml`. `hermes serve` arms and lifts them.
 
 Imports only typer and the core at module level; the window model (pydantic, croniter) is
 imported inside the commands."""
@@ -53,6 +53,7 @@ def add(
     at: Annotated[str | None, typer.Option("--at", help="One-shot: the ISO-8601 start time (naive = UTC).")] = None,
     in_: Annotated[str | None, typer.Option("--in", metavar="DUR", help="One-shot: start this long from now (5s, 10m, 2h).")] = None,
     duration: Annotated[str | None, typer.Option("--duration", help="How long each occurrence holds (45m, 2h, PT2H).")] = None,
+    drain: Annotated[str | None, typer.Option("--drain", metavar="DUR", help="Arm the hold this long before each start (reason: draining for NAME), so the window begins on a quiet fleet (at most 24h).")] = None,
     reason: Annotated[str | None, typer.Option("--reason", help="Shown to refused users while the window holds.")] = None,
     allow_user: Annotated[list[str] | None, typer.Option("--allow-user", help="A user id that keeps working (repeatable).")] = None,
     allow_profile: Annotated[list[str] | None, typer.Option("--allow-profile", help="Narrow the allowed users to these profiles (repeatable).")] = None,
@@ -86,7 +87,7 @@ def add(
         data["timezone"] = tz if tz is not None else "UTC"
     else:
         data["at"] = at
-    for key, value in (("reason", reason), ("not_before", not_before), ("not_after", not_after)):
+    for key, value in (("drain", drain), ("reason", reason), ("not_before", not_before), ("not_after", not_after)):
         if value is not None:
             data[key] = value
     if allow_user:
@@ -106,9 +107,10 @@ def add(
                    "next": following[0].to_json(now, window.tz) if following else None})
         return
     typer.echo(f"added window {window.name} to {windows_file.path}: {window.describe_schedule()} for "
-               f"{window.to_json()['duration']}, {window.scope}")
+               f"{window.to_json()['duration']}{_drain_note(window)}, {window.scope}")
     if following:
-        typer.echo(f"  next: {format_instant(following[0].start)} ({format_relative(following[0].start, now)})")
+        typer.echo(f"  next: {format_instant(following[0].start)} ({format_relative(following[0].start, now)})"
+                   f"{_drain_from(following[0])}")
     else:
         typer.echo("  no occurrence ahead")
     typer.echo("  `hermes serve` arms it (a running one picks the change up by itself)")
@@ -127,8 +129,8 @@ def list_(as_json: JsonOpt = False) -> None:
         return
     for window in windows:
         flags = "" if window.enabled else "  (disabled)"
-        typer.echo(f"{window.name}  {window.describe_schedule()}  for {window.to_json()['duration']}  "
-                   f"{window.scope}{flags}")
+        typer.echo(f"{window.name}  {window.describe_schedule()}  for {window.to_json()['duration']}"
+                   f"{_drain_note(window)}  {window.scope}{flags}")
         if window.reason:
             typer.echo(f"    reason  {window.reason}")
         if window.allow.user_ids:
@@ -179,11 +181,29 @@ def next_(
         typer.echo("no occurrences ahead")
     for window, occurrence in rows:
         local = occurrence.start.astimezone(window.tz).strftime("%Y-%m-%d %H:%M %Z")
-        state = f"ACTIVE until {format_instant(occurrence.end)}" if occurrence.covers(now) else \
-            f"{format_relative(occurrence.start, now)}, until {format_instant(occurrence.end)}"
+        if occurrence.draining(now):
+            state = f"DRAINING (starts {format_relative(occurrence.start, now)}), until {format_instant(occurrence.end)}"
+        elif occurrence.covers(now):
+            state = f"ACTIVE until {format_instant(occurrence.end)}"
+        else:
+            state = f"{format_relative(occurrence.start, now)}, until {format_instant(occurrence.end)}"
+        state += _drain_from(occurrence, window)
         off = "  (disabled)" if not window.enabled else ""
         off += "  (skipped)" if occurrence.key in skipped else ""
         typer.echo(f"{window.name}  {format_instant(occurrence.start)}  ({local})  {state}  {window.scope}{off}")
+
+
+def _drain_note(window: Window) -> str:
+    """`, draining 15m ahead` for a window with a drain lead, else nothing."""
+    return f", draining {window.to_json()['drain']} ahead" if window.drain is not None else ""
+
+
+def _drain_from(occurrence: Occurrence, window: Window | None = None) -> str:
+    """`, drain from <instant> (<local HH:MM>)` for an occurrence with a drain lead."""
+    if not occurrence.lead:
+        return ""
+    local = f" ({occurrence.arm_at.astimezone(window.tz):%H:%M %Z})" if window is not None else ""
+    return f", drain from {format_instant(occurrence.arm_at)}{local}"
 
 
 def _skipped(keys: set[str]) -> set[str]:
@@ -301,6 +321,35 @@ def schema() -> None:
     from ..windows.model import json_schema
 
     emit_json(json_schema())
+
+
+@windows_app.command("explain")
+def explain(
+    name: Annotated[str, typer.Argument(help="The window.")],
+    at: Annotated[str | None, typer.Option("--at", help="The ISO-8601 instant to explain (default: now).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Why a window does or does not hold at an instant: its schedule, bounds, the occurrence
+    covering the instant (drain lead included), what the ledger says of it, and the exclusions
+    before the next occurrence. Exit 0 either way; 2 for an unknown window or a bad time."""
+    from ..timeutil import parse_instant
+    from ..windows.explain import explain as explain_window
+    from ..windows.ledger import open_ledger
+    from .common import current_estop
+
+    instant = parse_instant(at, what="--at time") if at is not None else None
+    windows_file = _file()
+    window = next((w for w in windows_file.load() if w.name == name), None)
+    if window is None:
+        raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
+    estop = current_estop()
+    entries = open_ledger(estop.layout.root, estop.store).load()
+    result = explain_window(window, instant if instant is not None else estop.clock(), entries)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    for fact in result.facts:
+        typer.echo(f"  {printable(fact)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -16,10 +16,16 @@ concurrent tick from starting the same job), starts them as subprocesses without
 lock, notes each worker's pid on its claim, and records each result under the lock again.
 Schedules are validated and their occurrences computed by `hermes_estop.cronspec`, the one cron
 math the windows use too. Instants are stored in UTC.
+
+A job added with `--no-overlap-window` (which needs its own `--timeout`) is also not started when
+`Estop.forecast` over `[now, now + timeout)` says it would be held at some instant (a window, its
+drain lead included, starting before the run could end): held like a gated job, `next_run_at`
+unmoved, the notice naming the window; logged once per deciding window occurrence (issue 11).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import uuid
@@ -28,9 +34,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
-from ..errors import InvalidArgument
+from ..errors import EstopError, InvalidArgument
 from ..estop import Estop
-from ..text import one_line
+from ..forecast import Forecast, forecast_views
+from ..text import one_line, printable
 from ..timeutil import format_instant
 from .crontable import (
     CLAIM_GRACE,
@@ -43,7 +50,7 @@ from .crontable import (
     UnknownJob,
     next_occurrence,
 )
-from .passgate import PassGate
+from .passgate import PassGate, work_views
 from .report import Held, PassReport, Run
 from .worker import WorkerPool, WorkResult, worker_env
 
@@ -65,6 +72,21 @@ __all__ = [
 #: a held job (`.name`, `.notice`) and a recorded run (`.name`, `.result`): the shared shapes
 HeldJob = Held
 JobRun = Run
+
+logger = logging.getLogger("hermes_estop.cron")
+
+
+def overlap_notice(forecast: Forecast) -> str | None:
+    """Why a `--no-overlap-window` run is not started: the first instant of its
+    `[now, now + timeout)` that would be held, and the hold or window occurrence holding it
+    then; None when the forecast is clear."""
+    if not forecast.intervals:
+        return None
+    first = forecast.intervals[0]
+    by = "; ".join(hold.describe() for hold in first.holds[:3])
+    more = f" (and {len(first.holds) - 3} more)" if len(first.holds) > 3 else ""
+    return printable(f"not started (--no-overlap-window): it would be held from {format_instant(first.start)}, "
+                     f"before its timeout ends at {format_instant(forecast.end)}, by {by}{more}")
 
 
 @dataclass(frozen=True)
@@ -116,6 +138,8 @@ class CronRunner:
         self.estop = estop
         self.table = table if table is not None else CronTable.of(estop)
         self.pool = WorkerPool(estop.clock, monotonic)
+        # per --no-overlap-window job, what held it when last logged (logged again when that changes)
+        self._overlap_logged: dict[str, Any] = {}
 
     def pass_gate(self) -> PassGate:
         """The gate one tick decides its due jobs with: `gate(job.owner, job.profile)` on this
@@ -173,6 +197,7 @@ class CronRunner:
         busy: list[str] = []
         parked: list[Run] = []
         gate = self.pass_gate()
+        forecasts: dict[tuple[Any, Any, Any], tuple[str, Any] | None] = {}
         with self.table.edit() as jobs:
             for i, job in enumerate(jobs):
                 if not job.due(now):
@@ -194,10 +219,42 @@ class CronRunner:
                 if not verdict:
                     held.append(Held(job.name, gate.notice(verdict)))
                     continue
+                cut = self._overlap(job, now, forecasts) if job.no_overlap_window else None
+                if cut is not None:  # held like a gated job: not run, next_run_at unmoved
+                    held.append(Held(job.name, cut))
+                    continue
                 claim = Claim(uuid.uuid4().hex, now, until, os.getpid())
                 jobs[i] = replace(job, claim=claim, next_run_at=following)
                 claimed.append(jobs[i])
         return claimed, held, busy, parked
+
+    def _overlap(self, job: CronJob, now: datetime, memo: dict[tuple[Any, Any, Any], tuple[str, Any] | None]) -> str | None:
+        """The notice when a run of `job` started at `now` would be held at some instant before
+        its timeout ends (issue 11: `--no-overlap-window`), else None. The forecast covers every
+        location the job runs under (`work_views`), like its gate; one forecast per (owner,
+        profile, timeout) per tick. A forecast that fails (a `windows.toml` that does not
+        validate) holds the run: when in doubt, held. Logged once per deciding hold or window
+        occurrence (the notice's times move with every tick; what decides does not)."""
+        key = (job.owner, job.profile, job.timeout)
+        if key not in memo:
+            try:
+                forecast = forecast_views(work_views(self.estop, job.profile), now, now + job.timeout,
+                                          job.owner, job.profile)
+                notice = overlap_notice(forecast)
+                memo[key] = None if notice is None else (notice, tuple(
+                    (h.source, h.scope, h.occurrence, h.generation) for h in forecast.intervals[0].holds))
+            except (EstopError, OSError) as exc:
+                problem = one_line(exc)
+                memo[key] = (f"not started (--no-overlap-window): its forecast failed: {problem}", problem)
+        found = memo[key]
+        if found is None:
+            self._overlap_logged.pop(job.name, None)
+            return None
+        notice, decided_by = found
+        if self._overlap_logged.get(job.name) != decided_by:
+            self._overlap_logged[job.name] = decided_by
+            logger.info("cron job %s %s", printable(job.name), notice)
+        return notice
 
     def _record(self, done: list[tuple[Any, WorkResult]]) -> list[Run]:
         if not done:

@@ -1,9 +1,10 @@
 """cron's job table: one per home (`<home>/cron/jobs.json`), its rows and their claims.
 
 Readers take no lock (the file is replaced atomically); every change is a read-modify-write
-under `cron/.jobs.json.lock` (`CronTable.edit`, the one locked update the table has). The table
-is read with `read_regular` (`O_NONBLOCK|O_NOFOLLOW`, then checked regular): a FIFO or a
-directory planted at `cron/jobs.json` is refused with one line, it never blocks a tick.
+under `cron/.jobs.json.lock` (`CronTable.edit`, the one locked update the table has, on
+`fsutil.locked_update`). The table is read with `fsutil.read_optional` (`O_NONBLOCK|O_NOFOLLOW`,
+then checked regular): a FIFO or a directory planted at `cron/jobs.json` is refused with one
+line, it never blocks a tick.
 
 A claim records the run in flight where another process can see it (issue 11: `hermes drain`):
 the ticking process's pid, the worker's process group once started, and when it started.
@@ -23,8 +24,7 @@ from typing import Any
 from ..cronspec import first_start_after, validate_cron, validate_timezone
 from ..errors import InvalidArgument, StoreError
 from ..estop import Estop
-from ..fsutil import atomic_write, exclusive_lock, read_regular, sweep_temporaries
-from ..text import one_line
+from ..fsutil import locked_update, read_optional
 from ..timeutil import format_instant, in_interval, parse_instant, parse_stamp
 from .validate import parse_timeout, validate_name, validate_owner, validate_profile
 from .worker import WorkResult
@@ -44,6 +44,7 @@ __all__ = [
 
 TABLE_DIR = "cron"
 TABLE_NAME = "jobs.json"
+_WHAT = "the cron table"
 _FORMAT = 1
 #: a table larger than this is refused, never read into memory
 MAX_TABLE_BYTES = 64 * 1024 * 1024
@@ -118,6 +119,9 @@ class CronJob:
     next_run_at: datetime | None
     last: WorkResult | None = None
     claim: Claim | None = None
+    #: `hermes cron add --no-overlap-window`: a run is not started when the forecast over
+    #: `[now, now + timeout)` says it would be held at some instant (a window would cut it off)
+    no_overlap_window: bool = False
 
     def due(self, now: datetime) -> bool:
         return self.next_run_at is not None and in_interval(now, self.next_run_at, None)
@@ -147,6 +151,7 @@ class CronJob:
             "next_run_at": format_instant(self.next_run_at),
             "last": self.last.to_json() if self.last else None,
             "claim": self.claim.to_json() if self.claim else None,
+            "no_overlap_window": self.no_overlap_window,
         }
 
     @classmethod
@@ -173,6 +178,7 @@ class CronJob:
             next_run_at=parse_stamp(data.get("next_run_at")),
             last=WorkResult.from_json(last) if isinstance(last, Mapping) else None,
             claim=Claim.from_json(data.get("claim")),
+            no_overlap_window=data.get("no_overlap_window") is True,
         )
 
 
@@ -206,14 +212,11 @@ class CronTable:
         return None
 
     def _load(self) -> list[CronJob]:
-        try:
-            raw = read_regular(self.path, MAX_TABLE_BYTES)
-        except FileNotFoundError:
+        return self._parse(read_optional(self.path, MAX_TABLE_BYTES, what=_WHAT))
+
+    def _parse(self, raw: bytes | None) -> list[CronJob]:
+        if raw is None:
             return []
-        except StoreError as exc:
-            raise StoreError(f"cannot read the cron table: {one_line(exc)}") from None
-        except OSError as exc:
-            raise StoreError(f"cannot read the cron table {self.path}: {one_line(exc.strerror or exc)}") from None
         try:
             data = json.loads(raw.decode("utf-8-sig"))
             return [CronJob.from_json(row) for row in data["jobs"]]
@@ -221,13 +224,13 @@ class CronTable:
             raise StoreError(f"the cron table {self.path} is damaged (not a table this program wrote); "
                              "fix or move it away") from None
 
-    def _store(self, jobs: list[CronJob]) -> None:
+    @staticmethod
+    def _render(jobs: list[CronJob]) -> bytes:
         """One job per line: readable and diffable, and written by json's C encoder (an indented
         dump runs the pure-Python one, which took a third of a tick over 10,000 jobs)."""
         rows = ",\n".join("    " + json.dumps(job.to_json()) for job in jobs)
         listing = f"[\n{rows}\n  ]" if jobs else "[]"
-        text = f'{{\n  "format": {_FORMAT},\n  "jobs": {listing}\n}}\n'
-        atomic_write(self.path, text.encode("utf-8"))
+        return f'{{\n  "format": {_FORMAT},\n  "jobs": {listing}\n}}\n'.encode()
 
     @contextmanager
     def edit(self) -> Iterator[list[CronJob]]:
@@ -237,19 +240,22 @@ class CronTable:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create {self.dir}: {exc.strerror or exc}") from None
-        with exclusive_lock(self.lock_path):
-            sweep_temporaries(self.path)
-            jobs = self._load()
+        with locked_update(self.path, limit=MAX_TABLE_BYTES, what=_WHAT, lock_path=self.lock_path) as file:
+            jobs = self._parse(file.current)
             before = list(jobs)
             yield jobs
             if jobs != before:
-                self._store(jobs)
+                file.replace(self._render(jobs))
 
     def add(self, name: str, command: str, *, now: datetime, schedule: str | None = None, timezone: str = "UTC",
-            at: Any = None, owner: Any = None, profile: Any = None, timeout: Any = None) -> CronJob:
+            at: Any = None, owner: Any = None, profile: Any = None, timeout: Any = None,
+            no_overlap_window: bool = False) -> CronJob:
         """Validate everything, then add the job; `DuplicateJob` (nothing written) when the name
         is taken. The first run is the first occurrence after `now` (or `at`)."""
         validate_name(name, "job name")
+        if no_overlap_window and timeout is None:
+            raise InvalidArgument("--no-overlap-window needs --timeout DUR: the run's forecast spans [start, start + timeout), "
+                                  "so the timeout must be the job's own, not the 1h default")
         if not isinstance(command, str) or not command.strip():
             raise InvalidArgument(f"invalid command {command!r}: expected a shell command")
         if (schedule is None) == (at is None):
@@ -273,6 +279,7 @@ class CronTable:
             owner=validate_owner(owner),
             profile=validate_profile(profile),
             timeout=parse_timeout(timeout),
+            no_overlap_window=bool(no_overlap_window),
             created_at=now,
             next_run_at=first,
         )

@@ -2,7 +2,7 @@
 (last error, failures, when the next attempt is due, the stale reminders already sent).
 
 File store: `<root>/notify-state.json`, one entry per target, rewritten with
-`fsutil.atomic_write` under `fsutil.exclusive_lock` on `.notify-state.lock` (read-modify-write
+`fsutil.locked_update` under the lock `.notify-state.lock` (read-modify-write
 of the writer's own entry, so targets delivering from several threads never lose each
 other's progress). PostgreSQL: the `notify_cursors` table of the store's schema, created on
 first use, written only by the elected notifier.
@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..fsutil import atomic_write, exclusive_lock, read_regular, sweep_temporaries
+from ..fsutil import locked_update, read_optional
 
 __all__ = ["STATE_FILE", "CursorStore", "FileCursorStore", "PostgresCursorStore", "TargetState", "cursor_store_for"]
 
@@ -88,9 +88,11 @@ class FileCursorStore:
         self.lock = root / _LOCK_FILE
 
     def _read(self) -> dict[str, Any]:
-        try:
-            raw = read_regular(self.path, _MAX_STATE_BYTES)
-        except FileNotFoundError:
+        return self._parse(read_optional(self.path, _MAX_STATE_BYTES))
+
+    @staticmethod
+    def _parse(raw: bytes | None) -> dict[str, Any]:
+        if raw is None:
             return {}
         try:
             data = json.loads(raw)
@@ -103,12 +105,11 @@ class FileCursorStore:
         return {name: TargetState.from_json(value) for name, value in self._read().items()}
 
     def save(self, name: str, state: TargetState) -> None:
-        with exclusive_lock(self.lock):
-            sweep_temporaries(self.path)
-            targets = self._read()
+        with locked_update(self.path, limit=_MAX_STATE_BYTES, lock_path=self.lock) as file:
+            targets = self._parse(file.current)
             targets[name] = state.to_json()
             body = json.dumps({"version": 1, "targets": targets}, indent=1, sort_keys=True) + "\n"
-            atomic_write(self.path, body.encode("utf-8"))
+            file.replace(body.encode("utf-8"))
 
 
 class PostgresCursorStore:

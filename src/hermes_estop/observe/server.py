@@ -84,6 +84,7 @@ def status_document(estop: Estop, view: FleetView) -> dict[str, Any]:
         "occurrences": [
             {"window": bar.window, "scope": bar.scope, "start": format_instant(bar.start),
              "end": format_instant(bar.end), "state": bar.state}
+            | ({"drain_from": format_instant(bar.drain_from)} if bar.drain_from is not None else {})
             for bar in sorted(view.bars, key=lambda b: (b.start, b.window))
         ],
     }

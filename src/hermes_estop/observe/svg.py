@@ -4,12 +4,14 @@ One lane per scope; each window occurrence is one `<rect class="bar">` placed by
 instants, so a DST day is drawn as the 23 or 25 hours it lasts and a 2 h window that crosses the
 fall-back hour is exactly as long as one that does not. The current hold of a lane is a band
 from now to its deadman (a marker line at the deadman), or to the right edge with an arrow when
-it has none. Skipped occurrences are hatched and crossed.
+it has none. Skipped occurrences are hatched and crossed. A window's drain lead (its hold arms
+before the start) is a lighter `<rect class="drain">` just before its bar.
 
 Stable hooks for tests and scripts: the `<svg id="timeline">` carries `data-start`/`data-end`;
 each lane is `<g class="lane" data-scope=... data-bars=N>`; each bar has `data-window`,
-`data-state`, `data-start`, `data-end` (ISO-8601 UTC); the hold band is `rect.hold` with
-`data-deadman`.
+`data-state`, `data-start`, `data-end` (ISO-8601 UTC), and `data-drain-from` when it has a drain
+lead; the drain band is `rect.drain` with `data-window`, `data-start` (the arm) and `data-end`
+(the window's start); the hold band is `rect.hold` with `data-deadman`.
 """
 
 from __future__ import annotations
@@ -192,8 +194,16 @@ def _bar(bar: Bar, top: float, h: float, anchor: datetime, min_width: float) -> 
     if bar.state == "skipped":
         mark = (f'<path class="skip-mark" d="M{x1:g} {top:g}L{x1 + width:g} {top + h:g}'
                 f'M{x1:g} {top + h:g}L{x1 + width:g} {top:g}"/>')
-    return (f'<rect class="bar bar-{bar.state}" data-window="{name}" data-state="{bar.state}" '
-            f'data-start="{start}" data-end="{end}" x="{x1:g}" y="{top:g}" width="{width:g}" '
+    drain = drain_from = ""
+    if bar.drain_from is not None:
+        dx = (bar.drain_from - anchor).total_seconds() / 60
+        armed = _zulu(bar.drain_from)
+        drain_from = f' data-drain-from="{armed}"'
+        drain = (f'<rect class="drain" data-window="{name}" data-start="{armed}" data-end="{start}" x="{dx:g}" '
+                 f'y="{top:g}" width="{max(x1 - dx, min_width):g}" height="{h:g}" fill="#bfdbfe" '
+                 f'fill-opacity="0.7"><title>{name} draining from {armed}</title></rect>')
+    return (f'{drain}<rect class="bar bar-{bar.state}" data-window="{name}" data-state="{bar.state}" '
+            f'data-start="{start}" data-end="{end}"{drain_from} x="{x1:g}" y="{top:g}" width="{width:g}" '
             f'height="{h:g}"><title>{name} {bar.state}</title></rect>{mark}')
 
 

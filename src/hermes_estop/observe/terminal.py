@@ -5,6 +5,7 @@ time, placed by UTC instants like the SVG, so DST days are drawn as long as they
 reads without colour: every state has its own character, colour only repeats it.
 
     #  a window occurrence        @  one covering now       x  skipped
+    ~  its drain lead (held before the start)
     -  released early/disabled    H  the current hold       |  its deadman
     >  a hold with no deadman (continues past the edge)     ^  now (the first column)
 """
@@ -24,10 +25,11 @@ from .view import FleetView, Lane
 __all__ = ["CHARS", "LEGEND", "print_timeline", "render_timeline_text"]
 
 #: the character of each state; a later entry wins where two overlap in one column
-CHARS = {"hold": "H", "disabled": "-", "released": "-", "upcoming": "#", "active": "@", "skipped": "x"}
+CHARS = {"hold": "H", "drain": "~", "disabled": "-", "released": "-", "upcoming": "#", "active": "@", "skipped": "x"}
 _STYLES = {"H": "on red3", "#": "bold blue", "@": "bold yellow", "x": "dim", "-": "dim", "|": "bold red",
-           ">": "bold red", "^": "bold"}
-LEGEND = "# window  @ covering now  x skipped  - released/disabled  H hold  | deadman  > no deadman  ^ now"
+           ">": "bold red", "^": "bold", "~": "blue"}
+LEGEND = ("# window  ~ drain lead  @ covering now  x skipped  - released/disabled  H hold  | deadman  "
+          "> no deadman  ^ now")
 _MIN_PLOT = 20
 
 
@@ -50,6 +52,10 @@ def _cells(lane: Lane, view: FleetView, width: int) -> list[str]:
         elif deadman is None:
             cells[width - 1] = ">"
     for bar in lane.bars:
+        if bar.drain_from is not None:
+            for i in range(col(bar.drain_from), min(col(bar.start), width)):
+                if cells[i] == " ":  # never over another bar or the hold
+                    cells[i] = CHARS["drain"]
         first = col(bar.start)
         last = max(col(bar.end), first + 1)
         char = CHARS.get(bar.state, "#")

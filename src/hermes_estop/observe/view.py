@@ -10,33 +10,35 @@ DST rule), but a week of them for 1,000 windows costs far more than a scrape may
 - Each window's part of the timeline (a `Slice`: its bars, and the SVG the page draws for them)
   is reused while nothing it shows changed: the same timeline origin (`now` to the minute), the
   same first and last occurrence in range, the same one covering now, the same ledger states.
-- The file ledger is parsed again only when `windows-state.json` changed.
-So a request costs a bisection per window, not a croniter run or a re-render.
+- The ledger is parsed again only when its `version()` changed (the file ledger: when
+  `windows-state.json` did).
+So a request costs a bisection per window, not a croniter run or a re-render. The values a view
+is made of are `fleetview`'s; this module is the one job of building them, caches included.
 """
 
 from __future__ import annotations
 
-import heapq
 import os
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from itertools import islice
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ..estop import Estop
 from ..gate import Snapshot
 from ..hold import HoldState, Reading
 from ..homes import FLEET, PROFILES_DIR, validate_profile_name
 from ..text import one_line
+from .fleetview import Bar, FleetView, Lane, Slice, WindowState
 
 if TYPE_CHECKING:
     from ..windows.ledger import LedgerEntry
     from ..windows.model import Window
     from ..windows.occurrences import Occurrence
 
+# the parts of a view are re-exported: renderers have always imported them from here
 __all__ = ["DEFAULT_DAYS", "MAX_DAYS", "Bar", "FleetView", "Lane", "Observer", "Slice", "WindowState"]
 
 DEFAULT_DAYS = 7
@@ -51,99 +53,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ORIGIN_STEP = timedelta(minutes=1)
 
 
-@dataclass(frozen=True)
-class Bar:
-    """One occurrence of a window on the timeline. `state`: `upcoming`, `active` (covers now),
-    `skipped` (a hold the window did not arm stood: never armed), `released` (the operator
-    released it early: not re-armed), `disabled` (the window is switched off)."""
-
-    window: str
-    scope: str
-    start: datetime
-    end: datetime
-    state: str
-    key: str
-
-
-@dataclass
-class Slice:
-    """One window's bars in a view. `fragment` is the SVG the page drew for them, kept with the
-    slice (the observer reuses a slice, so the drawing, while nothing in it changed)."""
-
-    window: Window
-    bars: tuple[Bar, ...]
-    signature: tuple[Any, ...]
-    fragment: str | None = None
-    #: the first bar's (start, window): what the earliest bars of a view are found by
-    head: tuple[datetime, str] | None = None
-
-    def __post_init__(self) -> None:
-        if self.bars and self.head is None:
-            self.head = (self.bars[0].start, self.bars[0].window)
-
-
-@dataclass(frozen=True)
-class Lane:
-    """One scope: its hold now (None when nothing is there) and its windows' slices."""
-
-    scope: str
-    reading: Reading | None
-    slices: tuple[Slice, ...] = ()
-    bar_count: int = 0
-
-    @property
-    def held(self) -> bool:
-        return self.reading is not None and self.reading.active
-
-    @property
-    def bars(self) -> tuple[Bar, ...]:
-        """Every bar of the lane, by start."""
-        return tuple(heapq.merge(*(s.bars for s in self.slices), key=lambda b: (b.start, b.window)))
-
-
-class WindowState(NamedTuple):
-    """One window's figures at `now`: whether an occurrence covers now, and the next start."""
-
-    window: Window
-    active: bool
-    next_start: datetime | None
-
-
-@dataclass(frozen=True)
-class FleetView:
-    """Everything one request shows, read at one `now`; the timeline spans `[start, end)`
-    (`start` is `now` to the minute)."""
-
-    now: datetime
-    start: datetime
-    end: datetime
-    snapshot: Snapshot
-    lanes: tuple[Lane, ...]
-    windows: tuple[WindowState, ...]
-    problems: tuple[str, ...] = ()
-    leader: bool | None = None
-    store_reachable: bool = True
-    #: until when the windows' figures (`windows`) stay what they are: the next start or end
-    stable_until: datetime | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def bars(self) -> list[Bar]:
-        return [bar for lane in self.lanes for bar in lane.bars]
-
-    def first_bars(self, count: int) -> list[Bar]:
-        """The `count` earliest bars of every lane, by start, without sorting them all: they
-        lie in the `count` slices whose first bar is earliest."""
-        heads = heapq.nsmallest(count, (s for lane in self.lanes for s in lane.slices if s.head is not None),
-                                key=_head)
-        merged: Iterator[Bar] = heapq.merge(*(s.bars for s in heads), key=lambda b: (b.start, b.window))
-        return list(islice(merged, count))
-
-    @property
-    def bar_count(self) -> int:
-        return sum(lane.bar_count for lane in self.lanes)
-
-
 @dataclass
 class _Cached:
     """One window's occurrences starting in `[since, until)`, `since` at least one duration
@@ -152,6 +61,7 @@ class _Cached:
     since: int  # microseconds since the epoch (exact: the half-open tests stay exact)
     until: int
     duration: int
+    lead: int  # the drain lead: an occurrence covers now from `start - lead`
     occurrences: list[Occurrence]
     starts: list[int]
     keys: list[str]
@@ -225,16 +135,11 @@ class Observer:
         the file ledger is parsed again only when its file changed."""
         from ..windows.ledger import RELEASED, SKIPPED
 
-        path = getattr(self._ledger, "path", None)
-        identity: Any = None
-        if path is not None:
-            try:
-                st = os.stat(path)
-                identity = (st.st_ino, st.st_size, st.st_mtime_ns)
-            except FileNotFoundError:
-                identity = ("absent",)
-            except OSError as exc:
-                return {}, {}, f"windows ledger: {one_line(exc)}"
+        try:
+            identity = self._ledger.version()
+        except OSError as exc:
+            return {}, {}, f"windows ledger: {one_line(exc)}"
+        if identity is not None:
             cached = self._ledger_cache
             if cached is not None and cached[0] == identity:
                 return cached[1], cached[2], None
@@ -264,7 +169,8 @@ class Observer:
                 after = occurrence.start
                 break
             found.append(occurrence)
-        cached = _Cached(since, horizon, duration, found, [_micros(o.start) for o in found],
+        lead = (window.drain or timedelta(0)) // _US
+        cached = _Cached(since, horizon, duration, lead, found, [_micros(o.start) for o in found],
                          [o.key for o in found], after)
         with self._lock:
             self._cache[window.name] = cached
@@ -310,13 +216,9 @@ class Observer:
     def store_reachable(self) -> bool:
         """False when the store as a whole does not answer: the PostgreSQL store's listener
         says so; the file store is reachable while its fleet root is a directory we can list."""
-        store = self.estop.store
-        backend = getattr(store, "backend", None) if store.name == "postgresql" else None
-        if backend is not None:
-            try:
-                return backend.listener.view()[1] is None
-            except Exception:  # noqa: BLE001 - a metric never raises
-                return False
+        reachable = self.estop.store.reachable()
+        if reachable is not None:
+            return reachable
         root = self.estop.layout.root
         return os.path.isdir(root) and os.access(root, os.R_OK | os.X_OK)
 
@@ -375,10 +277,11 @@ class Observer:
         hold: until the next start or the end of the occurrence covering now, and while the
         range's end has not reached the next start beyond it."""
         starts = cached.starts
+        lead = cached.lead
         first = bisect_right(starts, now_us - cached.duration)  # the first that has not ended
-        upto = bisect_right(starts, now_us, lo=first)  # [first, upto) cover now
+        upto = bisect_right(starts, now_us + lead, lo=first)  # [first, upto) cover now, drain lead included
         following = cached.occurrences[upto].start if upto < len(starts) else cached.after
-        changes = starts[upto] if upto < len(starts) else (_micros(cached.after) if cached.after else _NEVER)
+        changes = starts[upto] - lead if upto < len(starts) else (_micros(cached.after) - lead if cached.after else _NEVER)
         if first < upto:
             changes = min(changes, starts[first] + cached.duration)
         enabled = window.enabled
@@ -436,7 +339,8 @@ class Observer:
                 state = mark
             else:
                 state = "active" if index < upto else "upcoming"
-            made.append(Bar(window.name, window.scope, occurrence.start, occurrence.end, state, cached.keys[index]))
+            made.append(Bar(window.name, window.scope, occurrence.start, occurrence.end, state, cached.keys[index],
+                            occurrence.arm_at if occurrence.lead else None))
         made_slice = Slice(window, tuple(made), signature)
         with self._lock:
             self._slices[window.name] = made_slice
@@ -459,8 +363,3 @@ class Observer:
 def _micros(when: datetime) -> int:
     """`when` (aware) as whole microseconds since the epoch: exact, unlike a float timestamp."""
     return (when - _EPOCH) // _US
-
-
-def _head(piece: Slice) -> tuple[datetime, str]:
-    assert piece.head is not None
-    return piece.head

@@ -7,7 +7,7 @@ admitted: that is `hermes_estop.gate`, over the readings a store returns.
 
 from __future__ import annotations
 
-import threading
+from _thread import allocate_lock  # threading.Lock without importing threading (hermes check)
 from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
 
@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
+    from pathlib import Path
+
     from ..audit import AuditEvent
+    from .records import RecordTable
 
 __all__ = ["HoldStore", "refused_write", "not_current", "EXPIRE_RETRY"]
 
@@ -54,9 +57,11 @@ class HoldStore(ABC):
     name: str = "abstract"
     #: test seam: called with a step name at the points where another writer may interleave
     interleave: Callable[[str], None] | None = None
+    #: the fleet root this store serves, where it has one (the file store's files live there)
+    root: Path | None = None
 
     def __init__(self) -> None:
-        self._expiry_guard = threading.Lock()
+        self._expiry_guard = allocate_lock()
         # (location key, fence) -> when a read last tried, and failed, to retire that expiry
         self._expiry_tried: dict[tuple[str, Fence], datetime] = {}
 
@@ -160,6 +165,12 @@ class HoldStore(ABC):
         elect: every process may act, and fenced writes keep them from doing anything twice."""
         return None
 
+    def reachable(self) -> bool | None:
+        """Whether the store as a whole answers, from what this process already knows (never a
+        round trip: a metrics scrape asks); None when the store has no such notion (the file
+        store: each file is judged where it is read)."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """What `hermes store status` prints."""
         return {"backend": self.name}
@@ -169,6 +180,20 @@ class HoldStore(ABC):
         from several hosts at once; (schema version, versions applied by this call). A store
         with nothing to create (the sentinel files) returns (0, [])."""
         return 0, []
+
+    def open_ledger(self, root: Path | None = None) -> RecordTable:
+        """The storage of the window scheduler's ledger of fleet root `root` (default: this
+        store's root), kept where this store keeps the fleet's state so that every scheduler
+        of the fleet shares it: here `windows-state.json` in the fleet root; a shared store
+        overrides it (PostgreSQL: its `occurrences` table). The typed layer over it is
+        `windows.ledger.OccurrenceLedger` (the core never imports windows)."""
+        from ..errors import StoreError
+        from .records import file_ledger
+
+        where = root if root is not None else self.root
+        if where is None:
+            raise StoreError(f"the {self.name} store has no fleet root to keep the window ledger in")
+        return file_ledger(where)
 
     def schema_info(self) -> dict[str, Any]:
         """Where the store's schema lives, for `hermes store init` to report."""

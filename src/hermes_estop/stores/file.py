@@ -9,6 +9,9 @@ Writing (docs/design.md §5) holds an exclusive `flock` on `.ESTOP.lock` beside 
 read-decide-write sequence only. A new body goes to a temporary file in the same directory, is
 fsync'ed, renamed over `ESTOP`, and the directory is fsync'ed: a reader sees the old body or the
 new one, never a partial one, and a re-arm never makes the sentinel disappear.
+
+`hermes check` imports this module on every run: what only a write or an odd file needs (the
+locking and atomic-write helpers of `fsutil`, the audit log) is imported where it is used.
 """
 
 from __future__ import annotations
@@ -16,13 +19,10 @@ from __future__ import annotations
 import os
 import stat
 import time
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from ..audit import AuditEvent, AuditLog
 from ..errors import StoreError
-from ..fsutil import LOCK_TIMEOUT, atomic_write, describe_mode, exclusive_lock, sweep_temporaries, try_lock
 from ..hold import (
     MAX_BODY_BYTES,
     EngageRequest,
@@ -44,6 +44,9 @@ from .base import HoldStore, not_current, refused_write
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
+    from contextlib import AbstractContextManager
+
+    from ..audit import AuditEvent, AuditLog
 
 __all__ = ["FileStore", "LOCK_NAME"]
 
@@ -72,6 +75,8 @@ def _load(path: str) -> tuple[Hold | str, tuple[int, ...] | None, tuple[int, ...
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
+            from ..fsread import describe_mode
+
             return describe_mode(st.st_mode), None, None
         if st.st_size > MAX_BODY_BYTES:
             return f"body larger than {MAX_BODY_BYTES} bytes", _file_id(st), None
@@ -105,17 +110,27 @@ class FileStore(HoldStore):
     """Holds as sentinel files; the audit trail as JSONL in the fleet root `root`."""
 
     name = "file"
+    root: Path  # always set: the fleet root the sentinels and the audit trail live in
 
     def __init__(self, root: Path, *, interleave: Callable[[str], None] | None = None) -> None:
         super().__init__()
         self.root = Path(root)
-        self.audit_log = AuditLog(self.root)
+        self._audit_log: AuditLog | None = None
         self.interleave = interleave
         self._cache: dict[str, tuple[tuple[int, ...], Prepared]] = {}
         # Per location tuple (an Estop passes the same one on every check): each location with
         # its sentinel path and its ABSENT reading, and the all-absent result, so the no-hold hot
         # path is one `lstat` per location and returns a prebuilt tuple (no Location hashing).
         self._plans: dict[int, tuple[Sequence[Location], _Plan]] = {}
+
+    @property
+    def audit_log(self) -> AuditLog:
+        """The audit trail in the fleet root, opened on first use (a read never needs it)."""
+        if self._audit_log is None:
+            from ..audit import AuditLog
+
+            self._audit_log = AuditLog(self.root)
+        return self._audit_log
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -142,6 +157,12 @@ class FileStore(HoldStore):
                 first = None  # _read_one stats again and reports the error
             if found is None:
                 found = list(all_absent[:index])
+            if first is not None:  # a settled body already parsed for this very file: no open, no parse
+                entry = self._cache.get(path)
+                if entry is not None and entry[0] == (first.st_dev, first.st_ino, first.st_size, first.st_mtime_ns,
+                                                      first.st_ctime_ns):
+                    found.append(entry[1].at(now))
+                    continue
             found.append(self._read_one(location, path, absent, now, True, first))
         return all_absent if found is None else tuple(found)
 
@@ -179,6 +200,8 @@ class FileStore(HoldStore):
             except OSError as exc:
                 return self._unreadable(location, f"symlink that cannot be followed: {exc.strerror or exc}")
         if not stat.S_ISREG(st.st_mode):
+            from ..fsread import describe_mode
+
             return self._unreadable(location, describe_mode(st.st_mode))
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         entry = self._cache.get(path) if cached else None
@@ -199,14 +222,23 @@ class FileStore(HoldStore):
 
     # -- writing -----------------------------------------------------------------------------
 
-    @contextmanager
-    def _locked(self, location: Location) -> Iterator[None]:
+    def _locked(self, location: Location) -> AbstractContextManager[None]:
+        """`.ESTOP.lock` held for one read-decide-write sequence (contextlib is a write's import)."""
+        from contextlib import contextmanager
+
+        return contextmanager(self._holding_lock)(location)
+
+    def _holding_lock(self, location: Location) -> Iterator[None]:
+        from ..fsutil import LOCK_TIMEOUT, exclusive_lock, sweep_temporaries
+
         with exclusive_lock(location.path / LOCK_NAME, LOCK_TIMEOUT):
             self.audit_log.check_writable()
             sweep_temporaries(location.sentinel)
             yield
 
     def _write(self, location: Location, body: bytes) -> None:
+        from ..fsutil import atomic_write
+
         location.path.mkdir(parents=True, exist_ok=True)
         atomic_write(location.sentinel, body, before_rename=lambda: self.step("write:before-rename"))
 
@@ -248,7 +280,11 @@ class FileStore(HoldStore):
 
     def try_retire_expired(self, location: Location, fence: Fence, now: datetime, actor: str) -> bool | None:
         """The read path's retire: only if `.ESTOP.lock` is free right now (a reader never
-        waits for a writer); None when it is busy."""
+        waits for a writer); None when it is busy. Unlike a writer it leaves a dead writer's
+        temporaries to the next writer: a removal writes no body, and sweeping lists the whole
+        directory (a home can hold many files) on the consumer's thread."""
+        from ..fsutil import try_lock
+
         lock = location.path / LOCK_NAME
         if not lock.parent.is_dir():
             return None
@@ -256,7 +292,6 @@ class FileStore(HoldStore):
             if not acquired:
                 return None
             self.audit_log.check_writable()
-            sweep_temporaries(location.sentinel)
             return self._retire_locked(location, fence, now, actor, "expire")
 
     def _retire_locked(self, location: Location, fence: Fence, now: datetime, actor: str, event: str) -> bool:
@@ -298,6 +333,8 @@ class FileStore(HoldStore):
                reason: str | None, deadline: datetime | None, now: datetime) -> None:
         """Audit after a write that already happened: a failure here must not read as a failed
         write, so it is logged rather than raised."""
+        from ..audit import AuditEvent
+
         try:
             self.append_audit(AuditEvent(now, event, location.scope, generation, actor, reason, deadline))
         except StoreError as exc:

@@ -20,7 +20,8 @@ from ..errors import EstopError, StoreError, StoreUnavailable
 from ..fsutil import LOCK_TIMEOUT
 from ..hold import Fence
 from ..text import one_line
-from .pg_cache import DbClock, Listener, close_quietly
+from .pg_cache import Listener, close_quietly
+from .pg_clock import DbClock
 from .pg_leader import Leadership
 from .pg_schema import ensure_schema, quoted
 from .pg_url import StoreURL

@@ -25,24 +25,21 @@ import logging
 import os
 import select
 import threading
-import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
 import psycopg
 
 from ..hold import Hold, parse_body
 from ..text import one_line
-from ..timeutil import format_instant, to_utc, utc_now
+from ..timeutil import format_instant
+from .pg_clock import CLOCK_REFRESH, DbClock
 from .pg_schema import channel_name, quoted
 
 __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_REFRESH",
-    "CLOCK_REFRESH",
     "Row",
-    "DbClock",
     "Listener",
     "parse_row",
     "close_quietly",
@@ -54,8 +51,6 @@ logger = logging.getLogger("hermes_estop")
 DEFAULT_GRACE = 5.0
 #: seconds between full re-reads when no notification arrives (belt and braces)
 DEFAULT_REFRESH = 30.0
-#: seconds between re-measurements of the database's clock
-CLOCK_REFRESH = 60.0
 _MAX_BACKOFF = 1.0
 
 
@@ -88,45 +83,6 @@ def parse_row(body: bytes, revision: int) -> Row:
     except ValueError as exc:
         parsed = str(exc)
     return Row(bytes(body), int(revision), parsed)
-
-
-class DbClock:
-    """The database's `clock_timestamp()` as seen from here: this process's monotonic time plus
-    an offset measured at (re)connect and refreshed every `CLOCK_REFRESH` seconds. Hosts with
-    skewed wall clocks therefore agree on when a hold lifts. Before the first measurement it is
-    this host's clock (and the store reads everything as unreachable anyway)."""
-
-    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self._monotonic = monotonic
-        self._sample: tuple[datetime, float] | None = None
-
-    @property
-    def monotonic(self) -> Callable[[], float]:
-        """The monotonic source this clock (and every timer of its listener) reads."""
-        return self._monotonic
-
-    @property
-    def measured(self) -> bool:
-        return self._sample is not None
-
-    def measure(self, db_time: datetime, sent: float, received: float) -> None:
-        """Take `db_time`, answered by a query sent at monotonic `sent` and answered at
-        `received`, as the database's time at the midpoint."""
-        self._sample = (to_utc(db_time), (sent + received) / 2)
-
-    def at(self, monotonic: float) -> datetime:
-        sample = self._sample
-        if sample is None:
-            return utc_now() - timedelta(seconds=self._monotonic() - monotonic)
-        base, mono = sample
-        return base + timedelta(seconds=monotonic - mono)
-
-    def __call__(self) -> datetime:
-        return self.at(self._monotonic())
-
-    def offset(self) -> timedelta | None:
-        """Database clock minus this host's wall clock (what `hermes store status` shows)."""
-        return self() - utc_now() if self._sample is not None else None
 
 
 class Listener:

@@ -12,7 +12,8 @@ another, which is how tests isolate themselves):
   scope and fences the removal of a body that has no generation (the file store's file identity).
   An insert, update, delete or truncate notifies `<schema>.holds` from the same transaction.
 - `audit`: the audit trail, one row per event, ordered by `id`.
-- `occurrences`: the window scheduler's ledger (`windows.pg_ledger`), one row per occurrence.
+- `occurrences`: the window scheduler's ledger (`pg_records.OCCURRENCES`, handed out by
+  `PostgresStore.open_ledger()`), one row per occurrence.
 - `schema_version`: one row per applied migration.
 
 Hand operation, the database's `touch ESTOP` / `rm ESTOP`:

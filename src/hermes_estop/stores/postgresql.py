@@ -38,6 +38,7 @@ attempt (at most `connect_timeout`, default 5 s). `leadership()` elects one proc
 
 from __future__ import annotations
 
+import logging
 import os
 from datetime import datetime
 from pathlib import Path
@@ -46,7 +47,7 @@ from typing import Any, Callable, Sequence
 import psycopg
 
 from ..audit import AuditEvent
-from ..errors import HoldConflict, StoreError, StoreUnavailable
+from ..errors import HoldConflict
 from ..hold import (
     EngageRequest,
     Fence,
@@ -61,16 +62,20 @@ from ..hold import (
     prepare,
 )
 from ..homes import Location
-from ..text import one_line
-from ..timeutil import Clock, format_instant, to_utc
+from ..timeutil import Clock
 from .base import HoldStore, not_current, refused_write
+from .pg_admin import create_schema, store_status
+from .pg_audit import append_event, read_events
 from .pg_backend import Backend, acquire, release
 from .pg_cache import DEFAULT_REFRESH, Listener, Row, parse_row
 from .pg_leader import DEFAULT_POLL, Leadership
-from .pg_schema import LOCK_CLASS, SCHEMA_VERSION, ensure_schema, schema_version
+from .pg_schema import LOCK_CLASS
 from .pg_url import StoreURL, parse_store_url
+from .records import RecordTable
 
 __all__ = ["PostgresStore", "StoreURL", "parse_store_url", "SYNC_TIMEOUT"]
+
+logger = logging.getLogger("hermes_estop")
 
 #: seconds a write waits for this process's rows to include it
 SYNC_TIMEOUT = 2.0
@@ -137,6 +142,14 @@ class PostgresStore(HoldStore):
     def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool]:
         return self.leadership(role, DEFAULT_POLL if poll is None else poll).is_leader
 
+    def reachable(self) -> bool:
+        """False while reads are held for want of the database (the listener's grace ran out)."""
+        try:
+            return self.backend.listener.view()[1] is None
+        except Exception:  # asked by metrics, which never raise: a bug there reads as unreachable, loudly
+            logger.exception("hermes-estop: cannot tell whether the PostgreSQL store answers")
+            return False
+
     def settle(self, timeout: float = SYNC_TIMEOUT) -> bool:
         return self.backend.expirer.wait_idle(timeout)
 
@@ -184,12 +197,7 @@ class PostgresStore(HoldStore):
     # -- writing -----------------------------------------------------------------------------
 
     def _audit_row(self, conn: psycopg.Connection, event: AuditEvent) -> None:
-        conn.execute(
-            f"INSERT INTO {self.backend.s}.audit (time, event, location, generation, actor, reason, deadline, detail) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            [event.time, event.event, event.location, event.generation, event.actor, event.reason, event.deadline,
-             event.detail],
-        )
+        append_event(conn, self.backend.s, event)
 
     def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
         backend = self.backend
@@ -304,77 +312,28 @@ class PostgresStore(HoldStore):
         self.backend.run(lambda conn: self._audit_row(conn, event), what="append to the audit trail")
 
     def history(self, limit: int | None = None) -> list[AuditEvent]:
-        backend = self.backend
-        sql = (f"SELECT time, event, location, generation, actor, reason, deadline, detail FROM {backend.s}.audit "
-               "ORDER BY id DESC")
-        params: list[Any] = []
-        if limit:
-            sql += " LIMIT %s"
-            params.append(int(limit))
-        rows = backend.run(lambda conn: conn.execute(sql, params).fetchall(), what="read the audit trail")
-        return [
-            AuditEvent(to_utc(time), event, location, generation, actor, reason, to_utc(deadline) if deadline else None, detail)
-            for time, event, location, generation, actor, reason, deadline, detail in reversed(rows)
-        ]
+        return read_events(self.backend, limit)
 
     # -- the rest ----------------------------------------------------------------------------
 
     def init_schema(self) -> tuple[int, list[int]]:
         """`hermes store init`: create or upgrade the schema; (version, versions applied)."""
-        backend = self.backend
-        try:
-            conn = psycopg.connect(backend.url.conninfo, autocommit=True, application_name=f"hermes-estop init {os.getpid()}")
-        except psycopg.Error as exc:
-            raise StoreUnavailable(f"cannot reach the PostgreSQL store {self.url.display}: {one_line(exc)}") from None
-        try:
-            with conn:
-                return ensure_schema(conn, self.schema)
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot create the schema {self.schema} in {self.url.display}: {one_line(exc)}") from None
+        return create_schema(self.url)
+
+    def open_ledger(self, root: Path | None = None) -> RecordTable:
+        """The `occurrences` table of this store's schema: one ledger for every scheduler of
+        the fleet, on any host."""
+        from .pg_records import OCCURRENCES, PgRecordTable
+
+        return PgRecordTable(lambda: self.backend, self.url.display, self.schema, OCCURRENCES)
 
     def schema_info(self) -> dict[str, Any]:
         return {"backend": self.name, "url": self.url.display, "schema": self.schema}
 
     def describe(self) -> dict[str, Any]:
-        """What `hermes store status` prints; `reachable` False (with `problem`) when the
-        database does not answer. Takes round trips: never on the hot path."""
-        backend = self.backend
-        listener = backend.listener
-        info: dict[str, Any] = {
-            "backend": self.name,
-            "url": self.url.display,
-            "schema": self.schema,
-            "root": str(self.root) if self.root is not None else None,
-            "grace_seconds": self.url.grace,
-        }
-
-        def probe(conn: psycopg.Connection) -> dict[str, Any]:
-            s = backend.s
-            row = conn.execute(
-                f"SELECT clock_timestamp(), current_setting('server_version'), current_database(), "
-                f"(SELECT count(*) FROM {s}.holds), (SELECT count(*) FROM {s}.audit)"
-            ).fetchone()
-            assert row is not None  # a SELECT without FROM always returns its one row
-            return {"server_time": format_instant(row[0]), "server_version": row[1], "database": row[2],
-                    "holds": int(row[3]), "audit_events": int(row[4]), "schema_version": schema_version(conn, self.schema)}
-
-        try:
-            info.update(backend.run(probe, what="describe the store"))
-            info["reachable"] = True
-        except StoreError as exc:
-            info["reachable"] = False
-            info["problem"] = str(exc)
-        info["supported_schema_version"] = SCHEMA_VERSION
-        _, problem = listener.view()
-        offset = backend.clock.offset()
-        info["listener"] = {
-            "connected": listener.connected,
-            "backend_pid": listener.backend_pid,
-            "last_contact": format_instant(backend.clock.at(listener.last_contact)) if listener.last_contact else None,
-            "problem": problem,
-            "clock_offset_ms": round(offset.total_seconds() * 1000, 3) if offset is not None else None,
-        }
-        return info
+        """What `hermes store status` prints (`pg_admin.store_status`). Takes round trips:
+        never on the hot path."""
+        return store_status(self.backend, self.root)
 
     def close(self) -> None:
         if self._closed:

@@ -5,23 +5,22 @@ released by the operator (it must not be re-armed), or that it was skipped becau
 stood. The ledger keeps one `LedgerEntry` per occurrence the scheduler acted on, keyed by
 `Occurrence.key` (`<scope>/<window>@<start>`).
 
-One abstract base (`OccurrenceLedger`) whose docstrings are the contract, and one implementation
-per backend: `JsonFileLedger` here (a JSON file in the fleet root, replaced atomically under a
-lock); a PostgreSQL ledger implements the same two methods.
+This module is the typed layer (`LedgerEntry`, `OccurrenceLedger`); the STORAGE is the fleet's
+store's (`HoldStore.open_ledger()`, `stores.records`): `windows-state.json` in the fleet root for
+the file store, the `occurrences` table for PostgreSQL. So the store picks its medium by what it
+is, not by its name, and nothing here imports a backend.
 """
 
 from __future__ import annotations
 
-import json
-from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
-from ..fsutil import atomic_write, exclusive_lock, read_regular, sweep_temporaries
+from ..stores.base import HoldStore
+from ..stores.records import LEDGER_FILE, RecordTable, file_ledger
 from ..timeutil import format_instant, parse_stamp
 
 __all__ = [
@@ -54,8 +53,6 @@ WITHDRAWN = "withdrawn"
 STATES = (ARMED, RELEASED, SKIPPED, ENDED, WITHDRAWN)
 #: entries are kept this long after their occurrence ends (`hermes status` shows recent ones)
 RETENTION = timedelta(days=7)
-LEDGER_FILE = "windows-state.json"
-_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -120,24 +117,33 @@ class LedgerEntry:
         )
 
 
-class OccurrenceLedger(ABC):
-    """Where the scheduler's memory of occurrences lives.
+class OccurrenceLedger:
+    """Where the scheduler's memory of occurrences lives: `LedgerEntry`s over the record table
+    the fleet's store keeps (`HoldStore.open_ledger()`: a file in the fleet root, or a table of
+    the PostgreSQL store's schema).
 
     Shared by every scheduler of one fleet (only the leader writes). Both methods are atomic with
     respect to each other across processes and hosts sharing the ledger: `load` never sees half
     of a `commit`."""
 
-    #: short backend name for logs and `hermes serve --dry-run`
-    name: str = "abstract"
+    def __init__(self, records: RecordTable) -> None:
+        self.records = records
 
-    @abstractmethod
+    @property
+    def name(self) -> str:
+        """Short backend name for logs and `hermes serve --dry-run`."""
+        return self.records.name
+
     def load(self) -> dict[str, LedgerEntry]:
         """Every entry, keyed by `LedgerEntry.key`. An absent ledger is empty.
 
         Raises `StoreError` naming the ledger when it exists but cannot be read or parsed: the
         scheduler then takes no decision (a forgotten release would be re-armed)."""
+        try:
+            return {key: LedgerEntry.from_json(key, value) for key, value in self.records.load().items()}
+        except ValueError as exc:
+            raise self.records.unreadable(exc) from None
 
-    @abstractmethod
     def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None,
                remove: Iterable[str] = ()) -> None:
         """Upsert `changes` (by key), delete the entries keyed `remove` (an operator's unskip) and
@@ -145,12 +151,19 @@ class OccurrenceLedger(ABC):
         they are (another writer's survive).
 
         Raises `StoreError` on failure; the ledger is then unchanged."""
+        self.records.update({entry.key: entry.to_json() for entry in changes}, remove=remove,
+                            prune_before=prune_before, check=LedgerEntry.from_json)
+
+    def version(self) -> Hashable | None:
+        """Changes whenever the entries may have (`RecordTable.version`); None: cannot tell."""
+        return self.records.version()
 
     def describe(self) -> str:
-        return self.name
+        return self.records.describe()
 
     def close(self) -> None:
         """Release connections; the ledger is unusable afterwards."""
+        self.records.close()
 
 
 class JsonFileLedger(OccurrenceLedger):
@@ -159,66 +172,20 @@ class JsonFileLedger(OccurrenceLedger):
         {"format": 1, "occurrences": {"<window>@<start>": {"window", "occurrence", "scope",
          "end", "state", "generation", "updated_at", "detail"}}}
 
-    Replaced atomically (`fsutil.atomic_write`) under an exclusive lock on
-    `.windows-state.json.lock`; readers take no lock."""
-
-    name = "file"
+    Replaced atomically under an exclusive lock on `.windows-state.json.lock`
+    (`fsutil.locked_update`); readers take no lock."""
 
     def __init__(self, root: Path, filename: str = LEDGER_FILE) -> None:
-        self.path = Path(root) / filename
+        records = file_ledger(root, filename)
+        super().__init__(records)
+        self.path = records.path
         self.lock_path = self.path.with_name(f".{self.path.name}.lock")
 
-    def describe(self) -> str:
-        return str(self.path)
 
-    def load(self) -> dict[str, LedgerEntry]:
-        try:
-            raw = read_regular(self.path)  # a FIFO or directory there: refused, never waited on
-        except FileNotFoundError:
-            return {}
-        except StoreError as exc:
-            raise StoreError(f"cannot read the window ledger: {exc}") from None
-        except OSError as exc:
-            raise StoreError(f"cannot read the window ledger {self.path}: {exc.strerror or exc}") from None
-        try:
-            data = json.loads(raw.decode("utf-8"))
-            if not isinstance(data, dict) or not isinstance(data.get("occurrences"), dict):
-                raise ValueError("expected {\"format\": 1, \"occurrences\": {...}}")  # noqa: TRY004
-            if data.get("format") != _FORMAT:
-                raise ValueError(f"unknown format {data.get('format')!r}")
-            return {key: LedgerEntry.from_json(key, value) for key, value in data["occurrences"].items()}
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise StoreError(f"the window ledger {self.path} is unreadable: {exc} (fix or remove it)") from None
-
-    def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None,
-               remove: Iterable[str] = ()) -> None:
-        changes = list(changes)
-        remove = list(remove)
-        if not changes and not remove and prune_before is None:
-            return
-        with exclusive_lock(self.lock_path):
-            entries = self.load()
-            for key in remove:
-                entries.pop(key, None)
-            for entry in changes:
-                entries[entry.key] = entry
-            if prune_before is not None:
-                entries = {key: entry for key, entry in entries.items() if entry.end >= prune_before}
-            self._write(entries)
-
-    def _write(self, entries: Mapping[str, LedgerEntry]) -> None:
-        body = {"format": _FORMAT,
-                "occurrences": {key: entries[key].to_json() for key in sorted(entries)}}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        sweep_temporaries(self.path)  # under the writers' lock: no write is in flight
-        atomic_write(self.path, (json.dumps(body, indent=2) + "\n").encode("utf-8"))
-
-
-def open_ledger(root: Path, store: Any = None) -> OccurrenceLedger:
-    """The ledger of the fleet rooted at `root`: in the database when the fleet's holds are
-    (`store` is a PostgreSQL store, shared by every host's scheduler), else a file in `root`."""
-    if store is not None and store.name == "postgresql":
-        from .pg_ledger import PostgresLedger
-
-        return PostgresLedger(store)
-    return JsonFileLedger(root)
+def open_ledger(root: Path, store: HoldStore | None = None) -> OccurrenceLedger:
+    """The ledger of the fleet rooted at `root`, where the fleet's `store` keeps it
+    (`HoldStore.open_ledger`: in the database for a PostgreSQL store, shared by every host's
+    scheduler), else a file in `root`."""
+    if store is None:
+        return JsonFileLedger(root)
+    return OccurrenceLedger(store.open_ledger(root))

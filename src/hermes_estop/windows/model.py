@@ -2,16 +2,20 @@
 
 A window is either recurring (`cron`: a 5-field crontab expression, read in `timezone`) or a
 one-shot (`at`: one instant). Every occurrence lasts `duration` of absolute time and arms a hold
-at `scope` ("fleet" or a profile name) admitting `allow`.
+at `scope` ("fleet" or a profile name) admitting `allow`. With `drain` (e.g. "15m") the hold is
+armed that long BEFORE each start, so the maintenance begins on a quiet fleet; a drain lead is
+at most `MAX_DRAIN` (a day: a longer one is a typo, not a plan).
 
-`WindowsFile` (reading and writing the file) lives in `windows_file`; it is re-exported here
-lazily for the callers that import it from the model. The file is an array of tables:
+`WindowsFile` (reading and writing the file) lives in `windows_file`, which imports this module
+(never the other way round: no import cycle). How each field's value is read lives in
+`fields`, how a refusal is worded in `invalid`; this module says which field is which. The file is an array of tables:
 
     [[windows]]
     name = "nightly-db"
     cron = "30 2 * * *"
     timezone = "Europe/Berlin"
     duration = "1h"
+    drain = "15m"
     reason = "nightly database maintenance"
     allow = { user_ids = ["424242"] }
 
@@ -25,29 +29,32 @@ import re
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    WithJsonSchema,
-    field_serializer,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
 from ..cronspec import validate_cron, validate_timezone
 from ..durations import format_duration, parse_ttl
 from ..errors import EstopError
 from ..hold import MAX_REASON, Allow, clean_reason
 from ..homes import FLEET, validate_profile_name
-from ..timeutil import format_instant, parse_instant
+from ..timeutil import format_instant
 from .exclusions import cron_matches
+from .fields import (
+    MAX_DRAIN,
+    Drain,
+    Duration,
+    Instant,
+    WindowAllow,
+    parse_drain,
+    parse_exclude,
+    parse_optional_instant,
+)
+from .invalid import InvalidWindow, ShapeError, as_invalid
 
 __all__ = [
+    "MAX_DRAIN",
     "MAX_REASON",
     "WINDOWS_FILE",
     "InvalidWindow",
@@ -62,71 +69,6 @@ WINDOWS_FILE = "windows.toml"
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
-class InvalidWindow(EstopError, ValueError):
-    """A window definition (or `windows.toml`) that does not validate. The message names the
-    file (when there is one), the window and the field; the parts are kept as attributes."""
-
-    def __init__(self, message: str, *, path: Path | None = None, window: str | None = None,
-                 field: str | None = None) -> None:
-        where = []
-        if path is not None:
-            where.append(str(path))
-        if window is not None:
-            where.append(f"window {window}")
-        if field is not None:
-            where.append(f"field {field!r}")
-        super().__init__(": ".join(where + [message]))
-        self.path = path
-        self.window = window
-        self.field = field
-        self.detail = message
-
-
-def _instant(value: Any, what: str) -> datetime | None:
-    if value is None:
-        return None
-    return parse_instant(value, what=what)
-
-
-Duration = Annotated[
-    timedelta,
-    WithJsonSchema({"type": "string", "description": "45m, 1h30m, 90s, 1d or ISO-8601 PT2H; at most 366 days",
-                    "examples": ["1h", "90m", "PT2H"]}),
-]
-Instant = Annotated[
-    datetime | None,
-    WithJsonSchema({"type": "string", "format": "date-time",
-                    "description": "ISO-8601 instant; without an offset it is UTC"}),
-]
-
-
-class WindowAllow(BaseModel):
-    """Who keeps working through the window's hold: `user_ids` grant, `profiles` narrow."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    user_ids: list[str] = Field(default_factory=list)
-    profiles: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _normalize(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        unknown = set(data) - {"user_ids", "profiles"}
-        if unknown:
-            return data  # extra="forbid" names the key
-        users, profiles = data.get("user_ids") or [], data.get("profiles") or []
-        for key, items in (("user_ids", users), ("profiles", profiles)):
-            if not isinstance(items, list):
-                raise ValueError(f"invalid allow.{key} {items!r}: expected a list")  # noqa: TRY004
-        allow = Allow.of(users, profiles)
-        return {"user_ids": sorted(allow.user_ids), "profiles": sorted(allow.profiles)}
-
-    def to_allow(self) -> Allow:
-        return Allow.of(self.user_ids, self.profiles)
-
-
 class Window(BaseModel):
     """One maintenance window. Validated on construction; frozen afterwards."""
 
@@ -137,6 +79,7 @@ class Window(BaseModel):
     timezone: str = Field("UTC", description="IANA zone the cron expression is read in (cron windows only)")
     at: Instant = Field(None, description="one-shot window: the instant it starts")
     duration: Duration = Field(description="how long each occurrence lasts (absolute time)")
+    drain: Drain = Field(None)
     reason: str | None = Field(None, description="shown to refused users while the window holds")
     allow: WindowAllow = Field(default_factory=WindowAllow)
     scope: str = Field(FLEET, description="'fleet' or a profile name")
@@ -171,26 +114,12 @@ class Window(BaseModel):
     @field_validator("at", mode="before")
     @classmethod
     def _at(cls, value: Any) -> datetime | None:
-        return _instant(value, "at time")
+        return parse_optional_instant(value, "at time")
 
     @field_validator("exclude", mode="before")
     @classmethod
     def _exclude(cls, value: Any) -> list[date]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise ValueError(f"invalid exclude {value!r}: expected a list of dates (YYYY-MM-DD)")  # noqa: TRY004
-        out: set[date] = set()
-        for item in value:
-            if isinstance(item, datetime) or not isinstance(item, (date, str)):
-                raise ValueError(f"invalid exclude date {item!r}: expected YYYY-MM-DD")  # noqa: TRY004
-            if isinstance(item, str):
-                try:
-                    item = date.fromisoformat(item)
-                except ValueError:
-                    raise ValueError(f"invalid exclude date {item!r}: not a calendar date (YYYY-MM-DD)") from None
-            out.add(item)
-        return sorted(out)
+        return parse_exclude(value)
 
     @field_validator("exclude_cron", mode="before")
     @classmethod
@@ -200,12 +129,17 @@ class Window(BaseModel):
     @field_validator("not_before", "not_after", mode="before")
     @classmethod
     def _bound(cls, value: Any, info: Any) -> datetime | None:
-        return _instant(value, f"{info.field_name} time")
+        return parse_optional_instant(value, f"{info.field_name} time")
 
     @field_validator("duration", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> timedelta:
         return parse_ttl(value)
+
+    @field_validator("drain", mode="before")
+    @classmethod
+    def _drain(cls, value: Any) -> timedelta | None:
+        return parse_drain(value)
 
     @field_validator("reason", mode="before")
     @classmethod
@@ -232,17 +166,21 @@ class Window(BaseModel):
     @model_validator(mode="after")
     def _shape(self) -> Window:
         if (self.cron is None) == (self.at is None):
-            raise _ShapeError("cron/at", "give exactly one of cron (recurring) or at (one-shot)")
+            raise ShapeError("cron/at", "give exactly one of cron (recurring) or at (one-shot)")
         if self.at is not None and "timezone" in self.model_fields_set and self.timezone != "UTC":
-            raise _ShapeError("timezone", "applies to cron windows only; write the at instant with its offset")
+            raise ShapeError("timezone", "applies to cron windows only; write the at instant with its offset")
         if self.not_before is not None and self.not_after is not None and self.not_after <= self.not_before:
-            raise _ShapeError("not_after", f"{format_instant(self.not_after)} is not after not_before "
+            raise ShapeError("not_after", f"{format_instant(self.not_after)} is not after not_before "
                                            f"{format_instant(self.not_before)}")
         return self
 
     @field_serializer("duration")
     def _dump_duration(self, value: timedelta) -> str:
         return format_duration(value)
+
+    @field_serializer("drain")
+    def _dump_drain(self, value: timedelta | None) -> str | None:
+        return None if value is None else format_duration(value)
 
     @field_serializer("exclude")
     def _dump_exclude(self, value: list[date]) -> list[str]:
@@ -267,6 +205,13 @@ class Window(BaseModel):
         """The reason written into the hold: the window's own, or one naming the window."""
         return self.reason or f"maintenance window {self.name}"
 
+    @property
+    def drain_reason(self) -> str:
+        """The reason of the hold during the drain lead: "draining for <window>", then
+        ": <the window's reason>" when it has one, cut to `MAX_REASON`."""
+        reason = f"draining for {self.name}" + (f": {self.reason}" if self.reason else "")
+        return reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3].rstrip() + "..."
+
     def excludes(self, start: datetime) -> bool:
         """Whether the occurrence starting at `start` is excluded (`exclude` names its local
         date, or `exclude_cron` matches its local start, minute and all)."""
@@ -290,6 +235,8 @@ class Window(BaseModel):
             data.pop("exclude", None)
         if self.exclude_cron is None:
             data.pop("exclude_cron", None)
+        if self.drain is None:
+            data.pop("drain", None)
         return data
 
     def to_toml(self) -> dict[str, Any]:
@@ -301,6 +248,8 @@ class Window(BaseModel):
         else:
             out["at"] = self.at
         out["duration"] = format_duration(self.duration)
+        if self.drain is not None:
+            out["drain"] = format_duration(self.drain)
         if self.reason is not None:
             out["reason"] = self.reason
         if self.allow.user_ids:
@@ -333,42 +282,7 @@ class Window(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise _as_invalid(exc, path, label) from None
-
-
-class _ShapeError(ValueError):
-    """A model-level rule broken; carries the field to name."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-def _as_invalid(exc: ValidationError, path: Path | None, label: str | None) -> InvalidWindow:
-    errors = exc.errors()
-    first = errors[0]
-    loc = [str(part) for part in first.get("loc", ())]
-    cause = (first.get("ctx") or {}).get("error")
-    field: str | None
-    if isinstance(cause, _ShapeError):
-        field = cause.field
-        message = str(cause)
-    else:
-        field = ".".join(loc) if loc else None
-        if isinstance(cause, Exception):
-            message = str(cause)
-        elif first.get("type") == "extra_forbidden":
-            message = f"unknown field (expected one of {', '.join(Window.model_fields)})"
-            if loc and loc[0] == "allow":
-                message = "unknown field (expected user_ids, profiles)"
-        elif first.get("type") == "missing":
-            message = "required"
-        else:
-            message = f"{first.get('msg', 'invalid')} (got {first.get('input')!r})"
-    more = len(errors) - 1
-    if more:
-        message += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return InvalidWindow(message, path=path, window=label, field=field)
+            raise as_invalid(exc, path, label, cls.model_fields) from None
 
 
 class WindowsDocument(BaseModel):
@@ -390,11 +304,3 @@ def check_unique(windows: Iterable[Window], path: Path | None = None) -> None:
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of `windows.toml`."""
     return WindowsDocument.model_json_schema()
-
-
-def __getattr__(name: str) -> Any:
-    if name == "WindowsFile":  # moved to windows_file (which imports this module)
-        from .windows_file import WindowsFile
-
-        return WindowsFile
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,8 @@
 """Occurrences of a window: pure functions of the window and an instant (docs/design.md §6).
 
 Occurrence `k` of a window starts at `s_k` and ends at `e_k = s_k + duration`; it covers `now`
-while `in_interval(now, s_k, e_k)` (half-open). Durations are absolute time: a 2h window that
+while `in_interval(now, s_k - drain, e_k)` (half-open; `drain`, the window's drain lead, is
+usually none: its hold is armed that long before the start). Durations are absolute time: a 2h window that
 starts at 02:00 on a fall-back night ends two real hours later, at 03:00 on the wall clock.
 
 The cron math is `hermes_estop.cronspec`'s (croniter on the wall clock of the window's
@@ -29,6 +30,7 @@ __all__ = [
     "Occurrence",
     "OccurrenceIndex",
     "covering",
+    "next_armed",
     "next_start",
     "occurrence_key",
     "occurrences",
@@ -65,7 +67,13 @@ class Occurrence:
         return occurrence_key(self.scope, self.window, self.ident)
 
     def covers(self, now: datetime) -> bool:
-        return in_interval(now, self.start, self.end)
+        """Whether the occurrence's hold is due at `now`: `[arm_at, end)`, its drain lead included
+        (the scheduler arms at `arm_at`; without a lead that is `[start, end)`)."""
+        return in_interval(now, self.arm_at, self.end)
+
+    def draining(self, now: datetime) -> bool:
+        """Whether `now` lies in the drain lead, `[arm_at, start)`."""
+        return in_interval(now, self.arm_at, self.start)
 
     def ended(self, now: datetime) -> bool:
         return not in_interval(now, None, self.end)
@@ -75,8 +83,10 @@ class Occurrence:
                                    "start": format_instant(self.start), "end": format_instant(self.end)}
         if tz is not None:
             data["local_start"] = self.start.astimezone(tz).isoformat()
+        data["drain_from"] = format_instant(self.arm_at) if self.lead else None
         if now is not None:
             data["active"] = self.covers(now)
+            data["draining"] = self.draining(now)
         return data
 
 
@@ -109,7 +119,7 @@ def occurrences(window: Window, since: datetime) -> Iterator[Occurrence]:
                 return  # `exclude_cron` excludes every start for good: the window never occurs
             continue
         excluded = 0
-        yield Occurrence(start, start + window.duration, window.name, window.scope)
+        yield Occurrence(start, start + window.duration, window.name, window.scope, _lead(window))
 
 
 def _since(window: Window, since: datetime) -> datetime:
@@ -131,7 +141,11 @@ def _first(window: Window, since: datetime, memo: dict[tuple[str, str, datetime]
         return next(occurrences(window, since), None)
     if start is None or not in_interval(start, window.not_before, window.not_after):
         return None
-    return Occurrence(start, start + window.duration, window.name, window.scope)
+    return Occurrence(start, start + window.duration, window.name, window.scope, _lead(window))
+
+
+def _lead(window: Window) -> timedelta:
+    return window.drain or timedelta(0)
 
 
 def upcoming(window: Window, now: datetime, count: int) -> list[Occurrence]:
@@ -149,10 +163,11 @@ def upcoming(window: Window, now: datetime, count: int) -> list[Occurrence]:
 
 
 def covering(window: Window, now: datetime) -> list[Occurrence]:
-    """The occurrences covering `now` (more than one when the duration exceeds the period)."""
+    """The occurrences covering `now`, drain lead included (more than one when the lead and
+    the duration exceed the period)."""
     out: list[Occurrence] = []
     for occurrence in occurrences(window, now - window.duration):
-        if not in_interval(now, occurrence.start, None):
+        if not in_interval(now, occurrence.arm_at, None):
             break
         if occurrence.covers(now):
             out.append(occurrence)
@@ -165,6 +180,12 @@ def next_start(window: Window, after: datetime) -> Occurrence | None:
         if occurrence.start > after:
             return occurrence
     return None
+
+
+def next_armed(window: Window, after: datetime) -> Occurrence | None:
+    """The first occurrence armed strictly after `after` (`arm_at`: its start less the drain
+    lead); `next_start` for a window without a lead."""
+    return next_start(window, after + _lead(window))
 
 
 def starting_within(window: Window, first: datetime, last: datetime, limit: int = 256) -> list[Occurrence]:
@@ -182,8 +203,8 @@ class OccurrenceIndex:
     with 10,000 windows does one croniter step per window per occurrence, not several per pass.
 
     For each window it remembers `(since, first)`: no occurrence starts in `[since, first.start)`
-    (`first` None: none ever again). While `since <= now - duration` and `now < first.start`,
-    nothing covers `now` and the next start after `now` is `first`: no cron math at all. Anything
+    (`first` None: none ever again). While `since <= now - duration` and `now < first.arm_at`,
+    nothing covers `now` and the next occurrence armed after `now` is `first`: no cron math at all. Anything
     else (an occurrence covering `now`, time going backwards, an edited window) takes the exact
     path above. A window is recognised by identity: a re-read file yields new objects."""
 
@@ -199,10 +220,10 @@ class OccurrenceIndex:
         """(True, next start) when nothing covers `now`; (False, None) otherwise."""
         memo = self._memo.get(window.name)
         since = now - window.duration
-        if memo is not None and memo[0] is window and memo[1] <= since and (memo[2] is None or memo[2].start > now):
+        if memo is not None and memo[0] is window and memo[1] <= since and (memo[2] is None or memo[2].arm_at > now):
             return True, memo[2]
         first = _first(window, since, self._starts)
-        if first is not None and first.start <= now:
+        if first is not None and first.arm_at <= now:
             return False, None
         self._memo[window.name] = (window, since, first)
         return True, first
@@ -212,5 +233,6 @@ class OccurrenceIndex:
         return [] if quiet else covering(window, now)
 
     def next_start(self, window: Window, now: datetime) -> Occurrence | None:
+        """The next occurrence armed after `now` (`next_armed`: its start, less any drain lead)."""
         quiet, first = self._quiet(window, now)
-        return first if quiet else next_start(window, now)
+        return first if quiet else next_armed(window, now)

@@ -20,6 +20,11 @@ The rules, per scope:
   candidates' allowlists (deny wins: a user works through only if every covering window admits
   them); reason = the candidates' reasons. A fresh arm is fenced on VACANT, a change of our own
   hold on its generation.
+- A window with a drain lead is a candidate from `arm_at = start - drain` (`Occurrence.covers`):
+  during the lead its part of the reason is "draining for <window>[: <reason>]"; at its start the
+  desired reason becomes the window's own, so our hold is re-armed (fenced on its generation,
+  deadline and allowlist unchanged) and the ledger records the new generation. An operator's
+  re-arm in between is not ours: it is left alone, and the occurrence closed as released.
 - No candidate left, and the standing hold is ours: retire exactly that generation.
 """
 
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..durations import MAX_DURATION
@@ -56,6 +61,7 @@ ARMED_BY_PREFIX = "window:"
 #: at most this many future occurrences extend one deadline; the next start re-extends it
 CHAIN_LIMIT = 256
 _CLOSED = (RELEASED, SKIPPED, ENDED)
+_NO_LEAD = timedelta(0)
 
 
 @dataclass(frozen=True)
@@ -155,17 +161,18 @@ def claims(hold: Hold | None, scope: str) -> frozenset[str]:
 def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: datetime,
               closed: frozenset[str] = frozenset(), limit: int = CHAIN_LIMIT) -> datetime:
     """When the scope may lift: the latest end among `members` and every later occurrence (of
-    `windows`, not closed) starting before or exactly at the lift instant reached so far. A start
-    exactly at the lift is chained because intervals are half-open: `[a, b)` then `[b, c)` leaves
-    no free instant, and lifting at `b` to re-arm at `b` would. Capped at `now + MAX_DURATION`."""
+    `windows`, not closed) armed (started, or entering its drain lead) before or exactly at the
+    lift instant reached so far. An arm exactly at the lift is chained because intervals are
+    half-open: `[a, b)` then `[b, c)` leaves no free instant, and lifting at `b` to re-arm at `b`
+    would. Capped at `now + MAX_DURATION`."""
     end = max(o.end for o in members)
     seen = {o.key for o in members} | set(closed)
     horizon = now + MAX_DURATION
     lo = now
     chained = 0
     while chained < limit:
-        batch = [o for w in windows for o in starting_within(w, lo, end, limit)
-                 if o.start > now and o.key not in seen]
+        batch = [o for w in windows for o in starting_within(w, lo, end + (w.drain or _NO_LEAD), limit)
+                 if now < o.arm_at <= end and o.key not in seen]
         if not batch:
             break
         seen.update(o.key for o in batch)
@@ -177,14 +184,17 @@ def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: dat
     return min(end, horizon)
 
 
-def compose(members: Sequence[Occurrence], windows: Mapping[str, Window], deadline: datetime) -> Desired:
+def compose(members: Sequence[Occurrence], windows: Mapping[str, Window], deadline: datetime,
+            now: datetime | None = None) -> Desired:
     """The one hold covering `members`: intersection of allowlists, their reasons, the deadline.
-    Named (armed_by, window) after the earliest-starting member; `covers` lists them all."""
+    Named (armed_by, window) after the earliest-starting member; `covers` lists them all. A
+    member still in its drain lead at `now` contributes "draining for <window>[: <reason>]"."""
     ordered = sorted(members, key=lambda o: (o.start, o.window))
     primary = ordered[0]
     reasons: list[str] = []
     for occurrence in ordered:
-        reason = windows[occurrence.window].hold_reason
+        window = windows[occurrence.window]
+        reason = window.drain_reason if now is not None and occurrence.draining(now) else window.hold_reason
         if reason not in reasons:
             reasons.append(reason)
     reason = "; ".join(reasons)
@@ -268,7 +278,7 @@ def _arm_or_keep(scope: str, now: datetime, members: Sequence[Occurrence], fresh
                  ) -> tuple[tuple[Arm, ...], list[LedgerEntry]]:
     """The arm (fresh, fenced on VACANT; or a change of our own hold) that makes the scope held
     by one hold covering `members`, or nothing when the standing hold already is that hold."""
-    desired = compose(members, {w.name: w for w in windows}, chain_end(members, windows, now, closed))
+    desired = compose(members, {w.name: w for w in windows}, chain_end(members, windows, now, closed), now)
     if not reading.active:
         return (Arm(scope, tuple(members), desired, VACANT),), []
     standing = reading.hold.generation if reading.hold is not None else None

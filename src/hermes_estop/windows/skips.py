@@ -38,10 +38,10 @@ def pick(window: Window, now: datetime, *, on: date | None = None, start: dateti
         if found is None or found.start != start:
             raise InvalidArgument(f"window {window.name} has no occurrence starting at {format_instant(start)}")
     else:
-        found = next((o for o in occurrences(window, now) if o.start > now), None)
+        found = next((o for o in occurrences(window, now) if o.arm_at > now), None)
         if found is None:
             raise InvalidArgument(f"window {window.name} has no occurrence ahead")
-    if found.start <= now:
+    if found.arm_at <= now:  # started, or in its drain lead: its hold is armed
         raise InvalidArgument(f"window {window.name} occurrence {found.ident} has already started; "
                               "`hermes resume` releases a hold that stands")
     return found

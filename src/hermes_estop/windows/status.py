@@ -1,6 +1,6 @@
 """The windows section of `hermes status`: each window's next occurrence and whether one covers
-now (and what the scheduler did about it). Never raises: a bad `windows.toml` or ledger is one
-line in the status, not a broken status."""
+now, its drain lead included (and what the scheduler did about it). Never raises: a bad
+`windows.toml` or ledger is one line in the status, not a broken status."""
 
 from __future__ import annotations
 
@@ -57,21 +57,30 @@ def _section(estop: Estop, now: datetime) -> dict[str, Any]:
             "enabled": window.enabled,
             "schedule": window.describe_schedule(),
             "duration": window.to_json()["duration"],
+            "drain": window.to_json().get("drain"),
             "active": current is not None and window.enabled,
             "current": current.to_json(now, window.tz) | {"state": state} if current is not None else None,
             "next": following.to_json(now, window.tz) | {"skipped": _skipped(following.key, entries)}
             if following is not None else None,
         })
-        head = f"  {window.name}: {window.describe_schedule()} for {rows[-1]['duration']}, {window.scope}"
+        drain = f", draining {rows[-1]['drain']} ahead" if rows[-1]["drain"] else ""
+        head = f"  {window.name}: {window.describe_schedule()} for {rows[-1]['duration']}{drain}, {window.scope}"
         if not window.enabled:
             head += " (disabled)"
         lines.append(head)
         if current is not None:
             what = f"; scheduler: {state}" if state else ""
-            lines.append(f"    ACTIVE now, until {format_instant(current.end)} ({format_relative(current.end, now)}){what}")
+            if current.draining(now):
+                lines.append(f"    DRAINING now, the window starts {format_instant(current.start)} "
+                             f"({format_relative(current.start, now)}), until {format_instant(current.end)}{what}")
+            else:
+                lines.append(f"    ACTIVE now, until {format_instant(current.end)} "
+                             f"({format_relative(current.end, now)}){what}")
         if following is not None:
             skipped = " (skipped)" if _skipped(following.key, entries) else ""
-            lines.append(f"    next {format_instant(following.start)} ({format_relative(following.start, now)}){skipped}")
+            drain = f", drain from {format_instant(following.arm_at)}" if following.lead else ""
+            lines.append(f"    next {format_instant(following.start)} ({format_relative(following.start, now)})"
+                         f"{drain}{skipped}")
         elif current is None:
             lines.append("    no further occurrence")
     if ledger_problem:

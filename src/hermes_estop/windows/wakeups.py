@@ -1,9 +1,11 @@
 """When the window scheduler wakes up, and the APScheduler 3 adapter that wakes it.
 
 `wakeups_for` computes, from the windows and `now`, the instants after which the plan can change:
-each enabled window's next start and the earliest end among its occurrences covering `now` (the
-expiry job). `Wakeups` keeps exactly those as APScheduler `DateTrigger` jobs (APScheduler never
-reads a cron expression: its `CronTrigger` reads day-of-week 0 as Monday). The scheduler object
+each enabled window's next arm (its start, or the start less its drain lead), the start of an
+occurrence in its drain lead (where the hold's reason becomes the window's own), and the
+earliest end among its occurrences covering `now` (the expiry job). `Wakeups` keeps exactly
+those as APScheduler `DateTrigger` jobs (APScheduler never reads a cron expression: its
+`CronTrigger` reads day-of-week 0 as Monday). The scheduler object
 is only used through the small `Scheduler` protocol below, so a test or another host process
 can pass its own (the tests pass a paused real `BackgroundScheduler`).
 """
@@ -54,8 +56,10 @@ class Scheduler(Protocol):
 
 def wakeups_for(windows: Iterable[Window], now: datetime, index: OccurrenceIndex | None = None,
                 limit: int = MAX_JOBS) -> dict[str, datetime]:
-    """The instants after `now` at which the plan can change: each enabled window's next start
-    (`windows:start:<name>`) and the earliest end among its occurrences covering `now`
+    """The instants after `now` at which the plan can change: each enabled window's next arm
+    (`windows:start:<name>` at its start; for a window with a drain lead,
+    `windows:drain:<name>` at the start less the lead, and `windows:start:<name>` at the start of
+    the occurrence then draining), and the earliest end among its occurrences covering `now`
     (`windows:end:<name>`, the expiry job). Every wake-up re-plans and reschedules.
 
     Only the `limit` earliest are kept, plus `windows:later` at the earliest one left out: a
@@ -68,10 +72,14 @@ def wakeups_for(windows: Iterable[Window], now: datetime, index: OccurrenceIndex
             continue
         upcoming = index.next_start(window, now)
         if upcoming is not None:
-            out[f"{JOB_PREFIX}start:{window.name}"] = upcoming.start
-        ends = [o.end for o in index.covering(window, now)]
-        if ends:
-            out[f"{JOB_PREFIX}end:{window.name}"] = min(ends)
+            kind = "drain" if upcoming.lead else "start"
+            out[f"{JOB_PREFIX}{kind}:{window.name}"] = upcoming.arm_at
+        covered = index.covering(window, now)
+        if covered:
+            out[f"{JOB_PREFIX}end:{window.name}"] = min(o.end for o in covered)
+            starts = [o.start for o in covered if o.start > now]
+            if starts:
+                out[f"{JOB_PREFIX}start:{window.name}"] = min(starts)
     if len(out) <= limit:
         return out
     ordered = sorted(out.items(), key=lambda kv: (kv[1], kv[0]))

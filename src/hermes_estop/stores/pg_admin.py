@@ -1,0 +1,80 @@
+"""What the operator's commands ask of a PostgreSQL store, apart from holds: `hermes store init`
+(create or upgrade the schema, on a connection of its own) and `hermes store status` (the
+server, the row counts, and what this process's listener knows). Both take round trips, so
+neither is ever on the hot path; they are kept out of `postgresql`, which is the store.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from ..errors import StoreError, StoreUnavailable
+from ..text import one_line
+from ..timeutil import format_instant
+from .pg_backend import Backend
+from .pg_schema import SCHEMA_VERSION, ensure_schema, schema_version
+from .pg_url import StoreURL
+
+__all__ = ["create_schema", "store_status"]
+
+
+def create_schema(url: StoreURL) -> tuple[int, list[int]]:
+    """`hermes store init`: create or upgrade the schema of `url`; (version, versions applied)."""
+    try:
+        conn = psycopg.connect(url.conninfo, autocommit=True, application_name=f"hermes-estop init {os.getpid()}")
+    except psycopg.Error as exc:
+        raise StoreUnavailable(f"cannot reach the PostgreSQL store {url.display}: {one_line(exc)}") from None
+    try:
+        with conn:
+            return ensure_schema(conn, url.schema)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot create the schema {url.schema} in {url.display}: {one_line(exc)}") from None
+
+
+def _probe(backend: Backend) -> dict[str, Any]:
+    def probe(conn: psycopg.Connection) -> dict[str, Any]:
+        s = backend.s
+        row = conn.execute(
+            f"SELECT clock_timestamp(), current_setting('server_version'), current_database(), "
+            f"(SELECT count(*) FROM {s}.holds), (SELECT count(*) FROM {s}.audit)"
+        ).fetchone()
+        assert row is not None  # a SELECT without FROM always returns its one row
+        return {"server_time": format_instant(row[0]), "server_version": row[1], "database": row[2],
+                "holds": int(row[3]), "audit_events": int(row[4]), "schema_version": schema_version(conn, backend.schema)}
+
+    return backend.run(probe, what="describe the store")
+
+
+def store_status(backend: Backend, root: Path | None) -> dict[str, Any]:
+    """What `hermes store status` prints; `reachable` False (with `problem`) when the database
+    does not answer."""
+    url = backend.url
+    listener = backend.listener
+    info: dict[str, Any] = {
+        "backend": "postgresql",
+        "url": url.display,
+        "schema": url.schema,
+        "root": str(root) if root is not None else None,
+        "grace_seconds": url.grace,
+    }
+    try:
+        info.update(_probe(backend))
+        info["reachable"] = True
+    except StoreError as exc:
+        info["reachable"] = False
+        info["problem"] = str(exc)
+    info["supported_schema_version"] = SCHEMA_VERSION
+    _, problem = listener.view()
+    offset = backend.clock.offset()
+    info["listener"] = {
+        "connected": listener.connected,
+        "backend_pid": listener.backend_pid,
+        "last_contact": format_instant(backend.clock.at(listener.last_contact)) if listener.last_contact else None,
+        "problem": problem,
+        "clock_offset_ms": round(offset.total_seconds() * 1000, 3) if offset is not None else None,
+    }
+    return info

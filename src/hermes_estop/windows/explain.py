@@ -1,0 +1,132 @@
+"""Why a window does or does not hold at an instant (`hermes windows explain`, issue 11 section 3).
+
+An operator who expected a window to hold (or not) needs the chain of facts the scheduler goes
+by, in order: is the window enabled, do its bounds still allow occurrences, which occurrence
+covers the instant (drain lead included), what the ledger says of it (armed as G, skipped,
+released, withdrawn, ended), and when the instant is not covered, which starts were excluded
+between it and the next occurrence. Pure: the caller passes the window, the instant and the
+ledger's entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..cronspec import starts as cron_starts
+from ..timeutil import format_instant, in_interval
+from .ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
+from .model import Window
+from .occurrences import Occurrence, covering, next_start
+
+__all__ = ["MAX_EXCLUDED_SHOWN", "Explanation", "explain"]
+
+#: at most this many excluded starts are listed between the instant and the next occurrence
+MAX_EXCLUDED_SHOWN = 10
+
+_LEDGER_SAYS = {
+    ARMED: "armed",
+    SKIPPED: "skipped: it does not arm",
+    RELEASED: "released early by the operator: it is not re-armed",
+    WITHDRAWN: "withdrawn (its window was removed, disabled or moved while it held)",
+    ENDED: "ended",
+}
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """`holds`: the window's hold stands at `at` per the schedule and the ledger. `facts`: the
+    reasons, in the order the scheduler applies them."""
+
+    window: str
+    scope: str
+    at: datetime
+    holds: bool
+    facts: tuple[str, ...]
+    covering: Occurrence | None = None
+    next: Occurrence | None = None
+    excluded: tuple[datetime, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "window": self.window,
+            "scope": self.scope,
+            "at": format_instant(self.at),
+            "holds": self.holds,
+            "facts": list(self.facts),
+            "covering": _occurrence_json(self.covering),
+            "next": _occurrence_json(self.next),
+            "excluded": [format_instant(s) for s in self.excluded],
+        }
+
+
+def _occurrence_json(occurrence: Occurrence | None) -> dict[str, Any] | None:
+    if occurrence is None:
+        return None
+    return {"occurrence": occurrence.ident, "start": format_instant(occurrence.start),
+            "end": format_instant(occurrence.end), "arm_at": format_instant(occurrence.arm_at)}
+
+
+def explain(window: Window, at: datetime, entries: Mapping[str, LedgerEntry]) -> Explanation:
+    """The facts that decide whether `window` holds its scope at `at`."""
+    facts = [f"schedule: {window.describe_schedule()}, {_span(window)}, scope {window.scope}"]
+    if not window.enabled:
+        facts.append("disabled (enabled = false): it arms nothing")
+    if window.not_after is not None and not in_interval(at, None, window.not_after):
+        facts.append(f"not_after {format_instant(window.not_after)} has passed: no occurrence starts any more")
+    elif window.not_before is not None and in_interval(at, None, window.not_before):
+        facts.append(f"not_before {format_instant(window.not_before)}: no occurrence starts before it")
+    found = covering(window, at)
+    current = found[-1] if found else None
+    holds = False
+    if current is not None:
+        part = "its drain lead" if at < current.start else "it"
+        facts.append(f"occurrence {current.ident} covers {format_instant(at)} ({part}): held from "
+                     f"{format_instant(current.arm_at)} until {format_instant(current.end)} (the deadman)")
+        entry = entries.get(current.key)
+        holds = window.enabled and (entry is None or entry.state == ARMED)
+        if entry is None:
+            facts.append("the scheduler has not recorded it yet: it arms it at its first pass")
+        else:
+            said = _LEDGER_SAYS.get(entry.state, entry.state)
+            generation = f" as generation {entry.generation}" if entry.generation and entry.state == ARMED else ""
+            detail = f" ({entry.detail})" if entry.detail else ""
+            facts.append(f"the ledger says: {said}{generation}{detail}")
+    upcoming = next_start(window, current.start if current is not None else at)
+    excluded = _excluded_before(window, at, upcoming)
+    if excluded:
+        shown = ", ".join(format_instant(s) or "" for s in excluded)
+        facts.append(f"excluded start(s) (exclude / exclude_cron): {shown}")
+    if upcoming is not None:
+        entry = entries.get(upcoming.key)
+        skipped = " (skipped)" if entry is not None and entry.state == SKIPPED else ""
+        facts.append(f"next occurrence: {upcoming.ident}, held from {format_instant(upcoming.arm_at)} "
+                     f"until {format_instant(upcoming.end)}{skipped}")
+    elif current is None:
+        facts.append("no occurrence ahead")
+    verdict = f"holds {window.scope} at {format_instant(at)}" if holds else f"does not hold at {format_instant(at)}"
+    facts.append(f"so window {window.name} {verdict}")
+    return Explanation(window.name, window.scope, at, holds, tuple(facts), current, upcoming, tuple(excluded))
+
+
+def _span(window: Window) -> str:
+    data = window.to_json()
+    drain = f" after a {data['drain']} drain lead" if window.drain else ""
+    return f"{data['duration']} long{drain}"
+
+
+def _excluded_before(window: Window, at: datetime, upcoming: Occurrence | None) -> list[datetime]:
+    """The cron starts from `at` up to the next occurrence that an exclusion removed."""
+    if window.cron is None or not (window.exclude or window.exclude_cron):
+        return []
+    out: list[datetime] = []
+    for seen, start in enumerate(cron_starts(window.cron, window.tz, at)):
+        if (upcoming is not None and start >= upcoming.start) or seen > 10 * MAX_EXCLUDED_SHOWN:
+            break
+        if window.excludes(start):
+            out.append(start)
+            if len(out) >= MAX_EXCLUDED_SHOWN:
+                break
+    return out

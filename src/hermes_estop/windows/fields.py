@@ -1,0 +1,105 @@
+"""The value types of a window's fields and how each is read: durations (`duration`, `drain`),
+instants, exclusion dates, the allowlist (`WindowAllow`). Pure parsing, shared by the model
+(`model.py`), which only says which field is which.
+
+Each parser raises `ValueError` (or an `EstopError` that is one) naming the bad value; the
+model's validators let pydantic carry it, and `invalid.as_invalid` names the field.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+
+from ..durations import parse_ttl
+from ..hold import Allow
+from ..timeutil import parse_instant
+
+__all__ = ["MAX_DRAIN", "Drain", "Duration", "Instant", "WindowAllow", "parse_drain", "parse_exclude",
+           "parse_optional_instant"]
+
+#: the longest drain lead: draining the fleet more than a day before a window is a typo, not a plan
+MAX_DRAIN = timedelta(hours=24)
+
+Duration = Annotated[
+    timedelta,
+    WithJsonSchema({"type": "string", "description": "45m, 1h30m, 90s, 1d or ISO-8601 PT2H; at most 366 days",
+                    "examples": ["1h", "90m", "PT2H"]}),
+]
+Drain = Annotated[
+    timedelta | None,
+    WithJsonSchema({"type": "string", "description": "arm the hold this long before each start (reason "
+                                                     "'draining for <window>'), so the window begins on a "
+                                                     "quiet fleet; positive, at most 24h",
+                    "examples": ["15m", "1h"]}),
+]
+Instant = Annotated[
+    datetime | None,
+    WithJsonSchema({"type": "string", "format": "date-time",
+                    "description": "ISO-8601 instant; without an offset it is UTC"}),
+]
+
+
+def parse_optional_instant(value: Any, what: str) -> datetime | None:
+    if value is None:
+        return None
+    return parse_instant(value, what=what)
+
+
+def parse_drain(value: Any) -> timedelta | None:
+    """A drain lead: None (no lead), or a positive duration of at most `MAX_DRAIN`."""
+    if value is None:
+        return None
+    lead = parse_ttl(value)
+    if lead > MAX_DRAIN:
+        raise ValueError(f"invalid drain {value!r}: longer than the {MAX_DRAIN // timedelta(hours=1)}h bound "
+                         "(a drain lead is at most a day)")
+    return lead
+
+
+def parse_exclude(value: Any) -> list[date]:
+    """Exclusion dates: a list of `date`s or `YYYY-MM-DD` strings, deduplicated and sorted."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"invalid exclude {value!r}: expected a list of dates (YYYY-MM-DD)")  # noqa: TRY004
+    out: set[date] = set()
+    for item in value:
+        if isinstance(item, datetime) or not isinstance(item, (date, str)):
+            raise ValueError(f"invalid exclude date {item!r}: expected YYYY-MM-DD")  # noqa: TRY004
+        if isinstance(item, str):
+            try:
+                item = date.fromisoformat(item)
+            except ValueError:
+                raise ValueError(f"invalid exclude date {item!r}: not a calendar date (YYYY-MM-DD)") from None
+        out.add(item)
+    return sorted(out)
+
+
+class WindowAllow(BaseModel):
+    """Who keeps working through the window's hold: `user_ids` grant, `profiles` narrow."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user_ids: list[str] = Field(default_factory=list)
+    profiles: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        unknown = set(data) - {"user_ids", "profiles"}
+        if unknown:
+            return data  # extra="forbid" names the key
+        users, profiles = data.get("user_ids") or [], data.get("profiles") or []
+        for key, items in (("user_ids", users), ("profiles", profiles)):
+            if not isinstance(items, list):
+                raise ValueError(f"invalid allow.{key} {items!r}: expected a list")  # noqa: TRY004
+        allow = Allow.of(users, profiles)
+        return {"user_ids": sorted(allow.user_ids), "profiles": sorted(allow.profiles)}
+
+    def to_allow(self) -> Allow:
+        return Allow.of(self.user_ids, self.profiles)

@@ -1,0 +1,109 @@
+"""The window occurrences a forecast counts (issue 11 section 3): `WindowSource`, the
+`hermes_estop.hold_sources` entry point `Estop.forecast` finds (the core never imports windows).
+
+Each occurrence of an enabled window at a scope the principal sees is one planned hold over
+`[arm_at, end)` (`Occurrence.arm_at`: the start less the window's drain lead), at the window's
+scope, with the window's allowlist: exactly the hold the scheduler would arm for it
+(docs/design.md §6). An occurrence that starts before the range but still covers its first
+instant counts. Exclusions (`exclude`, `exclude_cron`) are the occurrence functions' own; an
+occurrence the ledger has closed (skipped by the operator or by the scheduler, released early,
+ended) is not armed again and is not counted.
+
+Fail safe: a `windows.toml` that cannot be read or does not validate raises (one line naming the
+file: the CLI exits 2), never reads as "no window"; a ledger that cannot be read counts every
+occurrence, skipped or not, with a note. The work is bounded: past `MAX_OCCURRENCES` occurrences
+of one window the rest of the range is assumed held by that window (same scope and allowlist),
+with a note saying so, rather than computing a minutely window over a year.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from ..errors import EstopError
+from ..forecast import EstopView, PlannedHold
+from ..text import one_line
+from ..timeutil import format_instant
+from .ledger import ENDED, RELEASED, SKIPPED, LedgerEntry, open_ledger
+from .model import Window
+from .occurrences import occurrences
+from .reconcile import ARMED_BY_PREFIX
+from .windows_file import WindowsFile
+
+__all__ = ["CLOSED", "MAX_OCCURRENCES", "WindowSource", "window_holds"]
+
+#: at most this many occurrences of one window are computed per forecast (a minutely window:
+#: about a week); the rest of the range is then assumed held by the window
+MAX_OCCURRENCES = 10_000
+#: ledger states of an occurrence that will not be armed (again)
+CLOSED = frozenset({SKIPPED, RELEASED, ENDED})
+
+
+def window_holds(window: Window, start: datetime, end: datetime, entries: Mapping[str, LedgerEntry] | None = None,
+                 *, limit: int = MAX_OCCURRENCES, note: str | None = None) -> list[PlannedHold]:
+    """The planned holds of `window`'s occurrences active at some instant of `[start, end)`, in
+    order: those covering `start` (drain lead included) and those armed before `end`. Pure.
+    `entries`: the ledger (an occurrence it has closed is left out); `note` goes on every hold
+    (why it is uncertain). Past `limit` occurrences, one hold from the next one's arm time to
+    `end` stands for the rest, with a note."""
+    closed = entries or {}
+    source = f"{ARMED_BY_PREFIX}{window.name}"
+    allow = window.hold_allow
+    reason = window.hold_reason
+    out: list[PlannedHold] = []
+    seen = 0
+    for occurrence in occurrences(window, start - window.duration):
+        if occurrence.arm_at >= end:
+            break
+        if occurrence.ended(start):
+            continue
+        seen += 1
+        if seen > limit:
+            out.append(PlannedHold(
+                window.scope, occurrence.arm_at, end, allow, reason, source, occurrence.ident,
+                note=(f"forecast of window {window.name} stopped after {limit} occurrences: assumed held by it "
+                      f"from {format_instant(occurrence.arm_at)} to the end of the range"),
+            ))
+            break
+        entry = closed.get(occurrence.key)
+        if entry is not None and entry.state in CLOSED:
+            continue
+        out.append(PlannedHold(window.scope, occurrence.arm_at, occurrence.end, allow, reason, source,
+                               occurrence.ident, note=note))
+    return out
+
+
+class WindowSource:
+    """The windows of the fleet's `windows.toml` as a `forecast.HoldSource`."""
+
+    def __init__(self, limit: int = MAX_OCCURRENCES) -> None:
+        self.limit = limit
+
+    def planned(self, estop: EstopView, start: datetime, end: datetime) -> list[PlannedHold]:
+        """Raises `InvalidWindow` / `StoreError` (one line naming the file) when `windows.toml`
+        cannot be used."""
+        scopes = {location.scope for location in estop.locations}
+        windows = [w for w in WindowsFile(estop.layout.root).load() if w.enabled and w.scope in scopes]
+        if not windows:
+            return []
+        entries, note = _ledger(estop)
+        out: list[PlannedHold] = []
+        for window in windows:
+            out.extend(window_holds(window, start, end, entries, limit=self.limit, note=note))
+        return out
+
+
+def _ledger(estop: EstopView) -> tuple[dict[str, LedgerEntry], str | None]:
+    """The ledger's entries, or none and a note when it cannot be read (every occurrence then
+    counts: held is the safe side)."""
+    try:
+        ledger = open_ledger(estop.layout.root, estop.store)
+    except (EstopError, OSError) as exc:
+        return {}, f"the windows ledger cannot be read ({one_line(exc)}): skipped occurrences counted as held"
+    try:
+        return ledger.load(), None
+    except (EstopError, OSError) as exc:
+        return {}, f"the windows ledger cannot be read ({one_line(exc)}): skipped occurrences counted as held"
+    finally:
+        ledger.close()

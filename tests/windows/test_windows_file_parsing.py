@@ -1,0 +1,45 @@
+"""`windows.toml` parsing (issue 12 item 4): validation pauses the cyclic garbage collector for
+speed, and must hand it back exactly as it found it, whatever the file holds."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from hermes_estop.windows import InvalidWindow, WindowsFile
+
+GOOD = b'[[windows]]\nname = "nightly"\ncron = "0 2 * * *"\nduration = "1h"\n'
+BAD = [b"not = [toml", b'[[windows]]\nname = "x"\ncron = "0 2 * * *"\nduration = "-1h"\n', b"\xff\xfe", b"windows = 3\n"]
+
+
+@pytest.fixture
+def collector():
+    was = gc.isenabled()
+    yield
+    gc.enable() if was else gc.disable()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("raw", [GOOD, *BAD])
+def test_parsing_leaves_the_garbage_collector_as_it_found_it(tmp_path, collector, enabled, raw):
+    gc.enable() if enabled else gc.disable()
+    try:
+        WindowsFile(tmp_path).parse(raw)
+    except InvalidWindow:
+        assert raw in BAD
+    assert gc.isenabled() is enabled
+
+
+def test_parsing_runs_with_the_collector_paused(tmp_path, collector, monkeypatch):
+    seen = []
+    real = WindowsFile._validate_unpaused
+
+    def spy(self, raw):
+        seen.append(gc.isenabled())
+        return real(self, raw)
+
+    monkeypatch.setattr(WindowsFile, "_validate_unpaused", spy)
+    gc.enable()
+    assert [w.name for w in WindowsFile(tmp_path).parse(GOOD)] == ["nightly"]
+    assert seen == [False] and gc.isenabled()
