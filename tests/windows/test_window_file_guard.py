@@ -194,20 +194,74 @@ def test_guard_starts_over_after_a_failed_read():
     assert guard.judge((3,), [A], {}, T0 + 2 * POLL).trusted
 
 
-def test_a_fast_poll_interval_still_confirms_a_removal_only_after_the_one_second_floor(harness):
-    """`serve --interval 0.05` on a loaded machine: an editor stalled between truncate and write
-    for more than one interval must not pass for a deliberate edit (seen in CI)."""
-    from hermes_estop.windows.service import CONFIRM_FLOOR, WindowService
+def fast_poll(harness):
+    """The harness's service at `serve --interval 0.05`."""
+    from hermes_estop.windows.service import WindowService
 
     harness.service = WindowService(harness.service.estop, scheduler=harness.service.scheduler,
                                     is_leader=lambda: True, poll_interval=0.05)
+
+
+def test_a_fast_poll_interval_still_confirms_a_removal_only_after_the_one_second_floor(harness):
+    """`serve --interval 0.05` on a loaded machine: an edit that drops a window is acted on only
+    once the file stayed the same for a second, not one 50 ms interval."""
+    from hermes_estop.windows.service import CONFIRM_FLOOR
+
+    fast_poll(harness)
     start, generation, _ = holding_window(harness)
     assert harness.service.guard.confirm_after == timedelta(seconds=CONFIRM_FLOOR) == timedelta(seconds=1)
-    write_in_place(harness.file.path, b"")
+    harness.file.remove("maint")  # a complete file with `other` only: no save caught midway
     when = start + timedelta(minutes=1)
-    for step in range(19):  # 19 polls 50 ms apart: 0.9 s of the same empty file
+    for step in range(19):  # 19 polls 50 ms apart: 0.9 s of the same file
         assert poll_at(harness, when + step * timedelta(seconds=0.05)).pending
     assert harness.reading().hold.generation == generation
     poll_at(harness, when + timedelta(seconds=1))
     assert harness.reading().state is HoldState.ABSENT
     assert [e.generation for e in harness.events("retire")] == [generation]
+
+
+@pytest.mark.parametrize("state", ["empty", "missing", "torn-prefix"])
+def test_a_save_stalled_midway_for_seconds_is_not_taken_for_an_edit_at_a_fast_interval(harness, state):
+    """An in-place save whose writer stalls between truncate and write (a journal commit on a
+    busy disk) leaves a torn file that does not change from read to read: seen in CI to outlast
+    the one-second floor. Such a read waits for the five-second torn floor."""
+    from hermes_estop.windows.service import TORN_CONFIRM_FLOOR
+
+    fast_poll(harness)
+    start, generation, raw = holding_window(harness)
+    assert harness.service.guard.torn_after == timedelta(seconds=TORN_CONFIRM_FLOOR) == timedelta(seconds=5)
+    if state == "empty":
+        write_in_place(harness.file.path, b"")
+    elif state == "missing":
+        harness.file.path.unlink()
+    else:  # the same windows as tables, then a save of it with only the first table on disk
+        tables = (b'[[windows]]\nname = "other"\ncron = "0 0 1 1 *"\nduration = "1h"\n\n'
+                  b'[[windows]]\nname = "maint"\nat = ' + start.isoformat().encode() + b'\nduration = "30m"\n')
+        write_in_place(harness.file.path, tables)
+        assert poll_at(harness, start + timedelta(seconds=30)).pending is None
+        write_in_place(harness.file.path, tables[: tables.index(b'[[windows]]\nname = "maint"')])
+    when = start + timedelta(minutes=1)
+    for step in range(99):  # 4.95 s of the same torn file, polled every 50 ms
+        report = poll_at(harness, when + step * timedelta(seconds=0.05))
+        assert report.pending and "stays the same for 5s" in report.pending
+    assert harness.reading().hold.generation == generation
+    assert harness.events("retire") == []
+    poll_at(harness, when + timedelta(seconds=5))  # still that file after five seconds: an edit
+    assert harness.reading().state is HoldState.ABSENT
+
+
+@pytest.mark.parametrize(("later", "wait"), [
+    (b"", 15), (None, 15),                 # emptied, missing: the torn period
+    (b"windows = [", 15),                  # not parsed here: any strict prefix of the trusted bytes
+    (b"windows = [ { other } ]", 5),       # a complete file that differs: the normal period
+])
+def test_guard_gives_a_read_that_looks_torn_the_longer_period(later, wait):
+    guard = FileGuard(POLL, torn_after=timedelta(seconds=15))
+    trusted = b"windows = [ { a }, { b } ]"
+    assert guard.judge((1,), [A, B], {}, T0, trusted).trusted
+    windows = [] if later in (b"", None) else [A]
+    identity = None if later is None else (2,)
+    assert not guard.judge(identity, windows, {}, T0, later).trusted
+    assert guard.pending_wait == timedelta(seconds=wait)
+    assert not guard.judge(identity, windows, {}, T0 + timedelta(seconds=wait) - timedelta(microseconds=1), later).trusted
+    assert guard.judge(identity, windows, {}, T0 + timedelta(seconds=wait), later).trusted

@@ -14,6 +14,10 @@ So a read that takes something away is not trusted until it is confirmed:
 - "confirmed" = the same file (same identity: inode, size, mtime, ctime) was seen by consecutive
   reads spanning at least `confirm_after`. Any other read in between starts over, so the
   momentary states of an editor's save (each with its own mtime) never confirm.
+- A read that looks like a save caught midway (the file missing, without any window, or a strict
+  prefix of the last trusted bytes) needs the longer `torn_after`: the writer can stall between
+  its truncate and its write (a journal commit on a busy disk, seen in CI to exceed one second),
+  and during that stall the torn file is the same file from read to read.
 
 Until then the scheduler takes no decision at all (as for a file that does not validate):
 standing holds stay, their deadmen still lift them at the window's end. Pure: the caller passes
@@ -65,46 +69,64 @@ def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
 class _Pending:
     identity: Identity
     since: datetime
+    wait: timedelta
 
 
 class FileGuard:
     """Remembers the last trusted read and the unconfirmed one (per scheduler process)."""
 
-    def __init__(self, confirm_after: timedelta) -> None:
+    def __init__(self, confirm_after: timedelta, torn_after: timedelta | None = None) -> None:
         self.confirm_after = confirm_after
+        self.torn_after = max(confirm_after, torn_after or confirm_after)
         self.trusted: list[Window] | None = None
+        self._trusted_raw: bytes | None = None
         self._pending: _Pending | None = None
 
     @property
     def pending(self) -> bool:
         return self._pending is not None
 
+    @property
+    def pending_wait(self) -> timedelta:
+        """How long the unconfirmed read must stay the same file (the confirmation period)."""
+        pending = self._pending
+        return pending.wait if pending is not None else self.confirm_after
+
     def judge(self, identity: Identity, windows: list[Window], entries: Mapping[str, LedgerEntry],
-              now: datetime) -> Verdict:
-        """Whether to act on `windows` (read from the file with `identity`) at `now`."""
+              now: datetime, raw: bytes | None = None) -> Verdict:
+        """Whether to act on `windows` (read as `raw` from the file with `identity`) at `now`."""
         gone = vanished(windows, self.trusted, entries, now)
         if not gone:
-            return self._trust(windows)
+            return self._trust(windows, raw)
         pending = self._pending
         if pending is None or pending.identity != identity or now < pending.since:
-            self._pending = _Pending(identity, now)
-            return Verdict(False, self._describe(gone, identity, windows))
-        if now - pending.since >= self.confirm_after:
-            return self._trust(windows)
-        return Verdict(False, self._describe(gone, identity, windows))
+            wait = self.torn_after if self._looks_torn(identity, windows, raw) else self.confirm_after
+            pending = self._pending = _Pending(identity, now, wait)
+            return Verdict(False, self._describe(gone, identity, windows, wait))
+        if now - pending.since >= pending.wait:
+            return self._trust(windows, raw)
+        return Verdict(False, self._describe(gone, identity, windows, pending.wait))
 
     def interrupted(self) -> None:
         """A read failed: the next read starts its confirmation over."""
         self._pending = None
 
-    def _trust(self, windows: list[Window]) -> Verdict:
+    def _looks_torn(self, identity: Identity, windows: list[Window], raw: bytes | None) -> bool:
+        """Missing, without windows, or a strict prefix of the last trusted bytes."""
+        if identity is None or not windows:
+            return True
+        trusted = self._trusted_raw
+        return raw is not None and trusted is not None and len(raw) < len(trusted) and trusted.startswith(raw)
+
+    def _trust(self, windows: list[Window], raw: bytes | None) -> Verdict:
         self.trusted = list(windows)
+        self._trusted_raw = raw
         self._pending = None
         return Verdict(True)
 
-    def _describe(self, gone: list[str], identity: Identity, windows: list[Window]) -> str:
+    def _describe(self, gone: list[str], identity: Identity, windows: list[Window], wait: timedelta) -> str:
         shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
         state = "missing" if identity is None else ("without windows" if not windows else "changed")
-        wait = f"{self.confirm_after.total_seconds():g}s"
+        wait_text = f"{wait.total_seconds():g}s"
         return (f"windows.toml {state}: window(s) {shown} gone or changed; not acted on until the file "
-                f"stays the same for {wait} (an editor may be saving it in place)")
+                f"stays the same for {wait_text} (an editor may be saving it in place)")

@@ -44,7 +44,7 @@ from .reconcile import Arm, Retire, ScopePlan, Skip, plan_scope
 from .wakeups import JOB_PREFIX, Scheduler, Wakeups, make_scheduler, wakeups_for
 from .windows_file import WindowsFile
 
-__all__ = ["CONFIRM_FLOOR", "JOB_PREFIX", "POLL_INTERVAL", "Event", "TickReport", "WindowService"]
+__all__ = ["CONFIRM_FLOOR", "JOB_PREFIX", "POLL_INTERVAL", "TORN_CONFIRM_FLOOR", "Event", "TickReport", "WindowService"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
@@ -53,6 +53,11 @@ POLL_INTERVAL = 5.0
 #: on, whatever the poll interval: a save in place stalled for a few scheduler slices on a loaded
 #: machine must not pass for a deliberate edit (a fast `--interval` alone would allow that).
 CONFIRM_FLOOR = 1.0
+#: The same for a read that looks like a save caught midway (missing, without windows, or a prefix
+#: of the last trusted bytes): a writer stalled between its truncate and its write on a busy disk
+#: keeps such a file unchanged for longer than a second (seen in CI). A hold lifting a few seconds
+#: late is the safe side.
+TORN_CONFIRM_FLOOR = 5.0
 #: how many of the newest audit events `recall` reads (an arm it misses is armed again: held)
 RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
@@ -90,7 +95,8 @@ class WindowService:
         self.is_leader = is_leader or _always
         self.scheduler = scheduler
         self.poll_interval = float(poll_interval)
-        self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, CONFIRM_FLOOR)))
+        self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, CONFIRM_FLOOR)),
+                               torn_after=timedelta(seconds=max(self.poll_interval, TORN_CONFIRM_FLOOR)))
         self.index = OccurrenceIndex()
         self.actions = Actions(estop)
         self._lock = threading.RLock()
@@ -121,7 +127,7 @@ class WindowService:
             report.errors.append(str(exc))
             return None
         report.windows = len(windows)
-        verdict = self.guard.judge(snapshot.identity, windows, entries, report.now)
+        verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, snapshot.raw)
         if not verdict.trusted:
             report.pending = verdict.reason
             self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
@@ -176,7 +182,7 @@ class WindowService:
         pass will."""
         report = self.tick()
         if report.pending is not None and not report.errors:
-            self.sleep(self.guard.confirm_after.total_seconds())
+            self.sleep(self.guard.pending_wait.total_seconds())
             report = self.tick()
         return report
 
