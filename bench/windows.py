@@ -123,7 +123,7 @@ def startup(tmp: Path, quick: bool) -> list[Figure]:
             target, met = "10,000 windows under 1 s, cold (issue 12)", times[0] < 1.0
             from hermes_estop.windows import windows_file
 
-            # tomli (compiled) when installed, else the stdlib's tomllib: parsing dominates the cold start
+            # the TOML parser in use (tomli, compiled): parsing dominates the cold start
             detail["toml_parser"] = windows_file.toml_loads.__module__
         figures.append(Figure(f"windows scheduler start-up, {count:,} windows", elapsed * 1e3, "ms",
                               f"the same with {SIZES[0]} windows", base * 1e3, elapsed / base,

@@ -164,3 +164,15 @@ def test_only_check_at_leaves_the_hot_path(fleet, args, hot):
         assert "typer-not-loaded" in result.stderr and "forecast-not-loaded" in result.stderr
     else:
         assert "typer-loaded" in result.stderr and "forecast-loaded" in result.stderr
+
+
+@pytest.mark.parametrize(("span", "code"), [("1h", 0), ("21d", 1)])
+def test_check_at_now_asks_from_the_fleets_clock(fleet, span, code):
+    """`--at now --for DUR`: "would a job started now be cut off?" (the question
+    `cron add --no-overlap-window` asks), the window being twenty days ahead."""
+    result = fleet("check", "--at", "now", "--for", span, "--json")
+    assert result.returncode == code, result.stderr
+    document = json.loads(result.stdout)
+    started = datetime.fromisoformat(document["start"])
+    assert abs((started - datetime.now(UTC)).total_seconds()) < 120
+    assert document["proceed"] is (code == 0)

@@ -180,7 +180,7 @@ def _status_extras(estop: Estop, now: datetime) -> dict[str, Any]:
 
 def check(user: UserOpt = None, profile: ProfileOpt = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the exit code says it.")] = False,
-          at: Annotated[Optional[str], typer.Option("--at", help="Ask about this ISO-8601 instant instead of now: the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
+          at: Annotated[Optional[str], typer.Option("--at", help="Ask about this ISO-8601 instant (or `now`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
           for_: Annotated[Optional[str], typer.Option("--for", help="With --at: held at any instant of [TIME, TIME+DUR)? (30m, 2h, PT45M).")] = None,
           as_json: JsonOpt = False) -> None:
     """Exit 0 when work may proceed, 1 when held; with --at [--for], whether it would be (forecast)."""
@@ -204,7 +204,8 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
 
     if at is None:
         raise InvalidArgument("--for needs --at TIME: the forecast starts at that instant")
-    start = parse_instant(at, what="--at time")
+    estop = current_estop()
+    start = estop.clock() if at.strip().lower() == "now" else parse_instant(at, what="--at time")
     span = None
     if for_ is not None:
         try:
@@ -213,7 +214,7 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
             raise InvalidDuration(f"--for: {exc}") from None
     if user is not None:
         Allow.of([user])  # the id rules a write applies (one line naming a bad id)
-    forecast = current_estop().forecast(start, start + span if span is not None else start, user, profile)
+    forecast = estop.forecast(start, start + span if span is not None else start, user, profile)
     if as_json:
         emit_json({"proceed": not forecast.held, **forecast.to_json()})
     elif not quiet:
