@@ -3,6 +3,11 @@
 The module-level functions in `hermes_estop` resolve an `Estop` from the environment at call time;
 programs that do not want environment lookups build one explicitly:
 `Estop(home=..., root=..., clock=...)`.
+
+It is longer than most modules because it is the whole public surface of a hold in one place
+(read, gate, engage, release, forecast, history): each method is a thin shell over the pure
+decisions (`hold`, `gate`, `allow`, `forecast`) and the store, so a reader looks an operation up
+here and follows one call into the part that decides.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ Two parts:
 Each planned hold is counted on its own (deny wins across them). The live scheduler may do less
 than that: a window occurrence due while a hold it did not arm stands is skipped (§6). The
 forecast does not guess what will stand then, so it errs on the side of "held".
+
+One module for one job, the forecast: the shell does nothing but gather the planned holds the
+pure function takes, and the value types are what both speak.
 """
 
 from __future__ import annotations

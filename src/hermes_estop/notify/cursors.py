@@ -16,9 +16,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..fsutil import locked_update, read_optional
+
+if TYPE_CHECKING:
+    from ..stores.base import HoldStore
 
 __all__ = ["STATE_FILE", "CursorStore", "FileCursorStore", "PostgresCursorStore", "TargetState", "cursor_store_for"]
 
@@ -158,7 +161,7 @@ class PostgresCursorStore:
             [name, payload]), what="save a notify cursor")
 
 
-def cursor_store_for(store: Any, root: Path) -> CursorStore:
-    if getattr(store, "name", None) == "postgresql":
+def cursor_store_for(store: HoldStore, root: Path) -> CursorStore:
+    if store.database() is not None:  # a store with a database: the cursors are a table of it
         return PostgresCursorStore(store)
     return FileCursorStore(root)

@@ -14,10 +14,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..audit import AUDIT_FILE, AuditEvent
 from ..fsutil import open_regular
+
+if TYPE_CHECKING:
+    from ..stores.base import HoldStore
 
 __all__ = ["AuditSource", "FileAuditSource", "Item", "PostgresAuditSource", "event_body", "source_for"]
 
@@ -142,9 +145,9 @@ class PostgresAuditSource:
                 for row_id, time, event, location, generation, actor, reason, deadline, detail in rows]
 
 
-def source_for(store: Any, root: Path) -> AuditSource:
+def source_for(store: HoldStore, root: Path) -> AuditSource:
     """The trail of `store` (the PostgreSQL table, or the fleet root's JSONL file)."""
-    if getattr(store, "name", None) == "postgresql":
+    if store.database() is not None:  # a store with a database: its audit table
         return PostgresAuditSource(store)
     return FileAuditSource(root)
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ..audit import AuditEvent
+    from .pg_backend import Backend
     from .records import RecordTable
 
 __all__ = ["HoldStore", "refused_write", "not_current", "EXPIRE_RETRY"]
@@ -169,6 +170,12 @@ class HoldStore(ABC):
         """Whether the store as a whole answers, from what this process already knows (never a
         round trip: a metrics scrape asks); None when the store has no such notion (the file
         store: each file is judged where it is read)."""
+        return None
+
+    def database(self) -> Backend | None:
+        """The database this store keeps the fleet's state in, for a service that keeps its own
+        table beside the holds (the notifier's cursors and its audit reader); None for a store
+        that keeps files in the fleet root, where such a service keeps a file instead."""
         return None
 
     def describe(self) -> dict[str, Any]:

@@ -12,6 +12,11 @@ new one, never a partial one, and a re-arm never makes the sentinel disappear.
 
 `hermes check` imports this module on every run: what only a write or an odd file needs (the
 locking and atomic-write helpers of `fsutil`, the audit log) is imported where it is used.
+
+Reads and writes stay in one module (it is longer than most) because they share one thing that
+must not drift apart: the cache of parsed bodies and the file identity that invalidates it. A
+write replaces the file a cached read is keyed on, and the fence a write checks is the identity
+a read reported.
 """
 
 from __future__ import annotations

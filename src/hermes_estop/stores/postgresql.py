@@ -113,6 +113,9 @@ class PostgresStore(HoldStore):
             backend = self._backend = acquire(self.url, self.refresh, self.share)
         return backend
 
+    def database(self) -> Backend:
+        return self.backend
+
     @property
     def listener(self) -> Listener:
         return self.backend.listener

@@ -1,0 +1,47 @@
+"""The `hermes windows` sub-app and what its command modules share: the fleet's windows file, a
+window by name, and now by the fleet's clock."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ..errors import InvalidArgument
+from ..homes import resolve_layout
+from .common import new_app
+
+if TYPE_CHECKING:
+    from ..windows.model import Window
+    from ..windows.windows_file import WindowsFile
+
+__all__ = ["JsonOpt", "file", "now", "window_named", "windows_app"]
+
+windows_app = new_app("windows", "Maintenance windows: scheduled holds whose deadman is the window's end (run by `hermes serve`).")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def file() -> WindowsFile:
+    """This process's fleet's `windows.toml`."""
+    from ..windows.windows_file import WindowsFile
+
+    return WindowsFile(resolve_layout().root)
+
+
+def window_named(name: str) -> tuple[WindowsFile, Window]:
+    """The windows file and its window `name`; `InvalidArgument` naming both when there is none."""
+    windows_file = file()
+    window = next((w for w in windows_file.load() if w.name == name), None)
+    if window is None:
+        raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
+    return windows_file, window
+
+
+def now() -> datetime:
+    """Now by the fleet's clock: the store's (the database's on PostgreSQL), never this host's
+    wall clock read ad hoc."""
+    from .common import current_estop
+
+    return current_estop().clock()

@@ -1,0 +1,113 @@
+"""`hermes windows skip | unskip | explain`: the commands about one occurrence of a window (the
+ledger's entry for it, and why it does or does not hold at an instant)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ..errors import InvalidArgument
+from ..text import printable
+from ..timeutil import format_instant
+from .common import emit_json
+from .windows_app import JsonOpt, window_named, windows_app
+
+if TYPE_CHECKING:
+    from ..estop import Estop
+    from ..windows.ledger import OccurrenceLedger
+    from ..windows.model import Window
+    from ..windows.occurrences import Occurrence
+
+__all__ = ["explain", "skip", "unskip"]
+
+
+def _skip_target(name: str, on: str | None, occurrence: str | None,
+                 next_: bool) -> tuple[Estop, OccurrenceLedger, Window, Occurrence, datetime]:
+    """The estop, the ledger, the window and the occurrence a skip/unskip names."""
+    from ..timeutil import parse_instant
+    from ..windows.ledger import open_ledger
+    from ..windows.skips import pick
+    from .common import current_estop
+
+    if sum((on is not None, occurrence is not None, next_)) > 1:
+        raise InvalidArgument("give one of --next, --on DATE or --occurrence START")
+    day = None
+    if on is not None:
+        try:
+            day = date.fromisoformat(on)
+        except ValueError:
+            raise InvalidArgument(f"invalid --on {on!r}: expected a date, YYYY-MM-DD") from None
+    start = parse_instant(occurrence, what="--occurrence time") if occurrence is not None else None
+    _, window = window_named(name)
+    estop = current_estop()
+    now = estop.clock()
+    return estop, open_ledger(estop.layout.root, estop.store), window, pick(window, now, on=day, start=start), now
+
+
+SkipOn = Annotated[str | None, typer.Option("--on", help="The occurrence starting on this local date (YYYY-MM-DD, the window's timezone).")]
+SkipAt = Annotated[str | None, typer.Option("--occurrence", help="The occurrence starting at this ISO-8601 instant.")]
+SkipNext = Annotated[bool, typer.Option("--next", help="The next occurrence that has not started (the default).")]
+
+
+@windows_app.command("skip")
+def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
+         occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
+    """Skip one occurrence ahead of time: it will not arm (recorded in the ledger, audited)."""
+    from ..windows.skips import skip_entry
+
+    estop, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
+    ledger.commit([skip_entry(target, now, estop.actor)])
+    estop.record("skip", estop.layout.location(window.scope), reason=window.hold_reason, deadline=target.end,
+                 detail=f"window {window.name} occurrence {target.ident} skipped by the operator")
+    if as_json:
+        emit_json({"skipped": target.to_json(now, window.tz)})
+        return
+    typer.echo(f"skipped window {window.name} occurrence {format_instant(target.start)} "
+               f"({target.start.astimezone(window.tz).strftime('%Y-%m-%d %H:%M %Z')}): it will not arm")
+
+
+@windows_app.command("unskip")
+def unskip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
+           occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
+    """Undo a skip: the occurrence arms again at its start."""
+    from ..windows.ledger import SKIPPED
+
+    estop, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
+    entry = ledger.load().get(target.key)
+    if entry is None or entry.state != SKIPPED:
+        raise InvalidArgument(f"window {window.name} occurrence {target.ident} is not skipped")
+    ledger.commit([], remove=[target.key])
+    estop.record("unskip", estop.layout.location(window.scope), reason=window.hold_reason, deadline=target.end,
+                 detail=f"window {window.name} occurrence {target.ident} no longer skipped")
+    if as_json:
+        emit_json({"unskipped": target.to_json(now, window.tz)})
+        return
+    typer.echo(f"unskipped window {window.name} occurrence {format_instant(target.start)}: it arms at its start")
+
+
+@windows_app.command("explain")
+def explain(
+    name: Annotated[str, typer.Argument(help="The window.")],
+    at: Annotated[str | None, typer.Option("--at", help="The ISO-8601 instant to explain (default: now).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Why a window does or does not hold at an instant: its schedule, bounds, the occurrence
+    covering the instant (drain lead included), what the ledger says of it, and the exclusions
+    before the next occurrence. Exit 0 either way; 2 for an unknown window or a bad time."""
+    from ..timeutil import parse_instant
+    from ..windows.explain import explain as explain_window
+    from ..windows.ledger import open_ledger
+    from .common import current_estop
+
+    instant = parse_instant(at, what="--at time") if at is not None else None
+    _, window = window_named(name)
+    estop = current_estop()
+    entries = open_ledger(estop.layout.root, estop.store).load()
+    result = explain_window(window, instant if instant is not None else estop.clock(), entries)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    for fact in result.facts:
+        typer.echo(f"  {printable(fact)}")
