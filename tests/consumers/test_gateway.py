@@ -168,9 +168,15 @@ def test_the_loopback_server_answers_one_line_per_line_over_a_real_socket(p1, ga
 
 
 @pytest.mark.slow
-def test_hermes_gateway_serve_over_a_real_socket(p1, python, subprocess_env):
+@pytest.mark.parametrize(("sig", "inherited_sigint"), [
+    (signal.SIGINT, signal.SIG_DFL),
+    (signal.SIGTERM, signal.SIG_DFL),   # what systemd sends
+    (signal.SIGINT, signal.SIG_IGN),    # started with `nohup ... &`: SIGINT ignored by inheritance
+])
+def test_hermes_gateway_serve_over_a_real_socket(p1, python, subprocess_env, sig, inherited_sigint):
     proc = subprocess.Popen([python, "-m", "hermes_estop", "gateway", "serve", "--port", "0", "--operator", "op"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, inherited_sigint))
     try:
         banner = proc.stdout.readline()
         assert banner.startswith("hermes gateway listening on 127.0.0.1:"), banner + proc.stderr.read()
@@ -181,9 +187,10 @@ def test_hermes_gateway_serve_over_a_real_socket(p1, python, subprocess_env):
         assert replies[2].startswith("ok: paused by profile p1")
         assert p1.holds()[0].hold.reason == "from chat"
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=20)
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0
+    assert out.splitlines()[-1] == "hermes gateway stopped"
 
 
 @pytest.mark.parametrize("command, event", [("/pause from chat", "engage"), ("/resume", "release")])

@@ -197,8 +197,12 @@ def gateway_serve(
     host: Annotated[str, typer.Option("--host", help="Address to bind; loopback unless you say otherwise.")] = "127.0.0.1",
     operator: Annotated[list[str] | None, typer.Option("--operator", help="A user id that may /pause and /resume (repeatable).")] = None,
 ) -> None:
-    """Serve the turn gate: one `user_id profile text` line in, one reply line out (`-` = no profile)."""
+    """Serve the turn gate: one `user_id profile text` line in, one reply line out (`-` = no profile).
+    SIGINT or SIGTERM stops it (exit 0)."""
+    import threading
+
     from ..consumers.gateway import Gateway, LineServer, is_loopback
+    from .serve import stop_on_signals
 
     if not 0 <= port <= 65535:
         raise InvalidArgument(f"invalid port {port}: expected 0 to 65535 (0 picks a free one)")
@@ -213,12 +217,18 @@ def gateway_serve(
                    "authenticated", err=True)
     ops = ", ".join(sorted(gateway.operators)) or "none"
     typer.echo(f"hermes gateway listening on {bound_host}:{bound_port} (operators: {ops})")
+    stop = threading.Event()
+    restore = stop_on_signals(stop, "gateway")
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="gateway", daemon=True)
+    thread.start()
     try:
-        server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
+        while thread.is_alive() and not stop.wait(0.5):
+            pass
     finally:
+        if thread.is_alive():
+            server.shutdown()
         server.server_close()
+        restore()
     typer.echo("hermes gateway stopped")
 
 

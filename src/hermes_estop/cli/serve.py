@@ -88,9 +88,14 @@ def run_services(services: Sequence[Service], stop: threading.Event, *,
     return 1 if failed else 0
 
 
-def _install_signals(stop: threading.Event) -> Callable[[], None]:
+def stop_on_signals(stop: threading.Event, what: str = "serve") -> Callable[[], None]:
+    """Set `stop` on SIGINT or SIGTERM; returns the function that restores the previous handlers.
+
+    Installed explicitly, for both, even where the process inherited SIGINT ignored (a daemon
+    started with `nohup ... &`): an operator or a supervisor that signals a server expects it to
+    stop cleanly, not to be left running or killed mid-write."""
     def handler(signum: int, _frame: Any) -> None:
-        logger.info("serve: %s received, stopping", signal.Signals(signum).name)
+        logger.info("%s: %s received, stopping", what, signal.Signals(signum).name)
         stop.set()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -159,7 +164,7 @@ def serve(
             _print_report(report)
         raise typer.Exit(0 if report.ok else 1)
     stop = threading.Event()
-    restore = _install_signals(stop)
+    restore = stop_on_signals(stop)
     try:
         http_server = None
         if listen is not None:
