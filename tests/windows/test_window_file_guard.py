@@ -250,18 +250,38 @@ def test_a_save_stalled_midway_for_seconds_is_not_taken_for_an_edit_at_a_fast_in
     assert harness.reading().state is HoldState.ABSENT
 
 
-@pytest.mark.parametrize(("later", "wait"), [
-    (b"", 15), (None, 15),                 # emptied, missing: the torn period
-    (b"windows = [", 15),                  # not parsed here: any strict prefix of the trusted bytes
-    (b"windows = [ { other } ]", 5),       # a complete file that differs: the normal period
+@pytest.mark.parametrize(("later", "windows", "same_file", "wait"), [
+    (b"", [], True, 15),                        # emptied in place: the torn period
+    (None, [], False, 15),                      # missing: the torn period
+    (b"windows = [", [A], False, 15),           # any strict prefix of the trusted bytes
+    (b"# comments only\n", [], True, 15),       # no window left in the same file
+    (b"windows = []\n", [], False, 5),          # no window, a new file renamed in (`windows remove`)
+    (b"windows = [ { other } ]", [A], True, 5),  # a complete file that differs: the normal period
 ])
-def test_guard_gives_a_read_that_looks_torn_the_longer_period(later, wait):
+def test_guard_gives_a_read_that_looks_torn_the_longer_period(later, windows, same_file, wait):
     guard = FileGuard(POLL, torn_after=timedelta(seconds=15))
     trusted = b"windows = [ { a }, { b } ]"
-    assert guard.judge((1,), [A, B], {}, T0, trusted).trusted
-    windows = [] if later in (b"", None) else [A]
-    identity = None if later is None else (2,)
+    assert guard.judge((7, 1, 26), [A, B], {}, T0, trusted).trusted
+    identity = None if later is None else (7, 1 if same_file else 2, len(later))
     assert not guard.judge(identity, windows, {}, T0, later).trusted
     assert guard.pending_wait == timedelta(seconds=wait)
     assert not guard.judge(identity, windows, {}, T0 + timedelta(seconds=wait) - timedelta(microseconds=1), later).trusted
     assert guard.judge(identity, windows, {}, T0 + timedelta(seconds=wait), later).trusted
+
+
+def test_windows_remove_of_the_last_window_is_acted_on_after_the_one_second_floor(harness):
+    """`hermes windows remove` writes a complete file and renames it in: even with no window
+    left it is a deliberate edit, not a save caught midway (the five-second rule is for those)."""
+    fast_poll(harness)
+    start = harness.clock.now + timedelta(hours=1)
+    harness.write({"name": "maint", "at": start.isoformat(), "duration": "30m"})
+    harness.start()
+    harness.run_until(start)
+    generation = harness.reading().hold.generation
+    harness.file.remove("maint")
+    when = start + timedelta(minutes=1)
+    assert poll_at(harness, when).pending
+    assert poll_at(harness, when + timedelta(seconds=0.95)).pending
+    assert harness.reading().hold.generation == generation
+    poll_at(harness, when + timedelta(seconds=1))
+    assert harness.reading().state is HoldState.ABSENT

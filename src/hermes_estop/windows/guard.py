@@ -14,8 +14,9 @@ So a read that takes something away is not trusted until it is confirmed:
 - "confirmed" = the same file (same identity: inode, size, mtime, ctime) was seen by consecutive
   reads spanning at least `confirm_after`. Any other read in between starts over, so the
   momentary states of an editor's save (each with its own mtime) never confirm.
-- A read that looks like a save caught midway (the file missing, without any window, or a strict
-  prefix of the last trusted bytes) needs the longer `torn_after`: the writer can stall between
+- A read that looks like a save caught midway (the file missing, a strict prefix of the last
+  trusted bytes, or without any window in the same file as the last trusted read: same device
+  and inode, the first two fields of the identity) needs the longer `torn_after`: the writer can stall between
   its truncate and its write (a journal commit on a busy disk, seen in CI to exceed one second),
   and during that stall the torn file is the same file from read to read.
 
@@ -80,6 +81,7 @@ class FileGuard:
         self.torn_after = max(confirm_after, torn_after or confirm_after)
         self.trusted: list[Window] | None = None
         self._trusted_raw: bytes | None = None
+        self._trusted_identity: Identity = None
         self._pending: _Pending | None = None
 
     @property
@@ -97,14 +99,14 @@ class FileGuard:
         """Whether to act on `windows` (read as `raw` from the file with `identity`) at `now`."""
         gone = vanished(windows, self.trusted, entries, now)
         if not gone:
-            return self._trust(windows, raw)
+            return self._trust(windows, raw, identity)
         pending = self._pending
         if pending is None or pending.identity != identity or now < pending.since:
             wait = self.torn_after if self._looks_torn(identity, windows, raw) else self.confirm_after
             pending = self._pending = _Pending(identity, now, wait)
             return Verdict(False, self._describe(gone, identity, windows, wait))
         if now - pending.since >= pending.wait:
-            return self._trust(windows, raw)
+            return self._trust(windows, raw, identity)
         return Verdict(False, self._describe(gone, identity, windows, pending.wait))
 
     def interrupted(self) -> None:
@@ -112,15 +114,21 @@ class FileGuard:
         self._pending = None
 
     def _looks_torn(self, identity: Identity, windows: list[Window], raw: bytes | None) -> bool:
-        """Missing, without windows, or a strict prefix of the last trusted bytes."""
-        if identity is None or not windows:
+        """Missing, a strict prefix of the last trusted bytes, or without windows in the file
+        last trusted (truncated in place). A complete file put in its place by a rename, as
+        `hermes windows remove` writes it, is a deliberate edit even when it holds no window."""
+        if identity is None:
             return True
         trusted = self._trusted_raw
-        return raw is not None and trusted is not None and len(raw) < len(trusted) and trusted.startswith(raw)
+        if raw is not None and trusted is not None and len(raw) < len(trusted) and trusted.startswith(raw):
+            return True
+        before = self._trusted_identity
+        return not windows and (before is None or identity[:2] == before[:2])
 
-    def _trust(self, windows: list[Window], raw: bytes | None) -> Verdict:
+    def _trust(self, windows: list[Window], raw: bytes | None, identity: Identity) -> Verdict:
         self.trusted = list(windows)
         self._trusted_raw = raw
+        self._trusted_identity = identity
         self._pending = None
         return Verdict(True)
 
