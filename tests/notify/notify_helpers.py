@@ -55,15 +55,20 @@ class Receiver:
                     accepted = False
                 else:
                     accepted = 200 <= int(answer) < 300
+                # recorded BEFORE the 2xx goes out: once the sender has its answer, a test that
+                # looks must find the event (recording after the reply raced the test under load)
+                if accepted:
+                    with receiver.changed:
+                        receiver.accepted.append(record)
                 try:
                     self.send_response(int(answer))
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                 except OSError:
-                    accepted = False
-                with receiver.changed:
                     if accepted:
-                        receiver.accepted.append(record)
+                        with receiver.changed:
+                            receiver.accepted.remove(record)
+                with receiver.changed:
                     receiver.changed.notify_all()
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
