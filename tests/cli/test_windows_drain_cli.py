@@ -6,27 +6,13 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from hermes_estop.cli import main
+import inprocess_cli
+from inprocess_cli import run
 
-
-@pytest.fixture
-def fleet(tmp_path: Path, monkeypatch) -> Path:
-    root = tmp_path / "fleet"
-    root.mkdir()
-    for name in ("HERMES_ROOT", "HERMES_ESTOP_STORE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HERMES_HOME", str(root))
-    return root
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
+fleet = inprocess_cli.fleet  # the fixture: a fleet root as this process's home
 
 
 def tomorrow() -> datetime:

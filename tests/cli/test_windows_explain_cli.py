@@ -9,26 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.cli import main
+import inprocess_cli
+from inprocess_cli import run
+
+fleet = inprocess_cli.fleet  # the fixture: a fleet root as this process's home
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, monkeypatch) -> Path:
-    root = tmp_path / "fleet"
-    root.mkdir()
-    for name in ("HERMES_ROOT", "HERMES_ESTOP_STORE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HERMES_HOME", str(root))
-    (root / "windows.toml").write_text(
+def windows_fleet(fleet: Path) -> Path:
+    """`fleet` with the window these tests explain."""
+    (fleet / "windows.toml").write_text(
         '[[windows]]\nname = "nightly"\ncron = "0 2 * * *"\ntimezone = "Europe/Berlin"\nduration = "1h"\n'
         'drain = "15m"\nexclude = ["2027-12-25"]\n')
-    return root
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return fleet
 
 
 def explained(capsys, *args: str) -> dict:
@@ -43,7 +36,7 @@ def explained(capsys, *args: str) -> dict:
     ("2027-03-10T00:40:00Z", False, None),                  # before the lead
     ("2027-03-10T02:00:00Z", False, None),                  # 03:00 Berlin: the deadman has passed
 ])
-def test_explain_says_whether_the_occurrence_covering_the_instant_holds(fleet, capsys, at, holds, part):
+def test_explain_says_whether_the_occurrence_covering_the_instant_holds(windows_fleet, capsys, at, holds, part):
     result = explained(capsys, "--at", at)
     assert result["holds"] is holds
     assert result["facts"][-1].startswith(f"so window nightly {'holds fleet' if holds else 'does not hold'}")
@@ -55,14 +48,14 @@ def test_explain_says_whether_the_occurrence_covering_the_instant_holds(fleet, c
         assert any(part in fact for fact in result["facts"])
 
 
-def test_explain_names_the_excluded_date_before_the_next_occurrence(fleet, capsys):
+def test_explain_names_the_excluded_date_before_the_next_occurrence(windows_fleet, capsys):
     result = explained(capsys, "--at", "2027-12-24T12:00:00Z")
     assert result["holds"] is False
     assert result["excluded"] == ["2027-12-25T01:00:00+00:00"]
     assert result["next"]["start"] == "2027-12-26T01:00:00+00:00"
 
 
-def test_explain_reads_a_skip_from_the_ledger(fleet, capsys):
+def test_explain_reads_a_skip_from_the_ledger(windows_fleet, capsys):
     code, _, _ = run(capsys, "windows", "skip", "nightly", "--occurrence", "2027-03-10T01:00:00Z")
     assert code == 0
     result = explained(capsys, "--at", "2027-03-10T01:30:00Z")
@@ -70,7 +63,7 @@ def test_explain_reads_a_skip_from_the_ledger(fleet, capsys):
     assert any("skipped: it does not arm" in fact for fact in result["facts"])
 
 
-def test_explain_text_prints_one_line_per_fact(fleet, capsys):
+def test_explain_text_prints_one_line_per_fact(windows_fleet, capsys):
     code, out, _ = run(capsys, "windows", "explain", "nightly", "--at", "2027-03-10T01:30:00Z")
     assert code == 0
     lines = out.splitlines()
@@ -82,7 +75,7 @@ def test_explain_text_prints_one_line_per_fact(fleet, capsys):
     (("windows", "explain", "nope"), "'nope'"),
     (("windows", "explain", "nightly", "--at", "tomorrow-ish"), "'tomorrow-ish'"),
 ])
-def test_explain_refuses_an_unknown_window_or_a_bad_time_in_one_line(fleet, capsys, args, named):
+def test_explain_refuses_an_unknown_window_or_a_bad_time_in_one_line(windows_fleet, capsys, args, named):
     code, out, err = run(capsys, *args)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and named in err

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hermes_estop import Estop, FileStore
+from hermes_estop.consumers.cron import CronTable
 
 from .helpers import T0
 
@@ -90,3 +91,15 @@ def _appended(path: Path) -> list[str]:
 def appended():
     """`appended(path)`: the words workers appended to `path` (none when none ran)."""
     return _appended
+
+
+@pytest.fixture
+def marker(tmp_path: Path) -> Path:
+    """The file a test cron job appends to when it runs."""
+    return tmp_path / "ran.log"
+
+
+@pytest.fixture
+def table(p1: Estop) -> CronTable:
+    """Profile p1's cron job table."""
+    return CronTable.of(p1)

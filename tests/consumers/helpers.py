@@ -29,3 +29,8 @@ def finishes(call, *, guard: float = 60.0):
     thread.join(guard)
     assert not thread.is_alive(), "the call blocked (it opened a FIFO without O_NONBLOCK?)"
     return outcome[0]
+
+
+def at(hour: int, minute: int, second: int = 0) -> datetime:
+    """T0's day at that time of day."""
+    return T0.replace(hour=hour, minute=minute, second=second)

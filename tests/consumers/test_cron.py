@@ -10,23 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hermes_estop import Allow, EstopError, StoreError
-from hermes_estop.consumers.cron import CronRunner, CronTable, DuplicateJob, UnknownJob
+from hermes_estop.consumers.cron import CronRunner, DuplicateJob, UnknownJob
 
-from .helpers import T0, finishes
-
-
-def at(hour: int, minute: int, second: int = 0) -> datetime:
-    return T0.replace(hour=hour, minute=minute, second=second)
-
-
-@pytest.fixture
-def marker(tmp_path):
-    return tmp_path / "ran.log"
-
-
-@pytest.fixture
-def table(p1):
-    return CronTable.of(p1)
+from .helpers import T0, at, finishes
 
 
 def add_job(table, marker, name="report", *, schedule="*/5 * * * *", owner=None, profile="p1", now=T0, **kw):

@@ -7,31 +7,16 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
 
 import pytest
 
 from hermes_estop.cli import main
-from hermes_estop.consumers.cron import CronRunner, CronTable
+from hermes_estop.consumers.cron import CronRunner
 from hermes_estop.errors import InvalidArgument
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
 
-from .helpers import T0
-
-
-def at(hour: int, minute: int, second: int = 0) -> datetime:
-    return T0.replace(hour=hour, minute=minute, second=second)
-
-
-@pytest.fixture
-def marker(tmp_path):
-    return tmp_path / "ran.log"
-
-
-@pytest.fixture
-def table(p1):
-    return CronTable.of(p1)
+from .helpers import T0, at
 
 
 def window(root, **fields):

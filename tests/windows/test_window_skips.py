@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, date, datetime
-from pathlib import Path
 
 import pytest
 
-from hermes_estop.cli import main
+import inprocess_cli
+from inprocess_cli import run
 from hermes_estop.errors import InvalidArgument
 from hermes_estop.windows.ledger import SKIPPED
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import upcoming
 from hermes_estop.windows.skips import pick, skip_entry
 from hermes_estop.windows.windows_file import WindowsFile
+
+fleet = inprocess_cli.fleet  # the fixture: a fleet root as this process's home
 
 NIGHTLY = {"name": "nightly", "cron": "30 2 * * *", "timezone": "Europe/Berlin", "duration": "1h"}
 
@@ -105,22 +107,6 @@ def test_pick_refuses_an_occurrence_that_started_or_does_not_exist():
 
 
 # -- the CLI ---------------------------------------------------------------------------------
-
-@pytest.fixture
-def fleet(tmp_path: Path, monkeypatch) -> Path:
-    root = tmp_path / "fleet"
-    root.mkdir()
-    for name in ("HERMES_ROOT", "HERMES_ESTOP_STORE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HERMES_HOME", str(root))
-    return root
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 def test_cli_skip_shows_in_next_is_audited_and_unskip_undoes_it(fleet, capsys):
     run(capsys, "windows", "add", "nightly", "--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--duration", "1h")
