@@ -89,15 +89,20 @@ def imported_modules(hermes, *args: str) -> set[str]:
     return names - _imported(hermes, "-c", "pass")
 
 
-@pytest.mark.parametrize("state", ["free", "held", "hand-written"])
-@pytest.mark.parametrize("args", [["check", "--quiet"], ["check", "--user", "42", "--profile", "ops", "--json"],
-                                  ["gate", "--", "true"]])
-def test_the_check_path_on_the_file_store_imports_no_framework(hermes, state, args):
+def prepare(hermes, state: str) -> None:
+    """The home as `state` says: no hold, a hold armed by `hermes pause`, or a hand-written body."""
     if state == "held":
         hermes("pause", "--reason", "maint", "--ttl", "1h", "--allow-user", "42", check=0)
     elif state == "hand-written":
         hermes.home.mkdir(parents=True, exist_ok=True)
         hermes.sentinel.write_text('{"expires_at": "garbage", "allow": "nobody"}')
+
+
+@pytest.mark.parametrize("state", ["free", "held", "hand-written"])
+@pytest.mark.parametrize("args", [["check", "--quiet"], ["check", "--user", "42", "--profile", "ops", "--json"],
+                                  ["gate", "--", "true"]])
+def test_the_check_path_on_the_file_store_imports_no_framework(hermes, state, args):
+    prepare(hermes, state)
     names = imported_modules(hermes, *args)
     loaded = sorted(name for name in names for banned in NEVER_ON_THE_CHECK_PATH
                     if name == banned or name.startswith(banned + "."))
@@ -112,11 +117,7 @@ NOT_ON_A_READ_ONLY_CHECK = ("threading", "shutil", "fcntl", "hermes_estop.fsutil
 @pytest.mark.parametrize("state", ["free", "held", "hand-written"])
 @pytest.mark.parametrize("args", [["check", "--quiet"], ["gate", "--", "true"], ["check", "--user", "42", "--json"]])
 def test_a_read_that_writes_nothing_imports_no_write_machinery(hermes, state, args):
-    if state == "held":
-        hermes("pause", "--reason", "maint", "--ttl", "1h", "--allow-user", "42", check=0)
-    elif state == "hand-written":
-        hermes.home.mkdir(parents=True, exist_ok=True)
-        hermes.sentinel.write_text('{"expires_at": "garbage", "allow": "nobody"}')
+    prepare(hermes, state)
     names = imported_modules(hermes, *args)
     assert sorted(name for name in NOT_ON_A_READ_ONLY_CHECK if name in names) == []
 
