@@ -12,7 +12,7 @@ import pytest
 
 from hermes_estop import Estop
 from hermes_estop.gate import Snapshot, pause_notice
-from hermes_estop.hold import Fence, Hold, HoldState, Reading
+from hermes_estop.hold import Cause, Fence, Hold, HoldState, Reading
 from hermes_estop.homes import Layout
 from hermes_estop.stores.unavailable import UnavailableStore
 from hermes_estop.text import unsafe_char
@@ -59,8 +59,32 @@ def test_an_unreachable_store_says_held_until_it_is_back(tmp_path):
 def test_a_postgresql_outage_reads_as_the_store_unreachable():
     location = Layout(home=Path("/r"), root=Path("/r")).fleet
     reading = Reading(location, HoldState.UNREADABLE, None, Fence(),
-                      "PostgreSQL store unreachable since 12:00 (timeout): held until it answers again")
+                      "PostgreSQL store unreachable since 12:00 (timeout): held until it answers again", Cause.STORE_DOWN)
     assert "the fleet store is unreachable" in one_line(pause_notice(Snapshot((reading,), NOW)))
+
+
+@pytest.mark.parametrize("cause, advice", [
+    (Cause.STORE_DOWN, "the fleet store is unreachable"),
+    (Cause.NOT_A_FILE, ": remove it by hand"),
+    (Cause.CANNOT_READ, "fix its permissions"),
+    (Cause.BODY, "`hermes resume` removes it"),
+])
+def test_the_advice_follows_the_cause_the_reader_found_not_the_wording(cause, advice):
+    """Issue 19: an unreadable cause is a typed value carried from where it was found; a body
+    whose problem text merely looks like another cause gets its own cause's advice."""
+    location = Layout(home=Path("/r"), root=Path("/r")).fleet
+    misleading = "a directory; PostgreSQL store unavailable; cannot open"
+    reading = Reading(location, HoldState.UNREADABLE, None, Fence(), misleading, cause)
+    notice = one_line(pause_notice(Snapshot((reading,), NOW)))
+    assert advice in notice
+    others = {"the fleet store is unreachable", ": remove it by hand", "fix its permissions", "`hermes resume` removes it"}
+    assert not any(other in notice for other in others - {advice})
+
+
+def test_an_unreadable_reading_defaults_to_a_body_cause():
+    location = Layout(home=Path("/r"), root=Path("/r")).fleet
+    assert Reading(location, HoldState.UNREADABLE, None, Fence(), "empty body").cause is Cause.BODY
+    assert Reading(location, HoldState.ACTIVE, Hold("g"), Fence("g")).cause is None
 
 
 @pytest.mark.parametrize("raw", [b"", b"{not json", b"[1]"])

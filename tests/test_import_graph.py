@@ -115,8 +115,9 @@ def core_modules() -> list[str]:
 
 def test_the_graph_sees_relative_lazy_and_package_imports():
     graph = import_graph()
-    assert {"hermes_estop.stores.base", "hermes_estop.stores.records"} <= graph["hermes_estop.windows.ledger"]
+    assert "hermes_estop.fleet" in graph["hermes_estop.windows.ledger"]
     assert "hermes_estop.stores.records" in graph["hermes_estop.stores.base"]  # inside `open_ledger`
+    assert "hermes_estop.stores.file" in graph["hermes_estop.fleet"]  # inside `Fleet.of_files`
     assert "hermes_estop.stores.file" in graph["hermes_estop.stores"]
     assert "hermes_estop.hold" in core_modules() and "hermes_estop.stores.postgresql" in core_modules()
     assert "hermes_estop.demo" not in core_modules() and "hermes_estop.cli" not in core_modules()
@@ -135,6 +136,21 @@ def test_no_module_of_the_package_is_in_an_import_cycle():
 def test_the_core_never_imports_a_layer_built_on_it(module):
     upper = tuple(f"hermes_estop.{layer}" for layer in UPPER_LAYERS)
     assert sorted(t for t in import_graph()[module] if t.startswith(upper)) == []
+
+
+#: the layers that act for the whole fleet: they reach holds, the audit trail, the ledger and
+#: leadership through `hermes_estop.fleet`, never a store module directly (issue 19)
+FLEET_WIDE_LAYERS = ("windows", "notify", "observe", "cli")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[1:2] and m.split(".")[1] in FLEET_WIDE_LAYERS))
+def test_fleet_wide_code_reaches_the_stores_only_through_the_fleet(module):
+    stores = sorted(t for t in import_graph()[module] if t == "hermes_estop.stores" or t.startswith("hermes_estop.stores."))
+    assert stores == []
+
+
+def test_the_fleet_object_is_where_the_stores_are_reached():
+    assert "hermes_estop.stores.base" in import_graph()["hermes_estop.fleet"]
 
 
 def test_the_window_ledger_is_chosen_by_the_store_not_by_its_name():

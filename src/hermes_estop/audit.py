@@ -21,9 +21,11 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any
 
-__all__ = ["AUDIT_FILE", "EVENTS", "AuditEvent", "AuditLog", "default_actor"]
+__all__ = ["AUDIT_FILE", "EVENTS", "AuditEntry", "AuditEvent", "AuditLog", "default_actor", "parse_line"]
 
 AUDIT_FILE = "estop-audit.jsonl"
+#: at most this many bytes of the file trail are read per `read_after` call
+_CHUNK = 256 * 1024
 EVENTS = ("engage", "rearm", "release", "retire", "expire", "skip")
 
 
@@ -91,6 +93,32 @@ class AuditEvent(Record):
         )
 
 
+class AuditEntry(Record):
+    """One entry of the trail read from a cursor: `event` None for a corrupt line (skipped,
+    never delivered); `end` the position just past it (a cursor only grows along the trail:
+    a byte offset in the file trail, a row id in a database); `id` stable across re-reads, so
+    a receiver can de-duplicate on it."""
+
+    __slots__ = ("end", "id", "event")  # noqa: RUF023 (constructor order)
+    end: int
+    id: str
+    event: AuditEvent | None
+
+    def __init__(self, end: int, id: str, event: AuditEvent | None) -> None:
+        set_field(self, "end", end)
+        set_field(self, "id", id)
+        set_field(self, "event", event)
+
+
+def parse_line(raw: bytes) -> AuditEvent | None:
+    """The event of one line of the file trail, None when it is not one."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return AuditEvent.from_json(data) if isinstance(data, dict) else None
+
+
 class AuditLog:
     """The JSONL audit file of one fleet root."""
 
@@ -135,12 +163,7 @@ class AuditLog:
             for raw in handle:
                 if not raw.strip():
                     continue
-                try:
-                    data = json.loads(raw)
-                except ValueError:
-                    yield None
-                    continue
-                yield AuditEvent.from_json(data) if isinstance(data, dict) else None
+                yield parse_line(raw)
 
     def read_counted(self, limit: int | None = None) -> tuple[list[AuditEvent], int]:
         """(events oldest first, with `limit` only the newest `limit`; how many lines were
@@ -157,3 +180,58 @@ class AuditLog:
     def read(self, limit: int | None = None) -> list[AuditEvent]:
         """Oldest first; with `limit`, only the newest `limit` events."""
         return self.read_counted(limit)[0]
+
+    def head(self) -> int:
+        """The position just past the newest entry (where a reader told to start at the end begins)."""
+        try:
+            fd = open_regular(self.path)
+        except FileNotFoundError:
+            return 0
+        try:
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+
+    def read_after(self, position: int, limit: int) -> list[AuditEntry]:
+        """At most `limit` entries after byte offset `position`, oldest first; a line still being
+        written (no newline yet) is left for the next call. An id is the line's offset plus a
+        hash of the line, so a replaced trail never reuses one. Raises `OSError` when the file
+        cannot be read."""
+        import hashlib
+
+        try:
+            fd = open_regular(self.path)
+        except FileNotFoundError:
+            return []
+        entries: list[AuditEntry] = []
+        try:
+            size = os.fstat(fd).st_size
+            if position > size:  # the trail was truncated or replaced: start it over
+                position = 0
+            while len(entries) < limit and position < size:
+                os.lseek(fd, position, os.SEEK_SET)
+                data = os.read(fd, _CHUNK)
+                if not data:
+                    break
+                offset = 0
+                while len(entries) < limit:
+                    newline = data.find(b"\n", offset)
+                    if newline < 0:
+                        break
+                    raw = data[offset:newline]
+                    start = position + offset
+                    offset = newline + 1
+                    if not raw.strip():
+                        continue
+                    digest = hashlib.sha256(raw).hexdigest()[:12]
+                    entries.append(AuditEntry(position + offset, f"audit-{start}-{digest}", parse_line(raw)))
+                if offset == 0:
+                    if len(data) == _CHUNK:  # one line longer than a chunk: corrupt, step over it
+                        entries.append(AuditEntry(position + len(data), f"audit-{position}-long", None))
+                        position += len(data)
+                        continue
+                    break  # a line still being written: wait for its newline
+                position += offset
+        finally:
+            os.close(fd)
+        return entries

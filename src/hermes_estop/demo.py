@@ -109,7 +109,7 @@ def run_demo(root: Path, plan: DemoPlan = DemoPlan(), say: Callable[[str], None]
     package_log.addHandler(handler)
     package_log.setLevel(logging.INFO)
     stop = threading.Event()
-    services = [WindowService(estop, poll_interval=plan.tick),
+    services = [WindowService(estop.fleet, poll_interval=plan.tick),
                 CronService(estop, interval=plan.tick), KanbanService(estop, interval=plan.tick)]
     runner = threading.Thread(target=run_services, args=(services, stop), kwargs={"stop_timeout": 10.0},
                               daemon=True)

@@ -19,7 +19,7 @@ from datetime import datetime
 from .durations import MAX_DURATION, parse_ttl
 from .errors import InvalidArgument, InvalidInstant
 from .gate import Snapshot, Verdict, admits, decide, engaged, pause_notice
-from .hold import Allow, EngageRequest, Fence, Hold, HoldState, Reading, clean_reason
+from .hold import Allow, Cause, EngageRequest, Fence, Hold, HoldState, Reading, clean_reason
 from .homes import SENTINEL_NAME, Layout, Location, resolve_layout
 from .stores import HoldStore, open_store
 from .timeutil import Clock, aware_clock, format_instant, parse_instant
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .audit import AuditEvent
+    from .fleet import Fleet
     from .forecast import Forecast, HoldSource
 
 __all__ = ["Estop"]
@@ -98,6 +99,7 @@ class Estop:
         self.store: HoldStore = store
         self.clock: Clock = aware_clock(clock) if clock is not None else store.default_clock()
         self._actor = actor
+        self._fleet: Fleet | None = None
         # Candidates a store can read; a refused profile home (`Location.problem`) is never
         # handed to a store, it reads as unreadable right here (`_refused`).
         self._readable: tuple[Location, ...] = tuple(loc for loc in self.locations if loc.problem is None)
@@ -107,6 +109,17 @@ class Estop:
         self._log_lock = allocate_lock()
         self._expiry_logged: dict[tuple[str, Fence], None] = {}
         self._paused_logged: dict[str, frozenset[Any]] = {}
+
+    @property
+    def fleet(self) -> Fleet:
+        """The whole fleet this process belongs to (same store, clock and actor): what every
+        fleet-wide feature goes through. Its writes are this view's writes."""
+        fleet = self._fleet
+        if fleet is None:
+            from .fleet import Fleet
+
+            fleet = self._fleet = Fleet(self.store, self.layout.root, clock=self.clock, actor=self.actor)
+        return fleet
 
     def close(self) -> None:
         """Close the store (its connections and threads). For an Estop that owns its store;
@@ -172,7 +185,8 @@ class Estop:
     def _read_with_refused(self, now: datetime) -> tuple[Reading, ...]:
         found = iter(self.store.read(self._readable, now)) if self._readable else iter(())
         return tuple(
-            next(found) if loc.problem is None else Reading(loc, HoldState.UNREADABLE, None, Fence(), loc.problem)
+            next(found) if loc.problem is None
+            else Reading(loc, HoldState.UNREADABLE, None, Fence(), loc.problem, Cause.REFUSED_HOME)
             for loc in self.locations
         )
 
@@ -268,11 +282,11 @@ class Estop:
         if self._refused:
             raise InvalidArgument(self.layout.refusal or "this home is not a valid profile home")
 
-    def location(self, *, fleet: bool = False, scope: str | None = None) -> Location:
-        """The location a write targets; `InvalidArgument` from a refused profile home."""
+    def location(self, *, fleet: bool = False) -> Location:
+        """The location a write of this process targets: its own home, or (`fleet`) the fleet
+        root; `InvalidArgument` from a refused profile home. Any other scope is the fleet's
+        (`self.fleet.location(scope)`)."""
         self._check_writable()
-        if scope is not None:
-            return self.layout.location(scope)
         return self.layout.fleet if fleet else self.layout.own
 
     def deadline(self, ttl: Any, expires_at: Any, now: datetime) -> datetime | None:
@@ -307,14 +321,25 @@ class Estop:
         replace: bool = False,
         *,
         fleet: bool = False,
-        scope: str | None = None,
         armed_by: str | None = None,
         window: Mapping[str, Any] | None = None,
         only_if: Any = None,
     ) -> Hold:
-        """Arm, or re-arm non-destructively, the hold of this home (`fleet`: the fleet root;
-        `scope`: a named scope). Returns the hold written. Everything is validated first: on a
-        bad value nothing is written and a standing hold is untouched."""
+        """Arm, or re-arm non-destructively, the hold of this home (`fleet`: the fleet root).
+        Returns the hold written. Everything is validated first: on a bad value nothing is
+        written and a standing hold is untouched."""
+        location = self.location(fleet=fleet)
+        request, now = self.engage_request(reason, allow, ttl, expires_at, replace, armed_by=armed_by,
+                                           window=window, only_if=only_if)
+        return self.fleet.engage(location, request, now)
+
+    def engage_request(self, reason: str | None = None, allow: Allow | Mapping[str, Any] | None = None,
+                       ttl: Any = None, expires_at: Any = None, replace: bool = False, *,
+                       armed_by: str | None = None, window: Mapping[str, Any] | None = None,
+                       only_if: Any = None) -> tuple[EngageRequest, datetime]:
+        """The validated request for an engage from loose input (a TTL or an instant as text, an
+        allowlist as a mapping), and the `now` it was judged at; raises `EstopError` naming the
+        bad value. `Fleet.engage(location, *this)` writes it at any scope of the fleet."""
         now = self.clock()
         request = EngageRequest(
             reason=clean_reason(reason),
@@ -325,12 +350,12 @@ class Estop:
             window=window,
             only_if=only_if,
         )
-        return self.store.engage(self.location(fleet=fleet, scope=scope), request, now, self.actor)
+        return request, now
 
-    def release(self, *, fleet: bool = False, scope: str | None = None, generation: str | None = None) -> Reading | None:
-        """The operator's resume of one location; with `generation`, only that generation
-        (`HoldConflict` otherwise). Returns what was removed, or None."""
-        return self.store.release(self.location(fleet=fleet, scope=scope), generation, self.clock(), self.actor)
+    def release(self, *, fleet: bool = False, generation: str | None = None) -> Reading | None:
+        """The operator's resume of this home (`fleet`: the fleet root); with `generation`, only
+        that generation (`HoldConflict` otherwise). Returns what was removed, or None."""
+        return self.fleet.release(self.location(fleet=fleet), generation)
 
     def disengage(self) -> bool:
         """Remove every visible hold (this home and the fleet root); True when any was removed."""
@@ -338,35 +363,25 @@ class Estop:
         now = self.clock()
         removed = False
         for location in self._readable:
-            if self.store.release(location, None, now, self.actor) is not None:
+            if self.fleet.release(location, None, now) is not None:
                 removed = True
         return removed
 
-    def retire(self, generation: str, *, scope: str | None = None) -> bool:
-        """Remove the hold carrying `generation` (at `scope`, or wherever among the candidate
-        locations it stands); a successor with another generation survives."""
+    def retire(self, generation: str) -> bool:
+        """Remove the hold carrying `generation` wherever among this process's locations it
+        stands; a successor with another generation survives."""
         if not isinstance(generation, str) or not generation:
             raise InvalidArgument(f"invalid generation {generation!r}")
         self._check_writable()
         now = self.clock()
-        locations = (self.layout.location(scope),) if scope is not None else self._readable
         removed = False
-        for location in locations:
-            if self.store.retire(location, Fence(generation), now, self.actor):
+        for location in self._readable:
+            if self.fleet.retire(location, Fence(generation), now=now):
                 removed = True
         return removed
 
-    def record(self, event: str, location: Location, *, generation: str | None = None, reason: str | None = None,
-               deadline: datetime | None = None, detail: str | None = None) -> None:
-        """Append a non-write event (a window's skipped occurrence) to the audit trail."""
-        from .audit import AuditEvent
-
-        self.store.append_audit(
-            AuditEvent(self.clock(), event, location.scope, generation, self.actor, reason, deadline, detail)
-        )
-
     def history(self, limit: int | None = None) -> list[AuditEvent]:
-        return self.store.history(limit)
+        return self.fleet.history(limit)[0]
 
     # -- forecast ----------------------------------------------------------------------------
 

@@ -26,15 +26,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .errors import EstopError, InvalidArgument
 from .gate import Snapshot, decide
 from .hold import NOBODY, Allow, Fence, Hold, HoldState, Reading
 from .homes import Layout, Location
-from .stores.base import HoldStore
 from .text import one_line
 from .timeutil import Clock, format_instant, in_interval, parse_instant
+
+if TYPE_CHECKING:
+    from .fleet import Fleet
 
 __all__ = [
     "HOLD",
@@ -273,7 +275,7 @@ class EstopView(Protocol):
     def locations(self) -> tuple[Location, ...]: ...
 
     @property
-    def store(self) -> HoldStore: ...
+    def fleet(self) -> Fleet: ...
 
     @property
     def clock(self) -> Clock: ...
@@ -294,20 +296,35 @@ class HoldSource(Protocol):
     def planned(self, estop: EstopView, start: datetime, end: datetime) -> Iterable[PlannedHold]: ...
 
 
+#: the sources this package ships, by the same `module:attribute` their entry points name: a
+#: checkout run without installed metadata (`PYTHONPATH=src`) must still count its windows
+BUILTIN_SOURCES = {"windows": "hermes_estop.windows.forecast:WindowSource"}
+
+
 def discover_sources() -> list[HoldSource]:
-    """The sources registered under the entry-point group `hermes_estop.hold_sources`, each
+    """The built-in sources and those registered under the entry-point group
+    `hermes_estop.hold_sources` (an entry point of a built-in's name replaces it), each
     instantiated with no argument. Loaded on each call (a forecast is not on the hot path).
-    `EstopError` naming the entry point when one cannot be loaded."""
+    `EstopError` naming the source when one cannot be loaded: a source that cannot be read
+    must never count as "nothing planned"."""
+    from importlib import import_module
     from importlib.metadata import entry_points
 
+    named: dict[str, tuple[str, Any]] = {}
+    for name, value in BUILTIN_SOURCES.items():
+        module, _, attribute = value.partition(":")
+        named[name] = (value, lambda module=module, attribute=attribute: getattr(import_module(module), attribute))
+    for point in entry_points(group=SOURCE_GROUP):
+        named[point.name] = (point.value, point.load)
     sources: list[HoldSource] = []
-    for point in sorted(entry_points(group=SOURCE_GROUP), key=lambda p: p.name):
+    for name in sorted(named):
+        value, load = named[name]
         try:
-            source = point.load()()
-        except Exception as exc:  # noqa: BLE001 - a broken plug-in is one line, never a "free"
-            raise EstopError(f"cannot load the hold source {point.name!r} ({point.value}): {one_line(exc)}") from None
+            source = load()()
+        except Exception as exc:  # noqa: BLE001 - a broken source is one line, never a "free"
+            raise EstopError(f"cannot load the hold source {name!r} ({value}): {one_line(exc)}") from None
         if not isinstance(source, HoldSource):
-            raise EstopError(f"the hold source {point.name!r} ({point.value}) has no planned() method")
+            raise EstopError(f"the hold source {name!r} ({value}) has no planned() method")
         sources.append(source)
     return sources
 

@@ -6,7 +6,7 @@ Every decision comes from a single snapshot of all candidate locations, so "is i
 
 from __future__ import annotations
 
-from .hold import Fence, HoldState, Reading
+from .hold import Cause, Fence, HoldState, Reading
 from .record import Record, set_field
 from .text import printable
 from .timeutil import format_instant
@@ -87,29 +87,21 @@ def auto_resume_at(snapshot: Snapshot) -> datetime | None:
     return max(deadlines) if deadlines else None
 
 
-# Problems a store reports for the store as a whole (every location reads the same), by prefix.
-_STORE_DOWN = ("store unavailable", "PostgreSQL store")
-# `fsutil.describe_mode` texts: a sentinel that is not a regular file; `hermes resume` refuses
-# to remove it (it removes files only), so the notice says to remove it by hand.
-_NOT_A_FILE = ("a directory", "a FIFO", "a socket", "a device", "a symlink", "not a regular file",
-               "symlink that cannot be followed")
-
-
 def unreadable_cause(reading: Reading) -> str:
     """One printable clause naming why an unreadable hold holds and what will actually lift it
     (the fix, not just `hermes resume`, which cannot remove a directory or reach a store that is
-    down). Built from `Reading.problem` as the stores word it."""
-    problem = reading.problem or "unknown problem"
+    down), chosen by the reading's `Cause` as the reader found it."""
+    shown = printable(reading.problem or "unknown problem")
     location = reading.location
-    shown = printable(problem)
-    if location.problem is not None:
-        return f"{printable(location.problem)}: held until HERMES_HOME names a valid profile home"
-    if problem.startswith(_STORE_DOWN):
+    cause = reading.cause
+    if cause is Cause.REFUSED_HOME:
+        return f"{shown}: held until HERMES_HOME names a valid profile home"
+    if cause is Cause.STORE_DOWN:
         return f"the fleet store is unreachable; held until it is back ({shown})"
     sentinel = printable(location.sentinel)
-    if problem.startswith(_NOT_A_FILE):
+    if cause is Cause.NOT_A_FILE:
         return f"ESTOP at {sentinel} is {shown}: remove it by hand"
-    if problem.startswith(("cannot open", "cannot read", "cannot stat")):
+    if cause is Cause.CANNOT_READ:
         return f"ESTOP at {sentinel} cannot be read ({shown}): fix its permissions or remove it by hand"
     return (f"the hold at {location.describe()} is unreadable ({shown}); `hermes resume` removes it, "
             "or rewrite it with `hermes pause`")

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALLOWLIST_MALFORMED",
+    "Cause",
     "DEADLINE_UNREADABLE",
     "GENERATION_FIELD",
     "MAX_BODY_BYTES",
@@ -116,6 +117,22 @@ class HoldState(str, Enum):
     UNREADABLE = "unreadable"
 
 
+class Cause(str, Enum):
+    """Why an UNREADABLE hold is unreadable, set where the problem is found (never recovered
+    from the wording of `Reading.problem`): it decides what an operator is told will lift it."""
+
+    #: the bytes are not a hold body (empty, not a JSON object, too large)
+    BODY = "body"
+    #: the sentinel is not a regular file (a directory, a FIFO, a dangling symlink)
+    NOT_A_FILE = "not-a-file"
+    #: the sentinel cannot be stat'ed, opened or read (permissions, I/O)
+    CANNOT_READ = "cannot-read"
+    #: the store as a whole does not answer (every location reads the same)
+    STORE_DOWN = "store-down"
+    #: the home is not a usable profile home (`Location.problem`)
+    REFUSED_HOME = "refused-home"
+
+
 class Fence(Record):
     """What a conditional removal is fenced on: the generation when the body has one, else the
     identity of the file as it was read (a hand-written sentinel)."""
@@ -137,22 +154,25 @@ class Fence(Record):
 class Reading(Record):
     """What one read found at one location. `active` covers UNREADABLE too: fail safe.
     `problem` says why an UNREADABLE hold is unreadable, and on an ACTIVE one what in its body
-    could not be read (an unparsable deadline, a malformed allowlist); None otherwise."""
+    could not be read (an unparsable deadline, a malformed allowlist); None otherwise. `cause`
+    classifies an UNREADABLE one (`Cause.BODY` unless the reader found otherwise)."""
 
-    __slots__ = ("location", "state", "hold", "fence", "problem")  # noqa: RUF023 (constructor order)
+    __slots__ = ("location", "state", "hold", "fence", "problem", "cause")  # noqa: RUF023 (constructor order)
     location: Location
     state: HoldState
     hold: Hold | None
     fence: Fence | None
     problem: str | None
+    cause: Cause | None
 
     def __init__(self, location: Location, state: HoldState, hold: Hold | None = None, fence: Fence | None = None,
-                 problem: str | None = None) -> None:
+                 problem: str | None = None, cause: Cause | None = None) -> None:
         set_field(self, "location", location)
         set_field(self, "state", state)
         set_field(self, "hold", hold)
         set_field(self, "fence", fence)
         set_field(self, "problem", problem)
+        set_field(self, "cause", cause if cause is not None or state is not HoldState.UNREADABLE else Cause.BODY)
 
     @property
     def active(self) -> bool:

@@ -37,6 +37,7 @@ __all__ = [
     "SENTINEL_NAME",
     "Layout",
     "Location",
+    "profile_names",
     "resolve_layout",
     "validate_profile_name",
 ]
@@ -169,6 +170,18 @@ class Layout(Record):
         if scope == FLEET:
             return self.fleet
         return self.for_profile(scope).own
+
+
+def profile_names(root: Path) -> list[str]:
+    """The profile homes that exist under fleet root `root` (directories of `profiles/` whose
+    names the profile rules accept), sorted: where a hold of the fleet can stand besides the
+    root. An unlistable `profiles/` has none."""
+    base = root / PROFILES_DIR
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    return sorted(name for name in names if _profile_refusal(name) is None and (base / name).is_dir())
 
 
 def _resolved(path: str | os.PathLike[str]) -> Path:

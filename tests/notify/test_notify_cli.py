@@ -64,7 +64,7 @@ def test_notify_status_shows_cursor_lag_and_last_error_escaped(fleet_root, estop
     write_config(fleet_root, webhook("hook", receiver.url), command("cmd", [sys.executable, "-c", script]))
     estop.engage(reason="one")
     estop.release()
-    for worker in build_workers(estop):
+    for worker in build_workers(estop.fleet):
         worker.tick(clock())
     rows = {row["name"]: row for row in json.loads(hermes(fleet_root, "notify", "status", "--json", check=0).stdout)}
     size = (fleet_root / "estop-audit.jsonl").stat().st_size

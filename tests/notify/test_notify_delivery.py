@@ -13,7 +13,7 @@ from notify_helpers import STALL, Receiver, command, webhook, write_config
 
 from hermes_estop import Estop
 from hermes_estop.notify.config import load_targets
-from hermes_estop.notify.cursors import STATE_FILE, FileCursorStore
+from hermes_estop.notify.cursors import STATE_FILE, FleetCursorStore
 from hermes_estop.notify.deliver import SIGNATURE_HEADER, sign, verify
 from hermes_estop.notify.service import build_workers
 from hermes_estop.notify.worker import TargetWorker
@@ -21,7 +21,7 @@ from hermes_estop.notify.worker import TargetWorker
 
 def workers(estop: Estop, *tables: str) -> list[TargetWorker]:
     write_config(estop.layout.root, *tables)
-    return build_workers(estop)
+    return build_workers(estop.fleet)
 
 
 def churn(estop: Estop, rounds: int) -> list[str]:
@@ -89,7 +89,7 @@ def test_a_new_worker_resumes_from_the_saved_cursor(estop, receiver, clock):
     first.tick(clock())
     assert len(receiver.ids()) == 4
     estop.engage(reason="later")
-    [second] = build_workers(estop)
+    [second] = build_workers(estop.fleet)
     second.tick(clock())
     assert [e["reason"] for e in receiver.events()][-1] == "later"
     assert len(receiver.ids()) == 5 == len(set(receiver.ids()))
@@ -124,7 +124,7 @@ def test_the_signature_is_an_hmac_sha256_of_the_exact_body(estop, receiver, cloc
 def test_unsigned_targets_send_no_signature_and_custom_headers_are_sent(estop, receiver, clock):
     estop.engage()
     write_config(estop.layout.root, webhook("hook", receiver.url) + 'headers = { Authorization = "Bearer t" }\n')
-    [worker] = build_workers(estop)
+    [worker] = build_workers(estop.fleet)
     worker.tick(clock())
     [request] = receiver.accepted
     assert SIGNATURE_HEADER not in request.headers
@@ -155,9 +155,9 @@ def test_a_command_target_gets_the_event_on_stdin_and_exit_status_decides(estop,
 ])
 def test_filters_by_event_and_scope_still_move_the_cursor(estop, receiver, clock, events, scopes, expected):
     estop.engage(reason="f")
-    estop.engage(reason="o", scope="ops")
+    estop.for_profile("ops").engage(reason="o")
     estop.release()
-    estop.release(scope="ops")
+    estop.for_profile("ops").release()
     fields = {k: v for k, v in (("events", events), ("scopes", scopes)) if v is not None}
     [worker] = workers(estop, webhook("hook", receiver.url, **fields))
     worker.tick(clock())
@@ -178,7 +178,7 @@ def test_a_corrupt_audit_line_is_stepped_over(estop, receiver, clock):
 
 def test_stale_reminds_about_a_hold_without_deadman_every_stale_after(estop, receiver, clock):
     estop.engage(reason="forgotten")
-    estop.engage(reason="has deadman", scope="ops", ttl="30h")
+    estop.for_profile("ops").engage(reason="has deadman", ttl="30h")
     (estop.layout.root / "profiles" / "ops").mkdir(parents=True, exist_ok=True)
     [worker] = workers(estop, webhook("hook", receiver.url, events=["stale"], stale_after="1h"))
     worker.tick(clock())
@@ -210,7 +210,7 @@ def test_stale_counts_a_hand_made_sentinel_from_when_it_was_first_seen(estop, re
     [worker] = workers(estop, webhook("hook", receiver.url, events=["stale"], stale_after="2h"))
     worker.tick(clock())
     clock.advance(hours=2)
-    [again] = build_workers(estop)  # a restart keeps when it was first seen
+    [again] = build_workers(estop.fleet)  # a restart keeps when it was first seen
     again.tick(clock())
     [event] = receiver.events()
     assert (event["event"], event["reminder"], event["generation"]) == ("stale", 1, None)
@@ -231,7 +231,7 @@ def test_the_state_file_lives_in_the_fleet_root(estop, receiver, clock):
     estop.engage()
     [worker] = workers(estop, webhook("hook", receiver.url))
     worker.tick(clock())
-    assert FileCursorStore(estop.layout.root).load()["hook"].delivered == 1
+    assert FleetCursorStore(estop.fleet).load()["hook"].delivered == 1
     assert (estop.layout.root / STATE_FILE).stat().st_mode & 0o777 == 0o644
 
 

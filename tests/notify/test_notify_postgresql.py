@@ -11,7 +11,7 @@ from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop import Estop
 from hermes_estop.notify.config import load_targets
-from hermes_estop.notify.cursors import STATE_FILE, PostgresCursorStore
+from hermes_estop.notify.cursors import STATE_FILE, FleetCursorStore
 from hermes_estop.notify.service import build_workers, notify_services
 from hermes_estop.stores.postgresql import PostgresStore
 
@@ -38,7 +38,7 @@ def test_events_come_from_the_audit_table_and_the_cursor_lives_in_the_database(p
     estop.engage(reason="a")
     estop.release()
     write_config(fleet_root, webhook("hook", receiver.url))
-    [worker] = build_workers(estop)
+    [worker] = build_workers(estop.fleet)
     assert worker.tick(clock()).caught_up
     events = receiver.events()
     assert [(e["event"], e["reason"]) for e in events] == [("engage", "a"), ("release", "a")]
@@ -46,8 +46,8 @@ def test_events_come_from_the_audit_table_and_the_cursor_lives_in_the_database(p
     assert not (fleet_root / STATE_FILE).exists()
     estop.engage(reason="b")
     other = pg_estops()  # another process's view: resumes from the cursor in the table
-    [again] = build_workers(other)
-    assert PostgresCursorStore(other.store).load()["hook"].delivered == 2
+    [again] = build_workers(other.fleet)
+    assert FleetCursorStore(other.fleet).load()["hook"].delivered == 2
     again.tick(clock())
     assert [e["reason"] for e in receiver.events()] == ["a", "a", "b"]
 
@@ -55,7 +55,7 @@ def test_events_come_from_the_audit_table_and_the_cursor_lives_in_the_database(p
 def test_only_the_elected_notifier_delivers(pg_estops, receiver, fleet_root):
     write_config(fleet_root, webhook("hook", receiver.url))
     first, second = pg_estops(), pg_estops()
-    services = [*notify_services(first, 0.2), *notify_services(second, 0.2)]
+    services = [*notify_services(first.fleet, 0.2), *notify_services(second.fleet, 0.2)]
     assert len(services) == 2 and all(s.is_leader is not None for s in services)
     for service in services:
         service.poll = 0.05

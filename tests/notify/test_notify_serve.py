@@ -18,7 +18,7 @@ from notify_helpers import STALL, Receiver, webhook, write_config
 from hermes_estop import Estop
 from hermes_estop.notify.config import load_targets
 from hermes_estop.notify.service import NotifyService
-from hermes_estop.notify.source import FileAuditSource
+from hermes_estop.fleet import Fleet
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -58,7 +58,7 @@ def test_serve_restarted_and_sigkilled_mid_backlog_loses_nothing_and_duplicates_
         for index in range(40):
             estop.engage(reason=f"r{index}")
             estop.release()
-        expected = [item.id for item in FileAuditSource(fleet_root).read_after(0, 1000)]
+        expected = [item.id for item in Fleet.of_files(fleet_root).audit_after(0, 1000)]
         assert len(expected) == 80
         write_config(fleet_root, webhook("hook", receiver.url, backoff_initial=0.1, backoff_max=0.5))
         kills = 0
@@ -93,7 +93,7 @@ def test_a_target_that_never_answers_does_not_delay_another(fleet_root):
     try:
         estop = Estop(home=fleet_root, root=fleet_root, store="file", actor="tester")
         write_config(fleet_root, webhook("dead", dead.url, timeout=60), webhook("live", live.url))
-        service = NotifyService(estop, load_targets(fleet_root), poll=0.05)
+        service = NotifyService(estop.fleet, load_targets(fleet_root), poll=0.05)
         thread = threading.Thread(target=service.run, args=(stopper,), daemon=True)
         thread.start()
         for index in range(3):
@@ -110,7 +110,7 @@ def test_a_target_that_never_answers_does_not_delay_another(fleet_root):
 def test_two_notifiers_on_one_file_fleet_deliver_each_event_once(fleet_root, receiver):
     estop = Estop(home=fleet_root, root=fleet_root, store="file", actor="tester")
     write_config(fleet_root, webhook("hook", receiver.url))
-    services = [NotifyService(estop, load_targets(fleet_root), poll=0.05) for _ in range(2)]
+    services = [NotifyService(estop.fleet, load_targets(fleet_root), poll=0.05) for _ in range(2)]
     stopper = threading.Event()
     threads = [threading.Thread(target=s.run, args=(stopper,), daemon=True) for s in services]
     for thread in threads:

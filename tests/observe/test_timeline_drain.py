@@ -51,7 +51,7 @@ def test_api_status_timeline_gives_the_drain_start(estop, fleet_root):
     from hermes_estop.observe.server import status_document
 
     write_windows(fleet_root, NIGHTLY | {"drain": "45m"}, NIGHTLY | {"name": "plain", "scope": "ops"})
-    occurrences = status_document(estop, Observer(estop).view(1))["timeline"]["occurrences"]
+    occurrences = status_document(Observer(estop).view(1, sections=True))["timeline"]["occurrences"]
     by_window = {o["window"]: o for o in occurrences}
     assert by_window["nightly"]["drain_from"] == "2026-06-02T01:15:00+00:00"
     assert "drain_from" not in by_window["plain"]

@@ -15,6 +15,7 @@ from hermes_estop.stores import FileStore, HoldStore
 from hermes_estop.stores.postgresql import PostgresStore
 from hermes_estop.stores.records import LEDGER_FILE, JsonRecordFile, file_ledger
 from hermes_estop.stores.unavailable import UnavailableStore
+from hermes_estop.fleet import Fleet
 from hermes_estop.windows.ledger import ARMED, LedgerEntry, OccurrenceLedger, open_ledger
 
 T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
@@ -48,7 +49,7 @@ def test_the_typed_ledger_over_the_store_sees_what_the_store_keeps(store, fleet_
     end = T0 + timedelta(microseconds=123456)
     entry = LedgerEntry(key="fleet/w@x", window="w", occurrence="x", scope="fleet", end=end, state=ARMED,
                         generation="g", updated_at=T0, detail="why")
-    open_ledger(fleet_root, store).commit([entry])
+    open_ledger(Fleet(store, fleet_root)).commit([entry])
     assert OccurrenceLedger(store.open_ledger()).load() == {entry.key: entry}
 
 
@@ -56,7 +57,7 @@ def test_the_file_ledger_keeps_its_name_and_json_shape(tmp_path):
     """Byte for byte what `JsonFileLedger` wrote before the storage moved into the store."""
     entry = LedgerEntry(key="fleet/w@2026-06-01T11:00:00+00:00", window="w", occurrence="2026-06-01T11:00:00+00:00",
                         scope="fleet", end=T0, state=ARMED, generation="g", updated_at=T0, detail=None)
-    open_ledger(tmp_path, FileStore(tmp_path)).commit([entry])
+    open_ledger(Fleet.of_files(tmp_path)).commit([entry])
     assert (tmp_path / "windows-state.json").read_text() == (
         '{\n  "format": 1,\n  "occurrences": {\n    "fleet/w@2026-06-01T11:00:00+00:00": {\n'
         '      "window": "w",\n      "occurrence": "2026-06-01T11:00:00+00:00",\n      "scope": "fleet",\n'
@@ -71,7 +72,7 @@ def test_a_commit_over_a_damaged_file_entry_writes_nothing(tmp_path):
     path = tmp_path / LEDGER_FILE
     body = json.dumps({"format": 1, "occurrences": {"k": {"window": "a"}}})
     path.write_text(body)
-    ledger = open_ledger(tmp_path, FileStore(tmp_path))
+    ledger = open_ledger(Fleet.of_files(tmp_path))
     entry = LedgerEntry(key="fleet/w@x", window="w", occurrence="x", scope="fleet", end=T0, state=ARMED)
     with pytest.raises(StoreError, match=f"{path}.*is unreadable.*'k'"):
         ledger.commit([entry])

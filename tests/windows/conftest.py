@@ -50,7 +50,7 @@ class Harness:
         scheduler = make_scheduler()
         self.schedulers.append(scheduler)
         estop = Estop(root=self.root, home=self.root, clock=self.clock, actor="scheduler@test")
-        return WindowService(estop, scheduler=scheduler, is_leader=lambda: self.leader)
+        return WindowService(estop.fleet, scheduler=scheduler, is_leader=lambda: self.leader)
 
     def restart(self) -> TickReport:
         """The scheduler process dies and a new one starts (its first reconciliation runs)."""

@@ -29,7 +29,7 @@ def main() -> int:
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     store = PostgresStore(url, root=root)
     estop = Estop(root=root, home=root, store=store, actor=f"scheduler-{os.getpid()}")
-    (service,) = build_services(estop, poll_interval=poll, leader_poll=poll)  # what `hermes serve` builds
+    (service,) = [s for s in build_services(estop, poll_interval=poll, leader_poll=poll) if s.name == "windows"]
     leadership = store.leadership("windows", poll=poll)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

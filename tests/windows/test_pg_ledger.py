@@ -1,4 +1,4 @@
-"""The window ledger on PostgreSQL (`windows.pg_ledger`): the `OccurrenceLedger` contract tests of
+"""The window ledger on PostgreSQL (`open_ledger` over a PostgreSQL store): the `OccurrenceLedger` contract tests of
 `test_window_ledger.py`, run here on the `occurrences` table (imported, with this module's
 `ledger` fixture), and what only a shared ledger has."""
 
@@ -20,7 +20,7 @@ from test_window_ledger import (  # noqa: F401  (the contract, collected here on
 from hermes_estop.errors import StoreError
 from hermes_estop.stores.postgresql import PostgresStore
 from hermes_estop.windows.ledger import ENDED, RELEASED, LedgerEntry
-from hermes_estop.windows.pg_ledger import PostgresLedger
+from hermes_estop.windows.ledger import OccurrenceLedger
 
 pytestmark = pytest.mark.postgresql
 
@@ -39,13 +39,16 @@ def stores(pg_url):  # noqa: F811
 
 
 @pytest.fixture
-def ledger(stores) -> PostgresLedger:
-    return PostgresLedger(stores())
+def ledger(stores) -> OccurrenceLedger:
+    store = stores()
+    made = OccurrenceLedger(store.open_ledger())
+    made.schema = store.schema  # type: ignore[attr-defined]  # where the test edits rows by hand
+    return made
 
 
 def test_another_scheduler_sees_what_one_committed(stores, ledger):
     ledger.commit([entry("a"), entry("b", state=RELEASED)])
-    assert PostgresLedger(stores()).load() == ledger.load()
+    assert OccurrenceLedger(stores().open_ledger()).load() == ledger.load()
 
 
 def test_a_failed_commit_changes_nothing(ledger):
@@ -60,6 +63,6 @@ def test_a_failed_commit_changes_nothing(ledger):
 def test_an_unknown_state_in_the_table_raises_naming_the_ledger(pg_server, ledger):  # noqa: F811
     ledger.commit([entry("a")])
     with pg_server.admin() as conn:
-        conn.execute(f'UPDATE "{ledger.store.schema}".occurrences SET state = %s', ["haunted"])
+        conn.execute(f'UPDATE "{ledger.schema}".occurrences SET state = %s', ["haunted"])
     with pytest.raises(StoreError, match="occurrences.*unknown state 'haunted'"):
         ledger.load()

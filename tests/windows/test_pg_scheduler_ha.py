@@ -20,7 +20,7 @@ from hermes_estop.stores.postgresql import PostgresStore
 from hermes_estop.windows.ledger import ENDED
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
-from hermes_estop.windows.pg_ledger import PostgresLedger
+from hermes_estop.windows.ledger import OccurrenceLedger
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
@@ -109,7 +109,7 @@ def test_standby_takes_over_when_the_leader_is_killed_mid_window(pg_url, fleet_r
         expected = {("mid", ENDED, hold.generation), ("late", ENDED, late_engage.generation)}
 
         def ledger():
-            entries = {(e.window, e.state, e.generation) for e in PostgresLedger(store).load().values()}
+            entries = {(e.window, e.state, e.generation) for e in OccurrenceLedger(store.open_ledger()).load().values()}
             return entries if entries == expected else None
 
         eventually(ledger, f"the ledger records both occurrences ended: {expected}")

@@ -198,7 +198,7 @@ def fast_poll(harness):
     """The harness's service at `serve --interval 0.05`."""
     from hermes_estop.windows.service import WindowService
 
-    harness.service = WindowService(harness.service.estop, scheduler=harness.service.scheduler,
+    harness.service = WindowService(harness.service.fleet, scheduler=harness.service.scheduler,
                                     is_leader=lambda: True, poll_interval=0.05)
 
 

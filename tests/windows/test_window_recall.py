@@ -62,7 +62,7 @@ def test_a_crash_before_the_arm_itself_still_arms_on_restart(harness, monkeypatc
     def die(*args, **kwargs):
         raise StoreError("the scheduler died here")
 
-    monkeypatch.setattr(harness.service.estop, "engage", die)  # after the intent, before the write
+    monkeypatch.setattr(harness.service.fleet, "engage", die)  # after the intent, before the write
     harness.run_until(start)
     assert harness.reading().state is HoldState.ABSENT and harness.events(INTENT)
     harness.clock.set(start + timedelta(minutes=1))

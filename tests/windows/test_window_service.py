@@ -334,7 +334,7 @@ def test_run_paces_itself_on_the_injected_monotonic_source(harness):
         readings.append(1)
         return 3600.0 * len(readings)
 
-    service = WindowService(harness.service.estop, scheduler=harness.new_service().scheduler,
+    service = WindowService(harness.service.fleet, scheduler=harness.new_service().scheduler,
                             poll_interval=3600, monotonic=monotonic)
     stop = threading.Event()
     polls = []

@@ -83,6 +83,7 @@ def drain(
     """Pause (or re-arm the pause), then wait until no cron job, kanban card or gateway turn is
     in flight on what the hold covers. Exit 0 when quiet, 75 at --timeout."""
     from ..consumers.drainer import wait_until_quiet
+    from ..observe.status import lift_command
 
     limit = parse_ttl(timeout).total_seconds()
     kill_at = parse_ttl(terminate_after).total_seconds() if terminate_after is not None else None
@@ -113,8 +114,9 @@ def drain(
         for item in stopped:
             typer.echo(printable(f"terminated {item.describe(now)}: recorded failed (terminated by drain)"))
         if found.quiet:
+            lift = lift_command(location, estop.layout)
             typer.echo(f"drained {location.describe()}: nothing in flight (held since "
-                       f"{format_instant(hold.engaged_at)}; `hermes resume` to lift)")
+                       f"{format_instant(hold.engaged_at)}; `{lift}` to lift)")
         else:
             typer.echo(f"drain of {location.describe()} timed out after {timeout}: "
                        f"{len(found.items)} still in flight", err=True)

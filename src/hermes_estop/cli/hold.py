@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import stat
-from datetime import datetime
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from ..errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from ..estop import Estop
-from ..gate import Snapshot
-from ..hold import Allow
+from ..hold import Allow, HoldState
 from ..homes import Location
 from ..text import one_line, printable
 from ..timeutil import format_instant
@@ -21,7 +19,6 @@ from .common import (
     EXIT_OK,
     current_estop,
     describe_hold,
-    describe_reading,
     emit_json,
     fail,
     hold_json,
@@ -29,12 +26,23 @@ from .common import (
 )
 from .hot import GATE_HELD_EXIT, run_check, run_gate
 
-__all__ = ["GATE_HELD_EXIT", "register", "run_check_at", "status_json"]
+__all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
 
 UserOpt = Annotated[Optional[str], typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="The profile the work is for.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 FleetOpt = Annotated[bool, typer.Option("--fleet", help="The fleet root's hold instead of this home's.")]
+ScopeProfileOpt = Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="That profile's hold instead of this home's.")]
+
+
+def _target(estop: Estop, fleet: bool, profile: str | None) -> Location:
+    """The location a pause or resume addresses: this home's, the fleet root's (`--fleet`) or a
+    profile's (`--profile NAME`, a scope of the fleet)."""
+    if fleet and profile is not None:
+        raise InvalidArgument("give --fleet or --profile, not both")
+    if profile is not None:
+        return estop.fleet.location(profile)
+    return estop.location(fleet=fleet)
 
 
 def pause(
@@ -44,6 +52,7 @@ def pause(
     ttl: Annotated[Optional[str], typer.Option("--ttl", help="Deadman: lift after this long (45m, 1h30m, 90s, 1d, PT45M).")] = None,
     until: Annotated[Optional[str], typer.Option("--until", help="Deadman: lift at this ISO-8601 time.")] = None,
     fleet: FleetOpt = False,
+    profile: ScopeProfileOpt = None,
     replace: Annotated[bool, typer.Option("--replace", help="Start from nothing instead of keeping the standing allowlist, deadline and reason.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -59,14 +68,18 @@ def pause(
         )
     allow = Allow.of(allow_user, allow_profile or ()) if allow_user else None
     estop = current_estop()
-    hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet)
-    location = estop.location(fleet=fleet)
+    location = _target(estop, fleet, profile)
+    if profile is None:
+        hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet)
+    else:
+        hold = estop.fleet.engage(location, *estop.engage_request(reason, allow, ttl, until, replace))
     snapshot = estop.snapshot()
+    where = estop.fleet.where(location)
     if as_json:
-        emit_json({"scope": location.scope, "path": estop.store.where(location), **hold_json(hold, snapshot.now),
+        emit_json({"scope": location.scope, "path": where, **hold_json(hold, snapshot.now),
                    "engaged": snapshot.engaged})
         return
-    typer.echo(f"paused {printable(location.describe())} ({printable(estop.store.where(location))})")
+    typer.echo(f"paused {printable(location.describe())} ({printable(where)})")
     for line in describe_hold(hold, snapshot.now):
         typer.echo(f"  {line}")
     others = [r for r in snapshot.active if r.location != location]
@@ -77,13 +90,20 @@ def pause(
 def resume(
     generation: Annotated[Optional[str], typer.Option("--generation", help="Release only this generation.")] = None,
     fleet: FleetOpt = False,
+    profile: ScopeProfileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Release the hold of this home (`--fleet`: the fleet root). In-flight work was never stopped."""
+    """Release the hold of this home (`--fleet`: the fleet root; `--profile NAME`: that profile's).
+    In-flight work was never stopped."""
+    from ..observe.status import lift_command
+
     estop = current_estop()
-    location = estop.location(fleet=fleet)
+    location = _target(estop, fleet, profile)
     try:
-        removed = estop.release(fleet=fleet, generation=generation)
+        if profile is None:
+            removed = estop.release(fleet=fleet, generation=generation)
+        else:
+            removed = estop.fleet.release(location, generation)
     except HoldConflict as exc:
         if as_json:
             emit_json({"scope": location.scope, "released": False, "error": str(exc)})
@@ -91,28 +111,34 @@ def resume(
             typer.echo(f"hermes: {one_line(exc)}", err=True)
         raise typer.Exit(EXIT_HELD)
     except StoreError as exc:
-        fail(f"{exc}; {_resume_advice(estop, location, exc)}")
+        fail(f"{exc}; {_resume_advice(location, exc)}")
     snapshot = estop.snapshot()
+    where = estop.fleet.where
     if as_json:
         emit_json({
             "scope": location.scope,
             "released": removed is not None,
             "generation": removed.hold.generation if removed is not None and removed.hold else None,
             "engaged": snapshot.engaged,
-            "holds": [reading_json(r, snapshot.now, estop.store.where(r.location)) for r in snapshot.active],
+            "holds": [reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}
+                      for r in snapshot.active],
         })
         return
     if removed is None:
-        typer.echo(f"no hold at {printable(location.describe())} ({printable(estop.store.where(location))})")
+        typer.echo(f"no hold at {printable(location.describe())} ({printable(where(location))})")
+    elif removed.hold is not None and removed.hold.generation:
+        typer.echo(f"resumed {printable(location.describe())} (generation {printable(removed.hold.generation)})")
+    elif removed.state is HoldState.UNREADABLE:
+        typer.echo(f"resumed {printable(location.describe())} (removed an unreadable hold: {printable(removed.problem or '?')})")
     else:
-        gen = removed.hold.generation if removed.hold and removed.hold.generation else removed.state.value
-        typer.echo(f"resumed {printable(location.describe())} (generation {printable(gen)})")
+        typer.echo(f"resumed {printable(location.describe())} (a hand-made stop with no details)")
     for reading in snapshot.active:
-        hint = " (hermes resume --fleet)" if reading.location.is_fleet else ""
+        lift = lift_command(reading.location, estop.layout)
+        hint = f" ({lift})" if lift else ""
         typer.echo(f"still held by {printable(reading.location.describe())}{hint}")
 
 
-def _resume_advice(estop: Estop, location: Location, exc: StoreError) -> str:
+def _resume_advice(location: Location, exc: StoreError) -> str:
     """What will actually lift a hold `hermes resume` could not remove (issue 15: an error
     that says what to do, not just what failed)."""
     if isinstance(exc, StoreUnavailable):
@@ -128,54 +154,16 @@ def _resume_advice(estop: Estop, location: Location, exc: StoreError) -> str:
 
 
 def status(as_json: JsonOpt = False) -> None:
-    """Show every hold on this process's locations: scope, reason, generation, deadline, allowlist."""
-    estop = current_estop()
-    snapshot = estop.snapshot()
-    present = [r for r in snapshot.readings if r.present]
-    extras = _status_extras(estop, snapshot.now)
+    """Show what holds this process (scope, reason, generation, deadline, allowlist), then every
+    other scope of the fleet that holds, each with the command that lifts it from here."""
+    from ..observe.status import fleet_status
+
+    document = fleet_status(current_estop())
     if as_json:
-        emit_json(status_json(estop, snapshot, extras))
+        emit_json(document.to_json())
         return
-    if snapshot.engaged:
-        typer.echo(f"HELD: new work is paused ({len(snapshot.active)} active hold(s))")
-    else:
-        typer.echo("free: no active hold")
-    for reading in present:
-        for line in describe_reading(reading, snapshot.now, estop.store.where(reading.location)):
-            typer.echo(line)
-    if not present:
-        for loc in estop.locations:
-            typer.echo(f"  {printable(loc.describe())}: no hold ({printable(estop.store.where(loc))})")
-    for line in extras.get("lines", []):
-        typer.echo(printable(line))
-
-
-def status_json(estop: Estop, snapshot: Snapshot, extras: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The document `hermes status --json` prints, from ONE snapshot (also served by
-    `hermes serve --http` at /api/status); `extras` defaults to `_status_extras`."""
-    if extras is None:
-        extras = _status_extras(estop, snapshot.now)
-    return {
-        "engaged": snapshot.engaged,
-        "now": format_instant(snapshot.now),
-        "store": estop.store.name,
-        "locations": [{"scope": loc.scope, "path": estop.store.where(loc)} for loc in estop.locations],
-        "holds": [reading_json(r, snapshot.now, estop.store.where(r.location)) for r in snapshot.readings if r.present],
-        **extras.get("json", {}),
-    }
-
-
-def _status_extras(estop: Estop, now: datetime) -> dict[str, Any]:
-    """Sections other packages add to `hermes status`: the windows' next occurrences and the
-    work in flight per consumer, merged (JSON keys side by side, lines in order)."""
-    from ..consumers.inflight import status_section as in_flight_section
-    from ..windows.status import status_section as windows_section
-
-    merged: dict[str, Any] = {"json": {}, "lines": []}
-    for section in (windows_section(estop, now), in_flight_section(estop, now)):
-        merged["json"].update(section.get("json", {}))
-        merged["lines"].extend(section.get("lines", []))
-    return merged
+    for line in document.lines():
+        typer.echo(line)
 
 
 def check(user: UserOpt = None, profile: ProfileOpt = None,
@@ -253,7 +241,7 @@ def history(
     as_json: JsonOpt = False,
 ) -> None:
     """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window."""
-    events, corrupt = current_estop().store.history_counted(limit)
+    events, corrupt = current_estop().fleet.history(limit)
     skipped = f"{corrupt} corrupt audit line(s) skipped" if corrupt else None
     if as_json:
         emit_json([event.to_json() for event in events])

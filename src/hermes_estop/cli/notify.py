@@ -80,7 +80,7 @@ def status(as_json: JsonOpt = False) -> None:
     estop = current_estop()
     now = estop.clock()
     rows = []
-    for worker in build_workers(estop, _targets(estop, None)):
+    for worker in build_workers(estop.fleet, _targets(estop, None)):
         state = worker.state
         try:
             lag, oldest = worker.pending()

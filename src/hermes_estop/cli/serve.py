@@ -39,19 +39,24 @@ class Service(Protocol):
 def build_services(estop: Estop, *, poll_interval: float, cron_interval: float = 15.0,
                    kanban_interval: float = 5.0, kanban_max: int = 4,
                    leader_poll: float | None = None) -> list[Service]:
-    """Every loop `hermes serve` runs: the window scheduler always (on a shared store, only while
-    this process is the elected one: `HoldStore.leader_gate`); the cron ticker when this home
-    has a job table and the kanban dispatcher when the fleet has a board (when configured at
-    start-up). All of them gate on the same predicate, through `estop`."""
+    """Every loop `hermes serve` runs: the deadman (every expired hold of the fleet retired and
+    announced within `poll_interval`, at most a second, of its deadman) and the window scheduler
+    always (on a shared store, the scheduler only while this process is the elected one); the
+    cron ticker when this home has a job table and the kanban dispatcher when the fleet has a
+    board (when configured at start-up); the notifier when targets are configured. The
+    fleet-wide ones take the fleet; the consumers gate through `estop`, this process's view."""
     from ..consumers.service import configured_services
+    from ..deadman import DeadmanService
     from ..notify.service import notify_services
     from ..windows.service import WindowService
 
+    fleet = estop.fleet
     return [
-        WindowService(estop, poll_interval=poll_interval, is_leader=estop.store.leader_gate("windows", leader_poll)),
+        DeadmanService(fleet, interval=poll_interval),
+        WindowService(fleet, poll_interval=poll_interval, is_leader=fleet.leader_gate("windows", leader_poll)),
         *configured_services(estop, cron_interval=cron_interval, kanban_interval=kanban_interval,
                              kanban_max=kanban_max),
-        *notify_services(estop, leader_poll),
+        *notify_services(fleet, leader_poll),
     ]
 
 
@@ -155,7 +160,7 @@ def serve(
     if once or dry_run:
         from ..windows.service import WindowService
 
-        service = WindowService(estop, poll_interval=interval)
+        service = WindowService(estop.fleet, poll_interval=interval)
         service.windows_file.load()  # a bad windows.toml: one line naming file, window, field; exit 2
         report = service.plan()[0] if dry_run else service.settle()
         if as_json:
@@ -174,15 +179,15 @@ def serve(
         services = build_services(estop, poll_interval=interval, cron_interval=cron_interval,
                                   kanban_interval=kanban_interval, kanban_max=kanban_max)
         logger.info("serve: running %s for fleet %s (store %s); stop with Ctrl-C or SIGTERM",
-                    ", ".join(s.name for s in services), estop.layout.root, estop.store.name)
+                    ", ".join(s.name for s in services), estop.layout.root, estop.fleet.backend)
         if http_server is not None:
             services.append(attach(http_server, services))
         code = run_services(services, stop)
     finally:
         restore()
-    from .common import standing_holds_line
+    from ..observe.status import standing_line
 
-    logger.info("serve: stopped; %s", standing_holds_line(estop))
+    logger.info("serve: stopped; %s", standing_line(estop))
     raise typer.Exit(code)
 
 

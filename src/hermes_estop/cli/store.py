@@ -20,13 +20,13 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 
 def init(as_json: JsonOpt = False) -> None:
     """Create (or upgrade) the store's schema; safe to run again and from several hosts at once."""
-    store = current_estop().store
-    version, applied = store.init_schema()
-    info = {**store.schema_info(), "version": version, "applied": applied, "created": bool(applied)}
+    fleet = current_estop().fleet
+    version, applied = fleet.init_schema()
+    info = {**fleet.schema_info(), "version": version, "applied": applied, "created": bool(applied)}
     if as_json:
         emit_json(info)
     elif version == 0:
-        typer.echo(f"{store.name} store: nothing to create (holds are sentinel files in each home)")
+        typer.echo(f"{fleet.backend} store: nothing to create (holds are sentinel files in each home)")
     elif applied:
         typer.echo(f"schema {info['schema']} in {info['url']}: now at version {version} "
                    f"(applied {', '.join(str(v) for v in applied)})")
@@ -59,8 +59,7 @@ def _lines(info: dict[str, Any]) -> list[str]:
 
 def status(as_json: JsonOpt = False) -> None:
     """Say what the store is and whether it answers (exit 1 when it does not)."""
-    estop = current_estop()
-    info = estop.store.describe()
+    info = current_estop().fleet.describe()
     # an UnavailableStore (the configuration could not be read or opened) answers nothing
     reachable = info.get("reachable", info.get("backend") != "unavailable")
     if as_json:

@@ -190,8 +190,7 @@ def _skipped(keys: set[str]) -> set[str]:
     from ..windows.ledger import SKIPPED, open_ledger
     from .common import current_estop
 
-    estop = current_estop()
-    entries = open_ledger(estop.layout.root, estop.store).load()
+    entries = open_ledger(current_estop().fleet).load()
     return {key for key in keys if key in entries and entries[key].state == SKIPPED}
 
 

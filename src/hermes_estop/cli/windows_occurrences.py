@@ -15,7 +15,7 @@ from .common import emit_json
 from .windows_app import JsonOpt, window_named, windows_app
 
 if TYPE_CHECKING:
-    from ..estop import Estop
+    from ..fleet import Fleet
     from ..windows.ledger import OccurrenceLedger
     from ..windows.model import Window
     from ..windows.occurrences import Occurrence
@@ -24,8 +24,8 @@ __all__ = ["explain", "skip", "unskip"]
 
 
 def _skip_target(name: str, on: str | None, occurrence: str | None,
-                 next_: bool) -> tuple[Estop, OccurrenceLedger, Window, Occurrence, datetime]:
-    """The estop, the ledger, the window and the occurrence a skip/unskip names."""
+                 next_: bool) -> tuple[Fleet, OccurrenceLedger, Window, Occurrence, datetime]:
+    """The fleet, its ledger, the window and the occurrence a skip/unskip names."""
     from ..timeutil import parse_instant
     from ..windows.ledger import open_ledger
     from ..windows.skips import pick
@@ -41,9 +41,9 @@ def _skip_target(name: str, on: str | None, occurrence: str | None,
             raise InvalidArgument(f"invalid --on {on!r}: expected a date, YYYY-MM-DD") from None
     start = parse_instant(occurrence, what="--occurrence time") if occurrence is not None else None
     _, window = window_named(name)
-    estop = current_estop()
-    now = estop.clock()
-    return estop, open_ledger(estop.layout.root, estop.store), window, pick(window, now, on=day, start=start), now
+    fleet = current_estop().fleet
+    now = fleet.clock()
+    return fleet, open_ledger(fleet), window, pick(window, now, on=day, start=start), now
 
 
 SkipOn = Annotated[str | None, typer.Option("--on", help="The occurrence starting on this local date (YYYY-MM-DD, the window's timezone).")]
@@ -57,9 +57,9 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
     """Skip one occurrence ahead of time: it will not arm (recorded in the ledger, audited)."""
     from ..windows.skips import skip_entry
 
-    estop, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
-    ledger.commit([skip_entry(target, now, estop.actor)])
-    estop.record("skip", estop.layout.location(window.scope), reason=window.hold_reason, deadline=target.end,
+    fleet, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
+    ledger.commit([skip_entry(target, now, fleet.actor)])
+    fleet.record("skip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
                  detail=f"window {window.name} occurrence {target.ident} skipped by the operator")
     if as_json:
         emit_json({"skipped": target.to_json(now, window.tz)})
@@ -74,12 +74,12 @@ def unskip(name: Annotated[str, typer.Argument(help="The window.")], next_: Skip
     """Undo a skip: the occurrence arms again at its start."""
     from ..windows.ledger import SKIPPED
 
-    estop, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
+    fleet, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
     entry = ledger.load().get(target.key)
     if entry is None or entry.state != SKIPPED:
         raise InvalidArgument(f"window {window.name} occurrence {target.ident} is not skipped")
     ledger.commit([], remove=[target.key])
-    estop.record("unskip", estop.layout.location(window.scope), reason=window.hold_reason, deadline=target.end,
+    fleet.record("unskip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
                  detail=f"window {window.name} occurrence {target.ident} no longer skipped")
     if as_json:
         emit_json({"unskipped": target.to_json(now, window.tz)})
@@ -103,9 +103,9 @@ def explain(
 
     instant = parse_instant(at, what="--at time") if at is not None else None
     _, window = window_named(name)
-    estop = current_estop()
-    entries = open_ledger(estop.layout.root, estop.store).load()
-    result = explain_window(window, instant if instant is not None else estop.clock(), entries)
+    fleet = current_estop().fleet
+    entries = open_ledger(fleet).load()
+    result = explain_window(window, instant if instant is not None else fleet.clock(), entries)
     if as_json:
         emit_json(result.to_json())
         return

@@ -63,15 +63,9 @@ __all__ = [
     "CronRunner",
     "CronTable",
     "DuplicateJob",
-    "HeldJob",
-    "JobRun",
     "UnknownJob",
     "next_occurrence",
 ]
-
-#: a held job (`.name`, `.notice`) and a recorded run (`.name`, `.result`): the shared shapes
-HeldJob = Held
-JobRun = Run
 
 logger = logging.getLogger("hermes_estop.cron")
 

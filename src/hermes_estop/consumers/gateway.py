@@ -14,7 +14,6 @@ The line protocol: one `user_id profile text` line in (`-` for no profile), one 
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import socketserver
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import EstopError, InvalidArgument
+from ..netaddr import is_loopback
 from ..estop import Estop
 from ..gate import pause_notice
 from ..text import one_line, printable
@@ -195,15 +195,6 @@ def parse_line(line: str) -> tuple[str, str | None, str]:
         raise InvalidArgument(f"bad line {line.strip()[:80]!r}: expected `user_id profile text` (profile `-` for none)")
     user, profile = parts[0], parts[1]
     return user, None if profile == NO_PROFILE else profile, parts[2] if len(parts) > 2 else ""
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class _LineHandler(socketserver.StreamRequestHandler):

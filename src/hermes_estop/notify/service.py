@@ -1,7 +1,7 @@
 """The notifier inside `hermes serve`: one thread per target, each a thin loop around
 `TargetWorker.tick(now)` that paces itself with `time.monotonic` (a slow or dead target only
 ever delays its own thread). On a shared store only the elected process delivers
-(`HoldStore.leader_gate("notify")`); the others stand by. `gate()` never touches any of this.
+(`Fleet.leader_gate("notify")`); the others stand by. `gate()` never touches any of this.
 """
 
 from __future__ import annotations
@@ -15,14 +15,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from ..estop import Estop
-from ..hold import Reading
+from ..fleet import Fleet
 from ..fsutil import open_shared_file
-from ..homes import PROFILES_DIR, Location, validate_profile_name
+from ..hold import Reading
 from ..text import one_line
 from .config import CommandTarget, WebhookTarget, load_targets
-from .cursors import CursorStore, cursor_store_for
-from .source import AuditSource, source_for
+from .cursors import CursorStore, FleetCursorStore
+from .source import AuditSource, FleetAuditSource
 from .worker import TargetWorker, TickReport
 
 __all__ = ["LEADER_LOCK", "POLL", "FileLeader", "NotifyService", "build_workers", "fleet_readings", "notify_services"]
@@ -35,38 +34,21 @@ LEADER_LOCK = ".notify-leader.lock"
 POLL = 1.0
 
 
-def fleet_locations(estop: Estop) -> list[Location]:
-    """The fleet root and every profile home under it: where a forgotten hold can stand."""
-    locations = [estop.layout.fleet]
-    try:
-        names = sorted(os.listdir(estop.layout.root / PROFILES_DIR))
-    except OSError:
-        names = []
-    for name in names:
-        try:
-            validate_profile_name(name)
-        except Exception:  # noqa: BLE001, S112 - not a profile home
-            continue
-        if (estop.layout.root / PROFILES_DIR / name).is_dir():
-            locations.append(estop.layout.location(name))
-    return locations
-
-
-def fleet_readings(estop: Estop) -> Callable[[datetime], Sequence[Reading]]:
-    """The readings of every fleet location at `now` (for the stale reminders)."""
+def fleet_readings(fleet: Fleet) -> Callable[[datetime], Sequence[Reading]]:
+    """The readings of every scope of the fleet at `now` (for the stale reminders)."""
     def read(now: datetime) -> Sequence[Reading]:
-        return estop.store.read(fleet_locations(estop), now)
+        return fleet.read(now=now).readings
     return read
 
 
-def build_workers(estop: Estop, targets: Sequence[WebhookTarget | CommandTarget] | None = None,
+def build_workers(fleet: Fleet, targets: Sequence[WebhookTarget | CommandTarget] | None = None,
                   *, source: AuditSource | None = None, cursors: CursorStore | None = None) -> list[TargetWorker]:
-    root = estop.layout.root
+    root = fleet.root
     targets = load_targets(root) if targets is None else targets
-    source = source if source is not None else source_for(estop.store, root)
-    cursors = cursors if cursors is not None else cursor_store_for(estop.store, root)
+    source = source if source is not None else FleetAuditSource(fleet)
+    cursors = cursors if cursors is not None else FleetCursorStore(fleet)
     states = cursors.load() if targets else {}
-    return [TargetWorker(t, source, cursors, root, standing=fleet_readings(estop), state=states.get(t.name))
+    return [TargetWorker(t, source, cursors, root, standing=fleet_readings(fleet), state=states.get(t.name))
             for t in targets]
 
 
@@ -113,16 +95,16 @@ class NotifyService:
 
     name = "notify"
 
-    def __init__(self, estop: Estop, targets: Sequence[WebhookTarget | CommandTarget], *, poll: float = POLL,
+    def __init__(self, fleet: Fleet, targets: Sequence[WebhookTarget | CommandTarget], *, poll: float = POLL,
                  is_leader: Callable[[], bool] | None = None) -> None:
-        self.estop = estop
+        self.fleet = fleet
         self.targets = list(targets)
         self.poll = float(poll)
         self.is_leader = is_leader
 
     def _tick(self, make: Callable[[], TargetWorker], state: dict[str, TargetWorker], leading: bool,
               stop: threading.Event, name: str) -> tuple[TickReport | None, datetime]:
-        now = self.estop.clock()
+        now = self.fleet.clock()
         try:
             worker = state.get("worker")
             if worker is None:
@@ -161,12 +143,12 @@ class NotifyService:
             stop.wait(next_tick - current)
 
     def run(self, stop: threading.Event) -> None:
-        root = Path(self.estop.layout.root)
-        source = source_for(self.estop.store, root)
-        cursors = cursor_store_for(self.estop.store, root)
+        root = self.fleet.root
+        source = FleetAuditSource(self.fleet)
+        cursors = FleetCursorStore(self.fleet)
         file_leader = FileLeader(root) if self.is_leader is None else None
         is_leader = self.is_leader or (file_leader.is_leader if file_leader is not None else (lambda: True))
-        standing = fleet_readings(self.estop)
+        standing = fleet_readings(self.fleet)
 
         def maker(target: WebhookTarget | CommandTarget) -> Callable[[], TargetWorker]:
             return lambda: TargetWorker(target, source, cursors, root, standing=standing)
@@ -185,11 +167,11 @@ class NotifyService:
                 file_leader.close()
 
 
-def notify_services(estop: Estop, leader_poll: float | None = None) -> list[NotifyService]:
+def notify_services(fleet: Fleet, leader_poll: float | None = None) -> list[NotifyService]:
     """The notifier, when `estop.toml` has `[[notify]]` tables (else nothing); `InvalidNotify`
     (one line naming file, table and field) when one is bad, so `hermes serve` refuses to start
     with it (exit 2) rather than silently dropping a target."""
-    targets = load_targets(Path(estop.layout.root))
+    targets = load_targets(fleet.root)
     if not targets:
         return []
-    return [NotifyService(estop, targets, is_leader=estop.store.leader_gate("notify", leader_poll))]
+    return [NotifyService(fleet, targets, is_leader=fleet.leader_gate("notify", leader_poll))]

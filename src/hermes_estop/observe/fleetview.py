@@ -18,6 +18,7 @@ from ..hold import Reading
 
 if TYPE_CHECKING:
     from ..windows.model import Window
+    from .status import FleetStatus
 
 __all__ = ["Bar", "FleetView", "Lane", "Slice", "WindowState"]
 
@@ -98,6 +99,8 @@ class FleetView:
     store_reachable: bool = True
     #: until when the windows' figures (`windows`) stay what they are: the next start or end
     stable_until: datetime | None = None
+    #: the status document the holds of this view come from (`status.fleet_status`)
+    status: FleetStatus | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -25,9 +25,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import exposition as _exposition
 
-from ..consumers.gateway import is_loopback
 from ..errors import InvalidArgument
 from ..estop import Estop
+from ..netaddr import is_loopback
 from ..text import one_line
 from ..timeutil import format_instant
 from .metrics import MetricsEndpoint, WorkHeldCounter
@@ -71,12 +71,11 @@ def remote_warning(host: str) -> str | None:
             "reasons and allowlisted user ids (the endpoints are read-only and unauthenticated)")
 
 
-def status_document(estop: Estop, view: FleetView) -> dict[str, Any]:
-    """`hermes status --json` (its own builder, `cli.hold.status_json`, over the view's
-    snapshot) plus `timeline`: the range and every occurrence in it."""
-    from ..cli.hold import status_json
-
-    data = status_json(estop, view.snapshot)
+def status_document(view: FleetView) -> dict[str, Any]:
+    """/api/status: the status document of `hermes status --json` (the view's, built with its
+    sections) plus `timeline`: the range and every occurrence in it."""
+    assert view.status is not None, "a view built by Observer.view carries its status document"
+    data = view.status.to_json()
     data["timeline"] = {
         "start": format_instant(view.start),
         "end": format_instant(view.end),
@@ -185,8 +184,8 @@ class StatusServer:
         if path == "/metrics":
             return HTTPStatus.OK, METRICS_CONTENT_TYPE, self.metrics.render()
         if path in ("/api/status", "/api/status/"):
-            view = self.observer.view(_days(query))
-            body = json.dumps(status_document(self.estop, view), indent=2, default=str).encode()
+            view = self.observer.view(_days(query), sections=True)
+            body = json.dumps(status_document(view), indent=2, default=str).encode()
             return HTTPStatus.OK, "application/json", body + b"\n"
         if path in ("/", "/index.html"):
             view = self.observer.view(_days(query))

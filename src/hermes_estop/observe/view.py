@@ -1,7 +1,7 @@
-"""What the observability endpoints show, built ONCE per request: `Observer.view()` reads the
-holds (one `Estop.snapshot()`, plus one store read for the other scopes windows target), the
-windows and the ledger, and returns a `FleetView` that /metrics, /api/status, the status page
-and the terminal timeline all render. Nothing here writes.
+"""What the observability endpoints show, built ONCE per request: `Observer.view()` takes the
+status document (`status.fleet_status`: this process's holds and every other scope's, one read
+through the fleet), the windows and the ledger, and returns a `FleetView` that /metrics,
+/api/status, the status page and the terminal timeline all render. Nothing here writes.
 
 Why the caches: occurrences are pure functions of a window and an instant (croniter under the
 DST rule), but a week of them for 1,000 windows costs far more than a scrape may.
@@ -18,7 +18,6 @@ is made of are `fleetview`'s; this module is the one job of building them, cache
 
 from __future__ import annotations
 
-import os
 import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
@@ -27,11 +26,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..estop import Estop
-from ..gate import Snapshot
-from ..hold import HoldState, Reading
-from ..homes import FLEET, PROFILES_DIR, validate_profile_name
+from ..hold import Reading
+from ..homes import FLEET
 from ..text import one_line
 from .fleetview import Bar, FleetView, Lane, Slice, WindowState
+from .status import FleetStatus, fleet_status
 
 if TYPE_CHECKING:
     from ..windows.ledger import LedgerEntry
@@ -79,9 +78,10 @@ class Observer:
         from ..windows.ledger import open_ledger
 
         self.estop = estop
+        self.fleet = estop.fleet
         self.is_leader = is_leader
-        self.windows_file = WindowsFile(estop.layout.root)
-        self._ledger = open_ledger(estop.layout.root, estop.store)
+        self.windows_file = WindowsFile(self.fleet.root)
+        self._ledger = open_ledger(self.fleet)
         self._lock = threading.Lock()
         self._identity: tuple[int, ...] | None | bool = False  # False: never loaded
         self._windows: list[Window] = []
@@ -176,61 +176,27 @@ class Observer:
             self._cache[window.name] = cached
         return cached
 
-    def _scopes(self, windows: list[Window]) -> list[str]:
-        """The lanes: this process's locations, every scope a window targets, and every profile
-        home of the fleet (fleet first, then by name)."""
-        scopes = {loc.scope for loc in self.estop.locations}
+    def _scopes(self, windows: list[Window], status: FleetStatus) -> list[str]:
+        """The lanes: this process's locations, every scope of the fleet (`Fleet.scopes`) and
+        every scope a window targets (fleet first, then by name)."""
+        scopes = {loc.scope for loc in status.mine_locations}
+        scopes.update(loc.scope for loc in status.scopes)
         targeted = self._targeted
         if targeted is None or targeted[0] is not windows:
             targeted = self._targeted = (windows, frozenset(w.scope for w in windows))
         scopes.update(targeted[1])
-        try:
-            names = os.listdir(self.estop.layout.root / PROFILES_DIR)
-        except OSError:
-            names = []
-        for name in names:
-            try:
-                validate_profile_name(name)
-            except Exception:  # noqa: BLE001 - not a profile home: no lane
-                continue
-            if (self.estop.layout.root / PROFILES_DIR / name).is_dir():
-                scopes.add(name)
         return sorted(scopes, key=lambda s: (s != FLEET, s.startswith("home:"), s))
-
-    def _readings(self, scopes: list[str], snapshot: Snapshot) -> dict[str, Reading]:
-        """The reading of every lane: from the snapshot where it has one, else one store read
-        of the remaining scopes at the snapshot's `now`."""
-        out = {r.location.scope: r for r in snapshot.readings}
-        missing = []
-        for scope in scopes:
-            if scope not in out:
-                try:
-                    missing.append(self.estop.layout.location(scope))
-                except Exception:  # noqa: BLE001 - a scope that names no location has no hold
-                    continue
-        if missing:
-            for reading in self.estop.store.read(missing, snapshot.now):
-                out[reading.location.scope] = reading
-        return out
-
-    def store_reachable(self) -> bool:
-        """False when the store as a whole does not answer: the PostgreSQL store's listener
-        says so; the file store is reachable while its fleet root is a directory we can list."""
-        reachable = self.estop.store.reachable()
-        if reachable is not None:
-            return reachable
-        root = self.estop.layout.root
-        return os.path.isdir(root) and os.access(root, os.R_OK | os.X_OK)
 
     # -- the view ----------------------------------------------------------------------------
 
-    def view(self, days: int = DEFAULT_DAYS, *, bars: bool = True) -> FleetView:
-        """Everything at one `now` (the Estop's clock, read once): the holds, the timeline of
-        `[now, now + days)` (without its bars when `bars` is False: /metrics needs none) and
-        each window's state."""
+    def view(self, days: int = DEFAULT_DAYS, *, bars: bool = True, sections: bool = False) -> FleetView:
+        """Everything at one `now` (the clock, read once): the status document (with its windows
+        and in-flight sections when `sections`: /api/status), the timeline of `[now, now + days)`
+        (without its bars when `bars` is False: /metrics needs none) and each window's state."""
         days = max(1, min(int(days), MAX_DAYS))
-        snapshot = self.estop.snapshot()
-        now = snapshot.now
+        status = fleet_status(self.estop, sections=sections)
+        snapshot = status.mine
+        now = status.now
         origin = now - (now - now.replace(second=0, microsecond=0)) % ORIGIN_STEP
         end = origin + timedelta(days=days)
         windows, load_problem, identity = self.load_windows()
@@ -250,13 +216,11 @@ class Observer:
             self._windows_view[bars] = (key, now_us, soonest, states, by_scope, windows, special)
         stable_until = _EPOCH + timedelta(microseconds=soonest) if soonest is not None else None
         self._count_skipped(special, entries)
-        scopes = self._scopes(windows)
-        readings = self._readings(scopes, snapshot)
+        scopes = self._scopes(windows, status)
+        readings: dict[str, Reading] = {r.location.scope: r for r in status.present}
         lanes = []
         for scope in scopes:
             reading = readings.get(scope)
-            if reading is not None and reading.state is HoldState.ABSENT:
-                reading = None
             lane_slices, count = by_scope.get(scope, ((), 0))
             lanes.append(Lane(scope, reading, lane_slices, count))
         leader = None
@@ -267,8 +231,8 @@ class Observer:
                 leader = False
         return FleetView(now=now, start=origin, end=end, snapshot=snapshot, lanes=tuple(lanes),
                          windows=tuple(states), problems=problems, leader=leader,
-                         store_reachable=self.store_reachable(), stable_until=stable_until,
-                         extra={"store": self.estop.store.name, "windows_identity": identity,
+                         store_reachable=self.fleet.reachable(), stable_until=stable_until, status=status,
+                         extra={"store": self.fleet.backend, "windows_identity": identity,
                                 "fragments": self.fragments})
 
     def _figure(self, window: Window, cached: _Cached, now_us: int, end_us: int, anchor: datetime, days: int,

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 
     from pathlib import Path
 
-    from ..audit import AuditEvent
-    from .pg_backend import Backend
+    from ..audit import AuditEntry, AuditEvent
     from .records import RecordTable
+    from .state import StateTable
 
 __all__ = ["HoldStore", "refused_write", "not_current", "EXPIRE_RETRY"]
 
@@ -111,6 +111,16 @@ class HoldStore(ABC):
     def history(self, limit: int | None = None) -> list[AuditEvent]:
         """Audit events, oldest first; with `limit`, only the newest `limit`."""
 
+    @abstractmethod
+    def audit_after(self, position: int, limit: int) -> list[AuditEntry]:
+        """At most `limit` audit entries after cursor `position` (0: from the start), oldest
+        first. A position only grows along the trail. Raises `OSError`/`StoreError` when the
+        trail cannot be read."""
+
+    @abstractmethod
+    def audit_head(self) -> int:
+        """The cursor position just past the newest audit entry."""
+
     def history_counted(self, limit: int | None = None) -> tuple[list[AuditEvent], int]:
         """`history(limit)` and how many stored entries were corrupt and skipped (a hand-edited
         audit file), so an operator is told rather than shown a silently shorter trail."""
@@ -172,11 +182,29 @@ class HoldStore(ABC):
         store: each file is judged where it is read)."""
         return None
 
-    def database(self) -> Backend | None:
-        """The database this store keeps the fleet's state in, for a service that keeps its own
-        table beside the holds (the notifier's cursors and its audit reader); None for a store
-        that keeps files in the fleet root, where such a service keeps a file instead."""
-        return None
+    def scopes(self, root: Path) -> list[str]:
+        """The profile scopes of fleet root `root` that can hold, by name: every profile home
+        under `root/profiles` (the file store keeps their sentinels there); a shared store adds
+        every profile scope it has a hold for, wherever that profile's home lives."""
+        from ..homes import profile_names
+
+        return profile_names(root)
+
+    def open_state(self, service: str, root: Path | None = None) -> StateTable:
+        """The named states of fleet-wide service `service` (the notifier's cursors), kept where
+        this store keeps the fleet's state: here `<root>/<service>-state.json`; a shared store
+        overrides it (PostgreSQL: a table of its schema)."""
+        from .state import JsonStateFile
+
+        return JsonStateFile(self._root_for(root, "state"), service)
+
+    def _root_for(self, root: Path | None, what: str) -> Path:
+        from ..errors import StoreError
+
+        where = root if root is not None else self.root
+        if where is None:
+            raise StoreError(f"the {self.name} store has no fleet root to keep the {what} in")
+        return where
 
     def describe(self) -> dict[str, Any]:
         """What `hermes store status` prints."""
@@ -194,13 +222,9 @@ class HoldStore(ABC):
         of the fleet shares it: here `windows-state.json` in the fleet root; a shared store
         overrides it (PostgreSQL: its `occurrences` table). The typed layer over it is
         `windows.ledger.OccurrenceLedger` (the core never imports windows)."""
-        from ..errors import StoreError
         from .records import file_ledger
 
-        where = root if root is not None else self.root
-        if where is None:
-            raise StoreError(f"the {self.name} store has no fleet root to keep the window ledger in")
-        return file_ledger(where)
+        return file_ledger(self._root_for(root, "window ledger"))
 
     def schema_info(self) -> dict[str, Any]:
         """Where the store's schema lives, for `hermes store init` to report."""

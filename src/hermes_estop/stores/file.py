@@ -30,6 +30,7 @@ from pathlib import Path
 from ..errors import StoreError
 from ..hold import (
     MAX_BODY_BYTES,
+    Cause,
     EngageRequest,
     Fence,
     Hold,
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from contextlib import AbstractContextManager
 
-    from ..audit import AuditEvent, AuditLog
+    from ..audit import AuditEntry, AuditEvent, AuditLog
 
 __all__ = ["FileStore", "LOCK_NAME"]
 
@@ -68,21 +69,31 @@ def _file_id(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+class _Unreadable(Exception):
+    """A sentinel that is not a body to parse: not a regular file, or not readable at all."""
+
+    def __init__(self, cause: Cause, problem: str) -> None:
+        super().__init__(problem)
+        self.cause = cause
+        self.problem = problem
+
+
 def _load(path: str) -> tuple[Hold | str, tuple[int, ...] | None, tuple[int, ...] | None]:
-    """(parsed body or the reason it is unreadable, file identity, cache key). Raises
-    `FileNotFoundError` when the sentinel was removed between the `lstat` and the open."""
+    """(parsed body or the reason its bytes are not one, file identity, cache key). Raises
+    `FileNotFoundError` when the sentinel was removed between the `lstat` and the open, and
+    `_Unreadable` when it is not a regular file or cannot be opened or read."""
     try:
         fd = os.open(path, _OPEN_READ)
     except FileNotFoundError:
         raise
     except OSError as exc:
-        return f"cannot open: {exc.strerror or exc}", None, None
+        raise _Unreadable(Cause.CANNOT_READ, f"cannot open: {exc.strerror or exc}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             from ..fsread import describe_mode
 
-            return describe_mode(st.st_mode), None, None
+            raise _Unreadable(Cause.NOT_A_FILE, describe_mode(st.st_mode))
         if st.st_size > MAX_BODY_BYTES:
             return f"body larger than {MAX_BODY_BYTES} bytes", _file_id(st), None
         chunks = []
@@ -94,7 +105,7 @@ def _load(path: str) -> tuple[Hold | str, tuple[int, ...] | None, tuple[int, ...
             chunks.append(chunk)
             total += len(chunk)
     except OSError as exc:
-        return f"cannot read: {exc.strerror or exc}", None, None
+        raise _Unreadable(Cause.CANNOT_READ, f"cannot read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     raw = b"".join(chunks)
@@ -184,11 +195,13 @@ class FileStore(HoldStore):
                 except FileNotFoundError:
                     first = None
                     continue  # retired or released between the lstat and the open: look again
-            return self._unreadable(location, "the sentinel keeps vanishing while being read")
+            return self._unreadable(location, "the sentinel keeps vanishing while being read", Cause.CANNOT_READ)
+        except _Unreadable as exc:
+            return self._unreadable(location, exc.problem, exc.cause)
         except OSError as exc:
-            return self._unreadable(location, f"cannot stat: {exc.strerror or exc}")
+            return self._unreadable(location, f"cannot stat: {exc.strerror or exc}", Cause.CANNOT_READ)
         except Exception as exc:  # reading never raises into a consumer
-            return self._unreadable(location, f"unexpected {type(exc).__name__}: {exc}")
+            return self._unreadable(location, f"unexpected {type(exc).__name__}: {exc}", Cause.CANNOT_READ)
 
     def _read_path(self, location: Location, path: str, absent: Reading, now: datetime, cached: bool,
                    first: os.stat_result | None) -> Reading:
@@ -203,11 +216,12 @@ class FileStore(HoldStore):
             try:
                 st = os.stat(path)
             except OSError as exc:
-                return self._unreadable(location, f"symlink that cannot be followed: {exc.strerror or exc}")
+                return self._unreadable(location, f"symlink that cannot be followed: {exc.strerror or exc}",
+                                        Cause.NOT_A_FILE)
         if not stat.S_ISREG(st.st_mode):
             from ..fsread import describe_mode
 
-            return self._unreadable(location, describe_mode(st.st_mode))
+            return self._unreadable(location, describe_mode(st.st_mode), Cause.NOT_A_FILE)
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         entry = self._cache.get(path) if cached else None
         if entry is not None and entry[0] == key:
@@ -219,8 +233,8 @@ class FileStore(HoldStore):
         return prepared.at(now)
 
     @staticmethod
-    def _unreadable(location: Location, problem: str) -> Reading:
-        return Reading(location, HoldState.UNREADABLE, None, Fence(None, None), problem)
+    def _unreadable(location: Location, problem: str, cause: Cause) -> Reading:
+        return Reading(location, HoldState.UNREADABLE, None, Fence(None, None), problem, cause)
 
     def where(self, location: Location) -> str:
         return str(location.sentinel)
@@ -358,6 +372,12 @@ class FileStore(HoldStore):
 
     def history_counted(self, limit: int | None = None) -> tuple[list[AuditEvent], int]:
         return self.audit_log.read_counted(limit)
+
+    def audit_after(self, position: int, limit: int) -> list[AuditEntry]:
+        return self.audit_log.read_after(position, limit)
+
+    def audit_head(self) -> int:
+        return self.audit_log.head()
 
     def describe(self) -> dict[str, object]:
         return {"backend": self.name, "root": str(self.root), "audit_log": str(self.audit_log.path)}

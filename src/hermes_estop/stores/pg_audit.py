@@ -8,11 +8,11 @@ from typing import Any
 
 import psycopg
 
-from ..audit import AuditEvent
+from ..audit import AuditEntry, AuditEvent
 from ..timeutil import to_utc
 from .pg_backend import Backend
 
-__all__ = ["append_event", "read_events"]
+__all__ = ["append_event", "read_after", "read_events", "read_head"]
 
 _FIELDS = "time, event, location, generation, actor, reason, deadline, detail"
 
@@ -34,7 +34,25 @@ def read_events(backend: Backend, limit: int | None = None) -> list[AuditEvent]:
         sql += " LIMIT %s"
         params.append(int(limit))
     rows = backend.run(lambda conn: conn.execute(sql, params).fetchall(), what="read the audit trail")
-    return [
-        AuditEvent(to_utc(time), event, location, generation, actor, reason, to_utc(deadline) if deadline else None, detail)
-        for time, event, location, generation, actor, reason, deadline, detail in reversed(rows)
-    ]
+    return [_event(row) for row in reversed(rows)]
+
+
+def _event(row: Any) -> AuditEvent:
+    time, event, location, generation, actor, reason, deadline, detail = row
+    return AuditEvent(to_utc(time), event, location, generation, actor, reason, to_utc(deadline) if deadline else None,
+                      detail)
+
+
+def read_head(backend: Backend) -> int:
+    """The id of the newest audit row (0 when there is none)."""
+    row = backend.run(lambda conn: conn.execute(f"SELECT coalesce(max(id), 0) FROM {backend.s}.audit").fetchone(),
+                      what="read the audit trail")
+    return int(row[0]) if row else 0
+
+
+def read_after(backend: Backend, schema: str, position: int, limit: int) -> list[AuditEntry]:
+    """At most `limit` rows with an id above `position`, oldest first; an entry's id names the
+    schema and the row, stable across re-reads."""
+    sql = f"SELECT id, {_FIELDS} FROM {backend.s}.audit WHERE id > %s ORDER BY id LIMIT %s"
+    rows = backend.run(lambda conn: conn.execute(sql, [position, limit]).fetchall(), what="read the audit trail")
+    return [AuditEntry(int(row[0]), f"audit-{schema}-{row[0]}", _event(row[1:])) for row in rows]

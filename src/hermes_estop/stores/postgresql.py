@@ -46,9 +46,10 @@ from typing import Any, Callable, Sequence
 
 import psycopg
 
-from ..audit import AuditEvent
-from ..errors import HoldConflict
+from ..audit import AuditEntry, AuditEvent
+from ..errors import HoldConflict, InvalidArgument
 from ..hold import (
+    Cause,
     EngageRequest,
     Fence,
     Hold,
@@ -65,13 +66,14 @@ from ..homes import Location
 from ..timeutil import Clock
 from .base import HoldStore, not_current, refused_write
 from .pg_admin import create_schema, store_status
-from .pg_audit import append_event, read_events
+from .pg_audit import append_event, read_after, read_events, read_head
 from .pg_backend import Backend, acquire, release
 from .pg_cache import DEFAULT_REFRESH, Listener, Row, parse_row
 from .pg_leader import DEFAULT_POLL, Leadership
 from .pg_schema import LOCK_CLASS
 from .pg_url import StoreURL, parse_store_url
 from .records import RecordTable
+from .state import StateTable
 
 __all__ = ["PostgresStore", "StoreURL", "parse_store_url", "SYNC_TIMEOUT"]
 
@@ -112,9 +114,6 @@ class PostgresStore(HoldStore):
         if backend.pid != os.getpid():
             backend = self._backend = acquire(self.url, self.refresh, self.share)
         return backend
-
-    def database(self) -> Backend:
-        return self.backend
 
     @property
     def listener(self) -> Listener:
@@ -169,11 +168,12 @@ class PostgresStore(HoldStore):
         try:
             rows, problem = self.backend.listener.view()
             if problem is not None:
-                return tuple(Reading(loc, HoldState.UNREADABLE, None, Fence(), problem) for loc in locations)
+                return tuple(Reading(loc, HoldState.UNREADABLE, None, Fence(), problem, Cause.STORE_DOWN)
+                             for loc in locations)
             return tuple(self._classify(loc, rows.get(loc.key), now) for loc in locations)
         except Exception as exc:  # reading never raises into a consumer
             problem = f"PostgreSQL store: unexpected {type(exc).__name__}: {exc}"
-            return tuple(Reading(loc, HoldState.UNREADABLE, None, Fence(), problem) for loc in locations)
+            return tuple(Reading(loc, HoldState.UNREADABLE, None, Fence(), problem, Cause.STORE_DOWN) for loc in locations)
 
     def _classify(self, location: Location, row: Row | None, now: datetime, cached: bool = True) -> Reading:
         """docs/design.md §3 for a row; `cached` keeps both readings of a listener row, so a check costs
@@ -317,11 +317,41 @@ class PostgresStore(HoldStore):
     def history(self, limit: int | None = None) -> list[AuditEvent]:
         return read_events(self.backend, limit)
 
+    def audit_after(self, position: int, limit: int) -> list[AuditEntry]:
+        return read_after(self.backend, self.schema, position, limit)
+
+    def audit_head(self) -> int:
+        return read_head(self.backend)
+
     # -- the rest ----------------------------------------------------------------------------
 
     def init_schema(self) -> tuple[int, list[int]]:
         """`hermes store init`: create or upgrade the schema; (version, versions applied)."""
         return create_schema(self.url)
+
+    def scopes(self, root: Path) -> list[str]:
+        """The profile homes under `root` and every profile scope with a row (a profile served
+        on another host has a row here and no home on this one). Rows as the listener last saw
+        them: never a round trip."""
+        from ..homes import profile_names, validate_profile_name
+
+        names = set(profile_names(root))
+        try:
+            rows = self.backend.listener.view()[0]
+        except Exception:  # noqa: BLE001 - an unreachable store: the homes on this host still count
+            rows = {}
+        for key in rows:
+            try:
+                names.add(validate_profile_name(key))
+            except InvalidArgument:
+                continue  # the fleet's row, or a stand-alone home's
+        return sorted(names)
+
+    def open_state(self, service: str, root: Path | None = None) -> StateTable:
+        """A `<service>_cursors` table of this store's schema, shared by every host."""
+        from .pg_state import PgStateTable
+
+        return PgStateTable(lambda: self.backend, self.schema, service)
 
     def open_ledger(self, root: Path | None = None) -> RecordTable:
         """The `occurrences` table of this store's schema: one ledger for every scheduler of

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..errors import StoreUnavailable
-from ..hold import EngageRequest, Fence, Hold, HoldState, Reading
+from ..hold import Cause, EngageRequest, Fence, Hold, HoldState, Reading
 from ..homes import Location
 from .base import HoldStore
 
@@ -15,7 +15,7 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..audit import AuditEvent
+    from ..audit import AuditEntry, AuditEvent
 
 __all__ = ["UnavailableStore"]
 
@@ -32,7 +32,7 @@ class UnavailableStore(HoldStore):
 
     def read(self, locations: Sequence[Location], now: datetime) -> tuple[Reading, ...]:
         return tuple(
-            Reading(location, HoldState.UNREADABLE, None, Fence(), f"store unavailable: {self.problem}")
+            Reading(location, HoldState.UNREADABLE, None, Fence(), f"store unavailable: {self.problem}", Cause.STORE_DOWN)
             for location in locations
         )
 
@@ -49,6 +49,12 @@ class UnavailableStore(HoldStore):
         raise self._refuse()
 
     def history(self, limit: int | None = None) -> list[AuditEvent]:
+        raise self._refuse()
+
+    def audit_after(self, position: int, limit: int) -> list[AuditEntry]:
+        raise self._refuse()
+
+    def audit_head(self) -> int:
         raise self._refuse()
 
     def describe(self) -> dict[str, object]:

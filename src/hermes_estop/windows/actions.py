@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from ..errors import EstopError, HoldConflict, InvalidInstant
-from ..estop import Estop
+from ..errors import EstopError, HoldConflict
+from ..fleet import Fleet
+from ..hold import EngageRequest, Fence, clean_reason
 from .events import Event, TickReport, action_event
 from .ledger import ARMED, SKIPPED, LedgerEntry
 from .model import Window
@@ -48,25 +49,25 @@ class PassState:
 
 
 class Actions:
-    """The writes of the window scheduler, through one `Estop` (its store, clock and actor)."""
+    """The writes of the window scheduler, through the fleet (its store, clock and actor)."""
 
-    def __init__(self, estop: Estop) -> None:
-        self.estop = estop
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
 
     def arm(self, action: Arm, state: PassState) -> bool:
         """Write the desired hold; False when the hold changed in between (plan again)."""
         desired = action.desired
         self._intend(action)
+        now = self.fleet.clock()
+        if desired.deadline is not None and desired.deadline <= now:
+            return False  # the deadline passed while deciding: plan again
+        request = EngageRequest(reason=clean_reason(desired.reason), allow=desired.allow, expires_at=desired.deadline,
+                                replace=True, armed_by=desired.armed_by, window=dict(desired.window),
+                                only_if=action.only_if)
         try:
-            hold = self.estop.engage(
-                reason=desired.reason, allow=desired.allow, expires_at=desired.deadline, replace=True,
-                scope=action.scope, armed_by=desired.armed_by, window=dict(desired.window),
-                only_if=action.only_if,
-            )
+            hold = self.fleet.engage(self.fleet.location(action.scope), request, now)
         except HoldConflict:
             return False  # someone wrote in between: plan again from what stands now
-        except InvalidInstant:
-            return False  # the deadline passed while deciding: plan again
         for occurrence in action.members:
             state.remember(entry_for(occurrence, ARMED, state.report.now, hold.generation))
         state.event(action_event(action, hold.generation))
@@ -76,13 +77,13 @@ class Actions:
         """The audit intent `recall` pairs with the store's own audit of the write. Failing to
         write it never stops the arm: a hold matters more than the memory of it."""
         try:
-            self.estop.record(INTENT, self.estop.layout.location(action.scope), reason=action.desired.reason,
+            self.fleet.record(INTENT, self.fleet.location(action.scope), reason=action.desired.reason,
                               deadline=action.desired.deadline, detail=intent_detail(o.key for o in action.members))
         except (EstopError, OSError) as exc:
             logger.warning("windows: cannot record the arm in the audit trail (%s); arming anyway", exc)
 
     def retire(self, action: Retire, state: PassState) -> None:
-        removed = self.estop.retire(action.generation, scope=action.scope)
+        removed = self.fleet.retire(self.fleet.location(action.scope), Fence(action.generation))
         for entry in action.entries:
             state.remember(entry)
         if removed:
@@ -93,7 +94,7 @@ class Actions:
         detail = (f"window {occurrence.window} occurrence {occurrence.ident} skipped: {action.scope} is held by "
                   f"{action.standing}, which the window did not arm")
         window = by_name.get(occurrence.window)
-        self.estop.record("skip", self.estop.layout.location(action.scope), generation=action.standing_generation,
+        self.fleet.record("skip", self.fleet.location(action.scope), generation=action.standing_generation,
                           reason=window.hold_reason if window else None, deadline=occurrence.end, detail=detail)
         state.remember(entry_for(occurrence, SKIPPED, state.report.now, None, f"held by {action.standing}"))
         state.event(action_event(action))

@@ -98,7 +98,7 @@ def _ledger(estop: EstopView) -> tuple[dict[str, LedgerEntry], str | None]:
     """The ledger's entries, or none and a note when it cannot be read (every occurrence then
     counts: held is the safe side)."""
     try:
-        ledger = open_ledger(estop.layout.root, estop.store)
+        ledger = open_ledger(estop.fleet)
     except (EstopError, OSError) as exc:
         return {}, f"the windows ledger cannot be read ({one_line(exc)}): skipped occurrences counted as held"
     try:

@@ -6,9 +6,9 @@ stood. The ledger keeps one `LedgerEntry` per occurrence the scheduler acted on,
 `Occurrence.key` (`<scope>/<window>@<start>`).
 
 This module is the typed layer (`LedgerEntry`, `OccurrenceLedger`); the STORAGE is the fleet's
-store's (`HoldStore.open_ledger()`, `stores.records`): `windows-state.json` in the fleet root for
-the file store, the `occurrences` table for PostgreSQL. So the store picks its medium by what it
-is, not by its name, and nothing here imports a backend.
+(`Fleet.ledger()`): `windows-state.json` in the fleet root for the file store, the `occurrences`
+table for PostgreSQL. So the store picks its medium by what it is, not by its name, and nothing
+here imports a backend.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..stores.base import HoldStore
-from ..stores.records import LEDGER_FILE, RecordTable, file_ledger
+from ..fleet import LEDGER_FILE, Fleet, RecordTable
 from ..timeutil import format_instant, parse_stamp
 
 __all__ = [
@@ -167,25 +166,21 @@ class OccurrenceLedger:
 
 
 class JsonFileLedger(OccurrenceLedger):
-    """The ledger as `windows-state.json` in the fleet root:
+    """The ledger of the fleet rooted at `root` on the file store: `windows-state.json` there,
 
         {"format": 1, "occurrences": {"<window>@<start>": {"window", "occurrence", "scope",
          "end", "state", "generation", "updated_at", "detail"}}}
 
-    Replaced atomically under an exclusive lock on `.windows-state.json.lock`
+    replaced atomically under an exclusive lock on `.windows-state.json.lock`
     (`fsutil.locked_update`); readers take no lock."""
 
-    def __init__(self, root: Path, filename: str = LEDGER_FILE) -> None:
-        records = file_ledger(root, filename)
-        super().__init__(records)
-        self.path = records.path
+    def __init__(self, root: Path) -> None:
+        super().__init__(Fleet.of_files(root).ledger())
+        self.path = Path(root) / LEDGER_FILE
         self.lock_path = self.path.with_name(f".{self.path.name}.lock")
 
 
-def open_ledger(root: Path, store: HoldStore | None = None) -> OccurrenceLedger:
-    """The ledger of the fleet rooted at `root`, where the fleet's `store` keeps it
-    (`HoldStore.open_ledger`: in the database for a PostgreSQL store, shared by every host's
-    scheduler), else a file in `root`."""
-    if store is None:
-        return JsonFileLedger(root)
-    return OccurrenceLedger(store.open_ledger(root))
+def open_ledger(fleet: Fleet) -> OccurrenceLedger:
+    """The ledger of `fleet`, where its store keeps it (in the database for a PostgreSQL store,
+    shared by every host's scheduler; else a file in the fleet root)."""
+    return OccurrenceLedger(fleet.ledger())

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from ..errors import EstopError, StoreError
-from ..estop import Estop
+from ..fleet import Fleet
 from ..hold import Reading
 from ..homes import FLEET, validate_profile_name
 from ..timeutil import next_deadline
@@ -70,13 +70,13 @@ def _always() -> bool:
 
 class WindowService:
     """Arms and retires the holds of the maintenance windows of one fleet. Time comes from the
-    Estop's clock (the database's on PostgreSQL) and from `monotonic` (pacing the loop)."""
+    fleet's clock (the database's on PostgreSQL) and from `monotonic` (pacing the loop)."""
 
     name = "windows"
 
     def __init__(
         self,
-        estop: Estop,
+        fleet: Fleet,
         *,
         windows_file: WindowsFile | None = None,
         ledger: OccurrenceLedger | None = None,
@@ -86,19 +86,19 @@ class WindowService:
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.estop = estop
-        self.clock = estop.clock
+        self.fleet = fleet
+        self.clock = fleet.clock
         self.monotonic = monotonic
         self.sleep = sleep
-        self.windows_file = windows_file or WindowsFile(estop.layout.root)
-        self.ledger = ledger or open_ledger(estop.layout.root, estop.store)
+        self.windows_file = windows_file or WindowsFile(fleet.root)
+        self.ledger = ledger or open_ledger(fleet)
         self.is_leader = is_leader or _always
         self.scheduler = scheduler
         self.poll_interval = float(poll_interval)
         self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, CONFIRM_FLOOR)),
                                torn_after=timedelta(seconds=max(self.poll_interval, TORN_CONFIRM_FLOOR)))
         self.index = OccurrenceIndex()
-        self.actions = Actions(estop)
+        self.actions = Actions(fleet)
         self._lock = threading.RLock()
         self._logged: dict[str, object] = {}
         self._owns_scheduler = False
@@ -148,7 +148,7 @@ class WindowService:
         return True
 
     def _reading(self, scope: str, now: datetime) -> Reading:
-        return self.estop.store.read((self.estop.layout.location(scope),), now)[0]
+        return self.fleet.read((self.fleet.location(scope),), now).readings[0]
 
     def _covered(self, windows: Iterable[Window], now: datetime) -> list[Occurrence]:
         return sorted(o for w in windows for o in self.index.covering(w, now))
@@ -160,7 +160,7 @@ class WindowService:
         if not unknown:
             return {}
         try:
-            return recall(self.estop.history(RECALL_DEPTH), scope, unknown)
+            return recall(self.fleet.history(RECALL_DEPTH)[0], scope, unknown)
         except (EstopError, OSError) as exc:
             logger.warning("windows: cannot read the audit trail (%s): arming as if nothing was armed", exc)
             return {}

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import EstopError
-from ..estop import Estop
+from ..fleet import Fleet
 from ..text import one_line
 from ..timeutil import format_instant, format_relative
 from .ledger import SKIPPED, LedgerEntry, open_ledger
@@ -21,10 +21,10 @@ __all__ = ["status_section"]
 logger = logging.getLogger("hermes_estop.windows")
 
 
-def status_section(estop: Estop, now: datetime) -> dict[str, Any]:
+def status_section(fleet: Fleet, now: datetime) -> dict[str, Any]:
     """`{"json": {"windows": [...]}, "lines": [...]}` for `hermes status` at `now`."""
     try:
-        return _section(estop, now)
+        return _section(fleet, now)
     except (EstopError, OSError) as exc:  # a bad windows.toml or ledger: an outage, one line
         message = one_line(exc)
     except Exception as exc:  # a bug: logged with its traceback, and status still answers
@@ -33,13 +33,13 @@ def status_section(estop: Estop, now: datetime) -> dict[str, Any]:
     return {"json": {"windows": [], "windows_error": message}, "lines": [f"windows: {message}"]}
 
 
-def _section(estop: Estop, now: datetime) -> dict[str, Any]:
-    windows_file = WindowsFile(estop.layout.root)
+def _section(fleet: Fleet, now: datetime) -> dict[str, Any]:
+    windows_file = WindowsFile(fleet.root)
     windows = windows_file.load()
     if not windows:
         return {"json": {"windows": []}, "lines": []}
     try:
-        entries = open_ledger(estop.layout.root, estop.store).load()
+        entries = open_ledger(fleet).load()
         ledger_problem = None
     except (EstopError, OSError) as exc:
         entries, ledger_problem = {}, one_line(exc)
