@@ -24,7 +24,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["GroupResult", "GroupTimeout", "run_group", "same_process", "signal_group", "start_time"]
+__all__ = ["GroupResult", "GroupTimeout", "group_remains", "is_group_leader", "run_group", "same_process",
+           "signal_group", "start_time"]
 
 _STDERR_TAIL = 300
 
@@ -48,14 +49,44 @@ def same_process(pid: int, started: int | None) -> bool:
     return started is not None and start_time(pid) == started
 
 
-def signal_group(pid: int, started: int | None, sig: signal.Signals) -> bool:
-    """Send `sig` to the process group `pid` leads, only while `pid` is the process recorded at
-    `started` and still leads its group; False when it is gone (or was never ours to signal)."""
+def is_group_leader(pid: int, started: int | None) -> bool:
+    """`pid` is the process recorded at `started` and leads its own process group."""
     if not same_process(pid, started):
         return False
     try:
-        if os.getpgid(pid) != pid:
-            return False
+        return os.getpgid(pid) == pid
+    except OSError:
+        return False
+
+
+def _ours(pid: int, started: int | None, leader_may_have_ended: bool) -> bool:
+    if is_group_leader(pid, started):
+        return True
+    # A pid still in use as a process group's id is never handed to a new process, so while the
+    # leader is gone (no process has its pid) the members left are still the group recorded.
+    return leader_may_have_ended and started is not None and start_time(pid) is None
+
+
+def group_remains(pid: int, started: int | None) -> bool:
+    """Some process of the group recorded (leader `pid`, started at `started`) is still there."""
+    if not _ours(pid, started, True):
+        return False
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def signal_group(pid: int, started: int | None, sig: signal.Signals, *, leader_may_have_ended: bool = False) -> bool:
+    """Send `sig` to the process group `pid` leads, only while `pid` is the process recorded at
+    `started` and still leads its group (with `leader_may_have_ended`, also to the members left
+    once the leader has ended); False when it is gone, or was never identified as ours."""
+    if not _ours(pid, started, leader_may_have_ended):
+        return False
+    try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         return False

@@ -17,9 +17,10 @@ import pytest
 from hermes_estop.consumers.cron import Claim, CronRunner, CronTable
 from hermes_estop.consumers.drainer import wait_until_quiet
 from hermes_estop.consumers.gateway import Gateway
-from hermes_estop.consumers.inflight import in_flight_counts, status_section, survey
+from hermes_estop.consumers.inflight import InFlight, in_flight_counts, status_section, survey, terminate
 from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.consumers.turns import pid_alive, read_turns
+from hermes_estop.processes import start_time
 from hermes_estop.timeutil import utc_now
 
 from .helpers import finishes
@@ -123,6 +124,47 @@ def test_a_dead_pid_never_keeps_a_drain_waiting(estop_for, python, subprocess_en
     proc = _drain(python, subprocess_env, "--timeout", "5m")
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
+
+
+@pytest.fixture
+def stranger():
+    """A process that leads its own process group, as a recorded worker did, and whose pid a
+    record names with a start time an hour older: the worker ended and its pid was reused."""
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    yield proc, start_time(proc.pid) - 3600 * os.sysconf("SC_CLK_TCK")
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("consumer", ["cron", "kanban"])
+def test_drain_terminate_after_never_signals_a_stranger_that_reused_a_workers_pid(estop_for, python, subprocess_env,
+                                                                                   stranger, consumer):
+    estop = estop_for("p1", real_clock=True)
+    proc, recorded_start = stranger
+    now = utc_now()
+    if consumer == "cron":
+        table = CronTable.of(estop)
+        table.add("old", "true", now=now - timedelta(minutes=3), schedule="* * * * *", profile="p1")
+        with table.edit() as jobs:
+            jobs[0] = replace(jobs[0], claim=Claim("t", now, now + timedelta(hours=1), proc.pid, proc.pid,
+                                                   recorded_start))
+    else:
+        board = Board(estop.layout.root)
+        card = board.add("old", "true", profile="p1", ready=True)
+        assert board.claim(card.id, "c", now, now + timedelta(hours=1))
+        assert board.note_worker(card.id, "c", proc.pid, recorded_start)
+    assert survey(estop).items == ()  # the recorded worker is gone: its pid runs something else
+    drain = _drain(python, subprocess_env, "--timeout", "1m", "--terminate-after", "1s")
+    out, err = drain.communicate(timeout=120)
+    assert (drain.returncode, json.loads(out)["terminated"]) == (0, []), err
+    assert proc.poll() is None
+
+
+def test_terminate_signals_nobody_for_a_record_without_a_start_time(stranger, tmp_path):
+    proc, _ = stranger
+    legacy = InFlight("kanban", "card", "#1", None, tmp_path, utc_now(), proc.pid, "c", proc.pid, tmp_path)
+    assert terminate((legacy,), utc_now(), grace=0) == []
+    assert proc.poll() is None
 
 
 def test_a_profile_drain_does_not_wait_for_another_profiles_card(live, estop_for):

@@ -55,12 +55,13 @@ CREATE TABLE IF NOT EXISTS cards (
     detail      TEXT,
     claim       TEXT,
     deadline    TEXT,
-    pid         INTEGER
+    pid         INTEGER,
+    pid_start   INTEGER
 );
 CREATE INDEX IF NOT EXISTS cards_status ON cards (status, id);
 """
 _COLUMNS = ("id, title, command, status, owner, profile, created_at, updated_at, started_at, finished_at, "
-            "exit_code, detail, pid, claim")
+            "exit_code, detail, pid, claim, pid_start")
 Row = tuple[Any, ...]
 
 
@@ -86,14 +87,16 @@ class Card:
     pid: int | None = None
     #: the dispatcher's claim on it while running
     claim: str | None = None
+    #: the worker's start time (`processes.start_time`): without it the worker is never signalled
+    pid_start: int | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Card:
         (id_, title, command, status, owner, profile, created, updated, started, finished, code, detail, pid,
-         claim) = row
+         claim, pid_start) = row
         return cls(id_, title, command, status, owner, profile, parse_stamp(created), parse_stamp(updated),
                    parse_stamp(started), parse_stamp(finished), code, detail, pid if isinstance(pid, int) else None,
-                   claim if isinstance(claim, str) else None)
+                   claim if isinstance(claim, str) else None, pid_start if isinstance(pid_start, int) else None)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -187,8 +190,9 @@ class Board:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
             columns = {row[1] for row in db.execute("PRAGMA table_info(cards)")}
-            if "pid" not in columns:
-                db.execute("ALTER TABLE cards ADD COLUMN pid INTEGER")
+            for column in ("pid", "pid_start"):
+                if column not in columns:
+                    db.execute(f"ALTER TABLE cards ADD COLUMN {column} INTEGER")
             self._prepared = self._identity()
 
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[Row], int]:
@@ -239,8 +243,8 @@ class Board:
         if card.status == "running":
             raise InvalidArgument(f"card {card_id} is running: it cannot be made ready until it ends")
         stamp = format_instant(self.clock() if now is None else now)
-        self._run("UPDATE cards SET status = 'ready', updated_at = ?, claim = NULL, deadline = NULL, pid = NULL "
-                  "WHERE id = ? AND status != 'running'", (stamp, card_id))
+        self._run("UPDATE cards SET status = 'ready', updated_at = ?, claim = NULL, deadline = NULL, pid = NULL, "
+                  "pid_start = NULL WHERE id = ? AND status != 'running'", (stamp, card_id))
         return self.get(card_id)
 
     def claim(self, card_id: int, token: str, now: datetime, deadline: datetime) -> bool:
@@ -249,15 +253,17 @@ class Board:
         stamp = format_instant(now)
         _, count = self._run(
             "UPDATE cards SET status = 'running', claim = ?, started_at = ?, updated_at = ?, deadline = ?, "
-            "finished_at = NULL, exit_code = NULL, detail = NULL, pid = NULL WHERE id = ? AND status = 'ready'",
+            "finished_at = NULL, exit_code = NULL, detail = NULL, pid = NULL, pid_start = NULL "
+            "WHERE id = ? AND status = 'ready'",
             (token, stamp, stamp, format_instant(deadline), card_id),
         )
         return count == 1
 
-    def note_worker(self, card_id: int, token: str, pid: int) -> bool:
-        """Record the pid of the worker running `card_id` for `token` (what `hermes drain` watches)."""
-        _, count = self._run("UPDATE cards SET pid = ? WHERE id = ? AND status = 'running' AND claim = ?",
-                             (pid, card_id, token))
+    def note_worker(self, card_id: int, token: str, pid: int, started: int | None = None) -> bool:
+        """Record the pid and start time of the worker running `card_id` for `token` (what
+        `hermes drain` watches and, identified by both, may stop)."""
+        _, count = self._run("UPDATE cards SET pid = ?, pid_start = ? WHERE id = ? AND status = 'running' "
+                             "AND claim = ?", (pid, started, card_id, token))
         return count == 1
 
     def park(self, card_id: int, reason: str, now: datetime) -> bool:
@@ -266,7 +272,7 @@ class Board:
         stamp = format_instant(now)
         _, count = self._run(
             "UPDATE cards SET status = 'failed', updated_at = ?, finished_at = ?, exit_code = NULL, detail = ?, "
-            "claim = NULL, deadline = NULL, pid = NULL WHERE id = ? AND status = 'ready'",
+            "claim = NULL, deadline = NULL, pid = NULL, pid_start = NULL WHERE id = ? AND status = 'ready'",
             (stamp, stamp, reason, card_id),
         )
         return count == 1
@@ -276,7 +282,8 @@ class Board:
         card is no longer that claim's (it was re-queued or marked lost meanwhile)."""
         _, count = self._run(
             "UPDATE cards SET status = ?, finished_at = ?, updated_at = ?, exit_code = ?, detail = ?, "
-            "claim = NULL, deadline = NULL, pid = NULL WHERE id = ? AND status = 'running' AND claim = ?",
+            "claim = NULL, deadline = NULL, pid = NULL, pid_start = NULL "
+            "WHERE id = ? AND status = 'running' AND claim = ?",
             ("done" if result.ok else "failed", format_instant(result.finished_at),
              format_instant(result.finished_at), result.exit_code, result.detail, card_id, token),
         )
@@ -294,7 +301,7 @@ class Board:
             _, count = self._run(
                 "UPDATE cards SET status = 'failed', updated_at = ?, finished_at = ?, "
                 "detail = 'worker lost: its dispatcher stopped before recording it', claim = NULL, deadline = NULL, "
-                "pid = NULL WHERE id = ? AND status = 'running' AND claim IS ?",
+                "pid = NULL, pid_start = NULL WHERE id = ? AND status = 'running' AND claim IS ?",
                 (format_instant(now), format_instant(now), card_id, claim),
             )
             if count == 1:

@@ -85,10 +85,12 @@ class Claim:
     pid: int
     #: the worker's pid (its process group), recorded once it has started
     worker: int | None = None
+    #: the worker's start time (`processes.start_time`): without it the worker is never signalled
+    worker_start: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"token": self.token, "since": format_instant(self.since), "until": format_instant(self.until),
-                "pid": self.pid, "worker": self.worker}
+                "pid": self.pid, "worker": self.worker, "worker_start": self.worker_start}
 
     @classmethod
     def from_json(cls, data: Any) -> Claim | None:
@@ -97,9 +99,10 @@ class Claim:
         since, until = parse_stamp(data.get("since")), parse_stamp(data.get("until"))
         if not isinstance(data.get("token"), str) or since is None or until is None:
             return None
-        pid, worker = data.get("pid"), data.get("worker")
+        pid, worker, started = data.get("pid"), data.get("worker"), data.get("worker_start")
         return cls(data["token"], since, until, pid if isinstance(pid, int) and _is_pid(pid) else 0,
-                   worker if isinstance(worker, int) and _is_pid(worker) else None)
+                   worker if isinstance(worker, int) and _is_pid(worker) else None,
+                   started if isinstance(started, int) and not isinstance(started, bool) else None)
 
 
 @dataclass(frozen=True)
