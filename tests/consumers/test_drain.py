@@ -18,6 +18,7 @@ from hermes_estop.consumers.cron import Claim, CronRunner, CronTable
 from hermes_estop.consumers.drainer import wait_until_quiet
 from hermes_estop.consumers.gateway import Gateway
 from hermes_estop.consumers.inflight import InFlight, in_flight_counts, status_section, survey, terminate
+from hermes_estop.consumers.board import BoardBusy
 from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.consumers.turns import pid_alive, read_turns
 from hermes_estop.processes import start_time
@@ -257,6 +258,51 @@ def test_terminated_work_keeps_the_drains_reason_when_its_owner_records_the_end_
                 owner.kill()
     assert (table.get("long").last.status, table.get("long").last.detail) == ("failed", "terminated by drain")
     assert (board.get(card.id).status, board.get(card.id).detail) == ("failed", "terminated by drain")
+
+
+_HOLD_LOCKED = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA locking_mode=EXCLUSIVE")
+db.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def locked_board(estop_for, python):
+    """The fleet's board, held by another process in `locking_mode=EXCLUSIVE` until the test ends."""
+    estop = estop_for("p1", real_clock=True)
+    board = Board(estop.layout.root)
+    board.add("t", "true", profile="p1", ready=True)
+    holder = subprocess.Popen([python, "-c", _HOLD_LOCKED, str(board.path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "locked\n"
+    yield estop, board
+    holder.stdin.close()
+    holder.wait(timeout=60)
+
+
+def test_a_read_of_a_locked_board_gives_up_and_says_it_is_busy(locked_board):
+    _, board = locked_board
+    with pytest.raises(BoardBusy, match="is busy: another process holds its lock"):
+        board.cards("running")
+
+
+def test_drain_never_waits_on_a_locked_board_past_its_timeout(locked_board, python, subprocess_env):
+    proc = _drain(python, subprocess_env, "--timeout", "1s")
+    out, err = proc.communicate(timeout=120)
+    state = json.loads(out)
+    assert (proc.returncode, state["quiet"]) == (75, False), err
+    assert [problem for problem in state["problems"] if "is busy" in problem], state
+
+
+def test_status_never_waits_on_a_locked_board(locked_board, python, subprocess_env):
+    shown = subprocess.run([python, "-m", "hermes_estop", "status"], env=subprocess_env, capture_output=True,
+                           text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "in flight: cannot tell: the kanban board" in shown.stdout and "is busy" in shown.stdout, shown.stdout
 
 
 class FakeMonotonic:

@@ -10,6 +10,10 @@ Before SQLite opens the file, the board checks it with `open_regular` (`O_NONBLO
 then regular) and its `-wal`, `-shm` and `-journal` companions with `lstat`: a FIFO, directory or
 symlink planted there is refused with one line and never blocks a pass. The schema script and
 WAL mode run once per board file (per inode), not on every statement.
+
+Reads never wait (the reader guarantee): a read gives up after `READ_WAIT` when another process
+holds the board's lock (`locking_mode=EXCLUSIVE`, a long write) and raises `BoardBusy`, one line
+saying so; only writes wait for the lock, up to `busy_timeout`.
 """
 
 from __future__ import annotations
@@ -31,13 +35,16 @@ from ..timeutil import Clock, format_instant, in_interval, parse_stamp, utc_now
 from .validate import validate_owner, validate_profile
 from .worker import WorkResult
 
-__all__ = ["BOARD_NAME", "STATUSES", "Board", "Card", "UnknownCard"]
+__all__ = ["BOARD_NAME", "READ_WAIT", "STATUSES", "Board", "BoardBusy", "Card", "UnknownCard"]
 
 BOARD_NAME = "kanban.db"
 STATUSES = ("todo", "ready", "running", "done", "failed")
 _LOST_GRACE = timedelta(minutes=1)
 _MAX_TITLE = 500
 _COMPANIONS = ("-wal", "-shm", "-journal")
+#: seconds a read waits for a board another process holds locked before saying it is busy
+READ_WAIT = 0.1
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS cards (
@@ -67,6 +74,16 @@ Row = tuple[Any, ...]
 
 class UnknownCard(InvalidArgument):
     """A card id the board does not have."""
+
+
+class BoardBusy(StoreError):
+    """Another process holds the board's lock longer than this one would wait."""
+
+
+def _failed(path: Path, exc: sqlite3.Error, action: str) -> StoreError:
+    if getattr(exc, "sqlite_errorcode", None) in _BUSY:
+        return BoardBusy(f"the kanban board {path} is busy: another process holds its lock")
+    return StoreError(f"{action} {path}: {one_line(exc)}")
 
 
 @dataclass(frozen=True)
@@ -126,12 +143,14 @@ class Board:
     """The fleet's board. Every method opens its own short connection, so a `Board` may be
     shared by threads and used by several processes at once."""
 
-    def __init__(self, root: str | Path, *, clock: Clock = utc_now, busy_timeout: float = 30.0) -> None:
+    def __init__(self, root: str | Path, *, clock: Clock = utc_now, busy_timeout: float = 30.0,
+                 read_timeout: float = READ_WAIT) -> None:
         self.root = Path(root)
         self.path = self.root / BOARD_NAME
         self.log_dir = self.root / "kanban-logs"
         self.clock = clock
         self.busy_timeout = busy_timeout
+        self.read_timeout = read_timeout
         self._prepared: tuple[int, int] | None = None
         self._prepare_lock = threading.Lock()
 
@@ -168,11 +187,11 @@ class Board:
             os.close(fd)
         return st.st_dev, st.st_ino
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, wait: float) -> sqlite3.Connection:
         identity = self._identity()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            db = sqlite3.connect(self.path, timeout=wait, isolation_level=None)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the kanban board {self.path}: {one_line(exc)}") from None
         if identity is None or identity != self._prepared:
@@ -180,7 +199,7 @@ class Board:
                 self._prepare(db)
             except sqlite3.Error as exc:
                 db.close()
-                raise StoreError(f"cannot open the kanban board {self.path}: {one_line(exc)}") from None
+                raise _failed(self.path, exc, "cannot open the kanban board") from None
         return db
 
     def _prepare(self, db: sqlite3.Connection) -> None:
@@ -195,16 +214,17 @@ class Board:
                     db.execute(f"ALTER TABLE cards ADD COLUMN {column} INTEGER")
             self._prepared = self._identity()
 
-    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[Row], int]:
-        """One statement in its own (autocommit) transaction: rows, rowcount."""
-        with closing(self._connect()) as db:
+    def _run(self, sql: str, params: tuple[Any, ...] = (), *, read: bool = False) -> tuple[list[Row], int]:
+        """One statement in its own (autocommit) transaction: rows, rowcount. A `read` waits
+        for a locked board at most `read_timeout` (`BoardBusy`), a write `busy_timeout`."""
+        with closing(self._connect(self.read_timeout if read else self.busy_timeout)) as db:
             try:
                 db.execute("PRAGMA synchronous=NORMAL")
                 cursor = db.execute(sql, params)
                 rows = cursor.fetchall()
                 return rows, cursor.rowcount
             except sqlite3.Error as exc:
-                raise StoreError(f"kanban board {self.path}: {one_line(exc)}") from None
+                raise _failed(self.path, exc, "kanban board") from None
 
     def add(self, title: str, command: str, *, owner: Any = None, profile: Any = None, ready: bool = False,
             now: datetime | None = None) -> Card:
@@ -223,18 +243,18 @@ class Board:
         return Card.from_row(rows[0])
 
     def get(self, card_id: int) -> Card:
-        rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards WHERE id = ?", (_check_id(card_id),))
+        rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards WHERE id = ?", (_check_id(card_id),), read=True)
         if not rows:
             raise UnknownCard(f"unknown card {card_id!r}: no such card on {self.path}")
         return Card.from_row(rows[0])
 
     def cards(self, status: str | None = None) -> list[Card]:
         if status is None:
-            rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards ORDER BY id")
+            rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards ORDER BY id", read=True)
         else:
             if status not in STATUSES:
                 raise InvalidArgument(f"invalid status {status!r}: expected one of {', '.join(STATUSES)}")
-            rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards WHERE status = ? ORDER BY id", (status,))
+            rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards WHERE status = ? ORDER BY id", (status,), read=True)
         return [Card.from_row(row) for row in rows]
 
     def mark_ready(self, card_id: int, now: datetime | None = None) -> Card:

@@ -32,7 +32,7 @@ from ..homes import PROFILES_DIR, validate_profile_name
 from ..processes import group_remains, is_group_leader, same_process, signal_group
 from ..text import one_line
 from ..timeutil import format_instant
-from .board import Board
+from .board import READ_WAIT, Board
 from .crontable import CronTable
 from .turns import pid_alive, read_turns
 from .worker import KILL_GRACE, WorkResult
@@ -225,7 +225,8 @@ def terminate(items: tuple[InFlight, ...], now: datetime, *, grace: float = KILL
     process of its own and is left alone. Returns what was stopped."""
     targets = [item for item in items if item.group is not None and is_group_leader(item.group, item.started)]
     # Recorded first: the dispatcher or ticker that owns the worker records its end too, and
-    # finds the claim no longer its own, so the reason stays "terminated by drain".
+    # finds the claim no longer its own, so the reason stays "terminated by drain". A record
+    # waits for a busy table or board only briefly: the drain's own timeout comes first.
     for item in targets:
         _record_terminated(item, now)
     groups = [(item.group, item.started) for item in targets if item.group is not None]
@@ -246,11 +247,11 @@ def _record_terminated(item: InFlight, now: datetime) -> None:
         return
     try:
         if item.consumer == "cron":
-            with CronTable(item.store).edit() as jobs:
+            with CronTable(item.store).edit(wait=READ_WAIT) as jobs:
                 for i, job in enumerate(jobs):
                     if job.name == item.name and job.claim is not None and job.claim.token == item.token:
                         jobs[i] = replace(job, last=result, claim=None)
         elif item.consumer == "kanban":
-            Board(item.store).finish(int(item.name.lstrip("#")), item.token, result)
+            Board(item.store, busy_timeout=READ_WAIT).finish(int(item.name.lstrip("#")), item.token, result)
     except (StoreError, OSError, ValueError):
         pass  # the worker is stopped all the same; its owner records its end
