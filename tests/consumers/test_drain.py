@@ -168,6 +168,15 @@ def test_terminate_signals_nobody_for_a_record_without_a_start_time(stranger, tm
     assert proc.poll() is None
 
 
+def test_a_gateway_turn_whose_pid_was_reused_is_not_in_flight(tmp_path):
+    turns = tmp_path / "gateway"
+    turns.mkdir()
+    older = start_time(os.getpid()) - 3600 * os.sysconf("SC_CLK_TCK")
+    (turns / f"turns-{os.getpid()}.json").write_text(json.dumps(
+        {"pid": os.getpid(), "start": older, "turns": {"t1": {"user": "u", "profile": None, "since": None}}}))
+    assert read_turns(tmp_path) == []
+
+
 def test_a_profile_drain_does_not_wait_for_another_profiles_card(live, estop_for):
     assert in_flight_counts(estop_for("p2")) == {"cron": 0, "kanban": 0, "gateway": 0}
     assert in_flight_counts(estop_for(None)) == {"cron": 1, "kanban": 1, "gateway": 0}
