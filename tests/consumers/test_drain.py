@@ -17,9 +17,11 @@ import pytest
 from hermes_estop.consumers.cron import Claim, CronRunner, CronTable
 from hermes_estop.consumers.drainer import wait_until_quiet
 from hermes_estop.consumers.gateway import Gateway
-from hermes_estop.consumers.inflight import in_flight_counts, status_section, survey
+from hermes_estop.consumers.inflight import InFlight, in_flight_counts, status_section, survey, terminate
+from hermes_estop.consumers.board import BoardBusy
 from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.consumers.turns import pid_alive, read_turns
+from hermes_estop.processes import start_time
 from hermes_estop.timeutil import utc_now
 
 from .helpers import finishes
@@ -125,6 +127,56 @@ def test_a_dead_pid_never_keeps_a_drain_waiting(estop_for, python, subprocess_en
     assert proc.returncode == 0, err
 
 
+@pytest.fixture
+def stranger():
+    """A process that leads its own process group, as a recorded worker did, and whose pid a
+    record names with a start time an hour older: the worker ended and its pid was reused."""
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    yield proc, start_time(proc.pid) - 3600 * os.sysconf("SC_CLK_TCK")
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("consumer", ["cron", "kanban"])
+def test_drain_terminate_after_never_signals_a_stranger_that_reused_a_workers_pid(estop_for, python, subprocess_env,
+                                                                                   stranger, consumer):
+    estop = estop_for("p1", real_clock=True)
+    proc, recorded_start = stranger
+    now = utc_now()
+    if consumer == "cron":
+        table = CronTable.of(estop)
+        table.add("old", "true", now=now - timedelta(minutes=3), schedule="* * * * *", profile="p1")
+        with table.edit() as jobs:
+            jobs[0] = replace(jobs[0], claim=Claim("t", now, now + timedelta(hours=1), proc.pid, proc.pid,
+                                                   recorded_start))
+    else:
+        board = Board(estop.layout.root)
+        card = board.add("old", "true", profile="p1", ready=True)
+        assert board.claim(card.id, "c", now, now + timedelta(hours=1))
+        assert board.note_worker(card.id, "c", proc.pid, recorded_start)
+    assert survey(estop).items == ()  # the recorded worker is gone: its pid runs something else
+    drain = _drain(python, subprocess_env, "--timeout", "1m", "--terminate-after", "1s")
+    out, err = drain.communicate(timeout=120)
+    assert (drain.returncode, json.loads(out)["terminated"]) == (0, []), err
+    assert proc.poll() is None
+
+
+def test_terminate_signals_nobody_for_a_record_without_a_start_time(stranger, tmp_path):
+    proc, _ = stranger
+    legacy = InFlight("kanban", "card", "#1", None, tmp_path, utc_now(), proc.pid, "c", proc.pid, tmp_path)
+    assert terminate((legacy,), utc_now(), grace=0) == []
+    assert proc.poll() is None
+
+
+def test_a_gateway_turn_whose_pid_was_reused_is_not_in_flight(tmp_path):
+    turns = tmp_path / "gateway"
+    turns.mkdir()
+    older = start_time(os.getpid()) - 3600 * os.sysconf("SC_CLK_TCK")
+    (turns / f"turns-{os.getpid()}.json").write_text(json.dumps(
+        {"pid": os.getpid(), "start": older, "turns": {"t1": {"user": "u", "profile": None, "since": None}}}))
+    assert read_turns(tmp_path) == []
+
+
 def test_a_profile_drain_does_not_wait_for_another_profiles_card(live, estop_for):
     assert in_flight_counts(estop_for("p2")) == {"cron": 0, "kanban": 0, "gateway": 0}
     assert in_flight_counts(estop_for(None)) == {"cron": 1, "kanban": 1, "gateway": 0}
@@ -215,6 +267,51 @@ def test_terminated_work_keeps_the_drains_reason_when_its_owner_records_the_end_
                 owner.kill()
     assert (table.get("long").last.status, table.get("long").last.detail) == ("failed", "terminated by drain")
     assert (board.get(card.id).status, board.get(card.id).detail) == ("failed", "terminated by drain")
+
+
+_HOLD_LOCKED = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA locking_mode=EXCLUSIVE")
+db.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def locked_board(estop_for, python):
+    """The fleet's board, held by another process in `locking_mode=EXCLUSIVE` until the test ends."""
+    estop = estop_for("p1", real_clock=True)
+    board = Board(estop.layout.root)
+    board.add("t", "true", profile="p1", ready=True)
+    holder = subprocess.Popen([python, "-c", _HOLD_LOCKED, str(board.path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "locked\n"
+    yield estop, board
+    holder.stdin.close()
+    holder.wait(timeout=60)
+
+
+def test_a_read_of_a_locked_board_gives_up_and_says_it_is_busy(locked_board):
+    _, board = locked_board
+    with pytest.raises(BoardBusy, match="is busy: another process holds its lock"):
+        board.cards("running")
+
+
+def test_drain_never_waits_on_a_locked_board_past_its_timeout(locked_board, python, subprocess_env):
+    proc = _drain(python, subprocess_env, "--timeout", "1s")
+    out, err = proc.communicate(timeout=120)
+    state = json.loads(out)
+    assert (proc.returncode, state["quiet"]) == (75, False), err
+    assert [problem for problem in state["problems"] if "is busy" in problem], state
+
+
+def test_status_never_waits_on_a_locked_board(locked_board, python, subprocess_env):
+    shown = subprocess.run([python, "-m", "hermes_estop", "status"], env=subprocess_env, capture_output=True,
+                           text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "in flight: cannot tell: the kanban board" in shown.stdout and "is busy" in shown.stdout, shown.stdout
 
 
 class FakeMonotonic:

@@ -5,6 +5,8 @@ worker, signatures, filters, and the stale reminder."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from hermes_estop.notify.cursors import STATE_FILE, FleetCursorStore
 from hermes_estop.notify.deliver import SIGNATURE_HEADER, sign, verify
 from hermes_estop.notify.service import build_workers
 from hermes_estop.notify.worker import TargetWorker
+from hermes_estop.consumers.turns import pid_alive
 
 
 def workers(estop: Estop, *tables: str) -> list[TargetWorker]:
@@ -146,6 +149,37 @@ def test_a_command_target_gets_the_event_on_stdin_and_exit_status_decides(estop,
     assert worker.tick(clock()).caught_up
     [line] = out.read_text().splitlines()
     assert json.loads(line)["reason"] == "cmd"
+
+
+@pytest.fixture
+def leftovers(tmp_path):
+    """A file where a command writes the pids it leaves in the background; whatever is still
+    alive at the end is killed (the test has failed by then)."""
+    path = tmp_path / "pids"
+    yield path
+    for pid in (int(p) for p in path.read_text().split()) if path.exists() else ():
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_command_that_exits_0_leaving_a_background_child_is_delivered_once(estop, clock, tmp_path, leftovers):
+    out = tmp_path / "events.jsonl"
+    churn(estop, 1)
+    # the background sleep keeps the command's stderr open long after the command itself exits 0
+    script = f"cat >> {out}; echo >> {out}; sleep 120 & echo $! >> {leftovers}; exit 0"
+    [worker] = workers(estop, command("cmd", ["/bin/sh", "-c", script], timeout=30))
+    report = worker.tick(clock())
+    assert (report.error, report.caught_up, len(report.delivered)) == (None, True, 2)
+    assert [json.loads(line)["event"] for line in out.read_text().split()] == ["engage", "release"]
+    assert not any(pid_alive(int(pid)) for pid in leftovers.read_text().split())
+
+
+def test_a_command_timeout_kills_its_whole_process_group(estop, clock, leftovers):
+    estop.engage(reason="slow")
+    script = f"sleep 120 & echo $! >> {leftovers}; wait"
+    [worker] = workers(estop, command("cmd", ["/bin/sh", "-c", script], timeout=1))
+    assert worker.tick(clock()).error == "timed out after 1s"
+    assert leftovers.read_text().split() and not any(pid_alive(int(p)) for p in leftovers.read_text().split())
 
 
 @pytest.mark.parametrize(("events", "scopes", "expected"), [

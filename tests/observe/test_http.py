@@ -6,8 +6,11 @@ counter fed by the consumer loops."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -144,7 +147,7 @@ def test_the_page_shows_the_hold_escaped(estop, server):
     assert "in 2h00m" in page
 
 
-@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "FOO"])
 def test_every_method_but_get_is_refused_and_changes_nothing(estop, server, method):
     hold = estop.engage(reason="stays", fleet=True)
     for path in ("", "metrics", "api/status", "api/resume"):
@@ -152,6 +155,33 @@ def test_every_method_but_get_is_refused_and_changes_nothing(estop, server, meth
         assert status == 405
         assert headers["Allow"] == "GET, HEAD"
     assert [r.hold.generation for r in estop.snapshot().active] == [hold.generation]
+
+
+def _hang_up(server, request: bytes) -> None:
+    """Send `request` and reset the connection at once (SO_LINGER 0), before any answer."""
+    with socket.create_connection(server.address, timeout=30) as conn:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.sendall(request)
+
+
+def test_clients_that_hang_up_mid_request_cost_one_debug_line_each_and_no_traceback(server, capfd, caplog):
+    caplog.set_level(logging.DEBUG, logger="hermes_estop.http")
+    count = 20
+    for index in range(count):
+        _hang_up(server, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" if index % 2 else b"GET / HTTP/1.1\r\nHost: x")
+    stderr = []
+
+    def handled() -> int:
+        stderr.append(capfd.readouterr().err)
+        gone = [r for r in caplog.records if "went away mid-request" in r.getMessage()]
+        return len(gone) + "".join(stderr).count("Traceback")
+
+    deadline = time.monotonic() + 60
+    while handled() < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "Traceback" not in "".join(stderr)
+    assert len([r for r in caplog.records if r.name == "hermes_estop.http" and r.levelno > logging.DEBUG]) == 0
+    assert fetch(server.url + "metrics")[0] == 200
 
 
 def test_head_and_unknown_paths(server):

@@ -108,15 +108,17 @@ def list_(as_json: JsonOpt = False) -> None:
         return
     for window in windows:
         flags = "" if window.enabled else "  (disabled)"
-        typer.echo(f"{window.name}  {window.describe_schedule()}  for {window.to_json()['duration']}"
-                   f"{_drain_note(window)}  {window.scope}{flags}")
+        lines = [f"{window.name}  {window.describe_schedule()}  for {window.to_json()['duration']}"
+                 f"{_drain_note(window)}  {window.scope}{flags}"]
         if window.reason:
-            typer.echo(f"    reason  {window.reason}")
+            lines.append(f"    reason  {window.reason}")
         if window.allow.user_ids:
             narrowed = f" on profiles {', '.join(window.allow.profiles)}" if window.allow.profiles else ""
-            typer.echo(f"    allow   users {', '.join(window.allow.user_ids)}{narrowed}")
+            lines.append(f"    allow   users {', '.join(window.allow.user_ids)}{narrowed}")
         if window.not_before or window.not_after:
-            typer.echo(f"    bounds  {format_instant(window.not_before) or '-'} .. {format_instant(window.not_after) or '-'}")
+            lines.append(f"    bounds  {format_instant(window.not_before) or '-'} .. {format_instant(window.not_after) or '-'}")
+        for line in lines:
+            typer.echo(printable(line))
 
 
 @windows_app.command("remove")

@@ -10,6 +10,10 @@ Before SQLite opens the file, the board checks it with `open_regular` (`O_NONBLO
 then regular) and its `-wal`, `-shm` and `-journal` companions with `lstat`: a FIFO, directory or
 symlink planted there is refused with one line and never blocks a pass. The schema script and
 WAL mode run once per board file (per inode), not on every statement.
+
+Reads never wait (the reader guarantee): a read gives up after `READ_WAIT` when another process
+holds the board's lock (`locking_mode=EXCLUSIVE`, a long write) and raises `BoardBusy`, one line
+saying so; only writes wait for the lock, up to `busy_timeout`.
 """
 
 from __future__ import annotations
@@ -31,13 +35,16 @@ from ..timeutil import Clock, format_instant, in_interval, parse_stamp, utc_now
 from .validate import validate_owner, validate_profile
 from .worker import WorkResult
 
-__all__ = ["BOARD_NAME", "STATUSES", "Board", "Card", "UnknownCard"]
+__all__ = ["BOARD_NAME", "READ_WAIT", "STATUSES", "Board", "BoardBusy", "Card", "UnknownCard"]
 
 BOARD_NAME = "kanban.db"
 STATUSES = ("todo", "ready", "running", "done", "failed")
 _LOST_GRACE = timedelta(minutes=1)
 _MAX_TITLE = 500
 _COMPANIONS = ("-wal", "-shm", "-journal")
+#: seconds a read waits for a board another process holds locked before saying it is busy
+READ_WAIT = 0.1
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS cards (
@@ -55,17 +62,28 @@ CREATE TABLE IF NOT EXISTS cards (
     detail      TEXT,
     claim       TEXT,
     deadline    TEXT,
-    pid         INTEGER
+    pid         INTEGER,
+    pid_start   INTEGER
 );
 CREATE INDEX IF NOT EXISTS cards_status ON cards (status, id);
 """
 _COLUMNS = ("id, title, command, status, owner, profile, created_at, updated_at, started_at, finished_at, "
-            "exit_code, detail, pid, claim")
+            "exit_code, detail, pid, claim, pid_start")
 Row = tuple[Any, ...]
 
 
 class UnknownCard(InvalidArgument):
     """A card id the board does not have."""
+
+
+class BoardBusy(StoreError):
+    """Another process holds the board's lock longer than this one would wait."""
+
+
+def _failed(path: Path, exc: sqlite3.Error, action: str) -> StoreError:
+    if getattr(exc, "sqlite_errorcode", None) in _BUSY:
+        return BoardBusy(f"the kanban board {path} is busy: another process holds its lock")
+    return StoreError(f"{action} {path}: {one_line(exc)}")
 
 
 @dataclass(frozen=True)
@@ -86,14 +104,16 @@ class Card:
     pid: int | None = None
     #: the dispatcher's claim on it while running
     claim: str | None = None
+    #: the worker's start time (`processes.start_time`): without it the worker is never signalled
+    pid_start: int | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Card:
         (id_, title, command, status, owner, profile, created, updated, started, finished, code, detail, pid,
-         claim) = row
+         claim, pid_start) = row
         return cls(id_, title, command, status, owner, profile, parse_stamp(created), parse_stamp(updated),
                    parse_stamp(started), parse_stamp(finished), code, detail, pid if isinstance(pid, int) else None,
-                   claim if isinstance(claim, str) else None)
+                   claim if isinstance(claim, str) else None, pid_start if isinstance(pid_start, int) else None)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -123,12 +143,14 @@ class Board:
     """The fleet's board. Every method opens its own short connection, so a `Board` may be
     shared by threads and used by several processes at once."""
 
-    def __init__(self, root: str | Path, *, clock: Clock = utc_now, busy_timeout: float = 30.0) -> None:
+    def __init__(self, root: str | Path, *, clock: Clock = utc_now, busy_timeout: float = 30.0,
+                 read_timeout: float = READ_WAIT) -> None:
         self.root = Path(root)
         self.path = self.root / BOARD_NAME
         self.log_dir = self.root / "kanban-logs"
         self.clock = clock
         self.busy_timeout = busy_timeout
+        self.read_timeout = read_timeout
         self._prepared: tuple[int, int] | None = None
         self._prepare_lock = threading.Lock()
 
@@ -165,11 +187,11 @@ class Board:
             os.close(fd)
         return st.st_dev, st.st_ino
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, wait: float) -> sqlite3.Connection:
         identity = self._identity()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            db = sqlite3.connect(self.path, timeout=wait, isolation_level=None)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the kanban board {self.path}: {one_line(exc)}") from None
         if identity is None or identity != self._prepared:
@@ -177,7 +199,7 @@ class Board:
                 self._prepare(db)
             except sqlite3.Error as exc:
                 db.close()
-                raise StoreError(f"cannot open the kanban board {self.path}: {one_line(exc)}") from None
+                raise _failed(self.path, exc, "cannot open the kanban board") from None
         return db
 
     def _prepare(self, db: sqlite3.Connection) -> None:
@@ -187,20 +209,22 @@ class Board:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
             columns = {row[1] for row in db.execute("PRAGMA table_info(cards)")}
-            if "pid" not in columns:
-                db.execute("ALTER TABLE cards ADD COLUMN pid INTEGER")
+            for column in ("pid", "pid_start"):
+                if column not in columns:
+                    db.execute(f"ALTER TABLE cards ADD COLUMN {column} INTEGER")
             self._prepared = self._identity()
 
-    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[Row], int]:
-        """One statement in its own (autocommit) transaction: rows, rowcount."""
-        with closing(self._connect()) as db:
+    def _run(self, sql: str, params: tuple[Any, ...] = (), *, read: bool = False) -> tuple[list[Row], int]:
+        """One statement in its own (autocommit) transaction: rows, rowcount. A `read` waits
+        for a locked board at most `read_timeout` (`BoardBusy`), a write `busy_timeout`."""
+        with closing(self._connect(self.read_timeout if read else self.busy_timeout)) as db:
             try:
                 db.execute("PRAGMA synchronous=NORMAL")
                 cursor = db.execute(sql, params)
                 rows = cursor.fetchall()
                 return rows, cursor.rowcount
             except sqlite3.Error as exc:
-                raise StoreError(f"kanban board {self.path}: {one_line(exc)}") from None
+                raise _failed(self.path, exc, "kanban board") from None
 
     def add(self, title: str, command: str, *, owner: Any = None, profile: Any = None, ready: bool = False,
             now: datetime | None = None) -> Card:
@@ -219,18 +243,18 @@ class Board:
         return Card.from_row(rows[0])
 
     def get(self, card_id: int) -> Card:
-        rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards WHERE id = ?", (_check_id(card_id),))
+        rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards WHERE id = ?", (_check_id(card_id),), read=True)
         if not rows:
             raise UnknownCard(f"unknown card {card_id!r}: no such card on {self.path}")
         return Card.from_row(rows[0])
 
     def cards(self, status: str | None = None) -> list[Card]:
         if status is None:
-            rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards ORDER BY id")
+            rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards ORDER BY id", read=True)
         else:
             if status not in STATUSES:
                 raise InvalidArgument(f"invalid status {status!r}: expected one of {', '.join(STATUSES)}")
-            rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards WHERE status = ? ORDER BY id", (status,))
+            rows, _ = self._run(f"SELECT {_COLUMNS} FROM cards WHERE status = ? ORDER BY id", (status,), read=True)
         return [Card.from_row(row) for row in rows]
 
     def mark_ready(self, card_id: int, now: datetime | None = None) -> Card:
@@ -239,8 +263,8 @@ class Board:
         if card.status == "running":
             raise InvalidArgument(f"card {card_id} is running: it cannot be made ready until it ends")
         stamp = format_instant(self.clock() if now is None else now)
-        self._run("UPDATE cards SET status = 'ready', updated_at = ?, claim = NULL, deadline = NULL, pid = NULL "
-                  "WHERE id = ? AND status != 'running'", (stamp, card_id))
+        self._run("UPDATE cards SET status = 'ready', updated_at = ?, claim = NULL, deadline = NULL, pid = NULL, "
+                  "pid_start = NULL WHERE id = ? AND status != 'running'", (stamp, card_id))
         return self.get(card_id)
 
     def claim(self, card_id: int, token: str, now: datetime, deadline: datetime) -> bool:
@@ -249,15 +273,17 @@ class Board:
         stamp = format_instant(now)
         _, count = self._run(
             "UPDATE cards SET status = 'running', claim = ?, started_at = ?, updated_at = ?, deadline = ?, "
-            "finished_at = NULL, exit_code = NULL, detail = NULL, pid = NULL WHERE id = ? AND status = 'ready'",
+            "finished_at = NULL, exit_code = NULL, detail = NULL, pid = NULL, pid_start = NULL "
+            "WHERE id = ? AND status = 'ready'",
             (token, stamp, stamp, format_instant(deadline), card_id),
         )
         return count == 1
 
-    def note_worker(self, card_id: int, token: str, pid: int) -> bool:
-        """Record the pid of the worker running `card_id` for `token` (what `hermes drain` watches)."""
-        _, count = self._run("UPDATE cards SET pid = ? WHERE id = ? AND status = 'running' AND claim = ?",
-                             (pid, card_id, token))
+    def note_worker(self, card_id: int, token: str, pid: int, started: int | None = None) -> bool:
+        """Record the pid and start time of the worker running `card_id` for `token` (what
+        `hermes drain` watches and, identified by both, may stop)."""
+        _, count = self._run("UPDATE cards SET pid = ?, pid_start = ? WHERE id = ? AND status = 'running' "
+                             "AND claim = ?", (pid, started, card_id, token))
         return count == 1
 
     def park(self, card_id: int, reason: str, now: datetime) -> bool:
@@ -266,7 +292,7 @@ class Board:
         stamp = format_instant(now)
         _, count = self._run(
             "UPDATE cards SET status = 'failed', updated_at = ?, finished_at = ?, exit_code = NULL, detail = ?, "
-            "claim = NULL, deadline = NULL, pid = NULL WHERE id = ? AND status = 'ready'",
+            "claim = NULL, deadline = NULL, pid = NULL, pid_start = NULL WHERE id = ? AND status = 'ready'",
             (stamp, stamp, reason, card_id),
         )
         return count == 1
@@ -276,7 +302,8 @@ class Board:
         card is no longer that claim's (it was re-queued or marked lost meanwhile)."""
         _, count = self._run(
             "UPDATE cards SET status = ?, finished_at = ?, updated_at = ?, exit_code = ?, detail = ?, "
-            "claim = NULL, deadline = NULL, pid = NULL WHERE id = ? AND status = 'running' AND claim = ?",
+            "claim = NULL, deadline = NULL, pid = NULL, pid_start = NULL "
+            "WHERE id = ? AND status = 'running' AND claim = ?",
             ("done" if result.ok else "failed", format_instant(result.finished_at),
              format_instant(result.finished_at), result.exit_code, result.detail, card_id, token),
         )
@@ -294,7 +321,7 @@ class Board:
             _, count = self._run(
                 "UPDATE cards SET status = 'failed', updated_at = ?, finished_at = ?, "
                 "detail = 'worker lost: its dispatcher stopped before recording it', claim = NULL, deadline = NULL, "
-                "pid = NULL WHERE id = ? AND status = 'running' AND claim IS ?",
+                "pid = NULL, pid_start = NULL WHERE id = ? AND status = 'running' AND claim IS ?",
                 (format_instant(now), format_instant(now), card_id, claim),
             )
             if count == 1:

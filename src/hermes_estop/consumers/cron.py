@@ -161,7 +161,7 @@ class CronRunner:
     def _start(self, claimed: list[CronJob]) -> None:
         """Start the claimed jobs' workers, then note each worker's pid on its claim."""
         base_env = dict(os.environ)
-        pids: dict[str, int] = {}
+        pids: dict[str, tuple[int, int | None]] = {}
         for job in claimed:
             assert job.claim is not None
             worker = self.pool.start(
@@ -178,12 +178,13 @@ class CronRunner:
                 log_path=self.table.log_dir / f"{job.name}.log",
             )
             if worker.pid is not None:
-                pids[job.claim.token] = worker.pid
+                pids[job.claim.token] = (worker.pid, worker.process_start)
         if pids:
             with self.table.edit() as jobs:
                 for i, job in enumerate(jobs):
                     if job.claim is not None and job.claim.token in pids:
-                        jobs[i] = replace(job, claim=replace(job.claim, worker=pids[job.claim.token]))
+                        pid, started = pids[job.claim.token]
+                        jobs[i] = replace(job, claim=replace(job.claim, worker=pid, worker_start=started))
 
     def _claim(self, now: datetime) -> tuple[list[CronJob], list[Held], list[str], list[Run]]:
         claimed: list[CronJob] = []

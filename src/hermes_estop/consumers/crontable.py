@@ -24,7 +24,7 @@ from typing import Any
 from ..cronspec import first_start_after, validate_cron, validate_timezone
 from ..errors import InvalidArgument, StoreError
 from ..estop import Estop
-from ..fsutil import locked_update, read_optional
+from ..fsutil import LOCK_TIMEOUT, locked_update, read_optional
 from ..timeutil import format_instant, in_interval, parse_instant, parse_stamp
 from .validate import parse_timeout, validate_name, validate_owner, validate_profile
 from .worker import WorkResult
@@ -85,10 +85,12 @@ class Claim:
     pid: int
     #: the worker's pid (its process group), recorded once it has started
     worker: int | None = None
+    #: the worker's start time (`processes.start_time`): without it the worker is never signalled
+    worker_start: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"token": self.token, "since": format_instant(self.since), "until": format_instant(self.until),
-                "pid": self.pid, "worker": self.worker}
+                "pid": self.pid, "worker": self.worker, "worker_start": self.worker_start}
 
     @classmethod
     def from_json(cls, data: Any) -> Claim | None:
@@ -97,9 +99,10 @@ class Claim:
         since, until = parse_stamp(data.get("since")), parse_stamp(data.get("until"))
         if not isinstance(data.get("token"), str) or since is None or until is None:
             return None
-        pid, worker = data.get("pid"), data.get("worker")
+        pid, worker, started = data.get("pid"), data.get("worker"), data.get("worker_start")
         return cls(data["token"], since, until, pid if isinstance(pid, int) and _is_pid(pid) else 0,
-                   worker if isinstance(worker, int) and _is_pid(worker) else None)
+                   worker if isinstance(worker, int) and _is_pid(worker) else None,
+                   started if isinstance(started, int) and not isinstance(started, bool) else None)
 
 
 @dataclass(frozen=True)
@@ -233,14 +236,16 @@ class CronTable:
         return f'{{\n  "format": {_FORMAT},\n  "jobs": {listing}\n}}\n'.encode()
 
     @contextmanager
-    def edit(self) -> Iterator[list[CronJob]]:
-        """The jobs, under the lock; the list as left at the end of the block is written back
-        (atomically) when it changed. On an exception nothing is written."""
+    def edit(self, wait: float = LOCK_TIMEOUT) -> Iterator[list[CronJob]]:
+        """The jobs, under the lock (waited for at most `wait` seconds: `StoreError` then); the
+        list as left at the end of the block is written back (atomically) when it changed. On an
+        exception nothing is written."""
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create {self.dir}: {exc.strerror or exc}") from None
-        with locked_update(self.path, limit=MAX_TABLE_BYTES, what=_WHAT, lock_path=self.lock_path) as file:
+        with locked_update(self.path, limit=MAX_TABLE_BYTES, what=_WHAT, lock_path=self.lock_path,
+                           timeout=wait) as file:
             jobs = self._parse(file.current)
             before = list(jobs)
             yield jobs

@@ -61,4 +61,4 @@ def wait_until_quiet(estop: Estop, *, fleet: bool, timeout: float, terminate_aft
                 continue
         if on_progress is not None:
             on_progress(found, now, waited)
-        sleep(poll)
+        sleep(max(0.0, min(poll, timeout - (monotonic() - start))))

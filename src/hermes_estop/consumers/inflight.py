@@ -5,7 +5,11 @@ Each consumer records its in-flight work where it already claims it: a cron job'
 home's table (the ticking process's pid, the worker's process group, the start), a kanban card's
 `running` row (the worker's pid, the start), a gateway's turns in `gateway/turns-<pid>.json`. A
 record whose pid is no longer alive is not in flight: a crashed worker's claim never keeps a
-drain waiting.
+drain waiting. A worker's record also keeps its start time (`processes.start_time`, read at
+spawn): a pid now running something that started at another time is a stranger that reused the
+pid, so the work is gone, and a stranger is never signalled (nor is a worker whose record has no
+start time: it cannot be told from one).
+
 
 A hold at the fleet root covers the root and every profile home, and every kanban card; a hold
 in a profile home covers that home, and the cards assigned to that profile.
@@ -25,9 +29,10 @@ from typing import Any
 from ..errors import InvalidArgument, StoreError
 from ..estop import Estop
 from ..homes import PROFILES_DIR, validate_profile_name
+from ..processes import group_remains, is_group_leader, same_process, signal_group
 from ..text import one_line
 from ..timeutil import format_instant
-from .board import Board
+from .board import READ_WAIT, Board
 from .crontable import CronTable
 from .turns import pid_alive, read_turns
 from .worker import KILL_GRACE, WorkResult
@@ -68,6 +73,8 @@ class InFlight:
     group: int | None = None
     #: where the record lives: the cron table's home, the board's fleet root
     store: Path | None = None
+    #: the worker's start time, recorded at spawn: `group` is signalled only while it matches
+    started: int | None = None
 
     def age(self, now: datetime) -> timedelta | None:
         return None if self.since is None else max(timedelta(0), now - self.since)
@@ -138,9 +145,9 @@ def _cron(home: Path, now: datetime, only: str | None = None) -> list[InFlight]:
         if claim is None or not job.running(now) or (only is not None and job.profile != only):
             continue
         pid = claim.worker or claim.pid
-        if pid_alive(pid):
+        if _running(pid, claim.worker_start if claim.worker else None):
             found.append(InFlight("cron", "job", job.name, job.owner, home, claim.since, pid, claim.token,
-                                  claim.worker, home))
+                                  claim.worker, home, claim.worker_start))
     return found
 
 
@@ -153,13 +160,13 @@ def _kanban(root: Path, profile: str | None, every: bool, now: datetime) -> list
         if not every and (profile is None or card.profile != profile):
             continue
         if card.pid is not None:
-            if not pid_alive(card.pid):
+            if not _running(card.pid, card.pid_start):
                 continue
         elif card.started_at is None or now - card.started_at >= _STARTING:
             continue
         home = root / PROFILES_DIR / card.profile if card.profile else root
         found.append(InFlight("kanban", "card", f"#{card.id}", card.owner, home, card.started_at, card.pid,
-                              card.claim, card.pid, root))
+                              card.claim, card.pid, root, card.pid_start))
     return found
 
 
@@ -202,52 +209,35 @@ def status_section(estop: Estop, now: datetime | None = None) -> dict[str, Any]:
     return {"json": {"in_flight": counts, "in_flight_problems": list(found.problems)}, "lines": lines}
 
 
-def _group_alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _running(pid: int, started: int | None) -> bool:
+    """The recorded process is still alive: a pid whose start time differs from the recorded one
+    is a stranger, so what was recorded is gone."""
+    return pid_alive(pid) and (started is None or same_process(pid, started))
 
 
 def terminate(items: tuple[InFlight, ...], now: datetime, *, grace: float = KILL_GRACE,
               monotonic: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
               ) -> list[InFlight]:
     """SIGTERM every worker process group among `items`, SIGKILL those still there after
-    `grace` seconds, and record each run `failed` with the reason "terminated by drain". A
-    gateway turn is not a process of its own and is left alone. Returns what was stopped."""
-    targets = [item for item in items if item.group is not None and _is_group(item.group)]
+    `grace` seconds, and record each run `failed` with the reason "terminated by drain". Only a
+    worker identified by pid AND start time is signalled (a stranger that reused the pid, or a
+    record without a start time, is left alone and not returned); a gateway turn is not a
+    process of its own and is left alone. Returns what was stopped."""
+    targets = [item for item in items if item.group is not None and is_group_leader(item.group, item.started)]
     # Recorded first: the dispatcher or ticker that owns the worker records its end too, and
-    # finds the claim no longer its own, so the reason stays "terminated by drain".
+    # finds the claim no longer its own, so the reason stays "terminated by drain". A record
+    # waits for a busy table or board only briefly: the drain's own timeout comes first.
     for item in targets:
         _record_terminated(item, now)
-    groups = [item.group for item in targets if item.group is not None]
-    for group in groups:
-        _signal(group, signal.SIGTERM)
+    groups = [(item.group, item.started) for item in targets if item.group is not None]
+    for group, started in groups:
+        signal_group(group, started, signal.SIGTERM)
     end = monotonic() + grace
-    while monotonic() < end and any(_group_alive(group) for group in groups):
+    while monotonic() < end and any(group_remains(group, started) for group, started in groups):
         sleep(0.05)
-    for group in groups:
-        if _group_alive(group):
-            _signal(group, signal.SIGKILL)
+    for group, started in groups:
+        signal_group(group, started, signal.SIGKILL, leader_may_have_ended=True)
     return targets
-
-
-def _signal(group: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(group, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _is_group(pid: int) -> bool:
-    """`pid` still leads its own process group (a recycled pid running something else does not)."""
-    try:
-        return os.getpgid(pid) == pid
-    except OSError:
-        return False
 
 
 def _record_terminated(item: InFlight, now: datetime) -> None:
@@ -257,11 +247,11 @@ def _record_terminated(item: InFlight, now: datetime) -> None:
         return
     try:
         if item.consumer == "cron":
-            with CronTable(item.store).edit() as jobs:
+            with CronTable(item.store).edit(wait=READ_WAIT) as jobs:
                 for i, job in enumerate(jobs):
                     if job.name == item.name and job.claim is not None and job.claim.token == item.token:
                         jobs[i] = replace(job, last=result, claim=None)
         elif item.consumer == "kanban":
-            Board(item.store).finish(int(item.name.lstrip("#")), item.token, result)
+            Board(item.store, busy_timeout=READ_WAIT).finish(int(item.name.lstrip("#")), item.token, result)
     except (StoreError, OSError, ValueError):
         pass  # the worker is stopped all the same; its owner records its end

@@ -194,7 +194,7 @@ class Dispatcher:
             log_path=self.board.log_dir / f"{card.id}.log",
         )
         if worker.pid is not None:
-            self.board.note_worker(card.id, token, worker.pid)
+            self.board.note_worker(card.id, token, worker.pid, worker.process_start)
 
     def _record(self, done: list[tuple[Any, WorkResult]]) -> list[Run]:
         runs = []

@@ -3,8 +3,9 @@ waits for them, `hermes status` counts them).
 
 Each gateway process keeps one small file in its home, `gateway/turns-<pid>.json`, listing the
 turns it is serving right now; the file is replaced atomically at each turn's start and end and
-removed when no turn is in flight. A reader trusts a file only while its pid is alive, so a
-crashed gateway's leftover never keeps a drain waiting. Files are read with `read_regular`: a
+removed when no turn is in flight. A reader trusts a file only while its pid is alive and still
+has the start time the file records (`processes.start_time`), so a crashed gateway's leftover
+never keeps a drain waiting, even once its pid is reused. Files are read with `read_regular`: a
 FIFO planted there is skipped, it never blocks a reader.
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from ..errors import StoreError
 from ..fsutil import FILE_MODE, read_regular
+from ..processes import same_process, start_time
 from ..timeutil import Clock, format_instant, parse_stamp
 
 __all__ = ["TURNS_DIR", "Turn", "TurnLedger", "pid_alive", "read_turns"]
@@ -70,6 +72,7 @@ class TurnLedger:
         self.dir = Path(home) / TURNS_DIR
         self.pid = os.getpid() if pid is None else pid
         self.path = self.dir / f"{_PREFIX}{self.pid}.json"
+        self.started = start_time(self.pid)
         self.clock = clock
         self._turns: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -95,7 +98,7 @@ class TurnLedger:
                 self.path.unlink(missing_ok=True)
                 return
             self.dir.mkdir(parents=True, exist_ok=True)
-            _replace(self.path, json.dumps({"pid": self.pid, "turns": self._turns}).encode())
+            _replace(self.path, json.dumps({"pid": self.pid, "start": self.started, "turns": self._turns}).encode())
         except (OSError, StoreError):
             pass
 
@@ -131,7 +134,8 @@ def read_turns(home: str | Path) -> list[Turn]:
                 continue
         except (OSError, StoreError, ValueError, KeyError, TypeError):
             continue
-        if not pid_alive(pid):
+        started = data.get("start")
+        if not pid_alive(pid) or (isinstance(started, int) and not same_process(pid, started)):
             continue
         for turn_id, row in rows.items():
             row = row if isinstance(row, dict) else {}

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import StoreError
 from ..fsutil import open_regular
+from ..processes import start_time
 from ..text import one_line
 from ..timeutil import Clock, format_instant, parse_stamp
 
@@ -115,6 +116,9 @@ class Worker:
         self.started_at = clock()
         self._deadline = monotonic() + timeout.total_seconds()
         self._process: subprocess.Popen[bytes] | None = None
+        #: the kernel's start time of the worker, read while it is our unreaped child: with its pid,
+        #: what identifies it to a later signal (`processes.signal_group`)
+        self.process_start: int | None = None
         self.result: WorkResult | None = None
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,6 +138,7 @@ class Worker:
                 start_new_session=True,
                 close_fds=True,
             )
+            self.process_start = start_time(self._process.pid)
         except OSError as exc:
             self.result = WorkResult("error", None, self.started_at, clock(),
                                      f"could not start: {one_line(exc.strerror or exc)}")

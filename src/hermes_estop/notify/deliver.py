@@ -1,5 +1,6 @@
 """Sending one event to one target: an HTTP POST (success: a 2xx) or a command with the event
-on stdin (success: exit 0). Anything else raises `DeliveryFailed` with one printable line;
+on stdin (success: its exit 0, in a process group of its own that is killed whole when it exits or
+times out: `processes.run_group`). Anything else raises `DeliveryFailed` with one printable line;
 the caller retries later. Never follows a redirect (a POST must not turn into a GET elsewhere).
 """
 
@@ -8,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import subprocess
 import urllib.error
 import urllib.request
 from typing import Any
 
 from .. import __version__
+from ..processes import GroupTimeout, run_group
 from ..text import one_line
 from .config import CommandTarget, WebhookTarget
 
@@ -71,14 +72,13 @@ def _post(target: WebhookTarget, body: bytes, event: dict[str, Any]) -> None:
 
 def _run(target: CommandTarget, body: bytes) -> None:
     try:
-        result = subprocess.run(list(target.argv), input=body, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                timeout=target.timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise DeliveryFailed(f"timed out after {target.timeout:g}s") from None
+        result = run_group(target.argv, body, target.timeout)
+    except GroupTimeout as exc:
+        raise DeliveryFailed(str(exc)) from None
     except OSError as exc:
         raise DeliveryFailed(f"cannot run {one_line(target.argv[0])}: {one_line(exc.strerror or exc)}") from None
     if result.returncode != 0:
-        tail = one_line(result.stderr[-300:].decode("utf-8", "replace")) if result.stderr else ""
+        tail = one_line(result.stderr.decode("utf-8", "replace")) if result.stderr else ""
         raise DeliveryFailed(f"exit {result.returncode}" + (f": {tail}" if tail else ""))
 
 

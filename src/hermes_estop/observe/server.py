@@ -6,9 +6,11 @@ consumers never pay for it).
 - `GET /api/status`: the document of `hermes status --json`, plus the timeline's occurrences.
 - `GET /`: the status page (`page.py`).
 
-Read-only by construction: the handler implements GET and HEAD; every other method is 405 with
-`Allow: GET, HEAD`. It binds loopback unless told otherwise: `parse_listen` refuses any other
-address without `allow_remote` (the page shows reasons and allowlisted user ids).
+Read-only by construction: the handler implements GET and HEAD; every other method, also one
+HTTP does not define (`FOO`), is 405 with `Allow: GET, HEAD`. A client that goes away mid-request
+costs one debug line, never a traceback on serve's stderr (a local client must not flood the log).
+It binds loopback unless told otherwise: `parse_listen` refuses any other address without
+`allow_remote` (the page shows reasons and allowlisted user ids).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import sys
 import threading
 from collections.abc import Iterable
 from http import HTTPStatus
@@ -121,6 +124,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_CONNECT = do_TRACE = _refuse
 
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("do_"):  # any other method: the stdlib would answer 501
+            return self._refuse
+        raise AttributeError(name)
+
     def _serve(self, *, head: bool) -> None:
         url = urlsplit(self.path)
         try:
@@ -151,6 +159,16 @@ class _Server(ThreadingHTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log line per failed request instead of the stdlib's traceback on stderr: a debug
+        line when the client went away (or timed out), a warning for anything else."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            logger.debug("http: %s went away mid-request: %s", client_address, one_line(exc))
+        else:
+            logger.warning("http: a request from %s failed: %s", client_address, one_line(exc),
+                           exc_info=logger.isEnabledFor(logging.DEBUG))
 
 
 class StatusServer:
