@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from datetime import datetime
@@ -12,7 +13,7 @@ import typer
 from ..errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from ..estop import Estop
 from ..gate import Snapshot
-from ..hold import Allow
+from ..hold import Allow, HoldState
 from ..homes import Location
 from ..text import one_line, printable
 from ..timeutil import format_instant
@@ -50,6 +51,10 @@ def pause(
     """Arm (or re-arm) the hold: stop all NEW work. Flags not given keep the standing values."""
     if ttl is not None and until is not None:
         raise InvalidArgument("give --ttl or --until, not both")
+    for flag, value in (("--ttl", ttl), ("--until", until)):
+        if value is not None and not value.strip():
+            # the Python drop-in reads "" as "not given"; a script's unset $TTL must not drop the deadman
+            raise InvalidArgument(f"invalid {flag} {value!r}: empty; omit {flag} to keep the standing deadline")
     if reason is not None and reason and not reason.strip():
         # refused rather than guessed: a blank reason is neither "keep" nor a reason to show
         raise InvalidArgument(f"invalid --reason {reason!r}: blank; give text, or --reason '' to clear the standing reason")
@@ -59,8 +64,22 @@ def pause(
         )
     allow = Allow.of(allow_user, allow_profile or ()) if allow_user else None
     estop = current_estop()
-    hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet)
     location = estop.location(fleet=fleet)
+    failures = estop.store.audit_failures
+    before = _generation_at(estop, location)
+    # the store's warning would reach stderr raw through logging's last resort: pause says it itself
+    quiet = logging.NullHandler()
+    logging.getLogger("hermes_estop").addHandler(quiet)
+    try:
+        hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet)
+    except KeyboardInterrupt:
+        typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
+        raise typer.Exit(130) from None
+    finally:
+        logging.getLogger("hermes_estop").removeHandler(quiet)
+    if estop.store.audit_failures != failures:
+        typer.echo(f"hermes: warning: the hold stands, but its audit line was not written: "
+                   f"{one_line(estop.store.last_audit_failure or 'unknown')}", err=True)
     snapshot = estop.snapshot()
     if as_json:
         emit_json({"scope": location.scope, "path": estop.store.where(location), **hold_json(hold, snapshot.now),
@@ -112,6 +131,24 @@ def resume(
         typer.echo(f"still held by {printable(reading.location.describe())}{hint}")
 
 
+def _generation_at(estop: Estop, location: Location) -> str | None:
+    (reading,) = estop.store.read((location,), estop.clock())
+    return reading.hold.generation if reading.present and reading.hold is not None else None
+
+
+def _on_disk(estop: Estop, location: Location, before: str | None) -> str:
+    """What an interrupted pause left, read back from the store: the interrupt may land after
+    the hold was renamed in, so "interrupted" alone would be a lie half the time."""
+    (reading,) = estop.store.read((location,), estop.clock())
+    where = printable(location.describe())
+    if reading.state is HoldState.ABSENT:
+        return f"no hold stands at {where}"
+    generation = reading.hold.generation if reading.hold is not None else None
+    if generation is not None and generation != before:
+        return f"{where} IS HELD: generation {printable(generation)} was written (see `hermes status`)"
+    return f"{where} is {reading.state.value} as before this command; nothing was written (see `hermes status`)"
+
+
 def _resume_advice(estop: Estop, location: Location, exc: StoreError) -> str:
     """What will actually lift a hold `hermes resume` could not remove (issue 15: an error
     that says what to do, not just what failed)."""
@@ -148,6 +185,9 @@ def status(as_json: JsonOpt = False) -> None:
             typer.echo(f"  {printable(loc.describe())}: no hold ({printable(estop.store.where(loc))})")
     for line in extras.get("lines", []):
         typer.echo(printable(line))
+    problem = estop.store.audit_problem()
+    if problem is not None:
+        typer.echo(f"audit trail NOT WRITABLE (holds are still armed, but not recorded): {printable(one_line(problem))}")
 
 
 def status_json(estop: Estop, snapshot: Snapshot, extras: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -161,6 +201,7 @@ def status_json(estop: Estop, snapshot: Snapshot, extras: dict[str, Any] | None 
         "store": estop.store.name,
         "locations": [{"scope": loc.scope, "path": estop.store.where(loc)} for loc in estop.locations],
         "holds": [reading_json(r, snapshot.now, estop.store.where(r.location)) for r in snapshot.readings if r.present],
+        "audit_problem": estop.store.audit_problem(),
         **extras.get("json", {}),
     }
 
