@@ -99,3 +99,11 @@ def test_the_memory_of_parsed_durations_is_bounded():
         parse_ttl(str(seconds))
     assert len(durations._PARSED) <= durations._MAX_PARSED
     assert parse_ttl("3600") == parse_ttl("1h")
+
+
+@pytest.mark.parametrize("text", ["٣h", "٣", "PT٣H", "１h", "1h٣0m", "৩d"])
+def test_durations_take_ascii_digits_only(text):
+    """Issue 20 item 6: `int()` and `\\d` read any script's digits; a deadman never does."""
+    with pytest.raises(InvalidDuration, match="ASCII"):
+        parse_ttl(text)
+    assert parse_duration(text) is None

@@ -85,3 +85,9 @@ def test_a_two_hour_ttl_across_the_fall_back_night_lasts_two_hours(tmp_path):
     assert hold.expires_at - start == timedelta(hours=2)
     now[0] = (start.astimezone(UTC) + timedelta(hours=2)).astimezone(ZoneInfo("Europe/Berlin"))
     assert not estop.is_engaged()
+
+
+@pytest.mark.parametrize("text", ["٢٠٢٦-06-01T12:00:00Z", "2026-06-01T12:00:0٥Z", "2026-06-01T１2:00:00Z"])
+def test_instants_take_ascii_digits_only(text):
+    with pytest.raises(InvalidInstant, match="ASCII"):
+        parse_instant(text)

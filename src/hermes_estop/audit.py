@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 
 from .record import Record, set_field
-from .fsutil import NotRegularFile, describe_mode, open_regular, open_shared_file
+from .fsutil import NotRegularFile, describe_mode, fsync_dir, open_regular, open_shared_file
 from .timeutil import format_instant, parse_stamp
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
@@ -26,7 +26,8 @@ __all__ = ["AUDIT_FILE", "EVENTS", "AuditEntry", "AuditEvent", "AuditLog", "defa
 AUDIT_FILE = "estop-audit.jsonl"
 #: at most this many bytes of the file trail are read per `read_after` call
 _CHUNK = 256 * 1024
-EVENTS = ("engage", "rearm", "release", "retire", "expire", "skip")
+#: `void`: the engage / re-arm line before it names a generation whose write then failed
+EVENTS = ("engage", "rearm", "release", "retire", "expire", "skip", "void")
 
 
 def default_actor() -> str:
@@ -126,13 +127,24 @@ class AuditLog:
         self.path = root / AUDIT_FILE
 
     def append(self, event: AuditEvent) -> None:
+        """Append and fsync one line (and the directory, when this created the file): a store
+        appends an engagement's line before the hold is renamed in, so the line must be as
+        durable as the hold that follows it."""
         line = (json.dumps(event.to_json(), sort_keys=False) + "\n").encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        new = False
+        try:
+            os.lstat(self.path)
+        except FileNotFoundError:
+            new = True
         fd = open_shared_file(self.path, os.O_WRONLY | os.O_APPEND)
         try:
             os.write(fd, line)
+            os.fsync(fd)
         finally:
             os.close(fd)
+        if new:
+            fsync_dir(self.path.parent)
 
     def check_writable(self) -> None:
         """Refuse (`NotRegularFile`, naming the file) an audit trail this process must not

@@ -3,8 +3,8 @@ span of time. Refusal happens here, before anything is written.
 
 Accepted: a unit string built from `d`, `h`, `m`, `s` in that order (`45m`, `1h30m`, `1d`, `90s`),
 a bare whole number of seconds (`90`), or an ISO-8601 duration (`PT45M`, `P1DT2H`, `P2W`).
-Refused: zero, negative, unparsable, non-finite, fractional, and anything longer than
-`MAX_DURATION` (366 days): a deadman that far out is a typo, not a plan.
+Refused: zero, negative, unparsable, non-finite, fractional, digits of other scripts (`٣h`), and
+anything longer than `MAX_DURATION` (366 days): a deadman that far out is a typo, not a plan.
 
 Two names, two contracts: `parse_ttl` is the strict parser every writer uses (a `timedelta` or
 `InvalidDuration`); `parse_duration` keeps hermes-agent's `agent/estop.py` contract (whole seconds
@@ -28,8 +28,8 @@ MAX_DURATION = timedelta(days=366)
 
 # Patterns as text: `re` compiles (and caches) them on the first parse, so importing this module
 # (every check does, for `MAX_DURATION`) compiles nothing.
-_UNIT_RE = r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?"
-_ISO_RE = r"P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?"
+_UNIT_RE = r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?"
+_ISO_RE = r"P(?:([0-9]+)W)?(?:([0-9]+)D)?(?:T(?:([0-9]+)H)?(?:([0-9]+)M)?(?:([0-9]+)S)?)?"
 _MAX_DIGITS = 12
 #: text -> the duration it parsed to: a file of 10,000 windows repeats a handful of durations, and
 #: parsing one costs more than the rest of a window's validation (bounded: cleared when full)
@@ -93,6 +93,8 @@ def _parse_text(value: str) -> timedelta:
     import re
 
     text = value.strip().lower()
+    if not text.isascii():  # `int()` and `\d` take any script's digits: `٣h` must not read as 3h
+        raise _refuse(value, "durations take ASCII digits and units only (45m, 1h30m, PT45M)")
     if text.startswith("-"):
         raise _refuse(value, "must be positive")
     if text.isdigit():

@@ -151,6 +151,20 @@ class Fleet:
         entries were corrupt and skipped."""
         return self.store.history_counted(limit)
 
+    @property
+    def audit_failures(self) -> int:
+        """How many audit lines this process failed to write (a hold stood regardless)."""
+        return self.store.audit_failures
+
+    @property
+    def last_audit_failure(self) -> str | None:
+        return self.store.last_audit_failure
+
+    def audit_problem(self) -> str | None:
+        """Why the audit trail cannot be written now (None when it can): `hermes status` and a
+        metric say so, since holds are still armed but not recorded."""
+        return self.store.audit_problem()
+
     def audit_after(self, position: int, limit: int) -> list[AuditEntry]:
         """At most `limit` audit entries after cursor `position`, oldest first."""
         return self.store.audit_after(position, limit)

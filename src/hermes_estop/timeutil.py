@@ -98,6 +98,8 @@ def parse_instant(value: Any, *, what: str = "time") -> datetime:
         return to_utc(value)
     if isinstance(value, bool) or not isinstance(value, str):
         raise InvalidInstant(f"invalid {what} {value!r}: expected an ISO-8601 time such as 2026-12-02T18:00:00Z")
+    if not value.isascii():
+        raise InvalidInstant(f"invalid {what} {value!r}: an ISO-8601 time takes ASCII digits only")
     stamp = parse_stamp(value)
     if stamp is None:
         raise InvalidInstant(f"invalid {what} {value!r}: expected an ISO-8601 time such as 2026-12-02T18:00:00Z")

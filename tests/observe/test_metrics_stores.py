@@ -44,3 +44,20 @@ def test_postgresql_store_reports_reachable_holds_and_leadership(pg_url, fleet_r
         assert m[("hermes_estop_scheduler_leader", ())] == 1  # the only campaigner leads
     finally:
         store.close()
+
+
+def test_an_unwritable_audit_trail_is_a_metric_and_never_stops_a_stop(estop, fleet_root, server):
+    """Issue 20 item 4: the hold arms; the audit trail's failure shows in the metrics."""
+    import os
+
+    from hermes_estop.audit import AUDIT_FILE
+
+    before = scrape(server)
+    assert before[("hermes_estop_audit_writable", ())] == 1
+    assert before[("hermes_estop_audit_failures_total", ())] == 0
+    os.mkfifo(fleet_root / AUDIT_FILE)
+    estop.engage(reason="stop anyway", fleet=True)
+    after = scrape(server)
+    assert after[("hermes_estop_hold_active", (("scope", "fleet"),))] == 1
+    assert after[("hermes_estop_audit_writable", ())] == 0
+    assert after[("hermes_estop_audit_failures_total", ())] == 1

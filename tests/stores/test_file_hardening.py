@@ -135,17 +135,29 @@ def test_failing_retire_is_tried_at_most_once_a_second(estop, clock, fleet_root,
     assert estop.sentinel_path().exists()
 
 
-@pytest.mark.parametrize("operation", ["engage", "release"])
-def test_fifo_audit_log_refuses_the_write_and_never_hangs(estop, fleet_root, operation):
+def test_fifo_audit_log_refuses_a_release_and_never_hangs(estop, fleet_root):
     estop.engage(reason="standing")
     before = estop.sentinel_path().read_bytes()
     plant_fifo(fleet_root / AUDIT_FILE)
-    work = (lambda: estop.engage(reason="new")) if operation == "engage" else estop.release
-    outcome = finishes(work)
+    outcome = finishes(estop.release)
     error = outcome.get("error")
     assert isinstance(error, StoreError), outcome
     assert AUDIT_FILE in str(error) and "FIFO" in str(error)
     assert estop.sentinel_path().read_bytes() == before, "a refused write leaves the hold as it was"
+
+
+@pytest.mark.parametrize("standing", [False, True])
+def test_unwritable_audit_log_never_stops_a_stop(estop, fleet_root, standing):
+    """Issue 20 item 4: arming succeeds whenever the hold can be written; the failed append is
+    counted and remembered, and the audit trail reports why it cannot be written."""
+    if standing:
+        estop.engage(reason="standing")
+    plant_fifo(fleet_root / AUDIT_FILE)
+    outcome = finishes(lambda: estop.engage(reason="new"))
+    assert "value" in outcome, outcome
+    assert estop.get_state()["reason"] == "new" and estop.is_engaged()
+    assert estop.store.audit_failures == 1 and "FIFO" in (estop.store.last_audit_failure or "")
+    assert "FIFO" in (estop.store.audit_problem() or "")
 
 
 def test_fifo_lock_refuses_the_write_and_never_hangs(estop, fleet_root):
@@ -175,14 +187,16 @@ def test_hard_linked_lock_is_refused_and_its_target_keeps_its_mode(estop, fleet_
     assert not estop.sentinel_path().exists()
 
 
-def test_hard_linked_audit_log_is_refused_and_gets_nothing_appended(estop, fleet_root, tmp_path):
+def test_hard_linked_audit_log_gets_nothing_appended_and_the_hold_arms(estop, fleet_root, tmp_path):
     other = tmp_path / "other.jsonl"
     other.write_bytes(b"")
     os.link(other, fleet_root / AUDIT_FILE)
-    with pytest.raises(StoreError, match="hard link"):
-        estop.engage(reason="new")
+    estop.engage(reason="new")
     assert other.read_bytes() == b""
-    assert not estop.sentinel_path().exists()
+    assert estop.is_engaged() and "hard link" in (estop.store.last_audit_failure or "")
+    with pytest.raises(StoreError, match="hard link"):
+        estop.release()
+    assert estop.is_engaged()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
@@ -191,8 +205,14 @@ def test_lock_or_audit_file_of_another_user_is_refused(estop, fleet_root, name):
     planted = fleet_root / name
     planted.write_bytes(b"")
     os.chown(planted, NOBODY_UID, NOBODY_UID)
-    with pytest.raises(StoreError, match="belongs to uid"):
+    if name == LOCK_NAME:
+        with pytest.raises(StoreError, match="belongs to uid"):
+            estop.engage(reason="new")
+    else:  # a stop always stops: the hold arms, the trail gets nothing
         estop.engage(reason="new")
+        assert "belongs to uid" in (estop.store.last_audit_failure or "")
+        with pytest.raises(StoreError, match="belongs to uid"):
+            estop.release()
     assert planted.read_bytes() == b""
 
 

@@ -390,3 +390,18 @@ def test_a_forked_child_opens_its_own_connections_and_leaves_the_parents_alone(p
         assert estop.get_state()["reason"] == "parent still writes"
     finally:
         parent.close()
+
+
+def test_an_audit_table_the_server_refuses_never_refuses_the_stop(pg_server, store, estop):  # noqa: F811
+    """Issue 20 item 4 on PostgreSQL: the audit rows ride in a savepoint of the engage's
+    transaction; when the server refuses them the hold is committed all the same, and counted."""
+    standing = estop.engage(reason="standing")
+    admin_execute(pg_server, f'ALTER TABLE "{store.schema}".audit RENAME TO audit_gone')
+    try:
+        hold = estop.engage(reason="stop anyway")
+    finally:
+        admin_execute(pg_server, f'ALTER TABLE "{store.schema}".audit_gone RENAME TO audit')
+    assert store.sync()
+    assert reading(estop).hold == hold and hold.generation != standing.generation
+    assert store.audit_failures == 1 and "audit" in (store.last_audit_failure or "")
+    assert [e.event for e in estop.history()] == ["engage"]

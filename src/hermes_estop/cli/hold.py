@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from typing import Annotated, Optional
@@ -59,6 +60,10 @@ def pause(
     """Arm (or re-arm) the hold: stop all NEW work. Flags not given keep the standing values."""
     if ttl is not None and until is not None:
         raise InvalidArgument("give --ttl or --until, not both")
+    for flag, value in (("--ttl", ttl), ("--until", until)):
+        if value is not None and not value.strip():
+            # the Python drop-in reads "" as "not given"; a script's unset $TTL must not drop the deadman
+            raise InvalidArgument(f"invalid {flag} {value!r}: empty; omit {flag} to keep the standing deadline")
     if reason is not None and reason and not reason.strip():
         # refused rather than guessed: a blank reason is neither "keep" nor a reason to show
         raise InvalidArgument(f"invalid --reason {reason!r}: blank; give text, or --reason '' to clear the standing reason")
@@ -69,10 +74,24 @@ def pause(
     allow = Allow.of(allow_user, allow_profile or ()) if allow_user else None
     estop = current_estop()
     location = _target(estop, fleet, profile)
-    if profile is None:
-        hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet)
-    else:
-        hold = estop.fleet.engage(location, *estop.engage_request(reason, allow, ttl, until, replace))
+    failures = estop.fleet.audit_failures
+    before = _generation_at(estop, location)
+    # the store's warning would reach stderr raw through logging's last resort: pause says it itself
+    quiet = logging.NullHandler()
+    logging.getLogger("hermes_estop").addHandler(quiet)
+    try:
+        if profile is None:
+            hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet)
+        else:
+            hold = estop.fleet.engage(location, *estop.engage_request(reason, allow, ttl, until, replace))
+    except KeyboardInterrupt:
+        typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
+        raise typer.Exit(130) from None
+    finally:
+        logging.getLogger("hermes_estop").removeHandler(quiet)
+    if estop.fleet.audit_failures != failures:
+        typer.echo(f"hermes: warning: the hold stands, but its audit line was not written: "
+                   f"{one_line(estop.fleet.last_audit_failure or 'unknown')}", err=True)
     snapshot = estop.snapshot()
     where = estop.fleet.where(location)
     if as_json:
@@ -136,6 +155,24 @@ def resume(
         lift = lift_command(reading.location, estop.layout)
         hint = f" ({lift})" if lift else ""
         typer.echo(f"still held by {printable(reading.location.describe())}{hint}")
+
+
+def _generation_at(estop: Estop, location: Location) -> str | None:
+    (reading,) = estop.fleet.read((location,)).readings
+    return reading.hold.generation if reading.present and reading.hold is not None else None
+
+
+def _on_disk(estop: Estop, location: Location, before: str | None) -> str:
+    """What an interrupted pause left, read back from the store: the interrupt may land after
+    the hold was renamed in, so "interrupted" alone would be a lie half the time."""
+    (reading,) = estop.fleet.read((location,)).readings
+    where = printable(location.describe())
+    if reading.state is HoldState.ABSENT:
+        return f"no hold stands at {where}"
+    generation = reading.hold.generation if reading.hold is not None else None
+    if generation is not None and generation != before:
+        return f"{where} IS HELD: generation {printable(generation)} was written (see `hermes status`)"
+    return f"{where} is {reading.state.value} as before this command; nothing was written (see `hermes status`)"
 
 
 def _resume_advice(location: Location, exc: StoreError) -> str:

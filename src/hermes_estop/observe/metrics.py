@@ -118,6 +118,16 @@ class EstopCollector(Collector):
         reachable = GaugeMetricFamily("hermes_estop_store_reachable", "1 while the hold store answers")
         reachable.add_metric([], 1.0 if view.store_reachable else 0.0)
         yield reachable
+        fleet = self.observer.fleet
+        problem = view.status.audit_problem if view.status is not None else fleet.audit_problem()
+        writable = GaugeMetricFamily("hermes_estop_audit_writable",
+                                     "1 while the audit trail can be appended to (0: holds still arm, unrecorded)")
+        writable.add_metric([], 0.0 if problem is not None else 1.0)
+        yield writable
+        failures = CounterMetricFamily("hermes_estop_audit_failures",
+                                       "Audit lines this process could not write (the holds were written all the same)")
+        failures.add_metric([], float(fleet.audit_failures))
+        yield failures
 
     def _windows(self, view: FleetView) -> Iterator[Metric]:
         next_start = GaugeMetricFamily("hermes_estop_window_next_start_timestamp_seconds",

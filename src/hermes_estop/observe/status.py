@@ -54,6 +54,8 @@ class FleetStatus:
     others: tuple[Reading, ...]
     #: every scope of the fleet (`Fleet.scopes`), present or not, as read
     scopes: tuple[Location, ...]
+    #: why the audit trail cannot be written now (None: it can)
+    audit_problem: str | None = None
     #: sections other packages add (windows, work in flight): JSON keys and text lines
     sections: dict[str, Any] = field(default_factory=dict)
     section_lines: tuple[str, ...] = ()
@@ -97,6 +99,7 @@ class FleetStatus:
             "other_holds": [self._json(r) for r in self.others],
             "fleet": {"engaged": bool(self.active), "active": len(self.active),
                       "scopes": [loc.scope for loc in self.scopes]},
+            "audit_problem": self.audit_problem,
             **self.sections,
         }
 
@@ -127,6 +130,9 @@ class FleetStatus:
             for reading in self.others:
                 out.extend(self._describe(reading))
         out.extend(printable(line) for line in self.section_lines)
+        if self.audit_problem is not None:
+            out.append("audit trail NOT WRITABLE (holds are still armed, but not recorded): "
+                       f"{printable(one_line(self.audit_problem))}")
         return out
 
     def _describe(self, reading: Reading) -> list[str]:
@@ -177,7 +183,8 @@ def fleet_status(estop: Estop, *, sections: bool = True) -> FleetStatus:
             json_sections.update(section.get("json", {}))
             lines.extend(section.get("lines", []))
     return FleetStatus(now=mine.now, backend=fleet.backend, layout=estop.layout, fleet=fleet, mine=mine,
-                       others=others, scopes=scopes, sections=json_sections, section_lines=tuple(lines))
+                       others=others, scopes=scopes, audit_problem=fleet.audit_problem(),
+                       sections=json_sections, section_lines=tuple(lines))
 
 
 def standing_line(estop: Estop) -> str:

@@ -60,6 +60,9 @@ class HoldStore(ABC):
     interleave: Callable[[str], None] | None = None
     #: the fleet root this store serves, where it has one (the file store's files live there)
     root: Path | None = None
+    #: audit appends this store could not make (the hold was written all the same), and the last why
+    audit_failures: int = 0
+    last_audit_failure: str | None = None
 
     def __init__(self) -> None:
         self._expiry_guard = allocate_lock()
@@ -69,6 +72,18 @@ class HoldStore(ABC):
     def step(self, name: str) -> None:
         if self.interleave is not None:
             self.interleave(name)
+
+    def note_audit_failure(self, problem: str) -> None:
+        """Remember an audit append that failed after (or while) its hold was written: a stop
+        never waits on its log, but the failure must be seen (`hermes pause` stderr, status,
+        the metric `hermes_estop_audit_failures_total`)."""
+        self.audit_failures += 1
+        self.last_audit_failure = problem
+
+    def audit_problem(self) -> str | None:
+        """Why the audit trail cannot be appended to right now (None: nothing known against it),
+        for `hermes status` and the metrics. Never raises; the file store checks its file."""
+        return None
 
     def default_clock(self) -> Clock:
         """The clock deadlines are judged by. The file store uses this host's; a shared store

@@ -241,17 +241,20 @@ class FileStore(HoldStore):
 
     # -- writing -----------------------------------------------------------------------------
 
-    def _locked(self, location: Location) -> AbstractContextManager[None]:
+    def _locked(self, location: Location, arming: bool = False) -> AbstractContextManager[None]:
         """`.ESTOP.lock` held for one read-decide-write sequence (contextlib is a write's import)."""
         from contextlib import contextmanager
 
-        return contextmanager(self._holding_lock)(location)
+        return contextmanager(self._holding_lock)(location, arming)
 
-    def _holding_lock(self, location: Location) -> Iterator[None]:
+    def _holding_lock(self, location: Location, arming: bool = False) -> Iterator[None]:
+        """With `arming`, an audit trail that cannot be written does not refuse the write (a stop
+        always stops; the failed append is reported by `_audit`); any other write is refused."""
         from ..fsutil import LOCK_TIMEOUT, exclusive_lock, sweep_temporaries
 
         with exclusive_lock(location.path / LOCK_NAME, LOCK_TIMEOUT):
-            self.audit_log.check_writable()
+            if not arming:
+                self.audit_log.check_writable()
             sweep_temporaries(location.sentinel)
             yield
 
@@ -272,16 +275,27 @@ class FileStore(HoldStore):
             raise StoreError(f"cannot remove {location.sentinel}: {exc.strerror or exc}") from None
 
     def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
-        with self._locked(location):
+        """The audit line naming the new generation is appended and fsynced BEFORE the body is
+        renamed in (docs/design.md §5): a writer killed at any instruction never leaves a
+        generation standing that the trail does not name. A line whose write then failed is
+        followed by a `void` line; one whose writer died before the rename names a generation
+        that never stood, which is harmless (`history` shows the line as written)."""
+        with self._locked(location, arming=True):
             standing = self._read_fresh(location, now)
             if not precondition_met(request.only_if, standing):
                 raise refused_write(location, standing)
             hold = merge_hold(standing.hold if standing.active else None, request, now, new_generation())
-            self._write(location, encode_body(hold))
             if standing.state is HoldState.EXPIRED:
                 self._audit_expiry(location, standing, actor, now)
             event = "rearm" if standing.active else "engage"
             self._audit(event, location, hold.generation, actor, hold.reason, hold.expires_at, now)
+            self.step("engage:audited")
+            try:
+                self._write(location, encode_body(hold))
+            except StoreError as exc:
+                self._audit("void", location, hold.generation, actor, hold.reason, hold.expires_at, now,
+                            detail=f"never written: {exc}")
+                raise
         return hold
 
     def _matches(self, standing: Reading, fence: Fence) -> bool:
@@ -349,16 +363,18 @@ class FileStore(HoldStore):
     # -- audit -------------------------------------------------------------------------------
 
     def _audit(self, event: str, location: Location, generation: str | None, actor: str,
-               reason: str | None, deadline: datetime | None, now: datetime) -> None:
-        """Audit after a write that already happened: a failure here must not read as a failed
-        write, so it is logged rather than raised."""
+               reason: str | None, deadline: datetime | None, now: datetime, detail: str | None = None) -> None:
+        """A failure to audit is never a reason not to stop: it is counted and remembered
+        (`audit_failures`, `last_audit_failure`: stderr of `hermes pause`, `hermes status`, the
+        metrics) and logged, never raised."""
         from ..audit import AuditEvent
 
         try:
-            self.append_audit(AuditEvent(now, event, location.scope, generation, actor, reason, deadline))
+            self.append_audit(AuditEvent(now, event, location.scope, generation, actor, reason, deadline, detail))
         except StoreError as exc:
             import logging  # only here: the read path never imports logging
 
+            self.note_audit_failure(str(exc))
             logging.getLogger("hermes_estop").warning("%s", exc)
 
     def append_audit(self, event: AuditEvent) -> None:
@@ -369,6 +385,13 @@ class FileStore(HoldStore):
 
     def history(self, limit: int | None = None) -> list[AuditEvent]:
         return self.audit_log.read(limit)
+
+    def audit_problem(self) -> str | None:
+        try:
+            self.audit_log.check_writable()
+        except StoreError as exc:
+            return str(exc)
+        return None
 
     def history_counted(self, limit: int | None = None) -> tuple[list[AuditEvent], int]:
         return self.audit_log.read_counted(limit)

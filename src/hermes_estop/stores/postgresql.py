@@ -63,6 +63,7 @@ from ..hold import (
     prepare,
 )
 from ..homes import Location
+from ..text import one_line
 from ..timeutil import Clock
 from .base import HoldStore, not_current, refused_write
 from .pg_admin import create_schema, store_status
@@ -217,13 +218,21 @@ class PostgresStore(HoldStore):
                 [location.key, encode_body(hold)],
             )
             self.step("engage:before-commit")
-            if standing.state is HoldState.EXPIRED and standing.hold is not None:
-                # the lift of the expired hold this write replaces, as the file store records it
-                self._audit_row(conn, AuditEvent(now, "expire", location.scope, standing.fence.describe()
-                                                 if standing.fence else None, actor, standing.hold.reason,
-                                                 standing.hold.expires_at))
             event = "rearm" if standing.active else "engage"
-            self._audit_row(conn, AuditEvent(now, event, location.scope, hold.generation, actor, hold.reason, hold.expires_at))
+            try:
+                with conn.transaction():  # a savepoint: an audit row the server refuses never refuses the stop
+                    if standing.state is HoldState.EXPIRED and standing.hold is not None:
+                        # the lift of the expired hold this write replaces, as the file store records it
+                        self._audit_row(conn, AuditEvent(now, "expire", location.scope, standing.fence.describe()
+                                                         if standing.fence else None, actor, standing.hold.reason,
+                                                         standing.hold.expires_at))
+                    self._audit_row(conn, AuditEvent(now, event, location.scope, hold.generation, actor, hold.reason,
+                                                     hold.expires_at))
+            except psycopg.Error as exc:
+                if conn.broken:
+                    raise
+                self.note_audit_failure(f"cannot append to the audit table {self.schema}.audit: {one_line(exc)}")
+                logger.warning("%s", self.last_audit_failure)
             return hold
 
         hold = backend.run(work, what=f"engage {location.describe()}")
