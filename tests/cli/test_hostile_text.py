@@ -23,7 +23,8 @@ from hermes_estop.consumers.board import Board
 from hermes_estop.consumers.cron import Claim, CronTable
 from hermes_estop.consumers.turns import TURNS_DIR
 from hermes_estop.consumers.worker import WorkResult
-from hermes_estop.notify.cursors import FileCursorStore, TargetState
+from hermes_estop.fleet import Fleet
+from hermes_estop.notify.cursors import FleetCursorStore, TargetState
 from hermes_estop.processes import start_time
 from hermes_estop.timeutil import utc_now
 from inprocess_cli import run
@@ -65,7 +66,7 @@ def hostile_fleet(fleet: Path, request: pytest.FixtureRequest) -> Path:
     board.finish(card.id, "c", WorkResult("failed", 1, now, now, f"detail {HOSTILE}"))
     board.add(f"ready {HOSTILE}", "true", ready=True)
     (fleet / "estop.toml").write_text('[[notify]]\nname = "hook"\ntype = "webhook"\nurl = "http://127.0.0.1:9/"\n')
-    FileCursorStore(fleet).save("hook", TargetState(position=0, source="file", failures=1,
+    FleetCursorStore(Fleet.of_files(fleet)).save("hook", TargetState(position=0, source="file", failures=1,
                                                     last_error=f"HTTP 500 {HOSTILE}"))
     turns = fleet / TURNS_DIR
     turns.mkdir()
