@@ -252,6 +252,52 @@ def deadman_precision(tmp: Path, quick: bool) -> Figure:
                    "load_average_1min": round(os.getloadavg()[0], 2)})
 
 
+def daemon_expiry_lateness(tmp: Path, quick: bool) -> Figure:
+    """How late after `expires_at` the daemon's deadman (`hermes serve --interval 1`, nothing else
+    reading) writes the `expire` audit line: the recorded retire instant less the deadline, for
+    holds armed on ten profile scopes at once with staggered TTLs (issue 19)."""
+    import random
+    import signal
+
+    root = tmp / "daemon"
+    for index in range(10):
+        (root / "profiles" / f"p{index}").mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(root), HERMES_ROOT=str(root))
+    log = open(root / "serve.log", "wb")
+    serve = subprocess.Popen([sys.executable, "-m", "hermes_estop", "serve", "--interval", "1"], env=env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    estop = Estop(home=root, root=root, store=FileStore(root))
+    lateness: list[float] = []
+    try:
+        for _ in range(300):
+            if b"serve: running" in (root / "serve.log").read_bytes():
+                break
+            time.sleep(0.05)
+        rng = random.Random(19)
+        for _ in range(2 if quick else 6):
+            armed = {}
+            for index in range(10):
+                hold = estop.for_profile(f"p{index}").engage(reason="bench", ttl=str(rng.randint(1, 3)))
+                armed[hold.generation] = hold.expires_at
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                expired = {e.generation: e.time for e in estop.history(2000) if e.event == "expire"}
+                if all(g in expired for g in armed):
+                    break
+                time.sleep(0.2)
+            lateness += [(expired[g] - at).total_seconds() * 1e3 for g, at in armed.items() if g in expired]
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(30)
+        log.close()
+    p50, p99 = percentile(lateness, 50), percentile(lateness, 99)
+    return Figure("daemon deadman: expire line after expires_at, serve --interval 1, no reader", p99,
+                  "ms after the deadline (p99)", None, None, None, "p99 <= interval + 1 s (2000 ms)",
+                  p99 <= 2000.0, {"p50_ms": round(p50, 2), "p99_ms": round(p99, 2), "max_ms": round(max(lateness), 2),
+                                  "samples": len(lateness), "load_average_1min": round(os.getloadavg()[0], 2)})
+
+
 def run(quick: bool) -> list[Figure]:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
@@ -259,4 +305,5 @@ def run(quick: bool) -> list[Figure]:
         figures += gate_profiles(tmp, quick)
         figures += check_process(tmp, quick)
         figures.append(deadman_precision(tmp, quick))
+        figures.append(daemon_expiry_lateness(tmp, quick))
     return figures
