@@ -76,6 +76,7 @@ def test_the_status_document_from_the_root_and_from_a_profile_names_every_hold(h
     for home in (held_fleet, held_fleet / "profiles" / "idle", held_fleet / "profiles" / "ops"):
         document = fleet_status(Estop(home=home, root=held_fleet, store="file")).to_json()
         assert _scopes_of(document["holds"] + document["other_holds"]) == EXPECTED
+        assert _scopes_of(document["fleet"]["holds"]) == EXPECTED
         assert document["fleet"]["active"] == len(EXPECTED)
 
 

@@ -98,7 +98,8 @@ class FleetStatus:
             "holds": [self._json(r) for r in self.mine.readings if r.present],
             "other_holds": [self._json(r) for r in self.others],
             "fleet": {"engaged": bool(self.active), "active": len(self.active),
-                      "scopes": [loc.scope for loc in self.scopes]},
+                      "scopes": [loc.scope for loc in self.scopes],
+                      "holds": [self._json(r) for r in self.present]},
             "audit_problem": self.audit_problem,
             **self.sections,
         }
