@@ -310,7 +310,7 @@ def test_an_in_place_save_that_writes_a_new_first_window_then_stalls_never_frees
     """The editor truncates windows.toml, writes the new first window, stalls 1.5 s, then writes
     the rest; at `--interval 0.2` the torn read is valid TOML holding only the new window."""
     fast_poll_at(harness, 0.2)
-    start, _, raw = holding_window(harness)
+    start, _, _ = holding_window(harness)
     when = start + timedelta(minutes=1)
     first = new_first_window(when - timedelta(seconds=30) if covers_now else None)
     write_in_place(harness.file.path, first)
@@ -318,9 +318,12 @@ def test_an_in_place_save_that_writes_a_new_first_window_then_stalls_never_frees
         report = poll_at(harness, when + step * timedelta(seconds=0.2))
         assert report.pending and "not acted on" in report.pending
         assert harness.reading().state is HoldState.ACTIVE
-    write_in_place(harness.file.path, first + raw)  # the rest lands
+    rest = (b'[[windows]]\nname = "other"\ncron = "0 0 1 1 *"\nduration = "1h"\n\n'
+            b'[[windows]]\nname = "maint"\nat = ' + start.isoformat().encode() + b'\nduration = "30m"\n')
+    write_in_place(harness.file.path, first + rest)  # the rest lands
     for step in range(9, 60):
-        assert poll_at(harness, when + step * timedelta(seconds=0.2)).pending is None
+        report = poll_at(harness, when + step * timedelta(seconds=0.2))
+        assert report.pending is None and not report.errors and not report.failed
         assert harness.reading().state is HoldState.ACTIVE
     assert harness.events("retire") == []
     assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == ARMED

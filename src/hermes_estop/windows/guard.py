@@ -13,6 +13,9 @@ a deliberate edit, so none is tried. The rule is the fleet-wide one (docs/design
 - A weakening is acted on only once the same file (same identity: device, inode, size, mtime,
   ctime) was read unchanged by at least two reads spanning at least `confirm_after`. Any other
   read in between starts over, so the momentary states of an editor's save never confirm.
+- A window whose table no longer validates (`windows_file.Parsed.failures`) weakens nothing: the
+  version last acted on stands in for it, confirmed or not, until the table validates again or
+  is removed (issue 20 item 2: one window's failure never stops or frees another).
 - Until then the scheduler acts on the read with everything it would take away put back (the
   versions last acted on): a window the read adds arms at once, nothing retires, shortens or is
   withdrawn. When what the read takes away cannot be put back (a fresh process: the ledger
@@ -124,11 +127,20 @@ class FileGuard:
         return self.confirm_after
 
     def judge(self, identity: Identity, windows: list[Window], entries: Mapping[str, LedgerEntry],
-              now: datetime) -> Verdict:
-        """What to act on for the read `windows` of the file with `identity` at `now`."""
+              now: datetime, failing: frozenset[str] = frozenset()) -> Verdict:
+        """What to act on for the read `windows` of the file with `identity` at `now`;
+        `failing`: names of the read's tables that do not validate."""
+        if failing:
+            present = {w.name for w in windows}
+            windows = windows + [w for w in self.trusted or () if w.name in failing and w.name not in present]
         gone = vanished(windows, self.trusted, entries, now)
         if not gone:
             return self._trust(windows)
+        unknown = sorted(set(gone) & failing)
+        if unknown:  # holds per the ledger, fails, and this process never read it: nothing to put back
+            self._pending = None
+            return Verdict(False, f"window(s) {', '.join(unknown)} hold per the ledger but do not validate: "
+                                  "nothing acted on until they validate or their occurrence ends")
         pending = self._pending
         if pending is None or pending.identity != identity or now < pending.since:
             pending = self._pending = _Pending(identity, now)

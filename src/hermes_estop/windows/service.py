@@ -115,7 +115,7 @@ class WindowService:
         does not read or validate, or a read that takes away what cannot be kept (`guard`)."""
         try:
             snapshot = self.windows_file.snapshot()
-            windows = self.windows_file.parse(snapshot.raw)
+            parsed = self.windows_file.parse_each(snapshot.raw)
             entries = self.ledger.load()
         except (InvalidWindow, StoreError) as exc:
             self.guard.interrupted()
@@ -123,8 +123,14 @@ class WindowService:
                            f"{exc} (no window is armed or retired until it validates)")
             report.errors.append(str(exc))
             return None
+        windows = parsed.windows
         report.windows = len(windows)
-        verdict = self.guard.judge(snapshot.identity, windows, entries, report.now)
+        report.failed = [str(failure) for failure in parsed.failures]
+        if report.failed:
+            self._log_once("failed", tuple(report.failed), logging.ERROR,
+                           f"windows: {len(report.failed)} window(s) fail and are held as they were, the others "
+                           f"proceed: {'; '.join(report.failed)}")
+        verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names())
         if not verdict.trusted:
             report.pending = verdict.reason
             self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
@@ -133,7 +139,7 @@ class WindowService:
         if self._log_once("loaded", hash(snapshot.raw), logging.INFO if windows else logging.DEBUG,
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
-        return windows, entries
+        return verdict.windows if verdict.windows is not None else windows, entries
 
     def _log_once(self, kind: str, key: object, level: int, message: str) -> bool:
         """Log `message` unless the last one of `kind` had the same `key` (an editor re-saving
