@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "COMPUTABLE",
     "AwareClock",
     "Clock",
     "aware_clock",
@@ -26,6 +27,7 @@ __all__ = [
     "next_deadline",
     "parse_instant",
     "parse_stamp",
+    "schedulable",
     "to_utc",
     "utc_now",
 ]
@@ -104,6 +106,21 @@ def parse_instant(value: Any, *, what: str = "time") -> datetime:
     if stamp is None:
         raise InvalidInstant(f"invalid {what} {value!r}: expected an ISO-8601 time such as 2026-12-02T18:00:00Z")
     return stamp
+
+
+#: the instants schedule math is done from, [first, last): croniter's walk stops at the year 9000
+#: (`cronspec`), and an instant in range plus any bounded duration (a year at most) stays
+#: representable, where one in the year 9999 overflows
+COMPUTABLE = (datetime(1970, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC))
+
+
+def schedulable(value: datetime, *, what: str = "time") -> datetime:
+    """`value` when schedule math can start from it; else `InvalidInstant` naming it and the range."""
+    first, last = COMPUTABLE
+    if not first <= value < last:
+        raise InvalidInstant(f"invalid {what} {format_instant(value)!r}: outside the range the schedule is "
+                             f"computed in ({format_instant(first)} to before {format_instant(last)})")
+    return value
 
 
 def format_instant(value: datetime | None) -> str | None:

@@ -202,20 +202,21 @@ def fast_poll(harness):
                                     is_leader=lambda: True, poll_interval=0.05)
 
 
-def test_a_fast_poll_interval_still_confirms_a_removal_only_after_the_one_second_floor(harness):
+def test_a_fast_poll_interval_still_confirms_a_removal_only_after_the_five_second_floor(harness):
     """`serve --interval 0.05` on a loaded machine: an edit that drops a window is acted on only
-    once the file stayed the same for a second, not one 50 ms interval."""
-    from hermes_estop.windows.service import CONFIRM_FLOOR
+    once the file stayed the same for five seconds, not one 50 ms interval (issue 20 item 1: the
+    old one-second floor for a complete file is gone)."""
+    from hermes_estop.windows.service import WEAKEN_AFTER
 
     fast_poll(harness)
     start, generation, _ = holding_window(harness)
-    assert harness.service.guard.confirm_after == timedelta(seconds=CONFIRM_FLOOR) == timedelta(seconds=1)
-    harness.file.remove("maint")  # a complete file with `other` only: no save caught midway
+    assert harness.service.guard.confirm_after == timedelta(seconds=WEAKEN_AFTER) == timedelta(seconds=5)
+    harness.file.remove("maint")  # a complete file with `other` only, renamed in
     when = start + timedelta(minutes=1)
-    for step in range(19):  # 19 polls 50 ms apart: 0.9 s of the same file
+    for step in range(99):  # 99 polls 50 ms apart: 4.9 s of the same file
         assert poll_at(harness, when + step * timedelta(seconds=0.05)).pending
     assert harness.reading().hold.generation == generation
-    poll_at(harness, when + timedelta(seconds=1))
+    poll_at(harness, when + timedelta(seconds=5))
     assert harness.reading().state is HoldState.ABSENT
     assert [e.generation for e in harness.events("retire")] == [generation]
 
@@ -224,12 +225,9 @@ def test_a_fast_poll_interval_still_confirms_a_removal_only_after_the_one_second
 def test_a_save_stalled_midway_for_seconds_is_not_taken_for_an_edit_at_a_fast_interval(harness, state):
     """An in-place save whose writer stalls between truncate and write (a journal commit on a
     busy disk) leaves a torn file that does not change from read to read: seen in CI to outlast
-    the one-second floor. Such a read waits for the five-second torn floor."""
-    from hermes_estop.windows.service import TORN_CONFIRM_FLOOR
-
+    a second. Such a read waits for the five-second floor."""
     fast_poll(harness)
     start, generation, raw = holding_window(harness)
-    assert harness.service.guard.torn_after == timedelta(seconds=TORN_CONFIRM_FLOOR) == timedelta(seconds=5)
     if state == "empty":
         write_in_place(harness.file.path, b"")
     elif state == "missing":
@@ -250,28 +248,29 @@ def test_a_save_stalled_midway_for_seconds_is_not_taken_for_an_edit_at_a_fast_in
     assert harness.reading().state is HoldState.ABSENT
 
 
-@pytest.mark.parametrize(("later", "windows", "same_file", "wait"), [
-    (b"", [], True, 15),                        # emptied in place: the torn period
-    (None, [], False, 15),                      # missing: the torn period
-    (b"windows = [", [A], False, 15),           # any strict prefix of the trusted bytes
-    (b"# comments only\n", [], True, 15),       # no window left in the same file
-    (b"windows = []\n", [], False, 5),          # no window, a new file renamed in (`windows remove`)
-    (b"windows = [ { other } ]", [A], True, 5),  # a complete file that differs: the normal period
+@pytest.mark.parametrize(("later", "windows", "same_file"), [
+    (b"", [], True),                        # emptied in place
+    (None, [], False),                      # missing
+    (b"windows = [", [A], False),           # a strict prefix of the trusted bytes
+    (b"# comments only\n", [], True),       # no window left in the same file
+    (b"windows = []\n", [], False),         # no window, a new file renamed in (`windows remove`)
+    (b"windows = [ { other } ]", [A], True),  # a complete file that differs
 ])
-def test_guard_gives_a_read_that_looks_torn_the_longer_period(later, windows, same_file, wait):
-    guard = FileGuard(POLL, torn_after=timedelta(seconds=15))
-    trusted = b"windows = [ { a }, { b } ]"
-    assert guard.judge((7, 1, 26), [A, B], {}, T0, trusted).trusted
+def test_every_weakening_waits_the_same_period_whatever_the_read_looks_like(later, windows, same_file):
+    """Issue 20 item 1: no heuristic about what a torn file looks like; every read that takes a
+    window away waits the one confirmation period (the service's is at least five seconds)."""
+    guard = FileGuard(timedelta(seconds=15))
+    assert guard.judge((7, 1, 26), [A, B], {}, T0).trusted
     identity = None if later is None else (7, 1 if same_file else 2, len(later))
-    assert not guard.judge(identity, windows, {}, T0, later).trusted
-    assert guard.pending_wait == timedelta(seconds=wait)
-    assert not guard.judge(identity, windows, {}, T0 + timedelta(seconds=wait) - timedelta(microseconds=1), later).trusted
-    assert guard.judge(identity, windows, {}, T0 + timedelta(seconds=wait), later).trusted
+    assert not guard.judge(identity, windows, {}, T0).trusted
+    assert guard.pending_wait == timedelta(seconds=15)
+    assert not guard.judge(identity, windows, {}, T0 + timedelta(seconds=15) - timedelta(microseconds=1)).trusted
+    assert guard.judge(identity, windows, {}, T0 + timedelta(seconds=15)).trusted
 
 
-def test_windows_remove_of_the_last_window_is_acted_on_after_the_one_second_floor(harness):
-    """`hermes windows remove` writes a complete file and renames it in: even with no window
-    left it is a deliberate edit, not a save caught midway (the five-second rule is for those)."""
+def test_windows_remove_of_the_last_window_is_acted_on_only_after_the_five_second_floor(harness):
+    """`hermes windows remove` writes a complete file and renames it in: a weakening like any
+    other, acted on after five seconds and two reads (`hermes resume` frees the fleet at once)."""
     fast_poll(harness)
     start = harness.clock.now + timedelta(hours=1)
     harness.write({"name": "maint", "at": start.isoformat(), "duration": "30m"})
@@ -281,7 +280,141 @@ def test_windows_remove_of_the_last_window_is_acted_on_after_the_one_second_floo
     harness.file.remove("maint")
     when = start + timedelta(minutes=1)
     assert poll_at(harness, when).pending
-    assert poll_at(harness, when + timedelta(seconds=0.95)).pending
+    assert poll_at(harness, when + timedelta(seconds=1)).pending
+    assert poll_at(harness, when + timedelta(seconds=4.95)).pending
     assert harness.reading().hold.generation == generation
-    poll_at(harness, when + timedelta(seconds=1))
+    poll_at(harness, when + timedelta(seconds=5))
     assert harness.reading().state is HoldState.ABSENT
+
+
+# -- issue 20 item 1: every weakening waits five seconds and two reads; arming acts at once ---
+
+def fast_poll_at(harness, seconds):
+    """The harness's service at `serve --interval <seconds>`."""
+    from hermes_estop.windows.service import WindowService
+
+    harness.service = WindowService(harness.service.fleet, scheduler=harness.service.scheduler,
+                                    is_leader=lambda: True, poll_interval=seconds)
+
+
+def new_first_window(covering_from=None):
+    """The TOML table of a window `new` (covering now when `covering_from` is given)."""
+    if covering_from is None:
+        return b'[[windows]]\nname = "new"\ncron = "0 0 1 1 *"\nduration = "1h"\n\n'
+    return (b'[[windows]]\nname = "new"\nat = ' + covering_from.isoformat().encode()
+            + b'\nduration = "2h"\nreason = "new work"\n\n')
+
+
+@pytest.mark.parametrize("covers_now", [False, True])
+def test_an_in_place_save_that_writes_a_new_first_window_then_stalls_never_frees_the_fleet(harness, covers_now):
+    """The editor truncates windows.toml, writes the new first window, stalls 1.5 s, then writes
+    the rest; at `--interval 0.2` the torn read is valid TOML holding only the new window."""
+    fast_poll_at(harness, 0.2)
+    start, _, _ = holding_window(harness)
+    when = start + timedelta(minutes=1)
+    first = new_first_window(when - timedelta(seconds=30) if covers_now else None)
+    write_in_place(harness.file.path, first)
+    for step in range(9):  # 1.6 s of the torn file, polled every 0.2 s
+        report = poll_at(harness, when + step * timedelta(seconds=0.2))
+        assert report.pending and "not acted on" in report.pending
+        assert harness.reading().state is HoldState.ACTIVE
+    rest = (b'[[windows]]\nname = "other"\ncron = "0 0 1 1 *"\nduration = "1h"\n\n'
+            b'[[windows]]\nname = "maint"\nat = ' + start.isoformat().encode() + b'\nduration = "30m"\n')
+    write_in_place(harness.file.path, first + rest)  # the rest lands
+    for step in range(9, 60):
+        report = poll_at(harness, when + step * timedelta(seconds=0.2))
+        assert report.pending is None and not report.errors and not report.failed
+        assert harness.reading().state is HoldState.ACTIVE
+    assert harness.events("retire") == []
+    assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == ARMED
+    assert harness.reading().hold.expires_at >= start + timedelta(minutes=30)
+
+
+def test_a_window_a_torn_read_adds_arms_at_once_while_what_it_takes_away_waits(harness):
+    fast_poll_at(harness, 0.2)
+    start, _, _ = holding_window(harness)
+    when = start + timedelta(minutes=1)
+    write_in_place(harness.file.path, new_first_window(when - timedelta(seconds=30)))
+    report = poll_at(harness, when)
+    assert report.pending
+    hold = harness.reading().hold
+    assert "new work" in hold.reason
+    assert hold.expires_at == when - timedelta(seconds=30) + timedelta(hours=2)
+    covers = {item["name"] for item in hold.window.get("covers", [])}
+    assert covers == {"maint", "new"}  # the one the read lacks still holds, with its ledger entry
+    assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == ARMED
+
+
+def test_a_window_made_longer_acts_at_the_next_read(harness):
+    start, generation, _ = holding_window(harness)
+    windows = harness.file.load()
+    longer = [w.model_copy(update={"duration": timedelta(hours=2)}) if w.name == "maint" else w for w in windows]
+    harness.file.save(longer)
+    report = poll_at(harness, start + timedelta(minutes=1))
+    assert report.pending is None
+    assert harness.reading().hold.expires_at == start + timedelta(hours=2)
+
+
+@pytest.mark.parametrize("change", [
+    {"duration": timedelta(minutes=10)},            # shorter
+    {"enabled": False},                             # switched off
+    {"scope": "ops"},                               # moved
+    {"allow": {"user_ids": ["424242"]}},            # admits more
+    {"not_after": T0 - timedelta(days=365)},        # bound moved before it
+])
+def test_a_weakened_window_waits_like_a_removed_one(harness, change):
+    start, generation, _ = holding_window(harness)
+    windows = harness.file.load()
+    maint = next(w for w in windows if w.name == "maint")
+    data = maint.to_toml() | change
+    weaker = Window.parse({k: v for k, v in data.items() if v is not None})
+    harness.file.save([weaker if w.name == "maint" else w for w in windows])
+    when = start + timedelta(minutes=1)
+    assert poll_at(harness, when).pending
+    assert poll_at(harness, when + timedelta(seconds=4)).pending
+    hold = harness.reading().hold
+    assert hold.generation == generation and hold.expires_at == start + timedelta(minutes=30)
+    assert harness.events("retire") == []
+
+
+@pytest.mark.parametrize(("old", "new", "stronger"), [
+    ({}, {"duration": "2h"}, True),
+    ({}, {"drain": "15m"}, True),
+    ({"not_after": "2030-01-01T00:00:00Z"}, {}, True),
+    ({"exclude": ["2026-03-02"]}, {}, True),
+    ({"allow": {"user_ids": ["1", "2"]}}, {"allow": {"user_ids": ["1"]}}, True),
+    ({"allow": {"user_ids": ["1"]}}, {"allow": {"user_ids": ["1"], "profiles": ["ops"]}}, True),
+    ({"enabled": False}, {"cron": "0 5 * * *"}, True),
+    ({}, {"duration": "30m"}, False),
+    ({}, {"cron": "0 5 * * *"}, False),
+    ({}, {"reason": "other"}, False),
+    ({}, {"enabled": False}, False),
+    ({}, {"not_before": "2030-01-01T00:00:00Z"}, False),
+    ({}, {"exclude_cron": "* * * * *"}, False),
+    ({"allow": {"user_ids": ["1"]}}, {"allow": {"user_ids": ["1", "2"]}}, False),
+    ({"allow": {"user_ids": ["1"], "profiles": ["ops"]}}, {"allow": {"user_ids": ["1"]}}, False),
+])
+def test_guard_acts_at_once_only_on_a_change_that_takes_no_hold_time_away(old, new, stronger):
+    base = {"name": "b", "cron": "0 4 * * *", "duration": "1h"}
+    before, after = Window.parse(base | old), Window.parse(base | new)
+    guard = FileGuard(POLL)
+    assert guard.judge((1,), [A, before], {}, T0).trusted
+    assert guard.judge((2,), [A, after], {}, T0).trusted is stronger
+
+
+def test_guard_never_confirms_a_weakening_on_a_single_read():
+    guard = FileGuard(timedelta(0))
+    guard.judge((1,), [A, B], {}, T0)
+    assert not guard.judge((2,), [A], {}, T0).trusted
+    assert guard.judge((2,), [A], {}, T0).trusted
+
+
+def test_guard_keeps_what_an_unconfirmed_read_takes_away_and_adds_what_it_adds():
+    guard = FileGuard(POLL)
+    guard.judge((1,), [A, B], {}, T0)
+    c = Window.parse({"name": "c", "cron": "0 5 * * *", "duration": "1h"})
+    verdict = guard.judge((2,), [c], {}, T0)
+    assert not verdict.trusted
+    assert verdict.windows == [c, A, B]
+    verdict = guard.judge((3,), [A, B], {}, T0 + timedelta(seconds=1))  # the torn read's addition went away
+    assert not verdict.trusted and verdict.windows == [A, B, c]

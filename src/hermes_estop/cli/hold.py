@@ -225,12 +225,13 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
     with their times (`Estop.forecast`). Bad input raises `EstopError` naming the value (exit 2)."""
     from ..durations import parse_ttl
     from ..errors import InvalidDuration
-    from ..timeutil import parse_instant
+    from ..timeutil import parse_instant, schedulable
 
     if at is None:
         raise InvalidArgument("--for needs --at TIME: the forecast starts at that instant")
     estop = current_estop()
-    start = estop.clock() if at.strip().lower() == "now" else parse_instant(at, what="--at time")
+    start = estop.clock() if at.strip().lower() == "now" else schedulable(parse_instant(at, what="--at time"),
+                                                                          what="--at time")
     span = None
     if for_ is not None:
         try:

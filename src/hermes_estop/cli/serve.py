@@ -17,6 +17,7 @@ from typing import Annotated, Any, Callable, Protocol, Sequence
 import typer
 
 from ..errors import InvalidArgument
+from ..text import printable
 from ..estop import Estop
 from .common import current_estop, emit_json
 
@@ -161,13 +162,15 @@ def serve(
         from ..windows.service import WindowService
 
         service = WindowService(estop.fleet, poll_interval=interval)
-        service.windows_file.load()  # a bad windows.toml: one line naming file, window, field; exit 2
+        service.windows_file.parse_each(service.windows_file.snapshot().raw)  # not TOML: one line, exit 2
         report = service.plan()[0] if dry_run else service.settle()
         if as_json:
             emit_json(report.to_json())
         else:
             _print_report(report)
-        raise typer.Exit(0 if report.ok else 1)
+        for failure in report.failed:  # the other windows were acted on; each bad one named, exit 2
+            typer.echo(f"hermes: error: {printable(failure)}", err=True)
+        raise typer.Exit(2 if report.failed else 0 if report.ok else 1)
     stop = threading.Event()
     restore = stop_on_signals(stop)
     try:
@@ -204,7 +207,9 @@ def _print_report(report: Any) -> None:
     for job_id, when in sorted(report.wakeups.items(), key=lambda kv: kv[1]):
         typer.echo(f"  wake     {when.isoformat()}  {job_id}")
     for error in report.errors:
-        typer.echo(f"  error    {error}")
+        typer.echo(f"  error    {printable(error)}")
+    for failure in report.failed:
+        typer.echo(f"  failed   {printable(failure)}")
 
 
 def register(app: typer.Typer) -> None:

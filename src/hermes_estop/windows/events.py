@@ -52,8 +52,10 @@ class TickReport:
     errors: list[str] = field(default_factory=list)
     wakeups: dict[str, datetime] = field(default_factory=dict)
     active: list[str] = field(default_factory=list)
-    #: why this pass took no decision although the file read fine (an unconfirmed shrink)
+    #: why this pass did not act on all of the read (an unconfirmed weakening)
     pending: str | None = None
+    #: one line per window whose table does not validate (held as it was; the others proceed)
+    failed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -69,6 +71,7 @@ class TickReport:
             "events": [event.to_json() for event in self.events],
             "errors": list(self.errors),
             "pending": self.pending,
+            "failed": list(self.failed),
             "wakeups": {key: format_instant(when) for key, when in sorted(self.wakeups.items(), key=lambda kv: kv[1])},
         }
 

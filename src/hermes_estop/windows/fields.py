@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validat
 
 from ..durations import parse_ttl
 from ..hold import Allow
-from ..timeutil import parse_instant
+from ..timeutil import parse_instant, schedulable
 
 __all__ = ["MAX_DRAIN", "Drain", "Duration", "Instant", "WindowAllow", "parse_drain", "parse_exclude",
            "parse_optional_instant"]
@@ -42,10 +42,14 @@ Instant = Annotated[
 ]
 
 
-def parse_optional_instant(value: Any, what: str) -> datetime | None:
+def parse_optional_instant(value: Any, what: str, *, bounded: bool = True) -> datetime | None:
+    """An instant or None. `bounded`: an instant occurrences are computed from (`at`,
+    `not_before`) must lie in `timeutil.COMPUTABLE`: one in the year 9999 would overflow the
+    scheduler's arithmetic, so it is refused here, naming the field, not met at run time."""
     if value is None:
         return None
-    return parse_instant(value, what=what)
+    instant = parse_instant(value, what=what)
+    return schedulable(instant, what=what) if bounded else instant
 
 
 def parse_drain(value: Any) -> timedelta | None:

@@ -1,28 +1,28 @@
-"""Whether a read of `windows.toml` may be acted on (issue 9 item 1).
+"""Whether a read of `windows.toml` may weaken anything (issue 9 item 1, issue 20 item 1).
 
-A hand editor that re-saves the file in place (`open(path, 'w')`, `cat src > windows.toml`)
-truncates it first: a reader can see it empty, or a valid prefix of the new content (fewer
-windows, or the last window without its trailing optional fields). Acting on such a read would
-retire the hold of a window that is still there: the fleet freed mid-window.
+A hand editor that re-saves the file in place truncates it first, and may stall before writing
+the rest: a reader can see it empty, or any valid-looking part of the new content (the new
+first window alone, a window without its trailing fields). No heuristic tells such a read from
+a deliberate edit, so none is tried. The rule is the fleet-wide one (docs/design.md §8a):
+**arming and strengthening act at the next read; every weakening waits.**
 
-So a read that takes something away is not trusted until it is confirmed:
+- A read "weakens" when a window the scheduler last acted on is missing from it or changed in a
+  way that can take hold time away (`strengthens` says which changes cannot), or when a window
+  the ledger says holds right now (an `armed` occurrence not yet ended) is not in it, enabled,
+  on that scope. The second rule covers a fresh process, which has acted on nothing yet.
+- A weakening is acted on only once the same file (same identity: device, inode, size, mtime,
+  ctime) was read unchanged by at least two reads spanning at least `confirm_after`. Any other
+  read in between starts over, so the momentary states of an editor's save never confirm.
+- A window whose table no longer validates (`windows_file.Parsed.failures`) weakens nothing: the
+  version last acted on stands in for it, confirmed or not, until the table validates again or
+  is removed (issue 20 item 2: one window's failure never stops or frees another).
+- Until then the scheduler acts on the read with everything it would take away put back (the
+  versions last acted on): a window the read adds arms at once, nothing retires, shortens or is
+  withdrawn. When what the read takes away cannot be put back (a fresh process: the ledger
+  names a window it never read), it acts on nothing: standing holds stay, and their deadmen
+  still lift them at the window's end.
 
-- "takes something away" = a window of the last trusted read is missing or different, or a
-  window that the ledger says holds right now (an `armed` occurrence not yet ended) is not in the
-  read, enabled, on that scope. The second rule covers a fresh process, which has no trusted
-  read yet. A read that only adds windows is trusted at once.
-- "confirmed" = the same file (same identity: inode, size, mtime, ctime) was seen by consecutive
-  reads spanning at least `confirm_after`. Any other read in between starts over, so the
-  momentary states of an editor's save (each with its own mtime) never confirm.
-- A read that looks like a save caught midway (the file missing, a strict prefix of the last
-  trusted bytes, or without any window in the same file as the last trusted read: same device
-  and inode, the first two fields of the identity) needs the longer `torn_after`: the writer can stall between
-  its truncate and its write (a journal commit on a busy disk, seen in CI to exceed one second),
-  and during that stall the torn file is the same file from read to read.
-
-Until then the scheduler takes no decision at all (as for a file that does not validate):
-standing holds stay, their deadmen still lift them at the window's end. Pure: the caller passes
-`now` (its injected clock).
+Pure: the caller passes `now` (its injected clock).
 """
 
 from __future__ import annotations
@@ -31,31 +31,67 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..allow import Allow
 from .ledger import ARMED, LedgerEntry
 from .model import Window
 
-__all__ = ["FileGuard", "Verdict", "vanished"]
+__all__ = ["FileGuard", "Verdict", "strengthens", "vanished"]
 
 Identity = tuple[int, ...] | None
+_NONE = timedelta(0)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """`trusted`: act on this read. Otherwise `reason` says what is unconfirmed."""
+    """`trusted`: the read is confirmed (or weakens nothing). `windows`: what to act on now (the
+    read, or the read with what it takes away put back; None: act on nothing). `reason` says
+    what is unconfirmed."""
 
     trusted: bool
     reason: str | None = None
+    windows: list[Window] | None = None
+
+
+def _narrower(new: Allow, old: Allow) -> bool:
+    """Whether `new` admits nobody `old` does not (deny wins: fewer users, narrower profiles)."""
+    if not new.valid or not new.user_ids:
+        return True
+    if not old.valid or not new.user_ids <= old.user_ids:
+        return False
+    return not old.profiles or (bool(new.profiles) and new.profiles <= old.profiles)
+
+
+def strengthens(old: Window, new: Window) -> bool:
+    """Whether `new` holds at least wherever and whomever `old` held: the same schedule and scope,
+    and reason, and only changes that add hold time or refuse more people (a longer duration or
+    drain, wider bounds, fewer exclusions, a narrower allowlist, switched on). A changed reason
+    waits like a weakening: a save caught before a table's last fields would otherwise flip the
+    reason refused users read."""
+    if not old.enabled:
+        return True
+    if not new.enabled or ((new.scope, new.cron, new.at, new.timezone, new.reason)
+                           != (old.scope, old.cron, old.at, old.timezone, old.reason)):
+        return False
+    if new.duration < old.duration or (new.drain or _NONE) < (old.drain or _NONE):
+        return False
+    if new.not_before is not None and (old.not_before is None or new.not_before > old.not_before):
+        return False
+    if new.not_after is not None and (old.not_after is None or new.not_after < old.not_after):
+        return False
+    if not set(new.exclude) <= set(old.exclude) or new.exclude_cron not in (None, old.exclude_cron):
+        return False
+    return _narrower(new.hold_allow, old.hold_allow)
 
 
 def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
              entries: Mapping[str, LedgerEntry], now: datetime) -> list[str]:
-    """What the read `windows` takes away: names of previously trusted windows missing or
-    changed, and of windows holding per the ledger that are not in it (enabled, same scope)."""
+    """What the read `windows` takes away: names of previously acted-on windows missing or
+    weakened, and of windows holding per the ledger that are not in it (enabled, same scope)."""
     current = {w.name: w for w in windows}
     out: list[str] = []
     for old in previous or ():
         new = current.get(old.name)
-        if new is not old and new != old and old.name not in out:
+        if (new is None or (new is not old and new != old and not strengthens(old, new))) and old.name not in out:
             out.append(old.name)
     for entry in entries.values():
         if entry.state != ARMED or entry.end <= now:
@@ -70,18 +106,15 @@ def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
 class _Pending:
     identity: Identity
     since: datetime
-    wait: timedelta
 
 
 class FileGuard:
-    """Remembers the last trusted read and the unconfirmed one (per scheduler process)."""
+    """Remembers the windows last acted on and the unconfirmed read (per scheduler process)."""
 
-    def __init__(self, confirm_after: timedelta, torn_after: timedelta | None = None) -> None:
+    def __init__(self, confirm_after: timedelta) -> None:
         self.confirm_after = confirm_after
-        self.torn_after = max(confirm_after, torn_after or confirm_after)
+        #: the windows the scheduler last acted on (confirmed, or with a weakening put back)
         self.trusted: list[Window] | None = None
-        self._trusted_raw: bytes | None = None
-        self._trusted_identity: Identity = None
         self._pending: _Pending | None = None
 
     @property
@@ -90,51 +123,58 @@ class FileGuard:
 
     @property
     def pending_wait(self) -> timedelta:
-        """How long the unconfirmed read must stay the same file (the confirmation period)."""
-        pending = self._pending
-        return pending.wait if pending is not None else self.confirm_after
+        """How long an unconfirmed read must stay the same file (the confirmation period)."""
+        return self.confirm_after
 
     def judge(self, identity: Identity, windows: list[Window], entries: Mapping[str, LedgerEntry],
-              now: datetime, raw: bytes | None = None) -> Verdict:
-        """Whether to act on `windows` (read as `raw` from the file with `identity`) at `now`."""
+              now: datetime, failing: frozenset[str] = frozenset()) -> Verdict:
+        """What to act on for the read `windows` of the file with `identity` at `now`;
+        `failing`: names of the read's tables that do not validate."""
+        if failing:
+            present = {w.name for w in windows}
+            windows = windows + [w for w in self.trusted or () if w.name in failing and w.name not in present]
         gone = vanished(windows, self.trusted, entries, now)
         if not gone:
-            return self._trust(windows, raw, identity)
+            return self._trust(windows)
+        unknown = sorted(set(gone) & failing)
+        if unknown:  # holds per the ledger, fails, and this process never read it: nothing to put back
+            self._pending = None
+            return Verdict(False, f"window(s) {', '.join(unknown)} hold per the ledger but do not validate: "
+                                  "nothing acted on until they validate or their occurrence ends")
         pending = self._pending
         if pending is None or pending.identity != identity or now < pending.since:
-            wait = self.torn_after if self._looks_torn(identity, windows, raw) else self.confirm_after
-            pending = self._pending = _Pending(identity, now, wait)
-            return Verdict(False, self._describe(gone, identity, windows, wait))
-        if now - pending.since >= pending.wait:
-            return self._trust(windows, raw, identity)
-        return Verdict(False, self._describe(gone, identity, windows, pending.wait))
+            pending = self._pending = _Pending(identity, now)
+        elif now - pending.since >= self.confirm_after:
+            return self._trust(windows)
+        kept = self._put_back(windows, gone, entries, now)
+        return Verdict(False, self._describe(gone, identity, windows, kept is not None), kept)
 
     def interrupted(self) -> None:
         """A read failed: the next read starts its confirmation over."""
         self._pending = None
 
-    def _looks_torn(self, identity: Identity, windows: list[Window], raw: bytes | None) -> bool:
-        """Missing, a strict prefix of the last trusted bytes, or without windows in the file
-        last trusted (truncated in place). A complete file put in its place by a rename, as
-        `hermes windows remove` writes it, is a deliberate edit even when it holds no window."""
-        if identity is None:
-            return True
-        trusted = self._trusted_raw
-        if raw is not None and trusted is not None and len(raw) < len(trusted) and trusted.startswith(raw):
-            return True
-        before = self._trusted_identity
-        return not windows and (before is None or identity[:2] == before[:2])
+    def _put_back(self, windows: list[Window], gone: list[str], entries: Mapping[str, LedgerEntry],
+                  now: datetime) -> list[Window] | None:
+        """`windows` with the versions last acted on of the `gone` ones, or None when that
+        still takes something away (a window only the ledger knows)."""
+        before = {w.name: w for w in self.trusted or ()}
+        merged = [before.get(w.name, w) if w.name in gone else w for w in windows]
+        names = {w.name for w in merged}
+        merged.extend(before[name] for name in gone if name in before and name not in names)
+        if vanished(merged, self.trusted, entries, now):
+            return None
+        self.trusted = list(merged)
+        return merged
 
-    def _trust(self, windows: list[Window], raw: bytes | None, identity: Identity) -> Verdict:
+    def _trust(self, windows: list[Window]) -> Verdict:
         self.trusted = list(windows)
-        self._trusted_raw = raw
-        self._trusted_identity = identity
         self._pending = None
-        return Verdict(True)
+        return Verdict(True, windows=list(windows))
 
-    def _describe(self, gone: list[str], identity: Identity, windows: list[Window], wait: timedelta) -> str:
+    def _describe(self, gone: list[str], identity: Identity, windows: list[Window], kept: bool) -> str:
         shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
         state = "missing" if identity is None else ("without windows" if not windows else "changed")
-        wait_text = f"{wait.total_seconds():g}s"
-        return (f"windows.toml {state}: window(s) {shown} gone or changed; not acted on until the file "
-                f"stays the same for {wait_text} (an editor may be saving it in place)")
+        meanwhile = "they hold as they were" if kept else "no window is armed or retired"
+        return (f"windows.toml {state}: window(s) {shown} gone or weakened; not acted on until the file stays the "
+                f"same for {self.confirm_after.total_seconds():g}s over two reads (meanwhile {meanwhile}: an editor "
+                f"may be saving it in place)")

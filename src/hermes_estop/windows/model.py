@@ -129,7 +129,7 @@ class Window(BaseModel):
     @field_validator("not_before", "not_after", mode="before")
     @classmethod
     def _bound(cls, value: Any, info: Any) -> datetime | None:
-        return parse_optional_instant(value, f"{info.field_name} time")
+        return parse_optional_instant(value, f"{info.field_name} time", bounded=info.field_name == "not_before")
 
     @field_validator("duration", mode="before")
     @classmethod

@@ -4,8 +4,9 @@ APScheduler 3 date jobs (`wakeups`) wake it at the instants the occurrences say.
 around it (`run(stop)`) also reconciles every `poll_interval` seconds, which is how edits of
 `windows.toml` are picked up without a restart, and what makes a missed wake-up harmless.
 
-A read of `windows.toml` that takes a window away is acted on only once confirmed (`guard`): an
-editor re-saving the file in place must never free the fleet. Before every arm an intent is
+A read of `windows.toml` that takes hold time away is acted on only once confirmed (`guard`):
+until then what it takes away is kept as it was, so an editor re-saving the file in place never
+frees the fleet, while a window it adds arms at once. Before every arm an intent is
 appended to the audit trail (`recall`), so an arm the ledger missed is remembered after a crash.
 
 Jobs run on a one-thread executor and every pass holds the service's lock, so decisions never
@@ -44,20 +45,17 @@ from .reconcile import Arm, Retire, ScopePlan, Skip, plan_scope
 from .wakeups import JOB_PREFIX, Scheduler, Wakeups, make_scheduler, wakeups_for
 from .windows_file import WindowsFile
 
-__all__ = ["CONFIRM_FLOOR", "JOB_PREFIX", "POLL_INTERVAL", "TORN_CONFIRM_FLOOR", "Event", "TickReport", "WindowService"]
+__all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "Event", "TickReport", "WindowService"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
 POLL_INTERVAL = 5.0
-#: The shortest time a read that takes a window away must stay the same file before it is acted
-#: on, whatever the poll interval: a save in place stalled for a few scheduler slices on a loaded
-#: machine must not pass for a deliberate edit (a fast `--interval` alone would allow that).
-CONFIRM_FLOOR = 1.0
-#: The same for a read that looks like a save caught midway (missing, without windows, or a prefix
-#: of the last trusted bytes): a writer stalled between its truncate and its write on a busy disk
-#: keeps such a file unchanged for longer than a second (seen in CI). A hold lifting a few seconds
-#: late is the safe side.
-TORN_CONFIRM_FLOOR = 5.0
+#: The shortest time a read of `windows.toml` that weakens anything (retires, shortens, withdraws)
+#: must stay the same file, over at least two reads, before it is acted on, whatever the poll
+#: interval and whatever the content looks like: an editor's save in place can stall for seconds
+#: between its truncate and its last write, and any part of it may be valid TOML. A hold lifting
+#: a few seconds late is the safe side; an operator who wants the fleet back at once resumes it.
+WEAKEN_AFTER = 5.0
 #: how many of the newest audit events `recall` reads (an arm it misses is armed again: held)
 RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
@@ -95,8 +93,7 @@ class WindowService:
         self.is_leader = is_leader or _always
         self.scheduler = scheduler
         self.poll_interval = float(poll_interval)
-        self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, CONFIRM_FLOOR)),
-                               torn_after=timedelta(seconds=max(self.poll_interval, TORN_CONFIRM_FLOOR)))
+        self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)))
         self.index = OccurrenceIndex()
         self.actions = Actions(fleet)
         self._lock = threading.RLock()
@@ -115,10 +112,10 @@ class WindowService:
 
     def _inputs(self, report: TickReport) -> _Inputs | None:
         """The windows and the ledger to act on, or None (the reason in `report`): a file that
-        does not read or validate, or a read that takes a window away, not confirmed yet."""
+        does not read or validate, or a read that takes away what cannot be kept (`guard`)."""
         try:
             snapshot = self.windows_file.snapshot()
-            windows = self.windows_file.parse(snapshot.raw)
+            parsed = self.windows_file.parse_each(snapshot.raw)
             entries = self.ledger.load()
         except (InvalidWindow, StoreError) as exc:
             self.guard.interrupted()
@@ -126,17 +123,23 @@ class WindowService:
                            f"{exc} (no window is armed or retired until it validates)")
             report.errors.append(str(exc))
             return None
+        windows = parsed.windows
         report.windows = len(windows)
-        verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, snapshot.raw)
+        report.failed = [str(failure) for failure in parsed.failures]
+        if report.failed:
+            self._log_once("failed", tuple(report.failed), logging.ERROR,
+                           f"windows: {len(report.failed)} window(s) fail and are held as they were, the others "
+                           f"proceed: {'; '.join(report.failed)}")
+        verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names())
         if not verdict.trusted:
             report.pending = verdict.reason
             self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
-            return None
+            return None if verdict.windows is None else (verdict.windows, entries)
         self._logged.pop("error", None)
         if self._log_once("loaded", hash(snapshot.raw), logging.INFO if windows else logging.DEBUG,
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
-        return windows, entries
+        return verdict.windows if verdict.windows is not None else windows, entries
 
     def _log_once(self, kind: str, key: object, level: int, message: str) -> bool:
         """Log `message` unless the last one of `kind` had the same `key` (an editor re-saving

@@ -29,7 +29,7 @@ from .model import WINDOWS_FILE, InvalidWindow, Window, check_unique
 # half of the scheduler's cold start-up at that size (bench/windows.py).
 from tomli import TOMLDecodeError, loads as toml_loads
 
-__all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "Snapshot", "WindowsFile"]
+__all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "Parsed", "Snapshot", "WindowsFile"]
 
 #: a windows file larger than this is refused (10,000 windows take about 1 MiB)
 MAX_WINDOWS_BYTES = 32 * 1024 * 1024
@@ -39,8 +39,23 @@ _HEADER = (
 )
 
 Identity = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A file that parses as TOML, window by window: the `windows` that validate, and one
+    `InvalidWindow` per table that does not (a table whose name repeats one before it too)."""
+
+    windows: list[Window]
+    failures: list[InvalidWindow]
+
+    def failing_names(self) -> frozenset[str]:
+        """The names (as written) of the tables that fail, where they have a valid one."""
+        return frozenset(f.window.strip("'") for f in self.failures if f.window and f.window.startswith("'"))
+
+
 #: the last validated version of each windows file read in this process
-_VERSIONS: dict[Path, tuple[bytes, list[Window]]] = {}
+_VERSIONS: dict[Path, tuple[bytes, Parsed]] = {}
 _MAX_VERSIONS = 16
 
 
@@ -93,19 +108,29 @@ class WindowsFile:
         return self.parse(self.snapshot().raw)
 
     def parse(self, raw: bytes) -> list[Window]:
-        """The windows `raw` holds. Validated once per version of the file in this process (the
-        last version of each path is remembered): the scheduler reads the file every poll, and
-        every command and service of `hermes serve` has its own `WindowsFile`."""
+        """The windows `raw` holds; `InvalidWindow` for the first table that does not validate."""
+        parsed = self.parse_each(raw)
+        if parsed.failures:
+            raise parsed.failures[0]
+        return parsed.windows
+
+    def parse_each(self, raw: bytes) -> Parsed:
+        """The windows `raw` holds, each validated on its own, so one bad window never hides the
+        others from the scheduler (issue 20 item 2). Raises `InvalidWindow` only when the file
+        as a whole does not read (not UTF-8, not TOML, not an array of tables). Validated once
+        per version of the file in this process (the last version of each path is remembered):
+        the scheduler reads the file every poll, and every command and service of `hermes
+        serve` has its own `WindowsFile`."""
         cached = _VERSIONS.get(self.path)
         if cached is not None and cached[0] == raw:
-            return list(cached[1])
-        windows = self._validate(raw)
+            return Parsed(list(cached[1].windows), list(cached[1].failures))
+        parsed = self._validate(raw)
         if len(_VERSIONS) >= _MAX_VERSIONS:
             _VERSIONS.clear()
-        _VERSIONS[self.path] = (raw, windows)
-        return list(windows)
+        _VERSIONS[self.path] = (raw, parsed)
+        return Parsed(list(parsed.windows), list(parsed.failures))
 
-    def _validate(self, raw: bytes) -> list[Window]:
+    def _validate(self, raw: bytes) -> Parsed:
         """The windows of `raw`, with the cyclic garbage collector paused: parsing and validating
         a large file allocates hundreds of thousands of objects that all survive, and each
         collection they trigger walks every one of them again (a fifth of the cold start-up with
@@ -120,7 +145,7 @@ class WindowsFile:
             if paused:
                 gc.enable()
 
-    def _validate_unpaused(self, raw: bytes) -> list[Window]:
+    def _validate_unpaused(self, raw: bytes) -> Parsed:
         try:
             data = toml_loads(raw.decode("utf-8-sig"))
         except UnicodeDecodeError:
@@ -133,9 +158,22 @@ class WindowsFile:
         tables = data.get("windows", [])
         if not isinstance(tables, list):
             raise InvalidWindow("'windows' must be an array of tables ([[windows]])", path=self.path)
-        windows = [Window.parse(table, path=self.path, index=i) for i, table in enumerate(tables)]
-        check_unique(windows, self.path)
-        return windows
+        windows: list[Window] = []
+        failures: list[InvalidWindow] = []
+        for i, table in enumerate(tables):
+            try:
+                windows.append(Window.parse(table, path=self.path, index=i))
+            except InvalidWindow as exc:
+                failures.append(exc)
+        seen: set[str] = set()
+        unique = []
+        for window in windows:
+            if window.name in seen:
+                failures.append(InvalidWindow("duplicate name", path=self.path, window=repr(window.name), field="name"))
+            else:
+                seen.add(window.name)
+                unique.append(window)
+        return Parsed(unique, failures)
 
     def render(self, windows: Iterable[Window]) -> bytes:
         import tomli_w
