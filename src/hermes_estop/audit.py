@@ -26,8 +26,9 @@ __all__ = ["AUDIT_FILE", "EVENTS", "AuditEntry", "AuditEvent", "AuditLog", "defa
 AUDIT_FILE = "estop-audit.jsonl"
 #: at most this many bytes of the file trail are read per `read_after` call
 _CHUNK = 256 * 1024
-#: `void`: the engage / re-arm line before it names a generation whose write then failed
-EVENTS = ("engage", "rearm", "release", "retire", "expire", "skip", "void")
+#: `void`: the engage / re-arm line before it names a generation whose write then failed;
+#: `task-start` / `task-end`: a maintenance job run under a hold (`hermes run`, a window's task)
+EVENTS = ("engage", "rearm", "release", "retire", "expire", "skip", "void", "task-start", "task-end")
 
 
 def default_actor() -> str:

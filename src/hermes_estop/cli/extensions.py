@@ -1,11 +1,11 @@
 """Registration of the sub-commands that live outside the core: windows and `serve`, the
-consumers, the store, and `demo`. Each module registers its own commands."""
+consumers, the store, `run`, and `demo`. Each module registers its own commands."""
 
 from __future__ import annotations
 
 import typer
 
-from . import consumers, demo, notify, serve, store, windows
+from . import consumers, demo, notify, run, serve, store, windows
 
 __all__ = ["register"]
 
@@ -17,3 +17,4 @@ def register(app: typer.Typer) -> None:
     store.register(app)
     demo.register(app)
     notify.register(app)
+    run.register(app)

@@ -1,0 +1,196 @@
+"""`hermes run -- CMD...`: a maintenance job held by a lease that lives exactly as long as the job.
+
+Arms a hold whose deadman is a short lease (`--ttl`, default 5m), renewed every ttl/3 while CMD
+runs (fenced on the generation it wrote: never over an operator's re-arm), optionally waits for
+the work in flight to finish (`--drain-timeout`), runs CMD in its own process group with the
+hold's generation in `HERMES_ESTOP_GENERATION`, and at the end releases the hold on exit 0 or,
+on failure, keeps it with the reason "maintenance failed: CMD exited N" and a fixed deadman
+(`--on-failure-ttl`, default 1h), or releases it (`--on-failure release`). The exit status is
+CMD's. SIGINT/SIGTERM are passed to CMD's process group; the hold follows the failure rule. If
+`hermes run` itself dies, the renewals stop and the hold lifts at the lease's end.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..errors import EstopError, InvalidArgument
+from ..hold import Allow
+from ..lease import Lease
+from ..text import printable
+from .common import current_estop, emit_json
+
+__all__ = ["register"]
+
+GENERATION_ENV = "HERMES_ESTOP_GENERATION"
+#: exit status when the job did not run because the fleet did not drain in time
+EXIT_NOT_RUN = 75
+EXIT_NOT_FOUND = 127
+
+
+def _say(message: str) -> None:
+    typer.echo(f"hermes run: {printable(message)}", err=True)
+
+
+def _exit_status(returncode: int) -> int:
+    """CMD's exit status as a shell reports it (128 + N for a death by signal N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run(
+    command: Annotated[Optional[list[str]], typer.Argument(help="The maintenance job (after --).")] = None,
+    reason: Annotated[Optional[str], typer.Option("--reason", help="Why; shown to refused users (default: maintenance: CMD).")] = None,
+    ttl: Annotated[str, typer.Option("--ttl", metavar="DUR", help="The lease: the hold lifts this long after the last renewal (renewed every ttl/3).")] = "5m",
+    fleet: Annotated[bool, typer.Option("--fleet", help="Hold the whole fleet (the fleet root).")] = False,
+    profile: Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="Hold that profile instead of this home.")] = None,
+    allow_user: Annotated[Optional[list[str]], typer.Option("--allow-user", metavar="ID", help="A user id admitted through the hold while the job runs (repeatable).")] = None,
+    drain_timeout: Annotated[Optional[str], typer.Option("--drain-timeout", metavar="DUR", help="Before CMD, wait this long at most for the work in flight to finish (exit 75 without running CMD if it does not).")] = None,
+    terminate_after: Annotated[Optional[str], typer.Option("--terminate-after", metavar="DUR", help="With --drain-timeout: SIGTERM (then SIGKILL) what still runs after this long.")] = None,
+    on_failure: Annotated[str, typer.Option("--on-failure", metavar="hold|release", help="When CMD fails: keep holding (default) or release.")] = "hold",
+    on_failure_ttl: Annotated[str, typer.Option("--on-failure-ttl", metavar="DUR", help="The fixed deadman of the hold kept after a failure.")] = "1h",
+    as_json: Annotated[bool, typer.Option("--json", help="Print what happened as JSON on stdout at the end.")] = False,
+) -> None:
+    """Run a maintenance job under a hold that lives exactly as long as the job (a renewed lease)."""
+    from ..durations import parse_ttl
+    from ..errors import InvalidDuration
+
+    argv = list(command or [])
+    if not argv:
+        raise InvalidArgument("no command given: use hermes run [OPTIONS] -- CMD [ARGS...]")
+    if on_failure not in ("hold", "release"):
+        raise InvalidArgument(f"invalid --on-failure {on_failure!r}: expected hold or release")
+    if fleet and profile is not None:
+        raise InvalidArgument("give --fleet or --profile, not both")
+    durations = {}
+    for flag, value in (("--ttl", ttl), ("--on-failure-ttl", on_failure_ttl), ("--drain-timeout", drain_timeout),
+                        ("--terminate-after", terminate_after)):
+        if value is None:
+            continue
+        try:
+            durations[flag] = parse_ttl(value)
+        except InvalidDuration as exc:
+            raise InvalidDuration(f"{flag}: {exc}") from None
+    if terminate_after is not None and drain_timeout is None:
+        raise InvalidArgument("--terminate-after needs --drain-timeout")
+    allow = Allow.of(allow_user) if allow_user else None
+    estop = current_estop()
+    location = estop.fleet.location(profile) if profile is not None else estop.location(fleet=fleet)
+    shown = shlex.join(argv)
+    lease = Lease(estop.fleet, location, durations["--ttl"], reason=reason if reason is not None else f"maintenance: {shown}",
+                  allow=allow, armed_by=f"run:{estop.actor}")
+    fleet_obj = estop.fleet
+    state = lease.arm(fleet_obj.clock())
+    if state.borrowed:
+        _say(f"a hold not armed by this job stands at {location.describe()} (generation {state.generation}): "
+             "the job runs under it; it is neither renewed nor released by this job")
+    else:
+        _say(f"held {location.describe()} (generation {state.generation}), lease {ttl} renewed every "
+             f"{lease.renew_every.total_seconds():g}s")
+    stop_renewing = threading.Event()
+    renewer = threading.Thread(target=_renew, args=(lease, fleet_obj, stop_renewing), name="hermes-run-lease", daemon=True)
+    renewer.start()
+    code: int
+    try:
+        if drain_timeout is not None and not _drained(estop, location, durations, fleet, profile):
+            code = EXIT_NOT_RUN
+            outcome = lease.finish(fleet_obj.clock(), 0, on_failure="release", failure_ttl=durations["--on-failure-ttl"],
+                                   command=shown)
+            _say(f"the job did not run; {outcome}")
+        else:
+            code = _run_command(argv, lease, fleet_obj, location, shown)
+            stop_renewing.set()
+            renewer.join()
+            outcome = lease.finish(fleet_obj.clock(), code, on_failure=on_failure,
+                                   failure_ttl=durations["--on-failure-ttl"], command=shown)
+            _say(f"{shown} exited {code}; {outcome}")
+    finally:
+        stop_renewing.set()
+    if as_json:
+        emit_json({"scope": location.scope, "command": argv, "exit": code, "outcome": outcome,
+                   "generation": lease.state.generation, "taken_over": lease.state.taken_over,
+                   "borrowed": lease.state.borrowed})
+    raise typer.Exit(code)
+
+
+def _renew(lease: Lease, fleet: Any, stop: threading.Event) -> None:
+    """Renew every ttl/3 (paced on the monotonic clock) until `stop`; a failed renewal is
+    retried at the next one (the lease logs it), and the job is never stopped for it."""
+    every = lease.renew_every.total_seconds()
+    next_at = time.monotonic() + every
+    while not stop.wait(max(0.0, next_at - time.monotonic())):
+        lease.renew(fleet.clock())
+        if lease.state.taken_over or lease.state.borrowed:
+            return
+        next_at += every
+        if next_at < time.monotonic():
+            next_at = time.monotonic() + every
+
+
+def _drained(estop: Any, location: Any, durations: dict[str, Any], fleet: bool, profile: str | None) -> bool:
+    from ..consumers.drainer import wait_until_quiet
+
+    view = estop.for_profile(profile) if profile is not None else estop
+    limit = durations["--drain-timeout"].total_seconds()
+    kill_at = durations["--terminate-after"].total_seconds() if "--terminate-after" in durations else None
+    result = wait_until_quiet(view, fleet=fleet, timeout=limit, terminate_after=kill_at)
+    if result.last.quiet:
+        _say(f"drained {location.describe()} in {result.waited:.1f}s")
+        return True
+    running = "; ".join(item.describe(result.now) for item in result.last.items) or "unknown"
+    _say(f"still in flight after {durations['--drain-timeout']}: {running}")
+    return False
+
+
+def _run_command(argv: list[str], lease: Lease, fleet: Any, location: Any, shown: str) -> int:
+    """CMD in its own process group with the hold's generation in its environment; SIGINT and
+    SIGTERM to `hermes run` are passed to that group. Returns CMD's exit status."""
+    env = dict(os.environ)
+    if lease.state.generation is not None:
+        env[GENERATION_ENV] = lease.state.generation
+    _record(fleet, "task-start", location, lease, f"hermes run: {shown}")
+    try:
+        child = subprocess.Popen(argv, env=env, start_new_session=True)
+    except OSError as exc:
+        _say(f"cannot start {shown}: {exc.strerror or exc}")
+        _record(fleet, "task-end", location, lease, f"hermes run: {shown} could not start ({exc.strerror or exc})")
+        return EXIT_NOT_FOUND
+
+    def forward(signum: int, _frame: Any) -> None:
+        try:
+            os.killpg(child.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        returncode = child.wait()
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    code = _exit_status(returncode)
+    _record(fleet, "task-end", location, lease, f"hermes run: {shown} exited {code}")
+    sys.stdout.flush()
+    return code
+
+
+def _record(fleet: Any, event: str, location: Any, lease: Lease, detail: str) -> None:
+    """The job's start or end in the audit trail; a trail that cannot be written is said, never
+    a reason to stop the job or to leave the hold."""
+    try:
+        fleet.record(event, location, generation=lease.state.generation, detail=detail)
+    except (EstopError, OSError) as exc:
+        _say(f"warning: cannot record {event} in the audit trail ({exc})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `hermes run` to `app`."""
+    app.command("run", context_settings={"allow_interspersed_args": False})(run)
