@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any
 
-__all__ = ["AUDIT_FILE", "EVENTS", "AuditEntry", "AuditEvent", "AuditLog", "default_actor", "parse_line"]
+__all__ = ["AUDIT_FILE", "EVENTS", "AuditEntry", "AuditEvent", "AuditLog", "coalesce_renewals", "default_actor",
+           "parse_line"]
 
 AUDIT_FILE = "estop-audit.jsonl"
 #: at most this many bytes of the file trail are read per `read_after` call
@@ -110,6 +111,24 @@ class AuditEntry(Record):
         set_field(self, "end", end)
         set_field(self, "id", id)
         set_field(self, "event", event)
+
+
+def coalesce_renewals(events: list[AuditEvent]) -> list[tuple[AuditEvent, int]]:
+    """`events` with each run of consecutive renewals folded into its last one: a `rearm` at the
+    same scope, by the same actor, with the same reason as the `engage`/`rearm` just before it
+    (a lease renewed every ttl/3 writes one per renewal). Each item is (the event shown, how many
+    renewals it stands for: 1 for an event that folds nothing)."""
+    out: list[tuple[AuditEvent, int]] = []
+    for event in events:
+        if out and event.event == "rearm":
+            last, count = out[-1]
+            if (last.event in ("engage", "rearm") and last.location == event.location and last.actor == event.actor
+                    and last.reason == event.reason):
+                if last.event == "rearm":
+                    out[-1] = (event, count + 1)
+                    continue
+        out.append((event, 1))
+    return out
 
 
 def parse_line(raw: bytes) -> AuditEvent | None:

@@ -278,7 +278,8 @@ def history(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Newest N events.")] = 50,
     as_json: JsonOpt = False,
 ) -> None:
-    """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window."""
+    """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window
+    (a lease's consecutive renewals on one line; --json lists every event)."""
     events, corrupt = current_estop().fleet.history(limit)
     skipped = f"{corrupt} corrupt audit line(s) skipped" if corrupt else None
     if as_json:
@@ -288,9 +289,12 @@ def history(
         return
     if not events:
         typer.echo("no events")
-    for event in events:
+    from ..audit import coalesce_renewals
+
+    for event, count in coalesce_renewals(events):
         data = event.to_json()
-        parts = [data["time"], f"{printable(event.event):<7}", printable(event.location)]
+        name = f"rearm x{count}" if count > 1 else event.event
+        parts = [data["time"], f"{printable(name):<7}", printable(event.location)]
         if event.generation:
             parts.append(f"gen={printable(event.generation)}")
         if event.actor:
@@ -301,6 +305,8 @@ def history(
             parts.append(f"deadline={data['deadline']}")
         if event.detail:
             parts.append(printable(event.detail))
+        if count > 1:
+            parts.append(f"({count} renewals in a row; the last shown)")
         typer.echo("  ".join(parts))
     if skipped:
         typer.echo(skipped)
