@@ -85,14 +85,15 @@ _CRON = st.one_of(st.lists(_CRON_PART, min_size=5, max_size=5).map(" ".join), st
 _DURATION = st.one_of(
     st.tuples(st.integers(0, 10**7), st.sampled_from(["s", "m", "h", "d", "w", ""])).map(lambda t: f"{t[0]}{t[1]}"),
     st.integers(-10, 10**9), st.sampled_from(["PT2H", "P400D", "1h30m", "-1h", "0s"]))
-_WINDOW = st.fixed_dictionaries(
-    {"name": st.one_of(st.just("gen"), st.text(max_size=8))},
+_VALID_DURATION = st.tuples(st.integers(1, 366), st.sampled_from(["m", "h", "d"])).map(lambda t: f"{t[0]}{t[1]}")
+_SCHEDULE = st.one_of(st.fixed_dictionaries({"cron": _CRON}), st.fixed_dictionaries({"at": st.one_of(_INSTANTS, st.text(max_size=10))}),
+                      st.fixed_dictionaries({}, optional={"cron": _CRON, "at": _INSTANTS}))
+_WINDOW = st.builds(lambda base, schedule: base | schedule, st.fixed_dictionaries(
+    {"name": st.one_of(st.just("gen"), st.text(max_size=8)),
+     "duration": st.one_of(_VALID_DURATION, _DURATION)},
     optional={
-        "cron": _CRON,
         "timezone": st.sampled_from(["UTC", "Europe/Berlin", "Pacific/Kiritimati", "America/St_Johns", "Nowhere/X"]),
-        "at": st.one_of(_INSTANTS, st.text(max_size=10)),
-        "duration": _DURATION,
-        "drain": _DURATION,
+        "drain": st.one_of(_VALID_DURATION, _DURATION),
         "reason": st.text(max_size=30),
         "allow": st.fixed_dictionaries({}, optional={"user_ids": st.lists(st.text(max_size=5), max_size=3),
                                                      "profiles": st.lists(st.text(max_size=5), max_size=2)}),
@@ -103,10 +104,10 @@ _WINDOW = st.fixed_dictionaries(
         "exclude": st.lists(st.dates(min_value=date(1, 1, 1), max_value=date(9999, 12, 31)), max_size=3),
         "exclude_cron": _CRON,
     },
-)
+), _SCHEDULE)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(generated=_WINDOW, before=st.booleans())
 def test_generated_windows_validate_or_are_refused_and_never_stop_the_window_covering_now(generated, before):
     tables = [generated, covering_now()] if before else [covering_now(), generated]
@@ -124,4 +125,4 @@ def test_generated_windows_validate_or_are_refused_and_never_stop_the_window_cov
         estop = Estop(root=root, home=root, clock=lambda: NOW, actor="test")
         report = WindowService(estop.fleet).tick(NOW)
         assert report.errors == []
-        assert estop.store.read((estop.layout.location("fleet"),), NOW)[0].state is HoldState.ACTIVE
+        assert estop.store.read((estop.layout.location("fleet"),), NOW)[0].active  # the fleet is held

@@ -220,11 +220,13 @@ def validate(as_json: JsonOpt = False) -> None:
 
 @windows_app.command("timeline")
 def timeline(days: Annotated[int, typer.Option("--days", min=1, max=31, help="How many days ahead (1 to 31).")] = 7) -> None:
-    """The next days drawn per scope: window occurrences, the current hold and its deadman (UTC)."""
+    """The next days drawn per scope: window occurrences, the current hold and its deadman (UTC).
+    A windows.toml that does not validate: exit 2 with the whole line, like the other commands."""
     from ..observe.terminal import print_timeline
     from ..observe.view import Observer
     from .common import current_estop
 
+    _file().load()
     print_timeline(Observer(current_estop()).view(days))
 
 

@@ -128,6 +128,23 @@ class EstopCollector(Collector):
                                        "Audit lines this process could not write (the holds were written all the same)")
         failures.add_metric([], float(fleet.audit_failures))
         yield failures
+        yield from self._windows_file(view)
+
+    @staticmethod
+    def _windows_file(view: FleetView) -> Iterator[Metric]:
+        """The state of windows.toml, in the part built every scrape: something to alert on
+        while the file does not read (no window armed or retired) or a window fails."""
+        valid = GaugeMetricFamily("hermes_estop_windows_file_valid",
+                                  "1 while windows.toml reads, parses and every window in it validates "
+                                  "(0: the scheduler acts on none of it, or not on the failing windows)")
+        valid.add_metric([], 1.0 if view.extra.get("windows_valid", True) else 0.0)
+        yield valid
+        failed = GaugeMetricFamily("hermes_estop_window_failed",
+                                   "1 for each window of windows.toml that does not validate (held as it was; "
+                                   "the others proceed)", labels=["window"])
+        for label in sorted(view.extra.get("windows_failed") or {}):
+            failed.add_metric([label.strip("'")], 1.0)
+        yield failed
 
     def _windows(self, view: FleetView) -> Iterator[Metric]:
         next_start = GaugeMetricFamily("hermes_estop_window_next_start_timestamp_seconds",

@@ -7,7 +7,8 @@ and bidirectional overrides shown as `\\x1b` / `\\u202e` (`printable`), then HTM
 
 Stable hooks: `#verdict` (`data-engaged`), one `.hold-card` per present hold (`data-scope`,
 `data-state`) with `.reason`, `.deadline`, `.allowlist`, `.armed-by`; the timeline
-(`svg.py`); `#upcoming` rows (`data-window`); `#problems`.
+(`svg.py`); `#upcoming` rows (`data-window`); `#problems`; `#problem-banner` (the same problems,
+under the verdict: a windows.toml that does not validate is never shown only at the bottom).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #e5e7eb;font-size:14px}
 td,th{padding:5px 10px;border-bottom:1px solid #f3f4f6;text-align:left} th{color:#6b7280;font-weight:500}
 #problems li{color:#991b1b}
+#problem-banner{padding:10px 18px;border-radius:8px;margin:0 0 14px;background:#fef3c7;color:#92400e;border:1px solid #f59e0b}
+#problem-banner ul{margin:4px 0}
 """
 
 _LEGEND = (
@@ -102,8 +105,13 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
         f" &middot; refreshes every {int(refresh)} s &middot; read-only</div>",
         f'<div id="verdict" class="{"held" if engaged else "free"}" data-engaged="{"true" if engaged else "false"}">'
         f"{_t(verdict)}</div>",
-        '<section id="holds"><h2>What holds now</h2>',
     ]
+    if view.problems:  # in the banner, not only at the bottom: a broken windows.toml arms nothing
+        parts.append('<div id="problem-banner" role="alert"><b>Problem:</b><ul>'
+                     + "".join(f"<li>{_t(p)}</li>" for p in view.problems) + "</ul>"
+                     + ("<p>The windows shown are the last ones that validated.</p>"
+                        if view.extra.get("windows_last_good") else "") + "</div>")
+    parts.append('<section id="holds"><h2>What holds now</h2>')
     if present:
         parts.append('<div class="cards">')
         parts.extend(_card(reading, view) for reading in present)

@@ -86,6 +86,8 @@ class Observer:
         self._identity: tuple[int, ...] | None | bool = False  # False: never loaded
         self._windows: list[Window] = []
         self._load_problem: str | None = None
+        #: the windows whose table does not validate (label -> one line), from the last load
+        self.failed_windows: dict[str, str] = {}
         self._cache: dict[str, _Cached] = {}
         self._slices: dict[str, Slice] = {}
         self._ledger_cache: tuple[Any, dict[str, LedgerEntry], dict[str, str]] | None = None
@@ -117,12 +119,16 @@ class Observer:
             if identity == self._identity:
                 return self._windows, self._load_problem, identity
         try:
-            windows = self.windows_file.load()
-            problem = None
+            parsed = self.windows_file.parse_each(self.windows_file.snapshot().raw)
+            windows, problem = parsed.windows, None
+            failed = {f.window or "?": one_line(f) for f in parsed.failures}
         except (EstopError, OSError, ValueError) as exc:
-            windows, problem = self._windows, one_line(exc)
+            windows, problem, failed = self._windows, one_line(exc), {}
+        if failed and self._identity is not False:
+            windows = self._windows  # shown as they last validated (the banner says so)
         with self._lock:
-            if problem is None:
+            self.failed_windows = failed
+            if problem is None and (not failed or self._identity is False):
                 self._windows = windows
                 self._cache = {}
                 self._slices = {}
@@ -201,7 +207,9 @@ class Observer:
         end = origin + timedelta(days=days)
         windows, load_problem, identity = self.load_windows()
         entries, special, ledger_problem = self._ledger_entries()
-        problems = tuple(p for p in (load_problem and f"windows.toml: {load_problem}", ledger_problem) if p)
+        failed = self.failed_windows
+        problems = tuple(p for p in (load_problem and f"windows.toml: {load_problem}",
+                                     *(f"windows.toml: {line}" for line in failed.values()), ledger_problem) if p)
 
         now_us, end_us = _micros(now), _micros(end)
         key = (identity, id(windows), origin, days, frozenset(special.items()))
@@ -233,7 +241,8 @@ class Observer:
                          windows=tuple(states), problems=problems, leader=leader,
                          store_reachable=self.fleet.reachable(), stable_until=stable_until, status=status,
                          extra={"store": self.fleet.backend, "windows_identity": identity,
-                                "fragments": self.fragments})
+                                "fragments": self.fragments, "windows_valid": load_problem is None and not failed,
+                                "windows_failed": dict(failed), "windows_last_good": bool(load_problem or failed)})
 
     def _figure(self, window: Window, cached: _Cached, now_us: int, end_us: int, anchor: datetime, days: int,
                 bars: bool, special: dict[str, str], fig_key: Any) -> tuple[Any, ...]:

@@ -98,6 +98,8 @@ class WindowService:
         self.actions = Actions(fleet)
         self._lock = threading.RLock()
         self._logged: dict[str, object] = {}
+        #: the problems standing now (kind -> message), each logged when it starts and clears
+        self._problems: dict[str, str] = {}
         self._owns_scheduler = False
 
     def __repr__(self) -> str:
@@ -119,27 +121,43 @@ class WindowService:
             entries = self.ledger.load()
         except (InvalidWindow, StoreError) as exc:
             self.guard.interrupted()
-            self._log_once("error", str(exc), logging.ERROR,
-                           f"{exc} (no window is armed or retired until it validates)")
+            self._problem("error", f"{exc} (no window is armed or retired until it reads and parses again)")
             report.errors.append(str(exc))
             return None
+        self._cleared("error", f"windows: {self.windows_file.path} reads and parses again")
         windows = parsed.windows
         report.windows = len(windows)
         report.failed = [str(failure) for failure in parsed.failures]
-        if report.failed:
-            self._log_once("failed", tuple(report.failed), logging.ERROR,
-                           f"windows: {len(report.failed)} window(s) fail and are held as they were, the others "
-                           f"proceed: {'; '.join(report.failed)}")
+        failing = {f"failed:{failure.window}": str(failure) for failure in parsed.failures}
+        for kind, line in failing.items():
+            self._problem(kind, f"windows: {line} (this window holds as it was; the others proceed)")
+        for kind in [k for k in self._problems if k.startswith("failed:") and k not in failing]:
+            self._cleared(kind, f"windows: window {kind[len('failed:'):]} validates again (or was removed)")
         verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names())
         if not verdict.trusted:
             report.pending = verdict.reason
             self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
             return None if verdict.windows is None else (verdict.windows, entries)
-        self._logged.pop("error", None)
         if self._log_once("loaded", hash(snapshot.raw), logging.INFO if windows else logging.DEBUG,
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
         return verdict.windows if verdict.windows is not None else windows, entries
+
+    def _problem(self, kind: str, message: str) -> None:
+        """Log a problem once, as an ERROR, when it starts: while it lasts (an editor's torn
+        saves fail with a new position each time) a changed wording is only logged at DEBUG."""
+        if kind in self._problems:
+            if self._problems[kind] != message:
+                self._problems[kind] = message
+                logger.debug("%s", message)
+            return
+        self._problems[kind] = message
+        logger.error("%s", message)
+
+    def _cleared(self, kind: str, message: str) -> None:
+        """Log once, as INFO, that the problem `kind` is over (nothing when there was none)."""
+        if self._problems.pop(kind, None) is not None:
+            logger.info("%s", message)
 
     def _log_once(self, kind: str, key: object, level: int, message: str) -> bool:
         """Log `message` unless the last one of `kind` had the same `key` (an editor re-saving

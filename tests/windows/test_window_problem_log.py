@@ -1,0 +1,43 @@
+"""The scheduler logs a problem of windows.toml once when it starts and once when it clears
+(issue 20 item 3): an editor's torn saves used to log an ERROR line per read."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+BROKEN_WINDOW = ('[[windows]]\nname = "good"\ncron = "0 3 * * *"\nduration = "1h"\n\n'
+                 '[[windows]]\nname = "far"\nat = 9999-12-31T23:30:00Z\nduration = "1h"\n')
+
+
+def test_a_broken_file_is_logged_once_when_it_starts_and_once_when_it_clears(harness, caplog):
+    start = harness.clock.now + timedelta(hours=1)
+    harness.write({"name": "maint", "at": start.isoformat(), "duration": "30m"})
+    harness.start()
+    raw = harness.file.path.read_bytes()
+    caplog.set_level(logging.DEBUG, logger="hermes_estop.windows")
+    for i in range(12):  # an editor's torn saves: each fails at a different position
+        harness.file.path.write_bytes(raw + b"\n" + b" " * i + b"= torn")
+        harness.run_until(harness.clock.now + timedelta(seconds=1), poll=True)
+        assert harness.reports[-1].errors
+    harness.file.path.write_bytes(raw)
+    for _ in range(3):
+        harness.run_until(harness.clock.now + timedelta(seconds=1), poll=True)
+    records = [r for r in caplog.records if r.name == "hermes_estop.windows"]
+    assert [r.levelname for r in records if r.levelno >= logging.ERROR] == ["ERROR"]
+    assert len([r for r in records if r.levelno == logging.INFO and "reads and parses again" in r.getMessage()]) == 1
+
+
+def test_a_failing_window_is_logged_once_when_it_starts_and_once_when_it_clears(harness, caplog):
+    harness.write({"name": "good", "cron": "0 3 * * *", "duration": "1h"})
+    harness.start()
+    caplog.set_level(logging.DEBUG, logger="hermes_estop.windows")
+    good = harness.file.path.read_bytes()
+    for i in range(5):
+        harness.file.path.write_bytes(BROKEN_WINDOW.encode() + b"#" * i)
+        harness.run_until(harness.clock.now + timedelta(seconds=1), poll=True)
+    harness.file.path.write_bytes(good)
+    harness.run_until(harness.clock.now + timedelta(seconds=1), poll=True)
+    records = [r for r in caplog.records if r.name == "hermes_estop.windows"]
+    assert [r.levelname for r in records if r.levelno >= logging.ERROR] == ["ERROR"]
+    assert len([r for r in records if "'far' validates again" in r.getMessage()]) == 1
