@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from . import consumers, demo, notify, registry, serve, store, windows
+from . import consumers, demo, doctor, notify, registry, serve, store, windows
 
 __all__ = ["register"]
 
@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
     serve.register(app)
     consumers.register(app)
     registry.register(app)
+    doctor.register(app)
     store.register(app)
     demo.register(app)
     notify.register(app)
