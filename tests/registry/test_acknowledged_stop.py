@@ -93,7 +93,7 @@ def _all_running(fleet: Fleet) -> list[dict]:
     return fleet.until(lambda rows: sorted(r["component"] for r in rows) == sorted(KINDS))
 
 
-def test_pause_wait_returns_once_every_consumer_acknowledged_and_resume_wait_likewise(fleet):
+def test_pause_wait_returns_once_every_consumer_acknowledged_and_resume_wait_and_drain_likewise(fleet):
     _all_running(fleet)
     paused = fleet.hermes("pause", "--reason", "maintenance", "--wait", "--wait-timeout", "60s")
     assert paused.returncode == 0, paused.stderr
@@ -104,6 +104,9 @@ def test_pause_wait_returns_once_every_consumer_acknowledged_and_resume_wait_lik
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed: 4 of 4 consumers acknowledged" in resumed.stdout
     assert all(r["acknowledged"] and r["observed"] == [] for r in fleet.consumers())
+    drained = fleet.hermes("drain", "--fleet", "--timeout", "60s")
+    assert drained.returncode == 0, drained.stderr
+    assert "stopped: 4 of 4 consumers acknowledged" in drained.stdout and "drained fleet" in drained.stdout
 
 
 def test_a_stopped_consumer_is_stalled_and_fails_the_wait_naming_it(fleet):
