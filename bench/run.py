@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 from harness import Figure  # noqa: E402
 
-SUITES = ["core", "consumers", "windows", "postgres", "observe"]
+SUITES = ["core", "consumers", "windows", "postgres", "observe", "acks"]
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:

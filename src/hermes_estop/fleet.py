@@ -24,10 +24,11 @@ from .hold import EngageRequest, Fence, Hold, HoldState, Reading
 from .homes import Layout, Location
 from .stores.base import HoldStore
 from .stores.records import LEDGER_FILE, RecordTable
+from .stores.registry import ConsumerTable
 from .stores.state import StateTable
 from .timeutil import Clock, aware_clock
 
-__all__ = ["LEDGER_FILE", "Fleet", "RecordTable", "StateTable"]
+__all__ = ["LEDGER_FILE", "ConsumerTable", "Fleet", "RecordTable", "StateTable"]
 
 
 class Fleet:
@@ -182,6 +183,11 @@ class Fleet:
     def state(self, service: str) -> StateTable:
         """The named states of fleet-wide service `service` (the notifier's cursors)."""
         return self.store.open_state(service, self.root)
+
+    def consumers(self) -> ConsumerTable:
+        """The consumer registry: every process of the fleet that starts work, and what it last
+        saw (`registry`; `hermes consumers`, `pause --wait`)."""
+        return self.store.open_consumers(self.root)
 
     def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool] | None:
         """This process's `is_leader` for `role` among every process sharing the store, or None

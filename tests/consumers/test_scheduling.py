@@ -14,6 +14,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from hermes_estop import Allow
 from hermes_estop.consumers.scheduling import (
     CATCH_UP_JOB_ID,
+    REPORT_JOB_ID,
     Gated,
     gate_scheduler,
     gated,
@@ -124,10 +125,11 @@ def test_gate_scheduler_wraps_existing_and_later_jobs_but_not_its_watcher(fleet,
     scheduler.add_job(Job(), "interval", hours=1, id="after")
     scheduler.start(paused=True)
     jobs = {job.id: job for job in scheduler.get_jobs()}
-    assert set(jobs) == {"before", "own", "after", CATCH_UP_JOB_ID}
+    assert set(jobs) == {"before", "own", "after", CATCH_UP_JOB_ID, REPORT_JOB_ID}
     assert all(isinstance(jobs[i].func, Gated) for i in ("before", "own", "after"))
     assert jobs["own"].func is own and own.user_id == "op"
     assert not isinstance(jobs[CATCH_UP_JOB_ID].func, Gated)
+    assert not isinstance(jobs[REPORT_JOB_ID].func, Gated)
     assert set(gate.jobs) == {"before", "own", "after"}
 
 

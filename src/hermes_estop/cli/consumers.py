@@ -202,6 +202,8 @@ def gateway_serve(
     import threading
 
     from ..consumers.gateway import Gateway, LineServer, is_loopback
+    from ..registry import MIN_REPORT_INTERVAL
+    from ..reporter import ConsumerReporter
     from .serve import stop_on_signals
 
     if not 0 <= port <= 65535:
@@ -221,10 +223,14 @@ def gateway_serve(
     restore = stop_on_signals(stop, "gateway")
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="gateway", daemon=True)
     thread.start()
+    reporting = threading.Event()
+    reports = ConsumerReporter(gateway.estop, "gateway", interval=MIN_REPORT_INTERVAL, every_scope=True).start(reporting)
     try:
         while thread.is_alive() and not stop.wait(0.5):
             pass
     finally:
+        reporting.set()
+        reports.join(5.0)
         if thread.is_alive():
             server.shutdown()
         server.server_close()

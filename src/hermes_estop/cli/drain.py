@@ -80,10 +80,13 @@ def drain(
     ttl: Annotated[str | None, typer.Option("--ttl", metavar="DUR", help="Deadman of the hold: lift after this long.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the final state as JSON (no progress line).")] = False,
 ) -> None:
-    """Pause (or re-arm the pause), then wait until no cron job, kanban card or gateway turn is
-    in flight on what the hold covers. Exit 0 when quiet, 75 at --timeout."""
+    """Pause (or re-arm the pause), wait until every registered consumer it covers acknowledged
+    it, then until no cron job, kanban card or gateway turn is in flight on what the hold covers.
+    Exit 0 when both, 75 at --timeout (one budget for the two waits)."""
     from ..consumers.drainer import wait_until_quiet
     from ..observe.status import lift_command
+    from ..registry import Ack
+    from .acks import ack_lines, wait_with_progress
 
     limit = parse_ttl(timeout).total_seconds()
     kill_at = parse_ttl(terminate_after).total_seconds() if terminate_after is not None else None
@@ -94,6 +97,10 @@ def drain(
     estop = current_estop()
     hold = estop.engage(reason=reason, allow=allow, ttl=ttl, fleet=fleet)
     location = estop.location(fleet=fleet)
+    # first every consumer the hold covers has seen it (no new work), then nothing is in flight
+    acked = wait_with_progress(estop.fleet, Ack(location.scope, hold.generation or "?", engaged=True), limit,
+                               show=not as_json)
+    limit = max(0.0, limit - acked.waited)
     progress = _Progress(not as_json)
 
     def show(found: Any, now: datetime, waited: float) -> None:
@@ -109,10 +116,16 @@ def drain(
         emit_json({"scope": location.scope, "generation": hold.generation, "quiet": found.quiet,
                    "timed_out": not found.quiet, "waited_seconds": round(result.waited, 3),
                    "counts": found.counts(), "in_flight": [item.to_json(now) for item in found.items],
-                   "terminated": [item.to_json(now) for item in stopped], "problems": list(found.problems)})
+                   "terminated": [item.to_json(now) for item in stopped], "problems": list(found.problems),
+                   "acknowledgement": acked.to_json()})
     else:
         for item in stopped:
             typer.echo(printable(f"terminated {item.describe(now)}: recorded failed (terminated by drain)"))
+        out, err = ack_lines(acked, verb="stopped")
+        for line in out:
+            typer.echo(line)
+        for line in err:
+            typer.echo(line, err=True)
         if found.quiet:
             lift = lift_command(location, estop.layout)
             typer.echo(f"drained {location.describe()}: nothing in flight (held since "
@@ -124,7 +137,7 @@ def drain(
                 typer.echo(printable(f"  {item.consumer}: {item.describe(now)}"), err=True)
             for problem in found.problems:
                 typer.echo(printable(f"  cannot tell: {problem}"), err=True)
-    raise typer.Exit(0 if found.quiet else EXIT_TIMEOUT)
+    raise typer.Exit(0 if found.quiet and acked.done else EXIT_TIMEOUT)
 
 
 def register(app: typer.Typer) -> None:

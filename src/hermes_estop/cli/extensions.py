@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from . import consumers, demo, notify, run, serve, store, windows
+from . import consumers, demo, doctor, notify, registry, run, serve, store, windows
 
 __all__ = ["register"]
 
@@ -14,6 +14,8 @@ def register(app: typer.Typer) -> None:
     windows.register(app)
     serve.register(app)
     consumers.register(app)
+    registry.register(app)
+    doctor.register(app)
     store.register(app)
     demo.register(app)
     notify.register(app)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -29,11 +29,18 @@ from .hot import GATE_HELD_EXIT, run_check, run_gate
 
 __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..acks import AckSurvey
+    from ..registry import Ack
+
 UserOpt = Annotated[Optional[str], typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="The profile the work is for.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 FleetOpt = Annotated[bool, typer.Option("--fleet", help="The fleet root's hold instead of this home's.")]
 ScopeProfileOpt = Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="That profile's hold instead of this home's.")]
+WaitOpt = Annotated[bool, typer.Option("--wait", help="Then wait until every registered consumer the hold covers acknowledged it (or is lost); exit 75 at --wait-timeout.")]
+WaitTimeoutOpt = Annotated[Optional[str], typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")]
 
 
 def _target(estop: Estop, fleet: bool, profile: str | None) -> Location:
@@ -55,9 +62,12 @@ def pause(
     fleet: FleetOpt = False,
     profile: ScopeProfileOpt = None,
     replace: Annotated[bool, typer.Option("--replace", help="Start from nothing instead of keeping the standing allowlist, deadline and reason.")] = False,
+    wait: WaitOpt = False,
+    wait_timeout: WaitTimeoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Arm (or re-arm) the hold: stop all NEW work. Flags not given keep the standing values."""
+    """Arm (or re-arm) the hold: stop all NEW work. Flags not given keep the standing values.
+    With --wait, return once every consumer it covers has seen it."""
     if ttl is not None and until is not None:
         raise InvalidArgument("give --ttl or --until, not both")
     for flag, value in (("--ttl", ttl), ("--until", until)):
@@ -72,6 +82,7 @@ def pause(
             f"--allow-profile {' '.join(allow_profile)} without --allow-user: a profile never grants on its own"
         )
     allow = Allow.of(allow_user, allow_profile or ()) if allow_user else None
+    limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
     failures = estop.fleet.audit_failures
@@ -94,30 +105,87 @@ def pause(
                    f"{one_line(estop.fleet.last_audit_failure or 'unknown')}", err=True)
     snapshot = estop.snapshot()
     where = estop.fleet.where(location)
+    ack = _engaged(location, hold.generation) if limit is not None else None
     if as_json:
+        found = _wait(estop, ack, limit, show=False)
         emit_json({"scope": location.scope, "path": where, **hold_json(hold, snapshot.now),
-                   "engaged": snapshot.engaged})
-        return
+                   "engaged": snapshot.engaged, **_ack_json(found)})
+        raise typer.Exit(_ack_exit(found))
     typer.echo(f"paused {printable(location.describe())} ({printable(where)})")
     for line in describe_hold(hold, snapshot.now):
         typer.echo(f"  {line}")
     others = [r for r in snapshot.active if r.location != location]
     for reading in others:
         typer.echo(f"also held by {printable(reading.location.describe())}")
+    found = _wait(estop, ack, limit, show=True)
+    raise typer.Exit(_ack_echo(found, "stopped"))
+
+
+def _wait_limit(wait: bool, wait_timeout: str | None) -> float | None:
+    """Seconds `--wait` waits at most, None without `--wait` (checked before anything is written)."""
+    if not wait:
+        if wait_timeout is not None:
+            raise InvalidArgument("--wait-timeout needs --wait")
+        return None
+    from .acks import parse_wait_timeout
+
+    return parse_wait_timeout(wait_timeout)
+
+
+def _engaged(location: Location, generation: str | None) -> Ack:
+    from ..registry import Ack
+
+    return Ack(location.scope, generation or "?", engaged=True)
+
+
+def _wait(estop: Estop, ack: Ack | None, limit: float | None, *, show: bool) -> AckSurvey | None:
+    if limit is None or ack is None:
+        return None
+    from .acks import wait_with_progress
+
+    return wait_with_progress(estop.fleet, ack, limit, show=show)
+
+
+def _ack_json(found: AckSurvey | None) -> dict[str, Any]:
+    return {} if found is None else {"acknowledgement": found.to_json()}
+
+
+def _ack_exit(found: AckSurvey | None) -> int:
+    from .acks import EXIT_NOT_ACKNOWLEDGED
+
+    return EXIT_OK if found is None or found.done else EXIT_NOT_ACKNOWLEDGED
+
+
+def _ack_echo(found: AckSurvey | None, verb: str) -> int:
+    if found is None:
+        return EXIT_OK
+    from .acks import echo_lines
+
+    return echo_lines(found, verb=verb)
 
 
 def resume(
     generation: Annotated[Optional[str], typer.Option("--generation", help="Release only this generation.")] = None,
     fleet: FleetOpt = False,
     profile: ScopeProfileOpt = None,
+    wait: WaitOpt = False,
+    wait_timeout: WaitTimeoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Release the hold of this home (`--fleet`: the fleet root; `--profile NAME`: that profile's).
-    In-flight work was never stopped."""
+    In-flight work was never stopped. With --wait, return once every consumer it covered has
+    seen it gone."""
     from ..observe.status import lift_command
 
+    limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
+    ack = None
+    if limit is not None:
+        from ..acks import ack_for_release
+
+        standing = generation if generation is not None else _generation_at(estop, location)
+        ack = ack_for_release(estop.fleet, location.scope, standing) if standing is not None else None
     try:
         if profile is None:
             removed = estop.release(fleet=fleet, generation=generation)
@@ -131,9 +199,12 @@ def resume(
         raise typer.Exit(EXIT_HELD)
     except StoreError as exc:
         fail(f"{exc}; {_resume_advice(location, exc)}")
+    if removed is None:
+        ack = None
     snapshot = estop.snapshot()
     where = estop.fleet.where
     if as_json:
+        found = _wait(estop, ack, limit, show=False)
         emit_json({
             "scope": location.scope,
             "released": removed is not None,
@@ -141,8 +212,9 @@ def resume(
             "engaged": snapshot.engaged,
             "holds": [reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}
                       for r in snapshot.active],
+            **_ack_json(found),
         })
-        return
+        raise typer.Exit(_ack_exit(found))
     if removed is None:
         typer.echo(f"no hold at {printable(location.describe())} ({printable(where(location))})")
     elif removed.hold is not None and removed.hold.generation:
@@ -155,6 +227,7 @@ def resume(
         lift = lift_command(reading.location, estop.layout)
         hint = f" ({lift})" if lift else ""
         typer.echo(f"still held by {printable(reading.location.describe())}{hint}")
+    raise typer.Exit(_ack_echo(_wait(estop, ack, limit, show=True), "resumed"))
 
 
 def _generation_at(estop: Estop, location: Location) -> str | None:

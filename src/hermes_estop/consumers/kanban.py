@@ -152,7 +152,7 @@ class Dispatcher:
             if len(spawned) >= slots:
                 waiting.append(card.id)
                 continue
-            token = uuid.uuid4().hex
+            token = f"{os.getpid()}-{uuid.uuid4().hex}"  # names its dispatcher (`hermes doctor`)
             if not self.board.claim(card.id, token, now, now + self.timeout):
                 taken.append(card.id)
                 continue

@@ -18,17 +18,21 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from apscheduler.events import EVENT_JOB_ADDED  # type: ignore[import-untyped]
+from apscheduler.events import EVENT_JOB_ADDED, EVENT_SCHEDULER_SHUTDOWN  # type: ignore[import-untyped]
 
 from ..estop import Estop
-from .passgate import gate_work
+from ..registry import MIN_REPORT_INTERVAL
+from ..reporter import ConsumerReporter
+from .passgate import gate_work, work_views
 
-__all__ = ["CATCH_UP_JOB_ID", "Gated", "SchedulerGate", "gate_scheduler", "gated"]
+__all__ = ["CATCH_UP_JOB_ID", "REPORT_JOB_ID", "Gated", "SchedulerGate", "gate_scheduler", "gated"]
 
 logger = logging.getLogger("hermes_estop.scheduling")
 
 #: the id of the watcher job, and the prefix of the one-off catch-up runs it schedules
 CATCH_UP_JOB_ID = "hermes-estop:catch-up"
+#: the id of the job that reports this scheduler to the consumer registry (`registry`)
+REPORT_JOB_ID = "hermes-estop:report"
 
 
 class Gated:
@@ -122,8 +126,12 @@ class SchedulerGate:
     """Gates every job of one scheduler; schedules the catch-up runs. Use `gate_scheduler`."""
 
     def __init__(self, scheduler: Any, estop: Estop, *, user_id: Any = None, profile: Any = None,
-                 catch_up: bool = False, check_every: float = 5.0) -> None:
+                 catch_up: bool = False, check_every: float = 5.0, register: bool = True) -> None:
         self.scheduler = scheduler
+        self.reporter: ConsumerReporter | None = None
+        if register:
+            scopes = dict.fromkeys(loc.scope for view in work_views(estop, profile) for loc in view.locations)
+            self.reporter = ConsumerReporter(estop, "apscheduler", interval=MIN_REPORT_INTERVAL, scopes=tuple(scopes))
         self.estop = estop
         self.user_id = user_id
         self.profile = profile
@@ -140,17 +148,29 @@ class SchedulerGate:
             self._wrap(job)
         if self.catch_up:
             self._watch()
+        if self.reporter is not None:
+            # reported by a job of the scheduler itself: a scheduler that stops running jobs stalls
+            self.reporter.register()
+            self.scheduler.add_listener(lambda _event: self.close(), EVENT_SCHEDULER_SHUTDOWN)
+            self.scheduler.add_job(self.reporter.report, "interval", seconds=MIN_REPORT_INTERVAL / 4, id=REPORT_JOB_ID,
+                                   name="hermes-estop registry report", replace_existing=True, max_instances=1,
+                                   coalesce=True)
         return self
 
+    def close(self) -> None:
+        """Leave the consumer registry (on the scheduler's shutdown)."""
+        if self.reporter is not None:
+            self.reporter.deregister()
+
     def _on_added(self, event: Any) -> None:
-        if event.job_id.startswith(CATCH_UP_JOB_ID):
+        if event.job_id.startswith((CATCH_UP_JOB_ID, REPORT_JOB_ID)):
             return
         job = self.scheduler.get_job(event.job_id, event.jobstore)
         if job is not None:
             self._wrap(job)
 
     def _wrap(self, job: Any) -> None:
-        if job.id.startswith(CATCH_UP_JOB_ID):
+        if job.id.startswith((CATCH_UP_JOB_ID, REPORT_JOB_ID)):
             return
         func = job.func
         if not isinstance(func, Gated):
@@ -192,10 +212,12 @@ class SchedulerGate:
 
 
 def gate_scheduler(scheduler: Any, estop: Estop, *, user_id: Any = None, profile: Any = None,
-                   catch_up: bool = False, check_every: float = 5.0) -> SchedulerGate:
+                   catch_up: bool = False, check_every: float = 5.0, register: bool = True) -> SchedulerGate:
     """Gate every job of `scheduler` (an APScheduler 3 scheduler, started or not) by
     `estop.gate(user_id, profile)`, now and for jobs added later. Jobs already wrapped with
     `gated()` keep their own principal. With `catch_up`, a job that skipped runs once when the
-    hold lifts, noticed by a watcher job every `check_every` seconds."""
+    hold lifts, noticed by a watcher job every `check_every` seconds. With `register` (the
+    default) the scheduler enters the consumer registry, reported by a job of its own, so
+    `hermes pause --wait` knows when it has seen a hold."""
     return SchedulerGate(scheduler, estop, user_id=user_id, profile=profile, catch_up=catch_up,
-                         check_every=check_every).install()
+                         check_every=check_every, register=register).install()

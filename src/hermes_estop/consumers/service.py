@@ -28,6 +28,8 @@ from typing import Any
 
 from ..errors import EstopError, InvalidArgument
 from ..estop import Estop
+from ..registry import MIN_REPORT_INTERVAL
+from ..reporter import ConsumerReporter
 from ..text import one_line
 from ..timeutil import Clock, next_deadline
 from .report import PassReport, log_pass
@@ -66,6 +68,10 @@ class LoopService:
 
     #: the consumer's `Estop`, when it has one: held passes are logged once per engagement through it
     estop: Estop | None = None
+    #: whether this service honours every scope of the fleet (reported so to the registry)
+    every_scope = False
+    #: its entry in the consumer registry while it runs (a service with an `estop` registers)
+    reporter: ConsumerReporter | None = None
 
     def __init__(self, name: str, tick: Callable[[datetime], Any], *, interval: float, clock: Clock,
                  on_stop: Callable[[], Any] | None = None, monotonic: Callable[[], float] = time.monotonic,
@@ -127,12 +133,24 @@ class LoopService:
                 self.estop.check_paused(self.name, self.log)
             log_pass(self.log, self.name, report)
 
+    def registration(self) -> ConsumerReporter | None:
+        """This service's entry in the consumer registry, or None for a loop without an `estop`."""
+        if self.estop is None:
+            return None
+        return ConsumerReporter(self.estop, self.name, interval=self.interval, every_scope=self.every_scope,
+                                monotonic=self._monotonic)
+
     def run(self, stop: threading.Event) -> None:
         self.log.info("%s: started (every %gs)", self.name, self.interval)
         deadline = self._monotonic()
+        self.reporter = self.registration()
+        if self.reporter is not None:
+            self.reporter.register()
         try:
             while not stop.is_set():
                 self.tick()
+                if self.reporter is not None:
+                    self.reporter.report()
                 current = self._monotonic()
                 deadline, missed = next_deadline(deadline, self.interval, current)
                 if missed:
@@ -145,6 +163,8 @@ class LoopService:
                     self._on_stop()
                 except Exception:
                     self.log.exception("%s: stopping failed", self.name)
+            if self.reporter is not None:
+                self.reporter.deregister()
             self.log.info("%s: stopped", self.name)
 
 
@@ -167,6 +187,8 @@ class CronService(LoopService):
 
 class KanbanService(LoopService):
     """Dispatch passes over the fleet's board (`Dispatcher`), at most `max_workers` in flight."""
+
+    every_scope = True  # it gates the cards of every profile
 
     def __init__(self, estop: Estop, *, interval: float = 5.0, max_workers: int = 4,
                  timeout: timedelta | str = timedelta(hours=1), drain_timeout: float = 10.0,
@@ -194,6 +216,7 @@ class GatewayService:
         from .gateway import LineServer
 
         self.name = name
+        self.gateway = gateway
         self.server = LineServer(gateway, host, port)
 
     @property
@@ -206,9 +229,15 @@ class GatewayService:
         thread.start()
         host, port = self.address
         logger.info("%s: listening on %s:%d", self.name, host, port)
+        reporting = threading.Event()
+        # a turn names any profile: the gateway honours every scope
+        reporter = ConsumerReporter(self.gateway.estop, self.name, interval=MIN_REPORT_INTERVAL, every_scope=True)
+        reports = reporter.start(reporting)
         try:
             stop.wait()
         finally:
+            reporting.set()
+            reports.join(5.0)
             self.server.shutdown()
             self.server.server_close()
             thread.join()

@@ -129,6 +129,7 @@ class EstopCollector(Collector):
         failures.add_metric([], float(fleet.audit_failures))
         yield failures
         yield from self._windows_file(view)
+        yield from self._consumers(fleet)
 
     @staticmethod
     def _windows_file(view: FleetView) -> Iterator[Metric]:
@@ -145,6 +146,34 @@ class EstopCollector(Collector):
         for label in sorted(view.extra.get("windows_failed") or {}):
             failed.add_metric([label.strip("'")], 1.0)
         yield failed
+
+    def _consumers(self, fleet: Any) -> Iterator[Metric]:
+        """The consumer registry: how many per component and state, and each one's lag (seconds
+        since its last report) and whether it acknowledged the holds standing now."""
+        from ..registry import ConsumerState
+        from ..roster import read_roster
+
+        roster = read_roster(fleet, prune=False)
+        counts = GaugeMetricFamily("hermes_estop_consumers", "Registered consumers by component and state "
+                                   "(live, stalled, lost)", labels=["component", "state"])
+        per: dict[tuple[str, str], int] = {}
+        for row in roster.rows:
+            for known in ConsumerState:
+                per.setdefault((row.entry.component, known.value), 0)
+            per[row.entry.component, row.state.value] += 1
+        for (component, state_name), count in sorted(per.items()):
+            counts.add_metric([component, state_name], float(count))
+        yield counts
+        lag = GaugeMetricFamily("hermes_estop_consumer_lag_seconds", "Seconds since the consumer's last report: "
+                                "how old its view of the holds may be", labels=["component", "host", "pid"])
+        acked = GaugeMetricFamily("hermes_estop_consumer_acknowledged", "1 while the consumer has seen exactly the "
+                                  "holds covering it now", labels=["component", "host", "pid"])
+        for row in roster.rows:
+            labels = [row.entry.component, row.entry.host, str(row.entry.pid)]
+            lag.add_metric(labels, row.lag)
+            acked.add_metric(labels, 1.0 if row.acknowledged else 0.0)
+        yield lag
+        yield acked
 
     def _windows(self, view: FleetView) -> Iterator[Metric]:
         next_start = GaugeMetricFamily("hermes_estop_window_next_start_timestamp_seconds",

@@ -180,7 +180,10 @@ def fleet_status(estop: Estop, *, sections: bool = True) -> FleetStatus:
         from ..consumers.inflight import status_section as in_flight_section
         from ..windows.status import status_section as windows_section
 
-        for section in (windows_section(fleet, mine.now), in_flight_section(estop, mine.now)):
+        from ..roster import status_section as consumers_section
+
+        for section in (windows_section(fleet, mine.now), in_flight_section(estop, mine.now),
+                        consumers_section(fleet)):
             json_sections.update(section.get("json", {}))
             lines.extend(section.get("lines", []))
     return FleetStatus(now=mine.now, backend=fleet.backend, layout=estop.layout, fleet=fleet, mine=mine,

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from ..audit import AuditEntry, AuditEvent
     from .records import RecordTable
+    from .registry import ConsumerTable
     from .state import StateTable
 
 __all__ = ["HoldStore", "refused_write", "not_current", "EXPIRE_RETRY"]
@@ -212,6 +213,14 @@ class HoldStore(ABC):
         from .state import JsonStateFile
 
         return JsonStateFile(self._root_for(root, "state"), service)
+
+    def open_consumers(self, root: Path | None = None) -> ConsumerTable:
+        """The consumer registry of the fleet (one entry per process that starts work), kept
+        where this store keeps the fleet's state: here one file per process under
+        `<root>/consumers/`; a shared store overrides it (PostgreSQL: its `consumers` table)."""
+        from .registry import ConsumerFiles
+
+        return ConsumerFiles(self._root_for(root, "consumer registry"))
 
     def _root_for(self, root: Path | None, what: str) -> Path:
         from ..errors import StoreError

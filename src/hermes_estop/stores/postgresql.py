@@ -74,6 +74,7 @@ from .pg_leader import DEFAULT_POLL, Leadership
 from .pg_schema import LOCK_CLASS
 from .pg_url import StoreURL, parse_store_url
 from .records import RecordTable
+from .registry import ConsumerTable
 from .state import StateTable
 
 __all__ = ["PostgresStore", "StoreURL", "parse_store_url", "SYNC_TIMEOUT"]
@@ -361,6 +362,12 @@ class PostgresStore(HoldStore):
         from .pg_state import PgStateTable
 
         return PgStateTable(lambda: self.backend, self.schema, service)
+
+    def open_consumers(self, root: Path | None = None) -> ConsumerTable:
+        """The `consumers` table of this store's schema: every consumer of the fleet, on any host."""
+        from .pg_registry import PgConsumerTable
+
+        return PgConsumerTable(lambda: self.backend, self.schema)
 
     def open_ledger(self, root: Path | None = None) -> RecordTable:
         """The `occurrences` table of this store's schema: one ledger for every scheduler of

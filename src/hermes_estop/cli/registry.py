@@ -1,0 +1,45 @@
+"""`hermes consumers`: every registered process that starts work, and what it last saw.
+
+(The cron, kanban and gateway command groups live in `cli/consumers.py`; this top-level command
+is the registry of their processes, `registry`.)
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..text import printable
+from ..timeutil import format_instant
+from .common import current_estop, emit_json
+
+__all__ = ["consumers", "register"]
+
+
+def consumers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """One row per registered consumer (cron ticker, kanban dispatcher, gateway, APScheduler
+    adapter, user loops): component, host, pid, profile, last report, the holds it observed,
+    whether it acknowledged the holds standing now, lag, state (live, stalled, lost)."""
+    from ..roster import read_roster
+
+    roster = read_roster(current_estop().fleet)
+    if as_json:
+        emit_json(roster.to_json())
+        return
+    header = ("COMPONENT", "HOST", "PID", "PROFILE", "LAST REPORT", "OBSERVED", "ACK", "LAG", "STATE")
+    table = [header]
+    for row in roster.rows:
+        e = row.entry
+        observed = ",".join(f"{s}:{g[:8]}" for s, g in e.observed) or "none"
+        table.append((e.component, e.host, str(e.pid), e.profile or "-", format_instant(e.reported_at) or "?",
+                      observed, "yes" if row.acknowledged else "NO", f"{row.lag:.1f}s", row.state.value))
+    if len(table) > 1:
+        widths = [max(len(printable(r[i])) for r in table) for i in range(len(header))]
+        for cells in table:
+            typer.echo("  ".join(printable(c).ljust(w) for c, w in zip(cells, widths)).rstrip())
+    typer.echo(printable(roster.line()))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("consumers")(consumers)
