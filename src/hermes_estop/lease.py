@@ -56,6 +56,14 @@ class Lease:
         self.armed_by = armed_by or fleet.actor
         self.window = window
         self.state = LeaseState(None, None)
+        #: every generation this lease wrote (a waiter counts a consumer that saw any of them)
+        self.generations: set[str] = set()
+
+    def _wrote(self, hold: Hold) -> Hold:
+        self.state = LeaseState(hold.generation, hold.expires_at)
+        if hold.generation is not None:
+            self.generations.add(hold.generation)
+        return hold
 
     @property
     def renew_every(self) -> timedelta:
@@ -76,7 +84,7 @@ class Lease:
             generation = standing.hold.generation if standing.hold is not None else None
             self.state = LeaseState(generation, standing.hold.expires_at if standing.hold else None, borrowed=True)
             return self.state
-        self.state = LeaseState(hold.generation, hold.expires_at)
+        self._wrote(hold)
         return self.state
 
     def _rewrite(self, now: datetime, *, reason: str | None, deadline: datetime) -> Hold | None:
@@ -93,8 +101,7 @@ class Lease:
                 return self._rearm_lapsed(now, reason, deadline)
             self._let_go(now)
             return None
-        self.state = LeaseState(hold.generation, hold.expires_at)
-        return hold
+        return self._wrote(hold)
 
     def _rearm_lapsed(self, now: datetime, reason: str | None, deadline: datetime) -> Hold | None:
         """Our deadline passed before a renewal got through (the store was down): the hold has
@@ -109,8 +116,7 @@ class Lease:
             return None
         logger.warning("lease at %s: lapsed at %s before a renewal got through; armed again (generation %s)",
                        self.location.describe(), self.state.deadline, hold.generation)
-        self.state = LeaseState(hold.generation, hold.expires_at)
-        return hold
+        return self._wrote(hold)
 
     def _let_go(self, now: datetime) -> None:
         standing = self.fleet.read((self.location,), now).readings[0]

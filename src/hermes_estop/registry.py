@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
@@ -201,12 +202,15 @@ class Ack:
     #: per consumer key, the last report number before the write (a release is acknowledged
     #: only by a later report)
     after_seq: dict[str, int] = field(default_factory=dict)
+    #: other generations of the same hold (a lease's renewals re-arm it under new generations
+    #: while the waiter waits); the set may grow during the wait
+    also: Collection[str] = frozenset()
 
 
 def acknowledges(entry: ConsumerEntry, ack: Ack) -> bool:
-    """`entry`'s last report acknowledges `ack`: it saw that hold (engage), or a report made
-    after the release no longer sees it."""
-    seen = (ack.scope, ack.generation) in entry.observed
+    """`entry`'s last report acknowledges `ack`: it saw that hold (engage; any of its
+    generations), or a report made after the release no longer sees it."""
+    seen = (ack.scope, ack.generation) in entry.observed or any((ack.scope, g) in entry.observed for g in tuple(ack.also))
     if ack.engaged:
         return seen
     return entry.seq > ack.after_seq.get(entry.key, -1) and not seen

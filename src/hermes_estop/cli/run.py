@@ -53,6 +53,8 @@ def run(
     fleet: Annotated[bool, typer.Option("--fleet", help="Hold the whole fleet (the fleet root).")] = False,
     profile: Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="Hold that profile instead of this home.")] = None,
     allow_user: Annotated[Optional[list[str]], typer.Option("--allow-user", metavar="ID", help="A user id admitted through the hold while the job runs (repeatable).")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Before CMD, wait until every registered consumer the hold covers acknowledged it (or is lost); exit 75 without running CMD at --wait-timeout.")] = False,
+    wait_timeout: Annotated[Optional[str], typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")] = None,
     drain_timeout: Annotated[Optional[str], typer.Option("--drain-timeout", metavar="DUR", help="Before CMD, wait this long at most for the work in flight to finish (exit 75 without running CMD if it does not).")] = None,
     terminate_after: Annotated[Optional[str], typer.Option("--terminate-after", metavar="DUR", help="With --drain-timeout: SIGTERM (then SIGKILL) what still runs after this long.")] = None,
     on_failure: Annotated[str, typer.Option("--on-failure", metavar="hold|release", help="When CMD fails: keep holding (default) or release.")] = "hold",
@@ -81,6 +83,13 @@ def run(
             raise InvalidDuration(f"{flag}: {exc}") from None
     if terminate_after is not None and drain_timeout is None:
         raise InvalidArgument("--terminate-after needs --drain-timeout")
+    if wait_timeout is not None and not wait:
+        raise InvalidArgument("--wait-timeout needs --wait")
+    wait_limit = None
+    if wait:
+        from .acks import parse_wait_timeout
+
+        wait_limit = parse_wait_timeout(wait_timeout)
     allow = Allow.of(allow_user) if allow_user else None
     estop = current_estop()
     location = estop.fleet.location(profile) if profile is not None else estop.location(fleet=fleet)
@@ -100,7 +109,8 @@ def run(
     renewer.start()
     code: int
     try:
-        if drain_timeout is not None and not _drained(estop, location, durations, fleet, profile):
+        if ((wait_limit is not None and not _acknowledged(lease, fleet_obj, location, wait_limit))
+                or (drain_timeout is not None and not _drained(estop, location, durations, fleet, profile))):
             code = EXIT_NOT_RUN
             outcome = lease.finish(fleet_obj.clock(), 0, on_failure="release", failure_ttl=durations["--on-failure-ttl"],
                                    command=shown)
@@ -133,6 +143,20 @@ def _renew(lease: Lease, fleet: Any, stop: threading.Event) -> None:
         next_at += every
         if next_at < time.monotonic():
             next_at = time.monotonic() + every
+
+
+def _acknowledged(lease: Lease, fleet: Any, location: Any, limit: float) -> bool:
+    """Wait until every registered consumer the hold covers saw it (any generation the lease
+    wrote: renewals go on meanwhile) or is lost; the report on stderr either way."""
+    from ..registry import Ack
+    from .acks import ack_lines, wait_with_progress
+
+    ack = Ack(location.scope, lease.state.generation or "?", engaged=True, also=lease.generations)
+    found = wait_with_progress(fleet, ack, limit, show=True)
+    out, err = ack_lines(found, verb="stopped")
+    for line in out + err:
+        typer.echo(line, err=True)
+    return found.done
 
 
 def _drained(estop: Any, location: Any, durations: dict[str, Any], fleet: bool, profile: str | None) -> bool:
