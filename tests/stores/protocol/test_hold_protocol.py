@@ -87,3 +87,29 @@ def test_a_mutation_of_the_write_protocol_is_caught(variant, scenario, invariant
     result = explore(scenario, tmp_path, 2, variant)
     assert result.violation is not None, f"{variant.__name__} passed: {result.summary()}"
     assert result.violation.invariant == invariant, result.violation.describe()
+
+
+def test_the_protocol_modules_reach_the_disk_only_through_the_os_layer():
+    """The checker models the `os`, `fcntl` and `time` names of these modules; a call that reaches
+    the disk another way (a `Path` method, `os.path`, the builtin `open`) would escape the model
+    and let the checker prove a protocol that is not the one that runs. Creating directories is
+    allowed: the checker's directories exist on disk too."""
+    import re
+    from pathlib import Path
+
+    import hermes_estop
+
+    package = Path(hermes_estop.__file__).parent
+    escape = re.compile(r"\.(write_bytes|read_bytes|write_text|read_text|unlink|rename|replace|exists|stat|lstat|"
+                        r"is_file|touch|chmod|iterdir|glob)\(|os\.path\.|(?<![.\w])open\(|shutil|os\.fdopen")
+    allowed = {("audit.py", "with os.fdopen(fd, \"rb\") as handle:")}  # history's reader, not the protocol
+    found = []
+    for name in ("stores/file.py", "fsutil.py", "fsread.py", "audit.py"):
+        for line in (package / name).read_text().splitlines():
+            code = line.split("#")[0]
+            for match in escape.finditer(code):
+                if match.group(0).startswith(".") and code[:match.start()].endswith("os"):
+                    continue  # os.open / os.lstat / os.rename...: the layer itself
+                if (Path(name).name, line.strip()) not in allowed:
+                    found.append(f"{name}: {line.strip()}")
+    assert not found, "calls that bypass the OS layer:\n" + "\n".join(found)
