@@ -89,7 +89,7 @@ class UnlinkThenCreate(FileStore):
 class AuditWithoutFsync(FileStore):
     """The audit append without its fsync (the trail existed before: no directory fsync due)."""
 
-    def append_audit(self, event: AuditEvent) -> None:
+    def append_audit(self, event: AuditEvent, sync: bool = True) -> None:
         os = file_module.os
         try:
             fd = os.open(str(self.audit_log.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -104,7 +104,7 @@ class AuditDirFsyncOnlyWhenNew(FileStore):
     that found no trail. A writer killed between creating the trail and that fsync leaves a
     name the next writer never makes durable (the checker found it with a home's sentinel)."""
 
-    def append_audit(self, event: AuditEvent) -> None:
+    def append_audit(self, event: AuditEvent, sync: bool = True) -> None:
         os = file_module.os
         path = str(self.audit_log.path)
         try:
