@@ -458,11 +458,19 @@ def explore(scenario: Scenario, root: Path, bound: int, store_factory: Callable[
             crashes: int = 1, limit: int = 200_000) -> Result:
     """Every schedule of `scenario` with at most `bound` preemptions plus crashes (at most
     `crashes` of them crashes); stops at the first violation."""
-    result = Result(scenario.name, bound)
+    return explore_runs(scenario.name, lambda prefix: Execution(scenario, root, prefix, store_factory, crashes).run(),
+                        bound, crashes, limit)
+
+
+def explore_runs(name: str, run: Callable[[list[Choice]], Any], bound: int, crashes: int = 1,
+                 limit: int = 200_000) -> Result:
+    """`explore` over any execution: `run(prefix)` returns a finished run with `trace` and
+    `violation` (the PostgreSQL checker's runs too)."""
+    result = Result(name, bound)
     stack: list[list[Choice]] = [[]]
     while stack:
         prefix = stack.pop()
-        exe = Execution(scenario, root, prefix, store_factory, crashes).run()
+        exe = run(prefix)
         result.executions += 1
         result.states += len(exe.trace) + 1
         result.crashed += any(step.taken[0] != "run" for step in exe.trace)
@@ -470,7 +478,7 @@ def explore(scenario: Scenario, root: Path, bound: int, store_factory: Callable[
             result.violation = exe.violation
             return result
         if result.executions >= limit:
-            raise AssertionError(f"{scenario.name}: more than {limit} executions at bound {bound}")
+            raise AssertionError(f"{name}: more than {limit} executions at bound {bound}")
         spent = 0
         crashed = 0
         for depth, step in enumerate(exe.trace):
