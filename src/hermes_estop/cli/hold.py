@@ -65,16 +65,22 @@ def pause(
     allow = Allow.of(allow_user, allow_profile or ()) if allow_user else None
     estop = current_estop()
     location = estop.location(fleet=fleet)
-    failures = estop.store.audit_failures
     before = _generation_at(estop, location)
+    try:
+        _pause(estop, location, reason, allow, ttl, until, replace, fleet, as_json)
+    except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
+        typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
+        raise typer.Exit(130) from None
+
+
+def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: str | None,
+           until: str | None, replace: bool, fleet: bool, as_json: bool) -> None:
+    failures = estop.store.audit_failures
     # the store's warning would reach stderr raw through logging's last resort: pause says it itself
     quiet = logging.NullHandler()
     logging.getLogger("hermes_estop").addHandler(quiet)
     try:
         hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet)
-    except KeyboardInterrupt:
-        typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
-        raise typer.Exit(130) from None
     finally:
         logging.getLogger("hermes_estop").removeHandler(quiet)
     if estop.store.audit_failures != failures:
