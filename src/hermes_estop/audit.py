@@ -146,24 +146,24 @@ class AuditLog:
     def __init__(self, root: Path) -> None:
         self.path = root / AUDIT_FILE
 
-    def append(self, event: AuditEvent) -> None:
-        """Append and fsync one line (and the directory, when this created the file): a store
-        appends an engagement's line before the hold is renamed in, so the line must be as
-        durable as the hold that follows it."""
+    def append(self, event: AuditEvent, *, sync: bool = True) -> None:
+        """Append one line; with `sync`, fsync it and then the directory: a store appends an
+        engagement's line before the hold is renamed in, so the line must be as durable as the
+        hold that follows it. The directory every time, not only when this call created the
+        file: a writer killed between creating the trail and its directory fsync leaves a file
+        whose name a power loss would still take (the checker in tests/stores/protocol found
+        it). Without `sync` (the line of a removal, which a reader's expiry appends inline):
+        a removal lost to a power loss brings its hold back, and its line goes with it."""
         line = (json.dumps(event.to_json(), sort_keys=False) + "\n").encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        new = False
-        try:
-            os.lstat(self.path)
-        except FileNotFoundError:
-            new = True
         fd = open_shared_file(self.path, os.O_WRONLY | os.O_APPEND)
         try:
             os.write(fd, line)
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
-        if new:
+        if sync:
             fsync_dir(self.path.parent)
 
     def check_writable(self) -> None:

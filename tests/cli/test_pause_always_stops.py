@@ -95,3 +95,19 @@ def test_pause_interrupted_before_the_write_says_nothing_was_written(fleet, caps
     monkeypatch.setattr(fsutil, "atomic_write", interrupted)
     code, _, err = run(capsys, "pause", "--reason", "never")
     assert code == 130 and "nothing was written" in err and "active" in err
+
+
+def test_pause_interrupted_while_printing_says_the_hold_was_written(fleet, capsys, monkeypatch):  # noqa: F811
+    from hermes_estop.cli import hold as hold_cli
+
+    real = hold_cli.describe_hold
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        monkeypatch.setattr(hold_cli, "describe_hold", real)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hold_cli, "describe_hold", interrupted)
+    code, _, err = run(capsys, "pause", "--reason", "written")
+    state = json.loads(run(capsys, "status", "--json")[1])
+    (hold,) = state["holds"]
+    assert code == 130 and "IS HELD" in err and hold["generation"] in err, err

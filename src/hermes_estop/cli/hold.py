@@ -85,8 +85,18 @@ def pause(
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
-    failures = estop.fleet.audit_failures
     before = _generation_at(estop, location)
+    try:
+        _pause(estop, location, reason, allow, ttl, until, replace, fleet, profile, limit, as_json)
+    except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
+        typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
+        raise typer.Exit(130) from None
+
+
+def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: str | None,
+           until: str | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
+           as_json: bool) -> None:
+    failures = estop.fleet.audit_failures
     # the store's warning would reach stderr raw through logging's last resort: pause says it itself
     quiet = logging.NullHandler()
     logging.getLogger("hermes_estop").addHandler(quiet)
@@ -95,9 +105,6 @@ def pause(
             hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet)
         else:
             hold = estop.fleet.engage(location, *estop.engage_request(reason, allow, ttl, until, replace))
-    except KeyboardInterrupt:
-        typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
-        raise typer.Exit(130) from None
     finally:
         logging.getLogger("hermes_estop").removeHandler(quiet)
     if estop.fleet.audit_failures != failures:

@@ -63,6 +63,8 @@ LOCK_NAME = f".{SENTINEL_NAME}.lock"
 _SETTLED_NS = 100_000_000
 _VANISH_RETRIES = 5
 _OPEN_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+#: the audit lines fsync'ed before the body they name is renamed in (docs/design.md §5)
+_DURABLE_EVENTS = ("engage", "rearm", "void")
 
 
 def _file_id(st: os.stat_result) -> tuple[int, ...]:
@@ -370,16 +372,18 @@ class FileStore(HoldStore):
         from ..audit import AuditEvent
 
         try:
-            self.append_audit(AuditEvent(now, event, location.scope, generation, actor, reason, deadline, detail))
+            self.append_audit(AuditEvent(now, event, location.scope, generation, actor, reason, deadline, detail),
+                              sync=event in _DURABLE_EVENTS)
         except StoreError as exc:
             import logging  # only here: the read path never imports logging
 
             self.note_audit_failure(str(exc))
             logging.getLogger("hermes_estop").warning("%s", exc)
 
-    def append_audit(self, event: AuditEvent) -> None:
+    def append_audit(self, event: AuditEvent, sync: bool = True) -> None:
+        """`sync=False` for the line of a removal (`AuditLog.append`)."""
         try:
-            self.audit_log.append(event)
+            self.audit_log.append(event, sync=sync)
         except OSError as exc:
             raise StoreError(f"cannot append to the audit log {self.audit_log.path}: {exc.strerror or exc}") from None
 

@@ -1,0 +1,516 @@
+"""A systematic check of the file store's hold protocol (issue 22; docs/design.md §5).
+
+The real `FileStore` code runs in one thread per actor (each actor is a process: its own store
+object), over the in-memory filesystem of `model_os`, which makes every observable OS call a
+scheduling point. `explore` runs every schedule of the actors up to a bound on preemptions plus
+crashes (a kill of one actor, or a power loss that keeps only what was fsync'ed, injected before
+any step), by stateless re-execution: each execution follows a prefix of choices, then the
+default (keep running the current actor). After every step the invariants are checked:
+
+1. a reader never answers free while, all through its read, a hold whose deadman had not passed
+   for that reader was on disk;
+2. a fenced retire (an expiry, a window's retire) never removes a generation other than the one
+   it names (so 6: a window's retire never removes an operator's re-arm);
+3. during a re-arm the sentinel is never absent (no removal happened) and a sentinel on disk,
+   visible or durable, is always a complete body;
+4. every generation on disk is in the audit trail: the visible sentinel in the visible trail (what
+   a kill keeps), the durable sentinel in the durable trail (what a power loss keeps);
+5. no lock is held by a dead actor, no live actor waits forever, and after every execution a
+   fresh writer can still arm.
+
+A violation comes back with the numbered schedule that produced it; `replay` runs that schedule
+again, deterministically.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from model_os import ActorKilled, Hooks, ModelFcntl, ModelFS, ModelOS, ModelTime
+
+from hermes_estop import audit as audit_module
+from hermes_estop import fsread, fsutil
+from hermes_estop.audit import AUDIT_FILE
+from hermes_estop.hold import EngageRequest, Fence, HoldState, parse_body
+from hermes_estop.homes import Layout, Location
+from hermes_estop.stores import file as file_module
+from hermes_estop.stores.file import FileStore
+
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+ENGAGES = ("engage", "rearm")
+
+Choice = tuple[Any, ...]  # ("run", i) | ("kill", i) | ("power",)
+
+
+@contextmanager
+def model_installed(model: ModelOS) -> Iterator[None]:
+    """Bind the OS layer of the file store's modules to `model` (production: the real modules)."""
+    bound = [(file_module, "os", model), (fsutil, "os", model), (fsread, "os", model), (audit_module, "os", model),
+             (fsutil, "fcntl", ModelFcntl(model)), (fsutil, "time", ModelTime(model.hooks.wait_lock))]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in bound]
+    for module, name, value in bound:
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
+# -- the actors ------------------------------------------------------------------------------
+
+
+@dataclass
+class Ctx:
+    """What an actor's work gets: its store, the location, its clock reading, the standing
+    generation at the start (the one a fenced retire names), and a place for its reads."""
+
+    store: FileStore
+    location: Location
+    now: datetime
+    initial: str | None
+    actor: Actor
+
+
+def rearm(ctx: Ctx) -> Any:
+    return ctx.store.engage(ctx.location, EngageRequest(reason="operator", expires_at=ctx.now + timedelta(hours=2)),
+                            ctx.now, "operator")
+
+
+def release(ctx: Ctx) -> Any:
+    return ctx.store.release(ctx.location, None, ctx.now, "operator")
+
+
+def fenced_retire(ctx: Ctx) -> Any:
+    ctx.actor.fence = ctx.initial
+    return ctx.store.retire(ctx.location, Fence(ctx.initial), ctx.now, "retirer")
+
+
+def plain_read(ctx: Ctx) -> Any:
+    return ctx.actor.read(ctx.store, ctx.location, ctx.now)
+
+
+def deadman_read(ctx: Ctx) -> Any:
+    """A consumer's check after the initial hold's deadman: reads, and retires what it found expired."""
+    reading = ctx.actor.read(ctx.store, ctx.location, ctx.now)
+    if reading.state is HoldState.EXPIRED:
+        ctx.actor.fence = reading.fence.generation if reading.fence else None
+        return ctx.store.expire(reading, ctx.now, "reader")
+    return None
+
+
+def window(ctx: Ctx) -> Any:
+    """A window's arm of its own hold over a free location, then its fenced retire at the end."""
+    hold = ctx.store.engage(ctx.location, EngageRequest(reason="window", expires_at=ctx.now + timedelta(hours=1)),
+                            ctx.now, "window")
+    ctx.actor.fence = hold.generation
+    return ctx.store.retire(ctx.location, Fence(hold.generation), ctx.now, "window")
+
+
+#: the removals fenced on one generation: invariant 2 holds them to it
+FENCED = {fenced_retire, deadman_read, window}
+#: the actors whose work may remove the sentinel (invariant 3: nobody else may make it absent)
+REMOVERS = FENCED | {release}
+
+
+@dataclass
+class ActorSpec:
+    name: str
+    work: Callable[[Ctx], Any]
+    offset: timedelta = timedelta(0)  # its clock reading: T0 + offset
+
+
+@dataclass
+class Scenario:
+    name: str
+    actors: list[ActorSpec]
+    initial_ttl: timedelta | None = timedelta(minutes=10)  # None: no hold stands at the start
+    home: str | None = None  # a profile home under the root: its sentinel and the trail in two directories
+
+
+class Actor:
+    def __init__(self, index: int, spec: ActorSpec) -> None:
+        self.index = index
+        self.spec = spec
+        self.name = spec.name
+        self.go = threading.Semaphore(0)
+        self.pending: str | None = "start"
+        self.done = False
+        self.killed = False
+        self.error: BaseException | None = None
+        self.outcome: Any = None
+        self.failed_lock: int | None = None
+        self.blocked_on: int | None = None
+        self.fence: str | None = None
+        self.execution: Execution | None = None
+
+    def read(self, store: FileStore, location: Location, now: datetime) -> Any:
+        exe = self.execution
+        assert exe is not None
+        start = exe.steps
+        (reading,) = store.read((location,), now)
+        exe.check_read(self, start, reading, now)
+        return reading
+
+
+# -- one execution ---------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    choices: list[Choice]
+    taken: Choice
+    default: Choice
+    cost: int  # what `taken` added to the bound (a preemption, a crash)
+    what: str
+
+
+@dataclass
+class Violation:
+    invariant: int
+    message: str
+    schedule: list[Step] = field(default_factory=list)
+
+    def describe(self) -> str:
+        lines = [f"invariant {self.invariant} violated: {self.message}", "schedule (replay with these choices):"]
+        for number, step in enumerate(self.schedule, 1):
+            lines.append(f"  {number:3d}. {step.taken}  {step.what}")
+        return "\n".join(lines)
+
+
+class Execution(Hooks):
+    """One run of a scenario under one schedule (`prefix`, then defaults)."""
+
+    def __init__(self, scenario: Scenario, root: Path, prefix: Sequence[Choice], store_factory: Callable[[Path], FileStore],
+                 crashes: int = 1) -> None:
+        self.scenario = scenario
+        self.root = root
+        self.prefix = list(prefix)
+        self.store_factory = store_factory
+        self.crash_budget = crashes
+        home = root / scenario.home if scenario.home is not None else root
+        home.mkdir(parents=True, exist_ok=True)
+        self.fs = ModelFS({str(root), str(home)})
+        self.model = ModelOS(self.fs, self)
+        self.layout = Layout(home=home, root=root)
+        self.location = self.layout.own
+        self.sentinel = str(self.location.sentinel)
+        self.audit_path = str(root / AUDIT_FILE)
+        self.actors: list[Actor] = []
+        self.trace: list[Step] = []
+        self.steps = 0
+        self.back = threading.Semaphore(0)
+        self.local = threading.local()
+        self.violation: Violation | None = None
+        self.removed = False
+        self.initial: str | None = None
+
+    # -- hooks the model calls -----------------------------------------------------------------
+
+    def owner(self) -> Actor | None:
+        return getattr(self.local, "actor", None)
+
+    def alive(self) -> None:
+        actor = self.owner()
+        if actor is not None and actor.killed:
+            raise ActorKilled()
+
+    def point(self, description: str) -> None:
+        actor = self.owner()
+        if actor is None:
+            return
+        if actor.killed:
+            raise ActorKilled()
+        actor.pending = description
+        self.back.release()
+        actor.go.acquire()
+        if actor.killed:
+            raise ActorKilled()
+
+    def wait_lock(self) -> None:
+        actor = self.owner()
+        if actor is None:
+            raise AssertionError("a lock is busy with no actor left to free it")
+        actor.blocked_on = actor.failed_lock
+        self.point("wait for the lock")
+        actor.blocked_on = None
+
+    def observe(self, operation: str, path: str, detail: Any) -> None:
+        actor = self.owner()
+        if operation == "flock-busy" and actor is not None:
+            actor.failed_lock = detail
+        elif operation in ("unlink", "rename") and path == self.sentinel and detail is not None:
+            if operation == "unlink" and actor is not None and actor.spec.work in REMOVERS:
+                self.removed = True
+            if actor is not None and actor.spec.work in FENCED and operation == "unlink":
+                removed = _generation(bytes(detail.data))
+                if removed != actor.fence:
+                    self.fail(2, f"{actor.name}'s retire fenced on generation {actor.fence} removed generation {removed}")
+
+    # -- invariants ----------------------------------------------------------------------------
+
+    def fail(self, invariant: int, message: str) -> None:
+        if self.violation is None:
+            self.violation = Violation(invariant, message)
+
+    def _audited(self, durable: bool) -> set[str]:
+        data = (self.fs.durable_data(self.audit_path) if durable else self.fs.visible_data(self.audit_path)) or b""
+        out = set()
+        for line in data.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") in ENGAGES and event.get("generation"):
+                out.add(event["generation"])
+        return out
+
+    def held_at(self, index: int, now: datetime) -> bool:
+        body = self.states[index]
+        if body is None:
+            return False
+        try:
+            hold = parse_body(body)
+        except ValueError:
+            return True  # unreadable: held
+        return hold.expires_at is None or now < hold.expires_at
+
+    def check_read(self, actor: Actor, start: int, reading: Any, now: datetime) -> None:
+        """Invariant 1: answering free is wrong only when a live hold stood all through the read."""
+        if reading.active:
+            return
+        end = self.steps
+        if all(self.held_at(i, now) for i in range(start, min(end, len(self.states) - 1) + 1)):
+            self.fail(1, f"{actor.name} read {reading.state.value} at {now.isoformat()} while a live hold stood "
+                         f"all through its read (states {start}..{end})")
+
+    def check_state(self) -> None:
+        visible = self.fs.visible_data(self.sentinel)
+        durable_inode = self.fs.durable.get(self.sentinel)
+        durable = durable_inode.synced if durable_inode is not None else None
+        self.states.append(visible)
+        # a kill keeps what is visible, a power loss what is durable: each view must hold on its own
+        for where, body, audited in (("visible", visible, self._audited(False)), ("durable", durable, self._audited(True))):
+            if body is None:
+                continue
+            try:
+                hold = parse_body(body)
+            except ValueError as exc:
+                self.fail(3, f"the {where} sentinel is not a complete body ({exc}): {body[:60]!r}")
+                continue
+            if hold.generation is not None and hold.generation not in audited:
+                self.fail(4, f"generation {hold.generation} is on disk ({where}) but not in the {where} audit trail")
+        if visible is None and self.initial is not None and not self.removed:
+            self.fail(3, "the sentinel is absent although no actor removed it")
+        for handle in self.fs.locks.values():
+            if isinstance(handle.owner, Actor) and handle.owner.killed:
+                self.fail(5, f"the lock {handle.path} is held by {handle.owner.name}, which is dead")
+
+    # -- running -------------------------------------------------------------------------------
+
+    def _body(self, actor: Actor) -> None:
+        self.local.actor = actor
+        try:
+            actor.go.acquire()
+            if actor.killed:
+                raise ActorKilled()
+            store = self.store_factory(self.root)
+            ctx = Ctx(store, self.location, T0 + actor.spec.offset, self.initial, actor)
+            actor.outcome = actor.spec.work(ctx)
+        except ActorKilled:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - reported as a failure of the run
+            actor.error = exc
+        finally:
+            actor.done = True
+            actor.pending = None
+            self.back.release()
+
+    def enabled(self, actor: Actor) -> bool:
+        return not actor.done and (actor.blocked_on is None or actor.blocked_on not in self.fs.locks)
+
+    def run(self) -> Execution:
+        with model_installed(self.model):
+            if self.scenario.initial_ttl is not None:  # by the real protocol: a variant only changes the actors
+                hold = FileStore(self.root).engage(
+                    self.location, EngageRequest(reason="initial", expires_at=T0 + self.scenario.initial_ttl), T0, "setup")
+                self.initial = hold.generation
+            self.states: list[bytes | None] = []
+            self.check_state()
+            self.actors = [Actor(i, spec) for i, spec in enumerate(self.scenario.actors)]
+            threads = []
+            for actor in self.actors:
+                actor.execution = self
+                thread = threading.Thread(target=self._body, args=(actor,), daemon=True)
+                thread.start()
+                threads.append(thread)
+            try:
+                self._schedule()
+            finally:
+                for actor in self.actors:  # stop whatever still runs (a violation ended the run)
+                    if not actor.done:
+                        actor.killed = True
+                        actor.go.release()
+                for thread in threads:
+                    thread.join(10)
+            if self.violation is None:
+                self._finish()
+        if self.violation is not None:
+            self.violation.schedule = self.trace
+        return self
+
+    def _schedule(self) -> None:
+        last: Actor | None = None
+        while self.violation is None:
+            alive = [a for a in self.actors if not a.done]
+            if not alive:
+                return
+            enabled = [a for a in alive if self.enabled(a)]
+            if not enabled:
+                self.fail(5, "every live actor waits for a lock nobody will free: "
+                             + ", ".join(f"{a.name} ({a.pending})" for a in alive))
+                return
+            choices: list[Choice] = [("run", a.index) for a in enabled]
+            if self.crash_budget > 0:
+                choices += [("kill", a.index) for a in alive] + [("power",)]
+            default: Choice = ("run", last.index) if last is not None and self.enabled(last) else ("run", enabled[0].index)
+            depth = len(self.trace)
+            taken = self.prefix[depth] if depth < len(self.prefix) else default
+            if taken not in choices:
+                raise AssertionError(f"replay diverged at step {depth + 1}: {taken} not among {choices}")
+            cost = 0
+            if taken[0] == "run" and taken != default and last is not None and self.enabled(last) and not last.done:
+                cost = 1
+            elif taken[0] in ("kill", "power"):
+                cost = 1
+            what = self._apply(taken)
+            self.trace.append(Step(choices, taken, default, cost, what))
+            self.steps += 1
+            if taken[0] == "run":
+                last = self.actors[taken[1]]
+            self.check_state()
+            if taken[0] == "power":
+                return
+
+    def _apply(self, choice: Choice) -> str:
+        if choice[0] == "run":
+            actor = self.actors[choice[1]]
+            what = f"{actor.name}: {actor.pending}"
+            actor.go.release()
+            self.back.acquire()
+            return what
+        self.crash_budget -= 1
+        victims = [self.actors[choice[1]]] if choice[0] == "kill" else [a for a in self.actors if not a.done]
+        for actor in victims:
+            actor.killed = True
+            self.fs.close_all(actor)
+        if choice[0] == "power":
+            self.fs.power_loss()
+        for actor in victims:
+            actor.go.release()
+            self.back.acquire()
+        return f"{choice[0]} " + ", ".join(a.name for a in victims)
+
+    def _finish(self) -> None:
+        """After the actors: no actor failed unexpectedly; a fresh writer can arm (invariant 5)."""
+        for actor in self.actors:
+            if actor.error is not None and not isinstance(actor.error, (ActorKilled,)):
+                from hermes_estop.errors import EstopError
+
+                if not isinstance(actor.error, EstopError):
+                    self.fail(0, f"{actor.name} raised {type(actor.error).__name__}: {actor.error}")
+                    return
+        try:
+            self.store_factory(self.root).engage(
+                self.location, EngageRequest(reason="recovery", expires_at=T0 + timedelta(days=1)), T0, "recovery")
+        except AssertionError as exc:
+            self.fail(5, f"a fresh writer cannot arm after the run: {exc}")
+            return
+        self.check_state()
+
+
+# -- exploring -------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    scenario: str
+    bound: int
+    executions: int = 0
+    states: int = 0
+    crashed: int = 0  # executions with a kill or a power loss in them
+    violation: Violation | None = None
+
+    def summary(self) -> str:
+        found = "no violation" if self.violation is None else f"VIOLATION of invariant {self.violation.invariant}"
+        return (f"{self.scenario}: {self.executions} interleavings explored ({self.crashed} with a crash), "
+                f"{self.states} states checked (bound {self.bound}): {found}")
+
+
+def explore(scenario: Scenario, root: Path, bound: int, store_factory: Callable[[Path], FileStore] = FileStore,
+            crashes: int = 1, limit: int = 200_000) -> Result:
+    """Every schedule of `scenario` with at most `bound` preemptions plus crashes (at most
+    `crashes` of them crashes); stops at the first violation."""
+    return explore_runs(scenario.name, lambda prefix: Execution(scenario, root, prefix, store_factory, crashes).run(),
+                        bound, crashes, limit)
+
+
+def explore_runs(name: str, run: Callable[[list[Choice]], Any], bound: int, crashes: int = 1,
+                 limit: int = 200_000) -> Result:
+    """`explore` over any execution: `run(prefix)` returns a finished run with `trace` and
+    `violation` (the PostgreSQL checker's runs too)."""
+    result = Result(name, bound)
+    stack: list[list[Choice]] = [[]]
+    while stack:
+        prefix = stack.pop()
+        exe = run(prefix)
+        result.executions += 1
+        result.states += len(exe.trace) + 1
+        result.crashed += any(step.taken[0] != "run" for step in exe.trace)
+        if exe.violation is not None:
+            result.violation = exe.violation
+            return result
+        if result.executions >= limit:
+            raise AssertionError(f"{name}: more than {limit} executions at bound {bound}")
+        spent = 0
+        crashed = 0
+        for depth, step in enumerate(exe.trace):
+            if depth >= len(prefix):
+                for alt in step.choices:
+                    if alt == step.taken:
+                        continue
+                    cost = _cost(step, alt, exe.trace, depth)
+                    is_crash = alt[0] != "run"
+                    if spent + cost <= bound and crashed + is_crash <= crashes:
+                        stack.append([s.taken for s in exe.trace[:depth]] + [alt])
+            spent += step.cost
+            crashed += step.taken[0] != "run"
+    return result
+
+
+def _cost(step: Step, alt: Choice, trace: list[Step], depth: int) -> int:
+    if alt[0] != "run":
+        return 1
+    previous = next((s.taken for s in reversed(trace[:depth]) if s.taken[0] == "run"), None)
+    # a switch away from the actor that could have gone on is a preemption
+    return 1 if previous is not None and step.default == previous and alt != previous else 0
+
+
+def replay(scenario: Scenario, root: Path, schedule: Sequence[Choice],
+           store_factory: Callable[[Path], FileStore] = FileStore, crashes: int = 1) -> Execution:
+    """Run exactly `schedule` again (a violation's `[s.taken for s in violation.schedule]`)."""
+    return Execution(scenario, root, schedule, store_factory, crashes).run()
+
+
+def _generation(body: bytes) -> str | None:
+    try:
+        return parse_body(body).generation
+    except ValueError:
+        return None
