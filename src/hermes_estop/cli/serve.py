@@ -42,7 +42,8 @@ def build_services(estop: Estop, *, poll_interval: float, cron_interval: float =
                    leader_poll: float | None = None) -> list[Service]:
     """Every loop `hermes serve` runs: the deadman (every expired hold of the fleet retired and
     announced within `poll_interval`, at most a second, of its deadman) and the window scheduler
-    always (on a shared store, the scheduler only while this process is the elected one); the
+    always (on a shared store, the scheduler only while this process is the elected one) with the
+    windows' tasks (`run = [...]`, run by the elected scheduler); the
     cron ticker when this home has a job table and the kanban dispatcher when the fleet has a
     board (when configured at start-up); the notifier when targets are configured. The
     fleet-wide ones take the fleet; the consumers gate through `estop`, this process's view."""
@@ -51,10 +52,14 @@ def build_services(estop: Estop, *, poll_interval: float, cron_interval: float =
     from ..notify.service import notify_services
     from ..windows.service import WindowService
 
+    from ..windows.tasks import TaskService
+
     fleet = estop.fleet
+    windows = WindowService(fleet, poll_interval=poll_interval, is_leader=fleet.leader_gate("windows", leader_poll))
     return [
         DeadmanService(fleet, interval=poll_interval),
-        WindowService(fleet, poll_interval=poll_interval, is_leader=fleet.leader_gate("windows", leader_poll)),
+        windows,
+        TaskService(fleet, ledger=windows.ledger, is_leader=windows.is_leader, poll_interval=poll_interval),
         *configured_services(estop, cron_interval=cron_interval, kanban_interval=kanban_interval,
                              kanban_max=kanban_max),
         *notify_services(fleet, leader_poll),

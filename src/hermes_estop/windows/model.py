@@ -66,6 +66,8 @@ __all__ = [
 ]
 
 WINDOWS_FILE = "windows.toml"
+#: at most this many arguments in a window's `run` command
+MAX_TASK_ARGS = 256
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
@@ -90,6 +92,10 @@ class Window(BaseModel):
                                 description="local dates (in the window's timezone) on which no occurrence starts")
     exclude_cron: str | None = Field(None, description="5-field crontab expression: an occurrence whose local "
                                                        "start it matches does not start (e.g. '* * 24-26 12 *')")
+    run: list[str] | None = Field(None, description="a maintenance task: the command (argv) run at each "
+                                                    "occurrence's start under the window's hold (windows/tasks.py)")
+    on_failure_ttl: timedelta | None = Field(None, description="with run: how long the hold is kept after the task fails "
+                                                       "(default 1h)")
 
     @field_validator("name", mode="before")
     @classmethod
@@ -156,6 +162,22 @@ class Window(BaseModel):
         except EstopError as exc:
             raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
 
+    @field_validator("run", mode="before")
+    @classmethod
+    def _run(cls, value: Any) -> list[str] | None:
+        if value is None:
+            return None
+        if (not isinstance(value, list) or not value or len(value) > MAX_TASK_ARGS
+                or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in value)):
+            raise ValueError(f"invalid run {value!r}: expected a non-empty list of at most {MAX_TASK_ARGS} "
+                             "non-empty strings (the command and its arguments)")
+        return list(value)
+
+    @field_validator("on_failure_ttl", mode="before")
+    @classmethod
+    def _on_failure_ttl(cls, value: Any) -> timedelta | None:
+        return None if value is None else parse_ttl(value)
+
     @field_validator("enabled", mode="before")
     @classmethod
     def _enabled(cls, value: Any) -> bool:
@@ -169,6 +191,8 @@ class Window(BaseModel):
             raise ShapeError("cron/at", "give exactly one of cron (recurring) or at (one-shot)")
         if self.at is not None and "timezone" in self.model_fields_set and self.timezone != "UTC":
             raise ShapeError("timezone", "applies to cron windows only; write the at instant with its offset")
+        if self.on_failure_ttl is not None and self.run is None:
+            raise ShapeError("on_failure_ttl", "applies to a window with run only")
         if self.not_before is not None and self.not_after is not None and self.not_after <= self.not_before:
             raise ShapeError("not_after", f"{format_instant(self.not_after)} is not after not_before "
                                            f"{format_instant(self.not_before)}")
@@ -178,7 +202,7 @@ class Window(BaseModel):
     def _dump_duration(self, value: timedelta) -> str:
         return format_duration(value)
 
-    @field_serializer("drain")
+    @field_serializer("drain", "on_failure_ttl")
     def _dump_drain(self, value: timedelta | None) -> str | None:
         return None if value is None else format_duration(value)
 
@@ -237,6 +261,9 @@ class Window(BaseModel):
             data.pop("exclude_cron", None)
         if self.drain is None:
             data.pop("drain", None)
+        for key in ("run", "on_failure_ttl"):
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
     def to_toml(self) -> dict[str, Any]:
@@ -266,6 +293,10 @@ class Window(BaseModel):
             out["exclude"] = list(self.exclude)
         if self.exclude_cron is not None:
             out["exclude_cron"] = self.exclude_cron
+        if self.run is not None:
+            out["run"] = list(self.run)
+        if self.on_failure_ttl is not None:
+            out["on_failure_ttl"] = format_duration(self.on_failure_ttl)
         return out
 
     @classmethod

@@ -1,0 +1,268 @@
+"""Window tasks: a window with `run = ["cmd", "arg"]` runs that command at each occurrence's start
+(after its drain lead) under the hold the window armed, with the rules of `hermes run`:
+
+- the task gets the hold's generation in `HERMES_ESTOP_GENERATION` and runs in its own process
+  group; the hold it runs under is the window's, whose deadman is the window's end, so the task's
+  hold never outlives the window (the lease of a window task IS the window);
+- exit 0 releases the occurrence early (a retire fenced on the window's generation; the ledger
+  records it released, so it is not armed again);
+- a failure keeps the fleet held: a re-arm fenced on the window's generation with the reason
+  "maintenance failed: CMD exited N" and a fixed deadman `on_failure_ttl` (default 1h) from then;
+- a hold someone else wrote in between (an operator's re-arm or resume) is never overwritten or
+  released: the fence fails and the task's end says so;
+- each occurrence's task runs at most once, also across restarts: its start is in the audit
+  trail (`task-start`, naming the occurrence) before the command starts; the end is `task-end`.
+  Both are notifiable events.
+- `stop()` (serve stopping) SIGTERMs every running task's group, then SIGKILLs what remains:
+  nothing the daemon starts outlives it.
+
+`TaskService.tick(now)` decides and starts; finished tasks are collected on the next tick. Only
+the elected scheduler (`is_leader`) runs tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from ..errors import EstopError, HoldConflict
+from ..fleet import Fleet
+from ..hold import EngageRequest, Fence, HoldState
+from ..processes import signal_group, start_time
+from .ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, open_ledger
+from .model import Window
+from .occurrences import Occurrence, covering
+from .windows_file import WindowsFile
+
+__all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskReport", "TaskService"]
+
+logger = logging.getLogger("hermes_estop.windows")
+
+TASK_START = "task-start"
+TASK_END = "task-end"
+GENERATION_ENV = "HERMES_ESTOP_GENERATION"
+DEFAULT_FAILURE_TTL = timedelta(hours=1)
+#: how many of the newest audit events are read to tell whether an occurrence's task already ran
+_HISTORY_DEPTH = 5000
+_KILL_GRACE = 5.0
+
+
+def _detail(key: str) -> str:
+    return f"window task {key}"
+
+
+@dataclass
+class RunningTask:
+    occurrence: Occurrence
+    window: Window
+    generation: str
+    process: subprocess.Popen[bytes]
+    #: the process's start time, read at spawn (its identity with the pid: `processes`)
+    started: int | None
+
+
+@dataclass
+class TaskReport:
+    started: list[str] = field(default_factory=list)
+    finished: list[tuple[str, int, str]] = field(default_factory=list)  # (key, exit status, outcome)
+
+
+class TaskService:
+    """Runs the tasks of one fleet's windows."""
+
+    name = "window-tasks"
+
+    def __init__(self, fleet: Fleet, *, ledger: OccurrenceLedger | None = None, windows_file: WindowsFile | None = None,
+                 is_leader: Callable[[], bool] | None = None, poll_interval: float = 1.0) -> None:
+        self.fleet = fleet
+        self.ledger = ledger or open_ledger(fleet)
+        self.windows_file = windows_file or WindowsFile(fleet.root)
+        self.is_leader = is_leader or (lambda: True)
+        self.poll_interval = min(float(poll_interval), 1.0)
+        self.running: dict[str, RunningTask] = {}
+        self._lock = threading.Lock()
+
+    # -- deciding ----------------------------------------------------------------------------
+
+    def _already_ran(self, keys: set[str]) -> set[str]:
+        """Which of the occurrence `keys` have a `task-start` in the audit trail."""
+        if not keys:
+            return set()
+        details = {_detail(key): key for key in keys}
+        events, _ = self.fleet.history(_HISTORY_DEPTH)
+        return {details[e.detail] for e in events if e.event == TASK_START and e.detail in details}
+
+    def due(self, windows: list[Window], entries: dict[str, LedgerEntry], now: datetime) -> list[tuple[Window, Occurrence, str]]:
+        """The tasks to start at `now`: an enabled window with `run`, an occurrence that has started
+        (its drain lead is over) and not ended, armed by the scheduler (the ledger names its
+        generation), not already running or run."""
+        candidates = []
+        for window in windows:
+            if window.run is None or not window.enabled:
+                continue
+            for occurrence in covering(window, now):
+                if occurrence.draining(now) or occurrence.key in self.running:
+                    continue
+                entry = entries.get(occurrence.key)
+                if entry is None or entry.state != ARMED or not entry.generation:
+                    continue
+                candidates.append((window, occurrence, entry.generation))
+        ran = self._already_ran({occurrence.key for _, occurrence, _ in candidates})
+        return [c for c in candidates if c[1].key not in ran]
+
+    # -- acting ------------------------------------------------------------------------------
+
+    def tick(self, now: datetime | None = None) -> TaskReport:
+        """Collect the tasks that ended, then start those due. Never raises for one task: a task
+        that cannot start is recorded as ended with exit 127."""
+        when = self.fleet.clock() if now is None else now
+        report = TaskReport()
+        with self._lock:
+            for key, task in list(self.running.items()):
+                code = task.process.poll()
+                if code is not None:
+                    del self.running[key]
+                    # what the task left running in its group does not outlive it
+                    signal_group(task.process.pid, task.started, signal.SIGKILL, leader_may_have_ended=True)
+                    report.finished.append((key, _status(code), self._finish(task, _status(code), when)))
+            if not self.is_leader():
+                return report
+            try:
+                windows = self.windows_file.load()
+                entries = self.ledger.load()
+            except (EstopError, OSError) as exc:
+                logger.warning("window tasks: cannot read windows or ledger (%s); no task started now", exc)
+                return report
+            for window, occurrence, generation in self.due(windows, entries, when):
+                self._start(window, occurrence, generation, when)
+                report.started.append(occurrence.key)
+        return report
+
+    def _start(self, window: Window, occurrence: Occurrence, generation: str, now: datetime) -> None:
+        assert window.run is not None
+        location = self.fleet.location(occurrence.scope)
+        shown = shlex.join(window.run)
+        # on the record BEFORE the command starts: a restart never runs an occurrence's task twice
+        try:
+            self.fleet.record(TASK_START, location, generation=generation, reason=window.hold_reason,
+                              deadline=occurrence.end, detail=_detail(occurrence.key), now=now)
+        except (EstopError, OSError) as exc:
+            logger.error("window task %s: not started: its start cannot be recorded (%s), and an unrecorded "
+                         "start could run twice; retried at the next pass", occurrence.key, exc)
+            return
+        env = dict(os.environ)
+        env.update({GENERATION_ENV: generation, "HERMES_HOME": str(self.fleet.root), "HERMES_ROOT": str(self.fleet.root),
+                    "HERMES_WINDOW": window.name, "HERMES_WINDOW_OCCURRENCE": occurrence.ident})
+        try:
+            process = subprocess.Popen(window.run, env=env, cwd=self.fleet.root, start_new_session=True,
+                                       stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            logger.error("window task %s: cannot start %s: %s", occurrence.key, shown, exc.strerror or exc)
+            self._end_record(occurrence, generation, 127, f"could not start ({exc.strerror or exc})", now)
+            self._failed(window, occurrence, generation, 127, now)
+            return
+        logger.info("window task %s: started %s (pid %d) under generation %s", occurrence.key, shown, process.pid,
+                    generation)
+        self.running[occurrence.key] = RunningTask(occurrence, window, generation, process, start_time(process.pid))
+
+    def _end_record(self, occurrence: Occurrence, generation: str, code: int, outcome: str, now: datetime) -> None:
+        try:
+            self.fleet.record(TASK_END, self.fleet.location(occurrence.scope), generation=generation,
+                              deadline=occurrence.end, detail=f"{_detail(occurrence.key)} exited {code}: {outcome}",
+                              now=now)
+        except (EstopError, OSError) as exc:
+            logger.warning("window task %s: cannot record its end (%s)", occurrence.key, exc)
+
+    def _finish(self, task: RunningTask, code: int, now: datetime) -> str:
+        if code == 0:
+            outcome = self._succeeded(task.occurrence, task.generation, now)
+        else:
+            outcome = self._failed(task.window, task.occurrence, task.generation, code, now)
+        self._end_record(task.occurrence, task.generation, code, outcome, now)
+        logger.info("window task %s exited %d: %s", task.occurrence.key, code, outcome)
+        return outcome
+
+    def _succeeded(self, occurrence: Occurrence, generation: str, now: datetime) -> str:
+        location = self.fleet.location(occurrence.scope)
+        try:
+            removed = self.fleet.retire(location, Fence(generation), now=now)
+        except (EstopError, OSError) as exc:
+            return f"the window's hold could not be released ({exc}); it lifts at the window's end"
+        self._remember(occurrence, generation, "released by its task (exit 0)", now)
+        if removed:
+            return "the window's hold was released early"
+        return "the window's hold was no longer standing (someone else's hold is left as it is)"
+
+    def _failed(self, window: Window, occurrence: Occurrence, generation: str, code: int, now: datetime) -> str:
+        assert window.run is not None
+        reason = f"maintenance failed: {shlex.join(window.run)} exited {code}"
+        ttl = window.on_failure_ttl or DEFAULT_FAILURE_TTL
+        location = self.fleet.location(occurrence.scope)
+        request = EngageRequest(reason=reason, expires_at=now + ttl, armed_by=f"window:{window.name} task",
+                                only_if=frozenset({generation}))
+        try:
+            hold = self.fleet.engage(location, request, now)
+        except HoldConflict:
+            standing = self.fleet.read((location,), now).readings[0]
+            gone = standing.state in (HoldState.ABSENT, HoldState.EXPIRED)
+            return ("the window's hold was released or had lifted: nothing is held for the failure" if gone
+                    else "someone else's hold stands: left as it is")
+        except (EstopError, OSError) as exc:
+            return f"the failure hold could not be written ({exc}); the window's hold lifts at its end"
+        self._remember(occurrence, hold.generation or generation, f"task failed (exit {code}): held until "
+                       f"{hold.expires_at.isoformat() if hold.expires_at else '?'}", now)
+        return f"held ({reason}) until {hold.expires_at.isoformat() if hold.expires_at else '?'}"
+
+    def _remember(self, occurrence: Occurrence, generation: str, detail: str, now: datetime) -> None:
+        """The ledger: the occurrence is released (the scheduler does not arm it again), with why."""
+        entry = LedgerEntry(key=occurrence.key, window=occurrence.window, occurrence=occurrence.ident,
+                            scope=occurrence.scope, end=occurrence.end, state=RELEASED, generation=generation,
+                            updated_at=now, detail=detail)
+        try:
+            self.ledger.commit([entry])
+        except (EstopError, OSError) as exc:
+            logger.warning("window task %s: cannot record the outcome in the ledger (%s)", occurrence.key, exc)
+
+    def stop(self, grace: float = _KILL_GRACE) -> None:
+        """SIGTERM every running task's process group, SIGKILL what is left after `grace` seconds,
+        and record each as ended (the window's hold stays until its deadman)."""
+        with self._lock:
+            tasks = list(self.running.values())
+            self.running.clear()
+        for task in tasks:
+            signal_group(task.process.pid, task.started, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for task in tasks:
+            try:
+                task.process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            signal_group(task.process.pid, task.started, signal.SIGKILL, leader_may_have_ended=True)
+            task.process.wait()
+            self._end_record(task.occurrence, task.generation, _status(task.process.returncode or 0),
+                             "stopped with hermes serve; the window's hold stays until its end", self.fleet.clock())
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick every `poll_interval` seconds until `stop`; then stop every running task."""
+        try:
+            while not stop.is_set():
+                try:
+                    self.tick()
+                except Exception:  # noqa: BLE001 - a task problem never stops serve
+                    logger.exception("window tasks: a pass failed")
+                stop.wait(self.poll_interval)
+        finally:
+            self.stop()
+
+
+def _status(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+

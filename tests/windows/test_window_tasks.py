@@ -1,0 +1,168 @@
+"""Issue 25: a window can run a task (`run = [...]`): at the occurrence's start (after its drain
+lead) under the window's hold, at most once per occurrence (also across restarts), audited
+(`task-start`/`task-end`); exit 0 releases the occurrence early, a failure keeps the fleet held
+with a fixed deadman and the exit code in the reason, and the window still retires exactly the
+generation it armed. On the fake clock, on both stores."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pg_helpers import pg_server, pg_url  # noqa: F401
+
+from hermes_estop import Estop
+from hermes_estop.hold import HoldState
+from hermes_estop.windows.ledger import RELEASED, open_ledger
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.service import WindowService
+from hermes_estop.windows.tasks import TaskService
+from hermes_estop.windows.windows_file import WindowsFile
+
+#: the task: writes what it was given, then exits with argv[2]
+TASK = ("import os, sys\n"
+        "open(sys.argv[1], 'w').write(os.environ.get('HERMES_ESTOP_GENERATION', ''))\n"
+        "sys.exit(int(sys.argv[2]))\n")
+
+
+class Setup:
+    def __init__(self, root: Path, clock, store: str) -> None:
+        self.root = root
+        self.clock = clock
+        self.estop = Estop(root=root, home=root, clock=clock, store=store, actor="operator@test")
+        self.fleet = self.estop.fleet
+        self.windows = WindowService(self.fleet)
+        self.tasks = TaskService(self.fleet, ledger=self.windows.ledger)
+        self.marker = root / "task-ran"
+        self.start = clock.now + timedelta(minutes=10)
+
+    def window(self, code: int, **extra) -> Window:
+        window = Window.parse({"name": "upgrade", "at": self.start.isoformat(), "duration": "1h", "reason": "upgrade",
+                               "run": [sys.executable, "-c", TASK, str(self.marker), str(code)], **extra})
+        WindowsFile(self.root).save([window])
+        return window
+
+    def settle(self) -> None:
+        """Wait (real time) for the running tasks to exit, then collect them."""
+        for task in list(self.tasks.running.values()):
+            task.process.wait(60)
+        self.tasks.tick(self.clock.now)
+
+    def standing(self):
+        return self.fleet.read((self.fleet.location("fleet"),)).readings[0]
+
+    def events(self, kind: str) -> list:
+        return [e for e in self.fleet.history()[0] if e.event == kind]
+
+
+@pytest.fixture(params=["file", "postgresql"])
+def setup(request, fleet_root: Path, clock):
+    store = "file" if request.param == "file" else request.getfixturevalue("pg_url")
+    made = Setup(fleet_root, clock, store)
+    yield made
+    made.tasks.stop(grace=1)
+    made.estop.close()
+
+
+def test_a_task_that_succeeds_runs_once_under_the_window_hold_and_releases_it_early(setup, clock):
+    setup.window(0)
+    clock.set(setup.start)
+    setup.windows.tick(clock.now)
+    armed = setup.standing().hold.generation
+    assert len(setup.tasks.tick(clock.now).started) == 1
+    setup.settle()
+    assert setup.marker.read_text() == armed                      # it ran under the window's hold
+    assert setup.standing().state is HoldState.ABSENT             # released early
+    entry = next(iter(open_ledger(setup.fleet).load().values()))
+    assert entry.state == RELEASED and "released by its task" in (entry.detail or "")
+    assert [e.generation for e in setup.events("task-start")] == [armed]
+    assert "exited 0" in setup.events("task-end")[0].detail
+    clock.advance(minutes=1)
+    setup.windows.tick(clock.now)                                 # the window does not arm it again
+    assert setup.standing().state is HoldState.ABSENT
+    assert setup.tasks.tick(clock.now).started == []              # nor does the task run again
+
+
+def test_a_failing_task_keeps_the_fleet_held_past_the_window_and_the_window_retires_only_its_own(setup, clock):
+    setup.window(3, on_failure_ttl="3h")
+    clock.set(setup.start)
+    setup.windows.tick(clock.now)
+    armed = setup.standing().hold.generation
+    setup.tasks.tick(clock.now)
+    setup.settle()
+    held = setup.standing()
+    assert held.state is HoldState.ACTIVE and held.hold.generation != armed
+    assert held.hold.reason.startswith("maintenance failed: ") and held.hold.reason.endswith("exited 3")
+    assert held.hold.expires_at == clock.now + timedelta(hours=3)
+    clock.set(setup.start + timedelta(hours=1))                   # the window's end
+    setup.windows.tick(clock.now)
+    after = setup.standing()
+    assert after.state is HoldState.ACTIVE and after.hold.generation == held.hold.generation
+    assert "exited 3" in setup.events("task-end")[0].detail
+
+
+def test_no_task_runs_in_the_drain_lead(setup, clock):
+    setup.window(0, drain="15m")
+    clock.set(setup.start - timedelta(minutes=5))
+    setup.windows.tick(clock.now)
+    assert setup.standing().state is HoldState.ACTIVE             # held for the drain
+    assert setup.tasks.tick(clock.now).started == []
+    clock.set(setup.start)
+    setup.windows.tick(clock.now)
+    assert len(setup.tasks.tick(clock.now).started) == 1
+
+
+def test_a_restarted_service_never_runs_an_occurrence_s_task_twice(setup, clock):
+    setup.window(0)
+    clock.set(setup.start)
+    setup.windows.tick(clock.now)
+    started = setup.tasks.tick(clock.now).started
+    assert len(started) == 1
+    restarted = TaskService(setup.fleet, ledger=setup.windows.ledger)   # the old one died mid-task
+    assert restarted.tick(clock.now).started == []
+    setup.settle()
+
+
+def test_an_operator_rearm_during_the_task_is_never_touched_by_its_end(setup, clock):
+    setup.window(3)
+    clock.set(setup.start)
+    setup.windows.tick(clock.now)
+    setup.tasks.tick(clock.now)
+    theirs = setup.estop.engage(reason="operator: keep it", ttl="6h")
+    setup.settle()
+    standing = setup.standing()
+    assert standing.hold.generation == theirs.generation and standing.hold.reason == "operator: keep it"
+    assert "someone else's hold" in setup.events("task-end")[0].detail
+
+
+def test_stopping_the_service_kills_the_task_group(fleet_root, clock):
+    setup = Setup(fleet_root, clock, "file")
+    pidfile = fleet_root / "child.pid"
+    script = ("import os, subprocess, sys, time\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+              f"open({str(pidfile)!r}, 'w').write(str(child.pid))\n"
+              "time.sleep(120)\n")
+    WindowsFile(fleet_root).save([Window.parse({"name": "upgrade", "at": setup.start.isoformat(), "duration": "1h",
+                                                "run": [sys.executable, "-c", script]})])
+    clock.set(setup.start)
+    setup.windows.tick(clock.now)
+    setup.tasks.tick(clock.now)
+    for _ in range(600):
+        if pidfile.exists() and pidfile.read_text():
+            break
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    setup.tasks.stop(grace=2)
+    for _ in range(200):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the task's child outlived the service")
+    assert "stopped with hermes serve" in setup.events("task-end")[0].detail
