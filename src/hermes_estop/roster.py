@@ -90,10 +90,11 @@ def roster_of(entries: list[ConsumerEntry], snapshot: Snapshot, alive: Any) -> R
     return Roster(now, tuple(rows))
 
 
-def read_roster(fleet: Fleet, *, prune: bool = True) -> Roster:
-    """The roster now; entries lost for a day are removed (with `prune`). Never raises: a
-    registry that cannot be read is the roster's `problem`."""
-    snapshot = fleet.read()
+def read_roster(fleet: Fleet, *, prune: bool = True, snapshot: Snapshot | None = None) -> Roster:
+    """The roster against `snapshot` (default: a fresh read of every scope); entries lost for a
+    day are removed (with `prune`). Never raises: a registry that cannot be read is the
+    roster's `problem`."""
+    snapshot = fleet.read() if snapshot is None else snapshot
     host = this_host()
     try:
         table = fleet.consumers()
@@ -115,10 +116,9 @@ def read_roster(fleet: Fleet, *, prune: bool = True) -> Roster:
     return roster
 
 
-def status_section(fleet: Fleet) -> dict[str, Any]:
+def status_section(roster: Roster) -> dict[str, Any]:
     """The consumers' part of the status document: one line (`hermes status`), the roster
-    (/api/status). Never raises."""
-    roster = read_roster(fleet, prune=False)
+    (/api/status)."""
     return {"json": {"consumers": roster.to_json()}, "lines": [roster.line()]}
 
 

@@ -129,7 +129,7 @@ class EstopCollector(Collector):
         failures.add_metric([], float(fleet.audit_failures))
         yield failures
         yield from self._windows_file(view)
-        yield from self._consumers(fleet)
+        yield from self._consumers(view)
 
     @staticmethod
     def _windows_file(view: FleetView) -> Iterator[Metric]:
@@ -147,13 +147,14 @@ class EstopCollector(Collector):
             failed.add_metric([label.strip("'")], 1.0)
         yield failed
 
-    def _consumers(self, fleet: Any) -> Iterator[Metric]:
-        """The consumer registry: how many per component and state, and each one's lag (seconds
-        since its last report) and whether it acknowledged the holds standing now."""
+    def _consumers(self, view: FleetView) -> Iterator[Metric]:
+        """The consumer registry (the view's status document's roster): how many per component
+        and state, and each one's lag (seconds since its last report) and whether it
+        acknowledged the holds standing now."""
         from ..registry import ConsumerState
-        from ..roster import read_roster
+        from ..roster import Roster
 
-        roster = read_roster(fleet, prune=False)
+        roster = view.status.roster if view.status is not None and view.status.roster is not None else Roster(view.now)
         counts = GaugeMetricFamily("hermes_estop_consumers", "Registered consumers by component and state "
                                    "(live, stalled, lost)", labels=["component", "state"])
         per: dict[tuple[str, str], int] = {}

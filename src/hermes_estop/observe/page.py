@@ -124,6 +124,7 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
     parts.append(render_timeline_svg(view))
     parts.append("</section>")
     parts.append(_upcoming(view))
+    parts.append(_consumers(view))
     if view.problems:
         parts.append('<section><h2>Problems</h2><ul id="problems">')
         parts.extend(f"<li>{_t(p)}</li>" for p in view.problems)
@@ -198,3 +199,21 @@ def _upcoming(view: FleetView) -> str:
     return ('<section><h2>Upcoming occurrences</h2><table id="upcoming"><thead><tr><th>window</th><th>scope</th>'
             '<th>start</th><th>end</th><th>when</th><th>state</th></tr></thead><tbody>'
             + "".join(rows) + "</tbody></table>" + more + "</section>")
+
+
+def _consumers(view: FleetView) -> str:
+    """The consumer registry: who starts work, whether each saw the holds standing now."""
+    roster = view.status.roster if view.status is not None else None
+    if roster is None:
+        return ""
+    head = f'<section id="consumers"><h2>Consumers</h2><p class="meta" id="consumers-line">{_t(roster.line())}</p>'
+    if not roster.rows:
+        return head + "</section>"
+    rows = "".join(
+        f'<tr data-component="{_t(row.entry.component)}" data-state="{row.state.value}" '
+        f'data-acknowledged="{"true" if row.acknowledged else "false"}"><td>{_t(row.entry.component)}</td>'
+        f"<td>{_t(row.entry.host)}</td><td>{row.entry.pid}</td><td>{_t(row.entry.profile or '-')}</td>"
+        f"<td>{row.state.value}</td><td>{'yes' if row.acknowledged else 'NO'}</td><td>{row.lag:.1f} s</td></tr>"
+        for row in roster.rows)
+    return (head + '<table id="consumer-table"><thead><tr><th>component</th><th>host</th><th>pid</th><th>profile</th>'
+            "<th>state</th><th>acknowledged</th><th>last report</th></tr></thead><tbody>" + rows + "</tbody></table></section>")

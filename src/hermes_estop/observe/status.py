@@ -22,6 +22,8 @@ from ..describe import describe_reading, reading_json
 from ..gate import Snapshot
 from ..hold import Cause, HoldState, Reading
 from ..homes import Layout, Location
+from ..roster import Roster, read_roster
+from ..roster import status_section as consumers_section
 from ..text import one_line, printable
 from ..timeutil import format_instant, format_relative
 
@@ -56,6 +58,8 @@ class FleetStatus:
     scopes: tuple[Location, ...]
     #: why the audit trail cannot be written now (None: it can)
     audit_problem: str | None = None
+    #: the consumer registry against the same read of every scope (acknowledged or not)
+    roster: Roster | None = None
     #: sections other packages add (windows, work in flight): JSON keys and text lines
     sections: dict[str, Any] = field(default_factory=dict)
     section_lines: tuple[str, ...] = ()
@@ -174,20 +178,19 @@ def fleet_status(estop: Estop, *, sections: bool = True) -> FleetStatus:
     scopes = fleet.scopes()
     everything = fleet.read(scopes, now=mine.now)
     others = tuple(r for r in everything.readings if r.present and r.location not in own)
+    roster = read_roster(fleet, prune=False, snapshot=everything)
     json_sections: dict[str, Any] = {}
     lines: list[str] = []
     if sections:
         from ..consumers.inflight import status_section as in_flight_section
         from ..windows.status import status_section as windows_section
 
-        from ..roster import status_section as consumers_section
-
         for section in (windows_section(fleet, mine.now), in_flight_section(estop, mine.now),
-                        consumers_section(fleet)):
+                        consumers_section(roster)):
             json_sections.update(section.get("json", {}))
             lines.extend(section.get("lines", []))
     return FleetStatus(now=mine.now, backend=fleet.backend, layout=estop.layout, fleet=fleet, mine=mine,
-                       others=others, scopes=scopes, audit_problem=fleet.audit_problem(),
+                       others=others, scopes=scopes, roster=roster, audit_problem=fleet.audit_problem(),
                        sections=json_sections, section_lines=tuple(lines))
 
 
