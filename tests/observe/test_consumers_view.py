@@ -7,7 +7,6 @@ import os
 import re
 from dataclasses import replace
 
-from hermes_estop.observe import StatusServer
 from hermes_estop.processes import start_time
 from hermes_estop.registry import ALL_SCOPES, ConsumerEntry, this_host
 from obs_helpers import fetch, scrape
