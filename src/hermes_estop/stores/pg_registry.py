@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 from ..registry import ConsumerEntry
 from .pg_backend import Backend
-from .pg_schema import LOCK_CLASS
+from .pg_schema import create_table_once
 from .registry import ConsumerTable
 
 __all__ = ["PgConsumerTable"]
 
 TABLE = "consumers"
+_COLUMNS = "key text PRIMARY KEY, entry jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT clock_timestamp()"
 
 
 class PgConsumerTable(ConsumerTable):
@@ -28,18 +28,7 @@ class PgConsumerTable(ConsumerTable):
     def _ensure(self, backend: Backend) -> None:
         if self._ready:
             return
-        table = f"{backend.s}.{TABLE}"
-
-        def create(conn: Any) -> None:
-            found = conn.execute("SELECT to_regclass(%s)", [table]).fetchone()
-            if found is not None and found[0] is not None:
-                return  # no DDL once it exists: a role without CREATE can use it
-            with conn.transaction():  # one creator at a time (concurrent CREATE ... IF NOT EXISTS races)
-                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [LOCK_CLASS, f"{self.schema}/#schema"])
-                conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key text PRIMARY KEY, entry jsonb NOT NULL, "
-                             "updated_at timestamptz NOT NULL DEFAULT clock_timestamp())")
-
-        backend.run(create, what=f"create the {TABLE} table")
+        backend.run(lambda conn: create_table_once(conn, self.schema, TABLE, _COLUMNS), what=f"create the {TABLE} table")
         self._ready = True
 
     def put(self, entry: ConsumerEntry) -> None:

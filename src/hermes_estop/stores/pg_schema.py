@@ -29,6 +29,7 @@ from typing import Any
 from ..errors import InvalidArgument, StoreError
 
 __all__ = [
+    "create_table_once",
     "DEFAULT_SCHEMA",
     "SCHEMA_VERSION",
     "LOCK_CLASS",
@@ -212,3 +213,17 @@ def ensure_schema(conn: Any, schema: str) -> tuple[int, list[int]]:
                          [version, description])
             applied.append(version)
     return SCHEMA_VERSION, applied
+
+
+def create_table_once(conn: Any, schema: str, table: str, columns: str) -> None:
+    """`CREATE TABLE <schema>.<table> (<columns>)` unless it exists, for a service's table made
+    on first use (the notifier's cursors, the consumer registry). No DDL once it exists, so a
+    role without CREATE can use one a DBA made; one creator at a time under the schema's
+    advisory lock (concurrent `CREATE ... IF NOT EXISTS` race in PostgreSQL)."""
+    name = f"{quoted(schema)}.{table}"
+    found = conn.execute("SELECT to_regclass(%s)", [name]).fetchone()
+    if found is not None and found[0] is not None:
+        return
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [LOCK_CLASS, f"{schema}/#schema"])
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {name} ({columns})")

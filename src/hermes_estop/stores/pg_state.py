@@ -8,10 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 from .pg_backend import Backend
-from .pg_schema import LOCK_CLASS
+from .pg_schema import create_table_once
 from .state import StateTable
 
 __all__ = ["PgStateTable"]
+
+_COLUMNS = "target text PRIMARY KEY, state jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT clock_timestamp()"
 
 
 class PgStateTable(StateTable):
@@ -28,18 +30,8 @@ class PgStateTable(StateTable):
     def _ensure(self, backend: Backend) -> None:
         if self._ready:
             return
-        table = f"{backend.s}.{self.table}"
-
-        def create(conn: Any) -> None:
-            found = conn.execute("SELECT to_regclass(%s)", [table]).fetchone()
-            if found is not None and found[0] is not None:
-                return  # no DDL once it exists: a role without CREATE can use it
-            with conn.transaction():  # one creator at a time (concurrent CREATE ... IF NOT EXISTS races)
-                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [LOCK_CLASS, f"{self.schema}/#schema"])
-                conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (target text PRIMARY KEY, "
-                             "state jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT clock_timestamp())")
-
-        backend.run(create, what=f"create the {self.table} table")
+        backend.run(lambda conn: create_table_once(conn, self.schema, self.table, _COLUMNS),
+                    what=f"create the {self.table} table")
         self._ready = True
 
     def load(self) -> dict[str, Any]:
