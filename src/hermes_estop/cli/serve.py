@@ -49,11 +49,13 @@ def build_services(estop: Estop, *, poll_interval: float, cron_interval: float =
     from ..consumers.service import configured_services
     from ..deadman import DeadmanService
     from ..notify.service import notify_services
+    from ..windows.fetch import CalendarFetcher
     from ..windows.service import WindowService
 
     fleet = estop.fleet
     return [
         DeadmanService(fleet, interval=poll_interval),
+        CalendarFetcher(fleet.root),
         WindowService(fleet, poll_interval=poll_interval, is_leader=fleet.leader_gate("windows", leader_poll)),
         *configured_services(estop, cron_interval=cron_interval, kanban_interval=kanban_interval,
                              kanban_max=kanban_max),

@@ -145,6 +145,12 @@ class EstopCollector(Collector):
         for label in sorted(view.extra.get("windows_failed") or {}):
             failed.add_metric([label.strip("'")], 1.0)
         yield failed
+        stale = GaugeMetricFamily("hermes_estop_calendar_stale",
+                                  "1 for each calendar of windows.toml that cannot be fetched, read or parsed "
+                                  "(its last good copy holds)", labels=["calendar"])
+        for name in sorted(view.extra.get("calendars_stale") or {}):
+            stale.add_metric([name], 1.0)
+        yield stale
 
     def _windows(self, view: FleetView) -> Iterator[Metric]:
         next_start = GaugeMetricFamily("hermes_estop_window_next_start_timestamp_seconds",
