@@ -176,6 +176,7 @@ class Feed:
     longest: timedelta = timedelta(days=1)
     _chunks: OrderedDict[int, list[Event]] = field(default_factory=OrderedDict)
     _days: dict[tuple[int, str], frozenset[date]] = field(default_factory=dict)
+    _query: Any = None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Feed) and other.digest == self.digest
@@ -187,7 +188,9 @@ class Feed:
         import recurring_ical_events
 
         try:
-            found = recurring_ical_events.of(self.calendar).between(first, last)
+            if self._query is None:  # collecting the series is most of the cost: once per feed
+                self._query = recurring_ical_events.of(self.calendar)
+            found = self._query.between(first, last)
             out = [e for e in (self._event(c) for c in found if self.keep(c)) if e is not None]
         except CalendarError:
             raise
