@@ -286,3 +286,36 @@ def test_export_then_import_gives_the_same_occurrences(tmp_path):
     before = [(o.start, o.end, w.reason_for(o.reason)) for w, o in planned(windows, now, 40)]
     after = [(o.start, o.end, o.reason) for _, o in planned([imported], now, 40)]
     assert after == before and len(before) > 40
+
+
+@pytest.mark.slow
+def test_a_real_serve_shows_calendar_occurrences_on_the_page_and_in_calendar_ics(tmp_path):
+    import os
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    near = datetime.now(UTC) + timedelta(days=2)
+    feed = HEAD + vevent("UID:soon", f"DTSTART:{near:%Y%m%dT%H0000Z}", "DURATION:PT2H", "SUMMARY:db upgrade") + TAIL
+    write_fleet(tmp_path, {"team.ics": feed}, '[[calendars]]\nname = "team"\nics = "team.ics"\n')
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, HERMES_ROOT=str(tmp_path), HOME=str(tmp_path))
+    serve = subprocess.Popen([sys.executable, "-m", "hermes_estop", "serve", "--http", f"127.0.0.1:{port}"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        body = page = b""
+        for _ in range(240):
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/calendar.ics?days=7", timeout=5).read()
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read()
+                break
+            except OSError:
+                time.sleep(0.25)
+        assert b"SUMMARY:db upgrade" in body and b"X-HERMES-KEY:fleet/team@soon" in body
+        assert b"team" in page
+    finally:
+        os.killpg(serve.pid, signal.SIGTERM)
+        serve.wait(30)
