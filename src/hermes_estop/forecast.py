@@ -113,7 +113,7 @@ class PlannedHold:
             if self.occurrence:
                 what += f", occurrence {self.occurrence}"
             span = f"from {_stamp(self.start)}" if self.start is not None else "standing"
-            if self.start is not None and self.occurrence and _stamp(self.start) != self.occurrence:
+            if self.start is not None and _is_instant(self.occurrence) and _stamp(self.start) != self.occurrence:
                 span += " (drain lead)"
         span += f" until {_stamp(self.until)}" if self.until is not None else ", no deadman"
         parts = [what, span]
@@ -386,3 +386,12 @@ def forecast_views(views: Sequence[EstopView], start: Any, end: Any, user_id: An
             planned.update(dict.fromkeys(source.planned(view, first, last)))
     notes = tuple(dict.fromkeys(hold.note for hold in planned if hold.note))
     return forecast_holds(planned, first, last, tuple(locations), user_id, profile, notes)
+
+
+def _is_instant(text: str | None) -> bool:
+    """Whether an occurrence is named by its start (a window's), not by an event id (a calendar's)."""
+    try:
+        datetime.fromisoformat(text or "")
+    except ValueError:
+        return False
+    return True

@@ -41,23 +41,24 @@ def build_services(estop: Estop, *, poll_interval: float, cron_interval: float =
                    kanban_interval: float = 5.0, kanban_max: int = 4,
                    leader_poll: float | None = None) -> list[Service]:
     """Every loop `hermes serve` runs: the deadman (every expired hold of the fleet retired and
-    announced within `poll_interval`, at most a second, of its deadman) and the window scheduler
-    always (on a shared store, the scheduler only while this process is the elected one) with the
-    windows' tasks (`run = [...]`, run by the elected scheduler); the
-    cron ticker when this home has a job table and the kanban dispatcher when the fleet has a
+    announced within `poll_interval`, at most a second, of its deadman), the calendar fetcher
+    (`[[calendars]]` feeds) and the window scheduler always (on a shared store, the scheduler only
+    while this process is the elected one) with the windows' tasks (`run = [...]`, run by the
+    elected scheduler); the cron ticker when this home has a job table and the kanban dispatcher when the fleet has a
     board (when configured at start-up); the notifier when targets are configured. The
     fleet-wide ones take the fleet; the consumers gate through `estop`, this process's view."""
     from ..consumers.service import configured_services
     from ..deadman import DeadmanService
     from ..notify.service import notify_services
+    from ..windows.fetch import CalendarFetcher
     from ..windows.service import WindowService
-
     from ..windows.tasks import TaskService
 
     fleet = estop.fleet
     windows = WindowService(fleet, poll_interval=poll_interval, is_leader=fleet.leader_gate("windows", leader_poll))
     return [
         DeadmanService(fleet, interval=poll_interval),
+        CalendarFetcher(fleet.root),
         windows,
         TaskService(fleet, ledger=windows.ledger, is_leader=windows.is_leader, poll_interval=poll_interval),
         *configured_services(estop, cron_interval=cron_interval, kanban_interval=kanban_interval,

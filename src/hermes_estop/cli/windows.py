@@ -7,6 +7,7 @@ imported inside the commands."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -194,6 +195,25 @@ def _skipped(keys: set[str]) -> set[str]:
 
     entries = open_ledger(current_estop().fleet).load()
     return {key for key in keys if key in entries and entries[key].state == SKIPPED}
+
+
+@windows_app.command("export")
+def export(
+    ics: Annotated[bool, typer.Option("--ics", help="As iCalendar (the only format).")] = False,
+    days: Annotated[int, typer.Option("--days", min=1, max=366, help="How many days ahead.")] = 30,
+) -> None:
+    """The next DAYS days of occurrences (windows and calendars; skipped ones cancelled) as an
+    iCalendar feed with stable UIDs, on stdout: what `GET /calendar.ics` of `hermes serve --http` serves."""
+    from ..windows.export import export_ics
+    from ..windows.ledger import open_ledger
+    from .common import current_estop
+
+    if not ics:
+        raise InvalidArgument("hermes windows export: give --ics (the only format)")
+    windows = _file().load()
+    entries = open_ledger(current_estop().fleet).load()
+    sys.stdout.buffer.write(export_ics(windows, entries, _now(), days))
+    sys.stdout.flush()
 
 
 @windows_app.command("validate")

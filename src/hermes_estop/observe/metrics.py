@@ -146,6 +146,12 @@ class EstopCollector(Collector):
         for label in sorted(view.extra.get("windows_failed") or {}):
             failed.add_metric([label.strip("'")], 1.0)
         yield failed
+        stale = GaugeMetricFamily("hermes_estop_calendar_stale",
+                                  "1 for each calendar of windows.toml that cannot be fetched, read or parsed "
+                                  "(its last good copy holds)", labels=["calendar"])
+        for name in sorted(view.extra.get("calendars_stale") or {}):
+            stale.add_metric([name], 1.0)
+        yield stale
 
     def _consumers(self, view: FleetView) -> Iterator[Metric]:
         """The consumer registry (the view's status document's roster): how many per component

@@ -4,6 +4,8 @@ consumers never pay for it).
 
 - `GET /metrics`: Prometheus text format (`metrics.py`).
 - `GET /api/status`: the document of `hermes status --json`, plus the timeline's occurrences.
+- `GET /calendar.ics`: the next `?days=N` days of occurrences as iCalendar (`windows.export`),
+  for a calendar app to subscribe to.
 - `GET /`: the status page (`page.py`).
 
 Read-only by construction: the handler implements GET and HEAD; every other method, also one
@@ -205,10 +207,23 @@ class StatusServer:
             view = self.observer.view(_days(query), sections=True)
             body = json.dumps(status_document(view), indent=2, default=str).encode()
             return HTTPStatus.OK, "application/json", body + b"\n"
+        if path == "/calendar.ics":
+            return HTTPStatus.OK, "text/calendar; charset=utf-8", self.calendar(query)
         if path in ("/", "/index.html"):
             view = self.observer.view(_days(query))
             return HTTPStatus.OK, "text/html; charset=utf-8", render_page(view).encode()
-        return HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", b"not found: try /, /metrics or /api/status\n"
+        return HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", b"not found: try /, /metrics, /api/status or /calendar.ics\n"
+
+    def calendar(self, query: dict[str, list[str]]) -> bytes:
+        """/calendar.ics: the windows and calendars as the page shows them (the last ones that
+        validated), skipped occurrences cancelled."""
+        from ..windows.export import MAX_EXPORT_DAYS, export_ics
+
+        values = query.get("days")
+        days = int(values[0]) if values and values[0].isdigit() else 30
+        windows, _, _ = self.observer.load_windows()
+        entries, _, _ = self.observer._ledger_entries()
+        return export_ics(windows, entries, self.observer.fleet.clock(), max(1, min(days, MAX_EXPORT_DAYS)))
 
     def start(self) -> StatusServer:
         """Serve in a daemon thread."""

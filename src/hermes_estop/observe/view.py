@@ -88,6 +88,8 @@ class Observer:
         self._load_problem: str | None = None
         #: the windows whose table does not validate (label -> one line), from the last load
         self.failed_windows: dict[str, str] = {}
+        #: calendar name -> why it runs on its last good copy (`Parsed.stale`)
+        self.stale_calendars: dict[str, str] = {}
         self._cache: dict[str, _Cached] = {}
         self._slices: dict[str, Slice] = {}
         self._ledger_cache: tuple[Any, dict[str, LedgerEntry], dict[str, str]] | None = None
@@ -122,12 +124,14 @@ class Observer:
             parsed = self.windows_file.parse_each(self.windows_file.snapshot().raw)
             windows, problem = parsed.windows, None
             failed = {f.window or "?": one_line(f) for f in parsed.failures}
+            stale = {name: one_line(line) for name, line in parsed.stale.items()}
         except (EstopError, OSError, ValueError) as exc:
-            windows, problem, failed = self._windows, one_line(exc), {}
+            windows, problem, failed, stale = self._windows, one_line(exc), {}, self.stale_calendars
         if failed and self._identity is not False:
             windows = self._windows  # shown as they last validated (the banner says so)
         with self._lock:
             self.failed_windows = failed
+            self.stale_calendars = stale
             if problem is None and (not failed or self._identity is False):
                 self._windows = windows
                 self._cache = {}
@@ -209,7 +213,9 @@ class Observer:
         entries, special, ledger_problem = self._ledger_entries()
         failed = self.failed_windows
         problems = tuple(p for p in (load_problem and f"windows.toml: {load_problem}",
-                                     *(f"windows.toml: {line}" for line in failed.values()), ledger_problem) if p)
+                                     *(f"windows.toml: {line}" for line in failed.values()),
+                                     *(f"{line} (its occurrences hold as that copy says)"
+                                       for line in self.stale_calendars.values()), ledger_problem) if p)
 
         now_us, end_us = _micros(now), _micros(end)
         key = (identity, id(windows), origin, days, frozenset(special.items()))
@@ -242,7 +248,8 @@ class Observer:
                          store_reachable=self.fleet.reachable(), stable_until=stable_until, status=status,
                          extra={"store": self.fleet.backend, "windows_identity": identity,
                                 "fragments": self.fragments, "windows_valid": load_problem is None and not failed,
-                                "windows_failed": dict(failed), "windows_last_good": bool(load_problem or failed)})
+                                "windows_failed": dict(failed), "windows_last_good": bool(load_problem or failed),
+                                "calendars_stale": dict(self.stale_calendars)})
 
     def _figure(self, window: Window, cached: _Cached, now_us: int, end_us: int, anchor: datetime, days: int,
                 bars: bool, special: dict[str, str], fig_key: Any) -> tuple[Any, ...]:

@@ -94,7 +94,8 @@ class Actions:
         detail = (f"window {occurrence.window} occurrence {occurrence.ident} skipped: {action.scope} is held by "
                   f"{action.standing}, which the window did not arm")
         window = by_name.get(occurrence.window)
+        reason = window.reason_for(occurrence.reason) if window else occurrence.reason
         self.fleet.record("skip", self.fleet.location(action.scope), generation=action.standing_generation,
-                          reason=window.hold_reason if window else None, deadline=occurrence.end, detail=detail)
+                          reason=reason, deadline=occurrence.end, detail=detail)
         state.remember(entry_for(occurrence, SKIPPED, state.report.now, None, f"held by {action.standing}"))
         state.event(action_event(action))

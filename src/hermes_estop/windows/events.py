@@ -56,6 +56,8 @@ class TickReport:
     pending: str | None = None
     #: one line per window whose table does not validate (held as it was; the others proceed)
     failed: list[str] = field(default_factory=list)
+    #: calendar name -> why it runs on its last good copy (cannot be fetched, read or parsed)
+    stale: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -72,6 +74,7 @@ class TickReport:
             "errors": list(self.errors),
             "pending": self.pending,
             "failed": list(self.failed),
+            "stale": dict(self.stale),
             "wakeups": {key: format_instant(when) for key, when in sorted(self.wakeups.items(), key=lambda kv: kv[1])},
         }
 

@@ -85,6 +85,8 @@ def explain(window: Window, at: datetime, entries: Mapping[str, LedgerEntry]) ->
         part = "its drain lead" if at < current.start else "it"
         facts.append(f"occurrence {current.ident} covers {format_instant(at)} ({part}): held from "
                      f"{format_instant(current.arm_at)} until {format_instant(current.end)} (the deadman)")
+        if current.uid is not None:
+            facts.append(f"from calendar {window.name}: event UID {current.uid!r}, {current.reason!r}")
         entry = entries.get(current.key)
         holds = window.enabled and (entry is None or entry.state == ARMED)
         if entry is None:
@@ -98,11 +100,12 @@ def explain(window: Window, at: datetime, entries: Mapping[str, LedgerEntry]) ->
     excluded = _excluded_before(window, at, upcoming)
     if excluded:
         shown = ", ".join(format_instant(s) or "" for s in excluded)
-        facts.append(f"excluded start(s) (exclude / exclude_cron): {shown}")
+        facts.append(f"excluded start(s) (exclude / exclude_cron / exclude_calendar): {shown}")
     if upcoming is not None:
         entry = entries.get(upcoming.key)
         skipped = " (skipped)" if entry is not None and entry.state == SKIPPED else ""
-        facts.append(f"next occurrence: {upcoming.ident}, held from {format_instant(upcoming.arm_at)} "
+        event = f" (event UID {upcoming.uid!r}, {upcoming.reason!r})" if upcoming.uid is not None else ""
+        facts.append(f"next occurrence: {upcoming.ident}{event}, held from {format_instant(upcoming.arm_at)} "
                      f"until {format_instant(upcoming.end)}{skipped}")
     elif current is None:
         facts.append("no occurrence ahead")
@@ -113,13 +116,16 @@ def explain(window: Window, at: datetime, entries: Mapping[str, LedgerEntry]) ->
 
 def _span(window: Window) -> str:
     data = window.to_json()
+    if window.feed is not None:
+        drain = f", each after a {data['drain']} drain lead" if window.drain else ""
+        return f"each event as long as it lasts{drain}"
     drain = f" after a {data['drain']} drain lead" if window.drain else ""
     return f"{data['duration']} long{drain}"
 
 
 def _excluded_before(window: Window, at: datetime, upcoming: Occurrence | None) -> list[datetime]:
     """The cron starts from `at` up to the next occurrence that an exclusion removed."""
-    if window.cron is None or not (window.exclude or window.exclude_cron):
+    if window.cron is None or not (window.exclude or window.exclude_cron or window.exclude_calendar):
         return []
     out: list[datetime] = []
     for seen, start in enumerate(cron_starts(window.cron, window.tz, at)):

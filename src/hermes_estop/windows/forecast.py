@@ -69,7 +69,8 @@ def window_holds(window: Window, start: datetime, end: datetime, entries: Mappin
         entry = closed.get(occurrence.key)
         if entry is not None and entry.state in CLOSED:
             continue
-        out.append(PlannedHold(window.scope, occurrence.arm_at, occurrence.end, allow, reason, source,
+        out.append(PlannedHold(window.scope, occurrence.arm_at, occurrence.end, allow,
+                               window.reason_for(occurrence.reason), source,
                                occurrence.ident, note=note))
     return out
 

@@ -13,6 +13,11 @@ a deliberate edit, so none is tried. The rule is the fleet-wide one (docs/design
 - A weakening is acted on only once the same file (same identity: device, inode, size, mtime,
   ctime) was read unchanged by at least two reads spanning at least `confirm_after`. Any other
   read in between starts over, so the momentary states of an editor's save never confirm.
+- A calendar (`[[calendars]]`, or a window's `exclude_calendar`) weakens when a read of it (an
+  edit of the file, a new fetch) removes, shortens or moves an occurrence the ledger says holds
+  right now; future occurrences it moves are not held yet and weaken nothing. The feed's content
+  is part of the read's identity, so the rule is the same: the same content, two reads, the
+  confirmation period.
 - A window whose table no longer validates (`windows_file.Parsed.failures`) weakens nothing: the
   version last acted on stands in for it, confirmed or not, until the table validates again or
   is removed (issue 20 item 2: one window's failure never stops or frees another).
@@ -34,10 +39,11 @@ from datetime import datetime, timedelta
 from ..allow import Allow
 from .ledger import ARMED, LedgerEntry
 from .model import Window
+from .occurrences import covering
 
 __all__ = ["FileGuard", "Verdict", "strengthens", "vanished"]
 
-Identity = tuple[int, ...] | None
+Identity = object
 _NONE = timedelta(0)
 
 
@@ -69,8 +75,15 @@ def strengthens(old: Window, new: Window) -> bool:
     reason refused users read."""
     if not old.enabled:
         return True
-    if not new.enabled or ((new.scope, new.cron, new.at, new.timezone, new.reason)
-                           != (old.scope, old.cron, old.at, old.timezone, old.reason)):
+    if (old.feed is None) != (new.feed is None):
+        return False
+    if old.feed is not None:  # a calendar: its events are judged by what holds now (`vanished`)
+        return (new.enabled and new.scope == old.scope and (new.drain or _NONE) >= (old.drain or _NONE)
+                and _narrower(new.hold_allow, old.hold_allow))
+    if not new.enabled or ((new.scope, new.cron, new.at, new.timezone, new.reason, new.exclude_calendar)
+                           != (old.scope, old.cron, old.at, old.timezone, old.reason, old.exclude_calendar)):
+        return False
+    if new._holidays != old._holidays:
         return False
     if new.duration < old.duration or (new.drain or _NONE) < (old.drain or _NONE):
         return False
@@ -97,9 +110,18 @@ def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
         if entry.state != ARMED or entry.end <= now:
             continue
         window = current.get(entry.window)
-        if (window is None or not window.enabled or window.scope != entry.scope) and entry.window not in out:
+        if (window is None or not window.enabled or window.scope != entry.scope or _drops(window, entry, now)) \
+                and entry.window not in out:
             out.append(entry.window)
     return out
+
+
+def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
+    """Whether a calendar's read takes away the occurrence `entry` holds: it no longer covers
+    `now`, or ends earlier (a window of cron or at changes only through `strengthens`)."""
+    if window.feed is None and window._holidays is None:
+        return False
+    return not any(o.key == entry.key and o.end >= entry.end for o in covering(window, now))
 
 
 @dataclass

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_serializer, field_validator, model_validator
 
 from ..cronspec import validate_cron, validate_timezone
 from ..durations import format_duration, parse_ttl
@@ -51,6 +51,7 @@ from .fields import (
     parse_exclude,
     parse_optional_instant,
 )
+from .ical import Feed
 from .invalid import InvalidWindow, ShapeError, as_invalid
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "WindowsDocument",
     "check_unique",
     "json_schema",
+    "validate_scope",
 ]
 
 WINDOWS_FILE = "windows.toml"
@@ -96,6 +98,10 @@ class Window(BaseModel):
                                                     "occurrence's start under the window's hold (windows/tasks.py)")
     on_failure_ttl: timedelta | None = Field(None, description="with run: how long the hold is kept after the task fails "
                                                        "(default 1h)")
+    exclude_calendar: str | None = Field(None, description="an .ics path (from the fleet root) or url: no occurrence "
+                                                           "starts on a local date an event of it covers (holidays)")
+    #: the feed `exclude_calendar` names, bound by `calendars.bind` when the file is read
+    _holidays: Feed | None = PrivateAttr(None)
 
     @field_validator("name", mode="before")
     @classmethod
@@ -155,12 +161,14 @@ class Window(BaseModel):
     @field_validator("scope", mode="before")
     @classmethod
     def _scope(cls, value: Any) -> str:
-        if value == FLEET:
-            return FLEET
-        try:
-            return validate_profile_name(value)
-        except EstopError as exc:
-            raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
+        return validate_scope(value)
+
+    @field_validator("exclude_calendar", mode="before")
+    @classmethod
+    def _exclude_calendar(cls, value: Any) -> str | None:
+        if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 2000):
+            raise ValueError(f"invalid exclude_calendar {value!r}: expected an .ics path or an https:// url")
+        return value
 
     @field_validator("run", mode="before")
     @classmethod
@@ -233,16 +241,32 @@ class Window(BaseModel):
     def drain_reason(self) -> str:
         """The reason of the hold during the drain lead: "draining for <window>", then
         ": <the window's reason>" when it has one, cut to `MAX_REASON`."""
-        reason = f"draining for {self.name}" + (f": {self.reason}" if self.reason else "")
-        return reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3].rstrip() + "..."
+        return self.reason_for(None, draining=True)
+
+    def reason_for(self, own: str | None, *, draining: bool = False) -> str:
+        """The reason of one occurrence's hold: `own` (a calendar event's SUMMARY) or the
+        window's; during the drain lead "draining for <window>[: <reason>]"."""
+        reason = own or self.reason
+        if not draining:
+            return reason or self.hold_reason
+        text = f"draining for {self.name}" + (f": {reason}" if reason else "")
+        return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3].rstrip() + "..."
+
+    @property
+    def feed(self) -> Feed | None:
+        """The calendar whose events are this window's occurrences (`calendars.CalendarWindow`)."""
+        return None
 
     def excludes(self, start: datetime) -> bool:
         """Whether the occurrence starting at `start` is excluded (`exclude` names its local
-        date, or `exclude_cron` matches its local start, minute and all)."""
-        if not self.exclude and self.exclude_cron is None:
+        date, an event of `exclude_calendar` covers it, or `exclude_cron` matches its local
+        start, minute and all)."""
+        if not self.exclude and self.exclude_cron is None and self._holidays is None:
             return False
         local = start.astimezone(self.tz)
         if local.date() in self.exclude:
+            return True
+        if self._holidays is not None and self._holidays.covers_day(local.date(), self.tz):
             return True
         return self.exclude_cron is not None and cron_matches(self.exclude_cron, local.replace(tzinfo=None))
 
@@ -259,6 +283,8 @@ class Window(BaseModel):
             data.pop("exclude", None)
         if self.exclude_cron is None:
             data.pop("exclude_cron", None)
+        if self.exclude_calendar is None:
+            data.pop("exclude_calendar", None)
         if self.drain is None:
             data.pop("drain", None)
         for key in ("run", "on_failure_ttl"):
@@ -297,6 +323,8 @@ class Window(BaseModel):
             out["run"] = list(self.run)
         if self.on_failure_ttl is not None:
             out["on_failure_ttl"] = format_duration(self.on_failure_ttl)
+        if self.exclude_calendar is not None:
+            out["exclude_calendar"] = self.exclude_calendar
         return out
 
     @classmethod
@@ -322,6 +350,16 @@ class WindowsDocument(BaseModel):
     model_config = ConfigDict(extra="forbid", title="hermes-estop windows.toml")
 
     windows: list[Window] = Field(default_factory=list)
+
+
+def validate_scope(value: Any) -> str:
+    """'fleet' or a profile name; `ValueError` naming the value."""
+    if value == FLEET:
+        return FLEET
+    try:
+        return validate_profile_name(value)
+    except EstopError as exc:
+        raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
 
 
 def check_unique(windows: Iterable[Window], path: Path | None = None) -> None:

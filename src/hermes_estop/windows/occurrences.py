@@ -41,13 +41,18 @@ __all__ = [
 
 @dataclass(frozen=True, order=True)
 class Occurrence:
-    """One occurrence: `[start, end)` of `window`, held at `scope`. Instants are aware UTC."""
+    """One occurrence: `[start, end)` of `window`, held at `scope`. Instants are aware UTC.
+    A calendar's occurrence also has its `event` (the id from UID and RECURRENCE-ID, which
+    stays when the instance is moved), the event's `uid` and its `reason` (the SUMMARY)."""
 
     start: datetime
     end: datetime
     window: str
     scope: str
     lead: timedelta = field(default=timedelta(0), compare=False)
+    event: str | None = None
+    uid: str | None = field(default=None, compare=False)
+    reason: str | None = field(default=None, compare=False)
 
     @property
     def arm_at(self) -> datetime:
@@ -57,8 +62,9 @@ class Occurrence:
 
     @property
     def ident(self) -> str:
-        """The `occurrence` written into the hold's `window` field: the start, ISO-8601 UTC."""
-        return to_utc(self.start).isoformat()  # format_instant, never None here
+        """The `occurrence` written into the hold's `window` field: the start, ISO-8601 UTC (a
+        calendar's: the event's id)."""
+        return self.event or to_utc(self.start).isoformat()  # format_instant, never None here
 
     @property
     def key(self) -> str:
@@ -84,6 +90,9 @@ class Occurrence:
         if tz is not None:
             data["local_start"] = self.start.astimezone(tz).isoformat()
         data["drain_from"] = format_instant(self.arm_at) if self.lead else None
+        if self.uid is not None:
+            data["uid"] = self.uid
+            data["reason"] = self.reason
         if now is not None:
             data["active"] = self.covers(now)
             data["draining"] = self.draining(now)
@@ -105,6 +114,12 @@ def occurrences(window: Window, since: datetime) -> Iterator[Occurrence]:
     (`not_before` / `not_after` select occurrences by their start, half-open; an occurrence is
     never cut short by a bound). Ignores `enabled`: scheduling decides what runs."""
     since = _since(window, since)
+    feed = window.feed
+    if feed is not None:
+        lead = _lead(window)
+        for event in feed.events(since):
+            yield Occurrence(event.start, event.end, window.name, window.scope, lead, event.ident, event.uid, event.reason)
+        return
     if window.at is not None:
         starts: Iterable[datetime] = (window.at,) if window.at >= since else ()
     else:

@@ -194,7 +194,7 @@ def compose(members: Sequence[Occurrence], windows: Mapping[str, Window], deadli
     reasons: list[str] = []
     for occurrence in ordered:
         window = windows[occurrence.window]
-        reason = window.drain_reason if now is not None and occurrence.draining(now) else window.hold_reason
+        reason = window.reason_for(occurrence.reason, draining=now is not None and occurrence.draining(now))
         if reason not in reasons:
             reasons.append(reason)
     reason = "; ".join(reasons)

@@ -133,12 +133,18 @@ class WindowService:
             self._problem(kind, f"windows: {line} (this window holds as it was; the others proceed)")
         for kind in [k for k in self._problems if k.startswith("failed:") and k not in failing]:
             self._cleared(kind, f"windows: window {kind[len('failed:'):]} validates again (or was removed)")
-        verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names())
+        report.stale = dict(parsed.stale)
+        for name, line in parsed.stale.items():
+            self._problem(f"stale:{name}", f"windows: {line} (its occurrences hold as that copy says)")
+        for kind in [k for k in self._problems if k.startswith("stale:") and k[len("stale:"):] not in parsed.stale]:
+            self._cleared(kind, f"windows: calendar {kind[len('stale:'):]} reads again")
+        identity = (snapshot.identity, parsed.digests) if parsed.digests else snapshot.identity
+        verdict = self.guard.judge(identity, windows, entries, report.now, parsed.failing_names())
         if not verdict.trusted:
             report.pending = verdict.reason
             self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
             return None if verdict.windows is None else (verdict.windows, entries)
-        if self._log_once("loaded", hash(snapshot.raw), logging.INFO if windows else logging.DEBUG,
+        if self._log_once("loaded", hash((snapshot.raw, parsed.digests)), logging.INFO if windows else logging.DEBUG,
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
         return verdict.windows if verdict.windows is not None else windows, entries

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreError
 from ..fsutil import locked_update, read_regular_with_stat
@@ -44,10 +45,15 @@ Identity = tuple[int, ...]
 @dataclass(frozen=True)
 class Parsed:
     """A file that parses as TOML, window by window: the `windows` that validate, and one
-    `InvalidWindow` per table that does not (a table whose name repeats one before it too)."""
+    `InvalidWindow` per table that does not (a table whose name repeats one before it too).
+    Calendars (`[[calendars]]`, `exclude_calendar`) are bound: `stale` names those running on
+    their last good copy, and why; `digests` says which feed contents were read."""
 
     windows: list[Window]
     failures: list[InvalidWindow]
+    sources: list[Any] = field(default_factory=list)
+    stale: dict[str, str] = field(default_factory=dict)
+    digests: tuple[str, ...] = ()
 
     def failing_names(self) -> frozenset[str]:
         """The names (as written) of the tables that fail, where they have a valid one."""
@@ -57,6 +63,8 @@ class Parsed:
 #: the last validated version of each windows file read in this process
 _VERSIONS: dict[Path, tuple[bytes, Parsed]] = {}
 _MAX_VERSIONS = 16
+#: the calendar files the last read of each windows file depends on (part of its identity)
+_WATCHED: dict[Path, tuple[Path, ...]] = {}
 
 
 @dataclass(frozen=True)
@@ -89,7 +97,13 @@ class WindowsFile:
             return None
         except OSError as exc:
             raise StoreError(f"cannot stat {self.path}: {exc.strerror or exc}") from None
-        return _identity(st)
+        identity = _identity(st)
+        for path in _WATCHED.get(self.path, ()):
+            try:
+                identity += _identity(os.stat(path))
+            except OSError:
+                identity += (-1,)
+        return identity
 
     def snapshot(self) -> Snapshot:
         """The bytes and the identity of the file they came from. Raises `StoreError` (cannot
@@ -121,14 +135,34 @@ class WindowsFile:
         per version of the file in this process (the last version of each path is remembered):
         the scheduler reads the file every poll, and every command and service of `hermes
         serve` has its own `WindowsFile`."""
+        parsed = self._unbound(raw)
+        if not parsed.sources and all(w.exclude_calendar is None for w in parsed.windows):
+            _WATCHED.pop(self.path, None)
+            return replace(parsed, windows=list(parsed.windows), failures=list(parsed.failures))
+        from .calendars import bind
+
+        bound = bind(self.path.parent, self.path, parsed.windows, parsed.sources)
+        _WATCHED[self.path] = bound.files
+        return Parsed(bound.windows, list(parsed.failures) + bound.failures, list(parsed.sources), bound.stale,
+                      bound.digests)
+
+    def _unbound(self, raw: bytes) -> Parsed:
+        """`raw` validated, its calendars not yet read (remembered per version of the file)."""
         cached = _VERSIONS.get(self.path)
         if cached is not None and cached[0] == raw:
-            return Parsed(list(cached[1].windows), list(cached[1].failures))
+            return cached[1]
         parsed = self._validate(raw)
         if len(_VERSIONS) >= _MAX_VERSIONS:
             _VERSIONS.clear()
         _VERSIONS[self.path] = (raw, parsed)
-        return Parsed(list(parsed.windows), list(parsed.failures))
+        return parsed
+
+    def _editable(self, raw: bytes) -> Parsed:
+        """The windows and calendar sources of `raw` for an edit; the first failing table refuses it."""
+        parsed = self._unbound(raw)
+        if parsed.failures:
+            raise parsed.failures[0]
+        return parsed
 
     def _validate(self, raw: bytes) -> Parsed:
         """The windows of `raw`, with the cyclic garbage collector paused: parsing and validating
@@ -152,9 +186,10 @@ class WindowsFile:
             raise InvalidWindow("not UTF-8 text", path=self.path) from None
         except TOMLDecodeError as exc:
             raise InvalidWindow(f"not valid TOML: {exc}", path=self.path) from None
-        unknown = sorted(set(data) - {"windows"})
+        unknown = sorted(set(data) - {"windows", "calendars"})
         if unknown:
-            raise InvalidWindow(f"unknown top-level key(s) {unknown}: expected [[windows]] tables", path=self.path)
+            raise InvalidWindow(f"unknown top-level key(s) {unknown}: expected [[windows]] and [[calendars]] tables",
+                                path=self.path)
         tables = data.get("windows", [])
         if not isinstance(tables, list):
             raise InvalidWindow("'windows' must be an array of tables ([[windows]])", path=self.path)
@@ -173,13 +208,37 @@ class WindowsFile:
             else:
                 seen.add(window.name)
                 unique.append(window)
-        return Parsed(unique, failures)
+        return Parsed(unique, failures, self._sources(data.get("calendars", []), failures))
 
-    def render(self, windows: Iterable[Window]) -> bytes:
+    def _sources(self, tables: Any, failures: list[InvalidWindow]) -> list[Any]:
+        """The `[[calendars]]` tables that validate (`calendars.CalendarSource`)."""
+        if not tables:
+            return []
+        from .calendars import CalendarSource
+
+        if not isinstance(tables, list):
+            raise InvalidWindow("'calendars' must be an array of tables ([[calendars]])", path=self.path)
+        sources = []
+        for i, table in enumerate(tables):
+            try:
+                sources.append(CalendarSource.parse(table, path=self.path, index=i))
+            except InvalidWindow as exc:
+                failures.append(exc)
+        return sources
+
+    def render(self, windows: Iterable[Window], sources: Iterable[Any] = ()) -> bytes:
+        """The file of `windows` and the calendar `sources` (a calendar's window is written back
+        as its `[[calendars]]` table)."""
         import tomli_w
 
-        body = tomli_w.dumps({"windows": [window.to_toml() for window in windows]})
-        return (_HEADER + body).encode("utf-8")
+        plain: list[dict[str, Any]] = []
+        calendars = [source.to_toml() for source in sources]
+        for window in windows:
+            (calendars if window.feed is not None else plain).append(window.to_toml())
+        document: dict[str, Any] = {"windows": plain}
+        if calendars:
+            document["calendars"] = calendars
+        return (_HEADER + tomli_w.dumps(document)).encode("utf-8")
 
     def save(self, windows: Iterable[Window]) -> None:
         """Replace the file with `windows` (atomically, under the lock)."""
@@ -191,8 +250,11 @@ class WindowsFile:
     def add(self, window: Window, *, replace: bool = False) -> list[Window]:
         """Append `window` (or, with `replace`, put it in place of the one with its name)."""
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
-            windows = self.parse(file.current or b"")
+            parsed = self._editable(file.current or b"")
+            windows = list(parsed.windows)
             names = [w.name for w in windows]
+            if window.name in {source.name for source in parsed.sources}:
+                raise InvalidWindow("is the name of a calendar ([[calendars]])", path=self.path, window=repr(window.name))
             if window.name in names:
                 if not replace:
                     raise InvalidWindow("already exists (remove it first, or use --replace)",
@@ -200,16 +262,17 @@ class WindowsFile:
                 windows[names.index(window.name)] = window
             else:
                 windows.append(window)
-            file.replace(self.render(windows))
+            file.replace(self.render(windows, parsed.sources))
         return windows
 
     def remove(self, name: str) -> Window:
         """Remove the window called `name`; `InvalidWindow` when there is none."""
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
-            windows = self.parse(file.current or b"")
+            parsed = self._editable(file.current or b"")
+            windows = list(parsed.windows)
             for i, window in enumerate(windows):
                 if window.name == name:
                     del windows[i]
-                    file.replace(self.render(windows))
+                    file.replace(self.render(windows, parsed.sources))
                     return window
         raise InvalidWindow("no such window", path=self.path, window=repr(name))

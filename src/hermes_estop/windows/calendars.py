@@ -1,0 +1,363 @@
+"""Calendar sources of `windows.toml` (issue 27): `[[calendars]]` tables, and windows'
+`exclude_calendar`, bound to the feeds they name.
+
+A calendar becomes one `CalendarWindow`: a `Window` whose occurrences are the feed's events
+(`ical.Feed`), so the scheduler, the forecast, the ledger, skips, the page and the metrics treat
+it like any window. A feed is a local file (`ics`, relative paths from the fleet root) or the
+copy of a `url` that `hermes serve` fetched (`fetch.py`) into `calendars/` in the fleet root.
+
+A feed that cannot be read or parsed falls back to its last good copy in `calendars/` (serve
+keeps one for local files too), with a note (`Bound.stale`) that makes it loud; without a good
+copy the calendar is a failing table (`InvalidWindow` naming it), which the scheduler's guard
+holds as it was, like any window that stops validating. Everything here only reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..cronspec import validate_timezone
+from ..durations import format_duration, parse_ttl
+from ..errors import EstopError
+from ..fsread import read_regular
+from ..homes import FLEET
+from .fields import Drain, Duration, WindowAllow, parse_drain
+from .ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
+from .invalid import InvalidWindow, ShapeError, as_invalid
+from .model import _NAME_RE, Window, validate_scope
+
+__all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "is_url"]
+
+CALENDAR_DIR = "calendars"
+DEFAULT_REFRESH = timedelta(minutes=5)
+_MAX_PATTERN = 200
+
+
+def is_url(location: str) -> bool:
+    return location.startswith(("https://", "http://"))
+
+
+class CalendarSource(BaseModel):
+    """One `[[calendars]]` table."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="a slug, like a window's name (windows and calendars share names)")
+    ics: str | None = Field(None, description="path of an .ics file (relative: from the fleet root)")
+    url: str | None = Field(None, description="https:// (or http://) feed, fetched by `hermes serve`")
+    scope: str = Field(FLEET, description="'fleet' or a profile name")
+    timezone: str | None = Field(None, description="zone of all-day and floating events (default: the "
+                                                   "feed's X-WR-TIMEZONE, else UTC)")
+    categories: list[str] = Field(default_factory=list, description="only events with one of these CATEGORIES")
+    summary: str | None = Field(None, description="only events whose SUMMARY matches this regular expression")
+    drain: Drain = Field(None)
+    allow: WindowAllow = Field(default_factory=WindowAllow)
+    enabled: bool = True
+    refresh: Duration = Field(DEFAULT_REFRESH, description="how often `hermes serve` fetches a url (default 5m)")
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _name(cls, value: Any) -> str:
+        if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
+            raise ValueError(f"invalid calendar name {value!r}: use lowercase letters, digits, '-' and '_'")
+        return value
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _url(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not is_url(value) or any(c.isspace() for c in value) or len(value) > 2000:
+            raise ValueError(f"invalid url {value!r}: expected https://...")
+        return value
+
+    @field_validator("scope", mode="before")
+    @classmethod
+    def _scope(cls, value: Any) -> str:
+        return validate_scope(value)
+
+    @field_validator("timezone", mode="before")
+    @classmethod
+    def _timezone(cls, value: Any) -> str | None:
+        return None if value is None else validate_timezone(value).key
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _summary(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or len(value) > _MAX_PATTERN:
+            raise ValueError(f"expected a regular expression of at most {_MAX_PATTERN} characters")
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+        return value
+
+    @field_validator("drain", mode="before")
+    @classmethod
+    def _drain(cls, value: Any) -> timedelta | None:
+        return parse_drain(value)
+
+    @field_validator("refresh", mode="before")
+    @classmethod
+    def _refresh(cls, value: Any) -> timedelta:
+        refresh = parse_ttl(value)
+        if refresh < timedelta(seconds=10):
+            raise ValueError("refresh: at least 10s")
+        return refresh
+
+    @model_validator(mode="after")
+    def _shape(self) -> CalendarSource:
+        if (self.ics is None) == (self.url is None):
+            raise ShapeError("ics/url", "give exactly one of ics (a file) or url (a feed)")
+        return self
+
+    @property
+    def location(self) -> str:
+        return self.url or self.ics or ""
+
+    def keep(self, component: Any) -> bool:
+        """Whether an event passes the filters (CATEGORIES, SUMMARY)."""
+        if self.categories:
+            wanted = {c.casefold() for c in self.categories}
+            found: set[str] = set()
+            props = component.get("CATEGORIES")
+            for prop in props if isinstance(props, list) else [props] if props is not None else []:
+                found.update(str(c).casefold() for c in getattr(prop, "cats", []))
+            if not wanted & found:
+                return False
+        return self.summary is None or re.search(self.summary, str(component.get("SUMMARY") or "")) is not None
+
+    def salt(self) -> str:
+        return json.dumps([self.categories, self.summary, self.timezone])
+
+    def to_toml(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        out.update({"ics": self.ics} if self.ics is not None else {"url": self.url})
+        out["scope"] = self.scope
+        for key in ("timezone", "summary"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.categories:
+            out["categories"] = list(self.categories)
+        if self.drain is not None:
+            out["drain"] = format_duration(self.drain)
+        if self.allow.user_ids:
+            out["allow"] = {"user_ids": list(self.allow.user_ids)}
+            if self.allow.profiles:
+                out["allow"]["profiles"] = list(self.allow.profiles)
+        if not self.enabled:
+            out["enabled"] = False
+        if self.refresh != DEFAULT_REFRESH:
+            out["refresh"] = format_duration(self.refresh)
+        return out
+
+    @classmethod
+    def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> CalendarSource:
+        label = repr(data["name"]) if isinstance(data, dict) and isinstance(data.get("name"), str) else (
+            f"calendar #{index + 1}" if index is not None else None)
+        if not isinstance(data, dict):
+            raise InvalidWindow(f"expected a table, got {type(data).__name__}", path=path, window=label)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise as_invalid(exc, path, label, cls.model_fields) from None
+
+
+class CalendarWindow(Window):
+    """A calendar as a window: its occurrences are the feed's events (`occurrences.occurrences`
+    asks `feed`). Built by `bind`, never validated from a table."""
+
+    source: Any = Field(None, exclude=True)
+    calendar_feed: Any = Field(None, exclude=True)
+
+    @property
+    def feed(self) -> Feed | None:
+        feed: Feed | None = self.calendar_feed
+        return feed
+
+    def describe_schedule(self) -> str:
+        src: CalendarSource = self.source
+        return f"calendar {src.location}"
+
+    def to_json(self) -> dict[str, Any]:
+        src: CalendarSource = self.source
+        data = {"name": self.name, "calendar": src.location, "scope": self.scope, "enabled": self.enabled,
+                "duration": format_duration(self.duration), "allow": self.allow.model_dump(mode="json")}
+        if self.drain is not None:
+            data["drain"] = format_duration(self.drain)
+        return data
+
+    def to_toml(self) -> dict[str, Any]:
+        src: CalendarSource = self.source
+        return src.to_toml()
+
+
+def cache_paths(root: Path, location: str) -> tuple[Path, Path]:
+    """Where the last good copy of a feed lives in the fleet root, and its metadata (ETag,
+    Last-Modified, the last fetch error)."""
+    key = hashlib.sha256(location.encode("utf-8")).hexdigest()[:24]
+    base = Path(root) / CALENDAR_DIR
+    return base / f"{key}.ics", base / f"{key}.json"
+
+
+def local_path(root: Path, location: str) -> Path:
+    path = Path(location).expanduser()
+    return path if path.is_absolute() else Path(root) / path
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(read_regular(path, 64 * 1024))
+    except (OSError, ValueError, EstopError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+@dataclass
+class Bound:
+    """Windows with their calendars bound: `windows` to act on, `failures` (tables that failed),
+    `stale` (calendar name -> why it runs on its last good copy), `digests` (what the feeds
+    were: part of a read's identity), `files` (what to watch for changes)."""
+
+    windows: list[Window]
+    failures: list[InvalidWindow]
+    stale: dict[str, str] = field(default_factory=dict)
+    digests: tuple[str, ...] = ()
+    files: tuple[Path, ...] = ()
+
+
+_FEEDS: OrderedDict[tuple[str, str], Feed] = OrderedDict()
+_BOUND: OrderedDict[tuple[int, str], tuple[object, Window]] = OrderedDict()
+_MAX_CACHED = 64
+
+
+def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    cache[key] = value
+    if len(cache) > _MAX_CACHED:
+        cache.popitem(last=False)
+
+
+def _feed(raw: bytes, label: str, tz: str | None, keep: Any, salt: str) -> Feed:
+    key = (hashlib.sha256(raw).hexdigest(), f"{label}\0{salt}\0{tz}")
+    found = _FEEDS.get(key)
+    if found is None:
+        found = parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt)
+        _remember(_FEEDS, key, found)
+    return found
+
+
+def load_feed(root: Path, location: str, label: str, *, tz: str | None = None, keep: Any = None,
+              salt: str = "") -> tuple[Feed, str | None]:
+    """The feed at `location` (a url's fetched copy, or a local file) and, when it runs on its
+    last good copy, why. `CalendarError` when there is no usable copy at all."""
+    copy, meta_path = cache_paths(root, location)
+    meta = read_meta(meta_path)
+    problem: str | None = None
+    if not is_url(location):
+        path = local_path(root, location)
+        try:
+            return _feed(read_regular(path, MAX_CALENDAR_BYTES), label, tz, keep, salt), None
+        except CalendarError as exc:
+            problem = str(exc)
+        except (OSError, EstopError) as exc:
+            problem = f"calendar {label}: cannot read {path}: {getattr(exc, 'strerror', None) or exc}"
+    elif meta.get("error"):
+        problem = f"calendar {label}: cannot fetch {location}: {meta['error']}"
+    try:
+        raw = read_regular(copy, MAX_CALENDAR_BYTES)
+    except (OSError, EstopError):
+        if problem is not None:
+            raise CalendarError(f"{problem} (and no last good copy)") from None
+        raise CalendarError(f"calendar {label}: {location} not fetched yet (`hermes serve` fetches it)") from None
+    feed = _feed(raw, label, tz, keep, salt)
+    if problem is not None:
+        fetched = meta.get("fetched_at")
+        problem += f" (using the last good copy{f' of {fetched}' if fetched else ''})"
+    return feed, problem
+
+
+def _calendar_window(source: CalendarSource, feed: Feed) -> Window:
+    key = (id(source), feed.digest)
+    cached = _BOUND.get(key)
+    if cached is not None and cached[0] is source:
+        return cached[1]
+    found = CalendarWindow.model_construct(
+        name=source.name, cron=None, timezone=feed.tz.key, at=None, duration=feed.longest, drain=source.drain,
+        reason=None, allow=source.allow, scope=source.scope, enabled=source.enabled, not_before=None,
+        not_after=None, exclude=[], exclude_cron=None, exclude_calendar=None, source=source, calendar_feed=feed)
+    _remember(_BOUND, key, (source, found))
+    return found
+
+
+def _excluding(window: Window, feed: Feed) -> Window:
+    key = (id(window), feed.digest)
+    cached = _BOUND.get(key)
+    if cached is not None and cached[0] is window:
+        return cached[1]
+    found = window.model_copy()
+    found._holidays = feed
+    _remember(_BOUND, key, (window, found))
+    return found
+
+
+def _watched(root: Path, location: str) -> list[Path]:
+    files = list(cache_paths(root, location))
+    if not is_url(location):
+        files.insert(0, local_path(root, location))
+    return files
+
+
+def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[CalendarSource]) -> Bound:
+    """`windows` with their `exclude_calendar` bound, and one `CalendarWindow` per source, each
+    from the current feed or its last good copy; a source with neither is a failure."""
+    out: list[Window] = []
+    failures: list[InvalidWindow] = []
+    stale: dict[str, str] = {}
+    digests: list[str] = []
+    files: list[Path] = []
+    for window in windows:
+        if window.exclude_calendar is None:
+            out.append(window)
+            continue
+        files.extend(_watched(root, window.exclude_calendar))
+        try:
+            feed, problem = load_feed(root, window.exclude_calendar, f"{window.exclude_calendar} (exclude_calendar of "
+                                      f"window {window.name})")
+        except CalendarError as exc:
+            failures.append(InvalidWindow(exc.args[0], path=path, window=repr(window.name), field="exclude_calendar"))
+            continue
+        if problem is not None:
+            stale[window.name] = problem
+        digests.append(feed.digest)
+        out.append(_excluding(window, feed))
+    names = {w.name for w in out} | {f.window.strip("'") for f in failures if f.window}
+    for source in sources:
+        if source.name in names:
+            failures.append(InvalidWindow("duplicate name (a window or calendar has it)", path=path,
+                                          window=repr(source.name), field="name"))
+            continue
+        names.add(source.name)
+        files.extend(_watched(root, source.location))
+        try:
+            feed, problem = load_feed(root, source.location, repr(source.name), tz=source.timezone, keep=source.keep,
+                                      salt=source.salt())
+        except CalendarError as exc:
+            failures.append(InvalidWindow(exc.args[0], path=path, window=repr(source.name)))
+            continue
+        if problem is not None:
+            stale[source.name] = problem
+        digests.append(feed.digest)
+        out.append(_calendar_window(source, feed))
+    return Bound(out, failures, stale, tuple(digests), tuple(files))

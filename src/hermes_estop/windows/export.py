@@ -1,0 +1,76 @@
+"""The schedule as an iCalendar feed (issue 27): `hermes windows export --ics` and `GET
+/calendar.ics` of `hermes serve --http`, for the calendar apps people already use.
+
+One VEVENT per occurrence of the next `days` (windows and calendars alike), in UTC, with a UID
+derived from the occurrence's key, so a subscription updates in place; an occurrence the ledger
+says is skipped is STATUS:CANCELLED. Read back as a `[[calendars]]` source, the export gives the
+same occurrences (cancelled events are not held).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+
+from ..text import printable
+from .ledger import SKIPPED, LedgerEntry
+from .model import Window
+from .occurrences import Occurrence, occurrences
+
+__all__ = ["MAX_EXPORT_DAYS", "export_ics", "export_uid", "planned"]
+
+MAX_EXPORT_DAYS = 366
+#: at most this many events in one export (a minutely window would otherwise fill it)
+MAX_EXPORT_EVENTS = 20_000
+_PRODID = "-//hermes-estop//maintenance windows//EN"
+
+
+def export_uid(occurrence: Occurrence) -> str:
+    """Stable across exports and processes: from `<scope>/<window>@<occurrence>`."""
+    return hashlib.sha256(occurrence.key.encode("utf-8")).hexdigest()[:32] + "@hermes-estop"
+
+
+def planned(windows: Iterable[Window], now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
+    """The occurrences of the enabled `windows` not ended at `now` that arm before `now + days`."""
+    until = now + timedelta(days=days)
+    out: list[tuple[Window, Occurrence]] = []
+    for window in windows:
+        if not window.enabled:
+            continue
+        for occurrence in occurrences(window, now - window.duration):
+            if occurrence.arm_at >= until or len(out) >= MAX_EXPORT_EVENTS:
+                break
+            if not occurrence.ended(now):
+                out.append((window, occurrence))
+    return sorted(out, key=lambda pair: (pair[1].start, pair[1].window, pair[1].ident))
+
+
+def export_ics(windows: Iterable[Window], entries: Mapping[str, LedgerEntry], now: datetime, days: int,
+               name: str = "hermes-estop maintenance") -> bytes:
+    """The feed of the next `days` days (see the module docstring)."""
+    import icalendar
+
+    calendar = icalendar.Calendar()
+    calendar.add("PRODID", _PRODID)
+    calendar.add("VERSION", "2.0")
+    calendar.add("CALSCALE", "GREGORIAN")
+    calendar.add("X-WR-CALNAME", name)
+    for window, occurrence in planned(windows, now, days):
+        event = icalendar.Event()
+        event.add("UID", export_uid(occurrence))
+        event.add("DTSTAMP", now)
+        event.add("DTSTART", occurrence.start)
+        event.add("DTEND", occurrence.end)
+        event.add("SUMMARY", printable(window.reason_for(occurrence.reason)))
+        lines = [f"window {window.name} at {window.scope}", f"occurrence {occurrence.ident}"]
+        if occurrence.lead:
+            lines.append(f"the fleet drains from {occurrence.arm_at.isoformat()}")
+        event.add("DESCRIPTION", printable("; ".join(lines)))
+        event.add("CATEGORIES", ["maintenance", window.scope])
+        event.add("X-HERMES-KEY", occurrence.key)
+        entry = entries.get(occurrence.key)
+        event.add("STATUS", "CANCELLED" if entry is not None and entry.state == SKIPPED else "CONFIRMED")
+        calendar.add_component(event)
+    data: bytes = calendar.to_ical()
+    return data

@@ -1,0 +1,345 @@
+"""An iCalendar feed as maintenance occurrences: parsing with limits, and expansion (issue 27).
+
+`icalendar` parses, `x_wr_timezone` repairs Google's exports (events written in UTC with the
+zone only in `X-WR-TIMEZONE`), `recurring_ical_events` expands RRULE, RDATE, EXDATE and
+RECURRENCE-ID overrides in their VTIMEZONE: no recurrence rule is interpreted here.
+
+A feed comes from outside, so it is refused (`CalendarError`, one line naming the calendar)
+before anything expands it when it is too large, nested too deep, has too many events, or a
+rule whose expansion would run away (a SECONDLY or MINUTELY rule, a COUNT past `MAX_COUNT`, or
+more than `MAX_STEPS` steps from its DTSTART to the horizon): expanding stays bounded, so a
+hostile .ics can never hang `hermes serve`.
+
+Times: an event with a zone is read in it; a floating time and an all-day event (the local day)
+are read in the calendar's zone (the source's `timezone`, else `X-WR-TIMEZONE`, else UTC), a
+start in a DST gap by `cronspec.wall_to_instant`'s rule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from ..cronspec import validate_timezone, wall_to_instant
+from ..durations import MAX_DURATION
+from ..errors import EstopError
+from ..hold import clean_reason
+
+__all__ = ["MAX_CALENDAR_BYTES", "CalendarError", "Event", "Feed", "parse_feed"]
+
+#: a feed larger than this is refused (a team calendar of years of events is a few hundred KiB)
+MAX_CALENDAR_BYTES = 8 * 1024 * 1024
+MAX_DEPTH = 4
+MAX_COMPONENTS = 20_000
+MAX_COUNT = 100_000
+#: the most rule steps from a DTSTART to `_HORIZON` ahead of now that a single RRULE may take
+MAX_STEPS = 200_000
+_HORIZON = timedelta(days=3 * 366)
+_STEP = {"HOURLY": timedelta(hours=1), "DAILY": timedelta(days=1), "WEEKLY": timedelta(days=7),
+         "MONTHLY": timedelta(days=28), "YEARLY": timedelta(days=365)}
+_MULTIPLIERS = ("BYSECOND", "BYMINUTE", "BYHOUR", "BYDAY", "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYMONTH")
+#: expansion is done and remembered in aligned chunks of this length
+CHUNK = timedelta(days=32)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MAX_CHUNKS = 48
+#: how far ahead of a start instant `Feed.occurrences` looks before it says there is no more
+LOOKAHEAD = timedelta(days=2 * 366)
+_UID_RE = re.compile(r"[\x21-\x7e]{1,120}")
+
+
+class CalendarError(EstopError):
+    """A feed that cannot be used: one line naming the calendar."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One occurrence of a VEVENT: `[start, end)` in aware UTC; `ident` from UID and
+    RECURRENCE-ID (stable when the instance is moved); `reason` the SUMMARY."""
+
+    start: datetime
+    end: datetime
+    ident: str
+    uid: str
+    reason: str
+    #: an all-day event's dates `[first, last)`, as written (no zone)
+    days: tuple[date, date] | None = None
+
+    def local_days(self, tz: ZoneInfo) -> Iterator[date]:
+        """The local dates in `tz` the event covers (an all-day event: its own dates)."""
+        first, last = self.days or (self.start.astimezone(tz).date(),
+                                    (self.end - timedelta(microseconds=1)).astimezone(tz).date() + timedelta(days=1))
+        while first < last:
+            yield first
+            first += timedelta(days=1)
+
+
+def _refuse(label: str, why: str) -> CalendarError:
+    return CalendarError(f"calendar {label}: {why}")
+
+
+def _check_shape(text: str, label: str) -> None:
+    """Refuse deep nesting and too many components before the parser sees the text."""
+    depth = components = 0
+    for line in text.splitlines():
+        head = line[:6].upper()
+        if head == "BEGIN:":
+            depth += 1
+            components += 1
+            if depth > MAX_DEPTH:
+                raise _refuse(label, f"components nested more than {MAX_DEPTH} deep")
+            if components > MAX_COMPONENTS:
+                raise _refuse(label, f"more than {MAX_COMPONENTS} components")
+        elif line[:4].upper() == "END:":
+            depth -= 1
+
+
+def _value(component: Any, name: str) -> Any:
+    prop = component.get(name)
+    return getattr(prop, "dt", None)
+
+
+def _check_rule(event: Any, label: str, now: datetime) -> None:
+    """Refuse a rule whose expansion could run away (see the module docstring)."""
+    rules = event.get("RRULE")
+    if rules is None:
+        return
+    for rule in rules if isinstance(rules, list) else [rules]:
+        uid = str(event.get("UID", "?"))[:80]
+        freq = (rule.get("FREQ") or ["?"])[0]
+        if freq not in _STEP:
+            raise _refuse(label, f"event {uid!r}: RRULE FREQ={freq} refused (hourly or slower only)")
+        count = (rule.get("COUNT") or [None])[0]
+        if count is not None and int(count) > MAX_COUNT:
+            raise _refuse(label, f"event {uid!r}: RRULE COUNT={count} refused (at most {MAX_COUNT})")
+        interval = max(int((rule.get("INTERVAL") or [1])[0]), 1)
+        multiplier = 1
+        for key in _MULTIPLIERS:
+            multiplier *= max(len(rule.get(key) or []), 1)
+        start = _value(event, "DTSTART")
+        if start is None:
+            raise _refuse(label, f"event {uid!r}: RRULE without DTSTART")
+        first = _instant(start, timezone.utc)
+        until = (rule.get("UNTIL") or [None])[0]
+        last = now + _HORIZON
+        if until is not None:
+            last = min(last, _instant(until, timezone.utc))
+        steps = max((last - first) / (_STEP[freq] * interval), 0) * multiplier
+        if count is not None:
+            steps = min(steps, int(count) * multiplier)
+        if steps > MAX_STEPS:
+            raise _refuse(label, f"event {uid!r}: RRULE would take about {int(steps)} steps to expand "
+                                 f"(at most {MAX_STEPS}: a rule this dense or this old is refused)")
+
+
+def _instant(value: date | datetime, tz: ZoneInfo | timezone) -> datetime:
+    """A DTSTART/DTEND value as aware UTC: a date is its local midnight in `tz`, a floating
+    time is read in `tz`."""
+    if not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if value.tzinfo is None:
+        if isinstance(tz, ZoneInfo):
+            return wall_to_instant(value, tz)
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def _ident_part(uid: str) -> str:
+    if _UID_RE.fullmatch(uid):
+        return uid
+    return "sha1-" + hashlib.sha1(uid.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _rid(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat() if value.tzinfo is None else value.astimezone(timezone.utc).isoformat()
+    return value.isoformat() if isinstance(value, date) else str(value)
+
+
+@dataclass(eq=False)
+class Feed:
+    """A parsed calendar: occurrences in a range, remembered per chunk. Equal feeds have the
+    same bytes and settings (`digest`)."""
+
+    label: str
+    calendar: Any
+    tz: ZoneInfo
+    digest: str
+    recurring: frozenset[str]
+    keep: Callable[[Any], bool] = lambda event: True
+    longest: timedelta = timedelta(days=1)
+    _chunks: OrderedDict[int, list[Event]] = field(default_factory=OrderedDict)
+    _days: dict[tuple[int, str], frozenset[date]] = field(default_factory=dict)
+    _query: Any = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Feed) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def _expand(self, first: datetime, last: datetime) -> list[Event]:
+        import recurring_ical_events
+
+        try:
+            if self._query is None:  # collecting the series is most of the cost: once per feed
+                self._query = recurring_ical_events.of(self.calendar)
+            found = self._query.between(first, last)
+            out = [e for e in (self._event(c) for c in found if self.keep(c)) if e is not None]
+        except CalendarError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of a hostile feed: one line
+            raise _refuse(self.label, f"cannot expand: {type(exc).__name__}: {exc}") from None
+        return sorted(out, key=lambda e: (e.start, e.end, e.ident))
+
+    def _event(self, component: Any) -> Event | None:
+        if str(component.get("STATUS", "")).upper() == "CANCELLED":
+            return None
+        raw_start = _value(component, "DTSTART")
+        if raw_start is None:
+            return None
+        raw_end = _value(component, "DTEND")
+        start = _instant(raw_start, self.tz)
+        if raw_end is not None:
+            end = _instant(raw_end, self.tz)
+        else:
+            duration = _value(component, "DURATION")
+            if isinstance(duration, timedelta):
+                end = start + duration
+            elif isinstance(raw_start, datetime):
+                return None  # a moment, not a span: nothing to hold
+            else:
+                end = _instant(raw_start + timedelta(days=1), self.tz)
+        if end <= start:
+            return None
+        if end - start > MAX_DURATION:
+            raise _refuse(self.label, f"event {str(component.get('UID', '?'))[:80]!r} lasts more than 366 days")
+        uid = str(component.get("UID") or "")
+        part = _ident_part(uid) if uid else "sha1-" + hashlib.sha1(repr(raw_start).encode()).hexdigest()[:16]
+        ident = part
+        if uid in self.recurring:
+            rid = _value(component, "RECURRENCE-ID")
+            ident = f"{part}@{_rid(rid if rid is not None else raw_start)}"
+        summary = clean_reason(str(component.get("SUMMARY") or "")) or f"calendar {self.label}"
+        days = None
+        if not isinstance(raw_start, datetime):
+            last = raw_end if raw_end is not None and not isinstance(raw_end, datetime) else raw_start + timedelta(days=1)
+            days = (raw_start, max(last, raw_start + timedelta(days=1)))
+        return Event(start, end, ident, uid, summary, days)
+
+    def chunk(self, index: int) -> list[Event]:
+        """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`)."""
+        cached = self._chunks.get(index)
+        if cached is not None:
+            self._chunks.move_to_end(index)
+            return cached
+        lo = _EPOCH + index * CHUNK
+        hi = lo + CHUNK
+        events = [e for e in self._expand(lo, hi) if lo <= e.start < hi]
+        self._chunks[index] = events
+        if len(self._chunks) > _MAX_CHUNKS:
+            self._chunks.popitem(last=False)
+        return events
+
+    def events(self, since: datetime, lookahead: timedelta = LOOKAHEAD) -> Iterator[Event]:
+        """Events starting at or after `since`, in order, up to `lookahead` after it."""
+        index = (since - _EPOCH) // CHUNK
+        last = (since + lookahead - _EPOCH) // CHUNK
+        while index <= last:
+            for event in self.chunk(index):
+                if event.start >= since:
+                    yield event
+            index += 1
+
+    def between(self, first: datetime, last: datetime) -> list[Event]:
+        """Events overlapping `[first, last)` (all-day ones included), in order."""
+        out: list[Event] = []
+        for event in self.events(first - self.longest, last - first + self.longest):
+            if event.start >= last:
+                break
+            if event.end > first:
+                out.append(event)
+        return out
+
+
+    def covers_day(self, day: date, tz: ZoneInfo) -> bool:
+        """Whether an event covers the local date `day` in `tz` (holidays as exclusions)."""
+        key = (day.year, tz.key)
+        days = self._days.get(key)
+        if days is None:
+            first = wall_to_instant(datetime(day.year, 1, 1), tz)
+            last = wall_to_instant(datetime(day.year + 1, 1, 1), tz) if day.year < 9999 else first + timedelta(days=366)
+            found = {d for e in self.between(first - timedelta(days=1), last + timedelta(days=1)) for d in e.local_days(tz)}
+            days = self._days[key] = frozenset(d for d in found if d.year == day.year)
+        return day in days
+
+
+def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
+               keep: Callable[[Any], bool] | None = None, now: datetime | None = None,
+               salt: str = "") -> Feed:
+    """The feed of `raw`, or `CalendarError` naming `label`. `timezone_name`: the zone for
+    floating and all-day events (default: X-WR-TIMEZONE, else UTC). `salt` goes into the
+    digest (the settings that select from the feed)."""
+    import icalendar
+    import x_wr_timezone
+
+    if len(raw) > MAX_CALENDAR_BYTES:
+        raise _refuse(label, f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise _refuse(label, "not UTF-8 text") from None
+    _check_shape(text, label)
+    started = time.monotonic()
+    now = now or datetime.now(timezone.utc)
+    try:
+        calendar = icalendar.Calendar.from_ical(text)
+        if not isinstance(calendar, icalendar.Calendar) or calendar.name != "VCALENDAR":
+            raise _refuse(label, "not a VCALENDAR")
+        wr = str(calendar.get("X-WR-TIMEZONE") or "") or None
+        calendar = x_wr_timezone.to_standard(calendar)
+        events = list(calendar.walk("VEVENT"))
+        for event in events:
+            _check_rule(event, label, now)
+            _value(event, "DTSTART")
+            _value(event, "DTEND")
+        tz = validate_timezone(timezone_name or wr or "UTC")
+    except CalendarError:
+        raise
+    except EstopError as exc:
+        raise _refuse(label, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a hostile feed fails any way it likes: one line
+        raise _refuse(label, f"cannot parse: {type(exc).__name__}: {exc}") from None
+    recurring = frozenset(str(e.get("UID") or "") for e in events
+                          if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None)
+    digest = hashlib.sha256(raw + b"\0" + salt.encode() + b"\0" + tz.key.encode()).hexdigest()
+    feed = Feed(label, calendar, tz, digest, recurring, keep or (lambda event: True), _longest(events, tz))
+    if time.monotonic() - started > 30:
+        raise _refuse(label, "took more than 30 s to parse")
+    return feed
+
+
+def _longest(events: list[Any], tz: ZoneInfo) -> timedelta:
+    """The longest event of the feed (at least a day): how far before an instant an event
+    covering it may start."""
+    longest = timedelta(days=1)
+    for event in events:
+        start, end = _value(event, "DTSTART"), _value(event, "DTEND")
+        if start is None:
+            continue
+        if end is not None:
+            try:
+                span = _instant(end, tz) - _instant(start, tz)
+            except (TypeError, ValueError, OverflowError):
+                continue
+        else:
+            duration = _value(event, "DURATION")
+            span = duration if isinstance(duration, timedelta) else timedelta(days=1)
+        longest = max(longest, min(span, MAX_DURATION))
+    return longest + timedelta(days=1)
