@@ -11,7 +11,7 @@ import typer
 
 from ..errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from ..estop import Estop
-from ..hold import Allow, HoldState
+from ..hold import Allow, Cause, HoldState
 from ..homes import Location
 from ..text import one_line, printable
 from ..timeutil import format_instant
@@ -147,7 +147,7 @@ def resume(
         typer.echo(f"no hold at {printable(location.describe())} ({printable(where(location))})")
     elif removed.hold is not None and removed.hold.generation:
         typer.echo(f"resumed {printable(location.describe())} (generation {printable(removed.hold.generation)})")
-    elif removed.state is HoldState.UNREADABLE:
+    elif removed.state is HoldState.UNREADABLE and removed.cause is not Cause.EMPTY:
         typer.echo(f"resumed {printable(location.describe())} (removed an unreadable hold: {printable(removed.problem or '?')})")
     else:
         typer.echo(f"resumed {printable(location.describe())} (a hand-made stop with no details)")
