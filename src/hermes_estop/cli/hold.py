@@ -291,25 +291,38 @@ def history(
         typer.echo("no events")
     from ..audit import coalesce_renewals
 
+    rows = []
     for event, count in coalesce_renewals(events):
         data = event.to_json()
         name = f"rearm x{count}" if count > 1 else event.event
-        parts = [data["time"], f"{printable(name):<7}", printable(event.location)]
-        if event.generation:
-            parts.append(f"gen={printable(event.generation)}")
+        rest = []
         if event.actor:
-            parts.append(f"by={printable(event.actor)}")
+            rest.append(f"by={printable(event.actor)}")
         if event.reason:
-            parts.append(f"reason='{printable(event.reason)}'")
+            rest.append(f"reason='{printable(event.reason)}'")
         if event.deadline:
-            parts.append(f"deadline={data['deadline']}")
+            rest.append(f"deadline={data['deadline']}")
         if event.detail:
-            parts.append(printable(event.detail))
+            rest.append(printable(event.detail))
         if count > 1:
-            parts.append(f"({count} renewals in a row; the last shown)")
-        typer.echo("  ".join(parts))
+            rest.append(f"({count} renewals in a row; the last shown)")
+        rows.append(([data["time"], printable(name), printable(event.location),
+                      f"gen={printable(event.generation)}" if event.generation else "-"], rest))
+    for line in aligned(rows):
+        typer.echo(line)
     if skipped:
         typer.echo(skipped)
+
+
+def aligned(rows: list[tuple[list[str], list[str]]]) -> list[str]:
+    """Each row's leading columns padded to the widest of their column, then its free-form rest:
+    the history reads as a table however long a scope or an event name is."""
+    widths = [max((len(lead[i]) for lead, _ in rows), default=0) for i in range(len(rows[0][0]))] if rows else []
+    lines = []
+    for lead, rest in rows:
+        cells = [cell.ljust(width) for cell, width in zip(lead, widths, strict=True)] + rest
+        lines.append("  ".join(cells).rstrip())
+    return lines
 
 
 def register(app: typer.Typer) -> None:

@@ -15,9 +15,10 @@ the old file or the new. Hand editors that re-save in place are the scheduler's 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreError
 from ..fsutil import locked_update, read_regular_with_stat
@@ -57,6 +58,19 @@ class Parsed:
 #: the last validated version of each windows file read in this process
 _VERSIONS: dict[Path, tuple[bytes, Parsed]] = {}
 _MAX_VERSIONS = 16
+
+
+def _section(name: str, table: Mapping[str, Any], *, many: bool = False) -> str:
+    """`table` as a TOML section, always as a `[[windows]]` table (tomli_w writes a short array
+    of tables inline, `windows = [ {...} ]`, so one window read differently from two)."""
+    import tomli_w
+
+    literals = {key: value for key, value in table.items() if not isinstance(value, Mapping)}
+    text = (f"[[{name}]]\n" if many else f"[{name}]\n") + tomli_w.dumps(literals)
+    for key, value in table.items():
+        if isinstance(value, Mapping):
+            text += "\n" + _section(f"{name}.{key}", value)
+    return text
 
 
 @dataclass(frozen=True)
@@ -176,9 +190,7 @@ class WindowsFile:
         return Parsed(unique, failures)
 
     def render(self, windows: Iterable[Window]) -> bytes:
-        import tomli_w
-
-        body = tomli_w.dumps({"windows": [window.to_toml() for window in windows]})
+        body = "\n".join(_section("windows", window.to_toml(), many=True) for window in windows)
         return (_HEADER + body).encode("utf-8")
 
     def save(self, windows: Iterable[Window]) -> None:
