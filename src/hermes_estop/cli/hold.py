@@ -22,8 +22,10 @@ from .common import (
     describe_hold,
     emit_json,
     fail,
+    fit_lines,
     hold_json,
     reading_json,
+    terminal_width,
 )
 from .hot import GATE_HELD_EXIT, run_check, run_gate
 
@@ -199,7 +201,7 @@ def status(as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json(document.to_json())
         return
-    for line in document.lines():
+    for line in fit_lines(document.lines(), terminal_width()):
         typer.echo(line)
 
 
