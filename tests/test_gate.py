@@ -87,11 +87,21 @@ def test_an_unreadable_reading_defaults_to_a_body_cause():
     assert Reading(location, HoldState.ACTIVE, Hold("g"), Fence("g")).cause is None
 
 
-@pytest.mark.parametrize("raw", [b"", b"{not json", b"[1]"])
+@pytest.mark.parametrize("raw", [b"{not json", b"[1]"])
 def test_an_unreadable_body_says_resume_removes_it(tmp_path, raw):
     (tmp_path / "ESTOP").write_bytes(raw)
     notice = notice_of(Estop(home=tmp_path))
     assert "is unreadable" in notice and "`hermes resume` removes it" in notice
+
+
+def test_an_empty_body_is_a_hand_made_stop_that_holds_and_admits_nobody(tmp_path):
+    (tmp_path / "ESTOP").write_bytes(b"")
+    estop = Estop(home=tmp_path)
+    verdict = estop.gate(user_id="424242")
+    assert not verdict and verdict.engaged
+    notice = notice_of(estop)
+    assert "a hand-made stop with no details" in notice and "`hermes resume` lifts it" in notice
+    assert "unreadable" not in notice
 
 
 def test_a_refused_profile_home_names_the_bad_home(tmp_path):

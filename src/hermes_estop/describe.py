@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .gate import unreadable_cause
-from .hold import DEADLINE_UNREADABLE, Hold, HoldState, Reading
+from .gate import HAND_MADE, unreadable_cause
+from .hold import DEADLINE_UNREADABLE, Cause, Hold, HoldState, Reading
 from .text import printable
 from .timeutil import format_instant, format_relative
 
@@ -79,6 +79,8 @@ def describe_reading(reading: Reading, now: datetime, location: str) -> list[str
     `Fleet.where(...)` of its location. An unreadable hold names its cause and what will lift
     it (`gate.unreadable_cause`)."""
     where = f"{printable(reading.location.describe())} ({printable(location)})"
+    if reading.state is HoldState.UNREADABLE and reading.cause is Cause.EMPTY:
+        return [f"HELD  {where}", f"      {HAND_MADE}"]
     if reading.state is HoldState.UNREADABLE:
         return [f"HELD  {where}", f"      unreadable: {unreadable_cause(reading)} (held, admits nobody)"]
     if reading.state is HoldState.EXPIRED:

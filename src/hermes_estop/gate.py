@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "HAND_MADE",
     "Snapshot",
     "Verdict",
     "admits",
@@ -87,6 +88,10 @@ def auto_resume_at(snapshot: Snapshot) -> datetime | None:
     return max(deadlines) if deadlines else None
 
 
+#: what an empty body is (`touch ESTOP`): a valid emergency stop, never called broken
+HAND_MADE = "a hand-made stop with no details (no reason, no deadman, admits nobody)"
+
+
 def unreadable_cause(reading: Reading) -> str:
     """One printable clause naming why an unreadable hold holds and what will actually lift it
     (the fix, not just `hermes resume`, which cannot remove a directory or reach a store that is
@@ -98,6 +103,8 @@ def unreadable_cause(reading: Reading) -> str:
         return f"{shown}: held until HERMES_HOME names a valid profile home"
     if cause is Cause.STORE_DOWN:
         return f"the fleet store is unreachable; held until it is back ({shown})"
+    if cause is Cause.EMPTY:
+        return f"{HAND_MADE} at {printable(location.describe())}; `hermes resume` lifts it"
     sentinel = printable(location.sentinel)
     if cause is Cause.NOT_A_FILE:
         return f"ESTOP at {sentinel} is {shown}: remove it by hand"

@@ -121,8 +121,10 @@ class Cause(str, Enum):
     """Why an UNREADABLE hold is unreadable, set where the problem is found (never recovered
     from the wording of `Reading.problem`): it decides what an operator is told will lift it."""
 
-    #: the bytes are not a hold body (empty, not a JSON object, too large)
+    #: the bytes are not a hold body (not a JSON object, too large)
     BODY = "body"
+    #: an empty body: `touch ESTOP`, a hand-made stop with no details (a valid stop, not a broken one)
+    EMPTY = "empty"
     #: the sentinel is not a regular file (a directory, a FIFO, a dangling symlink)
     NOT_A_FILE = "not-a-file"
     #: the sentinel cannot be stat'ed, opened or read (permissions, I/O)
@@ -186,13 +188,17 @@ class Reading(Record):
         return self.state is HoldState.ACTIVE and self.hold is not None and self.hold.allow.admits(user_id, profile)
 
 
+#: the reason `parse_body` gives for an empty body (`prepare` classifies it as `Cause.EMPTY`)
+EMPTY_BODY = "empty body"
+
+
 def parse_body(raw: bytes) -> Hold:
     """A `Hold` from sentinel bytes; raises `ValueError` with the reason when the body is
     unreadable (empty, too large, not UTF-8 JSON, not an object). Never anything else."""
     if len(raw) > MAX_BODY_BYTES:
         raise ValueError(f"body larger than {MAX_BODY_BYTES} bytes")
     if not raw.strip():
-        raise ValueError("empty body")
+        raise ValueError(EMPTY_BODY)
     import json  # here, not at the top: `hermes check` with no hold never parses a body
 
     try:
@@ -248,7 +254,8 @@ def prepare(location: Location, parsed: Hold | str, file_id: tuple[int, ...] | N
     unreadable (active whatever the time). Expired only for a readable body whose parsable
     deadline is at or before `now`."""
     if isinstance(parsed, str):
-        unreadable = Reading(location, HoldState.UNREADABLE, None, Fence(None, file_id), parsed)
+        cause = Cause.EMPTY if parsed == EMPTY_BODY else None
+        unreadable = Reading(location, HoldState.UNREADABLE, None, Fence(None, file_id), parsed, cause)
         return Prepared(None, unreadable, unreadable)
     fence = Fence(parsed.generation, None if parsed.generation else file_id)
     problem = "; ".join(parsed.problems) if parsed.problems else None

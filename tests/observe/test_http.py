@@ -342,3 +342,18 @@ def test_serve_refuses_a_port_in_use_with_one_line_and_exit_2(tmp_path, server):
                             env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and f"cannot listen on {host}:{port}" in result.stderr
+
+
+def test_a_skip_recorded_before_the_process_started_is_not_counted(estop, fleet_root, clock, server):
+    write_windows(fleet_root, NIGHTLY)
+    start = datetime(2026, 6, 3, 2, tzinfo=UTC)
+    key = occurrence_key("fleet", "nightly", start.isoformat())
+    before = LedgerEntry(key, "nightly", start.isoformat(), "fleet", start + timedelta(hours=2), SKIPPED,
+                         updated_at=clock() - timedelta(minutes=5))
+    JsonFileLedger(fleet_root).commit([before])
+    assert scrape(server)[("hermes_estop_occurrences_skipped_total", (("window", "nightly"),))] == 0
+    later = datetime(2026, 6, 4, 2, tzinfo=UTC)
+    after = LedgerEntry(occurrence_key("fleet", "nightly", later.isoformat()), "nightly", later.isoformat(), "fleet",
+                        later + timedelta(hours=2), SKIPPED, updated_at=clock())
+    JsonFileLedger(fleet_root).commit([after])
+    assert scrape(server)[("hermes_estop_occurrences_skipped_total", (("window", "nightly"),))] == 1

@@ -161,10 +161,30 @@ def _finish(command: Command) -> Command:
                 param.display_type_rich = _no_type
                 if param.metavar is None:
                     param.metavar = _ARGUMENT_WORDS.get(param.name or "", (param.name or "value").upper())
+                param.get_usage_pieces = _usage_pieces(param)
             completer = _COMPLETERS.get((path, param.name or ""))
             if completer is not None:
                 param._custom_shell_complete = completer
+        if path and not getattr(cmd, "hidden", False):
+            cmd.short_help = summary(cmd.help or "")
     return command
+
+
+def summary(help_text: str) -> str:
+    """A command's line in its group's list: the first sentence of its help, whole (click cuts
+    it at 45 characters, mid-sentence)."""
+    paragraph = " ".join(help_text.strip().split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph[: end + 1] if end >= 0 else paragraph
+
+
+def _usage_pieces(param: Parameter) -> Callable[[Any], list[str]]:
+    """An argument in the usage line as `NAME` (required) or `[NAME]`; typer writes `{NAME}`."""
+    word = param.metavar or (param.name or "value").upper()
+    piece = word if param.required else f"[{word}]"
+    if param.nargs != 1:
+        piece += "..."
+    return lambda ctx: [piece]
 
 
 def _command_name(args: Sequence[str]) -> str | None:
@@ -182,14 +202,14 @@ def _command_name(args: Sequence[str]) -> str | None:
 def run_app(args: list[str]) -> int:
     """Run `args` through the Typer app (only the hold commands' app when that is all they
     need), mapping the framework's usage errors to one line and exit 2. A bare group
-    (`hermes`, `hermes windows`) prints its normal help on stderr and exits 2, as Click does."""
+    (`hermes`, `hermes windows`) prints its normal help on stdout and exits 0."""
     full = _command_name(args) not in CORE_COMMANDS or COMPLETE_ENV in os.environ
     command = _finish(typer.main.get_command(build_app(extensions=full)))
     try:
         result = command.main(args=args, prog_name="hermes", standalone_mode=False)
-    except NoArgsIsHelpError as exc:
-        typer.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message(), err=True)
-        return EXIT_USAGE
+    except NoArgsIsHelpError as exc:  # a bare `hermes` (or group) asks what there is: not an error
+        typer.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        return 0
     except UsageError as exc:
         where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
         typer.echo(f"hermes: error: {where}{one_line(exc.format_message())}", err=True)

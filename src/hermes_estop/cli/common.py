@@ -8,6 +8,7 @@ a cheap process to start.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, NoReturn
 
 import typer
@@ -26,12 +27,14 @@ __all__ = [
     "describe_hold",
     "describe_reading",
     "emit_json",
+    "fit_lines",
     "fail",
     "hold_json",
     "new_app",
     "one_line",
     "printable",
     "reading_json",
+    "terminal_width",
 ]
 
 
@@ -56,6 +59,30 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print `hermes: error: <message>` as one line on stderr and exit with `code`."""
     typer.echo(f"hermes: error: {one_line(message)}", err=True)
     raise typer.Exit(code)
+
+
+def terminal_width() -> int:
+    """The columns output must fit: the terminal's, `COLUMNS`, else 80 (a pipe, a log)."""
+    import shutil
+
+    return max(shutil.get_terminal_size((80, 24)).columns, 20)
+
+
+def fit_lines(lines: Iterable[str], width: int) -> list[str]:
+    """Each line broken at spaces to at most `width` columns, continuation lines indented two
+    more than the line they continue (a word longer than a line is cut: it must still fit)."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        line = line.rstrip()
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * min(len(line) - len(line.lstrip()) + 2, width // 2)
+        out.extend(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
+                                 drop_whitespace=True) or [""])
+    return out
 
 
 def emit_json(data: Any) -> None:

@@ -11,7 +11,7 @@ import typer
 
 from ..errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from ..estop import Estop
-from ..hold import Allow, HoldState
+from ..hold import Allow, Cause, HoldState
 from ..homes import Location
 from ..text import one_line, printable
 from ..timeutil import format_instant
@@ -22,8 +22,10 @@ from .common import (
     describe_hold,
     emit_json,
     fail,
+    fit_lines,
     hold_json,
     reading_json,
+    terminal_width,
 )
 from .hot import GATE_HELD_EXIT, run_check, run_gate
 
@@ -226,7 +228,7 @@ def resume(
         typer.echo(f"no hold at {printable(location.describe())} ({printable(where(location))})")
     elif removed.hold is not None and removed.hold.generation:
         typer.echo(f"resumed {printable(location.describe())} (generation {printable(removed.hold.generation)})")
-    elif removed.state is HoldState.UNREADABLE:
+    elif removed.state is HoldState.UNREADABLE and removed.cause is not Cause.EMPTY:
         typer.echo(f"resumed {printable(location.describe())} (removed an unreadable hold: {printable(removed.problem or '?')})")
     else:
         typer.echo(f"resumed {printable(location.describe())} (a hand-made stop with no details)")
@@ -279,7 +281,7 @@ def status(as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json(document.to_json())
         return
-    for line in document.lines():
+    for line in fit_lines(document.lines(), terminal_width()):
         typer.echo(line)
 
 
@@ -371,25 +373,38 @@ def history(
         typer.echo("no events")
     from ..audit import coalesce_renewals
 
+    rows = []
     for event, count in coalesce_renewals(events):
         data = event.to_json()
         name = f"rearm x{count}" if count > 1 else event.event
-        parts = [data["time"], f"{printable(name):<7}", printable(event.location)]
-        if event.generation:
-            parts.append(f"gen={printable(event.generation)}")
+        rest = []
         if event.actor:
-            parts.append(f"by={printable(event.actor)}")
+            rest.append(f"by={printable(event.actor)}")
         if event.reason:
-            parts.append(f"reason='{printable(event.reason)}'")
+            rest.append(f"reason='{printable(event.reason)}'")
         if event.deadline:
-            parts.append(f"deadline={data['deadline']}")
+            rest.append(f"deadline={data['deadline']}")
         if event.detail:
-            parts.append(printable(event.detail))
+            rest.append(printable(event.detail))
         if count > 1:
-            parts.append(f"({count} renewals in a row; the last shown)")
-        typer.echo("  ".join(parts))
+            rest.append(f"({count} renewals in a row; the last shown)")
+        rows.append(([data["time"], printable(name), printable(event.location),
+                      f"gen={printable(event.generation)}" if event.generation else "-"], rest))
+    for line in aligned(rows):
+        typer.echo(line)
     if skipped:
         typer.echo(skipped)
+
+
+def aligned(rows: list[tuple[list[str], list[str]]]) -> list[str]:
+    """Each row's leading columns padded to the widest of their column, then its free-form rest:
+    the history reads as a table however long a scope or an event name is."""
+    widths = [max((len(lead[i]) for lead, _ in rows), default=0) for i in range(len(rows[0][0]))] if rows else []
+    lines = []
+    for lead, rest in rows:
+        cells = [cell.ljust(width) for cell, width in zip(lead, widths, strict=True)] + rest
+        lines.append("  ".join(cells).rstrip())
+    return lines
 
 
 def register(app: typer.Typer) -> None:

@@ -39,12 +39,16 @@ def _lines(info: dict[str, Any]) -> list[str]:
         return [f"{key:<12} {printable(value)}" for key, value in info.items()]
     lines = [f"backend      postgresql {info['url']}", f"schema       {info['schema']}"]
     if not info.get("reachable"):
-        lines.append(f"UNREACHABLE  {info.get('problem')}")
+        # the server answering but refusing (a missing privilege) is not an outage: say which
+        word = "REFUSED     " if info.get("answers") else "UNREACHABLE "
+        lines.append(f"{word} {info.get('problem')}")
         lines.append(f"             every location reads as held (after a {info['grace_seconds']:g}s grace on the last known state)")
     else:
         lines[-1] += f" (version {info['schema_version']}; this hermes-estop supports {info['supported_schema_version']})"
         lines.append(f"server       PostgreSQL {info['server_version']}, database {info['database']}, time {info['server_time']}")
         lines.append(f"rows         {info['holds']} hold(s), {info['audit_events']} audit event(s)")
+    for missing in info.get("missing_privileges") or []:
+        lines.append(f"MISSING      {missing}")
     listener = info["listener"]
     state = "connected" if listener["connected"] else "disconnected"
     pid = f", backend pid {listener['backend_pid']}" if listener["backend_pid"] else ""
@@ -71,9 +75,32 @@ def status(as_json: JsonOpt = False) -> None:
         raise typer.Exit(EXIT_HELD)
 
 
+def check(as_json: JsonOpt = False) -> None:
+    """Can this role do what `store init` and the daemons need? Names each missing privilege with
+    the GRANT that gives it (exit 1 when one is missing or the server does not answer)."""
+    info = current_estop().fleet.describe()
+    missing = info.get("missing_privileges")
+    ok = info.get("backend") != "unavailable" and (info.get("backend") != "postgresql" or missing == [])
+    if as_json:
+        emit_json({"backend": info.get("backend"), "ok": ok, "answers": info.get("answers"), "missing_privileges": missing})
+    elif info.get("backend") != "postgresql":
+        typer.echo(f"{printable(info.get('backend'))} store: no privileges to check" if ok
+                   else f"store unavailable: {printable(info.get('problem'))}")
+    elif missing is None:
+        typer.echo(f"UNREACHABLE  {printable(info.get('problem') or info['listener']['problem'])}")
+    elif missing:
+        for line in missing:
+            typer.echo(f"MISSING  {printable(line)}")
+    else:
+        typer.echo(f"ok: this role has every privilege the store needs in {printable(info['url'])}")
+    if not ok:
+        raise typer.Exit(EXIT_HELD)
+
+
 def register(app: typer.Typer) -> None:
     """Add the store commands to `app`."""
     store_app = new_app("store", "The hold store: what it is, and its schema.")
     store_app.command("init")(init)
     store_app.command("status")(status)
+    store_app.command("check")(check)
     app.add_typer(store_app, name="store")

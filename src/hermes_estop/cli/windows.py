@@ -14,9 +14,9 @@ import typer
 
 from ..errors import InvalidArgument
 from ..homes import FLEET
-from ..text import printable
+from ..text import one_line, printable
 from ..timeutil import format_instant, format_relative
-from .common import emit_json
+from .common import EXIT_USAGE, emit_json
 from .windows_app import JsonOpt, file as _file, now as _now, windows_app
 
 if TYPE_CHECKING:
@@ -220,10 +220,23 @@ def export(
 def validate(as_json: JsonOpt = False) -> None:
     """Check windows.toml: exit 0 when it validates, 2 with the file, window and field otherwise.
     Warns (on stderr, exit still 0) about a window that can never occur again."""
+    from ..windows.invalid import InvalidWindow
     from ..windows.occurrences import upcoming
 
     windows_file = _file()
-    windows = windows_file.load()
+    try:
+        parsed = windows_file.parse_each(windows_file.snapshot().raw)
+        failures = parsed.failures
+    except InvalidWindow as exc:
+        failures = [exc]
+    if failures:
+        if as_json:
+            emit_json({"path": str(windows_file.path), "valid": False, "errors": [f.to_json() for f in failures]})
+        else:
+            for failure in failures:
+                typer.echo(f"hermes: error: {one_line(failure)}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    windows = parsed.windows
     now = _now()
     over = [w for w in windows if not upcoming(w, now, 1)]
     warnings = [f"window {w.name} can never occur again (bounds, exclusions or a past at)" for w in over]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from html import escape
 
-from ..hold import HoldState, Reading
+from ..hold import Cause, HoldState, Reading
 from ..text import printable
 from ..timeutil import format_instant, format_relative
 from .svg import render_timeline_svg
@@ -147,7 +147,9 @@ def _card(reading: Reading, view: FleetView) -> str:
     scope = _t(reading.location.scope)
     state = reading.state.value
     rows: list[tuple[str, str, str]] = []
-    if reading.state is HoldState.UNREADABLE:
+    if reading.state is HoldState.UNREADABLE and reading.cause is Cause.EMPTY:
+        head = "HELD (a hand-made stop with no details: admits nobody)"
+    elif reading.state is HoldState.UNREADABLE:
         head = "HELD (unreadable: admits nobody)"
         rows.append(("problem", "problem", _t(reading.problem or "unreadable")))
     elif reading.state is HoldState.EXPIRED:

@@ -85,7 +85,7 @@ class FleetStatus:
     def lift(self, reading: Reading) -> str | None:
         """The command that lifts `reading` from here; None when no command can (a store that is
         down, a sentinel that is not a file, a refused home: the notice says what will)."""
-        if reading.state is HoldState.UNREADABLE and reading.cause not in (Cause.BODY, Cause.CANNOT_READ):
+        if reading.state is HoldState.UNREADABLE and reading.cause not in (Cause.BODY, Cause.EMPTY, Cause.CANNOT_READ):
             return None
         return lift_command(reading.location, self.layout)
 

@@ -67,30 +67,37 @@ def _cells(lane: Lane, view: FleetView, width: int) -> list[str]:
 
 
 def _axis(view: FleetView, width: int) -> str:
+    """A `|` at each UTC midnight, labelled in ONE format the whole axis can carry: `Mon 14`,
+    else `14`, else every n-th midnight only, as `14` (never a mix of day names and numbers)."""
     t0 = view.start.timestamp()
     span = max(view.end.timestamp() - t0, 1.0)
+    ticks = [(int((tick.timestamp() - t0) / span * width), tick) for tick in day_ticks(view.start, view.end)]
+    gap = min((b - a for (a, _), (b, _) in zip(ticks, ticks[1:], strict=False)), default=width)
+    if gap >= 8:
+        fmt, every = "|%a %d", 1
+    else:
+        fmt, every = "|%d", max(1, -(-4 // max(gap, 1)))  # at least 4 columns per label: "|14 "
     line = [" "] * width
-    for tick in day_ticks(view.start, view.end):
-        at = int((tick.timestamp() - t0) / span * width)
-        label = f"|{tick:%a %d}" if width >= 70 else f"|{tick:%d}"
-        if at + len(label) > width or any(c != " " for c in line[at:at + len(label) + 1]):
-            if at < width and line[at] == " ":
-                line[at] = "|"
+    for at, tick in ticks[::every]:
+        if at >= width:
             continue
+        label = f"{tick:{fmt}}"
+        if at + len(label) > width or any(c != " " for c in line[at:at + len(label)]):
+            label = "|"
         line[at:at + len(label)] = list(label)
-    return "".join(line)
+    return "".join(line).rstrip()
 
 
 def _short(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _wrap(items: list[str], width: int) -> list[str]:
-    """`items` joined by two spaces, broken into lines of at most `width` between items."""
+def _wrap(items: list[str], width: int, sep: str = "  ") -> list[str]:
+    """`items` joined by `sep`, broken into lines of at most `width` between items."""
     lines: list[str] = []
     current = ""
     for item in items:
-        candidate = f"{current}  {item}" if current else item
+        candidate = f"{current}{sep}{item}" if current else item
         if len(candidate) > width and current:
             lines.append(current)
             current = item
@@ -105,20 +112,20 @@ def render_timeline_text(view: FleetView, width: int, *, color: bool = False) ->
     """The timeline as `rich` Text lines fitting `width` columns: a heading, the day axis, one
     row per scope, the legend."""
     label_width = min(max((len(printable(lane.scope)) for lane in view.lanes), default=5), 16)
-    label_width = max(label_width, 5)
-    plot = max(width - label_width - 2, _MIN_PLOT)
+    label_width = max(min(label_width, width - 2 - _MIN_PLOT), 3, 5 if width >= 40 else 3)
+    plot = max(width - label_width - 2, 1)
     step = (view.end - view.start) / plot
     minutes = max(int(step.total_seconds() // 60), 1)
-    heading = (f"{_short(view.start)} .. {_short(view.end)}, one column = "
-               f"{f'{minutes // 60}h{minutes % 60:02d}m' if minutes >= 60 else f'{minutes}m'}")
-    lines = [Text(heading[: max(width, 1)])]
+    column = f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
+    heading = [f"{_short(view.start)} ..", f"{_short(view.end)},", f"one column = {column}"]
+    lines = [Text(line[:width]) for line in _wrap(heading, width, sep=" ")]
     lines.append(Text(" " * (label_width + 1) + "|" + _axis(view, plot)[: plot]))
     for lane in view.lanes:
         label = printable(lane.scope)
         if len(label) > label_width:
             label = label[: label_width - 1] + "~"
         row = Text(label.ljust(label_width) + " |")
-        cells = "".join(_cells(lane, view, plot))
+        cells = "".join(_cells(lane, view, plot)).rstrip()
         if color:
             for ch in cells:
                 row.append(ch, style=_STYLES.get(ch))
@@ -127,9 +134,9 @@ def render_timeline_text(view: FleetView, width: int, *, color: bool = False) ->
         lines.append(row)
     if not view.lanes:
         lines.append(Text("(no scope: no hold and no window)"))
-    lines.extend(Text(line) for line in _wrap(LEGEND.split("  "), max(width, 20)))
+    lines.extend(Text(line) for line in _wrap(LEGEND.split("  "), width))
     for problem in view.problems:
-        lines.append(Text(f"problem: {printable(problem)}"))
+        lines.extend(Text(line) for line in _wrap(f"problem: {printable(problem)}".split(" "), width, sep=" "))
     return lines
 
 

@@ -100,6 +100,8 @@ class Observer:
         #: the SVG of each lane's bars with the slices it was drawn from (svg.py reuses it)
         self.fragments: dict[str, tuple[tuple[int, ...], tuple[Slice, ...], str]] = {}
         #: skipped occurrence keys seen so far, and the count per window (a counter: it only grows)
+        #: of the skips recorded since this observer started (the README: "since this process started")
+        self.started = estop.clock()
         self._skipped_seen: set[str] = set()
         self.skipped_total: dict[str, int] = {}
         #: bumped whenever `skipped_total` changes (a cache key for the metrics)
@@ -333,6 +335,9 @@ class Observer:
         with self._lock:
             new = skipped - self._skipped_seen
             for key in new:
+                recorded = entries[key].updated_at
+                if recorded is not None and recorded < self.started:
+                    continue  # skipped before this process started (an older ledger's: no time)
                 window = entries[key].window
                 self.skipped_total[window] = self.skipped_total.get(window, 0) + 1
             if new:

@@ -19,7 +19,7 @@ from .pg_backend import Backend
 from .pg_schema import SCHEMA_VERSION, ensure_schema, schema_version
 from .pg_url import StoreURL
 
-__all__ = ["create_schema", "store_status"]
+__all__ = ["create_schema", "missing_privileges", "store_status"]
 
 
 def create_schema(url: StoreURL) -> tuple[int, list[int]]:
@@ -49,6 +49,51 @@ def _probe(backend: Backend) -> dict[str, Any]:
     return backend.run(probe, what="describe the store")
 
 
+#: what each table needs, for the daemons and the commands (`store init` needs more: it owns the schema)
+_TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
+
+
+def missing_privileges(url: StoreURL) -> list[str]:
+    """What this role lacks of what `hermes store init` and the daemons need, each named with the
+    GRANT that gives it; [] when nothing is missing. Raises `StoreUnavailable` when the server
+    does not let it in at all."""
+    try:
+        conn = psycopg.connect(url.conninfo, autocommit=True, application_name=f"hermes-estop check {os.getpid()}")
+    except psycopg.Error as exc:
+        raise StoreUnavailable(f"cannot reach the PostgreSQL store {url.display}: {one_line(exc)}") from None
+    def yes(sql: str, *params: str) -> bool:
+        row = conn.execute(sql, params).fetchone()
+        return bool(row and row[0])
+
+    missing = []
+    with conn:
+        database, role = conn.execute("SELECT current_database(), current_user").fetchone() or ("?", "?")
+        schema = url.schema
+        exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is not None
+        if not exists:
+            if not yes("SELECT has_database_privilege(current_database(), 'CREATE')"):
+                missing.append(f"CREATE on database {database}: `hermes store init` creates the schema {schema} "
+                               f"(GRANT CREATE ON DATABASE {database} TO {role};)")
+            return missing
+        if not yes("SELECT has_schema_privilege(%s, 'USAGE')", schema):
+            missing.append(f"USAGE on schema {schema} (GRANT USAGE ON SCHEMA {schema} TO {role};)")
+            return missing
+        tables = [row[0] for row in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename", (schema,))]
+        for table in tables:
+            lacking = [p for p in _TABLE_PRIVILEGES if not yes("SELECT has_table_privilege(%s, %s)", f'"{schema}"."{table}"', p)]
+            if lacking:
+                missing.append(f"{', '.join(lacking)} on {schema}.{table} "
+                               f"(GRANT {', '.join(lacking)} ON ALL TABLES IN SCHEMA {schema} TO {role};)")
+        sequences = [row[0] for row in conn.execute(
+            "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,))]
+        for sequence in sequences:
+            if not yes("SELECT has_sequence_privilege(%s, 'USAGE')", f'"{schema}"."{sequence}"'):
+                missing.append(f"USAGE on sequence {schema}.{sequence} "
+                               f"(GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role};)")
+    return missing
+
+
 def store_status(backend: Backend, root: Path | None) -> dict[str, Any]:
     """What `hermes store status` prints; `reachable` False (with `problem`) when the database
     does not answer."""
@@ -67,6 +112,12 @@ def store_status(backend: Backend, root: Path | None) -> dict[str, Any]:
     except StoreError as exc:
         info["reachable"] = False
         info["problem"] = str(exc)
+    try:
+        info["missing_privileges"] = missing_privileges(url)
+        info["answers"] = True  # the server let this role in: a failure above is a refusal, not an outage
+    except StoreError:
+        info["missing_privileges"] = None
+        info["answers"] = False
     info["supported_schema_version"] = SCHEMA_VERSION
     _, problem = listener.view()
     offset = backend.clock.offset()

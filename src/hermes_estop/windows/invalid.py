@@ -8,8 +8,10 @@ add` and `hermes windows validate`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from difflib import get_close_matches
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -20,22 +22,30 @@ __all__ = ["InvalidWindow", "ShapeError", "as_invalid"]
 
 class InvalidWindow(EstopError, ValueError):
     """A window definition (or `windows.toml`) that does not validate. The message names the
-    file (when there is one), the window and the field; the parts are kept as attributes."""
+    file (when there is one), the window and the field; the parts are kept as attributes.
+    `problems` is every (field, message) found, the first being `field` and `detail`; the
+    message names them all, so a typo'd key is never hidden behind the field it left missing."""
 
     def __init__(self, message: str, *, path: Path | None = None, window: str | None = None,
-                 field: str | None = None) -> None:
+                 field: str | None = None, problems: Sequence[tuple[str | None, str]] = ()) -> None:
         where = []
         if path is not None:
             where.append(str(path))
         if window is not None:
             where.append(f"window {window}")
-        if field is not None:
-            where.append(f"field {field!r}")
-        super().__init__(": ".join(where + [message]))
+        every = list(problems) or [(field, message)]
+        said = "; ".join(f"field {f!r}: {m}" if f is not None else m for f, m in every)
+        super().__init__(": ".join([*where, said]))
         self.path = path
         self.window = window
-        self.field = field
-        self.detail = message
+        self.field = every[0][0]
+        self.detail = every[0][1]
+        self.problems = tuple(every)
+
+    def to_json(self) -> dict[str, Any]:
+        """The parts, for `--json` output: every problem, in the order the message names them."""
+        return {"path": str(self.path) if self.path is not None else None, "window": self.window,
+                "problems": [{"field": f, "message": m} for f, m in self.problems], "error": str(self)}
 
 
 class ShapeError(ValueError):
@@ -48,29 +58,29 @@ class ShapeError(ValueError):
 
 
 def as_invalid(exc: ValidationError, path: Path | None, label: str | None, fields: Iterable[str]) -> InvalidWindow:
-    """The first of `exc`'s errors as one `InvalidWindow` line (with a count of the others);
-    `fields`: the model's field names, listed when an unknown one is given."""
-    errors = exc.errors()
-    first = errors[0]
-    loc = [str(part) for part in first.get("loc", ())]
-    cause = (first.get("ctx") or {}).get("error")
-    field: str | None
+    """Every one of `exc`'s errors, unknown keys first (a typo'd key explains the field it left
+    missing), as one `InvalidWindow`; `fields`: the model's field names, for a suggestion or
+    the list of what is expected when an unknown one is given."""
+    known = list(fields)
+    errors = sorted(exc.errors(), key=lambda error: error.get("type") != "extra_forbidden")
+    return InvalidWindow("invalid", path=path, window=label, problems=[_problem(error, known) for error in errors])
+
+
+def _problem(error: Any, known: list[str]) -> tuple[str | None, str]:
+    loc = [str(part) for part in error.get("loc", ())]
+    cause = (error.get("ctx") or {}).get("error")
     if isinstance(cause, ShapeError):
-        field = cause.field
-        message = str(cause)
-    else:
-        field = ".".join(loc) if loc else None
-        if isinstance(cause, Exception):
-            message = str(cause)
-        elif first.get("type") == "extra_forbidden":
-            message = f"unknown field (expected one of {', '.join(fields)})"
-            if loc and loc[0] == "allow":
-                message = "unknown field (expected user_ids, profiles)"
-        elif first.get("type") == "missing":
-            message = "required"
-        else:
-            message = f"{first.get('msg', 'invalid')} (got {first.get('input')!r})"
-    more = len(errors) - 1
-    if more:
-        message += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return InvalidWindow(message, path=path, window=label, field=field)
+        return cause.field, str(cause)
+    field = ".".join(loc) if loc else None
+    if isinstance(cause, Exception):
+        return field, str(cause)
+    if error.get("type") == "extra_forbidden":
+        if loc and loc[0] == "allow":
+            return field, "unknown field (expected user_ids, profiles)"
+        close = get_close_matches(loc[-1], known, n=1, cutoff=0.7) if loc else []
+        if close:
+            return field, f"unknown field (did you mean {close[0]!r}?)"
+        return field, f"unknown field (expected one of {', '.join(known)})"
+    if error.get("type") == "missing":
+        return field, "required"
+    return field, f"{error.get('msg', 'invalid')} (got {error.get('input')!r})"

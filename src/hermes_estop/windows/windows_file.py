@@ -15,7 +15,7 @@ the old file or the new. Hand editors that re-save in place are the scheduler's 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,19 @@ _VERSIONS: dict[Path, tuple[bytes, Parsed]] = {}
 _MAX_VERSIONS = 16
 #: the calendar files the last read of each windows file depends on (part of its identity)
 _WATCHED: dict[Path, tuple[Path, ...]] = {}
+
+
+def _section(name: str, table: Mapping[str, Any], *, many: bool = False) -> str:
+    """`table` as a TOML section, always as a `[[windows]]` table (tomli_w writes a short array
+    of tables inline, `windows = [ {...} ]`, so one window read differently from two)."""
+    import tomli_w
+
+    literals = {key: value for key, value in table.items() if not isinstance(value, Mapping)}
+    text = (f"[[{name}]]\n" if many else f"[{name}]\n") + tomli_w.dumps(literals)
+    for key, value in table.items():
+        if isinstance(value, Mapping):
+            text += "\n" + _section(f"{name}.{key}", value)
+    return text
 
 
 @dataclass(frozen=True)
@@ -229,16 +242,13 @@ class WindowsFile:
     def render(self, windows: Iterable[Window], sources: Iterable[Any] = ()) -> bytes:
         """The file of `windows` and the calendar `sources` (a calendar's window is written back
         as its `[[calendars]]` table)."""
-        import tomli_w
-
         plain: list[dict[str, Any]] = []
         calendars = [source.to_toml() for source in sources]
         for window in windows:
             (calendars if window.feed is not None else plain).append(window.to_toml())
-        document: dict[str, Any] = {"windows": plain}
-        if calendars:
-            document["calendars"] = calendars
-        return (_HEADER + tomli_w.dumps(document)).encode("utf-8")
+        parts = [_section("windows", table, many=True) for table in plain]
+        parts += [_section("calendars", table, many=True) for table in calendars]
+        return (_HEADER + "\n".join(parts)).encode("utf-8")
 
     def save(self, windows: Iterable[Window]) -> None:
         """Replace the file with `windows` (atomically, under the lock)."""
