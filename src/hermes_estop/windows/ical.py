@@ -17,6 +17,7 @@ start in a DST gap by `cronspec.wall_to_instant`'s rule.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import time
@@ -24,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from ..cronspec import validate_timezone, wall_to_instant
@@ -162,6 +163,38 @@ def _rid(value: Any) -> str:
     return value.isoformat() if isinstance(value, date) else str(value)
 
 
+class _Found(NamedTuple):
+    """One occurrence as `recurring_ical_events` computed it: the VEVENT it comes from (its
+    own, or the RECURRENCE-ID override's) and the occurrence's start and end."""
+
+    source: Any
+    start: date | datetime
+    end: date | datetime
+
+
+@functools.cache
+def _selection() -> Any:
+    """The VEVENTs of a calendar, each occurrence handed back as a `_Found`: the library's
+    default copies the whole VEVENT per occurrence (most of an expansion's cost), and an
+    `Event` needs only the source's UID, SUMMARY, STATUS and RECURRENCE-ID and the times.
+    Subclassing `Occurrence` and passing it to `ComponentsWithName` is the library's own
+    extension point (its test_extend_classes.py)."""
+    from recurring_ical_events.adapters.event import EventAdapter
+    from recurring_ical_events.occurrence import Occurrence
+    from recurring_ical_events.selection.name import ComponentsWithName
+
+    class Source(EventAdapter):  # type: ignore[misc]
+        @property
+        def source(self) -> Any:
+            return self._component
+
+    class Found(Occurrence):  # type: ignore[misc]
+        def as_component(self, keep_recurrence_attributes: bool) -> _Found:
+            return _Found(self._adapter.source, self.start, self.end)
+
+    return ComponentsWithName("VEVENT", adapter=Source, occurrence=Found)
+
+
 @dataclass(eq=False)
 class Feed:
     """A parsed calendar: occurrences in a range, remembered per chunk. Equal feeds have the
@@ -189,47 +222,35 @@ class Feed:
 
         try:
             if self._query is None:  # collecting the series is most of the cost: once per feed
-                self._query = recurring_ical_events.of(self.calendar)
-            found = self._query.between(first, last)
-            out = [e for e in (self._event(c) for c in found if self.keep(c)) if e is not None]
+                self._query = recurring_ical_events.of(self.calendar, components=[_selection()])
+            found: list[_Found] = self._query.between(first, last)
+            out = [e for e in (self._event(f) for f in found if self.keep(f.source)) if e is not None]
         except CalendarError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of a hostile feed: one line
             raise _refuse(self.label, f"cannot expand: {type(exc).__name__}: {exc}") from None
         return sorted(out, key=lambda e: (e.start, e.end, e.ident))
 
-    def _event(self, component: Any) -> Event | None:
-        if str(component.get("STATUS", "")).upper() == "CANCELLED":
+    def _event(self, found: _Found) -> Event | None:
+        source = found.source
+        if str(source.get("STATUS", "")).upper() == "CANCELLED":
             return None
-        raw_start = _value(component, "DTSTART")
-        if raw_start is None:
-            return None
-        raw_end = _value(component, "DTEND")
-        start = _instant(raw_start, self.tz)
-        if raw_end is not None:
-            end = _instant(raw_end, self.tz)
-        else:
-            duration = _value(component, "DURATION")
-            if isinstance(duration, timedelta):
-                end = start + duration
-            elif isinstance(raw_start, datetime):
-                return None  # a moment, not a span: nothing to hold
-            else:
-                end = _instant(raw_start + timedelta(days=1), self.tz)
+        raw_start, raw_end = found.start, found.end
+        start, end = _instant(raw_start, self.tz), _instant(raw_end, self.tz)
         if end <= start:
-            return None
+            return None  # a moment, not a span: nothing to hold
         if end - start > MAX_DURATION:
-            raise _refuse(self.label, f"event {str(component.get('UID', '?'))[:80]!r} lasts more than 366 days")
-        uid = str(component.get("UID") or "")
+            raise _refuse(self.label, f"event {str(source.get('UID', '?'))[:80]!r} lasts more than 366 days")
+        uid = str(source.get("UID") or "")
         part = _ident_part(uid) if uid else "sha1-" + hashlib.sha1(repr(raw_start).encode()).hexdigest()[:16]
         ident = part
         if uid in self.recurring:
-            rid = _value(component, "RECURRENCE-ID")
+            rid = _value(source, "RECURRENCE-ID")
             ident = f"{part}@{_rid(rid if rid is not None else raw_start)}"
-        summary = clean_reason(str(component.get("SUMMARY") or "")) or f"calendar {self.label}"
+        summary = clean_reason(str(source.get("SUMMARY") or "")) or f"calendar {self.label}"
         days = None
         if not isinstance(raw_start, datetime):
-            last = raw_end if raw_end is not None and not isinstance(raw_end, datetime) else raw_start + timedelta(days=1)
+            last = raw_end if not isinstance(raw_end, datetime) else raw_start + timedelta(days=1)
             days = (raw_start, max(last, raw_start + timedelta(days=1)))
         return Event(start, end, ident, uid, summary, days)
 
