@@ -50,6 +50,9 @@ _MULTIPLIERS = ("BYSECOND", "BYMINUTE", "BYHOUR", "BYDAY", "BYMONTHDAY", "BYYEAR
 CHUNK = timedelta(days=32)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MAX_CHUNKS = 48
+#: how much wider than its chunks an expansion asks: recurring_ical_events compares a floating
+#: time or a date as if it were UTC, and it is read here in the calendar's zone (up to 14 hours off)
+_MARGIN = timedelta(days=1)
 #: how far ahead of a start instant `Feed.occurrences` looks before it says there is no more
 LOOKAHEAD = timedelta(days=2 * 366)
 _UID_RE = re.compile(r"[\x21-\x7e]{1,120}")
@@ -172,6 +175,24 @@ class _Found(NamedTuple):
     end: date | datetime
 
 
+class _Source(NamedTuple):
+    """What the occurrences of one VEVENT share: `part` the UID as an ident ("" without a UID),
+    `rid` its RECURRENCE-ID (None unless it overrides one instance)."""
+
+    uid: str
+    part: str
+    recurring: bool
+    rid: Any
+    summary: str
+
+
+def _shifted(at: datetime, delta: timedelta) -> datetime:
+    try:
+        return at + delta
+    except OverflowError:
+        return at
+
+
 @functools.cache
 def _selection() -> Any:
     """The VEVENTs of a calendar, each occurrence handed back as a `_Found`: the library's
@@ -209,6 +230,7 @@ class Feed:
     longest: timedelta = timedelta(days=1)
     _chunks: OrderedDict[int, list[Event]] = field(default_factory=OrderedDict)
     _days: dict[tuple[int, str], frozenset[date]] = field(default_factory=dict)
+    _sources: dict[int, _Source | None] = field(default_factory=dict)
     _query: Any = None
 
     def __eq__(self, other: object) -> bool:
@@ -224,56 +246,84 @@ class Feed:
             if self._query is None:  # collecting the series is most of the cost: once per feed
                 self._query = recurring_ical_events.of(self.calendar, components=[_selection()])
             found: list[_Found] = self._query.between(first, last)
-            out = [e for e in (self._event(f) for f in found if self.keep(f.source)) if e is not None]
+            out = [e for e in map(self._event, found) if e is not None]
         except CalendarError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of a hostile feed: one line
             raise _refuse(self.label, f"cannot expand: {type(exc).__name__}: {exc}") from None
         return sorted(out, key=lambda e: (e.start, e.end, e.ident))
 
+    def _source(self, component: Any) -> _Source | None:
+        """What every occurrence of `component` shares, worked out once (None: not kept)."""
+        key = id(component)  # the components live in `calendar` as long as the feed
+        if key in self._sources:
+            return self._sources[key]
+        found = None
+        if str(component.get("STATUS", "")).upper() != "CANCELLED" and self.keep(component):
+            uid = str(component.get("UID") or "")
+            summary = clean_reason(str(component.get("SUMMARY") or "")) or f"calendar {self.label}"
+            found = _Source(uid, _ident_part(uid) if uid else "", uid in self.recurring,
+                            _value(component, "RECURRENCE-ID"), summary)
+        self._sources[key] = found
+        return found
+
     def _event(self, found: _Found) -> Event | None:
-        source = found.source
-        if str(source.get("STATUS", "")).upper() == "CANCELLED":
+        source = self._source(found.source)
+        if source is None:
             return None
         raw_start, raw_end = found.start, found.end
         start, end = _instant(raw_start, self.tz), _instant(raw_end, self.tz)
         if end <= start:
             return None  # a moment, not a span: nothing to hold
         if end - start > MAX_DURATION:
-            raise _refuse(self.label, f"event {str(source.get('UID', '?'))[:80]!r} lasts more than 366 days")
-        uid = str(source.get("UID") or "")
-        part = _ident_part(uid) if uid else "sha1-" + hashlib.sha1(repr(raw_start).encode()).hexdigest()[:16]
-        ident = part
-        if uid in self.recurring:
-            rid = _value(source, "RECURRENCE-ID")
-            ident = f"{part}@{_rid(rid if rid is not None else raw_start)}"
-        summary = clean_reason(str(source.get("SUMMARY") or "")) or f"calendar {self.label}"
+            raise _refuse(self.label, f"event {source.uid[:80] or '?'!r} lasts more than 366 days")
+        ident = source.part or "sha1-" + hashlib.sha1(repr(raw_start).encode()).hexdigest()[:16]
+        if source.recurring:
+            ident = f"{ident}@{_rid(source.rid if source.rid is not None else raw_start)}"
         days = None
         if not isinstance(raw_start, datetime):
             last = raw_end if not isinstance(raw_end, datetime) else raw_start + timedelta(days=1)
             days = (raw_start, max(last, raw_start + timedelta(days=1)))
-        return Event(start, end, ident, uid, summary, days)
+        return Event(start, end, ident, source.uid, source.summary, days)
 
-    def chunk(self, index: int) -> list[Event]:
-        """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`)."""
+    def _fill(self, first: int, last: int) -> None:
+        """Expand the chunks `first..last` in one query (each query walks every rule from its
+        DTSTART, so fewer and longer ones are cheaper), `_MARGIN` wider on both sides."""
+        lo = _EPOCH + first * CHUNK
+        hi = _EPOCH + (last + 1) * CHUNK
+        chunks: dict[int, list[Event]] = {index: [] for index in range(first, last + 1)}
+        for event in self._expand(_shifted(lo, -_MARGIN), _shifted(hi, _MARGIN)):
+            if lo <= event.start < hi:
+                chunks[(event.start - _EPOCH) // CHUNK].append(event)
+        for index, events in chunks.items():
+            self._chunks[index] = events
+            self._chunks.move_to_end(index)
+        while len(self._chunks) > _MAX_CHUNKS:
+            self._chunks.popitem(last=False)
+
+    def chunk(self, index: int, ahead: int = 0) -> list[Event]:
+        """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`); when it must
+        be expanded, the next `ahead` chunks not yet remembered are expanded with it."""
         cached = self._chunks.get(index)
         if cached is not None:
             self._chunks.move_to_end(index)
             return cached
-        lo = _EPOCH + index * CHUNK
-        hi = lo + CHUNK
-        events = [e for e in self._expand(lo, hi) if lo <= e.start < hi]
-        self._chunks[index] = events
-        if len(self._chunks) > _MAX_CHUNKS:
-            self._chunks.popitem(last=False)
-        return events
+        last = index
+        while last < index + min(ahead, _MAX_CHUNKS // 2) and last + 1 not in self._chunks:
+            last += 1
+        self._fill(index, last)
+        return self._chunks[index]
 
     def events(self, since: datetime, lookahead: timedelta = LOOKAHEAD) -> Iterator[Event]:
-        """Events starting at or after `since`, in order, up to `lookahead` after it."""
+        """Events starting at or after `since`, in order, up to `lookahead` after it. Chunks
+        are expanded two at a time, then twice as many each time the caller reads on."""
         index = (since - _EPOCH) // CHUNK
         last = (since + lookahead - _EPOCH) // CHUNK
+        batch = 2
         while index <= last:
-            for event in self.chunk(index):
+            if index not in self._chunks:
+                batch *= 2
+            for event in self.chunk(index, min(batch // 2, last - index + 1) - 1):
                 if event.start >= since:
                     yield event
             index += 1
