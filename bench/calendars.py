@@ -1,4 +1,5 @@
-"""A calendar of 1,000 recurring events: parsed and expanded for 30 days (issue 27).
+"""A calendar of 1,000 recurring events: parsed and expanded for 30 days (issue 27). The target
+is under 1 s; the CPU time is printed too, as the wall time on a shared machine says little.
 
     python bench/calendars.py
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -30,14 +31,15 @@ def calendar(events: int = 1000) -> bytes:
 def main() -> None:
     raw = calendar()
     now = datetime(2026, 6, 1, tzinfo=UTC)
-    best = float("inf")
+    best = cpu = float("inf")
     for _ in range(3):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         feed = parse_feed(raw, "'bench'", now=now)
-        count = sum(1 for _ in feed.events(now, lookahead=__import__("datetime").timedelta(days=30)))
+        count = sum(1 for _ in feed.events(now, lookahead=timedelta(days=30)))
         best = min(best, time.perf_counter() - started)
+        cpu = min(cpu, time.process_time() - started_cpu)
     print(f"1,000 recurring events ({len(raw) // 1024} KiB): parsed and expanded for 30 days "
-          f"({count} occurrences) in {best:.3f} s (best of 3)")
+          f"({count} occurrences) in {best:.3f} s (best of 3; CPU {cpu:.3f} s)")
 
 
 if __name__ == "__main__":
