@@ -286,7 +286,7 @@ class Feed:
             days = (raw_start, max(last, raw_start + timedelta(days=1)))
         return Event(start, end, ident, source.uid, source.summary, days)
 
-    def _fill(self, first: int, last: int) -> None:
+    def _fill(self, first: int, last: int) -> dict[int, list[Event]]:
         """Expand the chunks `first..last` in one query (each query walks every rule from its
         DTSTART, so fewer and longer ones are cheaper), `_MARGIN` wider on both sides."""
         lo = _EPOCH + first * CHUNK
@@ -300,10 +300,11 @@ class Feed:
             self._chunks.move_to_end(index)
         while len(self._chunks) > _MAX_CHUNKS:
             self._chunks.popitem(last=False)
+        return chunks
 
     def chunk(self, index: int, ahead: int = 0) -> list[Event]:
         """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`); when it must
-        be expanded, the next `ahead` chunks not yet remembered are expanded with it."""
+        be expanded, up to `ahead` following chunks not yet remembered are expanded with it."""
         cached = self._chunks.get(index)
         if cached is not None:
             self._chunks.move_to_end(index)
@@ -311,19 +312,18 @@ class Feed:
         last = index
         while last < index + min(ahead, _MAX_CHUNKS // 2) and last + 1 not in self._chunks:
             last += 1
-        self._fill(index, last)
-        return self._chunks[index]
+        return self._fill(index, last)[index]
 
     def events(self, since: datetime, lookahead: timedelta = LOOKAHEAD) -> Iterator[Event]:
         """Events starting at or after `since`, in order, up to `lookahead` after it. Chunks
         are expanded two at a time, then twice as many each time the caller reads on."""
         index = (since - _EPOCH) // CHUNK
         last = (since + lookahead - _EPOCH) // CHUNK
-        batch = 2
+        batch = 1
         while index <= last:
             if index not in self._chunks:
                 batch *= 2
-            for event in self.chunk(index, min(batch // 2, last - index + 1) - 1):
+            for event in self.chunk(index, ahead=min(batch, last - index + 1) - 1):
                 if event.start >= since:
                     yield event
             index += 1
