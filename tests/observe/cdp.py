@@ -7,10 +7,12 @@ through `Emulation.setDeviceMetricsOverride`) and measuring the laid-out page
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import select
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,14 +27,20 @@ class Browser:
     """One headless Chromium; `open(url, width)` gives a page at that viewport width."""
 
     def __init__(self, chromium: str, profile: Path, flags: list[str]) -> None:
+        profile.mkdir(parents=True, exist_ok=True)
+        self._log = (profile / "chromium.log").open("wb")
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
-        # the child gets the pipe ends as fds 3 and 4 (exec's redirections place them)
+        # the child places the pipe ends at 3 and 4 (a trampoline: /usr/bin/chromium is a shell
+        # script, and a shell redirects only fds 0-9); above 4 first, so neither overwrites the other
+        to_browser_r, from_browser_w = (_above(fd, 5) for fd in (to_browser_r, from_browser_w))
+        place = (f"import os, sys; os.dup2({to_browser_r}, 3); os.dup2({from_browser_w}, 4); "
+                 "os.execv(sys.argv[1], sys.argv[1:])")
         self.process = subprocess.Popen(
-            ["sh", "-c", f'exec "$0" "$@" 3<&{to_browser_r} 4>&{from_browser_w}', chromium, *flags,
-             "--remote-debugging-pipe", f"--user-data-dir={profile}", "about:blank"],
+            [sys.executable, "-c", place, chromium, *flags, "--remote-debugging-pipe", f"--user-data-dir={profile}",
+             "about:blank"],
             pass_fds=(to_browser_r, from_browser_w), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=self._log)
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._buffer = b""
@@ -51,6 +59,12 @@ class Browser:
             self.process.wait()
         os.close(self._to_browser)
         os.close(self._from_browser)
+        self._log.close()
+
+    def log(self) -> str:
+        """The end of what chromium wrote on stderr."""
+        self._log.flush()
+        return Path(self._log.name).read_text(errors="replace")[-2000:]
 
     def __enter__(self) -> Browser:
         return self
@@ -67,7 +81,7 @@ class Browser:
             if ready:
                 chunk = os.read(self._from_browser, 1 << 20)
                 if not chunk:
-                    raise RuntimeError("chromium closed the pipe")
+                    raise RuntimeError(f"chromium closed the pipe: {self.log()}")
                 self._buffer += chunk
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)  # type: ignore[no-any-return]
@@ -78,7 +92,10 @@ class Browser:
         message: dict[str, Any] = {"id": ident, "method": method, "params": params}
         if session is not None:
             message["sessionId"] = session
-        os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+        try:
+            os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+        except BrokenPipeError:
+            raise RuntimeError(f"chromium is gone: {self.log()}") from None
         deadline = time.monotonic() + TIMEOUT
         while True:
             answer = self._read(deadline)
@@ -103,6 +120,7 @@ class Browser:
         session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         self.call("Emulation.setDeviceMetricsOverride", session, width=width, height=height,
                   deviceScaleFactor=1, mobile=width < 600)
+        self.call("Emulation.setScrollbarsHidden", session, hidden=True)
         self.call("Page.enable", session)
         self.call("Page.navigate", session, url=url)
         self.wait_for("Page.loadEventFired", session)
@@ -125,8 +143,15 @@ class Page:
         return str(self.evaluate("document.documentElement.outerHTML"))
 
     def screenshot(self, path: Path) -> None:
-        """The whole page (not only the viewport) as a PNG."""
-        size = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+        """The whole page (not only the viewport) as a PNG, as wide as the viewport."""
+        size = self.evaluate("[window.innerWidth, document.documentElement.scrollHeight]")
         shot = self.browser.call("Page.captureScreenshot", self.session, format="png", captureBeyondViewport=True,
                                  clip={"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1})
         path.write_bytes(base64.b64decode(shot["data"]))
+
+
+def _above(fd: int, lowest: int) -> int:
+    """`fd` moved to a number at least `lowest` (the old one closed)."""
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD, lowest)
+    os.close(fd)
+    return moved

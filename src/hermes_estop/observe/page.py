@@ -76,7 +76,7 @@ td,th{padding:5px 10px;border-bottom:1px solid #f3f4f6;text-align:left} th{color
 @media (max-width:640px){
 main{padding:12px} h1{font-size:18px} #verdict{font-size:16px;padding:10px 12px}
 .hold-card{min-width:0;flex-basis:100%} .hold-card dl{grid-template-columns:84px minmax(0,1fr)}
-#upcoming thead{display:none} #upcoming tr{display:block;padding:6px 0;border-bottom:1px solid #e5e7eb}
+.legend{gap:4px 12px;font-size:12px} #upcoming thead{display:none} #upcoming tr{display:block;padding:6px 0;border-bottom:1px solid #e5e7eb}
 #upcoming td{display:block;border:0;padding:1px 10px} #upcoming td::before{content:attr(data-label) ": ";color:#6b7280}
 }
 """
