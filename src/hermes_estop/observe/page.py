@@ -23,13 +23,17 @@ from __future__ import annotations
 
 from datetime import datetime, tzinfo
 from html import escape
+from typing import TYPE_CHECKING
 
 from ..hold import Cause, HoldState, Reading
 from ..text import printable
 from ..timeutil import format_instant, format_relative
-from .present import covering, in_zones, utc, zones
+from .present import covering_now, in_zones, utc, windows_named
 from .svg import render_timeline_svg
-from .view import Bar, FleetView
+from .view import FleetView
+
+if TYPE_CHECKING:
+    from ..windows.model import Window
 
 __all__ = ["REFRESH_SECONDS", "UPCOMING_ROWS", "render_page"]
 
@@ -138,7 +142,7 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
     parts.append("</section>")
     parts.append(f'<section id="timeline-section"><h2>Next {_days(view)} (UTC)</h2>')
     parts.append(_LEGEND)
-    parts.append('<div class="scroll">' + render_timeline_svg(view) + "</div>")
+    parts.extend(('<div class="scroll">', render_timeline_svg(view), "</div>"))  # no copy of the big SVG
     parts.append("</section>")
     parts.append(_upcoming(view))
     parts.append(_consumers(view))
@@ -208,13 +212,13 @@ def _covering_now(view: FleetView) -> str:
     """The present, first: each occurrence covering now and each standing hold, with its end
     (in UTC and the window's zone); or that nothing does, and what comes next."""
     now = view.now
-    zone_of = zones(view)
+    covering = covering_now(view)
     items = []
     for lane in view.lanes:
-        for bar in covering(lane, now):
+        for bar, window in covering.get(lane.scope, ()):
             items.append(_now_item("window", bar.scope, bar.window, bar.end,
                                    f'<span class="what">{_t(bar.window)}</span> ({_t(bar.scope)}) covers now, '
-                                   + _until(bar, bar.end, zone_of, now)))
+                                   + _until(bar.end, window, now)))
         reading = lane.reading
         if reading is None or not reading.active:
             continue
@@ -228,7 +232,7 @@ def _covering_now(view: FleetView) -> str:
             items.append(_now_item("hold", lane.scope, "", None,
                                    held + ", with no deadman: until <code>hermes resume</code>"))
         else:
-            items.append(_now_item("hold", lane.scope, "", deadman, held + ", " + _until(None, deadman, zone_of, now)))
+            items.append(_now_item("hold", lane.scope, "", deadman, held + ", " + _until(deadman, None, now)))
     if items:
         return ('<section id="covering-now" data-covering="true"><h2>Covering now</h2><ul>'
                 + "".join(items) + "</ul></section>")
@@ -237,7 +241,7 @@ def _covering_now(view: FleetView) -> str:
     if upcoming:
         bar = upcoming[0]
         after = (f' <span class="now-next">Next: <b>{_t(bar.window)}</b> ({_t(bar.scope)}) '
-                 f"{_until(bar, bar.start, zone_of, now, word='at')}.</span>")
+                 f"{_until(bar.start, windows_named(view, {bar.window}).get(bar.window), now, word='at')}.</span>")
     return (f'<section id="covering-now" data-covering="false"><h2>Covering now</h2>'
             f"<p>Nothing covers now: no window occurrence, no hold.{after}</p></section>")
 
@@ -248,9 +252,9 @@ def _now_item(kind: str, scope: str, window: str, end: datetime | None, body: st
             f'data-end="{ending}">{body}</li>')
 
 
-def _until(bar: Bar | None, when: datetime, zone_of: dict[str, tzinfo], now: datetime, word: str = "until") -> str:
+def _until(when: datetime, window: Window | None, now: datetime, word: str = "until") -> str:
     """`until <UTC> (<relative>)` and, for a window read in another zone, its local time there."""
-    zone = zone_of.get(bar.window) if bar is not None else None
+    zone = window.tz if window is not None else None
     both = in_zones(when, zone)
     utc_part, _, local = both.partition(" = ")
     local_part = f' <span class="local">= {_t(local)}</span>' if local else ""
@@ -269,10 +273,12 @@ def _zoned_cell(label: str, when: datetime, zone: tzinfo | None) -> str:
 
 def _upcoming(view: FleetView) -> str:
     total = view.bar_count
-    zone_of = zones(view)
     rows = []
-    for bar in view.first_bars(UPCOMING_ROWS):
-        zone = zone_of.get(bar.window)
+    first = view.first_bars(UPCOMING_ROWS)
+    by_name = windows_named(view, {bar.window for bar in first})
+    for bar in first:
+        window = by_name.get(bar.window)
+        zone = window.tz if window is not None else None
         when = ("now, until " + utc(bar.end)) if bar.state == "active" else _t(format_relative(bar.start, view.now))
         rows.append(f'<tr data-window="{_t(bar.window)}" data-state="{bar.state}"><td data-label="window">'
                     f'{_t(bar.window)}</td><td data-label="scope">{_t(bar.scope)}</td>'

@@ -25,12 +25,16 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta, tzinfo
 from html import escape
+from typing import TYPE_CHECKING
 
 from ..hold import HoldState
 from ..text import printable
 from ..timeutil import format_instant
-from .present import covering, in_zones, short_utc, utc
+from .present import covering_now, in_zones, short_utc, span_in_zones, utc
 from .view import Bar, FleetView, Lane, Slice
+
+if TYPE_CHECKING:
+    from ..windows.model import Window
 
 __all__ = ["WIDTH", "anchor_of", "day_ticks", "lane_id", "render_timeline_svg"]
 
@@ -95,7 +99,8 @@ def render_timeline_svg(view: FleetView) -> str:
     """The `<svg>` element of the timeline (a fragment to embed in a page)."""
     lanes = view.lanes
     scale = _Scale(view.start, view.end, LABEL, WIDTH - LABEL - 10)
-    covers = [_now_cover(view, lane, scale) for lane in lanes]
+    now_by_scope = covering_now(view)
+    covers = [_now_cover(view, lane, scale, now_by_scope.get(lane.scope, [])) for lane in lanes]
     tops = [AXIS_H]
     for cover in covers:
         tops.append(tops[-1] + LANE_H + (NOW_ROW if cover[0] else 0))
@@ -160,22 +165,22 @@ def _lane(view: FleetView, lane: Lane, y: float, scale: _Scale, per_minute: floa
     return "".join(parts)
 
 
-def _now_cover(view: FleetView, lane: Lane, scale: _Scale) -> tuple[str, set[str]]:
+def _now_cover(view: FleetView, lane: Lane, scale: _Scale, pairs: list[tuple[Bar, Window]]
+               ) -> tuple[str, set[str]]:
     """What covers now in this lane, drawn so it is seen at any scale: a block from now to
     the latest end (at least `NOW_MIN` px), and under the lane a row (`NOW_ROW` px) with a label
     naming each thing with its end, where it hides no bar. Returns the drawing and the windows
     it names (their own labels are left out)."""
     now = view.now
-    bars = covering(lane, now)
+    bars = [bar for bar, _ in pairs]
     reading = lane.reading
     held = reading is not None and reading.active
     if not bars and not held:
         return "", set()
-    zone_of = {piece.window.name: piece.window.tz for piece in lane.slices}
     names = [printable(bar.window) for bar in bars]
     short = [f"{name} until {short_utc(bar.end)}" for name, bar in zip(names, bars, strict=True)]
-    full = [f"{name} covers now, until {in_zones(bar.end, zone_of.get(bar.window))}"
-            for name, bar in zip(names, bars, strict=True)]
+    full = [f"{name} covers now, until {in_zones(bar.end, window.tz)}"
+            for name, (bar, window) in zip(names, pairs, strict=True)]
     ends = [bar.end for bar in bars]
     deadman = None
     if held and reading is not None:
@@ -193,7 +198,7 @@ def _now_cover(view: FleetView, lane: Lane, scale: _Scale) -> tuple[str, set[str
     x1 = scale.x(now)
     right = scale.left + scale.width
     x2 = min(max(scale.x(end) if end is not None else x1, x1 + NOW_MIN), right)
-    label = "now: " + " \u00b7 ".join(short)
+    label = "now: " + "; ".join(short)
     width = NOW_CHAR_W * len(label)
     top, h = BAR_PAD - 3, LANE_H - 2 - 2 * (BAR_PAD - 3)
     ending = format_instant(end) if end is not None else ""
@@ -260,7 +265,6 @@ def _bar(bar: Bar, top: float, h: float, anchor: datetime, min_width: float, zon
     x1 = (bar.start - anchor).total_seconds() / 60
     width = max((bar.end - bar.start).total_seconds() / 60, min_width)
     name = _text(bar.window)
-    scope = _text(bar.scope)
     start = _zulu(bar.start)
     end = _zulu(bar.end)
     mark = ""
@@ -274,13 +278,13 @@ def _bar(bar: Bar, top: float, h: float, anchor: datetime, min_width: float, zon
         drain_from = f' data-drain-from="{armed}"'
         drain = (f'<rect class="drain" data-window="{name}" data-start="{armed}" data-end="{start}" x="{dx:g}" '
                  f'y="{top:g}" width="{max(x1 - dx, min_width):g}" height="{h:g}" fill="#bfdbfe" '
-                 f'fill-opacity="0.7"><title>{name} ({scope}) drain lead: held from '
+                 f'fill-opacity="0.7"><title>{name} drain lead: held from '
                  f'{_text(in_zones(bar.drain_from, zone))}</title></rect>')
     state = _STATE_WORDS.get(bar.state, bar.state)
-    when = f"start {in_zones(bar.start, zone)}; end {in_zones(bar.end, zone)}"
+    when = span_in_zones(bar.start, bar.end, zone)
     return (f'{drain}<rect class="bar bar-{bar.state}" data-window="{name}" data-state="{bar.state}" '
             f'data-start="{start}" data-end="{end}"{drain_from} x="{x1:g}" y="{top:g}" width="{width:g}" '
-            f'height="{h:g}"><title>{name} ({scope}) {state}: {_text(when)}</title></rect>{mark}')
+            f'height="{h:g}"><title>{name} {state}: {_text(when)}</title></rect>{mark}')
 
 
 def _zulu(when: datetime) -> str:
