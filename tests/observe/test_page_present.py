@@ -58,6 +58,16 @@ def test_a_hold_covering_now_is_named_with_its_deadman_or_none(estop, clock, ttl
     assert " ".join(items[0]["text"].split()) == f"fleet is held, {words}"
 
 
+@pytest.mark.parametrize("body, words", [(b"", "(a hand-made stop with no details: admits nobody)"),
+                                         (b"{", "(unreadable: admits nobody)")])
+def test_an_unreadable_hold_covering_now_is_named_as_such(estop, clock, body, words):
+    clock.set(COVERED)
+    estop.sentinel_path().write_bytes(body)
+    items = page_of(estop).having("now-item")
+    assert [(i["data-kind"], i["data-scope"], i["data-end"]) for i in items] == [("hold", "fleet", "")]
+    assert " ".join(items[0]["text"].split()) == f"fleet is held {words}, until hermes resume"
+
+
 def test_nothing_covering_now_is_said_with_what_comes_next(estop, fleet_root, clock):
     clock.set(datetime(2026, 6, 1, 15, tzinfo=UTC))
     write_windows(fleet_root, NY_BACKUP)

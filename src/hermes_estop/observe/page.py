@@ -228,7 +228,11 @@ def _covering_now(view: FleetView) -> str:
         by_window = hold.window.get("name") if hold is not None and hold.window else None
         if by_window is not None:
             held += f" by window {_t(by_window)}"
-        if deadman is None:
+        if reading.state is HoldState.UNREADABLE:
+            what = "a hand-made stop with no details" if reading.cause is Cause.EMPTY else "unreadable"
+            items.append(_now_item("hold", lane.scope, "", None,
+                                   held + f" ({what}: admits nobody), until <code>hermes resume</code>"))
+        elif deadman is None:
             items.append(_now_item("hold", lane.scope, "", None,
                                    held + ", with no deadman: until <code>hermes resume</code>"))
         else:
