@@ -15,9 +15,10 @@ lead; the drain band is `rect.drain` with `data-window`, `data-start` (the arm) 
 
 The present stands out at any scale: in a lane where an occurrence covers now or a hold stands,
 `g.now-cover` (`data-scope`, `data-windows`, `data-end`) is a strong block from now to the end
-(never narrower than `NOW_MIN` px, drawn over the hold band and the bars) and a label naming what
-covers now and until when. Every tooltip (`<title>`) gives an occurrence's start and end in UTC
-and in its window's own zone.
+(never narrower than `NOW_MIN` px, drawn over the hold band and the bars, under the deadman line)
+and, in a row added under the lane (where it hides no bar), a label naming what covers now and
+until when. Every bar's tooltip (`<title>`) gives its start and end in UTC and in its window's
+own zone.
 """
 
 from __future__ import annotations
@@ -191,7 +192,7 @@ def _now_cover(view: FleetView, lane: Lane, scale: _Scale, pairs: list[tuple[Bar
             full.append("held with no deadman: until hermes resume")
         elif deadman not in ends:
             short.append(f"held until {short_utc(deadman)}")
-            full.append(f"held until {in_zones(deadman, None)}")
+            full.append(f"held until {utc(deadman)}")
         if deadman is not None:
             ends.append(deadman)
     end = max(ends) if ends else None
