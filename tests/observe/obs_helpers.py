@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from hermes_estop.observe import StatusServer
 from hermes_estop.windows import Window, WindowsFile
 
-__all__ = ["fetch", "scrape", "write_windows"]
+__all__ = ["Dom", "fetch", "scrape", "write_windows"]
 
 
 def write_windows(root: Path, *windows: dict[str, Any]) -> None:
@@ -38,3 +39,36 @@ def scrape(server: StatusServer) -> dict[tuple[str, tuple[tuple[str, str], ...]]
         for sample in family.samples:
             samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return samples
+
+
+class Dom(HTMLParser):
+    """The elements of the rendered DOM as (tag, attributes, text of the element's own data)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[dict[str, str]] = []
+        self.stack: list[dict[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        element = {"tag": tag, **{k: v or "" for k, v in attrs}, "text": "", "lane": ""}
+        for parent in reversed(self.stack):
+            if parent["tag"] == "g" and "lane" in parent.get("class", "").split():
+                element["lane"] = parent.get("data-scope", "")
+                break
+        self.elements.append(element)
+        if tag not in ("meta", "link", "br", "img", "input", "rect", "line", "path"):
+            self.stack.append(element)
+
+    def handle_endtag(self, tag: str) -> None:
+        if all(element["tag"] != tag for element in self.stack):
+            return  # the end of an element never stacked (a rect, a line)
+        while self.stack:
+            if self.stack.pop()["tag"] == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        for element in self.stack:
+            element["text"] += data
+
+    def having(self, cls: str) -> list[dict[str, str]]:
+        return [e for e in self.elements if cls in e.get("class", "").split()]

@@ -5,22 +5,35 @@ Server-rendered HTML with the timeline as inline SVG and no JavaScript; `<meta h
 from a sentinel, a window file or the environment is escaped twice over: control characters
 and bidirectional overrides shown as `\\x1b` / `\\u202e` (`printable`), then HTML-escaped.
 
-Stable hooks: `#verdict` (`data-engaged`), one `.hold-card` per present hold (`data-scope`,
-`data-state`) with `.reason`, `.deadline`, `.allowlist`, `.armed-by`; the timeline
-(`svg.py`); `#upcoming` rows (`data-window`); `#problems`; `#problem-banner` (the same problems,
-under the verdict: a windows.toml that does not validate is never shown only at the bottom).
+The present comes first: `#covering-now`, under the verdict, has one `.now-item` per thing that
+covers now (`data-kind` `window` or `hold`, `data-scope`, `data-window`, `data-end`) naming it
+and its end, or says that nothing does and what comes next. Occurrence times are given in UTC
+and in the window's own zone (`present.in_zones`). On a phone (390 px) nothing is wider than the
+screen: the timeline scrolls inside its box at its full size (its text stays legible), the
+occurrence table stacks each row.
+
+Stable hooks: `#verdict` (`data-engaged`), `#covering-now`, one `.hold-card` per present hold
+(`data-scope`, `data-state`) with `.reason`, `.deadline`, `.allowlist`, `.armed-by`; the timeline
+(`svg.py`); `#upcoming` rows (`data-window`; the start and end cells carry `title`s in both
+zones); `#problems`; `#problem-banner` (the same problems, under the verdict: a windows.toml that
+does not validate is never shown only at the bottom).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime, tzinfo
 from html import escape
+from typing import TYPE_CHECKING
 
 from ..hold import Cause, HoldState, Reading
 from ..text import printable
 from ..timeutil import format_instant, format_relative
+from .present import covering_now, in_zones, utc, windows_named
 from .svg import render_timeline_svg
 from .view import FleetView
+
+if TYPE_CHECKING:
+    from ..windows.model import Window
 
 __all__ = ["REFRESH_SECONDS", "UPCOMING_ROWS", "render_page"]
 
@@ -44,13 +57,19 @@ h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
 .timeline{background:#fff;border:1px solid #e5e7eb;border-radius:8px}
 .lane-bg{fill:#f9fafb} .lane.held .lane-label{fill:#b91c1c}
 .lane-label{font-size:13px;font-weight:600;fill:#374151}
-.bar-label{font-size:11px;fill:#374151} .day{stroke:#d1d5db;stroke-width:1} .day-label{font-size:11px;fill:#6b7280}
+.bar-label{font-size:12px;fill:#374151} .day{stroke:#d1d5db;stroke-width:1} .day-label{font-size:12px;fill:#6b7280}
 .now{stroke:#111827;stroke-width:2}
 .bar,.skip-mark{vector-effect:non-scaling-stroke} .bar{stroke:#1e3a8a;stroke-width:1} .bar-upcoming{fill:#3b82f6} .bar-active{fill:#f59e0b;stroke:#92400e}
 .bar-skipped{fill:url(#hatch);stroke:#6b7280;stroke-dasharray:3 2} .skip-mark{stroke:#6b7280;stroke-width:1.5}
 .bar-released{fill:#e5e7eb;stroke:#6b7280} .bar-disabled{fill:#f3f4f6;stroke:#d1d5db;stroke-dasharray:2 2}
 .hold{fill:#fecaca;opacity:.75} .hold-unreadable{fill:#ddd6fe}
 .deadman{stroke:#dc2626;stroke-width:3} .hold-open{fill:none;stroke:#dc2626;stroke-width:2}
+#covering-now{background:#fffbeb;border:1px solid #f59e0b;border-left:8px solid #d97706;border-radius:8px;padding:10px 16px;margin:0 0 14px}
+#covering-now h2{margin:0 0 4px;font-size:17px} #covering-now ul{margin:0;padding-left:18px} #covering-now p{margin:0}
+.now-item{font-size:17px;margin:2px 0} .now-item .what{font-weight:700} .now-item .local,.now-next .local{color:#4b5563;font-size:14px}
+.now-block{fill:#f59e0b;stroke:#78350f;stroke-width:1.5} .now-row{fill:#fef3c7} .now-label{font-size:13px;font-weight:700;fill:#78350f}
+.scroll{overflow-x:auto;max-width:100%} #timeline{min-width:1100px;display:block}
+td .local{display:block;color:#6b7280;font-size:12px}
 .legend{display:flex;gap:16px;flex-wrap:wrap;font-size:13px;color:#374151;margin:6px 0}
 .sw{display:inline-block;width:14px;height:10px;border-radius:2px;margin-right:5px;vertical-align:middle}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #e5e7eb;font-size:14px}
@@ -58,24 +77,25 @@ td,th{padding:5px 10px;border-bottom:1px solid #f3f4f6;text-align:left} th{color
 #problems li{color:#991b1b}
 #problem-banner{padding:10px 18px;border-radius:8px;margin:0 0 14px;background:#fef3c7;color:#92400e;border:1px solid #f59e0b}
 #problem-banner ul{margin:4px 0}
+@media (max-width:640px){
+main{padding:12px} h1{font-size:18px} #verdict{font-size:16px;padding:10px 12px}
+.hold-card{min-width:0;flex-basis:100%} .hold-card dl{grid-template-columns:84px minmax(0,1fr)}
+.legend{gap:4px 12px;font-size:12px} #upcoming thead{display:none} #upcoming tr{display:block;padding:6px 0;border-bottom:1px solid #e5e7eb}
+#upcoming td{display:block;border:0;padding:1px 10px} #upcoming td::before{content:attr(data-label) ": ";color:#6b7280}
+}
 """
 
 _LEGEND = (
     '<div class="legend">'
     '<span><i class="sw" style="background:#3b82f6"></i>window occurrence</span>'
-    '<span><i class="sw" style="background:#f59e0b"></i>covering now</span>'
+    '<span><i class="sw" style="background:#bfdbfe"></i>drain lead (held before the start)</span>'
+    '<span><i class="sw" style="background:#f59e0b;outline:1.5px solid #78350f"></i>covering now, to its end</span>'
     '<span><i class="sw" style="background:repeating-linear-gradient(45deg,#9ca3af 0 3px,#f3f4f6 3px 6px)"></i>skipped</span>'
     '<span><i class="sw" style="background:#e5e7eb"></i>released early / disabled</span>'
     '<span><i class="sw" style="background:#fecaca"></i>current hold</span>'
     '<span><i class="sw" style="background:#dc2626;width:3px"></i>deadman</span>'
     '</div>'
 )
-
-
-def _when(value: datetime) -> str:
-    """An instant as a person reads it (UTC, to the second); the full ISO-8601 form stays in
-    the `datetime` attribute and in /api/status."""
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _t(value: object) -> str:
@@ -100,7 +120,7 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
         '<meta name="viewport" content="width=device-width,initial-scale=1">',
         f"<title>{'HELD' if engaged else 'free'} - {_t(title)}</title><style>{_CSS}</style></head><body><main>",
         f"<h1>{_t(title)}</h1>",
-        f'<div class="meta">as of <time id="now" datetime="{format_instant(now)}">{_when(now)}</time>'
+        f'<div class="meta">as of <time id="now" datetime="{format_instant(now)}">{utc(now)}</time>'
         f" &middot; store {_t(_store_name(view))}"
         f" &middot; refreshes every {int(refresh)} s &middot; read-only</div>",
         f'<div id="verdict" class="{"held" if engaged else "free"}" data-engaged="{"true" if engaged else "false"}">'
@@ -111,6 +131,7 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
                      + "".join(f"<li>{_t(p)}</li>" for p in view.problems) + "</ul>"
                      + ("<p>The windows shown are the last ones that validated.</p>"
                         if view.extra.get("windows_last_good") else "") + "</div>")
+    parts.append(_covering_now(view))
     parts.append('<section id="holds"><h2>What holds now</h2>')
     if present:
         parts.append('<div class="cards">')
@@ -121,7 +142,7 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
     parts.append("</section>")
     parts.append(f'<section id="timeline-section"><h2>Next {_days(view)} (UTC)</h2>')
     parts.append(_LEGEND)
-    parts.append(render_timeline_svg(view))
+    parts.extend(('<div class="scroll">', render_timeline_svg(view), "</div>"))  # no copy of the big SVG
     parts.append("</section>")
     parts.append(_upcoming(view))
     parts.append(_consumers(view))
@@ -162,7 +183,7 @@ def _card(reading: Reading, view: FleetView) -> str:
         if hold.expires_at is not None:
             when = format_instant(hold.expires_at)
             rows.append(("deadline", "deadline",
-                         f'<time datetime="{when}">{_when(hold.expires_at)}</time> <b>({_t(format_relative(hold.expires_at, now))})</b>'))
+                         f'<time datetime="{when}">{utc(hold.expires_at)}</time> <b>({_t(format_relative(hold.expires_at, now))})</b>'))
         else:
             rows.append(("deadline", "deadline", "none: held until <code>hermes resume</code>"))
         allow = hold.allow
@@ -176,7 +197,7 @@ def _card(reading: Reading, view: FleetView) -> str:
             rows.append(("allowlist", "allow", "nobody"))
         rows.append(("armed-by", "armed by", _t(hold.armed_by) if hold.armed_by else "<i>(unknown)</i>"))
         if hold.engaged_at is not None:
-            rows.append(("engaged-at", "since", f"{_when(hold.engaged_at)} "
+            rows.append(("engaged-at", "since", f"{utc(hold.engaged_at)} "
                                                 f"({_t(format_relative(hold.engaged_at, now))})"))
         rows.append(("generation", "generation", _t(hold.generation or "(none: hand-written)")))
         if hold.window:
@@ -187,14 +208,86 @@ def _card(reading: Reading, view: FleetView) -> str:
             f'<div><span class="scope">{scope}</span> &middot; {head}</div><dl>{body}</dl></div>')
 
 
+def _covering_now(view: FleetView) -> str:
+    """The present, first: each occurrence covering now and each standing hold, with its end
+    (in UTC and the window's zone); or that nothing does, and what comes next."""
+    now = view.now
+    covering = covering_now(view)
+    items = []
+    for lane in view.lanes:
+        for bar, window in covering.get(lane.scope, ()):
+            items.append(_now_item("window", bar.scope, bar.window, bar.end,
+                                   f'<span class="what">{_t(bar.window)}</span> ({_t(bar.scope)}) covers now, '
+                                   + _until(bar.end, window, now)))
+        reading = lane.reading
+        if reading is None or not reading.active:
+            continue
+        hold = reading.hold
+        deadman = hold.expires_at if hold is not None and reading.state is HoldState.ACTIVE else None
+        held = f'<span class="what">{_t(lane.scope)}</span> is held'
+        by_window = hold.window.get("name") if hold is not None and hold.window else None
+        if by_window is not None:
+            held += f" by window {_t(by_window)}"
+        if reading.state is HoldState.UNREADABLE:
+            what = "a hand-made stop with no details" if reading.cause is Cause.EMPTY else "unreadable"
+            items.append(_now_item("hold", lane.scope, "", None,
+                                   held + f" ({what}: admits nobody), until <code>hermes resume</code>"))
+        elif deadman is None:
+            items.append(_now_item("hold", lane.scope, "", None,
+                                   held + ", with no deadman: until <code>hermes resume</code>"))
+        else:
+            items.append(_now_item("hold", lane.scope, "", deadman, held + ", " + _until(deadman, None, now)))
+    if items:
+        return ('<section id="covering-now" data-covering="true"><h2>Covering now</h2><ul>'
+                + "".join(items) + "</ul></section>")
+    upcoming = [bar for bar in view.first_bars(1) if bar.start > now]
+    after = ""
+    if upcoming:
+        bar = upcoming[0]
+        after = (f' <span class="now-next">Next: <b>{_t(bar.window)}</b> ({_t(bar.scope)}) '
+                 f"{_until(bar.start, windows_named(view, {bar.window}).get(bar.window), now, word='at')}.</span>")
+    return (f'<section id="covering-now" data-covering="false"><h2>Covering now</h2>'
+            f"<p>Nothing covers now: no window occurrence, no hold.{after}</p></section>")
+
+
+def _now_item(kind: str, scope: str, window: str, end: datetime | None, body: str) -> str:
+    ending = format_instant(end) if end is not None else ""
+    return (f'<li class="now-item" data-kind="{kind}" data-scope="{_t(scope)}" data-window="{_t(window)}" '
+            f'data-end="{ending}">{body}</li>')
+
+
+def _until(when: datetime, window: Window | None, now: datetime, word: str = "until") -> str:
+    """`until <UTC> (<relative>)` and, for a window read in another zone, its local time there."""
+    zone = window.tz if window is not None else None
+    both = in_zones(when, zone)
+    utc_part, _, local = both.partition(" = ")
+    local_part = f' <span class="local">= {_t(local)}</span>' if local else ""
+    return (f'{word} <time datetime="{format_instant(when)}" title="{_t(both)}">{_t(utc_part)}</time>{local_part} '
+            f"<b>({_t(format_relative(when, now))})</b>")
+
+
+def _zoned_cell(label: str, when: datetime, zone: tzinfo | None) -> str:
+    """A table cell with an instant in UTC and, below it, in the window's zone; the `title`
+    carries both."""
+    both = in_zones(when, zone)
+    utc_part, _, local = both.partition(" = ")
+    below = f'<span class="local">{_t(local)}</span>' if local else ""
+    return f'<td data-label="{label}" title="{_t(both)}">{_t(utc_part)}{below}</td>'
+
+
 def _upcoming(view: FleetView) -> str:
     total = view.bar_count
     rows = []
-    for bar in view.first_bars(UPCOMING_ROWS):
-        when = ("now, until " + _when(bar.end)) if bar.state == "active" else _t(format_relative(bar.start, view.now))
-        rows.append(f'<tr data-window="{_t(bar.window)}" data-state="{bar.state}"><td>{_t(bar.window)}</td>'
-                    f"<td>{_t(bar.scope)}</td><td>{_when(bar.start)}</td><td>{_when(bar.end)}</td>"
-                    f"<td>{when}</td><td>{bar.state}</td></tr>")
+    first = view.first_bars(UPCOMING_ROWS)
+    by_name = windows_named(view, {bar.window for bar in first})
+    for bar in first:
+        window = by_name.get(bar.window)
+        zone = window.tz if window is not None else None
+        when = ("now, until " + utc(bar.end)) if bar.state == "active" else _t(format_relative(bar.start, view.now))
+        rows.append(f'<tr data-window="{_t(bar.window)}" data-state="{bar.state}"><td data-label="window">'
+                    f'{_t(bar.window)}</td><td data-label="scope">{_t(bar.scope)}</td>'
+                    f'{_zoned_cell("start", bar.start, zone)}{_zoned_cell("end", bar.end, zone)}'
+                    f'<td data-label="when">{when}</td><td data-label="state">{bar.state}</td></tr>')
     more = f'<p class="meta">{total - UPCOMING_ROWS} more in the timeline.</p>' if total > UPCOMING_ROWS else ""
     if not rows:
         return '<section><h2>Upcoming occurrences</h2><p class="none" id="upcoming">No window occurs in this range.</p></section>'
@@ -217,5 +310,5 @@ def _consumers(view: FleetView) -> str:
         f"<td>{_t(row.entry.host)}</td><td>{row.entry.pid}</td><td>{_t(row.entry.profile or '-')}</td>"
         f"<td>{row.state.value}</td><td>{'yes' if row.acknowledged else 'NO'}</td><td>{row.lag:.1f} s</td></tr>"
         for row in roster.rows)
-    return (head + '<table id="consumer-table"><thead><tr><th>component</th><th>host</th><th>pid</th><th>profile</th>'
-            "<th>state</th><th>acknowledged</th><th>last report</th></tr></thead><tbody>" + rows + "</tbody></table></section>")
+    return (head + '<div class="scroll"><table id="consumer-table"><thead><tr><th>component</th><th>host</th><th>pid</th><th>profile</th>'
+            "<th>state</th><th>acknowledged</th><th>last report</th></tr></thead><tbody>" + rows + "</tbody></table></div></section>")

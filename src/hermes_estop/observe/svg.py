@@ -12,18 +12,30 @@ each lane is `<g class="lane" data-scope=... data-bars=N>`; each bar has `data-w
 `data-state`, `data-start`, `data-end` (ISO-8601 UTC), and `data-drain-from` when it has a drain
 lead; the drain band is `rect.drain` with `data-window`, `data-start` (the arm) and `data-end`
 (the window's start); the hold band is `rect.hold` with `data-deadman`.
+
+The present stands out at any scale: in a lane where an occurrence covers now or a hold stands,
+`g.now-cover` (`data-scope`, `data-windows`, `data-end`) is a strong block from now to the end
+(never narrower than `NOW_MIN` px, drawn over the hold band and the bars, under the deadman line)
+and, in a row added under the lane (where it hides no bar), a label naming what covers now and
+until when. Every bar's tooltip (`<title>`) gives its start and end in UTC and in its window's
+own zone.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from html import escape
+from typing import TYPE_CHECKING
 
 from ..hold import HoldState
 from ..text import printable
 from ..timeutil import format_instant
+from .present import covering_now, in_zones, short_utc, span_in_zones, utc
 from .view import Bar, FleetView, Lane, Slice
+
+if TYPE_CHECKING:
+    from ..windows.model import Window
 
 __all__ = ["WIDTH", "anchor_of", "day_ticks", "lane_id", "render_timeline_svg"]
 
@@ -34,6 +46,13 @@ AXIS_H = 30
 BAR_PAD = 7
 #: lanes with at most this many windows get their names written beside the bars
 MAX_LABELLED = 8
+#: what covers now is never drawn narrower than this (px): a 2 h window is a sliver of a week
+NOW_MIN = 12
+#: the height of the row under a lane that names what covers now
+NOW_ROW = 22
+#: the width of a character of a label, for placing labels apart (12 px text; 13 px bold)
+CHAR_W = 6.8
+NOW_CHAR_W = 7.8
 _ID_RE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -80,8 +99,13 @@ def anchor_of(start: datetime) -> datetime:
 def render_timeline_svg(view: FleetView) -> str:
     """The `<svg>` element of the timeline (a fragment to embed in a page)."""
     lanes = view.lanes
-    height = AXIS_H + LANE_H * max(len(lanes), 1) + 8
     scale = _Scale(view.start, view.end, LABEL, WIDTH - LABEL - 10)
+    now_by_scope = covering_now(view)
+    covers = [_now_cover(view, lane, scale, now_by_scope.get(lane.scope, [])) for lane in lanes]
+    tops = [AXIS_H]
+    for cover in covers:
+        tops.append(tops[-1] + LANE_H + (NOW_ROW if cover[0] else 0))
+    height = max(tops[-1], AXIS_H + LANE_H) + 8
     per_minute = scale.width / max((view.end - view.start).total_seconds() / 60, 1.0)
     out = [
         f'<svg id="timeline" class="timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
@@ -94,8 +118,8 @@ def render_timeline_svg(view: FleetView) -> str:
         '</clipPath></defs>',
     ]
     out.append(_axis(view, scale, height))
-    for index, lane in enumerate(lanes):
-        out.append(_lane(view, lane, index, scale, per_minute))
+    for lane, top, cover in zip(lanes, tops, covers, strict=False):
+        out.append(_lane(view, lane, top, scale, per_minute, cover))
     x_now = scale.x(view.now)
     out.append(f'<line class="now" x1="{x_now:.1f}" y1="{AXIS_H - 6}" x2="{x_now:.1f}" y2="{height - 8}"/>')
     out.append("</svg>")
@@ -115,11 +139,11 @@ def _axis(view: FleetView, scale: _Scale, height: int) -> str:
     return "".join(parts)
 
 
-def _lane(view: FleetView, lane: Lane, index: int, scale: _Scale, per_minute: float) -> str:
-    """A lane, drawn in its own coordinates (`translate`); its bars in minutes since the
+def _lane(view: FleetView, lane: Lane, y: float, scale: _Scale, per_minute: float,
+          cover: tuple[str, set[str]]) -> str:
+    """A lane at `y`, drawn in its own coordinates (`translate`); its bars in minutes since the
     anchor (`anchor_of`), scaled into place and clipped to the plot, so each window's drawing
-    is the same SVG all day, whichever lane index it lands on: the observer reuses it."""
-    y = AXIS_H + index * LANE_H
+    is the same SVG all day, wherever the lane lands: the observer reuses it."""
     scope = _text(lane.scope)
     held = " held" if lane.held else ""
     shift = LABEL - (view.start - anchor_of(view.start)).total_seconds() / 60 * per_minute
@@ -129,32 +153,80 @@ def _lane(view: FleetView, lane: Lane, index: int, scale: _Scale, per_minute: fl
         f'<rect class="lane-bg" x="{LABEL}" y="0" width="{scale.width:.1f}" height="{LANE_H - 2}"/>',
         f'<text class="lane-label" x="8" y="{LANE_H / 2 + 4:.1f}">{scope}</text>',
     ]
-    hold = _hold(view, lane, 0, scale)
-    if hold:
-        parts.append(hold)
+    band, marker = _hold(view, lane, 0, scale)
+    parts.append(band)
     parts.append(f'<g clip-path="url(#plot)"><g class="bars" transform="translate({shift:.3f} 0) '
                  f'scale({per_minute:.6g} 1)">')
     parts.append(_bars(view, lane, per_minute))
     parts.append("</g></g>")
-    parts.append(_labels(lane, scale))
+    parts.append(cover[0])
+    parts.append(marker)
+    parts.append(_labels(lane, scale, cover[1]))
     parts.append("</g>")
     return "".join(parts)
 
 
-def _labels(lane: Lane, scale: _Scale) -> str:
+def _now_cover(view: FleetView, lane: Lane, scale: _Scale, pairs: list[tuple[Bar, Window]]
+               ) -> tuple[str, set[str]]:
+    """What covers now in this lane, drawn so it is seen at any scale: a block from now to
+    the latest end (at least `NOW_MIN` px), and under the lane a row (`NOW_ROW` px) with a label
+    naming each thing with its end, where it hides no bar. Returns the drawing and the windows
+    it names (their own labels are left out)."""
+    now = view.now
+    bars = [bar for bar, _ in pairs]
+    reading = lane.reading
+    held = reading is not None and reading.active
+    if not bars and not held:
+        return "", set()
+    names = [printable(bar.window) for bar in bars]
+    short = [f"{name} until {short_utc(bar.end)}" for name, bar in zip(names, bars, strict=True)]
+    full = [f"{name} covers now, until {in_zones(bar.end, window.tz)}"
+            for name, (bar, window) in zip(names, pairs, strict=True)]
+    ends = [bar.end for bar in bars]
+    deadman = None
+    if held and reading is not None:
+        hold = reading.hold
+        deadman = hold.expires_at if hold is not None and reading.state is HoldState.ACTIVE else None
+        if deadman is None:
+            short.append("held, no deadman")
+            full.append("held with no deadman: until hermes resume")
+        elif deadman not in ends:
+            short.append(f"held until {short_utc(deadman)}")
+            full.append(f"held until {utc(deadman)}")
+        if deadman is not None:
+            ends.append(deadman)
+    end = max(ends) if ends else None
+    x1 = scale.x(now)
+    right = scale.left + scale.width
+    x2 = min(max(scale.x(end) if end is not None else x1, x1 + NOW_MIN), right)
+    label = "now: " + "; ".join(short)
+    width = NOW_CHAR_W * len(label)
+    top, h = BAR_PAD - 3, LANE_H - 2 - 2 * (BAR_PAD - 3)
+    ending = format_instant(end) if end is not None else ""
+    drawn = (f'<g class="now-cover" data-scope="{_text(lane.scope)}" '
+             f'data-windows="{_text(" ".join(names))}" data-end="{ending}">'
+             f'<title>{_text("; ".join(full))}</title>'
+             f'<rect class="now-block" x="{x1:.1f}" y="{top}" width="{x2 - x1:.1f}" height="{h}"/>'
+             f'<rect class="now-row" x="{x1:.1f}" y="{LANE_H - 2}" width="{min(width + 10, right - x1):.1f}" '
+             f'height="{NOW_ROW - 2}"/>'
+             f'<text class="now-label" x="{x1 + 5:.1f}" y="{LANE_H + NOW_ROW - 8}">{escape(label, quote=True)}</text></g>')
+    return drawn, {bar.window for bar in bars}
+
+
+def _labels(lane: Lane, scale: _Scale, named: set[str]) -> str:
     """Each window's name just after its first bar, when the lane has few windows (with many,
-    names would pile up: the bars' tooltips name them)."""
+    names would pile up: the bars' tooltips name them); not for a window the now label names."""
     if not 0 < len(lane.slices) <= MAX_LABELLED:
         return ""
     parts = []
     taken: list[tuple[float, float]] = []
     for piece in lane.slices:
-        if not piece.bars:
+        if not piece.bars or piece.window.name in named:
             continue
         bar = piece.bars[0]
         x = scale.x(bar.end) + 4
         name = printable(bar.window)
-        width = 6.2 * len(name)
+        width = CHAR_W * len(name)
         if x + width > scale.left + scale.width or any(a < x + width and x < b for a, b in taken):
             continue
         taken.append((x, x + width))
@@ -174,7 +246,8 @@ def _bars(view: FleetView, lane: Lane, per_minute: float) -> str:
     for piece in lane.slices:
         if piece.fragment is None:
             anchor = anchor_of(view.start)
-            piece.fragment = "".join(_bar(bar, BAR_PAD, LANE_H - 2 - 2 * BAR_PAD, anchor, 2.0 / per_minute)
+            zone = piece.window.tz
+            piece.fragment = "".join(_bar(bar, BAR_PAD, LANE_H - 2 - 2 * BAR_PAD, anchor, 2.0 / per_minute, zone)
                                      for bar in piece.bars)
     drawn = "".join(piece.fragment or "" for piece in lane.slices)
     if cache is not None:
@@ -182,9 +255,14 @@ def _bars(view: FleetView, lane: Lane, per_minute: float) -> str:
     return drawn
 
 
-def _bar(bar: Bar, top: float, h: float, anchor: datetime, min_width: float) -> str:
+#: how a bar's tooltip names its state
+_STATE_WORDS = {"active": "covering now", "upcoming": "upcoming", "skipped": "skipped (not armed)",
+                "released": "released early", "disabled": "disabled"}
+
+
+def _bar(bar: Bar, top: float, h: float, anchor: datetime, min_width: float, zone: tzinfo | None = None) -> str:
     """One occurrence, x and width in minutes since `anchor` (UTC instants: a DST day is
-    drawn as long as it lasts)."""
+    drawn as long as it lasts); its tooltip gives its times in UTC and in `zone`, the window's."""
     x1 = (bar.start - anchor).total_seconds() / 60
     width = max((bar.end - bar.start).total_seconds() / 60, min_width)
     name = _text(bar.window)
@@ -201,10 +279,13 @@ def _bar(bar: Bar, top: float, h: float, anchor: datetime, min_width: float) -> 
         drain_from = f' data-drain-from="{armed}"'
         drain = (f'<rect class="drain" data-window="{name}" data-start="{armed}" data-end="{start}" x="{dx:g}" '
                  f'y="{top:g}" width="{max(x1 - dx, min_width):g}" height="{h:g}" fill="#bfdbfe" '
-                 f'fill-opacity="0.7"><title>{name} draining from {armed}</title></rect>')
+                 f'fill-opacity="0.7"><title>{name} drain lead: held from '
+                 f'{_text(in_zones(bar.drain_from, zone))}</title></rect>')
+    state = _STATE_WORDS.get(bar.state, bar.state)
+    when = span_in_zones(bar.start, bar.end, zone)
     return (f'{drain}<rect class="bar bar-{bar.state}" data-window="{name}" data-state="{bar.state}" '
             f'data-start="{start}" data-end="{end}"{drain_from} x="{x1:g}" y="{top:g}" width="{width:g}" '
-            f'height="{h:g}"><title>{name} {bar.state}</title></rect>{mark}')
+            f'height="{h:g}"><title>{name} {state}: {_text(when)}</title></rect>{mark}')
 
 
 def _zulu(when: datetime) -> str:
@@ -213,11 +294,12 @@ def _zulu(when: datetime) -> str:
     return text + "Z"
 
 
-def _hold(view: FleetView, lane: Lane, y: float, scale: _Scale) -> str:
-    """The lane's current hold: a band from now to its deadman (or to the edge: no deadman)."""
+def _hold(view: FleetView, lane: Lane, y: float, scale: _Scale) -> tuple[str, str]:
+    """The lane's current hold: a band from now to its deadman (or to the edge: no deadman),
+    and its marker (the deadman line, or the arrow off the edge), drawn over what covers now."""
     reading = lane.reading
     if reading is None or not reading.active:
-        return ""
+        return "", ""
     hold = reading.hold
     deadman = hold.expires_at if hold is not None and reading.state is HoldState.ACTIVE else None
     x1 = scale.x(view.now)
@@ -225,16 +307,17 @@ def _hold(view: FleetView, lane: Lane, y: float, scale: _Scale) -> str:
     kind = "hold-unreadable" if reading.state is HoldState.UNREADABLE else "hold"
     reason = _text(hold.reason) if hold is not None and hold.reason else ""
     until = format_instant(deadman) if deadman is not None else ""
-    title = f"held{': ' + reason if reason else ''}" + (f" until {until}" if until else " (no deadman)")
+    title = f"held{': ' + reason if reason else ''}" + (f" until {utc(deadman)}" if deadman else " (no deadman)")
     parts = [f'<rect class="hold {kind}" data-scope="{_text(lane.scope)}" data-deadman="{until}" '
              f'x="{x1:.1f}" y="{y + 2}" width="{max(x2 - x1, 2.0):.1f}" height="{LANE_H - 6}">'
              f'<title>{title}</title></rect>']
+    marker = []
     if deadman is not None and deadman <= view.end:
-        parts.append(f'<line class="deadman" data-deadman="{until}" x1="{x2:.1f}" y1="{y}" x2="{x2:.1f}" '
+        marker.append(f'<line class="deadman" data-deadman="{until}" x1="{x2:.1f}" y1="{y}" x2="{x2:.1f}" '
                      f'y2="{y + LANE_H - 2}"/>')
     elif deadman is None:
         edge = scale.left + scale.width
         mid = y + (LANE_H - 2) / 2
-        parts.append(f'<path class="hold-open" d="M{edge - 8:.1f} {mid - 6:.1f}L{edge:.1f} {mid:.1f}'
+        marker.append(f'<path class="hold-open" d="M{edge - 8:.1f} {mid - 6:.1f}L{edge:.1f} {mid:.1f}'
                      f'L{edge - 8:.1f} {mid + 6:.1f}"/>')
-    return "".join(parts)
+    return "".join(parts), "".join(marker)
