@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from .registry import ConsumerTable
     from .state import StateTable
 
-__all__ = ["HoldStore", "refused_write", "not_current", "EXPIRE_RETRY"]
+__all__ = ["EXPIRE_RETRY", "HoldStore", "new_hold_id", "not_current", "refused_write", "scoped_target",
+           "unreadable_refuses"]
 
 #: an expired hold whose retire could not be done from a read is tried again at most this often
 EXPIRE_RETRY = timedelta(seconds=1)
@@ -49,6 +50,35 @@ def not_current(location: Location, generation: str, standing: Reading | None) -
     current = standing.fence.describe() if standing.fence else "unknown"
     return HoldConflict(f"generation {generation} is not the current hold at {location.describe()} (current: {current})",
                         standing)
+
+
+def new_hold_id() -> str:
+    """A scoped hold's id at its location: short enough to type in `hermes resume --hold ID`."""
+    import os
+
+    return os.urandom(4).hex()
+
+
+def scoped_target(scoped: tuple[Reading, ...], request: EngageRequest) -> Reading | None:
+    """The scoped hold a scoped engage re-arms: the one `request.hold_id` names, else the one
+    with the same selector; None: the engage adds a new one."""
+    for reading in scoped:
+        hold = reading.hold
+        if hold is not None and request.hold_id is not None and hold.hold_id == request.hold_id:
+            return reading
+    if request.hold_id is not None:
+        return None
+    for reading in scoped:
+        if reading.hold is not None and reading.hold.selector == request.selector:
+            return reading
+    return None
+
+
+def unreadable_refuses(location: Location) -> HoldConflict:
+    """A scoped hold is never written over an unreadable body: the rewrite would drop the hold of
+    everything the unreadable body is."""
+    return HoldConflict(f"the hold at {location.describe()} is unreadable and holds everything; resume or re-pause "
+                        "it before adding a scoped hold")
 
 
 class HoldStore(ABC):

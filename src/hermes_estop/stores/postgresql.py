@@ -47,7 +47,7 @@ from typing import Any, Callable, Sequence
 import psycopg
 
 from ..audit import AuditEntry, AuditEvent
-from ..errors import HoldConflict, InvalidArgument
+from ..errors import HoldConflict, InvalidArgument, StoreError
 from ..hold import (
     Cause,
     EngageRequest,
@@ -205,6 +205,9 @@ class PostgresStore(HoldStore):
         append_event(conn, self.backend.s, event)
 
     def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
+        if request.selector is not None:  # never silently widen or drop a scoped hold
+            raise StoreError("the postgresql store does not keep scoped holds (--only/--job) yet; "
+                             "use the file store, or pause everything")
         backend = self.backend
 
         def work(conn: psycopg.Connection) -> Hold:
