@@ -391,13 +391,19 @@ class Estop:
         return self.fleet.release(location, generation)
 
     def disengage(self) -> bool:
-        """Remove every visible hold (this home and the fleet root); True when any was removed."""
+        """Remove every visible hold (this home and the fleet root), scoped ones too: what
+        hermes-agent's `disengage` (removing `ESTOP`) does; True when any was removed."""
         self._check_writable()
         now = self.clock()
         removed = False
         for location in self._readable:
             if self.fleet.release(location, None, now) is not None:
                 removed = True
+            (reading,) = self.store.read((location,), now)
+            for scoped in reading.scoped:
+                if scoped.hold is not None and scoped.hold.hold_id is not None:
+                    self.fleet.release_hold(location, scoped.hold.hold_id, now)
+                    removed = True
         return removed
 
     def retire(self, generation: str) -> bool:
@@ -419,11 +425,12 @@ class Estop:
     # -- forecast ----------------------------------------------------------------------------
 
     def forecast(self, start: Any, end: Any, user_id: Any = None, profile: Any = None, *,
-                 sources: Iterable[HoldSource] | None = None) -> Forecast:
+                 sources: Iterable[HoldSource] | None = None, component: str | None = None,
+                 job: Any = None) -> Forecast:
         """The intervals of `[start, end)` during which (`user_id`, `profile`) would be held, and
         which holds and window occurrences decide: the holds standing now (with their deadmen)
         and what every registered hold source plans (`sources`: explicit ones instead). See
         `hermes_estop.forecast`; imported here on first use, off the hot path."""
         from .forecast import forecast_view
 
-        return forecast_view(self, start, end, user_id, profile, sources=sources)
+        return forecast_view(self, start, end, user_id, profile, sources=sources, component=component, job=job)
