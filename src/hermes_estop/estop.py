@@ -182,7 +182,7 @@ class Estop:
                     self._lift(reading, now)
             if reading.scoped:
                 present = True
-                for scoped in reading.scoped:
+                for scoped in getattr(reading.scoped, "expired", reading.scoped):  # `ScopedReadings`: precomputed
                     if scoped.state is _EXPIRED:
                         self._lift(scoped, now)
         return Snapshot(readings, now), present

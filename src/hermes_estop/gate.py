@@ -79,11 +79,15 @@ def holding(snapshot: Snapshot, component: str | None = None, job: Any = None) -
             if found is None:
                 found = []
             found.append(reading)
-        for scoped in reading.scoped:
-            if scoped.active and scoped.covers(component, job):
+        scoped = reading.scoped
+        if scoped:
+            covering = getattr(scoped, "covering", None)  # `selector.ScopedReadings`: indexed
+            matched = covering(component, job) if covering is not None else tuple(
+                s for s in scoped if s.active and s.covers(component, job))
+            if matched:
                 if found is None:
                     found = []
-                found.append(scoped)
+                found.extend(matched)
     return () if found is None else tuple(found)
 
 

@@ -21,6 +21,7 @@ from .timeutil import format_instant, in_interval, parse_stamp
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from datetime import datetime
     from typing import Any
 
@@ -44,6 +45,7 @@ __all__ = [
     "HoldState",
     "Prepared",
     "Reading",
+    "ScopedReadings",
     "Sentinel",
     "clean_reason",
     "encode_body",
@@ -225,6 +227,74 @@ class Reading(Record):
         return self.state is HoldState.ACTIVE and self.hold is not None and self.hold.allow.admits(user_id, profile)
 
 
+#: per component: the holds covering all its work, those covering some of it by glob, one regex
+#: over all those globs, and the covering holds already worked out per unit name (a pass asks
+#: about the same jobs every tick)
+_Entry = tuple[tuple["Reading", ...], tuple["Reading", ...], "Callable[[str], Any] | None",
+               dict[tuple[str, ...], tuple["Reading", ...]]]
+_MEMO = 4096
+
+
+class ScopedReadings(tuple):  # type: ignore[type-arg]
+    """The scoped readings of one location at one instant (`Reading.scoped`), with an index by
+    component built on first use: a check then costs a dict lookup and one regex call over
+    every glob of the holds of that component, however many scoped holds stand (bench/core.py).
+    Built by `hold.Prepared.at` only for an interval in which no reading changes state."""
+
+    _index: dict[str | None, _Entry]
+    _expired: tuple[Reading, ...]
+
+    @property
+    def expired(self) -> tuple[Reading, ...]:
+        """The expired ones (for the reader to retire), worked out once."""
+        try:
+            return self._expired
+        except AttributeError:
+            self._expired = tuple(r for r in self if r.state is HoldState.EXPIRED)
+            return self._expired
+
+    def covering(self, component: str | None, job: Any) -> tuple[Reading, ...]:
+        """The active scoped holds that cover work of `component` named `job`."""
+        try:
+            index = self._index
+        except AttributeError:
+            index = self._index = {}
+        from .selector import work_names
+
+        entry = index.get(component)
+        if entry is None:
+            entry = index[component] = self._entry(component)
+        whole, globbed, match, memo = entry
+        names = work_names(job)
+        if not names:
+            return whole + globbed
+        if match is None or not any(match(name) is not None for name in names):
+            return whole
+        found = memo.get(names)
+        if found is None:
+            if len(memo) >= _MEMO:
+                memo.clear()
+            found = memo[names] = whole + tuple(r for r in globbed if r.hold is not None and r.hold.selector is not None
+                                                and r.hold.selector.covers(component, names))
+        return found
+
+    def _entry(self, component: str | None) -> _Entry:
+        whole: list[Reading] = []
+        globbed: list[Reading] = []
+        for reading in self:
+            if not reading.active or not reading.covers(component, None):
+                continue
+            selector = reading.hold.selector if reading.hold is not None else None
+            if selector is None or selector.problem is not None or not selector.jobs:
+                whole.append(reading)
+            else:
+                globbed.append(reading)
+        from .selector import compile_globs
+
+        globs = tuple(dict.fromkeys(g for r in globbed if r.hold and r.hold.selector for g in r.hold.selector.jobs))
+        return tuple(whole), tuple(globbed), compile_globs(globs) if globs else None, {}
+
+
 #: the body field that carries the scoped holds; its presence marks the scoped layout, in which
 #: the top-level fields are only the wire summary upstream readers hold on (docs/design.md)
 SCOPED_FIELD = "scoped_holds"
@@ -349,7 +419,7 @@ class Prepared(Record):
         if reading is not None and (memo[0] is None or memo[0] <= now) and (memo[1] is None or now < memo[1]):
             return reading  # type: ignore[no-any-return]
         full = self.active if in_interval(now, None, self.expires_at) else self.expired
-        reading = full.with_scoped(tuple(part.at(now) for part in self.scoped))
+        reading = full.with_scoped(ScopedReadings(part.at(now) for part in self.scoped))
         deadlines = [p.expires_at for p in (self, *self.scoped) if p.expires_at is not None]
         memo[0] = max((d for d in deadlines if d <= now), default=None)
         memo[1] = min((d for d in deadlines if d > now), default=None)

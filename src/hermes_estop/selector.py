@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
-__all__ = ["COMPONENTS", "Selector", "parse_selector", "work_names"]
+__all__ = ["COMPONENTS", "Selector", "compile_globs", "parse_selector", "work_names"]
 
 #: the components the shipped consumers gate as; user code may name its own
 COMPONENTS = ("cron", "kanban", "gateway")
@@ -49,7 +49,7 @@ class Selector(Record):
         set_field(self, "components", components)
         set_field(self, "jobs", jobs)
         set_field(self, "problem", problem)
-        set_field(self, "_match", _compile(jobs) if jobs else None)
+        set_field(self, "_match", compile_globs(jobs) if jobs else None)
 
     @classmethod
     def of(cls, components: Iterable[Any] = (), jobs: Iterable[Any] = ()) -> Selector | None:
@@ -107,7 +107,7 @@ def _checked(value: Any, what: str) -> str:
     return value
 
 
-def _compile(globs: tuple[str, ...]) -> Callable[[str], Any]:
+def compile_globs(globs: tuple[str, ...]) -> Callable[[str], Any]:
     """One compiled alternation of every glob: a unit is matched in one regex call."""
     import re
     from fnmatch import translate
