@@ -1,18 +1,31 @@
 """Scoped holds against the real consumers (issue 26): a kanban-only hold leaves cron ticking and
 stops every dispatch; a `--job nightly-*` hold holds only those jobs; a full hold and a scoped
-hold released in either order leave the other standing. On the file store (the PostgreSQL store
-refuses scoped holds: tests/stores/test_scoped_store.py)."""
+hold released in either order leave the other standing. On both stores."""
 
 from __future__ import annotations
 
 import pytest
 
+from hermes_estop import FileStore
 from hermes_estop.consumers.cron import CronRunner
 from hermes_estop.consumers.gateway import Gateway
 from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.consumers.scheduling import gated
 
 from .helpers import at
+
+
+@pytest.fixture(params=["file", "postgresql"])
+def store(request, root):
+    """Both hold stores (the cron table and the kanban board are files of the fleet root either way)."""
+    if request.param == "file":
+        yield FileStore(root)
+        return
+    from pg_helpers import PostgresBackend
+
+    opened = PostgresBackend().open(root)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
 
 from ..errors import HoldConflict
-from ..hold import EngageRequest, Fence, Hold, Reading
+from ..hold import EngageRequest, Fence, Hold, HoldState, Reading, Sentinel
 from ..homes import Location
 from ..timeutil import Clock, utc_now
 
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from .registry import ConsumerTable
     from .state import StateTable
 
-__all__ = ["EXPIRE_RETRY", "HoldStore", "new_hold_id", "not_current", "refused_write", "scoped_target",
-           "unreadable_refuses"]
+__all__ = ["EXPIRE_RETRY", "HoldStore", "fence_matches", "new_hold_id", "not_current", "refused_write",
+           "released_reading", "scoped_detail", "scoped_target", "split_scoped", "unreadable_refuses", "without"]
 
 #: an expired hold whose retire could not be done from a read is tried again at most this often
 EXPIRE_RETRY = timedelta(seconds=1)
@@ -72,6 +72,56 @@ def scoped_target(scoped: tuple[Reading, ...], request: EngageRequest) -> Readin
         if reading.hold is not None and reading.hold.selector == request.selector:
             return reading
     return None
+
+
+def fence_matches(standing: Reading, fence: Fence) -> bool:
+    """Whether `standing` (a full or scoped hold's reading) is the one `fence` names: by
+    generation, or, for a body without one, by the identity it was read with."""
+    if standing.state is HoldState.ABSENT or standing.fence is None:
+        return False
+    if fence.generation is not None:
+        return standing.hold is not None and standing.hold.generation == fence.generation
+    if fence.file_id is not None:
+        return standing.hold is not None and standing.hold.generation is None and standing.fence.file_id == fence.file_id
+    return False
+
+
+def released_reading(standing: Reading, generation: str | None) -> Reading | None:
+    """What `release(generation)` removes from `standing`: a plain release the full hold (never
+    the scoped ones), a fenced one the full or scoped hold carrying `generation`."""
+    if generation is None:
+        return standing if standing.state is not HoldState.ABSENT else None
+    if standing.hold is not None and standing.hold.generation == generation:
+        return standing
+    return next((s for s in standing.scoped if s.hold is not None and s.hold.generation == generation), None)
+
+
+def without(standing: Reading, removed: Reading) -> Sentinel:
+    """Every hold of `standing`'s body but `removed` (nothing of an unreadable body)."""
+    if removed is standing:
+        return Sentinel(None, tuple(s.hold for s in standing.scoped if s.hold is not None))
+    full = standing.hold if standing.state is not HoldState.ABSENT else None
+    return Sentinel(full, tuple(s.hold for s in standing.scoped if s is not removed and s.hold is not None))
+
+
+def split_scoped(standing: Reading, leaving: Reading | None) -> tuple[tuple[Hold, ...], tuple[Reading, ...]]:
+    """The scoped holds a rewrite of `standing`'s body keeps (every active one but `leaving`),
+    and the expired ones it drops: the rewrite is what retires them, so their lift is recorded."""
+    kept: list[Hold] = []
+    expired: list[Reading] = []
+    for scoped in standing.scoped:
+        if scoped is leaving or scoped.hold is None:
+            continue
+        if scoped.state is HoldState.EXPIRED:
+            expired.append(scoped)
+        else:
+            kept.append(scoped.hold)
+    return tuple(kept), tuple(expired)
+
+
+def scoped_detail(hold: Hold | None) -> str | None:
+    """The audit `detail` naming a scoped hold and what it covers (None for the full hold)."""
+    return f"scoped hold {hold.scope_label}" if hold is not None and hold.selector is not None else None
 
 
 def unreadable_refuses(location: Location) -> HoldConflict:

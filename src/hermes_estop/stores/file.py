@@ -46,7 +46,17 @@ from ..hold import (
     prepare,
 )
 from ..homes import SENTINEL_NAME, Location
-from .base import HoldStore, new_hold_id, not_current, refused_write, scoped_target, unreadable_refuses
+from .base import (
+    HoldStore,
+    fence_matches,
+    new_hold_id,
+    not_current,
+    refused_write,
+    released_reading,
+    scoped_target,
+    unreadable_refuses,
+    without,
+)
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
 if TYPE_CHECKING:
@@ -347,15 +357,6 @@ class FileStore(HoldStore):
         else:
             self._write(location, body)
 
-    def _matches(self, standing: Reading, fence: Fence) -> bool:
-        if standing.state is HoldState.ABSENT or standing.fence is None:
-            return False
-        if fence.generation is not None:
-            return standing.hold is not None and standing.hold.generation == fence.generation
-        if fence.file_id is not None:
-            return standing.hold is not None and standing.hold.generation is None and standing.fence.file_id == fence.file_id
-        return False
-
     def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
         with self._locked(location):
             return self._retire_locked(location, fence, now, actor, event)
@@ -379,7 +380,7 @@ class FileStore(HoldStore):
     def _retire_locked(self, location: Location, fence: Fence, now: datetime, actor: str, event: str) -> bool:
         standing = self._read_fresh(location, now)
         candidates = (standing, *standing.scoped)
-        removed = next((reading for reading in candidates if self._matches(reading, fence)), None)
+        removed = next((reading for reading in candidates if fence_matches(reading, fence)), None)
         if removed is None:
             return False
         self.step("retire:before-unlink")
@@ -390,13 +391,7 @@ class FileStore(HoldStore):
     def _drop(self, location: Location, standing: Reading, removed: Reading, now: datetime) -> None:
         """Remove one hold of the location's body: the file itself when nothing else stands
         (or the body is unreadable), else the body rewritten without it."""
-        if removed is standing:
-            full = None
-            scoped = tuple(s.hold for s in standing.scoped if s.hold is not None)
-        else:
-            full = standing.hold if standing.state is not HoldState.ABSENT else None
-            scoped = tuple(s.hold for s in standing.scoped if s is not removed and s.hold is not None)
-        self._write_sentinel(location, Sentinel(full, scoped), now)
+        self._write_sentinel(location, without(standing, removed), now)
 
     def _audit_removal(self, event: str, location: Location, removed: Reading, generation: str | None, actor: str,
                        now: datetime) -> None:
@@ -416,13 +411,7 @@ class FileStore(HoldStore):
         `generation`, the full or scoped hold carrying it."""
         with self._locked(location):
             standing = self._read_fresh(location, now)
-            if generation is None:
-                removed = standing if standing.state is not HoldState.ABSENT else None
-            elif standing.hold is not None and standing.hold.generation == generation:
-                removed = standing
-            else:
-                removed = next((s for s in standing.scoped if s.hold is not None
-                                and s.hold.generation == generation), None)
+            removed = released_reading(standing, generation)
             if removed is None:
                 if generation is not None:
                     current = standing if standing.state is not HoldState.ABSENT else None
