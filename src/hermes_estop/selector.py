@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
-__all__ = ["COMPONENTS", "Selector", "compile_globs", "parse_selector", "work_names"]
+__all__ = ["COMPONENTS", "Selector", "compile_globs", "parse_selector", "selector_of_detail", "work_names"]
 
 #: the components the shipped consumers gate as; user code may name its own
 COMPONENTS = ("cron", "kanban", "gateway")
@@ -128,3 +128,18 @@ def parse_selector(value: Any) -> Selector:
             return Selector(problem=f"selector {key} malformed: covers everything")
         parts.append(items)
     return Selector(frozenset(parts[0]), tuple(dict.fromkeys(parts[1])))
+
+
+def selector_of_detail(detail: str | None) -> tuple[str, Selector] | None:
+    """(hold id, selector) from the audit `detail` of a scoped hold's line
+    (`stores.base.scoped_detail`); None for any other line (a full hold's)."""
+    if not detail or not detail.startswith("scoped hold "):
+        return None
+    hold_id, _, rest = detail[len("scoped hold "):].partition(" only ")
+    import json
+
+    try:
+        body = json.loads(rest)
+    except ValueError:
+        return hold_id, Selector(problem="selector not on the record: covers everything")
+    return hold_id, parse_selector(body)

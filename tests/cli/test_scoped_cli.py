@@ -101,3 +101,11 @@ def test_check_at_forecasts_per_component(hermes):
     hermes("check", "--at", "now", "--component", "cron", check=0)
     held = hermes("check", "--at", "now", "--component", "kanban", check=1)
     assert "scoped hold" in held.stdout and "kanban" in held.stdout
+
+
+def test_history_names_each_scoped_hold_and_its_selector(hermes):
+    scoped = hold_id(hermes("pause", "--only", "cron", "--job", "nightly-*", "--reason", "upstream down", check=0).stdout)
+    hermes("resume", "--hold", scoped, check=0)
+    history = hermes("history", check=0).stdout
+    lines = [line for line in history.splitlines() if f"scoped hold {scoped}" in line]
+    assert len(lines) == 2 and all('"nightly-*"' in line and '"cron"' in line for line in lines)

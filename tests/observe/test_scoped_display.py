@@ -33,3 +33,14 @@ def test_status_lines_name_the_scoped_hold_and_how_to_lift_it(estop):
     lines = "\n".join(fleet_status(estop.for_fleet(), sections=False).lines())
     assert "PARTLY HELD" in lines and f"hold {hold.hold_id}: only kanban" in lines
     assert f"--hold {hold.hold_id}" in lines
+
+
+def test_a_notification_names_the_scoped_hold_and_its_selector(estop, fleet_root):
+    from hermes_estop.notify.source import event_body
+
+    hold = estop.engage(only=["kanban"], fleet=True)
+    (event,) = [e for e in estop.history() if e.event == "engage"]
+    body = event_body("1", event, fleet_root)
+    assert body["hold"] == hold.hold_id and body["selector"] == {"components": ["kanban"], "jobs": []}
+    estop.engage(fleet=True)
+    assert "selector" not in event_body("2", estop.history()[-1], fleet_root)

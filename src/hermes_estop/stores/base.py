@@ -120,8 +120,14 @@ def split_scoped(standing: Reading, leaving: Reading | None) -> tuple[tuple[Hold
 
 
 def scoped_detail(hold: Hold | None) -> str | None:
-    """The audit `detail` naming a scoped hold and what it covers (None for the full hold)."""
-    return f"scoped hold {hold.scope_label}" if hold is not None and hold.selector is not None else None
+    """The audit `detail` naming a scoped hold and its selector (None for the full hold), in a
+    form `selector.selector_of_detail` reads back (the coverage audit needs what a lifted hold
+    covered): `scoped hold <id> only {"components": [...], "jobs": [...]}`."""
+    if hold is None or hold.selector is None:
+        return None
+    import json
+
+    return f"scoped hold {hold.hold_id} only {json.dumps(hold.selector.to_body(), sort_keys=True)}"
 
 
 def unreadable_refuses(location: Location) -> HoldConflict:

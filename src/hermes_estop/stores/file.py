@@ -50,6 +50,7 @@ from .base import (
     HoldStore,
     fence_matches,
     new_hold_id,
+    scoped_detail,
     not_current,
     refused_write,
     released_reading,
@@ -325,7 +326,7 @@ class FileStore(HoldStore):
                     self._audit_expiry(location, standing, actor, now)
                 others = self._live_scoped(location, standing, target, actor, now)
                 sentinel = Sentinel(full, (*others, hold))
-                detail = f"scoped hold {hold.scope_label}"
+                detail = scoped_detail(hold)
             self._audit(event, location, hold.generation, actor, hold.reason, hold.expires_at, now, detail=detail)
             self.step("engage:audited")
             try:
@@ -396,7 +397,7 @@ class FileStore(HoldStore):
     def _audit_removal(self, event: str, location: Location, removed: Reading, generation: str | None, actor: str,
                        now: datetime) -> None:
         hold = removed.hold
-        detail = f"scoped hold {hold.scope_label}" if hold is not None and hold.selector is not None else None
+        detail = scoped_detail(hold)
         self._audit(event, location, generation, actor, hold.reason if hold else None,
                     hold.expires_at if hold else None, now, detail=detail)
 
