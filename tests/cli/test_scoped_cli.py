@@ -109,3 +109,9 @@ def test_history_names_each_scoped_hold_and_its_selector(hermes):
     history = hermes("history", check=0).stdout
     lines = [line for line in history.splitlines() if f"scoped hold {scoped}" in line]
     assert len(lines) == 2 and all('"nightly-*"' in line and '"cron"' in line for line in lines)
+
+
+def test_check_says_when_scoped_holds_stand_that_do_not_cover_the_work(hermes):
+    hermes("pause", "--only", "kanban", check=0)
+    assert "no active hold covers this work (1 scoped hold(s) stand)" in hermes(
+        "check", "--component", "cron", check=0).stdout

@@ -205,7 +205,7 @@ def resume(
     if limit is not None:
         from ..acks import ack_for_release
 
-        standing = generation if generation is not None else _generation_at(estop, location)
+        standing = generation if generation is not None else _generation_at(estop, location, hold)
         ack = ack_for_release(estop.fleet, location.scope, standing) if standing is not None else None
     removed: Reading | None
     try:
@@ -262,8 +262,12 @@ def resume(
     raise typer.Exit(_ack_echo(_wait(estop, ack, limit, show=True), "resumed"))
 
 
-def _generation_at(estop: Estop, location: Location) -> str | None:
+def _generation_at(estop: Estop, location: Location, hold_id: str | None = None) -> str | None:
+    """The generation of the full hold at `location` (with `hold_id`: of that scoped hold)."""
     (reading,) = estop.fleet.read((location,)).readings
+    if hold_id is not None:
+        return next((s.hold.generation for s in reading.scoped if s.hold is not None and s.hold.hold_id == hold_id),
+                    None)
     return reading.hold.generation if reading.present and reading.hold is not None else None
 
 

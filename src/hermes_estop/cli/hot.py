@@ -81,7 +81,9 @@ def run_check(user: str | None, profile: str | None, *, quiet: bool = False, as_
                              if component is not None or job is not None else {})}, indent=2))
     elif not quiet:
         if verdict.proceed:
-            print("proceed: admitted through the hold" if verdict.engaged else "proceed: no active hold")
+            scoped = 0 if verdict.engaged else len(verdict.snapshot.scoped_active)
+            print("proceed: admitted through the hold" if verdict.engaged else "proceed: no active hold" if not scoped
+                  else f"proceed: no active hold covers this work ({scoped} scoped hold(s) stand)")
         else:
             print(f"held: {printable(verdict.notice)}")
     return EXIT_OK if verdict.proceed else EXIT_HELD
