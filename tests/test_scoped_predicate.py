@@ -136,3 +136,14 @@ def test_reading_fences_scoped_holds_on_their_own_generation():
     kanban = Hold("gk", NOW, None, None, selector=Selector.of(["kanban"]), hold_id="k")
     (reading,) = snapshot_of(None, [kanban]).readings
     assert reading.scoped[0].fence == Fence("gk")
+
+
+def test_a_prepared_body_rereads_its_scoped_holds_when_a_deadline_passes():
+    location = Layout(home=Path("/r"), root=Path("/r")).fleet
+    short = Hold("gs", NOW, None, NOW + timedelta(minutes=5), selector=Selector.of(["kanban"]), hold_id="s")
+    long = Hold("gl", NOW, None, NOW + timedelta(hours=1), selector=Selector.of(["cron"]), hold_id="l")
+    prepared = prepare(location, Sentinel(None, (short, long)), None)
+    states = [tuple(s.state for s in prepared.at(NOW + timedelta(minutes=m)).scoped) for m in (0, 4, 5, 30, 1, 61)]
+    active, expired = HoldState.ACTIVE, HoldState.EXPIRED
+    assert states == [(active, active), (active, active), (expired, active), (expired, active), (active, active),
+                      (expired, expired)]

@@ -409,21 +409,19 @@ class Prepared(Record):
         set_field(self, "active", active)
         set_field(self, "expired", expired)
         set_field(self, "scoped", scoped)
-        set_field(self, "_memo", [None, None, None])
+        set_field(self, "_memo", [None])
 
     def at(self, now: datetime) -> Reading:
         if not self.scoped:
             return self.active if in_interval(now, None, self.expires_at) else self.expired
-        memo = self._memo
-        reading = memo[2]
-        if reading is not None and (memo[0] is None or memo[0] <= now) and (memo[1] is None or now < memo[1]):
-            return reading  # type: ignore[no-any-return]
+        memo = self._memo[0]  # one tuple, replaced whole: threads sharing a store never see half of one
+        if memo is not None and (memo[0] is None or memo[0] <= now) and (memo[1] is None or now < memo[1]):
+            return memo[2]  # type: ignore[no-any-return]
         full = self.active if in_interval(now, None, self.expires_at) else self.expired
         reading = full.with_scoped(ScopedReadings(part.at(now) for part in self.scoped))
         deadlines = [p.expires_at for p in (self, *self.scoped) if p.expires_at is not None]
-        memo[0] = max((d for d in deadlines if d <= now), default=None)
-        memo[1] = min((d for d in deadlines if d > now), default=None)
-        memo[2] = reading
+        self._memo[0] = (max((d for d in deadlines if d <= now), default=None),
+                         min((d for d in deadlines if d > now), default=None), reading)
         return reading
 
 
