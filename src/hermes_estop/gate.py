@@ -169,7 +169,11 @@ def pause_notice(snapshot: Snapshot, holds: tuple[Reading, ...] | None = None) -
         return f"Hermes is paused{tag}: {'; '.join(causes)}. New work is on hold."
     resume = auto_resume_at(snapshot, active)
     until = f" Auto-resumes at {format_instant(resume)}." if resume is not None else ""
-    return f"Hermes is paused{tag}. New work is on hold; run `hermes resume` to pick things back up.{until}"
+    scoped = [r.hold.hold_id for r in active if r.hold is not None and r.hold.selector is not None]
+    how = "`hermes resume`" if not scoped else \
+        " / ".join([*(["`hermes resume`"] if len(scoped) < len(active) else []),
+                    *(f"`hermes resume --hold {printable(hold_id)}`" for hold_id in scoped)])
+    return f"Hermes is paused{tag}. New work is on hold; run {how} to pick things back up.{until}"
 
 
 class Verdict(Record):
