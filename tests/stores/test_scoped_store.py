@@ -120,3 +120,15 @@ def test_a_fence_names_exactly_one_hold(fleet_estop):
     kanban = fleet_estop.engage(only=["kanban"])
     assert not fleet_estop.fleet.retire(fleet_estop.layout.own, Fence(None, (1, 2, 3)))
     assert fleet_estop.fleet.retire(fleet_estop.layout.own, Fence(kanban.generation))
+
+
+def test_the_daemon_deadman_retires_an_expired_scoped_hold_alone(fleet_estop, clock):
+    full = fleet_estop.engage(reason="everything", ttl="2h")
+    short = fleet_estop.engage(only=["kanban"], ttl="10m")
+    clock.advance(timedelta(minutes=11))
+    fleet = fleet_estop.fleet
+    assert fleet.next_deadline(fleet.read()) == full.expires_at
+    retired = fleet.retire_expired()
+    assert [r.hold.generation for r in retired] == [short.generation]
+    reading, scoped = scoped_of(fleet_estop)
+    assert scoped == {} and reading.hold.generation == full.generation
