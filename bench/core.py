@@ -132,6 +132,40 @@ def gate_profiles(tmp: Path, quick: bool) -> list[Figure]:
     return figures
 
 
+def gate_scoped(tmp: Path, quick: bool) -> list[Figure]:
+    """Issue 26: `gate()` for a cron job with one full hold standing, then with 100 scoped holds
+    standing beside it (kanban, gateway and cron job globs, none covering the job asked about,
+    then one that does): the scoped holds must cost less than the one hold itself again."""
+    from harness import per_call
+
+    calls = 2_000 if quick else 20_000
+    rounds = 5 if quick else 11
+    figures = []
+
+    def timed(estop: Estop, job: str) -> float:
+        return min(per_call(lambda: estop.gate("alice", "p0", "cron", job), calls) for _ in range(rounds))
+
+    layout = _fleet(tmp / "scoped-one")
+    one = Estop(layout=layout, store=FileStore(layout.root))
+    one.engage(reason="root", allow={"user_ids": ["alice"]}, ttl="2h", fleet=True)
+    layout = _fleet(tmp / "scoped-100")
+    many = Estop(layout=layout, store=FileStore(layout.root))
+    many.engage(reason="root", allow={"user_ids": ["alice"]}, ttl="2h", fleet=True)
+    for i in range(100):
+        only, jobs = [("kanban", []), ("gateway", []), ("cron", [f"batch-{i}-*"]), ("cron", [f"etl-{i}?"])][i % 4]
+        many.engage(reason=f"scoped {i}", only=[only], jobs=jobs, ttl="2h", fleet=True,
+                    allow={"user_ids": ["alice"]} if i % 2 else None)
+    time.sleep(0.2)  # let the bodies settle so the identity cache may serve them
+    assert one.gate("alice", "p0", "cron", "nightly-1") and many.gate("alice", "p0", "cron", "nightly-1")
+    assert not many.gate("alice", "p0", "cron", "batch-2-x")
+    base = timed(one, "nightly-1")
+    for label, job in (("none covering the job", "nightly-1"), ("one covering it (held)", "batch-2-x")):
+        value = timed(many, job)
+        figures.append(Figure(f"gate() with 1 full + 100 scoped holds standing, {label}", value * 1e6, "us/call",
+                              "gate() with one full hold standing", base * 1e6, value / base, "< 2x", value / base < 2.0))
+    return figures
+
+
 def _script(name: str) -> str:
     """The console script itself, not a version manager's shim in front of it."""
     candidate = Path(sysconfig.get_path("scripts")) / name
@@ -303,6 +337,7 @@ def run(quick: bool) -> list[Figure]:
         tmp = Path(name)
         figures = [gate_no_hold(tmp, quick), gate_held(tmp, quick)]
         figures += gate_profiles(tmp, quick)
+        figures += gate_scoped(tmp, quick)
         figures += check_process(tmp, quick)
         figures.append(deadman_precision(tmp, quick))
         figures.append(daemon_expiry_lateness(tmp, quick))

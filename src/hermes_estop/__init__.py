@@ -237,9 +237,9 @@ def is_allowed(user_id: Any = None, profile: Any = None) -> bool:
     return current().is_allowed(user_id, profile)
 
 
-def gate(user_id: Any = None, profile: Any = None) -> Verdict:
+def gate(user_id: Any = None, profile: Any = None, component: str | None = None, job: Any = None) -> Verdict:
     """One snapshot -> a verdict, truthy when work may proceed, carrying the notice."""
-    return current().gate(user_id, profile)
+    return current().gate(user_id, profile, component, job)
 
 
 def holds() -> tuple[Reading, ...]:
@@ -253,13 +253,16 @@ def engage(
     ttl: Any = None,
     expires_at: Any = None,
     replace: bool = False,
+    *,
+    only: Any = None,
+    jobs: Any = None,
 ) -> Path:
     """Arm or re-arm (non-destructively) the hold of this home; returns the sentinel's `Path`,
     as hermes-agent's `engage` does (`Estop.engage` returns the `Hold` written; on the PostgreSQL
     store the hold is a row and the path names its home). Refuses a bad TTL or expiry before
     writing anything (`InvalidDuration`, `InvalidInstant`)."""
     estop = current()
-    estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=expires_at, replace=replace)
+    estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=expires_at, replace=replace, only=only, jobs=jobs)
     return estop.sentinel_path()
 
 

@@ -35,6 +35,8 @@ def hold_json(hold: Hold | None, now: datetime) -> dict[str, Any]:
         "allowlist": allow,
         "armed_by": hold.armed_by if hold else None,
         "window": dict(hold.window) if hold is not None and hold.window else None,
+        "hold": hold.hold_id if hold is not None else None,
+        "selector": hold.selector.to_body() if hold is not None and hold.selector is not None else None,
     }
 
 
@@ -50,7 +52,9 @@ def reading_json(reading: Reading, now: datetime, where: str) -> dict[str, Any]:
 def describe_hold(hold: Hold, now: datetime) -> list[str]:
     """The detail lines of one readable hold, every value escaped (`printable`: a reason, an
     id or an actor is whatever a body says, and must never drive the terminal)."""
-    lines = [f"generation {printable(hold.generation) if hold.generation else '(none: hand-written)'}"]
+    lines = [] if hold.selector is None else [f"scoped     hold {printable(hold.hold_id or '?')}: only "
+                                              f"{hold.selector.describe()}"]
+    lines.append(f"generation {printable(hold.generation) if hold.generation else '(none: hand-written)'}")
     lines.append(f"reason     {printable(hold.reason) if hold.reason else '(none)'}")
     if hold.expires_at is not None:
         lines.append(f"deadline   {format_instant(hold.expires_at)} ({format_relative(hold.expires_at, now)})")

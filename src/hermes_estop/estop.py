@@ -18,7 +18,7 @@ from datetime import datetime
 
 from .durations import MAX_DURATION, parse_ttl
 from .errors import InvalidArgument, InvalidInstant
-from .gate import Snapshot, Verdict, admits, decide, engaged, pause_notice
+from .gate import Snapshot, Verdict, admits, decide, engaged, holding, pause_notice
 from .hold import Allow, Cause, EngageRequest, Fence, Hold, HoldState, Reading, clean_reason
 from .homes import SENTINEL_NAME, Layout, Location, resolve_layout
 from .stores import HoldStore, open_store
@@ -180,6 +180,11 @@ class Estop:
                 present = True
                 if state is _EXPIRED:
                     self._lift(reading, now)
+            if reading.scoped:
+                present = True
+                for scoped in getattr(reading.scoped, "expired", reading.scoped):  # `ScopedReadings`: precomputed
+                    if scoped.state is _EXPIRED:
+                        self._lift(scoped, now)
         return Snapshot(readings, now), present
 
     def _read_with_refused(self, now: datetime) -> tuple[Reading, ...]:
@@ -211,12 +216,16 @@ class Estop:
                 _RETIRE_OUTCOME[removed],
             )
 
-    def gate(self, user_id: Any = None, profile: Any = None) -> Verdict:
-        """Proceed when not engaged, or when every active hold admits (user_id, profile)."""
+    def gate(self, user_id: Any = None, profile: Any = None, component: str | None = None,
+             job: Any = None) -> Verdict:
+        """Proceed when no active hold covers the work, or when every one that does admits
+        (user_id, profile). `component` (`cron`, `kanban`, `gateway`, or a name user code gives
+        its consumer) and `job` (the unit's name, or several: a card's assignee and title) say
+        what the work is, for scoped holds; work that does not say is covered by every hold."""
         snapshot, present = self._take()
         if not present:
-            return Verdict(True, False, False, snapshot)
-        return decide(snapshot, user_id, profile)
+            return Verdict(True, False, False, snapshot, ())
+        return decide(snapshot, user_id, profile, component, job)
 
     def is_engaged(self) -> bool:
         return engaged(self.snapshot())
@@ -226,13 +235,14 @@ class Estop:
         return admits(self.snapshot(), user_id, profile)
 
     def holds(self) -> tuple[Reading, ...]:
-        """The active holds (unreadable ones included), own home first."""
-        return self.snapshot().active
+        """The active holds (unreadable ones included), own home first, full holds before
+        scoped ones."""
+        return self.snapshot().every_active
 
     def get_state(self) -> dict[str, Any] | None:
         """hermes-agent's shape: the first active hold's `reason`, `engaged_at`, `expires_at` and
         `allow` (plus `generation` and `scope`), or None when not engaged."""
-        active = self.snapshot().active
+        active = self.snapshot().every_active
         if not active:
             return None
         reading = active[0]
@@ -245,27 +255,31 @@ class Estop:
             "engaged_at": format_instant(hold.engaged_at) if hold else None,
             "expires_at": format_instant(hold.expires_at) if hold else None,
             "allow": {key: value for key, value in allow.items() if value},
+            **({"hold": hold.hold_id, "selector": hold.selector.to_body()}
+               if hold is not None and hold.selector is not None else {}),
         }
 
     def paused_reply(self) -> str | None:
         """The notice for a refused gateway turn, or None when not paused. Starts with "⏸️ "
         like hermes-agent's, so a gateway user meets the text they know."""
-        notice = pause_notice(self.snapshot())
+        snapshot = self.snapshot()
+        notice = pause_notice(snapshot, snapshot.every_active)
         return None if notice is None else PAUSED_PREFIX + notice
 
     def check_paused(self, component: str, log: logging.Logger | None = None) -> bool:
-        """True when engaged; logs at INFO once per engagement per component."""
+        """True when a hold covers `component` (a scoped hold of some of its jobs counts: the
+        component as a whole is not free); logs at INFO once per engagement per component."""
         snapshot = self.snapshot()
-        active = snapshot.active
+        active = holding(snapshot, component)
         with self._log_lock:
             if not active:
                 self._paused_logged.pop(component, None)
                 return False
-            identity = snapshot.engagement
+            identity = frozenset((r.location.key, r.fence) for r in active)
             first = self._paused_logged.get(component) != identity
             self._paused_logged[component] = identity
         if first:
-            notice = pause_notice(snapshot)
+            notice = pause_notice(snapshot, active)
             (log or _logger()).info("%s paused by the emergency stop: %s", component, notice)
         return True
 
@@ -324,22 +338,34 @@ class Estop:
         armed_by: str | None = None,
         window: Mapping[str, Any] | None = None,
         only_if: Any = None,
+        only: Iterable[str] | str | None = None,
+        jobs: Iterable[str] | str | None = None,
+        hold_id: str | None = None,
     ) -> Hold:
         """Arm, or re-arm non-destructively, the hold of this home (`fleet`: the fleet root).
         Returns the hold written. Everything is validated first: on a bad value nothing is
-        written and a standing hold is untouched."""
+        written and a standing hold is untouched. `only` (components) and `jobs` (globs over the
+        units' names) make it a scoped hold, which stands beside the others at the location;
+        pausing the same selector again re-arms it (`hold_id`: the scoped hold to re-arm)."""
         location = self.location(fleet=fleet)
         request, now = self.engage_request(reason, allow, ttl, expires_at, replace, armed_by=armed_by,
-                                           window=window, only_if=only_if)
+                                           window=window, only_if=only_if, only=only, jobs=jobs, hold_id=hold_id)
         return self.fleet.engage(location, request, now)
 
     def engage_request(self, reason: str | None = None, allow: Allow | Mapping[str, Any] | None = None,
                        ttl: Any = None, expires_at: Any = None, replace: bool = False, *,
                        armed_by: str | None = None, window: Mapping[str, Any] | None = None,
-                       only_if: Any = None) -> tuple[EngageRequest, datetime]:
+                       only_if: Any = None, only: Iterable[str] | str | None = None,
+                       jobs: Iterable[str] | str | None = None,
+                       hold_id: str | None = None) -> tuple[EngageRequest, datetime]:
         """The validated request for an engage from loose input (a TTL or an instant as text, an
         allowlist as a mapping), and the `now` it was judged at; raises `EstopError` naming the
         bad value. `Fleet.engage(location, *this)` writes it at any scope of the fleet."""
+        from .selector import Selector
+
+        selector = Selector.of(only or (), jobs or ())
+        if hold_id is not None and (selector is None or not isinstance(hold_id, str) or not hold_id.isalnum()):
+            raise InvalidArgument(f"invalid hold id {hold_id!r}: a scoped hold (only/jobs) with a letters-and-digits id")
         now = self.clock()
         request = EngageRequest(
             reason=clean_reason(reason),
@@ -349,22 +375,35 @@ class Estop:
             armed_by=armed_by or self.actor,
             window=window,
             only_if=only_if,
+            selector=selector,
+            hold_id=hold_id,
         )
         return request, now
 
-    def release(self, *, fleet: bool = False, generation: str | None = None) -> Reading | None:
+    def release(self, *, fleet: bool = False, generation: str | None = None, hold: str | None = None) -> Reading | None:
         """The operator's resume of this home (`fleet`: the fleet root); with `generation`, only
-        that generation (`HoldConflict` otherwise). Returns what was removed, or None."""
-        return self.fleet.release(self.location(fleet=fleet), generation)
+        that generation (`HoldConflict` otherwise); with `hold`, only that scoped hold. A plain
+        release lifts the full hold and leaves the scoped ones standing. Returns what was
+        removed, or None."""
+        location = self.location(fleet=fleet)
+        if hold is not None:
+            return self.fleet.release_hold(location, hold)
+        return self.fleet.release(location, generation)
 
     def disengage(self) -> bool:
-        """Remove every visible hold (this home and the fleet root); True when any was removed."""
+        """Remove every visible hold (this home and the fleet root), scoped ones too: what
+        hermes-agent's `disengage` (removing `ESTOP`) does; True when any was removed."""
         self._check_writable()
         now = self.clock()
         removed = False
         for location in self._readable:
             if self.fleet.release(location, None, now) is not None:
                 removed = True
+            (reading,) = self.store.read((location,), now)
+            for scoped in reading.scoped:
+                if scoped.hold is not None and scoped.hold.hold_id is not None:
+                    self.fleet.release_hold(location, scoped.hold.hold_id, now)
+                    removed = True
         return removed
 
     def retire(self, generation: str) -> bool:
@@ -386,11 +425,12 @@ class Estop:
     # -- forecast ----------------------------------------------------------------------------
 
     def forecast(self, start: Any, end: Any, user_id: Any = None, profile: Any = None, *,
-                 sources: Iterable[HoldSource] | None = None) -> Forecast:
+                 sources: Iterable[HoldSource] | None = None, component: str | None = None,
+                 job: Any = None) -> Forecast:
         """The intervals of `[start, end)` during which (`user_id`, `profile`) would be held, and
         which holds and window occurrences decide: the holds standing now (with their deadmen)
         and what every registered hold source plans (`sources`: explicit ones instead). See
         `hermes_estop.forecast`; imported here on first use, off the hot path."""
         from .forecast import forecast_view
 
-        return forecast_view(self, start, end, user_id, profile, sources=sources)
+        return forecast_view(self, start, end, user_id, profile, sources=sources, component=component, job=job)

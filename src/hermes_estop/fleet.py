@@ -106,6 +106,22 @@ class Fleet:
         otherwise). Returns what was removed, or None."""
         return self.store.release(location, generation, self.clock() if now is None else now, self.actor)
 
+    def release_hold(self, location: Location, hold_id: str, now: datetime | None = None) -> Reading:
+        """`hermes resume --hold ID`: lift the scoped hold `hold_id` at `location` (fenced on the
+        generation read, so a re-arm in between is refused, not lifted); `HoldConflict` when no
+        such scoped hold stands. Every other hold stays as it is."""
+        from .errors import HoldConflict
+
+        when = self.clock() if now is None else now
+        (reading,) = self.store.read((location,), when)
+        for scoped in reading.scoped:
+            if scoped.hold is not None and scoped.hold.hold_id == hold_id and scoped.hold.generation:
+                removed = self.store.release(location, scoped.hold.generation, when, self.actor)
+                assert removed is not None  # release(generation) raises rather than return None
+                return removed
+        standing = ", ".join(s.hold.scope_label for s in reading.scoped if s.hold is not None) or "none"
+        raise HoldConflict(f"no scoped hold {hold_id!r} at {location.describe()} (scoped holds there: {standing})")
+
     def retire(self, location: Location, fence: Fence, *, event: str = "retire", now: datetime | None = None) -> bool:
         """Remove the hold at `location` only while it still matches `fence` (a successor survives);
         True when removed (audited as `event`)."""
@@ -118,7 +134,7 @@ class Fleet:
         `expire`). A scope whose retire fails is left for the next call; never raises."""
         when = self.clock() if now is None else now
         retired = []
-        for reading in self.read(now=when).readings:
+        for reading in (r for full in self.read(now=when).readings for r in (full, *full.scoped)):
             if reading.state is not HoldState.EXPIRED:
                 continue
             try:
@@ -135,7 +151,7 @@ class Fleet:
 
     def next_deadline(self, snapshot: Snapshot) -> datetime | None:
         """The soonest deadman among the active holds of `snapshot` (when the daemon must look next)."""
-        deadlines = [r.hold.expires_at for r in snapshot.readings
+        deadlines = [r.hold.expires_at for full in snapshot.readings for r in (full, *full.scoped)
                      if r.state is HoldState.ACTIVE and r.hold is not None and r.hold.expires_at is not None]
         return min(deadlines) if deadlines else None
 

@@ -89,6 +89,12 @@ class PlannedHold:
     readable: bool = True
     problem: str | None = None
     note: str | None = None
+    #: a scoped hold's selector (`selector.Selector`) and id; None: it covers all work
+    selector: Any = None
+    hold_id: str | None = None
+
+    def covers(self, component: str | None, job: Any) -> bool:
+        return self.selector is None or bool(self.selector.covers(component, job))
 
     def active_at(self, now: datetime) -> bool:
         return in_interval(now, self.start, self.until)
@@ -105,6 +111,8 @@ class PlannedHold:
         """One line (not yet escaped: callers pass it through `text.printable`)."""
         if self.source == HOLD:
             what = f"hold at {self.scope}"
+            if self.selector is not None:
+                what = f"scoped hold {self.hold_id} ({self.selector.describe()}) at {self.scope}"
             if self.generation:
                 what += f" (generation {self.generation})"
             span = "standing"
@@ -201,7 +209,8 @@ class Forecast:
 
 
 def forecast_holds(planned: Iterable[PlannedHold], start: datetime, end: datetime, locations: Sequence[Location],
-                   user_id: Any = None, profile: Any = None, notes: Iterable[str] = ()) -> Forecast:
+                   user_id: Any = None, profile: Any = None, notes: Iterable[str] = (),
+                   component: str | None = None, job: Any = None) -> Forecast:
     """The intervals of `[start, end)` during which (`user_id`, `profile`) would be held by
     `planned`, seen from the candidate `locations` (a planned hold at a scope none of them has
     is ignored). Pure.
@@ -215,7 +224,7 @@ def forecast_holds(planned: Iterable[PlannedHold], start: datetime, end: datetim
     by_scope = {location.scope: location for location in locations}
     relevant = [
         hold for hold in dict.fromkeys(planned)  # the same hold planned twice counts once
-        if hold.scope in by_scope
+        if hold.scope in by_scope and hold.covers(component, job)
         and (hold.start is None or hold.start < end) and (hold.until is None or start < hold.until)
     ]
     # a hold begins at max(its start, `start`); open-started ones are active from the beginning
@@ -333,7 +342,7 @@ def standing_holds(snapshot: Snapshot) -> list[PlannedHold]:
     """The active holds of one snapshot as planned holds: standing already, until their deadman
     (None: until resumed); an unreadable one admits nobody and has no deadman."""
     out = []
-    for reading in snapshot.active:
+    for reading in snapshot.every_active:
         hold = reading.hold
         if reading.state is HoldState.UNREADABLE or hold is None:
             out.append(PlannedHold(reading.location.scope, None, None, NOBODY, None, HOLD,
@@ -342,7 +351,8 @@ def standing_holds(snapshot: Snapshot) -> list[PlannedHold]:
             continue
         out.append(PlannedHold(reading.location.scope, None, hold.expires_at, hold.allow, hold.reason, HOLD,
                                occurrence=_occurrence_of(hold), generation=hold.generation,
-                               armed_by=hold.armed_by, problem=reading.problem))
+                               armed_by=hold.armed_by, problem=reading.problem, selector=hold.selector,
+                               hold_id=hold.hold_id))
     return out
 
 
@@ -352,7 +362,8 @@ def _occurrence_of(hold: Hold) -> str | None:
 
 
 def forecast_view(estop: EstopView, start: Any, end: Any, user_id: Any = None, profile: Any = None, *,
-                  sources: Iterable[HoldSource] | None = None) -> Forecast:
+                  sources: Iterable[HoldSource] | None = None, component: str | None = None,
+                  job: Any = None) -> Forecast:
     """`Estop.forecast`: the held intervals of `[start, end)` for (`user_id`, `profile`) seen from
     `estop` (from `estop.for_profile(profile)` when a profile is given, as `hermes check
     --profile` asks), counting the holds standing now and what every source plans (`sources`,
@@ -360,11 +371,12 @@ def forecast_view(estop: EstopView, start: Any, end: Any, user_id: Any = None, p
     equal to `start` asks about that one instant. Raises `EstopError` (one line) on bad input or a
     source that cannot be read."""
     view = estop.for_profile(str(profile)) if profile is not None else estop
-    return forecast_views((view,), start, end, user_id, profile, sources=sources)
+    return forecast_views((view,), start, end, user_id, profile, sources=sources, component=component, job=job)
 
 
 def forecast_views(views: Sequence[EstopView], start: Any, end: Any, user_id: Any = None, profile: Any = None, *,
-                   sources: Iterable[HoldSource] | None = None) -> Forecast:
+                   sources: Iterable[HoldSource] | None = None, component: str | None = None,
+                   job: Any = None) -> Forecast:
     """`forecast_view` over the union of several views' candidate locations (deny wins across
     all of them): work that runs under one home for another profile is gated on both
     (`consumers.passgate.work_views`), and so is its forecast."""
@@ -385,7 +397,7 @@ def forecast_views(views: Sequence[EstopView], start: Any, end: Any, user_id: An
         for source in chosen:
             planned.update(dict.fromkeys(source.planned(view, first, last)))
     notes = tuple(dict.fromkeys(hold.note for hold in planned if hold.note))
-    return forecast_holds(planned, first, last, tuple(locations), user_id, profile, notes)
+    return forecast_holds(planned, first, last, tuple(locations), user_id, profile, notes, component, job)
 
 
 def _is_instant(text: str | None) -> bool:

@@ -41,7 +41,7 @@ def observed_holds(snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
     """(scope, generation) of every active hold of `snapshot`, sorted ("?" where it has none:
     an unreadable or hand-written hold)."""
     return tuple(sorted({(r.location.scope, (r.fence.generation if r.fence is not None else None) or "?")
-                         for r in snapshot.active}))
+                         for r in snapshot.every_active}))
 
 
 class ConsumerReporter:

@@ -139,3 +139,20 @@ def test_the_gate_finds_a_command_exactly_as_shutil_which_does(monkeypatch, name
     else:
         monkeypatch.setenv("PATH", path)
     assert _which(name) == shutil.which(name)
+
+
+# Issue 26: matching job globs needs `fnmatch` (which imports `re`; `pathlib`
+# imports both already (3.11, 3.12), so they are no extra cost here). Only a body carrying scoped holds ever
+# builds a selector, so a check of a fleet without one never imports the selector module.
+@pytest.mark.parametrize("state", ["free", "held", "hand-written"])
+@pytest.mark.parametrize("args", [["check", "--quiet"], ["check", "--component", "cron", "--job", "nightly-1"],
+                                  ["gate", "--component", "kanban", "--", "true"]])
+def test_a_check_without_scoped_holds_imports_no_selector(hermes, state, args):
+    prepare(hermes, state)
+    assert "hermes_estop.selector" not in imported_modules(hermes, *args)
+
+
+def test_a_check_with_a_scoped_hold_reads_its_selector(hermes):
+    hermes("pause", "--only", "cron", "--job", "nightly-*", check=0)
+    names = imported_modules(hermes, "check", "--component", "cron", "--job", "nightly-1")
+    assert "hermes_estop.selector" in names and "typer" not in names

@@ -11,7 +11,7 @@ import typer
 
 from ..errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from ..estop import Estop
-from ..hold import Allow, Cause, HoldState
+from ..hold import Allow, Cause, HoldState, Reading
 from ..homes import Location
 from ..text import one_line, printable
 from ..timeutil import format_instant
@@ -41,6 +41,10 @@ ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="The profil
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 FleetOpt = Annotated[bool, typer.Option("--fleet", help="The fleet root's hold instead of this home's.")]
 ScopeProfileOpt = Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="That profile's hold instead of this home's.")]
+OnlyOpt = Annotated[Optional[list[str]], typer.Option("--only", metavar="COMPONENT", help="A scoped hold: only this consumer component (cron, kanban, gateway, or a name your consumer gives itself; repeatable).")]
+JobOpt = Annotated[Optional[list[str]], typer.Option("--job", metavar="GLOB", help="A scoped hold: only the units of work whose name matches (cron job names, APScheduler job ids, kanban assignee or title; repeatable).")]
+ComponentOpt = Annotated[Optional[str], typer.Option("--component", metavar="NAME", help="The consumer component the work is for (scoped holds).")]
+WorkJobOpt = Annotated[Optional[str], typer.Option("--job", metavar="NAME", help="The unit of work's name (scoped holds).")]
 WaitOpt = Annotated[bool, typer.Option("--wait", help="Then wait until every registered consumer the hold covers acknowledged it (or is lost); exit 75 at --wait-timeout.")]
 WaitTimeoutOpt = Annotated[Optional[str], typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")]
 
@@ -64,11 +68,14 @@ def pause(
     fleet: FleetOpt = False,
     profile: ScopeProfileOpt = None,
     replace: Annotated[bool, typer.Option("--replace", help="Start from nothing instead of keeping the standing allowlist, deadline and reason.")] = False,
+    only: OnlyOpt = None,
+    job: JobOpt = None,
     wait: WaitOpt = False,
     wait_timeout: WaitTimeoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Arm (or re-arm) the hold: stop all NEW work. Flags not given keep the standing values.
+    --only/--job arm a scoped hold beside the others (the same selector again re-arms it).
     With --wait, return once every consumer it covers has seen it."""
     if ttl is not None and until is not None:
         raise InvalidArgument("give --ttl or --until, not both")
@@ -89,7 +96,7 @@ def pause(
     location = _target(estop, fleet, profile)
     before = _generation_at(estop, location)
     try:
-        _pause(estop, location, reason, allow, ttl, until, replace, fleet, profile, limit, as_json)
+        _pause(estop, location, reason, allow, ttl, until, replace, fleet, profile, limit, as_json, only, job)
     except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
         typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
         raise typer.Exit(130) from None
@@ -97,16 +104,18 @@ def pause(
 
 def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: str | None,
            until: str | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
-           as_json: bool) -> None:
+           as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None) -> None:
     failures = estop.fleet.audit_failures
     # the store's warning would reach stderr raw through logging's last resort: pause says it itself
     quiet = logging.NullHandler()
     logging.getLogger("hermes_estop").addHandler(quiet)
     try:
         if profile is None:
-            hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet)
+            hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet,
+                                only=only, jobs=jobs)
         else:
-            hold = estop.fleet.engage(location, *estop.engage_request(reason, allow, ttl, until, replace))
+            hold = estop.fleet.engage(location, *estop.engage_request(reason, allow, ttl, until, replace,
+                                                                      only=only, jobs=jobs))
     finally:
         logging.getLogger("hermes_estop").removeHandler(quiet)
     if estop.fleet.audit_failures != failures:
@@ -120,7 +129,8 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
         emit_json({"scope": location.scope, "path": where, **hold_json(hold, snapshot.now),
                    "engaged": snapshot.engaged, **_ack_json(found)})
         raise typer.Exit(_ack_exit(found))
-    typer.echo(f"paused {printable(location.describe())} ({printable(where)})")
+    scoped = "" if hold.selector is None else f" for {hold.selector.describe()} only (hold {printable(hold.hold_id or '?')})"
+    typer.echo(f"paused {printable(location.describe())}{scoped} ({printable(where)})")
     for line in describe_hold(hold, snapshot.now):
         typer.echo(f"  {line}")
     others = [r for r in snapshot.active if r.location != location]
@@ -175,6 +185,7 @@ def _ack_echo(found: AckSurvey | None, verb: str) -> int:
 
 def resume(
     generation: Annotated[Optional[str], typer.Option("--generation", help="Release only this generation.")] = None,
+    hold: Annotated[Optional[str], typer.Option("--hold", metavar="ID", help="Release only this scoped hold (its id from `hermes status`).")] = None,
     fleet: FleetOpt = False,
     profile: ScopeProfileOpt = None,
     wait: WaitOpt = False,
@@ -182,10 +193,13 @@ def resume(
     as_json: JsonOpt = False,
 ) -> None:
     """Release the hold of this home (`--fleet`: the fleet root; `--profile NAME`: that profile's).
-    In-flight work was never stopped. With --wait, return once every consumer it covered has
-    seen it gone."""
+    A plain resume lifts the full hold and says which scoped holds still stand; `--hold ID`
+    lifts one scoped hold. In-flight work was never stopped. With --wait, return once every
+    consumer it covered has seen it gone."""
     from ..observe.status import lift_command
 
+    if hold is not None and generation is not None:
+        raise InvalidArgument("give --generation or --hold, not both")
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
@@ -193,10 +207,13 @@ def resume(
     if limit is not None:
         from ..acks import ack_for_release
 
-        standing = generation if generation is not None else _generation_at(estop, location)
+        standing = generation if generation is not None else _generation_at(estop, location, hold)
         ack = ack_for_release(estop.fleet, location.scope, standing) if standing is not None else None
+    removed: Reading | None
     try:
-        if profile is None:
+        if hold is not None:
+            removed = estop.fleet.release_hold(location, hold)
+        elif profile is None:
             removed = estop.release(fleet=fleet, generation=generation)
         else:
             removed = estop.fleet.release(location, generation)
@@ -220,12 +237,15 @@ def resume(
             "generation": removed.hold.generation if removed is not None and removed.hold else None,
             "engaged": snapshot.engaged,
             "holds": [reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}
-                      for r in snapshot.active],
+                      for r in snapshot.every_active],
             **_ack_json(found),
         })
         raise typer.Exit(_ack_exit(found))
     if removed is None:
         typer.echo(f"no hold at {printable(location.describe())} ({printable(where(location))})")
+    elif removed.hold is not None and removed.hold.selector is not None:
+        typer.echo(f"resumed {printable(location.describe())} scoped hold {removed.hold.scope_label} "
+                   f"(generation {printable(removed.hold.generation or '?')})")
     elif removed.hold is not None and removed.hold.generation:
         typer.echo(f"resumed {printable(location.describe())} (generation {printable(removed.hold.generation)})")
     elif removed.state is HoldState.UNREADABLE and removed.cause is not Cause.EMPTY:
@@ -236,11 +256,20 @@ def resume(
         lift = lift_command(reading.location, estop.layout)
         hint = f" ({lift})" if lift else ""
         typer.echo(f"still held by {printable(reading.location.describe())}{hint}")
+    for reading in snapshot.scoped_active:
+        label = reading.hold.scope_label if reading.hold is not None else "?"
+        lift = lift_command(reading.location, estop.layout)
+        hint = f" (`{lift} --hold {printable(reading.hold.hold_id or '?')}`)" if lift and reading.hold else ""
+        typer.echo(f"scoped hold still stands at {printable(reading.location.describe())}: {label}{hint}")
     raise typer.Exit(_ack_echo(_wait(estop, ack, limit, show=True), "resumed"))
 
 
-def _generation_at(estop: Estop, location: Location) -> str | None:
+def _generation_at(estop: Estop, location: Location, hold_id: str | None = None) -> str | None:
+    """The generation of the full hold at `location` (with `hold_id`: of that scoped hold)."""
     (reading,) = estop.fleet.read((location,)).readings
+    if hold_id is not None:
+        return next((s.hold.generation for s in reading.scoped if s.hold is not None and s.hold.hold_id == hold_id),
+                    None)
     return reading.hold.generation if reading.present and reading.hold is not None else None
 
 
@@ -285,15 +314,15 @@ def status(as_json: JsonOpt = False) -> None:
         typer.echo(line)
 
 
-def check(user: UserOpt = None, profile: ProfileOpt = None,
+def check(user: UserOpt = None, profile: ProfileOpt = None, component: ComponentOpt = None, job: WorkJobOpt = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the exit code says it.")] = False,
           at: Annotated[Optional[str], typer.Option("--at", help="Ask about this ISO-8601 instant (or `now`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
           for_: Annotated[Optional[str], typer.Option("--for", help="With --at: held at any instant of [TIME, TIME+DUR)? (30m, 2h, PT45M).")] = None,
           as_json: JsonOpt = False) -> None:
     """Exit 0 when work may proceed, 1 when held; with --at [--for], whether it would be (forecast)."""
     if at is None and for_ is None:
-        raise typer.Exit(run_check(user, profile, quiet=quiet, as_json=as_json))
-    raise typer.Exit(run_check_at(user, profile, at, for_, quiet=quiet, as_json=as_json))
+        raise typer.Exit(run_check(user, profile, quiet=quiet, as_json=as_json, component=component, job=job))
+    raise typer.Exit(run_check_at(user, profile, at, for_, quiet=quiet, as_json=as_json, component=component, job=job))
 
 
 #: at most this many deciding holds are listed per held interval in the text output (--json: all)
@@ -301,7 +330,8 @@ _LISTED_HOLDS = 10
 
 
 def run_check_at(user: str | None, profile: str | None, at: str | None, for_: str | None, *,
-                 quiet: bool = False, as_json: bool = False) -> int:
+                 quiet: bool = False, as_json: bool = False, component: str | None = None,
+                 job: str | None = None) -> int:
     """`hermes check --at TIME [--for DUR]`: exit 1 when (user, profile) would be held at TIME, or
     at any instant of [TIME, TIME+DUR), else 0; prints which holds and window occurrences decide,
     with their times (`Estop.forecast`). Bad input raises `EstopError` naming the value (exit 2)."""
@@ -322,7 +352,8 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
             raise InvalidDuration(f"--for: {exc}") from None
     if user is not None:
         Allow.of([user])  # the id rules a write applies (one line naming a bad id)
-    forecast = estop.forecast(start, start + span if span is not None else start, user, profile)
+    forecast = estop.forecast(start, start + span if span is not None else start, user, profile,
+                              component=component, job=job)
     if as_json:
         emit_json({"proceed": not forecast.held, **forecast.to_json()})
     elif not quiet:
@@ -349,11 +380,13 @@ def gate(
     user: UserOpt = None,
     profile: ProfileOpt = None,
     held_exit: Annotated[int, typer.Option("--held-exit", help="Exit code when held.")] = GATE_HELD_EXIT,
+    component: ComponentOpt = None,
+    job: WorkJobOpt = None,
 ) -> None:
     """Run CMD only when work may proceed: `hermes gate -- CMD ARGS...` (crontab, systemd timers).
 
     When held it runs nothing, prints one line saying what holds, and exits 75 (`--held-exit`)."""
-    raise typer.Exit(run_gate(command or [], user, profile, held_exit))
+    raise typer.Exit(run_gate(command or [], user, profile, held_exit, component, job))
 
 
 def history(

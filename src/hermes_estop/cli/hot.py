@@ -45,25 +45,30 @@ GATE_HELD_EXIT = 75
 EXIT_NOT_FOUND = 127
 
 
-def _verdict(user: str | None, profile: str | None) -> Verdict:
+def _verdict(user: str | None, profile: str | None, component: str | None = None, job: str | None = None) -> Verdict:
     """The consumers' verdict for (user, profile). `--profile NAME` means "seen from that
     profile": its home and the fleet root, built by `Estop.for_profile` (the one builder of
     candidate locations), so `check` answers exactly what the consumers' gate answers. Both
-    values are validated as writes validate them (`InvalidArgument`: one line, exit 2)."""
+    values are validated as writes validate them (`InvalidArgument`: one line, exit 2).
+    `component` and `job` say what the work is, for scoped holds (issue 26)."""
     if user is not None:
         Allow.of([user])  # the id rules a write applies: non-empty, no control characters
+    for what, value in (("--component", component), ("--job", job)):
+        if value is not None and (not value or printable(value) != value):
+            raise InvalidArgument(f"invalid {what} {value!r}: expected a non-empty name without control characters")
     estop = Estop()
     if profile is not None:
         validate_profile_name(profile)
         estop = estop.for_profile(profile)
-    return estop.gate(user, profile)
+    return estop.gate(user, profile, component, job)
 
 
-def run_check(user: str | None, profile: str | None, *, quiet: bool = False, as_json: bool = False) -> int:
+def run_check(user: str | None, profile: str | None, *, quiet: bool = False, as_json: bool = False,
+              component: str | None = None, job: str | None = None) -> int:
     """Exit code 0 when work may proceed, 1 when held; prints one line (or JSON) unless quiet.
     The printed line is escaped (`printable`: a reason is whatever a body says); `--json`
     carries the exact `reason` beside the (escaped) `notice`."""
-    verdict = _verdict(user, profile)
+    verdict = _verdict(user, profile, component, job)
     if as_json:
         import json
 
@@ -71,16 +76,21 @@ def run_check(user: str | None, profile: str | None, *, quiet: bool = False, as_
 
         print(json.dumps({"proceed": verdict.proceed, "engaged": verdict.engaged, "admitted": verdict.admitted,
                           "notice": verdict.notice, "reason": verdict.reason,
-                          "resume_at": format_instant(verdict.resume_at)}, indent=2))
+                          "resume_at": format_instant(verdict.resume_at),
+                          **({"holds": [r.hold.scope_label if r.hold else "everything" for r in verdict.holds]}
+                             if component is not None or job is not None else {})}, indent=2))
     elif not quiet:
         if verdict.proceed:
-            print("proceed: admitted through the hold" if verdict.engaged else "proceed: no active hold")
+            scoped = 0 if verdict.engaged else len(verdict.snapshot.scoped_active)
+            print("proceed: admitted through the hold" if verdict.engaged else "proceed: no active hold" if not scoped
+                  else f"proceed: no active hold covers this work ({scoped} scoped hold(s) stand)")
         else:
             print(f"held: {printable(verdict.notice)}")
     return EXIT_OK if verdict.proceed else EXIT_HELD
 
 
-def run_gate(command: Sequence[str], user: str | None, profile: str | None, held_exit: int = GATE_HELD_EXIT) -> int:
+def run_gate(command: Sequence[str], user: str | None, profile: str | None, held_exit: int = GATE_HELD_EXIT,
+             component: str | None = None, job: str | None = None) -> int:
     """Exec `command` when work may proceed; else print one line on stderr and return `held_exit`.
     Returns 127 (one line) when the command cannot be found."""
     if not command:
@@ -91,9 +101,9 @@ def run_gate(command: Sequence[str], user: str | None, profile: str | None, held
     if executable is None:
         print(f"hermes: error: command not found: {printable(repr(command[0]))}", file=sys.stderr)
         return EXIT_NOT_FOUND
-    verdict = _verdict(user, profile)
+    verdict = _verdict(user, profile, component, job)
     if not verdict:
-        scopes = ", ".join(printable(r.location.describe()) for r in verdict.snapshot.active)
+        scopes = ", ".join(printable(r.location.describe()) for r in verdict.holds)
         print(f"hermes gate: held by {scopes}, not running {printable(command[0])}: {printable(verdict.notice)}",
               file=sys.stderr)
         return held_exit
@@ -127,7 +137,8 @@ def _which(name: str) -> str | None:
     return None
 
 
-_VALUED = {"check": ("--user", "--profile"), "gate": ("--user", "--profile", "--held-exit")}
+_VALUED = {"check": ("--user", "--profile", "--component", "--job"),
+           "gate": ("--user", "--profile", "--held-exit", "--component", "--job")}
 _FLAGS = {"check": {"--quiet": "quiet", "-q": "quiet", "--json": "json"}, "gate": {}}
 
 
@@ -195,6 +206,8 @@ def try_hot_path(args: Sequence[str]) -> int | None:
     if options["store"] is not None:
         os.environ[STORE_ENV] = check_store_option(str(options["store"]))
     user, profile = _text(options.get("user")), _text(options.get("profile"))
+    component, job = _text(options.get("component")), _text(options.get("job"))
     if name == "check":
-        return run_check(user, profile, quiet=bool(options.get("quiet")), as_json=bool(options.get("json")))
-    return run_gate(rest, user, profile, held_exit)
+        return run_check(user, profile, quiet=bool(options.get("quiet")), as_json=bool(options.get("json")),
+                         component=component, job=job)
+    return run_gate(rest, user, profile, held_exit, component, job)

@@ -22,6 +22,7 @@ from ..estop import Estop
 from ..gate import Snapshot
 from ..hold import Reading
 from ..registry import ConsumerState, this_host
+from ..selector import Selector, selector_of_detail
 from ..roster import Roster, read_roster
 from ..text import one_line
 from ..timeutil import format_instant
@@ -40,8 +41,12 @@ class HoldSpan:
     end: datetime | None
     #: the standing reading, when it still stands (its allowlist decides who it admitted)
     standing: Reading | None = None
+    #: a scoped hold's selector (None: the full hold, which covers all work of its scope)
+    selector: Selector | None = None
 
-    def covers(self, profile: str | None) -> bool:
+    def covers(self, profile: str | None, component: str | None = None, job: Any = None) -> bool:
+        if self.selector is not None and not self.selector.covers(component, job):
+            return False
         return self.scope == "fleet" or (profile is not None and self.scope == profile)
 
     def admits(self, owner: Any, profile: Any, now: datetime) -> bool:
@@ -86,27 +91,35 @@ class Finding:
 
 
 def hold_spans(events: list[Any], standing: tuple[Reading, ...]) -> list[HoldSpan]:
-    """Every hold interval the audit trail and the standing holds show, per scope."""
+    """Every hold interval the audit trail and the standing holds show, per scope and hold (the
+    full one, and each scoped one by the id and selector its audit lines carry)."""
     spans: list[HoldSpan] = []
-    open_at: dict[str, tuple[str | None, datetime]] = {}
+    open_at: dict[tuple[str, str | None], tuple[str | None, datetime, Selector | None]] = {}
     for event in events:
+        scoped = selector_of_detail(getattr(event, "detail", None))
+        key = (event.location, scoped[0] if scoped else None)
+        selector = scoped[1] if scoped else None
         if event.event in _OPENS:
-            if event.location in open_at:
-                generation, start = open_at[event.location]
-                spans.append(HoldSpan(event.location, generation, start, event.time))
-            open_at[event.location] = (event.generation, event.time)
-        elif event.event in _CLOSES and event.location in open_at:
-            generation, start = open_at.pop(event.location)
-            spans.append(HoldSpan(event.location, generation, start, event.time))
-    by_scope = {r.location.scope: r for r in standing}
-    for scope, (generation, start) in open_at.items():
-        reading = by_scope.pop(scope, None)
-        spans.append(HoldSpan(scope, generation, start, None, reading))
-    for scope, reading in by_scope.items():  # standing with no audit line (hand-written)
+            if key in open_at:
+                generation, start, was = open_at[key]
+                spans.append(HoldSpan(event.location, generation, start, event.time, selector=was))
+            open_at[key] = (event.generation, event.time, selector)
+        elif event.event in _CLOSES and key in open_at:
+            generation, start, was = open_at.pop(key)
+            spans.append(HoldSpan(event.location, generation, start, event.time, selector=was))
+    by_key = {(r.location.scope, r.hold.hold_id if r.hold is not None else None): r for r in standing}
+    for key, (generation, start, selector) in open_at.items():
+        reading = by_key.pop(key, None)
+        spans.append(HoldSpan(key[0], generation, start, None, reading, selector))
+    for (scope, _), reading in by_key.items():  # standing with no audit line (hand-written)
         hold = reading.hold
         if hold is not None and hold.engaged_at is not None:
-            spans.append(HoldSpan(scope, hold.generation, hold.engaged_at, None, reading))
+            spans.append(HoldSpan(scope, hold.generation, hold.engaged_at, None, reading, hold.selector))
     return spans
+
+
+#: the component each kind of recorded work gates as (`cron`, `kanban`, `gateway` consumers)
+_COMPONENT = {"cron job": "cron", "kanban card": "kanban", "gateway turn": "gateway"}
 
 
 def breaches(work: list[Work], spans: list[HoldSpan], now: datetime) -> list[Finding]:
@@ -115,7 +128,10 @@ def breaches(work: list[Work], spans: list[HoldSpan], now: datetime) -> list[Fin
     for item in work:
         for span in spans:
             inside = span.start < item.started_at and (span.end is None or item.started_at < span.end)
-            if inside and span.covers(item.profile) and not span.admits(item.owner, item.profile, now):
+            # a kanban card's title is not recorded here: a job glob is judged on its assignee only
+            names = item.name if item.kind == "cron job" else (item.profile,) if item.kind == "kanban card" else None
+            covers = span.covers(item.profile, _COMPONENT.get(item.kind), names)
+            if inside and covers and not span.admits(item.owner, item.profile, now):
                 lifted = "" if span.standing is not None else "; its allowlist is not on the record"
                 found.append(Finding("breach", f"BREACH: {item.describe()} while the {span.scope} hold "
                                                f"{span.generation or '(no generation)'} stood (armed "
@@ -201,7 +217,7 @@ def audit_coverage(estop: Estop) -> tuple[list[Finding], Roster]:
     snapshot = fleet.read()
     roster = read_roster(fleet)
     events, _ = fleet.history()
-    spans = hold_spans(events, snapshot.active)
+    spans = hold_spans(events, snapshot.every_active)
     work, problems = _work(estop, snapshot.now)
     findings = breaches(work, spans, snapshot.now) + unregistered(work, roster, this_host())
     for row in roster.rows:

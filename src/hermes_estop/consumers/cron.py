@@ -68,6 +68,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("hermes_estop.cron")
+#: what this consumer gates as, for scoped holds (`hermes pause --only cron`)
+COMPONENT = "cron"
 
 
 def overlap_notice(forecast: Forecast) -> str | None:
@@ -136,9 +138,10 @@ class CronRunner:
         self._overlap_logged: dict[str, Any] = {}
 
     def pass_gate(self) -> PassGate:
-        """The gate one tick decides its due jobs with: `gate(job.owner, job.profile)` on this
-        home's candidates and the job's profile's; `InvalidArgument` for a bad profile name."""
-        return PassGate(self.estop)
+        """The gate one tick decides its due jobs with: `gate(job.owner, job.profile, "cron",
+        job.name)` on this home's candidates and the job's profile's; `InvalidArgument` for a bad
+        profile name."""
+        return PassGate(self.estop, component=COMPONENT)
 
     def tick(self, now: datetime | None = None, *, wait: bool = True) -> CronReport:
         """Record finished runs, then claim and start every due job the gate admits. With `wait`
@@ -192,7 +195,7 @@ class CronRunner:
         busy: list[str] = []
         parked: list[Run] = []
         gate = self.pass_gate()
-        forecasts: dict[tuple[Any, Any, Any], tuple[str, Any] | None] = {}
+        forecasts: dict[tuple[Any, ...], tuple[str, Any] | None] = {}
         with self.table.edit() as jobs:
             for i, job in enumerate(jobs):
                 if not job.due(now):
@@ -201,7 +204,7 @@ class CronRunner:
                     busy.append(job.name)
                     continue
                 try:
-                    verdict = gate(job.owner, job.profile)
+                    verdict = gate(job.owner, job.profile, job.name)
                     following = job.following(now) if verdict else None
                     until = now + job.timeout + CLAIM_GRACE
                 except (InvalidArgument, OverflowError) as exc:
@@ -223,18 +226,18 @@ class CronRunner:
                 claimed.append(jobs[i])
         return claimed, held, busy, parked
 
-    def _overlap(self, job: CronJob, now: datetime, memo: dict[tuple[Any, Any, Any], tuple[str, Any] | None]) -> str | None:
+    def _overlap(self, job: CronJob, now: datetime, memo: dict[tuple[Any, ...], tuple[str, Any] | None]) -> str | None:
         """The notice when a run of `job` started at `now` would be held at some instant before
         its timeout ends (issue 11: `--no-overlap-window`), else None. The forecast covers every
         location the job runs under (`work_views`), like its gate; one forecast per (owner,
         profile, timeout) per tick. A forecast that fails (a `windows.toml` that does not
         validate) holds the run: when in doubt, held. Logged once per deciding hold or window
         occurrence (the notice's times move with every tick; what decides does not)."""
-        key = (job.owner, job.profile, job.timeout)
+        key = (job.owner, job.profile, job.timeout, job.name)
         if key not in memo:
             try:
                 forecast = forecast_views(work_views(self.estop, job.profile), now, now + job.timeout,
-                                          job.owner, job.profile)
+                                          job.owner, job.profile, component=COMPONENT, job=job.name)
                 notice = overlap_notice(forecast)
                 memo[key] = None if notice is None else (notice, tuple(
                     (h.source, h.scope, h.occurrence, h.generation) for h in forecast.intervals[0].holds))

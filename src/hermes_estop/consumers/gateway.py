@@ -44,6 +44,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("hermes_estop.gateway")
+#: what this consumer gates as, for scoped holds (`hermes pause --only gateway`)
+COMPONENT = "gateway"
 
 CONTROL_COMMANDS = ("/status", "/pause", "/resume")
 MAX_LINE = 64 * 1024
@@ -112,7 +114,7 @@ class Gateway:
         if control is not None:
             return self._command(user, where, *control)
         try:
-            verdict = gate_work(self.estop, user, where)
+            verdict = gate_work(self.estop, user, where, COMPONENT)
         except InvalidArgument as exc:
             return Reply("error", str(exc))
         if not verdict:
@@ -136,15 +138,17 @@ class Gateway:
 
     def _status(self, user: str | None, profile: str | None) -> Reply:
         try:
-            verdict = gate_work(self.estop, user, profile)
+            verdict = gate_work(self.estop, user, profile, COMPONENT)
         except InvalidArgument as exc:
             return Reply("error", str(exc))
         snapshot = verdict.snapshot
-        if not snapshot.engaged:
-            return Reply("ok", "not paused: new work runs")
-        scopes = ", ".join(r.location.describe() for r in snapshot.active)
+        if not verdict.engaged:
+            scoped = len(snapshot.scoped_active)
+            return Reply("ok", "not paused: new work runs" if not scoped
+                         else f"turns are not paused ({scoped} scoped hold(s) pause other work)")
+        scopes = ", ".join(r.location.describe() for r in verdict.holds)
         yours = "your turns are served (exempt)" if verdict.admitted else "your turns are held"
-        return Reply("ok", f"paused by {scopes}. {pause_notice(snapshot)} ({yours})")
+        return Reply("ok", f"paused by {scopes}. {pause_notice(snapshot, verdict.holds)} ({yours})")
 
     def acting_as(self, user: str) -> Estop:
         """The gateway's `Estop` writing as the authenticated principal that asked: the audit

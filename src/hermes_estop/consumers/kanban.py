@@ -42,6 +42,9 @@ __all__ = [
     "UnknownCard",
 ]
 
+#: what this consumer gates as, for scoped holds (`hermes pause --only kanban`)
+COMPONENT = "kanban"
+
 #: a held card (`.id`, `.notice`) and a recorded run (`.id`, `.result`): the shared shapes
 HeldCard = Held
 CardRun = Run
@@ -102,6 +105,11 @@ class DispatchReport(PassReport):
         }
 
 
+def card_names(card: Card) -> tuple[str, ...]:
+    """The names a scoped hold's `jobs` globs match a card by: its assignee profile and its title."""
+    return (card.profile, card.title) if card.profile is not None else (card.title,)
+
+
 class Dispatcher:
     """Dispatch passes over the fleet's board, gated per card. Keeps its workers, so a service can
     run passes without waiting (`wait=False`) while `max_workers` bounds how many run at once."""
@@ -120,9 +128,9 @@ class Dispatcher:
         self._claims: dict[int, str] = {}
 
     def pass_gate(self) -> PassGate:
-        """The gate one pass decides its cards with: `gate(card.owner, card.profile)` on the
-        fleet root's candidates and the card's profile's."""
-        return PassGate(self.fleet)
+        """The gate one pass decides its cards with: `gate(card.owner, card.profile, "kanban",
+        card_names(card))` on the fleet root's candidates and the card's profile's."""
+        return PassGate(self.fleet, component=COMPONENT)
 
     def tick(self, now: datetime | None = None, *, limit: int | None = None, wait: bool = False) -> DispatchReport:
         """One pass: record ended workers, fail lost cards, then claim and spawn admitted ready
@@ -142,7 +150,7 @@ class Dispatcher:
         gate = self.pass_gate()
         for card in self.board.cards("ready"):
             try:
-                verdict = gate(card.owner, card.profile)
+                verdict = gate(card.owner, card.profile, card_names(card))
             except InvalidArgument as exc:
                 finished += self._park(card, one_line(exc), now)
                 continue

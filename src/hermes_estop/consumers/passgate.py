@@ -53,10 +53,11 @@ def work_snapshot(views: tuple[Estop, ...]) -> Snapshot:
     return Snapshot(tuple(readings), now)
 
 
-def gate_work(estop: Estop, owner: Any, profile: Any) -> Verdict:
+def gate_work(estop: Estop, owner: Any, profile: Any, component: str | None = None, job: Any = None) -> Verdict:
     """The gate for one piece of work owned by `owner`, assigned to `profile` and started by
-    `estop`'s process (a chat turn, a scheduled call). A pass over many items uses a `PassGate`."""
-    return decide(work_snapshot(work_views(estop, profile)), owner, profile)
+    `estop`'s process (a chat turn, a scheduled call); `component` and `job` say what the work
+    is, for scoped holds. A pass over many items uses a `PassGate`."""
+    return decide(work_snapshot(work_views(estop, profile)), owner, profile, component, job)
 
 
 class PassGate:
@@ -68,31 +69,37 @@ class PassGate:
     every decision still comes from ONE snapshot, and a hold engaged mid-pass still stops the
     rest of the pass within `max_age`. `decide` is pure, so the verdict for an (owner, profile),
     and the pause notice, are worked out once and reused for as long as the reads find the same
-    readings. One `PassGate` per pass: it is not thread-safe and keeps what it read until dropped."""
+    readings. One `PassGate` per pass: it is not thread-safe and keeps what it read until dropped.
+
+    `component` is what the pass's consumer gates as (`cron`, `kanban`); each item says its name
+    (`job`). While no scoped hold stands the name cannot change a verdict, so verdicts are shared
+    across names and a pass of 10,000 distinct jobs still decides once per (owner, profile)."""
 
     def __init__(self, estop: Estop, *, max_age: float = PASS_SNAPSHOT_AGE,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic, component: str | None = None) -> None:
         self.estop = estop
+        self.component = component
+        self._scoped = False
         self.max_age = max_age
         self._monotonic = monotonic
         self._own = estop.layout.profile
         self._views: dict[str | None, tuple[Estop, ...]] = {}
         self._snapshots: dict[str | None, Snapshot] = {}
-        self._verdicts: dict[tuple[Any, Any], Verdict] = {}
+        self._verdicts: dict[tuple[Any, Any, Any], Verdict] = {}
         self._stale_at = float("-inf")
         self._notices: dict[int, tuple[Snapshot, str | None]] = {}
 
-    def __call__(self, owner: Any, profile: Any) -> Verdict:
-        """The verdict for work owned by `owner` and assigned to `profile`; `InvalidArgument`
-        for a profile name that is not one."""
+    def __call__(self, owner: Any, profile: Any, job: Any = None) -> Verdict:
+        """The verdict for work owned by `owner`, assigned to `profile` and named `job` (a name,
+        or several); `InvalidArgument` for a profile name that is not one."""
         if self._monotonic() >= self._stale_at:
             self._refresh()
         try:
-            return self._verdicts[owner, profile]
+            return self._verdicts[owner, profile, job if self._scoped else None]
         except KeyError:
             pass
         except TypeError:  # an unhashable owner or profile (a hand-edited row): asked directly
-            return gate_work(self.estop, owner, profile)
+            return gate_work(self.estop, owner, profile, self.component, job)
         key = None if profile is None or profile == self._own else profile
         snapshot = self._snapshots.get(key)
         if snapshot is None:
@@ -100,8 +107,15 @@ class PassGate:
             if views is None:
                 views = self._views[key] = work_views(self.estop, key)
             snapshot = self._snapshots[key] = work_snapshot(views)
-        verdict = self._verdicts[owner, profile] = decide(snapshot, owner, profile)
+            self._note_scoped(snapshot)
+        verdict = self._verdicts[owner, profile, job if self._scoped else None] = decide(
+            snapshot, owner, profile, self.component, job)
         return verdict
+
+    def _note_scoped(self, snapshot: Snapshot) -> None:
+        if not self._scoped and any(reading.scoped for reading in snapshot.readings):
+            self._scoped = True
+            self._verdicts.clear()
 
     def _refresh(self) -> None:
         """Read every view used so far again; forget the verdicts if any reading changed."""
@@ -112,6 +126,7 @@ class PassGate:
             new = work_snapshot(views)
             if old is None or old.readings != new.readings:
                 self._snapshots[key] = new
+                self._note_scoped(new)
                 changed = True
         if changed:
             self._verdicts.clear()

@@ -35,16 +35,24 @@ CATCH_UP_JOB_ID = "hermes-estop:catch-up"
 REPORT_JOB_ID = "hermes-estop:report"
 
 
+#: what `gate_scheduler` gates an APScheduler's jobs as by default (`hermes pause --only apscheduler`)
+COMPONENT = "apscheduler"
+
+
 class Gated:
-    """A job function that runs only when the gate lets `user_id` on `profile` proceed."""
+    """A job function that runs only when the gate lets `user_id` on `profile` proceed; for
+    scoped holds it is work of `component` named `job` (an APScheduler job id)."""
 
     def __init__(self, func: Callable[..., Any], estop: Estop, *, user_id: Any = None, profile: Any = None,
-                 catch_up: bool = False, name: str | None = None, log: logging.Logger | None = None) -> None:
+                 catch_up: bool = False, name: str | None = None, log: logging.Logger | None = None,
+                 component: str | None = None, job: str | None = None) -> None:
         functools.update_wrapper(self, func, updated=())
         self.func = func
         self.estop = estop
         self.user_id = user_id
         self.profile = profile
+        self.component = component
+        self.job = job
         self.catch_up = catch_up
         self.name = name or getattr(func, "__qualname__", None) or repr(func)
         self.log = log or logger
@@ -65,7 +73,7 @@ class Gated:
         return self._pending is not None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        verdict = gate_work(self.estop, self.user_id, self.profile)
+        verdict = self.verdict()
         if not verdict:
             self._skip(verdict, args, kwargs)
             return None
@@ -75,11 +83,15 @@ class Gated:
         self._lifted()
         return self.func(*args, **kwargs)
 
+    def verdict(self) -> Any:
+        """The gate's answer for this job now."""
+        return gate_work(self.estop, self.user_id, self.profile, self.component, self.job)
+
     def catch_up_now(self) -> bool:
         """Run the pending skipped run once, if there is one and the gate now admits; True when
         it ran. A concurrent regular run or catch-up takes the pending run from under it."""
         pending = self._pending
-        if pending is None or not gate_work(self.estop, self.user_id, self.profile):
+        if pending is None or not self.verdict():
             return False
         with self._lock:
             if self._pending is not pending:
@@ -94,7 +106,7 @@ class Gated:
         return True
 
     def _skip(self, verdict: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        key = verdict.snapshot.engagement
+        key = frozenset((r.location.key, r.fence) for r in verdict.holds)
         with self._lock:
             self.skipped += 1
             self._held_skips += 1
@@ -115,19 +127,24 @@ class Gated:
 
 
 def gated(func: Callable[..., Any], estop: Estop, *, user_id: Any = None, profile: Any = None,
-          catch_up: bool = False, name: str | None = None) -> Gated:
-    """`func` gated by `estop.gate(user_id, profile)`: `scheduler.add_job(gated(f, estop), ...)`."""
+          catch_up: bool = False, name: str | None = None, component: str | None = None,
+          job: str | None = None) -> Gated:
+    """`func` gated by `estop.gate(user_id, profile, component, job)`:
+    `scheduler.add_job(gated(f, estop), ...)`."""
     if isinstance(func, Gated):
         return func
-    return Gated(func, estop, user_id=user_id, profile=profile, catch_up=catch_up, name=name)
+    return Gated(func, estop, user_id=user_id, profile=profile, catch_up=catch_up, name=name,
+                 component=component, job=job)
 
 
 class SchedulerGate:
     """Gates every job of one scheduler; schedules the catch-up runs. Use `gate_scheduler`."""
 
     def __init__(self, scheduler: Any, estop: Estop, *, user_id: Any = None, profile: Any = None,
-                 catch_up: bool = False, check_every: float = 5.0, register: bool = True) -> None:
+                 catch_up: bool = False, check_every: float = 5.0, register: bool = True,
+                 component: str = COMPONENT) -> None:
         self.scheduler = scheduler
+        self.component = component
         self.reporter: ConsumerReporter | None = None
         if register:
             scopes = dict.fromkeys(loc.scope for view in work_views(estop, profile) for loc in view.locations)
@@ -175,7 +192,7 @@ class SchedulerGate:
         func = job.func
         if not isinstance(func, Gated):
             func = Gated(func, self.estop, user_id=self.user_id, profile=self.profile, catch_up=self.catch_up,
-                         name=job.name)
+                         name=job.name, component=self.component, job=job.id)
             job.modify(func=func)
         with self._lock:
             self.jobs[job.id] = func
@@ -203,7 +220,7 @@ class SchedulerGate:
                     with self._lock:
                         self.jobs.pop(job_id, None)
                 continue
-            if gate_work(self.estop, func.user_id, func.profile):
+            if func.verdict():
                 self.scheduler.add_job(func.catch_up_now, id=f"{CATCH_UP_JOB_ID}:{job_id}",
                                        name=f"catch-up {func.name}", replace_existing=True)
                 scheduled += 1
@@ -212,12 +229,14 @@ class SchedulerGate:
 
 
 def gate_scheduler(scheduler: Any, estop: Estop, *, user_id: Any = None, profile: Any = None,
-                   catch_up: bool = False, check_every: float = 5.0, register: bool = True) -> SchedulerGate:
+                   catch_up: bool = False, check_every: float = 5.0, register: bool = True,
+                   component: str = COMPONENT) -> SchedulerGate:
     """Gate every job of `scheduler` (an APScheduler 3 scheduler, started or not) by
     `estop.gate(user_id, profile)`, now and for jobs added later. Jobs already wrapped with
     `gated()` keep their own principal. With `catch_up`, a job that skipped runs once when the
     hold lifts, noticed by a watcher job every `check_every` seconds. With `register` (the
     default) the scheduler enters the consumer registry, reported by a job of its own, so
-    `hermes pause --wait` knows when it has seen a hold."""
+    `hermes pause --wait` knows when it has seen a hold. For scoped holds each job is work of
+    `component` (default `apscheduler`) named by its job id."""
     return SchedulerGate(scheduler, estop, user_id=user_id, profile=profile, catch_up=catch_up,
-                         check_every=check_every, register=register).install()
+                         check_every=check_every, register=register, component=component).install()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..selector import selector_of_detail
 from ..audit import AuditEntry, AuditEvent
 from ..fleet import Fleet
 
@@ -52,6 +53,9 @@ def event_body(event_id: str, event: AuditEvent, fleet: Path, extra: dict[str, A
     data.pop("location", None)
     data.pop("event", None)
     body.update(data)
+    scoped = selector_of_detail(event.detail)
+    if scoped is not None:  # a scoped hold's line: which hold, and what it covers
+        body["hold"], body["selector"] = scoped[0], scoped[1].to_body()
     if extra:
         body.update(extra)
     return body

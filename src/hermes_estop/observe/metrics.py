@@ -101,9 +101,18 @@ class EstopCollector(Collector):
             if (reading is not None and reading.state is HoldState.ACTIVE and reading.hold is not None
                     and reading.hold.expires_at is not None):
                 remaining.add_metric([lane.scope], max((reading.hold.expires_at - now).total_seconds(), 0.0))
+        scoped = GaugeMetricFamily("hermes_estop_scoped_hold_active",
+                                   "1 while a scoped hold is active at the scope (it holds only the work its "
+                                   "selector covers)", labels=["scope", "hold", "selector"])
+        for lane in view.lanes:
+            for part in lane.reading.scoped if lane.reading is not None else ():
+                if part.hold is not None and part.hold.selector is not None:
+                    scoped.add_metric([lane.scope, part.hold.hold_id or "", part.hold.selector.describe()],
+                                      1.0 if part.active else 0.0)
         yield active
         yield unreadable
         yield remaining
+        yield scoped
         held = CounterMetricFamily("hermes_estop_work_held",
                                    "Work the gate refused: cron jobs and kanban cards (once per held spell), "
                                    "gateway turns", labels=["consumer"])

@@ -29,6 +29,7 @@ from ..hold import Cause, HoldState, Reading
 from ..text import printable
 from ..timeutil import format_instant, format_relative
 from .present import covering_now, in_zones, utc, windows_named
+from .status import flat
 from .svg import render_timeline_svg
 from .view import FleetView
 
@@ -108,7 +109,7 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
     now = view.now
     snapshot = view.snapshot
     engaged = snapshot.engaged
-    present = [lane.reading for lane in view.lanes if lane.reading is not None]
+    present = [r for lane in view.lanes if lane.reading is not None for r in flat((lane.reading,))]
     held = sum(1 for r in present if r.active)
     verdict = (f"HELD: new work is paused ({held} active hold{'s' if held != 1 else ''})" if engaged
                else "Free: no hold on this process's locations")
@@ -178,6 +179,8 @@ def _card(reading: Reading, view: FleetView) -> str:
     else:
         head = "HELD"
     hold = reading.hold
+    if hold is not None and hold.selector is not None:
+        head += f" only {_t(hold.selector.describe())} (scoped hold {_t(hold.hold_id)})"
     if hold is not None and reading.state is not HoldState.UNREADABLE:
         rows.append(("reason", "reason", _t(hold.reason) if hold.reason else "<i>(none)</i>"))
         if hold.expires_at is not None:

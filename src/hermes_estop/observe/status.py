@@ -42,6 +42,11 @@ def lift_command(location: Location, layout: Layout) -> str | None:
     return f"hermes resume --profile {location.scope}"
 
 
+def flat(readings: tuple[Reading, ...]) -> tuple[Reading, ...]:
+    """Every hold present among `readings`: each full hold, then the scoped holds beside it."""
+    return tuple(hold for r in readings for hold in ((r,) if r.present else ()) + r.scoped)
+
+
 @dataclass(frozen=True)
 class FleetStatus:
     """One read of the fleet at `now`, from the point of view of one process."""
@@ -71,8 +76,9 @@ class FleetStatus:
 
     @property
     def present(self) -> tuple[Reading, ...]:
-        """Every hold present in the fleet (this process's first), active, unreadable or expired."""
-        return tuple(r for r in self.mine.readings if r.present) + self.others
+        """Every hold present in the fleet (this process's first), active, unreadable or expired;
+        the scoped holds of a location right after its full hold."""
+        return flat(self.mine.readings) + flat(self.others)
 
     @property
     def active(self) -> tuple[Reading, ...]:
@@ -87,7 +93,10 @@ class FleetStatus:
         down, a sentinel that is not a file, a refused home: the notice says what will)."""
         if reading.state is HoldState.UNREADABLE and reading.cause not in (Cause.BODY, Cause.EMPTY, Cause.CANNOT_READ):
             return None
-        return lift_command(reading.location, self.layout)
+        lift = lift_command(reading.location, self.layout)
+        if lift is not None and reading.hold is not None and reading.hold.hold_id is not None:
+            return f"{lift} --hold {reading.hold.hold_id}"
+        return lift
 
     # -- renderings --------------------------------------------------------------------------
 
@@ -99,8 +108,8 @@ class FleetStatus:
             "now": format_instant(now),
             "store": self.backend,
             "locations": [{"scope": loc.scope, "path": self.where(loc)} for loc in self.mine_locations],
-            "holds": [self._json(r) for r in self.mine.readings if r.present],
-            "other_holds": [self._json(r) for r in self.others],
+            "holds": [self._json(r) for r in flat(self.mine.readings)],
+            "other_holds": [self._json(r) for r in flat(self.others)],
             "fleet": {"engaged": bool(self.active), "active": len(self.active),
                       "scopes": [loc.scope for loc in self.scopes],
                       "holds": [self._json(r) for r in self.present]},
@@ -118,10 +127,13 @@ class FleetStatus:
     def lines(self) -> list[str]:
         """`hermes status`: this process's verdict and holds, then every other scope that holds,
         then the sections. Every value escaped."""
-        mine = [r for r in self.mine.readings if r.present]
+        mine = flat(self.mine.readings)
         out = []
-        if self.engaged:
-            out.append(f"HELD: new work is paused ({len(self.mine.active)} active hold(s))")
+        if self.mine.active:
+            out.append(f"HELD: new work is paused ({len(self.mine.every_active)} active hold(s))")
+        elif self.engaged:
+            out.append(f"PARTLY HELD: only the work scoped holds cover is paused ({len(self.mine.every_active)} "
+                       "active scoped hold(s))")
         else:
             out.append("free: no active hold on this process's locations")
         for reading in mine:
@@ -130,9 +142,9 @@ class FleetStatus:
             for loc in self.mine_locations:
                 out.append(f"  {printable(loc.describe())}: no hold ({printable(self.where(loc))})")
         if self.others:
-            held = sum(1 for r in self.others if r.active)
+            held = sum(1 for r in flat(self.others) if r.active)
             out.append(f"elsewhere in the fleet: {held} active hold(s) on other scopes (they do not hold this process)")
-            for reading in self.others:
+            for reading in flat(self.others):
                 out.extend(self._describe(reading))
         out.extend(printable(line) for line in self.section_lines)
         if self.audit_problem is not None:
@@ -163,7 +175,8 @@ class FleetStatus:
                 lifts = f"lifts at {format_instant(hold.expires_at)} ({format_relative(hold.expires_at, self.now)})"
             else:
                 lifts = "held until resumed"
-            parts.append(f"{printable(reading.location.describe())}{who} {lifts}")
+            scoped = f" scoped hold {hold.scope_label}" if hold is not None and hold.selector is not None else ""
+            parts.append(f"{printable(reading.location.describe())}{scoped}{who} {lifts}")
         return f"leaving {len(active)} hold(s) standing: " + "; ".join(parts)
 
 
@@ -177,7 +190,7 @@ def fleet_status(estop: Estop, *, sections: bool = True) -> FleetStatus:
     own = {r.location for r in mine.readings}
     scopes = fleet.scopes()
     everything = fleet.read(scopes, now=mine.now)
-    others = tuple(r for r in everything.readings if r.present and r.location not in own)
+    others = tuple(r for r in everything.readings if (r.present or r.scoped) and r.location not in own)
     roster = read_roster(fleet, prune=False, snapshot=everything)
     json_sections: dict[str, Any] = {}
     lines: list[str] = []

@@ -233,7 +233,9 @@ class Observer:
         stable_until = _EPOCH + timedelta(microseconds=soonest) if soonest is not None else None
         self._count_skipped(special, entries)
         scopes = self._scopes(windows, status)
-        readings: dict[str, Reading] = {r.location.scope: r for r in status.present}
+        # the location's own reading (its full hold, with its scoped holds in `scoped`), one per scope
+        readings: dict[str, Reading] = {r.location.scope: r for r in (*status.mine.readings, *status.others)
+                                        if r.present or r.scoped}
         lanes = []
         for scope in scopes:
             reading = readings.get(scope)

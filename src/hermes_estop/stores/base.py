@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
 
 from ..errors import HoldConflict
-from ..hold import EngageRequest, Fence, Hold, Reading
+from ..hold import EngageRequest, Fence, Hold, HoldState, Reading, Sentinel
 from ..homes import Location
 from ..timeutil import Clock, utc_now
 
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from .registry import ConsumerTable
     from .state import StateTable
 
-__all__ = ["HoldStore", "refused_write", "not_current", "EXPIRE_RETRY"]
+__all__ = ["EXPIRE_RETRY", "HoldStore", "fence_matches", "new_hold_id", "not_current", "refused_write",
+           "released_reading", "scoped_detail", "scoped_target", "split_scoped", "unreadable_refuses", "without"]
 
 #: an expired hold whose retire could not be done from a read is tried again at most this often
 EXPIRE_RETRY = timedelta(seconds=1)
@@ -49,6 +50,91 @@ def not_current(location: Location, generation: str, standing: Reading | None) -
     current = standing.fence.describe() if standing.fence else "unknown"
     return HoldConflict(f"generation {generation} is not the current hold at {location.describe()} (current: {current})",
                         standing)
+
+
+def new_hold_id() -> str:
+    """A scoped hold's id at its location: short enough to type in `hermes resume --hold ID`."""
+    import os
+
+    return os.urandom(4).hex()
+
+
+def scoped_target(scoped: tuple[Reading, ...], request: EngageRequest) -> Reading | None:
+    """The scoped hold a scoped engage re-arms: the one `request.hold_id` names, else the one
+    with the same selector; None: the engage adds a new one."""
+    for reading in scoped:
+        hold = reading.hold
+        if hold is not None and request.hold_id is not None and hold.hold_id == request.hold_id:
+            return reading
+    if request.hold_id is not None:
+        return None
+    for reading in scoped:
+        if reading.hold is not None and reading.hold.selector == request.selector:
+            return reading
+    return None
+
+
+def fence_matches(standing: Reading, fence: Fence) -> bool:
+    """Whether `standing` (a full or scoped hold's reading) is the one `fence` names: by
+    generation, or, for a body without one, by the identity it was read with."""
+    if standing.state is HoldState.ABSENT or standing.fence is None:
+        return False
+    if fence.generation is not None:
+        return standing.hold is not None and standing.hold.generation == fence.generation
+    if fence.file_id is not None:
+        return standing.hold is not None and standing.hold.generation is None and standing.fence.file_id == fence.file_id
+    return False
+
+
+def released_reading(standing: Reading, generation: str | None) -> Reading | None:
+    """What `release(generation)` removes from `standing`: a plain release the full hold (never
+    the scoped ones), a fenced one the full or scoped hold carrying `generation`."""
+    if generation is None:
+        return standing if standing.state is not HoldState.ABSENT else None
+    if standing.hold is not None and standing.hold.generation == generation:
+        return standing
+    return next((s for s in standing.scoped if s.hold is not None and s.hold.generation == generation), None)
+
+
+def without(standing: Reading, removed: Reading) -> Sentinel:
+    """Every hold of `standing`'s body but `removed` (nothing of an unreadable body)."""
+    if removed is standing:
+        return Sentinel(None, tuple(s.hold for s in standing.scoped if s.hold is not None))
+    full = standing.hold if standing.state is not HoldState.ABSENT else None
+    return Sentinel(full, tuple(s.hold for s in standing.scoped if s is not removed and s.hold is not None))
+
+
+def split_scoped(standing: Reading, leaving: Reading | None) -> tuple[tuple[Hold, ...], tuple[Reading, ...]]:
+    """The scoped holds a rewrite of `standing`'s body keeps (every active one but `leaving`),
+    and the expired ones it drops: the rewrite is what retires them, so their lift is recorded."""
+    kept: list[Hold] = []
+    expired: list[Reading] = []
+    for scoped in standing.scoped:
+        if scoped is leaving or scoped.hold is None:
+            continue
+        if scoped.state is HoldState.EXPIRED:
+            expired.append(scoped)
+        else:
+            kept.append(scoped.hold)
+    return tuple(kept), tuple(expired)
+
+
+def scoped_detail(hold: Hold | None) -> str | None:
+    """The audit `detail` naming a scoped hold and its selector (None for the full hold), in a
+    form `selector.selector_of_detail` reads back (the coverage audit needs what a lifted hold
+    covered): `scoped hold <id> only {"components": [...], "jobs": [...]}`."""
+    if hold is None or hold.selector is None:
+        return None
+    import json
+
+    return f"scoped hold {hold.hold_id} only {json.dumps(hold.selector.to_body(), sort_keys=True)}"
+
+
+def unreadable_refuses(location: Location) -> HoldConflict:
+    """A scoped hold is never written over an unreadable body: the rewrite would drop the hold of
+    everything the unreadable body is."""
+    return HoldConflict(f"the hold at {location.describe()} is unreadable and holds everything; resume or re-pause "
+                        "it before adding a scoped hold")
 
 
 class HoldStore(ABC):

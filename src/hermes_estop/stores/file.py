@@ -37,15 +37,27 @@ from ..hold import (
     HoldState,
     Prepared,
     Reading,
-    encode_body,
+    Sentinel,
+    encode_sentinel,
     merge_hold,
     new_generation,
-    parse_body,
+    parse_sentinel,
     precondition_met,
     prepare,
 )
 from ..homes import SENTINEL_NAME, Location
-from .base import HoldStore, not_current, refused_write
+from .base import (
+    HoldStore,
+    fence_matches,
+    new_hold_id,
+    scoped_detail,
+    not_current,
+    refused_write,
+    released_reading,
+    scoped_target,
+    unreadable_refuses,
+    without,
+)
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
 if TYPE_CHECKING:
@@ -80,7 +92,7 @@ class _Unreadable(Exception):
         self.problem = problem
 
 
-def _load(path: str) -> tuple[Hold | str, tuple[int, ...] | None, tuple[int, ...] | None]:
+def _load(path: str) -> tuple[Sentinel | str, tuple[int, ...] | None, tuple[int, ...] | None]:
     """(parsed body or the reason its bytes are not one, file identity, cache key). Raises
     `FileNotFoundError` when the sentinel was removed between the `lstat` and the open, and
     `_Unreadable` when it is not a regular file or cannot be opened or read."""
@@ -112,7 +124,7 @@ def _load(path: str) -> tuple[Hold | str, tuple[int, ...] | None, tuple[int, ...
         os.close(fd)
     raw = b"".join(chunks)
     try:
-        parsed: Hold | str = parse_body(raw)
+        parsed: Sentinel | str = parse_sentinel(raw)
     except ValueError as exc:
         parsed = str(exc)
     settled = time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _SETTLED_NS
@@ -281,33 +293,70 @@ class FileStore(HoldStore):
         renamed in (docs/design.md §5): a writer killed at any instruction never leaves a
         generation standing that the trail does not name. A line whose write then failed is
         followed by a `void` line; one whose writer died before the rename names a generation
-        that never stood, which is harmless (`history` shows the line as written)."""
+        that never stood, which is harmless (`history` shows the line as written).
+
+        Every hold of a location (the full one and the scoped ones) lives in the one body, so one
+        lock, one fence check and one atomic rename cover them all (docs/design.md, scoped holds)."""
         with self._locked(location, arming=True):
             standing = self._read_fresh(location, now)
-            if not precondition_met(request.only_if, standing):
-                raise refused_write(location, standing)
-            hold = merge_hold(standing.hold if standing.active else None, request, now, new_generation())
-            if standing.state is HoldState.EXPIRED:
-                self._audit_expiry(location, standing, actor, now)
-            event = "rearm" if standing.active else "engage"
-            self._audit(event, location, hold.generation, actor, hold.reason, hold.expires_at, now)
+            if request.selector is None:
+                if not precondition_met(request.only_if, standing):
+                    raise refused_write(location, standing)
+                hold = merge_hold(standing.hold if standing.active else None, request, now, new_generation())
+                if standing.state is HoldState.EXPIRED:
+                    self._audit_expiry(location, standing, actor, now)
+                event = "rearm" if standing.active else "engage"
+                others = self._live_scoped(location, standing, None, actor, now)
+                sentinel = Sentinel(hold, others)
+                detail = None
+            else:
+                if standing.state is HoldState.UNREADABLE:
+                    raise unreadable_refuses(location)
+                target = scoped_target(standing.scoped, request)
+                if not precondition_met(request.only_if, target):
+                    raise refused_write(location, target) if target is not None else refused_write(location, standing)
+                base = target.hold if target is not None and target.active else None
+                hold_id = target.hold.hold_id if target is not None and target.hold else request.hold_id or new_hold_id()
+                hold = merge_hold(base, request, now, new_generation()).scoped_as(request.selector, hold_id)
+                if target is not None and target.state is HoldState.EXPIRED:
+                    self._audit_expiry(location, target, actor, now)
+                event = "rearm" if target is not None and target.active else "engage"
+                full = standing.hold if standing.state is HoldState.ACTIVE else None
+                if standing.state is HoldState.EXPIRED:
+                    self._audit_expiry(location, standing, actor, now)
+                others = self._live_scoped(location, standing, target, actor, now)
+                sentinel = Sentinel(full, (*others, hold))
+                detail = scoped_detail(hold)
+            self._audit(event, location, hold.generation, actor, hold.reason, hold.expires_at, now, detail=detail)
             self.step("engage:audited")
             try:
-                self._write(location, encode_body(hold))
+                self._write_sentinel(location, sentinel, now)
             except StoreError as exc:
                 self._audit("void", location, hold.generation, actor, hold.reason, hold.expires_at, now,
                             detail=f"never written: {exc}")
                 raise
         return hold
 
-    def _matches(self, standing: Reading, fence: Fence) -> bool:
-        if standing.state is HoldState.ABSENT or standing.fence is None:
-            return False
-        if fence.generation is not None:
-            return standing.hold is not None and standing.hold.generation == fence.generation
-        if fence.file_id is not None:
-            return standing.hold is not None and standing.hold.generation is None and standing.fence.file_id == fence.file_id
-        return False
+    def _live_scoped(self, location: Location, standing: Reading, leaving: Reading | None, actor: str,
+                     now: datetime) -> tuple[Hold, ...]:
+        """The scoped holds a rewrite keeps: every active one but `leaving`; an expired one is
+        dropped, and its lift recorded, since the rewrite is what retires it."""
+        kept = []
+        for scoped in standing.scoped:
+            if scoped is leaving or scoped.hold is None:
+                continue
+            if scoped.state is HoldState.EXPIRED:
+                self._audit_expiry(location, scoped, actor, now)
+            else:
+                kept.append(scoped.hold)
+        return tuple(kept)
+
+    def _write_sentinel(self, location: Location, sentinel: Sentinel, now: datetime) -> None:
+        body = encode_sentinel(sentinel, now)
+        if body is None:
+            self._remove(location)
+        else:
+            self._write(location, body)
 
     def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
         with self._locked(location):
@@ -331,36 +380,48 @@ class FileStore(HoldStore):
 
     def _retire_locked(self, location: Location, fence: Fence, now: datetime, actor: str, event: str) -> bool:
         standing = self._read_fresh(location, now)
-        if not self._matches(standing, fence):
+        candidates = (standing, *standing.scoped)
+        removed = next((reading for reading in candidates if fence_matches(reading, fence)), None)
+        if removed is None:
             return False
         self.step("retire:before-unlink")
-        self._remove(location)
-        hold = standing.hold
-        self._audit(event, location, fence.describe(), actor, hold.reason if hold else None,
-                    hold.expires_at if hold else None, now)
+        self._drop(location, standing, removed, now)
+        self._audit_removal(event, location, removed, fence.describe(), actor, now)
         return True
+
+    def _drop(self, location: Location, standing: Reading, removed: Reading, now: datetime) -> None:
+        """Remove one hold of the location's body: the file itself when nothing else stands
+        (or the body is unreadable), else the body rewritten without it."""
+        self._write_sentinel(location, without(standing, removed), now)
+
+    def _audit_removal(self, event: str, location: Location, removed: Reading, generation: str | None, actor: str,
+                       now: datetime) -> None:
+        hold = removed.hold
+        detail = scoped_detail(hold)
+        self._audit(event, location, generation, actor, hold.reason if hold else None,
+                    hold.expires_at if hold else None, now, detail=detail)
 
     def _audit_expiry(self, location: Location, expired: Reading, actor: str, now: datetime) -> None:
         """A write that replaces an expired hold nobody retired yet records its lift first, so
         the trail shows every engagement's end whichever process got there first."""
-        hold = expired.hold
-        self._audit("expire", location, expired.fence.describe() if expired.fence else None, actor,
-                    hold.reason if hold else None, hold.expires_at if hold else None, now)
+        self._audit_removal("expire", location, expired, expired.fence.describe() if expired.fence else None,
+                            actor, now)
 
     def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
+        """A plain release lifts the full hold and leaves the scoped holds standing; with
+        `generation`, the full or scoped hold carrying it."""
         with self._locked(location):
             standing = self._read_fresh(location, now)
-            if standing.state is HoldState.ABSENT:
+            removed = released_reading(standing, generation)
+            if removed is None:
                 if generation is not None:
-                    raise not_current(location, generation, None)
+                    current = standing if standing.state is not HoldState.ABSENT else None
+                    raise not_current(location, generation, current)
                 return None
-            if generation is not None and (standing.hold is None or standing.hold.generation != generation):
-                raise not_current(location, generation, standing)
-            self._remove(location)
-            hold = standing.hold
-            self._audit("release", location, standing.fence.describe() if standing.fence else None, actor,
-                        hold.reason if hold else None, hold.expires_at if hold else None, now)
-        return standing
+            self._drop(location, standing, removed, now)
+            self._audit_removal("release", location, removed, removed.fence.describe() if removed.fence else None,
+                                actor, now)
+        return removed
 
     # -- audit -------------------------------------------------------------------------------
 

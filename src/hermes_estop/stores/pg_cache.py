@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 
 import psycopg
 
-from ..hold import Hold, parse_body
+from ..hold import Sentinel, parse_sentinel
 from ..text import one_line
 from ..timeutil import format_instant
 from .pg_clock import CLOCK_REFRESH, DbClock
@@ -57,11 +57,11 @@ _MAX_BACKOFF = 1.0
 @dataclass(frozen=True)
 class Row:
     """One scope's row as last read: the raw body, its revision, and the body parsed once
-    (`parse_body`'s Hold, or the reason it is unreadable)."""
+    (`parse_sentinel`'s Sentinel, or the reason it is unreadable)."""
 
     body: bytes
     revision: int
-    parsed: Hold | str
+    parsed: Sentinel | str
 
 
 def close_quietly(conn: Any, fds: set[int]) -> None:
@@ -79,7 +79,7 @@ def close_quietly(conn: Any, fds: set[int]) -> None:
 
 def parse_row(body: bytes, revision: int) -> Row:
     try:
-        parsed: Hold | str = parse_body(bytes(body))
+        parsed: Sentinel | str = parse_sentinel(bytes(body))
     except ValueError as exc:
         parsed = str(exc)
     return Row(bytes(body), int(revision), parsed)

@@ -7,10 +7,11 @@ Same contract as the sentinel store (`base.HoldStore`), another medium:
 - engage / re-arm is ONE transaction: an advisory transaction lock on the scope (so two first
   engages of a scope without a row cannot both decide on "absent"), `SELECT ... FOR UPDATE` of
   the row, `precondition_met`, `merge_hold`, a new generation, the upsert, the audit row, and the
-  notification (a trigger, same transaction). `retire(G)` is a single conditional
-  `DELETE ... WHERE scope AND generation`; `release` likewise. The removed body is re-parsed in
-  Python before the commit, so the database's idea of a body's generation can never make a
-  removal that the file store would not make.
+  notification (a trigger, same transaction). `retire(G)` and `release` take the same locks,
+  decide in Python which hold of the row's body goes (`base.fence_matches`, the full hold or a
+  scoped one: docs/design.md, scoped holds) and rewrite the row without it, or delete it when
+  nothing stands any more; the database's idea of a body's generation can never make a removal
+  that the file store would not make.
 - Reads never go to the database: `pg_cache.Listener` keeps the rows in memory, fed by
   LISTEN/NOTIFY, and reads every location as UNREADABLE (held) once it has had no contact with
   the database for `grace` seconds (default 5). After its own write a store waits (up to 2 s)
@@ -47,7 +48,7 @@ from typing import Any, Callable, Sequence
 import psycopg
 
 from ..audit import AuditEntry, AuditEvent
-from ..errors import HoldConflict, InvalidArgument
+from ..errors import InvalidArgument
 from ..hold import (
     Cause,
     EngageRequest,
@@ -56,7 +57,8 @@ from ..hold import (
     HoldState,
     Prepared,
     Reading,
-    encode_body,
+    Sentinel,
+    encode_sentinel,
     merge_hold,
     new_generation,
     precondition_met,
@@ -65,7 +67,19 @@ from ..hold import (
 from ..homes import Location
 from ..text import one_line
 from ..timeutil import Clock
-from .base import HoldStore, not_current, refused_write
+from .base import (
+    HoldStore,
+    fence_matches,
+    new_hold_id,
+    not_current,
+    refused_write,
+    released_reading,
+    scoped_detail,
+    scoped_target,
+    split_scoped,
+    unreadable_refuses,
+    without,
+)
 from .pg_admin import create_schema, store_status
 from .pg_audit import append_event, read_after, read_events, read_head
 from .pg_backend import Backend, acquire, release
@@ -83,11 +97,6 @@ logger = logging.getLogger("hermes_estop")
 
 #: seconds a write waits for this process's rows to include it
 SYNC_TIMEOUT = 2.0
-
-
-class _Mismatch(Exception):
-    """Raised inside a removal's transaction to roll it back: the row the DELETE matched is not
-    the hold the caller was fenced on once its body is parsed."""
 
 
 class PostgresStore(HoldStore):
@@ -205,30 +214,55 @@ class PostgresStore(HoldStore):
         append_event(conn, self.backend.s, event)
 
     def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
+        """Every hold of a location (the full one and the scoped ones) lives in its one row's
+        body, laid out as the file store lays out `ESTOP` (docs/design.md, scoped holds): one
+        advisory lock and one row lock cover them all."""
         backend = self.backend
 
         def work(conn: psycopg.Connection) -> Hold:
             conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [LOCK_CLASS, f"{self.schema}/{location.key}"])
             standing = self._standing(conn, location, now, lock=True)
-            if not precondition_met(request.only_if, standing):
-                raise refused_write(location, standing)
-            hold = merge_hold(standing.hold if standing.active else None, request, now, new_generation())
+            lifted: list[Reading] = []
+            if request.selector is None:
+                if not precondition_met(request.only_if, standing):
+                    raise refused_write(location, standing)
+                hold = merge_hold(standing.hold if standing.active else None, request, now, new_generation())
+                event = "rearm" if standing.active else "engage"
+                others, gone = split_scoped(standing, None)
+                sentinel = Sentinel(hold, others)
+            else:
+                if standing.state is HoldState.UNREADABLE:
+                    raise unreadable_refuses(location)
+                target = scoped_target(standing.scoped, request)
+                if not precondition_met(request.only_if, target):
+                    raise refused_write(location, target if target is not None else standing)
+                base = target.hold if target is not None and target.active else None
+                hold_id = (target.hold.hold_id if target is not None and target.hold else None) \
+                    or request.hold_id or new_hold_id()
+                hold = merge_hold(base, request, now, new_generation()).scoped_as(request.selector, hold_id)
+                if target is not None and target.state is HoldState.EXPIRED:
+                    lifted.append(target)
+                event = "rearm" if target is not None and target.active else "engage"
+                others, gone = split_scoped(standing, target)
+                sentinel = Sentinel(standing.hold if standing.state is HoldState.ACTIVE else None, (*others, hold))
+            if standing.state is HoldState.EXPIRED:
+                lifted.append(standing)
+            lifted.extend(gone)
             conn.execute(
                 f"INSERT INTO {backend.s}.holds (scope, body) VALUES (%s, %s) "
                 "ON CONFLICT (scope) DO UPDATE SET body = EXCLUDED.body",
-                [location.key, encode_body(hold)],
+                [location.key, encode_sentinel(sentinel, now)],
             )
             self.step("engage:before-commit")
-            event = "rearm" if standing.active else "engage"
             try:
                 with conn.transaction():  # a savepoint: an audit row the server refuses never refuses the stop
-                    if standing.state is HoldState.EXPIRED and standing.hold is not None:
-                        # the lift of the expired hold this write replaces, as the file store records it
-                        self._audit_row(conn, AuditEvent(now, "expire", location.scope, standing.fence.describe()
-                                                         if standing.fence else None, actor, standing.hold.reason,
-                                                         standing.hold.expires_at))
+                    for expired in lifted:  # the lift of each expired hold this write drops, as the file store records it
+                        if expired.hold is not None:
+                            self._audit_row(conn, AuditEvent(now, "expire", location.scope, expired.fence.describe()
+                                                             if expired.fence else None, actor, expired.hold.reason,
+                                                             expired.hold.expires_at, scoped_detail(expired.hold)))
                     self._audit_row(conn, AuditEvent(now, event, location.scope, hold.generation, actor, hold.reason,
-                                                     hold.expires_at))
+                                                     hold.expires_at, scoped_detail(hold)))
             except psycopg.Error as exc:
                 if conn.broken:
                     raise
@@ -240,38 +274,50 @@ class PostgresStore(HoldStore):
         backend.listener.sync(SYNC_TIMEOUT)
         return hold
 
-    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
-        value: str | int
-        if fence.generation is not None:
-            condition, value = "generation = %s", fence.generation
-        elif fence.file_id is not None and len(fence.file_id) == 1:
-            condition, value = "generation IS NULL AND revision = %s", fence.file_id[0]
+    def _rewrite(self, conn: psycopg.Connection, location: Location, sentinel: Sentinel, now: datetime) -> None:
+        """The row of `location` holding `sentinel`: deleted when nothing stands any more."""
+        body = encode_sentinel(sentinel, now)
+        if body is None:
+            conn.execute(f"DELETE FROM {self.backend.s}.holds WHERE scope = %s", [location.key])
         else:
-            return False
+            conn.execute(f"UPDATE {self.backend.s}.holds SET body = %s WHERE scope = %s", [body, location.key])
+
+    def _removal(self, location: Location, what: str, decide: Callable[[Reading], Reading | None], now: datetime,
+                 actor: str, event: str, generation: Callable[[Reading], str | None]) -> Reading | None:
+        """One fenced removal from the row of `location`: `decide` picks, under the locks, the
+        hold to remove from what stands (None: nothing is removed); the row is rewritten without
+        it and the removal audited as `event` in the same transaction."""
         backend = self.backend
 
-        def work(conn: psycopg.Connection) -> bool:
-            found = conn.execute(
-                f"DELETE FROM {backend.s}.holds WHERE scope = %s AND {condition} RETURNING body, revision",
-                [location.key, value],
-            ).fetchone()
-            if found is None:
-                return False
-            self.step("retire:before-unlink")  # the file store's name: deleted, not yet committed
-            standing = self._classify(location, parse_row(*found), now, cached=False)
-            hold = standing.hold
-            if hold is None or hold.generation != fence.generation:
-                raise _Mismatch()
-            self._audit_row(conn, AuditEvent(now, event, location.scope, fence.describe(), actor, hold.reason, hold.expires_at))
-            return True
+        def work(conn: psycopg.Connection) -> Reading | None:
+            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [LOCK_CLASS, f"{self.schema}/{location.key}"])
+            standing = self._standing(conn, location, now, lock=True)
+            removed = decide(standing)
+            if removed is None:
+                return None
+            self.step("retire:before-unlink")  # the file store's name: removed, not yet committed
+            self._rewrite(conn, location, without(standing, removed), now)
+            hold = removed.hold
+            self._audit_row(conn, AuditEvent(now, event, location.scope, generation(removed), actor,
+                                             hold.reason if hold else None, hold.expires_at if hold else None,
+                                             scoped_detail(hold)))
+            return removed
 
-        try:
-            removed = backend.run(work, what=f"retire a hold at {location.describe()}")
-        except _Mismatch:
-            return False
-        if removed:
+        removed = backend.run(work, what=what)
+        if removed is not None:
             backend.listener.sync(SYNC_TIMEOUT)
         return removed
+
+    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
+        if fence.generation is None and (fence.file_id is None or len(fence.file_id) != 1):
+            return False
+
+        def decide(standing: Reading) -> Reading | None:
+            return next((r for r in (standing, *standing.scoped) if fence_matches(r, fence)), None)
+
+        removed = self._removal(location, f"retire a hold at {location.describe()}", decide, now, actor, event,
+                                lambda _removed: fence.describe())
+        return removed is not None
 
     def try_retire_expired(self, location: Location, fence: Fence, now: datetime, actor: str) -> bool | None:
         """Handed to the backend's expirer thread: a read never waits on the database."""
@@ -280,44 +326,17 @@ class PostgresStore(HoldStore):
         return None
 
     def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
-        backend = self.backend
+        """A plain release lifts the full hold and leaves the scoped holds standing; with
+        `generation`, the full or scoped hold carrying it (`HoldConflict` when none does)."""
 
-        def conflict(conn: psycopg.Connection) -> HoldConflict:
-            assert generation is not None  # only a fenced release can conflict
-            standing = self._standing(conn, location, now, lock=False)
-            return not_current(location, generation, None if standing.state is HoldState.ABSENT else standing)
+        def decide(standing: Reading) -> Reading | None:
+            removed = released_reading(standing, generation)
+            if removed is None and generation is not None:
+                raise not_current(location, generation, None if standing.state is HoldState.ABSENT else standing)
+            return removed
 
-        def work(conn: psycopg.Connection) -> Reading | None:
-            if generation is None:
-                found = conn.execute(
-                    f"DELETE FROM {backend.s}.holds WHERE scope = %s RETURNING body, revision", [location.key]
-                ).fetchone()
-                if found is None:
-                    return None
-            else:
-                found = conn.execute(
-                    f"DELETE FROM {backend.s}.holds WHERE scope = %s AND generation = %s RETURNING body, revision",
-                    [location.key, generation],
-                ).fetchone()
-                if found is None:
-                    raise conflict(conn)
-            standing = self._classify(location, parse_row(*found), now, cached=False)
-            if generation is not None and (standing.hold is None or standing.hold.generation != generation):
-                raise _Mismatch()
-            hold = standing.hold
-            self._audit_row(conn, AuditEvent(now, "release", location.scope,
-                                             standing.fence.describe() if standing.fence else None, actor,
-                                             hold.reason if hold else None, hold.expires_at if hold else None))
-            return standing
-
-        try:
-            removed = backend.run(work, what=f"release {location.describe()}")
-        except _Mismatch:
-            removed = None
-            raise backend.run(conflict, what=f"read {location.describe()}") from None
-        if removed is not None:
-            backend.listener.sync(SYNC_TIMEOUT)
-        return removed
+        return self._removal(location, f"release {location.describe()}", decide, now, actor, "release",
+                             lambda removed: removed.fence.describe() if removed.fence else None)
 
     # -- audit -------------------------------------------------------------------------------
 

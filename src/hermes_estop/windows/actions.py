@@ -63,7 +63,7 @@ class Actions:
             return False  # the deadline passed while deciding: plan again
         request = EngageRequest(reason=clean_reason(desired.reason), allow=desired.allow, expires_at=desired.deadline,
                                 replace=True, armed_by=desired.armed_by, window=dict(desired.window),
-                                only_if=action.only_if)
+                                only_if=action.only_if, selector=action.selector)
         try:
             hold = self.fleet.engage(self.fleet.location(action.scope), request, now)
         except HoldConflict:

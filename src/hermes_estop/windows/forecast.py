@@ -61,7 +61,7 @@ def window_holds(window: Window, start: datetime, end: datetime, entries: Mappin
         seen += 1
         if seen > limit:
             out.append(PlannedHold(
-                window.scope, occurrence.arm_at, end, allow, reason, source, occurrence.ident,
+                window.scope, occurrence.arm_at, end, allow, reason, source, occurrence.ident, selector=window.selector,
                 note=(f"forecast of window {window.name} stopped after {limit} occurrences: assumed held by it "
                       f"from {format_instant(occurrence.arm_at)} to the end of the range"),
             ))
@@ -71,7 +71,7 @@ def window_holds(window: Window, start: datetime, end: datetime, entries: Mappin
             continue
         out.append(PlannedHold(window.scope, occurrence.arm_at, occurrence.end, allow,
                                window.reason_for(occurrence.reason), source,
-                               occurrence.ident, note=note))
+                               occurrence.ident, note=note, selector=window.selector))
     return out
 
 

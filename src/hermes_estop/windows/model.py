@@ -39,6 +39,7 @@ from ..durations import format_duration, parse_ttl
 from ..errors import EstopError
 from ..hold import MAX_REASON, Allow, clean_reason
 from ..homes import FLEET, validate_profile_name
+from ..selector import Selector
 from ..timeutil import format_instant
 from .exclusions import cron_matches
 from .fields import (
@@ -87,6 +88,10 @@ class Window(BaseModel):
     reason: str | None = Field(None, description="shown to refused users while the window holds")
     allow: WindowAllow = Field(default_factory=WindowAllow)
     scope: str = Field(FLEET, description="'fleet' or a profile name")
+    only: list[str] = Field(default_factory=list, description="a scoped hold: only these consumer components "
+                                                              "(cron, kanban, gateway, apscheduler, or your own)")
+    jobs: list[str] = Field(default_factory=list, description="a scoped hold: only the units of work whose "
+                                                              "name matches one of these globs")
     enabled: bool = True
     not_before: Instant = Field(None, description="no occurrence starts before this instant")
     not_after: Instant = Field(None, description="no occurrence starts at or after this instant")
@@ -185,6 +190,22 @@ class Window(BaseModel):
     @classmethod
     def _on_failure_ttl(cls, value: Any) -> timedelta | None:
         return None if value is None else parse_ttl(value)
+
+    @field_validator("only", "jobs", mode="before")
+    @classmethod
+    def _selector_part(cls, value: Any, info: Any) -> list[str]:
+        if isinstance(value, str) or not isinstance(value, list):
+            raise ValueError(f"invalid {info.field_name} {value!r}: expected a list of names")
+        try:
+            Selector.of(value if info.field_name == "only" else (), value if info.field_name == "jobs" else ())
+        except EstopError as exc:
+            raise ValueError(str(exc)) from None
+        return list(value)
+
+    @property
+    def selector(self) -> Selector | None:
+        """What the window's hold covers (None: everything, a full hold)."""
+        return Selector.of(self.only, self.jobs)
 
     @field_validator("enabled", mode="before")
     @classmethod
@@ -290,6 +311,9 @@ class Window(BaseModel):
         for key in ("run", "on_failure_ttl"):
             if data.get(key) is None:
                 data.pop(key, None)
+        for key in ("only", "jobs"):
+            if not data.get(key):
+                data.pop(key, None)
         return data
 
     def to_toml(self) -> dict[str, Any]:
@@ -310,6 +334,9 @@ class Window(BaseModel):
             if self.allow.profiles:
                 out["allow"]["profiles"] = list(self.allow.profiles)
         out["scope"] = self.scope
+        for key in ("only", "jobs"):
+            if getattr(self, key):
+                out[key] = list(getattr(self, key))
         if not self.enabled:
             out["enabled"] = False
         for key in ("not_before", "not_after"):

@@ -89,6 +89,8 @@ class Arm:
     desired: Desired
     only_if: Any
     replaces: str | None = None
+    #: the windows' selector: the arm writes the scoped hold with it (None: the full hold)
+    selector: Any = None
 
 
 @dataclass(frozen=True)
@@ -274,28 +276,30 @@ def _close(stale: Sequence[LedgerEntry], now: datetime) -> list[LedgerEntry]:
 
 
 def _arm_or_keep(scope: str, now: datetime, members: Sequence[Occurrence], fresh: Sequence[Occurrence],
-                 windows: Sequence[Window], closed: frozenset[str], reading: Reading
+                 windows: Sequence[Window], closed: frozenset[str], reading: Reading, selector: Any = None
                  ) -> tuple[tuple[Arm, ...], list[LedgerEntry]]:
     """The arm (fresh, fenced on VACANT; or a change of our own hold) that makes the scope held
     by one hold covering `members`, or nothing when the standing hold already is that hold."""
     desired = compose(members, {w.name: w for w in windows}, chain_end(members, windows, now, closed), now)
     if not reading.active:
-        return (Arm(scope, tuple(members), desired, VACANT),), []
+        return (Arm(scope, tuple(members), desired, VACANT, selector=selector),), []
     standing = reading.hold.generation if reading.hold is not None else None
     assert standing is not None
     if desired.matches(reading.hold):
         return (), [entry_for(o, ARMED, now, standing) for o in fresh]
-    return (Arm(scope, tuple(members), desired, frozenset({standing}), standing),), []
+    return (Arm(scope, tuple(members), desired, frozenset({standing}), standing, selector),), []
 
 
 def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
                reading: Reading, recalled: Mapping[str, str] | None = None,
-               covered: Sequence[Occurrence] | None = None) -> ScopePlan:
+               covered: Sequence[Occurrence] | None = None, selector: Any = None) -> ScopePlan:
     """The plan for `scope` at `now`. `windows`: the enabled windows of this scope; `entries`:
     the ledger entries of this scope; `reading`: the scope's sentinel as read at `now`;
     `recalled`: occurrence key -> generation, for occurrences the ledger does not know that the
     audit trail says a window scheduler armed (`recall.recall`); `covered`: the occurrences of
-    `windows` covering `now`, when the caller has them already (`OccurrenceIndex`)."""
+    `windows` covering `now`, when the caller has them already (`OccurrenceIndex`). With
+    `selector`, the plan is for the scoped hold of that selector at `scope` (`windows` all carry
+    it, `reading` is that scoped hold's): the same rules, one lane of the scope."""
     covered = tuple(sorted(covered if covered is not None else (o for w in windows for o in covering(w, now))))
     closed = frozenset(k for k, e in entries.items() if e.state in _CLOSED)
     candidates = [o for o in covered if o.key not in closed]
@@ -322,5 +326,5 @@ def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Ma
             others = [e for e in closing if e.generation != standing]
             return ScopePlan(scope, now, covered, (Retire(scope, standing, retiring),), tuple(notes + others))
         return ScopePlan(scope, now, covered, (), tuple(notes + _close(stale, now)))
-    actions, kept = _arm_or_keep(scope, now, members, fresh, windows, closed, reading)
+    actions, kept = _arm_or_keep(scope, now, members, fresh, windows, closed, reading, selector)
     return ScopePlan(scope, now, covered, actions, tuple(notes + _close(stale, now) + kept))

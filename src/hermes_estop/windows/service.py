@@ -22,10 +22,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from ..errors import EstopError, StoreError
 from ..fleet import Fleet
-from ..hold import Reading
+from ..hold import HoldState, Reading
 from ..homes import FLEET, validate_profile_name
 from ..timeutil import next_deadline
 from .actions import Actions, PassState
@@ -272,15 +273,42 @@ class WindowService:
         return sorted(scopes, key=lambda s: (s != FLEET, s))
 
     def _reconcile_scope(self, scope: str, state: PassState, windows: list[Window]) -> list[ScopePlan]:
+        """Every lane of `scope`: the full hold's windows, and one lane per selector of the
+        windows with `only`/`jobs` (issue 26), each planned as a scope of its own. Ledger entries
+        of windows no lane has any more stay with the full lane, as before."""
+        lanes: dict[Any, list[Window]] = {None: []}
+        for window in self._on(scope, windows):
+            lanes.setdefault(window.selector, []).append(window)
+        scoped_names = {w.name for selector, group in lanes.items() if selector is not None for w in group}
+        plans = []
+        for selector, group in lanes.items():
+            names = frozenset(w.name for w in group) if selector is not None else None
+            plans += self._reconcile_lane(scope, selector, group, names, scoped_names, state, windows)
+        return plans
+
+    def _lane_reading(self, scope: str, selector: Any, now: datetime) -> Reading:
+        """The hold a lane plans against: the full hold, or the scoped hold with `selector`."""
+        reading = self._reading(scope, now)
+        if selector is None:
+            return reading
+        for scoped in reading.scoped:
+            if scoped.hold is not None and scoped.hold.selector == selector:
+                return scoped
+        return Reading(reading.location, HoldState.ABSENT)
+
+    def _reconcile_lane(self, scope: str, selector: Any, on_scope: list[Window], names: frozenset[str] | None,
+                        scoped_names: set[str], state: PassState, windows: list[Window]) -> list[ScopePlan]:
+        """One lane: its windows, and the ledger entries of its windows (`names`; None: the full
+        lane, every entry of a window no scoped lane has)."""
         report, entries = state.report, state.entries
-        on_scope = self._on(scope, windows)
         by_name = {w.name: w for w in windows}
         for _ in range(_MAX_ROUNDS):
             now = report.now
-            of_scope = self._of(scope, entries)
+            of_scope = {k: e for k, e in self._of(scope, entries).items()
+                        if (e.window in names if names is not None else e.window not in scoped_names)}
             covered = self._covered(on_scope, now)
-            plan = plan_scope(scope, now, on_scope, of_scope, self._reading(scope, now),
-                              self._recalled(scope, covered, of_scope), covered)
+            plan = plan_scope(scope, now, on_scope, of_scope, self._lane_reading(scope, selector, now),
+                              self._recalled(scope, covered, of_scope), covered, selector)
             if report.dry_run:
                 report.events.extend(planned_events(plan))
                 return [plan]
