@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .stores.base import HoldStore
 
-__all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_store_option", "configured_store", "read_config",
-           "store_spec"]
+__all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_store_option", "child_environment",
+           "configured_store", "read_config", "store_spec", "use_store"]
 
 CONFIG_FILE = "estop.toml"
 STORE_ENV = "HERMES_ESTOP_STORE"
@@ -78,10 +78,38 @@ def read_config(path: Path) -> dict[str, object] | None:
         raise InvalidArgument(f"invalid config {printable(path)}: {printable(' '.join(str(exc).split()))}") from None
 
 
+#: the store this process's command line chose (`hermes --store URL ...`), if any: it outranks
+#: `$HERMES_ESTOP_STORE` and `estop.toml` for this process and the processes it starts
+_CHOSEN: list[str] = []
+
+
+def use_store(spec: str) -> None:
+    """Record the store the command line chose (`--store`, already checked by
+    `check_store_option`). Explicit process state, not a write to `os.environ`: what the
+    processes this one starts should see is given to them by `child_environment`."""
+    _CHOSEN[:] = [spec]
+
+
+def child_environment() -> dict[str, str]:
+    """The environment for a process this one starts (a gated command, a cron job, a kanban
+    worker, a maintenance task): this process's, with the store the command line chose named in
+    `$HERMES_ESTOP_STORE`, so a `hermes check` inside it reads the same store."""
+    env = dict(os.environ)
+    if _CHOSEN:
+        env[STORE_ENV] = _CHOSEN[0]
+    return env
+
+
 def store_spec(layout: Layout, env: Mapping[str, str] | None = None) -> str | None:
-    """The configured store spec (None: the file store). `InvalidArgument`, naming the file and
-    the problem, when `estop.toml` exists but cannot be read or says something invalid."""
-    env = os.environ if env is None else env
+    """The configured store spec (None: the file store): the command line's choice (when `env`
+    is this process's), else `$HERMES_ESTOP_STORE`, else `estop.toml`. `InvalidArgument`, naming
+    the file and the problem, when `estop.toml` exists but cannot be read or says something
+    invalid."""
+    if env is None:
+        if _CHOSEN:  # `--store ''` chose "no override": the configuration file decides
+            env = {STORE_ENV: _CHOSEN[0]}
+        else:
+            env = os.environ
     spec = env.get(STORE_ENV)
     if spec:
         return spec.strip()

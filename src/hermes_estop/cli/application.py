@@ -19,7 +19,7 @@ try:  # typer >= 0.29 vendors its own (reduced) click; older releases use the cl
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[import-not-found,no-redef,assignment,unused-ignore]
 
-from ..config import STORE_ENV, check_store_option
+from ..config import STORE_ENV, check_store_option, use_store
 from . import hold
 from .common import EXIT_USAGE, new_app, one_line
 
@@ -69,7 +69,7 @@ def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
 ) -> None:
     if store is not None:
-        os.environ[STORE_ENV] = check_store_option(store)
+        use_store(check_store_option(store))
 
 
 def build_app(*, extensions: bool = True) -> typer.Typer:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..config import STORE_ENV, check_store_option
+from ..config import check_store_option, use_store
 from ..errors import InvalidArgument
 from ..estop import Estop
 from ..hold import Allow
@@ -108,7 +108,9 @@ def run_gate(command: Sequence[str], user: str | None, profile: str | None, held
               file=sys.stderr)
         return held_exit
     sys.stdout.flush()
-    os.execv(executable, list(command))
+    from ..config import child_environment
+
+    os.execve(executable, list(command), child_environment())
     return 0  # not reached: execv replaced the process
 
 
@@ -204,7 +206,7 @@ def try_hot_path(args: Sequence[str]) -> int | None:
         except ValueError:
             return None
     if options["store"] is not None:
-        os.environ[STORE_ENV] = check_store_option(str(options["store"]))
+        use_store(check_store_option(str(options["store"])))
     user, profile = _text(options.get("user")), _text(options.get("profile"))
     component, job = _text(options.get("component")), _text(options.get("job"))
     if name == "check":

@@ -177,7 +177,9 @@ def _drained(estop: Any, location: Any, durations: dict[str, Any], fleet: bool, 
 def _run_command(argv: list[str], lease: Lease, fleet: Any, location: Any, shown: str) -> int:
     """CMD in its own process group with the hold's generation in its environment; SIGINT and
     SIGTERM to `hermes run` are passed to that group. Returns CMD's exit status."""
-    env = dict(os.environ)
+    from ..config import child_environment
+
+    env = child_environment()
     if lease.state.generation is not None:
         env[GENERATION_ENV] = lease.state.generation
     _record(fleet, "task-start", location, lease, f"hermes run: {shown}")

@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from ..errors import EstopError, InvalidArgument
+from ..config import child_environment
 from ..estop import Estop
 from ..forecast import Forecast, forecast_views
 from ..text import one_line, printable
@@ -163,7 +164,7 @@ class CronRunner:
 
     def _start(self, claimed: list[CronJob]) -> None:
         """Start the claimed jobs' workers, then note each worker's pid on its claim."""
-        base_env = dict(os.environ)
+        base_env = child_environment()
         pids: dict[str, tuple[int, int | None]] = {}
         for job in claimed:
             assert job.claim is not None

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from ..errors import InvalidArgument
+from ..config import child_environment
 from ..estop import Estop
 from ..text import one_line
 from ..timeutil import format_instant
@@ -193,7 +194,7 @@ class Dispatcher:
             card.command,
             timeout=self.timeout,
             cwd=layout.root,
-            env=worker_env(os.environ, {
+            env=worker_env(child_environment(), {
                 "HERMES_HOME": str(home),
                 "HERMES_ROOT": str(layout.root),
                 "HERMES_KANBAN_CARD": str(card.id),

@@ -23,7 +23,6 @@ the elected scheduler (`is_leader`) runs tasks.
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 import signal
 import subprocess
@@ -33,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from ..config import child_environment
 from ..errors import EstopError, HoldConflict
 from ..fleet import Fleet
 from ..hold import EngageRequest, Fence, HoldState
@@ -158,7 +158,7 @@ class TaskService:
             logger.error("window task %s: not started: its start cannot be recorded (%s), and an unrecorded "
                          "start could run twice; retried at the next pass", occurrence.key, exc)
             return
-        env = dict(os.environ)
+        env = child_environment()
         env.update({GENERATION_ENV: generation, "HERMES_HOME": str(self.fleet.root), "HERMES_ROOT": str(self.fleet.root),
                     "HERMES_WINDOW": window.name, "HERMES_WINDOW_OCCURRENCE": occurrence.ident})
         try:
