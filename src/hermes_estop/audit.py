@@ -174,27 +174,34 @@ class AuditLog:
         a record on disk matters more than a follower's view of one rotation. A line that
         takes the file past its size rotates it (or the next append, when the lock was busy);
         a failed rotation never fails the append."""
-        from .audit_files import ROTATE_LOCK
-        from .fsutil import shared_lock
-
         line = (json.dumps(event.to_json(), sort_keys=False) + "\n").encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         max_bytes, keep = self.rotation()
-        if max_bytes and self.trail.full(max_bytes):
-            self._rotate(max_bytes, keep)
-        with shared_lock(self.path.with_name(ROTATE_LOCK), _LOCK_WAIT):
-            fd = open_shared_file(self.path, os.O_WRONLY | os.O_APPEND)
-            try:
-                os.write(fd, line)
-                if sync:
-                    os.fsync(fd)
-                size = os.fstat(fd).st_size
-            finally:
-                os.close(fd)
+        if not max_bytes:  # nobody rotates: no lock to order appends against a rotation
+            size = self._write(line, sync)
+        else:
+            from .audit_files import ROTATE_LOCK
+            from .fsutil import shared_lock
+
+            if self.trail.full(max_bytes):
+                self._rotate(max_bytes, keep)
+            with shared_lock(self.path.with_name(ROTATE_LOCK), _LOCK_WAIT):
+                size = self._write(line, sync)
         if sync:
             fsync_dir(self.path.parent)
         if max_bytes and size >= max_bytes:
             self._rotate(max_bytes, keep)
+
+    def _write(self, line: bytes, sync: bool) -> int:
+        """Append `line` (fsync'ed with `sync`); the file's size after it."""
+        fd = open_shared_file(self.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, line)
+            if sync:
+                os.fsync(fd)
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
 
     def _rotate(self, max_bytes: int, keep: int) -> None:
         try:
