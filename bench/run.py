@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 from harness import Figure  # noqa: E402
 
-SUITES = ["core", "consumers", "windows", "postgres", "observe", "acks"]
+SUITES = ["core", "consumers", "windows", "postgres", "observe", "acks", "audit"]
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
