@@ -49,7 +49,7 @@ def expressions(seed: int, count: int) -> list[str]:
     while len(out) < count:
         expr = " ".join([field(rng, 0, 59), field(rng, 0, 23), rng.choice(["*", "*", field(rng, 1, 31)]),
                          rng.choice(["*", "*", field(rng, 1, 12)]), rng.choice(["*", "*", field(rng, 0, 7)])])
-        if parse(expr) is not None:
+        if parse(expr) is not None and next_match(parse(expr), datetime(2000, 1, 1)) is not None:
             out.append(expr)
     return out
 

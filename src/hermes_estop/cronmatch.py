@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+from calendar import monthrange
 from datetime import date, datetime, timedelta
 
 __all__ = ["CronSet", "next_match", "parse"]
@@ -27,8 +28,9 @@ _BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 #: far enough ahead that a day that exists at all comes round (29 February after 2096 is 2104)
 _YEARS_AHEAD = 9
 
-#: (minutes, hours, days of month or None for any, months, days of week 0-6 or None for any)
-CronSet = tuple[tuple[int, ...], tuple[int, ...], "frozenset[int] | None", frozenset[int], "frozenset[int] | None"]
+#: (minutes, hours, days of month or None for any, months, days of week 0-6 or None for any),
+#: each sorted
+CronSet = tuple[tuple[int, ...], tuple[int, ...], "tuple[int, ...] | None", frozenset[int], "frozenset[int] | None"]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -78,7 +80,7 @@ def parse(expr: str) -> CronSet | None:
     any_day, any_weekday = texts[2] == "*", texts[4] == "*"
     if (len(days) == 31 and not any_day) or (len(weekdays) == 7 and not any_weekday):
         return None  # every day spelled out: croniter reads one such field as `*` and the other not
-    return (minutes, hours, None if any_day else frozenset(days), frozenset(months),
+    return (minutes, hours, None if any_day else days, frozenset(months),
             None if any_weekday else frozenset(weekdays))
 
 
@@ -94,7 +96,7 @@ def _day_matches(cron: CronSet, day: date) -> bool:
 def next_match(cron: CronSet, base: datetime) -> datetime | None:
     """The first naive wall-clock time strictly after `base` that `cron` matches; None when
     it never does (within `_YEARS_AHEAD` years: it never will)."""
-    minutes, hours, _, months, _ = cron
+    minutes, hours, days, months, weekdays = cron
     t = base.replace(second=0, microsecond=0) + timedelta(minutes=1)
     day = t.date()
     hour, minute = t.hour, t.minute
@@ -102,6 +104,14 @@ def next_match(cron: CronSet, base: datetime) -> datetime | None:
     while day.year <= limit:
         if day.month not in months:
             day = date(day.year + (day.month == 12), day.month % 12 + 1, 1)
+            hour = minute = 0
+            continue
+        if days is not None and weekdays is None and day.day not in days:  # to the next listed day
+            listed = next((d for d in days if d > day.day), None)
+            if listed is None or listed > monthrange(day.year, day.month)[1]:
+                day = date(day.year + (day.month == 12), day.month % 12 + 1, 1)
+            else:
+                day = day.replace(day=listed)
             hour = minute = 0
             continue
         if _day_matches(cron, day):

@@ -128,8 +128,7 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
     since = to_utc(since)
     # Wall times mapping to an instant >= since are at least since + (smallest nearby offset):
     # starting the wall-clock iteration there finds every one, also those in a DST gap.
-    low_offset = min((since + probe).astimezone(tz).utcoffset() or timedelta(0) for probe in _OFFSET_PROBES)
-    base = (since + low_offset).replace(tzinfo=None) - timedelta(seconds=1)
+    base = (since + _low_offset(since, tz)).replace(tzinfo=None) - timedelta(seconds=1)
     plain = parse(expr) if isinstance(expr, str) else None
     if plain is not None:
         return _starts(_plain_walls(plain, base), tz, since)
@@ -141,6 +140,13 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
         raise InvalidArgument(f"invalid cron expression {expr!r}: {exc}") from None
     iterator.set_current(base, force=True)
     return _starts(_croniter_walls(iterator), tz, since)
+
+
+@functools.lru_cache(maxsize=1024)
+def _low_offset(since: datetime, tz: ZoneInfo) -> timedelta:
+    """The smallest UTC offset of `tz` within two days of `since` (the windows of a fleet ask
+    with the same instants and zones: computed once each)."""
+    return min((since + probe).astimezone(tz).utcoffset() or timedelta(0) for probe in _OFFSET_PROBES)
 
 
 @functools.lru_cache(maxsize=4096)
