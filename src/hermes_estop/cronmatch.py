@@ -80,8 +80,13 @@ def parse(expr: str) -> CronSet | None:
     any_day, any_weekday = texts[2] == "*", texts[4] == "*"
     if (len(days) == 31 and not any_day) or (len(weekdays) == 7 and not any_weekday):
         return None  # every day spelled out: croniter reads one such field as `*` and the other not
-    return (minutes, hours, None if any_day else days, frozenset(months),
-            None if any_weekday else frozenset(weekdays))
+    return (minutes, hours, None if any_day else days, _set(months), None if any_weekday else _set(weekdays))
+
+
+@functools.lru_cache(maxsize=1024)
+def _set(values: tuple[int, ...]) -> frozenset[int]:
+    """One set per distinct field: 100,000 schedules share a few dozen month sets."""
+    return frozenset(values)
 
 
 def _day_matches(cron: CronSet, day: date) -> bool:
