@@ -2,7 +2,7 @@
 1,000,000-line trail (about 230 MB, one file: the worst case for a reader that had to parse it
 all), as real `hermes` processes, each against the same command on an empty trail (the cost of
 starting the CLI), interleaved round by round. Memory is the process's peak resident set
-(`ru_maxrss` from `wait4`).
+(`harness.spawn_measured`).
 
 Run: `python bench/run.py --only audit` (`--quick`: a 100,000-line trail).
 """
@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from core import _script
-from harness import Figure
+from harness import Figure, spawn_measured
 
 from hermes_estop.audit import AUDIT_FILE
 
@@ -51,12 +49,9 @@ def _run(root: Path, args: list[str]) -> tuple[float, float]:
     """(seconds, peak MiB) of one `hermes ARGS` process on fleet `root`."""
     env = dict(os.environ, HERMES_ROOT=str(root), HERMES_HOME=str(root))
     env.pop("HERMES_ESTOP_STORE", None)
-    started = time.perf_counter()
-    proc = subprocess.Popen([_script("hermes"), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - started
-    assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read() if proc.stderr else status
-    return elapsed, usage.ru_maxrss / 1024
+    elapsed, peak, code = spawn_measured([_script("hermes"), *args], env)
+    assert code == 0, f"hermes {' '.join(args)} exited {code}"
+    return elapsed, peak
 
 
 def run(quick: bool) -> list[Figure]:

@@ -37,7 +37,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from core import _script
-from harness import Figure
+from harness import Figure, spawn_measured
 
 from hermes_estop import Estop
 from hermes_estop.homes import Layout
@@ -85,7 +85,7 @@ def _fleet(root: Path, count: int, now: datetime) -> Estop:
 
 
 def _start_once(estop: Estop, count: int) -> float:
-    service = WindowService(estop, poll_interval=3600)
+    service = WindowService(estop.fleet, poll_interval=3600)
     started = time.perf_counter()
     report = service.start()
     elapsed = time.perf_counter() - started
@@ -247,12 +247,9 @@ def _process(root: Path, args: list[str]) -> tuple[float, float]:
     """(seconds, peak MiB) of one `hermes ARGS` process on fleet `root`."""
     env = dict(os.environ, HERMES_ROOT=str(root), HERMES_HOME=str(root))
     env.pop("HERMES_ESTOP_STORE", None)
-    started = time.perf_counter()
-    proc = subprocess.Popen([_script("hermes"), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - started
-    assert os.waitstatus_to_exitcode(status) in (0, 1), proc.stderr.read() if proc.stderr else status
-    return elapsed, usage.ru_maxrss / 1024
+    elapsed, peak, code = spawn_measured([_script("hermes"), *args], env)
+    assert code in (0, 1), f"hermes {' '.join(args)} exited {code}"
+    return elapsed, peak
 
 
 def growth(tmp: Path, quick: bool) -> list[Figure]:
