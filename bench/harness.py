@@ -62,14 +62,25 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[index]
 
 
-def spawn_measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """(seconds, peak resident MiB, exit code) of one process, its output discarded. Spawned
-    with `posix_spawnp`, not fork: a forked child's peak counts the bench's own memory it
-    shared until its exec (a 100 MB bench made every child read 100 MB)."""
-    import os
+_MEASURE = """
+import os, sys, time
+argv = sys.argv[1:]
+null = os.open(os.devnull, os.O_WRONLY)
+started = time.perf_counter()
+pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, null, 1), (os.POSIX_SPAWN_DUP2, null, 2)])
+_, status, usage = os.wait4(pid, 0)
+print(time.perf_counter() - started, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
 
-    actions = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0), (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)]
-    started = time.perf_counter()
-    pid = os.posix_spawnp(argv[0], argv, env, file_actions=actions)
-    _, status, usage = os.wait4(pid, 0)
-    return time.perf_counter() - started, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+
+def spawn_measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """(seconds, peak resident MiB, exit code) of one process, its output discarded. Started
+    from a small Python process rather than from the bench: a child's peak counts the memory
+    of the process it was forked from until its exec (the bench's 100 MB, otherwise), so the
+    launcher is small and the timing is the launcher's, from spawn to exit."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-S", "-c", _MEASURE, *argv], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    return float(out[0]), int(out[1]) / 1024, int(out[2])
