@@ -9,7 +9,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Figure", "per_call", "compare", "percentile"]
+__all__ = ["Figure", "per_call", "compare", "percentile", "spawn_measured"]
 
 
 @dataclass
@@ -60,3 +60,27 @@ def percentile(values: list[float], pct: float) -> float:
         return float("nan")
     index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
     return ordered[index]
+
+
+_MEASURE = """
+import os, sys, time
+argv = sys.argv[1:]
+null = os.open(os.devnull, os.O_WRONLY)
+started = time.perf_counter()
+pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, null, 1), (os.POSIX_SPAWN_DUP2, null, 2)])
+_, status, usage = os.wait4(pid, 0)
+print(time.perf_counter() - started, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
+
+
+def spawn_measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """(seconds, peak resident MiB, exit code) of one process, its output discarded. Started
+    from a small Python process rather than from the bench: a child's peak counts the memory
+    of the process it was forked from until its exec (the bench's 100 MB, otherwise), so the
+    launcher is small and the timing is the launcher's, from spawn to exit."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-S", "-c", _MEASURE, *argv], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    return float(out[0]), int(out[1]) / 1024, int(out[2])

@@ -23,11 +23,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "src"))
+# Not the checkout's src/: the in-process figures measure the package installed in this venv, the
+# same one the process figures run (issue 24). `pip install .` (or `-e .` to measure a checkout).
 
 from harness import Figure  # noqa: E402
 
-SUITES = ["core", "consumers", "windows", "postgres", "observe", "acks"]
+SUITES = ["core", "consumers", "windows", "postgres", "observe", "acks", "audit"]
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -74,7 +75,15 @@ def interpreter() -> dict[str, object]:
         # set, a checkout's stale bytecode would be recompiled on every run of `hermes`: the
         # process figures compile it first (bench/core.py `fresh_bytecode`)
         "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
+        # the package every figure measures, in-process and as processes alike
+        "package": _package(),
     }
+
+
+def _package() -> str:
+    import hermes_estop
+
+    return str(Path(hermes_estop.__file__).parent)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,7 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not in_virtualenv():
         print("bench: WARNING: outside a virtual environment: start-up baselines are INFLATED", file=sys.stderr)
-    python = interpreter()
+    try:
+        python = interpreter()
+    except ImportError:
+        print("bench: hermes_estop is not installed in this environment: `pip install .` first (the "
+              "figures measure the installed package)", file=sys.stderr)
+        return 2
+    print(f"[bench] package {python['package']}", file=sys.stderr)
     print(f"[bench] interpreter {python['executable']} (prefix {python['prefix']}); "
           f"python -c pass {python['python_c_pass_ms_min_of_7']} ms", file=sys.stderr, flush=True)
     figures: list[Figure] = []

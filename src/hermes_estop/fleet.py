@@ -163,10 +163,11 @@ class Fleet:
         when = self.clock() if now is None else now
         self.store.append_audit(AuditEvent(when, event, location.scope, generation, self.actor, reason, deadline, detail))
 
-    def history(self, limit: int | None = None) -> tuple[list[AuditEvent], int]:
-        """The audit trail, oldest first (with `limit`, the newest `limit`), and how many stored
-        entries were corrupt and skipped."""
-        return self.store.history_counted(limit)
+    def history(self, limit: int | None = None, since: datetime | None = None) -> tuple[list[AuditEvent], int]:
+        """The audit trail, oldest first (with `limit`, the newest `limit`; with `since`, the
+        events at or after it), and how many stored entries were corrupt and skipped (among
+        those read: the file trail is read from its end only as far as the answer needs)."""
+        return self.store.history_counted(limit, since)
 
     @property
     def audit_failures(self) -> int:

@@ -41,6 +41,7 @@ __all__ = [
     "open_shared_file",
     "exclusive_lock",
     "try_lock",
+    "shared_lock",
     "atomic_write",
     "fsync_dir",
     "sweep_temporaries",
@@ -137,6 +138,33 @@ def try_lock(lock_path: Path) -> Iterator[bool]:
             acquired = _flock_now(fd, lock_path)
         except StoreError:
             acquired = False
+        yield acquired
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def shared_lock(lock_path: Path, timeout: float) -> Iterator[bool]:
+    """A shared `flock` on `lock_path`, waiting at most `timeout` seconds for an exclusive
+    holder: yields True while held, False when it could not be had (opened or acquired in
+    time). A caller that must go on regardless (an audit append: a stop always stops) does."""
+    try:
+        fd = _open_lock(lock_path)
+    except StoreError:
+        yield False
+        return
+    try:
+        deadline = time.monotonic() + timeout
+        acquired = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                acquired = True
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EINTR) or time.monotonic() > deadline:
+                    break
+            time.sleep(0.001)
         yield acquired
     finally:
         os.close(fd)

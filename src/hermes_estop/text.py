@@ -33,7 +33,7 @@ def printable(value: object) -> str:
     """`str(value)` with every control character and bidirectional override shown as an escape
     (`\\x1b`, `\\u202e`); a backslash stays a backslash. Cheap when there is nothing to escape."""
     text = value if isinstance(value, str) else str(value)
-    if text.isprintable() and not any(ch in _BIDI for ch in text):
+    if text.isprintable() and _BIDI.isdisjoint(text):
         return text
     return "".join(_escape(ch) if _unsafe(ch) else ch for ch in text)
 

@@ -206,6 +206,16 @@ def test_history_lists_every_write(hermes):
     assert "rearm" in hermes("history", check=0).stdout
 
 
+def test_history_since_shows_only_what_follows_it_and_refuses_anything_else(hermes):
+    hermes("pause", "--reason", "a", check=0)
+    hermes("resume", check=0)
+    assert json.loads(hermes("history", "--json", "--since", "2999-01-01T00:00:00Z", check=0).stdout) == []
+    assert [e["event"] for e in json.loads(hermes("history", "--json", "--since", "1h", check=0).stdout)] == [
+        "engage", "release"]
+    refused = hermes("history", "--since", "yesterday", check=2)
+    assert refused.stderr.strip().count("\n") == 0 and "--since 'yesterday'" in refused.stderr
+
+
 def test_console_script_is_the_same_app(hermes):
     script = shutil.which("hermes")
     if script is None:

@@ -32,6 +32,10 @@ def test_add_list_next_remove(fleet, capsys):
     assert code == 0 and len(listed) == 3
     assert all(o["local_start"].endswith(("+01:00", "+02:00")) and "T02:30:00" in o["local_start"] for o in listed)
     code, out, _ = run(capsys, "windows", "next")
+    assert code == 0 and out.count("nightly") == 1  # every window: its next occurrence (issue 24)
+    code, out, _ = run(capsys, "windows", "next", "-n", "5")
+    assert code == 0 and out.count("nightly") == 5
+    code, out, _ = run(capsys, "windows", "next", "nightly")
     assert code == 0 and out.count("nightly") == 5
     code, out, _ = run(capsys, "windows", "remove", "nightly")
     assert code == 0 and "removed window nightly" in out

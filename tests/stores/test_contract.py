@@ -561,3 +561,15 @@ def test_unparsable_deadline_is_flagged_on_the_reading(backend, store, fleet_est
     reading = only(fleet_estop)
     assert reading.state is HoldState.ACTIVE
     assert reading.problem == "deadline unreadable: held until resumed"
+
+
+def test_history_since_keeps_the_events_at_or_after_it(fleet_estop, clock):
+    for index in range(3):
+        fleet_estop.engage(reason=f"r{index}")
+        fleet_estop.release()
+        clock.advance(minutes=10)
+    since = clock.now - timedelta(minutes=20)
+    events, _ = fleet_estop.fleet.history(None, since)
+    assert [(e.event, e.reason) for e in events] == [("engage", "r1"), ("release", "r1"), ("engage", "r2"),
+                                                     ("release", "r2")]
+    assert [e.reason for e in fleet_estop.fleet.history(1, since)[0]] == ["r2"]

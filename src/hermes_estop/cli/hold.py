@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from datetime import datetime
 from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
+from ..errors import HoldConflict, InvalidArgument, InvalidDuration, InvalidInstant, StoreError, StoreUnavailable
 from ..estop import Estop
 from ..hold import Allow, Cause, HoldState, Reading
 from ..homes import Location
@@ -391,11 +392,14 @@ def gate(
 
 def history(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Newest N events.")] = 50,
+    since: Annotated[Optional[str], typer.Option("--since", help="Only events at or after this ISO-8601 time, or this long ago (2h, 1d).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window
     (a lease's consecutive renewals on one line; --json lists every event)."""
-    events, corrupt = current_estop().fleet.history(limit)
+    estop = current_estop()
+    start = None if since is None else since_instant(since, estop.clock())
+    events, corrupt = estop.fleet.history(limit, start)
     skipped = f"{corrupt} corrupt audit line(s) skipped" if corrupt else None
     if as_json:
         emit_json([event.to_json() for event in events])
@@ -438,6 +442,22 @@ def aligned(rows: list[tuple[list[str], list[str]]]) -> list[str]:
         cells = [cell.ljust(width) for cell, width in zip(lead, widths, strict=True)] + rest
         lines.append("  ".join(cells).rstrip())
     return lines
+
+
+def since_instant(value: str, now: datetime) -> datetime:
+    """`--since`: an ISO-8601 time, or a duration meaning that long before `now`."""
+    from ..durations import parse_ttl
+    from ..timeutil import parse_instant
+
+    try:
+        return parse_instant(value, what="--since time")
+    except InvalidInstant:
+        pass
+    try:
+        return now - parse_ttl(value)
+    except InvalidDuration:
+        raise InvalidArgument(f"invalid --since {value!r}: expected an ISO-8601 time such as "
+                              "2026-12-02T18:00:00Z or a duration such as 2h") from None
 
 
 def register(app: typer.Typer) -> None:

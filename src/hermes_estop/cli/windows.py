@@ -8,7 +8,7 @@ imported inside the commands."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -107,10 +107,13 @@ def list_(as_json: JsonOpt = False) -> None:
     if not windows:
         typer.echo(f"no windows ({windows_file.path})")
         return
+    from ..durations import format_duration
+
+    lines = []  # written at once: one write per line is most of the time at 100,000 windows
     for window in windows:
         flags = "" if window.enabled else "  (disabled)"
-        lines = [f"{window.name}  {window.describe_schedule()}  for {window.to_json()['duration']}"
-                 f"{_drain_note(window)}  {window.scope}{flags}"]
+        lines.append(f"{window.name}  {window.describe_schedule()}  for {format_duration(window.duration)}"
+                     f"{_drain_note(window)}  {window.scope}{flags}")
         if window.reason:
             lines.append(f"    reason  {window.reason}")
         if window.allow.user_ids:
@@ -118,8 +121,7 @@ def list_(as_json: JsonOpt = False) -> None:
             lines.append(f"    allow   users {', '.join(window.allow.user_ids)}{narrowed}")
         if window.not_before or window.not_after:
             lines.append(f"    bounds  {format_instant(window.not_before) or '-'} .. {format_instant(window.not_after) or '-'}")
-        for line in lines:
-            typer.echo(printable(line))
+    typer.echo("\n".join(printable(line) for line in lines))
 
 
 @windows_app.command("remove")
@@ -136,7 +138,7 @@ def remove(name: Annotated[str, typer.Argument(help="The window to remove.")], a
 @windows_app.command("next")
 def next_(
     name: Annotated[str | None, typer.Argument(help="Only this window.")] = None,
-    count: Annotated[int, typer.Option("--count", "-n", min=1, max=1000, help="Occurrences per window.")] = 5,
+    count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, max=1000, help="Occurrences per window (default: 5 for one window, 1 for every window).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The next occurrences (one covering now first), in UTC and in the window's timezone."""
@@ -148,10 +150,11 @@ def next_(
         windows = [w for w in windows if w.name == name]
         if not windows:
             raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
+    per_window = count if count is not None else (5 if name is not None else 1)
     now = _now()
     rows = []
     for window in windows:
-        for occurrence in upcoming(window, now, count):
+        for occurrence in upcoming(window, now, per_window):
             rows.append((window, occurrence))
     skipped = _skipped({o.key for _, o in rows}) if rows else set()
     if as_json:
@@ -161,6 +164,8 @@ def next_(
         return
     if not rows:
         typer.echo("no occurrences ahead")
+        return
+    lines = []
     for window, occurrence in rows:
         local = occurrence.start.astimezone(window.tz).strftime("%Y-%m-%d %H:%M %Z")
         if occurrence.draining(now):
@@ -172,12 +177,15 @@ def next_(
         state += _drain_from(occurrence, window)
         off = "  (disabled)" if not window.enabled else ""
         off += "  (skipped)" if occurrence.key in skipped else ""
-        typer.echo(f"{window.name}  {format_instant(occurrence.start)}  ({local})  {state}  {window.scope}{off}")
+        lines.append(f"{window.name}  {format_instant(occurrence.start)}  ({local})  {state}  {window.scope}{off}")
+    typer.echo("\n".join(lines))
 
 
 def _drain_note(window: Window) -> str:
     """`, draining 15m ahead` for a window with a drain lead, else nothing."""
-    return f", draining {window.to_json()['drain']} ahead" if window.drain is not None else ""
+    from ..durations import format_duration
+
+    return f", draining {format_duration(window.drain)} ahead" if window.drain is not None else ""
 
 
 def _drain_from(occurrence: Occurrence, window: Window | None = None) -> str:

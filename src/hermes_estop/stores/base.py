@@ -223,10 +223,14 @@ class HoldStore(ABC):
     def audit_head(self) -> int:
         """The cursor position just past the newest audit entry."""
 
-    def history_counted(self, limit: int | None = None) -> tuple[list[AuditEvent], int]:
-        """`history(limit)` and how many stored entries were corrupt and skipped (a hand-edited
-        audit file), so an operator is told rather than shown a silently shorter trail."""
-        return self.history(limit), 0
+    def history_counted(self, limit: int | None = None, since: datetime | None = None) -> tuple[list[AuditEvent], int]:
+        """`history(limit)` (with `since`, only the events at or after it) and how many stored
+        entries were corrupt and skipped (a hand-edited audit file), so an operator is told
+        rather than shown a silently shorter trail."""
+        if since is None:
+            return self.history(limit), 0
+        events = [event for event in self.history() if event.time >= since]
+        return (events[-limit:] if limit else events), 0
 
     def expire(self, reading: Reading, now: datetime, actor: str) -> bool | None:
         """Retire an expired hold that a READ found, without ever waiting: True when removed,

@@ -458,8 +458,8 @@ class FileStore(HoldStore):
             return str(exc)
         return None
 
-    def history_counted(self, limit: int | None = None) -> tuple[list[AuditEvent], int]:
-        return self.audit_log.read_counted(limit)
+    def history_counted(self, limit: int | None = None, since: datetime | None = None) -> tuple[list[AuditEvent], int]:
+        return self.audit_log.read_counted(limit, since)
 
     def audit_after(self, position: int, limit: int) -> list[AuditEntry]:
         return self.audit_log.read_after(position, limit)

@@ -4,6 +4,7 @@ trail and the holds can never disagree after a crash."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -26,10 +27,15 @@ def append_event(conn: psycopg.Connection, schema: str, event: AuditEvent) -> No
     )
 
 
-def read_events(backend: Backend, limit: int | None = None) -> list[AuditEvent]:
-    """Audit events, oldest first; with `limit`, only the newest `limit`."""
-    sql = f"SELECT {_FIELDS} FROM {backend.s}.audit ORDER BY id DESC"
+def read_events(backend: Backend, limit: int | None = None, since: datetime | None = None) -> list[AuditEvent]:
+    """Audit events, oldest first; with `limit`, only the newest `limit`; with `since`, only
+    those at or after it."""
+    sql = f"SELECT {_FIELDS} FROM {backend.s}.audit"
     params: list[Any] = []
+    if since is not None:
+        sql += " WHERE time >= %s"
+        params.append(since)
+    sql += " ORDER BY id DESC"
     if limit:
         sql += " LIMIT %s"
         params.append(int(limit))

@@ -346,6 +346,9 @@ class PostgresStore(HoldStore):
     def history(self, limit: int | None = None) -> list[AuditEvent]:
         return read_events(self.backend, limit)
 
+    def history_counted(self, limit: int | None = None, since: datetime | None = None) -> tuple[list[AuditEvent], int]:
+        return read_events(self.backend, limit, since), 0
+
     def audit_after(self, position: int, limit: int) -> list[AuditEntry]:
         return read_after(self.backend, self.schema, position, limit)
 

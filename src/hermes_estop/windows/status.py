@@ -8,6 +8,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from ..durations import format_duration
 from ..errors import EstopError
 from ..fleet import Fleet
 from ..text import one_line
@@ -56,8 +57,8 @@ def _section(fleet: Fleet, now: datetime) -> dict[str, Any]:
             "scope": window.scope,
             "enabled": window.enabled,
             "schedule": window.describe_schedule(),
-            "duration": window.to_json()["duration"],
-            "drain": window.to_json().get("drain"),
+            "duration": format_duration(window.duration),
+            "drain": format_duration(window.drain) if window.drain is not None else None,
             "active": current is not None and window.enabled,
             "current": current.to_json(now, window.tz) | {"state": state} if current is not None else None,
             "next": following.to_json(now, window.tz) | {"skipped": _skipped(following.key, entries)}

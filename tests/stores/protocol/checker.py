@@ -36,6 +36,7 @@ from typing import Any
 from model_os import ActorKilled, Hooks, ModelFcntl, ModelFS, ModelOS, ModelTime
 
 from hermes_estop import audit as audit_module
+from hermes_estop import audit_files
 from hermes_estop import fsread, fsutil
 from hermes_estop.audit import AUDIT_FILE
 from hermes_estop.hold import EngageRequest, Fence, HoldState, parse_body
@@ -51,8 +52,11 @@ Choice = tuple[Any, ...]  # ("run", i) | ("kill", i) | ("power",)
 
 @contextmanager
 def model_installed(model: ModelOS) -> Iterator[None]:
-    """Bind the OS layer of the file store's modules to `model` (production: the real modules)."""
-    bound = [(file_module, "os", model), (fsutil, "os", model), (fsread, "os", model), (audit_module, "os", model),
+    """Bind the OS layer of the file store's modules to `model` (production: the real modules).
+    The audit trail's rotation is off: it is no part of the hold protocol (its own test is
+    tests/notify/test_notify_rotation.py), and an append without it takes no rotation lock."""
+    bound = [(audit_files, "audit_rotation", lambda root: (0, 1)),
+             (file_module, "os", model), (fsutil, "os", model), (fsread, "os", model), (audit_module, "os", model),
              (fsutil, "fcntl", ModelFcntl(model)), (fsutil, "time", ModelTime(model.hooks.wait_lock))]
     saved = [(module, name, getattr(module, name)) for module, name, _ in bound]
     for module, name, value in bound:
