@@ -68,13 +68,6 @@ def _validated(expr: str) -> str:
     text = " ".join(fields)
     if _NONDETERMINISTIC_RE.search(text.upper()):
         raise InvalidArgument(f"invalid cron expression {expr!r}: random (R) and hashed (H) fields are not allowed")
-    from .cronmatch import next_match, parse
-
-    plain = parse(text)
-    if plain is not None:  # read without croniter (issue 24: a millisecond per window at 100,000 windows)
-        if next_match(plain, datetime(2000, 1, 1)) is None:
-            raise InvalidArgument(f"invalid cron expression {expr!r}: it never fires")
-        return text
     from croniter import CroniterBadDateError, croniter
 
     if not croniter.is_valid(text):
@@ -121,32 +114,20 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
     instants placed by the DST rule. Ends (rather than running on) past the year 9000.
 
     `expr` is parsed here, so a bad one raises `InvalidArgument` at the call, not at the first
-    `next()`; run it through `validate_cron` first to get the stricter refusals. A plain
-    expression (`cronmatch`) is matched without croniter."""
-    from .cronmatch import parse
+    `next()`; run it through `validate_cron` first to get the stricter refusals."""
+    from croniter import CroniterError
 
     since = to_utc(since)
     # Wall times mapping to an instant >= since are at least since + (smallest nearby offset):
     # starting the wall-clock iteration there finds every one, also those in a DST gap.
-    base = (since + _low_offset(since, tz)).replace(tzinfo=None) - timedelta(seconds=1)
-    plain = parse(expr) if isinstance(expr, str) else None
-    if plain is not None:
-        return _starts(_plain_walls(plain, base), tz, since)
-    from croniter import CroniterError
-
+    low_offset = min((since + probe).astimezone(tz).utcoffset() or timedelta(0) for probe in _OFFSET_PROBES)
+    base = (since + low_offset).replace(tzinfo=None) - timedelta(seconds=1)
     try:
         iterator = copy.copy(_parsed(expr))
     except (CroniterError, ValueError, TypeError) as exc:
         raise InvalidArgument(f"invalid cron expression {expr!r}: {exc}") from None
     iterator.set_current(base, force=True)
-    return _starts(_croniter_walls(iterator), tz, since)
-
-
-@functools.lru_cache(maxsize=1024)
-def _low_offset(since: datetime, tz: ZoneInfo) -> timedelta:
-    """The smallest UTC offset of `tz` within two days of `since` (the windows of a fleet ask
-    with the same instants and zones: computed once each)."""
-    return min((since + probe).astimezone(tz).utcoffset() or timedelta(0) for probe in _OFFSET_PROBES)
+    return _starts(iterator, tz, since)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -158,9 +139,10 @@ def _parsed(expr: str) -> Any:
     return croniter(expr, datetime(2000, 1, 1), ret_type=datetime)
 
 
-def _croniter_walls(iterator: Any) -> Iterator[datetime]:
+def _starts(iterator: Any, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
     from croniter import CroniterError
 
+    previous = None
     while True:
         try:
             wall = iterator.get_next(datetime)
@@ -168,27 +150,6 @@ def _croniter_walls(iterator: Any) -> Iterator[datetime]:
             return
         if wall.year > _YEAR_LIMIT:
             return
-        yield wall
-
-
-def _plain_walls(plain: Any, base: datetime) -> Iterator[datetime]:
-    from .cronmatch import next_match
-
-    wall = base
-    while True:
-        try:
-            found = next_match(plain, wall)
-        except (OverflowError, ValueError):  # past the calendar's end
-            return
-        if found is None or found.year > _YEAR_LIMIT:
-            return
-        wall = found
-        yield wall
-
-
-def _starts(walls: Iterator[datetime], tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
-    previous = None
-    for wall in walls:
         start = wall_to_instant(wall, tz)
         if start < since or start == previous:
             continue
