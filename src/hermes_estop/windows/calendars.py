@@ -24,7 +24,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..cronspec import validate_timezone
 from ..durations import format_duration, parse_ttl
@@ -33,7 +33,7 @@ from ..fsread import read_regular
 from ..homes import FLEET
 from .fields import Drain, Duration, WindowAllow, parse_drain
 from .ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
-from .invalid import InvalidWindow, ShapeError, as_invalid
+from .invalid import InvalidWindow, ShapeError, validate_table
 from .model import _NAME_RE, Window, validate_scope
 
 __all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "is_url"]
@@ -167,12 +167,8 @@ class CalendarSource(BaseModel):
     def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> CalendarSource:
         label = repr(data["name"]) if isinstance(data, dict) and isinstance(data.get("name"), str) else (
             f"calendar #{index + 1}" if index is not None else None)
-        if not isinstance(data, dict):
-            raise InvalidWindow(f"expected a table, got {type(data).__name__}", path=path, window=label)
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise as_invalid(exc, path, label, cls.model_fields) from None
+        source: CalendarSource = validate_table(cls, data, path=path, label=label)
+        return source
 
 
 class CalendarWindow(Window):

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from ..errors import EstopError
 
-__all__ = ["InvalidWindow", "ShapeError", "as_invalid"]
+__all__ = ["InvalidWindow", "ShapeError", "as_invalid", "validate_table"]
 
 
 class InvalidWindow(EstopError, ValueError):
@@ -84,3 +84,14 @@ def _problem(error: Any, known: list[str]) -> tuple[str | None, str]:
     if error.get("type") == "missing":
         return field, "required"
     return field, f"{error.get('msg', 'invalid')} (got {error.get('input')!r})"
+
+
+def validate_table(model: Any, data: Any, *, path: Path | None, label: str | None) -> Any:
+    """`model` validated from one `windows.toml` table (a window, a calendar): `InvalidWindow`
+    naming the file, the table (`label`) and every bad field, never pydantic's own error."""
+    if not isinstance(data, dict):
+        raise InvalidWindow(f"expected a table, got {type(data).__name__}", path=path, window=label)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise as_invalid(exc, path, label, model.model_fields) from None

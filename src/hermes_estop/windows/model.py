@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_serializer, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator, model_validator
 
 from ..cronspec import validate_cron, validate_timezone
 from ..durations import format_duration, parse_ttl
@@ -53,7 +53,7 @@ from .fields import (
     parse_optional_instant,
 )
 from .ical import Feed
-from .invalid import InvalidWindow, ShapeError, as_invalid
+from .invalid import InvalidWindow, ShapeError, validate_table
 
 __all__ = [
     "MAX_DRAIN",
@@ -363,12 +363,8 @@ class Window(BaseModel):
             label = repr(data["name"])
         elif index is not None:
             label = f"#{index + 1}"
-        if not isinstance(data, dict):
-            raise InvalidWindow(f"expected a table, got {type(data).__name__}", path=path, window=label)
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise as_invalid(exc, path, label, cls.model_fields) from None
+        window: Window = validate_table(cls, data, path=path, label=label)
+        return window
 
 
 class WindowsDocument(BaseModel):
