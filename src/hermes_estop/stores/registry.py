@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 from ..fsread import read_regular
+from ..fsutil import atomic_write
 from ..registry import ConsumerEntry
 
 __all__ = ["CONSUMERS_DIR", "ConsumerFiles", "ConsumerTable"]
@@ -55,22 +56,13 @@ class ConsumerFiles(ConsumerTable):
         return self.dir / f"{key}{_SUFFIX}"
 
     def put(self, entry: ConsumerEntry) -> None:
+        """Replace the entry's file (atomically; not fsynced: a heartbeat rewritten every second)."""
         path = self._path(entry.key)
-        tmp = self.dir / f".{entry.key}.{os.getpid()}.tmp"
         try:
             self.dir.mkdir(mode=0o755, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-            try:
-                os.write(fd, entry.encode())
-            finally:
-                os.close(fd)
-            os.rename(tmp, path)
         except OSError as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
             raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
+        atomic_write(path, entry.encode(), durable=False)
 
     def remove(self, key: str) -> None:
         path = self._path(key)
