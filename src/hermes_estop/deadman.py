@@ -54,14 +54,15 @@ class DeadmanService:
     def tick(self, now: datetime | None = None) -> DeadmanReport:
         """Retire what has expired at `now` (default: the fleet's clock, read once)."""
         when = self.fleet.clock() if now is None else now
-        retired = self.fleet.retire_expired(when)
+        snapshot = self.fleet.read(now=when)
+        retired = self.fleet.retire_expired(when, snapshot)
         for reading in retired:
             hold = reading.hold
             logger.warning("deadman: the hold at %s (generation %s) expired at %s and was retired",
                            printable(reading.location.describe()),
                            printable(reading.fence.describe()) if reading.fence else "?",
                            format_instant(hold.expires_at) if hold is not None else "?")
-        return DeadmanReport(when, retired, self.fleet.next_deadline(self.fleet.read(now=when)))
+        return DeadmanReport(when, retired, self.fleet.next_deadline(snapshot))
 
     def delay(self, report: DeadmanReport) -> float:
         """Seconds until the next pass: the interval, or less when a deadman falls sooner."""

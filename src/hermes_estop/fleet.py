@@ -127,14 +127,16 @@ class Fleet:
         True when removed (audited as `event`)."""
         return self.store.retire(location, fence, self.clock() if now is None else now, self.actor, event)
 
-    def retire_expired(self, now: datetime | None = None) -> list[Reading]:
+    def retire_expired(self, now: datetime | None = None, snapshot: Snapshot | None = None) -> list[Reading]:
         """The daemon's deadman: retire every expired hold of every scope, each fenced on the
         generation (or, for a hand-written one, the file identity) it was read with, so a re-arm
         that lands in between is never removed. Returns the readings retired (each audited as
-        `expire`). A scope whose retire fails is left for the next call; never raises."""
+        `expire`). A scope whose retire fails is left for the next call; never raises.
+        `snapshot`: a read of every scope at `now` the caller already took (default: one here)."""
         when = self.clock() if now is None else now
+        read = self.read(now=when) if snapshot is None else snapshot
         retired = []
-        for reading in (r for full in self.read(now=when).readings for r in (full, *full.scoped)):
+        for reading in (r for full in read.readings for r in (full, *full.scoped)):
             if reading.state is not HoldState.EXPIRED:
                 continue
             try:
@@ -150,7 +152,8 @@ class Fleet:
         return retired
 
     def next_deadline(self, snapshot: Snapshot) -> datetime | None:
-        """The soonest deadman among the active holds of `snapshot` (when the daemon must look next)."""
+        """The soonest deadman among the active holds of `snapshot`, scoped ones included (when
+        the daemon must look next)."""
         deadlines = [r.hold.expires_at for full in snapshot.readings for r in (full, *full.scoped)
                      if r.state is HoldState.ACTIVE and r.hold is not None and r.hold.expires_at is not None]
         return min(deadlines) if deadlines else None
