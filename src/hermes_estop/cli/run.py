@@ -24,6 +24,9 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..errors import EstopError, InvalidArgument
+from ..estop import Estop
+from ..fleet import Fleet
+from ..homes import Location
 from ..hold import Allow
 from ..lease import Lease
 from ..text import printable
@@ -131,7 +134,7 @@ def run(
     raise typer.Exit(code)
 
 
-def _renew(lease: Lease, fleet: Any, stop: threading.Event) -> None:
+def _renew(lease: Lease, fleet: Fleet, stop: threading.Event) -> None:
     """Renew every ttl/3 (paced on the monotonic clock) until `stop`; a failed renewal is
     retried at the next one (the lease logs it), and the job is never stopped for it."""
     every = lease.renew_every.total_seconds()
@@ -145,7 +148,7 @@ def _renew(lease: Lease, fleet: Any, stop: threading.Event) -> None:
             next_at = time.monotonic() + every
 
 
-def _acknowledged(lease: Lease, fleet: Any, location: Any, limit: float) -> bool:
+def _acknowledged(lease: Lease, fleet: Fleet, location: Location, limit: float) -> bool:
     """Wait until every registered consumer the hold covers saw it (any generation the lease
     wrote: renewals go on meanwhile) or is lost; the report on stderr either way."""
     from ..registry import Ack
@@ -159,7 +162,7 @@ def _acknowledged(lease: Lease, fleet: Any, location: Any, limit: float) -> bool
     return found.done
 
 
-def _drained(estop: Any, location: Any, durations: dict[str, Any], fleet: bool, profile: str | None) -> bool:
+def _drained(estop: Estop, location: Location, durations: dict[str, Any], fleet: bool, profile: str | None) -> bool:
     from ..consumers.drainer import wait_until_quiet
 
     view = estop.for_profile(profile) if profile is not None else estop
@@ -174,7 +177,7 @@ def _drained(estop: Any, location: Any, durations: dict[str, Any], fleet: bool, 
     return False
 
 
-def _run_command(argv: list[str], lease: Lease, fleet: Any, location: Any, shown: str) -> int:
+def _run_command(argv: list[str], lease: Lease, fleet: Fleet, location: Location, shown: str) -> int:
     """CMD in its own process group with the hold's generation in its environment; SIGINT and
     SIGTERM to `hermes run` are passed to that group. Returns CMD's exit status."""
     from ..config import child_environment
@@ -208,7 +211,7 @@ def _run_command(argv: list[str], lease: Lease, fleet: Any, location: Any, shown
     return code
 
 
-def _record(fleet: Any, event: str, location: Any, lease: Lease, detail: str) -> None:
+def _record(fleet: Fleet, event: str, location: Location, lease: Lease, detail: str) -> None:
     """The job's start or end in the audit trail; a trail that cannot be written is said, never
     a reason to stop the job or to leave the hold."""
     try:

@@ -52,7 +52,6 @@ class FleetStatus:
     """One read of the fleet at `now`, from the point of view of one process."""
 
     now: datetime
-    backend: str
     layout: Layout
     fleet: Fleet
     #: this process's candidate locations, read once (the check path's snapshot)
@@ -106,7 +105,7 @@ class FleetStatus:
         return {
             "engaged": self.engaged,
             "now": format_instant(now),
-            "store": self.backend,
+            "store": self.fleet.backend,
             "locations": [{"scope": loc.scope, "path": self.where(loc)} for loc in self.mine_locations],
             "holds": [self._json(r) for r in flat(self.mine.readings)],
             "other_holds": [self._json(r) for r in flat(self.others)],
@@ -202,7 +201,7 @@ def fleet_status(estop: Estop, *, sections: bool = True) -> FleetStatus:
                         consumers_section(roster)):
             json_sections.update(section.get("json", {}))
             lines.extend(section.get("lines", []))
-    return FleetStatus(now=mine.now, backend=fleet.backend, layout=estop.layout, fleet=fleet, mine=mine,
+    return FleetStatus(now=mine.now, layout=estop.layout, fleet=fleet, mine=mine,
                        others=others, scopes=scopes, roster=roster, audit_problem=fleet.audit_problem(),
                        sections=json_sections, section_lines=tuple(lines))
 
