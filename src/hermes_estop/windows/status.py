@@ -14,7 +14,8 @@ from ..fleet import Fleet
 from ..text import one_line
 from ..timeutil import format_instant, format_relative
 from .ledger import SKIPPED, LedgerEntry, open_ledger
-from .occurrences import upcoming
+from .model import Window
+from .occurrences import Occurrence, upcoming
 from .windows_file import WindowsFile
 
 __all__ = ["status_section"]
@@ -47,9 +48,7 @@ def _section(fleet: Fleet, now: datetime) -> dict[str, Any]:
     rows = []
     lines = [f"windows ({len(windows)} in {windows_file.path}):"]
     for window in windows:
-        occurrences = upcoming(window, now, 2)
-        current = next((o for o in occurrences if o.covers(now)), None)
-        following = next((o for o in occurrences if not o.covers(now)), None)
+        current, following = _current_and_following(window, now)
         entry = entries.get(current.key) if current is not None else None
         state = entry.state if entry is not None else None
         rows.append({
@@ -90,6 +89,16 @@ def _section(fleet: Fleet, now: datetime) -> dict[str, Any]:
     if ledger_problem:
         data["windows_error"] = ledger_problem
     return {"json": data, "lines": lines}
+
+
+def _current_and_following(window: Window, now: datetime) -> tuple[Occurrence | None, Occurrence | None]:
+    """The occurrence covering `now` (or None) and the next one after it: the second occurrence
+    is computed only when the first covers `now` (issue 24: nothing computed that is then cut)."""
+    first = upcoming(window, now, 1)
+    if not first or not first[0].covers(now):
+        return None, first[0] if first else None
+    current = first[0]
+    return current, next((o for o in upcoming(window, now, 2)[1:] if not o.covers(now)), None)
 
 
 def _skipped(key: str, entries: dict[str, LedgerEntry]) -> bool:
