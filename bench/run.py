@@ -97,6 +97,12 @@ def _loads(values: list[float]) -> str:
     return ", ".join(f"{value:.2f}" for value in values)
 
 
+def _install_kind(editable: object) -> str:
+    if editable is None:
+        return "install kind unknown"
+    return "editable install: the checkout's src/" if editable else "non-editable install"
+
+
 def render_header(run: dict[str, object]) -> str:
     """The facts a published run states (issue 24): when, how long, with what, on how busy a
     machine."""
@@ -106,7 +112,7 @@ def render_header(run: dict[str, object]) -> str:
         f"- run: {run['started_utc']} UTC, {run['seconds']} s in all (`{run['command']}`)",
         f"- interpreter: `{python['executable']}` (Python {python['version']}"
         f"{'' if python['virtualenv'] else ', NOT a virtual environment: baselines INFLATED'}), "
-        f"package `{python['package']}`{' (editable install)' if python.get('editable') else ''}; "
+        f"package `{python['package']}` ({_install_kind(python.get('editable'))}); "
         f"`python -c pass` {python['python_c_pass_ms_min_of_7']} ms (min of 7)",
         f"- load average (1, 5, 15 min): {_loads(machine['load_average_before'])} at start, "
         f"{_loads(machine['load_average_after'])} at end; {machine['cpus']} CPUs, {machine['platform']}",
