@@ -5,7 +5,10 @@ The "no gate" baseline is the same tick over the same table (the same pass over 
 with the consumer's gate (`CronRunner.pass_gate`, `Dispatcher.pass_gate`) answering a constant:
 the verdict of ONE snapshot taken up front. Both sides do identical downstream work (held: the
 notice per refused item; free: claim, next occurrence, write-back) and differ only in what the
-gate itself costs. Cron jobs are no-ops (`_NoopPool`: a worker that has finished the moment
+gate itself costs. The two sides run in interleaved rounds (ABBA, `harness.compare_rounds`)
+with the garbage collector on, as a user runs them; each figure is the median of the per-round
+ratios. A control runs the ungated free tick against itself (two identical tables): it reads
+1.0x when the method is unbiased. Cron jobs are no-ops (`_NoopPool`: a worker that has finished the moment
 it is started), so no process is spawned; the time-to-stop figure spawns real workers.
 
 Run: `python bench/run.py --only consumers` (add `--quick` for a smoke run).
@@ -31,7 +34,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from harness import Figure, compare, percentile
+from harness import Comparison, Figure, compare_rounds, percentile
 
 from hermes_estop import Estop
 from hermes_estop.consumers.cron import CronJob, CronRunner, CronTable
@@ -45,10 +48,10 @@ from hermes_estop.stores import FileStore
 __all__ = ["run"]
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 STOP_DISPATCHER = HERE / "stop_dispatcher.py"
 ITEMS = 10_000
 OVERHEAD_TARGET = 0.10
+CONTROL_TOLERANCE = 0.02
 
 
 class _NoopPool(WorkerPool):
@@ -89,7 +92,7 @@ class _ConstantGate(PassGate):
         super().__init__(estop)
         self.verdict = estop.gate()
 
-    def __call__(self, owner: str | None, profile: str | None) -> Verdict:
+    def __call__(self, owner: Any, profile: Any, job: Any = None) -> Verdict:
         return self.verdict
 
 
@@ -123,19 +126,15 @@ def _fill_table(table: CronTable, count: int, due: datetime) -> None:
 
 
 def _overhead(name: str, unit: str, subject, baseline, *, rounds: int, items: int) -> Figure:
-    """Gated vs ungated, one pass per side per round, interleaved. The cyclic garbage collector
-    is off while timing: a full collection lands on one side of a round at random and costs
-    more than the gate does; both sides create the same objects."""
+    """Gated vs ungated, one pass per run, in interleaved rounds; the garbage collector on (a
+    collection lands on either side alike over enough rounds). The heap is collected once
+    first so the previous figure's garbage is not charged to this one."""
     gc.collect()
-    gc.disable()
-    try:
-        ours, plain, ratio = compare(subject, baseline, calls=1, rounds=rounds)
-    finally:
-        gc.enable()
-    overhead = ratio - 1.0
-    return Figure(name, ours * 1e3, unit, f"the same {unit.split('/')[1]}, gate answered by a constant", plain * 1e3,
-                  ratio, "gate overhead < 10%", overhead < OVERHEAD_TARGET,
-                  {"overhead_pct": round(overhead * 100, 1), "items": items, "rounds": rounds})
+    result = compare_rounds(subject, baseline, calls=1, rounds=rounds)
+    overhead = result.ratio - 1.0
+    return Figure(name, result.subject * 1e3, unit, f"the same {unit.split('/')[1]}, gate answered by a constant",
+                  result.baseline * 1e3, result.ratio, "gate overhead < 10%", overhead < OVERHEAD_TARGET,
+                  {"overhead_pct": round(overhead * 100, 1), "items": items, **result.spread()})
 
 
 def cron_held(tmp: Path, quick: bool) -> Figure:
@@ -152,7 +151,30 @@ def cron_held(tmp: Path, quick: bool) -> Figure:
     assert len(report.held) == ITEMS and report.executed == 0, report.summary()
     assert len(plain.tick(due).held) == ITEMS
     return _overhead(f"cron tick over {ITEMS:,} jobs while held", "ms/tick", lambda: gated.tick(due),
-                     lambda: plain.tick(due), rounds=7 if quick else 31, items=ITEMS)
+                     lambda: plain.tick(due), rounds=8 if quick else 64, items=ITEMS)
+
+
+def _free_ticks(estop: Estop, tmp: Path, items: int, **runners: type[_NoopRunner]) -> list:
+    """One tick function per named runner, each over its own table of `items` every-minute jobs:
+    every job runs on every tick (each call moves that runner's clock a minute on)."""
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    ticks = []
+    for side, kind in runners.items():
+        table = CronTable(tmp / side)
+        _fill_table(table, items, start)
+        runner, clock = kind(estop, table=table), [start]
+
+        def tick(runner: _NoopRunner = runner, clock: list[datetime] = clock) -> None:
+            report = runner.tick(clock[0])
+            assert report.executed == items, report.summary()
+            clock[0] += timedelta(minutes=1)  # every job is due again
+
+        ticks.append(tick)
+    return ticks
+
+
+def _free_rounds(quick: bool) -> int:
+    return 4 if quick else 24
 
 
 def cron_free(tmp: Path, quick: bool) -> Figure:
@@ -162,23 +184,26 @@ def cron_free(tmp: Path, quick: bool) -> Figure:
     items = 1_000 if quick else ITEMS
     layout = _fleet(tmp / "cron-free")
     estop = Estop(layout=layout, store=FileStore(layout.root))
-    start = datetime(2030, 1, 1, tzinfo=UTC)
-    runners = {}
-    for side, kind in (("gated", _NoopRunner), ("plain", _UngatedRunner)):
-        table = CronTable(tmp / f"cron-free-{side}")
-        _fill_table(table, items, start)
-        runners[side] = [kind(estop, table=table), start]
+    gated, plain = _free_ticks(estop, tmp, items, **{"cron-free-gated": _NoopRunner, "cron-free-plain": _UngatedRunner})
+    return _overhead(f"cron tick over {items:,} jobs while free (no-op jobs)", "ms/tick", gated, plain,
+                     rounds=_free_rounds(quick), items=items)
 
-    def ticker(side: str):
-        def tick() -> None:
-            runner, now = runners[side]
-            report = runner.tick(now)
-            assert report.executed == items, report.summary()
-            runners[side][1] = now + timedelta(minutes=1)  # every job is due again
-        return tick
 
-    return _overhead(f"cron tick over {items:,} jobs while free (no-op jobs)", "ms/tick", ticker("gated"),
-                     ticker("plain"), rounds=3 if quick else 5, items=items)
+def cron_free_control(tmp: Path, quick: bool) -> Figure:
+    """The method's control: the ungated free tick against itself (two identical tables, the
+    same rounds as `cron_free`). It reads 1.0x unless the interleaving favours a side."""
+    items = 1_000 if quick else ITEMS
+    layout = _fleet(tmp / "cron-control")
+    estop = Estop(layout=layout, store=FileStore(layout.root))
+    first, second = _free_ticks(estop, tmp, items, **{"cron-control-a": _UngatedRunner, "cron-control-b": _UngatedRunner})
+    gc.collect()
+    result: Comparison = compare_rounds(first, second, calls=1, rounds=_free_rounds(quick))
+    spread = result.spread()
+    within = abs(result.ratio - 1) <= CONTROL_TOLERANCE or spread["ratio_p25"] <= 1.0 <= spread["ratio_p75"]
+    return Figure(f"control: ungated cron tick over {items:,} jobs while free, against itself", result.subject * 1e3,
+                  "ms/tick", "the same tick on an identical table", result.baseline * 1e3, result.ratio,
+                  "1.0x within noise (within 2%, or 1.0 between the rounds' quartiles)", within,
+                  {"items": items, **spread})
 
 
 def _fill_board(board: Board, count: int) -> None:
@@ -213,7 +238,7 @@ def kanban_held(tmp: Path, quick: bool) -> Figure:
     assert len(report.held) == ITEMS and not report.spawned, report.summary()
     assert len(plain.tick(now).held) == ITEMS
     return _overhead(f"kanban dispatch pass over {ITEMS:,} ready cards while held", "ms/pass",
-                     lambda: gated.tick(now), lambda: plain.tick(now), rounds=7 if quick else 31, items=ITEMS)
+                     lambda: gated.tick(now), lambda: plain.tick(now), rounds=8 if quick else 64, items=ITEMS)
 
 
 class _Dispatcher:
@@ -223,7 +248,6 @@ class _Dispatcher:
     def __init__(self, root: Path, interval: float) -> None:
         env = dict(os.environ, HERMES_ROOT=str(root), HERMES_HOME=str(root))
         env.pop("HERMES_ESTOP_STORE", None)
-        env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen([sys.executable, str(STOP_DISPATCHER), str(root), str(interval)],
                                      stdout=subprocess.PIPE, stdin=subprocess.PIPE, env=env, text=True)
         self.passes: list[tuple[float, float, int]] = []
@@ -315,4 +339,5 @@ def time_to_stop(tmp: Path, quick: bool) -> Figure:
 def run(quick: bool) -> list[Figure]:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        return [cron_held(tmp, quick), cron_free(tmp, quick), kanban_held(tmp, quick), time_to_stop(tmp, quick)]
+        return [cron_held(tmp, quick), cron_free(tmp, quick), cron_free_control(tmp, quick), kanban_held(tmp, quick),
+                time_to_stop(tmp, quick)]

@@ -172,19 +172,31 @@ def _script(name: str) -> str:
     return str(candidate) if candidate.exists() else name
 
 
-def fresh_bytecode() -> dict[str, object]:
+def installed_package(env: dict[str, str] | None = None) -> Path:
+    """Where `hermes_estop` is imported from by this venv's interpreter run as the process
+    figures run it (same environment, not this process's `sys.path`): the installed package,
+    which is the checkout's `src/` only for an editable install."""
+    out = subprocess.run([sys.executable, "-c", "import hermes_estop; print(hermes_estop.__file__)"],
+                         env=env, capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+    return Path(out.stdout.strip()).parent
+
+
+def fresh_bytecode(env: dict[str, str] | None = None) -> dict[str, object]:
     """Compile the installed package's bytecode before timing a process. A pip install compiles
     it at install time and an editable install writes it on the first run; but a checkout being
     edited (or a shell with `PYTHONDONTWRITEBYTECODE=1`) leaves stale `.pyc` files, and then
     every run recompiles the sources it imports and the figure measures the compiler (the
-    4x reported before this step was mostly that). Returns what was done, for the results."""
+    4x reported before this step was mostly that). The package compiled is the one the timed
+    processes import (`installed_package`), checked to be the one the in-process figures
+    imported. Returns what was done, for the results."""
     import compileall
 
     import hermes_estop
 
-    package = Path(hermes_estop.__file__).parent
+    package = installed_package(env)
+    in_process = Path(hermes_estop.__file__).parent
     compiled = compileall.compile_dir(str(package), quiet=1)
-    return {"package": str(package), "compiled": bool(compiled),
+    return {"package": str(package), "compiled": bool(compiled), "same_as_in_process": package == in_process,
             "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE")}
 
 
@@ -196,7 +208,7 @@ def check_process(tmp: Path, quick: bool) -> list[Figure]:
     env = dict(os.environ, HERMES_HOME=str(tmp / "proc-home"))
     env.pop("HERMES_ROOT", None)
     env.pop("HERMES_ESTOP_STORE", None)
-    bytecode = fresh_bytecode()
+    bytecode = fresh_bytecode(env)
     bare = [sys.executable, "-c", "pass"]
 
     def once(cmd: list[str]) -> float:

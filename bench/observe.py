@@ -27,8 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "src"))
+sys.path.insert(0, str(HERE))  # harness, windows; hermes_estop is the installed package (issue 24)
 
 from harness import Figure, percentile
 from windows import make_windows

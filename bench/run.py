@@ -2,6 +2,11 @@
 table, write bench/results.json. Every figure is a ratio against a baseline measured in the same
 run, or a distribution over many samples; targets are reported, never asserted.
 
+The printout is markdown for the README, as one run: the run's facts (date UTC, total seconds,
+interpreter and version, load average at start and end), the table of figures, and the growth
+curves (figures whose detail has `seconds` and `peak_rss_mib` keyed by size, bench/windows.py).
+results.json carries the same facts and the same markdown.
+
 It refuses to run outside a virtual environment (`--allow-system` overrides, and says so loudly
 in the table and the results): an interpreter with a large global site-packages pays for it on
 every start, which inflates the `python -c pass` baseline and flatters every start-up ratio.
@@ -50,6 +55,70 @@ def render(figures: list[Figure]) -> str:
     return "\n".join(lines)
 
 
+GROWTH_SIZES = (1_000, 10_000, 100_000)
+
+
+def _size(key: str) -> int | None:
+    try:
+        return int(str(key).replace(",", "").replace("_", ""))
+    except ValueError:
+        return None
+
+
+def _command(name: str) -> str:
+    """The command of a growth figure: its name up to the size (`hermes windows list`, 100,000
+    distinct windows -> `hermes windows list`)."""
+    return name.split(", ")[0]
+
+
+def render_growth(figures: list[Figure]) -> str:
+    """The growth curves as a markdown table: seconds at each size, the peak resident memory at
+    the largest, whether the figure's target was met. Empty when no figure has a curve."""
+    header = ["command", *(f"{size:,}" for size in GROWTH_SIZES), f"peak MiB at {GROWTH_SIZES[-1]:,}", "target met"]
+    rows = []
+    for fig in figures:
+        seconds, peak = fig.detail.get("seconds"), fig.detail.get("peak_rss_mib")
+        if not isinstance(seconds, dict) or not isinstance(peak, dict):
+            continue
+        by_size = {_size(k): v for k, v in seconds.items()}
+        peaks = {_size(k): v for k, v in peak.items()}
+        top = peaks.get(GROWTH_SIZES[-1])
+        rows.append([_command(fig.name),
+                     *(f"{by_size[size]:.2f} s" if by_size.get(size) is not None else "-" for size in GROWTH_SIZES),
+                     f"{top:.0f}" if top is not None else "-", {True: "yes", False: "NO", None: "-"}[fig.met]])
+    if not rows:
+        return ""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _loads(values: list[float]) -> str:
+    return ", ".join(f"{value:.2f}" for value in values)
+
+
+def _install_kind(editable: object) -> str:
+    if editable is None:
+        return "install kind unknown"
+    return "editable install: the checkout's src/" if editable else "non-editable install"
+
+
+def render_header(run: dict[str, object]) -> str:
+    """The facts a published run states (issue 24): when, how long, with what, on how busy a
+    machine."""
+    python, machine = run["interpreter"], run["machine"]
+    assert isinstance(python, dict) and isinstance(machine, dict)
+    return "\n".join([
+        f"- run: {run['started_utc']} UTC, {run['seconds']} s in all (`{run['command']}`)",
+        f"- interpreter: `{python['executable']}` (Python {python['version']}"
+        f"{'' if python['virtualenv'] else ', NOT a virtual environment: baselines INFLATED'}), "
+        f"package `{python['package']}` ({_install_kind(python.get('editable'))}); "
+        f"`python -c pass` {python['python_c_pass_ms_min_of_7']} ms (min of 7)",
+        f"- load average (1, 5, 15 min): {_loads(machine['load_average_before'])} at start, "
+        f"{_loads(machine['load_average_after'])} at end; {machine['cpus']} CPUs, {machine['platform']}",
+    ])
+
+
 def in_virtualenv() -> bool:
     """True when this interpreter runs from a venv (or virtualenv): `sys.prefix` is not the
     base installation's."""
@@ -77,6 +146,7 @@ def interpreter() -> dict[str, object]:
         "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
         # the package every figure measures, in-process and as processes alike
         "package": _package(),
+        "editable": _editable(),
     }
 
 
@@ -84,6 +154,18 @@ def _package() -> str:
     import hermes_estop
 
     return str(Path(hermes_estop.__file__).parent)
+
+
+def _editable() -> bool | None:
+    """Whether the package is an editable install (then it is a checkout's `src/`), from pip's
+    `direct_url.json`; None when pip did not record one."""
+    from importlib import metadata
+
+    try:
+        text = metadata.distribution("hermes-estop").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+    return bool(json.loads(text).get("dir_info", {}).get("editable")) if text else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow-system", action="store_true",
                         help="run outside a virtual environment anyway (the start-up baselines are then inflated)")
     args = parser.parse_args(argv)
+    started_utc = datetime.now(timezone.utc)
+    started = time.monotonic()
+    load_before = os.getloadavg()
     if not in_virtualenv() and not args.allow_system:
         print(f"bench: {sys.executable} is not in a virtual environment (sys.prefix {sys.prefix}): its start-up "
               "baseline would be inflated by the global site-packages. Run it from the venv the README sets up, "
@@ -107,13 +192,15 @@ def main(argv: list[str] | None = None) -> int:
         print("bench: hermes_estop is not installed in this environment: `pip install .` first (the "
               "figures measure the installed package)", file=sys.stderr)
         return 2
-    print(f"[bench] package {python['package']}", file=sys.stderr)
+    from core import fresh_bytecode
+
+    # once for every suite's processes (bench/windows.py's too), not only bench/core.py's
+    bytecode = fresh_bytecode()
+    print(f"[bench] package {python['package']} (bytecode compiled: {bytecode['package']})", file=sys.stderr)
     print(f"[bench] interpreter {python['executable']} (prefix {python['prefix']}); "
           f"python -c pass {python['python_c_pass_ms_min_of_7']} ms", file=sys.stderr, flush=True)
     figures: list[Figure] = []
     failures: dict[str, str] = {}
-    started = time.monotonic()
-    load_before = os.getloadavg()
     for suite in args.only or SUITES:
         print(f"[bench] {suite} ...", file=sys.stderr, flush=True)
         try:
@@ -122,26 +209,34 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # a suite that cannot run is reported, the others still run
             failures[suite] = f"{type(exc).__name__}: {exc}"
             traceback.print_exc()
-    table = render(figures)
-    print(f"interpreter: {python['executable']} (Python {python['version']}, sys.prefix {python['prefix']}"
-          f"{'' if python['virtualenv'] else ', NOT a virtual environment: baselines INFLATED'}); "
-          f"`python -c pass` {python['python_c_pass_ms_min_of_7']} ms (min of 7)")
-    print(table)
-    for suite, why in failures.items():
-        print(f"suite {suite} did not run: {why}")
-    result = {
+    load_after = os.getloadavg()
+    finished_utc = datetime.now(timezone.utc)
+    result: dict[str, object] = {
         "command": "python bench/run.py" + (" --quick" if args.quick else "")
+                   + "".join(f" --only {suite}" for suite in args.only or ())
                    + (" --allow-system" if args.allow_system else ""),
-        "when": datetime.now(timezone.utc).isoformat(),
+        "started_utc": started_utc.strftime("%Y-%m-%d %H:%M"),
+        "when": finished_utc.isoformat(),
         "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
                     # other work on the machine shows here: 1-, 5- and 15-minute load averages
                     "load_average_before": [round(x, 2) for x in load_before],
-                    "load_average_after": [round(x, 2) for x in os.getloadavg()]},
+                    "load_average_after": [round(x, 2) for x in load_after]},
         "interpreter": python,
+        "bytecode": bytecode,
         "seconds": round(time.monotonic() - started, 1),
         "figures": [fig.to_json() for fig in figures],
         "failed_suites": failures,
     }
+    header, table, growth = render_header(result), render(figures), render_growth(figures)
+    result["markdown"] = {"header": header, "figures": table, "growth": growth}
+    print(header)
+    print()
+    print(table)
+    if growth:
+        print()
+        print(growth)
+    for suite, why in failures.items():
+        print(f"suite {suite} did not run: {why}")
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output}", file=sys.stderr)
     return 1 if failures else 0
