@@ -7,17 +7,32 @@ reports each change with its CLOCK_MONOTONIC time, which is system-wide on Linux
 the time from just before the writing call in this process (so it includes the whole write
 transaction) to the watcher's observation; for an expiry, from the deadline to the observation.
 
+A hundred hosts on one database (issue 24): a hundred waiter processes
+(`tests/stores/pg_waiter.py`, each its own store, so its own LISTEN connection; they block on the
+listener's version counter instead of polling) see each new hold; 1,000 profile scopes in the
+table against one, for `gate()`; three real `hermes serve` processes on one database, sampled
+for how many of them say they lead (each one's `/metrics`) and who holds the advisory lock
+(`pg_locks`), across a SIGKILL of the leader; and each process's connections, counted in
+`pg_stat_activity` by the `application_name` every connection of the store carries
+(`hermes-estop <role> <pid>`).
+
 The database is `$HERMES_TEST_PG_DSN`, or a throwaway cluster started for the run.
 Run: `python bench/run.py --only postgres` (add `--quick` for a smoke run).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import signal
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,12 +41,15 @@ import psycopg
 from harness import Figure, compare, percentile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from pg_helpers import JsonLines, _stop_cluster, start_cluster  # noqa: E402
+from core import _script  # noqa: E402
+from pg_helpers import JsonLines, _free_port, _stop_cluster, start_cluster  # noqa: E402
 
 from hermes_estop import Estop  # noqa: E402
+from hermes_estop.config import STORE_ENV  # noqa: E402
 from hermes_estop.homes import Layout  # noqa: E402
 from hermes_estop.stores import FileStore  # noqa: E402
 from hermes_estop.stores.pg_leader import DEFAULT_POLL  # noqa: E402
+from hermes_estop.stores.pg_schema import LOCK_CLASS  # noqa: E402
 from hermes_estop.stores.postgresql import PostgresStore  # noqa: E402
 
 __all__ = ["run"]
@@ -39,7 +57,21 @@ __all__ = ["run"]
 REPO = Path(__file__).resolve().parents[1]
 WATCHER = REPO / "tests" / "stores" / "pg_watcher.py"
 SCHEDULER = REPO / "tests" / "windows" / "pg_scheduler.py"
+WAITER = REPO / "tests" / "stores" / "pg_waiter.py"
 TARGET_MS = 100.0
+#: issue 24: a hundred listening processes on one database see a new hold within these
+HOSTS = 100
+HOSTS_P99_MS, HOSTS_MAX_MS = 50.0, 250.0
+#: resident memory one waiter process needs at most (Python, psycopg, the package), for the count
+WAITER_MIB = 60
+#: profile scopes with a hold in the table, against one, for `gate()`
+SCOPES = 1000
+#: the connections each kind of process keeps, by role (`Backend.connect`'s application_name):
+#: a consumer only reads (its listener); `hermes serve` also writes (the writer connection) and
+#: campaigns for the window scheduler (one leader connection per role; the notifier's is a
+#: second role, only with `[[notify]]` targets, which this fleet has none of)
+EXPECTED = {"listening process": {"listener": 1},
+            "`hermes serve`": {"listener": 1, "writer": 1, "leader": 1}}
 
 
 def _server():
@@ -167,11 +199,336 @@ def takeover(dsn: str, tmp: Path, quick: bool) -> list[Figure]:
                    detail=detail)]
 
 
+def _drop(dsn: str, schema: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def connections(dsn: str) -> dict[int, Counter[str]]:
+    """The store's connections per OS process, by role, from `pg_stat_activity`: every
+    connection a store opens is named `hermes-estop <role> <pid>` (`Backend.connect`)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        names = [row[0] for row in conn.execute(
+            "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE 'hermes-estop %'")]
+    found: dict[int, Counter[str]] = {}
+    for name in names:
+        parts = name.split()
+        if len(parts) == 3 and parts[2].isdigit():
+            found.setdefault(int(parts[2]), Counter())[parts[1]] += 1
+    return found
+
+
+def _connection_figure(kind: str, per_process: list[Counter[str]]) -> Figure:
+    expected = EXPECTED[kind]
+    totals = [sum(roles.values()) for roles in per_process]
+    roles: Counter[str] = Counter()
+    for found in per_process:
+        roles.update(found)
+    return Figure(f"connections per {kind} (pg_stat_activity), max over {len(per_process)}", max(totals),
+                  "connections", target=f"exactly {sum(expected.values())}: "
+                  + ", ".join(f"{n} {role}" for role, n in expected.items()),
+                  met=all(dict(found) == expected for found in per_process),
+                  detail={"processes": len(per_process), "processes_by_count": dict(Counter(totals)),
+                          "connections_by_role": dict(roles)})
+
+
+def _host_count(dsn: str) -> tuple[int, str]:
+    """How many waiter processes this machine and server allow, up to `HOSTS`, and why."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        limit = int(conn.execute("SHOW max_connections").fetchone()[0])
+        reserved = int(conn.execute("SHOW superuser_reserved_connections").fetchone()[0])
+        used = int(conn.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'").fetchone()[0])
+    by_server = limit - reserved - used - 10  # the bench's own connections, and room for psql
+    by_memory = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (2 * WAITER_MIB * 2**20)  # half of free
+    count = min(HOSTS, by_server, by_memory)
+    if count == HOSTS:
+        return count, f"{HOSTS} real processes, one store (one LISTEN connection) each"
+    return count, (f"{count} real processes, not {HOSTS}: the server takes {limit} connections ({used} in use) and "
+                   f"half the free memory fits {by_memory} at {WAITER_MIB} MiB each")
+
+
+class Waiters:
+    """`count` waiter processes (`tests/stores/pg_waiter.py`, the checkout's `src` first on their
+    path, as `JsonLines` runs them) writing their JSON lines into ONE pipe, read by one thread:
+    a line is shorter than PIPE_BUF, so lines never interleave, and the bench wakes once per
+    batch of lines instead of once per process (a hundred reader threads would take CPU from
+    the processes being measured)."""
+
+    def __init__(self, count: int, url: str, root: Path) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
+        read_end, write_end = os.pipe()
+        self._errors = tempfile.TemporaryFile()
+        self.procs = [subprocess.Popen([sys.executable, str(WAITER), url, str(root)], env=env, stdin=subprocess.PIPE,
+                                       stdout=write_end, stderr=self._errors) for _ in range(count)]
+        os.close(write_end)
+        self.lines: queue.Queue[dict] = queue.Queue()
+        self._stream = os.fdopen(read_end, "rb")
+        self._pump = threading.Thread(target=self._read, daemon=True)
+        self._pump.start()
+
+    def _read(self) -> None:
+        for line in self._stream:
+            self.lines.put(json.loads(line))
+
+    def collect(self, timeout: float) -> dict[int, dict]:
+        """The next line of every process, by pid (each has exactly one per change)."""
+        seen: dict[int, dict] = {}
+        deadline = time.monotonic() + timeout
+        while len(seen) < len(self.procs):
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self._errors.seek(0)
+                raise AssertionError(f"{len(self.procs) - len(seen)} waiters reported nothing in {timeout}s: "
+                                     + self._errors.read()[-3000:].decode(errors="replace")) from None
+            assert line["pid"] not in seen, line
+            seen[line["pid"]] = line
+        return seen
+
+    def finish(self) -> None:
+        for proc in self.procs:  # every stdin first: they wind down side by side
+            if proc.stdin is not None:
+                proc.stdin.close()
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
+        self._pump.join(10)
+        self._stream.close()
+        self._errors.close()
+
+
+def hundred_hosts(dsn: str, tmp: Path, quick: bool) -> list[Figure]:
+    """`HOSTS` waiter processes (`tests/stores/pg_waiter.py`), each with its own store, hence its
+    own LISTEN connection, as a hundred hosts have: a sample is the time from just before the
+    `engage()` in this process to one waiter's observation; every round gives one per waiter.
+    The writer's connection is opened before the first round (opening it is not propagation)."""
+    url = _with_schema(dsn, f"bench_hosts_{os.getpid()}")
+    root = tmp / "hosts"
+    root.mkdir()
+    store = PostgresStore(url, root=root, share=False)
+    store.init_schema()
+    store.audit_head()  # opens the writer connection
+    estop = Estop(layout=Layout(home=root, root=root), store=store, actor="bench")
+    count, why = _host_count(dsn)
+    rounds = 3 if quick else 20
+    waiters: Waiters | None = None
+    engaged: list[float] = []
+    released: list[float] = []
+    first_round: list[float] = []
+    try:
+        started = time.monotonic()
+        waiters = Waiters(count, url, root)
+        pids = list(waiters.collect(300))  # each first line: connected, nothing held
+        startup = time.monotonic() - started
+        time.sleep(2.0)  # the start-up's stragglers settle before the first sample
+        found = connections(dsn)
+        for _ in range(rounds):
+            started = time.monotonic()
+            hold = estop.engage(reason="bench")
+            lines = waiters.collect(30).values()
+            assert all(seen["generation"] == hold.generation for seen in lines), lines
+            engaged.extend(seen["t"] - started for seen in lines)
+            if not first_round:
+                first_round = engaged[:]
+            time.sleep(0.2)
+            started = time.monotonic()
+            estop.release()
+            lines = waiters.collect(30).values()
+            assert all(seen["state"] == "absent" for seen in lines), lines
+            released.extend(seen["t"] - started for seen in lines)
+            time.sleep(0.2)
+    finally:
+        if waiters is not None:
+            waiters.finish()
+        _drop(dsn, store.schema)
+        store.close()
+    ms, off = _ms(engaged), _ms(released)
+    p99, worst = percentile(ms, 99), max(ms)
+    detail = {"processes": count, "why": why, "rounds": rounds, "samples": len(ms), "p50_ms": percentile(ms, 50),
+              "p99_ms": p99, "max_ms": worst, "first_round_max_ms": max(_ms(first_round)),
+              "p99_ms_after_the_first_round": percentile(ms[len(first_round):], 99),
+              "release_p50_ms": percentile(off, 50), "release_p99_ms": percentile(off, 99),
+              "release_max_ms": max(off), "startup_s": round(startup, 1), "load_average": os.getloadavg()}
+    what = f"a new hold seen by each of {count} listening processes"
+    return [
+        Figure(f"{what}, p99 (PostgreSQL, loopback)", p99, "ms", target=f"< {HOSTS_P99_MS:g} ms",
+               met=p99 < HOSTS_P99_MS and count == HOSTS, detail=detail),
+        Figure(f"{what}, max (PostgreSQL, loopback)", worst, "ms", target=f"< {HOSTS_MAX_MS:g} ms",
+               met=worst < HOSTS_MAX_MS and count == HOSTS, detail=detail),
+        _connection_figure("listening process", [found.get(pid, Counter()) for pid in pids]),
+    ]
+
+
+def many_scopes(dsn: str, tmp: Path, quick: bool) -> list[Figure]:
+    """`gate()` of a profile process with `SCOPES` profile scopes held in the table against one
+    (each an active hold admitting the caller, no deadman), interleaved round by round; and the
+    same for a profile with no hold of its own; the control compares the one-scope fleet's
+    `gate()` with itself, the run's noise floor. Each side is the first view to read its
+    location: the store's per-location caches are keyed by `Location`, and a second view of the
+    same location (equal, not identical) pays for comparing them, about a third more per call."""
+    calls, rounds = (2000, 5) if quick else (20000, 15)
+    stores: list[PostgresStore] = []
+    fleets: dict[int, Estop] = {}
+    try:
+        for scopes in (1, SCOPES):
+            root = tmp / f"scopes-{scopes}"
+            root.mkdir()
+            store = PostgresStore(_with_schema(dsn, f"bench_scopes_{scopes}_{os.getpid()}"), root=root, share=False)
+            stores.append(store)
+            fleet = fleets[scopes] = Estop(layout=Layout(home=root, root=root), store=store, actor="bench")
+            for i in range(scopes):
+                fleet.for_profile(f"p{i:04d}").engage(reason="bench", allow={"user_ids": ["alice"]})
+        one, many = fleets[1].for_profile("p0000"), fleets[SCOPES].for_profile("p0000")
+        assert one.gate("alice").proceed and many.gate("alice").proceed and not many.gate("bob").proceed
+        held = compare(lambda: many.gate("alice"), lambda: one.gate("alice"), calls=calls, rounds=rounds)
+        control = compare(lambda: one.gate("alice"), lambda: one.gate("alice"), calls=calls, rounds=rounds)
+        free_one, free_many = fleets[1].for_profile("other"), fleets[SCOPES].for_profile("other")
+        free = compare(lambda: free_many.gate("alice"), lambda: free_one.gate("alice"), calls=calls, rounds=rounds)
+    finally:
+        for store in stores:
+            _drop(dsn, store.schema)
+            store.close()
+    detail = {"calls_per_round": calls, "rounds": rounds, "control_ratio": round(control[2], 3),
+              "control_us": [round(control[0] * 1e6, 2), round(control[1] * 1e6, 2)],
+              "control": "the one-scope gate() against itself"}
+    return [
+        Figure(f"gate() of a held profile, {SCOPES:,} profile holds in the table (PostgreSQL)", held[0] * 1e6, "us/call",
+               baseline_name="1 profile hold", baseline=held[1] * 1e6, ratio=held[2], target="within noise: <= 1.10x",
+               met=held[2] <= 1.10, detail=detail),
+        Figure(f"gate() of a profile without a hold, {SCOPES:,} other profile holds in the table (PostgreSQL)",
+               free[0] * 1e6, "us/call", baseline_name="1 other profile hold", baseline=free[1] * 1e6, ratio=free[2],
+               target="within noise: <= 1.10x", met=free[2] <= 1.10, detail=detail),
+    ]
+
+
+def _leader_metric(url: str) -> bool | None:
+    """What one `hermes serve`'s `/metrics` says of its leadership; None when it does not answer."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("hermes_estop_scheduler_leader "):
+            return float(line.split()[1]) == 1.0
+    return None
+
+
+def _lock_holders(conn: psycopg.Connection, schema: str) -> list[str]:
+    """The application_names of the sessions holding the window scheduler's advisory lock."""
+    return [row[0] for row in conn.execute(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s::bigint::oid "
+        "AND l.objid = (hashtext(%s)::bigint & 4294967295)::oid AND l.objsubid = 2",
+        [LOCK_CLASS, f"{schema}/#leader/windows"])]
+
+
+def three_serves(dsn: str, tmp: Path, quick: bool) -> list[Figure]:
+    """Three real `hermes serve --http` processes on one store (the installed `hermes`). Every
+    sample asks each live one's `/metrics` whether it leads (`hermes_estop_scheduler_leader`, its
+    own `is_leader()`) and the database who holds the advisory lock; the leader is SIGKILLed (twice
+    in a full run), and the takeover is the time until another says it leads."""
+    url = _with_schema(dsn, f"bench_serve_{os.getpid()}")
+    root = tmp / "serve"
+    root.mkdir()
+    creator = PostgresStore(url, share=False)
+    creator.init_schema()
+    env = {**os.environ, "HERMES_ROOT": str(root), "HERMES_HOME": str(root), STORE_ENV: url}
+    serves: dict[int, tuple[subprocess.Popen[bytes], str]] = {}
+    logs = []
+    observe, kills = (4.0, 1) if quick else (15.0, 2)
+    samples = 0
+    most = 0
+    leaderless: list[float] = []  # sample times with nobody leading, outside a takeover
+    disagreements = 0
+    takeovers: list[float] = []
+    found: dict[int, Counter[str]] = {}
+    admin = psycopg.connect(dsn, autocommit=True)
+    try:
+        for i in range(3):
+            port = _free_port()
+            log = open(tmp / f"serve-{i}.log", "wb")
+            logs.append(log)
+            proc = subprocess.Popen([_script("hermes"), "serve", "--interval", "1", "--http", f"127.0.0.1:{port}"],
+                                    env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            serves[proc.pid] = (proc, f"http://127.0.0.1:{port}/metrics")
+        deadline = time.monotonic() + 120
+        while any(_leader_metric(metrics) is None for _, metrics in serves.values()):
+            if time.monotonic() > deadline or any(proc.poll() is not None for proc, _ in serves.values()):
+                raise RuntimeError("a `hermes serve` did not come up: " + (tmp / "serve-0.log").read_text()[-2000:])
+            time.sleep(0.2)
+        time.sleep(2.0)  # every campaign has made its first attempt; the writers are open
+        found = connections(dsn)
+        per_serve = [found.get(pid, Counter()) for pid in serves]
+
+        def sample() -> list[int]:
+            nonlocal samples, most, disagreements
+            leading = [pid for pid, (_, metrics) in serves.items() if _leader_metric(metrics)]
+            holders = _lock_holders(admin, creator.schema)
+            samples += 1
+            most = max(most, len(leading))
+            if [f"hermes-estop leader {pid}" for pid in leading] != holders:
+                disagreements += 1
+            return leading
+
+        def watch(seconds: float) -> None:
+            until = time.monotonic() + seconds
+            while time.monotonic() < until:
+                if not sample():
+                    leaderless.append(time.monotonic())
+                time.sleep(0.05)
+
+        watch(observe)
+        for _ in range(kills):
+            (leader,) = sample()
+            proc, _ = serves.pop(leader)
+            proc.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            proc.wait(30)
+            while not sample():
+                if time.monotonic() - killed > 30:
+                    raise RuntimeError("no `hermes serve` took over within 30 s")
+            takeovers.append(time.monotonic() - killed)
+            watch(observe / 2)
+    finally:
+        admin.close()
+        for proc, _ in serves.values():
+            proc.send_signal(signal.SIGTERM)
+        for proc, _ in serves.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
+        for log in logs:
+            log.close()
+        _drop(dsn, creator.schema)
+        creator.close()
+    ms = _ms(takeovers)
+    detail = {"instances": 3, "samples": samples, "observed_s": observe * (1 + kills / 2), "sigkills": kills,
+              "samples_without_leader_outside_takeover": len(leaderless),
+              "samples_where_metrics_and_pg_locks_disagree": disagreements,
+              "how": "each live serve's /metrics (hermes_estop_scheduler_leader) + the pg_locks holder, every 50 ms"}
+    return [
+        Figure("`hermes serve` instances leading at once, max (3 on one PostgreSQL)", most, "leaders",
+               target="exactly 1 at every sample", met=most == 1 and not leaderless, detail=detail),
+        Figure("`hermes serve` takeover after SIGKILL of the leader, max (3 on one PostgreSQL)", max(ms), "ms",
+               target=f"<= leader poll ({DEFAULT_POLL:g} s) + scheduling", met=max(ms) <= DEFAULT_POLL * 1000 + 500,
+               detail={"samples": len(ms), "takeovers_ms": [round(v, 1) for v in ms], "leader_poll_s": DEFAULT_POLL}),
+        _connection_figure("`hermes serve`", per_serve),
+    ]
+
+
 def run(quick: bool) -> list[Figure]:
     dsn, cleanup = _server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             return (propagation(dsn, Path(tmp), quick) + [gate_cost(dsn, Path(tmp), quick)]
-                    + takeover(dsn, Path(tmp), quick))
+                    + takeover(dsn, Path(tmp), quick) + hundred_hosts(dsn, Path(tmp), quick)
+                    + many_scopes(dsn, Path(tmp), quick) + three_serves(dsn, Path(tmp), quick))
     finally:
         cleanup()
