@@ -227,18 +227,21 @@ GROWTH_COMMANDS = (("windows list", ["windows", "list"]), ("windows next", ["win
                    ("check --at T --for 6h", ["check", "--at", "2027-03-01T00:00:00Z", "--for", "6h"]))
 
 
-def write_distinct(root: Path, count: int) -> None:
+def write_distinct(root: Path, count: int, scopes: tuple[str, ...] = SCOPES) -> None:
     """`windows.toml` with `count` windows, no two with the same schedule (minute, hour, day of
     month and first month all vary), written as text: building 100,000 models to save them
-    would take longer than the measurement."""
+    would take longer than the measurement. Window `i` is on `scopes[i % len(scopes)]` (each
+    profile's home made under `root/profiles`). Window `i` starts at minute `i` of the first
+    days of each month (1,440 a day, from the 1st at 00:00 in its timezone)."""
     (root / "profiles").mkdir(parents=True)
-    for scope in SCOPES[1:]:
-        (root / "profiles" / scope).mkdir()
+    for scope in scopes:
+        if scope != "fleet":
+            (root / "profiles" / scope).mkdir()
     parts = []
     for i in range(count):
         cron = f"{i % 60} {(i // 60) % 24} {1 + (i // 1440) % 28} {1 + (i // 40320) % 12}-12 *"
         parts.append(f'[[windows]]\nname = "w{i:06d}"\ncron = "{cron}"\ntimezone = "{ZONES[i % len(ZONES)]}"\n'
-                     f'duration = "30m"\nreason = "bench window {i}"\nscope = "{SCOPES[i % len(SCOPES)]}"\n\n'
+                     f'duration = "30m"\nreason = "bench window {i}"\nscope = "{scopes[i % len(scopes)]}"\n\n'
                      f'[windows.allow]\nuser_ids = ["op-{i % 7}"]\n\n')
     (root / "windows.toml").write_text("".join(parts))
 

@@ -33,10 +33,24 @@ class PassState:
     report: TickReport
     entries: dict[str, LedgerEntry]
     changes: dict[str, LedgerEntry] = field(default_factory=dict)
+    #: `entries` by scope, built at the first `of` and kept up to date by `remember`
+    _by_scope: dict[str, dict[str, LedgerEntry]] | None = field(default=None, repr=False)
 
     def remember(self, entry: LedgerEntry) -> None:
         self.entries[entry.key] = entry
         self.changes[entry.key] = entry
+        if self._by_scope is not None:
+            self._by_scope.setdefault(entry.scope, {})[entry.key] = entry
+
+    def of(self, scope: str) -> dict[str, LedgerEntry]:
+        """The entries of `scope` as they now stand (a copy). Why an index: a pass plans every
+        scope, and filtering the whole ledger for each of a thousand profiles cost more than
+        the planning itself (issue 24)."""
+        if self._by_scope is None:
+            self._by_scope = {}
+            for key, entry in self.entries.items():
+                self._by_scope.setdefault(entry.scope, {})[key] = entry
+        return dict(self._by_scope.get(scope, {}))
 
     def event(self, event: Event) -> None:
         self.report.events.append(event)

@@ -31,6 +31,7 @@ from ..homes import FLEET, validate_profile_name
 from ..timeutil import next_deadline
 from .actions import Actions, PassState
 from .events import Event, TickReport, note_event, planned_events
+from .following import FollowingMemo
 from .guard import FileGuard
 from .ledger import (
     ARMED,
@@ -42,7 +43,7 @@ from .ledger import (
 from .model import InvalidWindow, Window
 from .occurrences import Occurrence, OccurrenceIndex
 from .recall import recall
-from .reconcile import Arm, Retire, ScopePlan, Skip, plan_scope
+from .reconcile import Arm, Retire, ScopePlan, Skip, idle, plan_scope
 from .wakeups import JOB_PREFIX, Scheduler, Wakeups, make_scheduler, wakeups_for
 from .windows_file import WindowsFile
 
@@ -61,6 +62,8 @@ WEAKEN_AFTER = 5.0
 RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
 _Inputs = tuple[list[Window], dict[str, LedgerEntry]]
+#: window name -> its occurrences covering the pass's `now`
+Covering = dict[str, list[Occurrence]]
 
 
 def _always() -> bool:
@@ -96,6 +99,7 @@ class WindowService:
         self.poll_interval = float(poll_interval)
         self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)))
         self.index = OccurrenceIndex()
+        self.following = FollowingMemo()
         self.actions = Actions(fleet)
         self._lock = threading.RLock()
         self._logged: dict[str, object] = {}
@@ -178,8 +182,9 @@ class WindowService:
     def _reading(self, scope: str, now: datetime) -> Reading:
         return self.fleet.read((self.fleet.location(scope),), now).readings[0]
 
-    def _covered(self, windows: Iterable[Window], now: datetime) -> list[Occurrence]:
-        return sorted(o for w in windows for o in self.index.covering(w, now))
+    @staticmethod
+    def _covered(windows: Iterable[Window], covering: Covering) -> list[Occurrence]:
+        return sorted(o for w in windows for o in covering.get(w.name, ()))
 
     def _recalled(self, scope: str, covered: list[Occurrence], entries: dict[str, LedgerEntry]) -> dict[str, str]:
         """What the audit trail says was armed for the occurrences covering `now` that the
@@ -218,6 +223,7 @@ class WindowService:
         with self._lock:
             report = TickReport(now=now or self.clock(), dry_run=dry_run)
             self.index.new_pass()
+            self.following.forget_armed_by(report.now)
             plans: list[ScopePlan] = []
             inputs = self._inputs(report)
             if inputs is None:
@@ -225,24 +231,36 @@ class WindowService:
             windows, entries = inputs
             report.leader = dry_run or self._may_write()
             state = PassState(report, entries)
+            # each enabled window's occurrences covering now, once per pass (the plans, the
+            # report and the wake-ups all need them: issue 24)
+            covering = {w.name: self.index.covering(w, report.now) for w in windows if w.enabled}
             if report.leader:
+                on_scope = enabled_by_scope(windows)
+                by_name = {w.name: w for w in windows}
                 for scope in self._scopes(windows, entries):
                     try:
-                        plans.extend(self._reconcile_scope(scope, state, windows))
+                        plans.extend(self._reconcile_scope(scope, state, on_scope.get(scope, []), by_name, covering))
                     except (EstopError, OSError) as exc:
                         state.error(f"scope {scope}: {exc}")
                 if not dry_run:
                     self._commit(state)
-            report.active = sorted(o.key for o in self._covered((w for w in windows if w.enabled), report.now))
-            report.wakeups = wakeups_for(windows, report.now, self.index)
+            report.active = sorted(o.key for found in covering.values() for o in found)
+            report.wakeups = wakeups_for(windows, report.now, self.index, covering=covering)
             if not dry_run:
                 self._schedule(report)
             return report, plans
 
     def reconcile(self) -> TickReport:
-        """`tick()` that never raises: what wake-up jobs and the poll loop call."""
+        """`tick()` that never raises: what wake-up jobs and the poll loop call. Each pass is
+        a DEBUG line with its duration (`hermes serve -v`): what a pass costs is what an
+        operator with a large fleet needs to see to choose `--interval`."""
         try:
-            return self.tick()
+            started = time.perf_counter()  # a duration for the log, not a deadline: not the pacing clock
+            report = self.tick()
+            logger.debug("windows: pass at %s took %.1f ms: %d window(s), %d active, %d event(s)",
+                         report.now.isoformat(), (time.perf_counter() - started) * 1e3, report.windows,
+                         len(report.active), len(report.events))
+            return report
         except Exception as exc:  # a wake-up must never take the scheduler down
             logger.exception("windows: reconciliation failed")
             report = TickReport(now=self.clock())
@@ -257,14 +275,6 @@ class WindowService:
             return False
 
     @staticmethod
-    def _on(scope: str, windows: Iterable[Window]) -> list[Window]:
-        return [w for w in windows if w.enabled and w.scope == scope]
-
-    @staticmethod
-    def _of(scope: str, entries: dict[str, LedgerEntry]) -> dict[str, LedgerEntry]:
-        return {k: e for k, e in entries.items() if e.scope == scope}
-
-    @staticmethod
     def _scopes(windows: Iterable[Window], entries: dict[str, LedgerEntry]) -> list[str]:
         scopes = {w.scope for w in windows}
         for entry in entries.values():
@@ -272,18 +282,23 @@ class WindowService:
                 scopes.add(entry.scope)
         return sorted(scopes, key=lambda s: (s != FLEET, s))
 
-    def _reconcile_scope(self, scope: str, state: PassState, windows: list[Window]) -> list[ScopePlan]:
-        """Every lane of `scope`: the full hold's windows, and one lane per selector of the
-        windows with `only`/`jobs` (issue 26), each planned as a scope of its own. Ledger entries
-        of windows no lane has any more stay with the full lane, as before."""
+    def _reconcile_scope(self, scope: str, state: PassState, on_scope: list[Window],
+                         by_name: dict[str, Window], covering: Covering) -> list[ScopePlan]:
+        """Every lane of `scope` (`on_scope`: its enabled windows): the full hold's windows, and
+        one lane per selector of the windows with `only`/`jobs` (issue 26), each planned as a
+        scope of its own. Ledger entries of windows no lane has any more stay with the full
+        lane, as before. `by_name`: every window of the file; `covering`: each enabled window's
+        occurrences covering now. A scope with nothing to do (`idle`) is not read at all."""
+        if idle(self._covered(on_scope, covering), state.of(scope)):
+            return [ScopePlan(scope, state.report.now, ())]
         lanes: dict[Any, list[Window]] = {None: []}
-        for window in self._on(scope, windows):
+        for window in on_scope:
             lanes.setdefault(window.selector, []).append(window)
         scoped_names = {w.name for selector, group in lanes.items() if selector is not None for w in group}
         plans = []
         for selector, group in lanes.items():
             names = frozenset(w.name for w in group) if selector is not None else None
-            plans += self._reconcile_lane(scope, selector, group, names, scoped_names, state, windows)
+            plans += self._reconcile_lane(scope, selector, group, names, scoped_names, state, by_name, covering)
         return plans
 
     def _lane_reading(self, scope: str, selector: Any, now: datetime) -> Reading:
@@ -297,18 +312,21 @@ class WindowService:
         return Reading(reading.location, HoldState.ABSENT)
 
     def _reconcile_lane(self, scope: str, selector: Any, on_scope: list[Window], names: frozenset[str] | None,
-                        scoped_names: set[str], state: PassState, windows: list[Window]) -> list[ScopePlan]:
+                        scoped_names: set[str], state: PassState, by_name: dict[str, Window],
+                        covering: Covering) -> list[ScopePlan]:
         """One lane: its windows, and the ledger entries of its windows (`names`; None: the full
         lane, every entry of a window no scoped lane has)."""
-        report, entries = state.report, state.entries
-        by_name = {w.name: w for w in windows}
+        report = state.report
         for _ in range(_MAX_ROUNDS):
             now = report.now
-            of_scope = {k: e for k, e in self._of(scope, entries).items()
+            of_scope = {k: e for k, e in state.of(scope).items()
                         if (e.window in names if names is not None else e.window not in scoped_names)}
-            covered = self._covered(on_scope, now)
+            covered = self._covered(on_scope, covering)
+            if idle(covered, of_scope):
+                return [ScopePlan(scope, now, ())]  # the plan whatever the sentinel holds: not read
             plan = plan_scope(scope, now, on_scope, of_scope, self._lane_reading(scope, selector, now),
-                              self._recalled(scope, covered, of_scope), covered, selector)
+                              self._recalled(scope, covered, of_scope), covered, selector, self.index.next_start,
+                              self.following)
             if report.dry_run:
                 report.events.extend(planned_events(plan))
                 return [plan]
@@ -397,6 +415,17 @@ class WindowService:
                 due, _ = next_deadline(due, interval, self.monotonic())
         finally:
             self.shutdown()
+
+
+def enabled_by_scope(windows: Iterable[Window]) -> dict[str, list[Window]]:
+    """The enabled windows of each scope, in file order: grouped once per pass, not filtered
+    from the whole file again for each of a fleet's scopes (issue 24: with 1,000 profiles that
+    filtering was most of a pass)."""
+    out: dict[str, list[Window]] = {}
+    for window in windows:
+        if window.enabled:
+            out.setdefault(window.scope, []).append(window)
+    return out
 
 
 def _valid_scope(scope: str) -> bool:

@@ -12,12 +12,12 @@ can pass its own (the tests pass a paused real `BackgroundScheduler`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .model import Window
-from .occurrences import OccurrenceIndex
+from .occurrences import Occurrence, OccurrenceIndex
 
 __all__ = ["JOB_PREFIX", "LATER", "MAX_JOBS", "Job", "Scheduler", "Wakeups", "make_scheduler", "wakeups_for"]
 
@@ -55,7 +55,8 @@ class Scheduler(Protocol):
 
 
 def wakeups_for(windows: Iterable[Window], now: datetime, index: OccurrenceIndex | None = None,
-                limit: int = MAX_JOBS) -> dict[str, datetime]:
+                limit: int = MAX_JOBS, covering: Mapping[str, Sequence[Occurrence]] | None = None
+                ) -> dict[str, datetime]:
     """The instants after `now` at which the plan can change: each enabled window's next arm
     (`windows:start:<name>` at its start; for a window with a drain lead,
     `windows:drain:<name>` at the start less the lead, and `windows:start:<name>` at the start of
@@ -64,7 +65,8 @@ def wakeups_for(windows: Iterable[Window], now: datetime, index: OccurrenceIndex
 
     Only the `limit` earliest are kept, plus `windows:later` at the earliest one left out: a
     fleet with 10,000 windows keeps a few hundred jobs, and waking at `windows:later` schedules
-    the next ones (APScheduler's `add_job` costs about 0.1 ms each)."""
+    the next ones (APScheduler's `add_job` costs about 0.1 ms each). `covering`: each enabled
+    window's occurrences covering `now`, when the caller has them already (the scheduler's pass)."""
     index = index or OccurrenceIndex()
     out: dict[str, datetime] = {}
     for window in windows:
@@ -74,7 +76,7 @@ def wakeups_for(windows: Iterable[Window], now: datetime, index: OccurrenceIndex
         if upcoming is not None:
             kind = "drain" if upcoming.lead else "start"
             out[f"{JOB_PREFIX}{kind}:{window.name}"] = upcoming.arm_at
-        covered = index.covering(window, now)
+        covered = covering[window.name] if covering is not None else index.covering(window, now)
         if covered:
             out[f"{JOB_PREFIX}end:{window.name}"] = min(o.end for o in covered)
             starts = [o.start for o in covered if o.start > now]

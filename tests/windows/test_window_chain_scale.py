@@ -1,0 +1,173 @@
+"""The work one reconciliation pass does at scale (issue 24), counted, never timed: the chain of a
+held scope is walked once (each window asked for its next occurrence once, each chained
+occurrence's successor once, and remembered across passes), and a scope where nothing covers
+now and nothing is armed is decided without reading its sentinel."""
+
+from __future__ import annotations
+
+import importlib
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from hermes_estop.hold import Allow, Hold, HoldState, Reading
+from hermes_estop.homes import Location
+from hermes_estop.windows.actions import PassState
+from hermes_estop.windows.events import TickReport
+from hermes_estop.windows.following import FollowingMemo, following
+from hermes_estop.windows.ledger import ARMED, ENDED
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import covering, next_armed, occurrences
+from hermes_estop.windows.reconcile import chain_end, entry_for, idle, plan_scope
+
+# the module, not the function `hermes_estop.windows` re-exports under the same name
+occurrences_module = importlib.import_module("hermes_estop.windows.occurrences")
+T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
+SCOPE = Location("fleet", Path("/nonexistent"))
+
+
+@pytest.fixture
+def cron_steps(monkeypatch):
+    """How many cron starts the occurrences of cron windows computed."""
+    steps = [0]
+    original = occurrences_module.cron_starts
+
+    def counted(*args, **kwargs):
+        for start in original(*args, **kwargs):
+            steps[0] += 1
+            yield start
+
+    monkeypatch.setattr(occurrences_module, "cron_starts", counted)
+    return steps
+
+
+def relay(count: int) -> list[Window]:
+    """`count` daily windows back to back: window k holds [12:00 + k h, 12:00 + (k+1) h)."""
+    return [Window.parse({"name": f"w{k:03d}", "cron": f"0 {(12 + k) % 24} * * *", "duration": "1h",
+                          "timezone": "UTC"}) for k in range(count)]
+
+
+def test_chain_end_asks_each_window_once_not_once_per_step_of_the_chain(cron_steps):
+    windows = relay(20)
+    members = covering(windows[0], T0)
+    cron_steps[0] = 0
+    # the relay runs to 08:00 the next day, then w000 starts again at 12:00 (a gap)
+    assert chain_end(members, windows, T0) == T0 + timedelta(hours=20)
+    # asked once per window for its first start, once per chained occurrence for the next:
+    # rounds over every window for each step of the chain would be about 20 x 20
+    assert cron_steps[0] <= 3 * len(windows) + 5
+
+
+def test_chain_end_with_the_memo_computes_the_chain_once_across_passes(cron_steps):
+    windows = relay(20)
+    memo = FollowingMemo()
+    members = covering(windows[0], T0)
+    first = chain_end(members, windows, T0, after=memo)
+    cron_steps[0] = 0
+    again = chain_end(members, windows, T0, first_armed=lambda w, now: next_armed(w, now), after=memo)
+    assert again == first
+    assert cron_steps[0] <= 2 * len(windows)  # only the first starts again: no successor recomputed
+
+
+def test_chain_end_stops_at_the_limit_in_arm_order():
+    windows = relay(20)
+    members = covering(windows[0], T0)
+    assert chain_end(members, windows, T0, limit=3) == T0 + timedelta(hours=4)
+
+
+def test_following_is_the_next_occurrence_and_the_memo_agrees_until_forgotten():
+    window = relay(1)[0]
+    first, second, third = [o for _, o in zip(range(3), occurrences(window, T0))]
+    assert following(window, first) == second
+    memo = FollowingMemo()
+    assert memo(window, first) == second and memo(window, second) == third
+    assert len(memo) == 2
+    memo.forget_armed_by(first.arm_at)
+    assert len(memo) == 1  # the chain never asks about an occurrence armed by now again
+    edited = window.model_copy(update={"duration": timedelta(minutes=30)})
+    assert memo(edited, second).end == third.start + timedelta(minutes=30)  # an edited window: afresh
+
+
+class _Event:
+    def __init__(self, ident: str) -> None:
+        self.start, self.end, self.ident, self.uid, self.reason = T0, T0 + timedelta(hours=1), ident, ident, None
+
+
+class _TwoEventsAtOnce:
+    def events(self, since):
+        return iter([_Event("a"), _Event("b")]) if since <= T0 else iter([])
+
+
+class _CalendarWindow(Window):
+    """A calendar window (as `calendars.CalendarWindow`) whose feed has two events at T0."""
+
+    @property
+    def feed(self):
+        return _TwoEventsAtOnce()
+
+
+def test_following_keeps_two_calendar_events_at_the_same_instant():
+    window = _CalendarWindow.parse({"name": "cal", "at": T0.isoformat(), "duration": "1h"})
+    first, second = list(occurrences(window, T0))
+    assert (first.event, second.event) == ("a", "b")
+    assert following(window, first) == second
+    assert following(window, second) is None
+
+
+READINGS = [
+    Reading(SCOPE, HoldState.ABSENT),
+    Reading(SCOPE, HoldState.ACTIVE, Hold("manual", T0, "by hand", None, Allow())),
+    Reading(SCOPE, HoldState.ACTIVE, Hold("g1", T0, "ours?", T0 + timedelta(hours=1), Allow(), "window:w000",
+                                           {"name": "w000", "occurrence": T0.isoformat()})),
+    Reading(SCOPE, HoldState.UNREADABLE, problem="not JSON"),
+]
+
+
+@pytest.mark.parametrize("reading", READINGS, ids=["absent", "manual", "window-armed", "unreadable"])
+def test_an_idle_scope_has_an_empty_plan_whatever_its_sentinel_holds(reading):
+    windows = relay(3)
+    now = T0 - timedelta(hours=2)  # nothing covers now
+    ended = entry_for(covering(windows[0], T0)[0], ENDED, T0, "g0")
+    entries = {ended.key: ended}
+    assert idle([], entries)
+    plan = plan_scope("fleet", now, windows, entries, reading)
+    assert not plan.actions and not plan.notes
+
+
+def test_a_scope_with_an_armed_entry_or_a_covering_occurrence_is_not_idle():
+    [occurrence] = covering(relay(1)[0], T0)
+    armed = entry_for(occurrence, ARMED, T0, "g1")
+    assert not idle([], {armed.key: armed})
+    assert not idle([occurrence], {})
+
+
+def test_pass_state_of_a_scope_follows_what_the_pass_remembers():
+    [occurrence] = covering(relay(1)[0], T0)
+    state = PassState(TickReport(now=T0), {})
+    assert state.of("fleet") == {}
+    entry = entry_for(occurrence, ARMED, T0, "g1")
+    state.remember(entry)
+    assert state.of("fleet") == {entry.key: entry}
+    assert state.of("other") == {}
+
+
+def test_a_pass_reads_only_the_scopes_with_something_to_decide(harness):
+    now = harness.clock.now
+    for name in ("a", "b", "c", "d"):
+        (harness.root / "profiles" / name).mkdir(parents=True)
+    harness.write(*[{"name": f"far-{name}", "at": (now + timedelta(days=3)).isoformat(), "duration": "1h",
+                     "scope": name} for name in ("a", "b", "c")],
+                  {"name": "now-d", "at": (now - timedelta(minutes=5)).isoformat(), "duration": "1h", "scope": "d"})
+    fleet = harness.service.fleet
+    read = fleet.read
+    scopes_read: list[str] = []
+
+    def counting(locations, when=None):
+        scopes_read.extend(location.scope for location in locations)
+        return read(locations, when)
+
+    fleet.read = counting  # type: ignore[method-assign]
+    report = harness.start()
+    assert [e.kind for e in report.events] == ["arm"]
+    assert set(scopes_read) == {"d"}
