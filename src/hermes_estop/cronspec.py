@@ -44,6 +44,9 @@ _NONDETERMINISTIC_RE = re.compile(r"(?<![A-Z])[RH](?![A-Z])")
 _YEAR_LIMIT = 9000
 _OFFSET_PROBES = (timedelta(hours=-48), timedelta(0), timedelta(hours=48))
 _ZONE_HINT = "expected an IANA zone such as Europe/Berlin"
+#: what croniter raises for an expression it cannot read: its `CroniterError`s are `ValueError`s,
+#: its `CroniterBadTypeRangeError` a `TypeError` (named here so croniter stays unimported)
+_PARSE_ERRORS = (ValueError, TypeError)
 
 
 def validate_cron(expr: Any) -> str:
@@ -74,11 +77,11 @@ def _validated(expr: str) -> str:
     text = " ".join(fields)
     if _NONDETERMINISTIC_RE.search(text.upper()):
         raise InvalidArgument(f"invalid cron expression {expr!r}: random (R) and hashed (H) fields are not allowed")
-    from croniter import CroniterBadDateError, CroniterError
+    from croniter import CroniterBadDateError
 
     try:
         parsed = _parsed(text)
-    except (CroniterError, ValueError, TypeError, KeyError, IndexError):
+    except _PARSE_ERRORS:
         raise InvalidArgument(f"invalid cron expression {expr!r}: croniter cannot parse it") from None
     try:
         copy.copy(parsed).get_next(datetime)
@@ -123,8 +126,6 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
 
     `expr` is parsed here, so a bad one raises `InvalidArgument` at the call, not at the first
     `next()`; run it through `validate_cron` first to get the stricter refusals."""
-    from croniter import CroniterError
-
     since = to_utc(since)
     # Wall times mapping to an instant >= since are at least since + (smallest nearby offset):
     # starting the wall-clock iteration there finds every one, also those in a DST gap.
@@ -132,7 +133,7 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
     base = (since + low_offset).replace(tzinfo=None) - timedelta(seconds=1)
     try:
         iterator = copy.copy(_parsed(expr))
-    except (CroniterError, ValueError, TypeError) as exc:
+    except _PARSE_ERRORS as exc:
         raise InvalidArgument(f"invalid cron expression {expr!r}: {exc}") from None
     iterator.set_current(base, force=True)
     return _starts(iterator, tz, since)
