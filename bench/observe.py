@@ -33,7 +33,7 @@ from harness import Figure, percentile
 from windows import make_windows
 
 from hermes_estop import Estop
-from hermes_estop.observe import StatusServer
+from hermes_estop.observe.server import StatusServer
 from hermes_estop.windows import WindowsFile
 
 __all__ = ["run"]

@@ -72,9 +72,12 @@ def _command(name: str) -> str:
 
 
 def render_growth(figures: list[Figure]) -> str:
-    """The growth curves as a markdown table: seconds at each size, the peak resident memory at
-    the largest, whether the figure's target was met. Empty when no figure has a curve."""
-    header = ["command", *(f"{size:,}" for size in GROWTH_SIZES), f"peak MiB at {GROWTH_SIZES[-1]:,}", "target met"]
+    """The growth curves as a markdown table: seconds at each size (warm: the file read before,
+    the windows cache filled), the peak resident memory at the largest, the cold seconds (the
+    first read after an edit) where measured, whether the figure's target was met. Empty when
+    no figure has a curve."""
+    header = ["command", *(f"{size:,}" for size in GROWTH_SIZES), f"peak MiB at {GROWTH_SIZES[-1]:,}",
+              "cold (first read after an edit)", "target met"]
     rows = []
     for fig in figures:
         seconds, peak = fig.detail.get("seconds"), fig.detail.get("peak_rss_mib")
@@ -83,9 +86,12 @@ def render_growth(figures: list[Figure]) -> str:
         by_size = {_size(k): v for k, v in seconds.items()}
         peaks = {_size(k): v for k, v in peak.items()}
         top = peaks.get(GROWTH_SIZES[-1])
+        cold = fig.detail.get("cold_seconds")
+        colds = ", ".join(f"{k}: {v:.2f} s" for k, v in cold.items() if _size(k)) if isinstance(cold, dict) else ""
         rows.append([_command(fig.name),
                      *(f"{by_size[size]:.2f} s" if by_size.get(size) is not None else "-" for size in GROWTH_SIZES),
-                     f"{top:.0f}" if top is not None else "-", {True: "yes", False: "NO", None: "-"}[fig.met]])
+                     f"{top:.0f}" if top is not None else "-", colds or "-",
+                     {True: "yes", False: "NO", None: "-"}[fig.met]])
     if not rows:
         return ""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]

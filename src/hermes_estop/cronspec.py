@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import copy
 import functools
-
 import re
+import threading
+from bisect import bisect_left
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -124,9 +125,23 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
     """The starts of `expr` in `tz` at or after `since`, in order, each once, as aware UTC
     instants placed by the DST rule. Ends (rather than running on) past the year 9000.
 
-    `expr` is parsed here, so a bad one raises `InvalidArgument` at the call, not at the first
-    `next()`; run it through `validate_cron` first to get the stricter refusals."""
+    `expr` is parsed here (unless a remembered run answers), so a bad one raises
+    `InvalidArgument` at the call, not at the first `next()`; run it through `validate_cron`
+    first to get the stricter refusals. The starts computed are remembered (`StartRuns`)."""
     since = to_utc(since)
+    key = (expr, tz.key) if tz.key else None
+    run = RUNS.find(key, since.timestamp()) if key is not None else None
+    if run is None:
+        computed = _computed(expr, tz, since)
+        if key is None:
+            return computed
+        run = RUNS.begin(key, since.timestamp())
+        return _walk(run, expr, tz, 0, computed)
+    return _walk(run, expr, tz, bisect_left(run.starts, since.timestamp()), None)
+
+
+def _computed(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
+    """`starts`, computed by croniter (nothing remembered)."""
     # Wall times mapping to an instant >= since are at least since + (smallest nearby offset):
     # starting the wall-clock iteration there finds every one, also those in a DST gap.
     low_offset = min((since + probe).astimezone(tz).utcoffset() or timedelta(0) for probe in _OFFSET_PROBES)
@@ -137,6 +152,111 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
         raise InvalidArgument(f"invalid cron expression {expr!r}: {exc}") from None
     iterator.set_current(base, force=True)
     return _starts(iterator, tz, since)
+
+
+class Run:
+    """Starts of one schedule remembered from `lo` (epoch seconds): the schedule's starts in
+    `[lo, starts[-1]]` are exactly `starts` (epoch seconds, ascending); in `[lo, forever)` when
+    `complete`. Extended by whoever walks past its end, so a run only ever holds starts that
+    someone asked for."""
+
+    __slots__ = ("lo", "starts", "complete")
+
+    def __init__(self, lo: float, starts: list[int] | None = None, complete: bool = False) -> None:
+        self.lo = lo
+        self.starts = starts if starts is not None else []
+        self.complete = complete
+
+    def answers(self, at: float) -> bool:
+        return self.lo <= at and (self.complete or (bool(self.starts) and at <= self.starts[-1]))
+
+
+class StartRuns:
+    """The starts computed in this process, per (expression, zone name): what lets a command
+    with 10,000 windows with distinct schedules skip croniter (parsing one costs about 100 us,
+    a step 40 us) for every start it was already told, here or, seeded from a cache
+    (`windows.compiled`), in an earlier process. At most `PER_SCHEDULE` runs per schedule
+    (callers ask from a few points: now, now less a duration, a `--at`), the oldest dropped;
+    a run stops growing at `KEPT` starts (a walk past that is computed, not remembered), so a
+    scheduler walking a minutely schedule for a year holds no more than that."""
+
+    PER_SCHEDULE = 3
+    KEPT = 64
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple[str, str], list[Run]] = {}
+        self.changed = False
+
+    def find(self, key: tuple[str, str], at: float) -> Run | None:
+        for run in self._runs.get(key, ()):
+            if run.answers(at):
+                return run
+        return None
+
+    def begin(self, key: tuple[str, str], at: float) -> Run:
+        if len(self._runs) >= _REMEMBERED:
+            self._runs.clear()
+        runs = self._runs.setdefault(key, [])
+        del runs[:-(self.PER_SCHEDULE - 1)]
+        run = Run(at)
+        runs.append(run)
+        self.changed = True
+        return run
+
+    def seed(self, key: tuple[str, str], run: Run) -> None:
+        """A run told by an earlier process (the caller vouches for the croniter and the zone
+        data it was computed with)."""
+        runs = self._runs.setdefault(key, [])
+        if len(runs) < self.PER_SCHEDULE:
+            runs.append(run)
+
+    def items(self) -> Iterator[tuple[tuple[str, str], Run]]:
+        for key, runs in self._runs.items():
+            for run in runs:
+                yield key, run
+
+    def clear(self) -> None:
+        self._runs.clear()
+        self.changed = False
+
+
+RUNS = StartRuns()
+_EXTENDING = threading.Lock()
+
+
+def _walk(run: Run, expr: str, tz: ZoneInfo, index: int, computed: Iterator[datetime] | None) -> Iterator[datetime]:
+    """The starts of `run` from `index` on, extending it with croniter past its end. `computed`
+    (when given) continues from the run's last start; another walker may extend the run in
+    between, so a walker's own iterator is used only while it is at the run's end. Runs are
+    only appended to, so every walker's index stays right."""
+    position = run.starts[-1] if run.starts and computed is not None else None
+    while True:
+        if index < len(run.starts):
+            yield datetime.fromtimestamp(run.starts[index], timezone.utc)
+            index += 1
+            continue
+        if run.complete:
+            return
+        last = run.starts[-1] if run.starts else None
+        if computed is None or position != last:
+            since = run.lo if last is None else last + 1
+            computed = _computed(expr, tz, datetime.fromtimestamp(since, timezone.utc))
+        start = next(computed, None)
+        with _EXTENDING:
+            if (run.starts[-1] if run.starts else None) != last:
+                computed = None  # another thread extended the run meanwhile: replay what it added
+                continue
+            if start is None:
+                run.complete = RUNS.changed = True
+                return
+            if len(run.starts) < StartRuns.KEPT and not start.microsecond:
+                position = int(start.timestamp())
+                run.starts.append(position)
+                RUNS.changed = True
+                continue
+        yield start
+        yield from computed
+        return
 
 
 @functools.lru_cache(maxsize=_REMEMBERED)

@@ -92,14 +92,18 @@ def read_regular_with_stat(path: Path | str, limit: int = MAX_READ_BYTES) -> tup
         st = os.fstat(fd)
         chunks: list[bytes] = []
         total = 0
+        # The first read asks for the whole file as fstat sizes it (one buffer, not a list of
+        # chunks joined into a second copy: a 10 MiB windows file); a file still growing is
+        # read on in chunks.
+        first = max(1, min(st.st_size + 1, limit + 1))
         while True:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            chunk = os.read(fd, first if not chunks else min(1 << 20, limit + 1 - total))
             if not chunk:
                 break
             chunks.append(chunk)
             total += len(chunk)
             if total > limit:
                 raise StoreError(f"{path} is larger than {limit} bytes: refusing to read it")
-        return b"".join(chunks), st
+        return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), st
     finally:
         os.close(fd)

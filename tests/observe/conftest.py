@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hermes_estop import Estop
-from hermes_estop.observe import StatusServer
+from hermes_estop.observe.server import StatusServer
 
 
 @pytest.fixture

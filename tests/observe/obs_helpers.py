@@ -10,7 +10,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from hermes_estop.observe import StatusServer
+from hermes_estop.observe.server import StatusServer
 from hermes_estop.windows import Window, WindowsFile
 
 __all__ = ["Dom", "fetch", "scrape", "write_windows"]

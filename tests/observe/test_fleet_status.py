@@ -18,7 +18,7 @@ import pytest
 
 import hermes_estop
 from hermes_estop import Estop
-from hermes_estop.observe import StatusServer
+from hermes_estop.observe.server import StatusServer
 from hermes_estop.observe.status import fleet_status, lift_command
 from hermes_estop.windows.service import WindowService
 from obs_helpers import fetch, scrape, write_windows

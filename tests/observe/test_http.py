@@ -23,7 +23,8 @@ from obs_helpers import fetch, scrape, write_windows
 from hermes_estop.consumers.report import Held
 from hermes_estop.consumers.service import LoopService
 from hermes_estop.errors import InvalidArgument
-from hermes_estop.observe import StatusServer, WorkHeldCounter, parse_listen
+from hermes_estop.observe.metrics import WorkHeldCounter
+from hermes_estop.observe.server import StatusServer, parse_listen
 from hermes_estop.observe.server import attach
 from hermes_estop.windows.ledger import SKIPPED, JsonFileLedger, LedgerEntry
 from hermes_estop.windows.occurrences import occurrence_key

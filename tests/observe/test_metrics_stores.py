@@ -11,7 +11,7 @@ from obs_helpers import scrape
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop import Estop
-from hermes_estop.observe import StatusServer
+from hermes_estop.observe.server import StatusServer
 from hermes_estop.observe.server import attach
 from hermes_estop.stores.postgresql import PostgresStore
 

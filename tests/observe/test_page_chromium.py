@@ -20,7 +20,7 @@ import pytest
 from cdp import Browser
 from obs_helpers import Dom, write_windows
 
-from hermes_estop.observe import StatusServer
+from hermes_estop.observe.server import StatusServer
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]

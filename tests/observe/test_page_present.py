@@ -13,7 +13,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from obs_helpers import Dom, write_windows
 
-from hermes_estop.observe import Observer, render_page, render_timeline_svg
+from hermes_estop.observe.page import render_page
+from hermes_estop.observe.svg import render_timeline_svg
+from hermes_estop.observe.view import Observer
 from hermes_estop.observe.present import span_in_zones
 
 SVG = "{http://www.w3.org/2000/svg}"

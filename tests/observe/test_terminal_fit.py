@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from obs_helpers import write_windows
 
-from hermes_estop.observe import Observer, render_timeline_text
+from hermes_estop.observe.terminal import render_timeline_text
+from hermes_estop.observe.view import Observer
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NEW_YORK = {"name": "nightly-backup", "cron": "30 2 * * *", "timezone": "America/New_York", "duration": "2h",

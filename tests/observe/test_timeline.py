@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from obs_helpers import write_windows
 
-from hermes_estop.observe import Observer, render_timeline_svg
+from hermes_estop.observe.svg import render_timeline_svg
+from hermes_estop.observe.view import Observer
 from hermes_estop.windows.ledger import RELEASED, SKIPPED, JsonFileLedger, LedgerEntry
 from hermes_estop.windows.occurrences import occurrence_key
 

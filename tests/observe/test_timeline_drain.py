@@ -8,7 +8,9 @@ import xml.etree.ElementTree as ET
 
 from obs_helpers import write_windows
 
-from hermes_estop.observe import Observer, render_timeline_svg, render_timeline_text
+from hermes_estop.observe.svg import render_timeline_svg
+from hermes_estop.observe.terminal import render_timeline_text
+from hermes_estop.observe.view import Observer
 
 SVG = "{http://www.w3.org/2000/svg}"
 # the fake clock starts at 2026-06-01T12:00Z: the first occurrence starts 02:00Z the next day

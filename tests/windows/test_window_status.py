@@ -47,3 +47,17 @@ def test_a_broken_ledger_still_shows_the_windows(harness):
     section = status_section(harness.estop.fleet, harness.clock.now)
     assert [row["name"] for row in section["json"]["windows"]] == ["later"]
     assert "unreadable" in section["json"]["windows_error"]
+
+
+def test_each_rendering_alone_is_the_one_of_both(harness):
+    now = harness.clock.now
+    harness.write({"name": "active", "at": (now - timedelta(minutes=5)).isoformat(), "duration": "1h", "drain": "10m"},
+                  {"name": "later", "cron": "0 3 * * *", "timezone": "Europe/Berlin", "duration": "1h"},
+                  {"name": "off", "cron": "0 4 * * *", "duration": "2h", "enabled": False})
+    harness.start()
+    both = status_section(harness.estop.fleet, now)
+    only_json = status_section(harness.estop.fleet, now, as_json=True)
+    only_lines = status_section(harness.estop.fleet, now, as_json=False)
+    assert only_json["json"] == both["json"] and only_json["lines"] == []
+    assert only_lines["lines"] == both["lines"] and only_lines["json"] == {}
+    assert len(both["json"]["windows"]) == 3 and len(both["lines"]) > 3

@@ -8,7 +8,7 @@ a cheap process to start.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, NoReturn
 
 import typer
@@ -27,6 +27,7 @@ __all__ = [
     "describe_hold",
     "describe_reading",
     "emit_json",
+    "echo_lines",
     "fit_lines",
     "fail",
     "hold_json",
@@ -68,21 +69,36 @@ def terminal_width() -> int:
     return max(shutil.get_terminal_size((80, 24)).columns, 20)
 
 
-def fit_lines(lines: Iterable[str], width: int) -> list[str]:
+def fit_lines(lines: Iterable[str], width: int) -> Iterator[str]:
     """Each line broken at spaces to at most `width` columns, continuation lines indented two
     more than the line they continue (a word longer than a line is cut: it must still fit)."""
     import textwrap
 
-    out = []
     for line in lines:
         line = line.rstrip()
         if len(line) <= width:
-            out.append(line)
+            yield line
             continue
         indent = " " * min(len(line) - len(line.lstrip()) + 2, width // 2)
-        out.extend(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
-                                 drop_whitespace=True) or [""])
-    return out
+        yield from textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
+                                 drop_whitespace=True) or [""]
+
+
+#: lines written per write by `echo_lines`
+_ECHOED = 2048
+
+
+def echo_lines(lines: Iterable[str]) -> None:
+    """`lines` on stdout, a few thousand per write: one write per line is most of the time of a
+    command listing 100,000 windows, and one string of them all doubles its memory."""
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) >= _ECHOED:
+            typer.echo("\n".join(chunk))
+            chunk.clear()
+    if chunk:
+        typer.echo("\n".join(chunk))
 
 
 def emit_json(data: Any) -> None:

@@ -23,6 +23,7 @@ from .common import (
     describe_hold,
     emit_json,
     fail,
+    echo_lines,
     fit_lines,
     hold_json,
     reading_json,
@@ -307,12 +308,11 @@ def status(as_json: JsonOpt = False) -> None:
     other scope of the fleet that holds, each with the command that lifts it from here."""
     from ..observe.status import fleet_status
 
-    document = fleet_status(current_estop())
+    document = fleet_status(current_estop(), as_json=as_json)
     if as_json:
         emit_json(document.to_json())
         return
-    for line in fit_lines(document.lines(), terminal_width()):
-        typer.echo(line)
+    echo_lines(fit_lines(document.lines(), terminal_width()))
 
 
 def check(user: UserOpt = None, profile: ProfileOpt = None, component: ComponentOpt = None, job: WorkJobOpt = None,

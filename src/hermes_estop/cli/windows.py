@@ -7,7 +7,9 @@ imported inside the commands."""
 
 from __future__ import annotations
 
+import itertools
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
@@ -16,10 +18,12 @@ from ..errors import InvalidArgument
 from ..homes import FLEET
 from ..text import one_line, printable
 from ..timeutil import format_instant, format_relative
-from .common import EXIT_USAGE, emit_json
+from .common import EXIT_USAGE, echo_lines, emit_json
 from .windows_app import JsonOpt, file as _file, now as _now, windows_app
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ..windows.model import Window
     from ..windows.occurrences import Occurrence
 
@@ -107,21 +111,23 @@ def list_(as_json: JsonOpt = False) -> None:
     if not windows:
         typer.echo(f"no windows ({windows_file.path})")
         return
+    echo_lines(printable(line) for line in _list_lines(windows))
+
+
+def _list_lines(windows: list[Window]) -> Iterator[str]:
     from ..durations import format_duration
 
-    lines = []  # written at once: one write per line is most of the time at 100,000 windows
     for window in windows:
         flags = "" if window.enabled else "  (disabled)"
-        lines.append(f"{window.name}  {window.describe_schedule()}  for {format_duration(window.duration)}"
-                     f"{_drain_note(window)}  {window.scope}{flags}")
+        yield (f"{window.name}  {window.describe_schedule()}  for {format_duration(window.duration)}"
+               f"{_drain_note(window)}  {window.scope}{flags}")
         if window.reason:
-            lines.append(f"    reason  {window.reason}")
+            yield f"    reason  {window.reason}"
         if window.allow.user_ids:
             narrowed = f" on profiles {', '.join(window.allow.profiles)}" if window.allow.profiles else ""
-            lines.append(f"    allow   users {', '.join(window.allow.user_ids)}{narrowed}")
+            yield f"    allow   users {', '.join(window.allow.user_ids)}{narrowed}"
         if window.not_before or window.not_after:
-            lines.append(f"    bounds  {format_instant(window.not_before) or '-'} .. {format_instant(window.not_after) or '-'}")
-    typer.echo("\n".join(printable(line) for line in lines))
+            yield f"    bounds  {format_instant(window.not_before) or '-'} .. {format_instant(window.not_after) or '-'}"
 
 
 @windows_app.command("remove")
@@ -152,33 +158,39 @@ def next_(
             raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
     per_window = count if count is not None else (5 if name is not None else 1)
     now = _now()
-    rows = []
-    for window in windows:
-        for occurrence in upcoming(window, now, per_window):
-            rows.append((window, occurrence))
-    skipped = _skipped({o.key for _, o in rows}) if rows else set()
+    skipped = _skipped_keys() if windows else frozenset()
     if as_json:
         emit_json({"now": format_instant(now),
                    "occurrences": [o.to_json(now, w.tz) | {"enabled": w.enabled, "skipped": o.key in skipped}
-                                   for w, o in rows]})
+                                   for w in windows for o in upcoming(w, now, per_window)]})
         return
-    if not rows:
+    lines = _next_lines(windows, now, per_window, skipped)
+    first = next(lines, None)
+    if first is None:
         typer.echo("no occurrences ahead")
         return
-    lines = []
-    for window, occurrence in rows:
-        local = occurrence.start.astimezone(window.tz).strftime("%Y-%m-%d %H:%M %Z")
-        if occurrence.draining(now):
-            state = f"DRAINING (starts {format_relative(occurrence.start, now)}), until {format_instant(occurrence.end)}"
-        elif occurrence.covers(now):
-            state = f"ACTIVE until {format_instant(occurrence.end)}"
-        else:
-            state = f"{format_relative(occurrence.start, now)}, until {format_instant(occurrence.end)}"
-        state += _drain_from(occurrence, window)
-        off = "  (disabled)" if not window.enabled else ""
-        off += "  (skipped)" if occurrence.key in skipped else ""
-        lines.append(f"{window.name}  {format_instant(occurrence.start)}  ({local})  {state}  {window.scope}{off}")
-    typer.echo("\n".join(lines))
+    echo_lines(itertools.chain((first,), lines))
+
+
+def _next_lines(windows: list[Window], now: datetime, per_window: int, skipped: frozenset[str]) -> Iterator[str]:
+    """One line per occurrence, made as they are written (100,000 windows' occurrences and
+    lines held at once would double the command's memory)."""
+    from ..windows.occurrences import upcoming
+
+    for window in windows:
+        for occurrence in upcoming(window, now, per_window):
+            local = occurrence.start.astimezone(window.tz).strftime("%Y-%m-%d %H:%M %Z")
+            if occurrence.draining(now):
+                state = (f"DRAINING (starts {format_relative(occurrence.start, now)}), "
+                         f"until {format_instant(occurrence.end)}")
+            elif occurrence.covers(now):
+                state = f"ACTIVE until {format_instant(occurrence.end)}"
+            else:
+                state = f"{format_relative(occurrence.start, now)}, until {format_instant(occurrence.end)}"
+            state += _drain_from(occurrence, window)
+            off = "  (disabled)" if not window.enabled else ""
+            off += "  (skipped)" if occurrence.key in skipped else ""
+            yield f"{window.name}  {format_instant(occurrence.start)}  ({local})  {state}  {window.scope}{off}"
 
 
 def _drain_note(window: Window) -> str:
@@ -196,13 +208,13 @@ def _drain_from(occurrence: Occurrence, window: Window | None = None) -> str:
     return f", drain from {format_instant(occurrence.arm_at)}{local}"
 
 
-def _skipped(keys: set[str]) -> set[str]:
-    """Which of the occurrence `keys` the ledger says are skipped."""
+def _skipped_keys() -> frozenset[str]:
+    """The occurrence keys the ledger says are skipped."""
     from ..windows.ledger import SKIPPED, open_ledger
     from .common import current_estop
 
     entries = open_ledger(current_estop().fleet).load()
-    return {key for key in keys if key in entries and entries[key].state == SKIPPED}
+    return frozenset(key for key, entry in entries.items() if entry.state == SKIPPED)
 
 
 @windows_app.command("export")

@@ -179,11 +179,12 @@ class FleetStatus:
         return f"leaving {len(active)} hold(s) standing: " + "; ".join(parts)
 
 
-def fleet_status(estop: Estop, *, sections: bool = True) -> FleetStatus:
+def fleet_status(estop: Estop, *, sections: bool = True, as_json: bool | None = None) -> FleetStatus:
     """The status document of `estop`'s fleet seen from `estop`'s process, at one `now`.
     `sections`: also the windows' next occurrences and the work in flight (what `hermes status`
-    and /api/status show; /metrics and a shutdown line need none). Never raises for what it
-    reads: an unreadable scope is a hold, a failing section is one line."""
+    and /api/status show; /metrics and a shutdown line need none); `as_json` True: the sections
+    only for `to_json`, False: only for `lines` (None: both). Never raises for what it reads:
+    an unreadable scope is a hold, a failing section is one line."""
     mine = estop.snapshot()
     fleet = estop.fleet
     own = {r.location for r in mine.readings}
@@ -197,7 +198,7 @@ def fleet_status(estop: Estop, *, sections: bool = True) -> FleetStatus:
         from ..consumers.inflight import status_section as in_flight_section
         from ..windows.status import status_section as windows_section
 
-        for section in (windows_section(fleet, mine.now), in_flight_section(estop, mine.now),
+        for section in (windows_section(fleet, mine.now, as_json=as_json), in_flight_section(estop, mine.now),
                         consumers_section(roster)):
             json_sections.update(section.get("json", {}))
             lines.extend(section.get("lines", []))

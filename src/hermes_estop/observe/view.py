@@ -206,7 +206,7 @@ class Observer:
         and in-flight sections when `sections`: /api/status), the timeline of `[now, now + days)`
         (without its bars when `bars` is False: /metrics needs none) and each window's state."""
         days = max(1, min(int(days), MAX_DAYS))
-        status = fleet_status(self.estop, sections=sections)
+        status = fleet_status(self.estop, sections=sections, as_json=True if sections else None)
         snapshot = status.mine
         now = status.now
         origin = now - (now - now.replace(second=0, microsecond=0)) % ORIGIN_STEP

@@ -282,7 +282,9 @@ class Window(BaseModel):
         """Whether the occurrence starting at `start` is excluded (`exclude` names its local
         date, an event of `exclude_calendar` covers it, or `exclude_cron` matches its local
         start, minute and all)."""
-        if not self.exclude and self.exclude_cron is None and self._holidays is None:
+        # `_holidays` is bound only to a window with `exclude_calendar` (`calendars.bind`), and
+        # reading a private attribute costs a pydantic `__getattr__`: asked per start, per window
+        if not self.exclude and self.exclude_cron is None and (self.exclude_calendar is None or self._holidays is None):
             return False
         local = start.astimezone(self.tz)
         if local.date() in self.exclude:

@@ -14,6 +14,7 @@ the old file or the new. Hand editors that re-save in place are the scheduler's 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -60,9 +61,18 @@ class Parsed:
         return frozenset(f.window.strip("'") for f in self.failures if f.window and f.window.startswith("'"))
 
 
-#: the last validated version of each windows file read in this process
+#: the last validated version of each windows file read in this process (`_version_of` its bytes)
 _VERSIONS: dict[Path, tuple[bytes, Parsed]] = {}
 _MAX_VERSIONS = 16
+#: a file up to this size is remembered by its bytes, a larger one by their SHA-256 (not 10 MiB
+#: kept for the life of the process to tell that 100,000 windows did not change)
+_REMEMBERED_BYTES = 1 << 20
+
+
+def _version_of(raw: bytes) -> bytes:
+    return raw if len(raw) <= _REMEMBERED_BYTES else hashlib.sha256(raw).digest()
+
+
 #: the calendar files the last read of each windows file depends on (part of its identity)
 _WATCHED: dict[Path, tuple[Path, ...]] = {}
 
@@ -160,14 +170,25 @@ class WindowsFile:
                       bound.digests)
 
     def _unbound(self, raw: bytes) -> Parsed:
-        """`raw` validated, its calendars not yet read (remembered per version of the file)."""
+        """`raw` validated, its calendars not yet read (remembered per version of the file in
+        this process, and across processes by `compiled`)."""
+        version = _version_of(raw)
         cached = _VERSIONS.get(self.path)
-        if cached is not None and cached[0] == raw:
+        if cached is not None and cached[0] == version:
             return cached[1]
-        parsed = self._validate(raw)
+        from . import compiled
+
+        windows = compiled.cached_windows(self.path, raw)
+        if windows is not None:
+            parsed = Parsed(windows, [])
+        else:
+            parsed = self._validate(raw)
+            if not parsed.failures and not parsed.sources:
+                compiled.remember_windows(self.path, raw, parsed.windows)
+        compiled.follow_starts(self.path)
         if len(_VERSIONS) >= _MAX_VERSIONS:
             _VERSIONS.clear()
-        _VERSIONS[self.path] = (raw, parsed)
+        _VERSIONS[self.path] = (version, parsed)
         return parsed
 
     def _editable(self, raw: bytes) -> Parsed:
