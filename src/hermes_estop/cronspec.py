@@ -91,14 +91,26 @@ def _validated(expr: str) -> str:
     return text
 
 
+#: the zones found, by the name asked for (a window's `tz` is asked per occurrence: a dict
+#: lookup, not ZoneInfo's own cache behind a call; IANA names a few hundred at most)
+_ZONES: dict[str, ZoneInfo] = {}
+
+
 def validate_timezone(name: Any) -> ZoneInfo:
     """The IANA zone `name` (surrounding blanks ignored), or `InvalidArgument` naming it."""
+    if type(name) is str:
+        found = _ZONES.get(name)
+        if found is not None:
+            return found
     if not isinstance(name, str) or not name.strip():
         raise InvalidArgument(f"invalid timezone {name!r}: {_ZONE_HINT}")
     try:
-        return ZoneInfo(name.strip())
+        zone = ZoneInfo(name.strip())
     except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
         raise InvalidArgument(f"unknown timezone {name!r}: {_ZONE_HINT}") from None
+    if len(_ZONES) < 4096:
+        _ZONES[name] = zone
+    return zone
 
 
 def wall_to_instant(wall: datetime, tz: ZoneInfo) -> datetime:

@@ -72,8 +72,9 @@ def _root(
         use_store(check_store_option(store))
 
 
-def build_app(*, extensions: bool = True) -> typer.Typer:
-    """The `hermes` app; without `extensions`, only the hold commands."""
+def build_app(*, extensions: bool = True, command: str | None = None) -> typer.Typer:
+    """The `hermes` app; without `extensions`, only the hold commands; with `command`, the hold
+    commands and that extension command alone (`extensions.OWNERS`)."""
     built = new_app("hermes", "Stop all NEW work in an agent fleet for maintenance, and get it back reliably.",
                     completion=True)
     built.callback()(_root)
@@ -81,7 +82,7 @@ def build_app(*, extensions: bool = True) -> typer.Typer:
     if extensions:
         from . import extensions as more
 
-        more.register(built)
+        more.register(built, command)
     return built
 
 
@@ -203,8 +204,10 @@ def run_app(args: list[str]) -> int:
     """Run `args` through the Typer app (only the hold commands' app when that is all they
     need), mapping the framework's usage errors to one line and exit 2. A bare group
     (`hermes`, `hermes windows`) prints its normal help on stdout and exits 0."""
-    full = _command_name(args) not in CORE_COMMANDS or COMPLETE_ENV in os.environ
-    command = _finish(typer.main.get_command(build_app(extensions=full)))
+    name = _command_name(args)
+    completing = COMPLETE_ENV in os.environ
+    full = name not in CORE_COMMANDS or completing
+    command = _finish(typer.main.get_command(build_app(extensions=full, command=None if completing else name)))
     try:
         result = command.main(args=args, prog_name="hermes", standalone_mode=False)
     except NoArgsIsHelpError as exc:  # a bare `hermes` (or group) asks what there is: not an error

@@ -189,7 +189,7 @@ def _next_lines(windows: list[Window], now: datetime, per_window: int, skipped: 
                 state = f"{format_relative(occurrence.start, now)}, until {format_instant(occurrence.end)}"
             state += _drain_from(occurrence, window)
             off = "  (disabled)" if not window.enabled else ""
-            off += "  (skipped)" if occurrence.key in skipped else ""
+            off += "  (skipped)" if skipped and occurrence.key in skipped else ""
             yield f"{window.name}  {format_instant(occurrence.start)}  ({local})  {state}  {window.scope}{off}"
 
 

@@ -253,6 +253,9 @@ def _built(names: list[str], lines: list[bytes | None], count: int, codecs: dict
         if decode is _same:
             decoded.append(column)
             continue
+        if decode is _interned:  # sys.intern is the memo
+            decoded.append([sys.intern(value) if type(value) is str else value for value in column])
+            continue
         memo: dict[Any, Any] = {}
         for i, value in enumerate(column):
             key = _hashable(value)
@@ -347,11 +350,16 @@ def _seed(zones: dict[str, str], count: int, lines: list[bytes | None]) -> None:
     seed, run_of = cronspec.RUNS.seed, cronspec.Run
     for expr, zone, lo, complete, run in zip(exprs, zone_names, los, completes, starts):
         if type(expr) is not str or type(zone) is not str or type(lo) not in (int, float) or type(run) is not list \
-                or not all(type(start) is int for start in run) \
-                or any(later <= earlier for earlier, later in zip(run, run[1:])):
+                or not _ascending_seconds(run):
             raise ValueError("a run is not (expression, zone, lo, complete, ascending starts)")
         if zone in trusted:
             seed((sys.intern(expr), sys.intern(zone)), run_of(float(lo), run, complete is True))
+
+
+def _ascending_seconds(run: list[Any]) -> bool:
+    if len(run) == 1:  # most runs: a command asked each schedule for one start
+        return type(run[0]) is int
+    return all(type(start) is int for start in run) and all(a < b for a, b in zip(run, run[1:]))
 
 
 def save_starts() -> None:

@@ -1,0 +1,34 @@
+"""cli.extensions: a command builds only the module that owns it, so OWNERS must name, for every
+top-level command each module registers, that module (a command missing there would still run,
+with every module built; one named wrongly would not run at all)."""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+import pytest
+import typer
+
+from hermes_estop.cli import extensions
+from hermes_estop.cli.common import new_app
+
+
+def registered(module: str) -> set[str]:
+    app = new_app("probe", "probe")
+    import_module(f"hermes_estop.cli.{module}").register(app)
+    names = {command.name or command.callback.__name__ for command in app.registered_commands if command.callback}
+    return names | {group.name or group.typer_instance.info.name for group in app.registered_groups}
+
+
+@pytest.mark.parametrize("module", extensions.MODULES)
+def test_owners_names_every_command_of_each_module(module):
+    assert registered(module) == {name for name, owner in extensions.OWNERS.items() if owner == module}
+
+
+@pytest.mark.parametrize("command", sorted(extensions.OWNERS))
+def test_a_command_builds_with_its_owner_alone(command):
+    app = new_app("hermes", "probe")
+    extensions.register(app, command)
+    built = typer.main.get_command(app)
+    names = set(getattr(built, "commands", {})) or {built.name}
+    assert command in names or len(names) == 1
