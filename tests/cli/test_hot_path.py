@@ -1,5 +1,5 @@
-"""`hermes check` and `hermes gate` take the framework-free path when well-formed, and answer
-exactly as the Typer app does; anything else goes to the Typer app."""
+"""`hermes check`, `hermes gate` and `hermes history` take the framework-free path when
+well-formed, and answer exactly as the Typer app does; anything else goes to the Typer app."""
 
 from __future__ import annotations
 
@@ -55,6 +55,35 @@ def test_the_hot_path_answers_as_the_typer_app_does(hermes, args, held):
     hot, app = run(hermes, PROBE, *args), run(hermes, APP, *args)
     assert (hot.returncode, hot.stdout) == (app.returncode, app.stdout)
     assert hot.stderr.replace("typer-not-loaded\n", "") == app.stderr
+
+
+HISTORIES = [["history"], ["history", "--limit", "2"], ["history", "-n", "1"], ["history", "--limit=3", "--json"],
+             ["history", "--since", "1h"], ["history", "--since", "2026-01-01T00:00:00Z", "--json"],
+             ["--store", "file", "history", "-n", "2"], ["history", "--since", "yesterday-ish"]]
+
+
+@pytest.mark.parametrize("args", HISTORIES)
+def test_well_formed_history_never_loads_the_cli_framework(hermes, args):
+    hermes("pause", "--reason", "first", check=0)
+    result = run(hermes, PROBE, *args)
+    assert "typer-not-loaded" in result.stderr
+
+
+@pytest.mark.parametrize("args", [["history", "--limit", "0"], ["history", "-n", "x"], ["history", "--limit", "2", "-n", "3"],
+                                  ["history", "extra"], ["history", "--help"], ["history", "--bogus"]])
+def test_a_history_the_hot_path_cannot_vouch_for_goes_to_the_typer_app(hermes, args):
+    assert "typer-loaded" in run(hermes, PROBE, *args).stderr
+
+
+@pytest.mark.parametrize("args", HISTORIES + [["history", "--limit", "0"], ["history", "-n", "x"]])
+def test_history_on_the_hot_path_answers_as_the_typer_app_does(hermes, args):
+    hermes("pause", "--reason", "first", check=0)
+    hermes("pause", "--reason", "second \x1b[31m", check=0)
+    hermes("resume", check=0)
+    hot, app = run(hermes, PROBE, *args), run(hermes, APP, *args)
+    assert (hot.returncode, hot.stdout) == (app.returncode, app.stdout)
+    assert hot.stderr.replace("typer-not-loaded\n", "").replace("typer-loaded\n", "") == app.stderr
+    assert hot.returncode in (0, 2)
 
 
 # Issue 12 item 2: `hermes check` / `hermes gate` on the file store import only what one read

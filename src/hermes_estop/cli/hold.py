@@ -5,12 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from datetime import datetime
 from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import HoldConflict, InvalidArgument, InvalidDuration, InvalidInstant, StoreError, StoreUnavailable
+from ..errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from ..estop import Estop
 from ..hold import Allow, Cause, HoldState, Reading
 from ..homes import Location
@@ -29,6 +28,7 @@ from .common import (
     reading_json,
     terminal_width,
 )
+from .history import run_history
 from .hot import GATE_HELD_EXIT, run_check, run_gate
 
 __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
@@ -397,67 +397,7 @@ def history(
 ) -> None:
     """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window
     (a lease's consecutive renewals on one line; --json lists every event)."""
-    estop = current_estop()
-    start = None if since is None else since_instant(since, estop.clock())
-    events, corrupt = estop.fleet.history(limit, start)
-    skipped = f"{corrupt} corrupt audit line(s) skipped" if corrupt else None
-    if as_json:
-        emit_json([event.to_json() for event in events])
-        if skipped:  # the JSON stays a list of events; the count goes where a person sees it
-            typer.echo(f"hermes: {skipped}", err=True)
-        return
-    if not events:
-        typer.echo("no events")
-    from ..audit import coalesce_renewals
-
-    rows = []
-    for event, count in coalesce_renewals(events):
-        data = event.to_json()
-        name = f"rearm x{count}" if count > 1 else event.event
-        rest = []
-        if event.actor:
-            rest.append(f"by={printable(event.actor)}")
-        if event.reason:
-            rest.append(f"reason='{printable(event.reason)}'")
-        if event.deadline:
-            rest.append(f"deadline={data['deadline']}")
-        if event.detail:
-            rest.append(printable(event.detail))
-        if count > 1:
-            rest.append(f"({count} renewals in a row; the last shown)")
-        rows.append(([data["time"], printable(name), printable(event.location),
-                      f"gen={printable(event.generation)}" if event.generation else "-"], rest))
-    for line in aligned(rows):
-        typer.echo(line)
-    if skipped:
-        typer.echo(skipped)
-
-
-def aligned(rows: list[tuple[list[str], list[str]]]) -> list[str]:
-    """Each row's leading columns padded to the widest of their column, then its free-form rest:
-    the history reads as a table however long a scope or an event name is."""
-    widths = [max((len(lead[i]) for lead, _ in rows), default=0) for i in range(len(rows[0][0]))] if rows else []
-    lines = []
-    for lead, rest in rows:
-        cells = [cell.ljust(width) for cell, width in zip(lead, widths, strict=True)] + rest
-        lines.append("  ".join(cells).rstrip())
-    return lines
-
-
-def since_instant(value: str, now: datetime) -> datetime:
-    """`--since`: an ISO-8601 time, or a duration meaning that long before `now`."""
-    from ..durations import parse_ttl
-    from ..timeutil import parse_instant
-
-    try:
-        return parse_instant(value, what="--since time")
-    except InvalidInstant:
-        pass
-    try:
-        return now - parse_ttl(value)
-    except InvalidDuration:
-        raise InvalidArgument(f"invalid --since {value!r}: expected an ISO-8601 time such as "
-                              "2026-12-02T18:00:00Z or a duration such as 2h") from None
+    raise typer.Exit(run_history(limit, since, as_json))
 
 
 def register(app: typer.Typer) -> None:

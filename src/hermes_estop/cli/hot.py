@@ -1,11 +1,13 @@
-"""`hermes check` and `hermes gate` without the CLI framework.
+"""`hermes check`, `hermes gate` and `hermes history` without the CLI framework.
 
-These two run from crontab lines and systemd timers, where the start-up cost is paid on every
-run, and building the Typer app (which, from typer 0.29, also builds a pydantic adapter per
-option) costs several times the check itself. `cli.main` therefore sends a well-formed
-invocation of either straight here; anything else (`--help`, an unknown or malformed option)
-goes to the Typer app, which prints the canonical help and errors. The Typer commands call the
-same `run_check` / `run_gate`, so both paths behave alike.
+`check` and `gate` run from crontab lines and systemd timers, where the start-up cost is paid on
+every run, and building the Typer app (which, from typer 0.29, also builds a pydantic adapter
+per option) costs several times the check itself; `history --limit N` reads only the end of the
+trail, so the app was most of its cost too. `cli.main` therefore sends a well-formed invocation
+of any of them straight here (`history` runs in `cli.history`); anything else (`--help`, an
+unknown or malformed option) goes to the Typer app, which prints the canonical help and errors.
+The Typer commands call the same `run_check` / `run_gate` / `run_history`, so both paths behave
+alike.
 """
 
 from __future__ import annotations
@@ -140,8 +142,9 @@ def _which(name: str) -> str | None:
 
 
 _VALUED = {"check": ("--user", "--profile", "--component", "--job"),
-           "gate": ("--user", "--profile", "--held-exit", "--component", "--job")}
-_FLAGS = {"check": {"--quiet": "quiet", "-q": "quiet", "--json": "json"}, "gate": {}}
+           "gate": ("--user", "--profile", "--held-exit", "--component", "--job"),
+           "history": ("--limit", "-n", "--since")}
+_FLAGS = {"check": {"--quiet": "quiet", "-q": "quiet", "--json": "json"}, "gate": {}, "history": {"--json": "json"}}
 
 
 def _parse(args: list[str]) -> tuple[str, dict[str, object], list[str]] | None:
@@ -165,7 +168,7 @@ def _parse(args: list[str]) -> tuple[str, dict[str, object], list[str]] | None:
             rest = rest[1:]
             break
         if not head.startswith("-"):
-            if name == "check":
+            if name != "gate":
                 return None
             break
         key, eq, value = head.partition("=")
@@ -183,7 +186,7 @@ def _parse(args: list[str]) -> tuple[str, dict[str, object], list[str]] | None:
             rest = rest[1:]
         else:
             return None
-    if name == "check" and rest:
+    if name != "gate" and rest:
         return None
     return name, options, rest
 
@@ -193,7 +196,7 @@ def _text(value: object) -> str | None:
 
 
 def try_hot_path(args: Sequence[str]) -> int | None:
-    """The exit code of a well-formed `check` / `gate` invocation, run without Typer; None when
+    """The exit code of a well-formed `check` / `gate` / `history` invocation, run without Typer; None when
     `args` is anything else (the caller hands it to the full app)."""
     parsed = _parse(list(args))
     if parsed is None:
@@ -205,8 +208,18 @@ def try_hot_path(args: Sequence[str]) -> int | None:
             held_exit = int(str(options["held_exit"]))
         except ValueError:
             return None
+    limit = 50
+    if name == "history":
+        text = options.get("limit", options.get("n", "50"))
+        if not str(text).isdigit() or int(str(text)) < 1 or "limit" in options and "n" in options:
+            return None  # the Typer app words the refusal
+        limit = int(str(text))
     if options["store"] is not None:
         use_store(check_store_option(str(options["store"])))
+    if name == "history":
+        from .history import run_history
+
+        return run_history(limit, _text(options.get("since")), bool(options.get("json")))
     user, profile = _text(options.get("user")), _text(options.get("profile"))
     component, job = _text(options.get("component")), _text(options.get("job"))
     if name == "check":
