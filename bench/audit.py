@@ -2,7 +2,8 @@
 1,000,000-line trail (about 230 MB, one file: the worst case for a reader that had to parse it
 all), as real `hermes` processes, each against the same command on an empty trail (the cost of
 starting the CLI), interleaved round by round. Memory is the process's peak resident set
-(`harness.spawn_measured`).
+(`harness.spawn_measured`). The target is the whole process's: a well-formed `history` runs on
+the framework-free path (`cli.hot`, `cli.history`).
 
 Run: `python bench/run.py --only audit` (`--quick`: a 100,000-line trail).
 """
@@ -81,8 +82,8 @@ def run(quick: bool) -> list[Figure]:
             figures.append(Figure(
                 f"`hermes history {label}`, {lines:,}-line trail", seconds * 1e3, "ms",
                 "the same on an empty trail", baseline * 1e3, seconds / baseline,
-                "under 100 ms and 30 MB beyond the CLI's start (issue 24)",
-                extra_ms < 100 and peak - max(m for _, m in base) < 30,
+                "under 100 ms and 30 MB, the whole process (issue 24)",
+                seconds * 1e3 < 100 and peak < 30,
                 {"trail_mib": round(size / 2**20), "rounds": rounds, "extra_ms": round(extra_ms, 1),
                  "peak_rss_mib": round(peak, 1), "peak_rss_mib_empty": round(max(m for _, m in base), 1)}))
     return figures
