@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections import Counter
@@ -251,44 +249,55 @@ def _host_count(dsn: str) -> tuple[int, str]:
 class Waiters:
     """`count` waiter processes (`tests/stores/pg_waiter.py`, the checkout's `src` first on their
     path, as `JsonLines` runs them), each with `listeners` stores of its own (one LISTEN
-    connection each), writing their JSON lines into ONE pipe, read by one thread: a line is
-    shorter than PIPE_BUF, so lines never interleave, and the bench wakes once per batch of
-    lines instead of once per process (a hundred reader threads would take CPU from the
-    processes being measured)."""
+    connection each), writing their JSON lines into ONE pipe (a line is shorter than PIPE_BUF,
+    so lines never interleave). The bench reads that pipe every `POLL` seconds while it waits
+    for a round, not once per line: the lines carry the time each waiter saw the change, so reading
+    them late costs nothing, while a reader woken by every line (and a thread handing each one
+    on) would take CPU from the hundred processes being measured, on the same two cores."""
+
+    POLL = 0.005
 
     def __init__(self, count: int, url: str, root: Path, listeners: int = 1) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
         read_end, write_end = os.pipe()
+        os.set_blocking(read_end, False)
         self._errors = tempfile.TemporaryFile()
         self.expected = count * listeners
         self.procs = [subprocess.Popen([sys.executable, str(WAITER), url, str(root), str(listeners)], env=env,
                                        stdin=subprocess.PIPE, stdout=write_end, stderr=self._errors) for _ in range(count)]
         os.close(write_end)
-        self.lines: queue.Queue[dict] = queue.Queue()
-        self._stream = os.fdopen(read_end, "rb")
-        self._pump = threading.Thread(target=self._read, daemon=True)
-        self._pump.start()
+        self._fd = read_end
+        self._buffer = b""
+        self._lines: list[dict] = []
 
     def _read(self) -> None:
-        for line in self._stream:
-            self.lines.put(json.loads(line))
+        try:
+            while chunk := os.read(self._fd, 1 << 16):
+                self._buffer += chunk
+        except BlockingIOError:
+            pass
+        *whole, self._buffer = self._buffer.split(b"\n")
+        self._lines.extend(json.loads(line) for line in whole)
 
     def collect(self, timeout: float) -> dict[tuple[int, int], dict]:
         """The next line of every listener, by (pid, listener) (each has exactly one per change)."""
         seen: dict[tuple[int, int], dict] = {}
         deadline = time.monotonic() + timeout
-        while len(seen) < self.expected:
-            try:
-                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
+        while True:
+            self._read()
+            while self._lines and len(seen) < self.expected:
+                line = self._lines.pop(0)
+                key = (line["pid"], line.get("listener", 0))
+                assert key not in seen, line
+                seen[key] = line
+            if len(seen) == self.expected:
+                return seen
+            if time.monotonic() > deadline:
                 self._errors.seek(0)
                 raise AssertionError(f"{self.expected - len(seen)} listeners reported nothing in {timeout}s: "
-                                     + self._errors.read()[-3000:].decode(errors="replace")) from None
-            key = (line["pid"], line.get("listener", 0))
-            assert key not in seen, line
-            seen[key] = line
-        return seen
+                                     + self._errors.read()[-3000:].decode(errors="replace"))
+            time.sleep(self.POLL)
 
     def finish(self) -> None:
         for proc in self.procs:  # every stdin first: they wind down side by side
@@ -300,8 +309,7 @@ class Waiters:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(30)
-        self._pump.join(10)
-        self._stream.close()
+        os.close(self._fd)
         self._errors.close()
 
 
