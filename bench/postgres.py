@@ -9,7 +9,8 @@ transaction) to the watcher's observation; for an expiry, from the deadline to t
 
 A hundred hosts on one database (issue 24): a hundred waiter processes
 (`tests/stores/pg_waiter.py`, each its own store, so its own LISTEN connection; they block on the
-listener's version counter instead of polling) see each new hold; 1,000 profile scopes in the
+listener's version counter instead of polling) see each new hold, and, as a second figure, a
+hundred listening connections from ten processes of ten listeners each; 1,000 profile scopes in the
 table against one, for `gate()`; three real `hermes serve` processes on one database, sampled
 for how many of them say they lead (each one's `/metrics`) and who holds the advisory lock
 (`pg_locks`), across a SIGKILL of the leader; and each process's connections, counted in
@@ -24,12 +25,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections import Counter
@@ -218,8 +217,8 @@ def connections(dsn: str) -> dict[int, Counter[str]]:
     return found
 
 
-def _connection_figure(kind: str, per_process: list[Counter[str]]) -> Figure:
-    expected = EXPECTED[kind]
+def _connection_figure(kind: str, per_process: list[Counter[str]], expected: dict[str, int] | None = None) -> Figure:
+    expected = EXPECTED[kind] if expected is None else expected
     totals = [sum(roles.values()) for roles in per_process]
     roles: Counter[str] = Counter()
     for found in per_process:
@@ -249,42 +248,56 @@ def _host_count(dsn: str) -> tuple[int, str]:
 
 class Waiters:
     """`count` waiter processes (`tests/stores/pg_waiter.py`, the checkout's `src` first on their
-    path, as `JsonLines` runs them) writing their JSON lines into ONE pipe, read by one thread:
-    a line is shorter than PIPE_BUF, so lines never interleave, and the bench wakes once per
-    batch of lines instead of once per process (a hundred reader threads would take CPU from
-    the processes being measured)."""
+    path, as `JsonLines` runs them), each with `listeners` stores of its own (one LISTEN
+    connection each), writing their JSON lines into ONE pipe (a line is shorter than PIPE_BUF,
+    so lines never interleave). The bench reads that pipe every `POLL` seconds while it waits
+    for a round, not once per line: the lines carry the time each waiter saw the change, so reading
+    them late costs nothing, while a reader woken by every line (and a thread handing each one
+    on) would take CPU from the hundred processes being measured, on the same two cores."""
 
-    def __init__(self, count: int, url: str, root: Path) -> None:
+    POLL = 0.005
+
+    def __init__(self, count: int, url: str, root: Path, listeners: int = 1) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
         read_end, write_end = os.pipe()
+        os.set_blocking(read_end, False)
         self._errors = tempfile.TemporaryFile()
-        self.procs = [subprocess.Popen([sys.executable, str(WAITER), url, str(root)], env=env, stdin=subprocess.PIPE,
-                                       stdout=write_end, stderr=self._errors) for _ in range(count)]
+        self.expected = count * listeners
+        self.procs = [subprocess.Popen([sys.executable, str(WAITER), url, str(root), str(listeners)], env=env,
+                                       stdin=subprocess.PIPE, stdout=write_end, stderr=self._errors) for _ in range(count)]
         os.close(write_end)
-        self.lines: queue.Queue[dict] = queue.Queue()
-        self._stream = os.fdopen(read_end, "rb")
-        self._pump = threading.Thread(target=self._read, daemon=True)
-        self._pump.start()
+        self._fd = read_end
+        self._buffer = b""
+        self._lines: list[dict] = []
 
     def _read(self) -> None:
-        for line in self._stream:
-            self.lines.put(json.loads(line))
+        try:
+            while chunk := os.read(self._fd, 1 << 16):
+                self._buffer += chunk
+        except BlockingIOError:
+            pass
+        *whole, self._buffer = self._buffer.split(b"\n")
+        self._lines.extend(json.loads(line) for line in whole)
 
-    def collect(self, timeout: float) -> dict[int, dict]:
-        """The next line of every process, by pid (each has exactly one per change)."""
-        seen: dict[int, dict] = {}
+    def collect(self, timeout: float) -> dict[tuple[int, int], dict]:
+        """The next line of every listener, by (pid, listener) (each has exactly one per change)."""
+        seen: dict[tuple[int, int], dict] = {}
         deadline = time.monotonic() + timeout
-        while len(seen) < len(self.procs):
-            try:
-                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
+        while True:
+            self._read()
+            while self._lines and len(seen) < self.expected:
+                line = self._lines.pop(0)
+                key = (line["pid"], line.get("listener", 0))
+                assert key not in seen, line
+                seen[key] = line
+            if len(seen) == self.expected:
+                return seen
+            if time.monotonic() > deadline:
                 self._errors.seek(0)
-                raise AssertionError(f"{len(self.procs) - len(seen)} waiters reported nothing in {timeout}s: "
-                                     + self._errors.read()[-3000:].decode(errors="replace")) from None
-            assert line["pid"] not in seen, line
-            seen[line["pid"]] = line
-        return seen
+                raise AssertionError(f"{self.expected - len(seen)} listeners reported nothing in {timeout}s: "
+                                     + self._errors.read()[-3000:].decode(errors="replace"))
+            time.sleep(self.POLL)
 
     def finish(self) -> None:
         for proc in self.procs:  # every stdin first: they wind down side by side
@@ -296,24 +309,25 @@ class Waiters:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(30)
-        self._pump.join(10)
-        self._stream.close()
+        os.close(self._fd)
         self._errors.close()
 
 
-def hundred_hosts(dsn: str, tmp: Path, quick: bool) -> list[Figure]:
-    """`HOSTS` waiter processes (`tests/stores/pg_waiter.py`), each with its own store, hence its
-    own LISTEN connection, as a hundred hosts have: a sample is the time from just before the
-    `engage()` in this process to one waiter's observation; every round gives one per waiter.
-    The writer's connection is opened before the first round (opening it is not propagation)."""
-    url = _with_schema(dsn, f"bench_hosts_{os.getpid()}")
-    root = tmp / "hosts"
+def _fan_out(dsn: str, tmp: Path, quick: bool, processes: int, listeners: int) -> tuple[dict, list[int]]:
+    """`processes` waiter processes with `listeners` listening connections each see each new
+    hold: a sample is the time from just before the `engage()` in this process to one
+    listener's observation; every round gives one per listener. The writer's connection is
+    opened, and one hold armed and released, before the waiters start: opening a connection and
+    the writer's first-write costs (imports, the server compiling the trigger functions for its
+    session: about 10 ms) are not propagation. (detail, waiter pids)."""
+    url = _with_schema(dsn, f"bench_hosts_{processes}x{listeners}_{os.getpid()}")
+    root = tmp / f"hosts-{processes}x{listeners}"
     root.mkdir()
     store = PostgresStore(url, root=root, share=False)
     store.init_schema()
-    store.audit_head()  # opens the writer connection
     estop = Estop(layout=Layout(home=root, root=root), store=store, actor="bench")
-    count, why = _host_count(dsn)
+    estop.engage(reason="bench: the writer's first write")
+    estop.release()
     rounds = 3 if quick else 20
     waiters: Waiters | None = None
     engaged: list[float] = []
@@ -321,8 +335,8 @@ def hundred_hosts(dsn: str, tmp: Path, quick: bool) -> list[Figure]:
     first_round: list[float] = []
     try:
         started = time.monotonic()
-        waiters = Waiters(count, url, root)
-        pids = list(waiters.collect(300))  # each first line: connected, nothing held
+        waiters = Waiters(processes, url, root, listeners)
+        pids = sorted({pid for pid, _ in waiters.collect(300)})  # each first line: connected, nothing held
         startup = time.monotonic() - started
         time.sleep(2.0)  # the start-up's stragglers settle before the first sample
         found = connections(dsn)
@@ -347,20 +361,45 @@ def hundred_hosts(dsn: str, tmp: Path, quick: bool) -> list[Figure]:
         _drop(dsn, store.schema)
         store.close()
     ms, off = _ms(engaged), _ms(released)
-    p99, worst = percentile(ms, 99), max(ms)
-    detail = {"processes": count, "why": why, "rounds": rounds, "samples": len(ms), "p50_ms": percentile(ms, 50),
-              "p99_ms": p99, "max_ms": worst, "first_round_max_ms": max(_ms(first_round)),
+    detail = {"processes": processes, "listeners_per_process": listeners, "rounds": rounds, "samples": len(ms),
+              "p50_ms": percentile(ms, 50), "p99_ms": percentile(ms, 99), "max_ms": max(ms),
+              "first_round_max_ms": max(_ms(first_round)),
               "p99_ms_after_the_first_round": percentile(ms[len(first_round):], 99),
               "release_p50_ms": percentile(off, 50), "release_p99_ms": percentile(off, 99),
-              "release_max_ms": max(off), "startup_s": round(startup, 1), "load_average": os.getloadavg()}
-    what = f"a new hold seen by each of {count} listening processes"
-    return [
-        Figure(f"{what}, p99 (PostgreSQL, loopback)", p99, "ms", target=f"< {HOSTS_P99_MS:g} ms",
-               met=p99 < HOSTS_P99_MS and count == HOSTS, detail=detail),
-        Figure(f"{what}, max (PostgreSQL, loopback)", worst, "ms", target=f"< {HOSTS_MAX_MS:g} ms",
-               met=worst < HOSTS_MAX_MS and count == HOSTS, detail=detail),
-        _connection_figure("listening process", [found.get(pid, Counter()) for pid in pids]),
-    ]
+              "release_max_ms": max(off), "startup_s": round(startup, 1), "load_average": os.getloadavg(),
+              "connections": [found.get(pid, Counter()) for pid in pids]}
+    return detail, pids
+
+
+def hundred_hosts(dsn: str, tmp: Path, quick: bool) -> list[Figure]:
+    """Issue 24's hundred hosts, two ways. The primary figure: `HOSTS` waiter processes
+    (`tests/stores/pg_waiter.py`), each with its own store, hence its own LISTEN connection, as
+    a hundred hosts have. The second, labelled as such: the same hundred listening connections
+    from 10 processes of 10 listeners each (the issue allows connections "as the machine
+    allows"), which costs the machine ten interpreters instead of a hundred."""
+    count, why = _host_count(dsn)
+    figures: list[Figure] = []
+    for processes, listeners in ((count, 1), (max(1, count // 10), 10)):
+        detail, pids = _fan_out(dsn, tmp, quick, processes, listeners)
+        per_process = detail.pop("connections")
+        total = processes * listeners
+        if listeners == 1:
+            detail["why"] = why
+            what = f"a new hold seen by each of {processes} listening processes"
+            kind, expected = "listening process", None
+        else:
+            what = (f"a new hold seen by each of {total} listening connections "
+                    f"({processes} processes x {listeners} listeners; second figure, not the primary one)")
+            kind, expected = f"process of {listeners} listeners", {"listener": listeners}
+        p99, worst = detail["p99_ms"], detail["max_ms"]
+        figures += [
+            Figure(f"{what}, p99 (PostgreSQL, loopback)", p99, "ms", target=f"< {HOSTS_P99_MS:g} ms",
+                   met=p99 < HOSTS_P99_MS and total == HOSTS, detail=detail),
+            Figure(f"{what}, max (PostgreSQL, loopback)", worst, "ms", target=f"< {HOSTS_MAX_MS:g} ms",
+                   met=worst < HOSTS_MAX_MS and total == HOSTS, detail=detail),
+            _connection_figure(kind, per_process, expected),
+        ]
+    return figures
 
 
 def many_scopes(dsn: str, tmp: Path, quick: bool) -> list[Figure]:

@@ -1,15 +1,20 @@
-"""A consumer in another process that waits instead of polling: `python pg_waiter.py URL ROOT`.
+"""A consumer in another process that waits instead of polling: `python pg_waiter.py URL ROOT [N]`.
 
 Opens its own `PostgresStore` (so its own listener connection, as every host of a fleet has),
 full re-reads only hourly (so only LISTEN/NOTIFY delivers a change quickly), and blocks on the
 listener's version counter (`Listener.wait_version`: a condition the listener thread notifies
-when a re-read installed changed rows) instead of reading every 0.5 ms as `pg_watcher.py` does.
+when it installed changed rows) instead of reading every 0.5 ms as `pg_watcher.py` does.
 A hundred of those pollers would saturate two cores and measure the polling, not the store; a
 hundred of these cost nothing while nothing changes. After each wake-up it reads the fleet
 location and prints one JSON line per change of what it reads:
-`{"t": <CLOCK_MONOTONIC seconds>, "pid": ..., "state": ..., "generation": ...}`, the first one
-once it has connected, each with one `write` (shorter than PIPE_BUF: several waiters may share
-one pipe without their lines interleaving). Exits when its stdin closes. Used by `bench/postgres.py` (a hundred hosts).
+`{"t": <CLOCK_MONOTONIC seconds>, "pid": ..., "listener": 0, "state": ..., "generation": ...}`,
+the first one once it has connected, each with one `write` (shorter than PIPE_BUF: several
+waiters may share one pipe without their lines interleaving). Exits when its stdin closes.
+
+With N > 1 it opens N stores that share nothing (`share=False`: N listeners, N connections)
+and waits on each from its own thread, its lines numbered by `listener`: N hosts' connections
+in one process, for when a machine cannot run a process per host.
+Used by `bench/postgres.py` (a hundred hosts).
 """
 
 from __future__ import annotations
@@ -25,15 +30,10 @@ from hermes_estop.homes import Layout
 from hermes_estop.stores.postgresql import PostgresStore
 
 
-def main() -> int:
-    url, root = sys.argv[1], Path(sys.argv[2])
-    store = PostgresStore(url, root=root, refresh=3600.0)
+def watch(store: PostgresStore, number: int, root: Path, stop: threading.Event) -> None:
     location = Layout(home=root, root=root).fleet
     clock = store.default_clock()
     listener = store.listener
-    stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
-    store.sync(10)
     last = None
     while not stop.is_set():
         # the version is taken BEFORE the read: a change installed after it, even before the
@@ -43,11 +43,29 @@ def main() -> int:
         seen = (reading.state.value, reading.hold.generation if reading.hold else None)
         if seen != last:
             last = seen
-            line = json.dumps({"t": time.monotonic(), "pid": os.getpid(), "state": seen[0], "generation": seen[1],
-                               "problem": reading.problem})
+            line = json.dumps({"t": time.monotonic(), "pid": os.getpid(), "listener": number, "state": seen[0],
+                               "generation": seen[1], "problem": reading.problem})
             os.write(1, (line + "\n").encode())  # one write: whole lines even where waiters share a pipe
         listener.wait_version(version, 0.5)
-    store.close()
+
+
+def main() -> int:
+    url, root = sys.argv[1], Path(sys.argv[2])
+    count = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    stores = [PostgresStore(url, root=root, refresh=3600.0, share=count == 1) for _ in range(count)]
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    for store in stores:
+        store.sync(10)
+    others = [threading.Thread(target=watch, args=(store, number, root, stop), daemon=True)
+              for number, store in enumerate(stores) if number]
+    for thread in others:
+        thread.start()
+    watch(stores[0], 0, root, stop)
+    for thread in others:
+        thread.join(5)
+    for store in stores:
+        store.close()
     return 0
 
 

@@ -2,11 +2,15 @@
 check costs no round trip.
 
 One background thread per process (per store URL) owns a dedicated connection that LISTENs on
-the holds channel. The trigger on `holds` notifies from the very transaction that changed a row;
-on every notification, on every (re)connect and every `refresh` seconds the thread re-reads the
-whole table (a handful of rows) and installs it as an immutable mapping that `view()` hands out
-without a lock. Between notifications it sends a heartbeat every `heartbeat` seconds, which also
-re-measures the database's clock.
+the holds channel. The trigger on `holds` notifies from the very transaction that changed a row,
+with the changed row in the notification when it fits (`pg_notice`). A notification that only
+ARMS a scope (creates the row of a scope the thread has none of, in a transaction its last
+re-read did not see) is applied as it stands, without a query; on any other notification, on
+every (re)connect and every `refresh` seconds the thread re-reads the whole table (a handful of
+rows). Either way it installs the rows as an immutable mapping that `view()` hands out without a
+lock, so a hold is only ever weakened or lifted by a row the thread read itself. Between
+notifications it sends a heartbeat every `heartbeat` seconds, which also re-measures the
+database's clock.
 
 Fail safe: the rows are trusted only while the last successful contact with the database (a
 read, a heartbeat, a notification) is at most `grace` seconds old. Past that, `view()` reports a
@@ -34,6 +38,7 @@ from ..hold import Sentinel, parse_sentinel
 from ..text import one_line
 from ..timeutil import format_instant
 from .pg_clock import CLOCK_REFRESH, DbClock
+from .pg_notice import Snapshot, apply_arming, parse_snapshot
 from .pg_schema import channel_name, quoted
 
 __all__ = [
@@ -52,6 +57,11 @@ DEFAULT_GRACE = 5.0
 #: seconds between full re-reads when no notification arrives (belt and braces)
 DEFAULT_REFRESH = 30.0
 _MAX_BACKOFF = 1.0
+#: a body with a full and a scoped hold, parsed once when the thread starts (`_warm_up`)
+_WARM_BODY = (b'\xef\xbb\xbf{"full_hold": {"generation": "warm", "engaged_at": "2000-01-01T00:00:00Z", '
+              b'"reason": "warm", "expires_at": "2000-01-01T01:00:00Z", "allow": {"user_ids": ["a"], "profiles": []}}, '
+              b'"scoped_holds": [{"id": "warm", "generation": "warm2", "engaged_at": "2000-01-01T00:00:00Z", '
+              b'"selector": {"components": ["cron"], "jobs": []}}]}')
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,9 @@ class Listener:
         self.interleave: Callable[[str], None] | None = None
         self.rows: Mapping[str, Row] = {}
         self.version = 0
+        #: full re-reads of the table so far (a hold a notification armed costs none)
+        self.full_reads = 0
+        self._snapshot: Snapshot | None = None  # the last full re-read's, on this connection
         self.synced = False
         self.connected = False
         self.backend_pid: int | None = None
@@ -119,7 +132,7 @@ class Listener:
         self.last_error: str | None = None
         self.fds: set[int] = set()
         self._select_sql = (
-            f"SELECT clock_timestamp(), h.scope, h.body, h.revision "
+            f"SELECT clock_timestamp(), txid_current_snapshot()::text, h.scope, h.body, h.revision "
             f"FROM (SELECT 1) AS one LEFT JOIN {quoted(schema)}.holds AS h ON true"
         )
         self._cond = threading.Condition()
@@ -221,7 +234,18 @@ class Listener:
 
     # -- the thread --------------------------------------------------------------------------
 
+    def _warm_up(self) -> None:
+        """Parse one body before the first notification can arrive. The first hold a process
+        sees is the stop that matters, and parsing the first body costs ten times any later
+        one (the UTF-8-with-BOM codec and the selector module are imported on first use):
+        with a hundred hosts on two cores that is paid by every host at the same instant."""
+        try:
+            parse_row(_WARM_BODY, 0)
+        except Exception:  # a bug in parsing shows at the first real body; never stop the thread here
+            logger.debug("hermes-estop: the listener's warm-up parse failed", exc_info=True)
+
     def _run(self) -> None:
+        self._warm_up()
         backoff = 0.05
         while not self._stopping:
             conn = None
@@ -265,7 +289,7 @@ class Listener:
         self.last_error = message
         self.connected = False
         self.backend_pid = None
-
+        self._snapshot = None  # a notice is applied only over a re-read of the current session
 
     def _serve(self, conn: Any) -> None:
         sock = conn.fileno()
@@ -281,13 +305,12 @@ class Listener:
                 self._drain_wake()
                 with self._cond:
                     want = self._requested > self._served
-            if sock in ready and self._drain_notifies(conn):
+            if sock in ready and not self._apply(self._drain_notifies(conn)):
                 want = True
             now = self._monotonic()
             if want or now >= next_refresh:
                 self._full_read(conn, measure=now >= next_clock)
-                while self._drain_notifies(conn):
-                    self._full_read(conn, measure=False)
+                self._catch_up(conn)
                 now = self._monotonic()
                 next_refresh = now + self.refresh
                 next_beat = now + self.heartbeat
@@ -295,22 +318,43 @@ class Listener:
                     next_clock = now + CLOCK_REFRESH
             elif now >= next_beat:
                 self._beat(conn, measure=now >= next_clock)
-                if self._drain_notifies(conn):
-                    self._full_read(conn, measure=False)
+                self._catch_up(conn)
                 now = self._monotonic()
                 next_beat = now + self.heartbeat
                 if now >= next_clock:
                     next_clock = now + CLOCK_REFRESH
 
-    def _drain_notifies(self, conn: Any) -> bool:
-        """Consume what the server sent; True when it held a notification. Raises when the
+    def _drain_notifies(self, conn: Any) -> list[str]:
+        """Consume what the server sent: the payloads of its notifications. Raises when the
         connection is gone, which is how a terminated backend or a restart is noticed."""
-        got = False
-        for _ in conn.notifies(timeout=0):
-            got = True
-        if got:
+        payloads = [notify.payload for notify in conn.notifies(timeout=0)]
+        if payloads:
             self.last_contact = self._monotonic()
-        return got
+        return payloads
+
+    def _apply(self, payloads: list[str]) -> bool:
+        """Install the holds `payloads` arm (`pg_notice.apply_arming`); False when one of them
+        does anything else and the table must be re-read instead (nothing installed then)."""
+        if not payloads:
+            return True
+        rows = apply_arming(self.rows, payloads, self._snapshot, parse_row)
+        if rows is None:
+            return False
+        if rows is not self.rows:
+            with self._cond:
+                self.rows = rows
+                self.version += 1
+                self._cond.notify_all()
+        return True
+
+    def _catch_up(self, conn: Any) -> None:
+        """Apply, or re-read for, what was notified while the last query ran."""
+        while True:
+            payloads = self._drain_notifies(conn)
+            if not payloads:
+                return
+            if not self._apply(payloads):
+                self._full_read(conn, measure=False)
 
     def _beat(self, conn: Any, measure: bool) -> None:
         sent = self._monotonic()
@@ -326,11 +370,12 @@ class Listener:
         sent = self._monotonic()
         result = conn.execute(self._select_sql).fetchall()
         received = self._monotonic()
+        self.full_reads += 1
         if measure or not self.clock.measured:
             self.clock.measure(result[0][0], sent, received)
         old = self.rows
         rows: dict[str, Row] = {}
-        for _, scope, body, revision in result:
+        for _, _, scope, body, revision in result:
             if scope is None:
                 continue
             previous = old.get(scope)
@@ -339,7 +384,9 @@ class Listener:
             else:
                 rows[scope] = parse_row(body, revision)
         changed = rows != old
+        snapshot = parse_snapshot(result[0][1])
         with self._cond:
+            self._snapshot = snapshot
             if changed:
                 self.rows = rows
                 self.version += 1

@@ -10,7 +10,8 @@ another, which is how tests isolate themselves):
   `generation` is the body's generation (NULL when it has none or does not parse) and is what
   `retire(G)` deletes on; `revision` comes from one sequence, so it grows with every write of a
   scope and fences the removal of a body that has no generation (the file store's file identity).
-  An insert, update, delete or truncate notifies `<schema>.holds` from the same transaction.
+  An insert, update, delete or truncate notifies `<schema>.holds` from the same transaction;
+  since version 3 the notification carries the changed row when it fits (`pg_notice`).
 - `audit`: the audit trail, one row per event, ordered by `id`.
 - `occurrences`: the window scheduler's ledger (`pg_records.OCCURRENCES`, handed out by
   `PostgresStore.open_ledger()`), one row per occurrence.
@@ -141,6 +142,34 @@ _MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 detail      text
             )""",
             "CREATE INDEX IF NOT EXISTS occurrences_ends_at ON {s}.occurrences (ends_at)",
+        ],
+    ),
+    (
+        3,
+        "holds notifications carry the changed row (pg_notice)",
+        [
+            # The transaction's id, the scope, and the new body (hex) and revision, or that the
+            # row was deleted: a listener applies a row that ARMS a scope without re-reading the
+            # table and re-reads for anything else (`pg_notice`). '*' (TRUNCATE, a body too
+            # large for a notification) asks for a re-read, as any payload it cannot parse does.
+            """CREATE OR REPLACE FUNCTION {s}.holds_notify() RETURNS trigger
+               LANGUAGE plpgsql AS $fn$
+               DECLARE
+                 payload text;
+               BEGIN
+                 IF TG_OP = 'DELETE' THEN
+                   payload := json_build_object('x', txid_current(), 's', OLD.scope, 'd', true)::text;
+                 ELSIF TG_OP <> 'TRUNCATE' AND octet_length(NEW.body) <= 3800 THEN
+                   payload := json_build_object('x', txid_current(), 's', NEW.scope, 'r', NEW.revision,
+                                                'b', encode(NEW.body, 'hex'))::text;
+                 END IF;
+                 IF payload IS NULL OR octet_length(payload) > 7900 THEN
+                   payload := '*';
+                 END IF;
+                 PERFORM pg_notify(TG_TABLE_SCHEMA || '.holds', payload);
+                 RETURN NULL;
+               END
+               $fn$""",
         ],
     ),
 ]
