@@ -18,12 +18,14 @@ a scheduler that is not the leader plans, schedules its wake-ups and writes noth
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..audit import AuditEvent
 from ..errors import EstopError, StoreError
 from ..fleet import Fleet
 from ..hold import HoldState, Reading
@@ -44,7 +46,7 @@ from .model import InvalidWindow, Window
 from .occurrences import Occurrence, OccurrenceIndex
 from .recall import recall
 from .reconcile import Arm, Retire, ScopePlan, Skip, idle, plan_scope
-from .wakeups import JOB_PREFIX, Scheduler, Wakeups, make_scheduler, wakeups_for
+from .wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
 from .windows_file import WindowsFile
 
 __all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "Event", "TickReport", "WindowService"]
@@ -58,6 +60,10 @@ POLL_INTERVAL = 5.0
 #: between its truncate and its last write, and any part of it may be valid TOML. A hold lifting
 #: a few seconds late is the safe side; an operator who wants the fleet back at once resumes it.
 WEAKEN_AFTER = 5.0
+#: a pass with nothing else to commit prunes the ledger only once its oldest entry is this far
+#: past the retention (a commit rewrites the whole file ledger: a fleet whose entries end every
+#: few minutes rewrote it on every pass just to drop them, issue 24); any other commit prunes too
+PRUNE_SLACK = timedelta(hours=1)
 #: how many of the newest audit events `recall` reads (an arm it misses is armed again: held)
 RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
@@ -106,6 +112,10 @@ class WindowService:
         #: the problems standing now (kind -> message), each logged when it starts and clears
         self._problems: dict[str, str] = {}
         self._owns_scheduler = False
+        #: the windows last grouped, and their groups (`_layout`)
+        self._grouped: tuple[list[Window], dict[str, list[Window]], dict[str, Window]] | None = None
+        #: the audit trail's newest events by scope, read at most once a pass (`_recalled`)
+        self._trail: dict[str, list[AuditEvent]] | None = None
 
     def __repr__(self) -> str:
         return f"WindowService({self.windows_file.path})"
@@ -192,11 +202,16 @@ class WindowService:
         unknown = {o.key for o in covered} - entries.keys()
         if not unknown:
             return {}
-        try:
-            return recall(self.fleet.history(RECALL_DEPTH)[0], scope, unknown)
-        except (EstopError, OSError) as exc:
-            logger.warning("windows: cannot read the audit trail (%s): arming as if nothing was armed", exc)
-            return {}
+        if self._trail is None:
+            try:
+                events = self.fleet.history(RECALL_DEPTH)[0]
+            except (EstopError, OSError) as exc:
+                logger.warning("windows: cannot read the audit trail (%s): arming as if nothing was armed", exc)
+                return {}
+            self._trail = {}
+            for event in events:
+                self._trail.setdefault(event.location, []).append(event)
+        return recall(self._trail.get(scope, ()), scope, unknown)
 
     # -- deciding and acting -----------------------------------------------------------------
 
@@ -222,8 +237,8 @@ class WindowService:
     def _pass(self, now: datetime | None, *, dry_run: bool) -> tuple[TickReport, list[ScopePlan]]:
         with self._lock:
             report = TickReport(now=now or self.clock(), dry_run=dry_run)
-            self.index.new_pass()
             self.following.forget_armed_by(report.now)
+            self._trail = None
             plans: list[ScopePlan] = []
             inputs = self._inputs(report)
             if inputs is None:
@@ -231,13 +246,12 @@ class WindowService:
             windows, entries = inputs
             report.leader = dry_run or self._may_write()
             state = PassState(report, entries)
-            # each enabled window's occurrences covering now, once per pass (the plans, the
-            # report and the wake-ups all need them: issue 24)
-            covering = {w.name: self.index.covering(w, report.now) for w in windows if w.enabled}
+            # the enabled windows' occurrences covering now, by window (only those with some):
+            # computed only for the windows whose answer changed since the last pass (issue 24)
+            covering = self.index.advance(windows, report.now)
             if report.leader:
-                on_scope = enabled_by_scope(windows)
-                by_name = {w.name: w for w in windows}
-                for scope in self._scopes(windows, entries):
+                on_scope, by_name = self._layout(windows)
+                for scope in self._scopes(covering, entries):
                     try:
                         plans.extend(self._reconcile_scope(scope, state, on_scope.get(scope, []), by_name, covering))
                     except (EstopError, OSError) as exc:
@@ -245,7 +259,7 @@ class WindowService:
                 if not dry_run:
                     self._commit(state)
             report.active = sorted(o.key for found in covering.values() for o in found)
-            report.wakeups = wakeups_for(windows, report.now, self.index, covering=covering)
+            report.wakeups = due_wakeups(self.index, report.now)
             if not dry_run:
                 self._schedule(report)
             return report, plans
@@ -274,9 +288,23 @@ class WindowService:
             logger.warning("windows: leadership check failed (%s): acting as standby", exc)
             return False
 
+    def _layout(self, windows: list[Window]) -> tuple[dict[str, list[Window]], dict[str, Window]]:
+        """The enabled windows of each scope and every window by name, grouped again only when
+        the list holds other objects than last pass (a file re-read, a read put back by the
+        guard): regrouping 10,000 windows on every pass was a tenth of a quiet pass."""
+        cached = self._grouped
+        if cached is not None and len(cached[0]) == len(windows) and all(map(operator.is_, cached[0], windows)):
+            return cached[1], cached[2]
+        self._grouped = (list(windows), enabled_by_scope(windows), {w.name: w for w in windows})
+        return self._grouped[1], self._grouped[2]
+
     @staticmethod
-    def _scopes(windows: Iterable[Window], entries: dict[str, LedgerEntry]) -> list[str]:
-        scopes = {w.scope for w in windows}
+    def _scopes(covering: Covering, entries: dict[str, LedgerEntry]) -> list[str]:
+        """The scopes with something to decide: an occurrence covers now at one of their
+        windows, or the ledger has an occurrence armed there. Every other scope is `idle`
+        whatever its sentinel holds (nothing to arm, adopt, skip, close or retire), so it is not
+        visited at all: 1,000 profiles cost nothing while no window covers them (issue 24)."""
+        scopes = {o.scope for found in covering.values() for o in found}
         for entry in entries.values():
             if entry.state == ARMED and _valid_scope(entry.scope):
                 scopes.add(entry.scope)
@@ -353,8 +381,9 @@ class WindowService:
 
     def _commit(self, state: PassState) -> None:
         cutoff = state.report.now - RETENTION
-        prune = any(entry.end < cutoff for entry in state.entries.values())
-        if not state.changes and not prune:
+        oldest = min((entry.end for entry in state.entries.values()), default=None)
+        prune = oldest is not None and oldest < cutoff
+        if not state.changes and not (oldest is not None and oldest < cutoff - PRUNE_SLACK):
             return
         if not self._may_write():
             state.report.leader = False
