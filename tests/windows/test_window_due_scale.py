@@ -228,3 +228,52 @@ def test_a_quiet_pass_prunes_only_once_the_oldest_entry_is_past_the_slack(harnes
     harness.clock.advance(service_module.PRUNE_SLACK)
     harness.service.reconcile()
     assert "fleet/gone@x" not in harness.entries()
+
+
+def test_a_held_scope_walks_its_chain_again_only_when_one_of_its_windows_changes(harness, monkeypatch, questions):
+    """A scope held by a relay of 200 windows: passes where no window of it arms or ends reuse the
+    chain (no `chain_end`, no window asked for its next start); the deadline stays exact."""
+    walked = [0]
+    original = service_module.chain_end
+
+    def counting(*args, **kwargs):
+        walked[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(service_module, "chain_end", counting)
+    start = MONTH + timedelta(hours=1)
+    harness.write(*[{"name": f"r{k:03d}", "cron": f"{k % 60} {1 + k // 60} * * *", "duration": "2m"}
+                    for k in range(200)])
+    harness.clock.set(start)
+    harness.start()
+    assert harness.reading().hold.expires_at == start + timedelta(minutes=201)
+    walked[0] = questions[0] = 0
+    harness.clock.advance(seconds=20)
+    harness.service.reconcile()  # nothing armed or ended since: the same chain
+    assert walked[0] == 0 and questions[0] == 0
+    harness.clock.advance(minutes=2)  # r000 ended, r002 armed: the chain is walked again
+    harness.service.reconcile()
+    assert walked[0] == 1
+    assert harness.reading().hold.expires_at == start + timedelta(minutes=201)
+
+
+def test_the_deadline_of_a_held_scope_is_the_exact_chain_over_a_walk_in_time(harness):
+    from hermes_estop.windows.reconcile import chain_end
+
+    rng = random.Random(26)
+    windows = [Window.parse({"name": f"k{k:02d}", "cron": f"{rng.randrange(60)} {rng.randrange(24)} * * *",
+                             "duration": rng.choice(["20m", "1h", "2h", "5h"]),
+                             "drain": rng.choice([None, "15m"])}) for k in range(60)]
+    harness.write(*windows)
+    harness.clock.set(MONTH)
+    harness.start()
+    for _ in range(150):
+        harness.clock.advance(minutes=rng.choice([1, 5, 10, 25]))
+        report = harness.service.reconcile()
+        now = harness.clock.now
+        members = [o for w in windows for o in covering(w, now)]
+        hold = harness.reading().hold
+        if not members:
+            assert hold is None and not report.active, now  # retired at the end of its chain
+            continue
+        assert hold is not None and hold.expires_at == chain_end(members, windows, now), now

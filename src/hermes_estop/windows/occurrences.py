@@ -253,6 +253,8 @@ class OccurrenceIndex:
         self._windows: list[Window] = []
         self._now: datetime | None = None
         self._seq = 0
+        #: scope -> the seq of the last change of an answer of one of its windows (`version`)
+        self._versions: dict[str, int] = {}
         #: how many answers `advance` computed (the work of a pass, for tests that count it)
         self.computed = 0
 
@@ -312,7 +314,8 @@ class OccurrenceIndex:
         another object; compute the new ones at `now`."""
         enabled = {w.name: w for w in windows if w.enabled}
         for name in [name for name, known in self._known.items() if enabled.get(name) is not known.window]:
-            del self._known[name]
+            self._seq += 1
+            self._versions[self._known.pop(name).window.scope] = self._seq
             self._held.pop(name, None)
         for name, window in enabled.items():
             if name not in self._known:
@@ -337,6 +340,7 @@ class OccurrenceIndex:
         until = min(expiries) if expiries else None
         self._seq += 1
         known = _Known(window, now, until, held, upcoming, self._seq)
+        self._versions[window.scope] = self._seq
         self._known[window.name] = known
         if held:
             self._held[window.name] = known
@@ -345,8 +349,15 @@ class OccurrenceIndex:
         if until is not None:
             heapq.heappush(self._due, (until, known.seq, window.name))
 
+    def version(self, scope: str) -> int:
+        """Changes whenever `advance` computes, drops or replaces the answer of a window of
+        `scope`: while it stays, every window of the scope has the same next arm and the same
+        occurrences covering now as when it was read (a memo of the scope's chain relies on it)."""
+        return self._versions.get(scope, 0)
+
     def _forget(self) -> None:
         self._known.clear()
+        self._versions.clear()
         self._held.clear()
         self._due.clear()
         self._memo.clear()
