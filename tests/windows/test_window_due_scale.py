@@ -159,6 +159,9 @@ def test_an_answer_is_computed_again_only_when_it_expires():
     assert index.computed == 2
     assert index.advance([window], MONTH + timedelta(hours=13)) == {}  # it ends: computed again
     assert index.computed == 3
+    reread = Window.parse(window.model_dump(mode="json", exclude_none=True))  # the file read again, unchanged
+    assert reread is not window and index.advance([reread], MONTH + timedelta(hours=14)) == {}
+    assert index.computed == 3  # equal field for field: the same occurrences, the answer kept
     edited = window.model_copy(update={"duration": timedelta(hours=2)})
     assert index.advance([edited], MONTH + timedelta(days=1, hours=13))["w"][0].end == MONTH + timedelta(days=1, hours=14)
 
