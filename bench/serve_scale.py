@@ -21,11 +21,14 @@ the window scheduler's memory over many reconciliations with 10,000 windows and 
    (allocations since tracing began: a cache entry replaced shows as growth).
 
    The suite runs `PASSES` (400) of the 10,000 passes the target names, and says so in the
-   figure: a pass costs about 100 ms with 10,000 windows when nothing happens (every pass asks
-   each window whether an occurrence covers now and when its next one starts) and about 300 ms
-   while ten holds are armed and ten retired per pass (each a fenced, fsync'ed write, an audit
-   line, the ledger rewritten), so 10,000 take over half an hour;
-   `python bench/serve_scale.py --memory-only --passes 10000` runs them all.
+   figure. A quiet pass costs a few milliseconds (only the windows whose answer expired are
+   asked, `OccurrenceIndex.advance`); one where ten holds are armed and ten retired costs about
+   a hundred (each a fenced, fsync'ed write and an audit line; the audit trail read once for
+   recall; the ledger, up to a week of entries, read and rewritten);
+   `python bench/serve_scale.py --memory-only --passes 10000` runs them all (minutes). The
+   detail has the resident set at `CURVE_POINTS` points with the ledger's size there: the
+   ledger holds a week of occurrences, so what it holds rises over the first week of each
+   month and falls over the second, and the resident set follows it.
 
 Run: `python bench/run.py --only serve_scale` (`--quick`: fewer requests and passes), or
 `python bench/serve_scale.py [--quick] [--passes N]` (N: the memory run's passes).
@@ -70,6 +73,8 @@ STEP = timedelta(minutes=10)
 PROFILES = 1_000
 MEMORY_WINDOWS = 10_000
 GROWTH_TARGET = 0.05
+#: resident set samples between the warm-up and the end (the detail's `rss_curve_mib`)
+CURVE_POINTS = 10
 _PASS = re.compile(r"windows: pass at \S+ took ([0-9.]+) ms: (\d+) window\(s\), (\d+) active")
 _URL = re.compile(r"http: serving .* on (http://\S+/)")
 
@@ -217,13 +222,18 @@ def memory(tmp: Path, passes: int, warmup: int) -> Figure:
             counts[event.kind] = counts.get(event.kind, 0) + 1
         clock.now += STEP
 
+    curve: list[tuple[int, float, int]] = []
+    started = time.perf_counter()
     try:
         for _ in range(warmup):
             one_pass()
         after_warmup = _settled_rss()
         ledger_after_warmup = len(service.ledger.load())
-        for _ in range(passes - warmup):
+        every = max(1, (passes - warmup) // CURVE_POINTS)
+        for done in range(warmup + 1, passes + 1):
             one_pass()
+            if (done - warmup) % every == 0 and done < passes:
+                curve.append((done, round(_settled_rss() / 1024, 1), len(service.ledger.load())))
         at_end = _settled_rss()
         growth = at_end / after_warmup - 1
         detail: dict[str, object] = {
@@ -236,6 +246,8 @@ def memory(tmp: Path, passes: int, warmup: int) -> Figure:
             "fake_clock": f"{datetime(2027, 3, 1, tzinfo=UTC).isoformat()} + {STEP} per pass, to {clock.now.isoformat()}",
             "events": dict(counts), "ledger_entries_after_warmup": ledger_after_warmup,
             "ledger_entries_at_end": len(service.ledger.load()), "audit_trail_mib": round(_size(root) / 2**20, 1),
+            "rss_curve_mib": [{"pass": n, "rss_mib": rss, "ledger_entries": entries} for n, rss, entries in curve],
+            "wall_s": round(time.perf_counter() - started, 1),
         }
         if growth >= GROWTH_TARGET:
             detail["tracemalloc_top_growth"] = _growth_sites(one_pass, 100)

@@ -30,8 +30,8 @@ def following(window: Window, occurrence: Occurrence) -> Occurrence | None:
 
 
 class FollowingMemo:
-    """`following`, remembered per occurrence. A window is recognised by identity (a re-read
-    `windows.toml` yields new objects, so an edited window is computed afresh)."""
+    """`following`, remembered per occurrence. A window is recognised by identity or, read
+    again as another object, by equality field for field (an edited window is computed afresh)."""
 
     def __init__(self) -> None:
         self._memo: dict[str, tuple[Window, datetime, Occurrence | None]] = {}
@@ -42,7 +42,7 @@ class FollowingMemo:
     def __call__(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
         key = occurrence.key
         hit = self._memo.get(key)
-        if hit is not None and hit[0] is window:
+        if hit is not None and (hit[0] is window or hit[0] == window):
             return hit[2]
         found = following(window, occurrence)
         self._memo[key] = (window, occurrence.arm_at, found)

@@ -16,7 +16,9 @@ day-of-week 0 as Monday, crontab as Sunday); it only wakes the service at instan
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import heapq
+import operator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -26,6 +28,7 @@ from ..timeutil import format_instant, in_interval, to_utc
 from .model import Window
 
 __all__ = [
+    "FEED_RECHECK",
     "MAX_EXCLUDED_RUN",
     "Occurrence",
     "OccurrenceIndex",
@@ -103,6 +106,10 @@ class Occurrence:
 #: `exclude_cron = "* * * * *"` cannot loop forever (an hourly window may be excluded for over a
 #: year, a minutely one for six days); `hermes windows validate` warns about such a window
 MAX_EXCLUDED_RUN = 10_000
+
+
+#: how long `OccurrenceIndex` trusts its answer for a calendar's window at most
+FEED_RECHECK = timedelta(days=1)
 
 
 def occurrence_key(scope: str, window: str, ident: str) -> str:
@@ -214,22 +221,175 @@ def starting_within(window: Window, first: datetime, last: datetime, limit: int 
 
 
 class OccurrenceIndex:
-    """`covering` and `next_start` computed on demand and remembered per window, so a scheduler
-    with 10,000 windows does one croniter step per window per occurrence, not several per pass.
+    """What covers `now` and when each window arms next, remembered per window, so a scheduler
+    with 10,000 windows does the cron math of a window only when its answer changes, not on
+    every pass (issue 24: asking every window on every pass was most of a pass).
 
-    For each window it remembers `(since, first)`: no occurrence starts in `[since, first.start)`
-    (`first` None: none ever again). While `since <= now - duration` and `now < first.arm_at`,
-    nothing covers `now` and the next occurrence armed after `now` is `first`: no cron math at all. Anything
-    else (an occurrence covering `now`, time going backwards, an edited window) takes the exact
-    path above. A window is recognised by identity: a re-read file yields new objects."""
+    Two layers. `advance(windows, now)`, once per pass, brings the scheduler's windows to `now`
+    and answers what covers it: each enabled window's answer (`_Known`: its occurrences covering
+    the instant it was computed at, and its next occurrence armed after it) holds until
+    `until`, its next arm or the earliest end among those covering, whichever comes first.
+    Nothing starts, arms or ends in between, so until then the answer is the same. A heap keyed
+    by `until` hands a pass only the windows whose answer expired: a quiet pass costs
+    O(due windows + log n) cron math, not O(n). Everything else takes the exact path: a window
+    not seen before or changed (a re-read file yields new objects: one equal field for field
+    keeps its answer, an edited one is planned afresh), and time going backwards (everything
+    is computed again).
+
+    `covering` and `next_start` answer for any window and instant: from `advance`'s answer when
+    it holds for that window object at that instant; else, for an instant when nothing covers,
+    from a memo of `(since, first)`: no occurrence starts in `[since, first.start)` (`first`
+    None: none ever again); else by the exact functions above."""
 
     def __init__(self) -> None:
         self._memo: dict[str, tuple[Window, datetime, Occurrence | None]] = {}
         self._starts: dict[tuple[str, str, datetime], datetime | None] = {}
+        #: `advance`'s answers, by window name
+        self._known: dict[str, _Known] = {}
+        #: (until, seq, name) of every answer that expires; an entry whose seq is not its
+        #: window's answer's any more is stale and dropped when met
+        self._due: list[tuple[datetime, int, str]] = []
+        #: the windows whose answer has occurrences covering now, by name
+        self._held: dict[str, _Known] = {}
+        self._windows: list[Window] = []
+        self._now: datetime | None = None
+        self._seq = 0
+        #: scope -> the seq of the last change of an answer of one of its windows (`version`)
+        self._versions: dict[str, int] = {}
+        #: how many answers `advance` computed (the work of a pass, for tests that count it)
+        self.computed = 0
 
     def new_pass(self) -> None:
         """Forget the shared cron steps of the previous pass (their `since` will not recur)."""
         self._starts.clear()
+
+    # -- the scheduler's windows, brought to `now` once per pass -------------------------------
+
+    def advance(self, windows: Sequence[Window], now: datetime) -> dict[str, list[Occurrence]]:
+        """Bring the enabled ones of `windows` to `now`: each enabled window's occurrences
+        covering `now` (only the windows with some), computed only for the windows whose answer
+        expired by `now`, changed, or is new."""
+        self.new_pass()
+        if self._now is not None and now < self._now:
+            self._forget()  # time went backwards: every answer computed again (the exact path)
+        self._now = now
+        if not (len(windows) == len(self._windows) and all(map(operator.is_, windows, self._windows))):
+            self._sync(windows, now)
+        while self._due and self._due[0][0] <= now:
+            _, seq, name = heapq.heappop(self._due)
+            known = self._known.get(name)
+            if known is not None and known.seq == seq:
+                self._learn(known.window, now)
+        if len(self._due) > 2 * len(self._known) + 64:
+            self._compact()
+        return {name: list(known.covering) for name, known in self._held.items()}
+
+    def held(self) -> list[tuple[Window, tuple[Occurrence, ...], Occurrence | None]]:
+        """The windows with occurrences covering the instant of the last `advance`: each with
+        them and its next occurrence armed after that instant."""
+        return [(known.window, known.covering, known.next) for known in self._held.values()]
+
+    def soonest(self, count: int) -> list[tuple[Window, Occurrence]]:
+        """The next occurrences of the windows nothing covers at the last `advance`, in the
+        order they arm: the first `count` of them and every other armed at the same instant as
+        the last one (all of them when there are fewer). O((count + stale) log n): read off the
+        heap, not from every window."""
+        taken: list[tuple[datetime, int, str]] = []
+        out: list[tuple[Window, Occurrence]] = []
+        last: datetime | None = None
+        while self._due and (len(out) < count or self._due[0][0] == last):
+            entry = heapq.heappop(self._due)
+            known = self._known.get(entry[2])
+            if known is None or known.seq != entry[1]:
+                continue  # stale: dropped for good
+            taken.append(entry)
+            if not known.covering and known.next is not None:
+                out.append((known.window, known.next))
+                last = entry[0]
+        for entry in taken:
+            heapq.heappush(self._due, entry)
+        return out
+
+    def _sync(self, windows: Sequence[Window], now: datetime) -> None:
+        """A new list of windows: forget the answers of windows gone, disabled or changed;
+        compute the new ones at `now`. A window read again unchanged (another object, equal
+        field for field, its calendar included: the same occurrences) keeps its answer: a
+        `hermes serve` whose status page validated the file at the same time as the scheduler
+        got the page's objects on its next pass, and computing 10,000 answers again took
+        seconds (issue 24)."""
+        enabled = {w.name: w for w in windows if w.enabled}
+        for name, known in list(self._known.items()):
+            window = enabled.get(name)
+            if window is known.window:
+                continue
+            if window is not None and window == known.window:
+                known.window = window
+                continue
+            self._seq += 1
+            self._versions[known.window.scope] = self._seq
+            del self._known[name]
+            self._held.pop(name, None)
+        for name, window in enabled.items():
+            if name not in self._known:
+                self._learn(window, now)
+        self._windows = list(windows)
+
+    def _learn(self, window: Window, now: datetime) -> None:
+        """Compute `window`'s answer at `now` exactly and remember it until it expires."""
+        self.computed += 1
+        first = _first(window, now - window.duration, self._starts)
+        if first is None or first.arm_at > now:
+            held: tuple[Occurrence, ...] = ()
+            upcoming = first
+        else:
+            held = tuple(covering(window, now))
+            upcoming = next_armed(window, now)
+        expiries = [o.end for o in held] + ([upcoming.arm_at] if upcoming is not None else [])
+        if window.feed is not None:
+            # a calendar's events are looked up within a lookahead of the instant asked: what
+            # it says (no event ahead, say) is asked again daily, never trusted for ever
+            expiries.append(now + FEED_RECHECK)
+        until = min(expiries) if expiries else None
+        self._seq += 1
+        known = _Known(window, now, until, held, upcoming, self._seq)
+        self._versions[window.scope] = self._seq
+        self._known[window.name] = known
+        if held:
+            self._held[window.name] = known
+        else:
+            self._held.pop(window.name, None)
+        if until is not None:
+            heapq.heappush(self._due, (until, known.seq, window.name))
+
+    def version(self, scope: str) -> int:
+        """Changes whenever `advance` computes, drops or replaces the answer of a window of
+        `scope`: while it stays, every window of the scope has the same next arm and the same
+        occurrences covering now as when it was read (a memo of the scope's chain relies on it)."""
+        return self._versions.get(scope, 0)
+
+    def _forget(self) -> None:
+        self._known.clear()
+        self._versions.clear()
+        self._held.clear()
+        self._due.clear()
+        self._memo.clear()
+        self._windows = []
+
+    def _compact(self) -> None:
+        """The heap rebuilt from the live answers (stale entries of edited windows dropped), so
+        it stays as large as the fleet, however often the file is edited."""
+        self._due = [(k.until, k.seq, name) for name, k in self._known.items() if k.until is not None]
+        heapq.heapify(self._due)
+
+    def _valid(self, window: Window, now: datetime) -> _Known | None:
+        """`advance`'s answer for this window object, when it holds at `now`."""
+        known = self._known.get(window.name)
+        if (known is not None and known.window is window and known.since <= now
+                and (known.until is None or now < known.until)):
+            return known
+        return None
+
+    # -- any window, any instant -----------------------------------------------------------------
 
     def _quiet(self, window: Window, now: datetime) -> tuple[bool, Occurrence | None]:
         """(True, next start) when nothing covers `now`; (False, None) otherwise."""
@@ -244,10 +404,30 @@ class OccurrenceIndex:
         return True, first
 
     def covering(self, window: Window, now: datetime) -> list[Occurrence]:
+        known = self._valid(window, now)
+        if known is not None:
+            return list(known.covering)
         quiet, _ = self._quiet(window, now)
         return [] if quiet else covering(window, now)
 
     def next_start(self, window: Window, now: datetime) -> Occurrence | None:
         """The next occurrence armed after `now` (`next_armed`: its start, less any drain lead)."""
+        known = self._valid(window, now)
+        if known is not None:
+            return known.next
         quiet, first = self._quiet(window, now)
         return first if quiet else next_armed(window, now)
+
+
+@dataclass(slots=True)
+class _Known:
+    """A window's answer computed at `since`: the occurrences covering `since` and its next
+    occurrence armed after it; the same answer for every instant in `[since, until)` (`until`
+    None: for ever)."""
+
+    window: Window
+    since: datetime
+    until: datetime | None
+    covering: tuple[Occurrence, ...]
+    next: Occurrence | None
+    seq: int

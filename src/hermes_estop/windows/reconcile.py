@@ -47,6 +47,7 @@ __all__ = [
     "ARMED_BY_PREFIX",
     "CHAIN_LIMIT",
     "Arm",
+    "ChainEnd",
     "Desired",
     "Retire",
     "ScopePlan",
@@ -68,6 +69,8 @@ _CLOSED = (RELEASED, SKIPPED, ENDED)
 NextArmed = Callable[[Window, datetime], Occurrence | None]
 #: the occurrence of a window after a given one (`following.following`)
 Following = Callable[[Window, Occurrence], Occurrence | None]
+#: `chain_end(members, windows, now, closed)` as the caller computes it (a memo of it, say)
+ChainEnd = Callable[[Sequence[Occurrence], Sequence[Window], datetime, frozenset[str]], datetime]
 
 
 @dataclass(frozen=True)
@@ -298,12 +301,17 @@ def _close(stale: Sequence[LedgerEntry], now: datetime) -> list[LedgerEntry]:
 
 def _arm_or_keep(scope: str, now: datetime, members: Sequence[Occurrence], fresh: Sequence[Occurrence],
                  windows: Sequence[Window], closed: frozenset[str], reading: Reading, selector: Any = None,
-                 first_armed: NextArmed = next_armed, after: Following = following
-                 ) -> tuple[tuple[Arm, ...], list[LedgerEntry]]:
+                 first_armed: NextArmed = next_armed, after: Following = following, chain: ChainEnd | None = None,
+                 by_name: Mapping[str, Window] | None = None) -> tuple[tuple[Arm, ...], list[LedgerEntry]]:
     """The arm (fresh, fenced on VACANT; or a change of our own hold) that makes the scope held
     by one hold covering `members`, or nothing when the standing hold already is that hold."""
-    deadline = chain_end(members, windows, now, closed, first_armed=first_armed, after=after)
-    desired = compose(members, {w.name: w for w in windows}, deadline, now)
+    if chain is not None:
+        deadline = chain(members, windows, now, closed)
+    else:
+        deadline = chain_end(members, windows, now, closed, first_armed=first_armed, after=after)
+    named = {o.window for o in members}
+    desired = compose(members, {w.name: w for w in windows if w.name in named} if by_name is None else by_name,
+                      deadline, now)
     if not reading.active:
         return (Arm(scope, tuple(members), desired, VACANT, selector=selector),), []
     standing = reading.hold.generation if reading.hold is not None else None
@@ -325,7 +333,8 @@ def idle(covered: Sequence[Occurrence], entries: Mapping[str, LedgerEntry]) -> b
 def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
                reading: Reading, recalled: Mapping[str, str] | None = None,
                covered: Sequence[Occurrence] | None = None, selector: Any = None,
-               first_armed: NextArmed = next_armed, after: Following = following) -> ScopePlan:
+               first_armed: NextArmed = next_armed, after: Following = following,
+               chain: ChainEnd | None = None, by_name: Mapping[str, Window] | None = None) -> ScopePlan:
     """The plan for `scope` at `now`. `windows`: the enabled windows of this scope; `entries`:
     the ledger entries of this scope; `reading`: the scope's sentinel as read at `now`;
     `recalled`: occurrence key -> generation, for occurrences the ledger does not know that the
@@ -334,7 +343,10 @@ def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Ma
     `selector`, the plan is for the scoped hold of that selector at `scope` (`windows` all carry
     it, `reading` is that scoped hold's): the same rules, one lane of the scope. `first_armed`:
     each window's first occurrence armed after an instant, `after` the occurrence of a window
-    after a given one (the caller's caches of them, if any)."""
+    after a given one (the caller's caches of them, if any); `chain`: `chain_end` of the
+    members, the windows, `now` and the closed keys, as the caller computes it (its memo);
+    `by_name`: the windows by name, when the caller has them (the members' windows are looked
+    up there rather than in a map of `windows` made again)."""
     covered = tuple(sorted(covered if covered is not None else (o for w in windows for o in covering(w, now))))
     closed = frozenset(k for k, e in entries.items() if e.state in _CLOSED)
     candidates = [o for o in covered if o.key not in closed]
@@ -361,5 +373,6 @@ def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Ma
             others = [e for e in closing if e.generation != standing]
             return ScopePlan(scope, now, covered, (Retire(scope, standing, retiring),), tuple(notes + others))
         return ScopePlan(scope, now, covered, (), tuple(notes + _close(stale, now)))
-    actions, kept = _arm_or_keep(scope, now, members, fresh, windows, closed, reading, selector, first_armed, after)
+    actions, kept = _arm_or_keep(scope, now, members, fresh, windows, closed, reading, selector, first_armed, after,
+                                 chain, by_name)
     return ScopePlan(scope, now, covered, actions, tuple(notes + _close(stale, now) + kept))

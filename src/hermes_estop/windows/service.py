@@ -18,12 +18,16 @@ a scheduler that is not the leader plans, schedules its wake-ups and writes noth
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..audit import AuditEvent
+from ..durations import MAX_DURATION
 from ..errors import EstopError, StoreError
 from ..fleet import Fleet
 from ..hold import HoldState, Reading
@@ -43,8 +47,8 @@ from .ledger import (
 from .model import InvalidWindow, Window
 from .occurrences import Occurrence, OccurrenceIndex
 from .recall import recall
-from .reconcile import Arm, Retire, ScopePlan, Skip, idle, plan_scope
-from .wakeups import JOB_PREFIX, Scheduler, Wakeups, make_scheduler, wakeups_for
+from .reconcile import Arm, ChainEnd, Retire, ScopePlan, Skip, chain_end, idle, plan_scope
+from .wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
 from .windows_file import WindowsFile
 
 __all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "Event", "TickReport", "WindowService"]
@@ -58,6 +62,10 @@ POLL_INTERVAL = 5.0
 #: between its truncate and its last write, and any part of it may be valid TOML. A hold lifting
 #: a few seconds late is the safe side; an operator who wants the fleet back at once resumes it.
 WEAKEN_AFTER = 5.0
+#: a pass with nothing else to commit prunes the ledger only once its oldest entry is this far
+#: past the retention (a commit rewrites the whole file ledger: a fleet whose entries end every
+#: few minutes rewrote it on every pass just to drop them, issue 24); any other commit prunes too
+PRUNE_SLACK = timedelta(hours=1)
 #: how many of the newest audit events `recall` reads (an arm it misses is armed again: held)
 RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
@@ -106,6 +114,13 @@ class WindowService:
         #: the problems standing now (kind -> message), each logged when it starts and clears
         self._problems: dict[str, str] = {}
         self._owns_scheduler = False
+        #: the windows last grouped, and their groups (`_layout`)
+        self._grouped: Layout | None = None
+        #: (scope, selector) -> the lane's chain as last computed (`_chain`)
+        self._chains: dict[tuple[str, Any], tuple[Sequence[Window], int, tuple[str, ...], frozenset[str], datetime,
+                                                  datetime]] = {}
+        #: the audit trail's newest events by scope, read at most once a pass (`_recalled`)
+        self._trail: dict[str, list[AuditEvent]] | None = None
 
     def __repr__(self) -> str:
         return f"WindowService({self.windows_file.path})"
@@ -182,21 +197,22 @@ class WindowService:
     def _reading(self, scope: str, now: datetime) -> Reading:
         return self.fleet.read((self.fleet.location(scope),), now).readings[0]
 
-    @staticmethod
-    def _covered(windows: Iterable[Window], covering: Covering) -> list[Occurrence]:
-        return sorted(o for w in windows for o in covering.get(w.name, ()))
-
     def _recalled(self, scope: str, covered: list[Occurrence], entries: dict[str, LedgerEntry]) -> dict[str, str]:
         """What the audit trail says was armed for the occurrences covering `now` that the
         ledger does not know (usually none: then the audit trail is not read)."""
         unknown = {o.key for o in covered} - entries.keys()
         if not unknown:
             return {}
-        try:
-            return recall(self.fleet.history(RECALL_DEPTH)[0], scope, unknown)
-        except (EstopError, OSError) as exc:
-            logger.warning("windows: cannot read the audit trail (%s): arming as if nothing was armed", exc)
-            return {}
+        if self._trail is None:
+            try:
+                events = self.fleet.history(RECALL_DEPTH)[0]
+            except (EstopError, OSError) as exc:
+                logger.warning("windows: cannot read the audit trail (%s): arming as if nothing was armed", exc)
+                return {}
+            self._trail = {}
+            for event in events:
+                self._trail.setdefault(event.location, []).append(event)
+        return recall(self._trail.get(scope, ()), scope, unknown)
 
     # -- deciding and acting -----------------------------------------------------------------
 
@@ -222,8 +238,8 @@ class WindowService:
     def _pass(self, now: datetime | None, *, dry_run: bool) -> tuple[TickReport, list[ScopePlan]]:
         with self._lock:
             report = TickReport(now=now or self.clock(), dry_run=dry_run)
-            self.index.new_pass()
             self.following.forget_armed_by(report.now)
+            self._trail = None
             plans: list[ScopePlan] = []
             inputs = self._inputs(report)
             if inputs is None:
@@ -231,21 +247,21 @@ class WindowService:
             windows, entries = inputs
             report.leader = dry_run or self._may_write()
             state = PassState(report, entries)
-            # each enabled window's occurrences covering now, once per pass (the plans, the
-            # report and the wake-ups all need them: issue 24)
-            covering = {w.name: self.index.covering(w, report.now) for w in windows if w.enabled}
+            # the enabled windows' occurrences covering now, by window (only those with some):
+            # computed only for the windows whose answer changed since the last pass (issue 24)
+            covering = self.index.advance(windows, report.now)
             if report.leader:
-                on_scope = enabled_by_scope(windows)
-                by_name = {w.name: w for w in windows}
-                for scope in self._scopes(windows, entries):
+                layout = self._layout(windows)
+                covered = layout.covered(covering)
+                for scope in self._scopes(covering, entries):
                     try:
-                        plans.extend(self._reconcile_scope(scope, state, on_scope.get(scope, []), by_name, covering))
+                        plans.extend(self._reconcile_scope(scope, state, layout, covered))
                     except (EstopError, OSError) as exc:
                         state.error(f"scope {scope}: {exc}")
                 if not dry_run:
                     self._commit(state)
             report.active = sorted(o.key for found in covering.values() for o in found)
-            report.wakeups = wakeups_for(windows, report.now, self.index, covering=covering)
+            report.wakeups = due_wakeups(self.index, report.now)
             if not dry_run:
                 self._schedule(report)
             return report, plans
@@ -274,31 +290,66 @@ class WindowService:
             logger.warning("windows: leadership check failed (%s): acting as standby", exc)
             return False
 
+    def _layout(self, windows: list[Window]) -> Layout:
+        """`windows` grouped by scope and lane, grouped again only when the list holds other
+        objects than last pass (a file re-read, a read put back by the guard): regrouping
+        10,000 windows, and asking each for its selector, on every pass was a tenth of a quiet
+        pass and a fifth of one with ten scopes held (issue 24)."""
+        cached = self._grouped
+        if cached is not None and len(cached.windows) == len(windows) and all(map(operator.is_, cached.windows, windows)):
+            return cached
+        self._grouped = Layout.of(windows)
+        self._chains.clear()
+        return self._grouped
+
+    def _chain(self, scope: str, selector: Any) -> ChainEnd:
+        """`chain_end` for the lane `(scope, selector)`, remembered across passes: a held scope
+        walks the same chain of up to `CHAIN_LIMIT` occurrences on every pass, and asks each of
+        its windows for its next start (a thousand windows a scope made that most of a pass).
+        The chain is the same while the lane's windows are the same objects, none of the scope's
+        windows had its answer recomputed by the index (`OccurrenceIndex.version`: the same next
+        arms), the members and the closed keys are the same, time did not go backwards, and the
+        chain was not cut at the horizon (`now + MAX_DURATION`, which moves with `now`)."""
+        def end(members: Sequence[Occurrence], windows: Sequence[Window], now: datetime,
+                closed: frozenset[str]) -> datetime:
+            version = self.index.version(scope)
+            keys = tuple(o.key for o in members)
+            hit = self._chains.get((scope, selector))
+            if (hit is not None and hit[0] is windows and hit[1] == version and hit[2] == keys and hit[3] == closed
+                    and hit[4] <= now and hit[5] < hit[4] + MAX_DURATION):
+                return hit[5]
+            found = chain_end(members, windows, now, closed, first_armed=self.index.next_start, after=self.following)
+            self._chains[(scope, selector)] = (windows, version, keys, closed, now, found)
+            return found
+        return end
+
     @staticmethod
-    def _scopes(windows: Iterable[Window], entries: dict[str, LedgerEntry]) -> list[str]:
-        scopes = {w.scope for w in windows}
+    def _scopes(covering: Covering, entries: dict[str, LedgerEntry]) -> list[str]:
+        """The scopes with something to decide: an occurrence covers now at one of their
+        windows, or the ledger has an occurrence armed there. Every other scope is `idle`
+        whatever its sentinel holds (nothing to arm, adopt, skip, close or retire), so it is not
+        visited at all: 1,000 profiles cost nothing while no window covers them (issue 24)."""
+        scopes = {o.scope for found in covering.values() for o in found}
         for entry in entries.values():
             if entry.state == ARMED and _valid_scope(entry.scope):
                 scopes.add(entry.scope)
         return sorted(scopes, key=lambda s: (s != FLEET, s))
 
-    def _reconcile_scope(self, scope: str, state: PassState, on_scope: list[Window],
-                         by_name: dict[str, Window], covering: Covering) -> list[ScopePlan]:
-        """Every lane of `scope` (`on_scope`: its enabled windows): the full hold's windows, and
-        one lane per selector of the windows with `only`/`jobs` (issue 26), each planned as a
-        scope of its own. Ledger entries of windows no lane has any more stay with the full
-        lane, as before. `by_name`: every window of the file; `covering`: each enabled window's
-        occurrences covering now. A scope with nothing to do (`idle`) is not read at all."""
-        if idle(self._covered(on_scope, covering), state.of(scope)):
+    def _reconcile_scope(self, scope: str, state: PassState, layout: Layout,
+                         covered: dict[tuple[str, Any], list[Occurrence]]) -> list[ScopePlan]:
+        """Every lane of `scope`: the full hold's windows, and one lane per selector of the
+        windows with `only`/`jobs` (issue 26), each planned as a scope of its own. Ledger
+        entries of windows no lane has any more stay with the full lane, as before. `covered`:
+        the occurrences covering now of each lane's windows (`Layout.covered`). A scope with
+        nothing to do (`idle`) is not read at all."""
+        lanes = layout.lanes.get(scope, _FULL_LANE_ONLY)
+        if idle([o for selector, _, _ in lanes for o in covered.get((scope, selector), ())], state.of(scope)):
             return [ScopePlan(scope, state.report.now, ())]
-        lanes: dict[Any, list[Window]] = {None: []}
-        for window in on_scope:
-            lanes.setdefault(window.selector, []).append(window)
-        scoped_names = {w.name for selector, group in lanes.items() if selector is not None for w in group}
+        scoped_names = layout.scoped.get(scope, set())
         plans = []
-        for selector, group in lanes.items():
-            names = frozenset(w.name for w in group) if selector is not None else None
-            plans += self._reconcile_lane(scope, selector, group, names, scoped_names, state, by_name, covering)
+        for selector, group, names in lanes:
+            plans += self._reconcile_lane(scope, selector, group, names, scoped_names, state, layout.by_name,
+                                          covered.get((scope, selector), []))
         return plans
 
     def _lane_reading(self, scope: str, selector: Any, now: datetime) -> Reading:
@@ -313,20 +364,20 @@ class WindowService:
 
     def _reconcile_lane(self, scope: str, selector: Any, on_scope: list[Window], names: frozenset[str] | None,
                         scoped_names: set[str], state: PassState, by_name: dict[str, Window],
-                        covering: Covering) -> list[ScopePlan]:
-        """One lane: its windows, and the ledger entries of its windows (`names`; None: the full
-        lane, every entry of a window no scoped lane has)."""
+                        covered: list[Occurrence]) -> list[ScopePlan]:
+        """One lane: its windows, the occurrences of them covering now (`covered`, sorted), and
+        the ledger entries of its windows (`names`; None: the full lane, every entry of a window
+        no scoped lane has)."""
         report = state.report
         for _ in range(_MAX_ROUNDS):
             now = report.now
             of_scope = {k: e for k, e in state.of(scope).items()
                         if (e.window in names if names is not None else e.window not in scoped_names)}
-            covered = self._covered(on_scope, covering)
             if idle(covered, of_scope):
                 return [ScopePlan(scope, now, ())]  # the plan whatever the sentinel holds: not read
             plan = plan_scope(scope, now, on_scope, of_scope, self._lane_reading(scope, selector, now),
                               self._recalled(scope, covered, of_scope), covered, selector, self.index.next_start,
-                              self.following)
+                              self.following, self._chain(scope, selector), by_name)
             if report.dry_run:
                 report.events.extend(planned_events(plan))
                 return [plan]
@@ -353,8 +404,9 @@ class WindowService:
 
     def _commit(self, state: PassState) -> None:
         cutoff = state.report.now - RETENTION
-        prune = any(entry.end < cutoff for entry in state.entries.values())
-        if not state.changes and not prune:
+        oldest = min((entry.end for entry in state.entries.values()), default=None)
+        prune = oldest is not None and oldest < cutoff
+        if not state.changes and not (oldest is not None and oldest < cutoff - PRUNE_SLACK):
             return
         if not self._may_write():
             state.report.leader = False
@@ -415,6 +467,52 @@ class WindowService:
                 due, _ = next_deadline(due, interval, self.monotonic())
         finally:
             self.shutdown()
+
+
+#: the lanes of a scope without enabled windows (armed entries only): the full lane, empty
+_FULL_LANE_ONLY: list[tuple[Any, list[Window], frozenset[str] | None]] = [(None, [], None)]
+
+
+@dataclass
+class Layout:
+    """One list of windows grouped as a pass needs it, computed once per list (`_layout`)."""
+
+    windows: list[Window]
+    #: every window of the list, by name
+    by_name: dict[str, Window]
+    #: scope -> its lanes: (selector, the lane's enabled windows in file order, their names;
+    #: None for the full lane), the full lane first
+    lanes: dict[str, list[tuple[Any, list[Window], frozenset[str] | None]]]
+    #: scope -> the names of its windows in a scoped lane
+    scoped: dict[str, set[str]]
+    #: enabled window name -> (its scope, its selector)
+    lane_of: dict[str, tuple[str, Any]]
+
+    @classmethod
+    def of(cls, windows: list[Window]) -> Layout:
+        lanes: dict[str, list[tuple[Any, list[Window], frozenset[str] | None]]] = {}
+        scoped: dict[str, set[str]] = {}
+        lane_of: dict[str, tuple[str, Any]] = {}
+        for scope, on_scope in enabled_by_scope(windows).items():
+            groups: dict[Any, list[Window]] = {None: []}
+            for window in on_scope:
+                selector = window.selector
+                groups.setdefault(selector, []).append(window)
+                lane_of[window.name] = (scope, selector)
+            lanes[scope] = [(selector, group, frozenset(w.name for w in group) if selector is not None else None)
+                            for selector, group in groups.items()]
+            scoped[scope] = {w.name for selector, group in groups.items() if selector is not None for w in group}
+        return cls(list(windows), {w.name: w for w in windows}, lanes, scoped, lane_of)
+
+    def covered(self, covering: Covering) -> dict[tuple[str, Any], list[Occurrence]]:
+        """The occurrences covering now of each lane `(scope, selector)`, sorted, from each
+        enabled window's (`covering`): O(what covers now), not O(windows)."""
+        out: dict[tuple[str, Any], list[Occurrence]] = {}
+        for name, found in covering.items():
+            out.setdefault(self.lane_of[name], []).extend(found)
+        for occurrences in out.values():
+            occurrences.sort()
+        return out
 
 
 def enabled_by_scope(windows: Iterable[Window]) -> dict[str, list[Window]]:

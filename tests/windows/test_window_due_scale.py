@@ -1,0 +1,282 @@
+"""A reconciliation pass over 10,000 windows does the work of the windows that are due, not of
+every window (issue 24), counted, never timed: `OccurrenceIndex.advance` answers what covers now
+from each window's answer until it expires (its next arm, or the earliest end of what covers
+it), and the wake-ups are read off its heap. The answers are checked against the exact functions
+over a walk in time with edits, disabled windows and time going backwards; the ledger is not
+parsed again when it did not change."""
+
+from __future__ import annotations
+
+import importlib
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from hermes_estop.windows.ledger import ARMED, ENDED, LedgerEntry, OccurrenceLedger
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import OccurrenceIndex, covering
+from hermes_estop.windows import service as service_module
+from hermes_estop.windows import wakeups as wakeups_module
+from hermes_estop.windows.ledger import RETENTION
+from hermes_estop.windows.wakeups import wakeups_for
+
+# the module, not the function `hermes_estop.windows` re-exports under the same name
+occurrences_module = importlib.import_module("hermes_estop.windows.occurrences")
+ledger_module = importlib.import_module("hermes_estop.windows.ledger")
+MONTH = datetime(2027, 3, 1, tzinfo=UTC)
+COUNT = 10_000
+
+
+def write_monthly(root: Path, count: int, scopes: int = 100) -> None:
+    """`windows.toml` with `count` windows, window `i` starting once a month at minute `i` of
+    the month (1,440 a day from the 1st at 00:00 UTC, for 30 minutes), on `scopes` profiles;
+    written as text (saving 10,000 models through the file API would take longer than the test)."""
+    for scope in range(scopes):
+        (root / "profiles" / f"p{scope:03d}").mkdir(parents=True)
+    parts = []
+    for i in range(count):
+        cron = f"{i % 60} {(i // 60) % 24} {1 + i // 1440} * *"
+        parts.append(f'[[windows]]\nname = "w{i:05d}"\ncron = "{cron}"\nduration = "30m"\n'
+                     f'scope = "p{i % scopes:03d}"\n\n')
+    (root / "windows.toml").write_text("".join(parts))
+
+
+@pytest.fixture
+def questions(monkeypatch):
+    """How many times a window was asked about its occurrences, by the index or past it."""
+    asked = [0]
+
+    def counting(function):
+        def counted(*args, **kwargs):
+            asked[0] += 1
+            return function(*args, **kwargs)
+        return counted
+
+    for name in ("_first", "covering", "next_armed", "occurrences"):
+        monkeypatch.setattr(occurrences_module, name, counting(getattr(occurrences_module, name)))
+    for name in ("covering", "next_start", "_quiet"):
+        monkeypatch.setattr(OccurrenceIndex, name, counting(getattr(OccurrenceIndex, name)))
+    return asked
+
+
+def test_a_quiet_pass_over_10000_windows_asks_about_none_of_them(harness, questions):
+    write_monthly(harness.root, COUNT)
+    harness.clock.set(MONTH + timedelta(days=12))  # nothing covers the 13th, nothing starts
+    harness.start()
+    questions[0] = 0
+    for _ in range(3):
+        harness.clock.advance(minutes=10)
+        report = harness.service.reconcile()
+        assert report.windows == COUNT and not report.active and not report.errors
+    # every window asked once for what covers now and once for its next start on each pass
+    # would be 60,000; none is due, so none is asked
+    assert questions[0] == 0
+    assert harness.service.jobs()  # the wake-ups still stand (read off the heap)
+
+
+def test_a_pass_over_10000_windows_asks_about_the_due_ones_and_arms_each_on_its_pass(harness, questions):
+    write_monthly(harness.root, COUNT, scopes=1000)
+    harness.clock.set(MONTH - timedelta(minutes=5))
+    harness.start()
+    for step in range(6):
+        harness.clock.advance(minutes=10)
+        questions[0] = 0
+        report = harness.service.reconcile()
+        now = harness.clock.now
+        # window i starts at minute i of the month: those started in the last 30 minutes cover now
+        expected = {f"p{i % 1000:03d}/w{i:05d}@{(MONTH + timedelta(minutes=i)).isoformat()}"
+                    for i in range(COUNT) if MONTH + timedelta(minutes=i) <= now < MONTH + timedelta(minutes=i + 30)}
+        assert set(report.active) == expected and not report.errors
+        entries = harness.entries()
+        # every occurrence covering now is armed by the pass it became due on
+        assert all(key in entries and entries[key].state == ARMED for key in expected), step
+        # ten windows start and ten end between two passes: each is asked (a few questions
+        # apiece), and a held scope's chain asks each of its ten windows for its next start;
+        # asking every window for what covers now and when it starts next would be 20,000
+        assert questions[0] <= 1_000, (step, questions[0])
+
+
+def _fleet(rng: random.Random) -> list[Window]:
+    """Windows of every shape the index answers for: cron with and without a drain lead,
+    overlapping and back to back, one-shot, bounded, excluded dates."""
+    windows = []
+    for i in range(40):
+        minute, hour = rng.randrange(60), rng.randrange(24)
+        data: dict[str, object] = {"name": f"c{i:02d}", "cron": f"{minute} {hour} * * *",
+                                   "duration": rng.choice(["10m", "1h", "3h", "25h"]),
+                                   "timezone": rng.choice(["UTC", "Europe/Berlin", "America/New_York"])}
+        if i % 4 == 0:
+            data["drain"] = rng.choice(["5m", "2h"])
+        if i % 7 == 0:
+            data["not_after"] = (MONTH + timedelta(days=rng.randrange(1, 4))).isoformat()
+        if i % 9 == 0:
+            data["exclude"] = [(MONTH + timedelta(days=1)).date().isoformat()]
+        if i % 11 == 0:
+            data["cron"] = f"*/{rng.choice([15, 20])} * * * *"
+        windows.append(Window.parse(data))
+    for i in range(10):
+        windows.append(Window.parse({"name": f"a{i}", "at": (MONTH + timedelta(hours=rng.randrange(96))).isoformat(),
+                                     "duration": "90m", "drain": "30m" if i % 2 else None}))
+    return windows
+
+
+def test_the_answers_and_the_wake_ups_are_the_exact_ones_over_a_walk_in_time():
+    rng = random.Random(24)
+    windows = _fleet(rng)
+    index = OccurrenceIndex()
+    now = MONTH
+    for step in range(300):
+        roll = rng.random()
+        if roll < 0.05:
+            now -= timedelta(minutes=rng.randrange(1, 600))  # time going backwards
+        else:
+            now += timedelta(minutes=rng.choice([1, 3, 10, 37, 240]))
+        if roll > 0.95:  # an edit: a new object, or the same one disabled, or a new file
+            k = rng.randrange(len(windows))
+            windows = list(windows)
+            windows[k] = windows[k].model_copy(update={"enabled": not windows[k].enabled} if rng.random() < 0.5
+                                               else {"duration": timedelta(minutes=rng.choice([5, 45, 300]))})
+        elif roll > 0.93:
+            windows = [Window.parse(w.model_dump(mode="json", exclude_none=True)) for w in windows]
+        got = index.advance(windows, now)
+        exact = {w.name: covering(w, now) for w in windows if w.enabled}
+        assert got == {name: found for name, found in exact.items() if found}, (step, now)
+        for limit in (3, 256):
+            assert wakeups_module.due_wakeups(index, now, limit) == wakeups_for(windows, now, OccurrenceIndex(), limit), (step, now)
+
+
+def test_an_answer_is_computed_again_only_when_it_expires():
+    window = Window.parse({"name": "w", "cron": "0 12 * * *", "duration": "1h"})
+    index = OccurrenceIndex()
+    index.advance([window], MONTH)
+    for hours in range(1, 12):
+        index.advance([window], MONTH + timedelta(hours=hours))
+    assert index.computed == 1  # nothing arms or ends before noon
+    assert index.advance([window], MONTH + timedelta(hours=12))["w"]  # it arms: computed again
+    index.advance([window], MONTH + timedelta(hours=12, minutes=30))
+    assert index.computed == 2
+    assert index.advance([window], MONTH + timedelta(hours=13)) == {}  # it ends: computed again
+    assert index.computed == 3
+    reread = Window.parse(window.model_dump(mode="json", exclude_none=True))  # the file read again, unchanged
+    assert reread is not window and index.advance([reread], MONTH + timedelta(hours=14)) == {}
+    assert index.computed == 3  # equal field for field: the same occurrences, the answer kept
+    edited = window.model_copy(update={"duration": timedelta(hours=2)})
+    assert index.advance([edited], MONTH + timedelta(days=1, hours=13))["w"][0].end == MONTH + timedelta(days=1, hours=14)
+
+
+def _entries(count: int) -> list[LedgerEntry]:
+    return [LedgerEntry(key=f"fleet/w{i}@x", window=f"w{i}", occurrence="x", scope="fleet", end=MONTH, state=ARMED,
+                        generation=f"g{i}", updated_at=MONTH) for i in range(count)]
+
+
+def test_the_ledger_parses_only_the_entries_that_changed(fleet_root, monkeypatch):
+    from hermes_estop.fleet import Fleet
+
+    ledger = OccurrenceLedger(Fleet.of_files(fleet_root).ledger())
+    ledger.commit(_entries(1000))
+    assert len(ledger.load()) == 1000
+    parsed = [0]
+    original = LedgerEntry.from_json
+
+    def counting(key, data):
+        parsed[0] += 1
+        return original(key, data)
+
+    monkeypatch.setattr(ledger_module.LedgerEntry, "from_json", staticmethod(counting))
+    again = ledger.load()
+    assert parsed[0] == 0 and len(again) == 1000
+    # another writer moves one entry (another process: its own ledger object)
+    other = OccurrenceLedger(Fleet.of_files(fleet_root).ledger())
+    moved = again["fleet/w7@x"].moved(ENDED, MONTH + timedelta(hours=1), detail="retired")
+    other.commit([moved])
+    parsed[0] = 0
+    after = ledger.load()
+    assert after["fleet/w7@x"] == moved and parsed[0] == 1
+    assert after == {key: moved if key == moved.key else entry for key, entry in again.items()}
+
+
+def test_a_damaged_entry_is_still_refused_after_its_good_version_was_read(fleet_root):
+    import json
+
+    from hermes_estop.errors import StoreError
+    from hermes_estop.fleet import Fleet
+
+    ledger = OccurrenceLedger(Fleet.of_files(fleet_root).ledger())
+    ledger.commit(_entries(3))
+    ledger.load()
+    path = fleet_root / "windows-state.json"
+    body = json.loads(path.read_text())
+    body["occurrences"]["fleet/w1@x"]["state"] = "bogus"
+    path.write_text(json.dumps(body))
+    with pytest.raises(StoreError):
+        ledger.load()
+    with pytest.raises(StoreError):
+        ledger.commit(_entries(1))  # a commit validates the stored records: refused too
+    body["occurrences"]["fleet/w1@x"]["state"] = ARMED
+    body["occurrences"]["fleet/w2@x"]["end"] = "not a time"
+    path.write_text(json.dumps(body))
+    with pytest.raises(StoreError):
+        ledger.load()
+
+
+def test_a_quiet_pass_prunes_only_once_the_oldest_entry_is_past_the_slack(harness):
+    now = harness.clock.now
+    old = LedgerEntry(key="fleet/gone@x", window="gone", occurrence="x", scope="fleet", end=now - RETENTION - timedelta(minutes=1),
+                      state=ENDED, generation="g", updated_at=now - RETENTION)
+    harness.ledger.commit([old])
+    harness.start()
+    assert "fleet/gone@x" in harness.entries()  # past the retention by a minute: kept for now
+    harness.clock.advance(service_module.PRUNE_SLACK)
+    harness.service.reconcile()
+    assert "fleet/gone@x" not in harness.entries()
+
+
+def test_a_held_scope_walks_its_chain_again_only_when_one_of_its_windows_changes(harness, monkeypatch, questions):
+    """A scope held by a relay of 200 windows: passes where no window of it arms or ends reuse the
+    chain (no `chain_end`, no window asked for its next start); the deadline stays exact."""
+    walked = [0]
+    original = service_module.chain_end
+
+    def counting(*args, **kwargs):
+        walked[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(service_module, "chain_end", counting)
+    start = MONTH + timedelta(hours=1)
+    harness.write(*[{"name": f"r{k:03d}", "cron": f"{k % 60} {1 + k // 60} * * *", "duration": "2m"}
+                    for k in range(200)])
+    harness.clock.set(start)
+    harness.start()
+    assert harness.reading().hold.expires_at == start + timedelta(minutes=201)
+    walked[0] = questions[0] = 0
+    harness.clock.advance(seconds=20)
+    harness.service.reconcile()  # nothing armed or ended since: the same chain
+    assert walked[0] == 0 and questions[0] == 0
+    harness.clock.advance(minutes=2)  # r000 ended, r002 armed: the chain is walked again
+    harness.service.reconcile()
+    assert walked[0] == 1
+    assert harness.reading().hold.expires_at == start + timedelta(minutes=201)
+
+
+def test_the_deadline_of_a_held_scope_is_the_exact_chain_over_a_walk_in_time(harness):
+    from hermes_estop.windows.reconcile import chain_end
+
+    rng = random.Random(26)
+    windows = [Window.parse({"name": f"k{k:02d}", "cron": f"{rng.randrange(60)} {rng.randrange(24)} * * *",
+                             "duration": rng.choice(["20m", "1h", "2h", "5h"]),
+                             "drain": rng.choice([None, "15m"])}) for k in range(60)]
+    harness.write(*windows)
+    harness.clock.set(MONTH)
+    harness.start()
+    for _ in range(150):
+        harness.clock.advance(minutes=rng.choice([1, 5, 10, 25]))
+        report = harness.service.reconcile()
+        now = harness.clock.now
+        members = [o for w in windows for o in covering(w, now)]
+        hold = harness.reading().hold
+        if not members:
+            assert hold is None and not report.active, now  # retired at the end of its chain
+            continue
+        assert hold is not None and hold.expires_at == chain_end(members, windows, now), now
