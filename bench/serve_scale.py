@@ -70,6 +70,9 @@ PASSES, QUICK_PASSES = 400, 40
 WARMUP, QUICK_WARMUP = 200, 20
 #: fake time between two passes
 STEP = timedelta(minutes=10)
+#: passes in a fake month (31 days): the ledger's week of entries, its pruning and the monthly
+#: cycle of `write_distinct` all reached, so a baseline taken after them compares like with like
+MONTH_PASSES = 31 * 24 * 6
 PROFILES = 1_000
 MEMORY_WINDOWS = 10_000
 GROWTH_TARGET = 0.05
@@ -296,12 +299,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--passes", type=int, default=None, help="the memory run's passes (default: the suite's)")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="passes before the memory run's baseline (default: the suite's); a fake month is "
+                             f"{MONTH_PASSES:,} (the ledger then holds its week and the trail has rotated)")
     parser.add_argument("--memory-only", action="store_true")
     args = parser.parse_args()
     if args.memory_only:
+        warmup = args.warmup if args.warmup is not None else (QUICK_WARMUP if args.quick else WARMUP)
         with tempfile.TemporaryDirectory() as name:
-            figures = [memory(Path(name), args.passes or (QUICK_PASSES if args.quick else PASSES),
-                              QUICK_WARMUP if args.quick else WARMUP)]
+            figures = [memory(Path(name), warmup + (args.passes or (QUICK_PASSES if args.quick else PASSES)), warmup)]
     else:
         figures = run(args.quick, args.passes)
     for figure in figures:

@@ -196,35 +196,49 @@ class StartRuns:
     KEPT = 64
 
     def __init__(self) -> None:
-        self._runs: dict[tuple[str, str], list[Run]] = {}
+        # a schedule's one run on its own, its runs in a list once it has several (most have
+        # one: a list each would be a fifth of the memory of 100,000 distinct schedules)
+        self._runs: dict[tuple[str, str], Run | list[Run]] = {}
         self.changed = False
 
+    def _of(self, key: tuple[str, str]) -> list[Run]:
+        found = self._runs.get(key)
+        if found is None:
+            return []
+        return [found] if isinstance(found, Run) else list(found)
+
     def find(self, key: tuple[str, str], at: float) -> Run | None:
-        for run in self._runs.get(key, ()):
+        found = self._runs.get(key)
+        if found is None:
+            return None
+        if isinstance(found, Run):
+            return found if found.answers(at) else None
+        for run in found:
             if run.answers(at):
                 return run
         return None
 
     def begin(self, key: tuple[str, str], at: float) -> Run:
-        if len(self._runs) >= _REMEMBERED:
+        if len(self._runs) >= _REMEMBERED and key not in self._runs:
             self._runs.clear()
-        runs = self._runs.setdefault(key, [])
-        del runs[:-(self.PER_SCHEDULE - 1)]
         run = Run(at)
-        runs.append(run)
+        self._keep(key, [*self._of(key)[-(self.PER_SCHEDULE - 1):], run])
         self.changed = True
         return run
 
     def seed(self, key: tuple[str, str], run: Run) -> None:
         """A run told by an earlier process (the caller vouches for the croniter and the zone
         data it was computed with)."""
-        runs = self._runs.setdefault(key, [])
+        runs = self._of(key)
         if len(runs) < self.PER_SCHEDULE:
-            runs.append(run)
+            self._keep(key, [*runs, run])
+
+    def _keep(self, key: tuple[str, str], runs: list[Run]) -> None:
+        self._runs[key] = runs[0] if len(runs) == 1 else runs
 
     def items(self) -> Iterator[tuple[tuple[str, str], Run]]:
-        for key, runs in self._runs.items():
-            for run in runs:
+        for key, found in self._runs.items():
+            for run in [found] if isinstance(found, Run) else found:
                 yield key, run
 
     def clear(self) -> None:

@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Occurrence:
     """One occurrence: `[start, end)` of `window`, held at `scope`. Instants are aware UTC.
     A calendar's occurrence also has its `event` (the id from UID and RECURRENCE-ID, which
@@ -61,7 +61,7 @@ class Occurrence:
     def arm_at(self) -> datetime:
         """When the occurrence's hold is armed: `start`, or `start - drain` for a window with a
         drain lead (the hold then spans `[arm_at, end)`)."""
-        return self.start - self.lead
+        return self.start - self.lead if self.lead else self.start
 
     @property
     def ident(self) -> str:
@@ -149,16 +149,14 @@ def _since(window: Window, since: datetime) -> datetime:
     return window.not_before if window.not_before is not None and window.not_before > since else since
 
 
-def _first(window: Window, since: datetime, memo: dict[tuple[str, str, datetime], datetime | None]) -> Occurrence | None:
-    """`next(occurrences(window, since))`, the cron step shared through `memo` by the windows
-    with the same expression and zone (a fleet's windows often share a schedule)."""
+def _first(window: Window, since: datetime) -> Occurrence | None:
+    """`next(occurrences(window, since))`, without the generators for a cron window that
+    excludes nothing. Windows with the same expression and zone share the cron steps through
+    `cronspec.starts`'s remembered runs."""
     since = _since(window, since)
     if window.cron is None:
         return next(occurrences(window, since), None)
-    key = (window.cron, window.timezone, since)
-    if key not in memo:
-        memo[key] = next(iter(cron_starts(window.cron, window.tz, since)), None)
-    start = memo[key]
+    start = next(cron_starts(window.cron, window.tz, since), None)
     if start is not None and window.excludes(start):
         return next(occurrences(window, since), None)
     if start is None or not in_interval(start, window.not_before, window.not_after):
@@ -166,8 +164,11 @@ def _first(window: Window, since: datetime, memo: dict[tuple[str, str, datetime]
     return Occurrence(start, start + window.duration, window.name, window.scope, _lead(window))
 
 
+_NO_LEAD = timedelta(0)
+
+
 def _lead(window: Window) -> timedelta:
-    return window.drain or timedelta(0)
+    return window.drain or _NO_LEAD
 
 
 def upcoming(window: Window, now: datetime, count: int) -> list[Occurrence]:
@@ -243,7 +244,6 @@ class OccurrenceIndex:
 
     def __init__(self) -> None:
         self._memo: dict[str, tuple[Window, datetime, Occurrence | None]] = {}
-        self._starts: dict[tuple[str, str, datetime], datetime | None] = {}
         #: `advance`'s answers, by window name
         self._known: dict[str, _Known] = {}
         #: (until, seq, name) of every answer that expires; an entry whose seq is not its
@@ -259,17 +259,12 @@ class OccurrenceIndex:
         #: how many answers `advance` computed (the work of a pass, for tests that count it)
         self.computed = 0
 
-    def new_pass(self) -> None:
-        """Forget the shared cron steps of the previous pass (their `since` will not recur)."""
-        self._starts.clear()
-
     # -- the scheduler's windows, brought to `now` once per pass -------------------------------
 
     def advance(self, windows: Sequence[Window], now: datetime) -> dict[str, list[Occurrence]]:
         """Bring the enabled ones of `windows` to `now`: each enabled window's occurrences
         covering `now` (only the windows with some), computed only for the windows whose answer
         expired by `now`, changed, or is new."""
-        self.new_pass()
         if self._now is not None and now < self._now:
             self._forget()  # time went backwards: every answer computed again (the exact path)
         self._now = now
@@ -337,7 +332,7 @@ class OccurrenceIndex:
     def _learn(self, window: Window, now: datetime) -> None:
         """Compute `window`'s answer at `now` exactly and remember it until it expires."""
         self.computed += 1
-        first = _first(window, now - window.duration, self._starts)
+        first = _first(window, now - window.duration)
         if first is None or first.arm_at > now:
             held: tuple[Occurrence, ...] = ()
             upcoming = first
@@ -397,7 +392,7 @@ class OccurrenceIndex:
         since = now - window.duration
         if memo is not None and memo[0] is window and memo[1] <= since and (memo[2] is None or memo[2].arm_at > now):
             return True, memo[2]
-        first = _first(window, since, self._starts)
+        first = _first(window, since)
         if first is not None and first.arm_at <= now:
             return False, None
         self._memo[window.name] = (window, since, first)

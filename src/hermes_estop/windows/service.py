@@ -495,10 +495,14 @@ class Layout:
         lane_of: dict[str, tuple[str, Any]] = {}
         for scope, on_scope in enabled_by_scope(windows).items():
             groups: dict[Any, list[Window]] = {None: []}
+            keys: dict[Any, tuple[str, Any]] = {}  # one (scope, selector) tuple per lane, not per window
             for window in on_scope:
                 selector = window.selector
                 groups.setdefault(selector, []).append(window)
-                lane_of[window.name] = (scope, selector)
+                key = keys.get(selector)
+                if key is None:
+                    key = keys[selector] = (scope, selector)
+                lane_of[window.name] = key
             lanes[scope] = [(selector, group, frozenset(w.name for w in group) if selector is not None else None)
                             for selector, group in groups.items()]
             scoped[scope] = {w.name for selector, group in groups.items() if selector is not None for w in group}
