@@ -205,18 +205,26 @@ def test_starts_kept_by_one_process_answer_the_next_without_croniter(fleet: Path
     assert next_starts(windows, NOW) == expected
 
 
-def test_starts_of_a_zone_whose_data_changed_are_computed_again(fleet: Path, estop_cache: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    expected = next_starts(read(fleet), NOW)
+def rewrite_kept_starts(estop_cache: Path, line: int, change, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Save this process's starts, put `change` of line `line` of the starts file in its place,
+    and start over as a new process would (nothing remembered in memory)."""
     compiled.save_starts()
     (kept,) = estop_cache.glob("*.starts.json")
     lines = kept.read_bytes().split(b"\n")
-    header = json.loads(lines[0])
-    header["zones"] = {name: "0" * 64 for name in header["zones"]}
-    lines[0] = json.dumps(header).encode()
+    lines[line] = json.dumps(change(json.loads(lines[line]))).encode()
     kept.write_bytes(b"\n".join(lines))
     cronspec.RUNS.clear()
     monkeypatch.setattr(compiled, "_FOLLOWING", [])
+
+
+def test_starts_of_a_zone_whose_data_changed_are_computed_again(fleet: Path, estop_cache: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = next_starts(read(fleet), NOW)
+
+    def other_zone_data(header: dict) -> dict:
+        return header | {"zones": {name: "0" * 64 for name in header["zones"]}}
+
+    rewrite_kept_starts(estop_cache, 0, other_zone_data, monkeypatch)
     windows = read(fleet)
     assert list(cronspec.RUNS.items()) == []
     assert next_starts(windows, NOW) == expected
@@ -226,15 +234,7 @@ def test_starts_of_a_zone_whose_data_changed_are_computed_again(fleet: Path, est
 def test_a_run_that_is_not_ascending_whole_seconds_is_refused(fleet: Path, estop_cache: Path, starts,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     expected = next_starts(read(fleet), NOW)
-    compiled.save_starts()
-    (kept,) = estop_cache.glob("*.starts.json")
-    lines = kept.read_bytes().split(b"\n")
-    column = json.loads(lines[5])
-    column[0] = starts
-    lines[5] = json.dumps(column).encode()
-    kept.write_bytes(b"\n".join(lines))
-    cronspec.RUNS.clear()
-    monkeypatch.setattr(compiled, "_FOLLOWING", [])
+    rewrite_kept_starts(estop_cache, 5, lambda column: [starts, *column[1:]], monkeypatch)
     assert next_starts(read(fleet), NOW) == expected
 
 

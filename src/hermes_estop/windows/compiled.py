@@ -195,8 +195,9 @@ def _fields_mask(window: Window, names: list[str]) -> int:
     return mask
 
 
-def remember_windows(path: Path, raw: bytes, windows: list[Window]) -> None:
-    """Keep `windows`, the validated content of the windows file `path` whose bytes are `raw`.
+def remember_windows(path: Path, digest: str, windows: list[Window]) -> None:
+    """Keep `windows`, the validated content of the windows file `path` whose bytes have the
+    SHA-256 `digest` (hex).
 
     The file is JSON lines: a header, the fields set per window, then one line per field (its
     values in window order, or `{"all": value}` when every window has the same), so a reader
@@ -205,7 +206,7 @@ def remember_windows(path: Path, raw: bytes, windows: list[Window]) -> None:
     if files is None or codecs is None or any(w.exclude_calendar is not None for w in windows):
         return
     names = list(codecs)
-    header = {"format": _FORMAT, "stamp": _code_stamp(), "digest": hashlib.sha256(raw).hexdigest(),
+    header = {"format": _FORMAT, "stamp": _code_stamp(), "digest": digest,
               "fields": names, "count": len(windows)}
     lines = [_line(header), _line([_fields_mask(w, names) for w in windows])]
     for name in names:
@@ -218,9 +219,9 @@ def _line(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode("utf-8")
 
 
-def cached_windows(path: Path, raw: bytes) -> list[Window] | None:
-    """The windows kept for `raw` (the bytes of the windows file `path`), or None when the cache
-    has none for exactly these bytes and this code."""
+def cached_windows(path: Path, digest: str) -> list[Window] | None:
+    """The windows kept for the windows file `path` whose bytes have the SHA-256 `digest` (hex),
+    or None when the cache has none for exactly these bytes and this code."""
     files, codecs = _files(path), _codecs()
     if files is None or codecs is None:
         return None
@@ -228,7 +229,7 @@ def cached_windows(path: Path, raw: bytes) -> list[Window] | None:
     try:
         header = json.loads(lines[0] or b"null") if lines else None
         if not isinstance(header, dict) or header.get("format") != _FORMAT or header.get("stamp") != _code_stamp() \
-                or header.get("digest") != hashlib.sha256(raw).hexdigest() or header.get("fields") != list(codecs) \
+                or header.get("digest") != digest or header.get("fields") != list(codecs) \
                 or len(lines) != 2 + len(codecs):
             return None
         return _built(list(codecs), lines, header["count"], codecs)

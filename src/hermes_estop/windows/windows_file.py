@@ -73,6 +73,12 @@ def _version_of(raw: bytes) -> bytes:
     return raw if len(raw) <= _REMEMBERED_BYTES else hashlib.sha256(raw).digest()
 
 
+def _sha256(raw: bytes, version: bytes) -> str:
+    """The SHA-256 of `raw` (hex), from its `_version_of` when that already is one: each byte of
+    a large file hashed once per read."""
+    return (version if version is not raw else hashlib.sha256(raw).digest()).hex()
+
+
 #: the calendar files the last read of each windows file depends on (part of its identity)
 _WATCHED: dict[Path, tuple[Path, ...]] = {}
 
@@ -178,13 +184,14 @@ class WindowsFile:
             return cached[1]
         from . import compiled
 
-        windows = compiled.cached_windows(self.path, raw)
+        digest = _sha256(raw, version)
+        windows = compiled.cached_windows(self.path, digest)
         if windows is not None:
             parsed = Parsed(windows, [])
         else:
             parsed = self._validate(raw)
             if not parsed.failures and not parsed.sources:
-                compiled.remember_windows(self.path, raw, parsed.windows)
+                compiled.remember_windows(self.path, digest, parsed.windows)
         compiled.follow_starts(self.path)
         if len(_VERSIONS) >= _MAX_VERSIONS:
             _VERSIONS.clear()
