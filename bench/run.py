@@ -2,7 +2,7 @@
 table, write bench/results.json. Every figure is a ratio against a baseline measured in the same
 run, or a distribution over many samples; targets are reported, never asserted.
 
-The printout is markdown for the README, as one run: the run's facts (date UTC, total seconds,
+The printout is markdown for docs/performance.md, as one run: the run's facts (date UTC, total seconds,
 interpreter and version, load average at start and end), the table of figures, and the growth
 curves (figures whose detail has `seconds` and `peak_rss_mib` keyed by size, bench/windows.py).
 results.json carries the same facts and the same markdown.

@@ -1,7 +1,7 @@
 """hermes-estop: stop all NEW work in an agent fleet for maintenance, and get it back reliably.
 
 The module-level functions are a drop-in for hermes-agent's `agent/estop.py` (same names, same
-returns; the intended differences are listed in the README's "Python API"): they resolve the
+returns; the intended differences are listed in docs/python-api.md): they resolve the
 process's homes and store from the environment (`HERMES_HOME`, `HERMES_ROOT`,
 `HERMES_ESTOP_STORE`) at call time. `Estop(home=..., root=..., clock=...)` does the same
 operations without environment lookups, and returns richer results (`Estop.engage` returns the
