@@ -1,9 +1,10 @@
-"""Every ```sh block of the README runs as written, so none rots (issue 23 item 3): each in a
-temporary fleet (HERMES_HOME and HERMES_ROOT set) with a fake HOME (so `hermes
---install-completion` edits a throwaway ~/.bashrc, never the real one), under bash, in a process
-group of its own that is killed afterwards (a block may start a server with `&`). A block is
-skipped only when the README marks it, on the line before, with
-`<!-- readme-test: not run (the reason) -->`."""
+"""Every ```sh block of the README and of the documentation site (docs/*.md) runs as written, so
+none rots (issue 23 item 3, issue 38 item 2): each in a temporary fleet (HERMES_HOME and
+HERMES_ROOT set) with a fake HOME (so `hermes --install-completion` edits a throwaway ~/.bashrc,
+never the real one), under bash, in a process group of its own that is killed afterwards (a block
+may start a server with `&`). A block is skipped only when the page marks it, on the line before,
+with `<!-- readme-test: not run (the reason) -->`. A block that appears word for word on two pages
+(the README's tour and the getting-started page share some) runs once."""
 
 from __future__ import annotations
 
@@ -16,16 +17,18 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 NOT_RUN = re.compile(r"<!-- readme-test: not run \((?P<reason>[^)]+)\) -->")
 #: what a block's output must never contain: a command refused or broken as typed
 BROKEN = ("Traceback", "hermes: error", "internal error", "command not found", "No such option",
           "unexpected extra argument", "Usage: hermes")
 
 
-def sh_blocks() -> list[tuple[int, str, str | None]]:
-    """(line number, body, the reason it is not run or None) of every ```sh block."""
-    lines = README.read_text().splitlines()
+def sh_blocks(text: str) -> list[tuple[int, str, str | None]]:
+    """(line number, body, the reason it is not run or None) of every ```sh block of `text`."""
+    lines = text.splitlines()
     blocks = []
     i = 0
     while i < len(lines):
@@ -42,14 +45,47 @@ def sh_blocks() -> list[tuple[int, str, str | None]]:
     return blocks
 
 
-BLOCKS = sh_blocks()
+def page_blocks() -> list[tuple[str, int, str, str | None]]:
+    """(page, line, body, reason) of every sh block of every page, each distinct body once."""
+    seen: set[str] = set()
+    found = []
+    for page in PAGES:
+        for line, body, reason in sh_blocks(page.read_text(encoding="utf-8")):
+            if body in seen:
+                continue
+            seen.add(body)
+            found.append((str(page.relative_to(ROOT)), line, body, reason))
+    return found
+
+
+BLOCKS = page_blocks()
+README_BLOCKS = sh_blocks(README.read_text(encoding="utf-8"))
 
 
 def test_the_readme_has_blocks_and_says_why_each_skipped_one_is_not_run():
-    assert len(BLOCKS) >= 10
-    skipped = [(line, reason) for line, _, reason in BLOCKS if reason is not None]
+    assert len(README_BLOCKS) >= 4
+    skipped = [(line, reason) for line, _, reason in README_BLOCKS if reason is not None]
     assert all(reason.strip() for _, reason in skipped)
-    assert len(skipped) <= 4, skipped  # the install lines, the test suite, the remote database
+    assert len(skipped) <= 3, skipped  # the install line, the test suite, the docs build
+
+
+def test_every_documentation_page_with_commands_has_blocks_that_run():
+    """The site's shell examples run too (issue 38 item 2): every page but the reference ones
+    has at least one block, and most blocks run."""
+    reference = {"docs/cli.md", "docs/design.md", "docs/performance.md", "docs/python-api.md", "docs/index.md",
+                 "docs/development.md"}
+    pages = {page for page, _, _, _ in BLOCKS}
+    missing = [str(p.relative_to(ROOT)) for p in PAGES[1:] if str(p.relative_to(ROOT)) not in pages | reference]
+    assert not missing, missing
+    skipped = [(page, line, reason) for page, line, _, reason in BLOCKS if reason is not None]
+    assert all(reason.strip() for _, _, reason in skipped)
+    assert len(skipped) * 3 <= len(BLOCKS), skipped
+
+
+def test_a_marked_block_is_skipped_and_an_unmarked_one_is_not():
+    text = ("<!-- readme-test: not run (needs a database) -->\n```sh\nhermes store init\n```\n\n"
+            "```sh\nhermes status\n```\n")
+    assert sh_blocks(text) == [(2, "hermes store init\n", "needs a database"), (6, "hermes status\n", None)]
 
 
 def _hermes_bin() -> str:
@@ -59,10 +95,10 @@ def _hermes_bin() -> str:
     return str(found.parent)
 
 
-@pytest.mark.parametrize("line,body,reason", BLOCKS, ids=[f"line{line}" for line, _, _ in BLOCKS])
-def test_readme_sh_block_runs_as_written(tmp_path, line, body, reason):
+@pytest.mark.parametrize("page,line,body,reason", BLOCKS, ids=[f"{page}:{line}" for page, line, _, _ in BLOCKS])
+def test_readme_sh_block_runs_as_written(tmp_path, page, line, body, reason):
     if reason is not None:
-        pytest.skip(f"README line {line}: not run ({reason})")
+        pytest.skip(f"{page} line {line}: not run ({reason})")
     home, fleet, work = tmp_path / "home", tmp_path / "fleet", tmp_path / "work"
     for path in (home, fleet, work):
         path.mkdir()
@@ -79,8 +115,8 @@ def test_readme_sh_block_runs_as_written(tmp_path, line, body, reason):
         except ProcessLookupError:
             pass
         proc.wait()
-    assert proc.returncode == 0, f"README line {line} exited {proc.returncode}:\n{out}"
+    assert proc.returncode == 0, f"{page} line {line} exited {proc.returncode}:\n{out}"
     broken = [word for word in BROKEN if word in out]
-    assert not broken, f"README line {line}: {broken}:\n{out}"
+    assert not broken, f"{page} line {line}: {broken}:\n{out}"
     if "--install-completion" in body:
-        assert "hermes" in (home / ".bashrc").read_text()  # the fake HOME's, as the README says
+        assert "hermes" in (home / ".bashrc").read_text()  # the fake HOME's, as the page says

@@ -12,7 +12,7 @@ from typing import Any
 
 MARKER = "<!-- hermes-cli-reference -->"
 #: the width the help text is wrapped at on the page
-HELP_WIDTH = 100
+HELP_WIDTH = 80
 
 
 def _app_command() -> Any:
@@ -53,7 +53,7 @@ def reference_markdown() -> str:
     root = _app_command()
     parts = []
     for path, command, ctx in _walk(root, _root_context(root)):
-        level = "#" * min(len(path) + 2, 4)
+        level = "#" * (len(path) + 1 if path else 2)
         name = " ".join(("hermes", *path))
         parts.append(f"{level} {name}\n\n```text\n{command.get_help(ctx).rstrip()}\n```\n")
     return "\n".join(parts)

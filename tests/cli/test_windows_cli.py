@@ -171,9 +171,10 @@ def test_add_in_refuses_bad_or_conflicting_values_in_one_line(fleet, capsys, arg
 
 
 def test_readme_window_examples_work_on_any_day():
-    """The runnable one-shot examples start relative to now (`--in`), never at a fixed instant that
-    will be in the past, and need no GNU `date -d`."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    """The runnable one-shot examples of the README and the documentation site start relative to
+    now (`--in`), never at a fixed instant that will be in the past, and need no GNU `date -d`."""
+    root = Path(__file__).resolve().parents[2]
+    readme = "\n".join(page.read_text() for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))])
     assert "date -d" not in readme and "date -u -d" not in readme
     runnable = [line for line in readme.splitlines() if line.startswith("hermes windows add") and "--cron" not in line]
     assert runnable and all("--in " in line for line in runnable), runnable
