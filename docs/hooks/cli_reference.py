@@ -2,8 +2,8 @@
 
 `mkdocs build` calls `on_page_markdown` for every page; on the page that carries the marker
 below, the marker is replaced by one section per command of `hermes`, in the order the app
-lists them, each with the command's own `--help` text. `commands()` is what the tests compare
-with the app, so the reference cannot miss a command."""
+lists them, each with the command's own `--help` text. tests/test_docs_site.py compares the
+sections with the app's command tree, so the reference cannot miss a command."""
 
 from __future__ import annotations
 
@@ -23,36 +23,26 @@ def _app_command() -> Any:
     return _finish(typer.main.get_command(build_app()))
 
 
-def _walk(command: Any, ctx: Any) -> Iterator[tuple[tuple[str, ...], Any, Any]]:
-    """(path, command, its context) of `command` and every visible sub-command, depth first."""
-    yield tuple(ctx.command_path.split()[1:]), command, ctx
-    subcommands = getattr(command, "commands", None)
-    if not isinstance(subcommands, dict):
-        return
-    for name in command.list_commands(ctx):
-        sub = subcommands[name]
-        if getattr(sub, "hidden", False):
-            continue
-        sub_ctx = sub.make_context(name, [], parent=ctx, resilient_parsing=True)
-        yield from _walk(sub, sub_ctx)
+def _walk(root: Any) -> Iterator[tuple[tuple[str, ...], Any, Any]]:
+    """(path, command, its help context) of `hermes` and every visible sub-command, in the order
+    the app lists them (the app's own walk of its command tree)."""
+    from hermes_estop.cli.application import _walk as walk_app
 
-
-def _root_context(command: Any) -> Any:
-    return command.make_context("hermes", [], resilient_parsing=True,
-                                terminal_width=HELP_WIDTH, max_content_width=HELP_WIDTH)
-
-
-def commands() -> list[tuple[str, ...]]:
-    """Every command path of the app (`()` is `hermes` itself, `("windows", "add")` ...)."""
-    root = _app_command()
-    return [path for path, _, _ in _walk(root, _root_context(root))]
+    contexts = {(): root.make_context("hermes", [], resilient_parsing=True,
+                                      terminal_width=HELP_WIDTH, max_content_width=HELP_WIDTH)}
+    for path, command in walk_app(root):
+        if path:
+            parent = contexts.get(path[:-1])
+            if parent is None or getattr(command, "hidden", False):
+                continue
+            contexts[path] = command.make_context(path[-1], [], parent=parent, resilient_parsing=True)
+        yield path, command, contexts[path]
 
 
 def reference_markdown() -> str:
     """One section per command (`hermes` itself first), its `--help` in a text block."""
-    root = _app_command()
     parts = []
-    for path, command, ctx in _walk(root, _root_context(root)):
+    for path, command, ctx in _walk(_app_command()):
         level = "#" * (len(path) + 1 if path else 2)
         name = " ".join(("hermes", *path))
         parts.append(f"{level} {name}\n\n```text\n{command.get_help(ctx).rstrip()}\n```\n")
