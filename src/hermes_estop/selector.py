@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
-__all__ = ["COMPONENTS", "Selector", "compile_globs", "parse_selector", "selector_of_detail", "work_names"]
+__all__ = ["COMPONENTS", "Selector", "compile_globs", "holds_at_least", "hull", "parse_selector", "selector_of_detail",
+           "work_names"]
 
 #: the components the shipped consumers gate as; user code may name its own
 COMPONENTS = ("cron", "kanban", "gateway")
@@ -96,6 +97,35 @@ class Selector(Record):
         where = ",".join(sorted(self.components)) or "*"
         shown = where if not self.jobs else f"{where}:{','.join(self.jobs)}"
         return printable(shown)
+
+
+def holds_at_least(wide: Selector | None, narrow: Selector | None) -> bool:
+    """Whether `wide` covers every unit of work `narrow` covers (None: everything). Decided on
+    the names alone, never by guessing what a glob matches: `a*` beside `ab` is not proven to
+    hold it, and answers False (a caller treats that as a weakening: the safe side)."""
+    if wide is None or wide.problem is not None:
+        return True
+    if narrow is None or narrow.problem is not None:
+        return False
+    if wide.components and not (narrow.components and narrow.components <= wide.components):
+        return False
+    if not wide.jobs or "*" in wide.jobs:
+        return True
+    return bool(narrow.jobs) and set(narrow.jobs) <= set(wide.jobs)
+
+
+def hull(a: Selector | None, b: Selector | None) -> Selector | None:
+    """The smallest selector of the form (components, globs) holding everything `a` and `b`
+    hold: the union of each part, or every value of a part either leaves open. It may hold
+    more than the two together (`cron` of `a*` and `kanban` of `b*` give both components of both
+    globs): what an unconfirmed edit holds meanwhile errs on the held side."""
+    if a is None or b is None or a.problem is not None or b.problem is not None:
+        return None
+    components = a.components | b.components if a.components and b.components else frozenset()
+    jobs = tuple(dict.fromkeys(a.jobs + b.jobs)) if a.jobs and b.jobs else ()
+    if not components and not jobs:
+        return None
+    return Selector(components, jobs)
 
 
 def _checked(value: Any, what: str) -> str:

@@ -40,6 +40,7 @@ from .guard import FileGuard
 from .ledger import (
     ARMED,
     RETENTION,
+    WITHDRAWN,
     LedgerEntry,
     OccurrenceLedger,
     open_ledger,
@@ -346,11 +347,58 @@ class WindowService:
         if idle([o for selector, _, _ in lanes for o in covered.get((scope, selector), ())], state.of(scope)):
             return [ScopePlan(scope, state.report.now, ())]
         scoped_names = layout.scoped.get(scope, set())
+        moved = self._moved(scope, state, layout)
         plans = []
         for selector, group, names in lanes:
             plans += self._reconcile_lane(scope, selector, group, names, scoped_names, state, layout.by_name,
                                           covered.get((scope, selector), []))
+        if moved and not state.report.dry_run:
+            live = {o.key for selector, _, _ in lanes for o in covered.get((scope, selector), ())}
+            self._retire_moved(scope, state, moved, live)
         return plans
+
+    def _moved(self, scope: str, state: PassState, layout: Layout) -> dict[str, list[str]]:
+        """The holds windows armed at `scope` whose occurrences now belong to another lane: the
+        window's `only`/`jobs` changed (confirmed by the guard when it holds less), or it left
+        the scope's lanes. Such an occurrence is neither released nor ended: its entry is
+        withdrawn so that its new lane arms it like a window coming back (`_triage`: fresh),
+        and the old hold is retired once that is done (`_retire_moved`), never before: the
+        work both hold is never free in between, and an edit is never taken for an
+        operator's early release (issue 32 item 9). Returns generation -> the keys moved."""
+        now = state.report.now
+        entries = [e for e in state.of(scope).values()
+                   if e.state in (ARMED, WITHDRAWN) and e.generation is not None and e.end > now]
+        if not entries:
+            return {}
+        reading = self._reading(scope, now)
+        lane_of_hold = {r.hold.generation: (r.hold.selector if r is not reading else None)
+                        for r in (reading, *reading.scoped)
+                        if r.active and r.hold is not None and r.hold.generation is not None}
+        scoped_names = layout.scoped.get(scope, set())
+        moved: dict[str, list[str]] = {}
+        for entry in entries:
+            generation = entry.generation
+            if generation not in lane_of_hold:
+                continue
+            lane = layout.lane_of[entry.window][1] if entry.window in scoped_names else None
+            if lane_of_hold[generation] == lane:
+                continue
+            if entry.state == ARMED:
+                held = "everything" if lane is None else lane.describe()
+                state.remember(entry.moved(WITHDRAWN, now, detail=f"its window now holds {held}: moved to that hold"))
+            moved.setdefault(generation, []).append(entry.key)
+        return moved
+
+    def _retire_moved(self, scope: str, state: PassState, moved: dict[str, list[str]], live: set[str]) -> None:
+        """Retire each hold of `moved` that no occurrence holds by any more, once every moved
+        occurrence still covering now is armed in its new lane (or skipped there)."""
+        entries = state.of(scope)
+        for generation, keys in moved.items():
+            if any(e.state == ARMED and e.generation == generation for e in entries.values()):
+                continue  # it still holds other windows' occurrences: its lane composes it anew
+            if any(entries[key].state == WITHDRAWN and key in live for key in keys):
+                continue  # not armed in its new lane yet: the old hold stays until it is
+            self.actions.retire(Retire(scope, generation, ()), state)
 
     def _lane_reading(self, scope: str, selector: Any, now: datetime) -> Reading:
         """The hold a lane plans against: the full hold, or the scoped hold with `selector`."""
