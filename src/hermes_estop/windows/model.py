@@ -65,6 +65,7 @@ __all__ = [
     "WindowsDocument",
     "check_unique",
     "json_schema",
+    "parse_run",
     "validate_scope",
 ]
 
@@ -178,13 +179,7 @@ class Window(BaseModel):
     @field_validator("run", mode="before")
     @classmethod
     def _run(cls, value: Any) -> list[str] | None:
-        if value is None:
-            return None
-        if (not isinstance(value, list) or not value or len(value) > MAX_TASK_ARGS
-                or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in value)):
-            raise ValueError(f"invalid run {value!r}: expected a non-empty list of at most {MAX_TASK_ARGS} "
-                             "non-empty strings (the command and its arguments)")
-        return list(value)
+        return parse_run(value)
 
     @field_validator("on_failure_ttl", mode="before")
     @classmethod
@@ -385,6 +380,18 @@ def validate_scope(value: Any) -> str:
         return validate_profile_name(value)
     except EstopError as exc:
         raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
+
+
+def parse_run(value: Any) -> list[str] | None:
+    """A task's command (argv), or None; `ValueError` naming the value. Also what a cached
+    window's `run` must pass again (`compiled`): a command is never taken on trust."""
+    if value is None:
+        return None
+    if (not isinstance(value, list) or not value or len(value) > MAX_TASK_ARGS
+            or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in value)):
+        raise ValueError(f"invalid run {value!r}: expected a non-empty list of at most {MAX_TASK_ARGS} "
+                         "non-empty strings (the command and its arguments)")
+    return list(value)
 
 
 def check_unique(windows: Iterable[Window], path: Path | None = None) -> None:
