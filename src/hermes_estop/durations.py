@@ -6,9 +6,11 @@ a bare whole number of seconds (`90`), or an ISO-8601 duration (`PT45M`, `P1DT2H
 Refused: zero, negative, unparsable, non-finite, fractional, digits of other scripts (`٣h`), and
 anything longer than `MAX_DURATION` (366 days): a deadman that far out is a typo, not a plan.
 
-Two names, two contracts: `parse_ttl` is the strict parser every writer uses (a `timedelta` or
-`InvalidDuration`); `parse_duration` keeps hermes-agent's `agent/estop.py` contract (whole seconds
-as an `int`, or None when unusable) for code written against that module.
+Three names, three contracts: `parse_ttl` is the strict parser every writer uses (a `timedelta`
+or `InvalidDuration`); `parse_duration` keeps hermes-agent's `agent/estop.py` contract (whole
+seconds as an `int`, or None when unusable) for code written against that module, bare numbers
+included; `parse_with_unit` is what an operator types or writes (the CLI, windows.toml): a number
+must carry its unit, since `--ttl 30` meant 30 minutes as often as 30 seconds (issue 32 item 14).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["MAX_DURATION", "format_duration", "parse_duration", "parse_ttl"]
+__all__ = ["MAX_DURATION", "format_duration", "parse_duration", "parse_ttl", "parse_with_unit"]
 
 MAX_DURATION = timedelta(days=366)
 
@@ -86,6 +88,19 @@ def parse_ttl(value: Any) -> timedelta:
             raise _refuse(value, "must be a whole number of seconds")
         return _bounded(value, int(value))
     raise _refuse(value, "expected e.g. 45m, 1h30m, 90s, 90, 1d or PT45M")
+
+
+def parse_with_unit(value: Any) -> timedelta:
+    """`parse_ttl` of what an operator wrote, where a number without a unit (`30`, `"30"`) is
+    refused with a hint (`30m? 30s?`) rather than read as seconds. Zero is left to `parse_ttl`
+    (refused as not positive), not hinted at: `0` needs no unit."""
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        number = int(value.strip())
+    if number is not None and number != 0:
+        shown = int(number) if number == int(number) else number
+        raise _refuse(value, f"a number needs a unit: {shown}m? {shown}s? (or {shown}h, PT{shown}S)")
+    return parse_ttl(value)
 
 
 def _parse_text(value: str) -> timedelta:

@@ -17,10 +17,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["COMPONENTS", "Selector", "compile_globs", "holds_at_least", "hull", "parse_selector", "selector_of_detail",
-           "work_names"]
+           "unknown_components", "work_names"]
 
-#: the components the shipped consumers gate as; user code may name its own
-COMPONENTS = ("cron", "kanban", "gateway")
+#: the components the shipped consumers gate as (the cron, kanban, gateway and APScheduler
+#: adapters); user code may name its own
+COMPONENTS = ("cron", "kanban", "gateway", "apscheduler")
 _MAX_NAME = 128
 _MAX_ITEMS = 64
 
@@ -97,6 +98,23 @@ class Selector(Record):
         where = ",".join(sorted(self.components)) or "*"
         shown = where if not self.jobs else f"{where}:{','.join(self.jobs)}"
         return printable(shown)
+
+
+def unknown_components(names: Iterable[str], known: Iterable[str]) -> str | None:
+    """Why `names` (`--only`) name a component nothing gates as, with a did-you-mean (None when
+    every one is `known`): a typo would arm a hold that holds nothing that exists."""
+    from difflib import get_close_matches
+
+    known = sorted(set(known))
+    for name in names:
+        if name in known:
+            continue
+        close = get_close_matches(name, known, n=1, cutoff=0.6)
+        guess = f"did you mean '{printable(close[0])}'? " if close else ""
+        return (f"unknown component '{printable(name)}': {guess}no shipped consumer gates as it and no registered "
+                f"consumer reported it (known: {', '.join(printable(k) for k in known)}); declare your own in "
+                "estop.toml: components = [\"name\"]")
+    return None
 
 
 def holds_at_least(wide: Selector | None, narrow: Selector | None) -> bool:

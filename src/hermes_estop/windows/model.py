@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator, model_validator
 
 from ..cronspec import validate_cron, validate_timezone
-from ..durations import format_duration, parse_ttl
+from ..durations import format_duration, parse_with_unit
 from ..errors import EstopError
 from ..hold import MAX_REASON, Allow, clean_reason
 from ..homes import FLEET, validate_profile_name
@@ -152,7 +152,7 @@ class Window(BaseModel):
     @field_validator("duration", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> timedelta:
-        return parse_ttl(value)
+        return parse_with_unit(value)
 
     @field_validator("drain", mode="before")
     @classmethod
@@ -184,7 +184,7 @@ class Window(BaseModel):
     @field_validator("on_failure_ttl", mode="before")
     @classmethod
     def _on_failure_ttl(cls, value: Any) -> timedelta | None:
-        return None if value is None else parse_ttl(value)
+        return None if value is None else parse_with_unit(value)
 
     @field_validator("only", "jobs", mode="before")
     @classmethod
