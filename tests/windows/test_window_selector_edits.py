@@ -107,6 +107,16 @@ def test_an_operator_release_after_a_selector_edit_is_still_the_operators(harnes
     assert len(released(harness)) == 1
 
 
+def test_a_confirmed_removal_of_a_scoped_window_retires_its_scoped_hold(harness):
+    armed(harness, only=["cron"])
+    harness.file.remove("maint")
+    assert poll(harness, timedelta(0)).pending
+    assert held(harness) == covered(only=["cron"])
+    poll(harness, CONFIRM)
+    assert held(harness) == set() and harness.reading().scoped == ()
+    assert harness.entries()[f"fleet/maint@{(EPOCH + timedelta(hours=1)).isoformat()}"].state == "withdrawn"
+
+
 @pytest.mark.parametrize(("old", "new", "stronger"), [
     ({"only": ["cron"]}, {}, True),
     ({"only": ["cron"]}, {"only": ["cron", "kanban"]}, True),

@@ -399,8 +399,7 @@ class WindowService:
             if lane_of_hold[generation] == lane:
                 continue
             if entry.state == ARMED:
-                held = "everything" if lane is None else lane.describe()
-                state.remember(entry.moved(WITHDRAWN, now, detail=f"its window now holds {held}: moved to that hold"))
+                state.remember(entry.moved(WITHDRAWN, now, detail=_moved_detail(layout, entry, lane)))
             moved.setdefault(generation, []).append(entry.key)
         return moved
 
@@ -585,6 +584,14 @@ class Layout:
         for occurrences in out.values():
             occurrences.sort()
         return out
+
+
+def _moved_detail(layout: Layout, entry: LedgerEntry, lane: Any) -> str:
+    """Why an occurrence's hold is being replaced (`WindowService._moved`), for the ledger."""
+    where = layout.lane_of.get(entry.window)
+    if where is None or where[0] != entry.scope:
+        return "its window was removed, disabled or moved"
+    return f"its window now holds {'everything' if lane is None else lane.describe()}: moved to that hold"
 
 
 def enabled_by_scope(windows: Iterable[Window]) -> dict[str, list[Window]]:
