@@ -95,14 +95,13 @@ def parse_ttl(value: Any) -> timedelta:
 
 def parse_with_unit(value: Any) -> timedelta:
     """`parse_ttl` of what an operator wrote, where a number without a unit (`30`, `"30"`) is
-    refused with a hint (`30m? 30s?`) rather than read as seconds. Zero is left to `parse_ttl`
-    (refused as not positive), not hinted at: `0` needs no unit."""
+    refused with a hint (`30m? 30s?`) rather than read as seconds. Zero and fractions are left
+    to `parse_ttl` (refused as not positive, not whole), not hinted at."""
     number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         number = int(value.strip())
-    if number is not None and number != 0:
-        shown = int(number) if number == int(number) else number
-        raise _refuse(value, f"a number needs a unit: {shown}m? {shown}s? (or {shown}h, PT{shown}S)")
+    if number is not None and number != 0 and math.isfinite(number) and number == int(number):
+        raise _refuse(value, f"a number needs a unit: {int(number)}m? {int(number)}s?")
     return parse_ttl(value)
 
 

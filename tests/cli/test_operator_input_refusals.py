@@ -60,7 +60,7 @@ def test_a_number_without_a_unit_is_refused_with_a_hint(fleet, capsys, args):
 
 
 @pytest.mark.parametrize(("field", "value"), [("duration", "30"), ("duration", '"30"'), ("drain", '"15"'),
-                                              ("duration", "1.5"), ("on_failure_ttl", "600")])
+                                              ("duration", "90.0"), ("on_failure_ttl", "600")])
 def test_a_number_without_a_unit_in_windows_toml_is_refused_naming_the_field(fleet, capsys, field, value):
     table = {"duration": '"1h"', field: value}
     extra = 'run = ["/bin/true"]\n' if field == "on_failure_ttl" else ""
