@@ -11,6 +11,7 @@ from hermes_estop.durations import (
     format_duration,
     parse_duration,
     parse_ttl,
+    parse_with_unit,
 )
 from hermes_estop.errors import InvalidDuration
 
@@ -107,3 +108,27 @@ def test_durations_take_ascii_digits_only(text):
     with pytest.raises(InvalidDuration, match="ASCII"):
         parse_ttl(text)
     assert parse_duration(text) is None
+
+
+@pytest.mark.parametrize("value", ["30", " 30 ", 30, 30.0, "3600"])
+def test_what_an_operator_writes_needs_a_unit(value):
+    """Issue 32 item 14: `--ttl 30` and `duration = 30` are refused with a hint, not read as seconds."""
+    with pytest.raises(InvalidDuration, match=r"needs a unit: \d+m\? \d+s\?"):
+        parse_with_unit(value)
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("30s", 30), ("30m", 1800), ("PT30S", 30), (timedelta(minutes=5), 300)])
+def test_what_an_operator_writes_with_a_unit_is_taken(value, seconds):
+    assert parse_with_unit(value) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("value", ["0", 0])
+def test_zero_gets_no_unit_hint(value):
+    with pytest.raises(InvalidDuration, match="must be positive"):
+        parse_with_unit(value)
+
+
+def test_the_library_keeps_bare_seconds_for_upstream_compatibility():
+    """hermes-agent's `parse_duration("90")` is 90 seconds: the drop-in and `parse_ttl` keep it;
+    only the CLI and windows.toml (`parse_with_unit`) refuse it."""
+    assert parse_duration("90") == 90 and parse_ttl("90") == timedelta(seconds=90)

@@ -25,12 +25,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stores.base import HoldStore
 
 __all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_store_option", "child_environment",
-           "configured_store", "read_config", "store_spec", "use_store"]
+           "configured_store", "declared_components", "read_config", "store_spec", "use_store"]
 
 CONFIG_FILE = "estop.toml"
 STORE_ENV = "HERMES_ESTOP_STORE"
 #: the keys `estop.toml` may hold; any other is warned about (once per process), naming it
-KNOWN_KEYS = frozenset({"store", "notify", "audit"})  # `[audit]`: audit_files.audit_table
+KNOWN_KEYS = frozenset({"store", "notify", "audit", "components"})  # `[audit]`: audit_files.audit_table
 #: a configuration file is a few lines; anything larger is refused, not read into memory
 MAX_CONFIG_BYTES = 64 * 1024
 
@@ -160,3 +160,25 @@ def check_store_option(spec: str) -> str:
         return value
     raise InvalidArgument(f"invalid --store {printable(repr(spec))}: expected 'file' or a postgresql:// URL")
 
+
+def declared_components(layout: Layout) -> frozenset[str]:
+    """The consumer components `estop.toml` declares (`components = ["billing", ...]`): names a
+    consumer of the operator's own gates as, which `pause --only` accepts although no shipped
+    consumer has them and none reported them yet. `InvalidArgument`, naming the file, for a
+    value that is not a list of component names."""
+    path = layout.root / CONFIG_FILE
+    data = read_config(path)
+    value = None if data is None else data.get("components")
+    if value is None:
+        return frozenset()
+    from .errors import EstopError
+    from .selector import Selector
+
+    if not isinstance(value, list):
+        raise InvalidArgument(f"invalid config {printable(path)}: 'components' must be a list of names, "
+                              f"not {printable(repr(value))}")
+    try:
+        selector = Selector.of(value)
+    except EstopError as exc:
+        raise InvalidArgument(f"invalid config {printable(path)}: 'components': {exc}") from None
+    return selector.components if selector is not None else frozenset()

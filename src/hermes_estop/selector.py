@@ -16,10 +16,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
-__all__ = ["COMPONENTS", "Selector", "compile_globs", "parse_selector", "selector_of_detail", "work_names"]
+__all__ = ["COMPONENTS", "Selector", "compile_globs", "holds_at_least", "hull", "parse_selector", "selector_of_detail",
+           "unknown_components", "work_names"]
 
-#: the components the shipped consumers gate as; user code may name its own
-COMPONENTS = ("cron", "kanban", "gateway")
+#: the components the shipped consumers gate as (the cron, kanban, gateway and APScheduler
+#: adapters); user code may name its own
+COMPONENTS = ("cron", "kanban", "gateway", "apscheduler")
 _MAX_NAME = 128
 _MAX_ITEMS = 64
 
@@ -96,6 +98,52 @@ class Selector(Record):
         where = ",".join(sorted(self.components)) or "*"
         shown = where if not self.jobs else f"{where}:{','.join(self.jobs)}"
         return printable(shown)
+
+
+def unknown_components(names: Iterable[str], known: Iterable[str]) -> str | None:
+    """Why `names` (`--only`) name a component nothing gates as, with a did-you-mean (None when
+    every one is `known`): a typo would arm a hold that holds nothing that exists."""
+    from difflib import get_close_matches
+
+    known = sorted(set(known))
+    for name in names:
+        if name in known:
+            continue
+        close = get_close_matches(name, known, n=1, cutoff=0.6)
+        guess = f"did you mean '{printable(close[0])}'? " if close else ""
+        return (f"unknown component '{printable(name)}': {guess}no shipped consumer gates as it and no registered "
+                f"consumer reported it (known: {', '.join(printable(k) for k in known)}); declare your own in "
+                "estop.toml: components = [\"name\"]")
+    return None
+
+
+def holds_at_least(wide: Selector | None, narrow: Selector | None) -> bool:
+    """Whether `wide` covers every unit of work `narrow` covers (None: everything). Decided on
+    the names alone, never by guessing what a glob matches: `a*` beside `ab` is not proven to
+    hold it, and answers False (a caller treats that as a weakening: the safe side)."""
+    if wide is None or wide.problem is not None:
+        return True
+    if narrow is None or narrow.problem is not None:
+        return False
+    if wide.components and not (narrow.components and narrow.components <= wide.components):
+        return False
+    if not wide.jobs or "*" in wide.jobs:
+        return True
+    return bool(narrow.jobs) and set(narrow.jobs) <= set(wide.jobs)
+
+
+def hull(a: Selector | None, b: Selector | None) -> Selector | None:
+    """The smallest selector of the form (components, globs) holding everything `a` and `b`
+    hold: the union of each part, or every value of a part either leaves open. It may hold
+    more than the two together (`cron` of `a*` and `kanban` of `b*` give both components of both
+    globs): what an unconfirmed edit holds meanwhile errs on the held side."""
+    if a is None or b is None or a.problem is not None or b.problem is not None:
+        return None
+    components = a.components | b.components if a.components and b.components else frozenset()
+    jobs = tuple(dict.fromkeys(a.jobs + b.jobs)) if a.jobs and b.jobs else ()
+    if not components and not jobs:
+        return None
+    return Selector(components, jobs)
 
 
 def _checked(value: Any, what: str) -> str:

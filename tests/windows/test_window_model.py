@@ -99,7 +99,7 @@ def full_windows() -> list[Window]:
         Window.parse({"name": "weekly-ops", "cron": "0 22 * * 0", "timezone": "America/New_York", "duration": "1d2h",
                       "reason": "weekly", "allow": {"user_ids": ["1", "2"], "profiles": ["ops"]}, "scope": "ops",
                       "enabled": False, "not_before": "2026-01-01T00:00:00Z", "not_after": "2027-01-01T00:00:00Z"}),
-        Window.parse({"name": "once", "at": "2026-12-02T18:30:15.250000+01:00", "duration": 90}),
+        Window.parse({"name": "once", "at": "2026-12-02T18:30:15.250000+01:00", "duration": "90s"}),
     ]
 
 

@@ -266,3 +266,105 @@ def test_a_command_answers_the_same_cold_warm_and_without_the_cache(fleet: Path,
 
     assert cold.returncode == warm.returncode == plain.returncode == 0, cold.stderr + warm.stderr + plain.stderr
     assert stable(cold.stdout) == stable(warm.stdout) == stable(plain.stdout)
+
+
+# -- a cache is an accelerator, never an authority (issue 32 item 10) ---------------------------
+
+PLANTED = ["/bin/sh", "-c", "echo planted"]
+NOBODY = 65534
+
+
+def nobody() -> int:
+    import pwd
+
+    try:
+        return pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        return NOBODY
+
+
+def plant_run(kept: Path) -> None:
+    """Rewrite the `run` column of a kept windows file: the command someone else chose."""
+    lines = kept.read_bytes().split(b"\n")
+    names = json.loads(lines[0])["fields"]
+    column = json.loads(lines[2 + names.index("run")])
+    column = [PLANTED if value is not None else None for value in column] if isinstance(column, list) else column
+    lines[2 + names.index("run")] = json.dumps(column).encode()
+    kept.write_bytes(b"\n".join(lines))
+
+
+def task_run(windows: list[Window]) -> list[str] | None:
+    return next(w.run for w in windows if w.name == "task")
+
+
+@pytest.mark.parametrize("distrust", [
+    pytest.param(lambda kept: os.chmod(kept.parent, 0o770), id="directory-group-writable"),
+    pytest.param(lambda kept: os.chmod(kept.parent, 0o757), id="directory-other-writable"),
+    pytest.param(lambda kept: os.chown(kept.parent, nobody(), -1), id="directory-owned-by-nobody"),
+    pytest.param(lambda kept: os.chmod(kept, 0o664), id="file-group-writable"),
+    pytest.param(lambda kept: os.chmod(kept, 0o646), id="file-other-writable"),
+    pytest.param(lambda kept: os.chown(kept, nobody(), -1), id="file-owned-by-nobody"),
+])
+def test_a_cache_someone_else_could_write_is_ignored_and_the_windows_file_read_again(
+        fleet: Path, estop_cache: Path, distrust, caplog: pytest.LogCaptureFixture) -> None:
+    expected = read(fleet)
+    (kept,) = estop_cache.glob("*.windows.json")
+    plant_run(kept)
+    assert task_run(read(fleet)) == PLANTED  # a private cache is taken as it is: the plant would work
+    distrust(kept)
+    with caplog.at_level("WARNING", logger="hermes_estop"):
+        again, once_more = read(fleet), read(fleet)
+    assert task_run(again) == task_run(once_more) == ["/usr/bin/true", "--flag"]
+    assert all(identical(a, b) for a, b in zip(expected, again)) and len(again) == len(expected)
+    lines = [r.getMessage() for r in caplog.records if "never an authority" in r.getMessage()]
+    assert len(lines) == 1 and "\n" not in lines[0]
+
+
+@pytest.mark.parametrize("distrust", [
+    pytest.param(lambda where: os.chmod(where, 0o777), id="world-writable"),
+    pytest.param(lambda where: os.chown(where, nobody(), -1), id="owned-by-nobody"),
+])
+def test_nothing_is_written_into_a_cache_directory_someone_else_could_write(
+        fleet: Path, estop_cache: Path, distrust, caplog: pytest.LogCaptureFixture) -> None:
+    distrust(estop_cache)
+    with caplog.at_level("WARNING", logger="hermes_estop"):
+        read(fleet)
+        next_starts(read(fleet), NOW)
+        compiled.save_starts()
+    assert list(estop_cache.iterdir()) == []
+    lines = [r.getMessage() for r in caplog.records if "never an authority" in r.getMessage()]
+    assert len(lines) == 1 and str(estop_cache) in lines[0]
+
+
+@pytest.mark.parametrize("distrust", [
+    pytest.param(lambda kept: os.chmod(kept, 0o666), id="file-writable-by-all"),
+    pytest.param(lambda kept: os.chown(kept, nobody(), -1), id="file-owned-by-nobody"),
+])
+def test_starts_someone_else_could_write_are_ignored(fleet: Path, estop_cache: Path, distrust,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    next_starts(read(fleet), NOW)
+    rewrite_kept_starts(estop_cache, 0, lambda header: header, monkeypatch)
+    (kept,) = estop_cache.glob("*.starts.json")
+    distrust(kept)
+    read(fleet)
+    assert list(cronspec.RUNS.items()) == []
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("run", [[""], None, None, None]),
+    ("run", [["a\x00b"], None, None, None]),
+    ("run", [[1, 2], None, None, None]),
+    ("scope", ["../etc", "fleet", "fleet", "fleet"]),
+    ("only", [["\x1b[2J"], [], [], []]),
+    ("jobs", [[3], [], [], []]),
+])
+def test_a_cached_value_validation_refuses_is_never_taken(fleet: Path, estop_cache: Path, field, value) -> None:
+    expected = read(fleet)
+    (kept,) = estop_cache.glob("*.windows.json")
+    lines = kept.read_bytes().split(b"\n")
+    names = json.loads(lines[0])["fields"]
+    order = [w.name for w in expected]
+    column = [value[0] if name == order[0] else None for name in order] if field == "run" else value
+    lines[2 + names.index(field)] = json.dumps(column).encode()
+    kept.write_bytes(b"\n".join(lines))
+    assert all(identical(a, b) for a, b in zip(expected, read(fleet)))

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from ..acks import AckSurvey, wait_for_acks
-from ..durations import parse_ttl
+from ..durations import parse_with_unit
 from ..errors import InvalidArgument, InvalidDuration
 from ..fleet import Fleet
 from ..registry import Ack
@@ -25,7 +25,7 @@ DEFAULT_WAIT = "60s"
 def parse_wait_timeout(value: str | None) -> float:
     """Seconds of `--wait-timeout DUR` (one line naming a bad value)."""
     try:
-        seconds = parse_ttl(value if value is not None else DEFAULT_WAIT).total_seconds()
+        seconds = parse_with_unit(value if value is not None else DEFAULT_WAIT).total_seconds()
     except InvalidDuration as exc:
         raise InvalidArgument(f"--wait-timeout: {exc}") from None
     return seconds

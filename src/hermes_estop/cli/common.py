@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
@@ -18,14 +18,19 @@ from ..estop import Estop
 from ..text import one_line, printable
 from .hot import EXIT_HELD, EXIT_OK, EXIT_USAGE
 
+if TYPE_CHECKING:
+    from datetime import timedelta
+
 __all__ = [
     "EXIT_HELD",
     "EXIT_OK",
     "EXIT_USAGE",
     "HELP_OPTIONS",
+    "check_components",
     "current_estop",
     "describe_hold",
     "describe_reading",
+    "duration_option",
     "emit_json",
     "echo_lines",
     "fit_lines",
@@ -35,6 +40,7 @@ __all__ = [
     "one_line",
     "printable",
     "reading_json",
+    "refuse_blank",
     "terminal_width",
 ]
 
@@ -54,6 +60,51 @@ def new_app(name: str, help_text: str, *, completion: bool = False) -> typer.Typ
 def current_estop() -> Estop:
     """The `Estop` this command acts on, from the environment (`--store` has set it)."""
     return Estop()
+
+
+def refuse_blank(flag: str, value: str | None) -> None:
+    """Refuse an empty or blank deadline option: the Python drop-in reads "" as "not given", and
+    a script's unset `$TTL` must not drop the deadman (exit 2, nothing written)."""
+    if value is not None and not value.strip():
+        from ..errors import InvalidArgument
+
+        raise InvalidArgument(f"invalid {flag} {value!r}: empty; omit {flag} to keep the standing deadline")
+
+
+def duration_option(flag: str, value: str) -> timedelta:
+    """A duration typed on the command line (`durations.parse_with_unit`: `30` is refused with
+    `30m? 30s?`); `InvalidDuration` naming the flag."""
+    from ..durations import parse_with_unit
+    from ..errors import InvalidDuration
+
+    try:
+        return parse_with_unit(value)
+    except InvalidDuration as exc:
+        raise InvalidDuration(f"{flag}: {exc}") from None
+
+
+def check_components(estop: Estop, only: Iterable[str] | None) -> None:
+    """Refuse `--only NAME` when nothing gates as NAME: no shipped consumer, no component
+    declared in estop.toml (`components`), no registered consumer that reported it. The
+    registry is read only for a name the first two do not know; one that cannot be read
+    counts as none (declare the name in estop.toml)."""
+    names = list(only or ())
+    if not names:
+        return
+    from ..config import declared_components
+    from ..errors import InvalidArgument, StoreError
+    from ..selector import COMPONENTS, unknown_components
+
+    known = set(COMPONENTS) | declared_components(estop.layout)
+    if unknown_components(names, known) is None:
+        return
+    try:
+        known |= {entry.component for entry in estop.fleet.consumers().entries()}
+    except (StoreError, OSError):
+        pass
+    problem = unknown_components(names, known)
+    if problem is not None:
+        raise InvalidArgument(f"--only: {problem}")
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:

@@ -16,12 +16,11 @@ from typing import Annotated, Any
 
 import typer
 
-from ..durations import parse_ttl
 from ..errors import InvalidArgument
 from ..hold import Allow
 from ..text import printable
 from ..timeutil import format_instant
-from .common import current_estop, emit_json
+from .common import current_estop, duration_option, emit_json, refuse_blank
 
 __all__ = ["EXIT_TIMEOUT", "drain", "register"]
 
@@ -88,8 +87,11 @@ def drain(
     from ..registry import Ack
     from .acks import ack_lines, wait_with_progress
 
-    limit = parse_ttl(timeout).total_seconds()
-    kill_at = parse_ttl(terminate_after).total_seconds() if terminate_after is not None else None
+    refuse_blank("--ttl", ttl)
+    if ttl is not None:
+        duration_option("--ttl", ttl)
+    limit = duration_option("--timeout", timeout).total_seconds()
+    kill_at = duration_option("--terminate-after", terminate_after).total_seconds() if terminate_after is not None else None
     if allow_profile and not allow_user:
         raise InvalidArgument(f"--allow-profile {' '.join(allow_profile)} without --allow-user: "
                               "a profile never grants on its own")

@@ -79,7 +79,7 @@ def aligned(rows: list[tuple[list[str], list[str]]]) -> list[str]:
 
 def since_instant(value: str, now: datetime) -> datetime:
     """`--since`: an ISO-8601 time, or a duration meaning that long before `now`."""
-    from ..durations import parse_ttl
+    from ..durations import parse_with_unit
     from ..timeutil import parse_instant
 
     try:
@@ -87,7 +87,7 @@ def since_instant(value: str, now: datetime) -> datetime:
     except InvalidInstant:
         pass
     try:
-        return now - parse_ttl(value)
+        return now - parse_with_unit(value)
     except InvalidDuration:
         raise InvalidArgument(f"invalid --since {value!r}: expected an ISO-8601 time such as "
                               "2026-12-02T18:00:00Z or a duration such as 2h") from None

@@ -18,14 +18,17 @@ from ..timeutil import format_instant
 from .common import (
     EXIT_HELD,
     EXIT_OK,
+    check_components,
     current_estop,
     describe_hold,
+    duration_option,
     emit_json,
     fail,
     echo_lines,
     fit_lines,
     hold_json,
     reading_json,
+    refuse_blank,
     terminal_width,
 )
 from .history import run_history
@@ -81,10 +84,10 @@ def pause(
     With --wait, return once every consumer it covers has seen it."""
     if ttl is not None and until is not None:
         raise InvalidArgument("give --ttl or --until, not both")
-    for flag, value in (("--ttl", ttl), ("--until", until)):
-        if value is not None and not value.strip():
-            # the Python drop-in reads "" as "not given"; a script's unset $TTL must not drop the deadman
-            raise InvalidArgument(f"invalid {flag} {value!r}: empty; omit {flag} to keep the standing deadline")
+    refuse_blank("--ttl", ttl)
+    refuse_blank("--until", until)
+    if ttl is not None:
+        duration_option("--ttl", ttl)
     if reason is not None and reason and not reason.strip():
         # refused rather than guessed: a blank reason is neither "keep" nor a reason to show
         raise InvalidArgument(f"invalid --reason {reason!r}: blank; give text, or --reason '' to clear the standing reason")
@@ -96,6 +99,7 @@ def pause(
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
+    check_components(estop, only)
     before = _generation_at(estop, location)
     try:
         _pause(estop, location, reason, allow, ttl, until, replace, fleet, profile, limit, as_json, only, job)
@@ -336,8 +340,6 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
     """`hermes check --at TIME [--for DUR]`: exit 1 when (user, profile) would be held at TIME, or
     at any instant of [TIME, TIME+DUR), else 0; prints which holds and window occurrences decide,
     with their times (`Estop.forecast`). Bad input raises `EstopError` naming the value (exit 2)."""
-    from ..durations import parse_ttl
-    from ..errors import InvalidDuration
     from ..timeutil import parse_instant, schedulable
 
     if at is None:
@@ -347,10 +349,7 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
                                                                           what="--at time")
     span = None
     if for_ is not None:
-        try:
-            span = parse_ttl(for_)
-        except InvalidDuration as exc:
-            raise InvalidDuration(f"--for: {exc}") from None
+        span = duration_option("--for", for_)
     if user is not None:
         Allow.of([user])  # the id rules a write applies (one line naming a bad id)
     forecast = estop.forecast(start, start + span if span is not None else start, user, profile,

@@ -18,7 +18,7 @@ from ..errors import InvalidArgument
 from ..homes import FLEET
 from ..text import one_line, printable
 from ..timeutil import format_instant, format_relative
-from .common import EXIT_USAGE, echo_lines, emit_json
+from .common import EXIT_USAGE, duration_option, echo_lines, emit_json
 from .windows_app import JsonOpt, file as _file, now as _now, windows_app
 
 if TYPE_CHECKING:
@@ -49,14 +49,13 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a window: `--cron EXPR [--tz ZONE]`, `--at TIME` or `--in DUR`, with `--duration DUR`."""
-    from ..durations import parse_ttl
     from ..windows.model import InvalidWindow, Window
     from ..windows.occurrences import upcoming
 
     if sum(value is not None for value in (cron, at, in_)) != 1:
         raise InvalidArgument("give exactly one of --cron EXPR (recurring), --at TIME or --in DUR (one-shot)")
     if in_ is not None:
-        at = format_instant(_now() + parse_ttl(in_))
+        at = format_instant(_now() + duration_option("--in", in_))
     if tz is not None and cron is None:
         raise InvalidArgument("--tz applies to --cron windows only; give --at with its offset")
     if duration is None:

@@ -18,6 +18,14 @@ Both live in `$HERMES_ESTOP_CACHE` (a directory; `off` turns the cache off), els
 (named by the hash of its path), the directory made private (0700). Nothing here ever fails a
 command: a cache that is missing, unreadable, malformed or of another stamp is ignored (the file
 is read as if there were none), and one that cannot be written is not written.
+
+A cache is an accelerator, never an authority (issue 32 item 10): whoever can write it chooses
+what `hermes serve` arms and runs. So, as ssh's StrictModes, a cache file is read only when it
+and its directory are owned by the running user (or root) and writable by nobody else, and
+nothing is written into a directory that is not; otherwise the cache is ignored with one
+WARNING line (once per process) and the windows file validated as if there were none. What a
+cached window does when it runs is checked again on the way in (`run`, `scope`, `only`,
+`jobs`), so a cache that passes the ownership rule still never yields what validation refuses.
 """
 
 from __future__ import annotations
@@ -36,11 +44,13 @@ from types import MappingProxyType
 from typing import Any
 
 from .. import cronspec
-from ..errors import StoreError
-from ..fsread import read_regular
+from ..errors import EstopError, StoreError
+from ..fsread import read_regular_with_stat
 from ..fsutil import atomic_write
+from ..selector import Selector
+from ..text import printable
 from .fields import WindowAllow
-from .model import Window
+from .model import Window, parse_run, validate_scope
 
 __all__ = ["cache_dir", "cached_windows", "follow_starts", "remember_windows", "save_starts"]
 
@@ -159,8 +169,32 @@ def _dates_in(value: list[str]) -> list[date]:
     return [date.fromisoformat(day) for day in value]
 
 
-def _strings_in(value: list[str] | None) -> list[str] | None:
-    return None if value is None else [str(item) for item in value]
+def _run_in(value: Any) -> list[str] | None:
+    return parse_run(value)
+
+
+def _scope_in(value: Any) -> str:
+    return sys.intern(validate_scope(value))
+
+
+def _only_in(value: Any) -> list[str]:
+    return _selector_part(value, "only")
+
+
+def _jobs_in(value: Any) -> list[str]:
+    return _selector_part(value, "jobs")
+
+
+def _selector_part(value: Any, field: str) -> list[str]:
+    """A cached `only` or `jobs`, refused (`ValueError`: the cache is ignored) unless it is what
+    the window's validation accepts."""
+    if type(value) is not list:
+        raise ValueError(f"{field} is not a list")
+    try:
+        Selector.of(value if field == "only" else (), value if field == "jobs" else ())
+    except EstopError as exc:
+        raise ValueError(str(exc)) from None
+    return list(value)
 
 
 def _interned(value: Any) -> Any:
@@ -171,15 +205,14 @@ Codec = tuple[Callable[[Any], Any], Callable[[Any], Any]]
 _PLAIN: Codec = (_same, _same)
 #: a string many windows (or the starts of `cronspec.RUNS`) repeat: one object for them all
 _SHARED: Codec = (_same, _interned)
-_LIST: Codec = (list, _strings_in)
 #: how each field of `Window` is written to the cache and read back; a field missing here turns
 #: the cache off (`_codecs`), so a new field can never be read back as its default
 _CODECS: dict[str, Codec] = {
     "name": _PLAIN, "cron": _SHARED, "timezone": _SHARED, "at": (_iso, _instant), "duration": (_seconds, _delta),
-    "drain": (_seconds, _delta), "reason": _PLAIN, "allow": (_allow_out, _allow_in), "scope": _SHARED,
-    "only": _LIST, "jobs": _LIST, "enabled": _PLAIN, "not_before": (_iso, _instant),
+    "drain": (_seconds, _delta), "reason": _PLAIN, "allow": (_allow_out, _allow_in), "scope": (_same, _scope_in),
+    "only": (list, _only_in), "jobs": (list, _jobs_in), "enabled": _PLAIN, "not_before": (_iso, _instant),
     "not_after": (_iso, _instant), "exclude": (_dates_out, _dates_in), "exclude_cron": _SHARED,
-    "run": (_same, _strings_in), "on_failure_ttl": (_seconds, _delta), "exclude_calendar": _PLAIN,
+    "run": (_same, _run_in), "on_failure_ttl": (_seconds, _delta), "exclude_calendar": _PLAIN,
 }
 
 
@@ -406,11 +439,51 @@ def _zone_digest(name: str) -> str | None:
 
 # -- the files --------------------------------------------------------------------------------
 
-def _lines(path: Path) -> list[bytes | None]:
-    """The lines of the cache file `path` ([] when there is none, or it cannot be read)."""
+#: (path, problem) already warned about: a long-running process says it once
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _unsafe(st: os.stat_result) -> str | None:
+    """Why a cache file or directory with this `stat` is not to be trusted (None: it is): it
+    must be owned by the running user or root and writable by nobody else (ssh's StrictModes)."""
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}) or root"
+    if st.st_mode & 0o022:
+        return f"writable by group or others (mode {st.st_mode & 0o7777:04o})"
+    return None
+
+
+def _distrusted(path: Path, problem: str) -> None:
+    """One WARNING per (path, problem) per process: the cache is neither read nor written there,
+    never a failure."""
+    if (str(path), problem) in _WARNED:
+        return
+    _WARNED.add((str(path), problem))
+    log.warning("windows cache %s not used: %s (a cache is never an authority: make it this user's and "
+                "writable by nobody else, or set HERMES_ESTOP_CACHE=off)", printable(path), printable(problem))
+
+
+def _directory_problem(where: Path) -> str | None:
     try:
-        data = read_regular(path, _MAX_BYTES)  # a FIFO planted there is refused, not waited on
+        return _unsafe(os.stat(where))
+    except OSError as exc:
+        return None if isinstance(exc, FileNotFoundError) else f"cannot be checked: {exc.strerror or exc}"
+
+
+def _lines(path: Path) -> list[bytes | None]:
+    """The lines of the cache file `path` ([] when there is none, it cannot be read, or it or
+    its directory could be written by someone else than this user or root)."""
+    problem = _directory_problem(path.parent)
+    if problem is not None:
+        _distrusted(path.parent, problem)
+        return []
+    try:
+        data, st = read_regular_with_stat(path, _MAX_BYTES)  # a FIFO planted there is refused, not waited on
     except (OSError, StoreError):
+        return []
+    problem = _unsafe(st)  # the very file read, not the name looked up again
+    if problem is not None:
+        _distrusted(path, problem)
         return []
     return list(data.split(b"\n"))
 
@@ -418,6 +491,10 @@ def _lines(path: Path) -> list[bytes | None]:
 def _write(path: Path, data: bytes) -> None:
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        problem = _directory_problem(path.parent)
+        if problem is not None:
+            _distrusted(path.parent, problem)
+            return
         atomic_write(path, data, durable=False)
     except (OSError, StoreError) as exc:
         log.debug("cache %s not written: %s", path, exc)

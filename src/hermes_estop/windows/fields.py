@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
-from ..durations import parse_ttl
+from ..durations import parse_with_unit
 from ..hold import Allow
 from ..timeutil import parse_instant, schedulable
 
@@ -56,7 +56,7 @@ def parse_drain(value: Any) -> timedelta | None:
     """A drain lead: None (no lead), or a positive duration of at most `MAX_DRAIN`."""
     if value is None:
         return None
-    lead = parse_ttl(value)
+    lead = parse_with_unit(value)
     if lead > MAX_DRAIN:
         raise ValueError(f"invalid drain {value!r}: longer than the {MAX_DRAIN // timedelta(hours=1)}h bound "
                          "(a drain lead is at most a day)")

@@ -18,6 +18,12 @@ a deliberate edit, so none is tried. The rule is the fleet-wide one (docs/design
   right now; future occurrences it moves are not held yet and weaken nothing. The feed's content
   is part of the read's identity, so the rule is the same: the same content, two reads, the
   confirmation period.
+- What a window holds is part of what it is (issue 32 item 9): its selector (`only`, `jobs`)
+  is compared like its times. Holding more components or wider job globs strengthens (acts at
+  the next read); holding fewer waits like any weakening. An edit that does both (`cron` to
+  `kanban`) acts at once on what it adds: until it is confirmed the window holds the hull of
+  the two selectors (`selector.hull`), then what the read says. Calendars' windows carry the
+  same fields and follow the same rule.
 - A window whose table no longer validates (`windows_file.Parsed.failures`) weakens nothing: the
   version last acted on stands in for it, confirmed or not, until the table validates again or
   is removed (issue 20 item 2: one window's failure never stops or frees another).
@@ -37,11 +43,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..allow import Allow
+from ..selector import holds_at_least, hull
 from .ledger import ARMED, LedgerEntry
 from .model import Window
 from .occurrences import covering
 
-__all__ = ["FileGuard", "Verdict", "strengthens", "vanished"]
+__all__ = ["FileGuard", "Verdict", "meanwhile", "strengthens", "vanished"]
 
 Identity = object
 _NONE = timedelta(0)
@@ -68,14 +75,15 @@ def _narrower(new: Allow, old: Allow) -> bool:
 
 
 def strengthens(old: Window, new: Window) -> bool:
-    """Whether `new` holds at least wherever and whomever `old` held: the same schedule and scope,
-    and reason, and only changes that add hold time or refuse more people (a longer duration or
-    drain, wider bounds, fewer exclusions, a narrower allowlist, switched on). A changed reason
+    """Whether `new` holds at least wherever, whatever and whomever `old` held: the same schedule
+    and scope, and reason, and only changes that add hold time, hold more work or refuse more
+    people (a longer duration or drain, wider bounds, fewer exclusions, more components or
+    job globs, a narrower allowlist, switched on). A changed reason
     waits like a weakening: a save caught before a table's last fields would otherwise flip the
     reason refused users read."""
     if not old.enabled:
         return True
-    if (old.feed is None) != (new.feed is None):
+    if (old.feed is None) != (new.feed is None) or not holds_at_least(new.selector, old.selector):
         return False
     if old.feed is not None:  # a calendar: its events are judged by what holds now (`vanished`)
         return (new.enabled and new.scope == old.scope and (new.drain or _NONE) >= (old.drain or _NONE)
@@ -122,6 +130,19 @@ def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
     if window.feed is None and window._holidays is None:
         return False
     return not any(o.key == entry.key and o.end >= entry.end for o in covering(window, now))
+
+
+def meanwhile(old: Window, new: Window) -> Window:
+    """What an unconfirmed read holds for the window it weakens: the version last acted on,
+    holding also what the read adds to it (`selector.hull`): a narrowing waits, a widening in
+    the same edit acts at once."""
+    if not (new.enabled and old.enabled and new.scope == old.scope) or new.selector == old.selector:
+        return old
+    both = hull(old.selector, new.selector)
+    if both == old.selector:
+        return old
+    return old.model_copy(update={"only": sorted(both.components) if both else [],
+                                  "jobs": list(both.jobs) if both else []})
 
 
 @dataclass
@@ -180,7 +201,7 @@ class FileGuard:
         """`windows` with the versions last acted on of the `gone` ones, or None when that
         still takes something away (a window only the ledger knows)."""
         before = {w.name: w for w in self.trusted or ()}
-        merged = [before.get(w.name, w) if w.name in gone else w for w in windows]
+        merged = [meanwhile(before[w.name], w) if w.name in gone and w.name in before else w for w in windows]
         names = {w.name for w in merged}
         merged.extend(before[name] for name in gone if name in before and name not in names)
         if vanished(merged, self.trusted, entries, now):

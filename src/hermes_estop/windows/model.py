@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator, model_validator
 
 from ..cronspec import validate_cron, validate_timezone
-from ..durations import format_duration, parse_ttl
+from ..durations import format_duration, parse_with_unit
 from ..errors import EstopError
 from ..hold import MAX_REASON, Allow, clean_reason
 from ..homes import FLEET, validate_profile_name
@@ -65,6 +65,7 @@ __all__ = [
     "WindowsDocument",
     "check_unique",
     "json_schema",
+    "parse_run",
     "validate_scope",
 ]
 
@@ -151,7 +152,7 @@ class Window(BaseModel):
     @field_validator("duration", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> timedelta:
-        return parse_ttl(value)
+        return parse_with_unit(value)
 
     @field_validator("drain", mode="before")
     @classmethod
@@ -178,18 +179,12 @@ class Window(BaseModel):
     @field_validator("run", mode="before")
     @classmethod
     def _run(cls, value: Any) -> list[str] | None:
-        if value is None:
-            return None
-        if (not isinstance(value, list) or not value or len(value) > MAX_TASK_ARGS
-                or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in value)):
-            raise ValueError(f"invalid run {value!r}: expected a non-empty list of at most {MAX_TASK_ARGS} "
-                             "non-empty strings (the command and its arguments)")
-        return list(value)
+        return parse_run(value)
 
     @field_validator("on_failure_ttl", mode="before")
     @classmethod
     def _on_failure_ttl(cls, value: Any) -> timedelta | None:
-        return None if value is None else parse_ttl(value)
+        return None if value is None else parse_with_unit(value)
 
     @field_validator("only", "jobs", mode="before")
     @classmethod
@@ -385,6 +380,18 @@ def validate_scope(value: Any) -> str:
         return validate_profile_name(value)
     except EstopError as exc:
         raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
+
+
+def parse_run(value: Any) -> list[str] | None:
+    """A task's command (argv), or None; `ValueError` naming the value. Also what a cached
+    window's `run` must pass again (`compiled`): a command is never taken on trust."""
+    if value is None:
+        return None
+    if (not isinstance(value, list) or not value or len(value) > MAX_TASK_ARGS
+            or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in value)):
+        raise ValueError(f"invalid run {value!r}: expected a non-empty list of at most {MAX_TASK_ARGS} "
+                         "non-empty strings (the command and its arguments)")
+    return list(value)
 
 
 def check_unique(windows: Iterable[Window], path: Path | None = None) -> None:

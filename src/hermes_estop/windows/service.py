@@ -40,6 +40,7 @@ from .guard import FileGuard
 from .ledger import (
     ARMED,
     RETENTION,
+    WITHDRAWN,
     LedgerEntry,
     OccurrenceLedger,
     open_ledger,
@@ -116,6 +117,11 @@ class WindowService:
         self._owns_scheduler = False
         #: the windows last grouped, and their groups (`_layout`)
         self._grouped: Layout | None = None
+        #: whether the windows were grouped anew since the last pass that acted (`_moved` then
+        #: looks at every scope it visits: a window may have changed lanes anywhere)
+        self._regrouped = True
+        #: scopes with an old hold left to retire, or whose last look for moves failed
+        self._unsettled: set[str] = set()
         #: (scope, selector) -> the lane's chain as last computed (`_chain`)
         self._chains: dict[tuple[str, Any], tuple[Sequence[Window], int, tuple[str, ...], frozenset[str], datetime,
                                                   datetime]] = {}
@@ -260,6 +266,7 @@ class WindowService:
                         state.error(f"scope {scope}: {exc}")
                 if not dry_run:
                     self._commit(state)
+                    self._regrouped = False
             report.active = sorted(o.key for found in covering.values() for o in found)
             report.wakeups = due_wakeups(self.index, report.now)
             if not dry_run:
@@ -300,6 +307,7 @@ class WindowService:
             return cached
         self._grouped = Layout.of(windows)
         self._chains.clear()
+        self._regrouped = True
         return self._grouped
 
     def _chain(self, scope: str, selector: Any) -> ChainEnd:
@@ -346,11 +354,70 @@ class WindowService:
         if idle([o for selector, _, _ in lanes for o in covered.get((scope, selector), ())], state.of(scope)):
             return [ScopePlan(scope, state.report.now, ())]
         scoped_names = layout.scoped.get(scope, set())
+        # lanes change only when the windows are grouped anew: a settled scope is not read for
+        # moves again until then (one read of its sentinel less per held scope and pass)
+        look = self._regrouped or scope in self._unsettled
+        dry_run = state.report.dry_run
+        if look and not dry_run:
+            self._unsettled.add(scope)  # until the look below completes
+        moved = self._moved(scope, state, layout) if look else {}
         plans = []
         for selector, group, names in lanes:
             plans += self._reconcile_lane(scope, selector, group, names, scoped_names, state, layout.by_name,
                                           covered.get((scope, selector), []))
+        if moved and not dry_run:
+            live = {o.key for selector, _, _ in lanes for o in covered.get((scope, selector), ())}
+            moved = self._retire_moved(scope, state, moved, live)
+        if look and not dry_run and not moved:
+            self._unsettled.discard(scope)
         return plans
+
+    def _moved(self, scope: str, state: PassState, layout: Layout) -> dict[str, list[str]]:
+        """The holds windows armed at `scope` whose occurrences now belong to another lane: the
+        window's `only`/`jobs` changed (confirmed by the guard when it holds less), or it left
+        the scope's lanes. Such an occurrence is neither released nor ended: its entry is
+        withdrawn so that its new lane arms it like a window coming back (`_triage`: fresh),
+        and the old hold is retired once that is done (`_retire_moved`), never before: the
+        work both hold is never free in between, and an edit is never taken for an
+        operator's early release (issue 32 item 9). Returns generation -> the keys moved."""
+        now = state.report.now
+        entries = [e for e in state.of(scope).values()
+                   if e.state in (ARMED, WITHDRAWN) and e.generation is not None and e.end > now]
+        if not entries:
+            return {}
+        reading = self._reading(scope, now)
+        lane_of_hold = {r.hold.generation: (r.hold.selector if r is not reading else None)
+                        for r in (reading, *reading.scoped)
+                        if r.active and r.hold is not None and r.hold.generation is not None}
+        scoped_names = layout.scoped.get(scope, set())
+        moved: dict[str, list[str]] = {}
+        for entry in entries:
+            generation = entry.generation
+            if generation not in lane_of_hold:
+                continue
+            lane = layout.lane_of[entry.window][1] if entry.window in scoped_names else None
+            if lane_of_hold[generation] == lane:
+                continue
+            if entry.state == ARMED:
+                state.remember(entry.moved(WITHDRAWN, now, detail=_moved_detail(layout, entry, lane)))
+            moved.setdefault(generation, []).append(entry.key)
+        return moved
+
+    def _retire_moved(self, scope: str, state: PassState, moved: dict[str, list[str]],
+                      live: set[str]) -> dict[str, list[str]]:
+        """Retire each hold of `moved` that no occurrence holds by any more, once every moved
+        occurrence still covering now is armed in its new lane (or skipped there). Returns
+        those left standing for a later pass."""
+        entries = state.of(scope)
+        left: dict[str, list[str]] = {}
+        for generation, keys in moved.items():
+            if any(e.state == ARMED and e.generation == generation for e in entries.values()):
+                continue  # it still holds other windows' occurrences: its lane composes it anew
+            if any(entries[key].state == WITHDRAWN and key in live for key in keys):
+                left[generation] = keys  # not armed in its new lane yet: the old hold stays until it is
+                continue
+            self.actions.retire(Retire(scope, generation, ()), state)
+        return left
 
     def _lane_reading(self, scope: str, selector: Any, now: datetime) -> Reading:
         """The hold a lane plans against: the full hold, or the scoped hold with `selector`."""
@@ -517,6 +584,14 @@ class Layout:
         for occurrences in out.values():
             occurrences.sort()
         return out
+
+
+def _moved_detail(layout: Layout, entry: LedgerEntry, lane: Any) -> str:
+    """Why an occurrence's hold is being replaced (`WindowService._moved`), for the ledger."""
+    where = layout.lane_of.get(entry.window)
+    if where is None or where[0] != entry.scope:
+        return "its window was removed, disabled or moved"
+    return f"its window now holds {'everything' if lane is None else lane.describe()}: moved to that hold"
 
 
 def enabled_by_scope(windows: Iterable[Window]) -> dict[str, list[Window]]:
