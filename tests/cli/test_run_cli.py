@@ -337,3 +337,30 @@ def test_the_renewer_is_stopped_and_joined_before_the_final_release(tmp_path):
     assert lease.finish(hold_fleet.clock(), 0, on_failure="hold", failure_ttl=timedelta(hours=1),
                         command="migrate") == "released fleet"
     assert not hold_fleet.read().engaged
+
+
+def test_the_jobs_output_says_when_renewals_failed_and_when_they_recovered(fleet):
+    go_on = fleet.root.parent / "go-on"
+    wait_for_it = f"import os, time\nwhile not os.path.exists({str(go_on)!r}): time.sleep(0.05)\n"
+    process = fleet.popen("run", "--fleet", "--ttl", "6s", "--", sys.executable, "-c", wait_for_it)
+    lock = fleet.root / LOCK_NAME
+    try:
+        lines = Lines(process.stderr)
+        lines.first_with("held fleet")
+        lock.unlink()
+        lock.mkdir()                         # the store refuses every write at the scope
+        failed = lines.first_with("renewal failed")
+        lock.rmdir()                         # and it is back
+        recovered = lines.first_with("renewals recovered")
+        assert "lease at fleet" in failed and "after" in recovered
+        go_on.touch()
+        assert process.wait(120) == 0
+        events = [e.event for e in fleet.estop().history()]
+        assert "expire" not in events and events[-1] == "release"
+    finally:
+        go_on.touch()
+        if lock.is_dir():
+            lock.rmdir()
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
