@@ -224,8 +224,9 @@ def test_a_killed_runner_takes_its_job_down(fleet, job):
 
 def test_what_the_job_left_running_is_stopped_at_its_end_and_named(fleet):
     pidfile = fleet.root.parent / "background"
-    result = fleet.run("run", "--fleet", "--ttl", "30s", "--", "sh", "-c", 'sleep 300 & echo $! > "$1"; exit 0', "job",
-                       str(pidfile))
+    # the job exits once its background child runs `sleep` (before its exec it is a copy of sh)
+    job = 'sleep 300 & echo $! > "$1"; until grep -qx sleep /proc/$!/comm; do :; done; exit 0'
+    result = fleet.run("run", "--fleet", "--ttl", "30s", "--", "sh", "-c", job, "job", str(pidfile))
     background = int(pidfile.read_text())
     try:
         assert result.returncode == 0, result.stderr
