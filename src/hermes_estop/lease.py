@@ -155,7 +155,7 @@ class Lease:
         our last write (the audit trail says); an operator's resume or re-arm in the gap stands."""
         act = self._others_act()
         if act is not None:
-            self._stand_aside(f"the lease lapsed at {_instant(self.state.deadline)} and {act}")
+            self._stand_aside(f"the lease lapsed at {_instant(self.state.deadline)}, and since its last renewal {act}")
             return None
         request = EngageRequest(reason=reason if reason is not None else self.reason, allow=self.allow,
                                 expires_at=deadline, replace=True, armed_by=self.armed_by, window=self.window,
@@ -232,14 +232,14 @@ class Lease:
         self.failures += 1
         if self.failures == 1:
             self.failing_since = now
-            self.say(f"lease at {where}: renewal failed at {_instant(now)} ({one_line(exc)}); retried every "
-                     f"{retry_delay(self.ttl, 1).total_seconds():g}s to {retry_delay(self.ttl, 99).total_seconds():g}s "
+            self.say(f"lease at {where}: renewal failed at {_instant(now)} ({one_line(exc)}); retried from "
+                     f"{retry_delay(self.ttl, 1).total_seconds():g}s to every {retry_delay(self.ttl, 99).total_seconds():g}s "
                      f"until renewed; the lease lapses at {_instant(self.state.deadline)}; the job goes on")
         lapsed = self.state.deadline is not None and now >= self.state.deadline
         if lapsed and not self._lapse_said:
             self._lapse_said = True
             self.say(f"lease at {where}: lapsed at {_instant(self.state.deadline)} while renewals failed: the scope "
-                     "is free until one gets through")
+                     "is free meanwhile")
 
     def _recovered(self, now: datetime) -> None:
         if self.failures:
