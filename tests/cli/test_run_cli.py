@@ -2,7 +2,12 @@
 moves with the renewals; exit 0 releases it, exit 3 keeps it with a fixed deadman and a reason
 naming the exit code; a SIGKILLed `hermes run` lets the fleet wake at the lease's end and not
 before; an operator's re-arm during the job is never overwritten nor released, and the operator
-is told; SIGTERM reaches the job's process group."""
+is told; SIGTERM reaches the job's process group.
+
+Issue 32 items 1-3: the job never runs without its hold (a SIGKILLed runner takes its job's
+whole process group down; what the job left running is stopped at its end, named); a stopped
+runner whose lease lapsed never re-arms over an operator's resume; the renewer is stopped and
+joined before the final write."""
 
 from __future__ import annotations
 
@@ -19,6 +24,9 @@ import pytest
 
 from cli_runner import SRC
 from hermes_estop import Estop
+from hermes_estop.fleet import Fleet as HoldFleet
+from hermes_estop.lease import Lease
+from hermes_estop.stores.file import LOCK_NAME
 
 pytestmark = pytest.mark.slow
 
@@ -130,7 +138,7 @@ def test_a_sigkilled_hermes_run_lets_the_fleet_wake_at_the_lease_end_not_before(
     finally:
         if process.poll() is None:
             process.kill()
-        subprocess.run(["pkill", "-f", "time.sleep\\(60\\)"], check=False)
+            process.wait(30)
 
 
 def test_an_operator_rearm_during_the_job_is_neither_overwritten_nor_released(fleet):
@@ -167,3 +175,193 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_held(fleet):
         assert result.returncode == 2, args
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert not fleet.estop().is_engaged()
+
+
+# -- issue 32: a maintenance job never outlives its hold --------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    """`pid` runs (a zombie has ended: it only waits to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def _kill_left(pids: list[int]) -> None:
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+#: jobs that write the pids of every process they run (one a line) to argv[1] and then run long
+KILLED_JOBS = {
+    "the-command-itself": ["sh", "-c", 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 300', "job"],
+    "a-child-of-the-command": ["sh", "-c", 'sleep 300 & echo $$ $! > "$1.tmp"; mv "$1.tmp" "$1"; wait', "job"],
+}
+
+
+@pytest.mark.parametrize("job", list(KILLED_JOBS.values()), ids=list(KILLED_JOBS))
+def test_a_killed_runner_takes_its_job_down(fleet, job):
+    pidfile = fleet.root.parent / "pids"
+    process = fleet.popen("run", "--fleet", "--ttl", "120s", "--", *job, str(pidfile))
+    pids: list[int] = []
+    try:
+        _wait_for(pidfile.exists)
+        pids = [int(word) for word in pidfile.read_text().split()]
+        assert all(_alive(pid) for pid in pids)
+        process.kill()
+        process.wait(30)
+        _wait_for(lambda: not any(_alive(pid) for pid in pids))
+        assert fleet.estop().is_engaged()       # the job went down while its hold stood
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+        _kill_left(pids)
+
+
+def test_what_the_job_left_running_is_stopped_at_its_end_and_named(fleet):
+    pidfile = fleet.root.parent / "background"
+    # the job exits once its background child runs `sleep` (before its exec it is a copy of sh)
+    job = 'sleep 300 & echo $! > "$1"; until grep -qx sleep /proc/$!/comm; do :; done; exit 0'
+    result = fleet.run("run", "--fleet", "--ttl", "30s", "--", "sh", "-c", job, "job", str(pidfile))
+    background = int(pidfile.read_text())
+    try:
+        assert result.returncode == 0, result.stderr
+        assert not _alive(background)
+        [line] = [line for line in result.stderr.splitlines() if "left running" in line]
+        assert f"pid {background} (sleep 300)" in line
+        assert not fleet.estop().is_engaged()
+    finally:
+        _kill_left([background])
+
+
+def _state(pid: int) -> bytes:
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        return handle.read().rsplit(b")", 1)[1].split()[0]
+
+
+def _stop_outside_a_write(process: subprocess.Popen, root: Path) -> None:
+    """SIGSTOP the runner, at a moment it holds no write lock (an operator's resume would wait
+    for a lock held by a stopped process: a real but different problem)."""
+    import fcntl
+
+    while True:
+        os.kill(process.pid, signal.SIGSTOP)
+        _wait_for(lambda: _state(process.pid) == b"T")
+        with open(root / LOCK_NAME, "a+b") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.kill(process.pid, signal.SIGCONT)
+                time.sleep(0.05)
+                continue
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            return
+
+
+class Lines:
+    """The lines of a runner's stderr, read as they come."""
+
+    def __init__(self, stream) -> None:
+        import queue
+        import threading
+
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [self.lines.put(line) for line in stream], daemon=True).start()
+
+    def first_with(self, text: str) -> str:
+        while True:
+            line = self.lines.get(timeout=60)
+            if text in line:
+                return line
+
+
+@pytest.mark.parametrize("operator_resumes", [True, False], ids=["operator-resumed", "nobody-acted"])
+def test_a_stopped_runner_never_rearms_over_an_operators_resume(fleet, operator_resumes):
+    go_on = fleet.root.parent / "go-on"
+    wait_for_it = f"import os, time\nwhile not os.path.exists({str(go_on)!r}): time.sleep(0.05)\n"
+    process = fleet.popen("run", "--fleet", "--ttl", "2s", "--", sys.executable, "-c", wait_for_it)
+    estop = fleet.estop()
+    try:
+        lines = Lines(process.stderr)
+        lines.first_with("held fleet")
+        _stop_outside_a_write(process, fleet.root)
+        deadline = datetime.fromisoformat(json.loads((fleet.root / "ESTOP").read_text())["expires_at"])
+        if operator_resumes:
+            estop.release(fleet=True)
+        while datetime.now(UTC) <= deadline + timedelta(seconds=0.5):  # the lease lapses while stopped
+            time.sleep(0.1)
+        os.kill(process.pid, signal.SIGCONT)
+        line = lines.first_with("lapsed")
+        if operator_resumes:
+            assert "not armed again" in line and "released it" in line
+            assert not estop.is_engaged()       # the operator's resume stands
+        else:
+            assert "armed again" in line and "not armed again" not in line
+            assert estop.is_engaged()
+        go_on.touch()
+        assert process.wait(120) == 0
+        assert not estop.is_engaged()
+    finally:
+        go_on.touch()
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)
+            process.kill()
+            process.wait(30)
+
+
+def test_the_renewer_is_stopped_and_joined_before_the_final_release(tmp_path):
+    import fcntl
+    import threading
+
+    from hermes_estop.cli.run import Renewer
+
+    root = tmp_path / "fleet"
+    root.mkdir()
+    hold_fleet = HoldFleet.of_files(root, actor="test@host")
+    lease = Lease(hold_fleet, hold_fleet.fleet_location, timedelta(seconds=3), reason="maintenance: migrate")
+    lease.arm(hold_fleet.clock())
+    with open(root / LOCK_NAME, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)          # a writer stuck inside its write
+        renewer = Renewer(lease, hold_fleet)
+        time.sleep(2 * lease.renew_every.total_seconds())   # the renewal at 1 s waits on the lock
+        stopped = threading.Event()
+        threading.Thread(target=lambda: (renewer.stop(), stopped.set()), daemon=True).start()
+        generation = lease.state.generation
+        assert not stopped.wait(0.5)              # stop waits for the renewal in flight
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    assert stopped.wait(60)
+    assert lease.state.generation != generation   # that renewal landed before stop returned
+    assert lease.finish(hold_fleet.clock(), 0, on_failure="hold", failure_ttl=timedelta(hours=1),
+                        command="migrate") == "released fleet"
+    assert not hold_fleet.read().engaged
+
+
+def test_the_jobs_output_says_when_renewals_failed_and_when_they_recovered(fleet):
+    go_on = fleet.root.parent / "go-on"
+    wait_for_it = f"import os, time\nwhile not os.path.exists({str(go_on)!r}): time.sleep(0.05)\n"
+    process = fleet.popen("run", "--fleet", "--ttl", "6s", "--", sys.executable, "-c", wait_for_it)
+    lock = fleet.root / LOCK_NAME
+    try:
+        lines = Lines(process.stderr)
+        lines.first_with("held fleet")
+        lock.unlink()
+        lock.mkdir()                         # the store refuses every write at the scope
+        failed = lines.first_with("renewal failed")
+        lock.rmdir()                         # and it is back
+        recovered = lines.first_with("renewals recovered")
+        assert "lease at fleet" in failed and "after" in recovered
+        go_on.touch()
+        assert process.wait(120) == 0
+        events = [e.event for e in fleet.estop().history()]
+        assert "expire" not in events and events[-1] == "release"
+    finally:
+        go_on.touch()
+        if lock.is_dir():
+            lock.rmdir()
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)

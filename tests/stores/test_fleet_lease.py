@@ -108,3 +108,136 @@ def test_a_lease_that_lapsed_while_the_store_was_unwritable_is_armed_again(lease
     assert lease.renew(clock.now)
     assert lease.state.generation != first and lease.state.deadline == clock.now + TTL
     assert _standing(fleet_estop).state is HoldState.ACTIVE
+
+
+# -- issue 32 item 2, issue 33 item 6, issue 32 item 3 (the lease's side) ---------------------
+
+
+def _operator_resumes(fleet_estop):
+    fleet_estop.release(fleet=True)
+
+
+def _operator_pauses_then_resumes(fleet_estop):
+    fleet_estop.engage(reason="operator: looking", replace=True)
+    fleet_estop.release(fleet=True)
+
+
+def _operator_rearms(fleet_estop):
+    fleet_estop.engage(reason="operator: keep it down", ttl="2h", replace=True)
+
+
+@pytest.mark.parametrize("act", [_operator_resumes, _operator_pauses_then_resumes, _operator_rearms],
+                         ids=["resume", "pause-then-resume", "re-arm"])
+def test_a_lapsed_lease_never_rearms_over_an_operators_act(lease, fleet_estop, clock, act):
+    said: list[str] = []
+    lease.say = said.append
+    lease.arm(clock.now)
+    clock.advance(lease.renew_every)
+    assert lease.renew(clock.now)
+    before = _standing(fleet_estop)
+    act(fleet_estop)                           # the runner is stopped meanwhile: no renewals
+    after_act = _standing(fleet_estop)
+    clock.advance(TTL + timedelta(seconds=1))  # it is continued after its lease lapsed
+    assert not lease.renew(clock.now)
+    assert lease.state.taken_over and "test@host" in lease.state.taken_over
+    assert [line for line in said if "not armed again" in line]
+    standing = _standing(fleet_estop)
+    assert standing.state is after_act.state and (standing.hold is None) is (after_act.hold is None)
+    assert standing.hold is None or standing.hold.generation != before.hold.generation
+    outcome = lease.finish(clock.now, 0, on_failure="hold", failure_ttl=HOUR, command="migrate")
+    assert "left as it is" in outcome
+    assert _standing(fleet_estop).state is standing.state
+
+
+@pytest.mark.parametrize("retired_by_deadman", [False, True], ids=["left-on-disk", "retired-by-deadman"])
+def test_a_lapsed_lease_that_nobody_else_touched_is_armed_again_and_says_so(lease, fleet_estop, clock,
+                                                                             retired_by_deadman):
+    said: list[str] = []
+    lease.say = said.append
+    first = lease.arm(clock.now).generation
+    clock.advance(TTL + timedelta(seconds=1))
+    if retired_by_deadman:  # the daemon's `expire` of the lease's own hold is no operator's act
+        assert DeadmanService(fleet_estop.fleet).tick(clock.now).retired
+    assert lease.renew(clock.now)
+    assert lease.state.generation != first and not lease.state.taken_over
+    assert _standing(fleet_estop).state is HoldState.ACTIVE
+    assert [line for line in said if "armed again" in line and "nobody else wrote it" in line]
+
+
+def _break_store(fleet_estop):
+    """A real fault: the scope's write lock cannot be opened (a directory where it belongs), so
+    every write there fails at once, while reads still work."""
+    from hermes_estop.stores.file import LOCK_NAME
+
+    lock = fleet_estop.layout.fleet.path / LOCK_NAME
+    lock.unlink(missing_ok=True)
+    lock.mkdir()
+    return lock
+
+
+@pytest.fixture
+def file_lease(fleet_root, root_layout, clock):
+    from hermes_estop import Estop
+
+    estop = Estop(layout=root_layout, store="file", clock=clock, actor="test@host")
+    said: list[str] = []
+    made = Lease(estop.fleet, root_layout.fleet, timedelta(seconds=6), reason="maintenance: migrate", say=said.append)
+    return estop, made, said
+
+
+def test_a_failed_renewal_is_retried_promptly_until_the_store_is_back(file_lease, clock):
+    from hermes_estop.lease import retry_delay
+
+    estop, lease, said = file_lease
+    lease.arm(clock.now)
+    armed_deadline = lease.state.deadline
+    broken = _break_store(estop)
+    back_at = clock.now + 2 * lease.renew_every + timedelta(milliseconds=500)  # two renewals fail
+    attempts = []
+    while True:
+        clock.advance(lease.next_attempt_in())
+        if broken.exists() and clock.now >= back_at:
+            broken.rmdir()
+        attempts.append(clock.now)
+        if lease.renew(clock.now):
+            break
+        assert len(attempts) < 200
+    renewed_at = attempts[-1]
+    assert renewed_at - back_at <= retry_delay(lease.ttl, len(attempts))   # promptly once it was back
+    assert renewed_at < armed_deadline + lease.renew_every                  # and before the last deadline
+    assert lease.state.deadline == renewed_at + lease.ttl
+    assert not [e for e in estop.history() if e.event == "expire"]
+    failed = [line for line in said if "renewal failed" in line]
+    recovered = [line for line in said if "renewals recovered" in line]
+    assert len(failed) == 1 and len(recovered) == 1 and f"after {len(attempts) - 1} failed attempt" in recovered[0]
+
+
+@pytest.mark.parametrize("ttl", [timedelta(seconds=1), timedelta(seconds=6), timedelta(minutes=5), timedelta(hours=1)],
+                         ids=["1s", "6s", "5m", "1h"])
+def test_retry_delay_is_bounded_and_leaves_several_attempts_before_the_lease_lapses(ttl):
+    from hermes_estop.lease import retry_delay
+
+    delays = [retry_delay(ttl, failures) for failures in range(1, 60)]
+    assert delays == sorted(delays) and delays[0] > timedelta(0)
+    assert max(delays) <= min(ttl / 12, timedelta(seconds=10))
+    left, attempts = ttl * 2 / 3, 0
+    for delay in delays:
+        left -= delay
+        if left < timedelta(0):
+            break
+        attempts += 1
+    assert attempts >= 8
+
+
+@pytest.mark.parametrize(("code", "on_failure", "said"), [(0, "hold", "the release of fleet failed"),
+                                                           (3, "release", "the release of fleet failed"),
+                                                           (3, "hold", "could not keep fleet held for the failure")])
+def test_a_failed_final_write_says_what_stands_and_until_when(file_lease, clock, code, on_failure, said):
+    estop, lease, _ = file_lease
+    lease.arm(clock.now)
+    clock.advance(seconds=1)
+    _break_store(estop)
+    outcome = lease.finish(clock.now, code, on_failure=on_failure, failure_ttl=HOUR, command="migrate")
+    assert said in outcome
+    assert (f"this job's hold at fleet (generation {lease.state.generation}) stands until "
+            f"{lease.state.deadline.isoformat()}") in outcome

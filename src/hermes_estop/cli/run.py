@@ -6,19 +6,19 @@ the work in flight to finish (`--drain-timeout`), runs CMD in its own process gr
 hold's generation in `HERMES_ESTOP_GENERATION`, and at the end releases the hold on exit 0 or,
 on failure, keeps it with the reason "maintenance failed: CMD exited N" and a fixed deadman
 (`--on-failure-ttl`, default 1h), or releases it (`--on-failure release`). The exit status is
-CMD's. SIGINT/SIGTERM are passed to CMD's process group; the hold follows the failure rule. If
-`hermes run` itself dies, the renewals stop and the hold lifts at the lease's end.
+CMD's, also when the final release fails (the last line then says what stands, until when).
+SIGINT/SIGTERM are passed to CMD's process group; the hold follows the failure rule. The job
+never runs without its hold: what CMD left running in its group is stopped at its end (named),
+and if `hermes run` itself dies, CMD's process group is killed (`processes.Job`) and the hold
+lifts at the lease's end. The renewer is stopped and joined before the hold's final write.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 import signal
-import subprocess
 import sys
 import threading
-import time
 from typing import Annotated, Any, Optional
 
 import typer
@@ -38,6 +38,8 @@ GENERATION_ENV = "HERMES_ESTOP_GENERATION"
 #: exit status when the job did not run because the fleet did not drain in time
 EXIT_NOT_RUN = 75
 EXIT_NOT_FOUND = 127
+#: seconds what CMD left running in its process group gets between SIGTERM and SIGKILL
+LEFTOVER_GRACE = 5.0
 
 
 def _say(message: str) -> None:
@@ -98,7 +100,7 @@ def run(
     location = estop.fleet.location(profile) if profile is not None else estop.location(fleet=fleet)
     shown = shlex.join(argv)
     lease = Lease(estop.fleet, location, durations["--ttl"], reason=reason if reason is not None else f"maintenance: {shown}",
-                  allow=allow, armed_by=f"run:{estop.actor}")
+                  allow=allow, armed_by=f"run:{estop.actor}", say=_say)
     fleet_obj = estop.fleet
     state = lease.arm(fleet_obj.clock())
     if state.borrowed:
@@ -107,26 +109,24 @@ def run(
     else:
         _say(f"held {location.describe()} (generation {state.generation}), lease {ttl} renewed every "
              f"{lease.renew_every.total_seconds():g}s")
-    stop_renewing = threading.Event()
-    renewer = threading.Thread(target=_renew, args=(lease, fleet_obj, stop_renewing), name="hermes-run-lease", daemon=True)
-    renewer.start()
+    renewer = Renewer(lease, fleet_obj)
     code: int
     try:
         if ((wait_limit is not None and not _acknowledged(lease, fleet_obj, location, wait_limit))
                 or (drain_timeout is not None and not _drained(estop, location, durations, fleet, profile))):
             code = EXIT_NOT_RUN
+            renewer.stop()
             outcome = lease.finish(fleet_obj.clock(), 0, on_failure="release", failure_ttl=durations["--on-failure-ttl"],
                                    command=shown)
             _say(f"the job did not run; {outcome}")
         else:
             code = _run_command(argv, lease, fleet_obj, location, shown)
-            stop_renewing.set()
-            renewer.join()
+            renewer.stop()
             outcome = lease.finish(fleet_obj.clock(), code, on_failure=on_failure,
                                    failure_ttl=durations["--on-failure-ttl"], command=shown)
             _say(f"{shown} exited {code}; {outcome}")
     finally:
-        stop_renewing.set()
+        renewer.stop()
     if as_json:
         emit_json({"scope": location.scope, "command": argv, "exit": code, "outcome": outcome,
                    "generation": lease.state.generation, "taken_over": lease.state.taken_over,
@@ -134,18 +134,30 @@ def run(
     raise typer.Exit(code)
 
 
-def _renew(lease: Lease, fleet: Fleet, stop: threading.Event) -> None:
-    """Renew every ttl/3 (paced on the monotonic clock) until `stop`; a failed renewal is
-    retried at the next one (the lease logs it), and the job is never stopped for it."""
-    every = lease.renew_every.total_seconds()
-    next_at = time.monotonic() + every
-    while not stop.wait(max(0.0, next_at - time.monotonic())):
-        lease.renew(fleet.clock())
-        if lease.state.taken_over or lease.state.borrowed:
-            return
-        next_at += every
-        if next_at < time.monotonic():
-            next_at = time.monotonic() + every
+class Renewer:
+    """The thread that renews `lease` (every ttl/3; after a refused renewal, again after the
+    lease's bounded backoff) until the hold is no longer the lease's or `stop` is called. The
+    job is never stopped for a failed renewal. `stop` returns only once no renewal is in
+    flight, so the hold's final write never races one."""
+
+    def __init__(self, lease: Lease, fleet: Fleet) -> None:
+        self.lease = lease
+        self.fleet = fleet
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hermes-run-lease", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        lease = self.lease
+        while not (lease.state.taken_over or lease.state.borrowed):
+            if self._stop.wait(lease.next_attempt_in().total_seconds()):
+                return
+            lease.renew(self.fleet.clock())
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
 
 
 def _acknowledged(lease: Lease, fleet: Fleet, location: Location, limit: float) -> bool:
@@ -178,33 +190,39 @@ def _drained(estop: Estop, location: Location, durations: dict[str, Any], fleet:
 
 
 def _run_command(argv: list[str], lease: Lease, fleet: Fleet, location: Location, shown: str) -> int:
-    """CMD in its own process group with the hold's generation in its environment; SIGINT and
-    SIGTERM to `hermes run` are passed to that group. Returns CMD's exit status."""
+    """CMD in its own process group with the hold's generation in its environment, never
+    outliving `hermes run` (`processes.Job`); SIGINT and SIGTERM to `hermes run` are passed to
+    that group; what CMD left running there is stopped when it ends, with a line naming it.
+    Returns CMD's exit status."""
     from ..config import child_environment
+    from ..processes import Job
 
     env = child_environment()
     if lease.state.generation is not None:
         env[GENERATION_ENV] = lease.state.generation
     _record(fleet, "task-start", location, lease, f"hermes run: {shown}")
     try:
-        child = subprocess.Popen(argv, env=env, start_new_session=True)
+        job = Job(argv, env)
     except OSError as exc:
         _say(f"cannot start {shown}: {exc.strerror or exc}")
         _record(fleet, "task-end", location, lease, f"hermes run: {shown} could not start ({exc.strerror or exc})")
         return EXIT_NOT_FOUND
+    if job.guard is None:
+        _say(f"warning: no guard process for {shown}: if hermes run dies, only CMD itself is stopped, not what it started")
 
     def forward(signum: int, _frame: Any) -> None:
-        try:
-            os.killpg(child.pid, signum)
-        except ProcessLookupError:
-            pass
+        job.signal(signal.Signals(signum))
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        returncode = child.wait()
+        job.wait()
+        returncode, left = job.finish(LEFTOVER_GRACE)
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+    if left:
+        named = ", ".join(f"pid {pid} ({command})" for pid, command in left)
+        _say(f"stopped what {shown} left running in its process group: {named}")
     code = _exit_status(returncode)
     _record(fleet, "task-end", location, lease, f"hermes run: {shown} exited {code}")
     sys.stdout.flush()
