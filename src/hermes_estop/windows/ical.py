@@ -20,9 +20,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, NamedTuple
@@ -351,6 +353,26 @@ class Feed:
         return day in days
 
 
+_PARSING = threading.Lock()
+
+
+@contextmanager
+def _own_timezones() -> Iterator[None]:
+    """icalendar remembers the VTIMEZONEs it parses process-wide, the first definition of a
+    TZID winning for every later calendar (issue 32 item 4): a feed defining "W. Europe Standard
+    Time" as +13:00 moved another feed's events by 12 h. Each feed is parsed alone, with that
+    memory emptied before and after (`use_zoneinfo` is icalendar's public reset), so its times
+    are read in its own VTIMEZONEs or the tz database, never in another feed's."""
+    import icalendar
+
+    with _PARSING:
+        icalendar.use_zoneinfo()
+        try:
+            yield
+        finally:
+            icalendar.use_zoneinfo()
+
+
 def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
                keep: Callable[[Any], bool] | None = None, now: datetime | None = None,
                salt: str = "") -> Feed:
@@ -370,16 +392,17 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
     started = time.monotonic()
     now = now or datetime.now(timezone.utc)
     try:
-        calendar = icalendar.Calendar.from_ical(text)
-        if not isinstance(calendar, icalendar.Calendar) or calendar.name != "VCALENDAR":
-            raise _refuse(label, "not a VCALENDAR")
-        wr = str(calendar.get("X-WR-TIMEZONE") or "") or None
-        calendar = x_wr_timezone.to_standard(calendar)
-        events = list(calendar.walk("VEVENT"))
-        for event in events:
-            _check_rule(event, label, now)
-            _value(event, "DTSTART")
-            _value(event, "DTEND")
+        with _own_timezones():
+            calendar = icalendar.Calendar.from_ical(text)
+            if not isinstance(calendar, icalendar.Calendar) or calendar.name != "VCALENDAR":
+                raise _refuse(label, "not a VCALENDAR")
+            wr = str(calendar.get("X-WR-TIMEZONE") or "") or None
+            calendar = x_wr_timezone.to_standard(calendar)
+            events = list(calendar.walk("VEVENT"))
+            for event in events:
+                _check_rule(event, label, now)
+                _value(event, "DTSTART")
+                _value(event, "DTEND")
         tz = validate_timezone(timezone_name or wr or "UTC")
     except CalendarError:
         raise

@@ -1,0 +1,144 @@
+"""Issue 32 items 4-7, issue 33 items 4-5: one calendar never harms another calendar, a window or
+the scheduler. Feeds with their own timezones, a fetch with one total deadline against a real
+slow server on 127.0.0.1, feeds fetched independently, a failing calendar that stops no task,
+and a total expansion budget counted in steps."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from hermes_estop.windows.calendars import cache_paths, read_meta
+from hermes_estop.windows.fetch import CalendarFetcher, fetch_once
+from hermes_estop.windows.windows_file import WindowsFile
+
+HEAD = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//hermes-estop tests//EN\r\n"
+TAIL = "END:VCALENDAR\r\n"
+WINDOWS_ZONE = "W. Europe Standard Time"
+
+
+def vevent(*lines: str) -> str:
+    return "BEGIN:VEVENT\r\nDTSTAMP:20260101T000000Z\r\n" + "".join(f"{line}\r\n" for line in lines) + "END:VEVENT\r\n"
+
+
+def vtimezone(offset: str) -> str:
+    return (f"BEGIN:VTIMEZONE\r\nTZID:{WINDOWS_ZONE}\r\nBEGIN:STANDARD\r\nDTSTART:19700101T000000\r\n"
+            f"TZOFFSETFROM:{offset}\r\nTZOFFSETTO:{offset}\r\nEND:STANDARD\r\nEND:VTIMEZONE\r\n")
+
+
+def zoned_feed(uid: str, offset: str | None) -> str:
+    """An event 2026-07-10 12:00-13:00 in the Windows zone name, defined here as `offset`
+    (None: not defined, so the tz database's Europe/Berlin, CEST in July)."""
+    return HEAD + (vtimezone(offset) if offset else "") + vevent(
+        f"UID:{uid}", f"DTSTART;TZID={WINDOWS_ZONE}:20260710T120000", f"DTEND;TZID={WINDOWS_ZONE}:20260710T130000",
+        f"SUMMARY:{uid}") + TAIL
+
+
+@pytest.mark.parametrize(("victim_offset", "victim_start"), [
+    ("+0100", datetime(2026, 7, 10, 11, tzinfo=UTC)),
+    (None, datetime(2026, 7, 10, 10, tzinfo=UTC)),
+])
+def test_a_feed_s_timezone_definitions_never_move_another_feed_s_events(tmp_path, victim_offset, victim_start):
+    (tmp_path / "hostile.ics").write_text(zoned_feed("hostile", "+1300"), newline="")
+    (tmp_path / "victim.ics").write_text(zoned_feed("victim", victim_offset), newline="")
+    (tmp_path / "windows.toml").write_text('[[calendars]]\nname = "hostile"\nics = "hostile.ics"\n\n'
+                                          '[[calendars]]\nname = "victim"\nics = "victim.ics"\n')
+    hostile, victim = WindowsFile(tmp_path).load()
+    day = (datetime(2026, 7, 9, tzinfo=UTC), datetime(2026, 7, 12, tzinfo=UTC))
+    assert [e.start for e in hostile.feed.between(*day)] == [datetime(2026, 7, 9, 23, tzinfo=UTC)]
+    assert [(e.start, e.end) for e in victim.feed.between(*day)] == [(victim_start, victim_start + timedelta(hours=1))]
+
+
+class SlowFeed:
+    """A feed on 127.0.0.1 that answers its headers at once, then its body one byte every
+    `pause` seconds, until the client goes away."""
+
+    def __init__(self, pause: float = 2.0) -> None:
+        self.gone = threading.Event()
+        slow = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                body = (HEAD + vevent("UID:slow", "DTSTART:20260301T100000Z", "DURATION:PT1H") + TAIL).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    for byte in body:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        if slow.gone.wait(pause):
+                            return
+                except OSError:
+                    return
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/slow.ics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.gone.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def slow_feed():
+    served = SlowFeed()
+    yield served
+    served.close()
+
+
+def in_thread(target, *args, **kwargs) -> tuple[threading.Thread, list[object]]:
+    out: list[object] = []
+    thread = threading.Thread(target=lambda: out.append(target(*args, **kwargs)), daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_a_body_trickling_a_byte_every_2s_is_cut_at_the_fetch_s_one_deadline(fleet_root, slow_feed):
+    thread, out = in_thread(fetch_once, fleet_root, slow_feed.url, "'slow'", timeout=3)
+    thread.join(120)  # the body alone would take about 5 minutes
+    assert not thread.is_alive(), "the fetch ran past its deadline"
+    assert out and "within 3s" in str(out[0])
+    copy, meta = cache_paths(fleet_root, slow_feed.url)
+    assert not copy.exists() and "within 3s" in read_meta(meta)["error"]
+
+
+GOOD = HEAD + vevent("UID:good", "DTSTART:20260301T100000Z", "DURATION:PT1H", "SUMMARY:good") + TAIL
+
+
+def wait_for(predicate, limit: float = 60.0) -> bool:
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_a_slow_feed_never_delays_another_feed_and_stopping_abandons_it(fleet_root, slow_feed):
+    (fleet_root / "good.ics").write_text(GOOD, newline="")
+    (fleet_root / "windows.toml").write_text(f'[[calendars]]\nname = "slow"\nurl = "{slow_feed.url}"\n\n'
+                                             '[[calendars]]\nname = "good"\nics = "good.ics"\n')
+    fetcher = CalendarFetcher(fleet_root, timeout=600)
+    threads = fetcher.pass_once()
+    assert len(threads) == 2
+    good_copy, _ = cache_paths(fleet_root, "good.ics")
+    assert wait_for(good_copy.exists)
+    slow = next(t for t in threads if "slow" in t.name)
+    assert slow.is_alive()  # a 600 s deadline, a body of about 5 minutes: still in flight
+    assert fetcher.pass_once() == []  # one fetch per feed at a time
+    fetcher.abandon(grace=60)
+    assert not slow.is_alive()
+    assert "abandoned" in read_meta(cache_paths(fleet_root, slow_feed.url)[1])["error"]
