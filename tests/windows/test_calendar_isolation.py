@@ -142,3 +142,35 @@ def test_a_slow_feed_never_delays_another_feed_and_stopping_abandons_it(fleet_ro
     fetcher.abandon(grace=60)
     assert not slow.is_alive()
     assert "abandoned" in read_meta(cache_paths(fleet_root, slow_feed.url)[1])["error"]
+
+
+NEVER = HEAD + vevent("UID:never", "DTSTART:20260101T000000Z", "DURATION:PT1H",
+                      "RRULE:FREQ=HOURLY;BYMONTH=2;BYMONTHDAY=30") + TAIL
+#: 44 KiB of 400 daily rules from 1970: each passes the per-rule bound, together they do not
+DENSE = HEAD + "".join(vevent(f"UID:d{i}", "DTSTART:19700101T000000Z", "DURATION:PT1H", "RRULE:FREQ=DAILY",
+                              f"SUMMARY:{'x' * 20}") for i in range(400)) + TAIL
+HOSTILE = {"a rule that never matches": (NEVER, "rule steps"), "400 daily rules from 1970": (DENSE, "in all")}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_feed_over_its_expansion_budget_is_refused_naming_it(name):
+    from hermes_estop.windows.ical import CalendarError, parse_feed
+
+    body, what = HOSTILE[name]
+    with pytest.raises(CalendarError) as info:
+        parse_feed(body.encode(), "'evil'", now=datetime(2026, 1, 1, tzinfo=UTC))
+    assert str(info.value).startswith("calendar 'evil': ") and what in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_an_ordinary_window_arms_at_the_first_pass_while_a_hostile_feed_is_refused(harness, name):
+    (harness.root / "evil.ics").write_text(HOSTILE[name][0], newline="")
+    start = harness.clock.now - timedelta(minutes=1)
+    (harness.root / "windows.toml").write_text(
+        f'[[windows]]\nname = "nightly"\nat = {start.isoformat().replace("+00:00", "Z")}\nduration = "1h"\n\n'
+        '[[calendars]]\nname = "evil"\nics = "evil.ics"\n')
+    report = harness.start()
+    hold = harness.reading().hold
+    assert hold is not None and hold.window["name"] == "nightly"
+    assert len(report.failed) == 1 and "calendar 'evil'" in report.failed[0]

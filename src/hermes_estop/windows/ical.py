@@ -44,6 +44,14 @@ MAX_COMPONENTS = 20_000
 MAX_COUNT = 100_000
 #: the most rule steps from a DTSTART to `_HORIZON` ahead of now that a single RRULE may take
 MAX_STEPS = 200_000
+#: a feed's total budget (issue 32 item 7, issue 33 item 5): the rule steps all its rules may
+#: take together, estimated before expanding and counted while expanding (a step is one period
+#: of a rule's FREQ that dateutil visits, whether it yields an occurrence or not: a rule that
+#: never matches walks to the year 9999), the occurrences one expansion may produce, and the
+#: time one expansion may take
+MAX_FEED_STEPS = 200_000
+MAX_FEED_OCCURRENCES = 100_000
+MAX_EXPANSION_SECONDS = 1.0
 _HORIZON = timedelta(days=3 * 366)
 _STEP = {"HOURLY": timedelta(hours=1), "DAILY": timedelta(days=1), "WEEKLY": timedelta(days=7),
          "MONTHLY": timedelta(days=28), "YEARLY": timedelta(days=365)}
@@ -111,11 +119,13 @@ def _value(component: Any, name: str) -> Any:
     return getattr(prop, "dt", None)
 
 
-def _check_rule(event: Any, label: str, now: datetime) -> None:
-    """Refuse a rule whose expansion could run away (see the module docstring)."""
+def _check_rule(event: Any, label: str, now: datetime) -> float:
+    """Refuse a rule whose expansion could run away (see the module docstring); the steps its
+    rules take to the horizon, estimated."""
     rules = event.get("RRULE")
+    total = 0.0
     if rules is None:
-        return
+        return total
     for rule in rules if isinstance(rules, list) else [rules]:
         uid = str(event.get("UID", "?"))[:80]
         freq = (rule.get("FREQ") or ["?"])[0]
@@ -142,6 +152,8 @@ def _check_rule(event: Any, label: str, now: datetime) -> None:
         if steps > MAX_STEPS:
             raise _refuse(label, f"event {uid!r}: RRULE would take about {int(steps)} steps to expand "
                                  f"(at most {MAX_STEPS}: a rule this dense or this old is refused)")
+        total += steps
+    return total
 
 
 def _instant(value: date | datetime, tz: ZoneInfo | timezone) -> datetime:
@@ -195,6 +207,71 @@ def _shifted(at: datetime, delta: timedelta) -> datetime:
         return at
 
 
+class _OverBudget(Exception):  # noqa: N818 - internal: becomes a CalendarError naming the feed
+    """An expansion went over the feed's budget (the message says which part)."""
+
+
+class _Steps(threading.local):
+    left: int | None = None
+    deadline = 0.0
+
+
+_STEPS = _Steps()
+
+
+def _step() -> None:
+    steps = _STEPS
+    left = steps.left
+    if left is None:
+        return
+    steps.left = left = left - 1
+    if left < 0:
+        raise _OverBudget(f"more than {MAX_FEED_STEPS} rule steps")
+    if not left & 1023 and time.monotonic() > steps.deadline:
+        raise _OverBudget(f"more than {MAX_EXPANSION_SECONDS:g}s")
+
+
+@contextmanager
+def _budget() -> Iterator[None]:
+    """Count the rule steps of the expansions this thread runs inside (`_counting`)."""
+    _counting()
+    _STEPS.left, _STEPS.deadline = MAX_FEED_STEPS, time.monotonic() + MAX_EXPANSION_SECONDS
+    try:
+        yield
+    finally:
+        _STEPS.left = None
+
+
+@functools.cache
+def _counting() -> None:
+    """dateutil's `rrule._iter` (what recurring_ical_events expands every RRULE with) asks its
+    `_iterinfo` for one period's days per step, whether the period yields an occurrence or not,
+    and looks the class up when it starts: a subclass counting those calls, installed once,
+    is how a step is counted. It behaves as dateutil's own except in a thread inside `_budget`."""
+    from dateutil import rrule
+
+    base: Any = rrule._iterinfo  # noqa: SLF001
+
+    class Counting(base):  # type: ignore[misc,valid-type]
+        def ydayset(self, *args: Any) -> Any:
+            _step()
+            return super().ydayset(*args)
+
+        def mdayset(self, *args: Any) -> Any:
+            _step()
+            return super().mdayset(*args)
+
+        def wdayset(self, *args: Any) -> Any:
+            _step()
+            return super().wdayset(*args)
+
+        def ddayset(self, *args: Any) -> Any:
+            _step()
+            return super().ddayset(*args)
+
+    rrule._iterinfo = Counting  # noqa: SLF001
+
+
 @functools.cache
 def _selection() -> Any:
     """The VEVENTs of a calendar, each occurrence handed back as a `_Found`: the library's
@@ -234,6 +311,8 @@ class Feed:
     _days: dict[tuple[int, str], frozenset[date]] = field(default_factory=dict)
     _sources: dict[int, _Source | None] = field(default_factory=dict)
     _query: Any = None
+    #: why the feed's expansion was refused (its budget), once it was
+    refused: str | None = None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Feed) and other.digest == self.digest
@@ -244,11 +323,21 @@ class Feed:
     def _expand(self, first: datetime, last: datetime) -> list[Event]:
         import recurring_ical_events
 
+        if self.refused is not None:
+            raise _refuse(self.label, self.refused)
         try:
             if self._query is None:  # collecting the series is most of the cost: once per feed
                 self._query = recurring_ical_events.of(self.calendar, components=[_selection()])
-            found: list[_Found] = self._query.between(first, last)
+            with _budget():
+                found: list[_Found] = self._query.between(first, last)
+            if len(found) > MAX_FEED_OCCURRENCES:
+                raise _OverBudget(f"more than {MAX_FEED_OCCURRENCES} occurrences")
             out = [e for e in map(self._event, found) if e is not None]
+        except _OverBudget as exc:
+            self.refused = (f"expanding it takes {exc} (its budget: {MAX_FEED_STEPS} rule steps, "
+                            f"{MAX_FEED_OCCURRENCES} occurrences, {MAX_EXPANSION_SECONDS:g}s; a rule that rarely "
+                            "or never matches walks every period to the year 9999): refused")
+            raise _refuse(self.label, self.refused) from None
         except CalendarError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of a hostile feed: one line
@@ -303,6 +392,14 @@ class Feed:
         while len(self._chunks) > _MAX_CHUNKS:
             self._chunks.popitem(last=False)
         return chunks
+
+    def probe(self, now: datetime) -> None:
+        """Expand the chunks from a little before `now` to the horizon in one query: a feed over
+        its budget is refused when it is read, never while a window waits on it; what it
+        expands is remembered for the questions that follow."""
+        first = (now - self.longest - _EPOCH) // CHUNK
+        last = min((now + _HORIZON - _EPOCH) // CHUNK, first + _MAX_CHUNKS - 1)
+        self._fill(first, last)
 
     def chunk(self, index: int, ahead: int = 0) -> list[Event]:
         """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`); when it must
@@ -399,10 +496,14 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
             wr = str(calendar.get("X-WR-TIMEZONE") or "") or None
             calendar = x_wr_timezone.to_standard(calendar)
             events = list(calendar.walk("VEVENT"))
+            steps = 0.0
             for event in events:
-                _check_rule(event, label, now)
+                steps += _check_rule(event, label, now)
                 _value(event, "DTSTART")
                 _value(event, "DTEND")
+            if steps > MAX_FEED_STEPS:
+                raise _refuse(label, f"its rules would take about {int(steps)} steps to expand in all (at most "
+                                     f"{MAX_FEED_STEPS} a feed: too many rules, or rules this dense or this old)")
         tz = validate_timezone(timezone_name or wr or "UTC")
     except CalendarError:
         raise
@@ -416,7 +517,21 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
     feed = Feed(label, calendar, tz, digest, recurring, keep or (lambda event: True), _longest(events, tz))
     if time.monotonic() - started > 30:
         raise _refuse(label, "took more than 30 s to parse")
+    refused = _REFUSED.get(digest)
+    if refused is not None:
+        raise _refuse(label, refused)
+    try:
+        feed.probe(now)
+    except CalendarError as exc:
+        _REFUSED[digest] = str(exc).removeprefix(f"calendar {label}: ")
+        while len(_REFUSED) > 256:
+            _REFUSED.popitem(last=False)
+        raise
     return feed
+
+
+#: feeds (by digest) refused by their expansion budget: refused again without expanding
+_REFUSED: OrderedDict[str, str] = OrderedDict()
 
 
 def _longest(events: list[Any], tz: ZoneInfo) -> timedelta:
