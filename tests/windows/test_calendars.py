@@ -319,3 +319,35 @@ def test_a_real_serve_shows_calendar_occurrences_on_the_page_and_in_calendar_ics
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
         serve.wait(30)
+
+
+def test_a_scoped_calendar_arms_a_hold_of_its_selector_only(harness):
+    """Issue 33 item 4: `[[calendars]]` takes `only` and `jobs` as a window does; its window
+    carries them as ordinary window fields, so its hold is scoped like a window's."""
+    now = harness.clock.now
+    feed = HEAD + vevent("UID:nightly-db", f"DTSTART:{now - timedelta(minutes=5):%Y%m%dT%H%M%SZ}", "DURATION:PT1H",
+                         "SUMMARY:db vacuum") + TAIL
+    write_fleet(harness.root, {"team.ics": feed}, '[[calendars]]\nname = "team"\nics = "team.ics"\n'
+                                                  'only = ["cron"]\njobs = ["nightly-*"]\n')
+    (window,) = harness.file.load()
+    assert window.only == ["cron"] and window.jobs == ["nightly-*"]
+    assert window.to_toml()["only"] == ["cron"] and window.to_json()["jobs"] == ["nightly-*"]
+    harness.start()
+    reading = harness.reading()
+    assert reading.state is HoldState.ABSENT
+    (hold,) = [s.hold for s in reading.scoped]
+    assert hold.selector.components == {"cron"} and hold.armed_by == "window:team"
+    assert not harness.estop.gate(None, None, "cron", "nightly-db") and harness.estop.gate(None, None, "cron", "hourly")
+    assert harness.estop.gate(None, None, "kanban")
+
+
+@pytest.mark.parametrize("field, value", [("only", "kanban"), ("only", [""]), ("jobs", ["a\x07"]), ("only", [3])])
+def test_a_bad_selector_of_a_calendar_is_refused_as_a_window_s_is(field, value):
+    from hermes_estop.windows.calendars import CalendarSource
+    from hermes_estop.windows.model import InvalidWindow, Window
+
+    with pytest.raises(InvalidWindow) as as_window:
+        Window.parse({"name": "w", "at": "2030-01-01T00:00:00Z", "duration": "1h", field: value})
+    with pytest.raises(InvalidWindow) as as_calendar:
+        CalendarSource.parse({"name": "w", "ics": "team.ics", field: value})
+    assert as_calendar.value.problems == as_window.value.problems

@@ -31,7 +31,7 @@ from ..durations import format_duration, parse_ttl
 from ..errors import EstopError
 from ..fsread import read_regular
 from ..homes import FLEET
-from .fields import Drain, Duration, WindowAllow, parse_drain
+from .fields import Drain, Duration, WindowAllow, parse_drain, parse_selector_part
 from .ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
 from .invalid import InvalidWindow, ShapeError, validate_table
 from .model import _NAME_RE, Window, validate_scope
@@ -62,6 +62,10 @@ class CalendarSource(BaseModel):
     summary: str | None = Field(None, description="only events whose SUMMARY matches this regular expression")
     drain: Drain = Field(None)
     allow: WindowAllow = Field(default_factory=WindowAllow)
+    only: list[str] = Field(default_factory=list, description="a scoped hold, as a window's: only these consumer "
+                                                              "components")
+    jobs: list[str] = Field(default_factory=list, description="a scoped hold, as a window's: only the units of work "
+                                                              "whose name matches one of these globs")
     enabled: bool = True
     refresh: Duration = Field(DEFAULT_REFRESH, description="how often `hermes serve` fetches a url (default 5m)")
 
@@ -108,6 +112,11 @@ class CalendarSource(BaseModel):
     @classmethod
     def _drain(cls, value: Any) -> timedelta | None:
         return parse_drain(value)
+
+    @field_validator("only", "jobs", mode="before")
+    @classmethod
+    def _selector_part(cls, value: Any, info: Any) -> list[str]:
+        return parse_selector_part(value, info.field_name)
 
     @field_validator("refresh", mode="before")
     @classmethod
@@ -157,6 +166,9 @@ class CalendarSource(BaseModel):
             out["allow"] = {"user_ids": list(self.allow.user_ids)}
             if self.allow.profiles:
                 out["allow"]["profiles"] = list(self.allow.profiles)
+        for key in ("only", "jobs"):
+            if getattr(self, key):
+                out[key] = list(getattr(self, key))
         if not self.enabled:
             out["enabled"] = False
         if self.refresh != DEFAULT_REFRESH:
@@ -193,6 +205,9 @@ class CalendarWindow(Window):
                 "duration": format_duration(self.duration), "allow": self.allow.model_dump(mode="json")}
         if self.drain is not None:
             data["drain"] = format_duration(self.drain)
+        for key in ("only", "jobs"):
+            if getattr(self, key):
+                data[key] = list(getattr(self, key))
         return data
 
     def to_toml(self) -> dict[str, Any]:
@@ -291,7 +306,8 @@ def _calendar_window(source: CalendarSource, feed: Feed) -> Window:
         return cached[1]
     found = CalendarWindow.model_construct(
         name=source.name, cron=None, timezone=feed.tz.key, at=None, duration=feed.longest, drain=source.drain,
-        reason=None, allow=source.allow, scope=source.scope, enabled=source.enabled, not_before=None,
+        reason=None, allow=source.allow, scope=source.scope, only=list(source.only), jobs=list(source.jobs),
+        enabled=source.enabled, not_before=None,
         not_after=None, exclude=[], exclude_cron=None, exclude_calendar=None, source=source, calendar_feed=feed)
     _remember(_BOUND, key, (source, found))
     return found

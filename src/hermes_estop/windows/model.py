@@ -51,6 +51,7 @@ from .fields import (
     parse_drain,
     parse_exclude,
     parse_optional_instant,
+    parse_selector_part,
 )
 from .ical import Feed
 from .invalid import InvalidWindow, ShapeError, validate_table
@@ -194,13 +195,7 @@ class Window(BaseModel):
     @field_validator("only", "jobs", mode="before")
     @classmethod
     def _selector_part(cls, value: Any, info: Any) -> list[str]:
-        if isinstance(value, str) or not isinstance(value, list):
-            raise ValueError(f"invalid {info.field_name} {value!r}: expected a list of names")
-        try:
-            Selector.of(value if info.field_name == "only" else (), value if info.field_name == "jobs" else ())
-        except EstopError as exc:
-            raise ValueError(str(exc)) from None
-        return list(value)
+        return parse_selector_part(value, info.field_name)
 
     @property
     def selector(self) -> Selector | None:
