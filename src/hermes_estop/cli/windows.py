@@ -115,11 +115,9 @@ def list_(as_json: JsonOpt = False) -> None:
 
 
 def _list_lines(windows: list[Window]) -> Iterator[str]:
-    from ..durations import format_duration
-
     for window in windows:
         flags = "" if window.enabled else "  (disabled)"
-        yield (f"{window.name}  {window.describe_schedule()}  for {format_duration(window.duration)}"
+        yield (f"{window.name}  {window.describe_schedule()}  for {window.describe_duration()}"
                f"{_drain_note(window)}  {window.scope}{flags}")
         if window.reason:
             yield f"    reason  {window.reason}"
@@ -161,7 +159,7 @@ def next_(
     skipped = _skipped_keys() if windows else frozenset()
     if as_json:
         emit_json({"now": format_instant(now),
-                   "occurrences": [o.to_json(now, w.tz) | {"enabled": w.enabled, "skipped": o.key in skipped}
+                   "occurrences": [o.to_json(now, w.zone_of(o)) | {"enabled": w.enabled, "skipped": o.key in skipped}
                                    for w in windows for o in upcoming(w, now, per_window)]})
         return
     lines = _next_lines(windows, now, per_window, skipped)
@@ -179,7 +177,7 @@ def _next_lines(windows: list[Window], now: datetime, per_window: int, skipped: 
 
     for window in windows:
         for occurrence in upcoming(window, now, per_window):
-            local = occurrence.start.astimezone(window.tz).strftime("%Y-%m-%d %H:%M %Z")
+            local = occurrence.start.astimezone(window.zone_of(occurrence)).strftime("%Y-%m-%d %H:%M %Z")
             if occurrence.draining(now):
                 state = (f"DRAINING (starts {format_relative(occurrence.start, now)}), "
                          f"until {format_instant(occurrence.end)}")
@@ -204,7 +202,7 @@ def _drain_from(occurrence: Occurrence, window: Window | None = None) -> str:
     """`, drain from <instant> (<local HH:MM>)` for an occurrence with a drain lead."""
     if not occurrence.lead:
         return ""
-    local = f" ({occurrence.arm_at.astimezone(window.tz):%H:%M %Z})" if window is not None else ""
+    local = f" ({occurrence.arm_at.astimezone(window.zone_of(occurrence)):%H:%M %Z})" if window is not None else ""
     return f", drain from {format_instant(occurrence.arm_at)}{local}"
 
 

@@ -20,7 +20,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -199,10 +199,26 @@ class CalendarWindow(Window):
         src: CalendarSource = self.source
         return f"calendar {src.location}"
 
+    def zone_of(self, occurrence: Any) -> tzinfo:
+        feed = self.feed
+        return feed.zone_of(getattr(occurrence, "uid", None)) if feed is not None else self.tz
+
+    def describe_duration(self) -> str:
+        """The lengths of the feed's events (`duration` is only how far back an event covering
+        an instant may start: never shown, issue 38 item 6)."""
+        spans = self.feed.spans if self.feed is not None else ()
+        if not spans:
+            return "no events"
+        if len(spans) == 1:
+            return format_duration(spans[0])
+        return f"{format_duration(spans[0])} to {format_duration(spans[-1])}"
+
     def to_json(self) -> dict[str, Any]:
         src: CalendarSource = self.source
+        spans = self.feed.spans if self.feed is not None else ()
         data = {"name": self.name, "calendar": src.location, "scope": self.scope, "enabled": self.enabled,
-                "duration": format_duration(self.duration), "allow": self.allow.model_dump(mode="json")}
+                "duration": format_duration(spans[-1]) if spans else None,
+                "durations": [format_duration(span) for span in spans], "allow": self.allow.model_dump(mode="json")}
         if self.drain is not None:
             data["drain"] = format_duration(self.drain)
         for key in ("only", "jobs"):

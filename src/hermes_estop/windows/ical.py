@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone, tzinfo
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -307,9 +307,13 @@ class Feed:
     recurring: frozenset[str]
     keep: Callable[[Any], bool] = lambda event: True
     longest: timedelta = timedelta(days=1)
+    #: the distinct lengths of its events, as written (what `windows list` shows)
+    spans: tuple[timedelta, ...] = ()
     _chunks: OrderedDict[int, list[Event]] = field(default_factory=OrderedDict)
     _days: dict[tuple[int, str], frozenset[date]] = field(default_factory=dict)
     _sources: dict[int, _Source | None] = field(default_factory=dict)
+    #: UID -> the zone its DTSTART is written in (events with a TZID; issue 38 item 6)
+    _zones: dict[str, tzinfo] = field(default_factory=dict)
     _query: Any = None
     #: why the feed's expansion was refused (its budget), once it was
     refused: str | None = None
@@ -355,6 +359,9 @@ class Feed:
             summary = clean_reason(str(component.get("SUMMARY") or "")) or f"calendar {self.label}"
             found = _Source(uid, _ident_part(uid) if uid else "", uid in self.recurring,
                             _value(component, "RECURRENCE-ID"), summary)
+            start = _value(component, "DTSTART")
+            if isinstance(start, datetime) and start.tzinfo is not None and uid not in self._zones:
+                self._zones[uid] = start.tzinfo
         self._sources[key] = found
         return found
 
@@ -392,6 +399,11 @@ class Feed:
         while len(self._chunks) > _MAX_CHUNKS:
             self._chunks.popitem(last=False)
         return chunks
+
+    def zone_of(self, uid: str | None) -> tzinfo:
+        """The zone an event is shown in: its DTSTART's own (TZID=Europe/Berlin), else the
+        calendar's (a floating time, an all-day event, or not expanded yet)."""
+        return self._zones.get(uid or "", self.tz) if uid is not None else self.tz
 
     def probe(self, now: datetime) -> None:
         """Expand the chunks from a little before `now` to the horizon in one query: a feed over
@@ -514,7 +526,10 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
     recurring = frozenset(str(e.get("UID") or "") for e in events
                           if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None)
     digest = hashlib.sha256(raw + b"\0" + salt.encode() + b"\0" + tz.key.encode()).hexdigest()
-    feed = Feed(label, calendar, tz, digest, recurring, keep or (lambda event: True), _longest(events, tz))
+    spans = _spans(events, tz)
+    longest = max((min(span, MAX_DURATION) for span in spans), default=timedelta(days=1))
+    feed = Feed(label, calendar, tz, digest, recurring, keep or (lambda event: True),
+                max(longest, timedelta(days=1)) + timedelta(days=1), spans)
     if time.monotonic() - started > 30:
         raise _refuse(label, "took more than 30 s to parse")
     refused = _REFUSED.get(digest)
@@ -534,10 +549,11 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
 _REFUSED: OrderedDict[str, str] = OrderedDict()
 
 
-def _longest(events: list[Any], tz: ZoneInfo) -> timedelta:
-    """The longest event of the feed (at least a day): how far before an instant an event
-    covering it may start."""
-    longest = timedelta(days=1)
+def _spans(events: list[Any], tz: ZoneInfo) -> tuple[timedelta, ...]:
+    """The distinct lengths of the feed's events, as written (DTEND or DURATION; a day without
+    either), shortest first. The longest (at least a day, plus a day) is how far before an
+    instant an event covering it may start (`Feed.longest`)."""
+    spans: set[timedelta] = set()
     for event in events:
         start, end = _value(event, "DTSTART"), _value(event, "DTEND")
         if start is None:
@@ -550,5 +566,6 @@ def _longest(events: list[Any], tz: ZoneInfo) -> timedelta:
         else:
             duration = _value(event, "DURATION")
             span = duration if isinstance(duration, timedelta) else timedelta(days=1)
-        longest = max(longest, min(span, MAX_DURATION))
-    return longest + timedelta(days=1)
+        if span > timedelta(0):
+            spans.add(span)
+    return tuple(sorted(spans))

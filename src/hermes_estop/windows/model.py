@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -287,6 +287,14 @@ class Window(BaseModel):
         if self._holidays is not None and self._holidays.covers_day(local.date(), self.tz):
             return True
         return self.exclude_cron is not None and cron_matches(self.exclude_cron, local.replace(tzinfo=None))
+
+    def zone_of(self, occurrence: Any) -> tzinfo:
+        """The zone an occurrence is shown in: the window's (a calendar's: its event's own)."""
+        return self.tz
+
+    def describe_duration(self) -> str:
+        """How long each occurrence lasts, as `windows list` says it."""
+        return format_duration(self.duration)
 
     def describe_schedule(self) -> str:
         if self.cron is not None:
