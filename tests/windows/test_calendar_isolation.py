@@ -9,22 +9,17 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from feed_servers import HEAD, TAIL, SlowFeed, vevent
 
 from hermes_estop.windows.calendars import cache_paths, read_meta
 from hermes_estop.windows.fetch import CalendarFetcher, fetch_once
 from hermes_estop.windows.windows_file import WindowsFile
 
-HEAD = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//hermes-estop tests//EN\r\n"
-TAIL = "END:VCALENDAR\r\n"
 WINDOWS_ZONE = "W. Europe Standard Time"
-
-
-def vevent(*lines: str) -> str:
-    return "BEGIN:VEVENT\r\nDTSTAMP:20260101T000000Z\r\n" + "".join(f"{line}\r\n" for line in lines) + "END:VEVENT\r\n"
 
 
 def vtimezone(offset: str) -> str:
@@ -53,43 +48,6 @@ def test_a_feed_s_timezone_definitions_never_move_another_feed_s_events(tmp_path
     day = (datetime(2026, 7, 9, tzinfo=UTC), datetime(2026, 7, 12, tzinfo=UTC))
     assert [e.start for e in hostile.feed.between(*day)] == [datetime(2026, 7, 9, 23, tzinfo=UTC)]
     assert [(e.start, e.end) for e in victim.feed.between(*day)] == [(victim_start, victim_start + timedelta(hours=1))]
-
-
-class SlowFeed:
-    """A feed on 127.0.0.1 that answers its headers at once, then its body one byte every
-    `pause` seconds, until the client goes away."""
-
-    def __init__(self, pause: float = 2.0) -> None:
-        self.gone = threading.Event()
-        slow = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                body = (HEAD + vevent("UID:slow", "DTSTART:20260301T100000Z", "DURATION:PT1H") + TAIL).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                try:
-                    for byte in body:
-                        self.wfile.write(bytes([byte]))
-                        self.wfile.flush()
-                        if slow.gone.wait(pause):
-                            return
-                except OSError:
-                    return
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/slow.ics"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.gone.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

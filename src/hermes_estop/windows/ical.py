@@ -208,7 +208,11 @@ def _shifted(at: datetime, delta: timedelta) -> datetime:
 
 
 class _OverBudget(Exception):  # noqa: N818 - internal: becomes a CalendarError naming the feed
-    """An expansion went over the feed's budget (the message says which part)."""
+    """An expansion went over the feed's budget (the message says which part; `timed`: its time)."""
+
+    def __init__(self, message: str, *, timed: bool = False) -> None:
+        super().__init__(message)
+        self.timed = timed
 
 
 class _Steps(threading.local):
@@ -228,7 +232,7 @@ def _step() -> None:
     if left < 0:
         raise _OverBudget(f"more than {MAX_FEED_STEPS} rule steps")
     if not left & 1023 and time.monotonic() > steps.deadline:
-        raise _OverBudget(f"more than {MAX_EXPANSION_SECONDS:g}s")
+        raise _OverBudget(f"more than {MAX_EXPANSION_SECONDS:g}s", timed=True)
 
 
 @contextmanager
@@ -317,6 +321,7 @@ class Feed:
     _query: Any = None
     #: why the feed's expansion was refused (its budget), once it was
     refused: str | None = None
+    refused_for_time = False
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Feed) and other.digest == self.digest
@@ -338,6 +343,7 @@ class Feed:
                 raise _OverBudget(f"more than {MAX_FEED_OCCURRENCES} occurrences")
             out = [e for e in map(self._event, found) if e is not None]
         except _OverBudget as exc:
+            self.refused_for_time = exc.timed
             self.refused = (f"expanding it takes {exc} (its budget: {MAX_FEED_STEPS} rule steps, "
                             f"{MAX_FEED_OCCURRENCES} occurrences, {MAX_EXPANSION_SECONDS:g}s; a rule that rarely "
                             "or never matches walks every period to the year 9999): refused")
@@ -493,6 +499,10 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
 
     if len(raw) > MAX_CALENDAR_BYTES:
         raise _refuse(label, f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
+    content = hashlib.sha256(raw).hexdigest()
+    refused = _refused(content)
+    if refused is not None:
+        raise _refuse(label, refused)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -532,21 +542,39 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
                 max(longest, timedelta(days=1)) + timedelta(days=1), spans)
     if time.monotonic() - started > 30:
         raise _refuse(label, "took more than 30 s to parse")
-    refused = _REFUSED.get(digest)
-    if refused is not None:
-        raise _refuse(label, refused)
     try:
         feed.probe(now)
-    except CalendarError as exc:
-        _REFUSED[digest] = str(exc).removeprefix(f"calendar {label}: ")
-        while len(_REFUSED) > 256:
-            _REFUSED.popitem(last=False)
+    except CalendarError:
+        _remember_refusal(content, feed.refused, timed=feed.refused_for_time)
         raise
     return feed
 
 
-#: feeds (by digest) refused by their expansion budget: refused again without expanding
-_REFUSED: OrderedDict[str, str] = OrderedDict()
+#: the contents (SHA-256) refused by their expansion budget -> (why, until when on the monotonic
+#: clock): refused again without parsing or expanding, so a hostile feed costs its budget once,
+#: not once per reader and per pass. A refusal for time alone (a loaded machine) is retried
+#: after `_TIME_REFUSAL_KEPT` seconds; one for steps or occurrences stands while the bytes do.
+_REFUSED: OrderedDict[str, tuple[str, float]] = OrderedDict()
+_TIME_REFUSAL_KEPT = 600.0
+
+
+def _refused(content: str) -> str | None:
+    found = _REFUSED.get(content)
+    if found is None:
+        return None
+    if time.monotonic() >= found[1]:
+        del _REFUSED[content]
+        return None
+    return found[0]
+
+
+def _remember_refusal(content: str, why: str | None, *, timed: bool) -> None:
+    if why is None:
+        return
+    kept = _TIME_REFUSAL_KEPT if timed else float("inf")
+    _REFUSED[content] = (why, time.monotonic() + kept)
+    while len(_REFUSED) > 256:
+        _REFUSED.popitem(last=False)
 
 
 def _spans(events: list[Any], tz: ZoneInfo) -> tuple[timedelta, ...]:
