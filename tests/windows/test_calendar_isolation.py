@@ -5,11 +5,9 @@ and a total expansion budget counted in steps."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 

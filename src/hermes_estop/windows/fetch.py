@@ -101,11 +101,11 @@ def _shut(sock: socket.socket) -> None:
 def _connection(base: type[http.client.HTTPConnection], exchange: Exchange) -> Any:
     """`base` whose sockets belong to `exchange` (the raw socket, before any TLS on top of it)."""
 
-    class Connection(base):  # type: ignore[misc,valid-type]
+    class Connection(base):  # type: ignore[valid-type,misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.timeout = exchange.remaining()
-            create = self._create_connection
+            create: Callable[..., socket.socket] = self._create_connection  # type: ignore[has-type]
             self._create_connection = lambda *a, **kw: exchange.adopt(create(*a, **kw))
 
     return Connection
@@ -117,7 +117,7 @@ class _HTTP(urllib.request.HTTPHandler):
         self.exchange = exchange
 
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(_connection(http.client.HTTPConnection, self.exchange), req)  # type: ignore[no-any-return]
+        return self.do_open(_connection(http.client.HTTPConnection, self.exchange), req)
 
 
 class _HTTPS(urllib.request.HTTPSHandler):
@@ -126,7 +126,7 @@ class _HTTPS(urllib.request.HTTPSHandler):
         self.exchange = exchange
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(_connection(http.client.HTTPSConnection, self.exchange), req,  # type: ignore[no-any-return]
+        return self.do_open(_connection(http.client.HTTPSConnection, self.exchange), req,
                             context=self._context)  # type: ignore[attr-defined]
 
 

@@ -252,11 +252,11 @@ def _counting() -> None:
     `_iterinfo` for one period's days per step, whether the period yields an occurrence or not,
     and looks the class up when it starts: a subclass counting those calls, installed once,
     is how a step is counted. It behaves as dateutil's own except in a thread inside `_budget`."""
-    from dateutil import rrule
+    from dateutil import rrule  # type: ignore[import-untyped]
 
     base: Any = rrule._iterinfo  # noqa: SLF001
 
-    class Counting(base):  # type: ignore[misc,valid-type]
+    class Counting(base):  # type: ignore[misc]
         def ydayset(self, *args: Any) -> Any:
             _step()
             return super().ydayset(*args)
@@ -480,12 +480,13 @@ def _own_timezones() -> Iterator[None]:
     are read in its own VTIMEZONEs or the tz database, never in another feed's."""
     import icalendar
 
+    reset: Callable[[], object] = icalendar.use_zoneinfo
     with _PARSING:
-        icalendar.use_zoneinfo()
+        reset()
         try:
             yield
         finally:
-            icalendar.use_zoneinfo()
+            reset()
 
 
 def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
