@@ -11,6 +11,14 @@ import pytest
 from test_serve import Serve
 
 
+def assert_armed(hermes, serve, limit: float = 60.0) -> None:
+    """Wait (generously: a loaded machine) for serve to arm the window's hold."""
+    end = time.monotonic() + limit
+    while not hermes.sentinel.exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    assert hermes.sentinel.exists(), serve.log
+
+
 @pytest.mark.slow
 def test_serve_stopped_inside_a_window_names_the_hold_it_leaves_and_when_it_lifts(hermes):
     hermes.home.mkdir(parents=True)
@@ -19,10 +27,7 @@ def test_serve_stopped_inside_a_window_names_the_hold_it_leaves_and_when_it_lift
     serve = Serve(hermes, "--interval", "0.2")
     try:
         assert serve.running.wait(30), serve.log
-        limit = time.monotonic() + 30
-        while not hermes.sentinel.exists() and time.monotonic() < limit:
-            time.sleep(0.1)
-        assert hermes.sentinel.exists(), serve.log
+        assert_armed(hermes, serve, 30)
     finally:
         code = serve.stop(signal.SIGTERM)
     assert code == 0, serve.log
@@ -64,10 +69,7 @@ def test_serve_stops_within_its_bound_while_a_feed_trickles_and_another_never_ma
     try:
         assert serve.running.wait(60), serve.log
         assert slow.requested.wait(60), serve.log
-        limit = time.monotonic() + 60
-        while not hermes.sentinel.exists() and time.monotonic() < limit:
-            time.sleep(0.1)
-        assert hermes.sentinel.exists(), serve.log
+        assert_armed(hermes, serve)
     finally:
         code = serve.stop(signal.SIGTERM)
         slow.close()

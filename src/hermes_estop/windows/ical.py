@@ -256,24 +256,16 @@ def _counting() -> None:
 
     base: Any = rrule._iterinfo  # noqa: SLF001
 
-    class Counting(base):  # type: ignore[misc]
-        def ydayset(self, *args: Any) -> Any:
-            _step()
-            return super().ydayset(*args)
+    def counted(name: str) -> Callable[..., Any]:
+        method = getattr(base, name)
 
-        def mdayset(self, *args: Any) -> Any:
+        def step_then(self: Any, *args: Any) -> Any:
             _step()
-            return super().mdayset(*args)
+            return method(self, *args)
+        return step_then
 
-        def wdayset(self, *args: Any) -> Any:
-            _step()
-            return super().wdayset(*args)
-
-        def ddayset(self, *args: Any) -> Any:
-            _step()
-            return super().ddayset(*args)
-
-    rrule._iterinfo = Counting  # noqa: SLF001
+    counting = type("Counting", (base,), {name: counted(name) for name in ("ydayset", "mdayset", "wdayset", "ddayset")})
+    rrule._iterinfo = counting  # noqa: SLF001
 
 
 @functools.cache
