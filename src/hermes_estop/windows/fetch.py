@@ -2,7 +2,8 @@
 `windows.toml` is requested, a service of `hermes serve` beside the window scheduler.
 
 Each feed (a `[[calendars]]` url, a window's `exclude_calendar` url) is requested every `refresh`
-with `If-None-Match` / `If-Modified-Since`, a timeout and a size cap. A body is written as the
+with `If-None-Match` / `If-Modified-Since`, one total deadline (`Exchange`: connect, headers and
+body) and a size cap, in a thread of its own: a slow feed delays nobody else. A body is written as the
 last good copy (`calendars.cache_paths`) only once it parses (`ical.parse_feed`); a failure
 (network, HTTP status, garbage) keeps the copy and is written into the copy's metadata, which
 every reader of `windows.toml` reports (`Parsed.stale`: the log, the page's banner, a metric).
@@ -184,9 +185,10 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
         if status != 304:
             if status != 200:
                 raise CalendarError(f"HTTP {status}")
-            parse_feed(body, label)
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(copy, body)
+            if not _is_copy(copy, body):
+                parse_feed(body, label)
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(copy, body)
             meta.update(etag=headers.get("etag"), last_modified=headers.get("last-modified"), fetched_at=stamp)
         problem = None
     except _Late:
@@ -207,19 +209,25 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
     return problem
 
 
+def _is_copy(copy: Path, raw: bytes) -> bool:
+    """Whether `raw` is the last good copy already (it parsed when it was written: a feed that
+    did not change is not parsed and expanded again on every refresh)."""
+    try:
+        return copy.exists() and read_regular(copy, MAX_CALENDAR_BYTES) == raw
+    except (OSError, EstopError):
+        return False
+
+
 def keep_local(root: Path, location: str, label: str) -> str | None:
     """Keep the last good copy of a local .ics file; the problem, or None."""
     copy, _ = cache_paths(root, location)
     try:
         raw = read_regular(local_path(root, location), MAX_CALENDAR_BYTES)
+        if _is_copy(copy, raw):
+            return None
         parse_feed(raw, label)
     except (OSError, EstopError) as exc:
         return one_line(exc)
-    try:
-        if copy.exists() and read_regular(copy, MAX_CALENDAR_BYTES) == raw:
-            return None
-    except (OSError, EstopError):
-        pass
     copy.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(copy, raw)
     return None

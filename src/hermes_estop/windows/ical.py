@@ -7,8 +7,11 @@ RECURRENCE-ID overrides in their VTIMEZONE: no recurrence rule is interpreted he
 A feed comes from outside, so it is refused (`CalendarError`, one line naming the calendar)
 before anything expands it when it is too large, nested too deep, has too many events, or a
 rule whose expansion would run away (a SECONDLY or MINUTELY rule, a COUNT past `MAX_COUNT`, or
-more than `MAX_STEPS` steps from its DTSTART to the horizon): expanding stays bounded, so a
-hostile .ics can never hang `hermes serve`.
+more than `MAX_STEPS` steps from its DTSTART to the horizon), or rules over the feed's total
+(`MAX_FEED_STEPS`). Reading a feed expands it to the horizon once (`Feed.probe`) under its
+budget, the steps counted as dateutil takes them (`_budget`): a rule that never matches is
+refused by its steps, not waited for. Expanding stays bounded, so a hostile .ics can never
+hang `hermes serve`. Each feed is parsed with its own timezones (`_own_timezones`).
 
 Times: an event with a zone is read in it; a floating time and an all-day event (the local day)
 are read in the calendar's zone (the source's `timezone`, else `X-WR-TIMEZONE`, else UTC), a
@@ -246,7 +249,9 @@ def _budget() -> Iterator[None]:
         _STEPS.left = None
 
 
-@functools.cache
+_COUNTING = threading.Lock()
+
+
 def _counting() -> None:
     """dateutil's `rrule._iter` (what recurring_ical_events expands every RRULE with) asks its
     `_iterinfo` for one period's days per step, whether the period yields an occurrence or not,
@@ -254,18 +259,20 @@ def _counting() -> None:
     is how a step is counted. It behaves as dateutil's own except in a thread inside `_budget`."""
     from dateutil import rrule  # type: ignore[import-untyped]
 
-    base: Any = rrule._iterinfo  # noqa: SLF001
+    with _COUNTING:
+        if getattr(rrule._iterinfo, "counts_steps", False):  # noqa: SLF001
+            return
+        base: Any = rrule._iterinfo  # noqa: SLF001
+        rrule._iterinfo = type("Counting", (base,), {"counts_steps": True, **{  # noqa: SLF001
+            name: _counted(getattr(base, name)) for name in ("ydayset", "mdayset", "wdayset", "ddayset")}})
 
-    def counted(name: str) -> Callable[..., Any]:
-        method = getattr(base, name)
 
-        def step_then(self: Any, *args: Any) -> Any:
-            _step()
-            return method(self, *args)
-        return step_then
-
-    counting = type("Counting", (base,), {name: counted(name) for name in ("ydayset", "mdayset", "wdayset", "ddayset")})
-    rrule._iterinfo = counting  # noqa: SLF001
+def _counted(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method` of dateutil's `_iterinfo`, counting one step per call (`_step`)."""
+    def step_then(self: Any, *args: Any) -> Any:
+        _step()
+        return method(self, *args)
+    return step_then
 
 
 @functools.cache
