@@ -105,7 +105,12 @@ NEVER = HEAD + vevent("UID:never", "DTSTART:20260101T000000Z", "DURATION:PT1H",
 #: 44 KiB of 400 daily rules from 1970: each passes the per-rule bound, together they do not
 DENSE = HEAD + "".join(vevent(f"UID:d{i}", "DTSTART:19700101T000000Z", "DURATION:PT1H", "RRULE:FREQ=DAILY",
                               f"SUMMARY:{'x' * 20}") for i in range(400)) + TAIL
-HOSTILE = {"a rule that never matches": (NEVER, "rule steps"), "400 daily rules from 1970": (DENSE, "in all")}
+HOSTILE = {"a rule that never matches": (NEVER, "one rule more than 200000 steps"),
+           "400 daily rules from 1970": (DENSE, "in all")}
+#: a busy team calendar: 1,000 weekly, fortnightly and monthly rules from 2025 (bench/calendars.py)
+BUSY = HEAD + "".join(vevent(f"UID:e{i}", f"DTSTART:2025{i % 12 + 1:02d}{i % 28 + 1:02d}T{i % 24:02d}0000Z",
+                             "DURATION:PT2H", f"RRULE:FREQ={('WEEKLY', 'WEEKLY;BYDAY=MO,TH', 'MONTHLY')[i % 3]}")
+                      for i in range(1000)) + TAIL
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
@@ -117,6 +122,14 @@ def test_a_feed_over_its_expansion_budget_is_refused_naming_it(name):
         parse_feed(body.encode(), "'evil'", now=datetime(2026, 1, 1, tzinfo=UTC))
     assert str(info.value).startswith("calendar 'evil': ") and what in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_busy_legitimate_feed_is_within_its_budget():
+    from hermes_estop.windows.ical import parse_feed
+
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    feed = parse_feed(BUSY.encode(), "'team'", now=now)
+    assert len(list(feed.events(now, timedelta(days=200)))) > 10_000
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))

@@ -8,10 +8,11 @@ A feed comes from outside, so it is refused (`CalendarError`, one line naming th
 before anything expands it when it is too large, nested too deep, has too many events, or a
 rule whose expansion would run away (a SECONDLY or MINUTELY rule, a COUNT past `MAX_COUNT`, or
 more than `MAX_STEPS` steps from its DTSTART to the horizon), or rules over the feed's total
-(`MAX_FEED_STEPS`). Reading a feed expands it to the horizon once (`Feed.probe`) under its
-budget, the steps counted as dateutil takes them (`_budget`): a rule that never matches is
-refused by its steps, not waited for. Expanding stays bounded, so a hostile .ics can never
-hang `hermes serve`. Each feed is parsed with its own timezones (`_own_timezones`).
+(`MAX_FEED_STEPS`). Every expansion runs under the feed's budget, the steps counted as dateutil
+takes them (`_budget`), and reading a feed expands the weeks around now at once (`Feed.probe`):
+a rule that never matches is refused by its steps when the feed is read. Expanding stays
+bounded, so a hostile .ics can never hang `hermes serve`. Each feed is parsed with its own
+timezones (`_own_timezones`).
 
 Times: an event with a zone is read in it; a floating time and an all-day event (the local day)
 are read in the calendar's zone (the source's `timezone`, else `X-WR-TIMEZONE`, else UTC), a
@@ -48,13 +49,14 @@ MAX_COUNT = 100_000
 #: the most rule steps from a DTSTART to `_HORIZON` ahead of now that a single RRULE may take
 MAX_STEPS = 200_000
 #: a feed's total budget (issue 32 item 7, issue 33 item 5): the rule steps all its rules may
-#: take together, estimated before expanding and counted while expanding (a step is one period
-#: of a rule's FREQ that dateutil visits, whether it yields an occurrence or not: a rule that
-#: never matches walks to the year 9999), the occurrences one expansion may produce, and the
-#: time one expansion may take
-MAX_FEED_STEPS = 200_000
-MAX_FEED_OCCURRENCES = 100_000
-MAX_EXPANSION_SECONDS = 1.0
+#: take together to the horizon (estimated before expanding) and in one expansion (counted); a
+#: step is one period of a rule's FREQ that dateutil visits, whether it yields an occurrence or
+#: not (a rule that never matches walks every period to the year 9999), and one rule's walk is
+#: counted against `MAX_STEPS` too; the occurrences one expansion may produce; the time one
+#: expansion may take (a backstop: the steps bound it first)
+MAX_FEED_STEPS = 1_000_000
+MAX_FEED_OCCURRENCES = 500_000
+MAX_EXPANSION_SECONDS = 30.0
 _HORIZON = timedelta(days=3 * 366)
 _STEP = {"HOURLY": timedelta(hours=1), "DAILY": timedelta(days=1), "WEEKLY": timedelta(days=7),
          "MONTHLY": timedelta(days=28), "YEARLY": timedelta(days=365)}
@@ -226,14 +228,17 @@ class _Steps(threading.local):
 _STEPS = _Steps()
 
 
-def _step() -> None:
+def _step(walked: int) -> None:
+    """One step of a rule that has taken `walked` steps since its DTSTART."""
     steps = _STEPS
     left = steps.left
     if left is None:
         return
+    if walked > MAX_STEPS:
+        raise _OverBudget(f"one rule more than {MAX_STEPS} steps")
     steps.left = left = left - 1
     if left < 0:
-        raise _OverBudget(f"more than {MAX_FEED_STEPS} rule steps")
+        raise _OverBudget(f"more than {MAX_FEED_STEPS} rule steps in all")
     if not left & 1023 and time.monotonic() > steps.deadline:
         raise _OverBudget(f"more than {MAX_EXPANSION_SECONDS:g}s", timed=True)
 
@@ -268,9 +273,12 @@ def _counting() -> None:
 
 
 def _counted(method: Callable[..., Any]) -> Callable[..., Any]:
-    """`method` of dateutil's `_iterinfo`, counting one step per call (`_step`)."""
+    """`method` of dateutil's `_iterinfo`, counting one step per call (`_step`). One `_iterinfo`
+    serves one walk of one rule from its DTSTART (recurring_ical_events keeps each rule's walk,
+    `cache=True`, and goes on with it), so its count is how far that rule has walked."""
     def step_then(self: Any, *args: Any) -> Any:
-        _step()
+        walked = self.__dict__["walked"] = self.__dict__.get("walked", 0) + 1
+        _step(walked)
         return method(self, *args)
     return step_then
 
@@ -343,9 +351,9 @@ class Feed:
             out = [e for e in map(self._event, found) if e is not None]
         except _OverBudget as exc:
             self.refused_for_time = exc.timed
-            self.refused = (f"expanding it takes {exc} (its budget: {MAX_FEED_STEPS} rule steps, "
-                            f"{MAX_FEED_OCCURRENCES} occurrences, {MAX_EXPANSION_SECONDS:g}s; a rule that rarely "
-                            "or never matches walks every period to the year 9999): refused")
+            self.refused = (f"expanding it takes {exc}, over its budget (a rule {MAX_STEPS} steps, the feed "
+                            f"{MAX_FEED_STEPS} steps, {MAX_FEED_OCCURRENCES} occurrences and {MAX_EXPANSION_SECONDS:g}s "
+                            "an expansion; a rule that rarely or never matches walks every period to the year 9999)")
             raise _refuse(self.label, self.refused) from None
         except CalendarError:
             raise
@@ -411,12 +419,10 @@ class Feed:
         return self._zones.get(uid or "", self.tz) if uid is not None else self.tz
 
     def probe(self, now: datetime) -> None:
-        """Expand the chunks from a little before `now` to the horizon in one query: a feed over
-        its budget is refused when it is read, never while a window waits on it; what it
-        expands is remembered for the questions that follow."""
-        first = (now - self.longest - _EPOCH) // CHUNK
-        last = min((now + _HORIZON - _EPOCH) // CHUNK, first + _MAX_CHUNKS - 1)
-        self._fill(first, last)
+        """Expand the weeks around `now`, what the scheduler asks first: a feed over its budget
+        (a rule that never matches walks to the year 9999 on its first expansion) is refused
+        when it is read, and what it expands is remembered for the questions that follow."""
+        self.chunk((now - self.longest - _EPOCH) // CHUNK, ahead=1)
 
     def chunk(self, index: int, ahead: int = 0) -> list[Event]:
         """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`); when it must
