@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from feed_servers import HEAD, TAIL, SlowFeed, vevent
+from feed_servers import HEAD, TAIL, Redirecting, SlowFeed, vevent
 
 from hermes_estop.windows.calendars import cache_paths, read_meta
 from hermes_estop.windows.fetch import CalendarFetcher, fetch_once
@@ -69,6 +69,21 @@ def test_a_body_trickling_a_byte_every_2s_is_cut_at_the_fetch_s_one_deadline(fle
     assert out and "within 3s" in str(out[0])
     copy, meta = cache_paths(fleet_root, slow_feed.url)
     assert not copy.exists() and "within 3s" in read_meta(meta)["error"]
+
+
+def test_a_redirect_to_another_scheme_is_refused_and_one_to_http_is_followed_within_the_deadline(fleet_root,
+                                                                                                slow_feed):
+    away = Redirecting("ftp://127.0.0.1/feed.ics")
+    slow = Redirecting(slow_feed.url)
+    try:
+        assert "only http(s) is followed" in str(fetch_once(fleet_root, away.url, "'away'", timeout=30))
+        thread, out = in_thread(fetch_once, fleet_root, slow.url, "'slow'", timeout=3)
+        thread.join(120)
+        assert not thread.is_alive() and "within 3s" in str(out[0])
+        assert slow_feed.requested.is_set()
+    finally:
+        away.close()
+        slow.close()
 
 
 GOOD = HEAD + vevent("UID:good", "DTSTART:20260301T100000Z", "DURATION:PT1H", "SUMMARY:good") + TAIL

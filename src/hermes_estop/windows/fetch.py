@@ -131,6 +131,16 @@ class _HTTPS(urllib.request.HTTPSHandler):
                             context=self._context)  # type: ignore[attr-defined]
 
 
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Redirects to http(s) only: another scheme (ftp) would escape the exchange's deadline."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> urllib.request.Request | None:
+        if not is_url(newurl):
+            raise CalendarError(f"redirected to {newurl[:200]!r}: only http(s) is followed")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 def _get(url: str, meta: dict[str, Any], exchange: Exchange) -> tuple[int, bytes, dict[str, str]]:
     """(status, body, headers); a body over the cap is refused, the whole exchange (redirects
     included) within `exchange`'s deadline."""
@@ -139,7 +149,7 @@ def _get(url: str, meta: dict[str, Any], exchange: Exchange) -> tuple[int, bytes
         request.add_header("If-None-Match", str(meta["etag"]))
     if meta.get("last_modified"):
         request.add_header("If-Modified-Since", str(meta["last_modified"]))
-    opener = urllib.request.build_opener(_HTTP(exchange), _HTTPS(exchange))
+    opener = urllib.request.build_opener(_HTTP(exchange), _HTTPS(exchange), _Redirects())
     try:
         with opener.open(request, timeout=exchange.remaining()) as response:
             chunks: list[bytes] = []
