@@ -120,7 +120,7 @@ NEVER = HEAD + vevent("UID:never", "DTSTART:20260101T000000Z", "DURATION:PT1H",
 #: 44 KiB of 400 daily rules from 1970: each passes the per-rule bound, together they do not
 DENSE = HEAD + "".join(vevent(f"UID:d{i}", "DTSTART:19700101T000000Z", "DURATION:PT1H", "RRULE:FREQ=DAILY",
                               f"SUMMARY:{'x' * 20}") for i in range(400)) + TAIL
-HOSTILE = {"a rule that never matches": (NEVER, "one rule more than 200000 steps"),
+HOSTILE = {"a rule that never matches": (NEVER, "one rule walks more than 200000 steps"),
            "400 daily rules from 1970": (DENSE, "in all")}
 #: a busy team calendar: 1,000 weekly, fortnightly and monthly rules from 2025 (bench/calendars.py)
 BUSY = HEAD + "".join(vevent(f"UID:e{i}", f"DTSTART:2025{i % 12 + 1:02d}{i % 28 + 1:02d}T{i % 24:02d}0000Z",

@@ -235,12 +235,13 @@ def _step(walked: int) -> None:
     if left is None:
         return
     if walked > MAX_STEPS:
-        raise _OverBudget(f"one rule more than {MAX_STEPS} steps")
+        raise _OverBudget(f"one rule walks more than {MAX_STEPS} steps to expand (a rule that rarely or never matches "
+                          "walks every period to the year 9999): refused")
     steps.left = left = left - 1
     if left < 0:
-        raise _OverBudget(f"more than {MAX_FEED_STEPS} rule steps in all")
+        raise _OverBudget(f"its rules take more than {MAX_FEED_STEPS} steps in all to expand: refused")
     if not left & 1023 and time.monotonic() > steps.deadline:
-        raise _OverBudget(f"more than {MAX_EXPANSION_SECONDS:g}s", timed=True)
+        raise _OverBudget(f"expanding it takes more than {MAX_EXPANSION_SECONDS:g}s: refused", timed=True)
 
 
 @contextmanager
@@ -347,13 +348,11 @@ class Feed:
             with _budget():
                 found: list[_Found] = self._query.between(first, last)
             if len(found) > MAX_FEED_OCCURRENCES:
-                raise _OverBudget(f"more than {MAX_FEED_OCCURRENCES} occurrences")
+                raise _OverBudget(f"expanding it makes more than {MAX_FEED_OCCURRENCES} occurrences: refused")
             out = [e for e in map(self._event, found) if e is not None]
         except _OverBudget as exc:
             self.refused_for_time = exc.timed
-            self.refused = (f"expanding it takes {exc}, over its budget (a rule {MAX_STEPS} steps, the feed "
-                            f"{MAX_FEED_STEPS} steps, {MAX_FEED_OCCURRENCES} occurrences and {MAX_EXPANSION_SECONDS:g}s "
-                            "an expansion; a rule that rarely or never matches walks every period to the year 9999)")
+            self.refused = str(exc)
             raise _refuse(self.label, self.refused) from None
         except CalendarError:
             raise
