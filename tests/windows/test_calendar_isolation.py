@@ -158,3 +158,21 @@ def test_an_ordinary_window_arms_at_the_first_pass_while_a_hostile_feed_is_refus
     hold = harness.reading().hold
     assert hold is not None and hold.window["name"] == "nightly"
     assert len(report.failed) == 1 and "calendar 'evil'" in report.failed[0]
+
+
+def test_a_feed_refused_by_a_later_expansion_fails_alone_from_the_next_read(tmp_path):
+    """An hourly rule from 2024 is within budget to the horizon; asked about 2050 its walk passes
+    200,000 steps: from then on the calendar fails on its own, the window beside it stays."""
+    from hermes_estop.windows.ical import CalendarError
+
+    (tmp_path / "hourly.ics").write_text(HEAD + vevent("UID:h", "DTSTART:20240101T000000Z", "DURATION:PT30M",
+                                                       "RRULE:FREQ=HOURLY") + TAIL, newline="")
+    (tmp_path / "windows.toml").write_text('[[windows]]\nname = "nightly"\ncron = "0 3 * * *"\nduration = "1h"\n\n'
+                                           '[[calendars]]\nname = "hourly"\nics = "hourly.ics"\n')
+    windows_file = WindowsFile(tmp_path)
+    nightly, hourly = windows_file.load()
+    with pytest.raises(CalendarError, match="one rule walks more than 200000 steps"):
+        list(hourly.feed.events(datetime(2050, 1, 1, tzinfo=UTC), timedelta(days=2)))
+    parsed = windows_file.parse_each(windows_file.snapshot().raw)
+    assert [w.name for w in parsed.windows] == ["nightly"]
+    assert len(parsed.failures) == 1 and "calendar 'hourly'" in str(parsed.failures[0])

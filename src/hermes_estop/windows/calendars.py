@@ -277,8 +277,16 @@ def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
 
 
 def _feed(raw: bytes, label: str, tz: str | None, keep: Any, salt: str) -> Feed:
+    """The feed of `raw`, parsed once per content and settings; one that an expansion has since
+    refused for its steps or occurrences fails from the next read on, alone, like a feed that
+    does not parse (one refused for time alone is read afresh)."""
     key = (hashlib.sha256(raw).hexdigest(), f"{label}\0{salt}\0{tz}")
     found = _FEEDS.get(key)
+    if found is not None and found.refused is not None:
+        if not found.refused_for_time:
+            raise CalendarError(f"calendar {label}: {found.refused}")
+        del _FEEDS[key]  # a machine that was slow: read afresh
+        found = None
     if found is None:
         found = parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt)
         _remember(_FEEDS, key, found)
