@@ -88,7 +88,7 @@ def add(
     windows_file.add(window, replace=replace)
     if as_json:
         emit_json({"path": str(windows_file.path), "window": window.to_json(),
-                   "next": following[0].to_json(now, window.tz) if following else None})
+                   "next": following[0].to_json(now, window.zone_of(following[0])) if following else None})
         return
     typer.echo(f"added window {window.name} to {windows_file.path}: {window.describe_schedule()} for "
                f"{window.to_json()['duration']}{_drain_note(window)}, {window.scope}")
