@@ -319,3 +319,61 @@ def test_a_real_serve_shows_calendar_occurrences_on_the_page_and_in_calendar_ics
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
         serve.wait(30)
+
+
+def test_a_scoped_calendar_arms_a_hold_of_its_selector_only(harness):
+    """Issue 33 item 4: `[[calendars]]` takes `only` and `jobs` as a window does; its window
+    carries them as ordinary window fields, so its hold is scoped like a window's."""
+    now = harness.clock.now
+    feed = HEAD + vevent("UID:nightly-db", f"DTSTART:{now - timedelta(minutes=5):%Y%m%dT%H%M%SZ}", "DURATION:PT1H",
+                         "SUMMARY:db vacuum") + TAIL
+    write_fleet(harness.root, {"team.ics": feed}, '[[calendars]]\nname = "team"\nics = "team.ics"\n'
+                                                  'only = ["cron"]\njobs = ["nightly-*"]\n')
+    (window,) = harness.file.load()
+    assert window.only == ["cron"] and window.jobs == ["nightly-*"]
+    assert window.to_toml()["only"] == ["cron"] and window.to_json()["jobs"] == ["nightly-*"]
+    harness.start()
+    reading = harness.reading()
+    assert reading.state is HoldState.ABSENT
+    (hold,) = [s.hold for s in reading.scoped]
+    assert hold.selector.components == {"cron"} and hold.armed_by == "window:team"
+    assert not harness.estop.gate(None, None, "cron", "nightly-db") and harness.estop.gate(None, None, "cron", "hourly")
+    assert harness.estop.gate(None, None, "kanban")
+
+
+@pytest.mark.parametrize("field, value", [("only", "kanban"), ("only", [""]), ("jobs", ["a\x07"]), ("only", [3])])
+def test_a_bad_selector_of_a_calendar_is_refused_as_a_window_s_is(field, value):
+    from hermes_estop.windows.calendars import CalendarSource
+    from hermes_estop.windows.model import InvalidWindow, Window
+
+    with pytest.raises(InvalidWindow) as as_window:
+        Window.parse({"name": "w", "at": "2030-01-01T00:00:00Z", "duration": "1h", field: value})
+    with pytest.raises(InvalidWindow) as as_calendar:
+        CalendarSource.parse({"name": "w", "ics": "team.ics", field: value})
+    assert as_calendar.value.problems == as_window.value.problems
+
+
+def test_windows_next_shows_an_event_in_its_own_zone_and_list_its_real_duration(tmp_path):
+    """Issue 38 item 6: a TZID=Europe/Berlin event is shown at its Berlin wall time (the
+    calendar sets no `timezone`), and `windows list` says the events' length, not a look-back."""
+    import json
+
+    feed = HEAD + vevent("UID:standup", "DTSTART;TZID=Europe/Berlin:20260105T100000",
+                         "DTEND;TZID=Europe/Berlin:20260105T110000", "RRULE:FREQ=DAILY", "SUMMARY:standup") + TAIL
+    write_fleet(tmp_path, {"team.ics": feed}, '[[calendars]]\nname = "team"\nics = "team.ics"\n')
+    env = {"HERMES_ROOT": str(tmp_path), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+
+    def hermes(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "hermes_estop", "windows", *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    shown = hermes("next", "team", "-n", "3")
+    assert shown.count(" 10:00 CE") == 3, shown  # CET or CEST, the event's own wall clock
+    local = [o["local_start"] for o in json.loads(hermes("next", "team", "--json"))["occurrences"]]
+    assert local and all(start[11:16] == "10:00" and start[-6:] in ("+01:00", "+02:00") for start in local)
+    listed = hermes("list")
+    assert "for 1h " in listed and "2d" not in listed, listed
+    (window,) = json.loads(hermes("list", "--json"))["windows"]
+    assert window["duration"] == "1h" and window["durations"] == ["1h"]

@@ -166,3 +166,33 @@ def test_stopping_the_service_kills_the_task_group(fleet_root, clock):
     else:
         pytest.fail("the task's child outlived the service")
     assert "stopped with hermes serve" in setup.events("task-end")[0].detail
+
+
+@pytest.mark.parametrize("garbage", ['ics = "missing.ics"', 'ics = "garbage.ics"', 'url = "http://127.0.0.1:9/x.ics"'])
+def test_a_failing_calendar_never_stops_another_window_s_task_and_is_logged_once(fleet_root, clock, caplog, garbage):
+    """Issue 32 item 6: a task window covering now plus one garbage `[[calendars]]` entry: the
+    task starts, and the calendar's problem is one line when it starts and one when it clears."""
+    import logging
+
+    setup = Setup(fleet_root, clock, "file")
+    (fleet_root / "garbage.ics").write_text("BEGIN:VCALENDAR\r\nthis is not a calendar\r\n")
+    setup.window(0)
+    good = WindowsFile(fleet_root).path.read_text()
+    WindowsFile(fleet_root).path.write_text(good + f'\n[[calendars]]\nname = "bad"\n{garbage}\n')
+    caplog.set_level(logging.DEBUG, logger="hermes_estop.windows")
+    clock.set(setup.start)
+    setup.windows.tick(clock.now)
+    started = []
+    for _ in range(10):
+        started += setup.tasks.tick(clock.now).started
+        clock.advance(seconds=1)
+    assert len(started) == 1
+    WindowsFile(fleet_root).path.write_text(good)
+    for _ in range(3):
+        setup.tasks.tick(clock.now)
+    setup.settle()
+    lines = [r.getMessage() for r in caplog.records if r.name == "hermes_estop.windows" and "window tasks" in r.getMessage()
+             and "'bad'" in r.getMessage()]
+    assert len(lines) == 2 and "its task does not start; the others proceed" in lines[0]
+    assert "validates again" in lines[1]
+    setup.tasks.stop(grace=1)

@@ -87,7 +87,7 @@ def add(
     windows_file.add(window, replace=replace)
     if as_json:
         emit_json({"path": str(windows_file.path), "window": window.to_json(),
-                   "next": following[0].to_json(now, window.tz) if following else None})
+                   "next": following[0].to_json(now, window.zone_of(following[0])) if following else None})
         return
     typer.echo(f"added window {window.name} to {windows_file.path}: {window.describe_schedule()} for "
                f"{window.to_json()['duration']}{_drain_note(window)}, {window.scope}")
@@ -114,11 +114,9 @@ def list_(as_json: JsonOpt = False) -> None:
 
 
 def _list_lines(windows: list[Window]) -> Iterator[str]:
-    from ..durations import format_duration
-
     for window in windows:
         flags = "" if window.enabled else "  (disabled)"
-        yield (f"{window.name}  {window.describe_schedule()}  for {format_duration(window.duration)}"
+        yield (f"{window.name}  {window.describe_schedule()}  for {window.describe_duration()}"
                f"{_drain_note(window)}  {window.scope}{flags}")
         if window.reason:
             yield f"    reason  {window.reason}"
@@ -160,7 +158,7 @@ def next_(
     skipped = _skipped_keys() if windows else frozenset()
     if as_json:
         emit_json({"now": format_instant(now),
-                   "occurrences": [o.to_json(now, w.tz) | {"enabled": w.enabled, "skipped": o.key in skipped}
+                   "occurrences": [o.to_json(now, w.zone_of(o)) | {"enabled": w.enabled, "skipped": o.key in skipped}
                                    for w in windows for o in upcoming(w, now, per_window)]})
         return
     lines = _next_lines(windows, now, per_window, skipped)
@@ -178,7 +176,7 @@ def _next_lines(windows: list[Window], now: datetime, per_window: int, skipped: 
 
     for window in windows:
         for occurrence in upcoming(window, now, per_window):
-            local = occurrence.start.astimezone(window.tz).strftime("%Y-%m-%d %H:%M %Z")
+            local = occurrence.start.astimezone(window.zone_of(occurrence)).strftime("%Y-%m-%d %H:%M %Z")
             if occurrence.draining(now):
                 state = (f"DRAINING (starts {format_relative(occurrence.start, now)}), "
                          f"until {format_instant(occurrence.end)}")
@@ -203,7 +201,7 @@ def _drain_from(occurrence: Occurrence, window: Window | None = None) -> str:
     """`, drain from <instant> (<local HH:MM>)` for an occurrence with a drain lead."""
     if not occurrence.lead:
         return ""
-    local = f" ({occurrence.arm_at.astimezone(window.tz):%H:%M %Z})" if window is not None else ""
+    local = f" ({occurrence.arm_at.astimezone(window.zone_of(occurrence)):%H:%M %Z})" if window is not None else ""
     return f", drain from {format_instant(occurrence.arm_at)}{local}"
 
 

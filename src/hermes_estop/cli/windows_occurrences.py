@@ -62,10 +62,10 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
     fleet.record("skip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
                  detail=f"window {window.name} occurrence {target.ident} skipped by the operator")
     if as_json:
-        emit_json({"skipped": target.to_json(now, window.tz)})
+        emit_json({"skipped": target.to_json(now, window.zone_of(target))})
         return
     typer.echo(f"skipped window {window.name} occurrence {format_instant(target.start)} "
-               f"({target.start.astimezone(window.tz).strftime('%Y-%m-%d %H:%M %Z')}): it will not arm")
+               f"({target.start.astimezone(window.zone_of(target)).strftime('%Y-%m-%d %H:%M %Z')}): it will not arm")
 
 
 @windows_app.command("unskip")
@@ -82,7 +82,7 @@ def unskip(name: Annotated[str, typer.Argument(help="The window.")], next_: Skip
     fleet.record("unskip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
                  detail=f"window {window.name} occurrence {target.ident} no longer skipped")
     if as_json:
-        emit_json({"unskipped": target.to_json(now, window.tz)})
+        emit_json({"unskipped": target.to_json(now, window.zone_of(target))})
         return
     typer.echo(f"unskipped window {window.name} occurrence {format_instant(target.start)}: it arms at its start")
 

@@ -20,18 +20,18 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..cronspec import validate_timezone
-from ..durations import format_duration, parse_ttl
+from ..durations import format_duration, parse_with_unit
 from ..errors import EstopError
 from ..fsread import read_regular
 from ..homes import FLEET
-from .fields import Drain, Duration, WindowAllow, parse_drain
+from .fields import Drain, Duration, WindowAllow, parse_drain, parse_selector_part
 from .ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
 from .invalid import InvalidWindow, ShapeError, validate_table
 from .model import _NAME_RE, Window, validate_scope
@@ -62,6 +62,10 @@ class CalendarSource(BaseModel):
     summary: str | None = Field(None, description="only events whose SUMMARY matches this regular expression")
     drain: Drain = Field(None)
     allow: WindowAllow = Field(default_factory=WindowAllow)
+    only: list[str] = Field(default_factory=list, description="a scoped hold, as a window's: only these consumer "
+                                                              "components")
+    jobs: list[str] = Field(default_factory=list, description="a scoped hold, as a window's: only the units of work "
+                                                              "whose name matches one of these globs")
     enabled: bool = True
     refresh: Duration = Field(DEFAULT_REFRESH, description="how often `hermes serve` fetches a url (default 5m)")
 
@@ -109,10 +113,15 @@ class CalendarSource(BaseModel):
     def _drain(cls, value: Any) -> timedelta | None:
         return parse_drain(value)
 
+    @field_validator("only", "jobs", mode="before")
+    @classmethod
+    def _selector_part(cls, value: Any, info: Any) -> list[str]:
+        return parse_selector_part(value, info.field_name)
+
     @field_validator("refresh", mode="before")
     @classmethod
     def _refresh(cls, value: Any) -> timedelta:
-        refresh = parse_ttl(value)
+        refresh = parse_with_unit(value)
         if refresh < timedelta(seconds=10):
             raise ValueError("refresh: at least 10s")
         return refresh
@@ -157,6 +166,9 @@ class CalendarSource(BaseModel):
             out["allow"] = {"user_ids": list(self.allow.user_ids)}
             if self.allow.profiles:
                 out["allow"]["profiles"] = list(self.allow.profiles)
+        for key in ("only", "jobs"):
+            if getattr(self, key):
+                out[key] = list(getattr(self, key))
         if not self.enabled:
             out["enabled"] = False
         if self.refresh != DEFAULT_REFRESH:
@@ -187,12 +199,31 @@ class CalendarWindow(Window):
         src: CalendarSource = self.source
         return f"calendar {src.location}"
 
+    def zone_of(self, occurrence: Any) -> tzinfo:
+        feed = self.feed
+        return feed.zone_of(getattr(occurrence, "uid", None)) if feed is not None else self.tz
+
+    def describe_duration(self) -> str:
+        """The lengths of the feed's events (`duration` is only how far back an event covering
+        an instant may start: never shown, issue 38 item 6)."""
+        spans = self.feed.spans if self.feed is not None else ()
+        if not spans:
+            return "no events"
+        if len(spans) == 1:
+            return format_duration(spans[0])
+        return f"{format_duration(spans[0])} to {format_duration(spans[-1])}"
+
     def to_json(self) -> dict[str, Any]:
         src: CalendarSource = self.source
+        spans = self.feed.spans if self.feed is not None else ()
         data = {"name": self.name, "calendar": src.location, "scope": self.scope, "enabled": self.enabled,
-                "duration": format_duration(self.duration), "allow": self.allow.model_dump(mode="json")}
+                "duration": format_duration(spans[-1]) if spans else None,
+                "durations": [format_duration(span) for span in spans], "allow": self.allow.model_dump(mode="json")}
         if self.drain is not None:
             data["drain"] = format_duration(self.drain)
+        for key in ("only", "jobs"):
+            if getattr(self, key):
+                data[key] = list(getattr(self, key))
         return data
 
     def to_toml(self) -> dict[str, Any]:
@@ -246,8 +277,16 @@ def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
 
 
 def _feed(raw: bytes, label: str, tz: str | None, keep: Any, salt: str) -> Feed:
+    """The feed of `raw`, parsed once per content and settings; one that an expansion has since
+    refused for its steps or occurrences fails from the next read on, alone, like a feed that
+    does not parse (one refused for time alone is read afresh)."""
     key = (hashlib.sha256(raw).hexdigest(), f"{label}\0{salt}\0{tz}")
     found = _FEEDS.get(key)
+    if found is not None and found.refused is not None:
+        if not found.refused_for_time:
+            raise CalendarError(f"calendar {label}: {found.refused}")
+        del _FEEDS[key]  # a machine that was slow: read afresh
+        found = None
     if found is None:
         found = parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt)
         _remember(_FEEDS, key, found)
@@ -291,7 +330,8 @@ def _calendar_window(source: CalendarSource, feed: Feed) -> Window:
         return cached[1]
     found = CalendarWindow.model_construct(
         name=source.name, cron=None, timezone=feed.tz.key, at=None, duration=feed.longest, drain=source.drain,
-        reason=None, allow=source.allow, scope=source.scope, enabled=source.enabled, not_before=None,
+        reason=None, allow=source.allow, scope=source.scope, only=list(source.only), jobs=list(source.jobs),
+        enabled=source.enabled, not_before=None,
         not_after=None, exclude=[], exclude_cron=None, exclude_calendar=None, source=source, calendar_feed=feed)
     _remember(_BOUND, key, (source, found))
     return found

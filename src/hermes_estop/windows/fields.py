@@ -14,11 +14,13 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from ..durations import parse_with_unit
+from ..errors import EstopError
 from ..hold import Allow
+from ..selector import Selector
 from ..timeutil import parse_instant, schedulable
 
 __all__ = ["MAX_DRAIN", "Drain", "Duration", "Instant", "WindowAllow", "parse_drain", "parse_exclude",
-           "parse_optional_instant"]
+           "parse_optional_instant", "parse_selector_part"]
 
 #: the longest drain lead: draining the fleet more than a day before a window is a typo, not a plan
 MAX_DRAIN = timedelta(hours=24)
@@ -61,6 +63,18 @@ def parse_drain(value: Any) -> timedelta | None:
         raise ValueError(f"invalid drain {value!r}: longer than the {MAX_DRAIN // timedelta(hours=1)}h bound "
                          "(a drain lead is at most a day)")
     return lead
+
+
+def parse_selector_part(value: Any, field: str) -> list[str]:
+    """`only` (components) or `jobs` (job globs) of a window or a calendar: a list of names,
+    each checked as `Selector.of` checks operator input."""
+    if isinstance(value, str) or not isinstance(value, list):
+        raise ValueError(f"invalid {field} {value!r}: expected a list of names")  # noqa: TRY004
+    try:
+        Selector.of(value if field == "only" else (), value if field == "jobs" else ())
+    except EstopError as exc:
+        raise ValueError(str(exc)) from None
+    return list(value)
 
 
 def parse_exclude(value: Any) -> list[date]:

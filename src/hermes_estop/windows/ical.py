@@ -7,8 +7,12 @@ RECURRENCE-ID overrides in their VTIMEZONE: no recurrence rule is interpreted he
 A feed comes from outside, so it is refused (`CalendarError`, one line naming the calendar)
 before anything expands it when it is too large, nested too deep, has too many events, or a
 rule whose expansion would run away (a SECONDLY or MINUTELY rule, a COUNT past `MAX_COUNT`, or
-more than `MAX_STEPS` steps from its DTSTART to the horizon): expanding stays bounded, so a
-hostile .ics can never hang `hermes serve`.
+more than `MAX_STEPS` steps from its DTSTART to the horizon), or rules over the feed's total
+(`MAX_FEED_STEPS`). Every expansion runs under the feed's budget, the steps counted as dateutil
+takes them (`_budget`), and reading a feed expands the weeks around now at once (`Feed.probe`):
+a rule that never matches is refused by its steps when the feed is read. Expanding stays
+bounded, so a hostile .ics can never hang `hermes serve`. Each feed is parsed with its own
+timezones (`_own_timezones`).
 
 Times: an event with a zone is read in it; a floating time and an all-day event (the local day)
 are read in the calendar's zone (the source's `timezone`, else `X-WR-TIMEZONE`, else UTC), a
@@ -20,11 +24,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone, tzinfo
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -42,6 +48,15 @@ MAX_COMPONENTS = 20_000
 MAX_COUNT = 100_000
 #: the most rule steps from a DTSTART to `_HORIZON` ahead of now that a single RRULE may take
 MAX_STEPS = 200_000
+#: a feed's total budget (issue 32 item 7, issue 33 item 5): the rule steps all its rules may
+#: take together to the horizon (estimated before expanding) and in one expansion (counted); a
+#: step is one period of a rule's FREQ that dateutil visits, whether it yields an occurrence or
+#: not (a rule that never matches walks every period to the year 9999), and one rule's walk is
+#: counted against `MAX_STEPS` too; the occurrences one expansion may produce; the time one
+#: expansion may take (a backstop: the steps bound it first)
+MAX_FEED_STEPS = 1_000_000
+MAX_FEED_OCCURRENCES = 500_000
+MAX_EXPANSION_SECONDS = 30.0
 _HORIZON = timedelta(days=3 * 366)
 _STEP = {"HOURLY": timedelta(hours=1), "DAILY": timedelta(days=1), "WEEKLY": timedelta(days=7),
          "MONTHLY": timedelta(days=28), "YEARLY": timedelta(days=365)}
@@ -109,11 +124,13 @@ def _value(component: Any, name: str) -> Any:
     return getattr(prop, "dt", None)
 
 
-def _check_rule(event: Any, label: str, now: datetime) -> None:
-    """Refuse a rule whose expansion could run away (see the module docstring)."""
+def _check_rule(event: Any, label: str, now: datetime) -> float:
+    """Refuse a rule whose expansion could run away (see the module docstring); the steps its
+    rules take to the horizon, estimated."""
     rules = event.get("RRULE")
+    total = 0.0
     if rules is None:
-        return
+        return total
     for rule in rules if isinstance(rules, list) else [rules]:
         uid = str(event.get("UID", "?"))[:80]
         freq = (rule.get("FREQ") or ["?"])[0]
@@ -140,6 +157,8 @@ def _check_rule(event: Any, label: str, now: datetime) -> None:
         if steps > MAX_STEPS:
             raise _refuse(label, f"event {uid!r}: RRULE would take about {int(steps)} steps to expand "
                                  f"(at most {MAX_STEPS}: a rule this dense or this old is refused)")
+        total += steps
+    return total
 
 
 def _instant(value: date | datetime, tz: ZoneInfo | timezone) -> datetime:
@@ -193,6 +212,78 @@ def _shifted(at: datetime, delta: timedelta) -> datetime:
         return at
 
 
+class _OverBudget(Exception):  # noqa: N818 - internal: becomes a CalendarError naming the feed
+    """An expansion went over the feed's budget (the message says which part; `timed`: its time)."""
+
+    def __init__(self, message: str, *, timed: bool = False) -> None:
+        super().__init__(message)
+        self.timed = timed
+
+
+class _Steps(threading.local):
+    left: int | None = None
+    deadline = 0.0
+
+
+_STEPS = _Steps()
+
+
+def _step(walked: int) -> None:
+    """One step of a rule that has taken `walked` steps since its DTSTART."""
+    steps = _STEPS
+    left = steps.left
+    if left is None:
+        return
+    if walked > MAX_STEPS:
+        raise _OverBudget(f"one rule walks more than {MAX_STEPS} steps to expand (a rule that rarely or never matches "
+                          "walks every period to the year 9999): refused")
+    steps.left = left = left - 1
+    if left < 0:
+        raise _OverBudget(f"its rules take more than {MAX_FEED_STEPS} steps in all to expand: refused")
+    if not left & 1023 and time.monotonic() > steps.deadline:
+        raise _OverBudget(f"expanding it takes more than {MAX_EXPANSION_SECONDS:g}s: refused", timed=True)
+
+
+@contextmanager
+def _budget() -> Iterator[None]:
+    """Count the rule steps of the expansions this thread runs inside (`_counting`)."""
+    _counting()
+    _STEPS.left, _STEPS.deadline = MAX_FEED_STEPS, time.monotonic() + MAX_EXPANSION_SECONDS
+    try:
+        yield
+    finally:
+        _STEPS.left = None
+
+
+_COUNTING = threading.Lock()
+
+
+def _counting() -> None:
+    """dateutil's `rrule._iter` (what recurring_ical_events expands every RRULE with) asks its
+    `_iterinfo` for one period's days per step, whether the period yields an occurrence or not,
+    and looks the class up when it starts: a subclass counting those calls, installed once,
+    is how a step is counted. It behaves as dateutil's own except in a thread inside `_budget`."""
+    from dateutil import rrule  # type: ignore[import-untyped]
+
+    with _COUNTING:
+        if getattr(rrule._iterinfo, "counts_steps", False):  # noqa: SLF001
+            return
+        base: Any = rrule._iterinfo  # noqa: SLF001
+        rrule._iterinfo = type("Counting", (base,), {"counts_steps": True, **{  # noqa: SLF001
+            name: _counted(getattr(base, name)) for name in ("ydayset", "mdayset", "wdayset", "ddayset")}})
+
+
+def _counted(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method` of dateutil's `_iterinfo`, counting one step per call (`_step`). One `_iterinfo`
+    serves one walk of one rule from its DTSTART (recurring_ical_events keeps each rule's walk,
+    `cache=True`, and goes on with it), so its count is how far that rule has walked."""
+    def step_then(self: Any, *args: Any) -> Any:
+        walked = self.__dict__["walked"] = self.__dict__.get("walked", 0) + 1
+        _step(walked)
+        return method(self, *args)
+    return step_then
+
+
 @functools.cache
 def _selection() -> Any:
     """The VEVENTs of a calendar, each occurrence handed back as a `_Found`: the library's
@@ -228,10 +319,17 @@ class Feed:
     recurring: frozenset[str]
     keep: Callable[[Any], bool] = lambda event: True
     longest: timedelta = timedelta(days=1)
+    #: the distinct lengths of its events, as written (what `windows list` shows)
+    spans: tuple[timedelta, ...] = ()
     _chunks: OrderedDict[int, list[Event]] = field(default_factory=OrderedDict)
     _days: dict[tuple[int, str], frozenset[date]] = field(default_factory=dict)
     _sources: dict[int, _Source | None] = field(default_factory=dict)
+    #: UID -> the zone its DTSTART is written in (events with a TZID; issue 38 item 6)
+    _zones: dict[str, tzinfo] = field(default_factory=dict)
     _query: Any = None
+    #: why the feed's expansion was refused (its budget), once it was
+    refused: str | None = None
+    refused_for_time = False
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Feed) and other.digest == self.digest
@@ -242,11 +340,20 @@ class Feed:
     def _expand(self, first: datetime, last: datetime) -> list[Event]:
         import recurring_ical_events
 
+        if self.refused is not None:
+            raise _refuse(self.label, self.refused)
         try:
             if self._query is None:  # collecting the series is most of the cost: once per feed
                 self._query = recurring_ical_events.of(self.calendar, components=[_selection()])
-            found: list[_Found] = self._query.between(first, last)
+            with _budget():
+                found: list[_Found] = self._query.between(first, last)
+            if len(found) > MAX_FEED_OCCURRENCES:
+                raise _OverBudget(f"expanding it makes more than {MAX_FEED_OCCURRENCES} occurrences: refused")
             out = [e for e in map(self._event, found) if e is not None]
+        except _OverBudget as exc:
+            self.refused_for_time = exc.timed
+            self.refused = str(exc)
+            raise _refuse(self.label, self.refused) from None
         except CalendarError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of a hostile feed: one line
@@ -264,6 +371,9 @@ class Feed:
             summary = clean_reason(str(component.get("SUMMARY") or "")) or f"calendar {self.label}"
             found = _Source(uid, _ident_part(uid) if uid else "", uid in self.recurring,
                             _value(component, "RECURRENCE-ID"), summary)
+            start = _value(component, "DTSTART")
+            if isinstance(start, datetime) and start.tzinfo is not None and uid not in self._zones:
+                self._zones[uid] = start.tzinfo
         self._sources[key] = found
         return found
 
@@ -301,6 +411,17 @@ class Feed:
         while len(self._chunks) > _MAX_CHUNKS:
             self._chunks.popitem(last=False)
         return chunks
+
+    def zone_of(self, uid: str | None) -> tzinfo:
+        """The zone an event is shown in: its DTSTART's own (TZID=Europe/Berlin), else the
+        calendar's (a floating time, an all-day event, or not expanded yet)."""
+        return self._zones.get(uid or "", self.tz) if uid is not None else self.tz
+
+    def probe(self, now: datetime) -> None:
+        """Expand the weeks around `now`, what the scheduler asks first: a feed over its budget
+        (a rule that never matches walks to the year 9999 on its first expansion) is refused
+        when it is read, and what it expands is remembered for the questions that follow."""
+        self.chunk((now - self.longest - _EPOCH) // CHUNK, ahead=1)
 
     def chunk(self, index: int, ahead: int = 0) -> list[Event]:
         """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`); when it must
@@ -351,6 +472,27 @@ class Feed:
         return day in days
 
 
+_PARSING = threading.Lock()
+
+
+@contextmanager
+def _own_timezones() -> Iterator[None]:
+    """icalendar remembers the VTIMEZONEs it parses process-wide, the first definition of a
+    TZID winning for every later calendar (issue 32 item 4): a feed defining "W. Europe Standard
+    Time" as +13:00 moved another feed's events by 12 h. Each feed is parsed alone, with that
+    memory emptied before and after (`use_zoneinfo` is icalendar's public reset), so its times
+    are read in its own VTIMEZONEs or the tz database, never in another feed's."""
+    import icalendar
+
+    reset: Callable[[], object] = icalendar.use_zoneinfo
+    with _PARSING:
+        reset()
+        try:
+            yield
+        finally:
+            reset()
+
+
 def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
                keep: Callable[[Any], bool] | None = None, now: datetime | None = None,
                salt: str = "") -> Feed:
@@ -362,6 +504,10 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
 
     if len(raw) > MAX_CALENDAR_BYTES:
         raise _refuse(label, f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
+    content = hashlib.sha256(raw).hexdigest()
+    refused = _refused(content)
+    if refused is not None:
+        raise _refuse(label, refused)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -370,16 +516,21 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
     started = time.monotonic()
     now = now or datetime.now(timezone.utc)
     try:
-        calendar = icalendar.Calendar.from_ical(text)
-        if not isinstance(calendar, icalendar.Calendar) or calendar.name != "VCALENDAR":
-            raise _refuse(label, "not a VCALENDAR")
-        wr = str(calendar.get("X-WR-TIMEZONE") or "") or None
-        calendar = x_wr_timezone.to_standard(calendar)
-        events = list(calendar.walk("VEVENT"))
-        for event in events:
-            _check_rule(event, label, now)
-            _value(event, "DTSTART")
-            _value(event, "DTEND")
+        with _own_timezones():
+            calendar = icalendar.Calendar.from_ical(text)
+            if not isinstance(calendar, icalendar.Calendar) or calendar.name != "VCALENDAR":
+                raise _refuse(label, "not a VCALENDAR")
+            wr = str(calendar.get("X-WR-TIMEZONE") or "") or None
+            calendar = x_wr_timezone.to_standard(calendar)
+            events = list(calendar.walk("VEVENT"))
+            steps = 0.0
+            for event in events:
+                steps += _check_rule(event, label, now)
+                _value(event, "DTSTART")
+                _value(event, "DTEND")
+            if steps > MAX_FEED_STEPS:
+                raise _refuse(label, f"its rules would take about {int(steps)} steps to expand in all (at most "
+                                     f"{MAX_FEED_STEPS} a feed: too many rules, or rules this dense or this old)")
         tz = validate_timezone(timezone_name or wr or "UTC")
     except CalendarError:
         raise
@@ -390,16 +541,52 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
     recurring = frozenset(str(e.get("UID") or "") for e in events
                           if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None)
     digest = hashlib.sha256(raw + b"\0" + salt.encode() + b"\0" + tz.key.encode()).hexdigest()
-    feed = Feed(label, calendar, tz, digest, recurring, keep or (lambda event: True), _longest(events, tz))
+    spans = _spans(events, tz)
+    longest = max((min(span, MAX_DURATION) for span in spans), default=timedelta(days=1))
+    feed = Feed(label, calendar, tz, digest, recurring, keep or (lambda event: True),
+                max(longest, timedelta(days=1)) + timedelta(days=1), spans)
     if time.monotonic() - started > 30:
         raise _refuse(label, "took more than 30 s to parse")
+    try:
+        feed.probe(now)
+    except CalendarError:
+        _remember_refusal(content, feed.refused, timed=feed.refused_for_time)
+        raise
     return feed
 
 
-def _longest(events: list[Any], tz: ZoneInfo) -> timedelta:
-    """The longest event of the feed (at least a day): how far before an instant an event
-    covering it may start."""
-    longest = timedelta(days=1)
+#: the contents (SHA-256) refused by their expansion budget -> (why, until when on the monotonic
+#: clock): refused again without parsing or expanding, so a hostile feed costs its budget once,
+#: not once per reader and per pass. A refusal for time alone (a loaded machine) is retried
+#: after `_TIME_REFUSAL_KEPT` seconds; one for steps or occurrences stands while the bytes do.
+_REFUSED: OrderedDict[str, tuple[str, float]] = OrderedDict()
+_TIME_REFUSAL_KEPT = 600.0
+
+
+def _refused(content: str) -> str | None:
+    found = _REFUSED.get(content)
+    if found is None:
+        return None
+    if time.monotonic() >= found[1]:
+        del _REFUSED[content]
+        return None
+    return found[0]
+
+
+def _remember_refusal(content: str, why: str | None, *, timed: bool) -> None:
+    if why is None:
+        return
+    kept = _TIME_REFUSAL_KEPT if timed else float("inf")
+    _REFUSED[content] = (why, time.monotonic() + kept)
+    while len(_REFUSED) > 256:
+        _REFUSED.popitem(last=False)
+
+
+def _spans(events: list[Any], tz: ZoneInfo) -> tuple[timedelta, ...]:
+    """The distinct lengths of the feed's events, as written (DTEND or DURATION; a day without
+    either), shortest first. The longest (at least a day, plus a day) is how far before an
+    instant an event covering it may start (`Feed.longest`)."""
+    spans: set[timedelta] = set()
     for event in events:
         start, end = _value(event, "DTSTART"), _value(event, "DTEND")
         if start is None:
@@ -412,5 +599,6 @@ def _longest(events: list[Any], tz: ZoneInfo) -> timedelta:
         else:
             duration = _value(event, "DURATION")
             span = duration if isinstance(duration, timedelta) else timedelta(days=1)
-        longest = max(longest, min(span, MAX_DURATION))
-    return longest + timedelta(days=1)
+        if span > timedelta(0):
+            spans.add(span)
+    return tuple(sorted(spans))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -51,6 +51,7 @@ from .fields import (
     parse_drain,
     parse_exclude,
     parse_optional_instant,
+    parse_selector_part,
 )
 from .ical import Feed
 from .invalid import InvalidWindow, ShapeError, validate_table
@@ -189,13 +190,7 @@ class Window(BaseModel):
     @field_validator("only", "jobs", mode="before")
     @classmethod
     def _selector_part(cls, value: Any, info: Any) -> list[str]:
-        if isinstance(value, str) or not isinstance(value, list):
-            raise ValueError(f"invalid {info.field_name} {value!r}: expected a list of names")
-        try:
-            Selector.of(value if info.field_name == "only" else (), value if info.field_name == "jobs" else ())
-        except EstopError as exc:
-            raise ValueError(str(exc)) from None
-        return list(value)
+        return parse_selector_part(value, info.field_name)
 
     @property
     def selector(self) -> Selector | None:
@@ -287,6 +282,14 @@ class Window(BaseModel):
         if self._holidays is not None and self._holidays.covers_day(local.date(), self.tz):
             return True
         return self.exclude_cron is not None and cron_matches(self.exclude_cron, local.replace(tzinfo=None))
+
+    def zone_of(self, occurrence: Any) -> tzinfo:
+        """The zone an occurrence is shown in: the window's (a calendar's: its event's own)."""
+        return self.tz
+
+    def describe_duration(self) -> str:
+        """How long each occurrence lasts, as `windows list` says it."""
+        return format_duration(self.duration)
 
     def describe_schedule(self) -> str:
         if self.cron is not None:

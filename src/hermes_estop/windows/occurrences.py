@@ -20,8 +20,7 @@ import heapq
 import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
+from datetime import datetime, timedelta, tzinfo
 
 from ..cronspec import starts as cron_starts
 from ..timeutil import format_instant, in_interval, to_utc
@@ -87,7 +86,7 @@ class Occurrence:
     def ended(self, now: datetime) -> bool:
         return not in_interval(now, None, self.end)
 
-    def to_json(self, now: datetime | None = None, tz: ZoneInfo | None = None) -> dict[str, object]:
+    def to_json(self, now: datetime | None = None, tz: tzinfo | None = None) -> dict[str, object]:
         data: dict[str, object] = {"window": self.window, "scope": self.scope, "occurrence": self.ident,
                                    "start": format_instant(self.start), "end": format_instant(self.end)}
         if tz is not None:

@@ -47,6 +47,7 @@ from .ledger import (
 )
 from .model import InvalidWindow, Window
 from .occurrences import Occurrence, OccurrenceIndex
+from .problems import ProblemLog
 from .recall import recall
 from .reconcile import Arm, ChainEnd, Retire, ScopePlan, Skip, chain_end, idle, plan_scope
 from .wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
@@ -113,7 +114,7 @@ class WindowService:
         self._lock = threading.RLock()
         self._logged: dict[str, object] = {}
         #: the problems standing now (kind -> message), each logged when it starts and clears
-        self._problems: dict[str, str] = {}
+        self._problems = ProblemLog(logger)
         self._owns_scheduler = False
         #: the windows last grouped, and their groups (`_layout`)
         self._grouped: Layout | None = None
@@ -176,20 +177,10 @@ class WindowService:
         return verdict.windows if verdict.windows is not None else windows, entries
 
     def _problem(self, kind: str, message: str) -> None:
-        """Log a problem once, as an ERROR, when it starts: while it lasts (an editor's torn
-        saves fail with a new position each time) a changed wording is only logged at DEBUG."""
-        if kind in self._problems:
-            if self._problems[kind] != message:
-                self._problems[kind] = message
-                logger.debug("%s", message)
-            return
-        self._problems[kind] = message
-        logger.error("%s", message)
+        self._problems.start(kind, message)
 
     def _cleared(self, kind: str, message: str) -> None:
-        """Log once, as INFO, that the problem `kind` is over (nothing when there was none)."""
-        if self._problems.pop(kind, None) is not None:
-            logger.info("%s", message)
+        self._problems.clear(kind, message)
 
     def _log_once(self, kind: str, key: object, level: int, message: str) -> bool:
         """Log `message` unless the last one of `kind` had the same `key` (an editor re-saving

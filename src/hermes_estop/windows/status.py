@@ -68,8 +68,8 @@ def _section(fleet: Fleet, now: datetime, as_json: bool | None) -> dict[str, Any
                 "duration": duration,
                 "drain": drain,
                 "active": current is not None and window.enabled,
-                "current": current.to_json(now, window.tz) | {"state": state} if current is not None else None,
-                "next": following.to_json(now, window.tz) | {"skipped": skipped} if following is not None else None,
+                "current": current.to_json(now, window.zone_of(current)) | {"state": state} if current is not None else None,
+                "next": following.to_json(now, window.zone_of(following)) | {"skipped": skipped} if following is not None else None,
             })
         if as_json is True:
             continue

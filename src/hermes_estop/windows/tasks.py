@@ -40,6 +40,7 @@ from ..processes import signal_group, start_time
 from .ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, open_ledger
 from .model import Window
 from .occurrences import Occurrence, covering
+from .problems import ProblemLog
 from .windows_file import WindowsFile
 
 __all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskReport", "TaskService"]
@@ -88,6 +89,7 @@ class TaskService:
         self.is_leader = is_leader or (lambda: True)
         self.poll_interval = min(float(poll_interval), 1.0)
         self.running: dict[str, RunningTask] = {}
+        self.problems = ProblemLog(logger)
         self._lock = threading.Lock()
 
     # -- deciding ----------------------------------------------------------------------------
@@ -118,6 +120,22 @@ class TaskService:
         ran = self._already_ran({occurrence.key for _, occurrence, _ in candidates})
         return [c for c in candidates if c[1].key not in ran]
 
+    def _windows(self) -> list[Window]:
+        """The windows that validate: a table or calendar that does not is its own problem only
+        (issue 32 item 6), logged once when it starts and once when it clears; the others' tasks
+        proceed. None validate while the file as a whole does not read."""
+        try:
+            parsed = self.windows_file.parse_each(self.windows_file.snapshot().raw)
+        except (EstopError, OSError) as exc:
+            self.problems.start("file", f"window tasks: cannot read the windows ({exc}); no task starts until it reads")
+            return []
+        self.problems.clear("file", "window tasks: the windows read again")
+        failing = {str(failure.window or failure): str(failure) for failure in parsed.failures}
+        for name, line in failing.items():
+            self.problems.start(f"failed:{name}", f"window tasks: {line} (its task does not start; the others proceed)")
+        self.problems.only("failed:", failing, "window tasks: {} validates again (or was removed)")
+        return parsed.windows
+
     # -- acting ------------------------------------------------------------------------------
 
     def tick(self, now: datetime | None = None) -> TaskReport:
@@ -135,12 +153,13 @@ class TaskService:
                     report.finished.append((key, _status(code), self._finish(task, _status(code), when)))
             if not self.is_leader():
                 return report
+            windows = self._windows()
             try:
-                windows = self.windows_file.load()
                 entries = self.ledger.load()
             except (EstopError, OSError) as exc:
-                logger.warning("window tasks: cannot read windows or ledger (%s); no task started now", exc)
+                self.problems.start("ledger", f"window tasks: cannot read the ledger ({exc}); no task starts until it reads")
                 return report
+            self.problems.clear("ledger", "window tasks: the ledger reads again")
             for window, occurrence, generation in self.due(windows, entries, when):
                 self._start(window, occurrence, generation, when)
                 report.started.append(occurrence.key)
