@@ -74,3 +74,67 @@ def test_work_started_before_the_hold_is_no_breach(fleet_root, board):
     _hermes(fleet_root, "pause", "--fleet")
     report = json.loads(_hermes(fleet_root, "doctor", "--json").stdout)
     assert [f["kind"] for f in report["findings"]] == ["unregistered"]  # claimed outside the registry, not in a hold
+
+
+ROGUE_CLAIMER = textwrap.dedent("""
+    import os, sqlite3, subprocess, sys
+    from datetime import datetime, timezone
+    db = sqlite3.connect(sys.argv[1])
+    worker = subprocess.Popen(["sleep", "600"])
+    named = sys.argv[2] == "token"
+    claim, pid = (f"{os.getpid()}-rogue", worker.pid) if named else ("rogue", os.getpid())
+    db.execute("UPDATE cards SET status = 'running', claim = ?, started_at = ?, pid = ? WHERE status = 'ready'",
+               (claim, datetime.now(timezone.utc).isoformat(), pid))
+    db.commit()
+    print(os.getpid(), flush=True)
+    sys.stdin.read()  # lives, with its worker, until its stdin closes
+    worker.kill()
+""")
+
+
+def _passes_after(fleet, kanban, instant: str) -> None:
+    """Return once the dispatcher `kanban` ran a whole pass after `instant`: a report after it,
+    then another (the pass before the second began after the first)."""
+    from hermes_estop.timeutil import parse_stamp
+
+    after = parse_stamp(instant)
+    first = fleet.until(lambda rows: parse_stamp(fleet.row(rows, kanban)["last_report"]) > after)
+    seen = parse_stamp(fleet.row(first, kanban)["last_report"])
+    fleet.until(lambda rows: parse_stamp(fleet.row(rows, kanban)["last_report"]) > seen)
+
+
+@pytest.mark.parametrize("form", ["token", "bare"])
+def test_the_registered_dispatcher_never_fails_a_living_rogue_claim_and_doctor_names_the_claimer(tmp_path, form):
+    from .test_acknowledged_stop import Fleet
+
+    root = tmp_path / "fleet"
+    root.mkdir()
+    fleet = Fleet(root, None)
+    rogue = None
+    try:
+        kanban = fleet.start("kanban", interval=0.2)
+        fleet.until(lambda rows: fleet.row(rows, kanban) is not None)
+        paused = fleet.hermes("pause", "--fleet", "--reason", "upgrade", "--wait", "--wait-timeout", "60s")
+        assert paused.returncode == 0, paused.stdout + paused.stderr
+        board = Board(root)
+        card = board.add("migrate", "true", owner="alice", ready=True)
+        rogue = subprocess.Popen([sys.executable, "-c", ROGUE_CLAIMER, str(board.path), form], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        pid = int(rogue.stdout.readline())
+        claimed = board.get(card.id)
+        assert claimed.status == "running"
+        _passes_after(fleet, kanban, claimed.started_at.isoformat())
+        kept = board.get(card.id)
+        assert (kept.status, kept.claim, kept.detail) == ("running", claimed.claim, None)
+        done = fleet.hermes("doctor", "--json")
+        assert done.returncode == 1, done.stdout + done.stderr
+        findings = json.loads(done.stdout)["findings"]
+        assert {(f["kind"], f["pid"]) for f in findings} == {("breach", pid), ("unregistered", pid)}, findings
+        text = fleet.hermes("doctor").stdout
+        assert f"pid {pid}" in next(line for line in text.splitlines() if line.startswith("BREACH: kanban card"))
+        assert "claimant not recorded" not in text
+    finally:
+        if rogue is not None:
+            rogue.stdin.close()
+            rogue.wait(60)
+        fleet.stop_all()
