@@ -111,13 +111,16 @@ def test_the_registered_dispatcher_never_fails_a_living_rogue_claim_and_doctor_n
     root.mkdir()
     fleet = Fleet(root, None)
     rogue = None
+    board = Board(root)
+    card = board.add("migrate", "true", owner="alice")  # the board exists: `hermes serve` dispatches it
     try:
-        kanban = fleet.start("kanban", interval=0.2)
-        fleet.until(lambda rows: fleet.row(rows, kanban) is not None)
+        kanban = fleet.procs["serve"] = subprocess.Popen(
+            [sys.executable, "-m", "hermes_estop", "serve", "--kanban-interval", "0.2"], env=fleet.env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        fleet.until(lambda rows: (fleet.row(rows, kanban) or {}).get("component") == "kanban")
         paused = fleet.hermes("pause", "--fleet", "--reason", "upgrade", "--wait", "--wait-timeout", "60s")
         assert paused.returncode == 0, paused.stdout + paused.stderr
-        board = Board(root)
-        card = board.add("migrate", "true", owner="alice", ready=True)
+        board.mark_ready(card.id)
         rogue = subprocess.Popen([sys.executable, "-c", ROGUE_CLAIMER, str(board.path), form], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True)
         pid = int(rogue.stdout.readline())
