@@ -44,13 +44,30 @@ def board(fleet_root: Path) -> Board:
     return board
 
 
-def test_a_clean_fleet_passes(fleet_root, board):
+def test_a_clean_fleet_with_nothing_registered_passes_saying_nothing_is_registered(fleet_root, board):
     Dispatcher(Estop(fleet_root, fleet_root), board).dispatch()  # gated, nothing held: both run and finish
     assert {card.status for card in board.cards()} == {"done"}
     _hermes(fleet_root, "pause", "--fleet")
     done = _hermes(fleet_root, "doctor")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "no problem found" in done.stdout
+    assert "nothing is registered" in done.stdout and "`--wait` has nobody to wait for" in done.stdout
+    assert "no problem found" not in done.stdout  # issue 38: it is not a clean bill of health
+    report = json.loads(_hermes(fleet_root, "doctor", "--json").stdout)
+    assert report["registered"] == 0 and report["note"].startswith("nothing is registered")
+
+
+def test_a_clean_fleet_with_a_registered_consumer_finds_no_problem(fleet_root, board):
+    from .test_acknowledged_stop import Fleet
+
+    fleet = Fleet(fleet_root, None)
+    try:
+        gateway = fleet.start("gateway")
+        fleet.until(lambda rows: fleet.row(rows, gateway) is not None)
+        done = fleet.hermes("doctor")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "no problem found" in done.stdout and "nothing is registered" not in done.stdout
+    finally:
+        fleet.stop_all()
 
 
 def test_an_ungated_dispatcher_claiming_by_sql_during_a_hold_is_flagged_with_its_pid(fleet_root, board):
