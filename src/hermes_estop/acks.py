@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .fleet import Fleet
+from .describe import covers as covers_text
 from .hold import Hold
 from .registry import Ack, ConsumerEntry, ConsumerState, acknowledges, consumer_state, covers, is_alive, this_host
 from .text import one_line
@@ -91,7 +92,7 @@ class AckSurvey:
 
 def covered_work(ack: Ack) -> str:
     """What the hold `ack` waits on covers: "all", or its selector (`kanban`, `cron:nightly-*`)."""
-    return "all" if ack.selector is None else ack.selector.describe()
+    return covers_text(ack.selector)
 
 
 def owes(entry: ConsumerEntry, ack: Ack) -> bool:

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..describe import covers
 from ..errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from ..estop import Estop
 from ..hold import Allow, Cause, Hold, HoldState, Reading
@@ -131,7 +132,7 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
         emit_json({"scope": location.scope, "path": where, **hold_json(hold, snapshot.now),
                    "engaged": snapshot.engaged, **_ack_json(found)})
         raise typer.Exit(_ack_exit(found))
-    scoped = "" if hold.selector is None else f" for {hold.selector.describe()} only (hold {printable(hold.hold_id or '?')})"
+    scoped = "" if hold.selector is None else f" for {covers(hold.selector)} only (hold {printable(hold.hold_id or '?')})"
     typer.echo(f"paused {printable(location.describe())}{scoped} ({printable(where)})")
     for line in describe_hold(hold, snapshot.now):
         typer.echo(f"  {line}")
