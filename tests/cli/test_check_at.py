@@ -187,7 +187,7 @@ def test_a_forecast_shows_what_a_window_covers_in_text_and_json(hermes, selector
     hermes.home.mkdir(parents=True, exist_ok=True)
     WindowsFile(hermes.home).save([Window.parse({"name": "kb", "at": iso(WINDOW_AT), "duration": "1h", **selector})])
     text = hermes("check", "--at", minutes(30), check=1).stdout
-    assert f"window:kb at fleet" in text and f"covers {covers}" in text
+    assert "window:kb at fleet" in text and f"covers {covers}" in text
     data = json.loads(hermes("check", "--at", minutes(30), "--json", check=1).stdout)
     (hold,) = data["intervals"][0]["holds"]
     assert (hold["covers"], hold["selector"]) == (covers, body)

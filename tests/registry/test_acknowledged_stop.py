@@ -166,7 +166,7 @@ def test_a_scoped_hold_is_owed_only_by_the_consumers_it_covers_on_pause_and_resu
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "resumed: 1 of 1 consumers acknowledged" in resumed.stdout
     assert "owed by the consumers the hold covers (kanban): kanban@" in resumed.stdout
-    assert f"not owed (the hold does not cover them): " in resumed.stdout and f"pid {frozen.pid}" in resumed.stdout
+    assert "not owed (the hold does not cover them): " in resumed.stdout and f"pid {frozen.pid}" in resumed.stdout
     os.kill(frozen.pid, signal.SIGCONT)
 
 
