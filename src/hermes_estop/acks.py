@@ -12,12 +12,13 @@ fleet until none is awaited or the timeout.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .fleet import Fleet
+from .describe import ALL_WORK
 from .describe import covers as covers_text
 from .hold import Hold
 from .registry import Ack, ConsumerEntry, ConsumerState, acknowledges, consumer_state, covers, is_alive, this_host
@@ -27,8 +28,7 @@ from .timeutil import format_instant
 if TYPE_CHECKING:
     from .selector import Selector
 
-__all__ = ["AckSurvey", "Awaited", "ack_for_hold", "ack_for_release", "covered_work", "owes", "survey",
-           "wait_for_acks"]
+__all__ = ["AckSurvey", "Awaited", "ack_for_hold", "ack_for_release", "owes", "survey", "wait_for_acks"]
 
 #: seconds between reads of the registry while waiting
 POLL = 0.05
@@ -62,8 +62,8 @@ class AckSurvey:
     latencies: dict[str, float] = field(default_factory=dict)
     #: registered consumers the hold does not cover: no acknowledgement is owed by them
     not_owed: tuple[ConsumerEntry, ...] = ()
-    #: what the hold covers, as `covered_work` says it ("all", "kanban", "cron:nightly-*")
-    covers: str = "all"
+    #: what the hold covers, as `describe.covers` says it ("all", "kanban", "cron:nightly-*")
+    covers: str = ALL_WORK
 
     @property
     def owed(self) -> tuple[ConsumerEntry, ...]:
@@ -90,11 +90,6 @@ class AckSurvey:
                 "owed": [row(e) for e in self.owed], "not_owed": [row(e) for e in self.not_owed]}
 
 
-def covered_work(ack: Ack) -> str:
-    """What the hold `ack` waits on covers: "all", or its selector (`kanban`, `cron:nightly-*`)."""
-    return covers_text(ack.selector)
-
-
 def owes(entry: ConsumerEntry, ack: Ack) -> bool:
     """Whether `entry` owes an acknowledgement of `ack`: it honours the hold's scope, and the
     hold's selector covers its component. A consumer does not say which jobs it runs, so any
@@ -105,10 +100,10 @@ def owes(entry: ConsumerEntry, ack: Ack) -> bool:
     return ack.selector is None or ack.selector.covers(entry.component, None)
 
 
-def ack_for_hold(scope: str, hold: Hold, *, also: Collection[str] = frozenset()) -> Ack:
-    """The acknowledgement of `hold`, just written at `scope` (`also`: other generations of it
-    that count, a lease's renewals)."""
-    return Ack(scope, hold.generation or "?", engaged=True, also=also, selector=hold.selector)
+def ack_for_hold(scope: str, hold: Hold) -> Ack:
+    """The acknowledgement of `hold`, just written at `scope`: owed by the consumers its
+    selector covers."""
+    return Ack(scope, hold.generation or "?", engaged=True, selector=hold.selector)
 
 
 def survey(entries: list[ConsumerEntry], ack: Ack, now: datetime,
@@ -127,7 +122,8 @@ def survey(entries: list[ConsumerEntry], ack: Ack, now: datetime,
             done.append(entry)
         else:
             awaited.append(Awaited(entry, state))
-    return AckSurvey(now, tuple(done), tuple(awaited), tuple(lost), not_owed=tuple(not_owed), covers=covered_work(ack))
+    return AckSurvey(now, tuple(done), tuple(awaited), tuple(lost), not_owed=tuple(not_owed),
+                     covers=covers_text(ack.selector))
 
 
 def ack_for_release(fleet: Fleet, scope: str, generation: str, selector: Selector | None = None) -> Ack:
@@ -159,7 +155,7 @@ def wait_for_acks(fleet: Fleet, ack: Ack, *, timeout: float,
             entries = fleet.consumers().entries()
         except Exception as exc:  # noqa: BLE001 - retried until the timeout, then named
             found = AckSurvey(now, problem=f"cannot read the consumer registry: {one_line(exc)}", waited=waited,
-                              covers=covered_work(ack))
+                              covers=covers_text(ack.selector))
         else:
             found = survey(entries, ack, now, lambda entry: is_alive(entry, host))
             for entry in found.acknowledged:
