@@ -180,7 +180,8 @@ class Dispatcher:
 
     def drain(self, timeout: float | None = None) -> list[Run]:
         """Wait (up to `timeout` seconds) for the workers in flight and record them; those still
-        running are left running and are marked lost after their deadline."""
+        running are left running and are marked lost once they ended unrecorded and their deadline
+        passed (`board.abandoned`)."""
         return self._record(self.pool.wait_all(timeout))
 
     def _park(self, card: Card, reason: str, now: datetime) -> list[Run]:
