@@ -2,19 +2,51 @@
 wire names and the names an operator reads) and to a person (`describe_hold`,
 `describe_reading`: lines with every value escaped). `hermes status`, `hermes pause/resume`, the
 status document and the page all use these, so a hold reads the same everywhere.
+
+`covers` is the one way every surface says what a hold covers (its components and job
+patterns, or "all"): status, the page, forecasts, metrics labels, history, notifications and
+acknowledgements.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .gate import HAND_MADE, unreadable_cause
 from .hold import DEADLINE_UNREADABLE, Cause, Hold, HoldState, Reading
 from .text import printable
 from .timeutil import format_instant, format_relative
 
-__all__ = ["describe_hold", "describe_reading", "hold_json", "reading_json"]
+if TYPE_CHECKING:
+    from .selector import Selector
+
+__all__ = ["ALL_WORK", "HOLD_EVENTS", "covers", "event_covers", "describe_hold", "describe_reading", "hold_json", "reading_json"]
+
+#: what a hold without a selector covers, as every surface says it
+ALL_WORK = "all"
+
+
+def covers(selector: Selector | None) -> str:
+    """What a hold with `selector` covers, for a person and a label: `all`, or its components
+    and job globs in the selector's notation (`kanban`, `cron:nightly-*`, `*:db-*` for jobs of
+    every component); an unreadable selector covers everything and says so. Escaped."""
+    return ALL_WORK if selector is None else selector.describe()
+
+
+#: the audit events that name a hold (a task's or a skip's line names no hold of its own)
+HOLD_EVENTS = ("engage", "rearm", "release", "retire", "expire", "void")
+
+
+def event_covers(event: str, detail: str | None) -> str | None:
+    """What the hold an audit line names covers (`covers`: a scoped hold's selector is in its
+    `detail`, a full hold's line has none); None for a line that names no hold."""
+    if event not in HOLD_EVENTS:
+        return None
+    from .selector import selector_of_detail
+
+    scoped = selector_of_detail(detail)
+    return covers(scoped[1] if scoped is not None else None)
 
 
 def hold_json(hold: Hold | None, now: datetime) -> dict[str, Any]:
@@ -37,6 +69,7 @@ def hold_json(hold: Hold | None, now: datetime) -> dict[str, Any]:
         "window": dict(hold.window) if hold is not None and hold.window else None,
         "hold": hold.hold_id if hold is not None else None,
         "selector": hold.selector.to_body() if hold is not None and hold.selector is not None else None,
+        "covers": covers(hold.selector) if hold is not None else ALL_WORK,
     }
 
 
@@ -52,8 +85,8 @@ def reading_json(reading: Reading, now: datetime, where: str) -> dict[str, Any]:
 def describe_hold(hold: Hold, now: datetime) -> list[str]:
     """The detail lines of one readable hold, every value escaped (`printable`: a reason, an
     id or an actor is whatever a body says, and must never drive the terminal)."""
-    lines = [] if hold.selector is None else [f"scoped     hold {printable(hold.hold_id or '?')}: only "
-                                              f"{hold.selector.describe()}"]
+    lines = [f"covers     {ALL_WORK}" if hold.selector is None else
+             f"scoped     hold {printable(hold.hold_id or '?')}: only {covers(hold.selector)}"]
     lines.append(f"generation {printable(hold.generation) if hold.generation else '(none: hand-written)'}")
     lines.append(f"reason     {printable(hold.reason) if hold.reason else '(none)'}")
     if hold.expires_at is not None:
@@ -84,9 +117,10 @@ def describe_reading(reading: Reading, now: datetime, location: str) -> list[str
     it (`gate.unreadable_cause`)."""
     where = f"{printable(reading.location.describe())} ({printable(location)})"
     if reading.state is HoldState.UNREADABLE and reading.cause is Cause.EMPTY:
-        return [f"HELD  {where}", f"      {HAND_MADE}"]
+        return [f"HELD  {where}", f"      {HAND_MADE}", f"      covers     {ALL_WORK}"]
     if reading.state is HoldState.UNREADABLE:
-        return [f"HELD  {where}", f"      unreadable: {unreadable_cause(reading)} (held, admits nobody)"]
+        return [f"HELD  {where}", f"      unreadable: {unreadable_cause(reading)} (held, admits nobody)",
+                f"      covers     {ALL_WORK}"]
     if reading.state is HoldState.EXPIRED:
         return [f"lifted {where}: expired at {format_instant(reading.hold.expires_at) if reading.hold else '?'}"]
     assert reading.hold is not None

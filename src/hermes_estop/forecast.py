@@ -112,7 +112,7 @@ class PlannedHold:
         if self.source == HOLD:
             what = f"hold at {self.scope}"
             if self.selector is not None:
-                what = f"scoped hold {self.hold_id} ({self.selector.describe()}) at {self.scope}"
+                what = f"scoped hold {self.hold_id} at {self.scope}"
             if self.generation:
                 what += f" (generation {self.generation})"
             span = "standing"
@@ -124,7 +124,7 @@ class PlannedHold:
             if self.start is not None and _is_instant(self.occurrence) and _stamp(self.start) != self.occurrence:
                 span += " (drain lead)"
         span += f" until {_stamp(self.until)}" if self.until is not None else ", no deadman"
-        parts = [what, span]
+        parts = [what, span, f"covers {self.covers_text}"]
         if not self.readable:
             parts.append(f"unreadable ({self.problem or 'unknown problem'}): admits nobody")
         elif self.reason:
@@ -133,10 +133,20 @@ class PlannedHold:
             parts.append(self.note)
         return "; ".join(parts)
 
+    @property
+    def covers_text(self) -> str:
+        """What it covers (`describe.covers`): "all", or its components and job globs."""
+        from .describe import covers
+
+        return covers(self.selector)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "scope": self.scope,
+            "hold": self.hold_id,
+            "selector": self.selector.to_body() if self.selector is not None else None,
+            "covers": self.covers_text,
             "occurrence": self.occurrence,
             "from": _stamp(self.start),
             "until": _stamp(self.until),

@@ -21,9 +21,12 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .timeutil import format_instant, parse_stamp
+
+if TYPE_CHECKING:
+    from .selector import Selector
 
 __all__ = [
     "ALL_SCOPES",
@@ -205,6 +208,8 @@ class Ack:
     #: other generations of the same hold (a lease's renewals re-arm it under new generations
     #: while the waiter waits); the set may grow during the wait
     also: Collection[str] = frozenset()
+    #: what the hold covers (a scoped hold's `Selector`); None: everything
+    selector: Selector | None = None
 
 
 def acknowledges(entry: ConsumerEntry, ack: Ack) -> bool:

@@ -176,3 +176,28 @@ def test_check_at_now_asks_from_the_fleets_clock(fleet, span, code):
     started = datetime.fromisoformat(document["start"])
     assert abs((started - datetime.now(UTC)).total_seconds()) < 120
     assert document["proceed"] is (code == 0)
+
+
+@pytest.mark.parametrize(("selector", "covers", "body"), [
+    ({}, "all", None),
+    ({"only": ["kanban"]}, "kanban", {"components": ["kanban"], "jobs": []}),
+    ({"only": ["cron"], "jobs": ["nightly-*"]}, "cron:nightly-*", {"components": ["cron"], "jobs": ["nightly-*"]}),
+])
+def test_a_forecast_shows_what_a_window_covers_in_text_and_json(hermes, selector, covers, body):
+    hermes.home.mkdir(parents=True, exist_ok=True)
+    WindowsFile(hermes.home).save([Window.parse({"name": "kb", "at": iso(WINDOW_AT), "duration": "1h", **selector})])
+    text = hermes("check", "--at", minutes(30), check=1).stdout
+    assert "window:kb at fleet" in text and f"covers {covers}" in text
+    data = json.loads(hermes("check", "--at", minutes(30), "--json", check=1).stdout)
+    (hold,) = data["intervals"][0]["holds"]
+    assert (hold["covers"], hold["selector"]) == (covers, body)
+
+
+@pytest.mark.parametrize(("args", "covers"), [([], "all"), (["--only", "gateway"], "gateway")])
+def test_a_forecast_shows_what_a_standing_hold_covers(hermes, args, covers):
+    hermes("pause", *args, check=0)
+    text = hermes("check", "--at", iso(datetime.now(UTC) + timedelta(hours=1)), check=1).stdout
+    assert f"covers {covers}" in text
+    data = json.loads(hermes("check", "--at", iso(datetime.now(UTC) + timedelta(hours=1)), "--json", check=1).stdout)
+    (hold,) = data["intervals"][0]["holds"]
+    assert hold["covers"] == covers and (hold["hold"] is None) == (not args)

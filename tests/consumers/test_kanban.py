@@ -146,6 +146,67 @@ def test_a_running_card_whose_dispatcher_died_is_failed_after_its_deadline(fleet
     assert board.get(card.id).status == "failed"
 
 
+@pytest.fixture
+def living():
+    """A real process that stays alive for the test: a claimant or a worker that still runs."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _rogue_claim(board, card_id, now, *, claim, pid=None, pid_start=None):
+    """A claim made by SQL, not by a dispatcher: no deadline, perhaps a worker pid."""
+    import sqlite3
+
+    with sqlite3.connect(board.path) as db:
+        db.execute("UPDATE cards SET status = 'running', claim = ?, started_at = ?, pid = ?, pid_start = ? "
+                   "WHERE id = ?", (claim, now.isoformat(), pid, pid_start, card_id))
+
+
+@pytest.mark.parametrize("form", ["token names the claimant", "worker recorded with its start", "worker pid only"])
+def test_a_claim_the_dispatcher_did_not_make_is_never_lost_while_its_claimant_lives(fleet, board, clock, living,
+                                                                                    form):
+    from hermes_estop.processes import start_time
+
+    card = board.add("rogue", "true")
+    if form == "token names the claimant":
+        _rogue_claim(board, card.id, clock.now, claim=f"{living.pid}-{start_time(living.pid)}-rogue")
+    elif form == "worker recorded with its start":
+        _rogue_claim(board, card.id, clock.now, claim="rogue", pid=living.pid, pid_start=start_time(living.pid))
+    else:
+        _rogue_claim(board, card.id, clock.now, claim="rogue", pid=living.pid)
+    dispatcher = Dispatcher(fleet)
+    clock.advance(hours=5)
+    assert dispatcher.tick().lost == ()
+    assert board.get(card.id).status == "running"
+    living.kill()
+    living.wait()
+    lost = dispatcher.tick()
+    assert lost.lost == (card.id,)
+    after = board.get(card.id)
+    assert after.status == "failed" and after.claim is not None  # the evidence `hermes doctor` names stays
+    assert after.started_at is not None
+
+
+def test_a_rogue_claim_with_nobody_alive_is_lost_only_a_grace_after_it_started(fleet, board, clock):
+    card = board.add("rogue", "true")
+    _rogue_claim(board, card.id, clock.now, claim="rogue")
+    dispatcher = Dispatcher(fleet)
+    assert dispatcher.tick().lost == ()
+    clock.advance(minutes=2)
+    assert dispatcher.tick().lost == (card.id,)
+    assert board.get(card.id).claim == "rogue"
+
+
+def test_a_finished_card_keeps_the_claim_that_names_its_dispatcher(fleet, board):
+    from hermes_estop.consumers.board import claimant
+
+    card = board.add("once", "true", ready=True)
+    Dispatcher(fleet).dispatch()
+    assert board.get(card.id).status == "done" and claimant(board.get(card.id).claim) == os.getpid()
+
+
 def test_claim_is_conditional_on_the_card_being_ready(board, clock):
     card = board.add("once", "true", ready=True)
     assert board.claim(card.id, "a", clock.now, clock.now + timedelta(hours=1))

@@ -3,7 +3,10 @@ page, and the status document."""
 
 from __future__ import annotations
 
+import html
 import json
+
+import pytest
 
 from obs_helpers import fetch, scrape
 
@@ -44,3 +47,44 @@ def test_a_notification_names_the_scoped_hold_and_its_selector(estop, fleet_root
     assert body["hold"] == hold.hold_id and body["selector"] == {"components": ["kanban"], "jobs": []}
     estop.engage(fleet=True)
     assert "selector" not in event_body("2", estop.history()[-1], fleet_root)
+
+
+@pytest.mark.parametrize(("selector", "covers"), [
+    ({}, "all"),
+    ({"only": ["kanban"]}, "kanban"),
+    ({"only": ["cron"], "jobs": ["nightly-*"]}, "cron:nightly-*"),
+])
+def test_every_surface_that_shows_a_hold_shows_what_it_covers(estop, server, fleet_root, selector, covers):
+    from hermes_estop.notify.source import event_body
+
+    estop.engage(reason="maintenance", fleet=True, **selector)
+    status = fleet_status(estop.for_fleet(), sections=False)
+    text = "\n".join(status.lines())
+    assert (f"covers     {covers}" if not selector else f": only {covers}") in text
+    (hold,) = [h for h in status.to_json()["fleet"]["holds"]]
+    assert hold["covers"] == covers
+    api = json.loads(fetch(server.url + "api/status")[2])
+    assert [h["covers"] for h in api["fleet"]["holds"]] == [covers]
+    page = fetch(server.url)[2].decode()
+    assert f'<dt>covers</dt><dd class="covers">{html.escape(covers)}</dd>' in page
+    (event,) = [e for e in estop.history() if e.event == "engage"]
+    assert event_body("1", event, fleet_root)["covers"] == covers
+    if selector:
+        m = scrape(server)
+        assert any(name == "hermes_estop_scoped_hold_active" and ("selector", covers) in labels
+                   for name, labels in m)
+
+
+def test_history_shows_what_each_hold_covers(estop, capsys, monkeypatch, fleet_root):
+    from hermes_estop.cli.history import run_history
+
+    monkeypatch.setenv("HERMES_ROOT", str(fleet_root))
+    monkeypatch.setenv("HERMES_HOME", str(fleet_root))
+    estop.engage(fleet=True)
+    estop.engage(only=["kanban"], fleet=True)
+    run_history(10, None, False)
+    lines = [line for line in capsys.readouterr().out.splitlines() if " engage " in line]
+    assert [("covers=all" in lines[0]), ("covers=kanban" in lines[1])] == [True, True]
+    run_history(10, None, True)
+    events = json.loads(capsys.readouterr().out)
+    assert [e["covers"] for e in events if e["event"] == "engage"] == ["all", "kanban"]

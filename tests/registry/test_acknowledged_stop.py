@@ -143,3 +143,56 @@ def test_a_consumer_that_stops_deregisters(fleet):
     proc.terminate()
     assert proc.wait(GUARD) == 0
     assert fleet.consumers() == []
+
+
+def _frozen(fleet: Fleet, kind: str) -> subprocess.Popen[bytes]:
+    """`kind`'s consumer SIGSTOPped and seen stalled: a wait that owes it times out."""
+    frozen = fleet.procs[kind]
+    os.kill(frozen.pid, signal.SIGSTOP)
+    fleet.until(lambda rows: (fleet.row(rows, frozen) or {}).get("state") == "stalled")
+    return frozen
+
+
+def test_a_scoped_hold_is_owed_only_by_the_consumers_it_covers_on_pause_and_resume(fleet):
+    _all_running(fleet)
+    frozen = _frozen(fleet, "gateway")  # the hold does not cover it: it must not be waited for
+    paused = fleet.hermes("pause", "--only", "kanban", "--wait", "--wait-timeout", "60s", "--json")
+    assert paused.returncode == 0, paused.stdout + paused.stderr
+    acked = json.loads(paused.stdout)["acknowledgement"]
+    assert acked["covers"] == "kanban" and [r["component"] for r in acked["owed"]] == ["kanban"]
+    assert sorted(r["component"] for r in acked["not_owed"]) == ["apscheduler", "cron", "gateway"]
+    hold_id = json.loads(paused.stdout)["hold"]
+    resumed = fleet.hermes("resume", "--hold", hold_id, "--wait", "--wait-timeout", "60s")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resumed: 1 of 1 consumers acknowledged" in resumed.stdout
+    assert "owed by the consumers the hold covers (kanban): kanban@" in resumed.stdout
+    assert "not owed (the hold does not cover them): " in resumed.stdout and f"pid {frozen.pid}" in resumed.stdout
+    os.kill(frozen.pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize(("only", "frozen_kind", "owed"), [
+    ("kanban", "kanban", 1),  # the one it covers stalls: the wait fails naming it
+    ("cron", "gateway", 1),
+])
+def test_pause_only_wait_names_the_consumers_owed(fleet, only, frozen_kind, owed):
+    _all_running(fleet)
+    frozen = _frozen(fleet, frozen_kind)
+    paused = fleet.hermes("pause", "--only", only, "--wait", "--wait-timeout", "3s" if only == frozen_kind else "60s")
+    out = paused.stdout + paused.stderr
+    assert f"owed by the consumers the hold covers ({only}): {only}@" in out
+    if only == frozen_kind:
+        assert paused.returncode == 75, out
+        assert f"0 of {owed} consumers acknowledged" in paused.stderr and f"pid {frozen.pid}" in paused.stderr
+    else:
+        assert paused.returncode == 0, out
+        assert f"stopped: {owed} of {owed} consumers acknowledged" in paused.stdout
+        assert "not acknowledged" not in out
+    os.kill(frozen.pid, signal.SIGCONT)
+
+
+def test_drain_of_a_full_hold_is_owed_by_every_consumer_and_says_so(fleet):
+    _all_running(fleet)
+    drained = fleet.hermes("drain", "--fleet", "--timeout", "60s")
+    assert drained.returncode == 0, drained.stderr
+    assert "owed by the consumers the hold covers (all): apscheduler@" in drained.stdout
+    assert "not owed" not in drained.stdout

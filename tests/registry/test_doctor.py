@@ -44,13 +44,30 @@ def board(fleet_root: Path) -> Board:
     return board
 
 
-def test_a_clean_fleet_passes(fleet_root, board):
+def test_a_clean_fleet_with_nothing_registered_passes_saying_nothing_is_registered(fleet_root, board):
     Dispatcher(Estop(fleet_root, fleet_root), board).dispatch()  # gated, nothing held: both run and finish
     assert {card.status for card in board.cards()} == {"done"}
     _hermes(fleet_root, "pause", "--fleet")
     done = _hermes(fleet_root, "doctor")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "no problem found" in done.stdout
+    assert "nothing is registered" in done.stdout and "`--wait` has nobody to wait for" in done.stdout
+    assert "no problem found" not in done.stdout  # issue 38: it is not a clean bill of health
+    report = json.loads(_hermes(fleet_root, "doctor", "--json").stdout)
+    assert report["registered"] == 0 and report["note"].startswith("nothing is registered")
+
+
+def test_a_clean_fleet_with_a_registered_consumer_finds_no_problem(fleet_root, board):
+    from .test_acknowledged_stop import Fleet
+
+    fleet = Fleet(fleet_root, None)
+    try:
+        gateway = fleet.start("gateway")
+        fleet.until(lambda rows: fleet.row(rows, gateway) is not None)
+        done = fleet.hermes("doctor")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "no problem found" in done.stdout and "nothing is registered" not in done.stdout
+    finally:
+        fleet.stop_all()
 
 
 def test_an_ungated_dispatcher_claiming_by_sql_during_a_hold_is_flagged_with_its_pid(fleet_root, board):
@@ -74,3 +91,70 @@ def test_work_started_before_the_hold_is_no_breach(fleet_root, board):
     _hermes(fleet_root, "pause", "--fleet")
     report = json.loads(_hermes(fleet_root, "doctor", "--json").stdout)
     assert [f["kind"] for f in report["findings"]] == ["unregistered"]  # claimed outside the registry, not in a hold
+
+
+ROGUE_CLAIMER = textwrap.dedent("""
+    import os, sqlite3, subprocess, sys
+    from datetime import datetime, timezone
+    db = sqlite3.connect(sys.argv[1])
+    worker = subprocess.Popen(["sleep", "600"])
+    named = sys.argv[2] == "token"
+    claim, pid = (f"{os.getpid()}-rogue", worker.pid) if named else ("rogue", os.getpid())
+    db.execute("UPDATE cards SET status = 'running', claim = ?, started_at = ?, pid = ? WHERE status = 'ready'",
+               (claim, datetime.now(timezone.utc).isoformat(), pid))
+    db.commit()
+    print(os.getpid(), flush=True)
+    sys.stdin.read()  # lives, with its worker, until its stdin closes
+    worker.kill()
+""")
+
+
+def _passes_after(fleet, kanban, instant: str) -> None:
+    """Return once the dispatcher `kanban` ran a whole pass after `instant`: a report after it,
+    then another (the pass before the second began after the first)."""
+    from hermes_estop.timeutil import parse_stamp
+
+    after = parse_stamp(instant)
+    first = fleet.until(lambda rows: parse_stamp(fleet.row(rows, kanban)["last_report"]) > after)
+    seen = parse_stamp(fleet.row(first, kanban)["last_report"])
+    fleet.until(lambda rows: parse_stamp(fleet.row(rows, kanban)["last_report"]) > seen)
+
+
+@pytest.mark.parametrize("form", ["token", "bare"])
+def test_the_registered_dispatcher_never_fails_a_living_rogue_claim_and_doctor_names_the_claimer(tmp_path, form):
+    from .test_acknowledged_stop import Fleet
+
+    root = tmp_path / "fleet"
+    root.mkdir()
+    fleet = Fleet(root, None)
+    rogue = None
+    board = Board(root)
+    card = board.add("migrate", "true", owner="alice")  # the board exists: `hermes serve` dispatches it
+    try:
+        kanban = fleet.procs["serve"] = subprocess.Popen(
+            [sys.executable, "-m", "hermes_estop", "serve", "--kanban-interval", "0.2"], env=fleet.env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        fleet.until(lambda rows: (fleet.row(rows, kanban) or {}).get("component") == "kanban")
+        paused = fleet.hermes("pause", "--fleet", "--reason", "upgrade", "--wait", "--wait-timeout", "60s")
+        assert paused.returncode == 0, paused.stdout + paused.stderr
+        board.mark_ready(card.id)
+        rogue = subprocess.Popen([sys.executable, "-c", ROGUE_CLAIMER, str(board.path), form], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        pid = int(rogue.stdout.readline())
+        claimed = board.get(card.id)
+        assert claimed.status == "running"
+        _passes_after(fleet, kanban, claimed.started_at.isoformat())
+        kept = board.get(card.id)
+        assert (kept.status, kept.claim, kept.detail) == ("running", claimed.claim, None)
+        done = fleet.hermes("doctor", "--json")
+        assert done.returncode == 1, done.stdout + done.stderr
+        findings = json.loads(done.stdout)["findings"]
+        assert {(f["kind"], f["pid"]) for f in findings} == {("breach", pid), ("unregistered", pid)}, findings
+        text = fleet.hermes("doctor").stdout
+        assert f"pid {pid}" in next(line for line in text.splitlines() if line.startswith("BREACH: kanban card"))
+        assert "claimant not recorded" not in text
+    finally:
+        if rogue is not None:
+            rogue.stdin.close()
+            rogue.wait(60)
+        fleet.stop_all()

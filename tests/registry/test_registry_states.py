@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.acks import survey
+from hermes_estop.acks import owes, survey
 from hermes_estop.gate import Snapshot
 from hermes_estop.hold import Fence, HoldState, Reading
 from hermes_estop.homes import Location
@@ -21,10 +21,12 @@ from hermes_estop.registry import (
     prunable,
 )
 from hermes_estop.roster import roster_of
+from hermes_estop.selector import Selector
 
 
-def entry(clock, *, interval=5.0, scopes=("fleet",), observed=(), seq=1, pid=100, host="here") -> ConsumerEntry:
-    return ConsumerEntry(component="kanban", host=host, pid=pid, pid_start=1, home="/f", profile=None,
+def entry(clock, *, interval=5.0, scopes=("fleet",), observed=(), seq=1, pid=100, host="here",
+          component="kanban") -> ConsumerEntry:
+    return ConsumerEntry(component=component, host=host, pid=pid, pid_start=1, home="/f", profile=None,
                          scopes=scopes, version="t", interval=interval, registered_at=clock(),
                          reported_at=clock(), seq=seq, observed=observed)
 
@@ -103,3 +105,23 @@ def test_entry_round_trips_and_damaged_documents_read_as_none(clock):
     assert ConsumerEntry.decode(original.encode()) == original
     assert ConsumerEntry.decode(b"not json") is None
     assert ConsumerEntry.from_json({"pid": "7"}) is None
+
+
+@pytest.mark.parametrize(("selector", "scope", "component", "scopes", "owed"), [
+    (None, "fleet", "gateway", ("fleet",), True),  # a full hold: every consumer of its scope
+    (None, "alpha", "cron", ("fleet",), False),  # another scope's hold
+    (Selector.of(["kanban"]), "fleet", "kanban", ("fleet",), True),
+    (Selector.of(["kanban"]), "fleet", "gateway", ("fleet",), False),
+    (Selector.of(["kanban"]), "alpha", "kanban", (ALL_SCOPES,), True),
+    (Selector.of(["kanban"]), "alpha", "kanban", ("fleet",), False),
+    (Selector.of(["cron"], ["nightly-*"]), "fleet", "cron", ("fleet",), True),  # its jobs cannot be known
+    (Selector.of(["cron"], ["nightly-*"]), "fleet", "apscheduler", ("fleet",), False),
+    (Selector.of((), ["nightly-*"]), "fleet", "apscheduler", ("fleet",), True),  # jobs of every component
+    (Selector(problem="unreadable"), "fleet", "gateway", ("fleet",), True),  # fail safe: covers all
+])
+def test_an_acknowledgement_is_owed_by_the_consumers_the_hold_covers_and_no_other(
+        clock, selector, scope, component, scopes, owed):
+    consumer = entry(clock, component=component, scopes=scopes)
+    assert owes(consumer, Ack(scope, "g", engaged=True, selector=selector)) is owed
+    found = survey([consumer], Ack(scope, "g", engaged=True, selector=selector), clock(), lambda e: True)
+    assert (found.owed, found.not_owed) == (((consumer,), ()) if owed else ((), (consumer,)))

@@ -36,6 +36,7 @@ def test_run_wait_runs_the_job_once_every_consumer_acknowledged_across_renewals(
                         "sh", "-c", f"touch {marker}")
     assert done.returncode == 0, done.stderr
     assert "stopped: 2 of 2 consumers acknowledged" in done.stderr
+    assert "owed by the consumers the hold covers (all): cron@" in done.stderr  # the rule of every --wait
     assert marker.exists()
 
 

@@ -15,7 +15,8 @@ from ..fleet import Fleet
 from ..registry import Ack
 from ..text import printable
 
-__all__ = ["DEFAULT_WAIT", "EXIT_NOT_ACKNOWLEDGED", "ack_lines", "parse_wait_timeout", "wait_with_progress"]
+__all__ = ["DEFAULT_WAIT", "EXIT_NOT_ACKNOWLEDGED", "ack_lines", "owed_lines", "parse_wait_timeout",
+           "wait_with_progress"]
 
 #: EX_TEMPFAIL: not every covered consumer acknowledged within --wait-timeout
 EXIT_NOT_ACKNOWLEDGED = 75
@@ -33,6 +34,16 @@ def parse_wait_timeout(value: str | None) -> float:
 
 def _lost(found: AckSurvey) -> str:
     return ", ".join(e.describe() for e in found.lost)
+
+
+def owed_lines(found: AckSurvey) -> list[str]:
+    """Which consumers owed the acknowledgement (those the hold covers) and which did not."""
+    owed = ", ".join(e.describe() for e in found.owed) or "none"
+    lines = [printable(f"  owed by the consumers the hold covers ({found.covers}): {owed}")]
+    if found.not_owed:
+        others = ", ".join(e.describe() for e in found.not_owed)
+        lines.append(printable(f"  not owed (the hold does not cover them): {others}"))
+    return lines
 
 
 def _progress_line(found: AckSurvey, what: str) -> str:
@@ -70,6 +81,7 @@ def ack_lines(found: AckSurvey, *, verb: str, now: datetime | None = None) -> tu
         extra = "" if found.covered else " (no registered consumer covers it)"
         out.append(printable(f"{verb}: {len(found.acknowledged)} of {found.covered} consumers acknowledged in "
                              f"{found.waited:.1f} s{extra}{lost}"))
+        out.extend(owed_lines(found))
         return out, err
     if found.problem is not None:
         err.append(printable(f"hermes: not acknowledged after {found.waited:.1f} s: {found.problem}"))
@@ -78,6 +90,7 @@ def ack_lines(found: AckSurvey, *, verb: str, now: datetime | None = None) -> tu
                          f"{found.covered} consumers acknowledged{lost}"))
     for awaited in found.awaited:
         err.append(printable(f"  not acknowledged: {awaited.describe(when)}"))
+    err.extend(owed_lines(found))
     return out, err
 
 

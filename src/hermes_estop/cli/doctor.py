@@ -10,7 +10,13 @@ import typer
 from ..text import printable
 from .common import current_estop, emit_json
 
-__all__ = ["doctor", "register"]
+__all__ = ["NOTHING_REGISTERED", "doctor", "register"]
+
+#: what `hermes doctor` says instead of "no problem found" when no consumer is registered
+NOTHING_REGISTERED = ("nothing is registered: no consumer reports to this fleet's consumer registry, so no "
+                      "hold has been acknowledged by anything and `--wait` has nobody to wait for; this audit "
+                      "only sees the work on record. Start the consumers with `hermes serve` (or register a "
+                      "loop with `hermes_estop.reporter.ConsumerReporter`), then run `hermes doctor` again")
 
 
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
@@ -20,14 +26,21 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     from ..consumers.coverage import audit_coverage
 
     findings, roster = audit_coverage(current_estop())
+    nothing = not roster.rows and roster.problem is None
     if as_json:
         emit_json({"ok": not findings, "findings": [f.to_json() for f in findings],
-                   "consumers": roster.to_json()})
+                   "consumers": roster.to_json(), "registered": len(roster.rows),
+                   "note": NOTHING_REGISTERED if nothing else None})
     else:
         for finding in findings:
             typer.echo(printable(finding.text))
         typer.echo(printable(roster.line()))
-        typer.echo(f"{len(findings)} problem(s) found" if findings else "no problem found")
+        if nothing:
+            typer.echo(NOTHING_REGISTERED)
+        if findings:
+            typer.echo(f"{len(findings)} problem(s) found")
+        elif not nothing:
+            typer.echo("no problem found")
     raise typer.Exit(1 if findings else 0)
 
 

@@ -84,7 +84,7 @@ def drain(
     Exit 0 when both, 75 at --timeout (one budget for the two waits)."""
     from ..consumers.drainer import wait_until_quiet
     from ..observe.status import lift_command
-    from ..registry import Ack
+    from ..acks import ack_for_hold
     from .acks import ack_lines, wait_with_progress
 
     refuse_blank("--ttl", ttl)
@@ -100,8 +100,7 @@ def drain(
     hold = estop.engage(reason=reason, allow=allow, ttl=ttl, fleet=fleet)
     location = estop.location(fleet=fleet)
     # first every consumer the hold covers has seen it (no new work), then nothing is in flight
-    acked = wait_with_progress(estop.fleet, Ack(location.scope, hold.generation or "?", engaged=True), limit,
-                               show=not as_json)
+    acked = wait_with_progress(estop.fleet, ack_for_hold(location.scope, hold), limit, show=not as_json)
     limit = max(0.0, limit - acked.waited)
     progress = _Progress(not as_json)
 

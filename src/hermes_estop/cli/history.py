@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..describe import event_covers
 from ..errors import InvalidArgument, InvalidDuration, InvalidInstant
 from ..estop import Estop
 from ..text import printable
@@ -19,6 +20,9 @@ from ..text import printable
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: this module stays cheap to import
 if TYPE_CHECKING:  # pragma: no cover
     from datetime import datetime
+    from typing import Any
+
+    from ..audit import AuditEvent
 
 __all__ = ["aligned", "run_history", "since_instant"]
 
@@ -32,7 +36,8 @@ def run_history(limit: int, since: str | None, as_json: bool) -> int:
     skipped = f"{corrupt} corrupt audit line(s) skipped" if corrupt else None
     out = sys.stdout
     if as_json:
-        out.write(json.dumps([event.to_json() for event in events], indent=2, sort_keys=False, default=str) + "\n")
+        out.write(json.dumps([_with_covers(event) for event in events], indent=2, sort_keys=False, default=str)
+                  + "\n")
         if skipped:  # the JSON stays a list of events; the count goes where a person sees it
             print(f"hermes: {skipped}", file=sys.stderr)
         return 0
@@ -51,6 +56,9 @@ def run_history(limit: int, since: str | None, as_json: bool) -> int:
             rest.append(f"reason='{printable(event.reason)}'")
         if event.deadline:
             rest.append(f"deadline={data['deadline']}")
+        covered = event_covers(event.event, event.detail)
+        if covered is not None:
+            rest.append(f"covers={covered}")
         if event.detail:
             rest.append(printable(event.detail))
         if count > 1:
@@ -64,6 +72,13 @@ def run_history(limit: int, since: str | None, as_json: bool) -> int:
         out.write(skipped + "\n")
     out.flush()
     return 0
+
+
+def _with_covers(event: AuditEvent) -> dict[str, Any]:
+    """An event as `--json` shows it, with what its hold covers (`describe.event_covers`)."""
+    data = event.to_json()
+    covered = event_covers(event.event, event.detail)
+    return data if covered is None else data | {"covers": covered}
 
 
 def aligned(rows: list[tuple[list[str], list[str]]]) -> list[str]:

@@ -9,9 +9,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..describe import covers
 from ..errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from ..estop import Estop
-from ..hold import Allow, Cause, HoldState, Reading
+from ..hold import Allow, Cause, Hold, HoldState, Reading
 from ..homes import Location
 from ..text import one_line, printable
 from ..timeutil import format_instant
@@ -129,13 +130,13 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
                    f"{one_line(estop.fleet.last_audit_failure or 'unknown')}", err=True)
     snapshot = estop.snapshot()
     where = estop.fleet.where(location)
-    ack = _engaged(location, hold.generation) if limit is not None else None
+    ack = _engaged(location, hold) if limit is not None else None
     if as_json:
         found = _wait(estop, ack, limit, show=False)
         emit_json({"scope": location.scope, "path": where, **hold_json(hold, snapshot.now),
                    "engaged": snapshot.engaged, **_ack_json(found)})
         raise typer.Exit(_ack_exit(found))
-    scoped = "" if hold.selector is None else f" for {hold.selector.describe()} only (hold {printable(hold.hold_id or '?')})"
+    scoped = "" if hold.selector is None else f" for {covers(hold.selector)} only (hold {printable(hold.hold_id or '?')})"
     typer.echo(f"paused {printable(location.describe())}{scoped} ({printable(where)})")
     for line in describe_hold(hold, snapshot.now):
         typer.echo(f"  {line}")
@@ -157,10 +158,10 @@ def _wait_limit(wait: bool, wait_timeout: str | None) -> float | None:
     return parse_wait_timeout(wait_timeout)
 
 
-def _engaged(location: Location, generation: str | None) -> Ack:
-    from ..registry import Ack
+def _engaged(location: Location, hold: Hold) -> Ack:
+    from ..acks import ack_for_hold
 
-    return Ack(location.scope, generation or "?", engaged=True)
+    return ack_for_hold(location.scope, hold)
 
 
 def _wait(estop: Estop, ack: Ack | None, limit: float | None, *, show: bool) -> AckSurvey | None:
@@ -213,8 +214,10 @@ def resume(
     if limit is not None:
         from ..acks import ack_for_release
 
-        standing = generation if generation is not None else _generation_at(estop, location, hold)
-        ack = ack_for_release(estop.fleet, location.scope, standing) if standing is not None else None
+        lifted = _standing(estop, location, hold) if generation is None else None
+        standing = generation if generation is not None else lifted.generation if lifted is not None else None
+        selector = lifted.selector if lifted is not None else None
+        ack = ack_for_release(estop.fleet, location.scope, standing, selector) if standing is not None else None
     removed: Reading | None
     try:
         if hold is not None:
@@ -272,11 +275,16 @@ def resume(
 
 def _generation_at(estop: Estop, location: Location, hold_id: str | None = None) -> str | None:
     """The generation of the full hold at `location` (with `hold_id`: of that scoped hold)."""
+    standing = _standing(estop, location, hold_id)
+    return standing.generation if standing is not None else None
+
+
+def _standing(estop: Estop, location: Location, hold_id: str | None = None) -> Hold | None:
+    """The full hold at `location` (with `hold_id`: that scoped hold), None where none stands."""
     (reading,) = estop.fleet.read((location,)).readings
     if hold_id is not None:
-        return next((s.hold.generation for s in reading.scoped if s.hold is not None and s.hold.hold_id == hold_id),
-                    None)
-    return reading.hold.generation if reading.present and reading.hold is not None else None
+        return next((s.hold for s in reading.scoped if s.hold is not None and s.hold.hold_id == hold_id), None)
+    return reading.hold if reading.present else None
 
 
 def _on_disk(estop: Estop, location: Location, before: str | None) -> str:

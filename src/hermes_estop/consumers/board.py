@@ -35,7 +35,8 @@ from ..timeutil import Clock, format_instant, in_interval, parse_stamp, utc_now
 from .validate import validate_owner, validate_profile
 from .worker import WorkResult
 
-__all__ = ["BOARD_NAME", "READ_WAIT", "STATUSES", "Board", "BoardBusy", "Card", "UnknownCard"]
+__all__ = ["BOARD_NAME", "READ_WAIT", "STATUSES", "Board", "BoardBusy", "Card", "UnknownCard", "abandoned",
+           "claim_token", "claimant", "claimant_lives"]
 
 BOARD_NAME = "kanban.db"
 STATUSES = ("todo", "ready", "running", "done", "failed")
@@ -100,9 +101,9 @@ class Card:
     finished_at: datetime | None = None
     exit_code: int | None = None
     detail: str | None = None
-    #: the worker's pid (its process group) while running
+    #: the worker's pid (its process group) while running; kept when it is found lost
     pid: int | None = None
-    #: the dispatcher's claim on it while running
+    #: the claim that started its last run (kept after the run: who claimed it, for `hermes doctor`)
     claim: str | None = None
     #: the worker's start time (`processes.start_time`): without it the worker is never signalled
     pid_start: int | None = None
@@ -299,10 +300,11 @@ class Board:
 
     def finish(self, card_id: int, token: str, result: WorkResult) -> bool:
         """Record a worker's result on the card it claimed (`done` or `failed`); False when the
-        card is no longer that claim's (it was re-queued or marked lost meanwhile)."""
+        card is no longer that claim's (it was re-queued or marked lost meanwhile). The claim
+        stays: it names who ran the card."""
         _, count = self._run(
             "UPDATE cards SET status = ?, finished_at = ?, updated_at = ?, exit_code = ?, detail = ?, "
-            "claim = NULL, deadline = NULL, pid = NULL, pid_start = NULL "
+            "deadline = NULL, pid = NULL, pid_start = NULL "
             "WHERE id = ? AND status = 'running' AND claim = ?",
             ("done" if result.ok else "failed", format_instant(result.finished_at),
              format_instant(result.finished_at), result.exit_code, result.detail, card_id, token),
@@ -310,20 +312,67 @@ class Board:
         return count == 1
 
     def fail_lost(self, now: datetime, keep: frozenset[str] = frozenset()) -> list[int]:
-        """Mark `failed` the running cards whose worker's deadline passed more than a grace ago
-        (their dispatcher died), except the claims in `keep` (workers this process still has)."""
-        rows, _ = self._run("SELECT id, claim, deadline FROM cards WHERE status = 'running'")
+        """Mark `failed` the running cards nobody is working on any more: its claimant and its
+        worker are both gone and its deadline (a claim without one: its start) passed more than
+        a grace ago. The claims in `keep` (workers this process still has) are never judged. The
+        claim and the worker's pid stay on the card: they are the evidence `hermes doctor`
+        names a breach with."""
+        rows, _ = self._run("SELECT id, claim, deadline, started_at, pid, pid_start FROM cards "
+                            "WHERE status = 'running'")
         lost = []
-        for card_id, claim, deadline in rows:
-            until = parse_stamp(deadline)
-            if claim in keep or (until is not None and in_interval(now, None, until + _LOST_GRACE)):
+        for card_id, claim, deadline, started, pid, pid_start in rows:
+            if claim in keep or not abandoned(claim, parse_stamp(deadline) or parse_stamp(started), now,
+                                              claimant_lives(claim, pid, pid_start)):
                 continue
             _, count = self._run(
                 "UPDATE cards SET status = 'failed', updated_at = ?, finished_at = ?, "
-                "detail = 'worker lost: its dispatcher stopped before recording it', claim = NULL, deadline = NULL, "
-                "pid = NULL, pid_start = NULL WHERE id = ? AND status = 'running' AND claim IS ?",
+                "detail = 'worker lost: its dispatcher stopped before recording it', deadline = NULL "
+                "WHERE id = ? AND status = 'running' AND claim IS ?",
                 (format_instant(now), format_instant(now), card_id, claim),
             )
             if count == 1:
                 lost.append(card_id)
         return lost
+
+
+def claim_token(pid: int, started: int | None, nonce: str) -> str:
+    """A dispatcher's claim: `<pid>-<start time>-<nonce>`, naming the process that made it
+    exactly (`claimant`), so another process can tell whether it still lives."""
+    return f"{pid}-{started if started is not None else 'x'}-{nonce}"
+
+
+def claimant(token: str | None) -> int | None:
+    """The dispatcher pid a kanban claim token names (`<pid>-...`), None for another form."""
+    if token is None:
+        return None
+    head = token.split("-", 1)[0]
+    return int(head) if head.isdigit() and "-" in token else None
+
+
+def _claimant_start(token: str) -> int | None:
+    parts = token.split("-")
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+def claimant_lives(claim: Any, pid: Any, pid_start: Any) -> bool:
+    """Whether the process that claimed a card, or the worker it recorded, still runs (on this
+    host, where the board is). A claimant known only by its pid counts while that pid runs: a
+    claim is never judged lost on a guess."""
+    from ..processes import same_process, start_time
+
+    if isinstance(claim, str) and (claimed_by := claimant(claim)) is not None:
+        started = _claimant_start(claim)
+        if same_process(claimed_by, started) if started is not None else start_time(claimed_by) is not None:
+            return True
+    if isinstance(pid, int) and not isinstance(pid, bool):
+        return same_process(pid, pid_start) if isinstance(pid_start, int) else start_time(pid) is not None
+    return False
+
+
+def abandoned(claim: Any, until: datetime | None, now: datetime, lives: bool) -> bool:
+    """Pure: a running card is lost when nobody that claimed or works on it lives (`lives`) and
+    `until` (its deadline, else its start) passed more than `_LOST_GRACE` ago; a card that says
+    neither is lost once nobody lives."""
+    if lives:
+        return False
+    return until is None or not in_interval(now, None, until + _LOST_GRACE)

@@ -26,6 +26,7 @@ from ..selector import Selector, selector_of_detail
 from ..roster import Roster, read_roster
 from ..text import one_line
 from ..timeutil import format_instant
+from .board import claimant
 
 __all__ = ["Finding", "HoldSpan", "Work", "audit_coverage", "breaches", "hold_spans"]
 
@@ -183,14 +184,6 @@ def _work(estop: Estop, now: datetime) -> tuple[list[Work], list[str]]:
         except Exception as exc:  # noqa: BLE001
             problems.append(f"kanban board: {one_line(exc)}")
     return work, problems
-
-
-def claimant(token: str | None) -> int | None:
-    """The dispatcher pid a kanban claim token names (`<pid>-<uuid>`), None for another form."""
-    if token is None:
-        return None
-    head = token.split("-", 1)[0]
-    return int(head) if head.isdigit() and "-" in token else None
 
 
 def unregistered(work: list[Work], roster: Roster, host: str) -> list[Finding]:

@@ -25,7 +25,8 @@ from ..config import child_environment
 from ..estop import Estop
 from ..text import one_line
 from ..timeutil import format_instant
-from .board import BOARD_NAME, STATUSES, Board, Card, UnknownCard
+from ..processes import start_time
+from .board import BOARD_NAME, STATUSES, Board, Card, UnknownCard, claim_token
 from .passgate import PassGate
 from .report import Held, PassReport, Run
 from .validate import parse_timeout
@@ -127,6 +128,7 @@ class Dispatcher:
         self.board = board if board is not None else Board(estop.layout.root, clock=estop.clock)
         self.pool = WorkerPool(estop.clock, monotonic)
         self._claims: dict[int, str] = {}
+        self._started = start_time(os.getpid())
 
     def pass_gate(self) -> PassGate:
         """The gate one pass decides its cards with: `gate(card.owner, card.profile, "kanban",
@@ -161,7 +163,7 @@ class Dispatcher:
             if len(spawned) >= slots:
                 waiting.append(card.id)
                 continue
-            token = f"{os.getpid()}-{uuid.uuid4().hex}"  # names its dispatcher (`hermes doctor`)
+            token = claim_token(os.getpid(), self._started, uuid.uuid4().hex)  # names its dispatcher
             if not self.board.claim(card.id, token, now, now + self.timeout):
                 taken.append(card.id)
                 continue
@@ -178,7 +180,8 @@ class Dispatcher:
 
     def drain(self, timeout: float | None = None) -> list[Run]:
         """Wait (up to `timeout` seconds) for the workers in flight and record them; those still
-        running are left running and are marked lost after their deadline."""
+        running are left running and are marked lost once they ended unrecorded and their deadline
+        passed (`board.abandoned`)."""
         return self._record(self.pool.wait_all(timeout))
 
     def _park(self, card: Card, reason: str, now: datetime) -> list[Run]:

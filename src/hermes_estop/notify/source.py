@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..selector import selector_of_detail
 from ..audit import AuditEntry, AuditEvent
+from ..describe import event_covers
+from ..selector import selector_of_detail
 from ..fleet import Fleet
 
 __all__ = ["AuditSource", "FleetAuditSource", "Item", "event_body"]
@@ -56,6 +57,9 @@ def event_body(event_id: str, event: AuditEvent, fleet: Path, extra: dict[str, A
     scoped = selector_of_detail(event.detail)
     if scoped is not None:  # a scoped hold's line: which hold, and what it covers
         body["hold"], body["selector"] = scoped[0], scoped[1].to_body()
+    covered = event_covers(event.event, event.detail)
+    if covered is not None:
+        body["covers"] = covered
     if extra:
         body.update(extra)
     return body

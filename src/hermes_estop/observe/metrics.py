@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ..describe import covers
 from ..hold import HoldState
 from .view import FleetView, Observer
 
@@ -84,7 +85,8 @@ class EstopCollector(Collector):
     def _holds(self, view: FleetView) -> Iterator[Metric]:
         now = view.now
         active = GaugeMetricFamily("hermes_estop_hold_active",
-                                   "1 while a hold is active at the scope (an unreadable one too: fail safe)",
+                                   "1 while the full hold (it covers all work) is active at the scope (an "
+                                   "unreadable one too: fail safe); scoped holds: hermes_estop_scoped_hold_active",
                                    labels=["scope"])
         unreadable = GaugeMetricFamily("hermes_estop_hold_unreadable",
                                        "1 while the hold at the scope cannot be read (held, admits nobody)",
@@ -107,7 +109,7 @@ class EstopCollector(Collector):
         for lane in view.lanes:
             for part in lane.reading.scoped if lane.reading is not None else ():
                 if part.hold is not None and part.hold.selector is not None:
-                    scoped.add_metric([lane.scope, part.hold.hold_id or "", part.hold.selector.describe()],
+                    scoped.add_metric([lane.scope, part.hold.hold_id or "", covers(part.hold.selector)],
                                       1.0 if part.active else 0.0)
         yield active
         yield unreadable

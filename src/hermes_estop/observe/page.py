@@ -25,6 +25,7 @@ from datetime import datetime, tzinfo
 from html import escape
 from typing import TYPE_CHECKING
 
+from ..describe import covers
 from ..hold import Cause, HoldState, Reading
 from ..text import printable
 from ..timeutil import format_instant, format_relative
@@ -180,7 +181,8 @@ def _card(reading: Reading, view: FleetView) -> str:
         head = "HELD"
     hold = reading.hold
     if hold is not None and hold.selector is not None:
-        head += f" only {_t(hold.selector.describe())} (scoped hold {_t(hold.hold_id)})"
+        head += f" only {_t(covers(hold.selector))} (scoped hold {_t(hold.hold_id)})"
+    rows.append(("covers", "covers", _t(covers(hold.selector if hold is not None else None))))
     if hold is not None and reading.state is not HoldState.UNREADABLE:
         rows.append(("reason", "reason", _t(hold.reason) if hold.reason else "<i>(none)</i>"))
         if hold.expires_at is not None:
