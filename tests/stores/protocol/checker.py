@@ -102,11 +102,12 @@ def plain_read(ctx: Ctx) -> Any:
 
 
 def deadman_read(ctx: Ctx) -> Any:
-    """A consumer's check after the initial hold's deadman: reads, and retires what it found expired."""
+    """The daemon's deadman after the initial hold's deadman: reads, and retires what it found
+    expired, fenced on the generation it read (`Fleet.retire_expired`; a reader never retires)."""
     reading = ctx.actor.read(ctx.store, ctx.location, ctx.now)
     if reading.state is HoldState.EXPIRED:
         ctx.actor.fence = reading.fence.generation if reading.fence else None
-        return ctx.store.expire(reading, ctx.now, "reader")
+        return ctx.store.retire(ctx.location, reading.fence or Fence(), ctx.now, "deadman", "expire")
     return None
 
 
