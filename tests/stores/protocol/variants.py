@@ -11,7 +11,7 @@ from hermes_estop.errors import StoreError
 from hermes_estop.hold import EngageRequest, Fence, Hold, encode_body, merge_hold, new_generation, precondition_met
 from hermes_estop.homes import Location
 from hermes_estop.stores import file as file_module
-from hermes_estop.stores.base import refused_write
+from hermes_estop.stores.base import fence_matches, refused_write
 from hermes_estop.stores.file import FileStore
 
 
@@ -36,7 +36,7 @@ class UnlinkBeforeFenceCheck(FileStore):
     def _retire_locked(self, location: Location, fence: Fence, now: datetime, actor: str, event: str) -> bool:
         standing = self._read_fresh(location, now)
         self._remove(location)
-        if not self._matches(standing, fence):
+        if not fence_matches(standing, fence):
             return False
         self._audit(event, location, fence.describe(), actor, None, None, now)
         return True
