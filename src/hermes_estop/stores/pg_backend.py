@@ -23,7 +23,7 @@ from .pg_cache import Listener, close_quietly
 from .pg_clock import DbClock
 from .pg_leader import Leadership
 from .pg_schema import ensure_schema, quoted
-from .pg_url import StoreURL
+from .pg_url import StoreURL, connect_error
 
 __all__ = ["Backend", "acquire", "release"]
 
@@ -78,7 +78,7 @@ class Backend:
         except StoreError:
             raise
         except psycopg.Error as exc:
-            raise StoreUnavailable(f"cannot reach the PostgreSQL store {self.url.display}: {one_line(exc)}") from None
+            raise connect_error(self.url, exc) from None
         conn.execute("SELECT set_config(%s, %s, false)", ["lock_timeout", f"{int(LOCK_TIMEOUT * 1000)}ms"])
         self.writer_fds.add(conn.fileno())
         self._writer = conn
@@ -115,7 +115,7 @@ class Backend:
                             f"see `hermes status`: {one_line(exc)}"
                         ) from None
                     if attempt == 2:
-                        raise StoreUnavailable(f"cannot reach the PostgreSQL store {self.url.display}: {one_line(exc)}") from None
+                        raise connect_error(self.url, exc) from None
             raise AssertionError("unreachable")
         finally:
             self._writer_lock.release()

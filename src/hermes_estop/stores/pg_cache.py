@@ -130,6 +130,8 @@ class Listener:
         self.backend_pid: int | None = None
         self.last_contact: float | None = None
         self.last_error: str | None = None
+        #: the last connection failed because the server refused the role's password (not an outage)
+        self.refused = False
         self.fds: set[int] = set()
         self._select_sql = (
             f"SELECT clock_timestamp(), txid_current_snapshot()::text, h.scope, h.body, h.revision "
@@ -164,6 +166,8 @@ class Listener:
         last = self.last_contact
         rows = self.rows
         if last is None or not self.synced:
+            if self.refused:
+                return rows, f"PostgreSQL store refused this role: {self.last_error}"
             return rows, f"PostgreSQL store unreachable: {self.last_error or 'not connected yet'}"
         if self._monotonic() - last > self.grace:
             since = format_instant(self.clock.at(last))
@@ -261,6 +265,7 @@ class Listener:
                 if self.last_error is not None:
                     logger.info("hermes-estop: PostgreSQL store listener reconnected (schema %s)", self.schema)
                 self.connected = True
+                self.refused = False
                 self.last_error = None
                 backoff = 0.05
                 self._serve(conn)
@@ -280,7 +285,10 @@ class Listener:
             backoff = min(backoff * 2, _MAX_BACKOFF)
 
     def _disconnected(self, exc: BaseException) -> None:
-        message = one_line(exc)
+        from .pg_url import PASSWORD_HINT, authentication_failed  # pg_url imports this module
+
+        self.refused = authentication_failed(exc)
+        message = f"authentication failed ({one_line(exc)}); {PASSWORD_HINT}" if self.refused else one_line(exc)
         if self.connected:
             logger.warning("hermes-estop: PostgreSQL store listener lost its connection (held after %gs): %s",
                            self.grace, message)
