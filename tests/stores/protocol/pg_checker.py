@@ -68,6 +68,11 @@ class PgActor:
         self.error: BaseException | None = None
         self.fence: str | None = None
         self.pid: int | None = None
+        self.acknowledged: list[str] = []
+
+    def acknowledge(self, generation: str | None) -> None:
+        if generation is not None:
+            self.acknowledged.append(generation)
 
 
 class PgExecution:
