@@ -44,7 +44,9 @@ from .pg_schema import channel_name, quoted
 __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_REFRESH",
+    "PASSWORD_HINT",
     "Row",
+    "authentication_failed",
     "Listener",
     "parse_row",
     "close_quietly",
@@ -93,6 +95,20 @@ def parse_row(body: bytes, revision: int) -> Row:
     except ValueError as exc:
         parsed = str(exc)
     return Row(bytes(body), int(revision), parsed)
+
+
+#: where libpq takes a password from, for the line that says an authentication failed
+PASSWORD_HINT = ("give the password in the store URL (postgresql://USER:PASSWORD@HOST/DB), in a password file "
+                 "(PGPASSFILE, default ~/.pgpass) or in PGPASSWORD")
+
+
+def authentication_failed(exc: BaseException) -> bool:
+    """Whether a connection failed because the server refused the role's password (or none
+    was given): the server answered, so it is a refusal, never an outage."""
+    if getattr(exc, "sqlstate", None) == "28P01":
+        return True
+    text = str(exc).lower()
+    return "password authentication failed" in text or "no password supplied" in text
 
 
 class Listener:
@@ -285,8 +301,6 @@ class Listener:
             backoff = min(backoff * 2, _MAX_BACKOFF)
 
     def _disconnected(self, exc: BaseException) -> None:
-        from .pg_url import PASSWORD_HINT, authentication_failed  # pg_url imports this module
-
         self.refused = authentication_failed(exc)
         message = f"authentication failed ({one_line(exc)}); {PASSWORD_HINT}" if self.refused else one_line(exc)
         if self.connected:

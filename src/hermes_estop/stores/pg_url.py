@@ -12,10 +12,10 @@ import psycopg
 
 from ..errors import InvalidArgument, StoreError, StoreRefused, StoreUnavailable
 from ..text import one_line
-from .pg_cache import DEFAULT_GRACE
+from .pg_cache import DEFAULT_GRACE, PASSWORD_HINT, authentication_failed
 from .pg_schema import DEFAULT_SCHEMA, validate_schema_name
 
-__all__ = ["PASSWORD_HINT", "StoreURL", "authentication_failed", "connect_error", "parse_store_url"]
+__all__ = ["StoreURL", "connect_error", "parse_store_url"]
 
 _OUR_PARAMS = ("schema", "grace")
 _MAX_GRACE = 300.0
@@ -80,20 +80,6 @@ def parse_store_url(url: str) -> StoreURL:
     except psycopg.ProgrammingError as exc:
         raise InvalidArgument(f"invalid store URL {_redact(parts)!r}: {one_line(exc)}") from None
     return StoreURL(conninfo, schema, grace, _redact(parts), connect_timeout)
-
-
-#: where libpq takes a password from, for the line that says an authentication failed
-PASSWORD_HINT = ("give the password in the store URL (postgresql://USER:PASSWORD@HOST/DB), in a password file "
-                 "(PGPASSFILE, default ~/.pgpass) or in PGPASSWORD")
-
-
-def authentication_failed(exc: BaseException) -> bool:
-    """Whether a connection failed because the server refused the role's password (or none
-    was given): the server answered, so it is a refusal, never an outage."""
-    if getattr(exc, "sqlstate", None) == "28P01":
-        return True
-    text = str(exc).lower()
-    return "password authentication failed" in text or "no password supplied" in text
 
 
 def connect_error(url: StoreURL, exc: BaseException) -> StoreError:
