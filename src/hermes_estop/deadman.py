@@ -2,10 +2,12 @@
 within one interval of its deadman (sooner: the loop wakes at the soonest deadman it has seen),
 so the `expire` audit line and notification go out on a quiet fleet too, with no other reader.
 
-Why the daemon and not only readers: a reader retires an expiry only when it happens to check
-(and only if the lock is free at that instant); on a fleet where nothing checks, the sentinel of
-a lapsed hold would stay and nobody would be told it lifted. The predicate has reported it lifted
-since its deadman either way; this is about the record.
+Why the daemon: a reader never retires (its clock decides for itself only, docs/design.md "Which
+clock decides an expiry"), so without it the sentinel of a lapsed hold would stay and nobody
+would be told it lifted. The predicate has reported it lifted since its deadman either way; this
+is about the record. The store checks each deadline against the clock it trusts (the server's
+`now()`, or the wall clock as the monotonic clock confirms it), so a daemon whose clock runs
+ahead retires nothing early.
 
 Each retire is fenced on the generation the expiry was read with (`Fleet.retire_expired`), so a
 re-arm that lands between the read and the retire is never removed. `tick(now)` is the pure-ish

@@ -11,6 +11,7 @@ __all__ = [
     "InvalidDuration",
     "InvalidInstant",
     "StoreError",
+    "StoreRefused",
     "StoreUnavailable",
 ]
 
@@ -45,3 +46,7 @@ class StoreError(EstopError, OSError):
 
 class StoreUnavailable(StoreError):
     """The store cannot be reached at all (the database is down, the URL is wrong)."""
+
+
+class StoreRefused(StoreError):
+    """The store answers but will not let this role in (a failed password authentication)."""

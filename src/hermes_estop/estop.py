@@ -37,9 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Estop"]
 
-# what the expiry WARNING says happened to the sentinel, by `HoldStore.expire`'s answer
-_RETIRE_OUTCOME = {True: "was retired", False: "was already gone",
-                   None: "is left for the next reader or `hermes serve` to retire (it stays inert)"}
 _ABSENT = HoldState.ABSENT
 _EXPIRED = HoldState.EXPIRED
 
@@ -161,8 +158,10 @@ class Estop:
     # -- reading -----------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        """ONE read of every candidate location. Expired holds are retired as a side effect
-        (generation-fenced) and logged once; the snapshot already reports them lifted."""
+        """ONE read of every candidate location. An expired hold reads lifted and is logged
+        once; it is never removed here (docs/design.md, "Which clock decides an expiry": this
+        process's clock decides for this process only; the daemon's deadman and the operator's
+        commands retire it, by a clock the store trusts)."""
         return self._take()[0]
 
     def _take(self) -> tuple[Snapshot, bool]:
@@ -179,12 +178,12 @@ class Estop:
             if state is not _ABSENT:
                 present = True
                 if state is _EXPIRED:
-                    self._lift(reading, now)
+                    self._lift(reading)
             if reading.scoped:
                 present = True
                 for scoped in getattr(reading.scoped, "expired", reading.scoped):  # `ScopedReadings`: precomputed
                     if scoped.state is _EXPIRED:
-                        self._lift(scoped, now)
+                        self._lift(scoped)
         return Snapshot(readings, now), present
 
     def _read_with_refused(self, now: datetime) -> tuple[Reading, ...]:
@@ -195,26 +194,24 @@ class Estop:
             for loc in self.locations
         )
 
-    def _lift(self, reading: Reading, now: datetime) -> None:
+    def _lift(self, reading: Reading) -> None:
+        """Log, once per hold, that an expiry lifted it for this process. Nothing is removed."""
         fence = reading.fence or Fence()
-        self.store.step("expiry:decided")
-        removed = self.store.expire(reading, now, self.actor)
         key = (reading.location.key, fence)
         with self._log_lock:
-            first = key not in self._expiry_logged
-            if first:
-                if len(self._expiry_logged) >= _MAX_LOGGED:
-                    del self._expiry_logged[next(iter(self._expiry_logged))]
-                self._expiry_logged[key] = None
-        if first:
-            hold = reading.hold
-            _logger().warning(
-                "hold at %s (generation %s) EXPIRED at its deadman %s: the pause has lifted; the sentinel %s",
-                reading.location.describe(),
-                fence.describe(),
-                format_instant(hold.expires_at) if hold else "?",
-                _RETIRE_OUTCOME[removed],
-            )
+            if key in self._expiry_logged:
+                return
+            if len(self._expiry_logged) >= _MAX_LOGGED:
+                del self._expiry_logged[next(iter(self._expiry_logged))]
+            self._expiry_logged[key] = None
+        hold = reading.hold
+        _logger().warning(
+            "hold at %s (generation %s) EXPIRED at its deadman %s by this process's clock: the pause has lifted "
+            "here; the hold stays in place until `hermes serve`'s deadman or an operator's command retires it",
+            reading.location.describe(),
+            fence.describe(),
+            format_instant(hold.expires_at) if hold else "?",
+        )
 
     def gate(self, user_id: Any = None, profile: Any = None, component: str | None = None,
              job: Any = None) -> Verdict:

@@ -131,7 +131,9 @@ class Fleet:
         """The daemon's deadman: retire every expired hold of every scope, each fenced on the
         generation (or, for a hand-written one, the file identity) it was read with, so a re-arm
         that lands in between is never removed. Returns the readings retired (each audited as
-        `expire`). A scope whose retire fails is left for the next call; never raises.
+        `expire`). The store checks each deadline against the clock it trusts, not `now`
+        (`HoldStore.retire`); a scope whose retire fails or is refused is left for the next
+        call; never raises.
         `snapshot`: a read of every scope at `now` the caller already took (default: one here)."""
         when = self.clock() if now is None else now
         read = self.read(now=when) if snapshot is None else snapshot
@@ -139,6 +141,7 @@ class Fleet:
         for reading in (r for full in read.readings for r in (full, *full.scoped)):
             if reading.state is not HoldState.EXPIRED:
                 continue
+            self.store.step("expiry:decided")
             try:
                 removed = self.store.retire(reading.location, reading.fence or Fence(), when, self.actor, "expire")
             except Exception:  # noqa: BLE001 - one scope's failure never stops another's retire

@@ -20,6 +20,7 @@ __all__ = [
     "COMPUTABLE",
     "AwareClock",
     "Clock",
+    "WallClockGuard",
     "aware_clock",
     "format_instant",
     "format_relative",
@@ -170,3 +171,40 @@ def next_deadline(deadline: float, interval: float, current: float) -> tuple[flo
         return deadline, 0
     missed = int((current - deadline) // interval) + 1
     return deadline + missed * interval, missed
+
+
+class WallClockGuard:
+    """This host's wall clock as far as the monotonic clock confirms it: what the file store
+    checks an expiry against before it retires one (docs/design.md, "Which clock decides an
+    expiry").
+
+    Each reading is compared with the last confirmed (wall, monotonic) pair: a wall clock that
+    moved ahead by more than the monotonic clock did (plus `SLEW`: NTP's slewing) jumped, and the
+    jump is not trusted: `trusted()` keeps answering the last confirmed wall time plus the
+    monotonic time since, until the wall clock comes back to it. A backward jump only makes
+    retires later, so it is accepted at once. A process that starts after a jump takes the wall
+    clock as it finds it when it starts (restart `hermes serve` to accept a correction forward)."""
+
+    #: seconds of disagreement tolerated per reading, and per second elapsed (500 ppm: NTP's bound)
+    TOLERANCE = 1.0
+    SLEW = 0.0005
+
+    def __init__(self, wall: Callable[[], float] | None = None, monotonic: Callable[[], float] | None = None) -> None:
+        import time
+
+        self._wall = wall or time.time
+        self._monotonic = monotonic or time.monotonic
+        self._base = (self._wall(), self._monotonic())
+
+    def trusted(self) -> tuple[datetime, float]:
+        """(the instant this process can vouch for, seconds the wall clock is ahead of it: 0.0
+        when nothing unconfirmed happened)."""
+        wall, mono = self._wall(), self._monotonic()
+        base = self._base
+        elapsed = mono - base[1]
+        projected = base[0] + elapsed
+        ahead = wall - projected
+        if ahead > self.TOLERANCE + self.SLEW * max(elapsed, 0.0):
+            return datetime.fromtimestamp(projected, UTC), ahead
+        self._base = (wall, mono)
+        return datetime.fromtimestamp(wall, UTC), 0.0

@@ -119,21 +119,25 @@ def test_zulu_and_offset_stamps_are_the_same_instant(backend, store, fleet_estop
     assert only(fleet_estop).hold.expires_at == deadline
 
 
-def test_past_deadline_is_expired_and_retired(backend, store, fleet_estop, clock):
+def test_past_deadline_reads_lifted_and_only_the_deadman_retires_it(backend, store, fleet_estop, clock):
     past = clock.now - timedelta(seconds=1)
     backend.plant(store, fleet_estop.layout.own, body(generation="g1", expires_at=format_instant(past)))
     assert not fleet_estop.is_engaged()
+    assert backend.present(store, fleet_estop.layout.own)  # a reader never removes (issue 32 item 8)
+    assert fleet_estop.history() == []
+    assert [r.fence.generation for r in fleet_estop.fleet.retire_expired()] == ["g1"]
     assert not backend.present(store, fleet_estop.layout.own)
     events = [e.event for e in fleet_estop.history()]
     assert events == ["expire"]
 
 
-def test_bom_body_with_past_deadline_is_expired_and_retired(backend, store, fleet_estop, clock):
+def test_bom_body_with_past_deadline_is_expired_and_retired_by_the_deadman(backend, store, fleet_estop, clock):
     past = clock.now - timedelta(minutes=5)
     raw = codecs.BOM_UTF8 + body(generation="g1", expires_at=format_instant(past), reason="window")
     backend.plant(store, fleet_estop.layout.own, raw)
     assert only(fleet_estop).state is HoldState.EXPIRED
     assert not fleet_estop.is_engaged()
+    fleet_estop.fleet.retire_expired()
     assert not backend.present(store, fleet_estop.layout.own)
 
 
@@ -418,7 +422,7 @@ def test_rearm_after_expiry_decision_survives_the_retirement(fleet_estop, store,
 
     store.interleave = interleave
     try:
-        assert not fleet_estop.is_engaged()  # the snapshot was taken before the re-arm landed
+        assert fleet_estop.fleet.retire_expired() == []  # the deadman read before the re-arm landed
     finally:
         store.interleave = None
     assert landed, "the interleaving point was never reached"
@@ -444,8 +448,7 @@ def test_rearm_landing_during_the_unlink_survives(fleet_estop, store, clock):
 
     store.interleave = interleave
     try:
-        fleet_estop.is_engaged()
-        assert store.settle(10), "the expiry retire handed off by the read did not finish"
+        fleet_estop.fleet.retire_expired()
     finally:
         store.interleave = None
     assert threads, "the interleaving point was never reached"

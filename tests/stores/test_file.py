@@ -143,6 +143,7 @@ def test_hand_written_expired_body_is_retired_by_file_identity(estop, clock):
     past = format_instant(clock.now - timedelta(minutes=1))
     estop.sentinel_path().write_text(json.dumps({"reason": "by hand", "expires_at": past}))
     assert not estop.is_engaged()
+    estop.fleet.retire_expired()
     assert not estop.sentinel_path().exists()
 
 
@@ -160,7 +161,7 @@ def test_hand_written_successor_survives_retirement_of_its_predecessor(estop):
 
     estop.store.interleave = interleave
     try:
-        estop.is_engaged()
+        estop.fleet.retire_expired()
     finally:
         estop.store.interleave = None
     assert estop.is_engaged()

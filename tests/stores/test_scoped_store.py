@@ -59,8 +59,7 @@ def test_a_scoped_deadman_lifts_that_hold_alone(fleet_estop, clock):
     long = fleet_estop.engage(only=["cron"], ttl="2h")
     clock.advance(timedelta(minutes=11))
     assert fleet_estop.gate("x", None, "gateway").proceed is False  # the full hold still stands
-    fleet_estop.snapshot()  # a read retires the expired scoped hold
-    fleet_estop.store.settle()
+    fleet_estop.fleet.retire_expired()  # the deadman retires the expired scoped hold
     reading, scoped = scoped_of(fleet_estop)
     assert set(scoped) == {long.hold_id} and reading.state is HoldState.ACTIVE
     events = [(e.event, e.generation) for e in fleet_estop.history()]

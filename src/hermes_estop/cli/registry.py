@@ -12,7 +12,7 @@ import typer
 
 from ..text import printable
 from ..timeutil import format_instant
-from .common import current_estop, emit_json
+from .common import EXIT_HELD, current_estop, emit_json
 
 __all__ = ["consumers", "register"]
 
@@ -20,12 +20,14 @@ __all__ = ["consumers", "register"]
 def consumers(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """One row per registered consumer (cron ticker, kanban dispatcher, gateway, APScheduler
     adapter, user loops): component, host, pid, profile, last report, the holds it observed,
-    whether it acknowledged the holds standing now, lag, state (live, stalled, lost)."""
+    whether it acknowledged the holds standing now, lag, state (live, stalled, lost). Exits 1
+    when the registry cannot be read (an empty table would say "none registered")."""
     from ..roster import read_roster
 
     roster = read_roster(current_estop().fleet)
     if as_json:
         emit_json(roster.to_json())
+        _exit_on_problem(roster.problem)
         return
     header = ("COMPONENT", "HOST", "PID", "PROFILE", "LAST REPORT", "OBSERVED", "ACK", "LAG", "STATE")
     table = [header]
@@ -39,6 +41,12 @@ def consumers(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
         for cells in table:
             typer.echo("  ".join(printable(c).ljust(w) for c, w in zip(cells, widths)).rstrip())
     typer.echo(printable(roster.line()))
+    _exit_on_problem(roster.problem)
+
+
+def _exit_on_problem(problem: str | None) -> None:
+    if problem is not None:
+        raise typer.Exit(EXIT_HELD)
 
 
 def register(app: typer.Typer) -> None:

@@ -82,10 +82,13 @@ def check(as_json: JsonOpt = False) -> None:
     missing = info.get("missing_privileges")
     ok = info.get("backend") != "unavailable" and (info.get("backend") != "postgresql" or missing == [])
     if as_json:
-        emit_json({"backend": info.get("backend"), "ok": ok, "answers": info.get("answers"), "missing_privileges": missing})
+        emit_json({"backend": info.get("backend"), "ok": ok, "answers": info.get("answers"), "missing_privileges": missing,
+                   **({"refused": info["refused"]} if info.get("refused") else {})})
     elif info.get("backend") != "postgresql":
         typer.echo(f"{printable(info.get('backend'))} store: no privileges to check" if ok
                    else f"store unavailable: {printable(info.get('problem'))}")
+    elif info.get("refused"):
+        typer.echo(f"REFUSED  {printable(info['refused'])}")
     elif missing is None:
         typer.echo(f"UNREACHABLE  {printable(info.get('problem') or info['listener']['problem'])}")
     elif missing:

@@ -7,9 +7,8 @@ admitted: that is `hermes_estop.gate`, over the readings a store returns.
 
 from __future__ import annotations
 
-from _thread import allocate_lock  # threading.Lock without importing threading (hermes check)
 from abc import ABC, abstractmethod
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from ..errors import HoldConflict
 from ..hold import EngageRequest, Fence, Hold, HoldState, Reading, Sentinel
@@ -28,12 +27,24 @@ if TYPE_CHECKING:
     from .registry import ConsumerTable
     from .state import StateTable
 
-__all__ = ["EXPIRE_RETRY", "HoldStore", "fence_matches", "new_hold_id", "not_current", "refused_write",
+__all__ = ["HoldStore", "expiry_stamp", "fence_matches", "new_hold_id", "not_current", "refused_write",
            "released_reading", "scoped_detail", "scoped_target", "split_scoped", "unreadable_refuses", "without"]
 
-#: an expired hold whose retire could not be done from a read is tried again at most this often
-EXPIRE_RETRY = timedelta(seconds=1)
-_MAX_REMEMBERED = 1024
+
+def expiry_stamp(expired: Reading, claimed: datetime, trusted: datetime) -> datetime | None:
+    """The instant the `expire` line of `expired` is stamped with, or None when the store's
+    trusted clock (`trusted`: the server's `now()`, or the wall clock as the monotonic clock
+    confirms it) says its deadman is still ahead, so the retire is refused.
+
+    Why: the `now` a caller passes is that process's clock, which decides only for itself
+    (docs/design.md, "Which clock decides an expiry"); the line is never stamped before the
+    deadline, nor later than either clock says it is."""
+    hold = expired.hold
+    deadline = hold.expires_at if hold is not None else None
+    if deadline is None or trusted < deadline:
+        return None
+    return max(deadline, min(claimed, trusted))
+
 
 
 def refused_write(location: Location, standing: Reading) -> HoldConflict:
@@ -151,11 +162,6 @@ class HoldStore(ABC):
     audit_failures: int = 0
     last_audit_failure: str | None = None
 
-    def __init__(self) -> None:
-        self._expiry_guard = allocate_lock()
-        # (location key, fence) -> when a read last tried, and failed, to retire that expiry
-        self._expiry_tried: dict[tuple[str, Fence], datetime] = {}
-
     def step(self, name: str) -> None:
         if self.interleave is not None:
             self.interleave(name)
@@ -182,7 +188,8 @@ class HoldStore(ABC):
         """One `Reading` per location, in the order given, all from one pass.
 
         Never raises: a location that cannot be read is an UNREADABLE reading, which is active
-        (fail safe). Takes no lock. Does not retire expired holds; the caller does that."""
+        (fail safe). Takes no lock and never removes anything: an expired hold reads EXPIRED
+        and stays until the daemon's deadman or an operator's command retires it."""
 
     @abstractmethod
     def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
@@ -197,7 +204,9 @@ class HoldStore(ABC):
     def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
         """Remove the hold at `location` only if it still matches `fence` at the moment of the
         check; a successor written at any point before that check survives. True when removed
-        (and an audit event `event` appended); False when it was gone or a successor stands."""
+        (and an audit event `event` appended); False when it was gone or a successor stands.
+        With `event="expire"` the deadline is checked against the store's trusted clock, not
+        `now` (`expiry_stamp`): False, nothing removed, while that clock says it is ahead."""
 
     @abstractmethod
     def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
@@ -232,44 +241,9 @@ class HoldStore(ABC):
         events = [event for event in self.history() if event.time >= since]
         return (events[-limit:] if limit else events), 0
 
-    def expire(self, reading: Reading, now: datetime, actor: str) -> bool | None:
-        """Retire an expired hold that a READ found, without ever waiting: True when removed,
-        False when it was already gone or a successor stands, None when not done now (the
-        lock is busy, the removal failed, it was handed to a background worker, or it was
-        tried less than `EXPIRE_RETRY` ago). Never raises.
-
-        Why: a reader must never wait for a writer, a database, or a location that refuses
-        removal (a read-only directory, a row the server cannot delete), and must not pay for
-        a failing removal on every check. The snapshot already reports the hold lifted, so
-        leaving the sentinel in place is inert; the next reader or `hermes serve` retires it."""
-        fence = reading.fence or Fence()
-        key = (reading.location.key, fence)
-        with self._expiry_guard:
-            tried = self._expiry_tried.get(key)
-            if tried is not None and tried <= now < tried + EXPIRE_RETRY:
-                return None
-        try:
-            outcome = self.try_retire_expired(reading.location, fence, now, actor)
-        except Exception:  # a read never raises; the failure is remembered and retried later
-            outcome = None
-        with self._expiry_guard:
-            if outcome is None:
-                if len(self._expiry_tried) >= _MAX_REMEMBERED:
-                    self._expiry_tried.clear()
-                self._expiry_tried[key] = now
-            else:
-                self._expiry_tried.pop(key, None)
-        return outcome
-
-    def try_retire_expired(self, location: Location, fence: Fence, now: datetime, actor: str) -> bool | None:
-        """The non-blocking retire behind `expire`: a backend overrides it to try its lock
-        without waiting (None when busy) or to hand the removal off the caller's thread. The
-        default is the fenced `retire` itself, for backends whose retire cannot block."""
-        return self.retire(location, fence, now, actor, event="expire")
-
     def settle(self, timeout: float = 2.0) -> bool:
-        """Wait until the work a read handed off (expiry retires run in the background) is
-        done; False when `timeout` ran out first. For tests and for an orderly shutdown."""
+        """Wait until what this process wrote is what it reads (a shared store's listener has
+        caught up); False when `timeout` ran out first. For tests and an orderly shutdown."""
         return True
 
     def where(self, location: Location) -> str:

@@ -46,8 +46,10 @@ from ..hold import (
     prepare,
 )
 from ..homes import SENTINEL_NAME, Location
+from ..timeutil import WallClockGuard
 from .base import (
     HoldStore,
+    expiry_stamp,
     fence_matches,
     new_hold_id,
     scoped_detail,
@@ -142,9 +144,12 @@ class FileStore(HoldStore):
     name = "file"
     root: Path  # always set: the fleet root the sentinels and the audit trail live in
 
-    def __init__(self, root: Path, *, interleave: Callable[[str], None] | None = None) -> None:
+    def __init__(self, root: Path, *, interleave: Callable[[str], None] | None = None,
+                 wall_clock: WallClockGuard | None = None) -> None:
         super().__init__()
         self.root = Path(root)
+        self._wall_clock = wall_clock if wall_clock is not None else WallClockGuard()
+        self._refusals: dict[tuple[str, Fence], None] = {}
         self._audit_log: AuditLog | None = None
         self.interleave = interleave
         self._cache: dict[str, tuple[tuple[int, ...], Prepared]] = {}
@@ -362,32 +367,51 @@ class FileStore(HoldStore):
         with self._locked(location):
             return self._retire_locked(location, fence, now, actor, event)
 
-    def try_retire_expired(self, location: Location, fence: Fence, now: datetime, actor: str) -> bool | None:
-        """The read path's retire: only if `.ESTOP.lock` is free right now (a reader never
-        waits for a writer); None when it is busy. Unlike a writer it leaves a dead writer's
-        temporaries to the next writer: a removal writes no body, and sweeping lists the whole
-        directory (a home can hold many files) on the consumer's thread."""
-        from ..fsutil import try_lock
-
-        lock = location.path / LOCK_NAME
-        if not lock.parent.is_dir():
-            return None
-        with try_lock(lock) as acquired:
-            if not acquired:
-                return None
-            self.audit_log.check_writable()
-            return self._retire_locked(location, fence, now, actor, "expire")
-
     def _retire_locked(self, location: Location, fence: Fence, now: datetime, actor: str, event: str) -> bool:
         standing = self._read_fresh(location, now)
         candidates = (standing, *standing.scoped)
         removed = next((reading for reading in candidates if fence_matches(reading, fence)), None)
         if removed is None:
             return False
+        stamp = now
+        if event == "expire":
+            confirmed = self._expiry_confirmed(location, removed, now)
+            if confirmed is None:
+                return False
+            stamp = confirmed
         self.step("retire:before-unlink")
         self._drop(location, standing, removed, now)
-        self._audit_removal(event, location, removed, fence.describe(), actor, now)
+        self._audit_removal(event, location, removed, fence.describe(), actor, stamp)
         return True
+
+    def _expiry_confirmed(self, location: Location, expired: Reading, now: datetime) -> datetime | None:
+        """The stamp of the `expire` line of `expired` (`base.expiry_stamp`), or None, with one
+        WARNING line per hold, when the wall clock as the monotonic clock confirms it says the
+        deadman is still ahead: whatever clock `now` came from, it decides only for itself."""
+        trusted, ahead = self._wall_clock.trusted()
+        stamp = expiry_stamp(expired, now, trusted)
+        if stamp is None:
+            self._refused_expiry(location, expired, trusted, ahead)
+        return stamp
+
+    def _refused_expiry(self, location: Location, expired: Reading, trusted: datetime, ahead: float) -> None:
+        import logging
+
+        from ..timeutil import format_instant
+
+        key = (location.key, expired.fence or Fence())
+        if key in self._refusals:
+            return
+        if len(self._refusals) > 1024:
+            self._refusals.clear()
+        self._refusals[key] = None
+        hold = expired.hold
+        why = (f"the wall clock jumped {ahead:.0f}s ahead of what the monotonic clock confirms"
+               if ahead else f"this host's clock says {format_instant(trusted)}")
+        logging.getLogger("hermes_estop").warning(
+            "not retiring the hold at %s (generation %s): its deadman %s has not passed by the store's clock (%s); "
+            "retried when it has", location.describe(), expired.fence.describe() if expired.fence else "?",
+            format_instant(hold.expires_at) if hold is not None else "?", why)
 
     def _drop(self, location: Location, standing: Reading, removed: Reading, now: datetime) -> None:
         """Remove one hold of the location's body: the file itself when nothing else stands
@@ -403,9 +427,13 @@ class FileStore(HoldStore):
 
     def _audit_expiry(self, location: Location, expired: Reading, actor: str, now: datetime) -> None:
         """A write that replaces an expired hold nobody retired yet records its lift first, so
-        the trail shows every engagement's end whichever process got there first."""
+        the trail shows every engagement's end whichever process got there first; never stamped
+        before its deadline by the store's clock (`base.expiry_stamp`)."""
+        trusted, _ahead = self._wall_clock.trusted()
+        hold = expired.hold
+        stamp = expiry_stamp(expired, now, trusted) or (hold.expires_at if hold and hold.expires_at else now)
         self._audit_removal("expire", location, expired, expired.fence.describe() if expired.fence else None,
-                            actor, now)
+                            actor, stamp)
 
     def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
         """A plain release lifts the full hold and leaves the scoped holds standing; with

@@ -12,12 +12,12 @@ from typing import Any
 
 import psycopg
 
-from ..errors import StoreError, StoreUnavailable
+from ..errors import StoreError, StoreRefused
 from ..text import one_line
 from ..timeutil import format_instant
 from .pg_backend import Backend
-from .pg_schema import SCHEMA_VERSION, ensure_schema, schema_version
-from .pg_url import StoreURL
+from .pg_schema import SCHEMA_VERSION, TABLES, ensure_schema, schema_version
+from .pg_url import StoreURL, connect_error
 
 __all__ = ["create_schema", "missing_privileges", "store_status"]
 
@@ -27,7 +27,7 @@ def create_schema(url: StoreURL) -> tuple[int, list[int]]:
     try:
         conn = psycopg.connect(url.conninfo, autocommit=True, application_name=f"hermes-estop init {os.getpid()}")
     except psycopg.Error as exc:
-        raise StoreUnavailable(f"cannot reach the PostgreSQL store {url.display}: {one_line(exc)}") from None
+        raise connect_error(url, exc) from None
     try:
         with conn:
             return ensure_schema(conn, url.schema)
@@ -49,18 +49,21 @@ def _probe(backend: Backend) -> dict[str, Any]:
     return backend.run(probe, what="describe the store")
 
 
-#: what each table needs, for the daemons and the commands (`store init` needs more: it owns the schema)
+#: what each table needs, for the daemons and the commands (`store init` needs more: it owns the
+#: schema): holds and audit are written by every command that writes, consumers by every consumer
+#: and pruned by `hermes status`, notify_cursors and occurrences by `hermes serve`
 _TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
 
 def missing_privileges(url: StoreURL) -> list[str]:
     """What this role lacks of what `hermes store init` and the daemons need, each named with the
     GRANT that gives it; [] when nothing is missing. Raises `StoreUnavailable` when the server
-    does not let it in at all."""
+    does not answer, `StoreRefused` when it refuses the role's password."""
     try:
         conn = psycopg.connect(url.conninfo, autocommit=True, application_name=f"hermes-estop check {os.getpid()}")
     except psycopg.Error as exc:
-        raise StoreUnavailable(f"cannot reach the PostgreSQL store {url.display}: {one_line(exc)}") from None
+        raise connect_error(url, exc) from None
+
     def yes(sql: str, *params: str) -> bool:
         row = conn.execute(sql, params).fetchone()
         return bool(row and row[0])
@@ -80,6 +83,11 @@ def missing_privileges(url: StoreURL) -> list[str]:
             return missing
         tables = [row[0] for row in conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename", (schema,))]
+        absent = [table for table in TABLES if table not in tables]
+        if absent:
+            missing.append(f"table(s) {', '.join(f'{schema}.{t}' for t in absent)}: this hermes-estop needs schema "
+                           f"version {SCHEMA_VERSION}; run `hermes store init` as the schema's owner, then grant "
+                           f"(GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role};)")
         for table in tables:
             lacking = [p for p in _TABLE_PRIVILEGES if not yes("SELECT has_table_privilege(%s, %s)", f'"{schema}"."{table}"', p)]
             if lacking:
@@ -91,6 +99,15 @@ def missing_privileges(url: StoreURL) -> list[str]:
             if not yes("SELECT has_sequence_privilege(%s, 'USAGE')", f'"{schema}"."{sequence}"'):
                 missing.append(f"USAGE on sequence {schema}.{sequence} "
                                f"(GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role};)")
+        functions = [row[0] for row in conn.execute(
+            "SELECT DISTINCT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = %s ORDER BY 1", (schema,))]
+        for function in functions:  # the triggers of every write call them as the writing role
+            if not yes("SELECT bool_and(has_function_privilege(p.oid, 'EXECUTE')) FROM pg_proc p "
+                       "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname = %s",
+                       schema, function):
+                missing.append(f"EXECUTE on function {schema}.{function} "
+                               f"(GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {schema} TO {role};)")
     return missing
 
 
@@ -115,6 +132,10 @@ def store_status(backend: Backend, root: Path | None) -> dict[str, Any]:
     try:
         info["missing_privileges"] = missing_privileges(url)
         info["answers"] = True  # the server let this role in: a failure above is a refusal, not an outage
+    except StoreRefused as exc:  # the server answered: an authentication it refused is no outage
+        info["missing_privileges"] = None
+        info["answers"] = True
+        info["refused"] = str(exc)
     except StoreError:
         info["missing_privileges"] = None
         info["answers"] = False

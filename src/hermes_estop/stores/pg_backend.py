@@ -1,5 +1,5 @@
 """What one process shares per PostgreSQL store URL: the listener (rows in memory, the
-database's clock), the writer connection, the leader campaigns, and the expirer thread.
+database's clock), the writer connection and the leader campaigns.
 
 An `Estop()` per request must not open a connection each, so stores of one URL share one
 `Backend` (`acquire` / `release` count references). A forked child never touches its parent's
@@ -16,15 +16,14 @@ from typing import Any, Callable, TypeVar
 
 import psycopg
 
-from ..errors import EstopError, StoreError, StoreUnavailable
+from ..errors import StoreError, StoreUnavailable
 from ..fsutil import LOCK_TIMEOUT
-from ..hold import Fence
 from ..text import one_line
 from .pg_cache import Listener, close_quietly
 from .pg_clock import DbClock
 from .pg_leader import Leadership
 from .pg_schema import ensure_schema, quoted
-from .pg_url import StoreURL
+from .pg_url import StoreURL, connect_error
 
 __all__ = ["Backend", "acquire", "release"]
 
@@ -34,63 +33,6 @@ logger = logging.getLogger("hermes_estop")
 
 # Detect a dead peer on a silent network within seconds, not the kernel's default two hours.
 _KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3}
-
-
-class _Expirer:
-    """Runs the retires that reads ask for on one daemon thread, so a check never waits on the
-    database: with the server frozen (SIGSTOP) or the writer connection busy, a `gate()` still
-    answers from memory at once. At most one pending retire per (scope, fence); at most
-    `_MAX_PENDING` pending in all (a dropped one is asked for again by the next read after
-    `EXPIRE_RETRY`)."""
-
-    _MAX_PENDING = 64
-
-    def __init__(self) -> None:
-        self._pending: dict[tuple[str, Fence], Callable[[], object]] = {}
-        self._wake = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-
-    def submit(self, key: tuple[str, Fence], work: Callable[[], object]) -> None:
-        with self._wake:
-            if self._stopped or key in self._pending or len(self._pending) >= self._MAX_PENDING:
-                return
-            self._pending[key] = work
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="hermes-estop-expirer", daemon=True)
-                self._thread.start()
-            self._wake.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while not self._pending and not self._stopped:
-                    self._wake.wait()
-                if self._stopped:
-                    return
-                key = next(iter(self._pending))
-                work = self._pending[key]
-            try:
-                work()
-            except (EstopError, psycopg.Error, OSError) as exc:
-                logger.info("retiring an expired hold was left for later: %s", one_line(exc))
-            except Exception:  # a bug: say so with its traceback, keep serving
-                logger.exception("unexpected error while retiring an expired hold")
-            finally:
-                with self._wake:
-                    self._pending.pop(key, None)
-                    self._wake.notify_all()
-
-    def wait_idle(self, timeout: float) -> bool:
-        """Wait until no retire is pending or running; False when `timeout` ran out first."""
-        with self._wake:
-            return self._wake.wait_for(lambda: not self._pending or self._stopped, timeout)
-
-    def stop(self) -> None:
-        with self._wake:
-            self._stopped = True
-            self._pending.clear()
-            self._wake.notify_all()
 
 
 class Backend:
@@ -111,7 +53,6 @@ class Backend:
         self._schema_ready = False
         self.writer_fds: set[int] = set()
         self.leaderships: dict[tuple[str, float], Leadership] = {}
-        self.expirer = _Expirer()
         _live.add(self)
 
     def connect(self, role: str) -> psycopg.Connection:
@@ -137,7 +78,7 @@ class Backend:
         except StoreError:
             raise
         except psycopg.Error as exc:
-            raise StoreUnavailable(f"cannot reach the PostgreSQL store {self.url.display}: {one_line(exc)}") from None
+            raise connect_error(self.url, exc) from None
         conn.execute("SELECT set_config(%s, %s, false)", ["lock_timeout", f"{int(LOCK_TIMEOUT * 1000)}ms"])
         self.writer_fds.add(conn.fileno())
         self._writer = conn
@@ -174,7 +115,7 @@ class Backend:
                             f"see `hermes status`: {one_line(exc)}"
                         ) from None
                     if attempt == 2:
-                        raise StoreUnavailable(f"cannot reach the PostgreSQL store {self.url.display}: {one_line(exc)}") from None
+                        raise connect_error(self.url, exc) from None
             raise AssertionError("unreachable")
         finally:
             self._writer_lock.release()
@@ -189,7 +130,6 @@ class Backend:
         return leadership.start()
 
     def close(self) -> None:
-        self.expirer.stop()
         for leadership in list(self.leaderships.values()):
             leadership.stop()
         self.listener.stop()

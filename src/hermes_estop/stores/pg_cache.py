@@ -44,7 +44,9 @@ from .pg_schema import channel_name, quoted
 __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_REFRESH",
+    "PASSWORD_HINT",
     "Row",
+    "authentication_failed",
     "Listener",
     "parse_row",
     "close_quietly",
@@ -95,6 +97,20 @@ def parse_row(body: bytes, revision: int) -> Row:
     return Row(bytes(body), int(revision), parsed)
 
 
+#: where libpq takes a password from, for the line that says an authentication failed
+PASSWORD_HINT = ("give the password in the store URL (postgresql://USER:PASSWORD@HOST/DB), in a password file "
+                 "(PGPASSFILE, default ~/.pgpass) or in PGPASSWORD")
+
+
+def authentication_failed(exc: BaseException) -> bool:
+    """Whether a connection failed because the server refused the role's password (or none
+    was given): the server answered, so it is a refusal, never an outage."""
+    if getattr(exc, "sqlstate", None) == "28P01":
+        return True
+    text = str(exc).lower()
+    return "password authentication failed" in text or "no password supplied" in text
+
+
 class Listener:
     """The background thread feeding the in-memory rows. `connect(role)` opens an autocommit
     psycopg connection (schema ensured). Thread-safe; `view()` never blocks."""
@@ -130,6 +146,8 @@ class Listener:
         self.backend_pid: int | None = None
         self.last_contact: float | None = None
         self.last_error: str | None = None
+        #: the last connection failed because the server refused the role's password (not an outage)
+        self.refused = False
         self.fds: set[int] = set()
         self._select_sql = (
             f"SELECT clock_timestamp(), txid_current_snapshot()::text, h.scope, h.body, h.revision "
@@ -164,6 +182,8 @@ class Listener:
         last = self.last_contact
         rows = self.rows
         if last is None or not self.synced:
+            if self.refused:
+                return rows, f"PostgreSQL store refused this role: {self.last_error}"
             return rows, f"PostgreSQL store unreachable: {self.last_error or 'not connected yet'}"
         if self._monotonic() - last > self.grace:
             since = format_instant(self.clock.at(last))
@@ -261,6 +281,7 @@ class Listener:
                 if self.last_error is not None:
                     logger.info("hermes-estop: PostgreSQL store listener reconnected (schema %s)", self.schema)
                 self.connected = True
+                self.refused = False
                 self.last_error = None
                 backoff = 0.05
                 self._serve(conn)
@@ -280,7 +301,8 @@ class Listener:
             backoff = min(backoff * 2, _MAX_BACKOFF)
 
     def _disconnected(self, exc: BaseException) -> None:
-        message = one_line(exc)
+        self.refused = authentication_failed(exc)
+        message = f"authentication failed ({one_line(exc)}); {PASSWORD_HINT}" if self.refused else one_line(exc)
         if self.connected:
             logger.warning("hermes-estop: PostgreSQL store listener lost its connection (held after %gs): %s",
                            self.grace, message)

@@ -15,6 +15,9 @@ another, which is how tests isolate themselves):
 - `audit`: the audit trail, one row per event, ordered by `id`.
 - `occurrences`: the window scheduler's ledger (`pg_records.OCCURRENCES`, handed out by
   `PostgresStore.open_ledger()`), one row per occurrence.
+- `consumers`: the consumer registry (`pg_registry`); `notify_cursors`: the notifier's cursors
+  (`pg_state`). Every table a command uses is made here, by `hermes store init`, never on
+  first use: a daemon role needs no CREATE.
 - `schema_version`: one row per applied migration.
 
 Hand operation, the database's `touch ESTOP` / `rm ESTOP`:
@@ -30,9 +33,10 @@ from typing import Any
 from ..errors import InvalidArgument, StoreError
 
 __all__ = [
-    "create_table_once",
     "DEFAULT_SCHEMA",
     "SCHEMA_VERSION",
+    "STATE_SERVICES",
+    "TABLES",
     "LOCK_CLASS",
     "validate_schema_name",
     "quoted",
@@ -174,7 +178,30 @@ _MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ),
 ]
 
+_MIGRATIONS.append((
+    4,
+    "consumers and notify_cursors: every table a command uses, made by `hermes store init`",
+    [
+        # Made lazily before version 4, by whichever process first used them: a daemon role
+        # without CREATE then failed (issue 32 item 13).
+        """CREATE TABLE IF NOT EXISTS {s}.consumers (
+            key        text PRIMARY KEY,
+            entry      jsonb NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+        )""",
+        """CREATE TABLE IF NOT EXISTS {s}.notify_cursors (
+            target     text PRIMARY KEY,
+            state      jsonb NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+        )""",
+    ],
+))
+
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
+#: every table of the current schema: what `hermes store check` checks the role's privileges on
+TABLES = ("audit", "consumers", "holds", "notify_cursors", "occurrences", "schema_version")
+#: the services whose state has a table (`PostgresStore.open_state`)
+STATE_SERVICES = ("notify",)
 
 
 def validate_schema_name(name: str) -> str:
@@ -242,17 +269,3 @@ def ensure_schema(conn: Any, schema: str) -> tuple[int, list[int]]:
                          [version, description])
             applied.append(version)
     return SCHEMA_VERSION, applied
-
-
-def create_table_once(conn: Any, schema: str, table: str, columns: str) -> None:
-    """`CREATE TABLE <schema>.<table> (<columns>)` unless it exists, for a service's table made
-    on first use (the notifier's cursors, the consumer registry). No DDL once it exists, so a
-    role without CREATE can use one a DBA made; one creator at a time under the schema's
-    advisory lock (concurrent `CREATE ... IF NOT EXISTS` race in PostgreSQL)."""
-    name = f"{quoted(schema)}.{table}"
-    found = conn.execute("SELECT to_regclass(%s)", [name]).fetchone()
-    if found is not None and found[0] is not None:
-        return
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [LOCK_CLASS, f"{schema}/#schema"])
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {name} ({columns})")

@@ -10,12 +10,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, StoreError, StoreRefused, StoreUnavailable
 from ..text import one_line
-from .pg_cache import DEFAULT_GRACE
+from .pg_cache import DEFAULT_GRACE, PASSWORD_HINT, authentication_failed
 from .pg_schema import DEFAULT_SCHEMA, validate_schema_name
 
-__all__ = ["StoreURL", "parse_store_url"]
+__all__ = ["StoreURL", "connect_error", "parse_store_url"]
 
 _OUR_PARAMS = ("schema", "grace")
 _MAX_GRACE = 300.0
@@ -80,3 +80,12 @@ def parse_store_url(url: str) -> StoreURL:
     except psycopg.ProgrammingError as exc:
         raise InvalidArgument(f"invalid store URL {_redact(parts)!r}: {one_line(exc)}") from None
     return StoreURL(conninfo, schema, grace, _redact(parts), connect_timeout)
+
+
+def connect_error(url: StoreURL, exc: BaseException) -> StoreError:
+    """The error of a failed connection to `url`: `StoreRefused` naming where a password goes
+    when the server refused the authentication, else `StoreUnavailable`."""
+    if authentication_failed(exc):
+        return StoreRefused(f"the PostgreSQL store {url.display} refused this role: authentication failed "
+                            f"({one_line(exc)}); {PASSWORD_HINT}")
+    return StoreUnavailable(f"cannot reach the PostgreSQL store {url.display}: {one_line(exc)}")

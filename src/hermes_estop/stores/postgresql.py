@@ -66,9 +66,10 @@ from ..hold import (
 )
 from ..homes import Location
 from ..text import one_line
-from ..timeutil import Clock
+from ..timeutil import Clock, format_instant
 from .base import (
     HoldStore,
+    expiry_stamp,
     fence_matches,
     new_hold_id,
     not_current,
@@ -116,6 +117,7 @@ class PostgresStore(HoldStore):
         self._backend = acquire(self.url, self.refresh, share)
         self._absent: dict[Location, Reading] = {}
         self._prepared: dict[Location, tuple[Row, Prepared]] = {}
+        self._refusals: dict[tuple[str, Fence], None] = {}
         self._closed = False
 
     @property
@@ -164,14 +166,12 @@ class PostgresStore(HoldStore):
             return False
 
     def settle(self, timeout: float = SYNC_TIMEOUT) -> bool:
-        return self.backend.expirer.wait_idle(timeout)
+        return self.backend.listener.sync(timeout)
 
     def sync(self, timeout: float = SYNC_TIMEOUT) -> bool:
         """Wait until this process's rows include every commit made before the call (also one
-        made by hand in psql), and every expiry retire a read has asked for; False when the
-        database did not answer in time."""
-        backend = self.backend
-        return backend.expirer.wait_idle(timeout) and backend.listener.sync(timeout)
+        made by hand in psql); False when the database did not answer in time."""
+        return self.backend.listener.sync(timeout)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -256,9 +256,11 @@ class PostgresStore(HoldStore):
             self.step("engage:before-commit")
             try:
                 with conn.transaction():  # a savepoint: an audit row the server refuses never refuses the stop
+                    server_now = self._server_now(conn) if lifted else now
                     for expired in lifted:  # the lift of each expired hold this write drops, as the file store records it
                         if expired.hold is not None:
-                            self._audit_row(conn, AuditEvent(now, "expire", location.scope, expired.fence.describe()
+                            stamp = expiry_stamp(expired, now, server_now) or expired.hold.expires_at or now
+                            self._audit_row(conn, AuditEvent(stamp, "expire", location.scope, expired.fence.describe()
                                                              if expired.fence else None, actor, expired.hold.reason,
                                                              expired.hold.expires_at, scoped_detail(expired.hold)))
                     self._audit_row(conn, AuditEvent(now, event, location.scope, hold.generation, actor, hold.reason,
@@ -282,6 +284,29 @@ class PostgresStore(HoldStore):
         else:
             conn.execute(f"UPDATE {self.backend.s}.holds SET body = %s WHERE scope = %s", [body, location.key])
 
+    @staticmethod
+    def _server_now(conn: psycopg.Connection) -> datetime:
+        """The database's clock, the one every host of the fleet agrees on: what an expiry is
+        retired by (docs/design.md, "Which clock decides an expiry")."""
+        row = conn.execute("SELECT clock_timestamp()").fetchone()
+        assert row is not None
+        value: datetime = row[0]
+        return value
+
+    def _refused_expiry(self, location: Location, expired: Reading) -> None:
+        """One line per hold whose retire the server's clock refused (the caller's clock runs ahead)."""
+        key = (location.key, expired.fence or Fence())
+        if key in self._refusals:
+            return
+        if len(self._refusals) > 1024:
+            self._refusals.clear()
+        self._refusals[key] = None
+        hold = expired.hold
+        logger.warning("not retiring the hold at %s (generation %s): its deadman %s has not passed by the "
+                       "database's clock; retried when it has", location.describe(),
+                       expired.fence.describe() if expired.fence else "?",
+                       format_instant(hold.expires_at) if hold is not None else "?")
+
     def _removal(self, location: Location, what: str, decide: Callable[[Reading], Reading | None], now: datetime,
                  actor: str, event: str, generation: Callable[[Reading], str | None]) -> Reading | None:
         """One fenced removal from the row of `location`: `decide` picks, under the locks, the
@@ -295,10 +320,17 @@ class PostgresStore(HoldStore):
             removed = decide(standing)
             if removed is None:
                 return None
+            stamp = now
+            if event == "expire":
+                confirmed = expiry_stamp(removed, now, self._server_now(conn))
+                if confirmed is None:
+                    self._refused_expiry(location, removed)
+                    return None
+                stamp = confirmed
             self.step("retire:before-unlink")  # the file store's name: removed, not yet committed
             self._rewrite(conn, location, without(standing, removed), now)
             hold = removed.hold
-            self._audit_row(conn, AuditEvent(now, event, location.scope, generation(removed), actor,
+            self._audit_row(conn, AuditEvent(stamp, event, location.scope, generation(removed), actor,
                                              hold.reason if hold else None, hold.expires_at if hold else None,
                                              scoped_detail(hold)))
             return removed
@@ -318,12 +350,6 @@ class PostgresStore(HoldStore):
         removed = self._removal(location, f"retire a hold at {location.describe()}", decide, now, actor, event,
                                 lambda _removed: fence.describe())
         return removed is not None
-
-    def try_retire_expired(self, location: Location, fence: Fence, now: datetime, actor: str) -> bool | None:
-        """Handed to the backend's expirer thread: a read never waits on the database."""
-        self.backend.expirer.submit((location.key, fence),
-                                    lambda: self.retire(location, fence, now, actor, event="expire"))
-        return None
 
     def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
         """A plain release lifts the full hold and leaves the scoped holds standing; with

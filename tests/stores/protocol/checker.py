@@ -16,7 +16,16 @@ default (keep running the current actor). After every step the invariants are ch
 4. every generation on disk is in the audit trail: the visible sentinel in the visible trail (what
    a kill keeps), the durable sentinel in the durable trail (what a power loss keeps);
 5. no lock is held by a dead actor, no live actor waits forever, and after every execution a
-   fresh writer can still arm.
+   fresh writer can still arm;
+6. an acknowledged write (engage, re-arm: the call returned) stands until a removal line names
+   its generation: a generation leaves the disk only replaced by a write, or removed by an actor
+   that then names it (one killed between its removal and its line is excused; after a power
+   loss, which keeps no unsynced line, invariant 8 decides);
+7. every removal line (release, retire, expire) a completed actor wrote names a generation that
+   actor removed;
+8. an acknowledged arm survives a power loss: when the last acknowledged generation stands, the
+   durable sentinel carries it (also in scenarios that start without a hold: the directory fsync
+   of a first arm).
 
 A violation comes back with the numbered schedule that produced it; `replay` runs that schedule
 again, deterministically.
@@ -84,8 +93,10 @@ class Ctx:
 
 
 def rearm(ctx: Ctx) -> Any:
-    return ctx.store.engage(ctx.location, EngageRequest(reason="operator", expires_at=ctx.now + timedelta(hours=2)),
+    hold = ctx.store.engage(ctx.location, EngageRequest(reason="operator", expires_at=ctx.now + timedelta(hours=2)),
                             ctx.now, "operator")
+    ctx.actor.acknowledge(hold.generation)
+    return hold
 
 
 def release(ctx: Ctx) -> Any:
@@ -102,11 +113,12 @@ def plain_read(ctx: Ctx) -> Any:
 
 
 def deadman_read(ctx: Ctx) -> Any:
-    """A consumer's check after the initial hold's deadman: reads, and retires what it found expired."""
+    """The daemon's deadman after the initial hold's deadman: reads, and retires what it found
+    expired, fenced on the generation it read (`Fleet.retire_expired`; a reader never retires)."""
     reading = ctx.actor.read(ctx.store, ctx.location, ctx.now)
     if reading.state is HoldState.EXPIRED:
         ctx.actor.fence = reading.fence.generation if reading.fence else None
-        return ctx.store.expire(reading, ctx.now, "reader")
+        return ctx.store.retire(ctx.location, reading.fence or Fence(), ctx.now, "deadman", "expire")
     return None
 
 
@@ -114,6 +126,7 @@ def window(ctx: Ctx) -> Any:
     """A window's arm of its own hold over a free location, then its fenced retire at the end."""
     hold = ctx.store.engage(ctx.location, EngageRequest(reason="window", expires_at=ctx.now + timedelta(hours=1)),
                             ctx.now, "window")
+    ctx.actor.acknowledge(hold.generation)
     ctx.actor.fence = hold.generation
     return ctx.store.retire(ctx.location, Fence(hold.generation), ctx.now, "window")
 
@@ -122,6 +135,8 @@ def window(ctx: Ctx) -> Any:
 FENCED = {fenced_retire, deadman_read, window}
 #: the actors whose work may remove the sentinel (invariant 3: nobody else may make it absent)
 REMOVERS = FENCED | {release}
+#: the audit events that record a removal (invariants 6 and 7)
+REMOVALS = ("release", "retire", "expire")
 
 
 @dataclass
@@ -154,6 +169,13 @@ class Actor:
         self.blocked_on: int | None = None
         self.fence: str | None = None
         self.execution: Execution | None = None
+        self.removed: set[str] = set()  # generations this actor unlinked or renamed over
+        self.lines: list[tuple[str, str | None]] = []  # (event, generation) of the removal lines it wrote
+
+    def acknowledge(self, generation: str | None) -> None:
+        """This actor's write of `generation` returned: from now on it must stand (invariant 6)."""
+        if generation is not None and self.execution is not None:
+            self.execution.acknowledged.append(generation)
 
     def read(self, store: FileStore, location: Location, now: datetime) -> Any:
         exe = self.execution
@@ -215,6 +237,12 @@ class Execution(Hooks):
         self.violation: Violation | None = None
         self.removed = False
         self.initial: str | None = None
+        self.acknowledged: list[str] = []  # generations whose write returned, in order (invariants 6, 8)
+        self.removed_by: dict[str, Actor] = {}  # generation -> the actor that unlinked it
+        self.superseded: set[str] = set()  # generations a write renamed another body over
+        self.lines_seen = 0
+        self.runner: Actor | None = None  # the actor that took the last step
+        self.powered_off = False
 
     # -- hooks the model calls -----------------------------------------------------------------
 
@@ -251,6 +279,14 @@ class Execution(Hooks):
         if operation == "flock-busy" and actor is not None:
             actor.failed_lock = detail
         elif operation in ("unlink", "rename") and path == self.sentinel and detail is not None:
+            gone = _generation(bytes(detail.data))
+            if gone is not None:
+                if operation == "rename":
+                    self.superseded.add(gone)
+                if actor is not None:
+                    actor.removed.add(gone)
+                    if operation == "unlink":
+                        self.removed_by[gone] = actor
             if operation == "unlink" and actor is not None and actor.spec.work in REMOVERS:
                 self.removed = True
             if actor is not None and actor.spec.work in FENCED and operation == "unlink":
@@ -316,6 +352,64 @@ class Execution(Hooks):
         for handle in self.fs.locks.values():
             if isinstance(handle.owner, Actor) and handle.owner.killed:
                 self.fail(5, f"the lock {handle.path} is held by {handle.owner.name}, which is dead")
+        named = self._attribute_lines()
+        if not self.powered_off:
+            self._check_acknowledged_stand(visible, named)
+        self._check_removal_lines()
+
+    def _attribute_lines(self) -> set[str]:
+        """The generations the visible trail's removal lines name; each new line is the work of
+        the actor that took the last step (one step appends at most one line)."""
+        data = self.fs.visible_data(self.audit_path) or b""
+        lines = data.splitlines()
+        named = set()
+        for number, line in enumerate(lines):
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") not in REMOVALS:
+                continue
+            named.add(event.get("generation"))
+            if number >= self.lines_seen and self.runner is not None:
+                self.runner.lines.append((event["event"], event.get("generation")))
+        self.lines_seen = len(lines)
+        return named
+
+    def _check_acknowledged_stand(self, visible: bytes | None, named: set[str]) -> None:
+        """Invariant 6."""
+        standing = _generation(visible) if visible is not None else None
+        for generation in self.acknowledged:
+            if generation == standing or generation in self.superseded or generation in named:
+                continue
+            remover = self.removed_by.get(generation)
+            if remover is not None and (not remover.done or remover.killed):
+                continue  # its removal line is still to come, or died with its remover
+            by = f"removed by {remover.name}" if remover is not None else "gone"
+            self.fail(6, f"acknowledged generation {generation} no longer stands ({by}) and no removal line names it")
+            return
+
+    def _check_removal_lines(self) -> None:
+        """Invariant 7."""
+        for actor in self.actors:
+            if not actor.done or actor.killed:
+                continue
+            for event, generation in actor.lines:
+                if generation not in actor.removed:
+                    self.fail(7, f"{actor.name} wrote `{event} {generation}` but removed "
+                                 f"{sorted(actor.removed) or 'nothing'}")
+                    return
+
+    def _check_power_loss(self, last: str | None, standing: str | None) -> None:
+        """Invariant 8, right after a power loss: `last` was the last acknowledged generation
+        and `standing` the visible one just before."""
+        if last is None or standing != last:
+            return
+        durable = self.fs.visible_data(self.sentinel)
+        kept = _generation(durable) if durable is not None else None
+        if kept != last:
+            what = "no sentinel" if durable is None else f"generation {kept}"
+            self.fail(8, f"acknowledged generation {last} stood before a power loss; after it, {what}")
 
     # -- running -------------------------------------------------------------------------------
 
@@ -346,6 +440,7 @@ class Execution(Hooks):
                 hold = FileStore(self.root).engage(
                     self.location, EngageRequest(reason="initial", expires_at=T0 + self.scenario.initial_ttl), T0, "setup")
                 self.initial = hold.generation
+                self.acknowledged.append(hold.generation)
             self.states: list[bytes | None] = []
             self.check_state()
             self.actors = [Actor(i, spec) for i, spec in enumerate(self.scenario.actors)]
@@ -407,16 +502,22 @@ class Execution(Hooks):
         if choice[0] == "run":
             actor = self.actors[choice[1]]
             what = f"{actor.name}: {actor.pending}"
+            self.runner = actor
             actor.go.release()
             self.back.acquire()
             return what
+        self.runner = None
         self.crash_budget -= 1
         victims = [self.actors[choice[1]]] if choice[0] == "kill" else [a for a in self.actors if not a.done]
         for actor in victims:
             actor.killed = True
             self.fs.close_all(actor)
         if choice[0] == "power":
+            visible = self.fs.visible_data(self.sentinel)
+            standing = _generation(visible) if visible is not None else None
             self.fs.power_loss()
+            self.powered_off = True
+            self._check_power_loss(self.acknowledged[-1] if self.acknowledged else None, standing)
         for actor in victims:
             actor.go.release()
             self.back.acquire()
@@ -431,6 +532,7 @@ class Execution(Hooks):
                 if not isinstance(actor.error, EstopError):
                     self.fail(0, f"{actor.name} raised {type(actor.error).__name__}: {actor.error}")
                     return
+        self.runner = None
         try:
             self.store_factory(self.root).engage(
                 self.location, EngageRequest(reason="recovery", expires_at=T0 + timedelta(days=1)), T0, "recovery")

@@ -7,11 +7,13 @@ enabled again once it got the lock. A crash kills an actor parked before a state
 its transaction is rolled back, as the server does when a process dies.
 
 Checked after every step, on what is committed (read on an admin connection):
-2. a fenced retire's commit never removes a generation other than the one it names;
+1. a reader (its own store and listener; a read is one step: `sync()`, then `read()`) never
+   answers free while a hold whose deadman had not passed for that reader is committed;
+2. a fenced retire's commit never removes a generation other than the one it names (a window's
+   retire at its end never removes an operator's re-arm);
 3. the scope's row is never absent unless a remover committed;
 4. the committed generation is in the committed audit trail;
 5. no actor that died holds a lock, and not every live actor waits in the server.
-(1 is the listener's, outside a write transaction: the contract and fault suites cover reads.)
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ from checker import FENCED, REMOVERS, T0, ActorKilled, ActorSpec, Choice, Ctx, R
 
 from hermes_estop.errors import EstopError
 from hermes_estop.hold import EngageRequest, parse_body
-from hermes_estop.homes import Layout
+from hermes_estop.homes import Layout, Location
 from hermes_estop.stores.postgresql import PostgresStore
 
 _scopes = itertools.count()
@@ -68,6 +70,25 @@ class PgActor:
         self.error: BaseException | None = None
         self.fence: str | None = None
         self.pid: int | None = None
+        self.acknowledged: list[str] = []
+        self.execution: PgExecution | None = None
+
+    def acknowledge(self, generation: str | None) -> None:
+        if generation is not None:
+            self.acknowledged.append(generation)
+
+    def read(self, store: PostgresStore, location: Location, now: datetime) -> Any:
+        """A consumer's check through its own listener: one step (invariant 1)."""
+        execution = self.execution
+        assert execution is not None
+        execution.point("read (sync, then read)")
+        live = execution.live_hold(now)
+        store.sync()
+        (reading,) = store.read((location,), now)
+        if live is not None and not reading.active:
+            execution.fail(1, f"{self.name} read {reading.state.value} at {now.isoformat()} while generation {live}, "
+                              "live for it, was committed")
+        return reading
 
 
 class PgExecution:
@@ -84,6 +105,8 @@ class PgExecution:
         self.schema = setup.schema
         self.initial_hold = initial
         self.actors = [PgActor(i, spec, store) for i, (spec, store) in enumerate(zip(specs, stores))]
+        for actor in self.actors:
+            actor.execution = self
         self.trace: list[Step] = []
         self.violation: Violation | None = None
         self.local = threading.local()
@@ -133,6 +156,16 @@ class PgExecution:
             f"""SELECT generation FROM "{self.schema}".audit WHERE location = %s AND event IN ('engage', 'rearm')""",
             [self.location.scope]).fetchall()}
         return generation, audited
+
+    def live_hold(self, now: datetime) -> str | None:
+        """The committed generation when it holds at `now` (its deadman not passed), else None."""
+        row = self.admin.execute(f'SELECT body FROM "{self.schema}".holds WHERE scope = %s',
+                                 [self.location.key]).fetchone()
+        if row is None:
+            return None
+        hold = parse_body(row[0])
+        live = hold.expires_at is None or now < hold.expires_at
+        return (hold.generation or "?") if live else None
 
     def check_state(self, committer: PgActor | None) -> None:
         generation, audited = self._committed()

@@ -4,16 +4,17 @@ catching an audit written in a transaction of its own and a retire that ignores 
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 import psycopg
 import pytest
-from checker import ActorSpec, fenced_retire, rearm, release
+from checker import ActorSpec, fenced_retire, plain_read, rearm, release, window
 from pg_checker import explore_pg
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop.audit import AuditEvent
-from hermes_estop.hold import EngageRequest, Fence, Hold
+from hermes_estop.hold import EngageRequest, Fence, Hold, Reading
 from hermes_estop.homes import Location
 from hermes_estop.stores.postgresql import PostgresStore
 
@@ -23,7 +24,12 @@ PAIRS = {
     "re-arm | re-arm": [ActorSpec("a", rearm), ActorSpec("b", rearm)],
     "re-arm | fenced retire": [ActorSpec("operator", rearm), ActorSpec("retirer", fenced_retire)],
     "re-arm | release": [ActorSpec("operator", rearm), ActorSpec("releaser", release)],
+    "re-arm | read": [ActorSpec("operator", rearm), ActorSpec("reader", plain_read)],
+    "release | read": [ActorSpec("releaser", release), ActorSpec("reader", plain_read)],
+    "window arm+retire | re-arm": [ActorSpec("window", window), ActorSpec("operator", rearm)],
 }
+#: the scenarios that start without a hold (a window arms over a free scope)
+WITHOUT_A_HOLD = {"window arm+retire | re-arm"}
 
 
 class AuditAfterCommit(PostgresStore):
@@ -55,6 +61,14 @@ class RetireIgnoringItsFence(PostgresStore):
         return self.release(location, None, now, actor) is not None
 
 
+class ReadByAClockAhead(PostgresStore):
+    """A read that judges deadlines by a clock three hours ahead of the reader's (issue 32 item 8's
+    defect, in the store): it answers free while a two-hour re-arm is live."""
+
+    def read(self, locations: Sequence[Location], now: datetime) -> tuple[Reading, ...]:
+        return super().read(locations, now + timedelta(hours=3))
+
+
 @pytest.fixture
 def stores(pg_url, fleet_root):  # noqa: F811
     made: list[PostgresStore] = []
@@ -72,7 +86,8 @@ def stores(pg_url, fleet_root):  # noqa: F811
 def run(name, specs, make, kind, pg_server, fleet_root, bound=2):  # noqa: F811
     with pg_server.admin() as admin:
         admin.autocommit = True
-        return explore_pg(name, specs, [make(kind) for _ in specs], make(), admin, fleet_root, bound)
+        return explore_pg(name, specs, [make(kind) for _ in specs], make(), admin, fleet_root, bound,
+                          initial=name not in WITHOUT_A_HOLD)
 
 
 @pytest.mark.parametrize("name", list(PAIRS))
@@ -88,7 +103,9 @@ def test_the_postgresql_protocol_keeps_every_invariant_in_every_interleaving(nam
 @pytest.mark.parametrize(("kind", "name", "invariant"), [
     (AuditAfterCommit, "re-arm | re-arm", 4),
     (RetireIgnoringItsFence, "re-arm | fenced retire", 2),
-], ids=["audit-after-commit", "retire-ignoring-its-fence"])
+    (RetireIgnoringItsFence, "window arm+retire | re-arm", 2),
+    (ReadByAClockAhead, "re-arm | read", 1),
+], ids=["audit-after-commit", "retire-ignoring-its-fence", "window-retire-ignoring-its-fence", "read-by-a-clock-ahead"])
 def test_a_mutation_of_the_postgresql_protocol_is_caught(kind, name, invariant, stores, pg_server, fleet_root):  # noqa: F811
     result = run(name, PAIRS[name], stores, kind, pg_server, fleet_root)
     assert result.violation is not None, result.summary()

@@ -8,10 +8,19 @@ from datetime import datetime
 
 from hermes_estop.audit import AuditEvent
 from hermes_estop.errors import StoreError
-from hermes_estop.hold import EngageRequest, Fence, Hold, encode_body, merge_hold, new_generation, precondition_met
+from hermes_estop.hold import (
+    EngageRequest,
+    Fence,
+    Hold,
+    Reading,
+    encode_body,
+    merge_hold,
+    new_generation,
+    precondition_met,
+)
 from hermes_estop.homes import Location
 from hermes_estop.stores import file as file_module
-from hermes_estop.stores.base import refused_write
+from hermes_estop.stores.base import fence_matches, refused_write, released_reading
 from hermes_estop.stores.file import FileStore
 
 
@@ -36,7 +45,7 @@ class UnlinkBeforeFenceCheck(FileStore):
     def _retire_locked(self, location: Location, fence: Fence, now: datetime, actor: str, event: str) -> bool:
         standing = self._read_fresh(location, now)
         self._remove(location)
-        if not self._matches(standing, fence):
+        if not fence_matches(standing, fence):
             return False
         self._audit(event, location, fence.describe(), actor, None, None, now)
         return True
@@ -123,3 +132,36 @@ class AuditDirFsyncOnlyWhenNew(FileStore):
                 os.close(fd)
         except OSError as exc:
             raise StoreError(str(exc)) from None
+
+
+class ReleaseWithoutLock(FileStore):
+    """The operator's release without `.ESTOP.lock` (issue 32 item 12): it reads G1, an operator
+    renames G2 in, it unlinks G2 and writes "release G1"."""
+
+    def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
+        standing = self._read_fresh(location, now)
+        removed = released_reading(standing, generation)
+        if removed is None:
+            return None
+        self._drop(location, standing, removed, now)
+        self._audit_removal("release", location, removed, removed.fence.describe() if removed.fence else None,
+                            actor, now)
+        return removed
+
+
+class NoDirFsyncOnFirstArm(FileStore):
+    """A first arm (no sentinel yet) renamed in without the directory fsync: the body is durable,
+    its name is not, so a power loss after the arm was acknowledged loses it (issue 32 item 12)."""
+
+    def _write(self, location: Location, body: bytes) -> None:
+        os = file_module.os
+        try:
+            os.lstat(str(location.sentinel))
+            first = False
+        except FileNotFoundError:
+            first = True
+        tmp, fd = _write_tmp(location, body, fsync=True)
+        os.close(fd)
+        os.rename(tmp, str(location.sentinel))
+        if not first:
+            _fsync_dir(location)
