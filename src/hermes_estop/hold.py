@@ -252,7 +252,7 @@ class ScopedReadings(tuple):  # type: ignore[type-arg]
 
     @property
     def expired(self) -> tuple[Reading, ...]:
-        """The expired ones (for the reader to retire), worked out once."""
+        """The expired ones (for the reader to log as lifted), worked out once."""
         try:
             return self._expired
         except AttributeError:

@@ -45,7 +45,7 @@ def rearmer(store, location, out, until):
 
 
 def checker(store, layout, out, until):
-    """Gate like a consumer (which retires dead holds) and count anything unreadable."""
+    """Gate like a consumer (which never retires: dead holds only read lifted) and count anything unreadable."""
     estop = Estop(layout=layout, store=store, actor="checker")
     checks = 0
     problems = []
