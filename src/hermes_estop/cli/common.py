@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from datetime import timedelta
 from typing import Any, NoReturn
 
 import typer
@@ -33,6 +34,7 @@ __all__ = [
     "hold_json",
     "new_app",
     "one_line",
+    "option_duration",
     "printable",
     "reading_json",
     "terminal_width",
@@ -60,6 +62,18 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print `hermes: error: <message>` as one line on stderr and exit with `code`."""
     typer.echo(f"hermes: error: {one_line(message)}", err=True)
     raise typer.Exit(code)
+
+
+def option_duration(flag: str, value: str) -> timedelta:
+    """`value` of the option `flag` as a duration; `InvalidDuration` naming the option and the
+    value (`--ttl: invalid duration '5x': ...`), so an operator knows which of several spans it was."""
+    from ..durations import parse_ttl
+    from ..errors import InvalidDuration
+
+    try:
+        return parse_ttl(value)
+    except InvalidDuration as exc:
+        raise InvalidDuration(f"{flag}: {exc}") from None
 
 
 def terminal_width() -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from datetime import timedelta
 from typing import Annotated, Any, Optional
 
 import typer
@@ -25,6 +26,7 @@ from .common import (
     echo_lines,
     fit_lines,
     hold_json,
+    option_duration,
     reading_json,
     terminal_width,
 )
@@ -93,18 +95,19 @@ def pause(
             f"--allow-profile {' '.join(allow_profile)} without --allow-user: a profile never grants on its own"
         )
     allow = Allow.of(allow_user, allow_profile or ()) if allow_user else None
+    span = option_duration("--ttl", ttl) if ttl is not None else None
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
     before = _generation_at(estop, location)
     try:
-        _pause(estop, location, reason, allow, ttl, until, replace, fleet, profile, limit, as_json, only, job)
+        _pause(estop, location, reason, allow, span, until, replace, fleet, profile, limit, as_json, only, job)
     except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
         typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
         raise typer.Exit(130) from None
 
 
-def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: str | None,
+def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: timedelta | None,
            until: str | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
            as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None) -> None:
     failures = estop.fleet.audit_failures
@@ -132,7 +135,8 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
                    "engaged": snapshot.engaged, **_ack_json(found)})
         raise typer.Exit(_ack_exit(found))
     scoped = "" if hold.selector is None else f" for {hold.selector.describe()} only (hold {printable(hold.hold_id or '?')})"
-    typer.echo(f"paused {printable(location.describe())}{scoped} ({printable(where)})")
+    typer.echo(f"paused {printable(location.describe())}{scoped}{_not_the_fleet(location, fleet, profile)} "
+               f"({printable(where)})")
     for line in describe_hold(hold, snapshot.now):
         typer.echo(f"  {line}")
     others = [r for r in snapshot.active if r.location != location]
@@ -140,6 +144,14 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
         typer.echo(f"also held by {printable(reading.location.describe())}")
     found = _wait(estop, ack, limit, show=True)
     raise typer.Exit(_ack_echo(found, "stopped"))
+
+
+def _not_the_fleet(location: Location, fleet: bool, profile: str | None) -> str:
+    """A plain `hermes pause` from a profile home pauses that profile alone: said, so an
+    operator who meant the fleet is not misled (issue 38)."""
+    if fleet or profile is not None or location.is_fleet or location.scope.startswith("home:"):
+        return ""
+    return " (not the fleet: --fleet for every profile)"
 
 
 def _wait_limit(wait: bool, wait_timeout: str | None) -> float | None:
@@ -188,6 +200,7 @@ def _ack_echo(found: AckSurvey | None, verb: str) -> int:
 def resume(
     generation: Annotated[Optional[str], typer.Option("--generation", help="Release only this generation.")] = None,
     hold: Annotated[Optional[str], typer.Option("--hold", metavar="ID", help="Release only this scoped hold (its id from `hermes status`).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Release every hold at the scope: the full hold and every scoped hold.")] = False,
     fleet: FleetOpt = False,
     profile: ScopeProfileOpt = None,
     wait: WaitOpt = False,
@@ -195,13 +208,14 @@ def resume(
     as_json: JsonOpt = False,
 ) -> None:
     """Release the hold of this home (`--fleet`: the fleet root; `--profile NAME`: that profile's).
-    A plain resume lifts the full hold and says which scoped holds still stand; `--hold ID`
-    lifts one scoped hold. In-flight work was never stopped. With --wait, return once every
-    consumer it covered has seen it gone."""
+    A plain resume lifts the full hold and says which scoped holds still stand (exit 1 when only
+    scoped holds stood); `--hold ID` lifts one scoped hold, `--all` every hold at the scope.
+    In-flight work was never stopped. With --wait, return once every consumer it covered has
+    seen it gone."""
     from ..observe.status import lift_command
 
-    if hold is not None and generation is not None:
-        raise InvalidArgument("give --generation or --hold, not both")
+    if sum((hold is not None, generation is not None, all_)) > 1:
+        raise InvalidArgument("give one of --generation, --hold or --all")
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
@@ -211,14 +225,16 @@ def resume(
 
         standing = generation if generation is not None else _generation_at(estop, location, hold)
         ack = ack_for_release(estop.fleet, location.scope, standing) if standing is not None else None
-    removed: Reading | None
+    removed: list[Reading]
     try:
-        if hold is not None:
-            removed = estop.fleet.release_hold(location, hold)
+        if all_:
+            removed = estop.fleet.release_all(location)
+        elif hold is not None:
+            removed = [estop.fleet.release_hold(location, hold)]
         elif profile is None:
-            removed = estop.release(fleet=fleet, generation=generation)
+            removed = _some(estop.release(fleet=fleet, generation=generation))
         else:
-            removed = estop.fleet.release(location, generation)
+            removed = _some(estop.fleet.release(location, generation))
     except HoldConflict as exc:
         if as_json:
             emit_json({"scope": location.scope, "released": False, "error": str(exc)})
@@ -227,33 +243,31 @@ def resume(
         raise typer.Exit(EXIT_HELD)
     except StoreError as exc:
         fail(f"{exc}; {_resume_advice(location, exc)}")
-    if removed is None:
+    if not removed:
         ack = None
     snapshot = estop.snapshot()
     where = estop.fleet.where
+    here = [r for r in snapshot.scoped_active if r.location == location]
+    code = EXIT_HELD if not removed and here else EXIT_OK
     if as_json:
         found = _wait(estop, ack, limit, show=False)
+        full = next((r for r in removed if r.hold is None or r.hold.selector is None), None)
         emit_json({
             "scope": location.scope,
-            "released": removed is not None,
-            "generation": removed.hold.generation if removed is not None and removed.hold else None,
+            "released": bool(removed),
+            "generation": full.hold.generation if full is not None and full.hold else None,
+            "released_holds": [r.hold.generation if r.hold else None for r in removed],
             "engaged": snapshot.engaged,
             "holds": [reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}
                       for r in snapshot.every_active],
             **_ack_json(found),
         })
-        raise typer.Exit(_ack_exit(found))
-    if removed is None:
-        typer.echo(f"no hold at {printable(location.describe())} ({printable(where(location))})")
-    elif removed.hold is not None and removed.hold.selector is not None:
-        typer.echo(f"resumed {printable(location.describe())} scoped hold {removed.hold.scope_label} "
-                   f"(generation {printable(removed.hold.generation or '?')})")
-    elif removed.hold is not None and removed.hold.generation:
-        typer.echo(f"resumed {printable(location.describe())} (generation {printable(removed.hold.generation)})")
-    elif removed.state is HoldState.UNREADABLE and removed.cause is not Cause.EMPTY:
-        typer.echo(f"resumed {printable(location.describe())} (removed an unreadable hold: {printable(removed.problem or '?')})")
-    else:
-        typer.echo(f"resumed {printable(location.describe())} (a hand-made stop with no details)")
+        raise typer.Exit(code or _ack_exit(found))
+    if not removed:
+        scoped = f": only scoped holds stand there ({len(here)})" if here else ""
+        typer.echo(f"no hold at {printable(location.describe())} ({printable(where(location))}){scoped}")
+    for reading in removed:
+        typer.echo(_resumed_line(location, reading))
     for reading in snapshot.active:
         lift = lift_command(reading.location, estop.layout)
         hint = f" ({lift})" if lift else ""
@@ -263,7 +277,29 @@ def resume(
         lift = lift_command(reading.location, estop.layout)
         hint = f" (`{lift} --hold {printable(reading.hold.hold_id or '?')}`)" if lift and reading.hold else ""
         typer.echo(f"scoped hold still stands at {printable(reading.location.describe())}: {label}{hint}")
+    if code:
+        lift = lift_command(location, estop.layout) or "hermes resume"
+        typer.echo(f"hermes: nothing was lifted; `{lift} --hold ID` lifts one scoped hold, `{lift} --all` "
+                   f"every hold at {printable(location.describe())}", err=True)
+        raise typer.Exit(code)
     raise typer.Exit(_ack_echo(_wait(estop, ack, limit, show=True), "resumed"))
+
+
+def _some(removed: Reading | None) -> list[Reading]:
+    return [removed] if removed is not None else []
+
+
+def _resumed_line(location: Location, removed: Reading) -> str:
+    """What one lifted hold was, in the words `hermes status` showed it in."""
+    where = printable(location.describe())
+    if removed.hold is not None and removed.hold.selector is not None:
+        return (f"resumed {where} scoped hold {removed.hold.scope_label} "
+                f"(generation {printable(removed.hold.generation or '?')})")
+    if removed.hold is not None and removed.hold.generation:
+        return f"resumed {where} (generation {printable(removed.hold.generation)})"
+    if removed.state is HoldState.UNREADABLE and removed.cause is not Cause.EMPTY:
+        return f"resumed {where} (removed an unreadable hold: {printable(removed.problem or '?')})"
+    return f"resumed {where} (a hand-made stop with no details)"
 
 
 def _generation_at(estop: Estop, location: Location, hold_id: str | None = None) -> str | None:
@@ -336,8 +372,6 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
     """`hermes check --at TIME [--for DUR]`: exit 1 when (user, profile) would be held at TIME, or
     at any instant of [TIME, TIME+DUR), else 0; prints which holds and window occurrences decide,
     with their times (`Estop.forecast`). Bad input raises `EstopError` naming the value (exit 2)."""
-    from ..durations import parse_ttl
-    from ..errors import InvalidDuration
     from ..timeutil import parse_instant, schedulable
 
     if at is None:
@@ -345,12 +379,7 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
     estop = current_estop()
     start = estop.clock() if at.strip().lower() == "now" else schedulable(parse_instant(at, what="--at time"),
                                                                           what="--at time")
-    span = None
-    if for_ is not None:
-        try:
-            span = parse_ttl(for_)
-        except InvalidDuration as exc:
-            raise InvalidDuration(f"--for: {exc}") from None
+    span = option_duration("--for", for_) if for_ is not None else None
     if user is not None:
         Allow.of([user])  # the id rules a write applies (one line naming a bad id)
     forecast = estop.forecast(start, start + span if span is not None else start, user, profile,
