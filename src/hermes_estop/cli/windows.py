@@ -147,9 +147,8 @@ def next_(
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, max=1000, help="Occurrences per window (default: 5 for one window, 1 for every window).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The next occurrences (one covering now first), in UTC and in the window's timezone."""
-    from ..windows.occurrences import upcoming
-
+    """The next occurrences of every window, soonest start first (one covering now before
+    them), in UTC and in the window's timezone."""
     windows_file = _file()
     windows = windows_file.load()
     if name is not None:
@@ -162,9 +161,9 @@ def next_(
     if as_json:
         emit_json({"now": format_instant(now),
                    "occurrences": [o.to_json(now, w.tz) | {"enabled": w.enabled, "skipped": o.key in skipped}
-                                   for w in windows for o in upcoming(w, now, per_window)]})
+                                   for w, o in _by_start(windows, now, per_window)]})
         return
-    lines = _next_lines(windows, now, per_window, skipped)
+    lines = _next_lines(_by_start(windows, now, per_window), now, skipped)
     first = next(lines, None)
     if first is None:
         typer.echo("no occurrences ahead")
@@ -172,25 +171,33 @@ def next_(
     echo_lines(itertools.chain((first,), lines))
 
 
-def _next_lines(windows: list[Window], now: datetime, per_window: int, skipped: frozenset[str]) -> Iterator[str]:
-    """One line per occurrence, made as they are written (100,000 windows' occurrences and
-    lines held at once would double the command's memory)."""
+def _by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Window, Occurrence]]:
+    """The next `per_window` occurrences of each window, soonest start first (file order
+    between equal starts): an operator reads `windows next` for what comes next (issue 38)."""
     from ..windows.occurrences import upcoming
 
-    for window in windows:
-        for occurrence in upcoming(window, now, per_window):
-            local = occurrence.start.astimezone(window.tz).strftime("%Y-%m-%d %H:%M %Z")
-            if occurrence.draining(now):
-                state = (f"DRAINING (starts {format_relative(occurrence.start, now)}), "
-                         f"until {format_instant(occurrence.end)}")
-            elif occurrence.covers(now):
-                state = f"ACTIVE until {format_instant(occurrence.end)}"
-            else:
-                state = f"{format_relative(occurrence.start, now)}, until {format_instant(occurrence.end)}"
-            state += _drain_from(occurrence, window)
-            off = "  (disabled)" if not window.enabled else ""
-            off += "  (skipped)" if skipped and occurrence.key in skipped else ""
-            yield f"{window.name}  {format_instant(occurrence.start)}  ({local})  {state}  {window.scope}{off}"
+    found = [(occurrence.start, i, window, occurrence) for i, window in enumerate(windows)
+             for occurrence in upcoming(window, now, per_window)]
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [(window, occurrence) for _, _, window, occurrence in found]
+
+
+def _next_lines(found: list[tuple[Window, Occurrence]], now: datetime, skipped: frozenset[str]) -> Iterator[str]:
+    """One line per occurrence, made as they are written (100,000 windows' lines held at once
+    would double the command's memory)."""
+    for window, occurrence in found:
+        local = occurrence.start.astimezone(window.tz).strftime("%Y-%m-%d %H:%M %Z")
+        if occurrence.draining(now):
+            state = (f"DRAINING (starts {format_relative(occurrence.start, now)}), "
+                     f"until {format_instant(occurrence.end)}")
+        elif occurrence.covers(now):
+            state = f"ACTIVE until {format_instant(occurrence.end)}"
+        else:
+            state = f"{format_relative(occurrence.start, now)}, until {format_instant(occurrence.end)}"
+        state += _drain_from(occurrence, window)
+        off = "  (disabled)" if not window.enabled else ""
+        off += "  (skipped)" if skipped and occurrence.key in skipped else ""
+        yield f"{window.name}  {format_instant(occurrence.start)}  ({local})  {state}  {window.scope}{off}"
 
 
 def _drain_note(window: Window) -> str:
