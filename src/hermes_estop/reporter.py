@@ -95,8 +95,7 @@ class ConsumerReporter:
 
     def register(self) -> bool:
         """Enter the registry with a first report; True when written."""
-        with self._lock:
-            self.registered = True
+        self.registered = True
         return self.report(force=True)
 
     def report(self, snapshot: Snapshot | None = None, *, force: bool = False) -> bool:
@@ -108,9 +107,7 @@ class ConsumerReporter:
         try:
             seen = snapshot if snapshot is not None else self.read()
             observed = observed_holds(seen)
-            with self._lock:  # `deregister` takes it too: a report in flight never re-creates a removed entry
-                if not self.registered:
-                    return False
+            with self._lock:
                 due = self._monotonic() - self._written_at >= MIN_REPORT_INTERVAL
                 if not (force or due or observed != self.entry.observed):
                     return False
@@ -127,17 +124,14 @@ class ConsumerReporter:
         return True
 
     def deregister(self) -> None:
-        """Leave the registry (a consumer that stops is not lost, it is gone); never raises.
-        Under the lock `report()` writes under, so a report in flight on another thread either
-        lands before the removal or sees it and writes nothing (issue 32 item 11)."""
-        with self._lock:
-            if not self.registered:
-                return
-            self.registered = False
-            try:
-                self.table.remove(self.entry.key)
-            except Exception as exc:  # noqa: BLE001 - stopping never fails on the registry
-                self._failed(exc)
+        """Leave the registry (a consumer that stops is not lost, it is gone); never raises."""
+        if not self.registered:
+            return
+        self.registered = False
+        try:
+            self.table.remove(self.entry.key)
+        except Exception as exc:  # noqa: BLE001 - stopping never fails on the registry
+            self._failed(exc)
 
     def _failed(self, exc: BaseException) -> None:
         problem = one_line(exc)
