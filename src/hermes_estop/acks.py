@@ -17,7 +17,7 @@ from typing import Any
 from .fleet import Fleet
 from .registry import Ack, ConsumerEntry, ConsumerState, acknowledges, consumer_state, covers, is_alive, this_host
 from .text import one_line
-from .timeutil import format_instant
+from .timeutil import display_instant, format_instant
 
 __all__ = ["AckSurvey", "Awaited", "ack_for_release", "survey", "wait_for_acks"]
 
@@ -34,7 +34,7 @@ class Awaited:
 
     def describe(self, now: datetime) -> str:
         seen = (now - self.entry.reported_at).total_seconds()
-        return (f"{self.entry.describe()} ({self.state.value}; last seen {format_instant(self.entry.reported_at)}, "
+        return (f"{self.entry.describe()} ({self.state.value}; last seen {display_instant(self.entry.reported_at)}, "
                 f"{seen:.1f}s ago)")
 
 

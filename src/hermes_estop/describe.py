@@ -12,7 +12,7 @@ from typing import Any
 from .gate import HAND_MADE, unreadable_cause
 from .hold import DEADLINE_UNREADABLE, Cause, Hold, HoldState, Reading
 from .text import printable
-from .timeutil import format_instant, format_relative
+from .timeutil import display_instant, format_instant, format_relative
 
 __all__ = ["describe_hold", "describe_reading", "hold_json", "reading_json"]
 
@@ -57,7 +57,7 @@ def describe_hold(hold: Hold, now: datetime) -> list[str]:
     lines.append(f"generation {printable(hold.generation) if hold.generation else '(none: hand-written)'}")
     lines.append(f"reason     {printable(hold.reason) if hold.reason else '(none)'}")
     if hold.expires_at is not None:
-        lines.append(f"deadline   {format_instant(hold.expires_at)} ({format_relative(hold.expires_at, now)})")
+        lines.append(f"deadline   {display_instant(hold.expires_at)} ({format_relative(hold.expires_at, now)})")
     elif DEADLINE_UNREADABLE in hold.problems:
         lines.append("deadline   unreadable (held until `hermes resume`)")
     else:
@@ -88,6 +88,6 @@ def describe_reading(reading: Reading, now: datetime, location: str) -> list[str
     if reading.state is HoldState.UNREADABLE:
         return [f"HELD  {where}", f"      unreadable: {unreadable_cause(reading)} (held, admits nobody)"]
     if reading.state is HoldState.EXPIRED:
-        return [f"lifted {where}: expired at {format_instant(reading.hold.expires_at) if reading.hold else '?'}"]
+        return [f"lifted {where}: expired at {display_instant(reading.hold.expires_at) if reading.hold else '?'}"]
     assert reading.hold is not None
     return [f"HELD  {where}"] + [f"      {line}" for line in describe_hold(reading.hold, now)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 import typer
@@ -34,6 +34,7 @@ __all__ = [
     "hold_json",
     "new_app",
     "one_line",
+    "operator_time",
     "option_duration",
     "printable",
     "reading_json",
@@ -74,6 +75,18 @@ def option_duration(flag: str, value: str) -> timedelta:
         return parse_ttl(value)
     except InvalidDuration as exc:
         raise InvalidDuration(f"{flag}: {exc}") from None
+
+
+def operator_time(flag: str, value: str, now: datetime) -> datetime:
+    """`value` of the option `flag` (`--at`, `--until`) as an instant (`timeutil.parse_operator_time`:
+    `15:00`, `tomorrow 03:00`, a zone, ISO-8601); the zone it assumed, when it assumed one, is
+    said on stderr (stdout stays what scripts parse)."""
+    from ..timeutil import parse_operator_time
+
+    instant, note = parse_operator_time(value, now, what=flag)
+    if note is not None:
+        typer.echo(f"hermes: note: {one_line(note)}", err=True)
+    return instant
 
 
 def terminal_width() -> int:

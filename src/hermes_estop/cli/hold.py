@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Optional
 
 import typer
@@ -15,7 +15,7 @@ from ..estop import Estop
 from ..hold import Allow, Cause, HoldState, Reading
 from ..homes import Location
 from ..text import one_line, printable
-from ..timeutil import format_instant
+from ..timeutil import display_instant
 from .common import (
     EXIT_HELD,
     EXIT_OK,
@@ -26,6 +26,7 @@ from .common import (
     echo_lines,
     fit_lines,
     hold_json,
+    operator_time,
     option_duration,
     reading_json,
     terminal_width,
@@ -68,7 +69,7 @@ def pause(
     allow_user: Annotated[Optional[list[str]], typer.Option("--allow-user", help="A user id that keeps working (repeatable).")] = None,
     allow_profile: Annotated[Optional[list[str]], typer.Option("--allow-profile", help="Narrow the allowed users to these profiles (repeatable).")] = None,
     ttl: Annotated[Optional[str], typer.Option("--ttl", help="Deadman: lift after this long (45m, 1h30m, 90s, 1d, PT45M).")] = None,
-    until: Annotated[Optional[str], typer.Option("--until", help="Deadman: lift at this ISO-8601 time.")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="Deadman: lift at this time: 15:00, tomorrow 03:00 (local time unless a zone follows: 15:00 Europe/Berlin), or ISO-8601.")] = None,
     fleet: FleetOpt = False,
     profile: ScopeProfileOpt = None,
     replace: Annotated[bool, typer.Option("--replace", help="Start from nothing instead of keeping the standing allowlist, deadline and reason.")] = False,
@@ -98,17 +99,18 @@ def pause(
     span = option_duration("--ttl", ttl) if ttl is not None else None
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
+    deadline = operator_time("--until", until, estop.clock()) if until is not None else None
     location = _target(estop, fleet, profile)
     before = _generation_at(estop, location)
     try:
-        _pause(estop, location, reason, allow, span, until, replace, fleet, profile, limit, as_json, only, job)
+        _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job)
     except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
         typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
         raise typer.Exit(130) from None
 
 
 def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: timedelta | None,
-           until: str | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
+           until: datetime | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
            as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None) -> None:
     failures = estop.fleet.audit_failures
     # the store's warning would reach stderr raw through logging's last resort: pause says it itself
@@ -353,7 +355,7 @@ def status(as_json: JsonOpt = False) -> None:
 
 def check(user: UserOpt = None, profile: ProfileOpt = None, component: ComponentOpt = None, job: WorkJobOpt = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the exit code says it.")] = False,
-          at: Annotated[Optional[str], typer.Option("--at", help="Ask about this ISO-8601 instant (or `now`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
+          at: Annotated[Optional[str], typer.Option("--at", help="Ask about this instant (15:00, tomorrow 03:00, a zone after it, ISO-8601, or `now`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
           for_: Annotated[Optional[str], typer.Option("--for", help="With --at: held at any instant of [TIME, TIME+DUR)? (30m, 2h, PT45M).")] = None,
           as_json: JsonOpt = False) -> None:
     """Exit 0 when work may proceed, 1 when held; with --at [--for], whether it would be (forecast)."""
@@ -372,13 +374,13 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
     """`hermes check --at TIME [--for DUR]`: exit 1 when (user, profile) would be held at TIME, or
     at any instant of [TIME, TIME+DUR), else 0; prints which holds and window occurrences decide,
     with their times (`Estop.forecast`). Bad input raises `EstopError` naming the value (exit 2)."""
-    from ..timeutil import parse_instant, schedulable
+    from ..timeutil import schedulable
 
     if at is None:
         raise InvalidArgument("--for needs --at TIME: the forecast starts at that instant")
     estop = current_estop()
-    start = estop.clock() if at.strip().lower() == "now" else schedulable(parse_instant(at, what="--at time"),
-                                                                          what="--at time")
+    now = estop.clock()
+    start = now if at.strip().lower() == "now" else schedulable(operator_time("--at", at, now), what="--at time")
     span = option_duration("--for", for_) if for_ is not None else None
     if user is not None:
         Allow.of([user])  # the id rules a write applies (one line naming a bad id)
@@ -387,15 +389,15 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
     if as_json:
         emit_json({"proceed": not forecast.held, **forecast.to_json()})
     elif not quiet:
-        when = f"at any instant of [{format_instant(start)}, {format_instant(forecast.end)})" if span is not None \
-            else f"at {format_instant(start)}"
+        when = f"at any instant of [{display_instant(start)}, {display_instant(forecast.end)})" if span is not None \
+            else f"at {display_instant(start)}"
         if not forecast.held:
             typer.echo(f"proceed: not held {when}")
         else:
             typer.echo(f"held {when}" + (f": {len(forecast.intervals)} held interval(s)" if span is not None else ", by:"))
             for interval in forecast.intervals:
                 if span is not None:
-                    typer.echo(f"  held from {format_instant(interval.start)} until {format_instant(interval.end)}, by:")
+                    typer.echo(f"  held from {display_instant(interval.start)} until {display_instant(interval.end)}, by:")
                 for hold in interval.holds[:_LISTED_HOLDS]:
                     typer.echo(f"    {printable(hold.describe())}")
                 if len(interval.holds) > _LISTED_HOLDS:
