@@ -95,3 +95,7 @@ def test_help_command_shows_the_help_of_the_command_it_names(hermes, words, usag
 
 def test_help_of_an_unknown_command_is_one_line_exit_2(hermes):
     assert hermes("help", "nosuch", check=2).stderr.strip() == "hermes: error: No such command 'nosuch'."
+
+
+def test_the_top_level_help_says_how_to_get_a_commands_help(hermes):
+    assert "`hermes help COMMAND` (or `hermes COMMAND -h`) explains a command." in hermes(check=0).stdout

@@ -75,7 +75,8 @@ def _root(
 def build_app(*, extensions: bool = True, command: str | None = None) -> typer.Typer:
     """The `hermes` app; without `extensions`, only the hold commands; with `command`, the hold
     commands and that extension command alone (`extensions.OWNERS`)."""
-    built = new_app("hermes", "Stop all NEW work in an agent fleet for maintenance, and get it back reliably.",
+    built = new_app("hermes", "Stop all NEW work in an agent fleet for maintenance, and get it back reliably.\n\n"
+                    "`hermes help COMMAND` (or `hermes COMMAND -h`) explains a command.",
                     completion=True)
     built.callback()(_root)
     hold.register(built)
