@@ -69,3 +69,12 @@ def test_a_bad_until_is_one_line_naming_the_option_and_writes_nothing(local):
     assert result.stderr == ("hermes: error: invalid --until '15:00 Mars/Olympus': unknown time zone "
                              "'Mars/Olympus' (an IANA name such as Europe/Berlin, or UTC)\n")
     assert not local.sentinel.exists()
+
+
+def test_history_and_windows_next_show_local_times(local):
+    local("pause", "--ttl", "1h", check=0)
+    line = local("history", check=0).stdout.splitlines()[0]
+    assert re.match(rf"{LOCAL}  engage .* deadline={LOCAL}$", line), line
+    local("windows", "add", "nightly", "--cron", "0 2 * * *", "--tz", "UTC", "--duration", "1h", check=0)
+    line = local("windows", "next", check=0).stdout.splitlines()[0]
+    assert re.match(r"nightly  \d{4}-\d\d-\d\dT(03:00:00\+01:00|04:00:00\+02:00)  \(\d{4}-\d\d-\d\d 02:00 UTC\)", line), line
