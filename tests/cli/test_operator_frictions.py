@@ -99,3 +99,11 @@ def test_help_of_an_unknown_command_is_one_line_exit_2(hermes):
 
 def test_the_top_level_help_says_how_to_get_a_commands_help(hermes):
     assert "`hermes help COMMAND` (or `hermes COMMAND -h`) explains a command." in hermes(check=0).stdout
+
+
+def test_resume_of_another_profile_with_only_scoped_holds_there_fails_too(hermes):
+    hermes("pause", "--profile", "ops", "--only", "cron", check=0)
+    result = hermes("resume", "--profile", "ops", check=1)
+    assert "only scoped holds stand there (1)" in result.stdout
+    hermes("resume", "--profile", "ops", "--all", check=0)
+    hermes("resume", "--profile", "ops", check=0)
