@@ -249,8 +249,8 @@ def resume(
         ack = None
     snapshot = estop.snapshot()
     where = estop.fleet.where
-    (standing,) = estop.fleet.read((location,)).readings
-    here = [r for r in standing.scoped if r.active]  # `--profile NAME` may not be one of this process's
+    (addressed,) = estop.fleet.read((location,)).readings
+    here = [r for r in addressed.scoped if r.active]  # `--profile NAME` may not be one of this process's
     code = EXIT_HELD if not removed and here else EXIT_OK
     if as_json:
         found = _wait(estop, ack, limit, show=False)
