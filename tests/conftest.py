@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -59,6 +59,12 @@ def local_zone_utc() -> Iterator[None]:
     pin_zone("UTC")
     yield
     pin_zone(before)
+
+
+@pytest.fixture
+def zone_pinner() -> Callable[[str | None], None]:
+    """`pin_zone`, for a test that pins a zone of its own (the autouse fixture restores it)."""
+    return pin_zone
 
 
 @pytest.fixture

@@ -22,10 +22,8 @@ BEFORE_SPRING = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
     ("America/New_York", "2026-12-05T08:54:18-05:00"),
     ("Asia/Kolkata", "2026-12-05T19:24:18+05:30"),
 ])
-def test_a_shown_time_is_local_to_the_second_with_its_offset(monkeypatch, zone, expected):
-    from conftest import pin_zone
-
-    pin_zone(zone)
+def test_a_shown_time_is_local_to_the_second_with_its_offset(zone_pinner, zone, expected):
+    zone_pinner(zone)
     assert display_instant(WINTER) == expected
     assert display_instant(None) is None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, tzinfo
 
@@ -135,22 +136,36 @@ def format_instant(value: datetime | None) -> str | None:
     return to_utc(value).isoformat()
 
 
+_UTC_NAMES = frozenset({"UTC", "Etc/UTC", "UCT", "Etc/UCT", "Zulu", "Etc/Zulu", "Universal", "Etc/Universal",
+                        "GMT", "Etc/GMT", "Etc/GMT0", "GMT0"})
+#: (the `time.tzname` it was found under, the local zone): `time.tzset()` makes a new `tzname`,
+#: so the zone is looked up again exactly when the C library's is (`windows next` shows 100,000
+#: times, and reading `$TZ` costs more than formatting one)
+_LOCAL_ZONE: list[Any] = [None, None]
+
+
 def local_zone() -> tzinfo | None:
     """The zone human-facing times are shown and read in: `$TZ` when it names an IANA zone,
     else the zone `/etc/localtime` links to; None leaves it to the C library's local time
-    (a POSIX `TZ` rule, a copied zone file)."""
+    (a POSIX `TZ` rule, a copied zone file). Read again after `time.tzset()`."""
+    if _LOCAL_ZONE[0] is time.tzname:
+        return _LOCAL_ZONE[1]  # type: ignore[no-any-return]
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     name = os.environ.get("TZ", "").lstrip(":")
     if not name:
         target = os.path.realpath("/etc/localtime")
         name = target.split("/zoneinfo/", 1)[1] if "/zoneinfo/" in target else ""
-    if not name:
-        return None
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        return None
+    zone: tzinfo | None = None
+    if name in _UTC_NAMES:
+        zone = UTC  # the same instant-to-text as a ZoneInfo of it, a fraction of the cost
+    elif name:
+        try:
+            zone = ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            zone = None
+    _LOCAL_ZONE[:] = [time.tzname, zone]
+    return zone
 
 
 def zone_name(zone: tzinfo | None) -> str:
@@ -167,7 +182,10 @@ def display_instant(value: datetime | None) -> str | None:
     Scripts get `format_instant` (UTC, exact) in `--json`."""
     if value is None:
         return None
-    return to_utc(value).replace(microsecond=0).astimezone(local_zone()).isoformat()
+    if value.microsecond:
+        value = value.replace(microsecond=0)
+    zone = local_zone()
+    return (value.replace(tzinfo=UTC) if value.tzinfo is None else value).astimezone(zone).isoformat()
 
 
 _EXPECTED = "expected 15:00, tomorrow 03:00 or an ISO-8601 time (2026-12-02T18:00:00Z), each optionally followed by a zone"
