@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -37,6 +40,38 @@ def estop_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     where = tmp_path_factory.mktemp("estop-cache")
     monkeypatch.setenv("HERMES_ESTOP_CACHE", str(where))
     return where
+
+
+def pin_zone(name: str | None) -> None:
+    """This process's (and its children's) local zone: `TZ`, read again by the C library."""
+    if name is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = name
+    time.tzset()
+
+
+@pytest.fixture(autouse=True)
+def local_zone_utc() -> Iterator[None]:
+    """Human-facing times are shown in the local zone (issue 38): every test reads them in UTC
+    unless it pins another zone (`berlin`), whatever zone the machine running the suite is in."""
+    before = os.environ.get("TZ")
+    pin_zone("UTC")
+    yield
+    pin_zone(before)
+
+
+@pytest.fixture
+def zone_pinner() -> Callable[[str | None], None]:
+    """`pin_zone`, for a test that pins a zone of its own (the autouse fixture restores it)."""
+    return pin_zone
+
+
+@pytest.fixture
+def berlin() -> str:
+    """A local zone an hour ahead of UTC in winter: `TZ=Europe/Berlin` for the test and its children."""
+    pin_zone("Europe/Berlin")
+    return "Europe/Berlin"
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from .describe import covers as covers_text
 from .hold import Hold
 from .registry import Ack, ConsumerEntry, ConsumerState, acknowledges, consumer_state, covers, is_alive, this_host
 from .text import one_line
-from .timeutil import format_instant
+from .timeutil import display_instant, format_instant
 
 if TYPE_CHECKING:
     from .selector import Selector
@@ -43,7 +43,7 @@ class Awaited:
 
     def describe(self, now: datetime) -> str:
         seen = (now - self.entry.reported_at).total_seconds()
-        return (f"{self.entry.describe()} ({self.state.value}; last seen {format_instant(self.entry.reported_at)}, "
+        return (f"{self.entry.describe()} ({self.state.value}; last seen {display_instant(self.entry.reported_at)}, "
                 f"{seen:.1f}s ago)")
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .estop import Estop
 from .homes import Layout
-from .timeutil import format_instant, in_interval, utc_now
+from .timeutil import display_instant, in_interval, utc_now
 
 if TYPE_CHECKING:
     from .consumers.cron import CronTable
@@ -98,7 +98,7 @@ def run_demo(root: Path, plan: DemoPlan = DemoPlan(), say: Callable[[str], None]
     gateway = Gateway(estop, operators=[OPERATOR])
 
     say(f"hermes demo: a temporary fleet in {root}")
-    say(f"  window 'demo-maintenance' from {format_instant(window_start)} for {plan.window_for:g}s "
+    say(f"  window 'demo-maintenance' from {display_instant(window_start)} for {plan.window_for:g}s "
         f"(the deadman), letting '{OPERATOR}' through")
     say(f"  cron: 'vacuum-db' ({OPERATOR}) and 'nightly-report' ({USER}) due at t+{plan.jobs_at:g}s; "
         f"kanban: one card from {USER} ready now")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .gate import HAND_MADE, unreadable_cause
 from .hold import DEADLINE_UNREADABLE, Cause, Hold, HoldState, Reading
 from .text import printable
-from .timeutil import format_instant, format_relative
+from .timeutil import display_instant, format_instant, format_relative
 
 if TYPE_CHECKING:
     from .selector import Selector
@@ -90,7 +90,7 @@ def describe_hold(hold: Hold, now: datetime) -> list[str]:
     lines.append(f"generation {printable(hold.generation) if hold.generation else '(none: hand-written)'}")
     lines.append(f"reason     {printable(hold.reason) if hold.reason else '(none)'}")
     if hold.expires_at is not None:
-        lines.append(f"deadline   {format_instant(hold.expires_at)} ({format_relative(hold.expires_at, now)})")
+        lines.append(f"deadline   {display_instant(hold.expires_at)} ({format_relative(hold.expires_at, now)})")
     elif DEADLINE_UNREADABLE in hold.problems:
         lines.append("deadline   unreadable (held until `hermes resume`)")
     else:
@@ -122,6 +122,6 @@ def describe_reading(reading: Reading, now: datetime, location: str) -> list[str
         return [f"HELD  {where}", f"      unreadable: {unreadable_cause(reading)} (held, admits nobody)",
                 f"      covers     {ALL_WORK}"]
     if reading.state is HoldState.EXPIRED:
-        return [f"lifted {where}: expired at {format_instant(reading.hold.expires_at) if reading.hold else '?'}"]
+        return [f"lifted {where}: expired at {display_instant(reading.hold.expires_at) if reading.hold else '?'}"]
     assert reading.hold is not None
     return [f"HELD  {where}"] + [f"      {line}" for line in describe_hold(reading.hold, now)]

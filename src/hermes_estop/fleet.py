@@ -122,6 +122,21 @@ class Fleet:
         standing = ", ".join(s.hold.scope_label for s in reading.scoped if s.hold is not None) or "none"
         raise HoldConflict(f"no scoped hold {hold_id!r} at {location.describe()} (scoped holds there: {standing})")
 
+    def release_all(self, location: Location, now: datetime | None = None) -> list[Reading]:
+        """`hermes resume --all`: the full hold at `location`, then every scoped hold beside it,
+        each fenced on the generation read (a re-arm in between is refused, not lifted). Returns
+        what was removed, in that order."""
+        when = self.clock() if now is None else now
+        full = self.store.release(location, None, when, self.actor)
+        removed = [full] if full is not None else []
+        (reading,) = self.store.read((location,), when)
+        for scoped in reading.scoped:
+            if scoped.hold is not None and scoped.hold.generation:
+                lifted = self.store.release(location, scoped.hold.generation, when, self.actor)
+                if lifted is not None:
+                    removed.append(lifted)
+        return removed
+
     def retire(self, location: Location, fence: Fence, *, event: str = "retire", now: datetime | None = None) -> bool:
         """Remove the hold at `location` only while it still matches `fence` (a successor survives);
         True when removed (audited as `event`)."""

@@ -33,7 +33,7 @@ from .gate import Snapshot, decide
 from .hold import NOBODY, Allow, Fence, Hold, HoldState, Reading
 from .homes import Layout, Location
 from .text import one_line
-from .timeutil import Clock, format_instant, in_interval, parse_instant
+from .timeutil import Clock, display_instant, format_instant, in_interval, parse_instant
 
 if TYPE_CHECKING:
     from .fleet import Fleet
@@ -120,10 +120,10 @@ class PlannedHold:
             what = f"{self.source} at {self.scope}"
             if self.occurrence:
                 what += f", occurrence {self.occurrence}"
-            span = f"from {_stamp(self.start)}" if self.start is not None else "standing"
+            span = f"from {display_instant(self.start)}" if self.start is not None else "standing"
             if self.start is not None and _is_instant(self.occurrence) and _stamp(self.start) != self.occurrence:
                 span += " (drain lead)"
-        span += f" until {_stamp(self.until)}" if self.until is not None else ", no deadman"
+        span += f" until {display_instant(self.until)}" if self.until is not None else ", no deadman"
         parts = [what, span, f"covers {self.covers_text}"]
         if not self.readable:
             parts.append(f"unreadable ({self.problem or 'unknown problem'}): admits nobody")
@@ -230,7 +230,7 @@ def forecast_holds(planned: Iterable[PlannedHold], start: datetime, end: datetim
     for the whole segment. Held segments that touch are merged (back-to-back windows leave no
     free instant). An empty range holds nothing. `InvalidArgument` when `end` is before `start`."""
     if end < start:
-        raise InvalidArgument(f"invalid forecast range: end {_stamp(end)} is before start {_stamp(start)}")
+        raise InvalidArgument(f"invalid forecast range: end {display_instant(end)} is before start {display_instant(start)}")
     by_scope = {location.scope: location for location in locations}
     relevant = [
         hold for hold in dict.fromkeys(planned)  # the same hold planned twice counts once

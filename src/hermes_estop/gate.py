@@ -9,7 +9,7 @@ from __future__ import annotations
 from .hold import Cause, Fence, HoldState, Reading
 from .record import Record, set_field
 from .text import printable
-from .timeutil import format_instant
+from .timeutil import display_instant
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def pause_notice(snapshot: Snapshot, holds: tuple[Reading, ...] | None = None) -
     if causes:
         return f"Hermes is paused{tag}: {'; '.join(causes)}. New work is on hold."
     resume = auto_resume_at(snapshot, active)
-    until = f" Auto-resumes at {format_instant(resume)}." if resume is not None else ""
+    until = f" Auto-resumes at {display_instant(resume)}." if resume is not None else ""
     scoped = [r.hold.hold_id for r in active if r.hold is not None and r.hold.selector is not None]
     how = "`hermes resume`" if not scoped else \
         " / ".join([*(["`hermes resume`"] if len(scoped) < len(active) else []),

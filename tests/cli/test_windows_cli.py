@@ -64,7 +64,7 @@ def test_add_one_shot_and_validate(fleet, capsys):
         (["--duration", "1h"], "exactly one of --cron"),
         (["--at", "2030-01-01T00:00:00Z", "--tz", "Europe/Berlin", "--duration", "1h"], "--tz applies"),
         (["--at", "2020-01-01T00:00:00Z", "--duration", "1h"], "already over"),
-        (["--at", "next tuesday", "--duration", "1h"], "field 'at'"),
+        (["--at", "next tuesday", "--duration", "1h"], "invalid --at 'next tuesday'"),  # issue 38: --at reads 15:00 too
         (["--cron", "* * * * *", "--duration", "1h", "--allow-profile", "ops"], "without --allow-user"),
         (["--cron", "* * * * *", "--duration", "1h", "--profile", "../x"], "field 'scope'"),
     ],

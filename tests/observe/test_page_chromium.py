@@ -74,6 +74,7 @@ def test_the_page_renders_the_hold_lanes_and_one_bar_per_occurrence(chromium, es
     assert [e["text"] for e in dom.having("reason")] == [REASON]
     assert "424242" in dom.having("allowlist")[0]["text"]
     assert "in 6h00m" in dom.having("deadline")[0]["text"]
+    assert " ".join(dom.having("lift")[0]["text"].split()) == "hermes resume (from here)"  # issue 38
 
     lanes = [e for e in dom.having("lane") if e["tag"] == "g"]
     assert [lane["data-scope"] for lane in lanes] == ["fleet", "ops"]

@@ -131,3 +131,17 @@ def test_the_daemon_deadman_retires_an_expired_scoped_hold_alone(fleet_estop, cl
     assert [r.hold.generation for r in retired] == [short.generation]
     reading, scoped = scoped_of(fleet_estop)
     assert scoped == {} and reading.hold.generation == full.generation
+
+
+def test_release_all_lifts_the_full_hold_and_every_scoped_one_of_its_location_alone(fleet_estop, ops_estop):
+    fleet_estop.engage(reason="everything")
+    kanban = fleet_estop.engage(only=["kanban"])
+    cron = fleet_estop.engage(only=["cron"])
+    ops = ops_estop.engage(only=["gateway"])  # another location: untouched
+    fleet = fleet_estop.fleet
+    removed = fleet.release_all(fleet.location("fleet"))
+    assert [r.hold.hold_id for r in removed] == [None, kanban.hold_id, cron.hold_id]
+    reading, scoped = scoped_of(fleet_estop)
+    assert reading.state is HoldState.ABSENT and scoped == {}
+    assert [s.hold.hold_id for s in scoped_of(ops_estop)[0].scoped] == [ops.hold_id]
+    assert fleet.release_all(fleet.location("fleet")) == []

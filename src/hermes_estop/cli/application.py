@@ -75,10 +75,12 @@ def _root(
 def build_app(*, extensions: bool = True, command: str | None = None) -> typer.Typer:
     """The `hermes` app; without `extensions`, only the hold commands; with `command`, the hold
     commands and that extension command alone (`extensions.OWNERS`)."""
-    built = new_app("hermes", "Stop all NEW work in an agent fleet for maintenance, and get it back reliably.",
+    built = new_app("hermes", "Stop all NEW work in an agent fleet for maintenance, and get it back reliably.\n\n"
+                    "`hermes help COMMAND` (or `hermes COMMAND -h`) explains a command.",
                     completion=True)
     built.callback()(_root)
     hold.register(built)
+    built.command("help", hidden=True)(_help)  # listed by the manual; `--help` is what the list offers
     if extensions:
         from . import extensions as more
 
@@ -200,6 +202,18 @@ def _command_name(args: Sequence[str]) -> str | None:
     return None
 
 
+def _sub_command(command_path: str) -> str:
+    """`windows: ` for an error inside `hermes windows`, nothing at the root: the line already
+    starts `hermes: error:`, and said `hermes: error: hermes: No such command` (issue 38)."""
+    words = command_path.split()[1:]
+    return f"{' '.join(words)}: " if words else ""
+
+
+def _help(command: Annotated[list[str] | None, typer.Argument(help="The command (and sub-command) to explain.")] = None) -> None:
+    """Show the help of COMMAND (`hermes help windows add`), or of `hermes` itself."""
+    raise typer.Exit(run_app([*(command or []), "--help"]))
+
+
 def run_app(args: list[str]) -> int:
     """Run `args` through the Typer app (only the hold commands' app when that is all they
     need), mapping the framework's usage errors to one line and exit 2. A bare group
@@ -214,7 +228,7 @@ def run_app(args: list[str]) -> int:
         typer.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
         return 0
     except UsageError as exc:
-        where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+        where = _sub_command(exc.ctx.command_path) if exc.ctx is not None else ""
         typer.echo(f"hermes: error: {where}{one_line(exc.format_message())}", err=True)
         return EXIT_USAGE
     except typer.Exit as exc:

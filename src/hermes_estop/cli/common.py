@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, NoReturn
+from datetime import datetime, timedelta
+from typing import Any, NoReturn
 
 import typer
 
@@ -17,9 +18,6 @@ from ..describe import describe_hold, describe_reading, hold_json, reading_json
 from ..estop import Estop
 from ..text import one_line, printable
 from .hot import EXIT_HELD, EXIT_OK, EXIT_USAGE
-
-if TYPE_CHECKING:
-    from datetime import timedelta
 
 __all__ = [
     "EXIT_HELD",
@@ -38,6 +36,7 @@ __all__ = [
     "hold_json",
     "new_app",
     "one_line",
+    "operator_time",
     "printable",
     "reading_json",
     "refuse_blank",
@@ -111,6 +110,18 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print `hermes: error: <message>` as one line on stderr and exit with `code`."""
     typer.echo(f"hermes: error: {one_line(message)}", err=True)
     raise typer.Exit(code)
+
+
+def operator_time(flag: str, value: str, now: datetime) -> datetime:
+    """`value` of the option `flag` (`--at`, `--until`) as an instant (`timeutil.parse_operator_time`:
+    `15:00`, `tomorrow 03:00`, a zone, ISO-8601); the zone it assumed, when it assumed one, is
+    said on stderr (stdout stays what scripts parse)."""
+    from ..timeutil import parse_operator_time
+
+    instant, note = parse_operator_time(value, now, what=flag)
+    if note is not None:
+        typer.echo(f"hermes: note: {one_line(note)}", err=True)
+    return instant
 
 
 def terminal_width() -> int:

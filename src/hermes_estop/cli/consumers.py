@@ -13,7 +13,7 @@ import typer
 
 from ..errors import InvalidArgument
 from ..text import printable
-from ..timeutil import format_instant, format_relative
+from ..timeutil import display_instant, format_relative
 from .common import current_estop, emit_json, fail, new_app
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ gateway_app = new_app("gateway", "The chat turn gate and its loopback line serve
 def _when(value: datetime | None, now: datetime) -> str:
     if value is None:
         return "-"
-    return f"{format_instant(value)} ({format_relative(value, now)})"
+    return f"{display_instant(value)} ({format_relative(value, now)})"
 
 
 def _emit_pass(report: CronReport | DispatchReport, as_json: bool) -> None:
@@ -94,8 +94,8 @@ def cron_list(as_json: JsonOpt = False) -> None:
         return
     now = estop.clock()
     for job in jobs:
-        what = f"{job.schedule} ({job.timezone})" if job.schedule else f"once at {format_instant(job.at)}"
-        last = f"{job.last.status} at {format_instant(job.last.finished_at)}" if job.last else "never run"
+        what = f"{job.schedule} ({job.timezone})" if job.schedule else f"once at {display_instant(job.at)}"
+        last = f"{job.last.status} at {display_instant(job.last.finished_at)}" if job.last else "never run"
         if job.running(now):
             last += "; running now"
         who = f"owner {job.owner or '-'}, profile {job.profile or '-'}"

@@ -19,7 +19,7 @@ import typer
 from ..errors import InvalidArgument
 from ..hold import Allow
 from ..text import printable
-from ..timeutil import format_instant
+from ..timeutil import display_instant
 from .common import current_estop, duration_option, emit_json, refuse_blank
 
 __all__ = ["EXIT_TIMEOUT", "drain", "register"]
@@ -130,7 +130,7 @@ def drain(
         if found.quiet:
             lift = lift_command(location, estop.layout)
             typer.echo(f"drained {location.describe()}: nothing in flight (held since "
-                       f"{format_instant(hold.engaged_at)}; `{lift}` to lift)")
+                       f"{display_instant(hold.engaged_at)}; `{lift}` to lift)")
         else:
             typer.echo(f"drain of {location.describe()} timed out after {timeout}: "
                        f"{len(found.items)} still in flight", err=True)

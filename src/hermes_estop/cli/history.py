@@ -44,10 +44,10 @@ def run_history(limit: int, since: str | None, as_json: bool) -> int:
     if not events:
         out.write("no events\n")
     from ..audit import coalesce_renewals
+    from ..timeutil import display_instant
 
     rows = []
     for event, count in coalesce_renewals(events):
-        data = event.to_json()
         name = f"rearm x{count}" if count > 1 else event.event
         rest = []
         if event.actor:
@@ -55,7 +55,7 @@ def run_history(limit: int, since: str | None, as_json: bool) -> int:
         if event.reason:
             rest.append(f"reason='{printable(event.reason)}'")
         if event.deadline:
-            rest.append(f"deadline={data['deadline']}")
+            rest.append(f"deadline={display_instant(event.deadline)}")
         covered = event_covers(event.event, event.detail)
         if covered is not None:
             rest.append(f"covers={covered}")
@@ -63,7 +63,7 @@ def run_history(limit: int, since: str | None, as_json: bool) -> int:
             rest.append(printable(event.detail))
         if count > 1:
             rest.append(f"({count} renewals in a row; the last shown)")
-        rows.append(([data["time"], printable(name), printable(event.location),
+        rows.append(([display_instant(event.time) or "?", printable(name), printable(event.location),
                       f"gen={printable(event.generation)}" if event.generation else "-"], rest))
     lines = aligned(rows)
     if lines:

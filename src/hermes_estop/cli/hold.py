@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Optional
 
 import typer
@@ -15,19 +16,20 @@ from ..estop import Estop
 from ..hold import Allow, Cause, Hold, HoldState, Reading
 from ..homes import Location
 from ..text import one_line, printable
-from ..timeutil import format_instant
+from ..timeutil import display_instant
 from .common import (
     EXIT_HELD,
     EXIT_OK,
     check_components,
     current_estop,
     describe_hold,
-    duration_option,
     emit_json,
     fail,
     echo_lines,
     fit_lines,
     hold_json,
+    operator_time,
+    duration_option,
     reading_json,
     refuse_blank,
     terminal_width,
@@ -70,7 +72,7 @@ def pause(
     allow_user: Annotated[Optional[list[str]], typer.Option("--allow-user", help="A user id that keeps working (repeatable).")] = None,
     allow_profile: Annotated[Optional[list[str]], typer.Option("--allow-profile", help="Narrow the allowed users to these profiles (repeatable).")] = None,
     ttl: Annotated[Optional[str], typer.Option("--ttl", help="Deadman: lift after this long (45m, 1h30m, 90s, 1d, PT45M).")] = None,
-    until: Annotated[Optional[str], typer.Option("--until", help="Deadman: lift at this ISO-8601 time.")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="Deadman: lift at this time: 15:00, tomorrow 03:00 (local time unless a zone follows: 15:00 Europe/Berlin), or ISO-8601.")] = None,
     fleet: FleetOpt = False,
     profile: ScopeProfileOpt = None,
     replace: Annotated[bool, typer.Option("--replace", help="Start from nothing instead of keeping the standing allowlist, deadline and reason.")] = False,
@@ -87,8 +89,6 @@ def pause(
         raise InvalidArgument("give --ttl or --until, not both")
     refuse_blank("--ttl", ttl)
     refuse_blank("--until", until)
-    if ttl is not None:
-        duration_option("--ttl", ttl)
     if reason is not None and reason and not reason.strip():
         # refused rather than guessed: a blank reason is neither "keep" nor a reason to show
         raise InvalidArgument(f"invalid --reason {reason!r}: blank; give text, or --reason '' to clear the standing reason")
@@ -97,20 +97,22 @@ def pause(
             f"--allow-profile {' '.join(allow_profile)} without --allow-user: a profile never grants on its own"
         )
     allow = Allow.of(allow_user, allow_profile or ()) if allow_user else None
+    span = duration_option("--ttl", ttl) if ttl is not None else None
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
+    deadline = operator_time("--until", until, estop.clock()) if until is not None else None
     location = _target(estop, fleet, profile)
     check_components(estop, only)
     before = _generation_at(estop, location)
     try:
-        _pause(estop, location, reason, allow, ttl, until, replace, fleet, profile, limit, as_json, only, job)
+        _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job)
     except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
         typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
         raise typer.Exit(130) from None
 
 
-def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: str | None,
-           until: str | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
+def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: timedelta | None,
+           until: datetime | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
            as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None) -> None:
     failures = estop.fleet.audit_failures
     # the store's warning would reach stderr raw through logging's last resort: pause says it itself
@@ -137,7 +139,8 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
                    "engaged": snapshot.engaged, **_ack_json(found)})
         raise typer.Exit(_ack_exit(found))
     scoped = "" if hold.selector is None else f" for {covers(hold.selector)} only (hold {printable(hold.hold_id or '?')})"
-    typer.echo(f"paused {printable(location.describe())}{scoped} ({printable(where)})")
+    typer.echo(f"paused {printable(location.describe())}{scoped}{_not_the_fleet(location, fleet, profile)} "
+               f"({printable(where)})")
     for line in describe_hold(hold, snapshot.now):
         typer.echo(f"  {line}")
     others = [r for r in snapshot.active if r.location != location]
@@ -145,6 +148,14 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
         typer.echo(f"also held by {printable(reading.location.describe())}")
     found = _wait(estop, ack, limit, show=True)
     raise typer.Exit(_ack_echo(found, "stopped"))
+
+
+def _not_the_fleet(location: Location, fleet: bool, profile: str | None) -> str:
+    """A plain `hermes pause` from a profile home pauses that profile alone: said, so an
+    operator who meant the fleet is not misled (issue 38)."""
+    if fleet or profile is not None or location.is_fleet or location.scope.startswith("home:"):
+        return ""
+    return " (not the fleet: --fleet for every profile)"
 
 
 def _wait_limit(wait: bool, wait_timeout: str | None) -> float | None:
@@ -193,6 +204,7 @@ def _ack_echo(found: AckSurvey | None, verb: str) -> int:
 def resume(
     generation: Annotated[Optional[str], typer.Option("--generation", help="Release only this generation.")] = None,
     hold: Annotated[Optional[str], typer.Option("--hold", metavar="ID", help="Release only this scoped hold (its id from `hermes status`).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Release every hold at the scope: the full hold and every scoped hold.")] = False,
     fleet: FleetOpt = False,
     profile: ScopeProfileOpt = None,
     wait: WaitOpt = False,
@@ -200,13 +212,14 @@ def resume(
     as_json: JsonOpt = False,
 ) -> None:
     """Release the hold of this home (`--fleet`: the fleet root; `--profile NAME`: that profile's).
-    A plain resume lifts the full hold and says which scoped holds still stand; `--hold ID`
-    lifts one scoped hold. In-flight work was never stopped. With --wait, return once every
-    consumer it covered has seen it gone."""
+    A plain resume lifts the full hold and says which scoped holds still stand (exit 1 when only
+    scoped holds stood); `--hold ID` lifts one scoped hold, `--all` every hold at the scope.
+    In-flight work was never stopped. With --wait, return once every consumer it covered has
+    seen it gone."""
     from ..observe.status import lift_command
 
-    if hold is not None and generation is not None:
-        raise InvalidArgument("give --generation or --hold, not both")
+    if sum((hold is not None, generation is not None, all_)) > 1:
+        raise InvalidArgument("give one of --generation, --hold or --all")
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
@@ -218,14 +231,16 @@ def resume(
         standing = generation if generation is not None else lifted.generation if lifted is not None else None
         selector = lifted.selector if lifted is not None else None
         ack = ack_for_release(estop.fleet, location.scope, standing, selector) if standing is not None else None
-    removed: Reading | None
+    removed: list[Reading]
     try:
-        if hold is not None:
-            removed = estop.fleet.release_hold(location, hold)
+        if all_:
+            removed = estop.fleet.release_all(location)
+        elif hold is not None:
+            removed = [estop.fleet.release_hold(location, hold)]
         elif profile is None:
-            removed = estop.release(fleet=fleet, generation=generation)
+            removed = _some(estop.release(fleet=fleet, generation=generation))
         else:
-            removed = estop.fleet.release(location, generation)
+            removed = _some(estop.fleet.release(location, generation))
     except HoldConflict as exc:
         if as_json:
             emit_json({"scope": location.scope, "released": False, "error": str(exc)})
@@ -234,33 +249,32 @@ def resume(
         raise typer.Exit(EXIT_HELD)
     except StoreError as exc:
         fail(f"{exc}; {_resume_advice(location, exc)}")
-    if removed is None:
+    if not removed:
         ack = None
     snapshot = estop.snapshot()
     where = estop.fleet.where
+    (addressed,) = estop.fleet.read((location,)).readings
+    here = [r for r in addressed.scoped if r.active]  # `--profile NAME` may not be one of this process's
+    code = EXIT_HELD if not removed and here else EXIT_OK
     if as_json:
         found = _wait(estop, ack, limit, show=False)
+        full = next((r for r in removed if r.hold is None or r.hold.selector is None), None)
         emit_json({
             "scope": location.scope,
-            "released": removed is not None,
-            "generation": removed.hold.generation if removed is not None and removed.hold else None,
+            "released": bool(removed),
+            "generation": full.hold.generation if full is not None and full.hold else None,
+            "released_holds": [r.hold.generation if r.hold else None for r in removed],
             "engaged": snapshot.engaged,
             "holds": [reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}
                       for r in snapshot.every_active],
             **_ack_json(found),
         })
-        raise typer.Exit(_ack_exit(found))
-    if removed is None:
-        typer.echo(f"no hold at {printable(location.describe())} ({printable(where(location))})")
-    elif removed.hold is not None and removed.hold.selector is not None:
-        typer.echo(f"resumed {printable(location.describe())} scoped hold {removed.hold.scope_label} "
-                   f"(generation {printable(removed.hold.generation or '?')})")
-    elif removed.hold is not None and removed.hold.generation:
-        typer.echo(f"resumed {printable(location.describe())} (generation {printable(removed.hold.generation)})")
-    elif removed.state is HoldState.UNREADABLE and removed.cause is not Cause.EMPTY:
-        typer.echo(f"resumed {printable(location.describe())} (removed an unreadable hold: {printable(removed.problem or '?')})")
-    else:
-        typer.echo(f"resumed {printable(location.describe())} (a hand-made stop with no details)")
+        raise typer.Exit(code or _ack_exit(found))
+    if not removed:
+        scoped = f": only scoped holds stand there ({len(here)})" if here else ""
+        typer.echo(f"no hold at {printable(location.describe())} ({printable(where(location))}){scoped}")
+    for reading in removed:
+        typer.echo(_resumed_line(location, reading))
     for reading in snapshot.active:
         lift = lift_command(reading.location, estop.layout)
         hint = f" ({lift})" if lift else ""
@@ -270,7 +284,29 @@ def resume(
         lift = lift_command(reading.location, estop.layout)
         hint = f" (`{lift} --hold {printable(reading.hold.hold_id or '?')}`)" if lift and reading.hold else ""
         typer.echo(f"scoped hold still stands at {printable(reading.location.describe())}: {label}{hint}")
+    if code:
+        lift = lift_command(location, estop.layout) or "hermes resume"
+        typer.echo(f"hermes: nothing was lifted; `{lift} --hold ID` lifts one scoped hold, `{lift} --all` "
+                   f"every hold at {printable(location.describe())}", err=True)
+        raise typer.Exit(code)
     raise typer.Exit(_ack_echo(_wait(estop, ack, limit, show=True), "resumed"))
+
+
+def _some(removed: Reading | None) -> list[Reading]:
+    return [removed] if removed is not None else []
+
+
+def _resumed_line(location: Location, removed: Reading) -> str:
+    """What one lifted hold was, in the words `hermes status` showed it in."""
+    where = printable(location.describe())
+    if removed.hold is not None and removed.hold.selector is not None:
+        return (f"resumed {where} scoped hold {removed.hold.scope_label} "
+                f"(generation {printable(removed.hold.generation or '?')})")
+    if removed.hold is not None and removed.hold.generation:
+        return f"resumed {where} (generation {printable(removed.hold.generation)})"
+    if removed.state is HoldState.UNREADABLE and removed.cause is not Cause.EMPTY:
+        return f"resumed {where} (removed an unreadable hold: {printable(removed.problem or '?')})"
+    return f"resumed {where} (a hand-made stop with no details)"
 
 
 def _generation_at(estop: Estop, location: Location, hold_id: str | None = None) -> str | None:
@@ -329,7 +365,7 @@ def status(as_json: JsonOpt = False) -> None:
 
 def check(user: UserOpt = None, profile: ProfileOpt = None, component: ComponentOpt = None, job: WorkJobOpt = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the exit code says it.")] = False,
-          at: Annotated[Optional[str], typer.Option("--at", help="Ask about this ISO-8601 instant (or `now`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
+          at: Annotated[Optional[str], typer.Option("--at", help="Ask about this instant (15:00, tomorrow 03:00, a zone after it, ISO-8601, or `now`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
           for_: Annotated[Optional[str], typer.Option("--for", help="With --at: held at any instant of [TIME, TIME+DUR)? (30m, 2h, PT45M).")] = None,
           as_json: JsonOpt = False) -> None:
     """Exit 0 when work may proceed, 1 when held; with --at [--for], whether it would be (forecast)."""
@@ -348,16 +384,14 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
     """`hermes check --at TIME [--for DUR]`: exit 1 when (user, profile) would be held at TIME, or
     at any instant of [TIME, TIME+DUR), else 0; prints which holds and window occurrences decide,
     with their times (`Estop.forecast`). Bad input raises `EstopError` naming the value (exit 2)."""
-    from ..timeutil import parse_instant, schedulable
+    from ..timeutil import schedulable
 
     if at is None:
         raise InvalidArgument("--for needs --at TIME: the forecast starts at that instant")
     estop = current_estop()
-    start = estop.clock() if at.strip().lower() == "now" else schedulable(parse_instant(at, what="--at time"),
-                                                                          what="--at time")
-    span = None
-    if for_ is not None:
-        span = duration_option("--for", for_)
+    now = estop.clock()
+    start = now if at.strip().lower() == "now" else schedulable(operator_time("--at", at, now), what="--at time")
+    span = duration_option("--for", for_) if for_ is not None else None
     if user is not None:
         Allow.of([user])  # the id rules a write applies (one line naming a bad id)
     forecast = estop.forecast(start, start + span if span is not None else start, user, profile,
@@ -365,15 +399,15 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
     if as_json:
         emit_json({"proceed": not forecast.held, **forecast.to_json()})
     elif not quiet:
-        when = f"at any instant of [{format_instant(start)}, {format_instant(forecast.end)})" if span is not None \
-            else f"at {format_instant(start)}"
+        when = f"at any instant of [{display_instant(start)}, {display_instant(forecast.end)})" if span is not None \
+            else f"at {display_instant(start)}"
         if not forecast.held:
             typer.echo(f"proceed: not held {when}")
         else:
             typer.echo(f"held {when}" + (f": {len(forecast.intervals)} held interval(s)" if span is not None else ", by:"))
             for interval in forecast.intervals:
                 if span is not None:
-                    typer.echo(f"  held from {format_instant(interval.start)} until {format_instant(interval.end)}, by:")
+                    typer.echo(f"  held from {display_instant(interval.start)} until {display_instant(interval.end)}, by:")
                 for hold in interval.holds[:_LISTED_HOLDS]:
                     typer.echo(f"    {printable(hold.describe())}")
                 if len(interval.holds) > _LISTED_HOLDS:

@@ -16,7 +16,7 @@ import typer
 
 from ..errors import InvalidArgument
 from ..text import one_line, printable
-from ..timeutil import format_instant, format_relative, parse_stamp
+from ..timeutil import display_instant, format_instant, format_relative, parse_stamp
 from .common import current_estop, emit_json, new_app
 
 __all__ = ["register"]
@@ -115,7 +115,7 @@ def status(as_json: JsonOpt = False) -> None:
             typer.echo(f"  last error  {one_line(row['last_error'])} ({row['failures']} failure(s) in a row)")
             due = parse_stamp(row["next_attempt"])
             if due is not None:
-                typer.echo(f"  next try    {format_instant(due)} ({format_relative(due, now)})")
+                typer.echo(f"  next try    {display_instant(due)} ({format_relative(due, now)})")
 
 
 def register(app: typer.Typer) -> None:

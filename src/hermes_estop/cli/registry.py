@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from ..text import printable
-from ..timeutil import format_instant
+from ..timeutil import display_instant
 from .common import EXIT_HELD, current_estop, emit_json
 
 __all__ = ["consumers", "register"]
@@ -34,7 +34,7 @@ def consumers(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
     for row in roster.rows:
         e = row.entry
         observed = ",".join(f"{s}:{g[:8]}" for s, g in e.observed) or "none"
-        table.append((e.component, e.host, str(e.pid), e.profile or "-", format_instant(e.reported_at) or "?",
+        table.append((e.component, e.host, str(e.pid), e.profile or "-", display_instant(e.reported_at) or "?",
                       observed, "yes" if row.acknowledged else "NO", f"{row.lag:.1f}s", row.state.value))
     if len(table) > 1:
         widths = [max(len(printable(r[i])) for r in table) for i in range(len(header))]

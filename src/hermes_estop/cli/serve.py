@@ -19,6 +19,7 @@ import typer
 from ..errors import InvalidArgument
 from ..text import printable
 from ..estop import Estop
+from ..timeutil import display_instant
 from .common import current_estop, emit_json
 
 __all__ = ["register", "Service", "build_services", "run_services", "STOP_TIMEOUT"]
@@ -202,7 +203,7 @@ def serve(
 
 def _print_report(report: Any) -> None:
     what = "would do" if report.dry_run else "did"
-    typer.echo(f"windows at {report.to_json()['now']}: {report.windows} window(s); "
+    typer.echo(f"windows at {display_instant(report.now)}: {report.windows} window(s); "
                f"{'leader' if report.leader else 'standby (not the leader)'}")
     for key in report.active:
         typer.echo(f"  active   {key}")
@@ -211,7 +212,7 @@ def _print_report(report: Any) -> None:
     for event in report.events:
         typer.echo(f"  {what}  {event.describe()}")
     for job_id, when in sorted(report.wakeups.items(), key=lambda kv: kv[1]):
-        typer.echo(f"  wake     {when.isoformat()}  {job_id}")
+        typer.echo(f"  wake     {display_instant(when)}  {job_id}")
     for error in report.errors:
         typer.echo(f"  error    {printable(error)}")
     for failure in report.failed:

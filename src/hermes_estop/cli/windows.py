@@ -17,8 +17,8 @@ import typer
 from ..errors import InvalidArgument
 from ..homes import FLEET
 from ..text import one_line, printable
-from ..timeutil import format_instant, format_relative
-from .common import EXIT_USAGE, duration_option, echo_lines, emit_json
+from ..timeutil import display_instant, format_instant, format_relative
+from .common import EXIT_USAGE, duration_option, echo_lines, emit_json, operator_time
 from .windows_app import JsonOpt, file as _file, now as _now, windows_app
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def add(
     name: Annotated[str, typer.Argument(help="The window's name (lowercase letters, digits, '-', '_').")],
     cron: Annotated[str | None, typer.Option("--cron", help="Recurring: a 5-field crontab expression, e.g. '30 2 * * 0'.")] = None,
     tz: Annotated[str | None, typer.Option("--tz", help="IANA timezone the cron expression is read in (default UTC).")] = None,
-    at: Annotated[str | None, typer.Option("--at", help="One-shot: the ISO-8601 start time (naive = UTC).")] = None,
+    at: Annotated[str | None, typer.Option("--at", help="One-shot: the start: 15:00, tomorrow 03:00 (local time unless a zone follows), or ISO-8601 (naive = UTC).")] = None,
     in_: Annotated[str | None, typer.Option("--in", metavar="DUR", help="One-shot: start this long from now (5s, 10m, 2h).")] = None,
     duration: Annotated[str | None, typer.Option("--duration", help="How long each occurrence holds (45m, 2h, PT2H).")] = None,
     drain: Annotated[str | None, typer.Option("--drain", metavar="DUR", help="Arm the hold this long before each start (reason: draining for NAME), so the window begins on a quiet fleet (at most 24h).")] = None,
@@ -56,6 +56,8 @@ def add(
         raise InvalidArgument("give exactly one of --cron EXPR (recurring), --at TIME or --in DUR (one-shot)")
     if in_ is not None:
         at = format_instant(_now() + duration_option("--in", in_))
+    elif at is not None:
+        at = format_instant(operator_time("--at", at, _now()))
     if tz is not None and cron is None:
         raise InvalidArgument("--tz applies to --cron windows only; give --at with its offset")
     if duration is None:
@@ -81,7 +83,7 @@ def add(
     now = _now()
     following = upcoming(window, now, 1)
     if window.at is not None and not following:
-        raise InvalidWindow(f"is already over (it ended at {format_instant(window.at + window.duration)})",
+        raise InvalidWindow(f"is already over (it ended at {display_instant(window.at + window.duration)})",
                             window=repr(window.name), field="at")
     windows_file = _file()
     windows_file.add(window, replace=replace)
@@ -92,7 +94,7 @@ def add(
     typer.echo(f"added window {window.name} to {windows_file.path}: {window.describe_schedule()} for "
                f"{window.to_json()['duration']}{_drain_note(window)}, {window.scope}")
     if following:
-        typer.echo(f"  next: {format_instant(following[0].start)} ({format_relative(following[0].start, now)})"
+        typer.echo(f"  next: {display_instant(following[0].start)} ({format_relative(following[0].start, now)})"
                    f"{_drain_from(following[0])}")
     else:
         typer.echo("  no occurrence ahead")
@@ -124,7 +126,7 @@ def _list_lines(windows: list[Window]) -> Iterator[str]:
             narrowed = f" on profiles {', '.join(window.allow.profiles)}" if window.allow.profiles else ""
             yield f"    allow   users {', '.join(window.allow.user_ids)}{narrowed}"
         if window.not_before or window.not_after:
-            yield f"    bounds  {format_instant(window.not_before) or '-'} .. {format_instant(window.not_after) or '-'}"
+            yield f"    bounds  {display_instant(window.not_before) or '-'} .. {display_instant(window.not_after) or '-'}"
 
 
 @windows_app.command("remove")
@@ -144,9 +146,8 @@ def next_(
     count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, max=1000, help="Occurrences per window (default: 5 for one window, 1 for every window).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The next occurrences (one covering now first), in UTC and in the window's timezone."""
-    from ..windows.occurrences import upcoming
-
+    """The next occurrences of every window, soonest start first (one covering now before
+    them), in local time and in the window's timezone."""
     windows_file = _file()
     windows = windows_file.load()
     if name is not None:
@@ -159,9 +160,9 @@ def next_(
     if as_json:
         emit_json({"now": format_instant(now),
                    "occurrences": [o.to_json(now, w.zone_of(o)) | {"enabled": w.enabled, "skipped": o.key in skipped}
-                                   for w in windows for o in upcoming(w, now, per_window)]})
+                                   for w, o in _by_start(windows, now, per_window)]})
         return
-    lines = _next_lines(windows, now, per_window, skipped)
+    lines = _next_lines(_by_start(windows, now, per_window), now, skipped)
     first = next(lines, None)
     if first is None:
         typer.echo("no occurrences ahead")
@@ -169,25 +170,33 @@ def next_(
     echo_lines(itertools.chain((first,), lines))
 
 
-def _next_lines(windows: list[Window], now: datetime, per_window: int, skipped: frozenset[str]) -> Iterator[str]:
-    """One line per occurrence, made as they are written (100,000 windows' occurrences and
-    lines held at once would double the command's memory)."""
+def _by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Window, Occurrence]]:
+    """The next `per_window` occurrences of each window, soonest start first (file order
+    between equal starts): an operator reads `windows next` for what comes next (issue 38)."""
     from ..windows.occurrences import upcoming
 
-    for window in windows:
-        for occurrence in upcoming(window, now, per_window):
-            local = occurrence.start.astimezone(window.zone_of(occurrence)).strftime("%Y-%m-%d %H:%M %Z")
-            if occurrence.draining(now):
-                state = (f"DRAINING (starts {format_relative(occurrence.start, now)}), "
-                         f"until {format_instant(occurrence.end)}")
-            elif occurrence.covers(now):
-                state = f"ACTIVE until {format_instant(occurrence.end)}"
-            else:
-                state = f"{format_relative(occurrence.start, now)}, until {format_instant(occurrence.end)}"
-            state += _drain_from(occurrence, window)
-            off = "  (disabled)" if not window.enabled else ""
-            off += "  (skipped)" if skipped and occurrence.key in skipped else ""
-            yield f"{window.name}  {format_instant(occurrence.start)}  ({local})  {state}  {window.scope}{off}"
+    found = [(occurrence.start, i, window, occurrence) for i, window in enumerate(windows)
+             for occurrence in upcoming(window, now, per_window)]
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [(window, occurrence) for _, _, window, occurrence in found]
+
+
+def _next_lines(found: list[tuple[Window, Occurrence]], now: datetime, skipped: frozenset[str]) -> Iterator[str]:
+    """One line per occurrence, made as they are written (100,000 windows' lines held at once
+    would double the command's memory)."""
+    for window, occurrence in found:
+        local = occurrence.start.astimezone(window.zone_of(occurrence)).strftime("%Y-%m-%d %H:%M %Z")
+        if occurrence.draining(now):
+            state = (f"DRAINING (starts {format_relative(occurrence.start, now)}), "
+                     f"until {display_instant(occurrence.end)}")
+        elif occurrence.covers(now):
+            state = f"ACTIVE until {display_instant(occurrence.end)}"
+        else:
+            state = f"{format_relative(occurrence.start, now)}, until {display_instant(occurrence.end)}"
+        state += _drain_from(occurrence, window)
+        off = "  (disabled)" if not window.enabled else ""
+        off += "  (skipped)" if skipped and occurrence.key in skipped else ""
+        yield f"{window.name}  {display_instant(occurrence.start)}  ({local})  {state}  {window.scope}{off}"
 
 
 def _drain_note(window: Window) -> str:
@@ -202,7 +211,7 @@ def _drain_from(occurrence: Occurrence, window: Window | None = None) -> str:
     if not occurrence.lead:
         return ""
     local = f" ({occurrence.arm_at.astimezone(window.zone_of(occurrence)):%H:%M %Z})" if window is not None else ""
-    return f", drain from {format_instant(occurrence.arm_at)}{local}"
+    return f", drain from {display_instant(occurrence.arm_at)}{local}"
 
 
 def _skipped_keys() -> frozenset[str]:

@@ -10,7 +10,7 @@ import typer
 
 from ..errors import InvalidArgument
 from ..text import printable
-from ..timeutil import format_instant
+from ..timeutil import display_instant
 from .common import emit_json
 from .windows_app import JsonOpt, window_named, windows_app
 
@@ -64,7 +64,7 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
     if as_json:
         emit_json({"skipped": target.to_json(now, window.zone_of(target))})
         return
-    typer.echo(f"skipped window {window.name} occurrence {format_instant(target.start)} "
+    typer.echo(f"skipped window {window.name} occurrence {display_instant(target.start)} "
                f"({target.start.astimezone(window.zone_of(target)).strftime('%Y-%m-%d %H:%M %Z')}): it will not arm")
 
 
@@ -84,28 +84,28 @@ def unskip(name: Annotated[str, typer.Argument(help="The window.")], next_: Skip
     if as_json:
         emit_json({"unskipped": target.to_json(now, window.zone_of(target))})
         return
-    typer.echo(f"unskipped window {window.name} occurrence {format_instant(target.start)}: it arms at its start")
+    typer.echo(f"unskipped window {window.name} occurrence {display_instant(target.start)}: it arms at its start")
 
 
 @windows_app.command("explain")
 def explain(
     name: Annotated[str, typer.Argument(help="The window.")],
-    at: Annotated[str | None, typer.Option("--at", help="The ISO-8601 instant to explain (default: now).")] = None,
+    at: Annotated[str | None, typer.Option("--at", help="The instant to explain: 15:00, tomorrow 03:00 (local time unless a zone follows), ISO-8601 (default: now).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Why a window does or does not hold at an instant: its schedule, bounds, the occurrence
     covering the instant (drain lead included), what the ledger says of it, and the exclusions
     before the next occurrence. Exit 0 either way; 2 for an unknown window or a bad time."""
-    from ..timeutil import parse_instant
     from ..windows.explain import explain as explain_window
     from ..windows.ledger import open_ledger
-    from .common import current_estop
+    from .common import current_estop, operator_time
 
-    instant = parse_instant(at, what="--at time") if at is not None else None
-    _, window = window_named(name)
     fleet = current_estop().fleet
+    now = fleet.clock()
+    instant = operator_time("--at", at, now) if at is not None else now
+    _, window = window_named(name)
     entries = open_ledger(fleet).load()
-    result = explain_window(window, instant if instant is not None else fleet.clock(), entries)
+    result = explain_window(window, instant, entries)
     if as_json:
         emit_json(result.to_json())
         return

@@ -25,7 +25,7 @@ from ..registry import ConsumerState, this_host
 from ..selector import Selector, selector_of_detail
 from ..roster import Roster, read_roster
 from ..text import one_line
-from ..timeutil import format_instant
+from ..timeutil import display_instant
 from .board import claimant
 
 __all__ = ["Finding", "HoldSpan", "Work", "audit_coverage", "breaches", "hold_spans"]
@@ -77,7 +77,7 @@ class Work:
             who.append(f"claimed by pid {self.claimed_by}")
         if self.worker:
             who.append(f"worker pid {self.worker}")
-        return f"{self.kind} {self.name} started {format_instant(self.started_at)}" + (
+        return f"{self.kind} {self.name} started {display_instant(self.started_at)}" + (
             f" ({', '.join(who)})" if who else " (claimant not recorded)")
 
 
@@ -136,7 +136,7 @@ def breaches(work: list[Work], spans: list[HoldSpan], now: datetime) -> list[Fin
                 lifted = "" if span.standing is not None else "; its allowlist is not on the record"
                 found.append(Finding("breach", f"BREACH: {item.describe()} while the {span.scope} hold "
                                                f"{span.generation or '(no generation)'} stood (armed "
-                                               f"{format_instant(span.start)}){lifted}",
+                                               f"{display_instant(span.start)}){lifted}",
                                      item.claimed_by or item.worker))
                 break
     return found
@@ -215,7 +215,7 @@ def audit_coverage(estop: Estop) -> tuple[list[Finding], Roster]:
     findings = breaches(work, spans, snapshot.now) + unregistered(work, roster, this_host())
     for row in roster.rows:
         if row.state is ConsumerState.LOST:
-            findings.append(Finding("lost", f"LOST: {row.describe()} (last report {format_instant(row.entry.reported_at)})",
+            findings.append(Finding("lost", f"LOST: {row.describe()} (last report {display_instant(row.entry.reported_at)})",
                                     row.entry.pid))
         elif row.state is ConsumerState.STALLED:
             findings.append(Finding("stalled", f"STALLED: {row.describe()} (no report for {row.lag:.1f}s)",

@@ -39,7 +39,7 @@ from ..config import child_environment
 from ..estop import Estop
 from ..forecast import Forecast, forecast_views
 from ..text import one_line, printable
-from ..timeutil import format_instant
+from ..timeutil import display_instant, format_instant
 from .crontable import (
     CLAIM_GRACE,
     TABLE_DIR,
@@ -82,8 +82,8 @@ def overlap_notice(forecast: Forecast) -> str | None:
     first = forecast.intervals[0]
     by = "; ".join(hold.describe() for hold in first.holds[:3])
     more = f" (and {len(first.holds) - 3} more)" if len(first.holds) > 3 else ""
-    return printable(f"not started (--no-overlap-window): it would be held from {format_instant(first.start)}, "
-                     f"before its timeout ends at {format_instant(forecast.end)}, by {by}{more}")
+    return printable(f"not started (--no-overlap-window): it would be held from {display_instant(first.start)}, "
+                     f"before its timeout ends at {display_instant(forecast.end)}, by {by}{more}")
 
 
 @dataclass(frozen=True)

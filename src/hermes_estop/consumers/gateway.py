@@ -26,7 +26,7 @@ from ..netaddr import is_loopback
 from ..estop import Estop
 from ..gate import pause_notice
 from ..text import one_line, printable
-from ..timeutil import format_instant
+from ..timeutil import display_instant
 from .passgate import gate_work
 from .turns import TurnLedger
 from .validate import validate_owner
@@ -162,7 +162,7 @@ class Gateway:
         hold = self.acting_as(user).engage(reason=reason or None)
         location = self.estop.location()
         logger.warning("gateway: %s paused %s (generation %s)", user, location.describe(), hold.generation)
-        deadline = format_instant(hold.expires_at) if hold.expires_at else "none"
+        deadline = display_instant(hold.expires_at) if hold.expires_at else "none"
         allowed = ", ".join(sorted(hold.allow.user_ids)) or "nobody"
         return Reply("ok", f"paused {location.describe()}: reason {hold.reason or '(none)'}; "
                            f"auto-resumes {deadline}; exempt {allowed}")

@@ -208,9 +208,26 @@ def _card(reading: Reading, view: FleetView) -> str:
         if hold.window:
             name = hold.window.get("name")
             rows.append(("window", "window", _t(name if name is not None else dict(hold.window))))
+            rows.append(("window-next", "next occurrence", _window_next(name, view)))
+    lift = view.status.lift(reading) if view.status is not None and reading.active else None
+    if lift is not None:
+        rows.append(("lift", "lift it", f"<code>{_t(lift)}</code> (from here)"))
     body = "".join(f'<dt>{label}</dt><dd class="{cls}">{value}</dd>' for cls, label, value in rows)
     return (f'<div class="hold-card state-{state}" data-scope="{scope}" data-state="{state}">'
             f'<div><span class="scope">{scope}</span> &middot; {head}</div><dl>{body}</dl></div>')
+
+
+def _window_next(name: object, view: FleetView) -> str:
+    """The next occurrence of the window `name` armed a hold for, in UTC and its zone, or why
+    there is none: a card says when that window holds again (issue 38)."""
+    state = next((s for s in view.windows if s.window.name == name), None)
+    if state is None:
+        return "none: the window is no longer in windows.toml"
+    if state.next_start is None:
+        return "none ahead" if state.window.enabled else "none: the window is disabled"
+    start = state.next_start
+    return (f'<time datetime="{format_instant(start)}">{_t(in_zones(start, state.window.tz))}</time> '
+            f"({_t(format_relative(start, view.now))})")
 
 
 def _covering_now(view: FleetView) -> str:

@@ -25,7 +25,7 @@ from ..homes import Layout, Location
 from ..roster import Roster, read_roster
 from ..roster import status_section as consumers_section
 from ..text import one_line, printable
-from ..timeutil import format_instant, format_relative
+from ..timeutil import display_instant, format_instant, format_relative
 
 __all__ = ["FleetStatus", "fleet_status", "lift_command", "standing_line"]
 
@@ -171,7 +171,7 @@ class FleetStatus:
             if reading.state is HoldState.UNREADABLE:
                 lifts = "unreadable: held until removed"
             elif hold is not None and hold.expires_at is not None:
-                lifts = f"lifts at {format_instant(hold.expires_at)} ({format_relative(hold.expires_at, self.now)})"
+                lifts = f"lifts at {display_instant(hold.expires_at)} ({format_relative(hold.expires_at, self.now)})"
             else:
                 lifts = "held until resumed"
             scoped = f" scoped hold {hold.scope_label}" if hold is not None and hold.selector is not None else ""

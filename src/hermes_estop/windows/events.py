@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..timeutil import format_instant
+from ..timeutil import display_instant, format_instant
 from .ledger import ARMED, RELEASED, LedgerEntry
 from .reconcile import Arm, Retire, ScopePlan, Skip
 
@@ -34,7 +34,7 @@ class Event:
 
     def describe(self) -> str:
         names = "+".join(self.windows) or "-"
-        until = f" until {format_instant(self.deadline)}" if self.deadline else ""
+        until = f" until {display_instant(self.deadline)}" if self.deadline else ""
         gen = f" (generation {self.generation})" if self.generation else ""
         detail = f": {self.detail}" if self.detail else ""
         return f"window {names}: {self.kind} {self.scope}{until}{gen}{detail}"

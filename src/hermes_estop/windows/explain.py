@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from ..cronspec import starts as cron_starts
-from ..timeutil import format_instant, in_interval
+from ..timeutil import display_instant, format_instant, in_interval
 from .ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
 from .model import Window
 from .occurrences import Occurrence, covering, next_start
@@ -75,16 +75,16 @@ def explain(window: Window, at: datetime, entries: Mapping[str, LedgerEntry]) ->
     if not window.enabled:
         facts.append("disabled (enabled = false): it arms nothing")
     if window.not_after is not None and not in_interval(at, None, window.not_after):
-        facts.append(f"not_after {format_instant(window.not_after)} has passed: no occurrence starts any more")
+        facts.append(f"not_after {display_instant(window.not_after)} has passed: no occurrence starts any more")
     elif window.not_before is not None and in_interval(at, None, window.not_before):
-        facts.append(f"not_before {format_instant(window.not_before)}: no occurrence starts before it")
+        facts.append(f"not_before {display_instant(window.not_before)}: no occurrence starts before it")
     found = covering(window, at)
     current = found[-1] if found else None
     holds = False
     if current is not None:
         part = "its drain lead" if at < current.start else "it"
-        facts.append(f"occurrence {current.ident} covers {format_instant(at)} ({part}): held from "
-                     f"{format_instant(current.arm_at)} until {format_instant(current.end)} (the deadman)")
+        facts.append(f"occurrence {current.ident} covers {display_instant(at)} ({part}): held from "
+                     f"{display_instant(current.arm_at)} until {display_instant(current.end)} (the deadman)")
         if current.uid is not None:
             facts.append(f"from calendar {window.name}: event UID {current.uid!r}, {current.reason!r}")
         entry = entries.get(current.key)
@@ -99,17 +99,17 @@ def explain(window: Window, at: datetime, entries: Mapping[str, LedgerEntry]) ->
     upcoming = next_start(window, current.start if current is not None else at)
     excluded = _excluded_before(window, at, upcoming)
     if excluded:
-        shown = ", ".join(format_instant(s) or "" for s in excluded)
+        shown = ", ".join(display_instant(s) or "" for s in excluded)
         facts.append(f"excluded start(s) (exclude / exclude_cron / exclude_calendar): {shown}")
     if upcoming is not None:
         entry = entries.get(upcoming.key)
         skipped = " (skipped)" if entry is not None and entry.state == SKIPPED else ""
         event = f" (event UID {upcoming.uid!r}, {upcoming.reason!r})" if upcoming.uid is not None else ""
-        facts.append(f"next occurrence: {upcoming.ident}{event}, held from {format_instant(upcoming.arm_at)} "
-                     f"until {format_instant(upcoming.end)}{skipped}")
+        facts.append(f"next occurrence: {upcoming.ident}{event}, held from {display_instant(upcoming.arm_at)} "
+                     f"until {display_instant(upcoming.end)}{skipped}")
     elif current is None:
         facts.append("no occurrence ahead")
-    verdict = f"holds {window.scope} at {format_instant(at)}" if holds else f"does not hold at {format_instant(at)}"
+    verdict = f"holds {window.scope} at {display_instant(at)}" if holds else f"does not hold at {display_instant(at)}"
     facts.append(f"so window {window.name} {verdict}")
     return Explanation(window.name, window.scope, at, holds, tuple(facts), current, upcoming, tuple(excluded))
 

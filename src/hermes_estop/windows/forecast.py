@@ -24,7 +24,7 @@ from datetime import datetime
 from ..errors import EstopError
 from ..forecast import EstopView, PlannedHold
 from ..text import one_line
-from ..timeutil import format_instant
+from ..timeutil import display_instant
 from .ledger import ENDED, RELEASED, SKIPPED, LedgerEntry, open_ledger
 from .model import Window
 from .occurrences import occurrences
@@ -63,7 +63,7 @@ def window_holds(window: Window, start: datetime, end: datetime, entries: Mappin
             out.append(PlannedHold(
                 window.scope, occurrence.arm_at, end, allow, reason, source, occurrence.ident, selector=window.selector,
                 note=(f"forecast of window {window.name} stopped after {limit} occurrences: assumed held by it "
-                      f"from {format_instant(occurrence.arm_at)} to the end of the range"),
+                      f"from {display_instant(occurrence.arm_at)} to the end of the range"),
             ))
             break
         entry = closed.get(occurrence.key)

@@ -12,7 +12,7 @@ from ..durations import format_duration
 from ..errors import EstopError
 from ..fleet import Fleet
 from ..text import one_line
-from ..timeutil import format_instant, format_relative
+from ..timeutil import display_instant, format_relative
 from .ledger import SKIPPED, LedgerEntry, open_ledger
 from .model import Window
 from .occurrences import Occurrence, upcoming
@@ -81,14 +81,14 @@ def _section(fleet: Fleet, now: datetime, as_json: bool | None) -> dict[str, Any
         if current is not None:
             what = f"; scheduler: {state}" if state else ""
             if current.draining(now):
-                lines.append(f"    DRAINING now, the window starts {format_instant(current.start)} "
-                             f"({format_relative(current.start, now)}), until {format_instant(current.end)}{what}")
+                lines.append(f"    DRAINING now, the window starts {display_instant(current.start)} "
+                             f"({format_relative(current.start, now)}), until {display_instant(current.end)}{what}")
             else:
-                lines.append(f"    ACTIVE now, until {format_instant(current.end)} "
+                lines.append(f"    ACTIVE now, until {display_instant(current.end)} "
                              f"({format_relative(current.end, now)}){what}")
         if following is not None:
-            lead = f", drain from {format_instant(following.arm_at)}" if following.lead else ""
-            lines.append(f"    next {format_instant(following.start)} ({format_relative(following.start, now)})"
+            lead = f", drain from {display_instant(following.arm_at)}" if following.lead else ""
+            lines.append(f"    next {display_instant(following.start)} ({format_relative(following.start, now)})"
                          f"{lead}{' (skipped)' if skipped else ''}")
         elif current is None:
             lines.append("    no further occurrence")

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -286,9 +287,13 @@ class WindowsFile:
             file.replace(self.render(windows))
 
     def add(self, window: Window, *, replace: bool = False) -> list[Window]:
-        """Append `window` (or, with `replace`, put it in place of the one with its name)."""
+        """Append `window` (or, with `replace`, put it in place of the one with its name),
+        editing the file as it is written (`toml_edit`: comments, order and style kept)."""
+        from . import toml_edit
+
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
-            parsed = self._editable(file.current or b"")
+            raw = file.current or b""
+            parsed = self._editable(raw)
             windows = list(parsed.windows)
             names = [w.name for w in windows]
             if window.name in {source.name for source in parsed.sources}:
@@ -297,20 +302,40 @@ class WindowsFile:
                 if not replace:
                     raise InvalidWindow("already exists (remove it first, or use --replace)",
                                         path=self.path, window=repr(window.name))
+                before = windows[names.index(window.name)]
                 windows[names.index(window.name)] = window
+                edit = partial(toml_edit.replaced, name=window.name, before=before.to_toml(), after=window.to_toml())
             else:
                 windows.append(window)
-            file.replace(self.render(windows, parsed.sources))
+                edit = partial(toml_edit.appended, table=window.to_toml())
+            file.replace(self._edited(raw, edit, windows, parsed.sources))
         return windows
 
     def remove(self, name: str) -> Window:
-        """Remove the window called `name`; `InvalidWindow` when there is none."""
+        """Remove the window called `name` (`toml_edit`: the rest of the file as it is written);
+        `InvalidWindow` when there is none."""
+        from . import toml_edit
+
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
-            parsed = self._editable(file.current or b"")
+            raw = file.current or b""
+            parsed = self._editable(raw)
             windows = list(parsed.windows)
             for i, window in enumerate(windows):
                 if window.name == name:
                     del windows[i]
-                    file.replace(self.render(windows, parsed.sources))
+                    file.replace(self._edited(raw, partial(toml_edit.removed, name=name), windows, parsed.sources))
                     return window
         raise InvalidWindow("no such window", path=self.path, window=repr(name))
+
+    def _edited(self, raw: bytes, edit: Callable[[str], str], windows: list[Window], sources: list[Any]) -> bytes:
+        """`raw` changed by `edit` (text to text), checked under the rules every file is: it must
+        validate and hold exactly `windows`. A file with no window yet is written whole."""
+        text = raw.decode("utf-8-sig")
+        if not text.strip():
+            return self.render(windows, sources)
+        bom = "\ufeff" if raw.startswith(b"\xef\xbb\xbf") else ""
+        new = (bom + edit(text)).encode("utf-8")
+        result = self._editable(new)
+        if result.windows != windows:
+            raise InvalidWindow("the edit did not leave the windows expected; edit the file by hand", path=self.path)
+        return new
