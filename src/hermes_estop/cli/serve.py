@@ -143,6 +143,10 @@ def serve(
     kanban_max: Annotated[int, typer.Option("--kanban-max", help="Kanban workers in flight at most.")] = 4,
     http: Annotated[str | None, typer.Option("--http", help="Also serve the status page, /metrics and /api/status (read-only) on ADDR:PORT, e.g. 127.0.0.1:9477.")] = None,
     http_allow_remote: Annotated[bool, typer.Option("--http-allow-remote", help="Allow --http on a non-loopback address.")] = False,
+    http_write: Annotated[bool, typer.Option("--http-write", help="Serve the write API under /api/v1/ (needs a token: hermes tokens create).")] = False,
+    tls_cert: Annotated[str | None, typer.Option("--tls-cert", metavar="PEM", help="Serve --http over TLS with this certificate chain.")] = None,
+    tls_key: Annotated[str | None, typer.Option("--tls-key", metavar="PEM", help="The private key of --tls-cert.")] = None,
+    insecure_http: Annotated[bool, typer.Option("--insecure-http", help="Allow --http-write on a non-loopback address without TLS (tokens travel in clear).")] = False,
 ) -> None:
     """Run the fleet's loops in the foreground until SIGINT/SIGTERM: the maintenance-window
     scheduler, and the cron ticker and kanban dispatcher when they are configured."""
@@ -163,6 +167,9 @@ def serve(
         listen = parse_listen(http, allow_remote=http_allow_remote)
         if remote_warning(listen[0]):
             typer.echo(f"hermes: warning: {remote_warning(listen[0])}", err=True)
+    from ..api.transport import check_transport
+
+    tls = check_transport(listen, http_write=http_write, tls_cert=tls_cert, tls_key=tls_key, insecure_http=insecure_http)
     _configure_logging(logging.DEBUG if verbose else logging.INFO)
     estop = current_estop()
     if once or dry_run:
@@ -185,7 +192,11 @@ def serve(
         if listen is not None:
             from ..observe.server import StatusServer, attach
 
-            http_server = StatusServer(estop, *listen)  # bound now: a busy port is exit 2 before anything runs
+            from ..api.transport import write_api
+
+            api = write_api(estop, listen[0], http_write=http_write, tls=tls)
+            http_server = StatusServer(estop, *listen, api=api, tls=tls)  # bound now: a busy port is exit 2 before anything runs
+            api.status_document = http_server.status_json
         services = build_services(estop, poll_interval=interval, cron_interval=cron_interval,
                                   kanban_interval=kanban_interval, kanban_max=kanban_max)
         logger.info("serve: running %s for fleet %s (store %s); stop with Ctrl-C or SIGTERM",

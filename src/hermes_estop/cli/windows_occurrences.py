@@ -55,12 +55,10 @@ SkipNext = Annotated[bool, typer.Option("--next", help="The next occurrence that
 def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
          occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Skip one occurrence ahead of time: it will not arm (recorded in the ledger, audited)."""
-    from ..windows.skips import skip_entry
+    from ..windows.skips import skip_occurrence
 
-    fleet, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
-    ledger.commit([skip_entry(target, now, fleet.actor)])
-    fleet.record("skip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
-                 detail=f"window {window.name} occurrence {target.ident} skipped by the operator")
+    fleet, _, window, target, now = _skip_target(name, on, occurrence, next_)
+    skip_occurrence(fleet, window, target, now)
     if as_json:
         emit_json({"skipped": target.to_json(now, window.zone_of(target))})
         return
@@ -72,15 +70,10 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
 def unskip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
            occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Undo a skip: the occurrence arms again at its start."""
-    from ..windows.ledger import SKIPPED
+    from ..windows.skips import unskip_occurrence
 
-    fleet, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
-    entry = ledger.load().get(target.key)
-    if entry is None or entry.state != SKIPPED:
-        raise InvalidArgument(f"window {window.name} occurrence {target.ident} is not skipped")
-    ledger.commit([], remove=[target.key])
-    fleet.record("unskip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
-                 detail=f"window {window.name} occurrence {target.ident} no longer skipped")
+    fleet, _, window, target, now = _skip_target(name, on, occurrence, next_)
+    unskip_occurrence(fleet, window, target, now)
     if as_json:
         emit_json({"unskipped": target.to_json(now, window.zone_of(target))})
         return

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import ssl
 import sys
 import threading
 from collections.abc import Iterable
@@ -38,6 +39,10 @@ from ..timeutil import format_instant
 from .metrics import MetricsEndpoint, WorkHeldCounter
 from .page import render_page
 from .view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..api.routes import WriteApi
 
 __all__ = ["HttpService", "StatusServer", "attach", "parse_listen", "remote_warning", "status_document"]
 
@@ -124,15 +129,53 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_CONNECT = do_TRACE = _refuse
+    def _write(self) -> None:
+        if self.app.api is not None and urlsplit(self.path).path.startswith("/api/v1/"):
+            self._api()
+        else:
+            self._refuse()
+
+    do_POST = do_DELETE = _write
+    do_PUT = do_PATCH = do_OPTIONS = do_CONNECT = do_TRACE = _refuse
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("do_"):  # any other method: the stdlib would answer 501
             return self._refuse
         raise AttributeError(name)
 
+    def _api(self) -> None:
+        """/api/v1/: the write API (`api.routes`); a body over 64 KiB is 413 before it is read."""
+        from ..api.routes import MAX_BODY, ApiRequest, error_response
+
+        length_text = self.headers.get("Content-Length", "0")
+        if self.headers.get("Transfer-Encoding") or not length_text.strip().isdigit():
+            response = error_response(411, "a body needs Content-Length (no chunked encoding)")
+            self.close_connection = True
+        elif int(length_text) > MAX_BODY:
+            response = error_response(413, f"body of {int(length_text)} bytes is over {MAX_BODY} (64 KiB)")
+            self.close_connection = True
+        else:
+            body = self.rfile.read(int(length_text)) if int(length_text) else b""
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            request = ApiRequest(self.command, urlsplit(self.path).path, headers, body, self.client_address[0])
+            assert self.app.api is not None
+            response = self.app.api.handle(request)
+        payload = response.encode()
+        self.send_response(response.status)
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        if payload:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(payload)
+
     def _serve(self, *, head: bool) -> None:
         url = urlsplit(self.path)
+        if self.app.api is not None and url.path.startswith("/api/v1/") and not head:
+            self._api()
+            return
         try:
             found = self.app.route(url.path, parse_qs(url.query))
         except Exception as exc:
@@ -178,16 +221,25 @@ class StatusServer:
     anything starts), served by `serve_forever` / `start`."""
 
     def __init__(self, estop: Estop, host: str = "127.0.0.1", port: int = 0, *,
-                 observer: Observer | None = None, work_held: WorkHeldCounter | None = None) -> None:
+                 observer: Observer | None = None, work_held: WorkHeldCounter | None = None,
+                 api: WriteApi | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.estop = estop
         self.observer = observer or Observer(estop)
         self.work_held = work_held or WorkHeldCounter()
         self.metrics = MetricsEndpoint(self.observer, self.work_held)
+        self.api = api
+        self.tls = tls
         try:
             self.httpd = _Server((host, port), self)
         except OSError as exc:
             raise InvalidArgument(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        if tls is not None:  # the handshake happens in the request's thread, under its timeout
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)
         self._thread: threading.Thread | None = None
+
+    def status_json(self) -> dict[str, Any]:
+        """The document of /api/status (and /api/v1/status)."""
+        return status_document(self.observer.view(DEFAULT_DAYS, sections=True))
 
     @property
     def address(self) -> tuple[str, int]:
@@ -197,7 +249,8 @@ class StatusServer:
     @property
     def url(self) -> str:
         host, port = self.address
-        return f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}/"
 
     def route(self, path: str, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
         """(status, content type, body) for GET `path`."""
@@ -267,7 +320,8 @@ class HttpService:
             self.server.observer.view()
         except Exception:  # noqa: BLE001 - the requests will say what is wrong
             logger.debug("http: warming up failed", exc_info=True)
-        logger.info("http: serving the status page, /metrics and /api/status on %s (read-only)", self.server.url)
+        what = "read-only" if self.server.api is None or not self.server.api.write else "write API on /api/v1/"
+        logger.info("http: serving the status page, /metrics and /api/status on %s (%s)", self.server.url, what)
         try:
             stop.wait()
         finally:
