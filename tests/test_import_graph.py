@@ -18,7 +18,7 @@ import pytest
 import hermes_estop
 
 PACKAGE = Path(hermes_estop.__file__).parent
-UPPER_LAYERS = ("windows", "consumers", "cli", "notify", "observe")
+UPPER_LAYERS = ("windows", "consumers", "cli", "notify", "observe", "api")
 #: top-level modules that are not core: the entry point runs the CLI, the demo wires every layer
 NOT_CORE = {"hermes_estop.__main__", "hermes_estop.demo"}
 

@@ -225,11 +225,16 @@ class WriteApi:
         reason = body.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise ApiError(400, "invalid reason: expected a string", field="reason")
+        ttl, until = _text(body, "ttl"), _text(body, "until")
         try:
-            engage, now = self.estop.engage_request(reason, allow, _text(body, "ttl"), _text(body, "until"), replace,
+            self.estop.deadline(ttl, until, self.estop.clock())
+        except EstopError as exc:
+            raise ApiError(400, str(exc), field="ttl" if ttl is not None else "until") from None
+        try:
+            engage, now = self.estop.engage_request(reason, allow, ttl, until, replace,
                                                     armed_by=f"token:{token.name}", only=only, jobs=jobs)
         except EstopError as exc:
-            raise ApiError(400, str(exc), field=_named_field(exc)) from None
+            raise ApiError(400, str(exc), field="only" if only else "jobs" if jobs else "reason") from None
         hold = fleet.engage(location, engage, now)
         reading = Reading(location, HoldState.ACTIVE, hold)
         return ApiResponse(201, {"id": hold_ref(reading), "scope": location.scope, **hold_json(hold, now)})
@@ -426,10 +431,3 @@ def _if_match(request: ApiRequest) -> str | None:
         raise ApiError(400, 'invalid If-Match: expected one quoted generation, "<generation>"', field="If-Match")
     return text[1:-1]
 
-
-def _named_field(exc: Exception) -> str | None:
-    text = str(exc)
-    for name in ("ttl", "until", "reason", "only", "jobs", "allow", "scope"):
-        if f"invalid {name}" in text.lower() or f"--{name}" in text or f"{name} " in text.lower()[:20]:
-            return name
-    return None

@@ -255,7 +255,7 @@ class StatusServer:
     def route(self, path: str, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
         """(status, content type, body) for GET `path`."""
         if path == "/metrics":
-            return HTTPStatus.OK, METRICS_CONTENT_TYPE, self.metrics.render()
+            return HTTPStatus.OK, METRICS_CONTENT_TYPE, self.metrics.render() + self._api_metrics()
         if path in ("/api/status", "/api/status/"):
             view = self.observer.view(_days(query), sections=True)
             body = json.dumps(status_document(view), indent=2, default=str).encode()
@@ -266,6 +266,14 @@ class StatusServer:
             view = self.observer.view(_days(query))
             return HTTPStatus.OK, "text/html; charset=utf-8", render_page(view).encode()
         return HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", b"not found: try /, /metrics, /api/status or /calendar.ics\n"
+
+    def _api_metrics(self) -> bytes:
+        """`hermes_estop_api_auth_failures_total`, when the write API is mounted."""
+        if self.api is None:
+            return b""
+        return ("# HELP hermes_estop_api_auth_failures_total Failed authentications to the write API.\n"
+                "# TYPE hermes_estop_api_auth_failures_total counter\n"
+                f"hermes_estop_api_auth_failures_total {float(self.api.failures.total)}\n").encode()
 
     def calendar(self, query: dict[str, list[str]]) -> bytes:
         """/calendar.ics: the windows and calendars as the page shows them (the last ones that
