@@ -67,9 +67,17 @@ def _root(
     store: Annotated[str | None, typer.Option("--store", metavar="URL",
                                               help=f"Store URL (file, postgresql://...); default ${STORE_ENV}.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    server: Annotated[str | None, typer.Option("--server", metavar="URL",
+                                               help="Run pause, resume, status and windows skip against this server's write API; default $HERMES_ESTOP_SERVER.")] = None,
+    token_file: Annotated[str | None, typer.Option("--token-file", metavar="PATH",
+                                                   help="The bearer token for --server; default $HERMES_ESTOP_TOKEN_FILE.")] = None,
 ) -> None:
     if store is not None:
         use_store(check_store_option(store))
+    if server is not None or token_file is not None:
+        from .remote import use_server
+
+        use_server(server, token_file)
 
 
 def build_app(*, extensions: bool = True, command: str | None = None) -> typer.Typer:

@@ -16,7 +16,7 @@ from ..estop import Estop
 from ..hold import Allow, Cause, Hold, HoldState, Reading
 from ..homes import Location
 from ..text import one_line, printable
-from ..timeutil import display_instant
+from ..timeutil import display_instant, utc_now
 from .common import (
     EXIT_HELD,
     EXIT_OK,
@@ -43,6 +43,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..acks import AckSurvey
     from ..registry import Ack
+    from .remote import Remote
 
 UserOpt = Annotated[Optional[str], typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="The profile the work is for.")]
@@ -55,6 +56,13 @@ ComponentOpt = Annotated[Optional[str], typer.Option("--component", metavar="NAM
 WorkJobOpt = Annotated[Optional[str], typer.Option("--job", metavar="NAME", help="The unit of work's name (scoped holds).")]
 WaitOpt = Annotated[bool, typer.Option("--wait", help="Then wait until every registered consumer the hold covers acknowledged it (or is lost); exit 75 at --wait-timeout.")]
 WaitTimeoutOpt = Annotated[Optional[str], typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")]
+
+
+def _remote() -> Remote | None:
+    """The server `--server` / $HERMES_ESTOP_SERVER names (None: this host's store)."""
+    from .remote import chosen_server
+
+    return chosen_server()
 
 
 def _target(estop: Estop, fleet: bool, profile: str | None) -> Location:
@@ -89,6 +97,16 @@ def pause(
         raise InvalidArgument("give --ttl or --until, not both")
     refuse_blank("--ttl", ttl)
     refuse_blank("--until", until)
+    remote = _remote()
+    if remote is not None:
+        from .remote import remote_pause
+
+        if wait or wait_timeout is not None:
+            raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
+        deadline_text = operator_time("--until", until, utc_now()).isoformat() if until is not None else None
+        remote_pause(remote, reason=reason, allow_user=allow_user, allow_profile=allow_profile, ttl=ttl,
+                     until=deadline_text, fleet=fleet, profile=profile, replace=replace, only=only, job=job,
+                     as_json=as_json)
     if reason is not None and reason and not reason.strip():
         # refused rather than guessed: a blank reason is neither "keep" nor a reason to show
         raise InvalidArgument(f"invalid --reason {reason!r}: blank; give text, or --reason '' to clear the standing reason")
@@ -220,6 +238,13 @@ def resume(
 
     if sum((hold is not None, generation is not None, all_)) > 1:
         raise InvalidArgument("give one of --generation, --hold or --all")
+    remote = _remote()
+    if remote is not None:
+        from .remote import remote_resume
+
+        if wait or wait_timeout is not None:
+            raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
+        remote_resume(remote, generation=generation, hold=hold, all_=all_, fleet=fleet, profile=profile, as_json=as_json)
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
@@ -356,6 +381,11 @@ def status(as_json: JsonOpt = False) -> None:
     other scope of the fleet that holds, each with the command that lifts it from here."""
     from ..observe.status import fleet_status
 
+    remote = _remote()
+    if remote is not None:
+        from .remote import remote_status
+
+        remote_status(remote, as_json=as_json)
     document = fleet_status(current_estop(), as_json=as_json)
     if as_json:
         emit_json(document.to_json())

@@ -56,7 +56,13 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
          occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Skip one occurrence ahead of time: it will not arm (recorded in the ledger, audited)."""
     from ..windows.skips import skip_occurrence
+    from .remote import chosen_server, remote_skip
 
+    remote = chosen_server()
+    if remote is not None:
+        if next_ and (on is not None or occurrence is not None):
+            raise InvalidArgument("give one of --next, --on DATE or --occurrence START")
+        remote_skip(remote, name, on=on, occurrence=occurrence, as_json=as_json)
     fleet, _, window, target, now = _skip_target(name, on, occurrence, next_)
     skip_occurrence(fleet, window, target, now)
     if as_json:
