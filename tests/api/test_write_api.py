@@ -207,3 +207,12 @@ def test_a_silent_client_does_not_stop_another_being_served(served, tokens):
     """A connection that never starts its TLS handshake (slowloris) ties up its own thread only."""
     with socket.create_connection(("127.0.0.1", int(served.url.rsplit(":", 1)[1].strip("/")))):
         assert _as(served, tokens, "watch").request("GET", "/api/v1/status")[0] == 200
+
+
+def test_under_tls_the_page_session_cookie_is_secure_httponly_and_samesite_strict(served, tokens):
+    from urllib.parse import urlencode
+
+    status, headers, _ = served.client().request("POST", "/signin", raw=urlencode({"token": tokens["ops"]}).encode(),
+                                                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    flags = [part.strip() for part in headers["set-cookie"].split(";")]
+    assert status == 303 and {"Secure", "HttpOnly", "SameSite=Strict"} <= set(flags)

@@ -128,9 +128,11 @@ class WriteApi:
 
     # -- the entry point ---------------------------------------------------------------------
 
-    def handle(self, request: ApiRequest) -> ApiResponse:
+    def handle(self, request: ApiRequest, token: Token | None = None) -> ApiResponse:
+        """The answer to `request`; `token`: the caller is already authenticated (a signed-in
+        page's session), else the request's bearer token is."""
         try:
-            response = self._route(request)
+            response = self._route(request, token)
         except ApiError as exc:
             response = error_response(exc.status, exc.message, **exc.extra)
         except HoldConflict as exc:
@@ -143,7 +145,7 @@ class WriteApi:
             response.headers["X-Hermes-Insecure"] = "plain HTTP on a non-loopback address: tokens travel in clear"
         return response
 
-    def _route(self, request: ApiRequest) -> ApiResponse:
+    def _route(self, request: ApiRequest, signed_in: Token | None) -> ApiResponse:
         method, path = request.method, request.path.rstrip("/") or "/"
         if path == "/api/v1/openapi.json" and method == "GET":
             from .openapi import openapi_document
@@ -165,7 +167,7 @@ class WriteApi:
             allowed.append(verb)
             if verb != method:
                 continue
-            token = self._authenticate(request)
+            token = signed_in or self.authenticate(request.headers.get("authorization", ""), request.remote)
             if not token.allows(role):
                 raise ApiError(403, f"token {token.name!r} has role {token.role}; this needs {role} or above")
             if role != "viewer":
@@ -180,19 +182,21 @@ class WriteApi:
                                {"Allow": ", ".join(sorted(set(allowed)))})
         raise ApiError(404, f"no such endpoint: {path} (see /api/v1/openapi.json)")
 
-    def _authenticate(self, request: ApiRequest) -> Token:
-        if self.sign_in_limit.exhausted(request.remote):
-            raise ApiError(429, "too many failed authentications from this address; try again in a minute")
-        header = request.headers.get("authorization", "")
+    def authenticate(self, header: str, remote: str) -> Token:
+        """The token of an `Authorization: Bearer <secret>` header; `ApiError` 401 (counted,
+        logged without the secret) or 429 (too many failures from `remote`)."""
         scheme, _, secret = header.partition(" ")
-        if scheme.lower() != "bearer" or not secret.strip():
-            secret = request.headers.get("x-hermes-session-token", "")
+        return self.authenticate_secret(secret if scheme.lower() == "bearer" else "", remote)
+
+    def authenticate_secret(self, secret: str, remote: str) -> Token:
+        if self.sign_in_limit.exhausted(remote):
+            raise ApiError(429, "too many failed authentications from this address; try again in a minute")
         if not secret.strip():
-            self._failed(request.remote, "no bearer token")
+            self._failed(remote, "no bearer token")
             raise ApiError(401, "no credentials: send Authorization: Bearer <token>")
         token = self.tokens.authenticate(secret.strip(), self.estop.clock())
         if token is None:
-            self._failed(request.remote, "unknown, revoked or expired token")
+            self._failed(remote, "unknown, revoked or expired token")
             raise ApiError(401, "bad credentials: unknown, revoked or expired token")
         return token
 
@@ -262,12 +266,12 @@ class WriteApi:
                 raise ApiError(412, f"hold {ref!r} was lifted since you looked: nothing stands there now") from None
             raise
         assert reading.hold is not None
+        if wanted is not None and wanted != reading.hold.generation:
+            raise self._stale(ref, reading, now)
         if not token.allows("admin") and reading.hold.armed_by != f"token:{token.name}":
             raise ApiError(403, f"token {token.name!r} (operator) lifts only the holds it armed; "
                                 f"this one was armed by {reading.hold.armed_by or 'someone else'}")
         generation = wanted if wanted is not None else reading.hold.generation
-        if wanted is not None and wanted != reading.hold.generation:
-            raise self._stale(ref, reading, now)
         try:
             removed = fleet.release(location, generation, now)
         except HoldConflict:

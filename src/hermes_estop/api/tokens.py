@@ -131,7 +131,10 @@ class TokenTable:
     def authenticate(self, secret: str, now: datetime) -> Token | None:
         """The valid token whose secret is `secret`, or None. Every stored hash is compared in
         constant time, whatever matches first."""
-        digest = hash_secret(secret)
+        return self.by_digest(hash_secret(secret), now)
+
+    def by_digest(self, digest: str, now: datetime) -> Token | None:
+        """The valid token whose hash is `digest` (a signed-in page's session keeps only that)."""
         found = None
         for token in self.tokens():
             if hmac.compare_digest(token.digest, digest) and found is None:

@@ -42,6 +42,7 @@ from .view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..api.page_actions import PageActions
     from ..api.routes import WriteApi
 
 __all__ = ["HttpService", "StatusServer", "attach", "parse_listen", "remote_warning", "status_document"]
@@ -130,10 +131,36 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _write(self) -> None:
-        if self.app.api is not None and urlsplit(self.path).path.startswith("/api/v1/"):
+        path = urlsplit(self.path).path
+        if self.app.api is not None and path.startswith("/api/v1/"):
             self._api()
+        elif self.app.actions is not None and (path in ("/signin", "/signout") or path.startswith("/actions/")):
+            self._page_action(path)
         else:
             self._refuse()
+
+    def _page_action(self, path: str) -> None:
+        """A form of the status page (`api.page_actions`), form-encoded, at most 64 KiB."""
+        from ..api.routes import MAX_BODY
+
+        assert self.app.actions is not None
+        length_text = self.headers.get("Content-Length", "0").strip()
+        if not length_text.isdigit() or int(length_text) > MAX_BODY:
+            self.close_connection = True
+            self._send(413, {"Content-Type": "text/plain; charset=utf-8"}, b"form too large\n")
+            return
+        body = self.rfile.read(int(length_text)) if int(length_text) else b""
+        answer = self.app.actions.post(path, body, self.headers.get("Cookie"), self.client_address[0])
+        self._send(answer.status, answer.headers, answer.body)
+
+    def _send(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
 
     do_POST = do_DELETE = _write
     do_PUT = do_PATCH = do_OPTIONS = do_CONNECT = do_TRACE = _refuse
@@ -177,7 +204,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._api()
             return
         try:
-            found = self.app.route(url.path, parse_qs(url.query))
+            found = self.app.route(url.path, parse_qs(url.query), self.headers.get("Cookie"))
         except Exception as exc:
             logger.exception("http: %s failed", url.path)
             found = (HTTPStatus.INTERNAL_SERVER_ERROR, "text/plain; charset=utf-8",
@@ -188,7 +215,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         if content_type.startswith("text/html"):
-            self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+            self.send_header("Content-Security-Policy",
+                             "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'")
             self.send_header("X-Content-Type-Options", "nosniff")
         self.end_headers()
         if not head:
@@ -229,6 +257,11 @@ class StatusServer:
         self.metrics = MetricsEndpoint(self.observer, self.work_held)
         self.api = api
         self.tls = tls
+        self.actions: PageActions | None = None
+        if api is not None and api.write:
+            from ..api.page_actions import PageActions
+
+            self.actions = PageActions(api, tls=tls is not None)
         try:
             self.httpd = _Server((host, port), self)
         except OSError as exc:
@@ -252,8 +285,8 @@ class StatusServer:
         scheme = "https" if self.tls is not None else "http"
         return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}/"
 
-    def route(self, path: str, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
-        """(status, content type, body) for GET `path`."""
+    def route(self, path: str, query: dict[str, list[str]], cookie: str | None = None) -> tuple[int, str, bytes]:
+        """(status, content type, body) for GET `path` (`cookie`: a signed-in page's session)."""
         if path == "/metrics":
             return HTTPStatus.OK, METRICS_CONTENT_TYPE, self.metrics.render() + self._api_metrics()
         if path in ("/api/status", "/api/status/"):
@@ -264,7 +297,16 @@ class StatusServer:
             return HTTPStatus.OK, "text/calendar; charset=utf-8", self.calendar(query)
         if path in ("/", "/index.html"):
             view = self.observer.view(_days(query))
-            return HTTPStatus.OK, "text/html; charset=utf-8", render_page(view).encode()
+            page = render_page(view)
+            if self.actions is not None:
+                from .status import flat
+
+                readings = [r for lane in view.lanes if lane.reading is not None for r in flat((lane.reading,))]
+                page = self.actions.decorate(page, self.actions.signed_in(cookie), readings,
+                                             [w.window.name for w in view.windows])
+            return HTTPStatus.OK, "text/html; charset=utf-8", page.encode()
+        if path == "/signin" and self.actions is not None:
+            return HTTPStatus.OK, "text/html; charset=utf-8", self.actions.sign_in_page().encode()
         return HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", b"not found: try /, /metrics, /api/status or /calendar.ics\n"
 
     def _api_metrics(self) -> bytes:
