@@ -88,3 +88,17 @@ def test_a_remote_pause_on_postgresql_is_seen_by_hermes_check_on_another_home(tm
         assert served.client(token).request("DELETE", "/api/v1/holds/fleet",
                                             headers={"If-Match": f'"{body["generation"]}"'})[0] == 200
     assert hermes(elsewhere, "check", store=pg_url, check=False).returncode == 0
+
+
+@pytest.mark.parametrize(("setting", "expected"), [("true", 201), ("false", 403)])
+def test_the_estop_toml_setting_turns_the_write_api_on(tmp_path, setting, expected):
+    (tmp_path / "estop.toml").write_text(f"[http]\nwrite = {setting}\n")
+    token = make_token(tmp_path, "ops", "operator")
+    with serve(tmp_path) as served:
+        assert served.client(token).request("POST", "/api/v1/holds", {"reason": "x"})[0] == expected
+
+
+def test_a_malformed_estop_toml_setting_is_exit_2_naming_it(tmp_path):
+    (tmp_path / "estop.toml").write_text('[http]\nwrite = "yes"\n')
+    result = hermes(tmp_path, "serve", "--http", "127.0.0.1:0", check=False)
+    assert result.returncode == 2 and "[http] write" in result.stderr

@@ -6,6 +6,7 @@ a valid token; on a non-loopback address it needs TLS (`--tls-cert`/`--tls-key`,
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgument
@@ -15,7 +16,20 @@ if TYPE_CHECKING:
     from ..estop import Estop
     from .routes import WriteApi
 
-__all__ = ["check_transport", "tls_context", "write_api"]
+__all__ = ["check_transport", "configured_write", "tls_context", "write_api"]
+
+
+def configured_write(root: Path) -> bool:
+    """`write = true` under `[http]` of the fleet's `estop.toml`: `--http-write` without the flag.
+    `InvalidArgument` naming the file for a value that is not true or false."""
+    from ..config import CONFIG_FILE, read_config
+
+    path = Path(root) / CONFIG_FILE
+    section = (read_config(path) or {}).get("http", {})
+    value = section.get("write", False) if isinstance(section, dict) else None
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"invalid config {path}: [http] write must be true or false")
+    return value
 
 
 def tls_context(cert: str, key: str) -> ssl.SSLContext:

@@ -143,7 +143,7 @@ def serve(
     kanban_max: Annotated[int, typer.Option("--kanban-max", help="Kanban workers in flight at most.")] = 4,
     http: Annotated[str | None, typer.Option("--http", help="Also serve the status page, /metrics and /api/status (read-only) on ADDR:PORT, e.g. 127.0.0.1:9477.")] = None,
     http_allow_remote: Annotated[bool, typer.Option("--http-allow-remote", help="Allow --http on a non-loopback address.")] = False,
-    http_write: Annotated[bool, typer.Option("--http-write", help="Serve the write API under /api/v1/ (needs a token: hermes tokens create).")] = False,
+    http_write: Annotated[bool, typer.Option("--http-write", help="Serve the write API under /api/v1/ (needs a token: hermes tokens create); or `write = true` under [http] in estop.toml.")] = False,
     tls_cert: Annotated[str | None, typer.Option("--tls-cert", metavar="PEM", help="Serve --http over TLS with this certificate chain.")] = None,
     tls_key: Annotated[str | None, typer.Option("--tls-key", metavar="PEM", help="The private key of --tls-cert.")] = None,
     insecure_http: Annotated[bool, typer.Option("--insecure-http", help="Allow --http-write on a non-loopback address without TLS (tokens travel in clear).")] = False,
@@ -167,8 +167,10 @@ def serve(
         listen = parse_listen(http, allow_remote=http_allow_remote)
         if remote_warning(listen[0]):
             typer.echo(f"hermes: warning: {remote_warning(listen[0])}", err=True)
-    from ..api.transport import check_transport
+    from ..api.transport import check_transport, configured_write
 
+    if listen is not None and not http_write:
+        http_write = configured_write(current_estop().layout.root)
     tls = check_transport(listen, http_write=http_write, tls_cert=tls_cert, tls_key=tls_key, insecure_http=insecure_http)
     _configure_logging(logging.DEBUG if verbose else logging.INFO)
     estop = current_estop()
