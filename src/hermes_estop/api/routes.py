@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ..describe import hold_json, reading_json
 from ..errors import EstopError, HoldConflict, InvalidArgument, StoreError
@@ -36,6 +36,7 @@ from .tokens import Token, TokenTable
 __all__ = ["MAX_BODY", "ApiError", "ApiRequest", "ApiResponse", "WriteApi", "hold_ref"]
 
 logger = logging.getLogger("hermes_estop.api")
+_T = TypeVar("_T")
 
 MAX_BODY = 64 * 1024
 PREFIX = "/api/v1/"
@@ -230,10 +231,7 @@ class WriteApi:
         if reason is not None and not isinstance(reason, str):
             raise ApiError(400, "invalid reason: expected a string", field="reason")
         ttl, until = _text(body, "ttl"), _text(body, "until")
-        try:
-            self.estop.deadline(ttl, until, self.estop.clock())
-        except EstopError as exc:
-            raise ApiError(400, str(exc), field="ttl" if ttl is not None else "until") from None
+        self._deadline(ttl, until, self.estop.clock())
         try:
             engage, now = self.estop.engage_request(reason, allow, ttl, until, replace,
                                                     armed_by=f"token:{token.name}", only=only, jobs=jobs)
@@ -272,15 +270,27 @@ class WriteApi:
             raise ApiError(403, f"token {token.name!r} (operator) lifts only the holds it armed; "
                                 f"this one was armed by {reading.hold.armed_by or 'someone else'}")
         generation = wanted if wanted is not None else reading.hold.generation
+        removed = self._fenced(fleet, ref, wanted, lambda: fleet.release(location, generation, now))
+        if removed is None:
+            raise ApiError(404, f"no hold {ref!r} stands")
+        return ApiResponse(200, {"lifted": reading_json(removed, now, fleet.where(location)), "id": ref})
+
+    def _deadline(self, ttl: str | None, until: str | None, now: datetime) -> datetime | None:
+        """The deadline `ttl` / `until` ask for; 400 naming the field that does not parse."""
         try:
-            removed = fleet.release(location, generation, now)
+            return self.estop.deadline(ttl, until, now)
+        except EstopError as exc:
+            raise ApiError(400, str(exc), field="ttl" if ttl is not None else "until") from None
+
+    def _fenced(self, fleet: Fleet, ref: str, wanted: str | None, write: Callable[[], _T]) -> _T:
+        """`write()`; a fence it fails is 412 with the hold as it stands when the caller named a
+        generation (`If-Match`), else the conflict as it is (409)."""
+        try:
+            return write()
         except HoldConflict:
             if wanted is None:
                 raise
             raise self._stale_after(fleet, ref) from None
-        if removed is None:
-            raise ApiError(404, f"no hold {ref!r} stands")
-        return ApiResponse(200, {"lifted": reading_json(removed, now, fleet.where(location)), "id": ref})
 
     def _stale(self, ref: str, reading: Reading, now: datetime) -> ApiError:
         return ApiError(412, f"hold {ref!r} was re-armed since you looked (it is generation "
@@ -306,18 +316,10 @@ class WriteApi:
         assert hold is not None
         if wanted is not None and wanted != hold.generation:
             raise self._stale(ref, reading, now)
-        try:
-            deadline = self.estop.deadline(ttl, until, now)
-        except EstopError as exc:
-            raise ApiError(400, str(exc), field="ttl" if ttl is not None else "until") from None
+        deadline = self._deadline(ttl, until, now)
         engage = EngageRequest(expires_at=deadline, armed_by=hold.armed_by, only_if=frozenset({hold.generation}),
                                selector=hold.selector, hold_id=hold.hold_id)
-        try:
-            extended = fleet.engage(location, engage, now)
-        except HoldConflict:
-            if wanted is None:
-                raise
-            raise self._stale_after(fleet, ref) from None
+        extended = self._fenced(fleet, ref, wanted, lambda: fleet.engage(location, engage, now))
         fresh = Reading(location, HoldState.ACTIVE, extended)
         return ApiResponse(200, {"id": hold_ref(fresh), "scope": location.scope, **hold_json(extended, now)})
 

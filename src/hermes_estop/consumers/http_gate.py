@@ -90,21 +90,30 @@ def refusal(estop: Estop, work: Work, *, default: int = DEFAULT_RETRY, minimum: 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-class WsgiGate:
-    """WSGI middleware: a held request gets 503 + Retry-After; others reach `app`.
-    `identify(environ) -> Work` says what a request is (default: `Work()`, the gateway, nobody
-    admitted by an allowlist)."""
+class _Gate:
+    """What both middlewares keep: the app, the fleet's view, how to tell what a request is."""
 
-    def __init__(self, app: WsgiApp, estop: Estop | None = None, *,
+    def __init__(self, app: Any, estop: Estop | None = None, *,
                  identify: Callable[[Mapping[str, Any]], Work] | None = None, default: int = DEFAULT_RETRY,
                  minimum: int = MIN_RETRY, maximum: int = MAX_RETRY) -> None:
         self.app = app
         self.estop = estop or Estop()
-        self.identify = identify or (lambda environ: Work())
+        self.identify = identify or (lambda request: Work())
         self.bounds = {"default": default, "minimum": minimum, "maximum": maximum}
 
+    def refused(self, request: Mapping[str, Any]) -> Refusal | None:
+        return refusal(self.estop, self.identify(request), **self.bounds)
+
+
+class WsgiGate(_Gate):
+    """WSGI middleware: a held request gets 503 + Retry-After; others reach `app`.
+    `identify(environ) -> Work` says what a request is (default: `Work()`, the gateway, nobody
+    admitted by an allowlist)."""
+
+    app: WsgiApp
+
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        refused = refusal(self.estop, self.identify(environ), **self.bounds)
+        refused = self.refused(environ)
         if refused is None:
             return self.app(environ, start_response)
         body = refused.body()
@@ -116,25 +125,19 @@ AsgiApp = Callable[[MutableMapping[str, Any], Callable[[], Awaitable[Any]], Call
                    Awaitable[None]]
 
 
-class AsgiGate:
+class AsgiGate(_Gate):
     """ASGI middleware: a held http request gets 503 + Retry-After; others (and every lifespan
     or websocket scope) reach `app`. `identify(scope) -> Work`. The check reads files (or the
     store's cache): cheap enough to run on the event loop, as `gate()` is everywhere."""
 
-    def __init__(self, app: AsgiApp, estop: Estop | None = None, *,
-                 identify: Callable[[Mapping[str, Any]], Work] | None = None, default: int = DEFAULT_RETRY,
-                 minimum: int = MIN_RETRY, maximum: int = MAX_RETRY) -> None:
-        self.app = app
-        self.estop = estop or Estop()
-        self.identify = identify or (lambda scope: Work())
-        self.bounds = {"default": default, "minimum": minimum, "maximum": maximum}
+    app: AsgiApp
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
                        send: Callable[[Any], Awaitable[None]]) -> None:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
-        refused = refusal(self.estop, self.identify(scope), **self.bounds)
+        refused = self.refused(scope)
         if refused is None:
             await self.app(scope, receive, send)
             return
