@@ -44,6 +44,8 @@ def test_insecure_http_on_a_remote_address_says_so_in_every_answer(tmp_path):
         for path in ("/api/v1/status", "/api/v1/holds/fleet"):
             _, headers, _ = served.client(token).request("GET" if path.endswith("status") else "DELETE", path)
             assert "tokens travel in clear" in headers["x-hermes-insecure"]
+        page = served.client().request("GET", "/")[2].decode()
+        assert 'id="insecure"' in page and "tokens travel in clear" in page
     with serve(tmp_path, "--http-write") as served:  # loopback: plain HTTP never leaves the host
         assert "x-hermes-insecure" not in served.client(token).request("GET", "/api/v1/status")[1]
 
