@@ -135,3 +135,24 @@ class Client:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def race_lift(served: Served, token: str, generation: str) -> list[int]:
+    """Two clients, each already connected, lifting the fleet's hold with `If-Match` at once:
+    their statuses, sorted."""
+    clients = [served.client(token) for _ in range(2)]
+    for client in clients:  # connected (a TLS handshake done) before the start line
+        client.request("GET", "/api/v1/status")
+    start = threading.Barrier(2)
+    statuses: list[int] = []
+
+    def lift(client: Client) -> None:
+        start.wait()
+        statuses.append(client.request("DELETE", "/api/v1/holds/fleet", headers={"If-Match": f'"{generation}"'})[0])
+
+    threads = [threading.Thread(target=lift, args=(c,)) for c in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    return sorted(statuses)

@@ -6,7 +6,7 @@ seen by `hermes check` on the file store and on PostgreSQL."""
 from __future__ import annotations
 
 import pytest
-from api_helpers import hermes, make_token, serve
+from api_helpers import hermes, make_token, race_lift, serve
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
 
@@ -104,3 +104,13 @@ def test_a_malformed_estop_toml_setting_is_exit_2_naming_it(tmp_path):
     (tmp_path / "estop.toml").write_text('[http]\nwrite = "yes"\n')
     result = hermes(tmp_path, "serve", "--http", "127.0.0.1:0", check=False)
     assert result.returncode == 2 and "[http] write" in result.stderr
+
+
+def test_two_clients_racing_an_if_match_lift_on_postgresql_exactly_one_wins(tmp_path, pg_url):  # noqa: F811
+    hermes(tmp_path, "store", "init", store=pg_url)
+    token = make_token(tmp_path, "boss", "admin", store=pg_url)
+    with serve(tmp_path, "--http-write", store=pg_url) as served:
+        for attempt in range(3):
+            generation = served.client(token).request("POST", "/api/v1/holds", {"reason": f"race {attempt}"})[2]["generation"]
+            assert race_lift(served, token, generation) == [200, 412]
+    assert hermes(tmp_path, "check", store=pg_url, check=False).returncode == 0

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from pathlib import Path
 
 import pytest
-from api_helpers import Client, Served, hermes, make_token, self_signed, serve
+from api_helpers import Client, Served, hermes, make_token, race_lift, self_signed, serve
 
 from hermes_estop.fleet import Fleet
 from hermes_estop.windows.model import Window
@@ -184,23 +183,21 @@ def test_a_body_over_64_kib_is_413_and_arms_nothing(fleet, served, tokens):
 @pytest.mark.parametrize("attempt", range(3))
 def test_two_clients_racing_an_if_match_lift_exactly_one_wins(fleet, served, tokens, attempt):
     generation = _as(served, tokens, "boss").request("POST", "/api/v1/holds", {"reason": f"race {attempt}"})[2]["generation"]
-    clients = [_as(served, tokens, "boss") for _ in range(2)]
-    for client in clients:  # connected (TLS handshake done) before the start line
-        client.request("GET", "/api/v1/status")
-    start = threading.Barrier(2)
-    statuses: list[int] = []
-
-    def lift(client: Client) -> None:
-        start.wait()
-        statuses.append(client.request("DELETE", "/api/v1/holds/fleet", headers={"If-Match": f'"{generation}"'})[0])
-
-    threads = [threading.Thread(target=lift, args=(c,)) for c in clients]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert sorted(statuses) == [200, 412]
+    assert race_lift(served, tokens["boss"], generation) == [200, 412]
     assert not Fleet.of_files(fleet).read().engaged
+
+
+def test_a_scoped_hold_is_lifted_by_its_id_and_leaves_the_full_hold(fleet, served, tokens):
+    ops = _as(served, tokens, "ops")
+    full = ops.request("POST", "/api/v1/holds", {"reason": "all"})[2]
+    status, _, scoped = ops.request("POST", "/api/v1/holds", {"reason": "cron only", "only": ["cron"]})
+    assert status == 201 and scoped["id"].startswith("fleet:") and scoped["covers"] != "all"
+    assert ops.request("DELETE", "/api/v1/holds/fleet:nosuch")[0] == 404
+    status, _, body = ops.request("DELETE", f"/api/v1/holds/{scoped['id']}",
+                                  headers={"If-Match": f'"{scoped["generation"]}"'})
+    assert status == 200 and body["lifted"]["reason"] == "cron only"
+    reading = Fleet.of_files(fleet).read().readings[0]
+    assert reading.hold is not None and reading.hold.generation == full["generation"] and not reading.scoped
 
 
 def test_a_silent_client_does_not_stop_another_being_served(served, tokens):
