@@ -36,6 +36,14 @@ def test_the_root_keeps_the_facade_and_little_else():
     assert len(at_root) <= MAX_ROOT_MODULES and set(at_root) <= ROOT_MODULES
 
 
+def test_no_level_shadows_a_public_name():
+    """A loaded submodule is bound to its package's attribute: a level named like a public name
+    (as `hermes_estop.gate`, the predicate module, once was) would replace it."""
+    import hermes_estop
+
+    assert sorted(set(LEVELS) & set(hermes_estop.__all__)) == []
+
+
 @pytest.mark.parametrize("module", modules_of(CORE))
 def test_the_core_imports_nothing_built_on_it(module):
     assert sorted(t for t in import_graph()[module] if level_of(t) in UPPER) == []

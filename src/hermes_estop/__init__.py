@@ -141,9 +141,10 @@ else:
 
 class _Package(_ModuleType):
     """This package, guarding one name: the import system binds a loaded submodule to its
-    package's attribute, so loading `hermes_estop.process.check` (the predicate module) would replace the
-    function `hermes_estop.gate()`. The submodule stays reachable as `hermes_estop.process.check` in
-    `sys.modules` (`from hermes_estop.process.check import Verdict` works)."""
+    package's attribute, so a submodule `hermes_estop.gate` would replace the function
+    `hermes_estop.gate()`. The predicate module is `hermes_estop.process.check` now, and the
+    levels are named so that none is a public name (tests/test_layout.py); the guard stays for
+    whatever still loads a module by the old name."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "gate" and isinstance(value, _ModuleType):

@@ -1,7 +1,7 @@
 """`hermes consumers`: every registered process that starts work, and what it last saw.
 
-(The cron, kanban and gateway command groups live in `cli/consumers.py`; this top-level command
-is the registry of their processes, `registry`.)
+(The cron, kanban and gateway command groups live in `cli/cron_kanban_gateway.py`; this top-level
+command is the registry of their processes, `fleet/registry/`.)
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """One target's delivery, as a pure step: `TargetWorker.tick(now)` sends what is due at `now`
-and returns a report; a thin loop (`notify.service`) calls it, one thread per target, so a
+and returns a report; a thin loop (`notify.notifier`) calls it, one thread per target, so a
 target that hangs or stays down never delays another or the scheduler.
 
 A tick: when a retry is not yet due, nothing. Otherwise the entries after the cursor, oldest

@@ -114,7 +114,7 @@ def describe_hold(hold: Hold, now: datetime) -> list[str]:
 def describe_reading(reading: Reading, now: datetime, location: str) -> list[str]:
     """A heading line and indented detail lines for one present reading; `location` is
     `Fleet.where(...)` of its location. An unreadable hold names its cause and what will lift
-    it (`gate.unreadable_cause`)."""
+    it (`check.unreadable_cause`)."""
     where = f"{printable(reading.location.describe())} ({printable(location)})"
     if reading.state is HoldState.UNREADABLE and reading.cause is Cause.EMPTY:
         return [f"HELD  {where}", f"      {HAND_MADE}", f"      covers     {ALL_WORK}"]

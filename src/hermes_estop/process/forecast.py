@@ -6,7 +6,7 @@ Two parts:
 - `forecast_holds`, a PURE function from planned holds (`PlannedHold`: a hold at a scope over
   `[start, until)`, with its allowlist) to the merged held intervals (`Forecast`). It answers with
   the predicate itself (docs/design.md §4): at every instant, the planned holds active then
-  (`timeutil.in_interval`, half-open) are turned into readings and `gate.decide` says whether the
+  (`timeutil.in_interval`, half-open) are turned into readings and `check.decide` says whether the
   principal proceeds, so deny wins across root and profile holds exactly as in a live check.
 - `forecast_view`, what `Estop.forecast` runs: the standing holds of the principal's view now
   (with their deadmen), plus what every `HoldSource` plans. The window occurrences are such a
@@ -226,7 +226,7 @@ def forecast_holds(planned: Iterable[PlannedHold], start: datetime, end: datetim
     is ignored). Pure.
 
     A sweep over the instants where some planned hold begins or ends: between two of them the
-    set of active holds is constant, so one decision (`gate.decide` over their readings) holds
+    set of active holds is constant, so one decision (`check.decide` over their readings) holds
     for the whole segment. Held segments that touch are merged (back-to-back windows leave no
     free instant). An empty range holds nothing. `InvalidArgument` when `end` is before `start`."""
     if end < start:

@@ -1,4 +1,4 @@
-"""`registry.ConsumerTable` on a table of the PostgreSQL store's schema (`consumers`: the key and
+"""`stores.registry.ConsumerTable` on a table of the PostgreSQL store's schema (`consumers`: the key and
 the entry as `jsonb`, made by `hermes store init`: `pg_schema`); each consumer upserts only its
 own row."""
 

@@ -1,4 +1,4 @@
-"""The consumer registry's storage (`registry.ConsumerEntry`, one per consumer process): the
+"""The consumer registry's storage (`fleet.registry.entries.ConsumerEntry`, one per consumer process): the
 contract and the file implementation; the PostgreSQL one is `pg_registry.PgConsumerTable`.
 
 The file form is one small JSON file per process, `<root>/consumers/<key>.json`, replaced
