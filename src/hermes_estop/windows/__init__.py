@@ -8,7 +8,7 @@
 - `guard`: whether a read of `windows.toml` may be acted on (an editor saving in place);
 - `recall`: what the audit trail says was armed when the ledger missed it;
 - `skips` / `exclusions`: an operator's skip of one occurrence; `exclude_cron` matching;
-- `service`: `WindowService`, the scheduler (`hermes serve`), with `actions` (its writes),
+- `scheduler`: `WindowService`, the scheduler (`hermes serve`), with `actions` (its writes),
   `events` (its report) and `wakeups` (the APScheduler adapter behind a small Protocol);
 - `status`: the windows section of `hermes status`.
 
@@ -51,7 +51,7 @@ _LAZY = {"WindowService", "TickReport"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from hermes_estop.windows import scheduler as service
+        from hermes_estop.windows import scheduler
 
-        return getattr(service, name)
+        return getattr(scheduler, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
