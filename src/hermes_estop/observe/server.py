@@ -30,14 +30,14 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import exposition as _exposition
 
-from ..errors import InvalidArgument
-from ..estop import Estop
-from ..netaddr import is_loopback
-from ..text import one_line
-from ..timeutil import format_instant
-from .metrics import MetricsEndpoint, WorkHeldCounter
-from .page import render_page
-from .view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.process.estop import Estop
+from hermes_estop.model.netaddr import is_loopback
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.observe.metrics import MetricsEndpoint, WorkHeldCounter
+from hermes_estop.observe.page import render_page
+from hermes_estop.observe.view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
 
 __all__ = ["HttpService", "StatusServer", "attach", "parse_listen", "remote_warning", "status_document"]
 
@@ -217,7 +217,7 @@ class StatusServer:
     def calendar(self, query: dict[str, list[str]]) -> bytes:
         """/calendar.ics: the windows and calendars as the page shows them (the last ones that
         validated), skipped occurrences cancelled."""
-        from ..windows.export import MAX_EXPORT_DAYS, export_ics
+        from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
 
         values = query.get("days")
         days = int(values[0]) if values and values[0].isdigit() else 30

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from ..cronspec import wall_to_instant
-from ..errors import InvalidArgument
-from ..timeutil import format_instant
-from .ledger import SKIPPED, LedgerEntry
-from .model import Window
-from .occurrences import Occurrence, occurrences
-from .reconcile import entry_for
+from hermes_estop.model.cronspec import wall_to_instant
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import Occurrence, occurrences
+from hermes_estop.windows.reconcile import entry_for
 
 __all__ = ["OPERATOR_SKIP", "is_operator_skip", "pick", "skip_entry"]
 
