@@ -30,7 +30,7 @@ from hermes_estop.model.homes import Location
 from hermes_estop.model.hold import Allow
 from hermes_estop.fleet.lease import Lease
 from hermes_estop.model.text import printable
-from hermes_estop.cli.common import current_estop, emit_json
+from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank
 
 __all__ = ["register"]
 
@@ -67,9 +67,6 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print what happened as JSON on stdout at the end.")] = False,
 ) -> None:
     """Run a maintenance job under a hold that lives exactly as long as the job (a renewed lease)."""
-    from hermes_estop.model.durations import parse_ttl
-    from hermes_estop.model.errors import InvalidDuration
-
     argv = list(command or [])
     if not argv:
         raise InvalidArgument("no command given: use hermes run [OPTIONS] -- CMD [ARGS...]")
@@ -82,10 +79,8 @@ def run(
                         ("--terminate-after", terminate_after)):
         if value is None:
             continue
-        try:
-            durations[flag] = parse_ttl(value)
-        except InvalidDuration as exc:
-            raise InvalidDuration(f"{flag}: {exc}") from None
+        refuse_blank(flag, value)
+        durations[flag] = duration_option(flag, value)
     if terminate_after is not None and drain_timeout is None:
         raise InvalidArgument("--terminate-after needs --drain-timeout")
     if wait_timeout is not None and not wait:

@@ -30,6 +30,7 @@ from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import VACANT, Allow, EngageRequest, Hold, HoldState
 from hermes_estop.model.homes import Location
 from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import display_instant
 
 __all__ = ["Lease", "LeaseState", "retry_delay"]
 
@@ -298,4 +299,4 @@ class Lease:
 
 
 def _instant(when: datetime | None) -> str:
-    return when.isoformat() if when is not None else "?"
+    return display_instant(when) or "?"
