@@ -1,5 +1,5 @@
 """Acknowledged stops (issue 21): from engage to every consumer acknowledged, for 10 consumer
-processes (kanban dispatchers, each its own subprocess, `tests/registry/consumer_process.py`),
+processes (kanban dispatchers, each its own subprocess, `tests/fleet/registry/consumer_process.py`),
 on the file store and on PostgreSQL. A sample is the time from just before the engaging call to
 the moment `wait_for_acks` (polling the registry every 50 ms) sees the last acknowledgement; the
 release is measured the same way. Target: p99 < one consumer interval + 100 ms.
@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from pg_helpers import _stop_cluster, start_cluster  # noqa: E402
 
 from hermes_estop import Estop  # noqa: E402
-from hermes_estop.acks import ack_for_release, wait_for_acks  # noqa: E402
-from hermes_estop.registry import Ack  # noqa: E402
+from hermes_estop.fleet.registry.acks import ack_for_release, wait_for_acks  # noqa: E402
+from hermes_estop.fleet.registry.entries import Ack  # noqa: E402
 
 __all__ = ["run"]
 

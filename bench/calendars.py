@@ -56,7 +56,7 @@ def first_pass(events: list[str] | None) -> float:
     """Seconds of the first pass arming a window covering now, `events` as a calendar beside it."""
     from hermes_estop import Estop
     from hermes_estop.windows import ical
-    from hermes_estop.windows.service import WindowService
+    from hermes_estop.windows.scheduler import WindowService
 
     ical._REFUSED.clear()  # noqa: SLF001 - cold: the feed's first read pays its budget
 

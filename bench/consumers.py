@@ -41,8 +41,8 @@ from hermes_estop.consumers.cron import CronJob, CronRunner, CronTable
 from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.consumers.passgate import PassGate
 from hermes_estop.consumers.worker import WorkerPool, WorkResult
-from hermes_estop.gate import Verdict
-from hermes_estop.homes import Layout
+from hermes_estop.process.check import Verdict
+from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore
 
 __all__ = ["run"]

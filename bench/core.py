@@ -17,7 +17,7 @@ from pathlib import Path
 from harness import Figure, compare, percentile
 
 from hermes_estop import Estop
-from hermes_estop.homes import Layout
+from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore
 
 __all__ = ["run"]

@@ -44,8 +44,8 @@ from core import _script  # noqa: E402
 from pg_helpers import JsonLines, _free_port, _stop_cluster, start_cluster  # noqa: E402
 
 from hermes_estop import Estop  # noqa: E402
-from hermes_estop.config import STORE_ENV  # noqa: E402
-from hermes_estop.homes import Layout  # noqa: E402
+from hermes_estop.process.fleet_config import STORE_ENV  # noqa: E402
+from hermes_estop.model.homes import Layout  # noqa: E402
 from hermes_estop.stores import FileStore  # noqa: E402
 from hermes_estop.stores.pg_leader import DEFAULT_POLL  # noqa: E402
 from hermes_estop.stores.pg_schema import LOCK_CLASS  # noqa: E402

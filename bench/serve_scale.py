@@ -203,7 +203,7 @@ def memory(tmp: Path, passes: int, warmup: int) -> Figure:
     from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
     from hermes_estop import Estop
-    from hermes_estop.windows.service import WindowService
+    from hermes_estop.windows.scheduler import WindowService
 
     root = tmp / "memory"
     write_distinct(root, MEMORY_WINDOWS, tuple(f"p{i:04d}" for i in range(PROFILES)))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_estop import Estop
-from hermes_estop.consumers.service import KanbanService
+from hermes_estop.consumers.loops import KanbanService
 from hermes_estop.consumers.worker import WorkerPool
 
 _out = threading.Lock()

@@ -45,10 +45,10 @@ from core import _script
 from harness import Figure, spawn_measured
 
 from hermes_estop import Estop
-from hermes_estop.homes import Layout
+from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore
 from hermes_estop.windows import Window, WindowsFile
-from hermes_estop.windows.service import WindowService
+from hermes_estop.windows.scheduler import WindowService
 from hermes_estop.windows.wakeups import MAX_JOBS, wakeups_for
 
 __all__ = ["run"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.homes import Layout
+from hermes_estop.model.homes import Layout
 
 EPOCH = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
 

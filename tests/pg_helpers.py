@@ -33,7 +33,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from hermes_estop.homes import Location
+from hermes_estop.model.homes import Location
 from hermes_estop.stores.postgresql import PostgresStore
 
 __all__ = ["PgServer", "PostgresBackend", "JsonLines", "session_server", "pg_server", "pg_url", "with_params",

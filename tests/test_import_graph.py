@@ -18,9 +18,9 @@ import pytest
 import hermes_estop
 
 PACKAGE = Path(hermes_estop.__file__).parent
-UPPER_LAYERS = ("windows", "consumers", "cli", "notify", "observe", "api")
-#: top-level modules that are not core: the entry point runs the CLI, the demo wires every layer
-NOT_CORE = {"hermes_estop.__main__", "hermes_estop.demo"}
+UPPER_LAYERS = ("windows", "consumers", "cli", "notify", "observe", "daemon", "api")
+#: the levels every layer above builds on (docs/design.md, the map of the levels)
+CORE_LEVELS = ("model", "system", "stores", "fleet", "process")
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -109,18 +109,17 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def core_modules() -> list[str]:
-    top_level = [m for m, (_, is_package) in MODULES.items() if m.count(".") == 1 and not is_package]
-    return sorted({*top_level, *(m for m in MODULES if m.startswith("hermes_estop.stores"))} - NOT_CORE)
+    return sorted(m for m in MODULES if m.split(".")[1:2] and m.split(".")[1] in CORE_LEVELS)
 
 
 def test_the_graph_sees_relative_lazy_and_package_imports():
     graph = import_graph()
-    assert "hermes_estop.fleet" in graph["hermes_estop.windows.ledger"]
+    assert "hermes_estop.fleet.fleet" in graph["hermes_estop.windows.ledger"]
     assert "hermes_estop.stores.records" in graph["hermes_estop.stores.base"]  # inside `open_ledger`
-    assert "hermes_estop.stores.file" in graph["hermes_estop.fleet"]  # inside `Fleet.of_files`
+    assert "hermes_estop.stores.file" in graph["hermes_estop.fleet.fleet"]  # inside `Fleet.of_files`
     assert "hermes_estop.stores.file" in graph["hermes_estop.stores"]
-    assert "hermes_estop.hold" in core_modules() and "hermes_estop.stores.postgresql" in core_modules()
-    assert "hermes_estop.demo" not in core_modules() and "hermes_estop.cli" not in core_modules()
+    assert "hermes_estop.model.hold" in core_modules() and "hermes_estop.stores.postgresql" in core_modules()
+    assert "hermes_estop.daemon.demo" not in core_modules() and "hermes_estop.cli" not in core_modules()
 
 
 def test_the_cycle_finder_finds_a_lazy_cycle():
@@ -139,7 +138,7 @@ def test_the_core_never_imports_a_layer_built_on_it(module):
 
 
 #: the layers that act for the whole fleet: they reach holds, the audit trail, the ledger and
-#: leadership through `hermes_estop.fleet`, never a store module directly (issue 19)
+#: leadership through `hermes_estop.fleet.fleet`, never a store module directly (issue 19)
 FLEET_WIDE_LAYERS = ("windows", "notify", "observe", "cli")
 
 
@@ -150,7 +149,7 @@ def test_fleet_wide_code_reaches_the_stores_only_through_the_fleet(module):
 
 
 def test_the_fleet_object_is_where_the_stores_are_reached():
-    assert "hermes_estop.stores.base" in import_graph()["hermes_estop.fleet"]
+    assert "hermes_estop.stores.base" in import_graph()["hermes_estop.fleet.fleet"]
 
 
 def test_the_window_ledger_is_chosen_by_the_store_not_by_its_name():

@@ -52,6 +52,6 @@ def test_the_function_gate_survives_loading_the_gate_module():
 
     import hermes_estop
 
-    module = importlib.import_module("hermes_estop.gate")
+    module = importlib.import_module("hermes_estop.process.check")
     assert callable(hermes_estop.gate) and hermes_estop.gate is not module
     assert hermes_estop.gate.__module__ == "hermes_estop"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from api_helpers import SRC, hermes, make_token, self_signed, serve
 
-from hermes_estop.fleet import Fleet
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
 

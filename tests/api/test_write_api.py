@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from api_helpers import Client, Served, hermes, make_token, race_lift, self_signed, serve
 
-from hermes_estop.fleet import Fleet
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
 

@@ -145,7 +145,7 @@ import sys
 from hermes_estop.cli import main
 code = main(sys.argv[1:])
 print("typer-loaded" if "typer" in sys.modules else "typer-not-loaded", file=sys.stderr)
-print("forecast-loaded" if "hermes_estop.forecast" in sys.modules else "forecast-not-loaded", file=sys.stderr)
+print("forecast-loaded" if "hermes_estop.process.forecast" in sys.modules else "forecast-not-loaded", file=sys.stderr)
 sys.exit(code)
 """
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import inprocess_cli
-from hermes_estop import forecast
-from hermes_estop.errors import EstopError
+from hermes_estop.process import forecast
+from hermes_estop.model.errors import EstopError
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
 from inprocess_cli import run
@@ -48,6 +48,6 @@ def test_the_windows_source_is_found_without_installed_entry_points(capsys, cove
 
 
 def test_a_source_without_planned_is_refused_by_name(monkeypatch):
-    monkeypatch.setattr(forecast, "BUILTIN_SOURCES", {"odd": "hermes_estop.errors:EstopError"})
+    monkeypatch.setattr(forecast, "BUILTIN_SOURCES", {"odd": "hermes_estop.model.errors:EstopError"})
     with pytest.raises(EstopError, match="'odd'"):
         forecast.discover_sources()

@@ -140,7 +140,7 @@ def test_the_check_path_on_the_file_store_imports_no_framework(hermes, state, ar
 
 # What only a writer (locks, atomic writes, the audit log), a body (json) or a PATH walk's
 # library (shutil) needs: a read that writes nothing never imports it.
-NOT_ON_A_READ_ONLY_CHECK = ("threading", "shutil", "fcntl", "hermes_estop.fsutil", "hermes_estop.audit")
+NOT_ON_A_READ_ONLY_CHECK = ("threading", "shutil", "fcntl", "hermes_estop.system.fsutil", "hermes_estop.fleet.audit")
 
 
 @pytest.mark.parametrize("state", ["free", "held", "hand-written"])
@@ -178,10 +178,10 @@ def test_the_gate_finds_a_command_exactly_as_shutil_which_does(monkeypatch, name
                                   ["gate", "--component", "kanban", "--", "true"]])
 def test_a_check_without_scoped_holds_imports_no_selector(hermes, state, args):
     prepare(hermes, state)
-    assert "hermes_estop.selector" not in imported_modules(hermes, *args)
+    assert "hermes_estop.model.selector" not in imported_modules(hermes, *args)
 
 
 def test_a_check_with_a_scoped_hold_reads_its_selector(hermes):
     hermes("pause", "--only", "cron", "--job", "nightly-*", check=0)
     names = imported_modules(hermes, "check", "--component", "cron", "--job", "nightly-1")
-    assert "hermes_estop.selector" in names and "typer" not in names
+    assert "hermes_estop.model.selector" in names and "typer" not in names

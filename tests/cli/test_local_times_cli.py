@@ -74,7 +74,7 @@ def test_a_bad_until_is_one_line_naming_the_option_and_writes_nothing(local):
 def test_history_and_windows_next_show_local_times(local):
     local("pause", "--ttl", "1h", check=0)
     line = local("history", check=0).stdout.splitlines()[0]
-    assert re.match(rf"{LOCAL}  engage .* deadline={LOCAL}$", line), line
+    assert re.match(rf"{LOCAL}  engage .* deadline={LOCAL}  covers=all$", line), line
     local("windows", "add", "nightly", "--cron", "0 2 * * *", "--tz", "UTC", "--duration", "1h", check=0)
     line = local("windows", "next", check=0).stdout.splitlines()[0]
     assert re.match(r"nightly  \d{4}-\d\d-\d\dT(03:00:00\+01:00|04:00:00\+02:00)  \(\d{4}-\d\d-\d\d 02:00 UTC\)", line), line

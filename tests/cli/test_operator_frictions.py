@@ -73,7 +73,7 @@ def test_a_pause_in_a_standalone_home_says_nothing_of_profiles(hermes):
 @pytest.mark.parametrize("args, expected", [
     (["nosuch"], "hermes: error: No such command 'nosuch'."),
     (["windows", "nosuch"], "hermes: error: windows: No such command 'nosuch'."),
-    (["pause", "--ttl", "5x"], "hermes: error: --ttl: invalid duration '5x': expected e.g. 45m, 1h30m, 90s, 90, 1d or PT45M"),
+    (["pause", "--ttl", "5x"], "hermes: error: --ttl: invalid duration '5x': expected e.g. 45m, 1h30m, 90s, 1d or PT45M"),
     (["check", "--at", "now", "--for", "0"], "hermes: error: --for: invalid duration '0': must be positive"),
 ])
 def test_an_error_line_says_hermes_once_and_names_its_option(hermes, args, expected):

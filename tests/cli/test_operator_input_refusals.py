@@ -13,7 +13,7 @@ import pytest
 
 import inprocess_cli
 from hermes_estop import Estop
-from hermes_estop.registry import ConsumerEntry
+from hermes_estop.fleet.registry.entries import ConsumerEntry
 from inprocess_cli import run
 
 fleet = inprocess_cli.fleet  # the fixture: a fleet root as this process's home
@@ -32,6 +32,7 @@ def nothing_written(root) -> bool:
 @pytest.mark.parametrize("args", [
     ["drain", "--fleet", "--ttl", "", "--timeout", "1s"],
     ["drain", "--fleet", "--ttl", "  ", "--timeout", "1s"],
+    ["run", "--fleet", "--ttl", "", "--", "true"],
 ])
 def test_an_empty_drain_ttl_is_refused_like_pause(fleet, capsys, args):
     code, _, err = run(capsys, *args)
@@ -51,6 +52,10 @@ def test_an_empty_drain_ttl_is_refused_like_pause(fleet, capsys, args):
     ["windows", "add", "w", "--in", "30", "--duration", "1h"],
     ["windows", "add", "w", "--in", "1h", "--duration", "30"],
     ["windows", "add", "w", "--in", "1h", "--duration", "1h", "--drain", "30"],
+    ["run", "--fleet", "--ttl", "30", "--", "true"],
+    ["run", "--fleet", "--on-failure-ttl", "30", "--", "true"],
+    ["run", "--fleet", "--drain-timeout", "30", "--", "true"],
+    ["run", "--fleet", "--drain-timeout", "1m", "--terminate-after", "30", "--", "true"],
 ])
 def test_a_number_without_a_unit_is_refused_with_a_hint(fleet, capsys, args):
     code, _, err = run(capsys, *args)

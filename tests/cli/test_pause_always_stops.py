@@ -10,8 +10,8 @@ import os
 import pytest
 from inprocess_cli import fleet, run  # noqa: F401
 
-from hermes_estop import fsutil
-from hermes_estop.audit import AUDIT_FILE
+from hermes_estop.system import fsutil
+from hermes_estop.fleet.audit import AUDIT_FILE
 
 
 def one_error_line(result) -> str:

@@ -24,8 +24,8 @@ import pytest
 
 from cli_runner import SRC
 from hermes_estop import Estop
-from hermes_estop.fleet import Fleet as HoldFleet
-from hermes_estop.lease import Lease
+from hermes_estop.fleet.fleet import Fleet as HoldFleet
+from hermes_estop.fleet.lease import Lease
 from hermes_estop.stores.file import LOCK_NAME
 
 pytestmark = pytest.mark.slow

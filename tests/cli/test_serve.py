@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hermes_estop.cli.serve import run_services
+from hermes_estop.daemon.supervisor import run_services
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
 

@@ -13,7 +13,7 @@ import pytest
 
 from hermes_estop.consumers.cron import CronTable
 from hermes_estop.consumers.kanban import Board
-from hermes_estop.timeutil import utc_now
+from hermes_estop.model.timeutil import utc_now
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import inprocess_cli
-from hermes_estop import config
+from hermes_estop.process import fleet_config as config
 from inprocess_cli import run
 
 fleet = inprocess_cli.fleet  # the fixture: a fleet root as this process's home
@@ -49,6 +49,6 @@ def test_a_gated_command_is_told_the_store_the_command_line_chose(tmp_path: Path
 def test_without_the_option_the_environment_and_estop_toml_decide(fleet, monkeypatch):
     monkeypatch.setenv(config.STORE_ENV, "file")
     assert config.child_environment()[config.STORE_ENV] == "file"
-    from hermes_estop.homes import resolve_layout
+    from hermes_estop.model.homes import resolve_layout
 
     assert config.store_spec(resolve_layout()) == "file"

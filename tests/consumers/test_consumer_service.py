@@ -14,7 +14,7 @@ from hermes_estop import InvalidArgument
 from hermes_estop.consumers.cron import CronTable
 from hermes_estop.consumers.gateway import Gateway
 from hermes_estop.consumers.kanban import Board
-from hermes_estop.consumers.service import (
+from hermes_estop.consumers.loops import (
     CronService,
     GatewayService,
     KanbanService,

@@ -12,7 +12,7 @@ import pytest
 
 from hermes_estop.cli import main
 from hermes_estop.consumers.cron import CronRunner
-from hermes_estop.errors import InvalidArgument
+from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
 

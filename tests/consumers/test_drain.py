@@ -21,8 +21,8 @@ from hermes_estop.consumers.inflight import InFlight, in_flight_counts, status_s
 from hermes_estop.consumers.board import BoardBusy
 from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.consumers.turns import pid_alive, read_turns
-from hermes_estop.processes import start_time
-from hermes_estop.timeutil import utc_now
+from hermes_estop.system.processes import start_time
+from hermes_estop.model.timeutil import utc_now
 
 from .helpers import finishes
 

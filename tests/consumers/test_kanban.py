@@ -167,7 +167,7 @@ def _rogue_claim(board, card_id, now, *, claim, pid=None, pid_start=None):
 @pytest.mark.parametrize("form", ["token names the claimant", "worker recorded with its start", "worker pid only"])
 def test_a_claim_the_dispatcher_did_not_make_is_never_lost_while_its_claimant_lives(fleet, board, clock, living,
                                                                                     form):
-    from hermes_estop.processes import start_time
+    from hermes_estop.system.processes import start_time
 
     card = board.add("rogue", "true")
     if form == "token names the claimant":

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from notify_helpers import command, webhook, write_config
 
-from hermes_estop.notify.service import build_workers
+from hermes_estop.notify.notifier import build_workers
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

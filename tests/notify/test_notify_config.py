@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from notify_helpers import command, webhook, write_config
 
-from hermes_estop.config import store_spec
-from hermes_estop.homes import Layout
+from hermes_estop.process.fleet_config import store_spec
+from hermes_estop.model.homes import Layout
 from hermes_estop.notify.config import (
     CommandTarget,
     InvalidNotify,

@@ -8,15 +8,15 @@ import sys
 
 from notify_helpers import webhook, write_config
 
-from hermes_estop.audit import AUDIT_FILE, AuditLog
-from hermes_estop.notify.service import build_workers
+from hermes_estop.fleet.audit import AUDIT_FILE, AuditLog
+from hermes_estop.notify.notifier import build_workers
 
 APPENDER = """
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hermes_estop.audit import AuditEvent, AuditLog
+from hermes_estop.fleet.audit import AuditEvent, AuditLog
 
 root, writer, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 log = AuditLog(root)  # the rotation estop.toml sets

@@ -17,8 +17,8 @@ from notify_helpers import STALL, Receiver, webhook, write_config
 
 from hermes_estop import Estop
 from hermes_estop.notify.config import load_targets
-from hermes_estop.notify.service import NotifyService
-from hermes_estop.fleet import Fleet
+from hermes_estop.notify.notifier import NotifyService
+from hermes_estop.fleet.fleet import Fleet
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

@@ -7,8 +7,8 @@ import os
 import re
 from dataclasses import replace
 
-from hermes_estop.processes import start_time
-from hermes_estop.registry import ALL_SCOPES, ConsumerEntry, this_host
+from hermes_estop.system.processes import start_time
+from hermes_estop.fleet.registry.entries import ALL_SCOPES, ConsumerEntry, this_host
 from obs_helpers import fetch, scrape
 
 

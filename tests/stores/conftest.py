@@ -13,8 +13,8 @@ from typing import Iterator
 
 import pytest
 
-from hermes_estop.estop import Estop
-from hermes_estop.homes import Layout, Location
+from hermes_estop.process.estop import Estop
+from hermes_estop.model.homes import Layout, Location
 from hermes_estop.stores import FileStore, HoldStore
 
 

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from hermes_estop.homes import Layout
+from hermes_estop.model.homes import Layout
 from hermes_estop.stores.postgresql import PostgresStore
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop import Estop, StoreError, fsutil
-from hermes_estop.homes import Layout
+from hermes_estop import Estop, StoreError
+from hermes_estop.system import fsutil
+from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore
 
 
@@ -111,7 +112,7 @@ def test_failed_write_after_its_line_is_followed_by_a_void_line(estop, monkeypat
 REARM_LOOP = """
 import sys
 from hermes_estop import Estop
-from hermes_estop.homes import Layout
+from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore
 from pathlib import Path
 root = Path(sys.argv[1])

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.hold import HoldState
-from hermes_estop.timeutil import utc_now
+from hermes_estop.model.hold import HoldState
+from hermes_estop.model.timeutil import utc_now
 
 WORKERS = Path(__file__).with_name("workers.py")
 pytestmark = pytest.mark.slow
@@ -69,7 +69,7 @@ def test_stress_no_successor_lost_no_partial_body_no_exception(backend, store, f
 
 
 def fleet_root_location(store, root):
-    from hermes_estop.homes import Layout
+    from hermes_estop.model.homes import Layout
 
     return Layout(home=root, root=root).fleet
 

@@ -14,9 +14,9 @@ from datetime import timedelta
 import pytest
 
 from hermes_estop import Estop, HoldConflict, InvalidDuration, InvalidInstant, VACANT
-from hermes_estop.errors import InvalidArgument
-from hermes_estop.hold import Allow, HoldState
-from hermes_estop.timeutil import format_instant
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.hold import Allow, HoldState
+from hermes_estop.model.timeutil import format_instant
 
 
 def body(**fields) -> bytes:

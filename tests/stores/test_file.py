@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from hermes_estop import Estop, StoreError
-from hermes_estop.hold import HoldState
-from hermes_estop.homes import Layout
+from hermes_estop.model.hold import HoldState
+from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore
 from hermes_estop.stores.file import LOCK_NAME
-from hermes_estop.timeutil import format_instant
+from hermes_estop.model.timeutil import format_instant
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ READ_AS_NOBODY = textwrap.dedent(
     import os, sys
     from pathlib import Path
     from hermes_estop import Estop
-    from hermes_estop.homes import Layout
+    from hermes_estop.model.homes import Layout
     from hermes_estop.stores import FileStore
     root = Path(sys.argv[1])
     estop = Estop(layout=Layout(home=root, root=root), store=FileStore(root))
@@ -223,7 +223,7 @@ HOT_PATH_OPENS = textwrap.dedent(
     import sys
     from pathlib import Path
     from hermes_estop import Estop
-    from hermes_estop.homes import Layout
+    from hermes_estop.model.homes import Layout
     root = Path(sys.argv[1])
     estop = Estop(layout=Layout(home=root / "profiles" / "ops", root=root))
     estop.gate("warm-up")

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 
 from hermes_estop import Estop
-from hermes_estop.deadman import DeadmanService
-from hermes_estop.hold import HoldState
+from hermes_estop.fleet.deadman import DeadmanService
+from hermes_estop.model.hold import HoldState
 
 
 def _expires(estop: Estop) -> list[str | None]:

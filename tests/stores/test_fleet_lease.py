@@ -10,9 +10,9 @@ from datetime import timedelta
 
 import pytest
 
-from hermes_estop.deadman import DeadmanService
-from hermes_estop.hold import HoldState
-from hermes_estop.lease import Lease
+from hermes_estop.fleet.deadman import DeadmanService
+from hermes_estop.model.hold import HoldState
+from hermes_estop.fleet.lease import Lease
 
 TTL = timedelta(minutes=5)
 HOUR = timedelta(hours=1)
@@ -186,7 +186,7 @@ def file_lease(fleet_root, root_layout, clock):
 
 
 def test_a_failed_renewal_is_retried_promptly_until_the_store_is_back(file_lease, clock):
-    from hermes_estop.lease import retry_delay
+    from hermes_estop.fleet.lease import retry_delay
 
     estop, lease, said = file_lease
     lease.arm(clock.now)
@@ -215,7 +215,7 @@ def test_a_failed_renewal_is_retried_promptly_until_the_store_is_back(file_lease
 @pytest.mark.parametrize("ttl", [timedelta(seconds=1), timedelta(seconds=6), timedelta(minutes=5), timedelta(hours=1)],
                          ids=["1s", "6s", "5m", "1h"])
 def test_retry_delay_is_bounded_and_leaves_several_attempts_before_the_lease_lapses(ttl):
-    from hermes_estop.lease import retry_delay
+    from hermes_estop.fleet.lease import retry_delay
 
     delays = [retry_delay(ttl, failures) for failures in range(1, 60)]
     assert delays == sorted(delays) and delays[0] > timedelta(0)

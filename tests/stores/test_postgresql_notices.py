@@ -9,7 +9,7 @@ import pytest
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop import Estop
-from hermes_estop.homes import Layout
+from hermes_estop.model.homes import Layout
 from hermes_estop.stores.postgresql import PostgresStore
 
 pytestmark = pytest.mark.postgresql

@@ -14,13 +14,13 @@ import pytest
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop import Estop, HoldConflict, StoreError, VACANT
-from hermes_estop.errors import InvalidArgument
-from hermes_estop.hold import EngageRequest, HoldState, parse_body
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.hold import EngageRequest, HoldState, parse_body
 from hermes_estop.stores import open_store
 from hermes_estop.stores.pg_clock import DbClock
 from hermes_estop.stores.pg_schema import SCHEMA_VERSION, ensure_schema
 from hermes_estop.stores.postgresql import PostgresStore, parse_store_url
-from hermes_estop.timeutil import format_instant, utc_now
+from hermes_estop.model.timeutil import format_instant, utc_now
 
 pytestmark = pytest.mark.postgresql
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from hermes_estop import Estop, HoldConflict
-from hermes_estop.hold import Fence, HoldState
+from hermes_estop.model.hold import Fence, HoldState
 
 
 def scoped_of(estop: Estop):

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from hermes_estop.errors import HoldConflict
-from hermes_estop.hold import EngageRequest, Fence, HoldState
-from hermes_estop.homes import Layout
+from hermes_estop.model.errors import HoldConflict
+from hermes_estop.model.hold import EngageRequest, Fence, HoldState
+from hermes_estop.model.homes import Layout
 from hermes_estop.stores import HoldStore
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)

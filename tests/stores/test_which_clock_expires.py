@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.deadman import DeadmanService
-from hermes_estop.estop import Estop
-from hermes_estop.fleet import Fleet
-from hermes_estop.hold import EngageRequest
+from hermes_estop.fleet.deadman import DeadmanService
+from hermes_estop.process.estop import Estop
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.hold import EngageRequest
 from hermes_estop.stores import FileStore
-from hermes_estop.timeutil import WallClockGuard, format_instant, utc_now
+from hermes_estop.model.timeutil import WallClockGuard, format_instant, utc_now
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 AHEAD = timedelta(hours=2)

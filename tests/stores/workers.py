@@ -13,11 +13,11 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from hermes_estop.estop import Estop
-from hermes_estop.hold import EngageRequest, HoldState
-from hermes_estop.homes import Layout
+from hermes_estop.process.estop import Estop
+from hermes_estop.model.hold import EngageRequest, HoldState
+from hermes_estop.model.homes import Layout
 from hermes_estop.stores import open_store
-from hermes_estop.timeutil import utc_now
+from hermes_estop.model.timeutil import utc_now
 
 
 #: A worker runs for its seconds AND until it has done this much (a loaded machine gets the same

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from hermes_estop import Estop
-from hermes_estop.hold import Reading
+from hermes_estop.model.hold import Reading
 from hermes_estop.windows.ledger import JsonFileLedger, LedgerEntry
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.service import TickReport, WindowService
+from hermes_estop.windows.scheduler import TickReport, WindowService
 from hermes_estop.windows.windows_file import WindowsFile
 
 

@@ -1,6 +1,6 @@
 """A window scheduler process on PostgreSQL: `python pg_scheduler.py URL ROOT POLL`.
 
-The services `hermes serve` builds (`cli.serve.build_services`: on a PostgreSQL store, the
+The services `hermes serve` builds (`daemon.supervisor.build_services`: on a PostgreSQL store, the
 `WindowService` with the PostgreSQL ledger, gated by the store's leader election), with `poll`
 seconds between election attempts and reconciliations. Prints one JSON line per change of leadership,
 `{"t": <CLOCK_MONOTONIC>, "pid": ..., "leader": ...}`, the first once it has campaigned.
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from hermes_estop import Estop
-from hermes_estop.cli.serve import build_services
+from hermes_estop.daemon.supervisor import build_services
 from hermes_estop.stores.postgresql import PostgresStore
 
 

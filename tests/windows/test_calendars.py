@@ -17,7 +17,7 @@ import pytest
 import recurring_ical_events
 import x_wr_timezone
 
-from hermes_estop.hold import HoldState
+from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.calendars import cache_paths
 from hermes_estop.windows.export import export_ics, planned
 from hermes_estop.windows.fetch import fetch_once

@@ -10,7 +10,7 @@ import icalendar
 import pytest
 import recurring_ical_events
 
-from hermes_estop.cronspec import wall_to_instant
+from hermes_estop.model.cronspec import wall_to_instant
 from hermes_estop.windows.ical import Feed, parse_feed
 
 HEAD = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//hermes-estop tests//EN\r\n"

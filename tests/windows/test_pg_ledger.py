@@ -17,7 +17,7 @@ from test_window_ledger import (  # noqa: F401  (the contract, collected here on
     test_prune_drops_only_entries_ended_before_the_cutoff,
 )
 
-from hermes_estop.errors import StoreError
+from hermes_estop.model.errors import StoreError
 from hermes_estop.stores.postgresql import PostgresStore
 from hermes_estop.windows.ledger import ENDED, RELEASED, LedgerEntry
 from hermes_estop.windows.ledger import OccurrenceLedger

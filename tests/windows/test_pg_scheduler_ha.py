@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from pg_helpers import JsonLines, pg_server, pg_url  # noqa: F401
 
-from hermes_estop.hold import HoldState
-from hermes_estop.homes import Layout
+from hermes_estop.model.hold import HoldState
+from hermes_estop.model.homes import Layout
 from hermes_estop.stores.postgresql import PostgresStore
 from hermes_estop.windows.ledger import ENDED
 from hermes_estop.windows.model import Window

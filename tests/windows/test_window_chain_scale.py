@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.hold import Allow, Hold, HoldState, Reading
-from hermes_estop.homes import Location
+from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
+from hermes_estop.model.homes import Location
 from hermes_estop.windows.actions import PassState
 from hermes_estop.windows.events import TickReport
 from hermes_estop.windows.following import FollowingMemo, following

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.errors import EstopError
-from hermes_estop.hold import HoldState
+from hermes_estop.model.errors import EstopError
+from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED
 from hermes_estop.windows.model import MAX_REASON, InvalidWindow, Window, json_schema
 from hermes_estop.windows.occurrences import OccurrenceIndex, covering, next_armed, upcoming

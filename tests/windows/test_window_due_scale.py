@@ -17,7 +17,7 @@ import pytest
 from hermes_estop.windows.ledger import ARMED, ENDED, LedgerEntry, OccurrenceLedger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import OccurrenceIndex, covering
-from hermes_estop.windows import service as service_module
+from hermes_estop.windows import scheduler as service_module
 from hermes_estop.windows import wakeups as wakeups_module
 from hermes_estop.windows.ledger import RETENTION
 from hermes_estop.windows.wakeups import wakeups_for
@@ -172,7 +172,7 @@ def _entries(count: int) -> list[LedgerEntry]:
 
 
 def test_the_ledger_parses_only_the_entries_that_changed(fleet_root, monkeypatch):
-    from hermes_estop.fleet import Fleet
+    from hermes_estop.fleet.fleet import Fleet
 
     ledger = OccurrenceLedger(Fleet.of_files(fleet_root).ledger())
     ledger.commit(_entries(1000))
@@ -200,8 +200,8 @@ def test_the_ledger_parses_only_the_entries_that_changed(fleet_root, monkeypatch
 def test_a_damaged_entry_is_still_refused_after_its_good_version_was_read(fleet_root):
     import json
 
-    from hermes_estop.errors import StoreError
-    from hermes_estop.fleet import Fleet
+    from hermes_estop.model.errors import StoreError
+    from hermes_estop.fleet.fleet import Fleet
 
     ledger = OccurrenceLedger(Fleet.of_files(fleet_root).ledger())
     ledger.commit(_entries(3))

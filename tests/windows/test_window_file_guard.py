@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hermes_estop.hold import HoldState
+from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.guard import FileGuard
 from hermes_estop.windows.ledger import ARMED, WITHDRAWN, JsonFileLedger
 from hermes_estop.windows.model import Window
@@ -196,7 +196,7 @@ def test_guard_starts_over_after_a_failed_read():
 
 def fast_poll(harness):
     """The harness's service at `serve --interval 0.05`."""
-    from hermes_estop.windows.service import WindowService
+    from hermes_estop.windows.scheduler import WindowService
 
     harness.service = WindowService(harness.service.fleet, scheduler=harness.service.scheduler,
                                     is_leader=lambda: True, poll_interval=0.05)
@@ -206,7 +206,7 @@ def test_a_fast_poll_interval_still_confirms_a_removal_only_after_the_five_secon
     """`serve --interval 0.05` on a loaded machine: an edit that drops a window is acted on only
     once the file stayed the same for five seconds, not one 50 ms interval (issue 20 item 1: the
     old one-second floor for a complete file is gone)."""
-    from hermes_estop.windows.service import WEAKEN_AFTER
+    from hermes_estop.windows.scheduler import WEAKEN_AFTER
 
     fast_poll(harness)
     start, generation, _ = holding_window(harness)
@@ -291,7 +291,7 @@ def test_windows_remove_of_the_last_window_is_acted_on_only_after_the_five_secon
 
 def fast_poll_at(harness, seconds):
     """The harness's service at `serve --interval <seconds>`."""
-    from hermes_estop.windows.service import WindowService
+    from hermes_estop.windows.scheduler import WindowService
 
     harness.service = WindowService(harness.service.fleet, scheduler=harness.service.scheduler,
                                     is_leader=lambda: True, poll_interval=seconds)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hermes_estop import Estop
-from hermes_estop.errors import EstopError
+from hermes_estop.model.errors import EstopError
 from hermes_estop.windows.forecast import WindowSource, window_holds
 from hermes_estop.windows.ledger import JsonFileLedger
 from hermes_estop.windows.model import Window

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_estop import Estop
-from hermes_estop.hold import HoldState
+from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.forecast import window_holds
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import covering, next_armed, upcoming
-from hermes_estop.windows.service import WindowService
+from hermes_estop.windows.scheduler import WindowService
 from hermes_estop.windows.wakeups import wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.errors import StoreError
+from hermes_estop.model.errors import StoreError
 from hermes_estop.windows.ledger import (
     ARMED,
     ENDED,

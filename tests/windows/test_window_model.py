@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.errors import EstopError
+from hermes_estop.model.errors import EstopError
 from hermes_estop.windows.model import InvalidWindow, Window, json_schema
 from hermes_estop.windows.windows_file import WindowsFile
 

@@ -1,4 +1,4 @@
-"""Occurrences: the starts are cronspec's (its DST rule is pinned in tests/test_cronspec.py),
+"""Occurrences: the starts are cronspec's (its DST rule is pinned in tests/model/test_cronspec.py),
 durations are absolute time, bounds select by start, intervals are half-open."""
 
 from __future__ import annotations

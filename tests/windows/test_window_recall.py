@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hermes_estop.audit import AuditEvent
-from hermes_estop.errors import StoreError
-from hermes_estop.hold import HoldState
+from hermes_estop.fleet.audit import AuditEvent
+from hermes_estop.model.errors import StoreError
+from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, RELEASED
 from hermes_estop.windows.recall import INTENT, intent_detail, recall
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.hold import VACANT, Allow, Fence, Hold, HoldState, Reading
-from hermes_estop.homes import Location
+from hermes_estop.model.hold import VACANT, Allow, Fence, Hold, HoldState, Reading
+from hermes_estop.model.homes import Location
 from hermes_estop.windows.ledger import ARMED, RELEASED, SKIPPED
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import covering

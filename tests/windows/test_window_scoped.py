@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from hermes_estop.hold import HoldState
+from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.model import InvalidWindow, Window
 
 

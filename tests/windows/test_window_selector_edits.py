@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_estop.selector import Selector, holds_at_least, hull
+from hermes_estop.model.selector import Selector, holds_at_least, hull
 from hermes_estop.windows.guard import FileGuard, strengthens
 from hermes_estop.windows.ledger import ARMED, RELEASED
 from hermes_estop.windows.model import Window

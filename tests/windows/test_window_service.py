@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from hermes_estop.hold import HoldState
+from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED
 from hermes_estop.windows.recall import INTENT
 
@@ -328,7 +328,7 @@ def test_moving_an_active_window_to_another_scope_moves_its_hold(harness):
 def test_run_paces_itself_on_the_injected_monotonic_source(harness):
     import threading
 
-    from hermes_estop.windows.service import WindowService
+    from hermes_estop.windows.scheduler import WindowService
 
     readings = []
 

@@ -11,7 +11,7 @@ import pytest
 
 import inprocess_cli
 from inprocess_cli import run
-from hermes_estop.errors import InvalidArgument
+from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.windows.ledger import SKIPPED
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import upcoming

@@ -16,10 +16,10 @@ import pytest
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop import Estop
-from hermes_estop.hold import HoldState
+from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import RELEASED, open_ledger
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.service import WindowService
+from hermes_estop.windows.scheduler import WindowService
 from hermes_estop.windows.tasks import TaskService
 from hermes_estop.windows.windows_file import WindowsFile
 

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from hermes_estop import cronspec
+from hermes_estop.model import cronspec
 from hermes_estop.windows import compiled, windows_file
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import upcoming

@@ -23,7 +23,7 @@ _SKIP_BODY = {"required": False, "content": {"application/json": {"schema": {"ty
 
 
 def openapi_document() -> dict[str, Any]:
-    from .. import __version__
+    from hermes_estop import __version__
 
     return {
         "openapi": "3.1.0",

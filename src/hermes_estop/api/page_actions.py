@@ -26,9 +26,9 @@ from html import escape
 from typing import Any
 from urllib.parse import parse_qs, quote
 
-from ..text import printable
-from .routes import ApiError, ApiRequest, WriteApi, hold_ref
-from .tokens import Token
+from hermes_estop.model.text import printable
+from hermes_estop.api.routes import ApiError, ApiRequest, WriteApi, hold_ref
+from hermes_estop.api.tokens import Token
 
 __all__ = ["COOKIE", "PageActions"]
 

@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, TypeVar
 
-from ..describe import hold_json, reading_json
-from ..errors import EstopError, HoldConflict, InvalidArgument, StoreError
-from ..estop import Estop
-from ..fleet import Fleet
-from ..hold import Allow, EngageRequest, HoldState, Reading
-from ..homes import Location
-from ..text import one_line
-from .limits import RateLimiter
-from .tokens import Token, TokenTable
+from hermes_estop.process.describe import hold_json, reading_json
+from hermes_estop.model.errors import EstopError, HoldConflict, InvalidArgument, StoreError
+from hermes_estop.process.estop import Estop
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.hold import Allow, EngageRequest, HoldState, Reading
+from hermes_estop.model.homes import Location
+from hermes_estop.model.text import one_line
+from hermes_estop.api.limits import RateLimiter
+from hermes_estop.api.tokens import Token, TokenTable
 
 __all__ = ["MAX_BODY", "ApiError", "ApiRequest", "ApiResponse", "WriteApi", "hold_ref"]
 
@@ -149,7 +149,7 @@ class WriteApi:
     def _route(self, request: ApiRequest, signed_in: Token | None) -> ApiResponse:
         method, path = request.method, request.path.rstrip("/") or "/"
         if path == "/api/v1/openapi.json" and method == "GET":
-            from .openapi import openapi_document
+            from hermes_estop.api.openapi import openapi_document
 
             return ApiResponse(200, openapi_document())
         routes: list[tuple[str, re.Pattern[str] | str, str, Callable[..., ApiResponse]]] = [
@@ -330,9 +330,9 @@ class WriteApi:
         return self._skip_or_unskip(request, token, name, skip=False)
 
     def _skip_or_unskip(self, request: ApiRequest, token: Token, name: str, *, skip: bool) -> ApiResponse:
-        from ..timeutil import parse_instant
-        from ..windows.skips import pick, skip_occurrence, unskip_occurrence
-        from ..windows.windows_file import WindowsFile
+        from hermes_estop.model.timeutil import parse_instant
+        from hermes_estop.windows.skips import pick, skip_occurrence, unskip_occurrence
+        from hermes_estop.windows.windows_file import WindowsFile
 
         body = _json_object(request.body, _SKIP_FIELDS)
         on, start = _text(body, "on"), _text(body, "occurrence")

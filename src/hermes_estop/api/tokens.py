@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..errors import InvalidArgument
-from ..fleet import Fleet
-from ..timeutil import format_instant, parse_instant
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.timeutil import format_instant, parse_instant
 
 __all__ = ["ROLES", "TOKEN_PREFIX", "Token", "TokenTable", "hash_secret"]
 

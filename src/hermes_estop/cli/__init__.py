@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
-from ..errors import EstopError
-from .hot import EXIT_USAGE, try_hot_path
+from hermes_estop.model.errors import EstopError
+from hermes_estop.cli.hot import EXIT_USAGE, try_hot_path
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: every `hermes check` imports this module
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def _say(message: str) -> None:
 def __getattr__(name: str) -> Any:
     """`hermes_estop.cli.app`, the full Typer app, built on first use."""
     if name == "app":
-        from .application import build_app
+        from hermes_estop.cli.application import build_app
 
         globals()["app"] = built = build_app()
         return built
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None, *, hot_path: bool = True) -> int:
         code = try_hot_path(args) if hot_path and "_HERMES_COMPLETE" not in os.environ else None
         if code is not None:
             return code
-        from .application import run_app
+        from hermes_estop.cli.application import run_app
 
         return run_app(args)
     except KeyboardInterrupt:

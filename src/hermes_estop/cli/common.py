@@ -14,10 +14,10 @@ from typing import Any, NoReturn
 
 import typer
 
-from ..describe import describe_hold, describe_reading, hold_json, reading_json
-from ..estop import Estop
-from ..text import one_line, printable
-from .hot import EXIT_HELD, EXIT_OK, EXIT_USAGE
+from hermes_estop.process.describe import describe_hold, describe_reading, hold_json, reading_json
+from hermes_estop.process.estop import Estop
+from hermes_estop.model.text import one_line, printable
+from hermes_estop.cli.hot import EXIT_HELD, EXIT_OK, EXIT_USAGE
 
 __all__ = [
     "EXIT_HELD",
@@ -65,7 +65,7 @@ def refuse_blank(flag: str, value: str | None) -> None:
     """Refuse an empty or blank deadline option: the Python drop-in reads "" as "not given", and
     a script's unset `$TTL` must not drop the deadman (exit 2, nothing written)."""
     if value is not None and not value.strip():
-        from ..errors import InvalidArgument
+        from hermes_estop.model.errors import InvalidArgument
 
         raise InvalidArgument(f"invalid {flag} {value!r}: empty; omit {flag} to keep the standing deadline")
 
@@ -73,8 +73,8 @@ def refuse_blank(flag: str, value: str | None) -> None:
 def duration_option(flag: str, value: str) -> timedelta:
     """A duration typed on the command line (`durations.parse_with_unit`: `30` is refused with
     `30m? 30s?`); `InvalidDuration` naming the flag."""
-    from ..durations import parse_with_unit
-    from ..errors import InvalidDuration
+    from hermes_estop.model.durations import parse_with_unit
+    from hermes_estop.model.errors import InvalidDuration
 
     try:
         return parse_with_unit(value)
@@ -90,9 +90,9 @@ def check_components(estop: Estop, only: Iterable[str] | None) -> None:
     names = list(only or ())
     if not names:
         return
-    from ..config import declared_components
-    from ..errors import InvalidArgument, StoreError
-    from ..selector import COMPONENTS, unknown_components
+    from hermes_estop.process.fleet_config import declared_components
+    from hermes_estop.model.errors import InvalidArgument, StoreError
+    from hermes_estop.model.selector import COMPONENTS, unknown_components
 
     known = set(COMPONENTS) | declared_components(estop.layout)
     if unknown_components(names, known) is None:
@@ -116,7 +116,7 @@ def operator_time(flag: str, value: str, now: datetime) -> datetime:
     """`value` of the option `flag` (`--at`, `--until`) as an instant (`timeutil.parse_operator_time`:
     `15:00`, `tomorrow 03:00`, a zone, ISO-8601); the zone it assumed, when it assumed one, is
     said on stderr (stdout stays what scripts parse)."""
-    from ..timeutil import parse_operator_time
+    from hermes_estop.model.timeutil import parse_operator_time
 
     instant, note = parse_operator_time(value, now, what=flag)
     if note is not None:

@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import InvalidArgument
-from .common import emit_json
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.cli.common import emit_json
 
 __all__ = ["register"]
 
@@ -22,7 +22,7 @@ def demo(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON at the end.")] = False,
 ) -> None:
     """Run the whole system on a temporary fleet; exit 0 when it behaved as it should."""
-    from ..demo import run_demo
+    from hermes_estop.daemon.demo import run_demo
 
     if directory is not None:
         directory = directory.expanduser().resolve()

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..text import printable
-from .common import current_estop, emit_json
+from hermes_estop.model.text import printable
+from hermes_estop.cli.common import current_estop, emit_json
 
 __all__ = ["NOTHING_REGISTERED", "doctor", "register"]
 
@@ -16,14 +16,14 @@ __all__ = ["NOTHING_REGISTERED", "doctor", "register"]
 NOTHING_REGISTERED = ("nothing is registered: no consumer reports to this fleet's consumer registry, so no "
                       "hold has been acknowledged by anything and `--wait` has nobody to wait for; this audit "
                       "only sees the work on record. Start the consumers with `hermes serve` (or register a "
-                      "loop with `hermes_estop.reporter.ConsumerReporter`), then run `hermes doctor` again")
+                      "loop with `hermes_estop.fleet.registry.reporter.ConsumerReporter`), then run `hermes doctor` again")
 
 
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Flag (a) work that started while a hold covering it stood and did not admit it (cron runs,
     kanban claims, gateway turns), (b) work claimed by a process that is not a registered
     consumer, (c) consumers lost or stalled. Exit 1 when anything is flagged, else 0."""
-    from ..consumers.coverage import audit_coverage
+    from hermes_estop.consumers.coverage import audit_coverage
 
     findings, roster = audit_coverage(current_estop())
     nothing = not roster.rows and roster.problem is None

@@ -12,17 +12,17 @@ from __future__ import annotations
 import json
 import sys
 
-from ..describe import event_covers
-from ..errors import InvalidArgument, InvalidDuration, InvalidInstant
-from ..estop import Estop
-from ..text import printable
+from hermes_estop.process.describe import event_covers
+from hermes_estop.model.errors import InvalidArgument, InvalidDuration, InvalidInstant
+from hermes_estop.process.estop import Estop
+from hermes_estop.model.text import printable
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: this module stays cheap to import
 if TYPE_CHECKING:  # pragma: no cover
     from datetime import datetime
     from typing import Any
 
-    from ..audit import AuditEvent
+    from hermes_estop.fleet.audit import AuditEvent
 
 __all__ = ["aligned", "run_history", "since_instant"]
 
@@ -43,8 +43,8 @@ def run_history(limit: int, since: str | None, as_json: bool) -> int:
         return 0
     if not events:
         out.write("no events\n")
-    from ..audit import coalesce_renewals
-    from ..timeutil import display_instant
+    from hermes_estop.fleet.audit import coalesce_renewals
+    from hermes_estop.model.timeutil import display_instant
 
     rows = []
     for event, count in coalesce_renewals(events):
@@ -94,8 +94,8 @@ def aligned(rows: list[tuple[list[str], list[str]]]) -> list[str]:
 
 def since_instant(value: str, now: datetime) -> datetime:
     """`--since`: an ISO-8601 time, or a duration meaning that long before `now`."""
-    from ..durations import parse_with_unit
-    from ..timeutil import parse_instant
+    from hermes_estop.model.durations import parse_with_unit
+    from hermes_estop.model.timeutil import parse_instant
 
     try:
         return parse_instant(value, what="--since time")

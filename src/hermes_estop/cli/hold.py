@@ -10,40 +10,27 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..describe import covers
-from ..errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
-from ..estop import Estop
-from ..hold import Allow, Cause, Hold, HoldState, Reading
-from ..homes import Location
-from ..text import one_line, printable
-from ..timeutil import display_instant, utc_now
-from .common import (
-    EXIT_HELD,
-    EXIT_OK,
-    check_components,
-    current_estop,
-    describe_hold,
-    emit_json,
-    fail,
-    echo_lines,
-    fit_lines,
-    hold_json,
-    operator_time,
-    duration_option,
-    reading_json,
-    refuse_blank,
-    terminal_width,
+from hermes_estop.process.describe import covers
+from hermes_estop.model.errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
+from hermes_estop.process.estop import Estop
+from hermes_estop.model.hold import Allow, Cause, Hold, HoldState, Reading
+from hermes_estop.model.homes import Location
+from hermes_estop.model.text import one_line, printable
+from hermes_estop.model.timeutil import display_instant, utc_now
+from hermes_estop.cli.common import (
+    EXIT_HELD, EXIT_OK, check_components, current_estop, describe_hold, emit_json, fail, echo_lines, fit_lines,
+    hold_json, operator_time, duration_option, reading_json, refuse_blank, terminal_width,
 )
-from .history import run_history
-from .hot import GATE_HELD_EXIT, run_check, run_gate
+from hermes_estop.cli.history import run_history
+from hermes_estop.cli.hot import GATE_HELD_EXIT, run_check, run_gate
 
 __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..acks import AckSurvey
-    from ..registry import Ack
-    from .remote import Remote
+    from hermes_estop.fleet.registry.acks import AckSurvey
+    from hermes_estop.fleet.registry.entries import Ack
+    from hermes_estop.cli.remote import Remote
 
 UserOpt = Annotated[Optional[str], typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="The profile the work is for.")]
@@ -60,7 +47,7 @@ WaitTimeoutOpt = Annotated[Optional[str], typer.Option("--wait-timeout", metavar
 
 def _remote() -> Remote | None:
     """The server `--server` / $HERMES_ESTOP_SERVER names (None: this host's store)."""
-    from .remote import chosen_server
+    from hermes_estop.cli.remote import chosen_server
 
     return chosen_server()
 
@@ -99,7 +86,7 @@ def pause(
     refuse_blank("--until", until)
     remote = _remote()
     if remote is not None:
-        from .remote import remote_pause
+        from hermes_estop.cli.remote import remote_pause
 
         if wait or wait_timeout is not None:
             raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
@@ -182,13 +169,13 @@ def _wait_limit(wait: bool, wait_timeout: str | None) -> float | None:
         if wait_timeout is not None:
             raise InvalidArgument("--wait-timeout needs --wait")
         return None
-    from .acks import parse_wait_timeout
+    from hermes_estop.cli.wait import parse_wait_timeout
 
     return parse_wait_timeout(wait_timeout)
 
 
 def _engaged(location: Location, hold: Hold) -> Ack:
-    from ..acks import ack_for_hold
+    from hermes_estop.fleet.registry.acks import ack_for_hold
 
     return ack_for_hold(location.scope, hold)
 
@@ -196,7 +183,7 @@ def _engaged(location: Location, hold: Hold) -> Ack:
 def _wait(estop: Estop, ack: Ack | None, limit: float | None, *, show: bool) -> AckSurvey | None:
     if limit is None or ack is None:
         return None
-    from .acks import wait_with_progress
+    from hermes_estop.cli.wait import wait_with_progress
 
     return wait_with_progress(estop.fleet, ack, limit, show=show)
 
@@ -206,7 +193,7 @@ def _ack_json(found: AckSurvey | None) -> dict[str, Any]:
 
 
 def _ack_exit(found: AckSurvey | None) -> int:
-    from .acks import EXIT_NOT_ACKNOWLEDGED
+    from hermes_estop.cli.wait import EXIT_NOT_ACKNOWLEDGED
 
     return EXIT_OK if found is None or found.done else EXIT_NOT_ACKNOWLEDGED
 
@@ -214,7 +201,7 @@ def _ack_exit(found: AckSurvey | None) -> int:
 def _ack_echo(found: AckSurvey | None, verb: str) -> int:
     if found is None:
         return EXIT_OK
-    from .acks import echo_lines
+    from hermes_estop.cli.wait import echo_lines
 
     return echo_lines(found, verb=verb)
 
@@ -234,13 +221,13 @@ def resume(
     scoped holds stood); `--hold ID` lifts one scoped hold, `--all` every hold at the scope.
     In-flight work was never stopped. With --wait, return once every consumer it covered has
     seen it gone."""
-    from ..observe.status import lift_command
+    from hermes_estop.observe.status import lift_command
 
     if sum((hold is not None, generation is not None, all_)) > 1:
         raise InvalidArgument("give one of --generation, --hold or --all")
     remote = _remote()
     if remote is not None:
-        from .remote import remote_resume
+        from hermes_estop.cli.remote import remote_resume
 
         if wait or wait_timeout is not None:
             raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
@@ -250,7 +237,7 @@ def resume(
     location = _target(estop, fleet, profile)
     ack = None
     if limit is not None:
-        from ..acks import ack_for_release
+        from hermes_estop.fleet.registry.acks import ack_for_release
 
         lifted = _standing(estop, location, hold) if generation is None else None
         standing = generation if generation is not None else lifted.generation if lifted is not None else None
@@ -379,11 +366,11 @@ def _resume_advice(location: Location, exc: StoreError) -> str:
 def status(as_json: JsonOpt = False) -> None:
     """Show what holds this process (scope, reason, generation, deadline, allowlist), then every
     other scope of the fleet that holds, each with the command that lifts it from here."""
-    from ..observe.status import fleet_status
+    from hermes_estop.observe.status import fleet_status
 
     remote = _remote()
     if remote is not None:
-        from .remote import remote_status
+        from hermes_estop.cli.remote import remote_status
 
         remote_status(remote, as_json=as_json)
     document = fleet_status(current_estop(), as_json=as_json)
@@ -414,7 +401,7 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
     """`hermes check --at TIME [--for DUR]`: exit 1 when (user, profile) would be held at TIME, or
     at any instant of [TIME, TIME+DUR), else 0; prints which holds and window occurrences decide,
     with their times (`Estop.forecast`). Bad input raises `EstopError` naming the value (exit 2)."""
-    from ..timeutil import schedulable
+    from hermes_estop.model.timeutil import schedulable
 
     if at is None:
         raise InvalidArgument("--for needs --at TIME: the forecast starts at that instant")

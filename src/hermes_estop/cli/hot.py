@@ -15,18 +15,18 @@ from __future__ import annotations
 import os
 import sys
 
-from ..config import check_store_option, use_store
-from ..errors import InvalidArgument
-from ..estop import Estop
-from ..hold import Allow
-from ..homes import validate_profile_name
-from ..text import printable
+from hermes_estop.process.fleet_config import check_store_option, use_store
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.process.estop import Estop
+from hermes_estop.model.hold import Allow
+from hermes_estop.model.homes import validate_profile_name
+from hermes_estop.model.text import printable
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: this module stays cheap to import
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
 
-    from ..gate import Verdict
+    from hermes_estop.process.check import Verdict
 
 __all__ = [
     "EXIT_HELD",
@@ -74,7 +74,7 @@ def run_check(user: str | None, profile: str | None, *, quiet: bool = False, as_
     if as_json:
         import json
 
-        from ..timeutil import format_instant
+        from hermes_estop.model.timeutil import format_instant
 
         print(json.dumps({"proceed": verdict.proceed, "engaged": verdict.engaged, "admitted": verdict.admitted,
                           "notice": verdict.notice, "reason": verdict.reason,
@@ -110,7 +110,7 @@ def run_gate(command: Sequence[str], user: str | None, profile: str | None, held
               file=sys.stderr)
         return held_exit
     sys.stdout.flush()
-    from ..config import child_environment
+    from hermes_estop.process.fleet_config import child_environment
 
     os.execve(executable, list(command), child_environment())
     return 0  # not reached: execv replaced the process
@@ -217,7 +217,7 @@ def try_hot_path(args: Sequence[str]) -> int | None:
     if options["store"] is not None:
         use_store(check_store_option(str(options["store"])))
     if name == "history":
-        from .history import run_history
+        from hermes_estop.cli.history import run_history
 
         return run_history(limit, _text(options.get("since")), bool(options.get("json")))
     user, profile = _text(options.get("user")), _text(options.get("profile"))

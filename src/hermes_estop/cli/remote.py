@@ -16,9 +16,9 @@ from urllib.parse import quote
 
 import typer
 
-from ..errors import InvalidArgument
-from ..text import one_line, printable
-from .common import EXIT_HELD, EXIT_OK, emit_json
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.text import one_line, printable
+from hermes_estop.cli.common import EXIT_HELD, EXIT_OK, emit_json
 
 __all__ = ["SERVER_ENV", "TOKEN_FILE_ENV", "Remote", "chosen_server", "use_server"]
 

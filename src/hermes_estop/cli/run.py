@@ -23,14 +23,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import EstopError, InvalidArgument
-from ..estop import Estop
-from ..fleet import Fleet
-from ..homes import Location
-from ..hold import Allow
-from ..lease import Lease
-from ..text import printable
-from .common import current_estop, emit_json
+from hermes_estop.model.errors import EstopError, InvalidArgument
+from hermes_estop.process.estop import Estop
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.homes import Location
+from hermes_estop.model.hold import Allow
+from hermes_estop.fleet.lease import Lease
+from hermes_estop.model.text import printable
+from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank
 
 __all__ = ["register"]
 
@@ -67,9 +67,6 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print what happened as JSON on stdout at the end.")] = False,
 ) -> None:
     """Run a maintenance job under a hold that lives exactly as long as the job (a renewed lease)."""
-    from ..durations import parse_ttl
-    from ..errors import InvalidDuration
-
     argv = list(command or [])
     if not argv:
         raise InvalidArgument("no command given: use hermes run [OPTIONS] -- CMD [ARGS...]")
@@ -82,17 +79,15 @@ def run(
                         ("--terminate-after", terminate_after)):
         if value is None:
             continue
-        try:
-            durations[flag] = parse_ttl(value)
-        except InvalidDuration as exc:
-            raise InvalidDuration(f"{flag}: {exc}") from None
+        refuse_blank(flag, value)
+        durations[flag] = duration_option(flag, value)
     if terminate_after is not None and drain_timeout is None:
         raise InvalidArgument("--terminate-after needs --drain-timeout")
     if wait_timeout is not None and not wait:
         raise InvalidArgument("--wait-timeout needs --wait")
     wait_limit = None
     if wait:
-        from .acks import parse_wait_timeout
+        from hermes_estop.cli.wait import parse_wait_timeout
 
         wait_limit = parse_wait_timeout(wait_timeout)
     allow = Allow.of(allow_user) if allow_user else None
@@ -163,8 +158,8 @@ class Renewer:
 def _acknowledged(lease: Lease, fleet: Fleet, location: Location, limit: float) -> bool:
     """Wait until every registered consumer the hold covers saw it (any generation the lease
     wrote: renewals go on meanwhile) or is lost; the report on stderr either way."""
-    from ..registry import Ack
-    from .acks import ack_lines, wait_with_progress
+    from hermes_estop.fleet.registry.entries import Ack
+    from hermes_estop.cli.wait import ack_lines, wait_with_progress
 
     ack = Ack(location.scope, lease.state.generation or "?", engaged=True, also=lease.generations)
     found = wait_with_progress(fleet, ack, limit, show=True)
@@ -175,7 +170,7 @@ def _acknowledged(lease: Lease, fleet: Fleet, location: Location, limit: float) 
 
 
 def _drained(estop: Estop, location: Location, durations: dict[str, Any], fleet: bool, profile: str | None) -> bool:
-    from ..consumers.drainer import wait_until_quiet
+    from hermes_estop.consumers.drainer import wait_until_quiet
 
     view = estop.for_profile(profile) if profile is not None else estop
     limit = durations["--drain-timeout"].total_seconds()
@@ -194,8 +189,8 @@ def _run_command(argv: list[str], lease: Lease, fleet: Fleet, location: Location
     outliving `hermes run` (`processes.Job`); SIGINT and SIGTERM to `hermes run` are passed to
     that group; what CMD left running there is stopped when it ends, with a line naming it.
     Returns CMD's exit status."""
-    from ..config import child_environment
-    from ..processes import Job
+    from hermes_estop.process.fleet_config import child_environment
+    from hermes_estop.system.processes import Job
 
     env = child_environment()
     if lease.state.generation is not None:

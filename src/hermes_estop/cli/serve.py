@@ -9,115 +9,21 @@ arm, retire and skip.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 import threading
-from typing import Annotated, Any, Callable, Protocol, Sequence
+from typing import Annotated, Any
 
 import typer
 
-from ..errors import InvalidArgument
-from ..text import printable
-from ..estop import Estop
-from ..timeutil import display_instant
-from .common import current_estop, emit_json
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.text import printable
+from hermes_estop.daemon.supervisor import build_services, run_services, stop_on_signals
+from hermes_estop.model.timeutil import display_instant
+from hermes_estop.cli.common import current_estop, emit_json
 
-__all__ = ["register", "Service", "build_services", "run_services", "STOP_TIMEOUT"]
+__all__ = ["register"]
 
 logger = logging.getLogger("hermes_estop.serve")
-
-#: how long a service may take to wind down after stop is set
-STOP_TIMEOUT = 15.0
-
-
-class Service(Protocol):
-    """A long-running loop: returns when `stop` is set (promptly), raises only when broken."""
-
-    name: str
-
-    def run(self, stop: threading.Event) -> None: ...
-
-
-def build_services(estop: Estop, *, poll_interval: float, cron_interval: float = 15.0,
-                   kanban_interval: float = 5.0, kanban_max: int = 4,
-                   leader_poll: float | None = None) -> list[Service]:
-    """Every loop `hermes serve` runs: the deadman (every expired hold of the fleet retired and
-    announced within `poll_interval`, at most a second, of its deadman), the calendar fetcher
-    (`[[calendars]]` feeds) and the window scheduler always (on a shared store, the scheduler only
-    while this process is the elected one) with the windows' tasks (`run = [...]`, run by the
-    elected scheduler); the cron ticker when this home has a job table and the kanban dispatcher when the fleet has a
-    board (when configured at start-up); the notifier when targets are configured. The
-    fleet-wide ones take the fleet; the consumers gate through `estop`, this process's view."""
-    from ..consumers.service import configured_services
-    from ..deadman import DeadmanService
-    from ..notify.service import notify_services
-    from ..windows.fetch import CalendarFetcher
-    from ..windows.service import WindowService
-    from ..windows.tasks import TaskService
-
-    fleet = estop.fleet
-    windows = WindowService(fleet, poll_interval=poll_interval, is_leader=fleet.leader_gate("windows", leader_poll))
-    return [
-        DeadmanService(fleet, interval=poll_interval),
-        CalendarFetcher(fleet.root),
-        windows,
-        TaskService(fleet, ledger=windows.ledger, is_leader=windows.is_leader, poll_interval=poll_interval),
-        *configured_services(estop, cron_interval=cron_interval, kanban_interval=kanban_interval,
-                             kanban_max=kanban_max),
-        *notify_services(fleet, leader_poll),
-    ]
-
-
-def run_services(services: Sequence[Service], stop: threading.Event, *,
-                 stop_timeout: float = STOP_TIMEOUT) -> int:
-    """Run `services` until `stop` is set (by a signal or by one of them dying); 0 when they all
-    stopped cleanly, 1 when one failed or would not stop."""
-    failed: list[str] = []
-
-    def guard(service: Service) -> None:
-        try:
-            service.run(stop)
-        except BaseException:
-            logger.exception("serve: %s failed; stopping everything", service.name)
-            failed.append(service.name)
-        finally:
-            if not stop.is_set():
-                if service.name not in failed:
-                    logger.error("serve: %s returned before stop; stopping everything", service.name)
-                    failed.append(service.name)
-                stop.set()
-
-    threads = [threading.Thread(target=guard, args=(s,), name=f"hermes-serve-{s.name}", daemon=True)
-               for s in services]
-    for thread in threads:
-        thread.start()
-    while not stop.wait(0.5):
-        pass
-    for thread in threads:
-        thread.join(stop_timeout)
-        if thread.is_alive():
-            logger.error("serve: %s did not stop within %gs", thread.name, stop_timeout)
-            failed.append(thread.name)
-    return 1 if failed else 0
-
-
-def stop_on_signals(stop: threading.Event, what: str = "serve") -> Callable[[], None]:
-    """Set `stop` on SIGINT or SIGTERM; returns the function that restores the previous handlers.
-
-    Installed explicitly, for both, even where the process inherited SIGINT ignored (a daemon
-    started with `nohup ... &`): an operator or a supervisor that signals a server expects it to
-    stop cleanly, not to be left running or killed mid-write."""
-    def handler(signum: int, _frame: Any) -> None:
-        logger.info("%s: %s received, stopping", what, signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def restore() -> None:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-    return restore
 
 
 def _configure_logging(level: int) -> None:
@@ -160,14 +66,14 @@ def serve(
         raise InvalidArgument("give --once or --dry-run, not both")
     listen = None
     if http is not None:
-        from ..observe.server import parse_listen, remote_warning
+        from hermes_estop.observe.server import parse_listen, remote_warning
 
         if once or dry_run:
             raise InvalidArgument("--http serves while `hermes serve` runs: not with --once or --dry-run")
         listen = parse_listen(http, allow_remote=http_allow_remote)
         if remote_warning(listen[0]):
             typer.echo(f"hermes: warning: {remote_warning(listen[0])}", err=True)
-    from ..api.transport import check_transport, configured_write
+    from hermes_estop.api.transport import check_transport, configured_write
 
     if listen is not None and not http_write:
         http_write = configured_write(current_estop().layout.root)
@@ -175,7 +81,7 @@ def serve(
     _configure_logging(logging.DEBUG if verbose else logging.INFO)
     estop = current_estop()
     if once or dry_run:
-        from ..windows.service import WindowService
+        from hermes_estop.windows.scheduler import WindowService
 
         service = WindowService(estop.fleet, poll_interval=interval)
         service.windows_file.parse_each(service.windows_file.snapshot().raw)  # not TOML: one line, exit 2
@@ -192,9 +98,9 @@ def serve(
     try:
         http_server = None
         if listen is not None:
-            from ..observe.server import StatusServer, attach
+            from hermes_estop.observe.server import StatusServer, attach
 
-            from ..api.transport import write_api
+            from hermes_estop.api.transport import write_api
 
             api = write_api(estop, listen[0], http_write=http_write, tls=tls)
             http_server = StatusServer(estop, *listen, api=api, tls=tls)  # bound now: a busy port is exit 2 before anything runs
@@ -208,7 +114,7 @@ def serve(
         code = run_services(services, stop)
     finally:
         restore()
-    from ..observe.status import standing_line
+    from hermes_estop.observe.status import standing_line
 
     logger.info("serve: stopped; %s", standing_line(estop))
     raise typer.Exit(code)

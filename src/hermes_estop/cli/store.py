@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import EXIT_HELD, current_estop, emit_json, new_app, printable
+from hermes_estop.cli.common import EXIT_HELD, current_estop, emit_json, new_app, printable
 
 __all__ = ["register"]
 

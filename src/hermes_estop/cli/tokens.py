@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .common import current_estop, duration_option, emit_json, new_app, printable
+from hermes_estop.cli.common import current_estop, duration_option, emit_json, new_app, printable
 
 __all__ = ["register"]
 
@@ -22,7 +22,7 @@ def create(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a token and print its secret, once: only its hash is kept."""
-    from ..api.tokens import TokenTable, check_name, check_role
+    from hermes_estop.api.tokens import TokenTable, check_name, check_role
 
     check_name(name)
     check_role(role)
@@ -39,7 +39,7 @@ def create(
 @tokens_app.command("list")
 def list_tokens(as_json: JsonOpt = False) -> None:
     """Every token: name, role, state (valid, expired, revoked), dates. Never a secret or hash."""
-    from ..api.tokens import TokenTable
+    from hermes_estop.api.tokens import TokenTable
 
     fleet = current_estop().fleet
     now = fleet.clock()
@@ -57,7 +57,7 @@ def list_tokens(as_json: JsonOpt = False) -> None:
 @tokens_app.command("revoke")
 def revoke(name: Annotated[str, typer.Argument(help="The token.")], as_json: JsonOpt = False) -> None:
     """Revoke a token: every server refuses it from its next request."""
-    from ..api.tokens import TokenTable
+    from hermes_estop.api.tokens import TokenTable
 
     fleet = current_estop().fleet
     token = TokenTable(fleet).revoke(name, fleet.clock())

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import InvalidArgument
-from ..homes import resolve_layout
-from .common import new_app
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.homes import resolve_layout
+from hermes_estop.cli.common import new_app
 
 if TYPE_CHECKING:
-    from ..windows.model import Window
-    from ..windows.windows_file import WindowsFile
+    from hermes_estop.windows.model import Window
+    from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["JsonOpt", "file", "now", "window_named", "windows_app"]
 
@@ -25,7 +25,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 
 def file() -> WindowsFile:
     """This process's fleet's `windows.toml`."""
-    from ..windows.windows_file import WindowsFile
+    from hermes_estop.windows.windows_file import WindowsFile
 
     return WindowsFile(resolve_layout().root)
 
@@ -42,6 +42,6 @@ def window_named(name: str) -> tuple[WindowsFile, Window]:
 def now() -> datetime:
     """Now by the fleet's clock: the store's (the database's on PostgreSQL), never this host's
     wall clock read ad hoc."""
-    from .common import current_estop
+    from hermes_estop.cli.common import current_estop
 
     return current_estop().clock()

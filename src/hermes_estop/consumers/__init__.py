@@ -6,10 +6,10 @@ keep their own copy of the pause state.
 - `gateway`: the chat turn gate, its control commands, and a loopback line server; `turns`:
   its turns in flight, visible to other processes.
 - `scheduling`: gating for a user's own APScheduler 3 scheduler.
-- `service`: the cron ticker, kanban dispatcher and gateway as loop services for `hermes serve`.
+- `loops`: the cron ticker, kanban dispatcher and gateway as loop services for `hermes serve`.
 - `inflight`: the work in flight on what a hold covers (`hermes drain`, `hermes status`).
 - What they share: `validate` (names, owners, profiles, timeouts), `passgate` (the gate question
-  for owned work, and its per-pass form), `worker` (the worker subprocesses), `report` (the
+  for owned work, and its per-pass form), `worker` (the worker subprocesses), `pass_report` (the
   shape of a pass's report). `common` gathers those names for older imports.
 
 The submodules are imported on demand (croniter, sqlite3 and apscheduler stay unloaded until
@@ -27,9 +27,9 @@ __all__ = [
     "inflight",
     "kanban",
     "passgate",
-    "report",
+    "pass_report",
     "scheduling",
-    "service",
+    "loops",
     "turns",
     "validate",
     "worker",

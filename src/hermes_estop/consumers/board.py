@@ -28,12 +28,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgument, StoreError
-from ..fsutil import describe_mode, open_regular
-from ..text import one_line
-from ..timeutil import Clock, format_instant, in_interval, parse_stamp, utc_now
-from .validate import validate_owner, validate_profile
-from .worker import WorkResult
+from hermes_estop.model.errors import InvalidArgument, StoreError
+from hermes_estop.system.fsutil import describe_mode, open_regular
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import Clock, format_instant, in_interval, parse_stamp, utc_now
+from hermes_estop.consumers.validate import validate_owner, validate_profile
+from hermes_estop.consumers.worker import WorkResult
 
 __all__ = ["BOARD_NAME", "READ_WAIT", "STATUSES", "Board", "BoardBusy", "Card", "UnknownCard", "abandoned",
            "claim_token", "claimant", "claimant_lives"]
@@ -358,7 +358,7 @@ def claimant_lives(claim: Any, pid: Any, pid_start: Any) -> bool:
     """Whether the process that claimed a card, or the worker it recorded, still runs (on this
     host, where the board is). A claimant known only by its pid counts while that pid runs: a
     claim is never judged lost on a guess."""
-    from ..processes import same_process, start_time
+    from hermes_estop.system.processes import same_process, start_time
 
     if isinstance(claim, str) and (claimed_by := claimant(claim)) is not None:
         started = _claimant_start(claim)

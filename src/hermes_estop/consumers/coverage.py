@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..estop import Estop
-from ..gate import Snapshot
-from ..hold import Reading
-from ..registry import ConsumerState, this_host
-from ..selector import Selector, selector_of_detail
-from ..roster import Roster, read_roster
-from ..text import one_line
-from ..timeutil import display_instant
-from .board import claimant
+from hermes_estop.process.estop import Estop
+from hermes_estop.process.check import Snapshot
+from hermes_estop.model.hold import Reading
+from hermes_estop.fleet.registry.entries import ConsumerState, this_host
+from hermes_estop.model.selector import Selector, selector_of_detail
+from hermes_estop.fleet.registry.roster import Roster, read_roster
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import display_instant
+from hermes_estop.consumers.board import claimant
 
 __all__ = ["Finding", "HoldSpan", "Work", "audit_coverage", "breaches", "hold_spans"]
 
@@ -144,10 +144,10 @@ def breaches(work: list[Work], spans: list[HoldSpan], now: datetime) -> list[Fin
 
 def _work(estop: Estop, now: datetime) -> tuple[list[Work], list[str]]:
     """Every cron run and claim, kanban claim and gateway turn on record."""
-    from .board import Board
-    from .crontable import CronTable
-    from .inflight import fleet_homes
-    from .turns import read_turns
+    from hermes_estop.consumers.board import Board
+    from hermes_estop.consumers.crontable import CronTable
+    from hermes_estop.consumers.inflight import fleet_homes
+    from hermes_estop.consumers.turns import read_turns
 
     work: list[Work] = []
     problems: list[str] = []

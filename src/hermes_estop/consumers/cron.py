@@ -14,7 +14,7 @@ cannot use (a bad zone, profile or expression written by hand) is parked: `next_
 A tick claims, runs and records: it claims due jobs under the table's lock (a claim stops a
 concurrent tick from starting the same job), starts them as subprocesses without holding the
 lock, notes each worker's pid on its claim, and records each result under the lock again.
-Schedules are validated and their occurrences computed by `hermes_estop.cronspec`, the one cron
+Schedules are validated and their occurrences computed by `hermes_estop.model.cronspec`, the one cron
 math the windows use too. Instants are stored in UTC.
 
 A job added with `--no-overlap-window` (which needs its own `--timeout`) is also not started when
@@ -34,26 +34,18 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
-from ..errors import EstopError, InvalidArgument
-from ..config import child_environment
-from ..estop import Estop
-from ..forecast import Forecast, forecast_views
-from ..text import one_line, printable
-from ..timeutil import display_instant, format_instant
-from .crontable import (
-    CLAIM_GRACE,
-    TABLE_DIR,
-    TABLE_NAME,
-    Claim,
-    CronJob,
-    CronTable,
-    DuplicateJob,
-    UnknownJob,
-    next_occurrence,
+from hermes_estop.model.errors import EstopError, InvalidArgument
+from hermes_estop.process.fleet_config import child_environment
+from hermes_estop.process.estop import Estop
+from hermes_estop.process.forecast import Forecast, forecast_views
+from hermes_estop.model.text import one_line, printable
+from hermes_estop.model.timeutil import display_instant, format_instant
+from hermes_estop.consumers.crontable import (
+    CLAIM_GRACE, TABLE_DIR, TABLE_NAME, Claim, CronJob, CronTable, DuplicateJob, UnknownJob, next_occurrence,
 )
-from .passgate import PassGate, work_views
-from .report import Held, PassReport, Run
-from .worker import WorkerPool, WorkResult, worker_env
+from hermes_estop.consumers.passgate import PassGate, work_views
+from hermes_estop.consumers.pass_report import Held, PassReport, RecordedRun
+from hermes_estop.consumers.worker import WorkerPool, WorkResult, worker_env
 
 __all__ = [
     "TABLE_DIR",
@@ -97,7 +89,7 @@ class CronReport(PassReport):
     started: tuple[str, ...] = ()
     held: tuple[Held, ...] = ()
     busy: tuple[str, ...] = ()
-    finished: tuple[Run, ...] = ()
+    finished: tuple[RecordedRun, ...] = ()
 
     @property
     def launched(self) -> tuple[Hashable, ...]:
@@ -157,7 +149,7 @@ class CronRunner:
         finished += self._record(self.pool.wait_all() if wait else self.pool.reap())
         return CronReport(now, tuple(job.name for job in claimed), tuple(held), tuple(busy), tuple(finished))
 
-    def drain(self, timeout: float | None = None) -> list[Run]:
+    def drain(self, timeout: float | None = None) -> list[RecordedRun]:
         """Wait (up to `timeout` seconds) for the jobs in flight and record them. Jobs still
         running are left running; their claims lapse at their deadline."""
         return self._record(self.pool.wait_all(timeout))
@@ -190,11 +182,11 @@ class CronRunner:
                         pid, started = pids[job.claim.token]
                         jobs[i] = replace(job, claim=replace(job.claim, worker=pid, worker_start=started))
 
-    def _claim(self, now: datetime) -> tuple[list[CronJob], list[Held], list[str], list[Run]]:
+    def _claim(self, now: datetime) -> tuple[list[CronJob], list[Held], list[str], list[RecordedRun]]:
         claimed: list[CronJob] = []
         held: list[Held] = []
         busy: list[str] = []
-        parked: list[Run] = []
+        parked: list[RecordedRun] = []
         gate = self.pass_gate()
         forecasts: dict[tuple[Any, ...], tuple[str, Any] | None] = {}
         with self.table.edit() as jobs:
@@ -213,7 +205,7 @@ class CronRunner:
                     # retried each tick.
                     result = WorkResult("error", None, now, now, one_line(exc))
                     jobs[i] = replace(job, next_run_at=None, last=result, claim=None)
-                    parked.append(Run(job.name, result))
+                    parked.append(RecordedRun(job.name, result))
                     continue
                 if not verdict:
                     held.append(Held(job.name, gate.notice(verdict)))
@@ -255,10 +247,10 @@ class CronRunner:
             logger.info("cron job %s %s", printable(job.name), notice)
         return notice
 
-    def _record(self, done: list[tuple[Any, WorkResult]]) -> list[Run]:
+    def _record(self, done: list[tuple[Any, WorkResult]]) -> list[RecordedRun]:
         if not done:
             return []
-        runs = [Run(name, result) for (name, _token), result in done]
+        runs = [RecordedRun(name, result) for (name, _token), result in done]
         tokens = {name: token for (name, token), _ in done}
         results = {run.key: run.result for run in runs}
         with self.table.edit() as jobs:

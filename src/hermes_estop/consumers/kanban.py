@@ -20,17 +20,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from ..errors import InvalidArgument
-from ..config import child_environment
-from ..estop import Estop
-from ..text import one_line
-from ..timeutil import format_instant
-from ..processes import start_time
-from .board import BOARD_NAME, STATUSES, Board, Card, UnknownCard, claim_token
-from .passgate import PassGate
-from .report import Held, PassReport, Run
-from .validate import parse_timeout
-from .worker import WorkerPool, WorkResult, worker_env
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.process.fleet_config import child_environment
+from hermes_estop.process.estop import Estop
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.system.processes import start_time
+from hermes_estop.consumers.board import BOARD_NAME, STATUSES, Board, Card, UnknownCard, claim_token
+from hermes_estop.consumers.passgate import PassGate
+from hermes_estop.consumers.pass_report import Held, PassReport, RecordedRun
+from hermes_estop.consumers.validate import parse_timeout
+from hermes_estop.consumers.worker import WorkerPool, WorkResult, worker_env
 
 __all__ = [
     "BOARD_NAME",
@@ -49,7 +49,7 @@ COMPONENT = "kanban"
 
 #: a held card (`.id`, `.notice`) and a recorded run (`.id`, `.result`): the shared shapes
 HeldCard = Held
-CardRun = Run
+CardRun = RecordedRun
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class DispatchReport(PassReport):
     held: tuple[Held, ...] = ()
     waiting: tuple[int, ...] = ()
     taken: tuple[int, ...] = ()
-    finished: tuple[Run, ...] = ()
+    finished: tuple[RecordedRun, ...] = ()
     lost: tuple[int, ...] = ()
 
     @property
@@ -178,16 +178,16 @@ class Dispatcher:
         """One pass that waits for the workers it spawned and records them (`hermes kanban dispatch`)."""
         return self.tick(now, limit=limit, wait=True)
 
-    def drain(self, timeout: float | None = None) -> list[Run]:
+    def drain(self, timeout: float | None = None) -> list[RecordedRun]:
         """Wait (up to `timeout` seconds) for the workers in flight and record them; those still
         running are left running and are marked lost once they ended unrecorded and their deadline
         passed (`board.abandoned`)."""
         return self._record(self.pool.wait_all(timeout))
 
-    def _park(self, card: Card, reason: str, now: datetime) -> list[Run]:
+    def _park(self, card: Card, reason: str, now: datetime) -> list[RecordedRun]:
         if not self.board.park(card.id, reason, now):
             return []  # someone else moved it meanwhile
-        return [Run(card.id, WorkResult("error", None, now, now, reason))]
+        return [RecordedRun(card.id, WorkResult("error", None, now, now, reason))]
 
     def _spawn(self, card: Card, token: str) -> None:
         layout = self.estop.layout
@@ -208,11 +208,11 @@ class Dispatcher:
         if worker.pid is not None:
             self.board.note_worker(card.id, token, worker.pid, worker.process_start)
 
-    def _record(self, done: list[tuple[Any, WorkResult]]) -> list[Run]:
+    def _record(self, done: list[tuple[Any, WorkResult]]) -> list[RecordedRun]:
         runs = []
         for card_id, result in done:
             token = self._claims.pop(card_id, None)
             if token is not None:
                 self.board.finish(card_id, token, result)
-            runs.append(Run(card_id, result))
+            runs.append(RecordedRun(card_id, result))
         return runs

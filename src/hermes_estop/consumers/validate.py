@@ -8,10 +8,10 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from ..durations import parse_ttl
-from ..errors import InvalidArgument
-from ..homes import validate_profile_name
-from ..text import unsafe_char
+from hermes_estop.model.durations import parse_ttl
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.homes import validate_profile_name
+from hermes_estop.model.text import unsafe_char
 
 __all__ = ["DEFAULT_TIMEOUT", "parse_timeout", "validate_name", "validate_owner", "validate_profile"]
 

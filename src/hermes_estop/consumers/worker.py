@@ -20,11 +20,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
-from ..fsutil import open_regular
-from ..processes import start_time
-from ..text import one_line
-from ..timeutil import Clock, format_instant, parse_stamp
+from hermes_estop.model.errors import StoreError
+from hermes_estop.system.fsutil import open_regular
+from hermes_estop.system.processes import start_time
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import Clock, format_instant, parse_stamp
 
 __all__ = ["KILL_GRACE", "WorkResult", "Worker", "WorkerPool", "stop_group", "worker_env"]
 

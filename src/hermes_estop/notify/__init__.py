@@ -6,16 +6,10 @@ Nothing here runs on the hot path: `gate()` never imports this package.
 
 from __future__ import annotations
 
-from .config import (
-    EVENT_KINDS,
-    CommandTarget,
-    InvalidNotify,
-    WebhookTarget,
-    load_targets,
-)
-from .deliver import SIGNATURE_HEADER, DeliveryFailed, sign, verify
-from .service import NotifyService, notify_services
-from .worker import TargetWorker, TickReport
+from hermes_estop.notify.config import EVENT_KINDS, CommandTarget, InvalidNotify, WebhookTarget, load_targets
+from hermes_estop.notify.deliver import SIGNATURE_HEADER, DeliveryFailed, sign, verify
+from hermes_estop.notify.notifier import NotifyService, notify_services
+from hermes_estop.notify.target import TargetWorker, DeliveryReport
 
 __all__ = [
     "EVENT_KINDS",
@@ -25,7 +19,7 @@ __all__ = [
     "InvalidNotify",
     "NotifyService",
     "TargetWorker",
-    "TickReport",
+    "DeliveryReport",
     "WebhookTarget",
     "load_targets",
     "notify_services",

@@ -29,8 +29,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import EstopError, InvalidArgument
-from ..text import printable, unsafe_char
+from hermes_estop.model.errors import EstopError, InvalidArgument
+from hermes_estop.model.text import printable, unsafe_char
 
 __all__ = [
     "DEFAULT_STALE_AFTER",
@@ -61,7 +61,7 @@ def _seconds(value: Any, what: str, *, maximum: float) -> float:
     if isinstance(value, (int, float)):
         seconds = float(value)
     elif isinstance(value, str):
-        from ..durations import parse_ttl
+        from hermes_estop.model.durations import parse_ttl
 
         seconds = parse_ttl(value).total_seconds()
     else:
@@ -260,7 +260,7 @@ def load_targets(root: Path) -> list[WebhookTarget | CommandTarget]:
     """The notify targets of fleet root `root` (none without `estop.toml`). `InvalidNotify` or
     `InvalidArgument` (one line naming the file) when the file cannot be read or is invalid.
     Read with `fsutil.read_regular`: never blocks on a FIFO."""
-    from ..config import CONFIG_FILE, read_config
+    from hermes_estop.process.fleet_config import CONFIG_FILE, read_config
 
     path = root / CONFIG_FILE
     try:

@@ -13,12 +13,12 @@ from datetime import datetime
 from itertools import islice
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..gate import Snapshot
-from ..hold import Reading
+from hermes_estop.process.check import Snapshot
+from hermes_estop.model.hold import Reading
 
 if TYPE_CHECKING:
-    from ..windows.model import Window
-    from .status import FleetStatus
+    from hermes_estop.windows.model import Window
+    from hermes_estop.observe.status import FleetStatus
 
 __all__ = ["Bar", "FleetView", "Lane", "Slice", "WindowState"]
 

@@ -21,9 +21,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ..describe import covers
-from ..hold import HoldState
-from .view import FleetView, Observer
+from hermes_estop.process.describe import covers
+from hermes_estop.model.hold import HoldState
+from hermes_estop.observe.view import FleetView, Observer
 
 __all__ = ["CONSUMERS", "EstopCollector", "MetricsEndpoint", "WorkHeldCounter", "new_registry"]
 
@@ -168,8 +168,8 @@ class EstopCollector(Collector):
         """The consumer registry (the view's status document's roster): how many per component
         and state, and each one's lag (seconds since its last report) and whether it
         acknowledged the holds standing now."""
-        from ..registry import ConsumerState
-        from ..roster import Roster
+        from hermes_estop.fleet.registry.entries import ConsumerState
+        from hermes_estop.fleet.registry.roster import Roster
 
         roster = view.status.roster if view.status is not None and view.status.roster is not None else Roster(view.now)
         counts = GaugeMetricFamily("hermes_estop_consumers", "Registered consumers by component and state "

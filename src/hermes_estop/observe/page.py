@@ -25,17 +25,17 @@ from datetime import datetime, tzinfo
 from html import escape
 from typing import TYPE_CHECKING
 
-from ..describe import covers
-from ..hold import Cause, HoldState, Reading
-from ..text import printable
-from ..timeutil import format_instant, format_relative
-from .present import covering_now, in_zones, utc, windows_named
-from .status import flat
-from .svg import render_timeline_svg
-from .view import FleetView
+from hermes_estop.process.describe import covers
+from hermes_estop.model.hold import Cause, HoldState, Reading
+from hermes_estop.model.text import printable
+from hermes_estop.model.timeutil import format_instant, format_relative
+from hermes_estop.observe.present import covering_now, in_zones, utc, windows_named
+from hermes_estop.observe.status import flat
+from hermes_estop.observe.svg import render_timeline_svg
+from hermes_estop.observe.view import FleetView
 
 if TYPE_CHECKING:
-    from ..windows.model import Window
+    from hermes_estop.windows.model import Window
 
 __all__ = ["REFRESH_SECONDS", "UPCOMING_ROWS", "render_page"]
 

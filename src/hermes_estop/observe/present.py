@@ -9,10 +9,10 @@ from datetime import UTC, date, datetime, tzinfo
 
 from typing import TYPE_CHECKING
 
-from .fleetview import Bar, FleetView
+from hermes_estop.observe.fleetview import Bar, FleetView
 
 if TYPE_CHECKING:
-    from ..windows.model import Window
+    from hermes_estop.windows.model import Window
 
 __all__ = ["covering_now", "in_zones", "short_utc", "span_in_zones", "utc", "windows_named"]
 

@@ -31,19 +31,19 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import exposition as _exposition
 
-from ..errors import InvalidArgument
-from ..estop import Estop
-from ..netaddr import is_loopback
-from ..text import one_line
-from ..timeutil import format_instant
-from .metrics import MetricsEndpoint, WorkHeldCounter
-from .page import render_page
-from .view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.process.estop import Estop
+from hermes_estop.model.netaddr import is_loopback
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.observe.metrics import MetricsEndpoint, WorkHeldCounter
+from hermes_estop.observe.page import render_page
+from hermes_estop.observe.view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..api.page_actions import PageActions
-    from ..api.routes import WriteApi
+    from hermes_estop.api.page_actions import PageActions
+    from hermes_estop.api.routes import WriteApi
 
 __all__ = ["HttpService", "StatusServer", "attach", "parse_listen", "remote_warning", "status_document"]
 
@@ -141,7 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _page_action(self, path: str) -> None:
         """A form of the status page (`api.page_actions`), form-encoded, at most 64 KiB."""
-        from ..api.routes import MAX_BODY
+        from hermes_estop.api.routes import MAX_BODY
 
         assert self.app.actions is not None
         length_text = self.headers.get("Content-Length", "0").strip()
@@ -172,7 +172,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _api(self) -> None:
         """/api/v1/: the write API (`api.routes`); a body over 64 KiB is 413 before it is read."""
-        from ..api.routes import MAX_BODY, ApiRequest, error_response
+        from hermes_estop.api.routes import MAX_BODY, ApiRequest, error_response
 
         length_text = self.headers.get("Content-Length", "0")
         if self.headers.get("Transfer-Encoding") or not length_text.strip().isdigit():
@@ -259,7 +259,7 @@ class StatusServer:
         self.tls = tls
         self.actions: PageActions | None = None
         if api is not None and api.write:
-            from ..api.page_actions import PageActions
+            from hermes_estop.api.page_actions import PageActions
 
             self.actions = PageActions(api, tls=tls is not None)
         try:
@@ -299,7 +299,7 @@ class StatusServer:
             view = self.observer.view(_days(query))
             page = render_page(view)
             if self.actions is not None:
-                from .status import flat
+                from hermes_estop.observe.status import flat
 
                 readings = [r for lane in view.lanes if lane.reading is not None for r in flat((lane.reading,))]
                 page = self.actions.decorate(page, self.actions.signed_in(cookie), readings,
@@ -320,7 +320,7 @@ class StatusServer:
     def calendar(self, query: dict[str, list[str]]) -> bytes:
         """/calendar.ics: the windows and calendars as the page shows them (the last ones that
         validated), skipped occurrences cancelled."""
-        from ..windows.export import MAX_EXPORT_DAYS, export_ics
+        from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
 
         values = query.get("days")
         days = int(values[0]) if values and values[0].isdigit() else 30

@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..estop import Estop
-from ..fleet import Fleet
-from ..describe import describe_reading, reading_json
-from ..gate import Snapshot
-from ..hold import Cause, HoldState, Reading
-from ..homes import Layout, Location
-from ..roster import Roster, read_roster
-from ..roster import status_section as consumers_section
-from ..text import one_line, printable
-from ..timeutil import display_instant, format_instant, format_relative
+from hermes_estop.process.estop import Estop
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.process.describe import describe_reading, reading_json
+from hermes_estop.process.check import Snapshot
+from hermes_estop.model.hold import Cause, HoldState, Reading
+from hermes_estop.model.homes import Layout, Location
+from hermes_estop.fleet.registry.roster import Roster, read_roster
+from hermes_estop.fleet.registry.roster import status_section as consumers_section
+from hermes_estop.model.text import one_line, printable
+from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
 
 __all__ = ["FleetStatus", "fleet_status", "lift_command", "standing_line"]
 
@@ -195,8 +195,8 @@ def fleet_status(estop: Estop, *, sections: bool = True, as_json: bool | None = 
     json_sections: dict[str, Any] = {}
     lines: list[str] = []
     if sections:
-        from ..consumers.inflight import status_section as in_flight_section
-        from ..windows.status import status_section as windows_section
+        from hermes_estop.consumers.inflight import status_section as in_flight_section
+        from hermes_estop.windows.status import status_section as windows_section
 
         for section in (windows_section(fleet, mine.now, as_json=as_json), in_flight_section(estop, mine.now),
                         consumers_section(roster)):

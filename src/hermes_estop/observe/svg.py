@@ -28,14 +28,14 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from html import escape
 from typing import TYPE_CHECKING
 
-from ..hold import HoldState
-from ..text import printable
-from ..timeutil import format_instant
-from .present import covering_now, in_zones, short_utc, span_in_zones, utc
-from .view import Bar, FleetView, Lane, Slice
+from hermes_estop.model.hold import HoldState
+from hermes_estop.model.text import printable
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.observe.present import covering_now, in_zones, short_utc, span_in_zones, utc
+from hermes_estop.observe.view import Bar, FleetView, Lane, Slice
 
 if TYPE_CHECKING:
-    from ..windows.model import Window
+    from hermes_estop.windows.model import Window
 
 __all__ = ["WIDTH", "anchor_of", "day_ticks", "lane_id", "render_timeline_svg"]
 

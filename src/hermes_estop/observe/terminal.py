@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from rich.console import Console
 from rich.text import Text
 
-from ..hold import HoldState
-from ..text import printable
-from .svg import day_ticks
-from .view import FleetView, Lane
+from hermes_estop.model.hold import HoldState
+from hermes_estop.model.text import printable
+from hermes_estop.observe.svg import day_ticks
+from hermes_estop.observe.view import FleetView, Lane
 
 __all__ = ["CHARS", "LEGEND", "print_timeline", "render_timeline_text"]
 

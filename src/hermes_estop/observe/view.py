@@ -25,17 +25,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..estop import Estop
-from ..hold import Reading
-from ..homes import FLEET
-from ..text import one_line
-from .fleetview import Bar, FleetView, Lane, Slice, WindowState
-from .status import FleetStatus, fleet_status
+from hermes_estop.process.estop import Estop
+from hermes_estop.model.hold import Reading
+from hermes_estop.model.homes import FLEET
+from hermes_estop.model.text import one_line
+from hermes_estop.observe.fleetview import Bar, FleetView, Lane, Slice, WindowState
+from hermes_estop.observe.status import FleetStatus, fleet_status
 
 if TYPE_CHECKING:
-    from ..windows.ledger import LedgerEntry
-    from ..windows.model import Window
-    from ..windows.occurrences import Occurrence
+    from hermes_estop.windows.ledger import LedgerEntry
+    from hermes_estop.windows.model import Window
+    from hermes_estop.windows.occurrences import Occurrence
 
 # the parts of a view are re-exported: renderers have always imported them from here
 __all__ = ["DEFAULT_DAYS", "MAX_DAYS", "Bar", "FleetView", "Lane", "Observer", "Slice", "WindowState"]
@@ -74,8 +74,8 @@ class Observer:
     """Builds `FleetView`s for one fleet; safe to call from several request threads."""
 
     def __init__(self, estop: Estop, *, is_leader: Callable[[], bool] | None = None) -> None:
-        from ..windows import WindowsFile
-        from ..windows.ledger import open_ledger
+        from hermes_estop.windows import WindowsFile
+        from hermes_estop.windows.ledger import open_ledger
 
         self.estop = estop
         self.fleet = estop.fleet
@@ -113,7 +113,7 @@ class Observer:
         """The windows of `windows.toml`, parsed again only when the file changed; on a file
         that does not validate, the last good windows and the one-line problem; and the
         identity of the file they came from."""
-        from ..errors import EstopError
+        from hermes_estop.model.errors import EstopError
 
         try:
             identity = self.windows_file.identity()
@@ -145,7 +145,7 @@ class Observer:
     def _ledger_entries(self) -> tuple[dict[str, LedgerEntry], dict[str, str], str | None]:
         """The ledger's entries and, among them, the skipped and released ones (key -> state);
         the file ledger is parsed again only when its file changed."""
-        from ..windows.ledger import RELEASED, SKIPPED
+        from hermes_estop.windows.ledger import RELEASED, SKIPPED
 
         try:
             identity = self._ledger.version()
@@ -169,7 +169,7 @@ class Observer:
         cached = self._cache.get(window.name)
         if cached is not None and cached.since <= now - cached.duration and until <= cached.until:
             return cached
-        from ..windows.occurrences import occurrences
+        from hermes_estop.windows.occurrences import occurrences
 
         duration = window.duration // _US
         since = now - duration
@@ -331,7 +331,7 @@ class Observer:
         return made_slice
 
     def _count_skipped(self, special: dict[str, str], entries: dict[str, LedgerEntry]) -> None:
-        from ..windows.ledger import SKIPPED
+        from hermes_estop.windows.ledger import SKIPPED
 
         skipped = {key for key, state in special.items() if state == SKIPPED}
         with self._lock:

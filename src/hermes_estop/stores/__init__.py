@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InvalidArgument
-from .base import HoldStore
-from .file import FileStore
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.stores.base import HoldStore
+from hermes_estop.stores.file import FileStore
 
 __all__ = ["HoldStore", "FileStore", "open_store", "is_postgres_url"]
 
@@ -21,7 +21,7 @@ def open_store(spec: str | None, root: Path) -> HoldStore:
     if not spec or spec == "file":
         return FileStore(root)
     if is_postgres_url(spec):
-        from .postgresql import PostgresStore
+        from hermes_estop.stores.postgresql import PostgresStore
 
         return PostgresStore(spec, root=root)
     raise InvalidArgument(f"invalid store {spec!r}: expected 'file' or a postgresql:// URL")

@@ -2,7 +2,7 @@
 suite (`tests/stores/test_contract.py`) parametrized over every backend.
 
 A store keeps at most one hold per `Location` and the audit trail. It never decides who is
-admitted: that is `hermes_estop.gate`, over the readings a store returns.
+admitted: that is `hermes_estop.process.check`, over the readings a store returns.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from datetime import datetime
 
-from ..errors import HoldConflict
-from ..hold import EngageRequest, Fence, Hold, HoldState, Reading, Sentinel
-from ..homes import Location
-from ..timeutil import Clock, utc_now
+from hermes_estop.model.errors import HoldConflict
+from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading, Sentinel
+from hermes_estop.model.homes import Location
+from hermes_estop.model.timeutil import Clock, utc_now
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
 if TYPE_CHECKING:
@@ -22,10 +22,10 @@ if TYPE_CHECKING:
 
     from pathlib import Path
 
-    from ..audit import AuditEntry, AuditEvent
-    from .records import RecordTable
-    from .registry import ConsumerTable
-    from .state import StateTable
+    from hermes_estop.fleet.audit import AuditEntry, AuditEvent
+    from hermes_estop.stores.records import RecordTable
+    from hermes_estop.stores.registry import ConsumerTable
+    from hermes_estop.stores.state import StateTable
 
 __all__ = ["HoldStore", "expiry_stamp", "fence_matches", "new_hold_id", "not_current", "refused_write",
            "released_reading", "scoped_detail", "scoped_target", "split_scoped", "unreadable_refuses", "without"]
@@ -266,7 +266,7 @@ class HoldStore(ABC):
         """The profile scopes of fleet root `root` that can hold, by name: every profile home
         under `root/profiles` (the file store keeps their sentinels there); a shared store adds
         every profile scope it has a hold for, wherever that profile's home lives."""
-        from ..homes import profile_names
+        from hermes_estop.model.homes import profile_names
 
         return profile_names(root)
 
@@ -274,7 +274,7 @@ class HoldStore(ABC):
         """The named states of fleet-wide service `service` (the notifier's cursors), kept where
         this store keeps the fleet's state: here `<root>/<service>-state.json`; a shared store
         overrides it (PostgreSQL: a table of its schema)."""
-        from .state import JsonStateFile
+        from hermes_estop.stores.state import JsonStateFile
 
         return JsonStateFile(self._root_for(root, "state"), service)
 
@@ -282,12 +282,12 @@ class HoldStore(ABC):
         """The consumer registry of the fleet (one entry per process that starts work), kept
         where this store keeps the fleet's state: here one file per process under
         `<root>/consumers/`; a shared store overrides it (PostgreSQL: its `consumers` table)."""
-        from .registry import ConsumerFiles
+        from hermes_estop.stores.registry import ConsumerFiles
 
         return ConsumerFiles(self._root_for(root, "consumer registry"))
 
     def _root_for(self, root: Path | None, what: str) -> Path:
-        from ..errors import StoreError
+        from hermes_estop.model.errors import StoreError
 
         where = root if root is not None else self.root
         if where is None:
@@ -310,7 +310,7 @@ class HoldStore(ABC):
         of the fleet shares it: here `windows-state.json` in the fleet root; a shared store
         overrides it (PostgreSQL: its `occurrences` table). The typed layer over it is
         `windows.ledger.OccurrenceLedger` (the core never imports windows)."""
-        from .records import file_ledger
+        from hermes_estop.stores.records import file_ledger
 
         return file_ledger(self._root_for(root, "window ledger"))
 

@@ -27,38 +27,16 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from ..errors import StoreError
-from ..hold import (
-    MAX_BODY_BYTES,
-    Cause,
-    EngageRequest,
-    Fence,
-    Hold,
-    HoldState,
-    Prepared,
-    Reading,
-    Sentinel,
-    encode_sentinel,
-    merge_hold,
-    new_generation,
-    parse_sentinel,
-    precondition_met,
-    prepare,
+from hermes_estop.model.errors import StoreError
+from hermes_estop.model.hold import (
+    MAX_BODY_BYTES, Cause, EngageRequest, Fence, Hold, HoldState, Prepared, Reading, Sentinel, encode_sentinel,
+    merge_hold, new_generation, parse_sentinel, precondition_met, prepare,
 )
-from ..homes import SENTINEL_NAME, Location
-from ..timeutil import WallClockGuard
-from .base import (
-    HoldStore,
-    expiry_stamp,
-    fence_matches,
-    new_hold_id,
-    scoped_detail,
-    not_current,
-    refused_write,
-    released_reading,
-    scoped_target,
-    unreadable_refuses,
-    without,
+from hermes_estop.model.homes import SENTINEL_NAME, Location
+from hermes_estop.model.timeutil import WallClockGuard
+from hermes_estop.stores.base import (
+    HoldStore, expiry_stamp, fence_matches, new_hold_id, scoped_detail, not_current, refused_write, released_reading,
+    scoped_target, unreadable_refuses, without,
 )
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
@@ -66,7 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from contextlib import AbstractContextManager
 
-    from ..audit import AuditEntry, AuditEvent, AuditLog
+    from hermes_estop.fleet.audit import AuditEntry, AuditEvent, AuditLog
 
 __all__ = ["FileStore", "LOCK_NAME"]
 
@@ -107,7 +85,7 @@ def _load(path: str) -> tuple[Sentinel | str, tuple[int, ...] | None, tuple[int,
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            from ..fsread import describe_mode
+            from hermes_estop.system.fsread import describe_mode
 
             raise _Unreadable(Cause.NOT_A_FILE, describe_mode(st.st_mode))
         if st.st_size > MAX_BODY_BYTES:
@@ -162,7 +140,7 @@ class FileStore(HoldStore):
     def audit_log(self) -> AuditLog:
         """The audit trail in the fleet root, opened on first use (a read never needs it)."""
         if self._audit_log is None:
-            from ..audit import AuditLog
+            from hermes_estop.fleet.audit import AuditLog
 
             self._audit_log = AuditLog(self.root)
         return self._audit_log
@@ -238,7 +216,7 @@ class FileStore(HoldStore):
                 return self._unreadable(location, f"symlink that cannot be followed: {exc.strerror or exc}",
                                         Cause.NOT_A_FILE)
         if not stat.S_ISREG(st.st_mode):
-            from ..fsread import describe_mode
+            from hermes_estop.system.fsread import describe_mode
 
             return self._unreadable(location, describe_mode(st.st_mode), Cause.NOT_A_FILE)
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -269,7 +247,7 @@ class FileStore(HoldStore):
     def _holding_lock(self, location: Location, arming: bool = False) -> Iterator[None]:
         """With `arming`, an audit trail that cannot be written does not refuse the write (a stop
         always stops; the failed append is reported by `_audit`); any other write is refused."""
-        from ..fsutil import LOCK_TIMEOUT, exclusive_lock, sweep_temporaries
+        from hermes_estop.system.fsutil import LOCK_TIMEOUT, exclusive_lock, sweep_temporaries
 
         with exclusive_lock(location.path / LOCK_NAME, LOCK_TIMEOUT):
             if not arming:
@@ -278,7 +256,7 @@ class FileStore(HoldStore):
             yield
 
     def _write(self, location: Location, body: bytes) -> None:
-        from ..fsutil import atomic_write
+        from hermes_estop.system.fsutil import atomic_write
 
         location.path.mkdir(parents=True, exist_ok=True)
         atomic_write(location.sentinel, body, before_rename=lambda: self.step("write:before-rename"))
@@ -397,7 +375,7 @@ class FileStore(HoldStore):
     def _refused_expiry(self, location: Location, expired: Reading, trusted: datetime, ahead: float) -> None:
         import logging
 
-        from ..timeutil import format_instant
+        from hermes_estop.model.timeutil import format_instant
 
         key = (location.key, expired.fence or Fence())
         if key in self._refusals:
@@ -458,7 +436,7 @@ class FileStore(HoldStore):
         """A failure to audit is never a reason not to stop: it is counted and remembered
         (`audit_failures`, `last_audit_failure`: stderr of `hermes pause`, `hermes status`, the
         metrics) and logged, never raised."""
-        from ..audit import AuditEvent
+        from hermes_estop.fleet.audit import AuditEvent
 
         try:
             self.append_audit(AuditEvent(now, event, location.scope, generation, actor, reason, deadline, detail),

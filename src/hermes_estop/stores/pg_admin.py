@@ -12,12 +12,12 @@ from typing import Any
 
 import psycopg
 
-from ..errors import StoreError, StoreRefused
-from ..text import one_line
-from ..timeutil import format_instant
-from .pg_backend import Backend
-from .pg_schema import SCHEMA_VERSION, TABLES, ensure_schema, schema_version
-from .pg_url import StoreURL, connect_error
+from hermes_estop.model.errors import StoreError, StoreRefused
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.stores.pg_backend import Backend
+from hermes_estop.stores.pg_schema import SCHEMA_VERSION, TABLES, ensure_schema, schema_version
+from hermes_estop.stores.pg_url import StoreURL, connect_error
 
 __all__ = ["create_schema", "missing_privileges", "store_status"]
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import psycopg
 
-from ..audit import AuditEntry, AuditEvent
-from ..timeutil import to_utc
-from .pg_backend import Backend
+from hermes_estop.fleet.audit import AuditEntry, AuditEvent
+from hermes_estop.model.timeutil import to_utc
+from hermes_estop.stores.pg_backend import Backend
 
 __all__ = ["append_event", "read_after", "read_events", "read_head"]
 

@@ -16,14 +16,14 @@ from typing import Any, Callable, TypeVar
 
 import psycopg
 
-from ..errors import StoreError, StoreUnavailable
-from ..fsutil import LOCK_TIMEOUT
-from ..text import one_line
-from .pg_cache import Listener, close_quietly
-from .pg_clock import DbClock
-from .pg_leader import Leadership
-from .pg_schema import ensure_schema, quoted
-from .pg_url import StoreURL, connect_error
+from hermes_estop.model.errors import StoreError, StoreUnavailable
+from hermes_estop.system.fsutil import LOCK_TIMEOUT
+from hermes_estop.model.text import one_line
+from hermes_estop.stores.pg_cache import Listener, close_quietly
+from hermes_estop.stores.pg_clock import DbClock
+from hermes_estop.stores.pg_leader import Leadership
+from hermes_estop.stores.pg_schema import ensure_schema, quoted
+from hermes_estop.stores.pg_url import StoreURL, connect_error
 
 __all__ = ["Backend", "acquire", "release"]
 

@@ -34,12 +34,12 @@ from typing import Any, Callable, Mapping
 
 import psycopg
 
-from ..hold import Sentinel, parse_sentinel
-from ..text import one_line
-from ..timeutil import format_instant
-from .pg_clock import CLOCK_REFRESH, DbClock
-from .pg_notice import Snapshot, apply_arming, parse_snapshot
-from .pg_schema import channel_name, quoted
+from hermes_estop.model.hold import Sentinel, parse_sentinel
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.stores.pg_clock import CLOCK_REFRESH, DbClock
+from hermes_estop.stores.pg_notice import TxSnapshot, apply_arming, parse_snapshot
+from hermes_estop.stores.pg_schema import channel_name, quoted
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -140,7 +140,7 @@ class Listener:
         self.version = 0
         #: full re-reads of the table so far (a hold a notification armed costs none)
         self.full_reads = 0
-        self._snapshot: Snapshot | None = None  # the last full re-read's, on this connection
+        self._snapshot: TxSnapshot | None = None  # the last full re-read's, on this connection
         self.synced = False
         self.connected = False
         self.backend_pid: int | None = None

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from ..timeutil import to_utc, utc_now
+from hermes_estop.model.timeutil import to_utc, utc_now
 
 __all__ = ["CLOCK_REFRESH", "DbClock"]
 

@@ -27,9 +27,9 @@ from typing import Any, Callable
 
 import psycopg
 
-from ..text import one_line
-from .pg_cache import close_quietly
-from .pg_schema import LOCK_CLASS
+from hermes_estop.model.text import one_line
+from hermes_estop.stores.pg_cache import close_quietly
+from hermes_estop.stores.pg_schema import LOCK_CLASS
 
 __all__ = ["Leadership", "DEFAULT_POLL", "DEAD_PEER_SECONDS"]
 

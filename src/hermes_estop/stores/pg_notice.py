@@ -29,12 +29,12 @@ from __future__ import annotations
 import json
 from typing import Callable, Mapping, TypeVar
 
-__all__ = ["Notice", "Snapshot", "parse_notice", "parse_snapshot", "visible", "apply_arming"]
+__all__ = ["Notice", "TxSnapshot", "parse_notice", "parse_snapshot", "visible", "apply_arming"]
 
 R = TypeVar("R")
 
 
-class Snapshot:
+class TxSnapshot:
     """A transaction snapshot as `txid_current_snapshot()::text` prints it: `xmin:xmax:xip,...`."""
 
     __slots__ = ("xmin", "xmax", "running")
@@ -58,16 +58,16 @@ class Notice:
         self.revision = revision
 
 
-def parse_snapshot(text: str) -> Snapshot | None:
+def parse_snapshot(text: str) -> TxSnapshot | None:
     """The snapshot `text` describes; None when it does not parse (no notice is applied then)."""
     try:
         xmin, xmax, running = text.split(":")
-        return Snapshot(int(xmin), int(xmax), frozenset(int(x) for x in running.split(",") if x))
+        return TxSnapshot(int(xmin), int(xmax), frozenset(int(x) for x in running.split(",") if x))
     except (AttributeError, ValueError):
         return None
 
 
-def visible(xid: int, snapshot: Snapshot) -> bool:
+def visible(xid: int, snapshot: TxSnapshot) -> bool:
     """Whether committed transaction `xid` is visible in `snapshot` (PostgreSQL's
     `XidInMVCCSnapshot`, negated): before `xmin`, or before `xmax` and not running then."""
     if xid < snapshot.xmin:
@@ -93,7 +93,7 @@ def parse_notice(payload: str) -> Notice | None:
         return None
 
 
-def apply_arming(rows: Mapping[str, R], payloads: list[str], snapshot: Snapshot | None,
+def apply_arming(rows: Mapping[str, R], payloads: list[str], snapshot: TxSnapshot | None,
                  make_row: Callable[[bytes, int], R]) -> Mapping[str, R] | None:
     """`rows` with the rows `payloads` (in delivery order) create applied, skipping the notices
     the re-read of `snapshot` already shows; the same mapping object when every one was skipped.

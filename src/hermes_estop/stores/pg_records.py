@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..timeutil import format_instant, parse_stamp, to_utc
-from .pg_backend import Backend
-from .records import LEDGER, Check, Record, RecordTable
+from hermes_estop.model.timeutil import format_instant, parse_stamp, to_utc
+from hermes_estop.stores.pg_backend import Backend
+from hermes_estop.stores.records import LEDGER, Check, JsonRecord, RecordTable
 
 __all__ = ["OCCURRENCES", "PgRecordLayout", "PgRecordTable"]
 
@@ -66,7 +66,7 @@ class PgRecordTable(RecordTable):
     def describe(self) -> str:
         return self._where
 
-    def load(self) -> dict[str, Record]:
+    def load(self) -> dict[str, JsonRecord]:
         backend = self._backend()
         rows = backend.run(
             lambda conn: conn.execute(f"SELECT {self._names} FROM {backend.s}.{self.layout.table}").fetchall(),
@@ -83,7 +83,7 @@ class PgRecordTable(RecordTable):
     def _to_column(self, field: str, value: Any) -> Any:
         return parse_stamp(value) if field in self.layout.instants else value
 
-    def update(self, upserts: Mapping[str, Record], *, remove: Iterable[str] = (),
+    def update(self, upserts: Mapping[str, JsonRecord], *, remove: Iterable[str] = (),
                prune_before: datetime | None = None, check: Check | None = None) -> None:
         layout = self.layout
         rows = [(key, *(self._to_column(field, record.get(field)) for field, _ in layout.columns))

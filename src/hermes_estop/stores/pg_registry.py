@@ -1,4 +1,4 @@
-"""`registry.ConsumerTable` on a table of the PostgreSQL store's schema (`consumers`: the key and
+"""`stores.registry.ConsumerTable` on a table of the PostgreSQL store's schema (`consumers`: the key and
 the entry as `jsonb`, made by `hermes store init`: `pg_schema`); each consumer upserts only its
 own row."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from ..registry import ConsumerEntry
-from .pg_backend import Backend
-from .registry import ConsumerTable
+from hermes_estop.fleet.registry.entries import ConsumerEntry
+from hermes_estop.stores.pg_backend import Backend
+from hermes_estop.stores.registry import ConsumerTable
 
 __all__ = ["PgConsumerTable"]
 

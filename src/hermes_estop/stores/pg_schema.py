@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import InvalidArgument, StoreError
+from hermes_estop.model.errors import InvalidArgument, StoreError
 
 __all__ = [
     "DEFAULT_SCHEMA",

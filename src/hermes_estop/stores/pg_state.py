@@ -8,9 +8,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .pg_backend import Backend
-from .pg_schema import STATE_SERVICES
-from .state import StateTable
+from hermes_estop.stores.pg_backend import Backend
+from hermes_estop.stores.pg_schema import STATE_SERVICES
+from hermes_estop.stores.state import StateTable
 
 __all__ = ["PgStateTable"]
 

@@ -10,10 +10,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 
-from ..errors import InvalidArgument, StoreError, StoreRefused, StoreUnavailable
-from ..text import one_line
-from .pg_cache import DEFAULT_GRACE, PASSWORD_HINT, authentication_failed
-from .pg_schema import DEFAULT_SCHEMA, validate_schema_name
+from hermes_estop.model.errors import InvalidArgument, StoreError, StoreRefused, StoreUnavailable
+from hermes_estop.model.text import one_line
+from hermes_estop.stores.pg_cache import DEFAULT_GRACE, PASSWORD_HINT, authentication_failed
+from hermes_estop.stores.pg_schema import DEFAULT_SCHEMA, validate_schema_name
 
 __all__ = ["StoreURL", "connect_error", "parse_store_url"]
 

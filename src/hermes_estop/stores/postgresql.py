@@ -47,50 +47,29 @@ from typing import Any, Callable, Sequence
 
 import psycopg
 
-from ..audit import AuditEntry, AuditEvent
-from ..errors import InvalidArgument
-from ..hold import (
-    Cause,
-    EngageRequest,
-    Fence,
-    Hold,
-    HoldState,
-    Prepared,
-    Reading,
-    Sentinel,
-    encode_sentinel,
-    merge_hold,
-    new_generation,
-    precondition_met,
-    prepare,
+from hermes_estop.fleet.audit import AuditEntry, AuditEvent
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.hold import (
+    Cause, EngageRequest, Fence, Hold, HoldState, Prepared, Reading, Sentinel, encode_sentinel, merge_hold,
+    new_generation, precondition_met, prepare,
 )
-from ..homes import Location
-from ..text import one_line
-from ..timeutil import Clock, format_instant
-from .base import (
-    HoldStore,
-    expiry_stamp,
-    fence_matches,
-    new_hold_id,
-    not_current,
-    refused_write,
-    released_reading,
-    scoped_detail,
-    scoped_target,
-    split_scoped,
-    unreadable_refuses,
-    without,
+from hermes_estop.model.homes import Location
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import Clock, format_instant
+from hermes_estop.stores.base import (
+    HoldStore, expiry_stamp, fence_matches, new_hold_id, not_current, refused_write, released_reading, scoped_detail,
+    scoped_target, split_scoped, unreadable_refuses, without,
 )
-from .pg_admin import create_schema, store_status
-from .pg_audit import append_event, read_after, read_events, read_head
-from .pg_backend import Backend, acquire, release
-from .pg_cache import DEFAULT_REFRESH, Listener, Row, parse_row
-from .pg_leader import DEFAULT_POLL, Leadership
-from .pg_schema import LOCK_CLASS
-from .pg_url import StoreURL, parse_store_url
-from .records import RecordTable
-from .registry import ConsumerTable
-from .state import StateTable
+from hermes_estop.stores.pg_admin import create_schema, store_status
+from hermes_estop.stores.pg_audit import append_event, read_after, read_events, read_head
+from hermes_estop.stores.pg_backend import Backend, acquire, release
+from hermes_estop.stores.pg_cache import DEFAULT_REFRESH, Listener, Row, parse_row
+from hermes_estop.stores.pg_leader import DEFAULT_POLL, Leadership
+from hermes_estop.stores.pg_schema import LOCK_CLASS
+from hermes_estop.stores.pg_url import StoreURL, parse_store_url
+from hermes_estop.stores.records import RecordTable
+from hermes_estop.stores.registry import ConsumerTable
+from hermes_estop.stores.state import StateTable
 
 __all__ = ["PostgresStore", "StoreURL", "parse_store_url", "SYNC_TIMEOUT"]
 
@@ -391,7 +370,7 @@ class PostgresStore(HoldStore):
         """The profile homes under `root` and every profile scope with a row (a profile served
         on another host has a row here and no home on this one). Rows as the listener last saw
         them: never a round trip."""
-        from ..homes import profile_names, validate_profile_name
+        from hermes_estop.model.homes import profile_names, validate_profile_name
 
         names = set(profile_names(root))
         try:
@@ -407,20 +386,20 @@ class PostgresStore(HoldStore):
 
     def open_state(self, service: str, root: Path | None = None) -> StateTable:
         """A `<service>_cursors` table of this store's schema, shared by every host."""
-        from .pg_state import PgStateTable
+        from hermes_estop.stores.pg_state import PgStateTable
 
         return PgStateTable(lambda: self.backend, self.schema, service)
 
     def open_consumers(self, root: Path | None = None) -> ConsumerTable:
         """The `consumers` table of this store's schema: every consumer of the fleet, on any host."""
-        from .pg_registry import PgConsumerTable
+        from hermes_estop.stores.pg_registry import PgConsumerTable
 
         return PgConsumerTable(lambda: self.backend, self.schema)
 
     def open_ledger(self, root: Path | None = None) -> RecordTable:
         """The `occurrences` table of this store's schema: one ledger for every scheduler of
         the fleet, on any host."""
-        from .pg_records import OCCURRENCES, PgRecordTable
+        from hermes_estop.stores.pg_records import OCCURRENCES, PgRecordTable
 
         return PgRecordTable(lambda: self.backend, self.url.display, self.schema, OCCURRENCES)
 

@@ -23,22 +23,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
-from ..fsutil import locked_update, read_optional
-from ..text import one_line
-from ..timeutil import parse_stamp
+from hermes_estop.model.errors import StoreError
+from hermes_estop.system.fsutil import locked_update, read_optional
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import parse_stamp
 
 __all__ = [
     "LEDGER",
     "LEDGER_FILE",
     "Check",
     "JsonRecordFile",
-    "Record",
+    "JsonRecord",
     "RecordTable",
     "file_ledger",
 ]
 
-Record = dict[str, Any]
+JsonRecord = dict[str, Any]
 #: validates one stored record (key, record); raises `ValueError` naming what is wrong
 Check = Callable[[str, Any], object]
 
@@ -63,12 +63,12 @@ class RecordTable(ABC):
         self.expiry = expiry
 
     @abstractmethod
-    def load(self) -> dict[str, Record]:
+    def load(self) -> dict[str, JsonRecord]:
         """Every record, by key; an absent table is empty. Raises `StoreError` naming the table
         when it exists but cannot be read (the caller then takes no decision)."""
 
     @abstractmethod
-    def update(self, upserts: Mapping[str, Record], *, remove: Iterable[str] = (),
+    def update(self, upserts: Mapping[str, JsonRecord], *, remove: Iterable[str] = (),
                prune_before: datetime | None = None, check: Check | None = None) -> None:
         """Delete the records keyed `remove`, upsert `upserts` (by key), then delete those whose
         `expiry` instant is before `prune_before`, all or nothing; records not named are left
@@ -120,10 +120,10 @@ class JsonRecordFile(RecordTable):
             raise StoreError(f"cannot stat {self.what} {self.path}: {one_line(exc.strerror or exc)}") from None
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
-    def load(self) -> dict[str, Record]:
+    def load(self) -> dict[str, JsonRecord]:
         return self._parse(read_optional(self.path, what=self.what))
 
-    def _parse(self, raw: bytes | None) -> dict[str, Record]:
+    def _parse(self, raw: bytes | None) -> dict[str, JsonRecord]:
         if raw is None:
             return {}
         try:
@@ -132,19 +132,19 @@ class JsonRecordFile(RecordTable):
                 raise ValueError(f"expected {{\"format\": 1, \"{self.collection}\": {{...}}}}")  # noqa: TRY004
             if data.get("format") != _FORMAT:
                 raise ValueError(f"unknown format {data.get('format')!r}")
-            records: dict[str, Record] = data[self.collection]
+            records: dict[str, JsonRecord] = data[self.collection]
             return records
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise self.unreadable(exc) from None
 
-    def _render(self, records: Mapping[str, Record]) -> bytes:
+    def _render(self, records: Mapping[str, JsonRecord]) -> bytes:
         flat = _render_flat(self.collection, records)
         if flat is not None:
             return flat
         body = {"format": _FORMAT, self.collection: {key: records[key] for key in sorted(records)}}
         return (json.dumps(body, indent=2) + "\n").encode("utf-8")
 
-    def update(self, upserts: Mapping[str, Record], *, remove: Iterable[str] = (),
+    def update(self, upserts: Mapping[str, JsonRecord], *, remove: Iterable[str] = (),
                prune_before: datetime | None = None, check: Check | None = None) -> None:
         remove = list(remove)
         if not upserts and not remove and prune_before is None:
@@ -164,13 +164,13 @@ class JsonRecordFile(RecordTable):
                 records = {key: record for key, record in records.items() if not self._expired(record, prune_before)}
             file.replace(self._render(records))
 
-    def _expired(self, record: Record, before: datetime) -> bool:
+    def _expired(self, record: JsonRecord, before: datetime) -> bool:
         """Ended before `before`; a record with no readable expiry is kept (never pruned blind)."""
         expiry = parse_stamp(record.get(self.expiry)) if isinstance(record, dict) else None
         return expiry is not None and expiry < before
 
 
-def _render_flat(collection: str, records: Mapping[str, Record]) -> bytes | None:
+def _render_flat(collection: str, records: Mapping[str, JsonRecord]) -> bytes | None:
     """`JsonRecordFile`'s file, byte for byte what `json.dumps(body, indent=2)` writes, for
     records whose every value is text or null (None for any other, rendered by `json.dumps`).
     Why: `indent` makes `json` use its pure-Python encoder, and the window ledger of a week of

@@ -1,4 +1,4 @@
-"""The consumer registry's storage (`registry.ConsumerEntry`, one per consumer process): the
+"""The consumer registry's storage (`fleet.registry.entries.ConsumerEntry`, one per consumer process): the
 contract and the file implementation; the PostgreSQL one is `pg_registry.PgConsumerTable`.
 
 The file form is one small JSON file per process, `<root>/consumers/<key>.json`, replaced
@@ -13,10 +13,10 @@ import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from ..errors import StoreError
-from ..fsread import read_regular
-from ..fsutil import atomic_write
-from ..registry import ConsumerEntry
+from hermes_estop.model.errors import StoreError
+from hermes_estop.system.fsread import read_regular
+from hermes_estop.system.fsutil import atomic_write
+from hermes_estop.fleet.registry.entries import ConsumerEntry
 
 __all__ = ["CONSUMERS_DIR", "ConsumerFiles", "ConsumerTable"]
 

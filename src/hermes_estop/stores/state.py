@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from ..fsutil import locked_update, read_optional
+from hermes_estop.system.fsutil import locked_update, read_optional
 
 __all__ = ["JsonStateFile", "StateTable"]
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..errors import StoreUnavailable
-from ..hold import Cause, EngageRequest, Fence, Hold, HoldState, Reading
-from ..homes import Location
-from .base import HoldStore
+from hermes_estop.model.errors import StoreUnavailable
+from hermes_estop.model.hold import Cause, EngageRequest, Fence, Hold, HoldState, Reading
+from hermes_estop.model.homes import Location
+from hermes_estop.stores.base import HoldStore
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..audit import AuditEntry, AuditEvent
+    from hermes_estop.fleet.audit import AuditEntry, AuditEvent
 
 __all__ = ["UnavailableStore"]
 

@@ -2,13 +2,13 @@
 
 - `model`: `Window` (pydantic v2); `windows_file`: `WindowsFile` (`<fleet root>/windows.toml`);
 - `occurrences`: pure functions from a window and an instant to its occurrences (the cron math
-  and its DST rule are `hermes_estop.cronspec`'s; `wall_to_instant` is re-exported from there);
+  and its DST rule are `hermes_estop.model.cronspec`'s; `wall_to_instant` is re-exported from there);
 - `ledger` (`pg_ledger` on PostgreSQL): what the scheduler remembers about occurrences;
 - `reconcile`: the pure decision of what should stand at a scope at `now`;
 - `guard`: whether a read of `windows.toml` may be acted on (an editor saving in place);
 - `recall`: what the audit trail says was armed when the ledger missed it;
 - `skips` / `exclusions`: an operator's skip of one occurrence; `exclude_cron` matching;
-- `service`: `WindowService`, the scheduler (`hermes serve`), with `actions` (its writes),
+- `scheduler`: `WindowService`, the scheduler (`hermes serve`), with `actions` (its writes),
   `events` (its report) and `wakeups` (the APScheduler adapter behind a small Protocol);
 - `status`: the windows section of `hermes status`.
 
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cronspec import wall_to_instant
-from .ledger import JsonFileLedger, LedgerEntry, OccurrenceLedger, open_ledger
-from .model import WINDOWS_FILE, InvalidWindow, Window, WindowAllow, json_schema
-from .occurrences import Occurrence, covering, next_start, occurrences, upcoming
-from .windows_file import WindowsFile
+from hermes_estop.model.cronspec import wall_to_instant
+from hermes_estop.windows.ledger import JsonFileLedger, LedgerEntry, OccurrenceLedger, open_ledger
+from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Window, WindowAllow, json_schema
+from hermes_estop.windows.occurrences import Occurrence, covering, next_start, occurrences, upcoming
+from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = [
     "WINDOWS_FILE",
@@ -51,7 +51,7 @@ _LAZY = {"WindowService", "TickReport"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from . import service
+        from hermes_estop.windows import scheduler
 
-        return getattr(service, name)
+        return getattr(scheduler, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from ..errors import EstopError, HoldConflict
-from ..fleet import Fleet
-from ..hold import EngageRequest, Fence, clean_reason
-from .events import Event, TickReport, action_event
-from .ledger import ARMED, SKIPPED, LedgerEntry
-from .model import Window
-from .recall import INTENT, intent_detail
-from .reconcile import Arm, Retire, Skip, entry_for
+from hermes_estop.model.errors import EstopError, HoldConflict
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.hold import EngageRequest, Fence, clean_reason
+from hermes_estop.windows.events import TickEvent, TickReport, action_event
+from hermes_estop.windows.ledger import ARMED, SKIPPED, LedgerEntry
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.recall import INTENT, intent_detail
+from hermes_estop.windows.reconcile import Arm, Retire, Skip, entry_for
 
 __all__ = ["Actions", "PassState"]
 
@@ -52,7 +52,7 @@ class PassState:
                 self._by_scope.setdefault(entry.scope, {})[key] = entry
         return dict(self._by_scope.get(scope, {}))
 
-    def event(self, event: Event) -> None:
+    def event(self, event: TickEvent) -> None:
         self.report.events.append(event)
         if not self.report.dry_run:
             logger.info("%s", event.describe())

@@ -26,15 +26,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..cronspec import validate_timezone
-from ..durations import format_duration, parse_with_unit
-from ..errors import EstopError
-from ..fsread import read_regular
-from ..homes import FLEET
-from .fields import Drain, Duration, WindowAllow, parse_drain, parse_selector_part
-from .ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
-from .invalid import InvalidWindow, ShapeError, validate_table
-from .model import _NAME_RE, Window, validate_scope
+from hermes_estop.model.cronspec import validate_timezone
+from hermes_estop.model.durations import format_duration, parse_with_unit
+from hermes_estop.model.errors import EstopError
+from hermes_estop.system.fsread import read_regular
+from hermes_estop.model.homes import FLEET
+from hermes_estop.windows.fields import Drain, Duration, WindowAllow, parse_drain, parse_selector_part
+from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
+from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
+from hermes_estop.windows.model import _NAME_RE, Window, validate_scope
 
 __all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "is_url"]
 

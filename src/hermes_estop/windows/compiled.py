@@ -43,14 +43,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .. import cronspec
-from ..errors import EstopError, StoreError
-from ..fsread import read_regular_with_stat
-from ..fsutil import atomic_write
-from ..selector import Selector
-from ..text import printable
-from .fields import WindowAllow
-from .model import Window, parse_run, validate_scope
+from hermes_estop.model import cronspec
+from hermes_estop.model.errors import EstopError, StoreError
+from hermes_estop.system.fsread import read_regular_with_stat
+from hermes_estop.system.fsutil import atomic_write
+from hermes_estop.model.selector import Selector
+from hermes_estop.model.text import printable
+from hermes_estop.windows.fields import WindowAllow
+from hermes_estop.windows.model import Window, parse_run, validate_scope
 
 __all__ = ["cache_dir", "cached_windows", "follow_starts", "remember_windows", "save_starts"]
 
@@ -96,7 +96,7 @@ def _code_stamp() -> str:
     if _STAMP is None:
         import pydantic
 
-        from .. import __version__
+        from hermes_estop import __version__
 
         package = Path(__file__).resolve().parent.parent
         newest = max((entry.stat().st_mtime_ns for entry in _modules(package)), default=0)
@@ -381,7 +381,7 @@ def _seed(zones: dict[str, str], count: int, lines: list[bytes | None]) -> None:
     exprs, zone_names, los, completes, starts = (_column(lines, i, count) for i in range(1, 1 + len(_RUN_COLUMNS)))
     current = {name: _zone_digest(name) for name in zones}
     trusted = {sys.intern(name) for name, digest in zones.items() if digest is not None and current.get(name) == digest}
-    seed, run_of = cronspec.RUNS.seed, cronspec.Run
+    seed, run_of = cronspec.RUNS.seed, cronspec.RememberedStarts
     for expr, zone, lo, complete, run in zip(exprs, zone_names, los, completes, starts):
         if type(expr) is not str or type(zone) is not str or type(lo) not in (int, float) or type(run) is not list \
                 or not _ascending_seconds(run):

@@ -8,15 +8,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..timeutil import display_instant, format_instant
-from .ledger import ARMED, RELEASED, LedgerEntry
-from .reconcile import Arm, Retire, ScopePlan, Skip
+from hermes_estop.model.timeutil import display_instant, format_instant
+from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry
+from hermes_estop.windows.reconcile import Arm, Retire, ScopePlan, Skip
 
-__all__ = ["Event", "TickReport", "action_event", "note_event", "planned_events"]
+__all__ = ["TickEvent", "TickReport", "action_event", "note_event", "planned_events"]
 
 
 @dataclass(frozen=True)
-class Event:
+class TickEvent:
     """One thing a tick did (or, in a dry run, would do)."""
 
     kind: str  # arm | rearm | retire | skip | released | adopted | error
@@ -48,7 +48,7 @@ class TickReport:
     leader: bool = True
     dry_run: bool = False
     windows: int = 0
-    events: list[Event] = field(default_factory=list)
+    events: list[TickEvent] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     wakeups: dict[str, datetime] = field(default_factory=dict)
     active: list[str] = field(default_factory=list)
@@ -87,31 +87,31 @@ def _names(occurrences: Iterable[Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def note_event(scope: str, note: LedgerEntry) -> Event | None:
+def note_event(scope: str, note: LedgerEntry) -> TickEvent | None:
     """The event a ledger note is worth reporting as: an early release, or an adopted hold."""
     if note.state == RELEASED:
-        return Event("released", scope, (note.window,), (note.occurrence,), note.generation, None,
+        return TickEvent("released", scope, (note.window,), (note.occurrence,), note.generation, None,
                      f"{note.detail}; not re-armed" if note.detail else "not re-armed")
     if note.state == ARMED and note.detail:
-        return Event("adopted", scope, (note.window,), (note.occurrence,), note.generation, None, note.detail)
+        return TickEvent("adopted", scope, (note.window,), (note.occurrence,), note.generation, None, note.detail)
     return None
 
 
-def action_event(action: Arm | Retire | Skip, generation: str | None = None) -> Event:
+def action_event(action: Arm | Retire | Skip, generation: str | None = None) -> TickEvent:
     """The event an action is reported as; `generation` is what an arm minted (None: planned)."""
     if isinstance(action, Arm):
         detail = f"replaces our generation {action.replaces}" if action.replaces else None
-        return Event("rearm" if action.replaces else "arm", action.scope, _names(action.members),
+        return TickEvent("rearm" if action.replaces else "arm", action.scope, _names(action.members),
                      tuple(o.ident for o in action.members), generation, action.desired.deadline, detail)
     if isinstance(action, Retire):
-        return Event("retire", action.scope, tuple(sorted({e.window for e in action.entries})),
+        return TickEvent("retire", action.scope, tuple(sorted({e.window for e in action.entries})),
                      tuple(e.occurrence for e in action.entries), action.generation)
     occurrence = action.occurrence
-    return Event("skip", action.scope, (occurrence.window,), (occurrence.ident,), action.standing_generation,
+    return TickEvent("skip", action.scope, (occurrence.window,), (occurrence.ident,), action.standing_generation,
                  occurrence.end, f"held by {action.standing}, which the window did not arm")
 
 
-def planned_events(plan: ScopePlan) -> list[Event]:
+def planned_events(plan: ScopePlan) -> list[TickEvent]:
     events = [event for event in (note_event(plan.scope, note) for note in plan.notes) if event is not None]
     events.extend(action_event(action) for action in plan.actions)
     return events

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..cronspec import starts as cron_starts
-from ..timeutil import display_instant, format_instant, in_interval
-from .ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
-from .model import Window
-from .occurrences import Occurrence, covering, next_start
+from hermes_estop.model.cronspec import starts as cron_starts
+from hermes_estop.model.timeutil import display_instant, format_instant, in_interval
+from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import Occurrence, covering, next_start
 
 __all__ = ["MAX_EXCLUDED_SHOWN", "Explanation", "explain"]
 

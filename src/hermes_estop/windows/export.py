@@ -13,10 +13,10 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
-from ..text import printable
-from .ledger import SKIPPED, LedgerEntry
-from .model import Window
-from .occurrences import Occurrence, occurrences
+from hermes_estop.model.text import printable
+from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import Occurrence, occurrences
 
 __all__ = ["MAX_EXPORT_DAYS", "export_ics", "export_uid", "planned"]
 

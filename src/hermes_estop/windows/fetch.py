@@ -25,14 +25,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import EstopError
-from ..fsread import read_regular
-from ..fsutil import atomic_write
-from ..text import one_line
-from ..timeutil import format_instant
-from .calendars import DEFAULT_REFRESH, cache_paths, is_url, local_path, read_meta
-from .ical import MAX_CALENDAR_BYTES, CalendarError, parse_feed
-from .windows_file import WindowsFile
+from hermes_estop.model.errors import EstopError
+from hermes_estop.system.fsread import read_regular
+from hermes_estop.system.fsutil import atomic_write
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.windows.calendars import DEFAULT_REFRESH, cache_paths, is_url, local_path, read_meta
+from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, parse_feed
+from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["FETCH_TIMEOUT", "CalendarFetcher", "fetch_once"]
 

@@ -13,11 +13,11 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
-from ..durations import parse_with_unit
-from ..errors import EstopError
-from ..hold import Allow
-from ..selector import Selector
-from ..timeutil import parse_instant, schedulable
+from hermes_estop.model.durations import parse_with_unit
+from hermes_estop.model.errors import EstopError
+from hermes_estop.model.hold import Allow
+from hermes_estop.model.selector import Selector
+from hermes_estop.model.timeutil import parse_instant, schedulable
 
 __all__ = ["MAX_DRAIN", "Drain", "Duration", "Instant", "WindowAllow", "parse_drain", "parse_exclude",
            "parse_optional_instant", "parse_selector_part"]

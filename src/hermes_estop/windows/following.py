@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from .model import Window
-from .occurrences import Occurrence, occurrences
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import Occurrence, occurrences
 
 __all__ = ["FollowingMemo", "following"]
 

@@ -21,15 +21,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from ..errors import EstopError
-from ..forecast import EstopView, PlannedHold
-from ..text import one_line
-from ..timeutil import display_instant
-from .ledger import ENDED, RELEASED, SKIPPED, LedgerEntry, open_ledger
-from .model import Window
-from .occurrences import occurrences
-from .reconcile import ARMED_BY_PREFIX
-from .windows_file import WindowsFile
+from hermes_estop.model.errors import EstopError
+from hermes_estop.process.forecast import EstopView, PlannedHold
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import display_instant
+from hermes_estop.windows.ledger import ENDED, RELEASED, SKIPPED, LedgerEntry, open_ledger
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import occurrences
+from hermes_estop.windows.reconcile import ARMED_BY_PREFIX
+from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["CLOSED", "MAX_OCCURRENCES", "WindowSource", "window_holds"]
 

@@ -42,20 +42,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..allow import Allow
-from ..selector import holds_at_least, hull
-from .ledger import ARMED, LedgerEntry
-from .model import Window
-from .occurrences import covering
+from hermes_estop.model.allow import Allow
+from hermes_estop.model.selector import holds_at_least, hull
+from hermes_estop.windows.ledger import ARMED, LedgerEntry
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import covering
 
-__all__ = ["FileGuard", "Verdict", "meanwhile", "strengthens", "vanished"]
+__all__ = ["FileGuard", "GuardVerdict", "meanwhile", "strengthens", "vanished"]
 
 Identity = object
 _NONE = timedelta(0)
 
 
 @dataclass(frozen=True)
-class Verdict:
+class GuardVerdict:
     """`trusted`: the read is confirmed (or weakens nothing). `windows`: what to act on now (the
     read, or the read with what it takes away put back; None: act on nothing). `reason` says
     what is unconfirmed."""
@@ -170,7 +170,7 @@ class FileGuard:
         return self.confirm_after
 
     def judge(self, identity: Identity, windows: list[Window], entries: Mapping[str, LedgerEntry],
-              now: datetime, failing: frozenset[str] = frozenset()) -> Verdict:
+              now: datetime, failing: frozenset[str] = frozenset()) -> GuardVerdict:
         """What to act on for the read `windows` of the file with `identity` at `now`;
         `failing`: names of the read's tables that do not validate."""
         if failing:
@@ -182,7 +182,7 @@ class FileGuard:
         unknown = sorted(set(gone) & failing)
         if unknown:  # holds per the ledger, fails, and this process never read it: nothing to put back
             self._pending = None
-            return Verdict(False, f"window(s) {', '.join(unknown)} hold per the ledger but do not validate: "
+            return GuardVerdict(False, f"window(s) {', '.join(unknown)} hold per the ledger but do not validate: "
                                   "nothing acted on until they validate or their occurrence ends")
         pending = self._pending
         if pending is None or pending.identity != identity or now < pending.since:
@@ -190,7 +190,7 @@ class FileGuard:
         elif now - pending.since >= self.confirm_after:
             return self._trust(windows)
         kept = self._put_back(windows, gone, entries, now)
-        return Verdict(False, self._describe(gone, identity, windows, kept is not None), kept)
+        return GuardVerdict(False, self._describe(gone, identity, windows, kept is not None), kept)
 
     def interrupted(self) -> None:
         """A read failed: the next read starts its confirmation over."""
@@ -209,10 +209,10 @@ class FileGuard:
         self.trusted = list(merged)
         return merged
 
-    def _trust(self, windows: list[Window]) -> Verdict:
+    def _trust(self, windows: list[Window]) -> GuardVerdict:
         self.trusted = list(windows)
         self._pending = None
-        return Verdict(True, windows=list(windows))
+        return GuardVerdict(True, windows=list(windows))
 
     def _describe(self, gone: list[str], identity: Identity, windows: list[Window], kept: bool) -> str:
         shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")

@@ -34,12 +34,12 @@ from datetime import date, datetime, timedelta, timezone, tzinfo
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
-from ..cronspec import validate_timezone, wall_to_instant
-from ..durations import MAX_DURATION
-from ..errors import EstopError
-from ..hold import clean_reason
+from hermes_estop.model.cronspec import validate_timezone, wall_to_instant
+from hermes_estop.model.durations import MAX_DURATION
+from hermes_estop.model.errors import EstopError
+from hermes_estop.model.hold import clean_reason
 
-__all__ = ["MAX_CALENDAR_BYTES", "CalendarError", "Event", "Feed", "parse_feed"]
+__all__ = ["MAX_CALENDAR_BYTES", "CalendarError", "CalendarEvent", "Feed", "parse_feed"]
 
 #: a feed larger than this is refused (a team calendar of years of events is a few hundred KiB)
 MAX_CALENDAR_BYTES = 8 * 1024 * 1024
@@ -78,7 +78,7 @@ class CalendarError(EstopError):
 
 
 @dataclass(frozen=True)
-class Event:
+class CalendarEvent:
     """One occurrence of a VEVENT: `[start, end)` in aware UTC; `ident` from UID and
     RECURRENCE-ID (stable when the instance is moved); `reason` the SUMMARY."""
 
@@ -321,7 +321,7 @@ class Feed:
     longest: timedelta = timedelta(days=1)
     #: the distinct lengths of its events, as written (what `windows list` shows)
     spans: tuple[timedelta, ...] = ()
-    _chunks: OrderedDict[int, list[Event]] = field(default_factory=OrderedDict)
+    _chunks: OrderedDict[int, list[CalendarEvent]] = field(default_factory=OrderedDict)
     _days: dict[tuple[int, str], frozenset[date]] = field(default_factory=dict)
     _sources: dict[int, _Source | None] = field(default_factory=dict)
     #: UID -> the zone its DTSTART is written in (events with a TZID; issue 38 item 6)
@@ -337,7 +337,7 @@ class Feed:
     def __hash__(self) -> int:
         return hash(self.digest)
 
-    def _expand(self, first: datetime, last: datetime) -> list[Event]:
+    def _expand(self, first: datetime, last: datetime) -> list[CalendarEvent]:
         import recurring_ical_events
 
         if self.refused is not None:
@@ -377,7 +377,7 @@ class Feed:
         self._sources[key] = found
         return found
 
-    def _event(self, found: _Found) -> Event | None:
+    def _event(self, found: _Found) -> CalendarEvent | None:
         source = self._source(found.source)
         if source is None:
             return None
@@ -394,14 +394,14 @@ class Feed:
         if not isinstance(raw_start, datetime):
             last = raw_end if not isinstance(raw_end, datetime) else raw_start + timedelta(days=1)
             days = (raw_start, max(last, raw_start + timedelta(days=1)))
-        return Event(start, end, ident, source.uid, source.summary, days)
+        return CalendarEvent(start, end, ident, source.uid, source.summary, days)
 
-    def _fill(self, first: int, last: int) -> dict[int, list[Event]]:
+    def _fill(self, first: int, last: int) -> dict[int, list[CalendarEvent]]:
         """Expand the chunks `first..last` in one query (each query walks every rule from its
         DTSTART, so fewer and longer ones are cheaper), `_MARGIN` wider on both sides."""
         lo = _EPOCH + first * CHUNK
         hi = _EPOCH + (last + 1) * CHUNK
-        chunks: dict[int, list[Event]] = {index: [] for index in range(first, last + 1)}
+        chunks: dict[int, list[CalendarEvent]] = {index: [] for index in range(first, last + 1)}
         for event in self._expand(_shifted(lo, -_MARGIN), _shifted(hi, _MARGIN)):
             if lo <= event.start < hi:
                 chunks[(event.start - _EPOCH) // CHUNK].append(event)
@@ -423,7 +423,7 @@ class Feed:
         when it is read, and what it expands is remembered for the questions that follow."""
         self.chunk((now - self.longest - _EPOCH) // CHUNK, ahead=1)
 
-    def chunk(self, index: int, ahead: int = 0) -> list[Event]:
+    def chunk(self, index: int, ahead: int = 0) -> list[CalendarEvent]:
         """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`); when it must
         be expanded, up to `ahead` following chunks not yet remembered are expanded with it."""
         cached = self._chunks.get(index)
@@ -435,7 +435,7 @@ class Feed:
             last += 1
         return self._fill(index, last)[index]
 
-    def events(self, since: datetime, lookahead: timedelta = LOOKAHEAD) -> Iterator[Event]:
+    def events(self, since: datetime, lookahead: timedelta = LOOKAHEAD) -> Iterator[CalendarEvent]:
         """Events starting at or after `since`, in order, up to `lookahead` after it. Chunks
         are expanded two at a time, then twice as many each time the caller reads on."""
         index = (since - _EPOCH) // CHUNK
@@ -449,9 +449,9 @@ class Feed:
                     yield event
             index += 1
 
-    def between(self, first: datetime, last: datetime) -> list[Event]:
+    def between(self, first: datetime, last: datetime) -> list[CalendarEvent]:
         """Events overlapping `[first, last)` (all-day ones included), in order."""
-        out: list[Event] = []
+        out: list[CalendarEvent] = []
         for event in self.events(first - self.longest, last - first + self.longest):
             if event.start >= last:
                 break

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import EstopError
+from hermes_estop.model.errors import EstopError
 
 __all__ = ["InvalidWindow", "ShapeError", "as_invalid", "validate_table"]
 

@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..fleet import LEDGER_FILE, Fleet, RecordTable
-from ..timeutil import format_instant, parse_stamp
+from hermes_estop.fleet.fleet import LEDGER_FILE, Fleet, RecordTable
+from hermes_estop.model.timeutil import format_instant, parse_stamp
 
 __all__ = [
     "ARMED",

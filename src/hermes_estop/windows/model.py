@@ -34,27 +34,20 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator, model_validator
 
-from ..cronspec import validate_cron, validate_timezone
-from ..durations import format_duration, parse_with_unit
-from ..errors import EstopError
-from ..hold import MAX_REASON, Allow, clean_reason
-from ..homes import FLEET, validate_profile_name
-from ..selector import Selector
-from ..timeutil import format_instant
-from .exclusions import cron_matches
-from .fields import (
-    MAX_DRAIN,
-    Drain,
-    Duration,
-    Instant,
-    WindowAllow,
-    parse_drain,
-    parse_exclude,
-    parse_optional_instant,
+from hermes_estop.model.cronspec import validate_cron, validate_timezone
+from hermes_estop.model.durations import format_duration, parse_with_unit
+from hermes_estop.model.errors import EstopError
+from hermes_estop.model.hold import MAX_REASON, Allow, clean_reason
+from hermes_estop.model.homes import FLEET, validate_profile_name
+from hermes_estop.model.selector import Selector
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.windows.exclusions import cron_matches
+from hermes_estop.windows.fields import (
+    MAX_DRAIN, Drain, Duration, Instant, WindowAllow, parse_drain, parse_exclude, parse_optional_instant,
     parse_selector_part,
 )
-from .ical import Feed
-from .invalid import InvalidWindow, ShapeError, validate_table
+from hermes_estop.windows.ical import Feed
+from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
 
 __all__ = [
     "MAX_DRAIN",

@@ -5,7 +5,7 @@ while `in_interval(now, s_k - drain, e_k)` (half-open; `drain`, the window's dra
 usually none: its hold is armed that long before the start). Durations are absolute time: a 2h window that
 starts at 02:00 on a fall-back night ends two real hours later, at 03:00 on the wall clock.
 
-The cron math is `hermes_estop.cronspec`'s (croniter on the wall clock of the window's
+The cron math is `hermes_estop.model.cronspec`'s (croniter on the wall clock of the window's
 timezone, then THE DST rule: a repeated fall-back start occurs once, at its first instant; a
 start in the spring-forward gap moves to the first valid instant after it), shared with the
 cron jobs so both follow one rule.
@@ -22,9 +22,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
-from ..cronspec import starts as cron_starts
-from ..timeutil import format_instant, in_interval, to_utc
-from .model import Window
+from hermes_estop.model.cronspec import starts as cron_starts
+from hermes_estop.model.timeutil import format_instant, in_interval, to_utc
+from hermes_estop.windows.model import Window
 
 __all__ = [
     "FEED_RECHECK",

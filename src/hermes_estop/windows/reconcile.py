@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..durations import MAX_DURATION
-from ..hold import VACANT, Allow, Hold, HoldState, Reading
-from .ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
-from .model import MAX_REASON, Window
-from .following import following
-from .occurrences import Occurrence, covering, next_armed, occurrence_key
+from hermes_estop.model.durations import MAX_DURATION
+from hermes_estop.model.hold import VACANT, Allow, Hold, HoldState, Reading
+from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
+from hermes_estop.windows.model import MAX_REASON, Window
+from hermes_estop.windows.following import following
+from hermes_estop.windows.occurrences import Occurrence, covering, next_armed, occurrence_key
 
 __all__ = [
     "ARMED_BY_PREFIX",

@@ -11,18 +11,18 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import TYPE_CHECKING
 
-from ..cronspec import wall_to_instant
-from ..errors import InvalidArgument
-from ..timeutil import format_instant
-from .ledger import SKIPPED, LedgerEntry
-from .model import Window
-from .occurrences import Occurrence, occurrences
-from .reconcile import entry_for
+from hermes_estop.model.cronspec import wall_to_instant
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import Occurrence, occurrences
+from hermes_estop.windows.reconcile import entry_for
 
 __all__ = ["OPERATOR_SKIP", "is_operator_skip", "pick", "skip_entry", "skip_occurrence", "unskip_occurrence"]
 
 if TYPE_CHECKING:
-    from ..fleet import Fleet
+    from hermes_estop.fleet.fleet import Fleet
 
 OPERATOR_SKIP = "skipped by the operator"
 
@@ -64,7 +64,7 @@ def is_operator_skip(entry: LedgerEntry | None) -> bool:
 def skip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datetime) -> None:
     """Skip `target` for the fleet's actor: the ledger entry, then the audit line (the CLI's
     `windows skip` and the write API's)."""
-    from .ledger import open_ledger
+    from hermes_estop.windows.ledger import open_ledger
 
     open_ledger(fleet).commit([skip_entry(target, now, fleet.actor)])
     fleet.record("skip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
@@ -73,7 +73,7 @@ def skip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datet
 
 def unskip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datetime) -> None:
     """Undo a skip of `target`; `InvalidArgument` when it is not skipped."""
-    from .ledger import open_ledger
+    from hermes_estop.windows.ledger import open_ledger
 
     ledger = open_ledger(fleet)
     entry = ledger.load().get(target.key)

@@ -8,15 +8,15 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..durations import format_duration
-from ..errors import EstopError
-from ..fleet import Fleet
-from ..text import one_line
-from ..timeutil import display_instant, format_relative
-from .ledger import SKIPPED, LedgerEntry, open_ledger
-from .model import Window
-from .occurrences import Occurrence, upcoming
-from .windows_file import WindowsFile
+from hermes_estop.model.durations import format_duration
+from hermes_estop.model.errors import EstopError
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import display_instant, format_relative
+from hermes_estop.windows.ledger import SKIPPED, LedgerEntry, open_ledger
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import Occurrence, upcoming
+from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["status_section"]
 

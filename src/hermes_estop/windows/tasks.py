@@ -32,16 +32,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from ..config import child_environment
-from ..errors import EstopError, HoldConflict
-from ..fleet import Fleet
-from ..hold import EngageRequest, Fence, HoldState
-from ..processes import signal_group, start_time
-from .ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, open_ledger
-from .model import Window
-from .occurrences import Occurrence, covering
-from .problems import ProblemLog
-from .windows_file import WindowsFile
+from hermes_estop.process.fleet_config import child_environment
+from hermes_estop.model.errors import EstopError, HoldConflict
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.hold import EngageRequest, Fence, HoldState
+from hermes_estop.system.processes import signal_group, start_time
+from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, open_ledger
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import Occurrence, covering
+from hermes_estop.windows.problems import ProblemLog
+from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskReport", "TaskService"]
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from .model import Window
-from .occurrences import Occurrence, OccurrenceIndex
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import Occurrence, OccurrenceIndex
 
 __all__ = ["JOB_PREFIX", "LATER", "MAX_JOBS", "Job", "Scheduler", "Wakeups", "due_wakeups", "make_scheduler",
            "wakeups_for"]

@@ -22,9 +22,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
-from ..fsutil import locked_update, read_regular_with_stat
-from .model import WINDOWS_FILE, InvalidWindow, Window, check_unique
+from hermes_estop.model.errors import StoreError
+from hermes_estop.system.fsutil import locked_update, read_regular_with_stat
+from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Window, check_unique
 
 # The TOML parser is `tomli` (a dependency), not the standard library's `tomllib`: they are one
 # parser (tomllib is tomli, vendored) with the same results and error messages, but tomli's wheels
@@ -32,7 +32,7 @@ from .model import WINDOWS_FILE, InvalidWindow, Window, check_unique
 # half of the scheduler's cold start-up at that size (bench/windows.py).
 from tomli import TOMLDecodeError, loads as toml_loads
 
-__all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "Parsed", "Snapshot", "WindowsFile"]
+__all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "Parsed", "FileSnapshot", "WindowsFile"]
 
 #: a windows file larger than this is refused (10,000 windows take about 1 MiB)
 MAX_WINDOWS_BYTES = 32 * 1024 * 1024
@@ -98,7 +98,7 @@ def _section(name: str, table: Mapping[str, Any], *, many: bool = False) -> str:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class FileSnapshot:
     """One read of the file: its identity (None: no file) and its bytes (b"" when absent)."""
 
     identity: Identity | None
@@ -135,16 +135,16 @@ class WindowsFile:
                 identity += (-1,)
         return identity
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self) -> FileSnapshot:
         """The bytes and the identity of the file they came from. Raises `StoreError` (cannot
         read, not a regular file, too large)."""
         try:
             raw, st = read_regular_with_stat(self.path, MAX_WINDOWS_BYTES)
         except FileNotFoundError:
-            return Snapshot(None, b"")
+            return FileSnapshot(None, b"")
         except OSError as exc:
             raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        return Snapshot(_identity(st), raw)
+        return FileSnapshot(_identity(st), raw)
 
     def load(self) -> list[Window]:
         """Every window in the file, in file order; [] when there is no file. Raises
@@ -169,7 +169,7 @@ class WindowsFile:
         if not parsed.sources and all(w.exclude_calendar is None for w in parsed.windows):
             _WATCHED.pop(self.path, None)
             return replace(parsed, windows=list(parsed.windows), failures=list(parsed.failures))
-        from .calendars import bind
+        from hermes_estop.windows.calendars import bind
 
         bound = bind(self.path.parent, self.path, parsed.windows, parsed.sources)
         _WATCHED[self.path] = bound.files
@@ -183,7 +183,7 @@ class WindowsFile:
         cached = _VERSIONS.get(self.path)
         if cached is not None and cached[0] == version:
             return cached[1]
-        from . import compiled
+        from hermes_estop.windows import compiled
 
         digest = _sha256(raw, version)
         windows = compiled.cached_windows(self.path, digest)
@@ -256,7 +256,7 @@ class WindowsFile:
         """The `[[calendars]]` tables that validate (`calendars.CalendarSource`)."""
         if not tables:
             return []
-        from .calendars import CalendarSource
+        from hermes_estop.windows.calendars import CalendarSource
 
         if not isinstance(tables, list):
             raise InvalidWindow("'calendars' must be an array of tables ([[calendars]])", path=self.path)
@@ -289,7 +289,7 @@ class WindowsFile:
     def add(self, window: Window, *, replace: bool = False) -> list[Window]:
         """Append `window` (or, with `replace`, put it in place of the one with its name),
         editing the file as it is written (`toml_edit`: comments, order and style kept)."""
-        from . import toml_edit
+        from hermes_estop.windows import toml_edit
 
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
             raw = file.current or b""
@@ -314,7 +314,7 @@ class WindowsFile:
     def remove(self, name: str) -> Window:
         """Remove the window called `name` (`toml_edit`: the rest of the file as it is written);
         `InvalidWindow` when there is none."""
-        from . import toml_edit
+        from hermes_estop.windows import toml_edit
 
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
             raw = file.current or b""

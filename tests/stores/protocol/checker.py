@@ -44,12 +44,13 @@ from typing import Any
 
 from model_os import ActorKilled, Hooks, ModelFcntl, ModelFS, ModelOS, ModelTime
 
-from hermes_estop import audit as audit_module
-from hermes_estop import audit_files
-from hermes_estop import fsread, fsutil
-from hermes_estop.audit import AUDIT_FILE
-from hermes_estop.hold import EngageRequest, Fence, HoldState, parse_body
-from hermes_estop.homes import Layout, Location
+from hermes_estop.fleet import audit as audit_module
+from hermes_estop.fleet import audit_files
+from hermes_estop.system import fsread
+from hermes_estop.system import fsutil
+from hermes_estop.fleet.audit import AUDIT_FILE
+from hermes_estop.model.hold import EngageRequest, Fence, HoldState, parse_body
+from hermes_estop.model.homes import Layout, Location
 from hermes_estop.stores import file as file_module
 from hermes_estop.stores.file import FileStore
 
@@ -527,7 +528,7 @@ class Execution(Hooks):
         """After the actors: no actor failed unexpectedly; a fresh writer can arm (invariant 5)."""
         for actor in self.actors:
             if actor.error is not None and not isinstance(actor.error, (ActorKilled,)):
-                from hermes_estop.errors import EstopError
+                from hermes_estop.model.errors import EstopError
 
                 if not isinstance(actor.error, EstopError):
                     self.fail(0, f"{actor.name} raised {type(actor.error).__name__}: {actor.error}")

@@ -29,9 +29,9 @@ from typing import Any
 import psycopg
 from checker import FENCED, REMOVERS, T0, ActorKilled, ActorSpec, Choice, Ctx, Result, Step, Violation, explore_runs
 
-from hermes_estop.errors import EstopError
-from hermes_estop.hold import EngageRequest, parse_body
-from hermes_estop.homes import Layout, Location
+from hermes_estop.model.errors import EstopError
+from hermes_estop.model.hold import EngageRequest, parse_body
+from hermes_estop.model.homes import Layout, Location
 from hermes_estop.stores.postgresql import PostgresStore
 
 _scopes = itertools.count()

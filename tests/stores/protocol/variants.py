@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from hermes_estop.audit import AuditEvent
-from hermes_estop.errors import StoreError
-from hermes_estop.hold import (
+from hermes_estop.fleet.audit import AuditEvent
+from hermes_estop.model.errors import StoreError
+from hermes_estop.model.hold import (
     EngageRequest,
     Fence,
     Hold,
@@ -18,7 +18,7 @@ from hermes_estop.hold import (
     new_generation,
     precondition_met,
 )
-from hermes_estop.homes import Location
+from hermes_estop.model.homes import Location
 from hermes_estop.stores import file as file_module
 from hermes_estop.stores.base import fence_matches, refused_write, released_reading
 from hermes_estop.stores.file import FileStore

@@ -1,0 +1,1 @@
+"""What `hermes serve` assembles and supervises."""

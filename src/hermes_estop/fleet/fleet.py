@@ -1,0 +1,258 @@
+"""`Fleet`: every scope of one fleet over one store (docs/design.md §8, "the fleet").
+
+Three levels, one model each: a store keeps holds; the fleet is every scope of one fleet root
+over that store, with the clock and the actor its writes carry; a process's view (`Estop`) is
+the fleet as one process honours it (its candidate locations, the check path). Everything that
+acts for the whole fleet — `hermes serve` and its services, the status document, the page and
+/metrics, notifications, drain, history — goes through a `Fleet` and never around it to a store.
+
+What it adds over a store is the fleet's shape: which scopes exist (`scopes`), reads of all of
+them at one `now` (`read`), scope-addressed writes, the daemon's retire of expired holds
+(`retire_expired`), and the services' shared state (audit cursor, ledger, leadership).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from hermes_estop.fleet.audit import AuditEntry, AuditEvent, default_actor
+from hermes_estop.process.check import Snapshot
+from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading
+from hermes_estop.model.homes import Layout, Location
+from hermes_estop.stores.base import HoldStore
+from hermes_estop.stores.records import LEDGER_FILE, RecordTable
+from hermes_estop.stores.registry import ConsumerTable
+from hermes_estop.stores.state import StateTable
+from hermes_estop.model.timeutil import Clock, aware_clock
+
+__all__ = ["LEDGER_FILE", "ConsumerTable", "Fleet", "RecordTable", "StateTable"]
+
+
+class Fleet:
+    """Every scope of fleet root `root` over `store`. Reads never raise (a scope that cannot be
+    read is UNREADABLE: held); writes raise `EstopError` subclasses naming what failed."""
+
+    def __init__(self, store: HoldStore, root: Path, *, clock: Clock | None = None, actor: str | None = None) -> None:
+        self.store = store
+        self.root = Path(root)
+        self.clock: Clock = aware_clock(clock) if clock is not None else store.default_clock()
+        self._actor = actor
+        self._layout = Layout(home=self.root, root=self.root)
+
+    @classmethod
+    def of_files(cls, root: Path, *, clock: Clock | None = None, actor: str | None = None) -> Fleet:
+        """The fleet of `root` on the sentinel-file store (no configuration read)."""
+        from hermes_estop.stores.file import FileStore
+
+        return cls(FileStore(Path(root)), root, clock=clock, actor=actor)
+
+    def __repr__(self) -> str:
+        return f"Fleet(root={str(self.root)!r}, store={self.store.name!r})"
+
+    @property
+    def actor(self) -> str:
+        """Who this fleet's writes are made as (audit `actor`, body `armed_by`)."""
+        if self._actor is None:
+            self._actor = default_actor()
+        return self._actor
+
+    @property
+    def backend(self) -> str:
+        """The store's short name (`file`, `postgresql`), for display only."""
+        return self.store.name
+
+    # -- the scopes --------------------------------------------------------------------------
+
+    @property
+    def fleet_location(self) -> Location:
+        return self._layout.fleet
+
+    def location(self, scope: str) -> Location:
+        """The location of scope `scope` ("fleet" or a profile name); `InvalidArgument` for a
+        name the profile rules refuse."""
+        return self._layout.location(scope)
+
+    def scopes(self) -> tuple[Location, ...]:
+        """Every scope that can hold: the fleet root first, then every profile by name (on the
+        file store the profile homes under `profiles/`; on a shared store also every profile
+        with a row)."""
+        return (self.fleet_location, *(self.location(name) for name in self.store.scopes(self.root)))
+
+    def where(self, location: Location) -> str:
+        """Where the hold of `location` is kept, for an operator (a path, a table row)."""
+        return self.store.where(location)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read(self, locations: Sequence[Location] | None = None, now: datetime | None = None) -> Snapshot:
+        """One read of `locations` (default: every scope) at `now` (default: the clock, read
+        once). Takes no lock, writes nothing, never raises; expired holds read as EXPIRED and
+        stay where they are (`retire_expired` removes them)."""
+        when = self.clock() if now is None else now
+        wanted = tuple(locations) if locations is not None else self.scopes()
+        return Snapshot(self.store.read(wanted, when), when)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def engage(self, location: Location, request: EngageRequest, now: datetime | None = None) -> Hold:
+        """Arm or re-arm the hold at `location` (`HoldStore.engage`): the write and its audit line."""
+        return self.store.engage(location, request, self.clock() if now is None else now, self.actor)
+
+    def release(self, location: Location, generation: str | None = None, now: datetime | None = None) -> Reading | None:
+        """The operator's resume of `location`; with `generation`, only that one (`HoldConflict`
+        otherwise). Returns what was removed, or None."""
+        return self.store.release(location, generation, self.clock() if now is None else now, self.actor)
+
+    def release_hold(self, location: Location, hold_id: str, now: datetime | None = None) -> Reading:
+        """`hermes resume --hold ID`: lift the scoped hold `hold_id` at `location` (fenced on the
+        generation read, so a re-arm in between is refused, not lifted); `HoldConflict` when no
+        such scoped hold stands. Every other hold stays as it is."""
+        from hermes_estop.model.errors import HoldConflict
+
+        when = self.clock() if now is None else now
+        (reading,) = self.store.read((location,), when)
+        for scoped in reading.scoped:
+            if scoped.hold is not None and scoped.hold.hold_id == hold_id and scoped.hold.generation:
+                removed = self.store.release(location, scoped.hold.generation, when, self.actor)
+                assert removed is not None  # release(generation) raises rather than return None
+                return removed
+        standing = ", ".join(s.hold.scope_label for s in reading.scoped if s.hold is not None) or "none"
+        raise HoldConflict(f"no scoped hold {hold_id!r} at {location.describe()} (scoped holds there: {standing})")
+
+    def release_all(self, location: Location, now: datetime | None = None) -> list[Reading]:
+        """`hermes resume --all`: the full hold at `location`, then every scoped hold beside it,
+        each fenced on the generation read (a re-arm in between is refused, not lifted). Returns
+        what was removed, in that order."""
+        when = self.clock() if now is None else now
+        full = self.store.release(location, None, when, self.actor)
+        removed = [full] if full is not None else []
+        (reading,) = self.store.read((location,), when)
+        for scoped in reading.scoped:
+            if scoped.hold is not None and scoped.hold.generation:
+                lifted = self.store.release(location, scoped.hold.generation, when, self.actor)
+                if lifted is not None:
+                    removed.append(lifted)
+        return removed
+
+    def retire(self, location: Location, fence: Fence, *, event: str = "retire", now: datetime | None = None) -> bool:
+        """Remove the hold at `location` only while it still matches `fence` (a successor survives);
+        True when removed (audited as `event`)."""
+        return self.store.retire(location, fence, self.clock() if now is None else now, self.actor, event)
+
+    def retire_expired(self, now: datetime | None = None, snapshot: Snapshot | None = None) -> list[Reading]:
+        """The daemon's deadman: retire every expired hold of every scope, each fenced on the
+        generation (or, for a hand-written one, the file identity) it was read with, so a re-arm
+        that lands in between is never removed. Returns the readings retired (each audited as
+        `expire`). The store checks each deadline against the clock it trusts, not `now`
+        (`HoldStore.retire`); a scope whose retire fails or is refused is left for the next
+        call; never raises.
+        `snapshot`: a read of every scope at `now` the caller already took (default: one here)."""
+        when = self.clock() if now is None else now
+        read = self.read(now=when) if snapshot is None else snapshot
+        retired = []
+        for reading in (r for full in read.readings for r in (full, *full.scoped)):
+            if reading.state is not HoldState.EXPIRED:
+                continue
+            self.store.step("expiry:decided")
+            try:
+                removed = self.store.retire(reading.location, reading.fence or Fence(), when, self.actor, "expire")
+            except Exception:  # noqa: BLE001 - one scope's failure never stops another's retire
+                import logging
+
+                logging.getLogger("hermes_estop").warning("cannot retire the expired hold at %s yet; retried next pass",
+                                                          reading.location.describe(), exc_info=True)
+                continue
+            if removed:
+                retired.append(reading)
+        return retired
+
+    def next_deadline(self, snapshot: Snapshot) -> datetime | None:
+        """The soonest deadman among the active holds of `snapshot`, scoped ones included (when
+        the daemon must look next)."""
+        deadlines = [r.hold.expires_at for full in snapshot.readings for r in (full, *full.scoped)
+                     if r.state is HoldState.ACTIVE and r.hold is not None and r.hold.expires_at is not None]
+        return min(deadlines) if deadlines else None
+
+    # -- the record --------------------------------------------------------------------------
+
+    def record(self, event: str, location: Location, *, generation: str | None = None, reason: str | None = None,
+               deadline: datetime | None = None, detail: str | None = None, now: datetime | None = None) -> None:
+        """Append a non-write event (a window's skipped occurrence, an intent) to the audit trail."""
+        when = self.clock() if now is None else now
+        self.store.append_audit(AuditEvent(when, event, location.scope, generation, self.actor, reason, deadline, detail))
+
+    def history(self, limit: int | None = None, since: datetime | None = None) -> tuple[list[AuditEvent], int]:
+        """The audit trail, oldest first (with `limit`, the newest `limit`; with `since`, the
+        events at or after it), and how many stored entries were corrupt and skipped (among
+        those read: the file trail is read from its end only as far as the answer needs)."""
+        return self.store.history_counted(limit, since)
+
+    @property
+    def audit_failures(self) -> int:
+        """How many audit lines this process failed to write (a hold stood regardless)."""
+        return self.store.audit_failures
+
+    @property
+    def last_audit_failure(self) -> str | None:
+        return self.store.last_audit_failure
+
+    def audit_problem(self) -> str | None:
+        """Why the audit trail cannot be written now (None when it can): `hermes status` and a
+        metric say so, since holds are still armed but not recorded."""
+        return self.store.audit_problem()
+
+    def audit_after(self, position: int, limit: int) -> list[AuditEntry]:
+        """At most `limit` audit entries after cursor `position`, oldest first."""
+        return self.store.audit_after(position, limit)
+
+    def audit_head(self) -> int:
+        """The cursor position just past the newest audit entry."""
+        return self.store.audit_head()
+
+    # -- the services' shared state ----------------------------------------------------------
+
+    def ledger(self) -> RecordTable:
+        """The window scheduler's ledger storage, shared by every scheduler of the fleet."""
+        return self.store.open_ledger(self.root)
+
+    def state(self, service: str) -> StateTable:
+        """The named states of fleet-wide service `service` (the notifier's cursors)."""
+        return self.store.open_state(service, self.root)
+
+    def consumers(self) -> ConsumerTable:
+        """The consumer registry: every process of the fleet that starts work, and what it last
+        saw (`registry`; `hermes consumers`, `pause --wait`)."""
+        return self.store.open_consumers(self.root)
+
+    def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool] | None:
+        """This process's `is_leader` for `role` among every process sharing the store, or None
+        where there is nothing to elect."""
+        return self.store.leader_gate(role, poll)
+
+    def reachable(self) -> bool:
+        """False when the store as a whole does not answer (from what this process already
+        knows: never a round trip); the file store answers while its fleet root can be listed."""
+        reachable = self.store.reachable()
+        if reachable is not None:
+            return reachable
+        import os
+
+        return os.path.isdir(self.root) and os.access(self.root, os.R_OK | os.X_OK)
+
+    def describe(self) -> dict[str, Any]:
+        """What `hermes store status` prints."""
+        return self.store.describe()
+
+    def init_schema(self) -> tuple[int, list[int]]:
+        """`hermes store init`: (schema version, versions applied by this call)."""
+        return self.store.init_schema()
+
+    def schema_info(self) -> dict[str, Any]:
+        return self.store.schema_info()
+
+    def settle(self, timeout: float = 2.0) -> bool:
+        """Wait until work the store handed off (background retires) is done."""
+        return self.store.settle(timeout)

@@ -1,0 +1,1 @@
+"""The consumer registry and acknowledgements: entries, what a consumer reports, the roster, acks."""

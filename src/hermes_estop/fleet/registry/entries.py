@@ -1,0 +1,246 @@
+"""The consumer registry's model: who starts work in the fleet, what each last saw, and what
+that proves (docs/design.md §8a "Acknowledged stops").
+
+Every long-running process that starts work (the cron ticker, the kanban dispatcher, a gateway,
+an APScheduler adapter, a user loop) keeps one `ConsumerEntry` in the store: who it is (component,
+host, pid and the pid's start time, home, the scopes it honours) and, from its loop, the
+engagement it last observed (scope and generation of each active hold) and its verdict.
+
+The decisions are pure functions of (entry, now, is-alive), so they are tested with a fake clock:
+`consumer_state` (live, stalled, lost, and when a lost entry is pruned) and `acknowledges` (has
+this consumer seen that hold arrive, or that release?). An acknowledgement proves the consumer's
+own loop read the hold after it was written and finished the pass it was in; it does not prove
+that no other code path starts work (`hermes doctor` looks for those).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from hermes_estop.model.timeutil import format_instant, parse_stamp
+
+if TYPE_CHECKING:
+    from hermes_estop.model.selector import Selector
+
+__all__ = [
+    "ALL_SCOPES",
+    "LOST_AFTER_MISSED",
+    "MIN_REPORT_INTERVAL",
+    "PRUNE_AFTER",
+    "Ack",
+    "ConsumerEntry",
+    "ConsumerState",
+    "acknowledges",
+    "consumer_state",
+    "covers",
+    "entry_key",
+    "overdue_after",
+]
+
+#: a consumer reports at most this often (seconds), besides whenever what it sees changes
+MIN_REPORT_INTERVAL = 1.0
+#: a consumer on another host is lost after this many reports missed in a row
+LOST_AFTER_MISSED = 3
+#: a lost entry is removed from the registry this long after its last report
+PRUNE_AFTER = timedelta(days=1)
+#: the scope a consumer lists when it honours every scope of the fleet (a kanban dispatcher)
+ALL_SCOPES = "*"
+#: how late a report may be, on top of one interval, before it counts as missed (a loaded host)
+_SLACK = timedelta(seconds=1)
+
+
+class ConsumerState(Enum):
+    """`live`: reporting on time. `stalled`: late, while known (or not known not) to be alive —
+    a SIGSTOPped or wedged loop. `lost`: known gone (same host: its pid ended or was reused), or
+    `LOST_AFTER_MISSED` reports late on another host; a lost consumer never holds up a wait."""
+
+    LIVE = "live"
+    STALLED = "stalled"
+    LOST = "lost"
+
+
+@dataclass(frozen=True)
+class ConsumerEntry:
+    """One registered consumer process, as it last reported itself."""
+
+    component: str
+    host: str
+    pid: int
+    #: the pid's start time (clock ticks since boot), so a reused pid is never taken for it
+    pid_start: int | None
+    home: str
+    profile: str | None
+    #: the scopes whose holds this consumer honours ("fleet", profile names; `ALL_SCOPES`: all)
+    scopes: tuple[str, ...]
+    version: str
+    #: seconds between its reports (its loop's interval, at least `MIN_REPORT_INTERVAL`)
+    interval: float
+    registered_at: datetime
+    reported_at: datetime
+    #: reports made so far: a waiter knows a report is newer than the moment it started waiting
+    seq: int = 0
+    #: (scope, generation) of every active hold it saw in its last report ("?" for a hold with none)
+    observed: tuple[tuple[str, str], ...] = ()
+    #: its verdict on that read: "proceed" or "held"
+    verdict: str = "proceed"
+    #: when it first saw the engagement it reports (None: nothing held)
+    observed_since: datetime | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return entry_key(self.component, self.host, self.pid)
+
+    def describe(self) -> str:
+        """`kanban@host-b pid 4411`: how an operator names it."""
+        return f"{self.component}@{self.host} pid {self.pid}"
+
+    def reported(self, now: datetime, observed: tuple[tuple[str, str], ...], verdict: str) -> ConsumerEntry:
+        """This entry after one more report at `now` that saw `observed`."""
+        since = self.observed_since if observed == self.observed and self.observed_since is not None else now
+        return replace(self, reported_at=now, seq=self.seq + 1, observed=observed, verdict=verdict,
+                       observed_since=since if observed else None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version_format": 1, "component": self.component, "host": self.host, "pid": self.pid,
+            "pid_start": self.pid_start, "home": self.home, "profile": self.profile,
+            "scopes": list(self.scopes), "version": self.version, "interval": self.interval,
+            "registered_at": format_instant(self.registered_at), "reported_at": format_instant(self.reported_at),
+            "seq": self.seq, "observed": [{"scope": s, "generation": g} for s, g in self.observed],
+            "verdict": self.verdict, "observed_since": format_instant(self.observed_since), "extra": self.extra,
+        }
+
+    def encode(self) -> bytes:
+        return json.dumps(self.to_json(), sort_keys=True).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: Any) -> ConsumerEntry | None:
+        """The entry of a stored document; None for one that is not (a damaged file is ignored,
+        never fatal to a reader)."""
+        try:
+            registered, reported = parse_stamp(data["registered_at"]), parse_stamp(data["reported_at"])
+            pid, interval = data["pid"], data["interval"]
+            if registered is None or reported is None or not isinstance(pid, int) or isinstance(pid, bool):
+                return None
+            if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0:
+                return None
+            observed = tuple((str(o["scope"]), str(o["generation"])) for o in data.get("observed") or ())
+            pid_start = data.get("pid_start")
+            return cls(
+                component=str(data["component"]), host=str(data["host"]), pid=pid,
+                pid_start=pid_start if isinstance(pid_start, int) else None, home=str(data.get("home") or ""),
+                profile=data.get("profile") if isinstance(data.get("profile"), str) else None,
+                scopes=tuple(str(s) for s in data.get("scopes") or ()), version=str(data.get("version") or "?"),
+                interval=float(interval), registered_at=registered, reported_at=reported,
+                seq=int(data.get("seq") or 0), observed=observed, verdict=str(data.get("verdict") or "?"),
+                observed_since=parse_stamp(data.get("observed_since")),
+                extra=data.get("extra") if isinstance(data.get("extra"), dict) else {},
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+    @classmethod
+    def decode(cls, raw: bytes) -> ConsumerEntry | None:
+        try:
+            return cls.from_json(json.loads(raw))
+        except ValueError:
+            return None
+
+
+def entry_key(component: str, host: str, pid: int) -> str:
+    """The registry key of one consumer: safe as a file name (the host is reduced to its
+    letters, digits, dots and dashes)."""
+    safe_host = "".join(c if c.isalnum() or c in ".-" else "_" for c in host)[:64] or "_"
+    safe_component = "".join(c if c.isalnum() or c in ".-" else "_" for c in component)[:64] or "_"
+    return f"{safe_component}@{safe_host}-{pid}"
+
+
+def overdue_after(entry: ConsumerEntry) -> timedelta:
+    """How long after its last report a consumer counts as late (one interval and a slack)."""
+    return timedelta(seconds=entry.interval) + _SLACK
+
+
+def consumer_state(entry: ConsumerEntry, now: datetime, alive: bool | None) -> ConsumerState:
+    """The state of `entry` at `now`. `alive`: whether its pid still runs with its start time
+    (None when that cannot be known: another host). A report dated in the future (a skewed
+    clock) counts as on time."""
+    if alive is False:
+        return ConsumerState.LOST
+    age = now - entry.reported_at
+    if age <= overdue_after(entry):
+        return ConsumerState.LIVE
+    if alive is None and age > timedelta(seconds=entry.interval * LOST_AFTER_MISSED) + _SLACK:
+        return ConsumerState.LOST
+    return ConsumerState.STALLED
+
+
+def prunable(entry: ConsumerEntry, now: datetime, state: ConsumerState) -> bool:
+    """A lost entry is removed a day after its last report (kept that long for the incident)."""
+    return state is ConsumerState.LOST and now - entry.reported_at > PRUNE_AFTER
+
+
+__all__ += ["prunable"]
+
+
+def covers(entry: ConsumerEntry, scope: str) -> bool:
+    """A hold at `scope` covers this consumer: it honours that scope (or every scope)."""
+    return ALL_SCOPES in entry.scopes or scope in entry.scopes
+
+
+@dataclass(frozen=True)
+class Ack:
+    """What a waiter waits for: the hold at `scope` with `generation` to be seen (`engaged`),
+    or, after a release, to be seen gone by a report newer than `after_seq[key]`."""
+
+    scope: str
+    generation: str
+    engaged: bool
+    #: per consumer key, the last report number before the write (a release is acknowledged
+    #: only by a later report)
+    after_seq: dict[str, int] = field(default_factory=dict)
+    #: other generations of the same hold (a lease's renewals re-arm it under new generations
+    #: while the waiter waits); the set may grow during the wait
+    also: Collection[str] = frozenset()
+    #: what the hold covers (a scoped hold's `Selector`); None: everything
+    selector: Selector | None = None
+
+
+def acknowledges(entry: ConsumerEntry, ack: Ack) -> bool:
+    """`entry`'s last report acknowledges `ack`: it saw that hold (engage; any of its
+    generations), or a report made after the release no longer sees it."""
+    seen = (ack.scope, ack.generation) in entry.observed or any((ack.scope, g) in entry.observed for g in tuple(ack.also))
+    if ack.engaged:
+        return seen
+    return entry.seq > ack.after_seq.get(entry.key, -1) and not seen
+
+
+def this_host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def is_alive(entry: ConsumerEntry, host: str | None = None) -> bool | None:
+    """Whether `entry`'s process still runs (its pid with its start time), None when it is on
+    another host and cannot be asked."""
+    if entry.host != (host if host is not None else this_host()):
+        return None
+    from hermes_estop.system.processes import same_process, start_time
+
+    if entry.pid_start is None:
+        return start_time(entry.pid) is not None
+    return same_process(entry.pid, entry.pid_start)
+
+
+def own_pid() -> int:
+    return os.getpid()
+
+
+__all__ += ["is_alive", "this_host", "own_pid"]

@@ -1,0 +1,1 @@
+"""The hold model: pure values and functions (wire format, allowlists, selectors, durations, time)."""

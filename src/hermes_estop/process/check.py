@@ -1,0 +1,238 @@
+"""The one shared predicate (docs/design.md §4), as pure functions over one `Snapshot`.
+
+Every decision comes from a single snapshot of all candidate locations, so "is it engaged" and
+"who is admitted" can never come from two different reads.
+"""
+
+from __future__ import annotations
+
+from hermes_estop.model.hold import Cause, Fence, HoldState, Reading
+from hermes_estop.model.record import Record, set_field
+from hermes_estop.model.text import printable
+from hermes_estop.model.timeutil import display_instant
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any
+
+__all__ = [
+    "HAND_MADE",
+    "Snapshot",
+    "Verdict",
+    "admits",
+    "auto_resume_at",
+    "decide",
+    "engaged",
+    "holding",
+    "pause_notice",
+    "unreadable_cause",
+]
+
+
+class Snapshot(Record):
+    """One read of every candidate location, taken at `now`."""
+
+    __slots__ = ("readings", "now")  # noqa: RUF023 (constructor order)
+    readings: tuple[Reading, ...]
+    now: datetime
+
+    def __init__(self, readings: tuple[Reading, ...], now: datetime) -> None:
+        set_field(self, "readings", readings)
+        set_field(self, "now", now)
+
+    @property
+    def active(self) -> tuple[Reading, ...]:
+        """The active full holds (a hold of everything at its location)."""
+        return tuple(r for r in self.readings if r.active)
+
+    @property
+    def scoped_active(self) -> tuple[Reading, ...]:
+        """The active scoped holds, whatever work they cover (issue 26)."""
+        return tuple(s for r in self.readings for s in r.scoped if s.active)
+
+    @property
+    def every_active(self) -> tuple[Reading, ...]:
+        """Every active hold, full then scoped: what holds SOME work."""
+        return self.active + self.scoped_active
+
+    @property
+    def engaged(self) -> bool:
+        return engaged(self)
+
+    @property
+    def engagement(self) -> frozenset[tuple[str, Fence | None]]:
+        """The identity of what holds: one value per engagement (a re-arm is a new one), so a
+        consumer logs "held" once per engagement, not once per refused piece of work."""
+        return frozenset((r.location.key, r.fence) for r in self.every_active)
+
+    def admits(self, user_id: Any = None, profile: Any = None) -> bool:
+        return admits(self, user_id, profile)
+
+
+def holding(snapshot: Snapshot, component: str | None = None, job: Any = None) -> tuple[Reading, ...]:
+    """The active holds that cover work of `component` named `job` (one name, or several): every
+    full hold, and each scoped hold whose selector covers it. Work that does not say what it is
+    (`component` None) is covered by every hold; an unreadable selector covers everything."""
+    found: list[Reading] | None = None
+    for reading in snapshot.readings:
+        if reading.active:
+            if found is None:
+                found = []
+            found.append(reading)
+        scoped = reading.scoped
+        if scoped:
+            covering = getattr(scoped, "covering", None)  # `selector.ScopedReadings`: indexed
+            matched = covering(component, job) if covering is not None else tuple(
+                s for s in scoped if s.active and s.covers(component, job))
+            if matched:
+                if found is None:
+                    found = []
+                found.extend(matched)
+    return () if found is None else tuple(found)
+
+
+def engaged(snapshot: Snapshot) -> bool:
+    """At least one active hold, full or scoped (an unreadable hold is active)."""
+    for reading in snapshot.readings:
+        if reading.active:
+            return True
+        for scoped in reading.scoped:
+            if scoped.active:
+                return True
+    return False
+
+
+def admits(snapshot: Snapshot, user_id: Any, profile: Any, component: str | None = None, job: Any = None) -> bool:
+    """At least one active hold covers the work, and EVERY one that does admits (deny wins). A
+    profile narrows a principal's grant and never admits on its own; an unreadable hold admits
+    nobody."""
+    holds = holding(snapshot, component, job)
+    return bool(holds) and all(reading.admits(user_id, profile) for reading in holds)
+
+
+def auto_resume_at(snapshot: Snapshot, holds: tuple[Reading, ...] | None = None) -> datetime | None:
+    """When every active hold (of `holds`, default the full ones) has a deadman, the instant the
+    last of them lifts; else None."""
+    deadlines = []
+    for reading in snapshot.active if holds is None else holds:
+        if reading.hold is None or reading.hold.expires_at is None:
+            return None
+        deadlines.append(reading.hold.expires_at)
+    return max(deadlines) if deadlines else None
+
+
+#: what an empty body is (`touch ESTOP`): a valid emergency stop, never called broken
+HAND_MADE = "a hand-made stop with no details (no reason, no deadman, admits nobody)"
+
+
+def unreadable_cause(reading: Reading) -> str:
+    """One printable clause naming why an unreadable hold holds and what will actually lift it
+    (the fix, not just `hermes resume`, which cannot remove a directory or reach a store that is
+    down), chosen by the reading's `Cause` as the reader found it."""
+    shown = printable(reading.problem or "unknown problem")
+    location = reading.location
+    cause = reading.cause
+    if cause is Cause.REFUSED_HOME:
+        return f"{shown}: held until HERMES_HOME names a valid profile home"
+    if cause is Cause.STORE_DOWN:
+        return f"the fleet store is unreachable; held until it is back ({shown})"
+    if cause is Cause.EMPTY:
+        return f"{HAND_MADE} at {printable(location.describe())}; `hermes resume` lifts it"
+    sentinel = printable(location.sentinel)
+    if cause is Cause.NOT_A_FILE:
+        return f"ESTOP at {sentinel} is {shown}: remove it by hand"
+    if cause is Cause.CANNOT_READ:
+        return f"ESTOP at {sentinel} cannot be read ({shown}): fix its permissions or remove it by hand"
+    return (f"the hold at {location.describe()} is unreadable ({shown}); `hermes resume` removes it, "
+            "or rewrite it with `hermes pause`")
+
+
+def pause_notice(snapshot: Snapshot, holds: tuple[Reading, ...] | None = None) -> str | None:
+    """The user-facing line for refused work: the reason(s), the cause of any unreadable hold
+    with what will lift it, and the auto-resume time when there is one. None when nothing
+    holds. One line, escaped with `text.printable` (a reason is whatever a body says). `holds`:
+    the holds that refused the work (default: the full holds of the snapshot)."""
+    active = snapshot.active if holds is None else holds
+    if not active:
+        return None
+    reasons: list[str] = []
+    causes: list[str] = []
+    for reading in active:
+        if reading.state is HoldState.UNREADABLE:
+            cause = unreadable_cause(reading)
+            if cause not in causes:
+                causes.append(cause)
+            continue
+        hold = reading.hold
+        reason = hold.reason if hold is not None else None
+        label = f"{hold.selector.describe()}: " if hold is not None and hold.selector is not None else ""
+        if reason and label + printable(reason) not in reasons:
+            reasons.append(label + printable(reason))
+        elif not reason and label and label[:-2] not in reasons:
+            reasons.append(label[:-2])
+    tag = f" ({'; '.join(reasons)})" if reasons else ""
+    if causes:
+        return f"Hermes is paused{tag}: {'; '.join(causes)}. New work is on hold."
+    resume = auto_resume_at(snapshot, active)
+    until = f" Auto-resumes at {display_instant(resume)}." if resume is not None else ""
+    scoped = [r.hold.hold_id for r in active if r.hold is not None and r.hold.selector is not None]
+    how = "`hermes resume`" if not scoped else \
+        " / ".join([*(["`hermes resume`"] if len(scoped) < len(active) else []),
+                    *(f"`hermes resume --hold {printable(hold_id)}`" for hold_id in scoped)])
+    return f"Hermes is paused{tag}. New work is on hold; run {how} to pick things back up.{until}"
+
+
+class Verdict(Record):
+    """The answer to `gate()`: truthy when work may proceed. Carries the snapshot it was taken
+    from, the holds that cover the work asked about, and, when held, the notice to show."""
+
+    __slots__ = ("proceed", "engaged", "admitted", "snapshot", "holds")  # noqa: RUF023 (constructor order)
+    proceed: bool
+    engaged: bool
+    admitted: bool
+    snapshot: Snapshot
+    holds: tuple[Reading, ...]
+
+    def __init__(self, proceed: bool, engaged: bool, admitted: bool, snapshot: Snapshot,
+                 holds: tuple[Reading, ...] | None = None) -> None:
+        set_field(self, "proceed", proceed)
+        set_field(self, "engaged", engaged)
+        set_field(self, "admitted", admitted)
+        set_field(self, "snapshot", snapshot)
+        set_field(self, "holds", snapshot.active if holds is None else holds)
+
+    def __bool__(self) -> bool:
+        return self.proceed
+
+    @property
+    def notice(self) -> str | None:
+        return None if self.proceed else pause_notice(self.snapshot, self.holds)
+
+    @property
+    def reason(self) -> str | None:
+        """The reason of the first hold covering the work that gives one."""
+        for reading in self.holds:
+            if reading.hold is not None and reading.hold.reason:
+                return reading.hold.reason
+        return None
+
+    @property
+    def resume_at(self) -> datetime | None:
+        """When the hold lifts by itself (every covering hold has a deadman), else None."""
+        return auto_resume_at(self.snapshot, self.holds)
+
+
+def decide(snapshot: Snapshot, user_id: Any = None, profile: Any = None, component: str | None = None,
+           job: Any = None) -> Verdict:
+    """gate(principal, profile, component, job) = proceed when no active hold covers the work, or
+    when every one that does admits the principal (deny wins)."""
+    holds = holding(snapshot, component, job)
+    if not holds:
+        return Verdict(True, False, False, snapshot, holds)
+    is_admitted = True
+    for reading in holds:
+        if not reading.admits(user_id, profile):
+            is_admitted = False
+            break
+    return Verdict(is_admitted, True, is_admitted, snapshot, holds)

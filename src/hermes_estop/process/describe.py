@@ -1,0 +1,127 @@
+"""One hold as every rendering shows it: to a script (`hold_json`, `reading_json`: the body's
+wire names and the names an operator reads) and to a person (`describe_hold`,
+`describe_reading`: lines with every value escaped). `hermes status`, `hermes pause/resume`, the
+status document and the page all use these, so a hold reads the same everywhere.
+
+`covers` is the one way every surface says what a hold covers (its components and job
+patterns, or "all"): status, the page, forecasts, metrics labels, history, notifications and
+acknowledgements.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from hermes_estop.process.check import HAND_MADE, unreadable_cause
+from hermes_estop.model.hold import DEADLINE_UNREADABLE, Cause, Hold, HoldState, Reading
+from hermes_estop.model.text import printable
+from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
+
+if TYPE_CHECKING:
+    from hermes_estop.model.selector import Selector
+
+__all__ = ["ALL_WORK", "HOLD_EVENTS", "covers", "event_covers", "describe_hold", "describe_reading", "hold_json", "reading_json"]
+
+#: what a hold without a selector covers, as every surface says it
+ALL_WORK = "all"
+
+
+def covers(selector: Selector | None) -> str:
+    """What a hold with `selector` covers, for a person and a label: `all`, or its components
+    and job globs in the selector's notation (`kanban`, `cron:nightly-*`, `*:db-*` for jobs of
+    every component); an unreadable selector covers everything and says so. Escaped."""
+    return ALL_WORK if selector is None else selector.describe()
+
+
+#: the audit events that name a hold (a task's or a skip's line names no hold of its own)
+HOLD_EVENTS = ("engage", "rearm", "release", "retire", "expire", "void")
+
+
+def event_covers(event: str, detail: str | None) -> str | None:
+    """What the hold an audit line names covers (`covers`: a scoped hold's selector is in its
+    `detail`, a full hold's line has none); None for a line that names no hold."""
+    if event not in HOLD_EVENTS:
+        return None
+    from hermes_estop.model.selector import selector_of_detail
+
+    scoped = selector_of_detail(detail)
+    return covers(scoped[1] if scoped is not None else None)
+
+
+def hold_json(hold: Hold | None, now: datetime) -> dict[str, Any]:
+    """A hold as scripts read it: the body's wire names (`expires_at`, `allow`) and the names
+    an operator reads in `hermes status` (`deadline`, `deadline_in`, `allowlist`)."""
+    expires_at = format_instant(hold.expires_at) if hold is not None else None
+    expires_in = format_relative(hold.expires_at, now) if hold is not None and hold.expires_at else None
+    allow = hold.allow.to_body() if hold is not None else {"user_ids": [], "profiles": []}
+    return {
+        "generation": hold.generation if hold else None,
+        "reason": hold.reason if hold else None,
+        "engaged_at": format_instant(hold.engaged_at) if hold else None,
+        "expires_at": expires_at,
+        "expires_in": expires_in,
+        "deadline": expires_at,
+        "deadline_in": expires_in,
+        "allow": allow,
+        "allowlist": allow,
+        "armed_by": hold.armed_by if hold else None,
+        "window": dict(hold.window) if hold is not None and hold.window else None,
+        "hold": hold.hold_id if hold is not None else None,
+        "selector": hold.selector.to_body() if hold is not None and hold.selector is not None else None,
+        "covers": covers(hold.selector) if hold is not None else ALL_WORK,
+    }
+
+
+def reading_json(reading: Reading, now: datetime, where: str) -> dict[str, Any]:
+    """One reading; `where` is `Fleet.where(location)` (a sentinel path, a database row)."""
+    data: dict[str, Any] = {"scope": reading.location.scope, "path": where, "state": reading.state.value}
+    data.update(hold_json(reading.hold, now))
+    data["problem"] = reading.problem
+    data["cause"] = reading.cause.value if reading.cause is not None else None
+    return data
+
+
+def describe_hold(hold: Hold, now: datetime) -> list[str]:
+    """The detail lines of one readable hold, every value escaped (`printable`: a reason, an
+    id or an actor is whatever a body says, and must never drive the terminal)."""
+    lines = [f"covers     {ALL_WORK}" if hold.selector is None else
+             f"scoped     hold {printable(hold.hold_id or '?')}: only {covers(hold.selector)}"]
+    lines.append(f"generation {printable(hold.generation) if hold.generation else '(none: hand-written)'}")
+    lines.append(f"reason     {printable(hold.reason) if hold.reason else '(none)'}")
+    if hold.expires_at is not None:
+        lines.append(f"deadline   {display_instant(hold.expires_at)} ({format_relative(hold.expires_at, now)})")
+    elif DEADLINE_UNREADABLE in hold.problems:
+        lines.append("deadline   unreadable (held until `hermes resume`)")
+    else:
+        lines.append("deadline   none (held until `hermes resume`)")
+    allow = hold.allow
+    if allow.user_ids:
+        users = ", ".join(printable(user) for user in sorted(allow.user_ids))
+        profiles = f" on profiles {', '.join(printable(p) for p in sorted(allow.profiles))}" if allow.profiles else ""
+        lines.append(f"allow      users {users}{profiles}")
+    elif not allow.valid:
+        lines.append("allow      (malformed: admits nobody)")
+    else:
+        lines.append("allow      nobody")
+    if hold.armed_by:
+        lines.append(f"armed by   {printable(hold.armed_by)}")
+    if hold.problems:  # said in the body's own words too: "deadline unreadable: held until resumed"
+        lines.append(f"problem    {'; '.join(printable(p) for p in hold.problems)}")
+    return lines
+
+
+def describe_reading(reading: Reading, now: datetime, location: str) -> list[str]:
+    """A heading line and indented detail lines for one present reading; `location` is
+    `Fleet.where(...)` of its location. An unreadable hold names its cause and what will lift
+    it (`check.unreadable_cause`)."""
+    where = f"{printable(reading.location.describe())} ({printable(location)})"
+    if reading.state is HoldState.UNREADABLE and reading.cause is Cause.EMPTY:
+        return [f"HELD  {where}", f"      {HAND_MADE}", f"      covers     {ALL_WORK}"]
+    if reading.state is HoldState.UNREADABLE:
+        return [f"HELD  {where}", f"      unreadable: {unreadable_cause(reading)} (held, admits nobody)",
+                f"      covers     {ALL_WORK}"]
+    if reading.state is HoldState.EXPIRED:
+        return [f"lifted {where}: expired at {display_instant(reading.hold.expires_at) if reading.hold else '?'}"]
+    assert reading.hold is not None
+    return [f"HELD  {where}"] + [f"      {line}" for line in describe_hold(reading.hold, now)]

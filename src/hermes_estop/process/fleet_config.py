@@ -1,0 +1,184 @@
+"""Which store a fleet uses: `$HERMES_ESTOP_STORE`, else `store = "..."` in `estop.toml` in the
+fleet root, else the file store. `--store` on the CLI sets the environment variable.
+
+The configuration is read the way every file in a fleet root is (`fsutil.read_regular`: never
+blocks on a FIFO, refuses a directory or a symlink). A configuration that cannot be read is not
+"no configuration": the process cannot know which store holds the fleet's holds, so
+`configured_store` answers with an `UnavailableStore` (every location reads as held, every
+write fails with one line naming the problem) instead of raising or silently using the file
+store.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.homes import Layout
+from hermes_estop.model.text import printable
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from hermes_estop.stores.base import HoldStore
+
+__all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_store_option", "child_environment",
+           "configured_store", "declared_components", "read_config", "store_spec", "use_store"]
+
+CONFIG_FILE = "estop.toml"
+STORE_ENV = "HERMES_ESTOP_STORE"
+#: the keys `estop.toml` may hold; any other is warned about (once per process), naming it
+KNOWN_KEYS = frozenset({"store", "notify", "audit", "components", "http"})  # `[audit]`: audit_files.audit_table; `[http]`: api.transport
+#: a configuration file is a few lines; anything larger is refused, not read into memory
+MAX_CONFIG_BYTES = 64 * 1024
+
+# (config path, key) pairs already warned about: a long-running process warns once, not per read
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_unknown(path: Path, keys: list[str]) -> None:
+    """One WARNING per unknown key per process (`logging` is imported only when there is one:
+    `hermes check` on a clean configuration never loads it). With no logging configured, the
+    warning reaches stderr through logging's last-resort handler."""
+    fresh = [key for key in keys if (str(path), key) not in _warned]
+    if not fresh:
+        return
+    import logging
+
+    log = logging.getLogger("hermes_estop")
+    for key in fresh:
+        _warned.add((str(path), key))
+        log.warning("%s: unknown key %r ignored (known keys: %s)", printable(path), printable(key),
+                    ", ".join(sorted(KNOWN_KEYS)))
+
+
+def read_config(path: Path) -> dict[str, object] | None:
+    """The parsed `estop.toml`, None when there is none; `InvalidArgument` (one line naming the
+    file and the problem) for anything that cannot be read as a TOML document."""
+    from hermes_estop.system.fsread import read_regular
+
+    try:
+        raw = read_regular(path, MAX_CONFIG_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # NotRegularFile and StoreError are OSErrors too
+        why = exc.strerror or str(exc)
+        raise InvalidArgument(f"invalid config {printable(path)}: {printable(why)}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgument(f"invalid config {printable(path)}: not UTF-8 (byte {exc.start})") from None
+    import tomli  # the project's one TOML reader (see windows/windows_file.py)
+
+    try:
+        return tomli.loads(text)
+    except tomli.TOMLDecodeError as exc:
+        raise InvalidArgument(f"invalid config {printable(path)}: {printable(' '.join(str(exc).split()))}") from None
+
+
+#: the store this process's command line chose (`hermes --store URL ...`), if any: it outranks
+#: `$HERMES_ESTOP_STORE` and `estop.toml` for this process and the processes it starts
+_CHOSEN: list[str] = []
+
+
+def use_store(spec: str) -> None:
+    """Record the store the command line chose (`--store`, already checked by
+    `check_store_option`). Explicit process state, not a write to `os.environ`: what the
+    processes this one starts should see is given to them by `child_environment`."""
+    _CHOSEN[:] = [spec]
+
+
+def child_environment() -> dict[str, str]:
+    """The environment for a process this one starts (a gated command, a cron job, a kanban
+    worker, a maintenance task): this process's, with the store the command line chose named in
+    `$HERMES_ESTOP_STORE`, so a `hermes check` inside it reads the same store."""
+    env = dict(os.environ)
+    if _CHOSEN:
+        env[STORE_ENV] = _CHOSEN[0]
+    return env
+
+
+def store_spec(layout: Layout, env: Mapping[str, str] | None = None) -> str | None:
+    """The configured store spec (None: the file store): the command line's choice (when `env`
+    is this process's), else `$HERMES_ESTOP_STORE`, else `estop.toml`. `InvalidArgument`, naming
+    the file and the problem, when `estop.toml` exists but cannot be read or says something
+    invalid."""
+    if env is None:
+        if _CHOSEN:  # `--store ''` chose "no override": the configuration file decides
+            env = {STORE_ENV: _CHOSEN[0]}
+        else:
+            env = os.environ
+    spec = env.get(STORE_ENV)
+    if spec:
+        return spec.strip()
+    path = layout.root / CONFIG_FILE
+    data = read_config(path)
+    if data is None:
+        return None
+    unknown = sorted(key for key in data if key not in KNOWN_KEYS)
+    if unknown:
+        _warn_unknown(path, unknown)
+    value = data.get("store")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgument(f"invalid config {printable(path)}: 'store' must be a string, not {printable(repr(value))}")
+    return value.strip() or None
+
+
+def configured_store(layout: Layout, env: Mapping[str, str] | None = None) -> HoldStore:
+    """The store this process's configuration names. Never raises: a configuration that cannot
+    be read, or names a store that cannot be opened, gives an `UnavailableStore` carrying the
+    reason with what to do, so readers hold (never free, never a crash, never a hang) and
+    writers fail with that one line."""
+    from hermes_estop.stores import open_store
+
+    try:
+        return open_store(store_spec(layout, env), layout.root)
+    except Exception as exc:  # noqa: BLE001 - any failure to configure the store holds the fleet
+        from hermes_estop.stores.unavailable import UnavailableStore
+        from hermes_estop.model.text import one_line
+
+        return UnavailableStore(f"{one_line(exc)} (fix or remove the configuration; until then the fleet is held)")
+
+
+def check_store_option(spec: str) -> str:
+    """A `--store` value typed on the command line: input to this one command, so a bad one is
+    refused (`InvalidArgument`, one line naming the value, CLI exit 2) instead of reading as
+    held the way a broken fleet configuration does. Opens nothing."""
+    from hermes_estop.stores import is_postgres_url
+
+    value = spec.strip()
+    if not value or value == "file":
+        return value
+    if is_postgres_url(value):
+        from hermes_estop.stores.pg_url import parse_store_url
+
+        parse_store_url(value)
+        return value
+    raise InvalidArgument(f"invalid --store {printable(repr(spec))}: expected 'file' or a postgresql:// URL")
+
+
+def declared_components(layout: Layout) -> frozenset[str]:
+    """The consumer components `estop.toml` declares (`components = ["billing", ...]`): names a
+    consumer of the operator's own gates as, which `pause --only` accepts although no shipped
+    consumer has them and none reported them yet. `InvalidArgument`, naming the file, for a
+    value that is not a list of component names."""
+    path = layout.root / CONFIG_FILE
+    data = read_config(path)
+    value = None if data is None else data.get("components")
+    if value is None:
+        return frozenset()
+    from hermes_estop.model.errors import EstopError
+    from hermes_estop.model.selector import Selector
+
+    if not isinstance(value, list):
+        raise InvalidArgument(f"invalid config {printable(path)}: 'components' must be a list of names, "
+                              f"not {printable(repr(value))}")
+    try:
+        selector = Selector.of(value)
+    except EstopError as exc:
+        raise InvalidArgument(f"invalid config {printable(path)}: 'components': {exc}") from None
+    return selector.components if selector is not None else frozenset()

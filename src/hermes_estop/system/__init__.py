@@ -1,0 +1,1 @@
+"""What the operating system gives: regular files written atomically, read safely; process identity and groups."""

@@ -1,0 +1,109 @@
+"""Checked reads of files in a fleet root or home: `open_regular` (never blocks on a FIFO, never
+follows a symlink, refuses anything but a regular file) and `read_regular`, which every such
+read goes through.
+
+They live apart from the write primitives in `fsutil` (which re-exports them) because every
+`hermes check` reads its configuration through them, and that path must not import what only a
+writer needs (`fcntl`, `contextlib`)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from hermes_estop.model.errors import StoreError
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = [
+    "FILE_MODE",
+    "MAX_READ_BYTES",
+    "NotRegularFile",
+    "describe_mode",
+    "open_regular",
+    "read_regular",
+    "read_regular_with_stat",
+]
+
+FILE_MODE = 0o644
+MAX_READ_BYTES = 64 * 1024 * 1024
+_OPEN_SAFE = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class NotRegularFile(StoreError):
+    """A path in a fleet root or home that is not a plain file the program may use: a directory,
+    a FIFO, a device, a symlink, a hard-linked or foreign lock/audit file. Never opened for I/O."""
+
+
+def describe_mode(mode: int) -> str:
+    """What a non-regular file is, for a one-line message."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    return "not a regular file"
+
+
+def open_regular(path: Path | str, flags: int = os.O_RDONLY, mode: int = FILE_MODE) -> int:
+    """THE way to open a file in a fleet root or home: `O_NONBLOCK|O_NOFOLLOW` (a FIFO or a
+    symlink can never block or redirect the open), then `fstat` to check it is a regular file.
+    Raises `FileNotFoundError` when it is missing (and `flags` has no `O_CREAT`),
+    `NotRegularFile` naming the path and what it is, or `OSError` from the open itself."""
+    try:
+        fd = os.open(path, flags | _OPEN_SAFE, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotRegularFile(f"{path} is a symlink: refusing to follow it") from None
+        if exc.errno == errno.ENXIO:  # a FIFO with no reader, opened for writing
+            raise NotRegularFile(f"{path} is a FIFO: refusing to use it") from None
+        raise
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotRegularFile(f"{path} is {describe_mode(st.st_mode)}: refusing to use it")
+    return fd
+
+
+def read_regular(path: Path | str, limit: int = MAX_READ_BYTES) -> bytes:
+    """The whole content of a regular file, opened with `open_regular`. Raises
+    `FileNotFoundError` when missing, `NotRegularFile`, `OSError`, or `StoreError` when it is
+    larger than `limit` bytes."""
+    return read_regular_with_stat(path, limit)[0]
+
+
+def read_regular_with_stat(path: Path | str, limit: int = MAX_READ_BYTES) -> tuple[bytes, os.stat_result]:
+    """`read_regular`, and the `fstat` of the very file the bytes came from (for a reader that
+    must tell whether a later read saw the same version)."""
+    fd = open_regular(path)
+    try:
+        st = os.fstat(fd)
+        chunks: list[bytes] = []
+        total = 0
+        # The first read asks for the whole file as fstat sizes it (one buffer, not a list of
+        # chunks joined into a second copy: a 10 MiB windows file); a file still growing is
+        # read on in chunks.
+        first = max(1, min(st.st_size + 1, limit + 1))
+        while True:
+            chunk = os.read(fd, first if not chunks else min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise StoreError(f"{path} is larger than {limit} bytes: refusing to read it")
+        return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), st
+    finally:
+        os.close(fd)

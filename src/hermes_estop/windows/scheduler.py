@@ -1,0 +1,599 @@
+"""The window scheduler: one reconciliation pass (`tick(now) -> TickReport`, or `plan(now)` for a
+dry run: the same body, writing nothing) carries out `reconcile.plan_scope` at every scope, and
+APScheduler 3 date jobs (`wakeups`) wake it at the instants the occurrences say. A thin loop
+around it (`run(stop)`) also reconciles every `poll_interval` seconds, which is how edits of
+`windows.toml` are picked up without a restart, and what makes a missed wake-up harmless.
+
+A read of `windows.toml` that takes hold time away is acted on only once confirmed (`guard`):
+until then what it takes away is kept as it was, so an editor re-saving the file in place never
+frees the fleet, while a window it adds arms at once. Before every arm an intent is
+appended to the audit trail (`recall`), so an arm the ledger missed is remembered after a crash.
+
+Jobs run on a one-thread executor and every pass holds the service's lock, so decisions never
+interleave within a process; across processes the store's fenced writes and the ledger's lock do.
+High availability plugs in through `is_leader`: it is asked before every write (hold or ledger);
+a scheduler that is not the leader plans, schedules its wake-ups and writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from hermes_estop.fleet.audit import AuditEvent
+from hermes_estop.model.durations import MAX_DURATION
+from hermes_estop.model.errors import EstopError, StoreError
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.hold import HoldState, Reading
+from hermes_estop.model.homes import FLEET, validate_profile_name
+from hermes_estop.model.timeutil import next_deadline
+from hermes_estop.windows.actions import Actions, PassState
+from hermes_estop.windows.events import TickEvent, TickReport, note_event, planned_events
+from hermes_estop.windows.following import FollowingMemo
+from hermes_estop.windows.guard import FileGuard
+from hermes_estop.windows.ledger import ARMED, RETENTION, WITHDRAWN, LedgerEntry, OccurrenceLedger, open_ledger
+from hermes_estop.windows.model import InvalidWindow, Window
+from hermes_estop.windows.occurrences import Occurrence, OccurrenceIndex
+from hermes_estop.windows.problems import ProblemLog
+from hermes_estop.windows.recall import recall
+from hermes_estop.windows.reconcile import Arm, ChainEnd, Retire, ScopePlan, Skip, chain_end, idle, plan_scope
+from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
+from hermes_estop.windows.windows_file import WindowsFile
+
+__all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "TickEvent", "TickReport", "WindowService"]
+
+logger = logging.getLogger("hermes_estop.windows")
+
+POLL_INTERVAL = 5.0
+#: The shortest time a read of `windows.toml` that weakens anything (retires, shortens, withdraws)
+#: must stay the same file, over at least two reads, before it is acted on, whatever the poll
+#: interval and whatever the content looks like: an editor's save in place can stall for seconds
+#: between its truncate and its last write, and any part of it may be valid TOML. A hold lifting
+#: a few seconds late is the safe side; an operator who wants the fleet back at once resumes it.
+WEAKEN_AFTER = 5.0
+#: a pass with nothing else to commit prunes the ledger only once its oldest entry is this far
+#: past the retention (a commit rewrites the whole file ledger: a fleet whose entries end every
+#: few minutes rewrote it on every pass just to drop them, issue 24); any other commit prunes too
+PRUNE_SLACK = timedelta(hours=1)
+#: how many of the newest audit events `recall` reads (an arm it misses is armed again: held)
+RECALL_DEPTH = 5000
+_MAX_ROUNDS = 3
+_Inputs = tuple[list[Window], dict[str, LedgerEntry]]
+#: window name -> its occurrences covering the pass's `now`
+Covering = dict[str, list[Occurrence]]
+
+
+def _always() -> bool:
+    return True
+
+
+class WindowService:
+    """Arms and retires the holds of the maintenance windows of one fleet. Time comes from the
+    fleet's clock (the database's on PostgreSQL) and from `monotonic` (pacing the loop)."""
+
+    name = "windows"
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        *,
+        windows_file: WindowsFile | None = None,
+        ledger: OccurrenceLedger | None = None,
+        is_leader: Callable[[], bool] | None = None,
+        scheduler: Scheduler | None = None,
+        poll_interval: float = POLL_INTERVAL,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.fleet = fleet
+        self.clock = fleet.clock
+        self.monotonic = monotonic
+        self.sleep = sleep
+        self.windows_file = windows_file or WindowsFile(fleet.root)
+        self.ledger = ledger or open_ledger(fleet)
+        self.is_leader = is_leader or _always
+        self.scheduler = scheduler
+        self.poll_interval = float(poll_interval)
+        self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)))
+        self.index = OccurrenceIndex()
+        self.following = FollowingMemo()
+        self.actions = Actions(fleet)
+        self._lock = threading.RLock()
+        self._logged: dict[str, object] = {}
+        #: the problems standing now (kind -> message), each logged when it starts and clears
+        self._problems = ProblemLog(logger)
+        self._owns_scheduler = False
+        #: the windows last grouped, and their groups (`_layout`)
+        self._grouped: WindowGroups | None = None
+        #: whether the windows were grouped anew since the last pass that acted (`_moved` then
+        #: looks at every scope it visits: a window may have changed lanes anywhere)
+        self._regrouped = True
+        #: scopes with an old hold left to retire, or whose last look for moves failed
+        self._unsettled: set[str] = set()
+        #: (scope, selector) -> the lane's chain as last computed (`_chain`)
+        self._chains: dict[tuple[str, Any], tuple[Sequence[Window], int, tuple[str, ...], frozenset[str], datetime,
+                                                  datetime]] = {}
+        #: the audit trail's newest events by scope, read at most once a pass (`_recalled`)
+        self._trail: dict[str, list[AuditEvent]] | None = None
+
+    def __repr__(self) -> str:
+        return f"WindowService({self.windows_file.path})"
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def load_windows(self) -> list[Window]:
+        """The windows of the file (validated once per content). Raises `InvalidWindow` or
+        `StoreError`."""
+        return self.windows_file.load()
+
+    def _inputs(self, report: TickReport) -> _Inputs | None:
+        """The windows and the ledger to act on, or None (the reason in `report`): a file that
+        does not read or validate, or a read that takes away what cannot be kept (`guard`)."""
+        try:
+            snapshot = self.windows_file.snapshot()
+            parsed = self.windows_file.parse_each(snapshot.raw)
+            entries = self.ledger.load()
+        except (InvalidWindow, StoreError) as exc:
+            self.guard.interrupted()
+            self._problem("error", f"{exc} (no window is armed or retired until it reads and parses again)")
+            report.errors.append(str(exc))
+            return None
+        self._cleared("error", f"windows: {self.windows_file.path} reads and parses again")
+        windows = parsed.windows
+        report.windows = len(windows)
+        report.failed = [str(failure) for failure in parsed.failures]
+        failing = {f"failed:{failure.window}": str(failure) for failure in parsed.failures}
+        for kind, line in failing.items():
+            self._problem(kind, f"windows: {line} (this window holds as it was; the others proceed)")
+        for kind in [k for k in self._problems if k.startswith("failed:") and k not in failing]:
+            self._cleared(kind, f"windows: window {kind[len('failed:'):]} validates again (or was removed)")
+        report.stale = dict(parsed.stale)
+        for name, line in parsed.stale.items():
+            self._problem(f"stale:{name}", f"windows: {line} (its occurrences hold as that copy says)")
+        for kind in [k for k in self._problems if k.startswith("stale:") and k[len("stale:"):] not in parsed.stale]:
+            self._cleared(kind, f"windows: calendar {kind[len('stale:'):]} reads again")
+        identity = (snapshot.identity, parsed.digests) if parsed.digests else snapshot.identity
+        verdict = self.guard.judge(identity, windows, entries, report.now, parsed.failing_names())
+        if not verdict.trusted:
+            report.pending = verdict.reason
+            self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
+            return None if verdict.windows is None else (verdict.windows, entries)
+        if self._log_once("loaded", hash((snapshot.raw, parsed.digests)), logging.INFO if windows else logging.DEBUG,
+                          f"windows: {len(windows)} loaded from {self.windows_file.path}"):
+            self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
+        return verdict.windows if verdict.windows is not None else windows, entries
+
+    def _problem(self, kind: str, message: str) -> None:
+        self._problems.start(kind, message)
+
+    def _cleared(self, kind: str, message: str) -> None:
+        self._problems.clear(kind, message)
+
+    def _log_once(self, kind: str, key: object, level: int, message: str) -> bool:
+        """Log `message` unless the last one of `kind` had the same `key` (an editor re-saving
+        the same content, or the same unconfirmed read, is logged once); True when logged."""
+        if self._logged.get(kind) == key:
+            return False
+        self._logged[kind] = key
+        logger.log(level, "%s", message)
+        return True
+
+    def _reading(self, scope: str, now: datetime) -> Reading:
+        return self.fleet.read((self.fleet.location(scope),), now).readings[0]
+
+    def _recalled(self, scope: str, covered: list[Occurrence], entries: dict[str, LedgerEntry]) -> dict[str, str]:
+        """What the audit trail says was armed for the occurrences covering `now` that the
+        ledger does not know (usually none: then the audit trail is not read)."""
+        unknown = {o.key for o in covered} - entries.keys()
+        if not unknown:
+            return {}
+        if self._trail is None:
+            try:
+                events = self.fleet.history(RECALL_DEPTH)[0]
+            except (EstopError, OSError) as exc:
+                logger.warning("windows: cannot read the audit trail (%s): arming as if nothing was armed", exc)
+                return {}
+            self._trail = {}
+            for event in events:
+                self._trail.setdefault(event.location, []).append(event)
+        return recall(self._trail.get(scope, ()), scope, unknown)
+
+    # -- deciding and acting -----------------------------------------------------------------
+
+    def plan(self, now: datetime | None = None) -> tuple[TickReport, list[ScopePlan]]:
+        """A dry run: what a tick at `now` would do, without writing anything."""
+        return self._pass(now, dry_run=True)
+
+    def tick(self, now: datetime | None = None) -> TickReport:
+        """One reconciliation at `now` (default: the clock, read once): every scope's plan is
+        carried out, the ledger committed, the wake-ups rescheduled."""
+        return self._pass(now, dry_run=False)[0]
+
+    def settle(self) -> TickReport:
+        """`tick()` for a one-shot run (`hermes serve --once`): a read that takes a window away
+        is confirmed by reading again once the confirmation period has passed, since no later
+        pass will."""
+        report = self.tick()
+        if report.pending is not None and not report.errors:
+            self.sleep(self.guard.pending_wait.total_seconds())
+            report = self.tick()
+        return report
+
+    def _pass(self, now: datetime | None, *, dry_run: bool) -> tuple[TickReport, list[ScopePlan]]:
+        with self._lock:
+            report = TickReport(now=now or self.clock(), dry_run=dry_run)
+            self.following.forget_armed_by(report.now)
+            self._trail = None
+            plans: list[ScopePlan] = []
+            inputs = self._inputs(report)
+            if inputs is None:
+                return report, plans
+            windows, entries = inputs
+            report.leader = dry_run or self._may_write()
+            state = PassState(report, entries)
+            # the enabled windows' occurrences covering now, by window (only those with some):
+            # computed only for the windows whose answer changed since the last pass (issue 24)
+            covering = self.index.advance(windows, report.now)
+            if report.leader:
+                layout = self._layout(windows)
+                covered = layout.covered(covering)
+                for scope in self._scopes(covering, entries):
+                    try:
+                        plans.extend(self._reconcile_scope(scope, state, layout, covered))
+                    except (EstopError, OSError) as exc:
+                        state.error(f"scope {scope}: {exc}")
+                if not dry_run:
+                    self._commit(state)
+                    self._regrouped = False
+            report.active = sorted(o.key for found in covering.values() for o in found)
+            report.wakeups = due_wakeups(self.index, report.now)
+            if not dry_run:
+                self._schedule(report)
+            return report, plans
+
+    def reconcile(self) -> TickReport:
+        """`tick()` that never raises: what wake-up jobs and the poll loop call. Each pass is
+        a DEBUG line with its duration (`hermes serve -v`): what a pass costs is what an
+        operator with a large fleet needs to see to choose `--interval`."""
+        try:
+            started = time.perf_counter()  # a duration for the log, not a deadline: not the pacing clock
+            report = self.tick()
+            logger.debug("windows: pass at %s took %.1f ms: %d window(s), %d active, %d event(s)",
+                         report.now.isoformat(), (time.perf_counter() - started) * 1e3, report.windows,
+                         len(report.active), len(report.events))
+            return report
+        except Exception as exc:  # a wake-up must never take the scheduler down
+            logger.exception("windows: reconciliation failed")
+            report = TickReport(now=self.clock())
+            report.errors.append(f"{type(exc).__name__}: {exc}")
+            return report
+
+    def _may_write(self) -> bool:
+        try:
+            return bool(self.is_leader())
+        except Exception as exc:  # noqa: BLE001 (any failure: standby, never a writer by accident)
+            logger.warning("windows: leadership check failed (%s): acting as standby", exc)
+            return False
+
+    def _layout(self, windows: list[Window]) -> WindowGroups:
+        """`windows` grouped by scope and lane, grouped again only when the list holds other
+        objects than last pass (a file re-read, a read put back by the guard): regrouping
+        10,000 windows, and asking each for its selector, on every pass was a tenth of a quiet
+        pass and a fifth of one with ten scopes held (issue 24)."""
+        cached = self._grouped
+        if cached is not None and len(cached.windows) == len(windows) and all(map(operator.is_, cached.windows, windows)):
+            return cached
+        self._grouped = WindowGroups.of(windows)
+        self._chains.clear()
+        self._regrouped = True
+        return self._grouped
+
+    def _chain(self, scope: str, selector: Any) -> ChainEnd:
+        """`chain_end` for the lane `(scope, selector)`, remembered across passes: a held scope
+        walks the same chain of up to `CHAIN_LIMIT` occurrences on every pass, and asks each of
+        its windows for its next start (a thousand windows a scope made that most of a pass).
+        The chain is the same while the lane's windows are the same objects, none of the scope's
+        windows had its answer recomputed by the index (`OccurrenceIndex.version`: the same next
+        arms), the members and the closed keys are the same, time did not go backwards, and the
+        chain was not cut at the horizon (`now + MAX_DURATION`, which moves with `now`)."""
+        def end(members: Sequence[Occurrence], windows: Sequence[Window], now: datetime,
+                closed: frozenset[str]) -> datetime:
+            version = self.index.version(scope)
+            keys = tuple(o.key for o in members)
+            hit = self._chains.get((scope, selector))
+            if (hit is not None and hit[0] is windows and hit[1] == version and hit[2] == keys and hit[3] == closed
+                    and hit[4] <= now and hit[5] < hit[4] + MAX_DURATION):
+                return hit[5]
+            found = chain_end(members, windows, now, closed, first_armed=self.index.next_start, after=self.following)
+            self._chains[(scope, selector)] = (windows, version, keys, closed, now, found)
+            return found
+        return end
+
+    @staticmethod
+    def _scopes(covering: Covering, entries: dict[str, LedgerEntry]) -> list[str]:
+        """The scopes with something to decide: an occurrence covers now at one of their
+        windows, or the ledger has an occurrence armed there. Every other scope is `idle`
+        whatever its sentinel holds (nothing to arm, adopt, skip, close or retire), so it is not
+        visited at all: 1,000 profiles cost nothing while no window covers them (issue 24)."""
+        scopes = {o.scope for found in covering.values() for o in found}
+        for entry in entries.values():
+            if entry.state == ARMED and _valid_scope(entry.scope):
+                scopes.add(entry.scope)
+        return sorted(scopes, key=lambda s: (s != FLEET, s))
+
+    def _reconcile_scope(self, scope: str, state: PassState, layout: WindowGroups,
+                         covered: dict[tuple[str, Any], list[Occurrence]]) -> list[ScopePlan]:
+        """Every lane of `scope`: the full hold's windows, and one lane per selector of the
+        windows with `only`/`jobs` (issue 26), each planned as a scope of its own. Ledger
+        entries of windows no lane has any more stay with the full lane, as before. `covered`:
+        the occurrences covering now of each lane's windows (`Layout.covered`). A scope with
+        nothing to do (`idle`) is not read at all."""
+        lanes = layout.lanes.get(scope, _FULL_LANE_ONLY)
+        if idle([o for selector, _, _ in lanes for o in covered.get((scope, selector), ())], state.of(scope)):
+            return [ScopePlan(scope, state.report.now, ())]
+        scoped_names = layout.scoped.get(scope, set())
+        # lanes change only when the windows are grouped anew: a settled scope is not read for
+        # moves again until then (one read of its sentinel less per held scope and pass)
+        look = self._regrouped or scope in self._unsettled
+        dry_run = state.report.dry_run
+        if look and not dry_run:
+            self._unsettled.add(scope)  # until the look below completes
+        moved = self._moved(scope, state, layout) if look else {}
+        plans = []
+        for selector, group, names in lanes:
+            plans += self._reconcile_lane(scope, selector, group, names, scoped_names, state, layout.by_name,
+                                          covered.get((scope, selector), []))
+        if moved and not dry_run:
+            live = {o.key for selector, _, _ in lanes for o in covered.get((scope, selector), ())}
+            moved = self._retire_moved(scope, state, moved, live)
+        if look and not dry_run and not moved:
+            self._unsettled.discard(scope)
+        return plans
+
+    def _moved(self, scope: str, state: PassState, layout: WindowGroups) -> dict[str, list[str]]:
+        """The holds windows armed at `scope` whose occurrences now belong to another lane: the
+        window's `only`/`jobs` changed (confirmed by the guard when it holds less), or it left
+        the scope's lanes. Such an occurrence is neither released nor ended: its entry is
+        withdrawn so that its new lane arms it like a window coming back (`_triage`: fresh),
+        and the old hold is retired once that is done (`_retire_moved`), never before: the
+        work both hold is never free in between, and an edit is never taken for an
+        operator's early release (issue 32 item 9). Returns generation -> the keys moved."""
+        now = state.report.now
+        entries = [e for e in state.of(scope).values()
+                   if e.state in (ARMED, WITHDRAWN) and e.generation is not None and e.end > now]
+        if not entries:
+            return {}
+        reading = self._reading(scope, now)
+        lane_of_hold = {r.hold.generation: (r.hold.selector if r is not reading else None)
+                        for r in (reading, *reading.scoped)
+                        if r.active and r.hold is not None and r.hold.generation is not None}
+        scoped_names = layout.scoped.get(scope, set())
+        moved: dict[str, list[str]] = {}
+        for entry in entries:
+            generation = entry.generation
+            if generation not in lane_of_hold:
+                continue
+            lane = layout.lane_of[entry.window][1] if entry.window in scoped_names else None
+            if lane_of_hold[generation] == lane:
+                continue
+            if entry.state == ARMED:
+                state.remember(entry.moved(WITHDRAWN, now, detail=_moved_detail(layout, entry, lane)))
+            moved.setdefault(generation, []).append(entry.key)
+        return moved
+
+    def _retire_moved(self, scope: str, state: PassState, moved: dict[str, list[str]],
+                      live: set[str]) -> dict[str, list[str]]:
+        """Retire each hold of `moved` that no occurrence holds by any more, once every moved
+        occurrence still covering now is armed in its new lane (or skipped there). Returns
+        those left standing for a later pass."""
+        entries = state.of(scope)
+        left: dict[str, list[str]] = {}
+        for generation, keys in moved.items():
+            if any(e.state == ARMED and e.generation == generation for e in entries.values()):
+                continue  # it still holds other windows' occurrences: its lane composes it anew
+            if any(entries[key].state == WITHDRAWN and key in live for key in keys):
+                left[generation] = keys  # not armed in its new lane yet: the old hold stays until it is
+                continue
+            self.actions.retire(Retire(scope, generation, ()), state)
+        return left
+
+    def _lane_reading(self, scope: str, selector: Any, now: datetime) -> Reading:
+        """The hold a lane plans against: the full hold, or the scoped hold with `selector`."""
+        reading = self._reading(scope, now)
+        if selector is None:
+            return reading
+        for scoped in reading.scoped:
+            if scoped.hold is not None and scoped.hold.selector == selector:
+                return scoped
+        return Reading(reading.location, HoldState.ABSENT)
+
+    def _reconcile_lane(self, scope: str, selector: Any, on_scope: list[Window], names: frozenset[str] | None,
+                        scoped_names: set[str], state: PassState, by_name: dict[str, Window],
+                        covered: list[Occurrence]) -> list[ScopePlan]:
+        """One lane: its windows, the occurrences of them covering now (`covered`, sorted), and
+        the ledger entries of its windows (`names`; None: the full lane, every entry of a window
+        no scoped lane has)."""
+        report = state.report
+        for _ in range(_MAX_ROUNDS):
+            now = report.now
+            of_scope = {k: e for k, e in state.of(scope).items()
+                        if (e.window in names if names is not None else e.window not in scoped_names)}
+            if idle(covered, of_scope):
+                return [ScopePlan(scope, now, ())]  # the plan whatever the sentinel holds: not read
+            plan = plan_scope(scope, now, on_scope, of_scope, self._lane_reading(scope, selector, now),
+                              self._recalled(scope, covered, of_scope), covered, selector, self.index.next_start,
+                              self.following, self._chain(scope, selector), by_name)
+            if report.dry_run:
+                report.events.extend(planned_events(plan))
+                return [plan]
+            for note in plan.notes:
+                state.remember(note)
+                event = note_event(scope, note)
+                if event is not None:
+                    state.event(event)
+            conflict = False
+            for action in plan.actions:
+                if not self._may_write():
+                    report.leader = False
+                    return [plan]
+                if isinstance(action, Arm):
+                    conflict |= not self.actions.arm(action, state)
+                elif isinstance(action, Retire):
+                    self.actions.retire(action, state)
+                elif isinstance(action, Skip):
+                    self.actions.skip(action, state, by_name)
+            if not conflict:
+                return [plan]
+        state.error(f"scope {scope}: the hold kept changing under the scheduler; will retry")
+        return []
+
+    def _commit(self, state: PassState) -> None:
+        cutoff = state.report.now - RETENTION
+        oldest = min((entry.end for entry in state.entries.values()), default=None)
+        prune = oldest is not None and oldest < cutoff
+        if not state.changes and not (oldest is not None and oldest < cutoff - PRUNE_SLACK):
+            return
+        if not self._may_write():
+            state.report.leader = False
+            return
+        try:
+            self.ledger.commit(state.changes.values(), prune_before=cutoff if prune else None)
+        except StoreError as exc:
+            state.error(f"{exc} (a hold armed now is recognised again by its body)")
+
+    # -- waking up ---------------------------------------------------------------------------
+
+    wakeups_for = staticmethod(wakeups_for)
+
+    def _schedule(self, report: TickReport) -> None:
+        if self.scheduler is not None:
+            Wakeups(self.scheduler, self._wake).set(report.wakeups)
+
+    def _wake(self, job_id: str) -> None:
+        logger.debug("windows: woke for %s", job_id)
+        self.reconcile()
+
+    def jobs(self) -> dict[str, datetime]:
+        """The wake-ups currently scheduled with APScheduler."""
+        if self.scheduler is None:
+            return {}
+        return Wakeups(self.scheduler, self._wake).jobs()
+
+    # -- running -----------------------------------------------------------------------------
+
+    def start(self) -> TickReport:
+        """Start APScheduler (a BackgroundScheduler unless one was given) and reconcile once."""
+        if self.scheduler is None:
+            self.scheduler = make_scheduler()
+            self._owns_scheduler = True
+        if not self.scheduler.running:
+            self.scheduler.start()
+            self._owns_scheduler = True
+        return self.reconcile()
+
+    def shutdown(self) -> None:
+        """Stop APScheduler (waiting for a running wake-up to finish) if this service started it."""
+        scheduler = self.scheduler
+        if scheduler is not None and self._owns_scheduler and scheduler.running:
+            scheduler.shutdown(wait=True)
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve until `stop` is set: the wake-up jobs plus a reconcile every `poll_interval`
+        seconds, paced on the injected `monotonic` (missed polls are skipped, never run in a
+        burst)."""
+        self.start()
+        logger.info("windows: scheduling %s (ledger %s, poll every %gs)", self.windows_file.path,
+                    self.ledger.describe(), self.poll_interval)
+        try:
+            interval = max(self.poll_interval, 0.05)
+            due = self.monotonic() + interval
+            while not stop.wait(max(0.0, due - self.monotonic())):
+                self.reconcile()
+                due, _ = next_deadline(due, interval, self.monotonic())
+        finally:
+            self.shutdown()
+
+
+#: the lanes of a scope without enabled windows (armed entries only): the full lane, empty
+_FULL_LANE_ONLY: list[tuple[Any, list[Window], frozenset[str] | None]] = [(None, [], None)]
+
+
+@dataclass
+class WindowGroups:
+    """One list of windows grouped as a pass needs it, computed once per list (`_layout`)."""
+
+    windows: list[Window]
+    #: every window of the list, by name
+    by_name: dict[str, Window]
+    #: scope -> its lanes: (selector, the lane's enabled windows in file order, their names;
+    #: None for the full lane), the full lane first
+    lanes: dict[str, list[tuple[Any, list[Window], frozenset[str] | None]]]
+    #: scope -> the names of its windows in a scoped lane
+    scoped: dict[str, set[str]]
+    #: enabled window name -> (its scope, its selector)
+    lane_of: dict[str, tuple[str, Any]]
+
+    @classmethod
+    def of(cls, windows: list[Window]) -> WindowGroups:
+        lanes: dict[str, list[tuple[Any, list[Window], frozenset[str] | None]]] = {}
+        scoped: dict[str, set[str]] = {}
+        lane_of: dict[str, tuple[str, Any]] = {}
+        for scope, on_scope in enabled_by_scope(windows).items():
+            groups: dict[Any, list[Window]] = {None: []}
+            keys: dict[Any, tuple[str, Any]] = {}  # one (scope, selector) tuple per lane, not per window
+            for window in on_scope:
+                selector = window.selector
+                groups.setdefault(selector, []).append(window)
+                key = keys.get(selector)
+                if key is None:
+                    key = keys[selector] = (scope, selector)
+                lane_of[window.name] = key
+            lanes[scope] = [(selector, group, frozenset(w.name for w in group) if selector is not None else None)
+                            for selector, group in groups.items()]
+            scoped[scope] = {w.name for selector, group in groups.items() if selector is not None for w in group}
+        return cls(list(windows), {w.name: w for w in windows}, lanes, scoped, lane_of)
+
+    def covered(self, covering: Covering) -> dict[tuple[str, Any], list[Occurrence]]:
+        """The occurrences covering now of each lane `(scope, selector)`, sorted, from each
+        enabled window's (`covering`): O(what covers now), not O(windows)."""
+        out: dict[tuple[str, Any], list[Occurrence]] = {}
+        for name, found in covering.items():
+            out.setdefault(self.lane_of[name], []).extend(found)
+        for occurrences in out.values():
+            occurrences.sort()
+        return out
+
+
+def _moved_detail(layout: WindowGroups, entry: LedgerEntry, lane: Any) -> str:
+    """Why an occurrence's hold is being replaced (`WindowService._moved`), for the ledger."""
+    where = layout.lane_of.get(entry.window)
+    if where is None or where[0] != entry.scope:
+        return "its window was removed, disabled or moved"
+    return f"its window now holds {'everything' if lane is None else lane.describe()}: moved to that hold"
+
+
+def enabled_by_scope(windows: Iterable[Window]) -> dict[str, list[Window]]:
+    """The enabled windows of each scope, in file order: grouped once per pass, not filtered
+    from the whole file again for each of a fleet's scopes (issue 24: with 1,000 profiles that
+    filtering was most of a pass)."""
+    out: dict[str, list[Window]] = {}
+    for window in windows:
+        if window.enabled:
+            out.setdefault(window.scope, []).append(window)
+    return out
+
+
+def _valid_scope(scope: str) -> bool:
+    if scope == FLEET:
+        return True
+    try:
+        validate_profile_name(scope)
+    except EstopError:
+        return False
+    return True

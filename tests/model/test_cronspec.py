@@ -1,0 +1,298 @@
+"""cronspec, the one cron math: croniter on the wall clock of the zone, placed on the time line by
+the DST rule (a repeated fall-back start occurs once, at its first instant; a non-existent
+spring-forward start moves to the first valid instant after it), and the refusals of bad
+expressions and zones, each naming the value."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import subprocess
+import sys
+import threading
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from hermes_estop.model import cronspec
+from hermes_estop.model.cronspec import first_start_after, starts, validate_cron, validate_timezone, wall_to_instant
+from hermes_estop.model.errors import EstopError, InvalidArgument
+
+UTC = timezone.utc
+
+
+def utc(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=UTC)
+
+
+def first(expr: str, zone: str, since: datetime, count: int) -> list[datetime]:
+    out = []
+    for start in starts(expr, ZoneInfo(zone), since):
+        out.append(start)
+        if len(out) == count:
+            break
+    return out
+
+
+@pytest.mark.parametrize(
+    "expr, zone, since, expected",
+    [
+        pytest.param("30 2 * * *", "Europe/Berlin", utc(2026, 3, 27, 12),
+                     [utc(2026, 3, 28, 1, 30), utc(2026, 3, 29, 1, 0), utc(2026, 3, 30, 0, 30)],
+                     id="berlin-spring-forward-moves-to-03:00-CEST"),
+        pytest.param("30 2 * * *", "Europe/Berlin", utc(2026, 10, 23, 12),
+                     [utc(2026, 10, 24, 0, 30), utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30)],
+                     id="berlin-fall-back-once-at-02:30-CEST"),
+        pytest.param("30 2 * * *", "America/New_York", utc(2026, 3, 7, 0),
+                     [utc(2026, 3, 7, 7, 30), utc(2026, 3, 8, 7, 0), utc(2026, 3, 9, 6, 30)],
+                     id="new-york-spring-forward-moves-to-03:00-EDT"),
+        pytest.param("30 1 * * *", "America/New_York", utc(2026, 10, 31, 0),
+                     [utc(2026, 10, 31, 5, 30), utc(2026, 11, 1, 5, 30), utc(2026, 11, 2, 6, 30)],
+                     id="new-york-fall-back-once-at-01:30-EDT"),
+        pytest.param("0 * * * *", "Europe/Berlin", utc(2026, 10, 24, 23, 30),
+                     [utc(2026, 10, 25, 0), utc(2026, 10, 25, 2), utc(2026, 10, 25, 3)],
+                     id="berlin-hourly-repeated-02:00-once"),
+        pytest.param("*/15 2 * * *", "Europe/Berlin", utc(2026, 3, 28, 12),
+                     [utc(2026, 3, 29, 1, 0), utc(2026, 3, 30, 0, 0), utc(2026, 3, 30, 0, 15)],
+                     id="berlin-starts-inside-the-gap-collapse-into-one"),
+        pytest.param("0 9 * * 1-5", "Asia/Kolkata", utc(2026, 6, 5, 0),
+                     [utc(2026, 6, 5, 3, 30), utc(2026, 6, 8, 3, 30), utc(2026, 6, 9, 3, 30)],
+                     id="kolkata-half-hour-offset-weekdays"),
+        pytest.param("0 0 * * 0", "UTC", utc(2026, 6, 1),
+                     [utc(2026, 6, 7), utc(2026, 6, 14), utc(2026, 6, 21)],
+                     id="weekday-0-is-sunday"),
+        pytest.param("0 0 * * *", "Pacific/Apia", utc(2011, 12, 28, 0),
+                     [utc(2011, 12, 28, 10), utc(2011, 12, 29, 10), utc(2011, 12, 30, 10), utc(2011, 12, 31, 10)],
+                     id="apia-skipped-day-collapses"),
+        pytest.param("0 12 * * *", "UTC", utc(2026, 6, 1, 12),
+                     [utc(2026, 6, 1, 12), utc(2026, 6, 2, 12)],
+                     id="a-start-exactly-at-since-is-included"),
+    ],
+)
+def test_starts_follow_the_dst_rule(expr, zone, since, expected):
+    assert first(expr, zone, since, len(expected)) == expected
+
+
+@pytest.mark.parametrize(
+    "expr, zone, day",
+    [
+        pytest.param("30 2 * * *", "Europe/Berlin", (2026, 10, 25), id="berlin-02:30"),
+        pytest.param("30 1 * * *", "America/New_York", (2026, 11, 1), id="new-york-01:30"),
+    ],
+)
+def test_a_daily_start_in_the_repeated_hour_occurs_once_on_the_fall_back_day(expr, zone, day):
+    tz = ZoneInfo(zone)
+    local_midnight = datetime(*day, tzinfo=tz)
+    on_that_day = [s for s in first(expr, zone, local_midnight, 3) if s.astimezone(tz).date() == local_midnight.date()]
+    assert len(on_that_day) == 1
+    assert on_that_day[0].astimezone(tz).fold == 0
+    assert wall_to_instant(datetime(*day, int(expr.split()[1]), 30), tz) == on_that_day[0]
+
+
+@pytest.mark.parametrize(
+    "zone, after, gap_end",
+    [
+        pytest.param("Europe/Berlin", utc(2026, 3, 28, 12), utc(2026, 3, 29, 1), id="berlin-03:00-CEST"),
+        pytest.param("America/New_York", utc(2026, 3, 8, 0), utc(2026, 3, 8, 7), id="new-york-03:00-EDT"),
+    ],
+)
+def test_a_start_in_the_spring_forward_gap_moves_to_the_gaps_end(zone, after, gap_end):
+    start = first_start_after("30 2 * * *", ZoneInfo(zone), after)
+    assert start == gap_end
+    assert start.astimezone(ZoneInfo(zone)).strftime("%H:%M") == "03:00"
+
+
+def test_croniter_alone_would_repeat_the_fall_back_start():
+    """Why the wall-clock iteration exists: croniter in an aware zone yields 02:30 twice."""
+    from croniter import croniter
+
+    tz = ZoneInfo("Europe/Berlin")
+    it = croniter("30 2 * * *", datetime(2026, 10, 24, 12, tzinfo=tz))
+    raw = [it.get_next(datetime) for _ in range(2)]
+    assert [d.astimezone(UTC) for d in raw] == [utc(2026, 10, 25, 0, 30), utc(2026, 10, 25, 1, 30)]
+    assert first("30 2 * * *", "Europe/Berlin", utc(2026, 10, 24, 12), 2) == [
+        utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30)]
+
+
+@pytest.mark.parametrize(
+    "wall, zone, expected",
+    [
+        pytest.param(datetime(2026, 3, 29, 2, 30), "Europe/Berlin", utc(2026, 3, 29, 1), id="gap"),
+        pytest.param(datetime(2026, 3, 29, 2, 0), "Europe/Berlin", utc(2026, 3, 29, 1), id="gap-start"),
+        pytest.param(datetime(2026, 3, 29, 3, 0), "Europe/Berlin", utc(2026, 3, 29, 1), id="gap-end"),
+        pytest.param(datetime(2026, 10, 25, 2, 30), "Europe/Berlin", utc(2026, 10, 25, 0, 30), id="repeat-first"),
+        pytest.param(datetime(2026, 3, 8, 2, 30), "America/New_York", utc(2026, 3, 8, 7), id="new-york-gap"),
+        pytest.param(datetime(2026, 11, 1, 1, 30), "America/New_York", utc(2026, 11, 1, 5, 30),
+                     id="new-york-repeat-first"),
+        pytest.param(datetime(2026, 6, 1, 12, 0), "Europe/Berlin", utc(2026, 6, 1, 10), id="ordinary"),
+        pytest.param(datetime(2026, 4, 5, 1, 45), "Australia/Lord_Howe", utc(2026, 4, 4, 14, 45), id="half-hour-repeat"),
+    ],
+)
+def test_wall_to_instant(wall, zone, expected):
+    assert wall_to_instant(wall, ZoneInfo(zone)) == expected
+
+
+@pytest.mark.parametrize(
+    "expr, zone, after, expected",
+    [
+        pytest.param("0 9 * * *", "America/New_York", utc(2026, 6, 1, 12), utc(2026, 6, 1, 13), id="in-the-zone"),
+        pytest.param("*/5 * * * *", "UTC", utc(2026, 6, 1, 10, 5), utc(2026, 6, 1, 10, 10), id="strictly-after"),
+        pytest.param("*/5 * * * *", "UTC", utc(2026, 6, 1, 10, 4, 59), utc(2026, 6, 1, 10, 5), id="just-before"),
+        pytest.param("30 2 * * *", "Europe/Berlin", utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30),
+                     id="not-the-repeated-02:30"),
+    ],
+)
+def test_first_start_after_is_strictly_after(expr, zone, after, expected):
+    assert first_start_after(expr, ZoneInfo(zone), after) == expected
+
+
+@pytest.mark.parametrize(
+    "expr, words",
+    [
+        pytest.param("61 2 * * *", "'61 2 * * *'", id="out-of-range"),
+        pytest.param("not a cron at all", "croniter cannot parse it", id="garbage"),
+        pytest.param("0 30 2 * * *", "exactly 5 fields", id="six-fields"),
+        pytest.param("30 2 * *", "exactly 5 fields", id="four-fields"),
+        pytest.param("@daily", "exactly 5 fields", id="alias"),
+        pytest.param("0 0 31 2 *", "never fires", id="never-fires"),
+        pytest.param("R 2 * * *", "random (R) and hashed (H)", id="random"),
+        pytest.param("H 2 * * *", "random (R) and hashed (H)", id="hashed"),
+        pytest.param(None, "None", id="not-text"),
+        pytest.param(30, "30", id="a-number"),
+    ],
+)
+def test_a_bad_cron_expression_is_refused_naming_it(expr, words):
+    with pytest.raises(InvalidArgument) as caught:
+        validate_cron(expr)
+    message = str(caught.value)
+    assert message.startswith(f"invalid cron expression {expr!r}")
+    assert words in message and "\n" not in message
+    assert isinstance(caught.value, EstopError) and isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize("expr, normal", [("30  2 * * *", "30 2 * * *"), (" */15 * * * 1-5 ", "*/15 * * * 1-5"),
+                                          ("0 0 * * SUN", "0 0 * * SUN")])
+def test_a_good_cron_expression_comes_back_normalized(expr, normal):
+    assert validate_cron(expr) == normal
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        pytest.param("Mars/Olympus_Mons", "unknown timezone 'Mars/Olympus_Mons'", id="unknown"),
+        pytest.param("../../etc/passwd", "unknown timezone '../../etc/passwd'", id="a-path"),
+        pytest.param("Europe", "unknown timezone 'Europe'", id="a-directory"),
+        pytest.param("", "invalid timezone ''", id="empty"),
+        pytest.param(None, "invalid timezone None", id="not-text"),
+    ],
+)
+def test_a_bad_timezone_is_refused_naming_it(name, words):
+    with pytest.raises(InvalidArgument) as caught:
+        validate_timezone(name)
+    assert words in str(caught.value) and "IANA" in str(caught.value)
+
+
+def test_a_timezone_is_read_without_surrounding_blanks():
+    assert validate_timezone(" Europe/Berlin ").key == "Europe/Berlin"
+
+
+def test_starts_refuses_an_expression_croniter_cannot_read_at_the_call():
+    with pytest.raises(InvalidArgument, match="'not a cron'"):
+        starts("not a cron", ZoneInfo("UTC"), utc(2026, 6, 1))
+
+
+def test_importing_cronspec_loads_no_croniter():
+    probe = "import sys, hermes_estop.model.cronspec; print(sorted(m for m in sys.modules if m.startswith('croniter')))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# -- remembered starts (StartRuns): what a cache may answer must be what croniter computes ---------
+
+
+RUN_EXPRS = ["30 2 * * *", "*/7 * * * *", "0 1-3 * 3,10 0", "15 2 29 2 *", "*/30 1-3 * * *", "0 12 31 12 *"]
+RUN_ZONES = ["Europe/Berlin", "America/New_York", "UTC", "Australia/Lord_Howe", "Asia/Kolkata"]
+
+
+@pytest.fixture
+def fresh_runs():
+    cronspec.RUNS.clear()
+    yield cronspec.RUNS
+    cronspec.RUNS.clear()
+
+
+def computed(expr: str, zone: str, since: datetime, count: int) -> list[datetime]:
+    return list(itertools.islice(cronspec._computed(expr, ZoneInfo(zone), since), count))
+
+
+def random_since(rng: random.Random) -> datetime:
+    since = utc(2026, 1, 1) + timedelta(seconds=rng.randrange(0, 86400 * 800), microseconds=rng.randrange(2) * 250)
+    return since.replace(second=0, microsecond=0) if rng.random() < 0.3 else since
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_remembered_starts_are_the_computed_ones_from_any_point(fresh_runs, seed):
+    rng = random.Random(seed)
+    for _ in range(400):
+        expr, zone = rng.choice(RUN_EXPRS), rng.choice(RUN_ZONES)
+        since, count = random_since(rng), rng.randrange(1, 90)
+        assert first(expr, zone, since, count) == computed(expr, zone, since, count), (expr, zone, since, count)
+
+
+def test_interleaved_walkers_of_one_schedule_each_see_every_start_once(fresh_runs):
+    rng = random.Random(7)
+    for _ in range(60):
+        expr, zone = rng.choice(RUN_EXPRS), rng.choice(RUN_ZONES)
+        base = random_since(rng)
+        sinces = [base + timedelta(minutes=rng.randrange(0, 3000)) for _ in range(3)]
+        walkers = [starts(expr, ZoneInfo(zone), since) for since in sinces]
+        seen: list[list[datetime]] = [[] for _ in walkers]
+        for _ in range(150):
+            i = rng.randrange(len(walkers))
+            start = next(walkers[i], None)
+            if start is not None:
+                seen[i].append(start)
+        for since, got in zip(sinces, seen):
+            assert got == computed(expr, zone, since, len(got))
+
+
+def test_threads_extending_one_run_never_duplicate_a_start(fresh_runs):
+    since, zone = utc(2026, 3, 1), "Europe/Berlin"
+    results: list[list[datetime]] = []
+
+    def walk() -> None:
+        results.append(list(itertools.islice(starts("*/7 * * * *", ZoneInfo(zone), since), 60)))
+
+    threads = [threading.Thread(target=walk) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = computed("*/7 * * * *", zone, since, 60)
+    assert results == [expected] * 4
+
+
+def test_a_remembered_run_answers_without_croniter(fresh_runs, monkeypatch):
+    since = utc(2026, 6, 1)
+    expected = first("15 4 * * 1", "Europe/Berlin", since, 5)
+
+    def no_croniter(expr: str) -> None:
+        raise AssertionError("croniter asked again")
+
+    monkeypatch.setattr(cronspec, "_parsed", no_croniter)
+    assert first("15 4 * * 1", "Europe/Berlin", since, 5) == expected
+    assert first("15 4 * * 1", "Europe/Berlin", since + timedelta(days=9), 3) == expected[2:5]
+
+
+def test_a_run_stops_growing_at_its_bound(fresh_runs):
+    since = utc(2026, 6, 1)
+    count = cronspec.StartRuns.KEPT * 3
+    assert first("* * * * *", "UTC", since, count) == computed("* * * * *", "UTC", since, count)
+    assert [len(run.starts) for _, run in fresh_runs.items()] == [cronspec.StartRuns.KEPT]
+
+
+def test_a_schedule_keeps_a_bounded_number_of_runs(fresh_runs):
+    for day in range(10):
+        first("0 3 * * *", "UTC", utc(2026, 1, 1) + timedelta(days=40 * day), 2)
+    assert len(list(fresh_runs.items())) == cronspec.StartRuns.PER_SCHEDULE

@@ -1,0 +1,102 @@
+"""The layout shows the architecture (issue 34 item 1, docs/design.md "The map of the levels"): a
+package per level, the core (model, system, stores, fleet, process) importing nothing built on it,
+the pure model importing no other level, Typer only in the CLI, and a package root that holds the
+public facade and little else."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_import_graph import MODULES, PACKAGE, import_graph
+
+CORE = ("model", "system", "stores", "fleet", "process")
+UPPER = ("windows", "consumers", "notify", "observe", "api", "daemon", "cli")
+LEVELS = (*CORE, *UPPER)
+#: what may sit at the package root besides the level packages
+ROOT_MODULES = {"__init__", "__main__"}
+MAX_ROOT_MODULES = 2
+
+
+def level_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "hermes_estop" else None
+
+
+def modules_of(levels: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in MODULES if level_of(m) in levels)
+
+
+def test_every_level_is_a_package():
+    assert sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()) == sorted(LEVELS)
+
+
+def test_the_root_keeps_the_facade_and_little_else():
+    at_root = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert len(at_root) <= MAX_ROOT_MODULES and set(at_root) <= ROOT_MODULES
+
+
+def test_no_level_shadows_a_public_name():
+    """A loaded submodule is bound to its package's attribute: a level named like a public name
+    (as `hermes_estop.gate`, the predicate module, once was) would replace it."""
+    import hermes_estop
+
+    assert sorted(set(LEVELS) & set(hermes_estop.__all__)) == []
+
+
+@pytest.mark.parametrize("module", modules_of(CORE))
+def test_the_core_imports_nothing_built_on_it(module):
+    assert sorted(t for t in import_graph()[module] if level_of(t) in UPPER) == []
+
+
+@pytest.mark.parametrize("module", modules_of(("model",)))
+def test_the_model_imports_no_other_level(module):
+    assert sorted(t for t in import_graph()[module] if t.startswith("hermes_estop") and level_of(t) != "model") == []
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if level_of(m) != "cli"))
+def test_only_the_cli_imports_typer(module):
+    assert sorted(t for t in import_graph()[module] if t == "typer" or t.startswith("typer.")) == []
+
+
+def test_the_daemon_is_assembled_outside_the_cli():
+    assert "hermes_estop.daemon.supervisor" in import_graph()["hermes_estop.cli.serve"]
+    assert sorted(t for t in import_graph()["hermes_estop.daemon.supervisor"] if level_of(t) == "cli") == []
+
+
+def test_no_two_modules_share_a_name_for_different_things():
+    """One concept, one name: outside `cli/` (whose modules are named after the commands, which
+    name the things they act on), a module name appears once, except where one concept has a part
+    in two levels: `forecast` (the forecast, and the windows' contribution to it) and `status` (the
+    status document, and its windows section)."""
+    same_concept = {"forecast", "status"}
+    names: dict[str, list[str]] = {}
+    for module, (_, is_package) in MODULES.items():
+        if not is_package and level_of(module) != "cli":
+            names.setdefault(module.rsplit(".", 1)[-1], []).append(module)
+    assert {name: found for name, found in names.items() if len(found) > 1 and name not in same_concept} == {}
+
+
+@pytest.mark.parametrize("name", ["Snapshot", "Verdict", "Layout", "Run", "Event", "TickReport", "Record"])
+def test_no_two_classes_share_a_name(name):
+    """The names issue 34 found on two different things each now name one."""
+    pattern = re.compile(rf"^(?:class {name}\b|{name} = |{name}: TypeAlias)", re.M)
+    defined = [module for module, (path, _) in MODULES.items() if pattern.search(path.read_text(encoding="utf-8"))]
+    assert len(defined) <= 1, defined
+
+
+#: the crossings inside the core that docs/design.md's map names, and no others: the stores keep
+#: the fleet's audit entries and consumer entries; the fleet borrows the check path's snapshot type
+#: and words, and a consumer's reporter its `Estop` (left for the split of the store contract)
+CORE_CROSSINGS = {
+    ("stores", "fleet"): {"hermes_estop.fleet.audit", "hermes_estop.fleet.registry.entries"},
+    ("fleet", "process"): {"hermes_estop.process.check", "hermes_estop.process.describe", "hermes_estop.process.estop"},
+    ("stores", "process"): set(),
+    ("system", "stores"): set(),
+}
+
+
+@pytest.mark.parametrize(("importer", "imported"), sorted(CORE_CROSSINGS))
+def test_the_core_crosses_levels_only_where_the_map_says(importer, imported):
+    reached = {t for m in modules_of((importer,)) for t in import_graph()[m] if level_of(t) == imported}
+    assert reached <= CORE_CROSSINGS[(importer, imported)]
