@@ -78,3 +78,13 @@ def test_history_and_windows_next_show_local_times(local):
     local("windows", "add", "nightly", "--cron", "0 2 * * *", "--tz", "UTC", "--duration", "1h", check=0)
     line = local("windows", "next", check=0).stdout.splitlines()[0]
     assert re.match(r"nightly  \d{4}-\d\d-\d\dT(03:00:00\+01:00|04:00:00\+02:00)  \(\d{4}-\d\d-\d\d 02:00 UTC\)", line), line
+
+
+def test_a_one_shot_windows_instant_is_shown_local_and_kept_exact_in_json(local):
+    added = local("windows", "add", "once", "--in", "3h", "--duration", "1h", check=0).stdout
+    assert re.match(rf"added window once to .*: at {LOCAL} for 1h, fleet$", added.splitlines()[0]), added
+    listed = local("windows", "list", check=0).stdout
+    assert re.match(rf"once  at {LOCAL}  for 1h  fleet", listed), listed
+    document = json.loads(local("status", "--json", check=0).stdout)
+    (row,) = document["windows"]["windows"] if isinstance(document["windows"], dict) else document["windows"]
+    assert re.fullmatch(r"at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00", row["schedule"]), row  # --json: UTC

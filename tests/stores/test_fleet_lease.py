@@ -241,3 +241,20 @@ def test_a_failed_final_write_says_what_stands_and_until_when(file_lease, clock,
     assert said in outcome
     assert (f"this job's hold at fleet (generation {lease.state.generation}) stands until "
             f"{lease.state.deadline.isoformat()}") in outcome
+
+
+def test_the_leases_lines_show_times_as_a_person_reads_them(file_lease, clock, berlin):
+    """Issue 38 item 11 on `hermes run`'s lease lines: to the second, in the local zone, with
+    its offset (never `...+00:00` with microseconds)."""
+    from hermes_estop.model.timeutil import display_instant
+
+    estop, lease, said = file_lease
+    lease.arm(clock.now)
+    broken = _break_store(estop)
+    clock.advance(lease.next_attempt_in() + timedelta(microseconds=123456))
+    assert not lease.renew(clock.now)
+    broken.rmdir()
+    (failed,) = [line for line in said if "renewal failed" in line]
+    local = display_instant(clock.now)
+    assert local is not None and local.endswith(("+01:00", "+02:00")) and f"renewal failed at {local} " in failed
+    assert "+00:00" not in failed and ".123456" not in failed

@@ -195,7 +195,7 @@ class CalendarWindow(Window):
         feed: Feed | None = self.calendar_feed
         return feed
 
-    def describe_schedule(self) -> str:
+    def describe_schedule(self, *, for_json: bool = False) -> str:
         src: CalendarSource = self.source
         return f"calendar {src.location}"
 

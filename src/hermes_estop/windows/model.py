@@ -40,7 +40,7 @@ from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import MAX_REASON, Allow, clean_reason
 from hermes_estop.model.homes import FLEET, validate_profile_name
 from hermes_estop.model.selector import Selector
-from hermes_estop.model.timeutil import format_instant
+from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.windows.exclusions import cron_matches
 from hermes_estop.windows.fields import (
     MAX_DRAIN, Drain, Duration, Instant, WindowAllow, parse_drain, parse_exclude, parse_optional_instant,
@@ -284,10 +284,12 @@ class Window(BaseModel):
         """How long each occurrence lasts, as `windows list` says it."""
         return format_duration(self.duration)
 
-    def describe_schedule(self) -> str:
+    def describe_schedule(self, *, for_json: bool = False) -> str:
+        """The schedule in words: a one-shot's instant as a person reads it (local, to the
+        second), or exact UTC for `--json`."""
         if self.cron is not None:
             return f"cron '{self.cron}' {self.timezone}"
-        return f"at {format_instant(self.at)}"
+        return f"at {format_instant(self.at) if for_json else display_instant(self.at)}"
 
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")

@@ -64,7 +64,7 @@ def _section(fleet: Fleet, now: datetime, as_json: bool | None) -> dict[str, Any
                 "name": window.name,
                 "scope": window.scope,
                 "enabled": window.enabled,
-                "schedule": window.describe_schedule(),
+                "schedule": window.describe_schedule(for_json=True),
                 "duration": duration,
                 "drain": drain,
                 "active": current is not None and window.enabled,
