@@ -50,6 +50,8 @@ __all__ = ["HttpService", "StatusServer", "attach", "parse_listen", "remote_warn
 logger = logging.getLogger("hermes_estop.http")
 
 _ALLOWED = "GET, HEAD"
+#: how much of a refused (413) body is read and dropped so the client can read the answer
+DISCARD_LIMIT = 1024 * 1024
 #: the text format 0.0.4 every Prometheus reads (prometheus_client >= 0.22 calls its newer
 #: format "latest"; the names here need none of its escaping, so the output is the same)
 METRICS_CONTENT_TYPE: str = getattr(_exposition, "CONTENT_TYPE_PLAIN_0_0_4", _exposition.CONTENT_TYPE_LATEST)
@@ -147,11 +149,26 @@ class _Handler(BaseHTTPRequestHandler):
         length_text = self.headers.get("Content-Length", "0").strip()
         if not length_text.isdigit() or int(length_text) > MAX_BODY:
             self.close_connection = True
+            self._discard_body(length_text)
             self._send(413, {"Content-Type": "text/plain; charset=utf-8"}, b"form too large\n")
             return
         body = self.rfile.read(int(length_text)) if int(length_text) else b""
         answer = self.app.actions.post(path, body, self.headers.get("Cookie"), self.client_address[0])
         self._send(answer.status, answer.headers, answer.body)
+
+    def _discard_body(self, length_text: str) -> None:
+        """Read and drop a refused body, up to DISCARD_LIMIT, before answering: a client still
+        sending when the connection closes gets a reset instead of the 413 (over TLS most of all).
+        Past the limit the connection is closed unread; the request timeout bounds the reading."""
+        left = min(int(length_text), DISCARD_LIMIT) if length_text.strip().isdigit() else 0
+        try:
+            while left > 0:
+                chunk = self.rfile.read(min(left, 64 * 1024))
+                if not chunk:
+                    return
+                left -= len(chunk)
+        except OSError:
+            return
 
     def _send(self, status: int, headers: dict[str, str], body: bytes) -> None:
         self.send_response(status)
@@ -181,6 +198,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif int(length_text) > MAX_BODY:
             response = error_response(413, f"body of {int(length_text)} bytes is over {MAX_BODY} (64 KiB)")
             self.close_connection = True
+            self._discard_body(length_text)
         else:
             body = self.rfile.read(int(length_text)) if int(length_text) else b""
             headers = {name.lower(): value for name, value in self.headers.items()}
