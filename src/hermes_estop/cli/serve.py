@@ -86,6 +86,8 @@ def serve(
         service = WindowService(estop.fleet, poll_interval=interval)
         service.windows_file.parse_each(service.windows_file.snapshot().raw)  # not TOML: one line, exit 2
         report = service.plan()[0] if dry_run else service.settle()
+        if not dry_run:
+            service.warm_schedule(wait=True)  # the next operator command reads it warm
         if as_json:
             emit_json(report.to_json())
         else:
