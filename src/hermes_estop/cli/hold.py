@@ -218,16 +218,8 @@ def resume(
         standing = generation if generation is not None else lifted.generation if lifted is not None else None
         selector = lifted.selector if lifted is not None else None
         ack = ack_for_release(estop.fleet, location.scope, standing, selector) if standing is not None else None
-    removed: list[Reading]
     try:
-        if all_:
-            removed = estop.fleet.release_all(location)
-        elif hold is not None:
-            removed = [estop.fleet.release_hold(location, hold)]
-        elif profile is None:
-            removed = _some(estop.release(fleet=fleet, generation=generation))
-        else:
-            removed = _some(estop.fleet.release(location, generation))
+        removed = estop.fleet.resume(location, generation=generation, hold=hold, every=all_)
     except HoldConflict as exc:
         if as_json:
             emit_json({"scope": location.scope, "released": False, "error": str(exc)})
@@ -277,10 +269,6 @@ def resume(
                    f"every hold at {printable(location.describe())}", err=True)
         raise typer.Exit(code)
     raise typer.Exit(_ack_echo(_wait(estop, ack, limit, show=True), "resumed"))
-
-
-def _some(removed: Reading | None) -> list[Reading]:
-    return [removed] if removed is not None else []
 
 
 def _resumed_line(location: Location, removed: Reading) -> str:

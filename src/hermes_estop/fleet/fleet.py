@@ -137,6 +137,43 @@ class Fleet:
                     removed.append(lifted)
         return removed
 
+    def resume(self, location: Location, *, generation: str | None = None, hold: str | None = None,
+               every: bool = False, now: datetime | None = None) -> list[Reading]:
+        """The operator's resume of `location`, one verb for every form of it: the full hold
+        (with `generation`, only that one), one scoped hold (`hold`), or every hold there
+        (`every`). Returns what was removed; `HoldConflict` as the verb it picks."""
+        if every:
+            return self.release_all(location, now)
+        if hold is not None:
+            return [self.release_hold(location, hold, now)]
+        removed = self.release(location, generation, now)
+        return [removed] if removed is not None else []
+
+    def release_everywhere(self, locations: Sequence[Location], now: datetime | None = None) -> bool:
+        """Lift every hold, scoped ones too, at each of `locations` (hermes-agent's `disengage`,
+        removing `ESTOP`); True when any was removed."""
+        when = self.clock() if now is None else now
+        removed = False
+        for location in locations:
+            if self.release(location, None, when) is not None:
+                removed = True
+            (reading,) = self.store.read((location,), when)
+            for scoped in reading.scoped:
+                if scoped.hold is not None and scoped.hold.hold_id is not None:
+                    self.release_hold(location, scoped.hold.hold_id, when)
+                    removed = True
+        return removed
+
+    def retire_generation(self, locations: Sequence[Location], generation: str, now: datetime | None = None) -> bool:
+        """Retire the hold carrying `generation` wherever among `locations` it stands (a
+        successor with another generation survives); True when removed."""
+        when = self.clock() if now is None else now
+        removed = False
+        for location in locations:
+            if self.retire(location, Fence(generation), now=when):
+                removed = True
+        return removed
+
     def retire(self, location: Location, fence: Fence, *, event: str = "retire", now: datetime | None = None) -> bool:
         """Remove the hold at `location` only while it still matches `fence` (a successor survives);
         True when removed (audited as `event`)."""
