@@ -101,7 +101,7 @@ def pause(
 def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: timedelta | None,
            until: datetime | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
            as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None) -> None:
-    failures = estop.fleet.audit_failures
+    failures = estop.fleet.store.audit_failures
     # the store's warning would reach stderr raw through logging's last resort: pause says it itself
     quiet = logging.NullHandler()
     logging.getLogger("hermes_estop").addHandler(quiet)
@@ -114,11 +114,11 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
                                                                       only=only, jobs=jobs))
     finally:
         logging.getLogger("hermes_estop").removeHandler(quiet)
-    if estop.fleet.audit_failures != failures:
+    if estop.fleet.store.audit_failures != failures:
         typer.echo(f"hermes: warning: the hold stands, but its audit line was not written: "
-                   f"{one_line(estop.fleet.last_audit_failure or 'unknown')}", err=True)
+                   f"{one_line(estop.fleet.store.last_audit_failure or 'unknown')}", err=True)
     snapshot = estop.snapshot()
-    where = estop.fleet.where(location)
+    where = estop.fleet.store.where(location)
     ack = _engaged(location, hold) if limit is not None else None
     if as_json:
         found = _wait(estop, ack, limit, show=False)
@@ -231,7 +231,7 @@ def resume(
     if not removed:
         ack = None
     snapshot = estop.snapshot()
-    where = estop.fleet.where
+    where = estop.fleet.store.where
     (addressed,) = estop.fleet.read((location,)).readings
     here = [r for r in addressed.scoped if r.active]  # `--profile NAME` may not be one of this process's
     code = EXIT_HELD if not removed and here else EXIT_OK
