@@ -119,7 +119,7 @@ def pause(
 def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: timedelta | None,
            until: datetime | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
            as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None) -> None:
-    failures = estop.fleet.audit_failures
+    failures = estop.fleet.store.audit_failures
     # the store's warning would reach stderr raw through logging's last resort: pause says it itself
     quiet = logging.NullHandler()
     logging.getLogger("hermes_estop").addHandler(quiet)
@@ -132,11 +132,11 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
                                                                       only=only, jobs=jobs))
     finally:
         logging.getLogger("hermes_estop").removeHandler(quiet)
-    if estop.fleet.audit_failures != failures:
+    if estop.fleet.store.audit_failures != failures:
         typer.echo(f"hermes: warning: the hold stands, but its audit line was not written: "
-                   f"{one_line(estop.fleet.last_audit_failure or 'unknown')}", err=True)
+                   f"{one_line(estop.fleet.store.last_audit_failure or 'unknown')}", err=True)
     snapshot = estop.snapshot()
-    where = estop.fleet.where(location)
+    where = estop.fleet.store.where(location)
     ack = _engaged(location, hold) if limit is not None else None
     if as_json:
         found = _wait(estop, ack, limit, show=False)
@@ -243,16 +243,8 @@ def resume(
         standing = generation if generation is not None else lifted.generation if lifted is not None else None
         selector = lifted.selector if lifted is not None else None
         ack = ack_for_release(estop.fleet, location.scope, standing, selector) if standing is not None else None
-    removed: list[Reading]
     try:
-        if all_:
-            removed = estop.fleet.release_all(location)
-        elif hold is not None:
-            removed = [estop.fleet.release_hold(location, hold)]
-        elif profile is None:
-            removed = _some(estop.release(fleet=fleet, generation=generation))
-        else:
-            removed = _some(estop.fleet.release(location, generation))
+        removed = estop.fleet.resume(location, generation=generation, hold=hold, every=all_)
     except HoldConflict as exc:
         if as_json:
             emit_json({"scope": location.scope, "released": False, "error": str(exc)})
@@ -264,7 +256,7 @@ def resume(
     if not removed:
         ack = None
     snapshot = estop.snapshot()
-    where = estop.fleet.where
+    where = estop.fleet.store.where
     (addressed,) = estop.fleet.read((location,)).readings
     here = [r for r in addressed.scoped if r.active]  # `--profile NAME` may not be one of this process's
     code = EXIT_HELD if not removed and here else EXIT_OK
@@ -302,10 +294,6 @@ def resume(
                    f"every hold at {printable(location.describe())}", err=True)
         raise typer.Exit(code)
     raise typer.Exit(_ack_echo(_wait(estop, ack, limit, show=True), "resumed"))
-
-
-def _some(removed: Reading | None) -> list[Reading]:
-    return [removed] if removed is not None else []
 
 
 def _resumed_line(location: Location, removed: Reading) -> str:

@@ -13,12 +13,11 @@ them at one `now` (`read`), scope-addressed writes, the daemon's retire of expir
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-from hermes_estop.fleet.audit import AuditEntry, AuditEvent, default_actor
+from hermes_estop.fleet.audit import AuditEvent, default_actor
 from hermes_estop.process.check import Snapshot
 from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading
 from hermes_estop.model.homes import Layout, Location
@@ -59,11 +58,6 @@ class Fleet:
             self._actor = default_actor()
         return self._actor
 
-    @property
-    def backend(self) -> str:
-        """The store's short name (`file`, `postgresql`), for display only."""
-        return self.store.name
-
     # -- the scopes --------------------------------------------------------------------------
 
     @property
@@ -80,10 +74,6 @@ class Fleet:
         file store the profile homes under `profiles/`; on a shared store also every profile
         with a row)."""
         return (self.fleet_location, *(self.location(name) for name in self.store.scopes(self.root)))
-
-    def where(self, location: Location) -> str:
-        """Where the hold of `location` is kept, for an operator (a path, a table row)."""
-        return self.store.where(location)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -135,6 +125,43 @@ class Fleet:
                 lifted = self.store.release(location, scoped.hold.generation, when, self.actor)
                 if lifted is not None:
                     removed.append(lifted)
+        return removed
+
+    def resume(self, location: Location, *, generation: str | None = None, hold: str | None = None,
+               every: bool = False, now: datetime | None = None) -> list[Reading]:
+        """The operator's resume of `location`, one verb for every form of it: the full hold
+        (with `generation`, only that one), one scoped hold (`hold`), or every hold there
+        (`every`). Returns what was removed; `HoldConflict` as the verb it picks."""
+        if every:
+            return self.release_all(location, now)
+        if hold is not None:
+            return [self.release_hold(location, hold, now)]
+        removed = self.release(location, generation, now)
+        return [removed] if removed is not None else []
+
+    def release_everywhere(self, locations: Sequence[Location], now: datetime | None = None) -> bool:
+        """Lift every hold, scoped ones too, at each of `locations` (hermes-agent's `disengage`,
+        removing `ESTOP`); True when any was removed."""
+        when = self.clock() if now is None else now
+        removed = False
+        for location in locations:
+            if self.release(location, None, when) is not None:
+                removed = True
+            (reading,) = self.store.read((location,), when)
+            for scoped in reading.scoped:
+                if scoped.hold is not None and scoped.hold.hold_id is not None:
+                    self.release_hold(location, scoped.hold.hold_id, when)
+                    removed = True
+        return removed
+
+    def retire_generation(self, locations: Sequence[Location], generation: str, now: datetime | None = None) -> bool:
+        """Retire the hold carrying `generation` wherever among `locations` it stands (a
+        successor with another generation survives); True when removed."""
+        when = self.clock() if now is None else now
+        removed = False
+        for location in locations:
+            if self.retire(location, Fence(generation), now=when):
+                removed = True
         return removed
 
     def retire(self, location: Location, fence: Fence, *, event: str = "retire", now: datetime | None = None) -> bool:
@@ -190,28 +217,6 @@ class Fleet:
         those read: the file trail is read from its end only as far as the answer needs)."""
         return self.store.history_counted(limit, since)
 
-    @property
-    def audit_failures(self) -> int:
-        """How many audit lines this process failed to write (a hold stood regardless)."""
-        return self.store.audit_failures
-
-    @property
-    def last_audit_failure(self) -> str | None:
-        return self.store.last_audit_failure
-
-    def audit_problem(self) -> str | None:
-        """Why the audit trail cannot be written now (None when it can): `hermes status` and a
-        metric say so, since holds are still armed but not recorded."""
-        return self.store.audit_problem()
-
-    def audit_after(self, position: int, limit: int) -> list[AuditEntry]:
-        """At most `limit` audit entries after cursor `position`, oldest first."""
-        return self.store.audit_after(position, limit)
-
-    def audit_head(self) -> int:
-        """The cursor position just past the newest audit entry."""
-        return self.store.audit_head()
-
     # -- the services' shared state ----------------------------------------------------------
 
     def ledger(self) -> RecordTable:
@@ -227,11 +232,6 @@ class Fleet:
         saw (`registry`; `hermes consumers`, `pause --wait`)."""
         return self.store.open_consumers(self.root)
 
-    def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool] | None:
-        """This process's `is_leader` for `role` among every process sharing the store, or None
-        where there is nothing to elect."""
-        return self.store.leader_gate(role, poll)
-
     def reachable(self) -> bool:
         """False when the store as a whole does not answer (from what this process already
         knows: never a round trip); the file store answers while its fleet root can be listed."""
@@ -242,17 +242,6 @@ class Fleet:
 
         return os.path.isdir(self.root) and os.access(self.root, os.R_OK | os.X_OK)
 
-    def describe(self) -> dict[str, Any]:
-        """What `hermes store status` prints."""
-        return self.store.describe()
-
     def init_schema(self) -> tuple[int, list[int]]:
         """`hermes store init`: (schema version, versions applied by this call)."""
         return self.store.init_schema()
-
-    def schema_info(self) -> dict[str, Any]:
-        return self.store.schema_info()
-
-    def settle(self, timeout: float = 2.0) -> bool:
-        """Wait until work the store handed off (background retires) is done."""
-        return self.store.settle(timeout)

@@ -85,7 +85,7 @@ class FleetStatus:
         return tuple(r for r in self.present if r.active)
 
     def where(self, location: Location) -> str:
-        return self.fleet.where(location)
+        return self.fleet.store.where(location)
 
     def lift(self, reading: Reading) -> str | None:
         """The command that lifts `reading` from here; None when no command can (a store that is
@@ -105,7 +105,7 @@ class FleetStatus:
         return {
             "engaged": self.engaged,
             "now": format_instant(now),
-            "store": self.fleet.backend,
+            "store": self.fleet.store.name,
             "locations": [{"scope": loc.scope, "path": self.where(loc)} for loc in self.mine_locations],
             "holds": [self._json(r) for r in flat(self.mine.readings)],
             "other_holds": [self._json(r) for r in flat(self.others)],
@@ -203,7 +203,7 @@ def fleet_status(estop: Estop, *, sections: bool = True, as_json: bool | None = 
             json_sections.update(section.get("json", {}))
             lines.extend(section.get("lines", []))
     return FleetStatus(now=mine.now, layout=estop.layout, fleet=fleet, mine=mine,
-                       others=others, scopes=scopes, roster=roster, audit_problem=fleet.audit_problem(),
+                       others=others, scopes=scopes, roster=roster, audit_problem=fleet.store.audit_problem(),
                        sections=json_sections, section_lines=tuple(lines))
 
 

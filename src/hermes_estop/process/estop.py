@@ -382,26 +382,14 @@ class Estop:
         that generation (`HoldConflict` otherwise); with `hold`, only that scoped hold. A plain
         release lifts the full hold and leaves the scoped ones standing. Returns what was
         removed, or None."""
-        location = self.location(fleet=fleet)
-        if hold is not None:
-            return self.fleet.release_hold(location, hold)
-        return self.fleet.release(location, generation)
+        removed = self.fleet.resume(self.location(fleet=fleet), generation=generation, hold=hold)
+        return removed[0] if removed else None
 
     def disengage(self) -> bool:
         """Remove every visible hold (this home and the fleet root), scoped ones too: what
         hermes-agent's `disengage` (removing `ESTOP`) does; True when any was removed."""
         self._check_writable()
-        now = self.clock()
-        removed = False
-        for location in self._readable:
-            if self.fleet.release(location, None, now) is not None:
-                removed = True
-            (reading,) = self.store.read((location,), now)
-            for scoped in reading.scoped:
-                if scoped.hold is not None and scoped.hold.hold_id is not None:
-                    self.fleet.release_hold(location, scoped.hold.hold_id, now)
-                    removed = True
-        return removed
+        return self.fleet.release_everywhere(self._readable)
 
     def retire(self, generation: str) -> bool:
         """Remove the hold carrying `generation` wherever among this process's locations it
@@ -409,12 +397,7 @@ class Estop:
         if not isinstance(generation, str) or not generation:
             raise InvalidArgument(f"invalid generation {generation!r}")
         self._check_writable()
-        now = self.clock()
-        removed = False
-        for location in self._readable:
-            if self.fleet.retire(location, Fence(generation), now=now):
-                removed = True
-        return removed
+        return self.fleet.retire_generation(self._readable, generation)
 
     def history(self, limit: int | None = None) -> list[AuditEvent]:
         return self.fleet.history(limit)[0]
