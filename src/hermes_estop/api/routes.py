@@ -273,7 +273,7 @@ class WriteApi:
         removed = self._fenced(fleet, ref, wanted, lambda: fleet.release(location, generation, now))
         if removed is None:
             raise ApiError(404, f"no hold {ref!r} stands")
-        return ApiResponse(200, {"lifted": reading_json(removed, now, fleet.where(location)), "id": ref})
+        return ApiResponse(200, {"lifted": reading_json(removed, now, fleet.store.where(location)), "id": ref})
 
     def _deadline(self, ttl: str | None, until: str | None, now: datetime) -> datetime | None:
         """The deadline `ttl` / `until` ask for; 400 naming the field that does not parse."""
