@@ -44,6 +44,13 @@ WaitOpt = Annotated[bool, typer.Option("--wait", help="Then wait until every reg
 WaitTimeoutOpt = Annotated[Optional[str], typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")]
 
 
+#: break glass (issue 37): a write the fleet's policy refuses goes ahead, audited as an override
+OverrideOpt = Annotated[Optional[str], typer.Option(
+    "--override", metavar="REASON",
+    help="Break glass: write although the fleet's policy refuses it (an admin, or a local operator who can write "
+         "the fleet root); audited, notified and shown on the status page.")]
+
+
 def _target(estop: Estop, fleet: bool, profile: str | None) -> Location:
     """The location a pause or resume addresses: this home's, the fleet root's (`--fleet`) or a
     profile's (`--profile NAME`, a scope of the fleet)."""
@@ -68,6 +75,7 @@ def pause(
     wait: WaitOpt = False,
     wait_timeout: WaitTimeoutOpt = None,
     as_json: JsonOpt = False,
+    override: OverrideOpt = None,
 ) -> None:
     """Arm (or re-arm) the hold: stop all NEW work. Flags not given keep the standing values.
     --only/--job arm a scoped hold beside the others (the same selector again re-arms it).
@@ -92,7 +100,8 @@ def pause(
     check_components(estop, only)
     before = _generation_at(estop, location)
     try:
-        _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job)
+        _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job,
+               override)
     except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
         typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
         raise typer.Exit(130) from None
@@ -100,7 +109,8 @@ def pause(
 
 def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: timedelta | None,
            until: datetime | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
-           as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None) -> None:
+           as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None,
+           override: str | None = None) -> None:
     failures = estop.fleet.audit_failures
     # the store's warning would reach stderr raw through logging's last resort: pause says it itself
     quiet = logging.NullHandler()
@@ -108,10 +118,10 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
     try:
         if profile is None:
             hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet,
-                                only=only, jobs=jobs)
+                                only=only, jobs=jobs, override=override)
         else:
             hold = estop.fleet.engage(location, *estop.engage_request(reason, allow, ttl, until, replace,
-                                                                      only=only, jobs=jobs))
+                                                                      only=only, jobs=jobs), override=override)
     finally:
         logging.getLogger("hermes_estop").removeHandler(quiet)
     if estop.fleet.audit_failures != failures:
@@ -197,6 +207,7 @@ def resume(
     wait: WaitOpt = False,
     wait_timeout: WaitTimeoutOpt = None,
     as_json: JsonOpt = False,
+    override: OverrideOpt = None,
 ) -> None:
     """Release the hold of this home (`--fleet`: the fleet root; `--profile NAME`: that profile's).
     A plain resume lifts the full hold and says which scoped holds still stand (exit 1 when only
@@ -221,13 +232,13 @@ def resume(
     removed: list[Reading]
     try:
         if all_:
-            removed = estop.fleet.release_all(location)
+            removed = estop.fleet.release_all(location, override=override)
         elif hold is not None:
-            removed = [estop.fleet.release_hold(location, hold)]
+            removed = [estop.fleet.release_hold(location, hold, override=override)]
         elif profile is None:
-            removed = _some(estop.release(fleet=fleet, generation=generation))
+            removed = _some(estop.release(fleet=fleet, generation=generation, override=override))
         else:
-            removed = _some(estop.fleet.release(location, generation))
+            removed = _some(estop.fleet.release(location, generation, override=override))
     except HoldConflict as exc:
         if as_json:
             emit_json({"scope": location.scope, "released": False, "error": str(exc)})
