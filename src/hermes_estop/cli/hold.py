@@ -52,6 +52,13 @@ def _remote() -> Remote | None:
     return chosen_server()
 
 
+#: break glass (issue 37): a write the fleet's policy refuses goes ahead, audited as an override
+OverrideOpt = Annotated[Optional[str], typer.Option(
+    "--override", metavar="REASON",
+    help="Break glass: write although the fleet's policy refuses it (an admin, or a local operator who can write "
+         "the fleet root); audited, notified and shown on the status page.")]
+
+
 def _target(estop: Estop, fleet: bool, profile: str | None) -> Location:
     """The location a pause or resume addresses: this home's, the fleet root's (`--fleet`) or a
     profile's (`--profile NAME`, a scope of the fleet)."""
@@ -76,6 +83,7 @@ def pause(
     wait: WaitOpt = False,
     wait_timeout: WaitTimeoutOpt = None,
     as_json: JsonOpt = False,
+    override: OverrideOpt = None,
 ) -> None:
     """Arm (or re-arm) the hold: stop all NEW work. Flags not given keep the standing values.
     --only/--job arm a scoped hold beside the others (the same selector again re-arms it).
@@ -110,7 +118,8 @@ def pause(
     check_components(estop, only)
     before = _generation_at(estop, location)
     try:
-        _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job)
+        _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job,
+               override)
     except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
         typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
         raise typer.Exit(130) from None
@@ -118,7 +127,8 @@ def pause(
 
 def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: timedelta | None,
            until: datetime | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
-           as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None) -> None:
+           as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None,
+           override: str | None = None) -> None:
     failures = estop.fleet.store.audit_failures
     # the store's warning would reach stderr raw through logging's last resort: pause says it itself
     quiet = logging.NullHandler()
@@ -126,10 +136,10 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
     try:
         if profile is None:
             hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet,
-                                only=only, jobs=jobs)
+                                only=only, jobs=jobs, override=override)
         else:
             hold = estop.fleet.engage(location, *estop.engage_request(reason, allow, ttl, until, replace,
-                                                                      only=only, jobs=jobs))
+                                                                      only=only, jobs=jobs), override=override)
     finally:
         logging.getLogger("hermes_estop").removeHandler(quiet)
     if estop.fleet.store.audit_failures != failures:
@@ -215,6 +225,7 @@ def resume(
     wait: WaitOpt = False,
     wait_timeout: WaitTimeoutOpt = None,
     as_json: JsonOpt = False,
+    override: OverrideOpt = None,
 ) -> None:
     """Release the hold of this home (`--fleet`: the fleet root; `--profile NAME`: that profile's).
     A plain resume lifts the full hold and says which scoped holds still stand (exit 1 when only
@@ -244,7 +255,7 @@ def resume(
         selector = lifted.selector if lifted is not None else None
         ack = ack_for_release(estop.fleet, location.scope, standing, selector) if standing is not None else None
     try:
-        removed = estop.fleet.resume(location, generation=generation, hold=hold, every=all_)
+        removed = estop.fleet.resume(location, generation=generation, hold=hold, every=all_, override=override)
     except HoldConflict as exc:
         if as_json:
             emit_json({"scope": location.scope, "released": False, "error": str(exc)})

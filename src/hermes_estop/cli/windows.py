@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -277,6 +277,15 @@ def export(
     sys.stdout.flush()
 
 
+def _within_policy(parsed: Any, path: Any) -> Any:
+    """`parsed` less the windows the fleet's policy refuses (named as failures)."""
+    from hermes_estop.windows.policy_check import against_policy
+    from hermes_estop.cli.common import current_estop
+
+    guard = current_estop().fleet.policy
+    return against_policy(parsed, guard.policy()[0], guard.identity, path)
+
+
 @windows_app.command("validate")
 def validate(as_json: JsonOpt = False) -> None:
     """Check windows.toml: exit 0 when it validates, 2 with the file, window and field otherwise.
@@ -291,7 +300,7 @@ def validate(as_json: JsonOpt = False) -> None:
         _validated(windows_file, *answered, as_json)
         return
     try:
-        parsed = windows_file.parse_each(windows_file.snapshot().raw)
+        parsed = _within_policy(windows_file.parse_each(windows_file.snapshot().raw), windows_file.path)
         failures = parsed.failures
     except InvalidWindow as exc:
         failures = [exc]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from hermes_estop.fleet.audit import AuditEvent, default_actor
 from hermes_estop.process.check import Snapshot
@@ -27,6 +28,11 @@ from hermes_estop.stores.registry import ConsumerTable
 from hermes_estop.stores.state import StateTable
 from hermes_estop.model.timeutil import Clock, aware_clock
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from hermes_estop.model.policy import Actor
+    from hermes_estop.fleet.policy_guard import PolicyGuard
+
 __all__ = ["LEDGER_FILE", "ConsumerTable", "Fleet", "RecordTable", "StateTable"]
 
 
@@ -34,12 +40,15 @@ class Fleet:
     """Every scope of fleet root `root` over `store`. Reads never raise (a scope that cannot be
     read is UNREADABLE: held); writes raise `EstopError` subclasses naming what failed."""
 
-    def __init__(self, store: HoldStore, root: Path, *, clock: Clock | None = None, actor: str | None = None) -> None:
+    def __init__(self, store: HoldStore, root: Path, *, clock: Clock | None = None, actor: str | None = None,
+                 identity: Actor | None = None) -> None:
         self.store = store
         self.root = Path(root)
         self.clock: Clock = aware_clock(clock) if clock is not None else store.default_clock()
-        self._actor = actor
+        self._actor = identity.name if identity is not None and actor is None else actor
         self._layout = Layout(home=self.root, root=self.root)
+        self._identity = identity
+        self._policy: PolicyGuard | None = None
 
     @classmethod
     def of_files(cls, root: Path, *, clock: Clock | None = None, actor: str | None = None) -> Fleet:
@@ -57,6 +66,17 @@ class Fleet:
         if self._actor is None:
             self._actor = default_actor()
         return self._actor
+
+    @property
+    def policy(self) -> PolicyGuard:
+        """The arming policy every write of this fleet meets (issue 37), as `identity` (given to
+        the constructor: a remote caller's `Actor.remote(token, role)`; default: the local user).
+        Built on first use: the check path never writes."""
+        if self._policy is None:
+            from hermes_estop.fleet.policy_guard import PolicyGuard
+
+            self._policy = PolicyGuard(self, self._identity)
+        return self._policy
 
     # -- the scopes --------------------------------------------------------------------------
 
@@ -87,36 +107,66 @@ class Fleet:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def engage(self, location: Location, request: EngageRequest, now: datetime | None = None) -> Hold:
-        """Arm or re-arm the hold at `location` (`HoldStore.engage`): the write and its audit line."""
-        return self.store.engage(location, request, self.clock() if now is None else now, self.actor)
+    def engage(self, location: Location, request: EngageRequest, now: datetime | None = None, *,
+               override: str | None = None) -> Hold:
+        """Arm or re-arm the hold at `location` (`HoldStore.engage`): the write and its audit line.
+        The fleet's policy decides first (`PolicyRefused`, recorded, nothing written);
+        `override` (a reason) breaks glass for an admin or a local writer of the fleet root."""
+        when = self.clock() if now is None else now
+        refusal = self.policy.check_arm(location, request, when, override)
+        hold = self.store.engage(location, request, when, self.actor)
+        self.policy.overridden(location, refusal, override, hold.generation, when)
+        return hold
 
-    def release(self, location: Location, generation: str | None = None, now: datetime | None = None) -> Reading | None:
+    def release(self, location: Location, generation: str | None = None, now: datetime | None = None, *,
+                override: str | None = None) -> Reading | None:
         """The operator's resume of `location`; with `generation`, only that one (`HoldConflict`
-        otherwise). Returns what was removed, or None."""
-        return self.store.release(location, generation, self.clock() if now is None else now, self.actor)
+        otherwise). Returns what was removed, or None. The policy's `lift` rule decides first."""
+        when = self.clock() if now is None else now
+        refusal = self._check_lift(location, when, override, generation)
+        removed = self.store.release(location, generation, when, self.actor)
+        if removed is not None and removed.hold is not None:
+            self.policy.overridden(location, refusal, override, removed.hold.generation, when)
+        return removed
 
-    def release_hold(self, location: Location, hold_id: str, now: datetime | None = None) -> Reading:
+    def _check_lift(self, location: Location, when: datetime, override: str | None, generation: str | None = None,
+                    hold_id: str | None = None, every: bool = False) -> Any:
+        """The policy on lifting what a release of `location` would remove (see `release*`)."""
+        (reading,) = self.store.read((location,), when)
+        readings = (reading, *reading.scoped) if every else (reading,) if generation is None and hold_id is None \
+            else reading.scoped if hold_id is not None else (reading, *reading.scoped)
+        holds = [r.hold or Hold(None) for r in readings if r.active  # an unreadable hold: armed by nobody known
+                 and (generation is None or (r.hold is not None and r.hold.generation == generation))
+                 and (hold_id is None or (r.hold is not None and r.hold.hold_id == hold_id))]
+        return self.policy.check_lift(location, holds, when, override)
+
+    def release_hold(self, location: Location, hold_id: str, now: datetime | None = None, *,
+                     override: str | None = None) -> Reading:
         """`hermes resume --hold ID`: lift the scoped hold `hold_id` at `location` (fenced on the
         generation read, so a re-arm in between is refused, not lifted); `HoldConflict` when no
         such scoped hold stands. Every other hold stays as it is."""
         from hermes_estop.model.errors import HoldConflict
 
         when = self.clock() if now is None else now
+        refusal = self._check_lift(location, when, override, hold_id=hold_id)
         (reading,) = self.store.read((location,), when)
         for scoped in reading.scoped:
             if scoped.hold is not None and scoped.hold.hold_id == hold_id and scoped.hold.generation:
                 removed = self.store.release(location, scoped.hold.generation, when, self.actor)
+                self.policy.overridden(location, refusal, override, scoped.hold.generation, when)
                 assert removed is not None  # release(generation) raises rather than return None
                 return removed
         standing = ", ".join(s.hold.scope_label for s in reading.scoped if s.hold is not None) or "none"
         raise HoldConflict(f"no scoped hold {hold_id!r} at {location.describe()} (scoped holds there: {standing})")
 
-    def release_all(self, location: Location, now: datetime | None = None) -> list[Reading]:
+    def release_all(self, location: Location, now: datetime | None = None, *, override: str | None = None) -> list[Reading]:
         """`hermes resume --all`: the full hold at `location`, then every scoped hold beside it,
         each fenced on the generation read (a re-arm in between is refused, not lifted). Returns
         what was removed, in that order."""
         when = self.clock() if now is None else now
+        refusal = self._check_lift(location, when, override, every=True)
+        if refusal is not None:
+            self.policy.overridden(location, refusal, override, None, when)
         full = self.store.release(location, None, when, self.actor)
         removed = [full] if full is not None else []
         (reading,) = self.store.read((location,), when)
@@ -128,15 +178,16 @@ class Fleet:
         return removed
 
     def resume(self, location: Location, *, generation: str | None = None, hold: str | None = None,
-               every: bool = False, now: datetime | None = None) -> list[Reading]:
+               every: bool = False, now: datetime | None = None, override: str | None = None) -> list[Reading]:
         """The operator's resume of `location`, one verb for every form of it: the full hold
         (with `generation`, only that one), one scoped hold (`hold`), or every hold there
-        (`every`). Returns what was removed; `HoldConflict` as the verb it picks."""
+        (`every`). Returns what was removed; `HoldConflict` as the verb it picks, and
+        `PolicyRefused` where the fleet's policy refuses the lift (`override`: break glass)."""
         if every:
-            return self.release_all(location, now)
+            return self.release_all(location, now, override=override)
         if hold is not None:
-            return [self.release_hold(location, hold, now)]
-        removed = self.release(location, generation, now)
+            return [self.release_hold(location, hold, now, override=override)]
+        removed = self.release(location, generation, now, override=override)
         return [removed] if removed is not None else []
 
     def release_everywhere(self, locations: Sequence[Location], now: datetime | None = None) -> bool:

@@ -139,8 +139,26 @@ class EstopCollector(Collector):
                                        "Audit lines this process could not write (the holds were written all the same)")
         failures.add_metric([], float(fleet.store.audit_failures))
         yield failures
+        yield from self._policy(view)
         yield from self._windows_file(view)
         yield from self._consumers(view)
+
+    @staticmethod
+    def _policy(view: FleetView) -> Iterator[Metric]:
+        """The arming policy (issue 37): writes this process refused, overrides standing now."""
+        from hermes_estop.fleet.policy_guard import refusals
+
+        refused = CounterMetricFamily("hermes_estop_policy_refusals",
+                                      "Writes the fleet's arming policy refused in this process (hermes serve: "
+                                      "windows, remote callers), by rule; every refusal is also in the audit trail",
+                                      labels=["rule"])
+        for rule, count in sorted(refusals().items()):
+            refused.add_metric([rule], float(count))
+        yield refused
+        standing = GaugeMetricFamily("hermes_estop_policy_overrides_standing",
+                                     "Holds standing now that were written with --override")
+        standing.add_metric([], float(len(view.status.record.overrides)) if view.status is not None else 0.0)
+        yield standing
 
     @staticmethod
     def _windows_file(view: FleetView) -> Iterator[Metric]:

@@ -338,16 +338,18 @@ class Estop:
         only: Iterable[str] | str | None = None,
         jobs: Iterable[str] | str | None = None,
         hold_id: str | None = None,
+        override: str | None = None,
     ) -> Hold:
         """Arm, or re-arm non-destructively, the hold of this home (`fleet`: the fleet root).
         Returns the hold written. Everything is validated first: on a bad value nothing is
         written and a standing hold is untouched. `only` (components) and `jobs` (globs over the
         units' names) make it a scoped hold, which stands beside the others at the location;
-        pausing the same selector again re-arms it (`hold_id`: the scoped hold to re-arm)."""
+        pausing the same selector again re-arms it (`hold_id`: the scoped hold to re-arm).
+        The fleet's arming policy applies (`PolicyRefused`); `override` (a reason) breaks glass."""
         location = self.location(fleet=fleet)
         request, now = self.engage_request(reason, allow, ttl, expires_at, replace, armed_by=armed_by,
                                            window=window, only_if=only_if, only=only, jobs=jobs, hold_id=hold_id)
-        return self.fleet.engage(location, request, now)
+        return self.fleet.engage(location, request, now, override=override)
 
     def engage_request(self, reason: str | None = None, allow: Allow | Mapping[str, Any] | None = None,
                        ttl: Any = None, expires_at: Any = None, replace: bool = False, *,
@@ -377,12 +379,13 @@ class Estop:
         )
         return request, now
 
-    def release(self, *, fleet: bool = False, generation: str | None = None, hold: str | None = None) -> Reading | None:
+    def release(self, *, fleet: bool = False, generation: str | None = None, hold: str | None = None,
+                override: str | None = None) -> Reading | None:
         """The operator's resume of this home (`fleet`: the fleet root); with `generation`, only
         that generation (`HoldConflict` otherwise); with `hold`, only that scoped hold. A plain
         release lifts the full hold and leaves the scoped ones standing. Returns what was
         removed, or None."""
-        removed = self.fleet.resume(self.location(fleet=fleet), generation=generation, hold=hold)
+        removed = self.fleet.resume(self.location(fleet=fleet), generation=generation, hold=hold, override=override)
         return removed[0] if removed else None
 
     def disengage(self) -> bool:

@@ -44,7 +44,7 @@ from hermes_estop.windows.problems import ProblemLog
 from hermes_estop.windows.recall import recall
 from hermes_estop.windows.reconcile import Arm, ChainEnd, Retire, ScopePlan, Skip, chain_end, idle, plan_scope
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
-from hermes_estop.windows.windows_file import WindowsFile
+from hermes_estop.windows.windows_file import Parsed, WindowsFile
 
 __all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "TickEvent", "TickReport", "WindowService"]
 
@@ -137,12 +137,19 @@ class WindowService:
         `StoreError`."""
         return self.windows_file.load()
 
+    def _within_policy(self, parsed: Parsed) -> Parsed:
+        """`parsed` less the windows the fleet's policy (read again each pass) refuses."""
+        from hermes_estop.windows.policy_check import against_policy
+
+        guard = self.fleet.policy
+        return against_policy(parsed, guard.policy()[0], guard.identity, self.windows_file.path)
+
     def _inputs(self, report: TickReport) -> _Inputs | None:
         """The windows and the ledger to act on, or None (the reason in `report`): a file that
         does not read or validate, or a read that takes away what cannot be kept (`guard`)."""
         try:
             snapshot = self.windows_file.snapshot()
-            parsed = self.windows_file.parse_each(snapshot.raw)
+            parsed = self._within_policy(self.windows_file.parse_each(snapshot.raw))
             entries = self.ledger.load()
         except (InvalidWindow, StoreError) as exc:
             self.guard.interrupted()
