@@ -24,7 +24,7 @@ from hermes_estop.cli.common import (
 from hermes_estop.cli.history import run_history
 from hermes_estop.cli.hot import GATE_HELD_EXIT, run_check, run_gate
 
-__all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
+__all__ = ["GATE_HELD_EXIT", "paused_lines", "register", "run_check_at"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -143,16 +143,21 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
         emit_json({"scope": location.scope, "path": where, **hold_json(hold, snapshot.now),
                    "engaged": snapshot.engaged, **_ack_json(found)})
         raise typer.Exit(_ack_exit(found))
-    scoped = "" if hold.selector is None else f" for {covers(hold.selector)} only (hold {printable(hold.hold_id or '?')})"
-    typer.echo(f"paused {printable(location.describe())}{scoped}{_not_the_fleet(location, fleet, profile)} "
-               f"({printable(where)})")
-    for line in describe_hold(hold, snapshot.now):
-        typer.echo(f"  {line}")
     others = [r for r in snapshot.active if r.location != location]
-    for reading in others:
-        typer.echo(f"also held by {printable(reading.location.describe())}")
+    echo_lines(paused_lines(location, hold, where, _not_the_fleet(location, fleet, profile), snapshot.now, others))
     found = _wait(estop, ack, limit, show=True)
     raise typer.Exit(_ack_echo(found, "stopped"))
+
+
+def paused_lines(location: Location, hold: Hold, where: str, note: str, now: datetime,
+                 others: list[Reading]) -> list[str]:
+    """What `hermes pause` prints (here and over `--server`): the hold armed, then every other
+    full hold that holds this process."""
+    scoped = "" if hold.selector is None else f" for {covers(hold.selector)} only (hold {printable(hold.hold_id or '?')})"
+    lines = [f"paused {printable(location.describe())}{scoped}{note} ({printable(where)})"]
+    lines.extend(f"  {line}" for line in describe_hold(hold, now))
+    lines.extend(f"also held by {printable(reading.location.describe())}" for reading in others)
+    return lines
 
 
 def _not_the_fleet(location: Location, fleet: bool, profile: str | None) -> str:

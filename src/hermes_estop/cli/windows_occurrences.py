@@ -3,7 +3,7 @@ ledger's entry for it, and why it does or does not hold at an instant)."""
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, tzinfo
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from hermes_estop.windows.model import Window
     from hermes_estop.windows.occurrences import Occurrence
 
-__all__ = ["explain", "skip", "unskip"]
+__all__ = ["explain", "skip", "skipped_line", "unskip"]
 
 
 def _skip_target(name: str, on: str | None, occurrence: str | None,
@@ -68,8 +68,13 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
     if as_json:
         emit_json({"skipped": target.to_json(now, window.zone_of(target))})
         return
-    typer.echo(f"skipped window {window.name} occurrence {display_instant(target.start)} "
-               f"({target.start.astimezone(window.zone_of(target)).strftime('%Y-%m-%d %H:%M %Z')}): it will not arm")
+    typer.echo(skipped_line(window.name, target.start, window.zone_of(target)))
+
+
+def skipped_line(name: str, start: datetime, zone: tzinfo) -> str:
+    """What `windows skip` prints, here and over `--server`."""
+    return (f"skipped window {printable(name)} occurrence {display_instant(start)} "
+            f"({start.astimezone(zone).strftime('%Y-%m-%d %H:%M %Z')}): it will not arm")
 
 
 @windows_app.command("unskip")

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from hermes_estop.model.selector import Selector
 
 __all__ = [
+    "hold_from_json",
     "ALLOWLIST_MALFORMED",
     "FULL_FIELD",
     "SCOPED_FIELD",
@@ -328,6 +329,14 @@ def parse_body(raw: bytes) -> Hold:
     """A `Hold` from sentinel bytes; raises `ValueError` with the reason when the body is
     unreadable (empty, too large, not UTF-8 JSON, not an object). Never anything else."""
     return _hold_from(_load_json(raw))
+
+
+def hold_from_json(data: dict[str, Any]) -> Hold:
+    """The hold `describe.hold_json` rendered (its wire names, its selector and id)."""
+    from hermes_estop.model.selector import parse_selector
+
+    selector = data.get("selector")
+    return _hold_from(data).scoped_as(parse_selector(selector) if selector is not None else None, data.get("hold"))
 
 
 def _hold_from(data: dict[str, Any]) -> Hold:

@@ -21,7 +21,8 @@ from hermes_estop.model.timeutil import display_instant, format_instant, format_
 if TYPE_CHECKING:
     from hermes_estop.model.selector import Selector
 
-__all__ = ["ALL_WORK", "HOLD_EVENTS", "covers", "event_covers", "describe_hold", "describe_reading", "hold_json", "reading_json"]
+__all__ = ["ALL_WORK", "HOLD_EVENTS", "covers", "event_covers", "describe_hold", "describe_reading", "hold_json",
+           "reading_from_json", "reading_json"]
 
 #: what a hold without a selector covers, as every surface says it
 ALL_WORK = "all"
@@ -80,6 +81,21 @@ def reading_json(reading: Reading, now: datetime, where: str) -> dict[str, Any]:
     data["problem"] = reading.problem
     data["cause"] = reading.cause.value if reading.cause is not None else None
     return data
+
+
+def reading_from_json(data: dict[str, Any]) -> Reading:
+    """`reading_json`'s inverse, for a reading another host rendered (`hermes --server`): the
+    same hold, so the same lines describe it. The location's path is its sentinel's directory."""
+    from pathlib import Path
+
+    from hermes_estop.model.hold import hold_from_json
+    from hermes_estop.model.homes import Location
+
+    location = Location(str(data.get("scope")), Path(str(data.get("path") or "")).parent)
+    state = HoldState(data.get("state") or HoldState.ACTIVE.value)
+    hold = hold_from_json(data) if data.get("generation") or data.get("hold") or data.get("engaged_at") else None
+    cause = Cause(data["cause"]) if data.get("cause") else None
+    return Reading(location, state, hold, problem=data.get("problem"), cause=cause)
 
 
 def describe_hold(hold: Hold, now: datetime) -> list[str]:
