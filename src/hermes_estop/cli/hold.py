@@ -10,21 +10,21 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from hermes_estop.process.describe import covers
+from hermes_estop.process.describe import paused_lines, resumed_line as _resumed_line
 from hermes_estop.model.errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from hermes_estop.process.estop import Estop
-from hermes_estop.model.hold import Allow, Cause, Hold, HoldState, Reading
+from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, utc_now
 from hermes_estop.cli.common import (
-    EXIT_HELD, EXIT_OK, check_components, current_estop, describe_hold, emit_json, fail, echo_lines, fit_lines,
+    EXIT_HELD, EXIT_OK, check_components, current_estop, emit_json, fail, echo_lines, fit_lines,
     hold_json, operator_time, duration_option, reading_json, refuse_blank, terminal_width,
 )
 from hermes_estop.cli.history import run_history
 from hermes_estop.cli.hot import GATE_HELD_EXIT, run_check, run_gate
 
-__all__ = ["GATE_HELD_EXIT", "paused_lines", "register", "run_check_at"]
+__all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -147,17 +147,6 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
     echo_lines(paused_lines(location, hold, where, _not_the_fleet(location, fleet, profile), snapshot.now, others))
     found = _wait(estop, ack, limit, show=True)
     raise typer.Exit(_ack_echo(found, "stopped"))
-
-
-def paused_lines(location: Location, hold: Hold, where: str, note: str, now: datetime,
-                 others: list[Reading]) -> list[str]:
-    """What `hermes pause` prints (here and over `--server`): the hold armed, then every other
-    full hold that holds this process."""
-    scoped = "" if hold.selector is None else f" for {covers(hold.selector)} only (hold {printable(hold.hold_id or '?')})"
-    lines = [f"paused {printable(location.describe())}{scoped}{note} ({printable(where)})"]
-    lines.extend(f"  {line}" for line in describe_hold(hold, now))
-    lines.extend(f"also held by {printable(reading.location.describe())}" for reading in others)
-    return lines
 
 
 def _not_the_fleet(location: Location, fleet: bool, profile: str | None) -> str:
@@ -311,19 +300,6 @@ def resume(
 
 def _some(removed: Reading | None) -> list[Reading]:
     return [removed] if removed is not None else []
-
-
-def _resumed_line(location: Location, removed: Reading) -> str:
-    """What one lifted hold was, in the words `hermes status` showed it in."""
-    where = printable(location.describe())
-    if removed.hold is not None and removed.hold.selector is not None:
-        return (f"resumed {where} scoped hold {removed.hold.scope_label} "
-                f"(generation {printable(removed.hold.generation or '?')})")
-    if removed.hold is not None and removed.hold.generation:
-        return f"resumed {where} (generation {printable(removed.hold.generation)})"
-    if removed.state is HoldState.UNREADABLE and removed.cause is not Cause.EMPTY:
-        return f"resumed {where} (removed an unreadable hold: {printable(removed.problem or '?')})"
-    return f"resumed {where} (a hand-made stop with no details)"
 
 
 def _generation_at(estop: Estop, location: Location, hold_id: str | None = None) -> str | None:

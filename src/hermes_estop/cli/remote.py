@@ -149,7 +149,7 @@ def remote_pause(remote: Remote, *, reason: str | None, allow_user: list[str] | 
                  only: list[str] | None, job: list[str] | None, as_json: bool) -> NoReturn:
     """`hermes pause` over --server: the server arms the hold; the answer is printed as a local
     pause prints it (`paused_lines`, the same JSON), read back from the server's status."""
-    from hermes_estop.cli.hold import paused_lines
+    from hermes_estop.process.describe import paused_lines
     from hermes_estop.model.hold import hold_from_json
 
     body: dict[str, Any] = {"scope": _scope(fleet, profile), "replace": replace}
@@ -194,9 +194,8 @@ def _lifted(remote: Remote, ref: str, generation: str | None) -> Reading | HoldC
 
 def _conflict(ref: str, generation: str | None, body: Any) -> HoldConflict:
     """The error a local resume gives for the same refusal (`not_current`), from the 412's body."""
-    from hermes_estop.model.hold import Fence, HoldState, hold_from_json
+    from hermes_estop.model.hold import Fence, HoldState, hold_from_json, not_current
     from hermes_estop.model.homes import Location
-    from hermes_estop.stores.base import not_current
 
     standing = body.get("hold") if isinstance(body, dict) else None
     if generation is None or (standing is None and "lifted since" not in str(body)):
@@ -260,7 +259,7 @@ def _location_of(scope: str) -> Location:
 def _resumed(remote: Remote, view: DocumentStatus, document: dict[str, Any], scope: str, removed: list[Reading],
              as_json: bool) -> NoReturn:
     """What a local resume prints after its lifts, from the server's status read after them."""
-    from hermes_estop.cli.hold import _resumed_line
+    from hermes_estop.process.describe import resumed_line
 
     location = _location(view, scope)
     addressed = _at(view, scope)
@@ -282,7 +281,7 @@ def _resumed(remote: Remote, view: DocumentStatus, document: dict[str, Any], sco
         scoped = f": only scoped holds stand there ({len(here)})" if here else ""
         typer.echo(f"no hold at {printable(location.describe())} ({printable(view.where(location))}){scoped}")
     for reading in removed:
-        typer.echo(_resumed_line(location, reading))
+        typer.echo(resumed_line(location, reading))
     for reading in view.mine.active:
         lift = _lift(view, reading.location.scope)
         typer.echo(f"still held by {printable(reading.location.describe())}{f' ({lift})' if lift else ''}")
@@ -324,7 +323,7 @@ def remote_status(remote: Remote, *, as_json: bool) -> NoReturn:
 
 
 def remote_skip(remote: Remote, name: str, *, on: str | None, occurrence: str | None, as_json: bool) -> NoReturn:
-    from hermes_estop.cli.windows_occurrences import skipped_line
+    from hermes_estop.windows.skips import skipped_line
     from hermes_estop.model.timeutil import parse_stamp
 
     body = {key: value for key, value in (("on", on), ("occurrence", occurrence)) if value is not None}

@@ -3,7 +3,7 @@ ledger's entry for it, and why it does or does not hold at an instant)."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, tzinfo
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from hermes_estop.windows.model import Window
     from hermes_estop.windows.occurrences import Occurrence
 
-__all__ = ["explain", "skip", "skipped_line", "unskip"]
+__all__ = ["explain", "skip", "unskip"]
 
 
 def _skip_target(name: str, on: str | None, occurrence: str | None,
@@ -55,7 +55,7 @@ SkipNext = Annotated[bool, typer.Option("--next", help="The next occurrence that
 def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
          occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Skip one occurrence ahead of time: it will not arm (recorded in the ledger, audited)."""
-    from hermes_estop.windows.skips import skip_occurrence
+    from hermes_estop.windows.skips import skip_occurrence, skipped_line
     from hermes_estop.cli.remote import chosen_server, remote_skip
 
     remote = chosen_server()
@@ -70,11 +70,6 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
         return
     typer.echo(skipped_line(window.name, target.start, window.zone_of(target)))
 
-
-def skipped_line(name: str, start: datetime, zone: tzinfo) -> str:
-    """What `windows skip` prints, here and over `--server`."""
-    return (f"skipped window {printable(name)} occurrence {display_instant(start)} "
-            f"({start.astimezone(zone).strftime('%Y-%m-%d %H:%M %Z')}): it will not arm")
 
 
 @windows_app.command("unskip")
