@@ -134,9 +134,10 @@ def _view(remote: Remote) -> tuple[dict[str, Any], DocumentStatus]:
 
 
 def _location(view: DocumentStatus, scope: str) -> Location:
+    """The location `scope` names, with its home as the server's document gives it."""
     from hermes_estop.model.homes import Location
 
-    return Location(scope, Path(view.where(Location(scope, Path()))).parent)
+    return Location(scope, Path(view.where(_location_of(scope))).parent)
 
 
 def _at(view: DocumentStatus, scope: str) -> Reading | None:
@@ -186,21 +187,22 @@ def _lifted(remote: Remote, ref: str, generation: str | None) -> Reading | HoldC
     if answer.status == 404:
         return None
     if answer.status in (409, 412):
-        return _conflict(ref, generation, answer.body)
+        return _conflict(ref, generation if answer.status == 412 else None, answer.body)
     if answer.status != 200 or not isinstance(answer.body, dict):
         remote.refused(answer)
     return reading_from_json(answer.body["lifted"])
 
 
 def _conflict(ref: str, generation: str | None, body: Any) -> HoldConflict:
-    """The error a local resume gives for the same refusal (`not_current`), from the 412's body."""
+    """The error a local resume gives for the same refusal: for a failed fence on `generation`
+    (412) `not_current` with the hold the server says stands (none: it was lifted), else the
+    server's words (409)."""
     from hermes_estop.model.hold import Fence, HoldState, hold_from_json, not_current
-    from hermes_estop.model.homes import Location
 
     standing = body.get("hold") if isinstance(body, dict) else None
-    if generation is None or (standing is None and "lifted since" not in str(body)):
+    if generation is None:
         return HoldConflict(str(body.get("error") if isinstance(body, dict) else body))
-    location = Location(ref.partition(":")[0], Path())
+    location = _location_of(ref.partition(":")[0])
     hold = hold_from_json(standing) if isinstance(standing, dict) else None
     reading = Reading(location, HoldState.ACTIVE, hold, Fence(hold.generation)) if hold is not None else None
     return not_current(location, generation, reading)
@@ -251,6 +253,7 @@ def _targets(scope: str, standing: Reading | None, generation: str | None, hold:
 
 
 def _location_of(scope: str) -> Location:
+    """The location `scope` names, for its words (`describe`) alone."""
     from hermes_estop.model.homes import Location
 
     return Location(scope, Path())
