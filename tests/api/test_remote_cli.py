@@ -143,7 +143,8 @@ def both_ways(site, setup: list[tuple[str, ...]], args: tuple[str, ...]) -> tupl
     runs = []
     for run in (lambda *a: hermes(root, *a, check=False), lambda *a: remote(site, *a)):
         files = Fleet.of_files(root)
-        files.release_all(files.fleet_location)
+        for scope in files.scopes():
+            files.release_all(scope)
         hermes(root, "windows", "unskip", "nightly", check=False)
         for step in setup:
             assert remote(site, *step).returncode == 0
@@ -154,18 +155,22 @@ def both_ways(site, setup: list[tuple[str, ...]], args: tuple[str, ...]) -> tupl
 
 PAUSED = ("pause", "--fleet", "--reason", "db migration", "--ttl", "30m", "--allow-user", "alice")
 SCOPED = ("pause", "--fleet", "--reason", "cron only", "--only", "cron")
+PROFILE = ("pause", "--profile", "ops", "--reason", "ops only", "--ttl", "2h")
 
 PARITY = {
     "status, free": ([], ("status",)),
     "status, held": ([PAUSED, SCOPED], ("status",)),
+    "status, a profile held elsewhere": ([PROFILE], ("status",)),
     "pause": ([], PAUSED),
     "pause, a scoped hold beside a full one": ([PAUSED], SCOPED),
+    "pause --profile": ([PAUSED], PROFILE),
     "resume": ([PAUSED, SCOPED], ("resume", "--fleet")),
     "resume, nothing stands": ([], ("resume", "--fleet")),
     "resume, only scoped holds stand": ([SCOPED], ("resume", "--fleet")),
     "resume --hold of none": ([PAUSED], ("resume", "--fleet", "--hold", "deadbeef")),
     "resume --generation of another": ([PAUSED], ("resume", "--fleet", "--generation", "0" * 32)),
     "resume --all": ([PAUSED, SCOPED], ("resume", "--fleet", "--all")),
+    "resume --profile": ([PAUSED, PROFILE], ("resume", "--profile", "ops")),
     "windows skip": ([], ("windows", "skip", "nightly")),
 }
 
