@@ -89,7 +89,8 @@ def test_a_remote_skip_is_recorded_by_the_server_as_the_token(site):
 
 @pytest.mark.parametrize(("args", "token", "expected"), [
     (("pause", "--reason", "x"), "watch", "403"),
-    (("pause", "--ttl", "soon"), "ops", "400"),
+    (("pause", "--ttl", "soon"), "ops", "--ttl: invalid duration 'soon'"),
+    (("pause", "--until", "2099-01-01T00:00:00Z"), "ops", "more than 366 days ahead"),
     (("windows", "skip", "no-such-window"), "ops", "404"),
 ])
 def test_a_refused_request_is_exit_2_with_one_line(site, args, token, expected):
@@ -164,6 +165,8 @@ PARITY = {
     "pause": ([], PAUSED),
     "pause, a scoped hold beside a full one": ([PAUSED], SCOPED),
     "pause --profile": ([PAUSED], PROFILE),
+    "pause, a refused deadline": ([], ("pause", "--fleet", "--until", "2099-01-01T00:00:00Z")),
+    "pause, a refused duration": ([], ("pause", "--fleet", "--ttl", "soon")),
     "resume": ([PAUSED, SCOPED], ("resume", "--fleet")),
     "resume, nothing stands": ([], ("resume", "--fleet")),
     "resume, only scoped holds stand": ([SCOPED], ("resume", "--fleet")),

@@ -90,6 +90,8 @@ def pause(
 
         if wait or wait_timeout is not None:
             raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
+        if ttl is not None:
+            duration_option("--ttl", ttl)  # refused in the local words before the server is asked
         deadline_text = operator_time("--until", until, utc_now()).isoformat() if until is not None else None
         remote_pause(remote, reason=reason, allow_user=allow_user, allow_profile=allow_profile, ttl=ttl,
                      until=deadline_text, fleet=fleet, profile=profile, replace=replace, only=only, job=job,

@@ -89,7 +89,11 @@ class Remote:
             _fail(f"cannot reach server {self.url}: {reason}; nothing was changed")
 
     def refused(self, answer: Answer) -> NoReturn:
+        """Exit 2 with the server's one line; a 400 (bad input, refused by the checks a local
+        command runs) in the local words alone."""
         message = answer.body.get("error") if isinstance(answer.body, dict) else None
+        if answer.status == 400 and message:
+            _fail(str(message))
         _fail(f"server {self.url} answered {answer.status}: {message or 'no explanation'}")
 
 
