@@ -55,7 +55,7 @@ SkipNext = Annotated[bool, typer.Option("--next", help="The next occurrence that
 def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
          occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Skip one occurrence ahead of time: it will not arm (recorded in the ledger, audited)."""
-    from hermes_estop.windows.skips import skip_occurrence
+    from hermes_estop.windows.skips import skip_occurrence, skipped_line
     from hermes_estop.cli.remote import chosen_server, remote_skip
 
     remote = chosen_server()
@@ -68,8 +68,8 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
     if as_json:
         emit_json({"skipped": target.to_json(now, window.zone_of(target))})
         return
-    typer.echo(f"skipped window {window.name} occurrence {display_instant(target.start)} "
-               f"({target.start.astimezone(window.zone_of(target)).strftime('%Y-%m-%d %H:%M %Z')}): it will not arm")
+    typer.echo(skipped_line(window.name, target.start, window.zone_of(target)))
+
 
 
 @windows_app.command("unskip")
