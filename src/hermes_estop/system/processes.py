@@ -137,6 +137,20 @@ def wait_exited(pid: int, timeout: float | None) -> bool:
     return True
 
 
+#: how long a SIGKILLed group may take to be gone (a loaded machine schedules the dying late)
+_KILLED_GRACE = 5.0
+
+
+def _wait_group_gone(pgid: int, limit: float) -> None:
+    """Return once no live member of `pgid` is left, or after `limit` seconds: SIGKILL is sent,
+    not done, when `killpg` returns, and the caller promises that nothing outlives it."""
+    end = time.monotonic() + limit
+    pause = 0.002
+    while group_members(pgid) and time.monotonic() < end:
+        time.sleep(pause)
+        pause = min(0.05, pause * 2)
+
+
 def run_group(argv: Sequence[str], data: bytes, timeout: float) -> GroupResult:
     """Run `argv` with `data` on stdin in a process group of its own; wait at most `timeout`
     seconds for the command itself to exit, then kill whatever is left in its group (also what
@@ -156,6 +170,7 @@ def run_group(argv: Sequence[str], data: bytes, timeout: float) -> GroupResult:
             except (ProcessLookupError, PermissionError):
                 pass
             process.wait()
+            _wait_group_gone(process.pid, _KILLED_GRACE)
         if not exited:
             raise GroupTimeout(f"timed out after {timeout:g}s")
         size = stderr.seek(0, os.SEEK_END)
