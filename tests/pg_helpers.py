@@ -27,7 +27,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -35,6 +35,7 @@ import pytest
 
 from hermes_estop.model.homes import Location
 from hermes_estop.stores.postgresql import PostgresStore
+import contextlib
 
 __all__ = ["PgServer", "PostgresBackend", "JsonLines", "session_server", "pg_server", "pg_url", "with_params",
            "new_schema", "drop_schema"]
@@ -258,10 +259,8 @@ def _unavailable(why: str) -> None:
 
 
 def _stop_cluster(server: PgServer, work: str) -> None:
-    try:
+    with contextlib.suppress(Exception):
         server._ctl("-m", "immediate", "stop")
-    except Exception:
-        pass
     shutil.rmtree(work, ignore_errors=True)
 
 

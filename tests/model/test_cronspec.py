@@ -10,7 +10,7 @@ import random
 import subprocess
 import sys
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -19,7 +19,7 @@ from hermes_estop.model import cronspec
 from hermes_estop.model.cronspec import first_start_after, starts, validate_cron, validate_timezone, wall_to_instant
 from hermes_estop.model.errors import EstopError, InvalidArgument
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def utc(*parts: int) -> datetime:
@@ -253,7 +253,7 @@ def test_interleaved_walkers_of_one_schedule_each_see_every_start_once(fresh_run
             start = next(walkers[i], None)
             if start is not None:
                 seen[i].append(start)
-        for since, got in zip(sinces, seen):
+        for since, got in zip(sinces, seen, strict=False):
             assert got == computed(expr, zone, since, len(got))
 
 

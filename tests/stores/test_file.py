@@ -113,7 +113,7 @@ def test_unreadable_for_permissions_is_active(tmp_path, blocked):
     finally:
         os.chmod(root, 0o755)
     assert out.returncode == 0, out.stderr
-    state, *rest = out.stdout.split()
+    state, *_rest = out.stdout.split()
     assert state == "unreadable"
     assert out.stdout.split()[-2:] == ["True", "False"]
 

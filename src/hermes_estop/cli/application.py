@@ -167,7 +167,7 @@ def _finish(command: Command) -> Command:
                 param.get_usage_pieces = _usage_pieces(param)
             completer = _COMPLETERS.get((path, param.name or ""))
             if completer is not None:
-                param._custom_shell_complete = completer
+                param._custom_shell_complete = completer  # noqa: SLF001 - click has no public setter for a completer
         if path and not getattr(cmd, "hidden", False):
             cmd.short_help = summary(cmd.help or "")
     return command

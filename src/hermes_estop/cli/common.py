@@ -18,6 +18,7 @@ from hermes_estop.process.describe import describe_hold, describe_reading, hold_
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.cli.hot import EXIT_HELD, EXIT_OK, EXIT_USAGE
+import contextlib
 
 __all__ = [
     "EXIT_HELD",
@@ -97,10 +98,8 @@ def check_components(estop: Estop, only: Iterable[str] | None) -> None:
     known = set(COMPONENTS) | declared_components(estop.layout)
     if unknown_components(names, known) is None:
         return
-    try:
+    with contextlib.suppress(StoreError, OSError):
         known |= {entry.component for entry in estop.fleet.consumers().entries()}
-    except (StoreError, OSError):
-        pass
     problem = unknown_components(names, known)
     if problem is not None:
         raise InvalidArgument(f"--only: {problem}")

@@ -39,7 +39,7 @@ def consumers(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
     if len(table) > 1:
         widths = [max(len(printable(r[i])) for r in table) for i in range(len(header))]
         for cells in table:
-            typer.echo("  ".join(printable(c).ljust(w) for c, w in zip(cells, widths)).rstrip())
+            typer.echo("  ".join(printable(c).ljust(w) for c, w in zip(cells, widths, strict=False)).rstrip())
     typer.echo(printable(roster.line()))
     _exit_on_problem(roster.problem)
 

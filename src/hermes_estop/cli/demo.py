@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -17,7 +17,7 @@ __all__ = ["register"]
 
 
 def demo(
-    directory: Annotated[Optional[Path], typer.Option("--dir", help="Build the demo fleet here (an empty or new directory) and keep it.")] = None,
+    directory: Annotated[Path | None, typer.Option("--dir", help="Build the demo fleet here (an empty or new directory) and keep it.")] = None,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the temporary fleet afterwards.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON at the end.")] = False,
 ) -> None:

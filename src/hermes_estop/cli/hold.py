@@ -6,7 +6,7 @@ import logging
 import os
 import stat
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -31,17 +31,17 @@ if TYPE_CHECKING:
     from hermes_estop.fleet.registry.acks import AckSurvey
     from hermes_estop.fleet.registry.entries import Ack
 
-UserOpt = Annotated[Optional[str], typer.Option("--user", help="The authenticated principal asking to work.")]
-ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="The profile the work is for.")]
+UserOpt = Annotated[str | None, typer.Option("--user", help="The authenticated principal asking to work.")]
+ProfileOpt = Annotated[str | None, typer.Option("--profile", help="The profile the work is for.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 FleetOpt = Annotated[bool, typer.Option("--fleet", help="The fleet root's hold instead of this home's.")]
-ScopeProfileOpt = Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="That profile's hold instead of this home's.")]
-OnlyOpt = Annotated[Optional[list[str]], typer.Option("--only", metavar="COMPONENT", help="A scoped hold: only this consumer component (cron, kanban, gateway, or a name your consumer gives itself; repeatable).")]
-JobOpt = Annotated[Optional[list[str]], typer.Option("--job", metavar="GLOB", help="A scoped hold: only the units of work whose name matches (cron job names, APScheduler job ids, kanban assignee or title; repeatable).")]
-ComponentOpt = Annotated[Optional[str], typer.Option("--component", metavar="NAME", help="The consumer component the work is for (scoped holds).")]
-WorkJobOpt = Annotated[Optional[str], typer.Option("--job", metavar="NAME", help="The unit of work's name (scoped holds).")]
+ScopeProfileOpt = Annotated[str | None, typer.Option("--profile", metavar="NAME", help="That profile's hold instead of this home's.")]
+OnlyOpt = Annotated[list[str] | None, typer.Option("--only", metavar="COMPONENT", help="A scoped hold: only this consumer component (cron, kanban, gateway, or a name your consumer gives itself; repeatable).")]
+JobOpt = Annotated[list[str] | None, typer.Option("--job", metavar="GLOB", help="A scoped hold: only the units of work whose name matches (cron job names, APScheduler job ids, kanban assignee or title; repeatable).")]
+ComponentOpt = Annotated[str | None, typer.Option("--component", metavar="NAME", help="The consumer component the work is for (scoped holds).")]
+WorkJobOpt = Annotated[str | None, typer.Option("--job", metavar="NAME", help="The unit of work's name (scoped holds).")]
 WaitOpt = Annotated[bool, typer.Option("--wait", help="Then wait until every registered consumer the hold covers acknowledged it (or is lost); exit 75 at --wait-timeout.")]
-WaitTimeoutOpt = Annotated[Optional[str], typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")]
+WaitTimeoutOpt = Annotated[str | None, typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")]
 
 
 def _target(estop: Estop, fleet: bool, profile: str | None) -> Location:
@@ -55,11 +55,11 @@ def _target(estop: Estop, fleet: bool, profile: str | None) -> Location:
 
 
 def pause(
-    reason: Annotated[Optional[str], typer.Option("--reason", help="Why; shown to refused users.")] = None,
-    allow_user: Annotated[Optional[list[str]], typer.Option("--allow-user", help="A user id that keeps working (repeatable).")] = None,
-    allow_profile: Annotated[Optional[list[str]], typer.Option("--allow-profile", help="Narrow the allowed users to these profiles (repeatable).")] = None,
-    ttl: Annotated[Optional[str], typer.Option("--ttl", help="Deadman: lift after this long (45m, 1h30m, 90s, 1d, PT45M).")] = None,
-    until: Annotated[Optional[str], typer.Option("--until", help="Deadman: lift at this time: 15:00, tomorrow 03:00 (local time unless a zone follows: 15:00 Europe/Berlin), or ISO-8601.")] = None,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why; shown to refused users.")] = None,
+    allow_user: Annotated[list[str] | None, typer.Option("--allow-user", help="A user id that keeps working (repeatable).")] = None,
+    allow_profile: Annotated[list[str] | None, typer.Option("--allow-profile", help="Narrow the allowed users to these profiles (repeatable).")] = None,
+    ttl: Annotated[str | None, typer.Option("--ttl", help="Deadman: lift after this long (45m, 1h30m, 90s, 1d, PT45M).")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Deadman: lift at this time: 15:00, tomorrow 03:00 (local time unless a zone follows: 15:00 Europe/Berlin), or ISO-8601.")] = None,
     fleet: FleetOpt = False,
     profile: ScopeProfileOpt = None,
     replace: Annotated[bool, typer.Option("--replace", help="Start from nothing instead of keeping the standing allowlist, deadline and reason.")] = False,
@@ -189,8 +189,8 @@ def _ack_echo(found: AckSurvey | None, verb: str) -> int:
 
 
 def resume(
-    generation: Annotated[Optional[str], typer.Option("--generation", help="Release only this generation.")] = None,
-    hold: Annotated[Optional[str], typer.Option("--hold", metavar="ID", help="Release only this scoped hold (its id from `hermes status`).")] = None,
+    generation: Annotated[str | None, typer.Option("--generation", help="Release only this generation.")] = None,
+    hold: Annotated[str | None, typer.Option("--hold", metavar="ID", help="Release only this scoped hold (its id from `hermes status`).")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Release every hold at the scope: the full hold and every scoped hold.")] = False,
     fleet: FleetOpt = False,
     profile: ScopeProfileOpt = None,
@@ -233,7 +233,7 @@ def resume(
             emit_json({"scope": location.scope, "released": False, "error": str(exc)})
         else:
             typer.echo(f"hermes: {one_line(exc)}", err=True)
-        raise typer.Exit(EXIT_HELD)
+        raise typer.Exit(EXIT_HELD) from None
     except StoreError as exc:
         fail(f"{exc}; {_resume_advice(location, exc)}")
     if not removed:
@@ -352,8 +352,8 @@ def status(as_json: JsonOpt = False) -> None:
 
 def check(user: UserOpt = None, profile: ProfileOpt = None, component: ComponentOpt = None, job: WorkJobOpt = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the exit code says it.")] = False,
-          at: Annotated[Optional[str], typer.Option("--at", help="Ask about this instant (15:00, tomorrow 03:00, a zone after it, ISO-8601, or `now`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
-          for_: Annotated[Optional[str], typer.Option("--for", help="With --at: held at any instant of [TIME, TIME+DUR)? (30m, 2h, PT45M).")] = None,
+          at: Annotated[str | None, typer.Option("--at", help="Ask about this instant (15:00, tomorrow 03:00, a zone after it, ISO-8601, or `now`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
+          for_: Annotated[str | None, typer.Option("--for", help="With --at: held at any instant of [TIME, TIME+DUR)? (30m, 2h, PT45M).")] = None,
           as_json: JsonOpt = False) -> None:
     """Exit 0 when work may proceed, 1 when held; with --at [--for], whether it would be (forecast)."""
     if at is None and for_ is None:
@@ -405,7 +405,7 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
 
 
 def gate(
-    command: Annotated[Optional[list[str]], typer.Argument(help="The command to run when not held (after --).")] = None,
+    command: Annotated[list[str] | None, typer.Argument(help="The command to run when not held (after --).")] = None,
     user: UserOpt = None,
     profile: ProfileOpt = None,
     held_exit: Annotated[int, typer.Option("--held-exit", help="Exit code when held.")] = GATE_HELD_EXIT,
@@ -420,7 +420,7 @@ def gate(
 
 def history(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Newest N events.")] = 50,
-    since: Annotated[Optional[str], typer.Option("--since", help="Only events at or after this ISO-8601 time, or this long ago (2h, 1d).")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Only events at or after this ISO-8601 time, or this long ago (2h, 1d).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window

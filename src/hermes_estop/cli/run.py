@@ -19,7 +19,7 @@ import shlex
 import signal
 import sys
 import threading
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -52,16 +52,16 @@ def _exit_status(returncode: int) -> int:
 
 
 def run(
-    command: Annotated[Optional[list[str]], typer.Argument(help="The maintenance job (after --).")] = None,
-    reason: Annotated[Optional[str], typer.Option("--reason", help="Why; shown to refused users (default: maintenance: CMD).")] = None,
+    command: Annotated[list[str] | None, typer.Argument(help="The maintenance job (after --).")] = None,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why; shown to refused users (default: maintenance: CMD).")] = None,
     ttl: Annotated[str, typer.Option("--ttl", metavar="DUR", help="The lease: the hold lifts this long after the last renewal (renewed every ttl/3).")] = "5m",
     fleet: Annotated[bool, typer.Option("--fleet", help="Hold the whole fleet (the fleet root).")] = False,
-    profile: Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="Hold that profile instead of this home.")] = None,
-    allow_user: Annotated[Optional[list[str]], typer.Option("--allow-user", metavar="ID", help="A user id admitted through the hold while the job runs (repeatable).")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", metavar="NAME", help="Hold that profile instead of this home.")] = None,
+    allow_user: Annotated[list[str] | None, typer.Option("--allow-user", metavar="ID", help="A user id admitted through the hold while the job runs (repeatable).")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Before CMD, wait until every registered consumer the hold covers acknowledged it (or is lost); exit 75 without running CMD at --wait-timeout.")] = False,
-    wait_timeout: Annotated[Optional[str], typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")] = None,
-    drain_timeout: Annotated[Optional[str], typer.Option("--drain-timeout", metavar="DUR", help="Before CMD, wait this long at most for the work in flight to finish (exit 75 without running CMD if it does not).")] = None,
-    terminate_after: Annotated[Optional[str], typer.Option("--terminate-after", metavar="DUR", help="With --drain-timeout: SIGTERM (then SIGKILL) what still runs after this long.")] = None,
+    wait_timeout: Annotated[str | None, typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")] = None,
+    drain_timeout: Annotated[str | None, typer.Option("--drain-timeout", metavar="DUR", help="Before CMD, wait this long at most for the work in flight to finish (exit 75 without running CMD if it does not).")] = None,
+    terminate_after: Annotated[str | None, typer.Option("--terminate-after", metavar="DUR", help="With --drain-timeout: SIGTERM (then SIGKILL) what still runs after this long.")] = None,
     on_failure: Annotated[str, typer.Option("--on-failure", metavar="hold|release", help="When CMD fails: keep holding (default) or release.")] = "hold",
     on_failure_ttl: Annotated[str, typer.Option("--on-failure-ttl", metavar="DUR", help="The fixed deadman of the hold kept after a failure.")] = "1h",
     as_json: Annotated[bool, typer.Option("--json", help="Print what happened as JSON on stdout at the end.")] = False,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -143,7 +143,7 @@ def remove(name: Annotated[str, typer.Argument(help="The window to remove.")], a
 @windows_app.command("next")
 def next_(
     name: Annotated[str | None, typer.Argument(help="Only this window.")] = None,
-    count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, max=1000, help="Occurrences per window (default: 5 for one window, 1 for every window).")] = None,
+    count: Annotated[int | None, typer.Option("--count", "-n", min=1, max=1000, help="Occurrences per window (default: 5 for one window, 1 for every window).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The next occurrences of every window, soonest start first (one covering now before

@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.homes import Layout
@@ -151,12 +152,12 @@ def run_demo(root: Path, plan: DemoPlan = DemoPlan(), say: Callable[[str], None]
     return _verify(root, estop, table, board, window_start, window_end)
 
 
-def _all_done(table: "CronTable", board: "Board") -> bool:
+def _all_done(table: CronTable, board: Board) -> bool:
     return all(job.last is not None for job in table.jobs()) and all(
         card.status in ("done", "failed") for card in board.cards())
 
 
-def _verify(root: Path, estop: Estop, table: "CronTable", board: "Board", start: datetime,
+def _verify(root: Path, estop: Estop, table: CronTable, board: Board, start: datetime,
             end: datetime) -> DemoResult:
     result = DemoResult(root, start, end)
     events = estop.history()

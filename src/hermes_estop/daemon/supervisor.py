@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
+from collections.abc import Callable, Sequence
 
 from hermes_estop.process.estop import Estop
 

@@ -265,7 +265,7 @@ class HttpService:
         self.server.start()
         try:  # compute the week's occurrences now, not in the first scrape
             self.server.observer.view()
-        except Exception:  # noqa: BLE001 - the requests will say what is wrong
+        except Exception:
             logger.debug("http: warming up failed", exc_info=True)
         logger.info("http: serving the status page, /metrics and /api/status on %s (read-only)", self.server.url)
         try:

@@ -83,7 +83,7 @@ class Observer:
         self.windows_file = WindowsFile(self.fleet.root)
         self._ledger = open_ledger(self.fleet)
         self._lock = threading.Lock()
-        self._identity: tuple[int, ...] | None | bool = False  # False: never loaded
+        self._identity: tuple[int, ...] | bool | None = False  # False: never loaded
         self._windows: list[Window] = []
         self._load_problem: str | None = None
         #: the windows whose table does not validate (label -> one line), from the last load

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+import contextlib
 
 __all__ = ["GroupResult", "GroupTimeout", "Job", "group_members", "group_remains", "guard_main", "is_group_leader",
            "parent_death_signal", "run_group", "same_process", "signal_group", "start_time", "wait_exited"]
@@ -151,10 +152,8 @@ def run_group(argv: Sequence[str], data: bytes, timeout: float) -> GroupResult:
         try:
             exited = wait_exited(process.pid, timeout)
         finally:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
             process.wait()
         if not exited:
             raise GroupTimeout(f"timed out after {timeout:g}s")

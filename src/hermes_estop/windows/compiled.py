@@ -307,7 +307,7 @@ def _built(names: list[str], lines: list[bytes | None], count: int, codecs: dict
     private = MappingProxyType({name: attr.get_default() for name, attr in Window.__private_attributes__.items()})
     windows = []
     new, setattr_ = Window.__new__, object.__setattr__
-    for mask, row in zip(masks, zip(*decoded)):
+    for mask, row in zip(masks, zip(*decoded, strict=False), strict=False):
         fields_set = fields_sets.get(mask)
         if fields_set is None:
             if type(mask) is not int:
@@ -316,7 +316,7 @@ def _built(names: list[str], lines: list[bytes | None], count: int, codecs: dict
         window = new(Window)
         # filled in place, not replaced: an instance's own dict shares its keys with every other
         # window's (half the memory of a dict of its own, which `model_construct` makes)
-        window.__dict__.update(zip(names, row))
+        window.__dict__.update(zip(names, row, strict=False))
         setattr_(window, "__pydantic_fields_set__", fields_set)
         setattr_(window, "__pydantic_extra__", None)
         setattr_(window, "__pydantic_private__", private)
@@ -382,7 +382,7 @@ def _seed(zones: dict[str, str], count: int, lines: list[bytes | None]) -> None:
     current = {name: _zone_digest(name) for name in zones}
     trusted = {sys.intern(name) for name, digest in zones.items() if digest is not None and current.get(name) == digest}
     seed, run_of = cronspec.RUNS.seed, cronspec.RememberedStarts
-    for expr, zone, lo, complete, run in zip(exprs, zone_names, los, completes, starts):
+    for expr, zone, lo, complete, run in zip(exprs, zone_names, los, completes, starts, strict=False):
         if type(expr) is not str or type(zone) is not str or type(lo) not in (int, float) or type(run) is not list \
                 or not _ascending_seconds(run):
             raise ValueError("a run is not (expression, zone, lo, complete, ascending starts)")
@@ -393,7 +393,7 @@ def _seed(zones: dict[str, str], count: int, lines: list[bytes | None]) -> None:
 def _ascending_seconds(run: list[Any]) -> bool:
     if len(run) == 1:  # most runs: a command asked each schedule for one start
         return type(run[0]) is int
-    return all(type(start) is int for start in run) and all(a < b for a, b in zip(run, run[1:]))
+    return all(type(start) is int for start in run) and all(a < b for a, b in itertools.pairwise(run))
 
 
 def save_starts() -> None:

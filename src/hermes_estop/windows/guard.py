@@ -91,7 +91,7 @@ def strengthens(old: Window, new: Window) -> bool:
     if not new.enabled or ((new.scope, new.cron, new.at, new.timezone, new.reason, new.exclude_calendar)
                            != (old.scope, old.cron, old.at, old.timezone, old.reason, old.exclude_calendar)):
         return False
-    if new._holidays != old._holidays:
+    if new._holidays != old._holidays:  # noqa: SLF001 - the guard compares what calendars filled in
         return False
     if new.duration < old.duration or (new.drain or _NONE) < (old.drain or _NONE):
         return False
@@ -127,7 +127,7 @@ def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
 def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
     """Whether a calendar's read takes away the occurrence `entry` holds: it no longer covers
     `now`, or ends earlier (a window of cron or at changes only through `strengthens`)."""
-    if window.feed is None and window._holidays is None:
+    if window.feed is None and window._holidays is None:  # noqa: SLF001 - as above
         return False
     return not any(o.key == entry.key and o.end >= entry.end for o in covering(window, now))
 
