@@ -138,7 +138,7 @@ class JsonLines:
             return self.lines.get(timeout=timeout)
         except queue.Empty:
             self.finish(kill=True)
-            raise AssertionError(f"{self.proc.args[1]} reported nothing within {timeout}s: {self.stderr[-3000:]}") from None
+            raise AssertionError(f"{self.proc.args[1]!s} reported nothing within {timeout}s: {self.stderr[-3000:]}") from None  # type: ignore[index]
 
     def finish(self, sig: int | None = None, *, kill: bool = False) -> str:
         """Stop it (send `sig`, or close its stdin, or kill it), wait, and return its stderr."""

@@ -61,7 +61,7 @@ BACKENDS: list[Backend] = [FileBackend()]
 
 from pg_helpers import PostgresBackend  # noqa: E402  (needs a server: started on first use)
 
-BACKENDS.append(PostgresBackend())
+BACKENDS.append(PostgresBackend())  # type: ignore[arg-type]  # pg_helpers cannot import this conftest's Backend
 
 
 @pytest.fixture(params=BACKENDS, ids=lambda backend: backend.name)

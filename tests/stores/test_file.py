@@ -45,7 +45,7 @@ def test_directory_at_the_sentinel_is_active_unreadable(estop):
 
 def test_fifo_at_the_sentinel_is_active_and_never_blocks(estop):
     os.mkfifo(estop.sentinel_path())
-    result = {}
+    result: dict[str, object] = {}
     thread = threading.Thread(target=lambda: result.setdefault("engaged", estop.is_engaged()), daemon=True)
     thread.start()
     thread.join(5)

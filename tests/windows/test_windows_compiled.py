@@ -21,7 +21,6 @@ from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import upcoming
 from hermes_estop.windows.windows_file import WindowsFile
 
-UTC = UTC
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 VARIED = '''
