@@ -12,6 +12,7 @@ import typer
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.cli.common import emit_json
+from hermes_estop.daemon.demo import run_demo
 
 __all__ = ["register"]
 
@@ -22,8 +23,6 @@ def demo(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON at the end.")] = False,
 ) -> None:
     """Run the whole system on a temporary fleet; exit 0 when it behaved as it should."""
-    from hermes_estop.daemon.demo import run_demo
-
     if directory is not None:
         directory = directory.expanduser().resolve()
         if directory.exists() and any(directory.iterdir()):

@@ -9,6 +9,7 @@ import typer
 
 from hermes_estop.model.text import printable
 from hermes_estop.cli.common import current_estop, emit_json
+from hermes_estop.consumers.coverage import audit_coverage
 
 __all__ = ["NOTHING_REGISTERED", "doctor", "register"]
 
@@ -23,8 +24,6 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     """Flag (a) work that started while a hold covering it stood and did not admit it (cron runs,
     kanban claims, gateway turns), (b) work claimed by a process that is not a registered
     consumer, (c) consumers lost or stalled. Exit 1 when anything is flagged, else 0."""
-    from hermes_estop.consumers.coverage import audit_coverage
-
     findings, roster = audit_coverage(current_estop())
     nothing = not roster.rows and roster.problem is None
     if as_json:

@@ -21,6 +21,10 @@ from hermes_estop.model.hold import Allow
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank
+from hermes_estop.cli.wait import ack_lines, wait_with_progress
+from hermes_estop.consumers.drainer import wait_until_quiet
+from hermes_estop.fleet.registry.acks import ack_for_hold
+from hermes_estop.observe.status import lift_command
 
 __all__ = ["EXIT_TIMEOUT", "drain", "register"]
 
@@ -82,11 +86,6 @@ def drain(
     """Pause (or re-arm the pause), wait until every registered consumer it covers acknowledged
     it, then until no cron job, kanban card or gateway turn is in flight on what the hold covers.
     Exit 0 when both, 75 at --timeout (one budget for the two waits)."""
-    from hermes_estop.consumers.drainer import wait_until_quiet
-    from hermes_estop.observe.status import lift_command
-    from hermes_estop.fleet.registry.acks import ack_for_hold
-    from hermes_estop.cli.wait import ack_lines, wait_with_progress
-
     refuse_blank("--ttl", ttl)
     if ttl is not None:
         duration_option("--ttl", ttl)

@@ -23,13 +23,20 @@ from hermes_estop.cli.common import (
 )
 from hermes_estop.cli.history import run_history
 from hermes_estop.cli.hot import GATE_HELD_EXIT, run_check, run_gate
+from hermes_estop.cli.wait import EXIT_NOT_ACKNOWLEDGED
+from hermes_estop.cli.wait import parse_wait_timeout
+from hermes_estop.cli.wait import wait_with_progress
+from hermes_estop.cli.wait import echo_lines as echo_ack_lines
+from hermes_estop.fleet.registry.acks import ack_for_hold
+from hermes_estop.fleet.registry.acks import ack_for_release
+from hermes_estop.model.timeutil import schedulable
+from hermes_estop.observe.status import fleet_status
+from hermes_estop.observe.status import lift_command
 
 __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from hermes_estop.fleet.registry.acks import AckSurvey
-    from hermes_estop.fleet.registry.entries import Ack
+from hermes_estop.fleet.registry.acks import AckSurvey
+from hermes_estop.fleet.registry.entries import Ack
 
 UserOpt = Annotated[str | None, typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="The profile the work is for.")]
@@ -151,21 +158,17 @@ def _wait_limit(wait: bool, wait_timeout: str | None) -> float | None:
         if wait_timeout is not None:
             raise InvalidArgument("--wait-timeout needs --wait")
         return None
-    from hermes_estop.cli.wait import parse_wait_timeout
 
     return parse_wait_timeout(wait_timeout)
 
 
 def _engaged(location: Location, hold: Hold) -> Ack:
-    from hermes_estop.fleet.registry.acks import ack_for_hold
-
     return ack_for_hold(location.scope, hold)
 
 
 def _wait(estop: Estop, ack: Ack | None, limit: float | None, *, show: bool) -> AckSurvey | None:
     if limit is None or ack is None:
         return None
-    from hermes_estop.cli.wait import wait_with_progress
 
     return wait_with_progress(estop.fleet, ack, limit, show=show)
 
@@ -175,17 +178,13 @@ def _ack_json(found: AckSurvey | None) -> dict[str, Any]:
 
 
 def _ack_exit(found: AckSurvey | None) -> int:
-    from hermes_estop.cli.wait import EXIT_NOT_ACKNOWLEDGED
-
     return EXIT_OK if found is None or found.done else EXIT_NOT_ACKNOWLEDGED
 
 
 def _ack_echo(found: AckSurvey | None, verb: str) -> int:
     if found is None:
         return EXIT_OK
-    from hermes_estop.cli.wait import echo_lines
-
-    return echo_lines(found, verb=verb)
+    return echo_ack_lines(found, verb=verb)
 
 
 def resume(
@@ -203,8 +202,6 @@ def resume(
     scoped holds stood); `--hold ID` lifts one scoped hold, `--all` every hold at the scope.
     In-flight work was never stopped. With --wait, return once every consumer it covered has
     seen it gone."""
-    from hermes_estop.observe.status import lift_command
-
     if sum((hold is not None, generation is not None, all_)) > 1:
         raise InvalidArgument("give one of --generation, --hold or --all")
     limit = _wait_limit(wait, wait_timeout)
@@ -212,8 +209,6 @@ def resume(
     location = _target(estop, fleet, profile)
     ack = None
     if limit is not None:
-        from hermes_estop.fleet.registry.acks import ack_for_release
-
         lifted = _standing(estop, location, hold) if generation is None else None
         standing = generation if generation is not None else lifted.generation if lifted is not None else None
         selector = lifted.selector if lifted is not None else None
@@ -341,8 +336,6 @@ def _resume_advice(location: Location, exc: StoreError) -> str:
 def status(as_json: JsonOpt = False) -> None:
     """Show what holds this process (scope, reason, generation, deadline, allowlist), then every
     other scope of the fleet that holds, each with the command that lifts it from here."""
-    from hermes_estop.observe.status import fleet_status
-
     document = fleet_status(current_estop(), as_json=as_json)
     if as_json:
         emit_json(document.to_json())
@@ -371,8 +364,6 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
     """`hermes check --at TIME [--for DUR]`: exit 1 when (user, profile) would be held at TIME, or
     at any instant of [TIME, TIME+DUR), else 0; prints which holds and window occurrences decide,
     with their times (`Estop.forecast`). Bad input raises `EstopError` naming the value (exit 2)."""
-    from hermes_estop.model.timeutil import schedulable
-
     if at is None:
         raise InvalidArgument("--for needs --at TIME: the forecast starts at that instant")
     estop = current_estop()

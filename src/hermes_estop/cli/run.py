@@ -31,6 +31,12 @@ from hermes_estop.model.hold import Allow
 from hermes_estop.fleet.lease import Lease
 from hermes_estop.model.text import printable
 from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank
+from hermes_estop.cli.wait import ack_lines, wait_with_progress
+from hermes_estop.cli.wait import parse_wait_timeout
+from hermes_estop.consumers.drainer import wait_until_quiet
+from hermes_estop.fleet.registry.entries import Ack
+from hermes_estop.process.fleet_config import child_environment
+from hermes_estop.system.processes import Job
 
 __all__ = ["register"]
 
@@ -87,8 +93,6 @@ def run(
         raise InvalidArgument("--wait-timeout needs --wait")
     wait_limit = None
     if wait:
-        from hermes_estop.cli.wait import parse_wait_timeout
-
         wait_limit = parse_wait_timeout(wait_timeout)
     allow = Allow.of(allow_user) if allow_user else None
     estop = current_estop()
@@ -158,9 +162,6 @@ class Renewer:
 def _acknowledged(lease: Lease, fleet: Fleet, location: Location, limit: float) -> bool:
     """Wait until every registered consumer the hold covers saw it (any generation the lease
     wrote: renewals go on meanwhile) or is lost; the report on stderr either way."""
-    from hermes_estop.fleet.registry.entries import Ack
-    from hermes_estop.cli.wait import ack_lines, wait_with_progress
-
     ack = Ack(location.scope, lease.state.generation or "?", engaged=True, also=lease.generations)
     found = wait_with_progress(fleet, ack, limit, show=True)
     out, err = ack_lines(found, verb="stopped")
@@ -170,8 +171,6 @@ def _acknowledged(lease: Lease, fleet: Fleet, location: Location, limit: float) 
 
 
 def _drained(estop: Estop, location: Location, durations: dict[str, Any], fleet: bool, profile: str | None) -> bool:
-    from hermes_estop.consumers.drainer import wait_until_quiet
-
     view = estop.for_profile(profile) if profile is not None else estop
     limit = durations["--drain-timeout"].total_seconds()
     kill_at = durations["--terminate-after"].total_seconds() if "--terminate-after" in durations else None
@@ -189,9 +188,6 @@ def _run_command(argv: list[str], lease: Lease, fleet: Fleet, location: Location
     outliving `hermes run` (`processes.Job`); SIGINT and SIGTERM to `hermes run` are passed to
     that group; what CMD left running there is stopped when it ends, with a line naming it.
     Returns CMD's exit status."""
-    from hermes_estop.process.fleet_config import child_environment
-    from hermes_estop.system.processes import Job
-
     env = child_environment()
     if lease.state.generation is not None:
         env[GENERATION_ENV] = lease.state.generation

@@ -20,6 +20,10 @@ from hermes_estop.model.text import printable
 from hermes_estop.daemon.supervisor import build_services, run_services, stop_on_signals
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.cli.common import current_estop, emit_json
+from hermes_estop.observe.server import StatusServer, attach
+from hermes_estop.observe.server import parse_listen, remote_warning
+from hermes_estop.observe.status import standing_line
+from hermes_estop.windows.scheduler import WindowService
 
 __all__ = ["register"]
 
@@ -62,8 +66,6 @@ def serve(
         raise InvalidArgument("give --once or --dry-run, not both")
     listen = None
     if http is not None:
-        from hermes_estop.observe.server import parse_listen, remote_warning
-
         if once or dry_run:
             raise InvalidArgument("--http serves while `hermes serve` runs: not with --once or --dry-run")
         listen = parse_listen(http, allow_remote=http_allow_remote)
@@ -72,8 +74,6 @@ def serve(
     _configure_logging(logging.DEBUG if verbose else logging.INFO)
     estop = current_estop()
     if once or dry_run:
-        from hermes_estop.windows.scheduler import WindowService
-
         service = WindowService(estop.fleet, poll_interval=interval)
         service.windows_file.parse_each(service.windows_file.snapshot().raw)  # not TOML: one line, exit 2
         report = service.plan()[0] if dry_run else service.settle()
@@ -89,8 +89,6 @@ def serve(
     try:
         http_server = None
         if listen is not None:
-            from hermes_estop.observe.server import StatusServer, attach
-
             http_server = StatusServer(estop, *listen)  # bound now: a busy port is exit 2 before anything runs
         services = build_services(estop, poll_interval=interval, cron_interval=cron_interval,
                                   kanban_interval=kanban_interval, kanban_max=kanban_max)
@@ -101,7 +99,6 @@ def serve(
         code = run_services(services, stop)
     finally:
         restore()
-    from hermes_estop.observe.status import standing_line
 
     logger.info("serve: stopped; %s", standing_line(estop))
     raise typer.Exit(code)

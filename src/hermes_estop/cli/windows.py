@@ -20,6 +20,15 @@ from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
 from hermes_estop.cli.common import EXIT_USAGE, duration_option, echo_lines, emit_json, operator_time
 from hermes_estop.cli.windows_app import JsonOpt, file as _file, now as _now, windows_app
+from hermes_estop.cli.common import current_estop
+from hermes_estop.model.durations import format_duration
+from hermes_estop.observe.terminal import print_timeline
+from hermes_estop.observe.view import Observer
+from hermes_estop.windows.export import export_ics
+from hermes_estop.windows.ledger import SKIPPED, open_ledger
+from hermes_estop.windows.model import InvalidWindow, Window
+from hermes_estop.windows.model import json_schema
+from hermes_estop.windows.occurrences import upcoming
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -49,9 +58,6 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a window: `--cron EXPR [--tz ZONE]`, `--at TIME` or `--in DUR`, with `--duration DUR`."""
-    from hermes_estop.windows.model import InvalidWindow, Window
-    from hermes_estop.windows.occurrences import upcoming
-
     if sum(value is not None for value in (cron, at, in_)) != 1:
         raise InvalidArgument("give exactly one of --cron EXPR (recurring), --at TIME or --in DUR (one-shot)")
     if in_ is not None:
@@ -173,8 +179,6 @@ def next_(
 def _by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Window, Occurrence]]:
     """The next `per_window` occurrences of each window, soonest start first (file order
     between equal starts): an operator reads `windows next` for what comes next (issue 38)."""
-    from hermes_estop.windows.occurrences import upcoming
-
     found = [(occurrence.start, i, window, occurrence) for i, window in enumerate(windows)
              for occurrence in upcoming(window, now, per_window)]
     found.sort(key=lambda item: (item[0], item[1]))
@@ -201,8 +205,6 @@ def _next_lines(found: list[tuple[Window, Occurrence]], now: datetime, skipped: 
 
 def _drain_note(window: Window) -> str:
     """`, draining 15m ahead` for a window with a drain lead, else nothing."""
-    from hermes_estop.model.durations import format_duration
-
     return f", draining {format_duration(window.drain)} ahead" if window.drain is not None else ""
 
 
@@ -216,9 +218,6 @@ def _drain_from(occurrence: Occurrence, window: Window | None = None) -> str:
 
 def _skipped_keys() -> frozenset[str]:
     """The occurrence keys the ledger says are skipped."""
-    from hermes_estop.windows.ledger import SKIPPED, open_ledger
-    from hermes_estop.cli.common import current_estop
-
     entries = open_ledger(current_estop().fleet).load()
     return frozenset(key for key, entry in entries.items() if entry.state == SKIPPED)
 
@@ -230,10 +229,6 @@ def export(
 ) -> None:
     """The next DAYS days of occurrences (windows and calendars; skipped ones cancelled) as an
     iCalendar feed with stable UIDs, on stdout: what `GET /calendar.ics` of `hermes serve --http` serves."""
-    from hermes_estop.windows.export import export_ics
-    from hermes_estop.windows.ledger import open_ledger
-    from hermes_estop.cli.common import current_estop
-
     if not ics:
         raise InvalidArgument("hermes windows export: give --ics (the only format)")
     windows = _file().load()
@@ -246,9 +241,6 @@ def export(
 def validate(as_json: JsonOpt = False) -> None:
     """Check windows.toml: exit 0 when it validates, 2 with the file, window and field otherwise.
     Warns (on stderr, exit still 0) about a window that can never occur again."""
-    from hermes_estop.windows.invalid import InvalidWindow
-    from hermes_estop.windows.occurrences import upcoming
-
     windows_file = _file()
     try:
         parsed = windows_file.parse_each(windows_file.snapshot().raw)
@@ -281,10 +273,6 @@ def validate(as_json: JsonOpt = False) -> None:
 def timeline(days: Annotated[int, typer.Option("--days", min=1, max=31, help="How many days ahead (1 to 31).")] = 7) -> None:
     """The next days drawn per scope: window occurrences, the current hold and its deadman (UTC).
     A windows.toml that does not validate: exit 2 with the whole line, like the other commands."""
-    from hermes_estop.observe.terminal import print_timeline
-    from hermes_estop.observe.view import Observer
-    from hermes_estop.cli.common import current_estop
-
     _file().load()
     print_timeline(Observer(current_estop()).view(days))
 
@@ -292,13 +280,9 @@ def timeline(days: Annotated[int, typer.Option("--days", min=1, max=31, help="Ho
 @windows_app.command("schema")
 def schema() -> None:
     """Print the JSON Schema of windows.toml."""
-    from hermes_estop.windows.model import json_schema
-
     emit_json(json_schema())
 
 
 def register(app: typer.Typer) -> None:
     """Add `hermes windows ...` to `app`."""
-    from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
-
     app.add_typer(windows_app, name="windows")

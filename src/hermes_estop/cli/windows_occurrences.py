@@ -13,6 +13,14 @@ from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.cli.common import emit_json
 from hermes_estop.cli.windows_app import JsonOpt, window_named, windows_app
+from hermes_estop.cli.common import current_estop
+from hermes_estop.cli.common import operator_time
+from hermes_estop.model.timeutil import parse_instant
+from hermes_estop.windows.explain import explain as explain_window
+from hermes_estop.windows.ledger import SKIPPED
+from hermes_estop.windows.ledger import open_ledger
+from hermes_estop.windows.skips import pick
+from hermes_estop.windows.skips import skip_entry
 
 if TYPE_CHECKING:
     from hermes_estop.fleet.fleet import Fleet
@@ -26,11 +34,6 @@ __all__ = ["explain", "skip", "unskip"]
 def _skip_target(name: str, on: str | None, occurrence: str | None,
                  next_: bool) -> tuple[Fleet, OccurrenceLedger, Window, Occurrence, datetime]:
     """The fleet, its ledger, the window and the occurrence a skip/unskip names."""
-    from hermes_estop.model.timeutil import parse_instant
-    from hermes_estop.windows.ledger import open_ledger
-    from hermes_estop.windows.skips import pick
-    from hermes_estop.cli.common import current_estop
-
     if sum((on is not None, occurrence is not None, next_)) > 1:
         raise InvalidArgument("give one of --next, --on DATE or --occurrence START")
     day = None
@@ -55,8 +58,6 @@ SkipNext = Annotated[bool, typer.Option("--next", help="The next occurrence that
 def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
          occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Skip one occurrence ahead of time: it will not arm (recorded in the ledger, audited)."""
-    from hermes_estop.windows.skips import skip_entry
-
     fleet, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
     ledger.commit([skip_entry(target, now, fleet.actor)])
     fleet.record("skip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
@@ -72,8 +73,6 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
 def unskip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
            occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Undo a skip: the occurrence arms again at its start."""
-    from hermes_estop.windows.ledger import SKIPPED
-
     fleet, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
     entry = ledger.load().get(target.key)
     if entry is None or entry.state != SKIPPED:
@@ -96,10 +95,6 @@ def explain(
     """Why a window does or does not hold at an instant: its schedule, bounds, the occurrence
     covering the instant (drain lead included), what the ledger says of it, and the exclusions
     before the next occurrence. Exit 0 either way; 2 for an unknown window or a bad time."""
-    from hermes_estop.windows.explain import explain as explain_window
-    from hermes_estop.windows.ledger import open_ledger
-    from hermes_estop.cli.common import current_estop, operator_time
-
     fleet = current_estop().fleet
     now = fleet.clock()
     instant = operator_time("--at", at, now) if at is not None else now

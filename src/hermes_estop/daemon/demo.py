@@ -22,6 +22,14 @@ from collections.abc import Callable
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.homes import Layout
 from hermes_estop.model.timeutil import display_instant, in_interval, utc_now
+from hermes_estop.consumers.cron import CronTable
+from hermes_estop.consumers.gateway import Gateway
+from hermes_estop.consumers.kanban import Board
+from hermes_estop.consumers.loops import CronService, KanbanService
+from hermes_estop.daemon.supervisor import run_services
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.scheduler import WindowService
+from hermes_estop.windows.windows_file import WindowsFile
 
 if TYPE_CHECKING:
     from hermes_estop.consumers.cron import CronTable
@@ -72,15 +80,6 @@ class _Timeline(logging.Handler):
 
 
 def run_demo(root: Path, plan: DemoPlan = DemoPlan(), say: Callable[[str], None] = print) -> DemoResult:
-    from hermes_estop.daemon.supervisor import run_services
-    from hermes_estop.consumers.cron import CronTable
-    from hermes_estop.consumers.gateway import Gateway
-    from hermes_estop.consumers.kanban import Board
-    from hermes_estop.consumers.loops import CronService, KanbanService
-    from hermes_estop.windows.model import Window
-    from hermes_estop.windows.windows_file import WindowsFile
-    from hermes_estop.windows.scheduler import WindowService
-
     started = time.monotonic()
     now = utc_now()
     estop = Estop(layout=Layout(home=root, root=root), actor="demo@hermes")

@@ -24,6 +24,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from hermes_estop.process.describe import covers
 from hermes_estop.model.hold import HoldState
 from hermes_estop.observe.view import FleetView, Observer
+from hermes_estop.fleet.registry.entries import ConsumerState
+from hermes_estop.fleet.registry.roster import Roster
 
 __all__ = ["CONSUMERS", "EstopCollector", "MetricsEndpoint", "WorkHeldCounter", "new_registry"]
 
@@ -168,9 +170,6 @@ class EstopCollector(Collector):
         """The consumer registry (the view's status document's roster): how many per component
         and state, and each one's lag (seconds since its last report) and whether it
         acknowledged the holds standing now."""
-        from hermes_estop.fleet.registry.entries import ConsumerState
-        from hermes_estop.fleet.registry.roster import Roster
-
         roster = view.status.roster if view.status is not None and view.status.roster is not None else Roster(view.now)
         counts = GaugeMetricFamily("hermes_estop_consumers", "Registered consumers by component and state "
                                    "(live, stalled, lost)", labels=["component", "state"])

@@ -38,6 +38,7 @@ from hermes_estop.model.timeutil import format_instant
 from hermes_estop.observe.metrics import MetricsEndpoint, WorkHeldCounter
 from hermes_estop.observe.page import render_page
 from hermes_estop.observe.view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
+from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
 
 __all__ = ["HttpService", "StatusServer", "attach", "parse_listen", "remote_warning", "status_document"]
 
@@ -217,8 +218,6 @@ class StatusServer:
     def calendar(self, query: dict[str, list[str]]) -> bytes:
         """/calendar.ics: the windows and calendars as the page shows them (the last ones that
         validated), skipped occurrences cancelled."""
-        from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
-
         values = query.get("days")
         days = int(values[0]) if values and values[0].isdigit() else 30
         windows, _, _ = self.observer.load_windows()

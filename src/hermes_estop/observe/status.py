@@ -26,6 +26,8 @@ from hermes_estop.fleet.registry.roster import Roster, read_roster
 from hermes_estop.fleet.registry.roster import status_section as consumers_section
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
+from hermes_estop.consumers.inflight import status_section as in_flight_section
+from hermes_estop.windows.status import status_section as windows_section
 
 __all__ = ["FleetStatus", "fleet_status", "lift_command", "standing_line"]
 
@@ -195,9 +197,6 @@ def fleet_status(estop: Estop, *, sections: bool = True, as_json: bool | None = 
     json_sections: dict[str, Any] = {}
     lines: list[str] = []
     if sections:
-        from hermes_estop.consumers.inflight import status_section as in_flight_section
-        from hermes_estop.windows.status import status_section as windows_section
-
         for section in (windows_section(fleet, mine.now, as_json=as_json), in_flight_section(estop, mine.now),
                         consumers_section(roster)):
             json_sections.update(section.get("json", {}))

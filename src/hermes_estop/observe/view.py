@@ -31,6 +31,11 @@ from hermes_estop.model.homes import FLEET
 from hermes_estop.model.text import one_line
 from hermes_estop.observe.fleetview import Bar, FleetView, Lane, Slice, WindowState
 from hermes_estop.observe.status import FleetStatus, fleet_status
+from hermes_estop.model.errors import EstopError
+from hermes_estop.windows import WindowsFile
+from hermes_estop.windows.ledger import RELEASED, SKIPPED
+from hermes_estop.windows.ledger import open_ledger
+from hermes_estop.windows.occurrences import occurrences
 
 if TYPE_CHECKING:
     from hermes_estop.windows.ledger import LedgerEntry
@@ -74,9 +79,6 @@ class Observer:
     """Builds `FleetView`s for one fleet; safe to call from several request threads."""
 
     def __init__(self, estop: Estop, *, is_leader: Callable[[], bool] | None = None) -> None:
-        from hermes_estop.windows import WindowsFile
-        from hermes_estop.windows.ledger import open_ledger
-
         self.estop = estop
         self.fleet = estop.fleet
         self.is_leader = is_leader
@@ -113,8 +115,6 @@ class Observer:
         """The windows of `windows.toml`, parsed again only when the file changed; on a file
         that does not validate, the last good windows and the one-line problem; and the
         identity of the file they came from."""
-        from hermes_estop.model.errors import EstopError
-
         try:
             identity = self.windows_file.identity()
         except (EstopError, OSError) as exc:
@@ -145,8 +145,6 @@ class Observer:
     def _ledger_entries(self) -> tuple[dict[str, LedgerEntry], dict[str, str], str | None]:
         """The ledger's entries and, among them, the skipped and released ones (key -> state);
         the file ledger is parsed again only when its file changed."""
-        from hermes_estop.windows.ledger import RELEASED, SKIPPED
-
         try:
             identity = self._ledger.version()
         except OSError as exc:
@@ -169,7 +167,6 @@ class Observer:
         cached = self._cache.get(window.name)
         if cached is not None and cached.since <= now - cached.duration and until <= cached.until:
             return cached
-        from hermes_estop.windows.occurrences import occurrences
 
         duration = window.duration // _US
         since = now - duration
@@ -331,8 +328,6 @@ class Observer:
         return made_slice
 
     def _count_skipped(self, special: dict[str, str], entries: dict[str, LedgerEntry]) -> None:
-        from hermes_estop.windows.ledger import SKIPPED
-
         skipped = {key for key, state in special.items() if state == SKIPPED}
         with self._lock:
             new = skipped - self._skipped_seen

@@ -34,6 +34,9 @@ from hermes_estop.model.hold import NOBODY, Allow, Fence, Hold, HoldState, Readi
 from hermes_estop.model.homes import Layout, Location
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, display_instant, format_instant, in_interval, parse_instant
+from hermes_estop.process.describe import covers
+from importlib import import_module
+from importlib.metadata import entry_points
 
 if TYPE_CHECKING:
     from hermes_estop.fleet.fleet import Fleet
@@ -136,8 +139,6 @@ class PlannedHold:
     @property
     def covers_text(self) -> str:
         """What it covers (`describe.covers`): "all", or its components and job globs."""
-        from hermes_estop.process.describe import covers
-
         return covers(self.selector)
 
     def to_json(self) -> dict[str, Any]:
@@ -326,9 +327,6 @@ def discover_sources() -> list[HoldSource]:
     instantiated with no argument. Loaded on each call (a forecast is not on the hot path).
     `EstopError` naming the source when one cannot be loaded: a source that cannot be read
     must never count as "nothing planned"."""
-    from importlib import import_module
-    from importlib.metadata import entry_points
-
     named: dict[str, tuple[str, Any]] = {}
     for name, value in BUILTIN_SOURCES.items():
         module, _, attribute = value.partition(":")

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 import contextlib
+import ctypes
 
 __all__ = ["GroupResult", "GroupTimeout", "Job", "group_members", "group_remains", "guard_main", "is_group_leader",
            "parent_death_signal", "run_group", "same_process", "signal_group", "start_time", "wait_exited"]
@@ -177,7 +178,6 @@ def parent_death_signal(sig: signal.Signals) -> Callable[[], None] | None:
     fork: the child only calls."""
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes
 
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl

@@ -51,6 +51,10 @@ from hermes_estop.model.selector import Selector
 from hermes_estop.model.text import printable
 from hermes_estop.windows.fields import WindowAllow
 from hermes_estop.windows.model import Window, parse_run, validate_scope
+from hermes_estop import __version__
+from importlib.util import find_spec
+import pydantic
+import zoneinfo
 
 __all__ = ["cache_dir", "cached_windows", "follow_starts", "remember_windows", "save_starts"]
 
@@ -94,10 +98,6 @@ def _code_stamp() -> str:
     without a new version, hence the modules' newest mtime) and the libraries that read it."""
     global _STAMP
     if _STAMP is None:
-        import pydantic
-
-        from hermes_estop import __version__
-
         package = Path(__file__).resolve().parent.parent
         newest = max((entry.stat().st_mtime_ns for entry in _modules(package)), default=0)
         _STAMP = "|".join([__version__, str(newest), pydantic.VERSION, _module_stamp("croniter"),
@@ -120,8 +120,6 @@ def _module_stamp(name: str) -> str:
     """The installed module `name` by its file's path, size and mtime: croniter has no
     `__version__`, `importlib.metadata` would cost a command more than the cache saves it, and a
     warm command never imports croniter at all."""
-    from importlib.util import find_spec
-
     try:
         spec = find_spec(name)
         origin = spec.origin if spec is not None else None
@@ -418,8 +416,6 @@ def _croniter_version() -> str:
 def _zone_digest(name: str) -> str | None:
     """The SHA-256 of the TZif data `zoneinfo` reads for `name` (the first of its search path,
     then the tzdata package), or None when it cannot be found (its runs are not kept)."""
-    import zoneinfo
-
     parts = name.split("/")
     if not name or any(part in ("", ".", "..") for part in parts):
         return None
