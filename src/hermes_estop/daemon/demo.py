@@ -85,24 +85,12 @@ def run_demo(root: Path, plan: DemoPlan = DemoPlan(), say: Callable[[str], None]
     estop = Estop(layout=Layout(home=root, root=root), actor="demo@hermes")
     window_start = now + timedelta(seconds=plan.window_at)
     window_end = window_start + timedelta(seconds=plan.window_for)
-    WindowsFile(root).add(Window.parse({
-        "name": "demo-maintenance", "at": window_start, "duration": f"{int(plan.window_for)}s",
-        "reason": "demo: database maintenance", "allow": {"user_ids": [OPERATOR]},
-    }))
-    jobs_at = now + timedelta(seconds=plan.jobs_at)
-    table = CronTable(root)
-    table.add("vacuum-db", "sleep 0.2; echo vacuumed", now=now, at=jobs_at, owner=OPERATOR)
-    table.add("nightly-report", "echo report", now=now, at=jobs_at, owner=USER)
-    board = Board(root)
-    board.add("summarize inbox", "echo summary", owner=USER, ready=True, now=now)
-    gateway = Gateway(estop, operators=[OPERATOR])
-
+    table, board = _set_up(root, plan, now, window_start)
     say(f"hermes demo: a temporary fleet in {root}")
     say(f"  window 'demo-maintenance' from {display_instant(window_start)} for {plan.window_for:g}s "
         f"(the deadman), letting '{OPERATOR}' through")
     say(f"  cron: 'vacuum-db' ({OPERATOR}) and 'nightly-report' ({USER}) due at t+{plan.jobs_at:g}s; "
         f"kanban: one card from {USER} ready now")
-
     handler = _Timeline(started, say)
     package_log = logging.getLogger("hermes_estop")
     previous_level = package_log.level
@@ -114,32 +102,8 @@ def run_demo(root: Path, plan: DemoPlan = DemoPlan(), say: Callable[[str], None]
     runner = threading.Thread(target=run_services, args=(services, stop), kwargs={"stop_timeout": 10.0},
                               daemon=True)
     runner.start()
-
-    def stamp() -> str:
-        return f"t+{time.monotonic() - started:4.1f}s"
-
     try:
-        seen_held = False
-        lane_added = False
-        while time.monotonic() - started < plan.timeout:
-            verdict = estop.gate(USER)
-            if verdict.engaged and not seen_held:
-                seen_held = True
-                holders = ", ".join(f"{r.location.describe()} (armed by {r.hold.armed_by})" if r.hold else r.location.describe()
-                                    for r in verdict.snapshot.active)
-                say(f"{stamp()}  HELD by {holders}")
-                say(f"{stamp()}  gateway {USER} -> {gateway.handle(USER, None, 'hello').text}")
-                say(f"{stamp()}  gateway {OPERATOR} -> {gateway.handle(OPERATOR, None, 'status of the migration?').text}")
-            if seen_held and not lane_added:
-                lane_added = True
-                board.add("reindex search", "echo reindexed", owner=USER, ready=True)
-                board.add("migrate schema", "sleep 0.2; echo migrated", owner=OPERATOR, ready=True)
-                say(f"{stamp()}  kanban: '{USER}' adds 'reindex search'; '{OPERATOR}' adds 'migrate schema'")
-            if seen_held and not verdict.engaged:
-                say(f"{stamp()}  FREE again: the deadman lifted the hold")
-                say(f"{stamp()}  gateway {USER} -> {gateway.handle(USER, None, 'hello again').text}")
-                break
-            time.sleep(plan.tick / 2)
+        _narrate(estop, board, plan, started, say)
         settle = time.monotonic() + plan.timeout  # ends as soon as the held work is done: load only slows it
         while time.monotonic() < settle and not _all_done(table, board):
             time.sleep(plan.tick / 2)
@@ -149,6 +113,49 @@ def run_demo(root: Path, plan: DemoPlan = DemoPlan(), say: Callable[[str], None]
         package_log.removeHandler(handler)
         package_log.setLevel(previous_level)
     return _verify(root, estop, table, board, window_start, window_end)
+
+
+def _set_up(root: Path, plan: DemoPlan, now: datetime, window_start: datetime) -> tuple[CronTable, Board]:
+    """The demo fleet: one window letting the operator through, two cron jobs, one ready card."""
+    WindowsFile(root).add(Window.parse({
+        "name": "demo-maintenance", "at": window_start, "duration": f"{int(plan.window_for)}s",
+        "reason": "demo: database maintenance", "allow": {"user_ids": [OPERATOR]},
+    }))
+    jobs_at = now + timedelta(seconds=plan.jobs_at)
+    table = CronTable(root)
+    table.add("vacuum-db", "sleep 0.2; echo vacuumed", now=now, at=jobs_at, owner=OPERATOR)
+    table.add("nightly-report", "echo report", now=now, at=jobs_at, owner=USER)
+    board = Board(root)
+    board.add("summarize inbox", "echo summary", owner=USER, ready=True, now=now)
+    return table, board
+
+
+def _narrate(estop: Estop, board: Board, plan: DemoPlan, started: float, say: Callable[[str], None]) -> None:
+    """Watch the gate until the window's hold comes and goes (or the demo times out), saying what
+    the gateway answers either side and adding work while held."""
+    gateway = Gateway(estop, operators=[OPERATOR])
+
+    def stamp() -> str:
+        return f"t+{time.monotonic() - started:4.1f}s"
+
+    seen_held = False
+    while time.monotonic() - started < plan.timeout:
+        verdict = estop.gate(USER)
+        if verdict.engaged and not seen_held:
+            seen_held = True
+            holders = ", ".join(f"{r.location.describe()} (armed by {r.hold.armed_by})" if r.hold else r.location.describe()
+                                for r in verdict.snapshot.active)
+            say(f"{stamp()}  HELD by {holders}")
+            say(f"{stamp()}  gateway {USER} -> {gateway.handle(USER, None, 'hello').text}")
+            say(f"{stamp()}  gateway {OPERATOR} -> {gateway.handle(OPERATOR, None, 'status of the migration?').text}")
+            board.add("reindex search", "echo reindexed", owner=USER, ready=True)
+            board.add("migrate schema", "sleep 0.2; echo migrated", owner=OPERATOR, ready=True)
+            say(f"{stamp()}  kanban: '{USER}' adds 'reindex search'; '{OPERATOR}' adds 'migrate schema'")
+        if seen_held and not verdict.engaged:
+            say(f"{stamp()}  FREE again: the deadman lifted the hold")
+            say(f"{stamp()}  gateway {USER} -> {gateway.handle(USER, None, 'hello again').text}")
+            return
+        time.sleep(plan.tick / 2)
 
 
 def _all_done(table: CronTable, board: Board) -> bool:

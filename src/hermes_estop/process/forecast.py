@@ -36,7 +36,7 @@ from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, display_instant, format_instant, in_interval, parse_instant
 from hermes_estop.process.describe import covers
 from importlib import import_module
-from importlib.metadata import entry_points
+import importlib.metadata
 
 if TYPE_CHECKING:
     from hermes_estop.fleet.fleet import Fleet
@@ -346,7 +346,7 @@ def discover_sources() -> list[HoldSource]:
     for name, value in BUILTIN_SOURCES.items():
         module, _, attribute = value.partition(":")
         named[name] = (value, lambda module=module, attribute=attribute: getattr(import_module(module), attribute))
-    for point in entry_points(group=SOURCE_GROUP):
+    for point in importlib.metadata.entry_points(group=SOURCE_GROUP):  # looked up when called: tests replace it
         named[point.name] = (point.value, point.load)
     sources: list[HoldSource] = []
     for name in sorted(named):
