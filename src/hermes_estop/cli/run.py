@@ -16,6 +16,7 @@ lifts at the lease's end. The renewer is stopped and joined before the hold's fi
 from __future__ import annotations
 
 import shlex
+from datetime import timedelta
 import signal
 import sys
 import threading
@@ -74,26 +75,10 @@ def run(
 ) -> None:
     """Run a maintenance job under a hold that lives exactly as long as the job (a renewed lease)."""
     argv = list(command or [])
-    if not argv:
-        raise InvalidArgument("no command given: use hermes run [OPTIONS] -- CMD [ARGS...]")
-    if on_failure not in ("hold", "release"):
-        raise InvalidArgument(f"invalid --on-failure {on_failure!r}: expected hold or release")
-    if fleet and profile is not None:
-        raise InvalidArgument("give --fleet or --profile, not both")
-    durations = {}
-    for flag, value in (("--ttl", ttl), ("--on-failure-ttl", on_failure_ttl), ("--drain-timeout", drain_timeout),
-                        ("--terminate-after", terminate_after)):
-        if value is None:
-            continue
-        refuse_blank(flag, value)
-        durations[flag] = duration_option(flag, value)
-    if terminate_after is not None and drain_timeout is None:
-        raise InvalidArgument("--terminate-after needs --drain-timeout")
-    if wait_timeout is not None and not wait:
-        raise InvalidArgument("--wait-timeout needs --wait")
-    wait_limit = None
-    if wait:
-        wait_limit = parse_wait_timeout(wait_timeout)
+    durations = _validated(argv, on_failure, fleet, profile, wait, wait_timeout, {
+        "--ttl": ttl, "--on-failure-ttl": on_failure_ttl, "--drain-timeout": drain_timeout,
+        "--terminate-after": terminate_after})
+    wait_limit = parse_wait_timeout(wait_timeout) if wait else None
     allow = Allow.of(allow_user) if allow_user else None
     estop = current_estop()
     location = estop.fleet.location(profile) if profile is not None else estop.location(fleet=fleet)
@@ -131,6 +116,28 @@ def run(
                    "generation": lease.state.generation, "taken_over": lease.state.taken_over,
                    "borrowed": lease.state.borrowed})
     raise typer.Exit(code)
+
+
+def _validated(argv: list[str], on_failure: str, fleet: bool, profile: str | None, wait: bool, wait_timeout: str | None,
+               given: dict[str, str | None]) -> dict[str, timedelta]:
+    """The duration flags given, parsed; `InvalidArgument` for a combination `hermes run` refuses."""
+    if not argv:
+        raise InvalidArgument("no command given: use hermes run [OPTIONS] -- CMD [ARGS...]")
+    if on_failure not in ("hold", "release"):
+        raise InvalidArgument(f"invalid --on-failure {on_failure!r}: expected hold or release")
+    if fleet and profile is not None:
+        raise InvalidArgument("give --fleet or --profile, not both")
+    durations = {}
+    for flag, value in given.items():
+        if value is None:
+            continue
+        refuse_blank(flag, value)
+        durations[flag] = duration_option(flag, value)
+    if given["--terminate-after"] is not None and given["--drain-timeout"] is None:
+        raise InvalidArgument("--terminate-after needs --drain-timeout")
+    if wait_timeout is not None and not wait:
+        raise InvalidArgument("--wait-timeout needs --wait")
+    return durations
 
 
 class Renewer:

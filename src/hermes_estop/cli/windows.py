@@ -58,14 +58,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a window: `--cron EXPR [--tz ZONE]`, `--at TIME` or `--in DUR`, with `--duration DUR`."""
-    if sum(value is not None for value in (cron, at, in_)) != 1:
-        raise InvalidArgument("give exactly one of --cron EXPR (recurring), --at TIME or --in DUR (one-shot)")
-    if in_ is not None:
-        at = format_instant(_now() + duration_option("--in", in_))
-    elif at is not None:
-        at = format_instant(operator_time("--at", at, _now()))
-    if tz is not None and cron is None:
-        raise InvalidArgument("--tz applies to --cron windows only; give --at with its offset")
+    window_at = _one_shot_start(cron, at, in_, tz)
     if duration is None:
         raise InvalidArgument("--duration is required (e.g. --duration 2h)")
     if allow_profile and not allow_user:
@@ -77,7 +70,7 @@ def add(
         data["cron"] = cron
         data["timezone"] = tz if tz is not None else "UTC"
     else:
-        data["at"] = at
+        data["at"] = window_at
     for key, value in (("drain", drain), ("reason", reason), ("not_before", not_before), ("not_after", not_after)):
         if value is not None:
             data[key] = value
@@ -105,6 +98,21 @@ def add(
     else:
         typer.echo("  no occurrence ahead")
     typer.echo("  `hermes serve` arms it (a running one picks the change up by itself)")
+
+
+def _one_shot_start(cron: str | None, at: str | None, in_: str | None, tz: str | None) -> str | None:
+    """The start of a one-shot window (`--at` or `--in`) as exact ISO-8601; None for a `--cron` one.
+    `InvalidArgument` unless exactly one of the three is given, or for `--tz` without `--cron`."""
+    if sum(value is not None for value in (cron, at, in_)) != 1:
+        raise InvalidArgument("give exactly one of --cron EXPR (recurring), --at TIME or --in DUR (one-shot)")
+    start = None
+    if in_ is not None:
+        start = format_instant(_now() + duration_option("--in", in_))
+    elif at is not None:
+        start = format_instant(operator_time("--at", at, _now()))
+    if tz is not None and cron is None:
+        raise InvalidArgument("--tz applies to --cron windows only; give --at with its offset")
+    return start
 
 
 @windows_app.command("list")
