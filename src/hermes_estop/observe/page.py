@@ -26,7 +26,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from hermes_estop.process.describe import covers
-from hermes_estop.model.hold import Cause, HoldState, Reading
+from hermes_estop.model.hold import Allow, Cause, Hold, HoldState, Reading
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import format_instant, format_relative
 from hermes_estop.observe.present import covering_now, in_zones, utc, windows_named
@@ -166,7 +166,6 @@ def _days(view: FleetView) -> str:
 
 
 def _card(reading: Reading, view: FleetView) -> str:
-    now = view.now
     scope = _t(reading.location.scope)
     state = reading.state.value
     rows: list[tuple[str, str, str]] = []
@@ -184,37 +183,44 @@ def _card(reading: Reading, view: FleetView) -> str:
         head += f" only {_t(covers(hold.selector))} (scoped hold {_t(hold.hold_id)})"
     rows.append(("covers", "covers", _t(covers(hold.selector if hold is not None else None))))
     if hold is not None and reading.state is not HoldState.UNREADABLE:
-        rows.append(("reason", "reason", _t(hold.reason) if hold.reason else "<i>(none)</i>"))
-        if hold.expires_at is not None:
-            when = format_instant(hold.expires_at)
-            rows.append(("deadline", "deadline",
-                         f'<time datetime="{when}">{utc(hold.expires_at)}</time> <b>({_t(format_relative(hold.expires_at, now))})</b>'))
-        else:
-            rows.append(("deadline", "deadline", "none: held until <code>hermes resume</code>"))
-        allow = hold.allow
-        if allow.user_ids:
-            users = ", ".join(_t(u) for u in sorted(allow.user_ids))
-            narrowed = f" on profiles {', '.join(_t(p) for p in sorted(allow.profiles))}" if allow.profiles else ""
-            rows.append(("allowlist", "allow", f"users {users}{narrowed}"))
-        elif not allow.valid:
-            rows.append(("allowlist", "allow", "(malformed: admits nobody)"))
-        else:
-            rows.append(("allowlist", "allow", "nobody"))
-        rows.append(("armed-by", "armed by", _t(hold.armed_by) if hold.armed_by else "<i>(unknown)</i>"))
-        if hold.engaged_at is not None:
-            rows.append(("engaged-at", "since", f"{utc(hold.engaged_at)} "
-                                                f"({_t(format_relative(hold.engaged_at, now))})"))
-        rows.append(("generation", "generation", _t(hold.generation or "(none: hand-written)")))
-        if hold.window:
-            name = hold.window.get("name")
-            rows.append(("window", "window", _t(name if name is not None else dict(hold.window))))
-            rows.append(("window-next", "next occurrence", _window_next(name, view)))
+        rows += _hold_rows(hold, view)
     lift = view.status.lift(reading) if view.status is not None and reading.active else None
     if lift is not None:
         rows.append(("lift", "lift it", f"<code>{_t(lift)}</code> (from here)"))
     body = "".join(f'<dt>{label}</dt><dd class="{cls}">{value}</dd>' for cls, label, value in rows)
     return (f'<div class="hold-card state-{state}" data-scope="{scope}" data-state="{state}">'
             f'<div><span class="scope">{scope}</span> &middot; {head}</div><dl>{body}</dl></div>')
+
+
+def _hold_rows(hold: Hold, view: FleetView) -> list[tuple[str, str, str]]:
+    """A readable hold's rows on its card: reason, deadline, allowlist, who, since, which window."""
+    now = view.now
+    rows = [("reason", "reason", _t(hold.reason) if hold.reason else "<i>(none)</i>")]
+    if hold.expires_at is not None:
+        when = format_instant(hold.expires_at)
+        rows.append(("deadline", "deadline",
+                     f'<time datetime="{when}">{utc(hold.expires_at)}</time> <b>({_t(format_relative(hold.expires_at, now))})</b>'))
+    else:
+        rows.append(("deadline", "deadline", "none: held until <code>hermes resume</code>"))
+    rows.append(("allowlist", "allow", _allow_text(hold.allow)))
+    rows.append(("armed-by", "armed by", _t(hold.armed_by) if hold.armed_by else "<i>(unknown)</i>"))
+    if hold.engaged_at is not None:
+        rows.append(("engaged-at", "since", f"{utc(hold.engaged_at)} "
+                                            f"({_t(format_relative(hold.engaged_at, now))})"))
+    rows.append(("generation", "generation", _t(hold.generation or "(none: hand-written)")))
+    if hold.window:
+        name = hold.window.get("name")
+        rows.append(("window", "window", _t(name if name is not None else dict(hold.window))))
+        rows.append(("window-next", "next occurrence", _window_next(name, view)))
+    return rows
+
+
+def _allow_text(allow: Allow) -> str:
+    if allow.user_ids:
+        users = ", ".join(_t(u) for u in sorted(allow.user_ids))
+        narrowed = f" on profiles {', '.join(_t(p) for p in sorted(allow.profiles))}" if allow.profiles else ""
+        return f"users {users}{narrowed}"
+    return "nobody" if allow.valid else "(malformed: admits nobody)"
 
 
 def _window_next(name: object, view: FleetView) -> str:
