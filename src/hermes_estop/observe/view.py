@@ -211,10 +211,7 @@ class Observer:
         windows, load_problem, identity = self.load_windows()
         entries, special, ledger_problem = self._ledger_entries()
         failed = self.failed_windows
-        problems = tuple(p for p in (load_problem and f"windows.toml: {load_problem}",
-                                     *(f"windows.toml: {line}" for line in failed.values()),
-                                     *(f"{line} (its occurrences hold as that copy says)"
-                                       for line in self.stale_calendars.values()), ledger_problem) if p)
+        problems = self._problems(load_problem, ledger_problem)
 
         now_us, end_us = _micros(now), _micros(end)
         key = (identity, id(windows), origin, days, frozenset(special.items()))
@@ -238,19 +235,29 @@ class Observer:
             reading = readings.get(scope)
             lane_slices, count = by_scope.get(scope, ((), 0))
             lanes.append(Lane(scope, reading, lane_slices, count))
-        leader = None
-        if self.is_leader is not None:
-            try:
-                leader = bool(self.is_leader())
-            except Exception:  # noqa: BLE001 - a metric never raises
-                leader = False
         return FleetView(now=now, start=origin, end=end, snapshot=snapshot, lanes=tuple(lanes),
-                         windows=tuple(states), problems=problems, leader=leader,
+                         windows=tuple(states), problems=problems, leader=self._leader(),
                          store_reachable=self.fleet.reachable(), stable_until=stable_until, status=status,
                          extra={"store": self.fleet.backend, "windows_identity": identity,
                                 "fragments": self.fragments, "windows_valid": load_problem is None and not failed,
                                 "windows_failed": dict(failed), "windows_last_good": bool(load_problem or failed),
                                 "calendars_stale": dict(self.stale_calendars)})
+
+    def _problems(self, load_problem: str | None, ledger_problem: str | None) -> tuple[str, ...]:
+        """What the page lists as wrong: windows.toml, the windows that failed, stale calendars, the ledger."""
+        return tuple(p for p in (load_problem and f"windows.toml: {load_problem}",
+                                 *(f"windows.toml: {line}" for line in self.failed_windows.values()),
+                                 *(f"{line} (its occurrences hold as that copy says)"
+                                   for line in self.stale_calendars.values()), ledger_problem) if p)
+
+    def _leader(self) -> bool | None:
+        """Whether this process's scheduler is the elected one; None without a scheduler."""
+        if self.is_leader is None:
+            return None
+        try:
+            return bool(self.is_leader())
+        except Exception:  # noqa: BLE001 - a metric never raises
+            return False
 
     def _figure(self, window: Window, cached: _Cached, now_us: int, end_us: int, anchor: datetime, days: int,
                 bars: bool, special: dict[str, str], fig_key: Any) -> tuple[Any, ...]:
