@@ -105,17 +105,28 @@ def _t(value: object) -> str:
     return escape(printable(value), quote=True)
 
 
+def _verdict(engaged: bool, held: int) -> str:
+    """The page's one-line answer: held here, or free (with the holds elsewhere counted)."""
+    plural = "s" if held != 1 else ""
+    if engaged:
+        return f"HELD: new work is paused ({held} active hold{plural})"
+    verdict = "Free: no hold on this process's locations"
+    return verdict + f" ({held} profile hold{plural} elsewhere)" if held else verdict
+
+
+def _problem_banner(view: FleetView) -> str:
+    return ('<div id="problem-banner" role="alert"><b>Problem:</b><ul>'
+            + "".join(f"<li>{_t(p)}</li>" for p in view.problems) + "</ul>"
+            + ("<p>The windows shown are the last ones that validated.</p>"
+               if view.extra.get("windows_last_good") else "") + "</div>")
+
+
 def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = REFRESH_SECONDS) -> str:
     """The whole page for `view`."""
     now = view.now
-    snapshot = view.snapshot
-    engaged = snapshot.engaged
+    engaged = view.snapshot.engaged
     present = [r for lane in view.lanes if lane.reading is not None for r in flat((lane.reading,))]
-    held = sum(1 for r in present if r.active)
-    verdict = (f"HELD: new work is paused ({held} active hold{'s' if held != 1 else ''})" if engaged
-               else "Free: no hold on this process's locations")
-    if not engaged and held:
-        verdict += f" ({held} profile hold{'s' if held != 1 else ''} elsewhere)"
+    verdict = _verdict(engaged, sum(1 for r in present if r.active))
     parts = [
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
         f'<meta http-equiv="refresh" content="{int(refresh)}">',
@@ -129,10 +140,7 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
         f"{_t(verdict)}</div>",
     ]
     if view.problems:  # in the banner, not only at the bottom: a broken windows.toml arms nothing
-        parts.append('<div id="problem-banner" role="alert"><b>Problem:</b><ul>'
-                     + "".join(f"<li>{_t(p)}</li>" for p in view.problems) + "</ul>"
-                     + ("<p>The windows shown are the last ones that validated.</p>"
-                        if view.extra.get("windows_last_good") else "") + "</div>")
+        parts.append(_problem_banner(view))
     parts.append(_covering_now(view))
     parts.append('<section id="holds"><h2>What holds now</h2>')
     if present:

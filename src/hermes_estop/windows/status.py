@@ -71,33 +71,37 @@ def _section(fleet: Fleet, now: datetime, as_json: bool | None) -> dict[str, Any
                 "current": current.to_json(now, window.zone_of(current)) | {"state": state} if current is not None else None,
                 "next": following.to_json(now, window.zone_of(following)) | {"skipped": skipped} if following is not None else None,
             })
-        if as_json is True:
-            continue
-        ahead = f", draining {drain} ahead" if drain else ""
-        head = f"  {window.name}: {window.describe_schedule()} for {duration}{ahead}, {window.scope}"
-        if not window.enabled:
-            head += " (disabled)"
-        lines.append(head)
-        if current is not None:
-            what = f"; scheduler: {state}" if state else ""
-            if current.draining(now):
-                lines.append(f"    DRAINING now, the window starts {display_instant(current.start)} "
-                             f"({format_relative(current.start, now)}), until {display_instant(current.end)}{what}")
-            else:
-                lines.append(f"    ACTIVE now, until {display_instant(current.end)} "
-                             f"({format_relative(current.end, now)}){what}")
-        if following is not None:
-            lead = f", drain from {display_instant(following.arm_at)}" if following.lead else ""
-            lines.append(f"    next {display_instant(following.start)} ({format_relative(following.start, now)})"
-                         f"{lead}{' (skipped)' if skipped else ''}")
-        elif current is None:
-            lines.append("    no further occurrence")
+        if as_json is not True:
+            lines += _window_lines(window, now, current, following, state, skipped, duration, drain)
     if ledger_problem:
         lines.append(f"  windows ledger: {ledger_problem}")
     data: dict[str, Any] = {"windows": rows}
     if ledger_problem:
         data["windows_error"] = ledger_problem
     return {"json": data if as_json is not False else {}, "lines": lines if as_json is not True else []}
+
+
+def _window_lines(window: Window, now: datetime, current: Occurrence | None, following: Occurrence | None,
+                  state: str | None, skipped: bool, duration: str, drain: str | None) -> list[str]:
+    """One window's lines in `hermes status`: its schedule, what holds now, what comes next."""
+    ahead = f", draining {drain} ahead" if drain else ""
+    head = f"  {window.name}: {window.describe_schedule()} for {duration}{ahead}, {window.scope}"
+    lines = [head + ("" if window.enabled else " (disabled)")]
+    if current is not None:
+        what = f"; scheduler: {state}" if state else ""
+        if current.draining(now):
+            lines.append(f"    DRAINING now, the window starts {display_instant(current.start)} "
+                         f"({format_relative(current.start, now)}), until {display_instant(current.end)}{what}")
+        else:
+            lines.append(f"    ACTIVE now, until {display_instant(current.end)} "
+                         f"({format_relative(current.end, now)}){what}")
+    if following is not None:
+        lead = f", drain from {display_instant(following.arm_at)}" if following.lead else ""
+        lines.append(f"    next {display_instant(following.start)} ({format_relative(following.start, now)})"
+                     f"{lead}{' (skipped)' if skipped else ''}")
+    elif current is None:
+        lines.append("    no further occurrence")
+    return lines
 
 
 def _current_and_following(window: Window, now: datetime) -> tuple[Occurrence | None, Occurrence | None]:
