@@ -493,28 +493,12 @@ def _own_timezones() -> Iterator[None]:
             reset()
 
 
-def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
-               keep: Callable[[Any], bool] | None = None, now: datetime | None = None,
-               salt: str = "") -> Feed:
-    """The feed of `raw`, or `CalendarError` naming `label`. `timezone_name`: the zone for
-    floating and all-day events (default: X-WR-TIMEZONE, else UTC). `salt` goes into the
-    digest (the settings that select from the feed)."""
+def _read_calendar(text: str, label: str, timezone_name: str | None, now: datetime) -> tuple[Any, list[Any], ZoneInfo]:
+    """The VCALENDAR of `text` (X-WR-TIMEZONE made standard), its events checked against the
+    expansion budget, and the zone for its floating times; `CalendarError` naming `label`."""
     import icalendar
     import x_wr_timezone
 
-    if len(raw) > MAX_CALENDAR_BYTES:
-        raise _refuse(label, f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
-    content = hashlib.sha256(raw).hexdigest()
-    refused = _refused(content)
-    if refused is not None:
-        raise _refuse(label, refused)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise _refuse(label, "not UTF-8 text") from None
-    _check_shape(text, label)
-    started = time.monotonic()
-    now = now or datetime.now(UTC)
     try:
         with _own_timezones():
             calendar = icalendar.Calendar.from_ical(text)
@@ -538,6 +522,29 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
         raise _refuse(label, str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - a hostile feed fails any way it likes: one line
         raise _refuse(label, f"cannot parse: {type(exc).__name__}: {exc}") from None
+    return calendar, events, tz
+
+
+def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
+               keep: Callable[[Any], bool] | None = None, now: datetime | None = None,
+               salt: str = "") -> Feed:
+    """The feed of `raw`, or `CalendarError` naming `label`. `timezone_name`: the zone for
+    floating and all-day events (default: X-WR-TIMEZONE, else UTC). `salt` goes into the
+    digest (the settings that select from the feed)."""
+    if len(raw) > MAX_CALENDAR_BYTES:
+        raise _refuse(label, f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
+    content = hashlib.sha256(raw).hexdigest()
+    refused = _refused(content)
+    if refused is not None:
+        raise _refuse(label, refused)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise _refuse(label, "not UTF-8 text") from None
+    _check_shape(text, label)
+    started = time.monotonic()
+    now = now or datetime.now(UTC)
+    calendar, events, tz = _read_calendar(text, label, timezone_name, now)
     recurring = frozenset(str(e.get("UID") or "") for e in events
                           if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None)
     digest = hashlib.sha256(raw + b"\0" + salt.encode() + b"\0" + tz.key.encode()).hexdigest()
