@@ -20,6 +20,7 @@ from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
 from hermes_estop.cli.common import EXIT_USAGE, duration_option, echo_lines, emit_json, operator_time
 from hermes_estop.cli.windows_app import JsonOpt, file as _file, now as _now, windows_app
+from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
 from hermes_estop.cli.common import current_estop
 from hermes_estop.model.durations import format_duration
 from hermes_estop.observe.terminal import print_timeline
