@@ -18,7 +18,7 @@ import pytest
 import hermes_estop
 
 PACKAGE = Path(hermes_estop.__file__).parent
-UPPER_LAYERS = ("windows", "consumers", "cli", "notify", "observe", "daemon")
+UPPER_LAYERS = ("windows", "consumers", "cli", "notify", "observe", "daemon", "api")
 #: the levels every layer above builds on (docs/design.md, the map of the levels)
 CORE_LEVELS = ("model", "system", "stores", "fleet", "process")
 

@@ -11,7 +11,7 @@ import pytest
 from test_import_graph import MODULES, PACKAGE, import_graph
 
 CORE = ("model", "system", "stores", "fleet", "process")
-UPPER = ("windows", "consumers", "notify", "observe", "daemon", "cli")
+UPPER = ("windows", "consumers", "notify", "observe", "api", "daemon", "cli")
 LEVELS = (*CORE, *UPPER)
 #: what may sit at the package root besides the level packages
 ROOT_MODULES = {"__init__", "__main__"}

@@ -1,5 +1,6 @@
-"""The observability code costs `gate()` nothing: it runs only in `hermes serve --http` (and
-`hermes windows timeline`), so a check never imports it, nor prometheus_client or rich."""
+"""The observability code and the write API cost `gate()` nothing: they run only in `hermes
+serve --http` (and `hermes windows timeline`), so a check never imports them, nor
+prometheus_client, rich, `ssl` or `http.server`."""
 
 from __future__ import annotations
 
@@ -21,4 +22,5 @@ def test_a_gate_never_loads_the_observability_code(tmp_path, code):
     out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
                          env=env, capture_output=True, text=True, check=True).stdout
     loaded = set(json.loads(out.splitlines()[-1]))
-    assert sorted(m for m in loaded if m.startswith(("hermes_estop.observe", "prometheus_client", "rich"))) == []
+    assert sorted(m for m in loaded if m.startswith(("hermes_estop.observe", "prometheus_client", "rich",
+                                                     "hermes_estop.api", "ssl", "http.server"))) == []

@@ -28,6 +28,7 @@ from hermes_estop.consumers.cron import CronTable
 from hermes_estop.model.homes import resolve_layout
 from hermes_estop.process.estop import Estop
 from hermes_estop.windows.windows_file import WindowsFile
+from hermes_estop.cli.remote import use_server
 
 # The command tree is walked by duck typing: typer's vendored click has no `Group` / `Option`
 # classes to test against (typer's own `TyperGroup` / `TyperOption` stand in for them).
@@ -71,9 +72,15 @@ def _root(
     store: Annotated[str | None, typer.Option("--store", metavar="URL",
                                               help=f"Store URL (file, postgresql://...); default ${STORE_ENV}.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    server: Annotated[str | None, typer.Option("--server", metavar="URL",
+                                               help="Run pause, resume, status and windows skip against this server's write API; default $HERMES_ESTOP_SERVER.")] = None,
+    token_file: Annotated[str | None, typer.Option("--token-file", metavar="PATH",
+                                                   help="The bearer token for --server; default $HERMES_ESTOP_TOKEN_FILE.")] = None,
 ) -> None:
     if store is not None:
         use_store(check_store_option(store))
+    if server is not None or token_file is not None:
+        use_server(server, token_file)
 
 
 def build_app(*, extensions: bool = True, command: str | None = None) -> typer.Typer:

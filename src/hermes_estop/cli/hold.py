@@ -16,13 +16,17 @@ from hermes_estop.process.estop import Estop
 from hermes_estop.model.hold import Allow, Cause, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.model.timeutil import display_instant
+from hermes_estop.model.timeutil import display_instant, utc_now
 from hermes_estop.cli.common import (
     EXIT_HELD, EXIT_OK, check_components, current_estop, describe_hold, emit_json, fail, echo_lines, fit_lines,
     hold_json, operator_time, duration_option, reading_json, refuse_blank, terminal_width,
 )
 from hermes_estop.cli.history import run_history
 from hermes_estop.cli.hot import GATE_HELD_EXIT, run_check, run_gate
+from hermes_estop.cli.remote import chosen_server
+from hermes_estop.cli.remote import remote_pause
+from hermes_estop.cli.remote import remote_resume
+from hermes_estop.cli.remote import remote_status
 from hermes_estop.cli.wait import EXIT_NOT_ACKNOWLEDGED
 from hermes_estop.cli.wait import parse_wait_timeout
 from hermes_estop.cli.wait import wait_with_progress
@@ -37,6 +41,7 @@ __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
 
 from hermes_estop.fleet.registry.acks import AckSurvey
 from hermes_estop.fleet.registry.entries import Ack
+from hermes_estop.cli.remote import Remote
 
 UserOpt = Annotated[str | None, typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="The profile the work is for.")]
@@ -49,6 +54,11 @@ ComponentOpt = Annotated[str | None, typer.Option("--component", metavar="NAME",
 WorkJobOpt = Annotated[str | None, typer.Option("--job", metavar="NAME", help="The unit of work's name (scoped holds).")]
 WaitOpt = Annotated[bool, typer.Option("--wait", help="Then wait until every registered consumer the hold covers acknowledged it (or is lost); exit 75 at --wait-timeout.")]
 WaitTimeoutOpt = Annotated[str | None, typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")]
+
+
+def _remote() -> Remote | None:
+    """The server `--server` / $HERMES_ESTOP_SERVER names (None: this host's store)."""
+    return chosen_server()
 
 
 def _target(estop: Estop, fleet: bool, profile: str | None) -> Location:
@@ -83,6 +93,14 @@ def pause(
         raise InvalidArgument("give --ttl or --until, not both")
     refuse_blank("--ttl", ttl)
     refuse_blank("--until", until)
+    remote = _remote()
+    if remote is not None:
+        if wait or wait_timeout is not None:
+            raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
+        deadline_text = operator_time("--until", until, utc_now()).isoformat() if until is not None else None
+        remote_pause(remote, reason=reason, allow_user=allow_user, allow_profile=allow_profile, ttl=ttl,
+                     until=deadline_text, fleet=fleet, profile=profile, replace=replace, only=only, job=job,
+                     as_json=as_json)
     if reason is not None and reason and not reason.strip():
         # refused rather than guessed: a blank reason is neither "keep" nor a reason to show
         raise InvalidArgument(f"invalid --reason {reason!r}: blank; give text, or --reason '' to clear the standing reason")
@@ -204,6 +222,11 @@ def resume(
     seen it gone."""
     if sum((hold is not None, generation is not None, all_)) > 1:
         raise InvalidArgument("give one of --generation, --hold or --all")
+    remote = _remote()
+    if remote is not None:
+        if wait or wait_timeout is not None:
+            raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
+        remote_resume(remote, generation=generation, hold=hold, all_=all_, fleet=fleet, profile=profile, as_json=as_json)
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
@@ -336,6 +359,9 @@ def _resume_advice(location: Location, exc: StoreError) -> str:
 def status(as_json: JsonOpt = False) -> None:
     """Show what holds this process (scope, reason, generation, deadline, allowlist), then every
     other scope of the fleet that holds, each with the command that lifts it from here."""
+    remote = _remote()
+    if remote is not None:
+        remote_status(remote, as_json=as_json)
     document = fleet_status(current_estop(), as_json=as_json)
     if as_json:
         emit_json(document.to_json())

@@ -20,6 +20,8 @@ from hermes_estop.model.text import printable
 from hermes_estop.daemon.supervisor import build_services, run_services, stop_on_signals
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.cli.common import current_estop, emit_json
+from hermes_estop.api.transport import check_transport, configured_write
+from hermes_estop.api.transport import write_api
 from hermes_estop.observe.server import StatusServer, attach
 from hermes_estop.observe.server import parse_listen, remote_warning
 from hermes_estop.observe.status import standing_line
@@ -53,6 +55,10 @@ def serve(
     kanban_max: Annotated[int, typer.Option("--kanban-max", help="Kanban workers in flight at most.")] = 4,
     http: Annotated[str | None, typer.Option("--http", help="Also serve the status page, /metrics and /api/status (read-only) on ADDR:PORT, e.g. 127.0.0.1:9477.")] = None,
     http_allow_remote: Annotated[bool, typer.Option("--http-allow-remote", help="Allow --http on a non-loopback address.")] = False,
+    http_write: Annotated[bool, typer.Option("--http-write", help="Serve the write API under /api/v1/ (needs a token: hermes tokens create); or `write = true` under [http] in estop.toml.")] = False,
+    tls_cert: Annotated[str | None, typer.Option("--tls-cert", metavar="PEM", help="Serve --http over TLS with this certificate chain.")] = None,
+    tls_key: Annotated[str | None, typer.Option("--tls-key", metavar="PEM", help="The private key of --tls-cert.")] = None,
+    insecure_http: Annotated[bool, typer.Option("--insecure-http", help="Allow --http-write on a non-loopback address without TLS (tokens travel in clear).")] = False,
 ) -> None:
     """Run the fleet's loops in the foreground until SIGINT/SIGTERM: the maintenance-window
     scheduler, and the cron ticker and kanban dispatcher when they are configured."""
@@ -71,6 +77,10 @@ def serve(
         listen = parse_listen(http, allow_remote=http_allow_remote)
         if remote_warning(listen[0]):
             typer.echo(f"hermes: warning: {remote_warning(listen[0])}", err=True)
+
+    if listen is not None and not http_write:
+        http_write = configured_write(current_estop().layout.root)
+    tls = check_transport(listen, http_write=http_write, tls_cert=tls_cert, tls_key=tls_key, insecure_http=insecure_http)
     _configure_logging(logging.DEBUG if verbose else logging.INFO)
     estop = current_estop()
     if once or dry_run:
@@ -89,7 +99,9 @@ def serve(
     try:
         http_server = None
         if listen is not None:
-            http_server = StatusServer(estop, *listen)  # bound now: a busy port is exit 2 before anything runs
+            api = write_api(estop, listen[0], http_write=http_write, tls=tls)
+            http_server = StatusServer(estop, *listen, api=api, tls=tls)  # bound now: a busy port is exit 2 before anything runs
+            api.status_document = http_server.status_json
         services = build_services(estop, poll_interval=interval, cron_interval=cron_interval,
                                   kanban_interval=kanban_interval, kanban_max=kanban_max)
         logger.info("serve: running %s for fleet %s (store %s); stop with Ctrl-C or SIGTERM",

@@ -15,12 +15,13 @@ from hermes_estop.cli.common import emit_json
 from hermes_estop.cli.windows_app import JsonOpt, window_named, windows_app
 from hermes_estop.cli.common import current_estop
 from hermes_estop.cli.common import operator_time
+from hermes_estop.cli.remote import chosen_server, remote_skip
 from hermes_estop.model.timeutil import parse_instant
 from hermes_estop.windows.explain import explain as explain_window
-from hermes_estop.windows.ledger import SKIPPED
 from hermes_estop.windows.ledger import open_ledger
 from hermes_estop.windows.skips import pick
-from hermes_estop.windows.skips import skip_entry
+from hermes_estop.windows.skips import skip_occurrence
+from hermes_estop.windows.skips import unskip_occurrence
 
 if TYPE_CHECKING:
     from hermes_estop.fleet.fleet import Fleet
@@ -58,10 +59,13 @@ SkipNext = Annotated[bool, typer.Option("--next", help="The next occurrence that
 def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
          occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Skip one occurrence ahead of time: it will not arm (recorded in the ledger, audited)."""
-    fleet, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
-    ledger.commit([skip_entry(target, now, fleet.actor)])
-    fleet.record("skip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
-                 detail=f"window {window.name} occurrence {target.ident} skipped by the operator")
+    remote = chosen_server()
+    if remote is not None:
+        if next_ and (on is not None or occurrence is not None):
+            raise InvalidArgument("give one of --next, --on DATE or --occurrence START")
+        remote_skip(remote, name, on=on, occurrence=occurrence, as_json=as_json)
+    fleet, _, window, target, now = _skip_target(name, on, occurrence, next_)
+    skip_occurrence(fleet, window, target, now)
     if as_json:
         emit_json({"skipped": target.to_json(now, window.zone_of(target))})
         return
@@ -73,13 +77,8 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
 def unskip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
            occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Undo a skip: the occurrence arms again at its start."""
-    fleet, ledger, window, target, now = _skip_target(name, on, occurrence, next_)
-    entry = ledger.load().get(target.key)
-    if entry is None or entry.state != SKIPPED:
-        raise InvalidArgument(f"window {window.name} occurrence {target.ident} is not skipped")
-    ledger.commit([], remove=[target.key])
-    fleet.record("unskip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
-                 detail=f"window {window.name} occurrence {target.ident} no longer skipped")
+    fleet, _, window, target, now = _skip_target(name, on, occurrence, next_)
+    unskip_occurrence(fleet, window, target, now)
     if as_json:
         emit_json({"unskipped": target.to_json(now, window.zone_of(target))})
         return

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import ssl
 import sys
 import threading
 from collections.abc import Iterable
@@ -39,12 +40,20 @@ from hermes_estop.observe.metrics import MetricsEndpoint, WorkHeldCounter
 from hermes_estop.observe.page import render_page
 from hermes_estop.observe.view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
 from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
+from hermes_estop.api.page_actions import PageActions
+from hermes_estop.api.routes import MAX_BODY
+from hermes_estop.api.routes import ApiRequest, error_response
+from hermes_estop.observe.status import flat
+
+from hermes_estop.api.routes import WriteApi
 
 __all__ = ["HttpService", "StatusServer", "attach", "parse_listen", "remote_warning", "status_document"]
 
 logger = logging.getLogger("hermes_estop.http")
 
 _ALLOWED = "GET, HEAD"
+#: how much of a refused (413) body is read and dropped so the client can read the answer
+DISCARD_LIMIT = 1024 * 1024
 #: the text format 0.0.4 every Prometheus reads (prometheus_client >= 0.22 calls its newer
 #: format "latest"; the names here need none of its escaping, so the output is the same)
 METRICS_CONTENT_TYPE: str = getattr(_exposition, "CONTENT_TYPE_PLAIN_0_0_4", _exposition.CONTENT_TYPE_LATEST)
@@ -125,17 +134,93 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_CONNECT = do_TRACE = _refuse
+    def _write(self) -> None:
+        path = urlsplit(self.path).path
+        if self.app.api is not None and path.startswith("/api/v1/"):
+            self._api()
+        elif self.app.actions is not None and (path in ("/signin", "/signout") or path.startswith("/actions/")):
+            self._page_action(path)
+        else:
+            self._refuse()
+
+    def _page_action(self, path: str) -> None:
+        """A form of the status page (`api.page_actions`), form-encoded, at most 64 KiB."""
+        assert self.app.actions is not None
+        length_text = self.headers.get("Content-Length", "0").strip()
+        if not length_text.isdigit() or int(length_text) > MAX_BODY:
+            self.close_connection = True
+            self._discard_body(length_text)
+            self._send(413, {"Content-Type": "text/plain; charset=utf-8"}, b"form too large\n")
+            return
+        body = self.rfile.read(int(length_text)) if int(length_text) else b""
+        answer = self.app.actions.post(path, body, self.headers.get("Cookie"), self.client_address[0])
+        self._send(answer.status, answer.headers, answer.body)
+
+    def _discard_body(self, length_text: str) -> None:
+        """Read and drop a refused body, up to DISCARD_LIMIT, before answering: a client still
+        sending when the connection closes gets a reset instead of the 413 (over TLS most of all).
+        Past the limit the connection is closed unread; the request timeout bounds the reading."""
+        left = min(int(length_text), DISCARD_LIMIT) if length_text.strip().isdigit() else 0
+        try:
+            while left > 0:
+                chunk = self.rfile.read(min(left, 64 * 1024))
+                if not chunk:
+                    return
+                left -= len(chunk)
+        except OSError:
+            return
+
+    def _send(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_DELETE = _write
+    do_PUT = do_PATCH = do_OPTIONS = do_CONNECT = do_TRACE = _refuse
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("do_"):  # any other method: the stdlib would answer 501
             return self._refuse
         raise AttributeError(name)
 
+    def _api(self) -> None:
+        """/api/v1/: the write API (`api.routes`); a body over 64 KiB is 413 before it is read."""
+        length_text = self.headers.get("Content-Length", "0")
+        if self.headers.get("Transfer-Encoding") or not length_text.strip().isdigit():
+            response = error_response(411, "a body needs Content-Length (no chunked encoding)")
+            self.close_connection = True
+        elif int(length_text) > MAX_BODY:
+            response = error_response(413, f"body of {int(length_text)} bytes is over {MAX_BODY} (64 KiB)")
+            self.close_connection = True
+            self._discard_body(length_text)
+        else:
+            body = self.rfile.read(int(length_text)) if int(length_text) else b""
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            request = ApiRequest(self.command, urlsplit(self.path).path, headers, body, self.client_address[0])
+            assert self.app.api is not None
+            response = self.app.api.handle(request)
+        payload = response.encode()
+        self.send_response(response.status)
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        if payload:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(payload)
+
     def _serve(self, *, head: bool) -> None:
         url = urlsplit(self.path)
+        if self.app.api is not None and url.path.startswith("/api/v1/") and not head:
+            self._api()
+            return
         try:
-            found = self.app.route(url.path, parse_qs(url.query))
+            found = self.app.route(url.path, parse_qs(url.query), self.headers.get("Cookie"))
         except Exception as exc:
             logger.exception("http: %s failed", url.path)
             found = (HTTPStatus.INTERNAL_SERVER_ERROR, "text/plain; charset=utf-8",
@@ -146,7 +231,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         if content_type.startswith("text/html"):
-            self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+            self.send_header("Content-Security-Policy",
+                             "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'")
             self.send_header("X-Content-Type-Options", "nosniff")
         self.end_headers()
         if not head:
@@ -179,16 +265,28 @@ class StatusServer:
     anything starts), served by `serve_forever` / `start`."""
 
     def __init__(self, estop: Estop, host: str = "127.0.0.1", port: int = 0, *,
-                 observer: Observer | None = None, work_held: WorkHeldCounter | None = None) -> None:
+                 observer: Observer | None = None, work_held: WorkHeldCounter | None = None,
+                 api: WriteApi | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.estop = estop
         self.observer = observer or Observer(estop)
         self.work_held = work_held or WorkHeldCounter()
         self.metrics = MetricsEndpoint(self.observer, self.work_held)
+        self.api = api
+        self.tls = tls
+        self.actions: PageActions | None = None
+        if api is not None and api.write:
+            self.actions = PageActions(api, tls=tls is not None)
         try:
             self.httpd = _Server((host, port), self)
         except OSError as exc:
             raise InvalidArgument(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        if tls is not None:  # the handshake happens in the request's thread, under its timeout
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)
         self._thread: threading.Thread | None = None
+
+    def status_json(self) -> dict[str, Any]:
+        """The document of /api/status (and /api/v1/status)."""
+        return status_document(self.observer.view(DEFAULT_DAYS, sections=True))
 
     @property
     def address(self) -> tuple[str, int]:
@@ -198,12 +296,13 @@ class StatusServer:
     @property
     def url(self) -> str:
         host, port = self.address
-        return f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}/"
 
-    def route(self, path: str, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
-        """(status, content type, body) for GET `path`."""
+    def route(self, path: str, query: dict[str, list[str]], cookie: str | None = None) -> tuple[int, str, bytes]:
+        """(status, content type, body) for GET `path` (`cookie`: a signed-in page's session)."""
         if path == "/metrics":
-            return HTTPStatus.OK, METRICS_CONTENT_TYPE, self.metrics.render()
+            return HTTPStatus.OK, METRICS_CONTENT_TYPE, self.metrics.render() + self._api_metrics()
         if path in ("/api/status", "/api/status/"):
             view = self.observer.view(_days(query), sections=True)
             body = json.dumps(status_document(view), indent=2, default=str).encode()
@@ -212,8 +311,23 @@ class StatusServer:
             return HTTPStatus.OK, "text/calendar; charset=utf-8", self.calendar(query)
         if path in ("/", "/index.html"):
             view = self.observer.view(_days(query))
-            return HTTPStatus.OK, "text/html; charset=utf-8", render_page(view).encode()
+            page = render_page(view)
+            if self.actions is not None:
+                readings = [r for lane in view.lanes if lane.reading is not None for r in flat((lane.reading,))]
+                page = self.actions.decorate(page, self.actions.signed_in(cookie), readings,
+                                             [w.window.name for w in view.windows])
+            return HTTPStatus.OK, "text/html; charset=utf-8", page.encode()
+        if path == "/signin" and self.actions is not None:
+            return HTTPStatus.OK, "text/html; charset=utf-8", self.actions.sign_in_page().encode()
         return HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", b"not found: try /, /metrics, /api/status or /calendar.ics\n"
+
+    def _api_metrics(self) -> bytes:
+        """`hermes_estop_api_auth_failures_total`, when the write API is mounted."""
+        if self.api is None:
+            return b""
+        return ("# HELP hermes_estop_api_auth_failures_total Failed authentications to the write API.\n"
+                "# TYPE hermes_estop_api_auth_failures_total counter\n"
+                f"hermes_estop_api_auth_failures_total {float(self.api.failures.total)}\n").encode()
 
     def calendar(self, query: dict[str, list[str]]) -> bytes:
         """/calendar.ics: the windows and calendars as the page shows them (the last ones that
@@ -266,7 +380,8 @@ class HttpService:
             self.server.observer.view()
         except Exception:
             logger.debug("http: warming up failed", exc_info=True)
-        logger.info("http: serving the status page, /metrics and /api/status on %s (read-only)", self.server.url)
+        what = "read-only" if self.server.api is None or not self.server.api.write else "write API on /api/v1/"
+        logger.info("http: serving the status page, /metrics and /api/status on %s (%s)", self.server.url, what)
         try:
             stop.wait()
         finally:

@@ -197,11 +197,23 @@ _MIGRATIONS.append((
     ],
 ))
 
+_MIGRATIONS.append((
+    5,
+    "tokens_cursors: the write API's bearer tokens (their hashes), shared by every serve",
+    [
+        """CREATE TABLE IF NOT EXISTS {s}.tokens_cursors (
+            target     text PRIMARY KEY,
+            state      jsonb NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+        )""",
+    ],
+))
+
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
 #: every table of the current schema: what `hermes store check` checks the role's privileges on
-TABLES = ("audit", "consumers", "holds", "notify_cursors", "occurrences", "schema_version")
+TABLES = ("audit", "consumers", "holds", "notify_cursors", "occurrences", "schema_version", "tokens_cursors")
 #: the services whose state has a table (`PostgresStore.open_state`)
-STATE_SERVICES = ("notify",)
+STATE_SERVICES = ("notify", "tokens")
 
 
 def validate_schema_name(name: str) -> str:

@@ -9,6 +9,7 @@ can be skipped or unskipped: one that holds now is ended by `hermes resume`.
 from __future__ import annotations
 
 from datetime import date, datetime
+from typing import TYPE_CHECKING
 
 from hermes_estop.model.cronspec import wall_to_instant
 from hermes_estop.model.errors import InvalidArgument
@@ -17,8 +18,12 @@ from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, occurrences
 from hermes_estop.windows.reconcile import entry_for
+from hermes_estop.windows.ledger import open_ledger
 
-__all__ = ["OPERATOR_SKIP", "is_operator_skip", "pick", "skip_entry"]
+__all__ = ["OPERATOR_SKIP", "is_operator_skip", "pick", "skip_entry", "skip_occurrence", "unskip_occurrence"]
+
+if TYPE_CHECKING:
+    from hermes_estop.fleet.fleet import Fleet
 
 OPERATOR_SKIP = "skipped by the operator"
 
@@ -55,3 +60,22 @@ def is_operator_skip(entry: LedgerEntry | None) -> bool:
     return entry is not None and entry.state == SKIPPED and (entry.detail or "").startswith(OPERATOR_SKIP)
 
 
+
+
+def skip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datetime) -> None:
+    """Skip `target` for the fleet's actor: the ledger entry, then the audit line (the CLI's
+    `windows skip` and the write API's)."""
+    open_ledger(fleet).commit([skip_entry(target, now, fleet.actor)])
+    fleet.record("skip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
+                 detail=f"window {window.name} occurrence {target.ident} skipped by the operator", now=now)
+
+
+def unskip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datetime) -> None:
+    """Undo a skip of `target`; `InvalidArgument` when it is not skipped."""
+    ledger = open_ledger(fleet)
+    entry = ledger.load().get(target.key)
+    if entry is None or entry.state != SKIPPED:
+        raise InvalidArgument(f"window {window.name} occurrence {target.ident} is not skipped")
+    ledger.commit([], remove=[target.key])
+    fleet.record("unskip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
+                 detail=f"window {window.name} occurrence {target.ident} no longer skipped", now=now)

@@ -1,0 +1,436 @@
+"""`/api/v1/`: the write API's routes, independent of the HTTP server that carries them.
+
+`WriteApi.handle(ApiRequest) -> ApiResponse`. Every write is made through a `Fleet` over the
+serving process's store whose actor is `token:NAME from ADDRESS` (the audit trail's actor, so
+the notifier announces it like any write) and whose holds are armed by `token:NAME` (who may
+lift them as an operator): the one write path of the CLI, the daemon and the Python API.
+
+Errors are one JSON object, `{"error": message, "status": code}` (plus `field` for a malformed
+one, `hold` for a fence that refused): 400 malformed, 401 no or bad credentials, 403 role too
+low, 404 nothing there, 409 a conflicting write, 412 `If-Match` names a generation that no
+longer stands, 413 a body over 64 KiB, 429 rate-limited, 503 the store does not answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any, TypeVar
+
+from hermes_estop.process.describe import hold_json, reading_json
+from hermes_estop.model.errors import EstopError, HoldConflict, InvalidArgument, StoreError
+from hermes_estop.process.estop import Estop
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.hold import Allow, EngageRequest, HoldState, Reading
+from hermes_estop.model.homes import Location
+from hermes_estop.model.text import one_line
+from hermes_estop.api.limits import RateLimiter
+from hermes_estop.api.tokens import Token, TokenTable
+from hermes_estop.api.openapi import openapi_document
+from hermes_estop.model.timeutil import parse_instant
+from hermes_estop.windows.skips import pick, skip_occurrence, unskip_occurrence
+from hermes_estop.windows.windows_file import WindowsFile
+from urllib.parse import unquote
+
+__all__ = ["MAX_BODY", "ApiError", "ApiRequest", "ApiResponse", "WriteApi", "hold_ref"]
+
+logger = logging.getLogger("hermes_estop.api")
+_T = TypeVar("_T")
+
+MAX_BODY = 64 * 1024
+PREFIX = "/api/v1/"
+_HOLD_PATH = re.compile(r"/api/v1/holds/([^/]+)")
+_EXTEND_PATH = re.compile(r"/api/v1/holds/([^/]+)/extend")
+_SKIP_PATH = re.compile(r"/api/v1/windows/([^/]+)/skip")
+_PAUSE_FIELDS = frozenset({"reason", "ttl", "until", "scope", "allow", "only", "jobs", "replace"})
+_EXTEND_FIELDS = frozenset({"ttl", "until"})
+_SKIP_FIELDS = frozenset({"on", "occurrence"})
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = extra
+
+
+@dataclass
+class ApiRequest:
+    method: str
+    path: str
+    headers: Mapping[str, str]  # lower-case names
+    body: bytes
+    remote: str
+
+
+@dataclass
+class ApiResponse:
+    status: int
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return b"" if self.body is None else json.dumps(self.body, indent=1, default=str).encode() + b"\n"
+
+
+def error_response(status: int, message: str, **extra: Any) -> ApiResponse:
+    headers = {"WWW-Authenticate": 'Bearer realm="hermes"'} if status == 401 else {}
+    if status == 429:
+        headers["Retry-After"] = "60"
+    return ApiResponse(status, {"error": one_line(message), "status": status, **extra}, headers)
+
+
+def hold_ref(reading: Reading) -> str:
+    """A hold's id in the API: its scope for the full hold, `scope:id` for a scoped one."""
+    hold = reading.hold
+    scope = reading.location.scope
+    return scope if hold is None or hold.hold_id is None else f"{scope}:{hold.hold_id}"
+
+
+class _FailedSignIns:
+    """Failed authentications: counted (the metric), logged at most once a minute per address
+    with the number since the last line, never with what was sent."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.total = 0
+        self.clock = clock
+        self._last: dict[str, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, remote: str, why: str) -> None:
+        with self._lock:
+            self.total += 1
+            now = self.clock()
+            logged, since = self._last.get(remote, (float("-inf"), 0))
+            if now - logged < 60:
+                self._last[remote] = (logged, since + 1)
+                return
+            self._last[remote] = (now, 0)
+        more = f" ({since} more since the last line)" if since else ""
+        logger.warning("api: failed authentication from %s: %s%s", remote, why, more)
+
+
+class WriteApi:
+    """The routes of one serving process. `write` False serves only the reads (and answers 403
+    to every write); tokens are read from the fleet on every request (a revoke is immediate)."""
+
+    def __init__(self, estop: Estop, status_document: Callable[[], dict[str, Any]], *, write: bool,
+                 insecure: bool = False, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.estop = estop
+        self.tokens = TokenTable(estop.fleet)
+        self.write = write
+        self.insecure = insecure
+        self.status_document = status_document
+        self.failures = _FailedSignIns(monotonic)
+        self.sign_in_limit = RateLimiter(per_second=0.2, burst=10, clock=monotonic)
+        self.write_limit = RateLimiter(per_second=1.0, burst=30, clock=monotonic)
+
+    # -- the entry point ---------------------------------------------------------------------
+
+    def handle(self, request: ApiRequest, token: Token | None = None) -> ApiResponse:
+        """The answer to `request`; `token`: the caller is already authenticated (a signed-in
+        page's session), else the request's bearer token is."""
+        try:
+            response = self._route(request, token)
+        except ApiError as exc:
+            response = error_response(exc.status, exc.message, **exc.extra)
+        except HoldConflict as exc:
+            response = error_response(409, str(exc))
+        except (StoreError, OSError) as exc:
+            response = error_response(503, f"the store does not answer: {exc}")
+        except EstopError as exc:
+            response = error_response(400, str(exc))
+        if self.insecure:
+            response.headers["X-Hermes-Insecure"] = "plain HTTP on a non-loopback address: tokens travel in clear"
+        return response
+
+    def _route(self, request: ApiRequest, signed_in: Token | None) -> ApiResponse:
+        method, path = request.method, request.path.rstrip("/") or "/"
+        if path == "/api/v1/openapi.json" and method == "GET":
+            return ApiResponse(200, openapi_document())
+        routes: list[tuple[str, re.Pattern[str] | str, str, Callable[..., ApiResponse]]] = [
+            ("GET", "/api/v1/status", "viewer", self._status),
+            ("POST", "/api/v1/holds", "operator", self._pause),
+            ("POST", _EXTEND_PATH, "operator", self._extend),
+            ("DELETE", _HOLD_PATH, "operator", self._lift),
+            ("POST", _SKIP_PATH, "operator", self._skip),
+            ("DELETE", _SKIP_PATH, "operator", self._unskip),
+        ]
+        allowed = []
+        for verb, pattern, role, action in routes:
+            match = re.fullmatch(pattern, path) if isinstance(pattern, re.Pattern) else (path == pattern or None)
+            if match is None:
+                continue
+            allowed.append(verb)
+            if verb != method:
+                continue
+            token = signed_in or self.authenticate(request.headers.get("authorization", ""), request.remote)
+            if not token.allows(role):
+                raise ApiError(403, f"token {token.name!r} has role {token.role}; this needs {role} or above")
+            if role != "viewer":
+                if not self.write:
+                    raise ApiError(403, "the write API is off on this server (hermes serve --http-write)")
+                if not self.write_limit.allow(token.name):
+                    raise ApiError(429, f"too many writes by token {token.name!r}; try again in a minute")
+            args = match.groups() if isinstance(match, re.Match) else ()
+            return action(request, token, *(_unquote(a) for a in args))
+        if allowed:
+            return ApiResponse(405, {"error": f"{method} is not served on {path}", "status": 405},
+                               {"Allow": ", ".join(sorted(set(allowed)))})
+        raise ApiError(404, f"no such endpoint: {path} (see /api/v1/openapi.json)")
+
+    def authenticate(self, header: str, remote: str) -> Token:
+        """The token of an `Authorization: Bearer <secret>` header; `ApiError` 401 (counted,
+        logged without the secret) or 429 (too many failures from `remote`)."""
+        scheme, _, secret = header.partition(" ")
+        return self.authenticate_secret(secret if scheme.lower() == "bearer" else "", remote)
+
+    def authenticate_secret(self, secret: str, remote: str) -> Token:
+        if self.sign_in_limit.exhausted(remote):
+            raise ApiError(429, "too many failed authentications from this address; try again in a minute")
+        if not secret.strip():
+            self._failed(remote, "no bearer token")
+            raise ApiError(401, "no credentials: send Authorization: Bearer <token>")
+        token = self.tokens.authenticate(secret.strip(), self.estop.clock())
+        if token is None:
+            self._failed(remote, "unknown, revoked or expired token")
+            raise ApiError(401, "bad credentials: unknown, revoked or expired token")
+        return token
+
+    def _failed(self, remote: str, why: str) -> None:
+        self.failures.record(remote, why)
+        self.sign_in_limit.allow(remote)
+
+    # -- the routes --------------------------------------------------------------------------
+
+    def _fleet_for(self, token: Token, request: ApiRequest) -> Fleet:
+        """The fleet over this process's store, writing as `token:NAME from ADDRESS`."""
+        fleet = self.estop.fleet
+        return Fleet(fleet.store, fleet.root, clock=fleet.clock, actor=f"token:{token.name} from {request.remote}")
+
+    def _status(self, request: ApiRequest, token: Token) -> ApiResponse:
+        return ApiResponse(200, self.status_document())
+
+    def _pause(self, request: ApiRequest, token: Token) -> ApiResponse:
+        body = _json_object(request.body, _PAUSE_FIELDS)
+        if body.get("ttl") is not None and body.get("until") is not None:
+            raise ApiError(400, "give ttl or until, not both", field="ttl")
+        scope = _text(body, "scope") or "fleet"
+        fleet = self._fleet_for(token, request)
+        location = _located(fleet, scope)
+        allow = _allow(body.get("allow"))
+        only, jobs = _texts(body, "only"), _texts(body, "jobs")
+        replace = body.get("replace", False)
+        if not isinstance(replace, bool):
+            raise ApiError(400, "invalid replace: expected true or false", field="replace")
+        reason = body.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise ApiError(400, "invalid reason: expected a string", field="reason")
+        ttl, until = _text(body, "ttl"), _text(body, "until")
+        self._deadline(ttl, until, self.estop.clock())
+        try:
+            engage, now = self.estop.engage_request(reason, allow, ttl, until, replace,
+                                                    armed_by=f"token:{token.name}", only=only, jobs=jobs)
+        except EstopError as exc:
+            raise ApiError(400, str(exc), field="only" if only else "jobs" if jobs else "reason") from None
+        hold = fleet.engage(location, engage, now)
+        reading = Reading(location, HoldState.ACTIVE, hold)
+        return ApiResponse(201, {"id": hold_ref(reading), "scope": location.scope, **hold_json(hold, now)})
+
+    def _found(self, fleet: Fleet, ref: str) -> tuple[Location, Reading, datetime]:
+        """The hold `ref` names (404 when none stands) and the `now` it was read at."""
+        scope, _, hold_id = ref.partition(":")
+        location = _located(fleet, scope)
+        now = fleet.clock()
+        (full,) = fleet.store.read((location,), now)
+        readings = full.scoped if hold_id else (full,)
+        for reading in readings:
+            if reading.hold is not None and (not hold_id or reading.hold.hold_id == hold_id) \
+                    and reading.state is not HoldState.ABSENT:
+                return location, reading, now
+        raise ApiError(404, f"no hold {ref!r} stands")
+
+    def _lift(self, request: ApiRequest, token: Token, ref: str) -> ApiResponse:
+        fleet = self._fleet_for(token, request)
+        wanted = _if_match(request)
+        try:
+            location, reading, now = self._found(fleet, ref)
+        except ApiError:
+            if wanted is not None:
+                raise ApiError(412, f"hold {ref!r} was lifted since you looked: nothing stands there now") from None
+            raise
+        assert reading.hold is not None
+        if wanted is not None and wanted != reading.hold.generation:
+            raise self._stale(ref, reading, now)
+        if not token.allows("admin") and reading.hold.armed_by != f"token:{token.name}":
+            raise ApiError(403, f"token {token.name!r} (operator) lifts only the holds it armed; "
+                                f"this one was armed by {reading.hold.armed_by or 'someone else'}")
+        generation = wanted if wanted is not None else reading.hold.generation
+        removed = self._fenced(fleet, ref, wanted, lambda: fleet.release(location, generation, now))
+        if removed is None:
+            raise ApiError(404, f"no hold {ref!r} stands")
+        return ApiResponse(200, {"lifted": reading_json(removed, now, fleet.where(location)), "id": ref})
+
+    def _deadline(self, ttl: str | None, until: str | None, now: datetime) -> datetime | None:
+        """The deadline `ttl` / `until` ask for; 400 naming the field that does not parse."""
+        try:
+            return self.estop.deadline(ttl, until, now)
+        except EstopError as exc:
+            raise ApiError(400, str(exc), field="ttl" if ttl is not None else "until") from None
+
+    def _fenced(self, fleet: Fleet, ref: str, wanted: str | None, write: Callable[[], _T]) -> _T:
+        """`write()`; a fence it fails is 412 with the hold as it stands when the caller named a
+        generation (`If-Match`), else the conflict as it is (409)."""
+        try:
+            return write()
+        except HoldConflict:
+            if wanted is None:
+                raise
+            raise self._stale_after(fleet, ref) from None
+
+    def _stale(self, ref: str, reading: Reading, now: datetime) -> ApiError:
+        return ApiError(412, f"hold {ref!r} was re-armed since you looked (it is generation "
+                             f"{reading.hold.generation if reading.hold else '?'} now); nothing was lifted",
+                        hold={"id": hold_ref(reading), **hold_json(reading.hold, now)})
+
+    def _stale_after(self, fleet: Fleet, ref: str) -> ApiError:
+        try:
+            _, reading, now = self._found(fleet, ref)
+        except ApiError:
+            return ApiError(412, f"hold {ref!r} was lifted since you looked: nothing stands there now")
+        return self._stale(ref, reading, now)
+
+    def _extend(self, request: ApiRequest, token: Token, ref: str) -> ApiResponse:
+        body = _json_object(request.body, _EXTEND_FIELDS)
+        ttl, until = _text(body, "ttl"), _text(body, "until")
+        if (ttl is None) == (until is None):
+            raise ApiError(400, "give ttl or until (one of them)", field="ttl")
+        fleet = self._fleet_for(token, request)
+        wanted = _if_match(request)
+        location, reading, now = self._found(fleet, ref)
+        hold = reading.hold
+        assert hold is not None
+        if wanted is not None and wanted != hold.generation:
+            raise self._stale(ref, reading, now)
+        deadline = self._deadline(ttl, until, now)
+        engage = EngageRequest(expires_at=deadline, armed_by=hold.armed_by, only_if=frozenset({hold.generation}),
+                               selector=hold.selector, hold_id=hold.hold_id)
+        extended = self._fenced(fleet, ref, wanted, lambda: fleet.engage(location, engage, now))
+        fresh = Reading(location, HoldState.ACTIVE, extended)
+        return ApiResponse(200, {"id": hold_ref(fresh), "scope": location.scope, **hold_json(extended, now)})
+
+    def _skip(self, request: ApiRequest, token: Token, name: str) -> ApiResponse:
+        return self._skip_or_unskip(request, token, name, skip=True)
+
+    def _unskip(self, request: ApiRequest, token: Token, name: str) -> ApiResponse:
+        return self._skip_or_unskip(request, token, name, skip=False)
+
+    def _skip_or_unskip(self, request: ApiRequest, token: Token, name: str, *, skip: bool) -> ApiResponse:
+        body = _json_object(request.body, _SKIP_FIELDS)
+        on, start = _text(body, "on"), _text(body, "occurrence")
+        if on is not None and start is not None:
+            raise ApiError(400, "give on or occurrence, not both", field="on")
+        try:
+            day = date.fromisoformat(on) if on is not None else None
+        except ValueError:
+            raise ApiError(400, f"invalid on {on!r}: expected a date, YYYY-MM-DD", field="on") from None
+        try:
+            instant = parse_instant(start, what="occurrence") if start is not None else None
+        except EstopError as exc:
+            raise ApiError(400, str(exc), field="occurrence") from None
+        fleet = self._fleet_for(token, request)
+        window = next((w for w in WindowsFile(fleet.root).load() if w.name == name), None)
+        if window is None:
+            raise ApiError(404, f"no window named {name!r}")
+        now = fleet.clock()
+        target = pick(window, now, on=day, start=instant)
+        if skip:
+            skip_occurrence(fleet, window, target, now)
+        else:
+            try:
+                unskip_occurrence(fleet, window, target, now)
+            except InvalidArgument as exc:
+                raise ApiError(409, str(exc)) from None
+        key = "skipped" if skip else "unskipped"
+        return ApiResponse(200, {key: target.to_json(now, window.zone_of(target)), "window": name})
+
+
+# -- parsing the request -------------------------------------------------------------------
+
+
+def _unquote(value: str) -> str:
+    return unquote(value)
+
+
+def _json_object(raw: bytes, fields: frozenset[str]) -> dict[str, Any]:
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "malformed body: not JSON", field="body") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "malformed body: expected a JSON object", field="body")
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise ApiError(400, f"unknown field {unknown[0]!r} (expected {', '.join(sorted(fields))})", field=unknown[0])
+    return data
+
+
+def _text(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ApiError(400, f"invalid {name}: expected a non-empty string", field=name)
+    return value
+
+
+def _texts(body: Mapping[str, Any], name: str) -> list[str] | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ApiError(400, f"invalid {name}: expected a list of strings", field=name)
+    return value
+
+
+def _allow(value: Any) -> Allow | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - {"user_ids", "profiles"}:
+        raise ApiError(400, 'invalid allow: expected {"user_ids": [...], "profiles": [...]}', field="allow")
+    users, profiles = value.get("user_ids", []), value.get("profiles", [])
+    for name, items in (("allow.user_ids", users), ("allow.profiles", profiles)):
+        if not isinstance(items, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in items):
+            raise ApiError(400, f"invalid {name}: expected a list of ids", field=name)
+    if profiles and not users:
+        raise ApiError(400, "allow.profiles without allow.user_ids: a profile never grants on its own",
+                       field="allow.profiles")
+    return Allow.of(users, profiles)
+
+
+def _located(fleet: Fleet, scope: str) -> Location:
+    try:
+        return fleet.location(scope)
+    except EstopError as exc:
+        raise ApiError(400, str(exc), field="scope") from None
+
+
+def _if_match(request: ApiRequest) -> str | None:
+    """The generation `If-Match: "G"` names (None without the header); 400 for a list or `*`."""
+    value = request.headers.get("if-match")
+    if value is None:
+        return None
+    text = value.strip()
+    if text.startswith("W/"):
+        text = text[2:]
+    if len(text) < 3 or not (text.startswith('"') and text.endswith('"')) or "," in text:
+        raise ApiError(400, 'invalid If-Match: expected one quoted generation, "<generation>"', field="If-Match")
+    return text[1:-1]
+

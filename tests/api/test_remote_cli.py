@@ -1,0 +1,115 @@
+"""`hermes --server URL` against a real `hermes serve --http-write` over TLS: pause, status,
+resume and windows skip act on the server's fleet with the local exit statuses; a refused or
+unreachable server is exit 2 with one line and nothing is written on the calling host."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from api_helpers import SRC, hermes, make_token, self_signed, serve
+
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.windows_file import WindowsFile
+
+NIGHTLY = {"name": "nightly", "cron": "0 2 * * *", "timezone": "UTC", "duration": "2h"}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("server")
+    WindowsFile(root).save([Window.parse(NIGHTLY)])
+    caller = tmp_path_factory.mktemp("caller")
+    for name, role in (("ops", "operator"), ("watch", "viewer")):
+        (caller / name).write_text(make_token(root, name, role) + "\n")
+    cert, key = self_signed(tmp_path_factory.mktemp("tls"))
+    with serve(root, "--http-write", "--tls-cert", str(cert), "--tls-key", str(key), cafile=cert) as served:
+        yield root, caller, served.url.rstrip("/"), cert
+
+
+@pytest.fixture(autouse=True)
+def no_hold(request: pytest.FixtureRequest) -> None:
+    if "site" in request.fixturenames:
+        root = request.getfixturevalue("site")[0]
+        files = Fleet.of_files(root)
+        files.release_all(files.fleet_location)
+
+
+def remote(site, *args: str, token: str = "ops", via_env: bool = False) -> subprocess.CompletedProcess[str]:
+    """`hermes --server URL --token-file F ARGS` from a home of its own (never the server's)."""
+    _, caller, url, cert = site
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(caller), HERMES_ROOT=str(caller), PYTHONPATH=SRC, SSL_CERT_FILE=str(cert))
+    if via_env:
+        env.update(HERMES_ESTOP_SERVER=url, HERMES_ESTOP_TOKEN_FILE=str(caller / token))
+        prefix: list[str] = []
+    else:
+        prefix = ["--server", url, "--token-file", str(caller / token)]
+    return subprocess.run([sys.executable, "-m", "hermes_estop", *prefix, *args], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("via_env", [False, True])
+def test_a_remote_pause_and_resume_act_on_the_servers_fleet(site, via_env):
+    root, caller = site[0], site[1]
+    paused = remote(site, "pause", "--reason", "from the laptop", "--ttl", "30m", via_env=via_env)
+    assert paused.returncode == 0 and "from the laptop" in paused.stdout
+    assert hermes(root, "check", check=False).returncode == 1
+    status = remote(site, "status", "--json", via_env=via_env)
+    assert status.returncode == 0 and json.loads(status.stdout)["engaged"] is True
+    assert "from the laptop" in remote(site, "status", via_env=via_env).stdout
+    resumed = remote(site, "resume", via_env=via_env)
+    assert resumed.returncode == 0
+    assert hermes(root, "check", check=False).returncode == 0
+    assert not (caller / "ESTOP").exists()
+
+
+def test_a_stale_generation_is_exit_1_and_the_hold_stands(site):
+    root = site[0]
+    assert remote(site, "pause", "--reason", "one").returncode == 0
+    result = remote(site, "resume", "--generation", "0" * 32)
+    assert result.returncode == 1 and "re-armed since you looked" in result.stderr
+    assert hermes(root, "check", check=False).returncode == 1
+
+
+def test_a_remote_skip_is_recorded_by_the_server_as_the_token(site):
+    root = site[0]
+    result = remote(site, "windows", "skip", "nightly")
+    assert result.returncode == 0 and "skipped window nightly" in result.stdout
+    events, _ = Fleet.of_files(root).history()
+    assert events[-1].event == "skip" and events[-1].actor.startswith("token:ops from 127.0.0.1")
+
+
+@pytest.mark.parametrize(("args", "token", "expected"), [
+    (("pause", "--reason", "x"), "watch", "403"),
+    (("pause", "--ttl", "soon"), "ops", "400"),
+    (("windows", "skip", "no-such-window"), "ops", "404"),
+])
+def test_a_refused_request_is_exit_2_with_one_line(site, args, token, expected):
+    result = remote(site, *args, token=token)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and expected in result.stderr
+    assert hermes(site[0], "check", check=False).returncode == 0
+
+
+def test_an_unreachable_server_is_exit_2_and_nothing_is_written_locally(tmp_path):
+    (tmp_path / "token").write_text("hme_x\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(tmp_path), HERMES_ROOT=str(tmp_path), PYTHONPATH=SRC)
+    with __import__("socket").socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    result = subprocess.run([sys.executable, "-m", "hermes_estop", "--server", f"http://127.0.0.1:{port}",
+                             "--token-file", str(tmp_path / "token"), "pause", "--reason", "x"],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "cannot reach server" in result.stderr
+    assert not (tmp_path / "ESTOP").exists()
+
+
+def test_a_server_without_a_token_file_is_exit_2(tmp_path: Path):
+    result = hermes(tmp_path, "--server", "http://127.0.0.1:1", "status", check=False)
+    assert result.returncode == 2 and "--token-file" in result.stderr
