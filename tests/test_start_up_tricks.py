@@ -26,6 +26,8 @@ HEAVY = {
     "x_wr_timezone": "the calendar stack (X-WR-TIMEZONE), as icalendar",
     "dateutil": "the calendar stack (icalendar's recurrence engine), as icalendar",
     "apscheduler": "the scheduler of `hermes serve`; no other command runs one",
+    "croniter": "only computing cron starts needs it: a command that validates a cron line or reads windows "
+                "without their starts does not (tests/model/test_cronspec.py)",
     "prometheus_client": "only the /metrics endpoint renders its format",
     "rich": "only the terminal views draw tables",
     "tomlkit": "only `hermes windows add/remove` edit windows.toml in place",

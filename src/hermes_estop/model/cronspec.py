@@ -31,9 +31,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.timeutil import to_utc
-from croniter import CroniterBadDateError
-from croniter import CroniterError
-from croniter import croniter
 
 __all__ = [
     "validate_cron",
@@ -82,6 +79,8 @@ def _validated(expr: str) -> str:
     text = " ".join(fields)
     if _NONDETERMINISTIC_RE.search(text.upper()):
         raise InvalidArgument(f"invalid cron expression {expr!r}: random (R) and hashed (H) fields are not allowed")
+    from croniter import CroniterBadDateError
+
 
     try:
         parsed = _parsed(text)
@@ -292,10 +291,14 @@ def _walk(run: RememberedStarts, expr: str, tz: ZoneInfo, index: int, computed: 
 def _parsed(expr: str) -> Any:
     """A croniter parsed once per expression: parsing is most of what a start costs, and a
     scheduler asks for the starts of the same windows on every tick. Callers iterate copies."""
+    from croniter import croniter
+
     return croniter(expr, datetime(2000, 1, 1), ret_type=datetime)
 
 
 def _starts(iterator: Any, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
+    from croniter import CroniterError
+
     previous = None
     while True:
         try:
