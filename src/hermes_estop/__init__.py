@@ -255,9 +255,18 @@ def engage(
     """Arm or re-arm (non-destructively) the hold of this home; returns the sentinel's `Path`,
     as hermes-agent's `engage` does (`Estop.engage` returns the `Hold` written; on the PostgreSQL
     store the hold is a row and the path names its home). Refuses a bad TTL or expiry before
-    writing anything (`InvalidDuration`, `InvalidInstant`)."""
+    writing anything (`InvalidDuration`, `InvalidInstant`). A write the fleet's arming policy
+    refuses does not raise (upstream's `engage` never fails its caller): it is logged as a
+    WARNING on the `hermes_estop` logger, nothing is written, and the path is returned."""
+    from hermes_estop.model.policy import PolicyRefused
+
     estop = current()
-    estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=expires_at, replace=replace, only=only, jobs=jobs)
+    try:
+        estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=expires_at, replace=replace, only=only, jobs=jobs)
+    except PolicyRefused as exc:
+        import logging
+
+        logging.getLogger("hermes_estop").warning("estop: engage failed: %s", exc)
     return estop.sentinel_path()
 
 

@@ -25,7 +25,8 @@ def test_a_valid_config_gives_typed_targets_with_defaults(fleet_root):
     hook, pager = load_targets(fleet_root)
     assert isinstance(hook, WebhookTarget) and isinstance(pager, CommandTarget)
     assert hook.stale_after == timedelta(minutes=30) and hook.timeout == 5.0
-    assert hook.events == ("engage", "rearm", "release", "expire", "retire", "skip", "stale", "task-start", "task-end")
+    assert hook.events == ("engage", "rearm", "release", "expire", "retire", "skip", "stale", "task-start", "task-end",
+                           "override", "refused")  # issue 37: an override is notified
     assert pager.wants("engage", "ops") and not pager.wants("release", "ops") and not pager.wants("engage", "dev")
     assert pager.stale_after == timedelta(hours=4)
 

@@ -58,7 +58,7 @@ def test_serve_restarted_and_sigkilled_mid_backlog_loses_nothing_and_duplicates_
         for index in range(40):
             estop.engage(reason=f"r{index}")
             estop.release()
-        expected = [item.id for item in Fleet.of_files(fleet_root).audit_after(0, 1000)]
+        expected = [item.id for item in Fleet.of_files(fleet_root).store.audit_after(0, 1000)]
         assert len(expected) == 80
         write_config(fleet_root, webhook("hook", receiver.url, backoff_initial=0.1, backoff_max=0.5))
         kills = 0

@@ -577,3 +577,28 @@ def test_history_since_keeps_the_events_at_or_after_it(fleet_estop, clock):
     assert [(e.event, e.reason) for e in events] == [("engage", "r1"), ("release", "r1"), ("engage", "r2"),
                                                      ("release", "r2")]
     assert [e.reason for e in fleet_estop.fleet.history(1, since)[0]] == ["r2"]
+
+
+# -- the two parts of the contract (stores/base.py): holds, and the fleet's state -------------------------
+
+def test_every_store_keeps_both_parts_of_the_contract(store):
+    from hermes_estop.stores.base import FleetState, Holds
+
+    assert isinstance(store, Holds) and isinstance(store, FleetState)
+
+
+@pytest.mark.parametrize("part", ["Holds", "FleetState"])
+def test_each_part_alone_names_what_a_backend_must_implement(part):
+    import hermes_estop.stores.base as base
+
+    with pytest.raises(TypeError, match="abstract"):
+        getattr(base, part)()
+
+
+def test_service_state_saved_by_one_store_is_loaded_by_another(backend, store, fleet_root):
+    store.open_state("notify", fleet_root).save("ops-channel", {"position": 7})
+    other = backend.open(fleet_root)
+    try:
+        assert other.open_state("notify", fleet_root).load()["ops-channel"] == {"position": 7}
+    finally:
+        other.close()

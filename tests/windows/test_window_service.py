@@ -354,3 +354,17 @@ def test_run_paces_itself_on_the_injected_monotonic_source(harness):
     runner.join(60)  # with time.monotonic this would wait an hour between polls
     stop.set()
     assert len(polls) >= 4 and readings
+
+
+def test_the_scheduler_compiles_the_schedule_operators_read(harness):
+    from hermes_estop.windows import schedule
+
+    harness.write({"name": "nightly", "cron": "30 2 * * *", "duration": "1h"})
+    harness.start()
+    harness.service.warm_schedule(wait=True)
+    path = schedule.schedule_path(harness.file.path)
+    assert path.is_file(), "the scheduler did not write the schedule beside windows.toml"
+    calls = []
+    found = schedule.load(harness.file.path, harness.file.path.read_bytes(), lambda: calls.append(1) or [],
+                          harness.clock())
+    assert found is not None and calls == [] and list(found.names) == ["nightly"]

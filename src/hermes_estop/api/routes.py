@@ -29,6 +29,7 @@ from hermes_estop.process.estop import Estop
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import Allow, EngageRequest, HoldState, Reading
 from hermes_estop.model.homes import Location
+from hermes_estop.model.policy import Actor, PolicyRefused
 from hermes_estop.model.text import one_line
 from hermes_estop.api.limits import RateLimiter
 from hermes_estop.api.tokens import Token, TokenTable
@@ -143,6 +144,8 @@ class WriteApi:
             response = error_response(exc.status, exc.message, **exc.extra)
         except HoldConflict as exc:
             response = error_response(409, str(exc))
+        except PolicyRefused as exc:  # the fleet's arming policy (issue 37): the rule and the value
+            response = error_response(403, str(exc))
         except (StoreError, OSError) as exc:
             response = error_response(503, f"the store does not answer: {exc}")
         except EstopError as exc:
@@ -211,9 +214,11 @@ class WriteApi:
     # -- the routes --------------------------------------------------------------------------
 
     def _fleet_for(self, token: Token, request: ApiRequest) -> Fleet:
-        """The fleet over this process's store, writing as `token:NAME from ADDRESS`."""
+        """The fleet over this process's store, writing as `token:NAME from ADDRESS` with the
+        token's role: the arming policy judges the caller, never the account `serve` runs as."""
         fleet = self.estop.fleet
-        return Fleet(fleet.store, fleet.root, clock=fleet.clock, actor=f"token:{token.name} from {request.remote}")
+        caller = Actor(name=f"token:{token.name} from {request.remote}", role=token.role)
+        return Fleet(fleet.store, fleet.root, clock=fleet.clock, identity=caller)
 
     def _status(self, request: ApiRequest, token: Token) -> ApiResponse:
         return ApiResponse(200, self.status_document())
@@ -276,7 +281,7 @@ class WriteApi:
         removed = self._fenced(fleet, ref, wanted, lambda: fleet.release(location, generation, now))
         if removed is None:
             raise ApiError(404, f"no hold {ref!r} stands")
-        return ApiResponse(200, {"lifted": reading_json(removed, now, fleet.where(location)), "id": ref})
+        return ApiResponse(200, {"lifted": reading_json(removed, now, fleet.store.where(location)), "id": ref})
 
     def _deadline(self, ttl: str | None, until: str | None, now: datetime) -> datetime | None:
         """The deadline `ttl` / `until` ask for; 400 naming the field that does not parse."""

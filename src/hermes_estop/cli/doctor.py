@@ -9,7 +9,12 @@ import typer
 
 from hermes_estop.model.text import printable
 from hermes_estop.cli.common import current_estop, emit_json
+from hermes_estop.consumers.coverage import Finding
 from hermes_estop.consumers.coverage import audit_coverage
+from hermes_estop.observe.on_record import on_record
+from hermes_estop.observe.status import flat
+
+from hermes_estop.process.estop import Estop
 
 __all__ = ["NOTHING_REGISTERED", "doctor", "register"]
 
@@ -23,8 +28,11 @@ NOTHING_REGISTERED = ("nothing is registered: no consumer reports to this fleet'
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Flag (a) work that started while a hold covering it stood and did not admit it (cron runs,
     kanban claims, gateway turns), (b) work claimed by a process that is not a registered
-    consumer, (c) consumers lost or stalled. Exit 1 when anything is flagged, else 0."""
-    findings, roster = audit_coverage(current_estop())
+    consumer, (c) consumers lost or stalled, (d) holds written
+    outside hermes. Exit 1 when anything is flagged, else 0."""
+    estop = current_estop()
+    findings, roster = audit_coverage(estop)
+    findings += _written_outside(estop)
     nothing = not roster.rows and roster.problem is None
     if as_json:
         emit_json({"ok": not findings, "findings": [f.to_json() for f in findings],
@@ -41,6 +49,17 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         elif not nothing:
             typer.echo("no problem found")
     raise typer.Exit(1 if findings else 0)
+
+
+def _written_outside(estop: Estop) -> list[Finding]:
+    """(d) Holds no hermes write is on the audit trail for: a sentinel (or a row) written by
+    hand, around the fleet's arming policy. Honoured all the same; flagged here (issue 37)."""
+    snapshot = estop.fleet.read()
+    record = on_record(estop.fleet, flat(snapshot.readings), snapshot.now)
+    return [Finding("outside", f"WRITTEN OUTSIDE HERMES: the hold at {scope}"
+                               + (f" (generation {generation})" if generation else " (no generation)")
+                               + " has no write of it on the audit trail: it is honoured, but no policy judged it")
+            for scope, generation in record.outside]
 
 
 def register(app: typer.Typer) -> None:

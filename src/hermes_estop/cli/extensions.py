@@ -10,13 +10,14 @@ import typer
 __all__ = ["MODULES", "OWNERS", "register"]
 
 #: the modules that register sub-commands, in the order the help lists them
-MODULES = ("windows", "serve", "cron_kanban_gateway", "consumers", "doctor", "store", "demo", "notify", "run", "tokens")
+MODULES = ("windows", "serve", "cron_kanban_gateway", "consumers", "doctor", "store", "demo", "notify", "run", "tokens",
+           "policy")
 #: the module that registers each top-level command: `hermes windows next` builds the windows
 #: group alone (building every sub-command's click tree cost each command about 30 ms);
 #: tests/cli/test_extensions.py checks it against what each module registers
 OWNERS = {"windows": "windows", "serve": "serve", "drain": "cron_kanban_gateway", "cron": "cron_kanban_gateway", "kanban": "cron_kanban_gateway",
           "gateway": "cron_kanban_gateway", "consumers": "consumers", "doctor": "doctor", "store": "store", "demo": "demo",
-          "notify": "notify", "run": "run", "tokens": "tokens"}
+          "notify": "notify", "run": "run", "tokens": "tokens", "policy": "policy"}
 
 
 def register(app: typer.Typer, command: str | None = None) -> None:

@@ -61,6 +61,13 @@ def _remote() -> Remote | None:
     return chosen_server()
 
 
+#: break glass (issue 37): a write the fleet's policy refuses goes ahead, audited as an override
+OverrideOpt = Annotated[str | None, typer.Option(
+    "--override", metavar="REASON",
+    help="Break glass: write although the fleet's policy refuses it (an admin, or a local operator who can write "
+         "the fleet root); audited, notified and shown on the status page.")]
+
+
 def _target(estop: Estop, fleet: bool, profile: str | None) -> Location:
     """The location a pause or resume addresses: this home's, the fleet root's (`--fleet`) or a
     profile's (`--profile NAME`, a scope of the fleet)."""
@@ -85,6 +92,7 @@ def pause(
     wait: WaitOpt = False,
     wait_timeout: WaitTimeoutOpt = None,
     as_json: JsonOpt = False,
+    override: OverrideOpt = None,
 ) -> None:
     """Arm (or re-arm) the hold: stop all NEW work. Flags not given keep the standing values.
     --only/--job arm a scoped hold beside the others (the same selector again re-arms it).
@@ -117,7 +125,8 @@ def pause(
     check_components(estop, only)
     before = _generation_at(estop, location)
     try:
-        _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job)
+        _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job,
+               override)
     except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
         typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
         raise typer.Exit(130) from None
@@ -125,25 +134,26 @@ def pause(
 
 def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: timedelta | None,
            until: datetime | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
-           as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None) -> None:
-    failures = estop.fleet.audit_failures
+           as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None,
+           override: str | None = None) -> None:
+    failures = estop.fleet.store.audit_failures
     # the store's warning would reach stderr raw through logging's last resort: pause says it itself
     quiet = logging.NullHandler()
     logging.getLogger("hermes_estop").addHandler(quiet)
     try:
         if profile is None:
             hold = estop.engage(reason=reason, allow=allow, ttl=ttl, expires_at=until, replace=replace, fleet=fleet,
-                                only=only, jobs=jobs)
+                                only=only, jobs=jobs, override=override)
         else:
             hold = estop.fleet.engage(location, *estop.engage_request(reason, allow, ttl, until, replace,
-                                                                      only=only, jobs=jobs))
+                                                                      only=only, jobs=jobs), override=override)
     finally:
         logging.getLogger("hermes_estop").removeHandler(quiet)
-    if estop.fleet.audit_failures != failures:
+    if estop.fleet.store.audit_failures != failures:
         typer.echo(f"hermes: warning: the hold stands, but its audit line was not written: "
-                   f"{one_line(estop.fleet.last_audit_failure or 'unknown')}", err=True)
+                   f"{one_line(estop.fleet.store.last_audit_failure or 'unknown')}", err=True)
     snapshot = estop.snapshot()
-    where = estop.fleet.where(location)
+    where = estop.fleet.store.where(location)
     ack = _engaged(location, hold) if limit is not None else None
     if as_json:
         found = _wait(estop, ack, limit, show=False)
@@ -214,6 +224,7 @@ def resume(
     wait: WaitOpt = False,
     wait_timeout: WaitTimeoutOpt = None,
     as_json: JsonOpt = False,
+    override: OverrideOpt = None,
 ) -> None:
     """Release the hold of this home (`--fleet`: the fleet root; `--profile NAME`: that profile's).
     A plain resume lifts the full hold and says which scoped holds still stand (exit 1 when only
@@ -236,16 +247,8 @@ def resume(
         standing = generation if generation is not None else lifted.generation if lifted is not None else None
         selector = lifted.selector if lifted is not None else None
         ack = ack_for_release(estop.fleet, location.scope, standing, selector) if standing is not None else None
-    removed: list[Reading]
     try:
-        if all_:
-            removed = estop.fleet.release_all(location)
-        elif hold is not None:
-            removed = [estop.fleet.release_hold(location, hold)]
-        elif profile is None:
-            removed = _some(estop.release(fleet=fleet, generation=generation))
-        else:
-            removed = _some(estop.fleet.release(location, generation))
+        removed = estop.fleet.resume(location, generation=generation, hold=hold, every=all_, override=override)
     except HoldConflict as exc:
         if as_json:
             emit_json({"scope": location.scope, "released": False, "error": str(exc)})
@@ -257,7 +260,7 @@ def resume(
     if not removed:
         ack = None
     snapshot = estop.snapshot()
-    where = estop.fleet.where
+    where = estop.fleet.store.where
     (addressed,) = estop.fleet.read((location,)).readings
     here = [r for r in addressed.scoped if r.active]  # `--profile NAME` may not be one of this process's
     code = EXIT_HELD if not removed and here else EXIT_OK
@@ -295,10 +298,6 @@ def resume(
                    f"every hold at {printable(location.describe())}", err=True)
         raise typer.Exit(code)
     raise typer.Exit(_ack_echo(_wait(estop, ack, limit, show=True), "resumed"))
-
-
-def _some(removed: Reading | None) -> list[Reading]:
-    return [removed] if removed is not None else []
 
 
 def _resumed_line(location: Location, removed: Reading) -> str:

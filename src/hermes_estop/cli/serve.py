@@ -92,7 +92,7 @@ def serve(
         services = build_services(estop, poll_interval=interval, cron_interval=cron_interval,
                                   kanban_interval=kanban_interval, kanban_max=kanban_max)
         logger.info("serve: running %s for fleet %s (store %s); stop with Ctrl-C or SIGTERM",
-                    ", ".join(s.name for s in services), estop.layout.root, estop.fleet.backend)
+                    ", ".join(s.name for s in services), estop.layout.root, estop.fleet.store.name)
         if http_server is not None:
             services.append(attach(http_server, services))
         code = run_services(services, stop)
@@ -117,6 +117,8 @@ def _reconcile_once(estop: Estop, interval: float, *, dry_run: bool, as_json: bo
     service = WindowService(estop.fleet, poll_interval=interval)
     service.windows_file.parse_each(service.windows_file.snapshot().raw)  # not TOML: one line, exit 2
     report = service.plan()[0] if dry_run else service.settle()
+    if not dry_run:
+        service.warm_schedule(wait=True)  # the next operator command reads it warm
     if as_json:
         emit_json(report.to_json())
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,12 +30,18 @@ from hermes_estop.windows.ledger import SKIPPED, open_ledger
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.model import json_schema
 from hermes_estop.windows.occurrences import upcoming
+from hermes_estop.windows.policy_check import against_policy
+from hermes_estop.windows.schedule import schedule_of
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from hermes_estop.windows.model import Window
     from hermes_estop.windows.occurrences import Occurrence
+    from hermes_estop.windows.schedule import Row
+    from hermes_estop.windows.windows_file import WindowsFile
+
+    Shown = Window | Row
 
 __all__ = ["register", "windows_app"]
 
@@ -164,20 +170,22 @@ def next_(
     """The next occurrences of every window, soonest start first (one covering now before
     them), in local time and in the window's timezone."""
     windows_file = _file()
-    windows = windows_file.load()
-    if name is not None:
-        windows = [w for w in windows if w.name == name]
-        if not windows:
-            raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
-    per_window = count if count is not None else (5 if name is not None else 1)
     now = _now()
-    skipped = _skipped_keys() if windows else frozenset()
+    found = _from_schedule(windows_file, name, count, now)
+    if found is None:
+        windows = windows_file.load()
+        if name is not None:
+            windows = [w for w in windows if w.name == name]
+            if not windows:
+                raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
+        found = _by_start(windows, now, count if count is not None else (5 if name is not None else 1))
+    skipped = _skipped_keys() if found else frozenset()
     if as_json:
         emit_json({"now": format_instant(now),
                    "occurrences": [o.to_json(now, w.zone_of(o)) | {"enabled": w.enabled, "skipped": o.key in skipped}
-                                   for w, o in _by_start(windows, now, per_window)]})
+                                   for w, o in found]})
         return
-    lines = _next_lines(_by_start(windows, now, per_window), now, skipped)
+    lines = _next_lines(found, now, skipped)
     first = next(lines, None)
     if first is None:
         typer.echo("no occurrences ahead")
@@ -185,7 +193,33 @@ def next_(
     echo_lines(itertools.chain((first,), lines))
 
 
-def _by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Window, Occurrence]]:
+def _from_schedule(windows_file: WindowsFile, name: str | None, count: int | None,
+                   now: datetime) -> list[tuple[Shown, Occurrence]] | None:
+    """`_by_start` answered from the windows file's compiled schedule (no `Window` built for a
+    row it answers); None when the file has none (calendars)."""
+    schedule = schedule_of(windows_file, now)
+    if schedule is None:
+        return None
+    rows: range | list[int] = range(len(schedule))
+    if name is not None:
+        row = schedule.row_of(name)
+        if row is None:
+            raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
+        rows = [row]
+    per_window = count if count is not None else (5 if name is not None else 1)
+    found: list[tuple[int, int, Shown, Occurrence]] = []
+    for row in rows:
+        answered = schedule.upcoming(row, now, per_window)
+        shown: Shown = schedule.row(row)
+        if answered is None:
+            shown = schedule.window(row)
+            answered = upcoming(shown, now, per_window)
+        found.extend((int(o.start.timestamp()), row, shown, o) for o in answered)
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [(shown, occurrence) for _, _, shown, occurrence in found]
+
+
+def _by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Shown, Occurrence]]:
     """The next `per_window` occurrences of each window, soonest start first (file order
     between equal starts): an operator reads `windows next` for what comes next (issue 38)."""
     found = [(occurrence.start, i, window, occurrence) for i, window in enumerate(windows)
@@ -194,7 +228,7 @@ def _by_start(windows: list[Window], now: datetime, per_window: int) -> list[tup
     return [(window, occurrence) for _, _, window, occurrence in found]
 
 
-def _next_lines(found: list[tuple[Window, Occurrence]], now: datetime, skipped: frozenset[str]) -> Iterator[str]:
+def _next_lines(found: list[tuple[Shown, Occurrence]], now: datetime, skipped: frozenset[str]) -> Iterator[str]:
     """One line per occurrence, made as they are written (100,000 windows' lines held at once
     would double the command's memory)."""
     for window, occurrence in found:
@@ -217,7 +251,7 @@ def _drain_note(window: Window) -> str:
     return f", draining {format_duration(window.drain)} ahead" if window.drain is not None else ""
 
 
-def _drain_from(occurrence: Occurrence, window: Window | None = None) -> str:
+def _drain_from(occurrence: Occurrence, window: Shown | None = None) -> str:
     """`, drain from <instant> (<local HH:MM>)` for an occurrence with a drain lead."""
     if not occurrence.lead:
         return ""
@@ -246,13 +280,24 @@ def export(
     sys.stdout.flush()
 
 
+def _within_policy(parsed: Any, path: Any) -> Any:
+    """`parsed` less the windows the fleet's policy refuses (named as failures)."""
+    guard = current_estop().fleet.policy
+    return against_policy(parsed, guard.policy()[0], guard.identity, path)
+
+
 @windows_app.command("validate")
 def validate(as_json: JsonOpt = False) -> None:
     """Check windows.toml: exit 0 when it validates, 2 with the file, window and field otherwise.
     Warns (on stderr, exit still 0) about a window that can never occur again."""
     windows_file = _file()
+    now = _now()
+    answered = _validated_by_schedule(windows_file, now)
+    if answered is not None:
+        _validated(windows_file, *answered, as_json)
+        return
     try:
-        parsed = windows_file.parse_each(windows_file.snapshot().raw)
+        parsed = _within_policy(windows_file.parse_each(windows_file.snapshot().raw), windows_file.path)
         failures = parsed.failures
     except InvalidWindow as exc:
         failures = [exc]
@@ -264,18 +309,38 @@ def validate(as_json: JsonOpt = False) -> None:
                 typer.echo(f"hermes: error: {one_line(failure)}", err=True)
         raise typer.Exit(EXIT_USAGE)
     windows = parsed.windows
-    now = _now()
-    over = [w for w in windows if not upcoming(w, now, 1)]
-    warnings = [f"window {w.name} can never occur again (bounds, exclusions or a past at)" for w in over]
+    _validated(windows_file, len(windows), [w.name for w in windows if not upcoming(w, now, 1)], as_json)
+
+
+def _validated_by_schedule(windows_file: WindowsFile, now: datetime) -> tuple[int, list[str]] | None:
+    """(how many windows, the names of those that never occur again), from the file's compiled
+    schedule (there is one only for a file that validates whole); None when it has none, or
+    the file does not validate (the caller lists every failure)."""
+    try:
+        schedule = schedule_of(windows_file, now)
+    except InvalidWindow:
+        return None
+    if schedule is None:
+        return None
+    over = []
+    for row in range(len(schedule)):
+        answered = schedule.upcoming(row, now, 1)
+        if answered == [] or (answered is None and not upcoming(schedule.window(row), now, 1)):
+            over.append(schedule.names[row])
+    return len(schedule), over
+
+
+def _validated(windows_file: WindowsFile, count: int, over: list[str], as_json: bool) -> None:
+    warnings = [f"window {name} can never occur again (bounds, exclusions or a past at)" for name in over]
     if as_json:
-        emit_json({"path": str(windows_file.path), "valid": True, "windows": len(windows), "warnings": warnings})
+        emit_json({"path": str(windows_file.path), "valid": True, "windows": count, "warnings": warnings})
         return
     for warning in warnings:
         typer.echo(f"hermes: warning: {printable(warning)}", err=True)
-    if not windows and windows_file.identity() is None:
+    if not count and windows_file.identity() is None:
         typer.echo(f"ok: no windows file at {windows_file.path} (no windows)")
     else:
-        typer.echo(f"ok: {len(windows)} window(s) in {windows_file.path}")
+        typer.echo(f"ok: {count} window(s) in {windows_file.path}")
 
 
 @windows_app.command("timeline")

@@ -13,12 +13,12 @@ them at one `now` (`read`), scope-addressed writes, the daemon's retire of expir
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hermes_estop.fleet.audit import AuditEntry, AuditEvent, default_actor
+from hermes_estop.fleet.audit import AuditEvent, default_actor
 from hermes_estop.process.check import Snapshot
 from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading
 from hermes_estop.model.homes import Layout, Location
@@ -28,6 +28,11 @@ from hermes_estop.stores.registry import ConsumerTable
 from hermes_estop.stores.state import StateTable
 from hermes_estop.model.timeutil import Clock, aware_clock
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from hermes_estop.model.policy import Actor
+    from hermes_estop.fleet.policy_guard import PolicyGuard
+
 __all__ = ["LEDGER_FILE", "ConsumerTable", "Fleet", "RecordTable", "StateTable"]
 
 
@@ -35,12 +40,15 @@ class Fleet:
     """Every scope of fleet root `root` over `store`. Reads never raise (a scope that cannot be
     read is UNREADABLE: held); writes raise `EstopError` subclasses naming what failed."""
 
-    def __init__(self, store: HoldStore, root: Path, *, clock: Clock | None = None, actor: str | None = None) -> None:
+    def __init__(self, store: HoldStore, root: Path, *, clock: Clock | None = None, actor: str | None = None,
+                 identity: Actor | None = None) -> None:
         self.store = store
         self.root = Path(root)
         self.clock: Clock = aware_clock(clock) if clock is not None else store.default_clock()
-        self._actor = actor
+        self._actor = identity.name if identity is not None and actor is None else actor
         self._layout = Layout(home=self.root, root=self.root)
+        self._identity = identity
+        self._policy: PolicyGuard | None = None
 
     @classmethod
     def of_files(cls, root: Path, *, clock: Clock | None = None, actor: str | None = None) -> Fleet:
@@ -60,9 +68,15 @@ class Fleet:
         return self._actor
 
     @property
-    def backend(self) -> str:
-        """The store's short name (`file`, `postgresql`), for display only."""
-        return self.store.name
+    def policy(self) -> PolicyGuard:
+        """The arming policy every write of this fleet meets (issue 37), as `identity` (given to
+        the constructor: a remote caller's `Actor.remote(token, role)`; default: the local user).
+        Built on first use: the check path never writes."""
+        if self._policy is None:
+            from hermes_estop.fleet.policy_guard import PolicyGuard
+
+            self._policy = PolicyGuard(self, self._identity)
+        return self._policy
 
     # -- the scopes --------------------------------------------------------------------------
 
@@ -81,10 +95,6 @@ class Fleet:
         with a row)."""
         return (self.fleet_location, *(self.location(name) for name in self.store.scopes(self.root)))
 
-    def where(self, location: Location) -> str:
-        """Where the hold of `location` is kept, for an operator (a path, a table row)."""
-        return self.store.where(location)
-
     # -- reading -----------------------------------------------------------------------------
 
     def read(self, locations: Sequence[Location] | None = None, now: datetime | None = None) -> Snapshot:
@@ -97,36 +107,66 @@ class Fleet:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def engage(self, location: Location, request: EngageRequest, now: datetime | None = None) -> Hold:
-        """Arm or re-arm the hold at `location` (`HoldStore.engage`): the write and its audit line."""
-        return self.store.engage(location, request, self.clock() if now is None else now, self.actor)
+    def engage(self, location: Location, request: EngageRequest, now: datetime | None = None, *,
+               override: str | None = None) -> Hold:
+        """Arm or re-arm the hold at `location` (`HoldStore.engage`): the write and its audit line.
+        The fleet's policy decides first (`PolicyRefused`, recorded, nothing written);
+        `override` (a reason) breaks glass for an admin or a local writer of the fleet root."""
+        when = self.clock() if now is None else now
+        refusal = self.policy.check_arm(location, request, when, override)
+        hold = self.store.engage(location, request, when, self.actor)
+        self.policy.overridden(location, refusal, override, hold.generation, when)
+        return hold
 
-    def release(self, location: Location, generation: str | None = None, now: datetime | None = None) -> Reading | None:
+    def release(self, location: Location, generation: str | None = None, now: datetime | None = None, *,
+                override: str | None = None) -> Reading | None:
         """The operator's resume of `location`; with `generation`, only that one (`HoldConflict`
-        otherwise). Returns what was removed, or None."""
-        return self.store.release(location, generation, self.clock() if now is None else now, self.actor)
+        otherwise). Returns what was removed, or None. The policy's `lift` rule decides first."""
+        when = self.clock() if now is None else now
+        refusal = self._check_lift(location, when, override, generation)
+        removed = self.store.release(location, generation, when, self.actor)
+        if removed is not None and removed.hold is not None:
+            self.policy.overridden(location, refusal, override, removed.hold.generation, when)
+        return removed
 
-    def release_hold(self, location: Location, hold_id: str, now: datetime | None = None) -> Reading:
+    def _check_lift(self, location: Location, when: datetime, override: str | None, generation: str | None = None,
+                    hold_id: str | None = None, every: bool = False) -> Any:
+        """The policy on lifting what a release of `location` would remove (see `release*`)."""
+        (reading,) = self.store.read((location,), when)
+        readings = (reading, *reading.scoped) if every else (reading,) if generation is None and hold_id is None \
+            else reading.scoped if hold_id is not None else (reading, *reading.scoped)
+        holds = [r.hold or Hold(None) for r in readings if r.active  # an unreadable hold: armed by nobody known
+                 and (generation is None or (r.hold is not None and r.hold.generation == generation))
+                 and (hold_id is None or (r.hold is not None and r.hold.hold_id == hold_id))]
+        return self.policy.check_lift(location, holds, when, override)
+
+    def release_hold(self, location: Location, hold_id: str, now: datetime | None = None, *,
+                     override: str | None = None) -> Reading:
         """`hermes resume --hold ID`: lift the scoped hold `hold_id` at `location` (fenced on the
         generation read, so a re-arm in between is refused, not lifted); `HoldConflict` when no
         such scoped hold stands. Every other hold stays as it is."""
         from hermes_estop.model.errors import HoldConflict
 
         when = self.clock() if now is None else now
+        refusal = self._check_lift(location, when, override, hold_id=hold_id)
         (reading,) = self.store.read((location,), when)
         for scoped in reading.scoped:
             if scoped.hold is not None and scoped.hold.hold_id == hold_id and scoped.hold.generation:
                 removed = self.store.release(location, scoped.hold.generation, when, self.actor)
+                self.policy.overridden(location, refusal, override, scoped.hold.generation, when)
                 assert removed is not None  # release(generation) raises rather than return None
                 return removed
         standing = ", ".join(s.hold.scope_label for s in reading.scoped if s.hold is not None) or "none"
         raise HoldConflict(f"no scoped hold {hold_id!r} at {location.describe()} (scoped holds there: {standing})")
 
-    def release_all(self, location: Location, now: datetime | None = None) -> list[Reading]:
+    def release_all(self, location: Location, now: datetime | None = None, *, override: str | None = None) -> list[Reading]:
         """`hermes resume --all`: the full hold at `location`, then every scoped hold beside it,
         each fenced on the generation read (a re-arm in between is refused, not lifted). Returns
         what was removed, in that order."""
         when = self.clock() if now is None else now
+        refusal = self._check_lift(location, when, override, every=True)
+        if refusal is not None:
+            self.policy.overridden(location, refusal, override, None, when)
         full = self.store.release(location, None, when, self.actor)
         removed = [full] if full is not None else []
         (reading,) = self.store.read((location,), when)
@@ -135,6 +175,44 @@ class Fleet:
                 lifted = self.store.release(location, scoped.hold.generation, when, self.actor)
                 if lifted is not None:
                     removed.append(lifted)
+        return removed
+
+    def resume(self, location: Location, *, generation: str | None = None, hold: str | None = None,
+               every: bool = False, now: datetime | None = None, override: str | None = None) -> list[Reading]:
+        """The operator's resume of `location`, one verb for every form of it: the full hold
+        (with `generation`, only that one), one scoped hold (`hold`), or every hold there
+        (`every`). Returns what was removed; `HoldConflict` as the verb it picks, and
+        `PolicyRefused` where the fleet's policy refuses the lift (`override`: break glass)."""
+        if every:
+            return self.release_all(location, now, override=override)
+        if hold is not None:
+            return [self.release_hold(location, hold, now, override=override)]
+        removed = self.release(location, generation, now, override=override)
+        return [removed] if removed is not None else []
+
+    def release_everywhere(self, locations: Sequence[Location], now: datetime | None = None) -> bool:
+        """Lift every hold, scoped ones too, at each of `locations` (hermes-agent's `disengage`,
+        removing `ESTOP`); True when any was removed."""
+        when = self.clock() if now is None else now
+        removed = False
+        for location in locations:
+            if self.release(location, None, when) is not None:
+                removed = True
+            (reading,) = self.store.read((location,), when)
+            for scoped in reading.scoped:
+                if scoped.hold is not None and scoped.hold.hold_id is not None:
+                    self.release_hold(location, scoped.hold.hold_id, when)
+                    removed = True
+        return removed
+
+    def retire_generation(self, locations: Sequence[Location], generation: str, now: datetime | None = None) -> bool:
+        """Retire the hold carrying `generation` wherever among `locations` it stands (a
+        successor with another generation survives); True when removed."""
+        when = self.clock() if now is None else now
+        removed = False
+        for location in locations:
+            if self.retire(location, Fence(generation), now=when):
+                removed = True
         return removed
 
     def retire(self, location: Location, fence: Fence, *, event: str = "retire", now: datetime | None = None) -> bool:
@@ -190,28 +268,6 @@ class Fleet:
         those read: the file trail is read from its end only as far as the answer needs)."""
         return self.store.history_counted(limit, since)
 
-    @property
-    def audit_failures(self) -> int:
-        """How many audit lines this process failed to write (a hold stood regardless)."""
-        return self.store.audit_failures
-
-    @property
-    def last_audit_failure(self) -> str | None:
-        return self.store.last_audit_failure
-
-    def audit_problem(self) -> str | None:
-        """Why the audit trail cannot be written now (None when it can): `hermes status` and a
-        metric say so, since holds are still armed but not recorded."""
-        return self.store.audit_problem()
-
-    def audit_after(self, position: int, limit: int) -> list[AuditEntry]:
-        """At most `limit` audit entries after cursor `position`, oldest first."""
-        return self.store.audit_after(position, limit)
-
-    def audit_head(self) -> int:
-        """The cursor position just past the newest audit entry."""
-        return self.store.audit_head()
-
     # -- the services' shared state ----------------------------------------------------------
 
     def ledger(self) -> RecordTable:
@@ -227,11 +283,6 @@ class Fleet:
         saw (`registry`; `hermes consumers`, `pause --wait`)."""
         return self.store.open_consumers(self.root)
 
-    def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool] | None:
-        """This process's `is_leader` for `role` among every process sharing the store, or None
-        where there is nothing to elect."""
-        return self.store.leader_gate(role, poll)
-
     def reachable(self) -> bool:
         """False when the store as a whole does not answer (from what this process already
         knows: never a round trip); the file store answers while its fleet root can be listed."""
@@ -242,17 +293,6 @@ class Fleet:
 
         return os.path.isdir(self.root) and os.access(self.root, os.R_OK | os.X_OK)
 
-    def describe(self) -> dict[str, Any]:
-        """What `hermes store status` prints."""
-        return self.store.describe()
-
     def init_schema(self) -> tuple[int, list[int]]:
         """`hermes store init`: (schema version, versions applied by this call)."""
         return self.store.init_schema()
-
-    def schema_info(self) -> dict[str, Any]:
-        return self.store.schema_info()
-
-    def settle(self, timeout: float = 2.0) -> bool:
-        """Wait until work the store handed off (background retires) is done."""
-        return self.store.settle(timeout)

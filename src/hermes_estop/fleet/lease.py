@@ -94,7 +94,7 @@ class Lease:
 
     def _audit_mark(self) -> int | None:
         try:
-            return self.fleet.audit_head()
+            return self.fleet.store.audit_head()
         except (EstopError, OSError):
             return None
 
@@ -181,7 +181,7 @@ class Lease:
         position = self._mark
         try:
             while True:
-                entries = self.fleet.audit_after(position, _PAGE)
+                entries = self.fleet.store.audit_after(position, _PAGE)
                 for entry in entries:
                     act = self._act(entry.event)
                     if act is not None:

@@ -47,7 +47,8 @@ __all__ = [
 ]
 
 #: every event a target may ask for: the audit trail's, and the stale-hold reminder
-EVENT_KINDS = ("engage", "rearm", "release", "expire", "retire", "skip", "stale", "task-start", "task-end")
+EVENT_KINDS = ("engage", "rearm", "release", "expire", "retire", "skip", "stale", "task-start", "task-end",
+               "override", "refused")  # the last two: the arming policy (issue 37)
 DEFAULT_STALE_AFTER = timedelta(hours=4)
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _HEADER_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")

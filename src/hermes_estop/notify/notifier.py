@@ -1,7 +1,7 @@
 """The notifier inside `hermes serve`: one thread per target, each a thin loop around
 `TargetWorker.tick(now)` that paces itself with `time.monotonic` (a slow or dead target only
 ever delays its own thread). On a shared store only the elected process delivers
-(`Fleet.leader_gate("notify")`); the others stand by. `gate()` never touches any of this.
+(`HoldStore.leader_gate("notify")`, through the fleet's store); the others stand by. `gate()` never touches any of this.
 """
 
 from __future__ import annotations
@@ -174,4 +174,4 @@ def notify_services(fleet: Fleet, leader_poll: float | None = None) -> list[Noti
     targets = load_targets(fleet.root)
     if not targets:
         return []
-    return [NotifyService(fleet, targets, is_leader=fleet.leader_gate("notify", leader_poll))]
+    return [NotifyService(fleet, targets, is_leader=fleet.store.leader_gate("notify", leader_poll))]

@@ -26,6 +26,7 @@ from hermes_estop.model.hold import HoldState
 from hermes_estop.observe.view import FleetView, Observer
 from hermes_estop.fleet.registry.entries import ConsumerState
 from hermes_estop.fleet.registry.roster import Roster
+from hermes_estop.fleet.policy_guard import refusals
 
 __all__ = ["CONSUMERS", "EstopCollector", "MetricsEndpoint", "WorkHeldCounter", "new_registry"]
 
@@ -101,17 +102,33 @@ class EstopCollector(Collector):
         reachable.add_metric([], 1.0 if view.store_reachable else 0.0)
         yield reachable
         fleet = self.observer.fleet
-        problem = view.status.audit_problem if view.status is not None else fleet.audit_problem()
+        problem = view.status.audit_problem if view.status is not None else fleet.store.audit_problem()
         writable = GaugeMetricFamily("hermes_estop_audit_writable",
                                      "1 while the audit trail can be appended to (0: holds still arm, unrecorded)")
         writable.add_metric([], 0.0 if problem is not None else 1.0)
         yield writable
         failures = CounterMetricFamily("hermes_estop_audit_failures",
                                        "Audit lines this process could not write (the holds were written all the same)")
-        failures.add_metric([], float(fleet.audit_failures))
+        failures.add_metric([], float(fleet.store.audit_failures))
         yield failures
+        yield from self._policy(view)
         yield from self._windows_file(view)
         yield from self._consumers(view)
+
+    @staticmethod
+    def _policy(view: FleetView) -> Iterator[Metric]:
+        """The arming policy (issue 37): writes this process refused, overrides standing now."""
+        refused = CounterMetricFamily("hermes_estop_policy_refusals",
+                                      "Writes the fleet's arming policy refused in this process (hermes serve: "
+                                      "windows, remote callers), by rule; every refusal is also in the audit trail",
+                                      labels=["rule"])
+        for rule, count in sorted(refusals().items()):
+            refused.add_metric([rule], float(count))
+        yield refused
+        standing = GaugeMetricFamily("hermes_estop_policy_overrides_standing",
+                                     "Holds standing now that were written with --override")
+        standing.add_metric([], float(len(view.status.record.overrides)) if view.status is not None else 0.0)
+        yield standing
 
     @staticmethod
     def _windows_file(view: FleetView) -> Iterator[Metric]:

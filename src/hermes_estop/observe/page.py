@@ -16,7 +16,9 @@ Stable hooks: `#verdict` (`data-engaged`), `#covering-now`, one `.hold-card` per
 (`data-scope`, `data-state`) with `.reason`, `.deadline`, `.allowlist`, `.armed-by`; the timeline
 (`svg.py`); `#upcoming` rows (`data-window`; the start and end cells carry `title`s in both
 zones); `#problems`; `#problem-banner` (the same problems, under the verdict: a windows.toml that
-does not validate is never shown only at the bottom).
+does not validate is never shown only at the bottom); `#override-banner` (one `li` per standing
+hold written with `--override`, `data-generation`) and, on its card, `.override` (and
+`.outside` for a hold no hermes write is on the audit trail for).
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ td,th{padding:5px 10px;border-bottom:1px solid #f3f4f6;text-align:left} th{color
 #problems li{color:#991b1b}
 #problem-banner{padding:10px 18px;border-radius:8px;margin:0 0 14px;background:#fef3c7;color:#92400e;border:1px solid #f59e0b}
 #problem-banner ul{margin:4px 0}
+#override-banner{padding:10px 18px;border-radius:8px;margin:0 0 14px;background:#fee2e2;color:#991b1b;border:1px solid #ef4444}
+#override-banner ul{margin:4px 0}
 @media (max-width:640px){
 main{padding:12px} h1{font-size:18px} #verdict{font-size:16px;padding:10px 12px}
 .hold-card{min-width:0;flex-basis:100%} .hold-card dl{grid-template-columns:84px minmax(0,1fr)}
@@ -141,6 +145,7 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
     ]
     if view.problems:  # in the banner, not only at the bottom: a broken windows.toml arms nothing
         parts.append(_problem_banner(view))
+    parts.append(_overrides(view))
     parts.append(_covering_now(view))
     parts.append('<section id="holds"><h2>What holds now</h2>')
     if present:
@@ -162,6 +167,16 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
         parts.append("</ul></section>")
     parts.append("</main></body></html>")
     return "".join(parts)
+
+
+def _overrides(view: FleetView) -> str:
+    """Break glass, in the banner for as long as the hold it wrote stands (issue 37)."""
+    overrides = view.status.record.overrides if view.status is not None else ()
+    if not overrides:
+        return ""
+    return ('<div id="override-banner" role="alert"><b>Policy overridden:</b><ul>'
+            + "".join(f'<li data-generation="{_t(o.generation)}">{_t(o.line())}</li>' for o in overrides)
+            + "</ul></div>")
 
 
 def _store_name(view: FleetView) -> str:
@@ -192,6 +207,13 @@ def _card(reading: Reading, view: FleetView) -> str:
     rows.append(("covers", "covers", _t(covers(hold.selector if hold is not None else None))))
     if hold is not None and reading.state is not HoldState.UNREADABLE:
         rows += _hold_rows(hold, view)
+    record = view.status.record if view.status is not None else None
+    override = record.override_of(hold.generation if hold is not None else None) if record is not None else None
+    if override is not None and reading.active:
+        rows.append(("override", "OVERRIDE", f"{_t(override.actor or '?')} broke glass over policy "
+                                             f"<code>{_t(override.rule or '?')}</code>: {_t(override.reason or '')}"))
+    if record is not None and reading.active and record.written_outside(reading):
+        rows.append(("outside", "written", "outside hermes (no write of it on the audit trail)"))
     lift = view.status.lift(reading) if view.status is not None and reading.active else None
     if lift is not None:
         rows.append(("lift", "lift it", f"<code>{_t(lift)}</code> (from here)"))

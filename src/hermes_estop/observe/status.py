@@ -26,6 +26,7 @@ from hermes_estop.fleet.registry.roster import Roster, read_roster
 from hermes_estop.fleet.registry.roster import status_section as consumers_section
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
+from hermes_estop.observe.on_record import OnRecord, on_record
 from hermes_estop.consumers.inflight import status_section as in_flight_section
 from hermes_estop.windows.status import status_section as windows_section
 
@@ -69,6 +70,8 @@ class FleetStatus:
     #: sections other packages add (windows, work in flight): JSON keys and text lines
     sections: dict[str, Any] = field(default_factory=dict)
     section_lines: tuple[str, ...] = ()
+    #: what the audit trail says of the active holds: overrides, writes outside hermes (issue 37)
+    record: OnRecord = OnRecord()  # noqa: RUF009 - frozen: one empty record serves every default
 
     @property
     def engaged(self) -> bool:
@@ -87,7 +90,7 @@ class FleetStatus:
         return tuple(r for r in self.present if r.active)
 
     def where(self, location: Location) -> str:
-        return self.fleet.where(location)
+        return self.fleet.store.where(location)
 
     def lift(self, reading: Reading) -> str | None:
         """The command that lifts `reading` from here; None when no command can (a store that is
@@ -107,7 +110,7 @@ class FleetStatus:
         return {
             "engaged": self.engaged,
             "now": format_instant(now),
-            "store": self.fleet.backend,
+            "store": self.fleet.store.name,
             "locations": [{"scope": loc.scope, "path": self.where(loc)} for loc in self.mine_locations],
             "holds": [self._json(r) for r in flat(self.mine.readings)],
             "other_holds": [self._json(r) for r in flat(self.others)],
@@ -115,6 +118,9 @@ class FleetStatus:
                       "scopes": [loc.scope for loc in self.scopes],
                       "holds": [self._json(r) for r in self.present]},
             "audit_problem": self.audit_problem,
+            "overrides": [o.to_json() for o in self.record.overrides],
+            "written_outside_hermes": [{"scope": scope, "generation": generation}
+                                       for scope, generation in self.record.outside],
             **self.sections,
         }
 
@@ -155,6 +161,12 @@ class FleetStatus:
 
     def _describe(self, reading: Reading) -> list[str]:
         lines = describe_reading(reading, self.now, self.where(reading.location))
+        override = self.record.override_of(reading.hold.generation if reading.hold is not None else None)
+        if override is not None and reading.active:
+            lines.append(f"      OVERRIDE   {printable(override.actor or '?')} broke glass over policy "
+                         f"{printable(override.rule or '?')}: {printable(one_line(override.reason or ''))}")
+        if reading.active and self.record.written_outside(reading):
+            lines.append("      written    outside hermes (no write of it on the audit trail)")
         lift = self.lift(reading)
         if lift is not None and reading.active:
             lines.append(f"      lift       {lift}")
@@ -201,9 +213,10 @@ def fleet_status(estop: Estop, *, sections: bool = True, as_json: bool | None = 
                         consumers_section(roster)):
             json_sections.update(section.get("json", {}))
             lines.extend(section.get("lines", []))
+    record = on_record(fleet, flat(mine.readings) + flat(others), mine.now)
     return FleetStatus(now=mine.now, layout=estop.layout, fleet=fleet, mine=mine,
-                       others=others, scopes=scopes, roster=roster, audit_problem=fleet.audit_problem(),
-                       sections=json_sections, section_lines=tuple(lines))
+                       others=others, scopes=scopes, roster=roster, audit_problem=fleet.store.audit_problem(),
+                       sections=json_sections, section_lines=tuple(lines), record=record)
 
 
 def standing_line(estop: Estop) -> str:

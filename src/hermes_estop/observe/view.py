@@ -238,7 +238,7 @@ class Observer:
         return FleetView(now=now, start=origin, end=end, snapshot=snapshot, lanes=tuple(lanes),
                          windows=tuple(states), problems=problems, leader=self._leader(),
                          store_reachable=self.fleet.reachable(), stable_until=stable_until, status=status,
-                         extra={"store": self.fleet.backend, "windows_identity": identity,
+                         extra={"store": self.fleet.store.name, "windows_identity": identity,
                                 "fragments": self.fragments, "windows_valid": load_problem is None and not failed,
                                 "windows_failed": dict(failed), "windows_last_good": bool(load_problem or failed),
                                 "calendars_stale": dict(self.stale_calendars)})

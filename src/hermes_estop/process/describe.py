@@ -74,7 +74,7 @@ def hold_json(hold: Hold | None, now: datetime) -> dict[str, Any]:
 
 
 def reading_json(reading: Reading, now: datetime, where: str) -> dict[str, Any]:
-    """One reading; `where` is `Fleet.where(location)` (a sentinel path, a database row)."""
+    """One reading; `where` is `HoldStore.where(location)` (a sentinel path, a database row)."""
     data: dict[str, Any] = {"scope": reading.location.scope, "path": where, "state": reading.state.value}
     data.update(hold_json(reading.hold, now))
     data["problem"] = reading.problem
@@ -113,7 +113,7 @@ def describe_hold(hold: Hold, now: datetime) -> list[str]:
 
 def describe_reading(reading: Reading, now: datetime, location: str) -> list[str]:
     """A heading line and indented detail lines for one present reading; `location` is
-    `Fleet.where(...)` of its location. An unreadable hold names its cause and what will lift
+    `HoldStore.where(...)` of its location. An unreadable hold names its cause and what will lift
     it (`check.unreadable_cause`)."""
     where = f"{printable(reading.location.describe())} ({printable(location)})"
     if reading.state is HoldState.UNREADABLE and reading.cause is Cause.EMPTY:

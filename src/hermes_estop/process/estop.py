@@ -335,16 +335,18 @@ class Estop:
         only: Iterable[str] | str | None = None,
         jobs: Iterable[str] | str | None = None,
         hold_id: str | None = None,
+        override: str | None = None,
     ) -> Hold:
         """Arm, or re-arm non-destructively, the hold of this home (`fleet`: the fleet root).
         Returns the hold written. Everything is validated first: on a bad value nothing is
         written and a standing hold is untouched. `only` (components) and `jobs` (globs over the
         units' names) make it a scoped hold, which stands beside the others at the location;
-        pausing the same selector again re-arms it (`hold_id`: the scoped hold to re-arm)."""
+        pausing the same selector again re-arms it (`hold_id`: the scoped hold to re-arm).
+        The fleet's arming policy applies (`PolicyRefused`); `override` (a reason) breaks glass."""
         location = self.location(fleet=fleet)
         request, now = self.engage_request(reason, allow, ttl, expires_at, replace, armed_by=armed_by,
                                            window=window, only_if=only_if, only=only, jobs=jobs, hold_id=hold_id)
-        return self.fleet.engage(location, request, now)
+        return self.fleet.engage(location, request, now, override=override)
 
     def engage_request(self, reason: str | None = None, allow: Allow | Mapping[str, Any] | None = None,
                        ttl: Any = None, expires_at: Any = None, replace: bool = False, *,
@@ -374,31 +376,20 @@ class Estop:
         )
         return request, now
 
-    def release(self, *, fleet: bool = False, generation: str | None = None, hold: str | None = None) -> Reading | None:
+    def release(self, *, fleet: bool = False, generation: str | None = None, hold: str | None = None,
+                override: str | None = None) -> Reading | None:
         """The operator's resume of this home (`fleet`: the fleet root); with `generation`, only
         that generation (`HoldConflict` otherwise); with `hold`, only that scoped hold. A plain
         release lifts the full hold and leaves the scoped ones standing. Returns what was
         removed, or None."""
-        location = self.location(fleet=fleet)
-        if hold is not None:
-            return self.fleet.release_hold(location, hold)
-        return self.fleet.release(location, generation)
+        removed = self.fleet.resume(self.location(fleet=fleet), generation=generation, hold=hold, override=override)
+        return removed[0] if removed else None
 
     def disengage(self) -> bool:
         """Remove every visible hold (this home and the fleet root), scoped ones too: what
         hermes-agent's `disengage` (removing `ESTOP`) does; True when any was removed."""
         self._check_writable()
-        now = self.clock()
-        removed = False
-        for location in self._readable:
-            if self.fleet.release(location, None, now) is not None:
-                removed = True
-            (reading,) = self.store.read((location,), now)
-            for scoped in reading.scoped:
-                if scoped.hold is not None and scoped.hold.hold_id is not None:
-                    self.fleet.release_hold(location, scoped.hold.hold_id, now)
-                    removed = True
-        return removed
+        return self.fleet.release_everywhere(self._readable)
 
     def retire(self, generation: str) -> bool:
         """Remove the hold carrying `generation` wherever among this process's locations it
@@ -406,12 +397,7 @@ class Estop:
         if not isinstance(generation, str) or not generation:
             raise InvalidArgument(f"invalid generation {generation!r}")
         self._check_writable()
-        now = self.clock()
-        removed = False
-        for location in self._readable:
-            if self.fleet.retire(location, Fence(generation), now=now):
-                removed = True
-        return removed
+        return self.fleet.retire_generation(self._readable, generation)
 
     def history(self, limit: int | None = None) -> list[AuditEvent]:
         return self.fleet.history(limit)[0]

@@ -30,7 +30,8 @@ __all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_
 CONFIG_FILE = "estop.toml"
 STORE_ENV = "HERMES_ESTOP_STORE"
 #: the keys `estop.toml` may hold; any other is warned about (once per process), naming it
-KNOWN_KEYS = frozenset({"store", "notify", "audit", "components", "http"})  # `[audit]`: audit_files.audit_table; `[http]`: api.transport
+# `[audit]`: audit_files.audit_table; `[http]`: api.transport; `[policy]`: model.policy
+KNOWN_KEYS = frozenset({"store", "notify", "audit", "components", "http", "policy"})
 #: a configuration file is a few lines; anything larger is refused, not read into memory
 MAX_CONFIG_BYTES = 64 * 1024
 

@@ -1,5 +1,7 @@
-"""The store contract. One abstract base; one module per backend beside it; one contract test
-suite (`tests/stores/test_contract.py`) parametrized over every backend.
+"""The store contract, in two parts, each its own small abstract base: `Holds` (the holds and the
+audit trail every hold write appends to) and `FleetState` (the window ledger, service states,
+the consumer registry, leadership); `HoldStore` is both. One module per backend beside it; one
+contract test suite (`tests/stores/test_contract.py`) parametrized over every backend.
 
 A store keeps at most one hold per `Location` and the audit trail. It never decides who is
 admitted: that is `hermes_estop.process.check`, over the readings a store returns.
@@ -27,7 +29,8 @@ if TYPE_CHECKING:
     from hermes_estop.stores.registry import ConsumerTable
     from hermes_estop.stores.state import StateTable
 
-__all__ = ["HoldStore", "expiry_stamp", "fence_matches", "new_hold_id", "not_current", "refused_write",
+__all__ = ["FleetState", "FleetStateInRoot", "HoldStore", "Holds",
+           "expiry_stamp", "fence_matches", "new_hold_id", "not_current", "refused_write",
            "released_reading", "scoped_detail", "scoped_target", "split_scoped", "unreadable_refuses", "without"]
 
 
@@ -148,9 +151,11 @@ def unreadable_refuses(location: Location) -> HoldConflict:
                         "it before adding a scoped hold")
 
 
-class HoldStore(ABC):
-    """Where holds live. Every method that writes is atomic with respect to every other writer of
-    the same location, on every host that shares the store."""
+class Holds(ABC):
+    """The holds part of the store contract: where holds live, and the audit trail every hold
+    write appends to. Every method that writes is atomic with respect to every other writer of
+    the same location, on every host that shares the store. A third backend implements the
+    eight abstract methods (four for holds, four for the trail); every hook has a default."""
 
     #: short backend name shown by `hermes store status`
     name: str = "abstract"
@@ -250,12 +255,6 @@ class HoldStore(ABC):
         """Where the hold of `location` is kept, for an operator to read (a path, a table row)."""
         return location.describe()
 
-    def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool] | None:
-        """This process's `is_leader` in an election for `role` among every process sharing
-        this store (one active window scheduler per fleet), or None where there is nothing to
-        elect: every process may act, and fenced writes keep them from doing anything twice."""
-        return None
-
     def reachable(self) -> bool | None:
         """Whether the store as a whole answers, from what this process already knows (never a
         round trip: a metrics scrape asks); None when the store has no such notion (the file
@@ -270,18 +269,73 @@ class HoldStore(ABC):
 
         return profile_names(root)
 
+    def describe(self) -> dict[str, Any]:
+        """What `hermes store status` prints."""
+        return {"backend": self.name}
+
+    def init_schema(self) -> tuple[int, list[int]]:
+        """`hermes store init`: create or upgrade what the store keeps, safe to run again and
+        from several hosts at once; (schema version, versions applied by this call). A store
+        with nothing to create (the sentinel files) returns (0, [])."""
+        return 0, []
+
+    def schema_info(self) -> dict[str, Any]:
+        """Where the store's schema lives, for `hermes store init` to report."""
+        return self.describe()
+
+    def close(self) -> None:
+        """Release connections and threads; the store is unusable afterwards."""
+
+
+class FleetState(ABC):
+    """The fleet-state part of the store contract: what the fleet's services share, kept where
+    the store keeps the fleet's state so that every host of the fleet sees the same: the window
+    scheduler's ledger, named service states, the consumer registry, and leadership. Four
+    abstract methods; `FleetStateInRoot` keeps them as files in a fleet root."""
+
+    @abstractmethod
+    def open_ledger(self, root: Path | None = None) -> RecordTable:
+        """The storage of the window scheduler's ledger of fleet root `root` (default: this
+        store's root), shared by every scheduler of the fleet (PostgreSQL: its `occurrences`
+        table). The typed layer over it is `windows.ledger.OccurrenceLedger` (the core never
+        imports windows). Raises `StoreError` when there is nowhere to keep it."""
+
+    @abstractmethod
     def open_state(self, service: str, root: Path | None = None) -> StateTable:
-        """The named states of fleet-wide service `service` (the notifier's cursors), kept where
-        this store keeps the fleet's state: here `<root>/<service>-state.json`; a shared store
-        overrides it (PostgreSQL: a table of its schema)."""
+        """The named states of fleet-wide service `service` (the notifier's cursors)."""
+
+    @abstractmethod
+    def open_consumers(self, root: Path | None = None) -> ConsumerTable:
+        """The consumer registry of the fleet (one entry per process that starts work)."""
+
+    @abstractmethod
+    def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool] | None:
+        """This process's `is_leader` in an election for `role` among every process sharing
+        this store (one active window scheduler per fleet), or None where there is nothing to
+        elect: every process may act, and fenced writes keep them from doing anything twice."""
+
+
+class FleetStateInRoot(FleetState):
+    """The fleet's state as files in the fleet root (the sentinel-file store's, and the default
+    of a store that has no shared place of its own): nothing to elect."""
+
+    name: str
+    root: Path | None
+
+    def open_ledger(self, root: Path | None = None) -> RecordTable:
+        """Here `windows-state.json` in the fleet root."""
+        from hermes_estop.stores.records import file_ledger
+
+        return file_ledger(self._root_for(root, "window ledger"))
+
+    def open_state(self, service: str, root: Path | None = None) -> StateTable:
+        """Here `<root>/<service>-state.json`."""
         from hermes_estop.stores.state import JsonStateFile
 
         return JsonStateFile(self._root_for(root, "state"), service)
 
     def open_consumers(self, root: Path | None = None) -> ConsumerTable:
-        """The consumer registry of the fleet (one entry per process that starts work), kept
-        where this store keeps the fleet's state: here one file per process under
-        `<root>/consumers/`; a shared store overrides it (PostgreSQL: its `consumers` table)."""
+        """Here one file per process under `<root>/consumers/`."""
         from hermes_estop.stores.registry import ConsumerFiles
 
         return ConsumerFiles(self._root_for(root, "consumer registry"))
@@ -294,29 +348,10 @@ class HoldStore(ABC):
             raise StoreError(f"the {self.name} store has no fleet root to keep the {what} in")
         return where
 
-    def describe(self) -> dict[str, Any]:
-        """What `hermes store status` prints."""
-        return {"backend": self.name}
+    def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool] | None:
+        return None
 
-    def init_schema(self) -> tuple[int, list[int]]:
-        """`hermes store init`: create or upgrade what the store keeps, safe to run again and
-        from several hosts at once; (schema version, versions applied by this call). A store
-        with nothing to create (the sentinel files) returns (0, [])."""
-        return 0, []
 
-    def open_ledger(self, root: Path | None = None) -> RecordTable:
-        """The storage of the window scheduler's ledger of fleet root `root` (default: this
-        store's root), kept where this store keeps the fleet's state so that every scheduler
-        of the fleet shares it: here `windows-state.json` in the fleet root; a shared store
-        overrides it (PostgreSQL: its `occurrences` table). The typed layer over it is
-        `windows.ledger.OccurrenceLedger` (the core never imports windows)."""
-        from hermes_estop.stores.records import file_ledger
-
-        return file_ledger(self._root_for(root, "window ledger"))
-
-    def schema_info(self) -> dict[str, Any]:
-        """Where the store's schema lives, for `hermes store init` to report."""
-        return self.describe()
-
-    def close(self) -> None:
-        """Release connections and threads; the store is unusable afterwards."""
+class HoldStore(Holds, FleetState):
+    """A whole store: both parts of the contract (`Holds`, `FleetState`). What `Fleet` and
+    `Estop` are built over."""

@@ -35,7 +35,7 @@ from hermes_estop.model.hold import (
 from hermes_estop.model.homes import SENTINEL_NAME, Location
 from hermes_estop.model.timeutil import WallClockGuard
 from hermes_estop.stores.base import (
-    HoldStore, expiry_stamp, fence_matches, new_hold_id, scoped_detail, not_current, refused_write, released_reading,
+    FleetStateInRoot, HoldStore, expiry_stamp, fence_matches, new_hold_id, scoped_detail, not_current, refused_write, released_reading,
     scoped_target, unreadable_refuses, without,
 )
 
@@ -116,7 +116,7 @@ def _load(path: str) -> tuple[Sentinel | str, tuple[int, ...] | None, tuple[int,
 _Plan = tuple[tuple[tuple[Location, str, Reading], ...], tuple[Reading, ...]]
 
 
-class FileStore(HoldStore):
+class FileStore(FleetStateInRoot, HoldStore):
     """Holds as sentinel files; the audit trail as JSONL in the fleet root `root`."""
 
     name = "file"

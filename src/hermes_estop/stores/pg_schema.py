@@ -209,11 +209,24 @@ _MIGRATIONS.append((
     ],
 ))
 
+_MIGRATIONS.append((
+    6,
+    "policy_cursors: the fleet's arming policy, one document every host enforces (issue 37)",
+    [
+        """CREATE TABLE IF NOT EXISTS {s}.policy_cursors (
+            target     text PRIMARY KEY,
+            state      jsonb NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+        )""",
+    ],
+))
+
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
 #: every table of the current schema: what `hermes store check` checks the role's privileges on
-TABLES = ("audit", "consumers", "holds", "notify_cursors", "occurrences", "schema_version", "tokens_cursors")
+TABLES = ("audit", "consumers", "holds", "notify_cursors", "occurrences", "policy_cursors", "schema_version",
+          "tokens_cursors")
 #: the services whose state has a table (`PostgresStore.open_state`)
-STATE_SERVICES = ("notify", "tokens")
+STATE_SERVICES = ("notify", "policy", "tokens")
 
 
 def validate_schema_name(name: str) -> str:

@@ -9,7 +9,7 @@ from datetime import datetime
 from hermes_estop.model.errors import StoreUnavailable
 from hermes_estop.model.hold import Cause, EngageRequest, Fence, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
-from hermes_estop.stores.base import HoldStore
+from hermes_estop.stores.base import FleetStateInRoot, HoldStore
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["UnavailableStore"]
 
 
-class UnavailableStore(HoldStore):
+class UnavailableStore(FleetStateInRoot, HoldStore):
     name = "unavailable"
 
     def __init__(self, problem: str) -> None:

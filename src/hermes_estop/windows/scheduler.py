@@ -44,7 +44,9 @@ from hermes_estop.windows.problems import ProblemLog
 from hermes_estop.windows.recall import recall
 from hermes_estop.windows.reconcile import Arm, ChainEnd, Retire, ScopePlan, Skip, chain_end, idle, plan_scope
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
-from hermes_estop.windows.windows_file import WindowsFile
+from hermes_estop.windows.windows_file import Parsed, WindowsFile
+from hermes_estop.windows.policy_check import against_policy
+from hermes_estop.windows.schedule import REFRESH, warm
 
 __all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "TickEvent", "TickReport", "WindowService"]
 
@@ -121,6 +123,11 @@ class WindowService:
                                                   datetime]] = {}
         #: the audit trail's newest events by scope, read at most once a pass (`_recalled`)
         self._trail: dict[str, list[AuditEvent]] | None = None
+        #: (hash of the file's bytes, when) the schedule was last built for
+        self._schedule_warmed: tuple[int, datetime] | None = None
+        #: (bytes, windows, when) of the last read that validated whole, and the thread building its schedule
+        self._last_valid: tuple[bytes, list[Window], datetime] | None = None
+        self._warming: threading.Thread | None = None
 
     def __repr__(self) -> str:
         return f"WindowService({self.windows_file.path})"
@@ -132,12 +139,17 @@ class WindowService:
         `StoreError`."""
         return self.windows_file.load()
 
+    def _within_policy(self, parsed: Parsed) -> Parsed:
+        """`parsed` less the windows the fleet's policy (read again each pass) refuses."""
+        guard = self.fleet.policy
+        return against_policy(parsed, guard.policy()[0], guard.identity, self.windows_file.path)
+
     def _inputs(self, report: TickReport) -> _Inputs | None:
         """The windows and the ledger to act on, or None (the reason in `report`): a file that
         does not read or validate, or a read that takes away what cannot be kept (`guard`)."""
         try:
             snapshot = self.windows_file.snapshot()
-            parsed = self.windows_file.parse_each(snapshot.raw)
+            parsed = self._within_policy(self.windows_file.parse_each(snapshot.raw))
             entries = self.ledger.load()
         except (InvalidWindow, StoreError) as exc:
             self.guard.interrupted()
@@ -167,7 +179,25 @@ class WindowService:
         if self._log_once("loaded", hash((snapshot.raw, parsed.digests)), logging.INFO if windows else logging.DEBUG,
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
+        if not parsed.failures and not parsed.sources:
+            self._last_valid = (snapshot.raw, windows, report.now)
         return verdict.windows if verdict.windows is not None else windows, entries
+
+    def warm_schedule(self, *, wait: bool = False) -> None:
+        """Build the compiled schedule of the last version of the file a pass read whole (and
+        again every `REFRESH` for an unchanged file), so the next operator command reads it
+        warm: in a thread of its own (`schedule.warm`; one at a time), which `run` waits for
+        when it stops and `wait` waits for now (`serve --once`). `tick` never starts one: a
+        pass is over when it returns."""
+        if self._last_valid is not None and (self._warming is None or not self._warming.is_alive()):
+            raw, windows, now = self._last_valid
+            version = hash(raw)
+            if self._schedule_warmed is None or self._schedule_warmed[0] != version \
+                    or now >= self._schedule_warmed[1] + REFRESH:
+                self._schedule_warmed = (version, now)
+                self._warming = warm(self.windows_file.path, raw, windows, now)
+        if wait and self._warming is not None:
+            self._warming.join()
 
     def _problem(self, kind: str, message: str) -> None:
         self._problems.start(kind, message)
@@ -515,9 +545,12 @@ class WindowService:
             due = self.monotonic() + interval
             while not stop.wait(max(0.0, due - self.monotonic())):
                 self.reconcile()
+                self.warm_schedule()
                 due, _ = next_deadline(due, interval, self.monotonic())
         finally:
             self.shutdown()
+            if self._warming is not None:
+                self._warming.join()  # nothing this service started outlives it
 
 
 #: the lanes of a scope without enabled windows (armed entries only): the full lane, empty

@@ -5,17 +5,17 @@ now, its drain lead included (and what the scheduler did about it). Never raises
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from hermes_estop.model.durations import format_duration
-from hermes_estop.model.errors import EstopError
 from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant, format_relative
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry, open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, upcoming
+from hermes_estop.windows.schedule import Row, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["status_section"]
@@ -39,7 +39,7 @@ def status_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None) 
 
 def _section(fleet: Fleet, now: datetime, as_json: bool | None) -> dict[str, Any]:
     windows_file = WindowsFile(fleet.root)
-    windows = windows_file.load()
+    windows = _shown(windows_file, now)
     if not windows:
         return {"json": {"windows": []}, "lines": []}
     try:
@@ -49,30 +49,44 @@ def _section(fleet: Fleet, now: datetime, as_json: bool | None) -> dict[str, Any
         entries, ledger_problem = {}, one_line(exc)
     rows: list[dict[str, Any]] = []
     lines = [f"windows ({len(windows)} in {windows_file.path}):"]
-    durations: dict[timedelta, str] = {}
-    for window in windows:
-        current, following = _current_and_following(window, now)
+    for window, current, following in windows:
         entry = entries.get(current.key) if current is not None and entries else None
         state = entry.state if entry is not None else None
         skipped = following is not None and bool(entries) and _skipped(following.key, entries)
-        duration = durations.get(window.duration)
-        if duration is None:
-            duration = durations[window.duration] = format_duration(window.duration)
-        drain = format_duration(window.drain) if window.drain is not None else None
+        duration, drain = window.duration, window.drain
         if as_json is not False:
             rows.append({
                 "name": window.name,
                 "scope": window.scope,
                 "enabled": window.enabled,
-                "schedule": window.describe_schedule(for_json=True),
+                "schedule": window.schedule,
                 "duration": duration,
                 "drain": drain,
                 "active": current is not None and window.enabled,
                 "current": current.to_json(now, window.zone_of(current)) | {"state": state} if current is not None else None,
                 "next": following.to_json(now, window.zone_of(following)) | {"skipped": skipped} if following is not None else None,
             })
-        if as_json is not True:
-            lines += _window_lines(window, now, current, following, state, skipped, duration, drain)
+        if as_json is True:
+            continue
+        ahead = f", draining {drain} ahead" if drain else ""
+        head = f"  {window.name}: {window.describe_schedule()} for {duration}{ahead}, {window.scope}"
+        if not window.enabled:
+            head += " (disabled)"
+        lines.append(head)
+        if current is not None:
+            what = f"; scheduler: {state}" if state else ""
+            if current.draining(now):
+                lines.append(f"    DRAINING now, the window starts {display_instant(current.start)} "
+                             f"({format_relative(current.start, now)}), until {display_instant(current.end)}{what}")
+            else:
+                lines.append(f"    ACTIVE now, until {display_instant(current.end)} "
+                             f"({format_relative(current.end, now)}){what}")
+        if following is not None:
+            lead = f", drain from {display_instant(following.arm_at)}" if following.lead else ""
+            lines.append(f"    next {display_instant(following.start)} ({format_relative(following.start, now)})"
+                         f"{lead}{' (skipped)' if skipped else ''}")
+        elif current is None:
+            lines.append("    no further occurrence")
     if ledger_problem:
         lines.append(f"  windows ledger: {ledger_problem}")
     data: dict[str, Any] = {"windows": rows}
@@ -81,27 +95,34 @@ def _section(fleet: Fleet, now: datetime, as_json: bool | None) -> dict[str, Any
     return {"json": data if as_json is not False else {}, "lines": lines if as_json is not True else []}
 
 
-def _window_lines(window: Window, now: datetime, current: Occurrence | None, following: Occurrence | None,
-                  state: str | None, skipped: bool, duration: str, drain: str | None) -> list[str]:
-    """One window's lines in `hermes status`: its schedule, what holds now, what comes next."""
-    ahead = f", draining {drain} ahead" if drain else ""
-    head = f"  {window.name}: {window.describe_schedule()} for {duration}{ahead}, {window.scope}"
-    lines = [head + ("" if window.enabled else " (disabled)")]
-    if current is not None:
-        what = f"; scheduler: {state}" if state else ""
-        if current.draining(now):
-            lines.append(f"    DRAINING now, the window starts {display_instant(current.start)} "
-                         f"({format_relative(current.start, now)}), until {display_instant(current.end)}{what}")
-        else:
-            lines.append(f"    ACTIVE now, until {display_instant(current.end)} "
-                         f"({format_relative(current.end, now)}){what}")
-    if following is not None:
-        lead = f", drain from {display_instant(following.arm_at)}" if following.lead else ""
-        lines.append(f"    next {display_instant(following.start)} ({format_relative(following.start, now)})"
-                     f"{lead}{' (skipped)' if skipped else ''}")
-    elif current is None:
-        lines.append("    no further occurrence")
-    return lines
+Shown = tuple[Row, Occurrence | None, Occurrence | None]
+
+
+def _shown(windows_file: WindowsFile, now: datetime) -> list[Shown]:
+    """Each window with the occurrence covering `now` and the next after it: from the file's
+    compiled schedule (no `Window` built for a row it answers), else from the windows."""
+    schedule = schedule_of(windows_file, now)
+    if schedule is None:
+        return [(Row.of(w), *_current_and_following(w, now)) for w in windows_file.load()]
+    out = []
+    for row in range(len(schedule)):
+        answered = _from_schedule(schedule, row, now)
+        out.append((schedule.row(row), *answered) if answered is not None else
+                   (schedule.row(row), *_current_and_following(schedule.window(row), now)))
+    return out
+
+
+def _from_schedule(schedule: Schedule, row: int, now: datetime) -> tuple[Occurrence | None, Occurrence | None] | None:
+    """`_current_and_following` of `row` from `schedule`; None when it cannot tell."""
+    first = schedule.upcoming(row, now, 1)
+    if first is None:
+        return None
+    if not first or not first[0].covers(now):
+        return None, first[0] if first else None
+    both = schedule.upcoming(row, now, 2)
+    if both is None:
+        return None
+    return first[0], next((o for o in both[1:] if not o.covers(now)), None)
 
 
 def _current_and_following(window: Window, now: datetime) -> tuple[Occurrence | None, Occurrence | None]:

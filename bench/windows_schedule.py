@@ -1,0 +1,93 @@
+"""Cold and warm figures of every windows command and `status` on fleets of distinct windows
+(issue 35), as real processes of the installed `hermes`.
+
+FIRST is the first command on a new fleet (nothing compiled yet); COLD is the first command
+after an edit of `windows.toml` (a comment line appended, so the bytes, and every key derived
+from them, change); WARM is the same command run again with the file unchanged; and `status`
+after an edit that `hermes serve --once` read first (serve builds the schedule for operators).
+Each figure is (seconds, peak MiB) of one process; the machine is shared, so compare ratios
+from one run rather than figures across runs.
+
+Run: `python bench/windows_schedule.py --sizes 10000 [--big 100000] --out FILE` from a fresh
+non-editable venv (`pip install .`), bench/ on sys.path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from core import _script
+from harness import spawn_measured
+from windows import write_distinct
+
+COMMANDS = (("windows list", ["windows", "list"]), ("windows next", ["windows", "next"]),
+            ("status", ["status"]), ("windows validate", ["windows", "validate"]),
+            ("check --at T --for 6h", ["check", "--at", "2027-03-01T00:00:00Z", "--for", "6h"]),
+            ("serve --once", ["serve", "--once"]))
+#: the commands measured at the large size (each cold one costs up to a minute before issue 35)
+BIG_COMMANDS = ("windows validate", "status")
+
+
+def _process(root: Path, args: list[str], cache: Path) -> tuple[float, float]:
+    env = dict(os.environ, HERMES_ROOT=str(root), HERMES_HOME=str(root), HERMES_ESTOP_CACHE=str(cache))
+    env.pop("HERMES_ESTOP_STORE", None)
+    elapsed, peak, code = spawn_measured([_script("hermes"), *args], env)
+    if code not in (0, 1):
+        raise SystemExit(f"hermes {' '.join(args)} exited {code}")
+    return round(elapsed, 3), round(peak, 1)
+
+
+def _edit(root: Path, counter: list[int]) -> None:
+    counter[0] += 1
+    with open(root / "windows.toml", "a", encoding="utf-8") as out:
+        out.write(f"# edit {counter[0]}\n")
+
+
+def measure(tmp: Path, count: int, labels: tuple[str, ...]) -> dict[str, dict[str, object]]:
+    root, cache = tmp / f"fleet-{count}", tmp / f"cache-{count}"
+    write_distinct(root, count)
+    counter = [0]
+    out: dict[str, dict[str, object]] = {}
+    first = _process(root, ["windows", "validate"], cache)
+    out["first read of a new fleet (windows validate)"] = {"cold_s": first[0], "cold_mib": first[1]}
+    print(count, "first", first, flush=True)
+    for label, args in COMMANDS:
+        if label not in labels:
+            continue
+        _edit(root, counter)
+        cold = _process(root, args, cache)
+        warm = min((_process(root, args, cache) for _ in range(2)), key=lambda pair: pair[0])
+        out[label] = {"cold_s": cold[0], "cold_mib": cold[1], "warm_s": warm[0], "warm_mib": warm[1]}
+        print(count, label, out[label], flush=True)
+    _edit(root, counter)
+    _process(root, ["serve", "--once"], cache)
+    after_serve = _process(root, ["status"], cache)
+    out["status after an edit that `serve --once` read first"] = {"warm_s": after_serve[0], "warm_mib": after_serve[1]}
+    print(count, "status after serve", after_serve, flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000])
+    parser.add_argument("--big", type=int, nargs="*", default=[])
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    results: dict[str, object] = {}
+    with tempfile.TemporaryDirectory() as name:
+        for count in args.sizes:
+            results[str(count)] = measure(Path(name), count, tuple(label for label, _ in COMMANDS))
+        for count in args.big:
+            results[str(count)] = measure(Path(name), count, BIG_COMMANDS)
+    args.out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

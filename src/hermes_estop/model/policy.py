@@ -1,0 +1,291 @@
+"""The arming policy (issue 37): limits a fleet sets on its own holds, and the pure decision.
+
+A `Policy` is parsed from the `[policy]` table of `estop.toml` (or the copy a PostgreSQL store
+keeps, so every host enforces the same one) by `parse_policy`, which names every unknown key
+and bad value (`InvalidArgument`, CLI exit 2). `decide_arm` and `decide_lift` are pure: a
+policy, an `Actor`, what the write would leave behind, and `now` in; a `Refusal` naming the
+rule and the value, or None, out. The fleet's writes (`Fleet.engage`, `Fleet.release*`) call
+them, so the CLI, `hermes run`, the Python API, windows and a remote caller meet the same rules.
+
+What a policy cannot stop: anyone who can write the fleet root (or the database) can write a
+sentinel by hand. Such a hold is honoured like any other; the policy governs hermes' writes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from hermes_estop.model.errors import EstopError, InvalidArgument
+from hermes_estop.model.text import printable
+from hermes_estop.model.durations import format_duration
+from hermes_estop.model.durations import parse_with_unit
+
+__all__ = ["ADMIN", "LIFT_RULES", "NO_POLICY", "OPERATOR", "Actor", "Arm", "Lift", "Policy", "PolicyRefused",
+           "Refusal", "Rules", "decide_arm", "decide_lift", "decide_window", "may_override", "parse_policy", "policy_document"]
+
+ADMIN = "admin"
+OPERATOR = "operator"
+#: who may lift a hold before its deadman
+LIFT_RULES = ("anyone", "owner-or-admin", "admins")
+SCOPES = ("fleet", "profile")
+#: `armed_by` of a hold `hermes run` holds for its job (`run:<actor>`): its owner ending it is its end, not a lift
+LEASE_PREFIX = "run:"
+WINDOW_PREFIX = "window:"
+
+_RULE_KEYS = frozenset({"max_ttl", "require_ttl", "reason_pattern", "lift", "lift_windows"})
+_TOP_KEYS = _RULE_KEYS | {"max_scope", "roles", "profiles"}
+
+
+class PolicyRefused(EstopError, PermissionError):
+    """A write the fleet's arming policy refuses; the message names the rule and the value."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who makes a write. Local callers: `user@host` (`name`), their user name and groups, and
+    whether they can write the fleet root (break glass). Remote callers: `Actor.remote(token,
+    role)`, named `token:NAME`, with the role their token carries."""
+
+    name: str
+    user: str | None = None
+    groups: frozenset[str] = frozenset()
+    role: str | None = None
+    can_write_root: bool = False
+
+    @classmethod
+    def remote(cls, token: str, role: str) -> Actor:
+        return cls(name=f"token:{token}", role=role)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The rules that a profile may override."""
+
+    max_ttl: timedelta | None = None
+    require_ttl: bool = False
+    reason_pattern: str | None = None
+    lift: str = "anyone"
+    lift_windows: str = "anyone"
+
+
+@dataclass(frozen=True)
+class Policy:
+    rules: Rules = Rules()
+    max_scope: str = "fleet"
+    #: member (`alice`, `group:ops`, an actor's name) -> role (`admin`, `operator`)
+    roles: Mapping[str, str] = field(default_factory=dict)
+    #: profile name -> its rules (the fleet's, with that profile's overrides applied)
+    profiles: Mapping[str, Rules] = field(default_factory=dict)
+
+    def rules_for(self, scope: str) -> Rules:
+        return self.profiles.get(scope, self.rules) if scope != "fleet" else self.rules
+
+    def role_of(self, actor: Actor) -> str:
+        """The actor's role: the one a remote token carries, else the policy's mapping of its
+        name (`gateway:424242@host`), its user or any of its groups (admin wins), else operator."""
+        if actor.role is not None:
+            return actor.role
+        members = [actor.name, *([actor.user] if actor.user else []), *(f"group:{g}" for g in sorted(actor.groups))]
+        found = [self.roles[m] for m in members if m in self.roles]
+        return ADMIN if ADMIN in found else (found[0] if found else OPERATOR)
+
+    @property
+    def empty(self) -> bool:
+        return self == NO_POLICY
+
+
+NO_POLICY = Policy()
+
+
+@dataclass(frozen=True)
+class Refusal:
+    rule: str
+    value: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Arm:
+    """The hold a write would leave at `scope` (after a re-arm's merge)."""
+
+    scope: str
+    expires_at: datetime | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class Lift:
+    """A hold at `scope` someone would remove before its deadman."""
+
+    scope: str
+    armed_by: str | None
+    expires_at: datetime | None
+
+
+def _refusal(rule: str, value: str, why: str) -> Refusal:
+    return Refusal(rule, value, f"refused by policy {rule}: {why}")
+
+
+def _format(delta: timedelta) -> str:
+    return format_duration(delta)
+
+
+def decide_arm(policy: Policy, actor: Actor, arm: Arm, now: datetime) -> Refusal | None:
+    """None when `policy` lets `actor` leave `arm` standing at `now`, else the first rule it breaks."""
+    if arm.scope == "fleet" and policy.max_scope == "profile" and policy.role_of(actor) != ADMIN:
+        return _refusal("max_scope", "fleet", f"{printable(actor.name)} may hold a profile, not the fleet")
+    rules = policy.rules_for(arm.scope)
+    if arm.expires_at is None:
+        if rules.require_ttl:
+            return _refusal("require_ttl", "none", "a hold needs a deadman (--ttl or --until)")
+    elif rules.max_ttl is not None and arm.expires_at - now > rules.max_ttl:
+        ttl = _format(arm.expires_at - now)
+        return _refusal("max_ttl", ttl, f"ttl {ttl} is longer than max_ttl {_format(rules.max_ttl)}")
+    if rules.reason_pattern is not None and not re.search(rules.reason_pattern, arm.reason or ""):
+        return _refusal("reason_pattern", arm.reason or "",
+                        f"reason {printable(repr(arm.reason or ''))} does not match {printable(repr(rules.reason_pattern))}")
+    return None
+
+
+def _owner(armed_by: str | None) -> str | None:
+    if armed_by is not None and armed_by.startswith(LEASE_PREFIX):
+        return armed_by[len(LEASE_PREFIX):]
+    return armed_by
+
+
+def decide_lift(policy: Policy, actor: Actor, lift: Lift, now: datetime) -> Refusal | None:
+    """None when `policy` lets `actor` remove `lift`'s hold at `now`. A hold past its deadman is
+    no longer held, and a `hermes run` hold ended by the actor it runs for is its end: neither
+    is a lift."""
+    if lift.expires_at is not None and lift.expires_at <= now:
+        return None
+    if lift.armed_by is not None and lift.armed_by == LEASE_PREFIX + actor.name:
+        return None
+    rules = policy.rules_for(lift.scope)
+    window = lift.armed_by is not None and lift.armed_by.startswith(WINDOW_PREFIX)
+    rule, who = ("lift_windows", rules.lift_windows) if window else ("lift", rules.lift)
+    if who == "anyone" or policy.role_of(actor) == ADMIN:
+        return None
+    if who == "owner-or-admin" and _owner(lift.armed_by) == actor.name:
+        return None
+    armed = printable(lift.armed_by) if lift.armed_by else "outside hermes"
+    return _refusal(rule, who, f"{printable(actor.name)} may not lift a hold armed by {armed} ({rule} = {who})")
+
+
+def may_override(policy: Policy, actor: Actor) -> bool:
+    """Break glass: an admin, or a local operator who can write the fleet root anyway."""
+    return policy.role_of(actor) == ADMIN or actor.can_write_root
+
+
+# -- parsing -----------------------------------------------------------------------------------
+
+
+def _bad(where: str, key: str, why: str) -> InvalidArgument:
+    return InvalidArgument(f"invalid policy in {printable(where)}: {printable(key)}: {why}")
+
+
+def _unknown(where: str, table: str, data: Mapping[str, Any], known: frozenset[str]) -> None:
+    unknown = sorted(str(k) for k in data if k not in known)
+    if unknown:
+        raise InvalidArgument(f"invalid policy in {printable(where)}: unknown key {printable(repr(unknown[0]))} in "
+                              f"[{table}] (known: {', '.join(sorted(known))})")
+
+
+def _table(where: str, key: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _bad(where, key, f"must be a table, not {printable(repr(value))}")
+    return value
+
+
+def _rules(where: str, table: str, data: Mapping[str, Any], base: Rules) -> Rules:
+    values: dict[str, Any] = dict(base.__dict__)
+    if "max_ttl" in data:
+        raw = data["max_ttl"]
+        try:
+            values["max_ttl"] = parse_with_unit(raw)
+        except EstopError as exc:
+            raise _bad(where, f"{table}.max_ttl", str(exc)) from None
+    if "require_ttl" in data:
+        if not isinstance(data["require_ttl"], bool):
+            raise _bad(where, f"{table}.require_ttl", f"must be true or false, not {printable(repr(data['require_ttl']))}")
+        values["require_ttl"] = data["require_ttl"]
+    if "reason_pattern" in data:
+        pattern = data["reason_pattern"]
+        if not isinstance(pattern, str):
+            raise _bad(where, f"{table}.reason_pattern", f"must be a string, not {printable(repr(pattern))}")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise _bad(where, f"{table}.reason_pattern", f"not a regular expression ({exc})") from None
+        values["reason_pattern"] = pattern
+    for key in ("lift", "lift_windows"):
+        if key in data:
+            if data[key] not in LIFT_RULES:
+                raise _bad(where, f"{table}.{key}", f"{printable(repr(data[key]))} is not one of {', '.join(LIFT_RULES)}")
+            values[key] = data[key]
+    return Rules(**values)
+
+
+def parse_policy(data: Any, where: str) -> Policy:
+    """The `[policy]` table `data` (None: no policy) read from `where` (a file, a store), or
+    `InvalidArgument` naming the first unknown key or bad value."""
+    if data is None:
+        return NO_POLICY
+    data = _table(where, "policy", data)
+    _unknown(where, "policy", data, _TOP_KEYS)
+    rules = _rules(where, "policy", data, Rules())
+    max_scope = data.get("max_scope", "fleet")
+    if max_scope not in SCOPES:
+        raise _bad(where, "policy.max_scope", f"{printable(repr(max_scope))} is not one of {', '.join(SCOPES)}")
+    roles: dict[str, str] = {}
+    for member, role in _table(where, "policy.roles", data.get("roles", {})).items():
+        if role not in (ADMIN, OPERATOR):
+            raise _bad(where, f"policy.roles.{member}", f"{printable(repr(role))} is not one of {ADMIN}, {OPERATOR}")
+        roles[str(member)] = role
+    profiles: dict[str, Rules] = {}
+    for name, table in _table(where, "policy.profiles", data.get("profiles", {})).items():
+        section = f"policy.profiles.{name}"
+        body = _table(where, section, table)
+        _unknown(where, section, body, _RULE_KEYS)
+        profiles[str(name)] = _rules(where, section, body, rules)
+    return Policy(rules, max_scope, roles, profiles)
+
+
+def _rules_document(rules: Rules, base: Rules | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in rules.__dict__.items():
+        if base is not None and getattr(base, key) == value:
+            continue
+        if value is None or (base is None and value == getattr(Rules(), key)):
+            continue
+        out[key] = _format(value) if isinstance(value, timedelta) else value
+    return out
+
+
+def policy_document(policy: Policy) -> dict[str, Any]:
+    """The `[policy]` table that `parse_policy` reads back as `policy` (what `policy show`
+    prints and `policy set` stores)."""
+    out = _rules_document(policy.rules, None)
+    if policy.max_scope != "fleet":
+        out["max_scope"] = policy.max_scope
+    if policy.roles:
+        out["roles"] = dict(policy.roles)
+    if policy.profiles:
+        out["profiles"] = {name: _rules_document(rules, policy.rules) for name, rules in policy.profiles.items()}
+    return out
+
+
+def decide_window(policy: Policy, actor: Actor, scope: str, length: timedelta, reason: str | None) -> Refusal | None:
+    """The rule a window (or a calendar's event) breaks when `actor` (the scheduler) holds
+    `scope` for `length` (its drain lead and duration) with `reason`, or None; a window that
+    breaks one is not armed."""
+    epoch = datetime(2000, 1, 1)
+    return decide_arm(policy, actor, Arm(scope, epoch + length, reason), epoch)
