@@ -207,19 +207,29 @@ def _card(reading: Reading, view: FleetView) -> str:
     rows.append(("covers", "covers", _t(covers(hold.selector if hold is not None else None))))
     if hold is not None and reading.state is not HoldState.UNREADABLE:
         rows += _hold_rows(hold, view)
-    record = view.status.record if view.status is not None else None
-    override = record.override_of(hold.generation if hold is not None else None) if record is not None else None
-    if override is not None and reading.active:
-        rows.append(("override", "OVERRIDE", f"{_t(override.actor or '?')} broke glass over policy "
-                                             f"<code>{_t(override.rule or '?')}</code>: {_t(override.reason or '')}"))
-    if record is not None and reading.active and record.written_outside(reading):
-        rows.append(("outside", "written", "outside hermes (no write of it on the audit trail)"))
+    if reading.active:
+        rows += _record_rows(reading, view)
     lift = view.status.lift(reading) if view.status is not None and reading.active else None
     if lift is not None:
         rows.append(("lift", "lift it", f"<code>{_t(lift)}</code> (from here)"))
     body = "".join(f'<dt>{label}</dt><dd class="{cls}">{value}</dd>' for cls, label, value in rows)
     return (f'<div class="hold-card state-{state}" data-scope="{scope}" data-state="{state}">'
             f'<div><span class="scope">{scope}</span> &middot; {head}</div><dl>{body}</dl></div>')
+
+
+def _record_rows(reading: Reading, view: FleetView) -> list[tuple[str, str, str]]:
+    """What the audit trail says of an active hold (issue 37): armed over policy, or written outside hermes."""
+    record = view.status.record if view.status is not None else None
+    if record is None:
+        return []
+    rows = []
+    override = record.override_of(reading.hold.generation if reading.hold is not None else None)
+    if override is not None:
+        rows.append(("override", "OVERRIDE", f"{_t(override.actor or '?')} broke glass over policy "
+                                             f"<code>{_t(override.rule or '?')}</code>: {_t(override.reason or '')}"))
+    if record.written_outside(reading):
+        rows.append(("outside", "written", "outside hermes (no write of it on the audit trail)"))
+    return rows
 
 
 def _hold_rows(hold: Hold, view: FleetView) -> list[tuple[str, str, str]]:
