@@ -241,12 +241,7 @@ def resume(
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
-    ack = None
-    if limit is not None:
-        lifted = _standing(estop, location, hold) if generation is None else None
-        standing = generation if generation is not None else lifted.generation if lifted is not None else None
-        selector = lifted.selector if lifted is not None else None
-        ack = ack_for_release(estop.fleet, location.scope, standing, selector) if standing is not None else None
+    ack = _release_ack(estop, location, generation, hold) if limit is not None else None
     try:
         removed = estop.fleet.resume(location, generation=generation, hold=hold, every=all_, override=override)
     except HoldConflict as exc:
@@ -273,8 +268,7 @@ def resume(
             "generation": full.hold.generation if full is not None and full.hold else None,
             "released_holds": [r.hold.generation if r.hold else None for r in removed],
             "engaged": snapshot.engaged,
-            "holds": [reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}
-                      for r in snapshot.every_active],
+            "holds": _holds_json(estop, snapshot),
             **_ack_json(found),
         })
         raise typer.Exit(code or _ack_exit(found))
@@ -283,21 +277,43 @@ def resume(
         typer.echo(f"no hold at {printable(location.describe())} ({printable(where(location))}){scoped}")
     for reading in removed:
         typer.echo(_resumed_line(location, reading))
-    for reading in snapshot.active:
-        lift = lift_command(reading.location, estop.layout)
-        hint = f" ({lift})" if lift else ""
-        typer.echo(f"still held by {printable(reading.location.describe())}{hint}")
-    for reading in snapshot.scoped_active:
-        label = reading.hold.scope_label if reading.hold is not None else "?"
-        lift = lift_command(reading.location, estop.layout)
-        hint = f" (`{lift} --hold {printable(reading.hold.hold_id or '?')}`)" if lift and reading.hold else ""
-        typer.echo(f"scoped hold still stands at {printable(reading.location.describe())}: {label}{hint}")
+    for line in _still_held_lines(estop, snapshot):
+        typer.echo(line)
     if code:
         lift = lift_command(location, estop.layout) or "hermes resume"
         typer.echo(f"hermes: nothing was lifted; `{lift} --hold ID` lifts one scoped hold, `{lift} --all` "
                    f"every hold at {printable(location.describe())}", err=True)
         raise typer.Exit(code)
     raise typer.Exit(_ack_echo(_wait(estop, ack, limit, show=True), "resumed"))
+
+
+def _release_ack(estop: Estop, location: Location, generation: str | None, hold: str | None) -> Any:
+    """What `--wait` waits for: every consumer the lifted hold covered seeing it gone (None: no hold to lift)."""
+    lifted = _standing(estop, location, hold) if generation is None else None
+    standing = generation if generation is not None else lifted.generation if lifted is not None else None
+    selector = lifted.selector if lifted is not None else None
+    return ack_for_release(estop.fleet, location.scope, standing, selector) if standing is not None else None
+
+
+def _holds_json(estop: Estop, snapshot: Any) -> list[dict[str, Any]]:
+    where = estop.fleet.store.where
+    return [reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}
+            for r in snapshot.every_active]
+
+
+def _still_held_lines(estop: Estop, snapshot: Any) -> list[str]:
+    """The holds that still stand after a resume, each with the command that lifts it from here."""
+    lines = []
+    for reading in snapshot.active:
+        lift = lift_command(reading.location, estop.layout)
+        hint = f" ({lift})" if lift else ""
+        lines.append(f"still held by {printable(reading.location.describe())}{hint}")
+    for reading in snapshot.scoped_active:
+        label = reading.hold.scope_label if reading.hold is not None else "?"
+        lift = lift_command(reading.location, estop.layout)
+        hint = f" (`{lift} --hold {printable(reading.hold.hold_id or '?')}`)" if lift and reading.hold else ""
+        lines.append(f"scoped hold still stands at {printable(reading.location.describe())}: {label}{hint}")
+    return lines
 
 
 def _resumed_line(location: Location, removed: Reading) -> str:
