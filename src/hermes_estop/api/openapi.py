@@ -53,7 +53,8 @@ def openapi_document() -> dict[str, Any]:
         },
         "security": [{"bearer": []}],
         "paths": {
-            "/api/v1/status": {"get": {"summary": "The status document (hermes status --json); viewer",
+            "/api/v1/status": {"get": {"summary": "The status document (hermes status --json, with `timeline` and "
+                                               "`section_lines`: the sections' text as hermes status prints them); viewer",
                                        "responses": {"200": {"description": "the status"}, **_ERRORS}}},
             "/api/v1/holds": {"post": {
                 "summary": "Arm or re-arm a hold; operator",

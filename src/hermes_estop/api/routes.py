@@ -364,7 +364,8 @@ class WriteApi:
             except InvalidArgument as exc:
                 raise ApiError(409, str(exc)) from None
         key = "skipped" if skip else "unskipped"
-        return ApiResponse(200, {key: target.to_json(now, window.zone_of(target)), "window": name})
+        zone = window.zone_of(target)
+        return ApiResponse(200, {key: target.to_json(now, zone), "window": name, "timezone": str(zone)})
 
 
 # -- parsing the request -------------------------------------------------------------------

@@ -10,15 +10,15 @@ from typing import Annotated, Any
 
 import typer
 
-from hermes_estop.process.describe import covers
+from hermes_estop.process.describe import paused_lines, resumed_line as _resumed_line
 from hermes_estop.model.errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from hermes_estop.process.estop import Estop
-from hermes_estop.model.hold import Allow, Cause, Hold, HoldState, Reading
+from hermes_estop.model.hold import Allow, Hold, HoldState
 from hermes_estop.model.homes import Location
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, utc_now
 from hermes_estop.cli.common import (
-    EXIT_HELD, EXIT_OK, check_components, current_estop, describe_hold, emit_json, fail, echo_lines, fit_lines,
+    EXIT_HELD, EXIT_OK, check_components, current_estop, emit_json, fail, echo_lines, fit_lines,
     hold_json, operator_time, duration_option, reading_json, refuse_blank, terminal_width,
 )
 from hermes_estop.cli.history import run_history
@@ -105,6 +105,8 @@ def pause(
     if remote is not None:
         if wait or wait_timeout is not None:
             raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
+        if ttl is not None:
+            duration_option("--ttl", ttl)  # refused in the local words before the server is asked
         deadline_text = operator_time("--until", until, utc_now()).isoformat() if until is not None else None
         remote_pause(remote, reason=reason, allow_user=allow_user, allow_profile=allow_profile, ttl=ttl,
                      until=deadline_text, fleet=fleet, profile=profile, replace=replace, only=only, job=job,
@@ -160,14 +162,8 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
         emit_json({"scope": location.scope, "path": where, **hold_json(hold, snapshot.now),
                    "engaged": snapshot.engaged, **_ack_json(found)})
         raise typer.Exit(_ack_exit(found))
-    scoped = "" if hold.selector is None else f" for {covers(hold.selector)} only (hold {printable(hold.hold_id or '?')})"
-    typer.echo(f"paused {printable(location.describe())}{scoped}{_not_the_fleet(location, fleet, profile)} "
-               f"({printable(where)})")
-    for line in describe_hold(hold, snapshot.now):
-        typer.echo(f"  {line}")
     others = [r for r in snapshot.active if r.location != location]
-    for reading in others:
-        typer.echo(f"also held by {printable(reading.location.describe())}")
+    echo_lines(paused_lines(location, hold, where, _not_the_fleet(location, fleet, profile), snapshot.now, others))
     found = _wait(estop, ack, limit, show=True)
     raise typer.Exit(_ack_echo(found, "stopped"))
 
@@ -314,19 +310,6 @@ def _still_held_lines(estop: Estop, snapshot: Any) -> list[str]:
         hint = f" (`{lift} --hold {printable(reading.hold.hold_id or '?')}`)" if lift and reading.hold else ""
         lines.append(f"scoped hold still stands at {printable(reading.location.describe())}: {label}{hint}")
     return lines
-
-
-def _resumed_line(location: Location, removed: Reading) -> str:
-    """What one lifted hold was, in the words `hermes status` showed it in."""
-    where = printable(location.describe())
-    if removed.hold is not None and removed.hold.selector is not None:
-        return (f"resumed {where} scoped hold {removed.hold.scope_label} "
-                f"(generation {printable(removed.hold.generation or '?')})")
-    if removed.hold is not None and removed.hold.generation:
-        return f"resumed {where} (generation {printable(removed.hold.generation)})"
-    if removed.state is HoldState.UNREADABLE and removed.cause is not Cause.EMPTY:
-        return f"resumed {where} (removed an unreadable hold: {printable(removed.problem or '?')})"
-    return f"resumed {where} (a hand-made stop with no details)"
 
 
 def _generation_at(estop: Estop, location: Location, hold_id: str | None = None) -> str | None:

@@ -11,16 +11,34 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from datetime import tzinfo, UTC
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
 import typer
 
-from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.errors import HoldConflict, InvalidArgument
+from hermes_estop.model.hold import Reading
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.cli.common import EXIT_HELD, EXIT_OK, emit_json
+from hermes_estop.cli.common import EXIT_HELD, EXIT_OK, echo_lines, emit_json, fit_lines, terminal_width
 import urllib.error
 import urllib.request
+from datetime import datetime
+from hermes_estop.model.hold import hold_from_json
+from hermes_estop.model.hold import Fence, HoldState, not_current
+from hermes_estop.model.homes import Location
+from hermes_estop.model.timeutil import parse_stamp
+from hermes_estop.observe.status import DocumentStatus
+from hermes_estop.observe.status import status_lines
+from hermes_estop.process.describe import paused_lines
+from hermes_estop.process.describe import reading_from_json
+from hermes_estop.process.describe import resumed_line
+from hermes_estop.windows.skips import skipped_line
+from zoneinfo import ZoneInfo
+
+if TYPE_CHECKING:
+    from hermes_estop.model.homes import Location
+    from hermes_estop.observe.status import DocumentStatus
 
 __all__ = ["SERVER_ENV", "TOKEN_FILE_ENV", "Remote", "chosen_server", "use_server"]
 
@@ -83,7 +101,11 @@ class Remote:
             _fail(f"cannot reach server {self.url}: {reason}; nothing was changed")
 
     def refused(self, answer: Answer) -> NoReturn:
+        """Exit 2 with the server's one line; a 400 (bad input, refused by the checks a local
+        command runs) in the local words alone."""
         message = answer.body.get("error") if isinstance(answer.body, dict) else None
+        if answer.status == 400 and message:
+            _fail(str(message))
         _fail(f"server {self.url} answered {answer.status}: {message or 'no explanation'}")
 
 
@@ -99,29 +121,47 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def _hold_lines(hold: dict[str, Any]) -> list[str]:
-    allow = hold.get("allow") or {}
-    users = ", ".join(str(u) for u in allow.get("user_ids") or []) or "nobody"
-    lines = [f"covers     {hold.get('covers', 'all')}", f"generation {hold.get('generation')}"]
-    if hold.get("reason"):
-        lines.append(f"reason     {hold['reason']}")
-    if hold.get("deadline"):
-        lines.append(f"deadline   {hold['deadline']} ({hold.get('deadline_in')})")
-    lines.append(f"allow      {users}")
-    if hold.get("armed_by"):
-        lines.append(f"armed by   {hold['armed_by']}")
-    return [printable(line) for line in lines]
-
-
 def _scope(fleet: bool, profile: str | None) -> str:
     if fleet and profile is not None:
         raise InvalidArgument("give --fleet or --profile, not both")
     return profile if profile is not None else "fleet"
 
 
+#: a pause over --server names no scope: it pauses the fleet, and says so (there is no home to default to)
+_THE_FLEET_NOTE = " (the fleet: --server has no home of its own; --profile NAME for one profile)"
+
+
+#: what /api/v1/status adds to the document `hermes status --json` prints
+_API_ONLY = ("timeline", "section_lines")
+
+
+def _view(remote: Remote) -> tuple[dict[str, Any], DocumentStatus]:
+    """The server's status document (as `hermes status --json` prints it) and its readings."""
+    answer = remote.call("GET", "/api/v1/status")
+    if answer.status != 200 or not isinstance(answer.body, dict):
+        remote.refused(answer)
+    document = {key: value for key, value in answer.body.items() if key not in _API_ONLY}
+    try:
+        return document, DocumentStatus.of(document, answer.body.get("section_lines") or ())
+    except (KeyError, TypeError, ValueError) as exc:
+        _fail(f"server {remote.url} answered a status document this client cannot read: {exc}")
+
+
+def _location(view: DocumentStatus, scope: str) -> Location:
+    """The location `scope` names, with its home as the server's document gives it."""
+    return Location(scope, Path(view.where(_location_of(scope))).parent)
+
+
+def _at(view: DocumentStatus, scope: str) -> Reading | None:
+    """The reading (full hold and scoped holds) the server's document has at `scope`."""
+    return next((r for r in (*view.mine.readings, *view.others) if r.location.scope == scope), None)
+
+
 def remote_pause(remote: Remote, *, reason: str | None, allow_user: list[str] | None, allow_profile: list[str] | None,
                  ttl: str | None, until: str | None, fleet: bool, profile: str | None, replace: bool,
                  only: list[str] | None, job: list[str] | None, as_json: bool) -> NoReturn:
+    """`hermes pause` over --server: the server arms the hold; the answer is printed as a local
+    pause prints it (`paused_lines`, the same JSON), read back from the server's status."""
     body: dict[str, Any] = {"scope": _scope(fleet, profile), "replace": replace}
     if reason is not None:
         body["reason"] = reason
@@ -131,78 +171,182 @@ def remote_pause(remote: Remote, *, reason: str | None, allow_user: list[str] | 
         if value:
             body[name] = value
     answer = remote.call("POST", "/api/v1/holds", body)
-    if answer.status != 201:
+    if answer.status != 201 or not isinstance(answer.body, dict):
         remote.refused(answer)
-    hold = answer.body
+    _, view = _view(remote)
+    location = _location(view, str(answer.body["scope"]))
+    where = view.where(location)
     if as_json:
-        emit_json({**hold, "server": remote.url})
+        fields = {key: value for key, value in answer.body.items() if key not in ("id", "scope")}
+        emit_json({"scope": location.scope, "path": where, **fields, "engaged": view.engaged})
         raise typer.Exit(EXIT_OK)
-    typer.echo(f"paused {printable(hold['scope'])} (hold {printable(hold['id'])} on server {printable(remote.url)})")
-    for line in _hold_lines(hold):
-        typer.echo(f"  {line}")
+    note = _THE_FLEET_NOTE if not fleet and profile is None else ""
+    others = [r for r in view.mine.active if r.location.scope != location.scope]
+    echo_lines(paused_lines(location, hold_from_json(answer.body), where, note, view.now, others))
     raise typer.Exit(EXIT_OK)
+
+
+def _lifted(remote: Remote, ref: str, generation: str | None) -> Reading | HoldConflict | None:
+    """DELETE one hold (`If-Match` on `generation`): what was lifted, the conflict a fence
+    refused, or None when nothing stood."""
+    answer = remote.call("DELETE", f"/api/v1/holds/{quote(ref, safe=':')}",
+                         headers={"If-Match": f'"{generation}"'} if generation is not None else None)
+    if answer.status == 404:
+        return None
+    if answer.status in (409, 412):
+        return _conflict(ref, generation if answer.status == 412 else None, answer.body)
+    if answer.status != 200 or not isinstance(answer.body, dict):
+        remote.refused(answer)
+    return reading_from_json(answer.body["lifted"])
+
+
+def _conflict(ref: str, generation: str | None, body: Any) -> HoldConflict:
+    """The error a local resume gives for the same refusal: for a failed fence on `generation`
+    (412) `not_current` with the hold the server says stands (none: it was lifted), else the
+    server's words (409)."""
+    standing = body.get("hold") if isinstance(body, dict) else None
+    if generation is None:
+        return HoldConflict(str(body.get("error") if isinstance(body, dict) else body))
+    location = _location_of(ref.partition(":")[0])
+    hold = hold_from_json(standing) if isinstance(standing, dict) else None
+    reading = Reading(location, HoldState.ACTIVE, hold, Fence(hold.generation)) if hold is not None else None
+    return not_current(location, generation, reading)
 
 
 def remote_resume(remote: Remote, *, generation: str | None, hold: str | None, all_: bool, fleet: bool,
                   profile: str | None, as_json: bool) -> NoReturn:
-    if all_:
-        raise InvalidArgument("--all is not served over --server: lift each hold (--hold ID)")
+    """`hermes resume` over --server: one DELETE per hold it lifts (`--all`: the full hold and
+    every scoped hold at the scope as the server's status showed them, each fenced with
+    If-Match on the generation seen), printed as a local resume prints it."""
     scope = _scope(fleet, profile)
-    ref = f"{scope}:{hold}" if hold is not None else scope
-    answer = remote.call("DELETE", f"/api/v1/holds/{quote(ref, safe=':')}",
-                         headers={"If-Match": f'"{generation}"'} if generation is not None else None)
-    if answer.status == 404:
+    _, before = _view(remote)
+    standing = _at(before, scope)
+    removed: list[Reading] = []
+    try:
+        for ref, fence in _targets(scope, standing, generation, hold, all_):
+            lifted = _lifted(remote, ref, fence)
+            if isinstance(lifted, HoldConflict):
+                raise lifted
+            if lifted is not None:
+                removed.append(lifted)
+    except HoldConflict as exc:
         if as_json:
-            emit_json({"scope": scope, "released": False, "server": remote.url})
+            emit_json({"scope": scope, "released": False, "error": str(exc)})
         else:
-            typer.echo(f"no hold {printable(ref)} on server {printable(remote.url)}")
-        raise typer.Exit(EXIT_OK)
-    if answer.status in (409, 412):
-        message = answer.body.get("error") if isinstance(answer.body, dict) else "refused"
-        if as_json:
-            emit_json({"scope": scope, "released": False, "error": message, "server": remote.url})
-        else:
-            typer.echo(f"hermes: {one_line(message)}", err=True)
-        raise typer.Exit(EXIT_HELD)
-    if answer.status != 200:
-        remote.refused(answer)
-    lifted = answer.body["lifted"]
+            typer.echo(f"hermes: {one_line(exc)}", err=True)
+        raise typer.Exit(EXIT_HELD) from None
+    document, view = _view(remote)
+    _resumed(remote, view, document, scope, removed, as_json)
+
+
+def _targets(scope: str, standing: Reading | None, generation: str | None, hold: str | None,
+             all_: bool) -> list[tuple[str, str | None]]:
+    """The holds to DELETE, each with the generation its If-Match names (None: unfenced)."""
+    scoped = [r.hold for r in standing.scoped if r.hold is not None] if standing is not None else []
+    if hold is not None:
+        found = next((h for h in scoped if h.hold_id == hold), None)
+        if found is None:
+            labels = ", ".join(h.scope_label for h in scoped) or "none"
+            where = _location_of(scope).describe()
+            raise HoldConflict(f"no scoped hold {hold!r} at {where} (scoped holds there: {labels})")
+        return [(f"{scope}:{hold}", found.generation)]
+    if not all_:
+        return [(scope, generation)]
+    full = standing.hold if standing is not None and standing.present and standing.hold is not None else None
+    return ([(scope, full.generation)] if full is not None else []) + [(f"{scope}:{h.hold_id}", h.generation)
+                                                                       for h in scoped]
+
+
+def _location_of(scope: str) -> Location:
+    """The location `scope` names, for its words (`describe`) alone."""
+    return Location(scope, Path())
+
+
+def _resumed(remote: Remote, view: DocumentStatus, document: dict[str, Any], scope: str, removed: list[Reading],
+             as_json: bool) -> NoReturn:
+    """What a local resume prints after its lifts, from the server's status read after them."""
+    location = _location(view, scope)
+    addressed = _at(view, scope)
+    here = [r for r in addressed.scoped if r.active] if addressed is not None else []
+    code = EXIT_HELD if not removed and here else EXIT_OK
     if as_json:
-        emit_json({"scope": scope, "released": True, "generation": lifted.get("generation"), "server": remote.url})
-        raise typer.Exit(EXIT_OK)
-    typer.echo(f"resumed {printable(ref)} on server {printable(remote.url)} (generation {printable(lifted.get('generation'))})")
-    raise typer.Exit(EXIT_OK)
+        entries = {(e["scope"], e.get("hold")): e for e in document.get("holds") or []}
+        full = next((r for r in removed if r.hold is None or r.hold.selector is None), None)
+        emit_json({
+            "scope": scope,
+            "released": bool(removed),
+            "generation": full.hold.generation if full is not None and full.hold else None,
+            "released_holds": [r.hold.generation if r.hold else None for r in removed],
+            "engaged": view.engaged,
+            "holds": [entries[_key(r)] | {"lift": _lift(view, r.location.scope)} for r in view.mine.every_active],
+        })
+        raise typer.Exit(code)
+    if not removed:
+        scoped = f": only scoped holds stand there ({len(here)})" if here else ""
+        typer.echo(f"no hold at {printable(location.describe())} ({printable(view.where(location))}){scoped}")
+    for reading in removed:
+        typer.echo(resumed_line(location, reading))
+    for reading in view.mine.active:
+        lift = _lift(view, reading.location.scope)
+        typer.echo(f"still held by {printable(reading.location.describe())}{f' ({lift})' if lift else ''}")
+    for reading in view.mine.scoped_active:
+        label = reading.hold.scope_label if reading.hold is not None else "?"
+        lift = _lift(view, reading.location.scope)
+        hint = f" (`{lift} --hold {printable(reading.hold.hold_id or '?')}`)" if lift and reading.hold else ""
+        typer.echo(f"scoped hold still stands at {printable(reading.location.describe())}: {label}{hint}")
+    if code:
+        lift = _lift(view, scope) or "hermes resume"
+        typer.echo(f"hermes: nothing was lifted; `{lift} --hold ID` lifts one scoped hold, `{lift} --all` "
+                   f"every hold at {printable(location.describe())}", err=True)
+    raise typer.Exit(code)
+
+
+def _key(reading: Reading) -> tuple[str, str | None]:
+    return reading.location.scope, reading.hold.hold_id if reading.hold is not None else None
+
+
+def _lift(view: DocumentStatus, scope: str) -> str | None:
+    """The command the server's document says lifts the full hold at `scope` (`lift_command`
+    as the server sees it; a scoped hold's `--hold ID` taken off)."""
+    for (where, hold_id), lift in view.lifts.items():
+        if where == scope and lift is not None:
+            return lift.removesuffix(f" --hold {hold_id}") if hold_id else lift
+    return None
 
 
 def remote_status(remote: Remote, *, as_json: bool) -> NoReturn:
-    answer = remote.call("GET", "/api/v1/status")
-    if answer.status != 200 or not isinstance(answer.body, dict):
-        remote.refused(answer)
-    document = answer.body
+    """`hermes status` over --server: the server's document, printed by `status_lines`."""
+    document, view = _view(remote)
     if as_json:
         emit_json(document)
         raise typer.Exit(EXIT_OK)
-    fleet = document.get("fleet") or {}
-    holds = [h for h in fleet.get("holds") or [] if h.get("state") != "absent"]
-    typer.echo(f"HELD: new work is paused ({len(holds)} active hold(s))" if holds
-               else "free: no active hold in the fleet")
-    for hold in holds:
-        where = printable(hold.get("scope")) + (f" hold {printable(hold['hold'])}" if hold.get("hold") else "")
-        typer.echo(f"{'HELD' if hold.get('state') == 'active' else printable(str(hold.get('state')).upper()):<5} {where}")
-        for line in _hold_lines(hold):
-            typer.echo(f"      {line}")
-    typer.echo(f"server     {printable(remote.url)}")
+    echo_lines(fit_lines(status_lines(view), terminal_width()))
     raise typer.Exit(EXIT_OK)
 
 
 def remote_skip(remote: Remote, name: str, *, on: str | None, occurrence: str | None, as_json: bool) -> NoReturn:
     body = {key: value for key, value in (("on", on), ("occurrence", occurrence)) if value is not None}
     answer = remote.call("POST", f"/api/v1/windows/{quote(name, safe='')}/skip", body)
-    if answer.status != 200:
+    if answer.status != 200 or not isinstance(answer.body, dict):
         remote.refused(answer)
     skipped = answer.body["skipped"]
     if as_json:
         emit_json({"skipped": skipped})
         raise typer.Exit(EXIT_OK)
-    typer.echo(f"skipped window {printable(name)} occurrence {printable(skipped.get('start'))}: it will not arm")
+    start = parse_stamp(skipped.get("start"))
+    if start is None:
+        _fail(f"server {remote.url} answered a skip without its start")
+    typer.echo(skipped_line(name, start, _zone(answer.body.get("timezone"), skipped.get("local_start"))))
     raise typer.Exit(EXIT_OK)
+
+
+def _zone(name: Any, local_start: Any) -> tzinfo:
+    """The window's zone as the server named it; its offset at the occurrence otherwise."""
+    try:
+        return ZoneInfo(str(name))
+    except (ValueError, KeyError, OSError):
+        pass
+    try:
+        return datetime.fromisoformat(str(local_start)).tzinfo or UTC
+    except ValueError:
+        return UTC

@@ -88,7 +88,7 @@ def serve(
         if listen is not None:
             api = write_api(estop, listen[0], http_write=http_write, tls=tls)
             http_server = StatusServer(estop, *listen, api=api, tls=tls)  # bound now: a busy port is exit 2 before anything runs
-            api.status_document = http_server.status_json
+            api.status_document = http_server.api_status_json
         services = build_services(estop, poll_interval=interval, cron_interval=cron_interval,
                                   kanban_interval=kanban_interval, kanban_max=kanban_max)
         logger.info("serve: running %s for fleet %s (store %s); stop with Ctrl-C or SIGTERM",

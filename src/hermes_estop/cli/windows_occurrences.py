@@ -20,7 +20,7 @@ from hermes_estop.model.timeutil import parse_instant
 from hermes_estop.windows.explain import explain as explain_window
 from hermes_estop.windows.ledger import open_ledger
 from hermes_estop.windows.skips import pick
-from hermes_estop.windows.skips import skip_occurrence
+from hermes_estop.windows.skips import skip_occurrence, skipped_line
 from hermes_estop.windows.skips import unskip_occurrence
 
 if TYPE_CHECKING:
@@ -69,8 +69,8 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
     if as_json:
         emit_json({"skipped": target.to_json(now, window.zone_of(target))})
         return
-    typer.echo(f"skipped window {window.name} occurrence {display_instant(target.start)} "
-               f"({target.start.astimezone(window.zone_of(target)).strftime('%Y-%m-%d %H:%M %Z')}): it will not arm")
+    typer.echo(skipped_line(window.name, target.start, window.zone_of(target)))
+
 
 
 @windows_app.command("unskip")

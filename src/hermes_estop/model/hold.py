@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from enum import Enum
 
 from hermes_estop.model.allow import NOBODY, Allow, parse_allow
-from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.errors import HoldConflict, InvalidArgument
 from hermes_estop.model.homes import Location
 from hermes_estop.model.record import Record, set_field
 from hermes_estop.model.timeutil import format_instant, in_interval, parse_stamp
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from hermes_estop.model.selector import Selector
 
 __all__ = [
+    "not_current",
+    "hold_from_json",
     "ALLOWLIST_MALFORMED",
     "FULL_FIELD",
     "SCOPED_FIELD",
@@ -330,6 +332,14 @@ def parse_body(raw: bytes) -> Hold:
     return _hold_from(_load_json(raw))
 
 
+def hold_from_json(data: dict[str, Any]) -> Hold:
+    """The hold `describe.hold_json` rendered (its wire names, its selector and id)."""
+    from hermes_estop.model.selector import parse_selector
+
+    selector = data.get("selector")
+    return _hold_from(data).scoped_as(parse_selector(selector) if selector is not None else None, data.get("hold"))
+
+
 def _hold_from(data: dict[str, Any]) -> Hold:
     generation = data.get(GENERATION_FIELD)
     reason = data.get("reason")
@@ -595,3 +605,13 @@ def precondition_met(only_if: Any, standing: Reading | None) -> bool:
         return not active
     return (active and standing is not None and standing.hold is not None
             and standing.hold.generation in only_if)
+
+
+def not_current(location: Location, generation: str, standing: Reading | None) -> HoldConflict:
+    """The error of a `release(generation)` that names a generation not standing at `location`
+    (a store's, and `hermes --server URL resume --generation`'s from the server's 412)."""
+    if standing is None:
+        return HoldConflict(f"generation {generation} is not the current hold at {location.describe()} (none is)")
+    current = standing.fence.describe() if standing.fence else "unknown"
+    return HoldConflict(f"generation {generation} is not the current hold at {location.describe()} (current: {current})",
+                        standing)

@@ -288,6 +288,13 @@ class StatusServer:
         """The document of /api/status (and /api/v1/status)."""
         return status_document(self.observer.view(DEFAULT_DAYS, sections=True))
 
+    def api_status_json(self) -> dict[str, Any]:
+        """The document of /api/v1/status: /api/status's, plus `section_lines`, the text of its
+        sections as `hermes status` prints them (`hermes --server URL status` prints them)."""
+        view = self.observer.view(DEFAULT_DAYS, sections=True, text=True)
+        assert view.status is not None
+        return status_document(view) | {"section_lines": list(view.status.section_lines)}
+
     @property
     def address(self) -> tuple[str, int]:
         host, port = self.httpd.server_address[:2]

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
+from collections.abc import Iterable
 
 from hermes_estop.process.estop import Estop
 from hermes_estop.fleet.fleet import Fleet
@@ -29,8 +30,11 @@ from hermes_estop.model.timeutil import display_instant, format_instant, format_
 from hermes_estop.observe.on_record import OnRecord, on_record
 from hermes_estop.consumers.inflight import status_section as in_flight_section
 from hermes_estop.windows.status import status_section as windows_section
+from hermes_estop.model.timeutil import parse_stamp
+from hermes_estop.process.describe import reading_from_json
+from pathlib import Path
 
-__all__ = ["FleetStatus", "fleet_status", "lift_command", "standing_line"]
+__all__ = ["DocumentStatus", "FleetStatus", "status_lines", "fleet_status", "lift_command", "standing_line"]
 
 
 def lift_command(location: Location, layout: Layout) -> str | None:
@@ -134,43 +138,7 @@ class FleetStatus:
     def lines(self) -> list[str]:
         """`hermes status`: this process's verdict and holds, then every other scope that holds,
         then the sections. Every value escaped."""
-        mine = flat(self.mine.readings)
-        out = []
-        if self.mine.active:
-            out.append(f"HELD: new work is paused ({len(self.mine.every_active)} active hold(s))")
-        elif self.engaged:
-            out.append(f"PARTLY HELD: only the work scoped holds cover is paused ({len(self.mine.every_active)} "
-                       "active scoped hold(s))")
-        else:
-            out.append("free: no active hold on this process's locations")
-        for reading in mine:
-            out.extend(self._describe(reading))
-        if not mine:
-            for loc in self.mine_locations:
-                out.append(f"  {printable(loc.describe())}: no hold ({printable(self.where(loc))})")
-        if self.others:
-            held = sum(1 for r in flat(self.others) if r.active)
-            out.append(f"elsewhere in the fleet: {held} active hold(s) on other scopes (they do not hold this process)")
-            for reading in flat(self.others):
-                out.extend(self._describe(reading))
-        out.extend(printable(line) for line in self.section_lines)
-        if self.audit_problem is not None:
-            out.append("audit trail NOT WRITABLE (holds are still armed, but not recorded): "
-                       f"{printable(one_line(self.audit_problem))}")
-        return out
-
-    def _describe(self, reading: Reading) -> list[str]:
-        lines = describe_reading(reading, self.now, self.where(reading.location))
-        override = self.record.override_of(reading.hold.generation if reading.hold is not None else None)
-        if override is not None and reading.active:
-            lines.append(f"      OVERRIDE   {printable(override.actor or '?')} broke glass over policy "
-                         f"{printable(override.rule or '?')}: {printable(one_line(override.reason or ''))}")
-        if reading.active and self.record.written_outside(reading):
-            lines.append("      written    outside hermes (no write of it on the audit trail)")
-        lift = self.lift(reading)
-        if lift is not None and reading.active:
-            lines.append(f"      lift       {lift}")
-        return lines
+        return status_lines(self)
 
     def standing_line(self) -> str:
         """One line naming every hold of the fleet a stopping `hermes serve` leaves standing and
@@ -191,6 +159,125 @@ class FleetStatus:
             scoped = f" scoped hold {hold.scope_label}" if hold is not None and hold.selector is not None else ""
             parts.append(f"{printable(reading.location.describe())}{scoped}{who} {lifts}")
         return f"leaving {len(active)} hold(s) standing: " + "; ".join(parts)
+
+
+class _StatusView(Protocol):
+    @property
+    def now(self) -> datetime: ...
+    @property
+    def mine(self) -> Snapshot: ...
+    @property
+    def others(self) -> tuple[Reading, ...]: ...
+    @property
+    def section_lines(self) -> tuple[str, ...]: ...
+    @property
+    def audit_problem(self) -> str | None: ...
+    @property
+    def engaged(self) -> bool: ...
+    @property
+    def mine_locations(self) -> tuple[Location, ...]: ...
+    @property
+    def record(self) -> OnRecord: ...
+    def where(self, location: Location) -> str: ...
+    def lift(self, reading: Reading) -> str | None: ...
+
+
+def status_lines(view: _StatusView) -> list[str]:
+    """The lines of `hermes status`, of this host's read (`FleetStatus`) or of a server's
+    document (`DocumentStatus`): one renderer for both."""
+    mine = flat(view.mine.readings)
+    out = []
+    if view.mine.active:
+        out.append(f"HELD: new work is paused ({len(view.mine.every_active)} active hold(s))")
+    elif view.engaged:
+        out.append(f"PARTLY HELD: only the work scoped holds cover is paused ({len(view.mine.every_active)} "
+                   "active scoped hold(s))")
+    else:
+        out.append("free: no active hold on this process's locations")
+    for reading in mine:
+        out.extend(_described(view, reading))
+    if not mine:
+        for loc in view.mine_locations:
+            out.append(f"  {printable(loc.describe())}: no hold ({printable(view.where(loc))})")
+    if view.others:
+        held = sum(1 for r in flat(view.others) if r.active)
+        out.append(f"elsewhere in the fleet: {held} active hold(s) on other scopes (they do not hold this process)")
+        for reading in flat(view.others):
+            out.extend(_described(view, reading))
+    out.extend(printable(line) for line in view.section_lines)
+    if view.audit_problem is not None:
+        out.append("audit trail NOT WRITABLE (holds are still armed, but not recorded): "
+                   f"{printable(one_line(view.audit_problem))}")
+    return out
+
+
+def _described(view: _StatusView, reading: Reading) -> list[str]:
+    lines = describe_reading(reading, view.now, view.where(reading.location))
+    override = view.record.override_of(reading.hold.generation if reading.hold is not None else None)
+    if override is not None and reading.active:
+        lines.append(f"      OVERRIDE   {printable(override.actor or '?')} broke glass over policy "
+                     f"{printable(override.rule or '?')}: {printable(one_line(override.reason or ''))}")
+    if reading.active and view.record.written_outside(reading):
+        lines.append("      written    outside hermes (no write of it on the audit trail)")
+    lift = view.lift(reading)
+    if lift is not None and reading.active:
+        lines.append(f"      lift       {lift}")
+    return lines
+
+
+@dataclass(frozen=True)
+class DocumentStatus:
+    """The status document a server built (`GET /api/v1/status`, as `to_json` wrote it), read
+    back into readings so that `hermes --server URL status` prints it with `status_lines`.
+    The sections' text (windows, work in flight, consumers) is the server's, rendered by the
+    sections' own code (`section_lines` of /api/v1/status)."""
+
+    now: datetime
+    mine: Snapshot
+    others: tuple[Reading, ...]
+    mine_locations: tuple[Location, ...]
+    paths: dict[str, str]
+    lifts: dict[tuple[str, str | None], str | None]
+    audit_problem: str | None = None
+    section_lines: tuple[str, ...] = ()
+    record: OnRecord = OnRecord()  # noqa: RUF009 - frozen; overrides and hand-written holds: this host's trail only
+
+    @property
+    def engaged(self) -> bool:
+        return self.mine.engaged
+
+    def where(self, location: Location) -> str:
+        return self.paths.get(location.scope, "?")
+
+    def lift(self, reading: Reading) -> str | None:
+        return self.lifts.get((reading.location.scope, reading.hold.hold_id if reading.hold else None))
+
+    @classmethod
+    def of(cls, document: dict[str, Any], section_lines: Iterable[str] = ()) -> DocumentStatus:
+        now = parse_stamp(document.get("now"))
+        if now is None:
+            raise ValueError("the status document has no readable `now`")
+        entries = [*(document.get("holds") or []), *(document.get("other_holds") or [])]
+        paths = {str(e["scope"]): str(e["path"]) for e in [*(document.get("locations") or []), *entries]}
+        lifts = {(str(e["scope"]), e.get("hold")): e.get("lift") for e in entries}
+        locations = tuple(Location(str(e["scope"]), Path(str(e["path"])).parent)
+                          for e in document.get("locations") or [])
+        mine = _grouped(locations, [reading_from_json(e) for e in document.get("holds") or []])
+        other = [reading_from_json(e) for e in document.get("other_holds") or []]
+        others = _grouped(tuple(dict.fromkeys(r.location for r in other)), other)
+        return cls(now, Snapshot(mine, now), others, locations, paths, lifts, document.get("audit_problem"),
+                   tuple(str(line) for line in section_lines))
+
+
+def _grouped(locations: tuple[Location, ...], readings: list[Reading]) -> tuple[Reading, ...]:
+    """One reading per location, its scoped holds beside it (`flat`'s inverse)."""
+    grouped = []
+    for location in locations:
+        here = [r for r in readings if r.location.scope == location.scope]
+        full = next((r for r in here if r.hold is None or r.hold.selector is None),
+                    Reading(location, HoldState.ABSENT))
+        grouped.append(full.with_scoped(tuple(r for r in here if r is not full)))
+    return tuple(grouped)
 
 
 def fleet_status(estop: Estop, *, sections: bool = True, as_json: bool | None = None) -> FleetStatus:

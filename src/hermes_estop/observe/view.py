@@ -198,12 +198,14 @@ class Observer:
 
     # -- the view ----------------------------------------------------------------------------
 
-    def view(self, days: int = DEFAULT_DAYS, *, bars: bool = True, sections: bool = False) -> FleetView:
+    def view(self, days: int = DEFAULT_DAYS, *, bars: bool = True, sections: bool = False,
+             text: bool = False) -> FleetView:
         """Everything at one `now` (the clock, read once): the status document (with its windows
-        and in-flight sections when `sections`: /api/status), the timeline of `[now, now + days)`
+        and in-flight sections when `sections`: /api/status; with their text lines too when `text`:
+        /api/v1/status), the timeline of `[now, now + days)`
         (without its bars when `bars` is False: /metrics needs none) and each window's state."""
         days = max(1, min(int(days), MAX_DAYS))
-        status = fleet_status(self.estop, sections=sections, as_json=True if sections else None)
+        status = fleet_status(self.estop, sections=sections, as_json=True if sections and not text else None)
         snapshot = status.mine
         now = status.now
         origin = now - (now - now.replace(second=0, microsecond=0)) % ORIGIN_STEP

@@ -19,9 +19,11 @@ from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
 
 if TYPE_CHECKING:
+    from hermes_estop.model.homes import Location
     from hermes_estop.model.selector import Selector
 
-__all__ = ["ALL_WORK", "HOLD_EVENTS", "covers", "event_covers", "describe_hold", "describe_reading", "hold_json", "reading_json"]
+__all__ = ["ALL_WORK", "HOLD_EVENTS", "covers", "event_covers", "describe_hold", "describe_reading", "hold_json",
+           "paused_lines", "reading_from_json", "reading_json", "resumed_line"]
 
 #: what a hold without a selector covers, as every surface says it
 ALL_WORK = "all"
@@ -82,6 +84,21 @@ def reading_json(reading: Reading, now: datetime, where: str) -> dict[str, Any]:
     return data
 
 
+def reading_from_json(data: dict[str, Any]) -> Reading:
+    """`reading_json`'s inverse, for a reading another host rendered (`hermes --server`): the
+    same hold, so the same lines describe it. The location's path is its sentinel's directory."""
+    from pathlib import Path
+
+    from hermes_estop.model.hold import hold_from_json
+    from hermes_estop.model.homes import Location
+
+    location = Location(str(data.get("scope")), Path(str(data.get("path") or "")).parent)
+    state = HoldState(data.get("state") or HoldState.ACTIVE.value)
+    hold = hold_from_json(data) if data.get("generation") or data.get("hold") or data.get("engaged_at") else None
+    cause = Cause(data["cause"]) if data.get("cause") else None
+    return Reading(location, state, hold, problem=data.get("problem"), cause=cause)
+
+
 def describe_hold(hold: Hold, now: datetime) -> list[str]:
     """The detail lines of one readable hold, every value escaped (`printable`: a reason, an
     id or an actor is whatever a body says, and must never drive the terminal)."""
@@ -125,3 +142,28 @@ def describe_reading(reading: Reading, now: datetime, location: str) -> list[str
         return [f"lifted {where}: expired at {display_instant(reading.hold.expires_at) if reading.hold else '?'}"]
     assert reading.hold is not None
     return [f"HELD  {where}"] + [f"      {line}" for line in describe_hold(reading.hold, now)]
+
+
+def paused_lines(location: Location, hold: Hold, where: str, note: str, now: datetime,
+                 others: list[Reading]) -> list[str]:
+    """What `hermes pause` prints (here and over `--server`): the hold armed, then every other
+    full hold that holds this process."""
+    scoped = "" if hold.selector is None else f" for {covers(hold.selector)} only (hold {printable(hold.hold_id or '?')})"
+    lines = [f"paused {printable(location.describe())}{scoped}{note} ({printable(where)})"]
+    lines.extend(f"  {line}" for line in describe_hold(hold, now))
+    lines.extend(f"also held by {printable(reading.location.describe())}" for reading in others)
+    return lines
+
+
+def resumed_line(location: Location, removed: Reading) -> str:
+    """What `hermes resume` says of one lifted hold (here and over `--server`), in the words
+    `hermes status` showed it in."""
+    where = printable(location.describe())
+    if removed.hold is not None and removed.hold.selector is not None:
+        return (f"resumed {where} scoped hold {removed.hold.scope_label} "
+                f"(generation {printable(removed.hold.generation or '?')})")
+    if removed.hold is not None and removed.hold.generation:
+        return f"resumed {where} (generation {printable(removed.hold.generation)})"
+    if removed.state is HoldState.UNREADABLE and removed.cause is not Cause.EMPTY:
+        return f"resumed {where} (removed an unreadable hold: {printable(removed.problem or '?')})"
+    return f"resumed {where} (a hand-made stop with no details)"

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from datetime import datetime
 
 from hermes_estop.model.errors import HoldConflict
-from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading, Sentinel
+from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading, Sentinel, not_current
 from hermes_estop.model.homes import Location
 from hermes_estop.model.timeutil import Clock, utc_now
 
@@ -54,15 +54,6 @@ def refused_write(location: Location, standing: Reading) -> HoldConflict:
     """The error of an engage whose `only_if` the standing hold does not meet."""
     current = standing.fence.describe() if standing.fence else "unknown"
     return HoldConflict(f"{location.describe()} is held by generation {current}, which this write may not replace",
-                        standing)
-
-
-def not_current(location: Location, generation: str, standing: Reading | None) -> HoldConflict:
-    """The error of a `release(generation)` that names a generation not standing at `location`."""
-    if standing is None:
-        return HoldConflict(f"generation {generation} is not the current hold at {location.describe()} (none is)")
-    current = standing.fence.describe() if standing.fence else "unknown"
-    return HoldConflict(f"generation {generation} is not the current hold at {location.describe()} (current: {current})",
                         standing)
 
 

@@ -8,19 +8,20 @@ can be skipped or unskipped: one that holds now is ended by `hermes resume`.
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, tzinfo
 from typing import TYPE_CHECKING
 
 from hermes_estop.model.cronspec import wall_to_instant
 from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.model.timeutil import format_instant
+from hermes_estop.model.text import printable
+from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, occurrences
 from hermes_estop.windows.reconcile import entry_for
 from hermes_estop.windows.ledger import open_ledger
 
-__all__ = ["OPERATOR_SKIP", "is_operator_skip", "pick", "skip_entry", "skip_occurrence", "unskip_occurrence"]
+__all__ = ["OPERATOR_SKIP", "is_operator_skip", "pick", "skip_entry", "skip_occurrence", "skipped_line", "unskip_occurrence"]
 
 if TYPE_CHECKING:
     from hermes_estop.fleet.fleet import Fleet
@@ -79,3 +80,9 @@ def unskip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: dat
     ledger.commit([], remove=[target.key])
     fleet.record("unskip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
                  detail=f"window {window.name} occurrence {target.ident} no longer skipped", now=now)
+
+
+def skipped_line(name: str, start: datetime, zone: tzinfo) -> str:
+    """What `windows skip` prints, here and over `--server`."""
+    return (f"skipped window {printable(name)} occurrence {display_instant(start)} "
+            f"({start.astimezone(zone).strftime('%Y-%m-%d %H:%M %Z')}): it will not arm")
