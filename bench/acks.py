@@ -19,11 +19,11 @@ from pathlib import Path
 from harness import Figure, percentile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from pg_helpers import _stop_cluster, start_cluster  # noqa: E402
+from pg_helpers import _stop_cluster, start_cluster
 
-from hermes_estop import Estop  # noqa: E402
-from hermes_estop.fleet.registry.acks import ack_for_release, wait_for_acks  # noqa: E402
-from hermes_estop.fleet.registry.entries import Ack  # noqa: E402
+from hermes_estop import Estop
+from hermes_estop.fleet.registry.acks import ack_for_release, wait_for_acks
+from hermes_estop.fleet.registry.entries import Ack
 
 __all__ = ["run"]
 

@@ -33,8 +33,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from core import _script  # noqa: E402
-from harness import Figure, percentile  # noqa: E402
+from core import _script
+from harness import Figure, percentile
 
 READERS = 8
 SERVE_SAMPLES = 3

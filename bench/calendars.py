@@ -58,7 +58,7 @@ def first_pass(events: list[str] | None) -> float:
     from hermes_estop.windows import ical
     from hermes_estop.windows.scheduler import WindowService
 
-    ical._REFUSED.clear()  # noqa: SLF001 - cold: the feed's first read pays its budget
+    ical._REFUSED.clear()
 
     with tempfile.TemporaryDirectory() as home:
         root = Path(home)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -11,7 +12,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 from harness import Figure, compare, percentile
@@ -38,10 +39,8 @@ def gate_no_hold(tmp: Path, quick: bool) -> Figure:
 
     def raw_stats() -> None:
         for path in paths:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.lstat(path)  # the floor: one lstat per candidate location
-            except FileNotFoundError:
-                pass
 
     subject, baseline, ratio = compare(lambda: estop.gate("alice", "p0"), raw_stats,
                                        calls=5_000 if quick else 50_000, rounds=5 if quick else 15)
@@ -95,8 +94,8 @@ def gate_held(tmp: Path, quick: bool) -> Figure:
     estop.engage(reason="profile", allow={"user_ids": ["alice"], "profiles": ["p0"]}, ttl="2h")
     time.sleep(0.2)  # let the bodies settle so the identity cache may serve them
     paths = [str(location.sentinel) for location in estop.locations]
-    assert estop.gate("alice", "p0") and _naive_gate(paths, "alice", "p0", datetime.now(timezone.utc))
-    naive, ours, _ = compare(lambda: _naive_gate(paths, "alice", "p0", datetime.now(timezone.utc)),
+    assert estop.gate("alice", "p0") and _naive_gate(paths, "alice", "p0", datetime.now(UTC))
+    naive, ours, _ = compare(lambda: _naive_gate(paths, "alice", "p0", datetime.now(UTC)),
                              lambda: estop.gate("alice", "p0"), calls=2_000 if quick else 20_000, rounds=5 if quick else 11)
     speedup = naive / ours
     return Figure("gate() with active holds at root and profile", ours * 1e6, "us/call",
@@ -119,7 +118,7 @@ def gate_profiles(tmp: Path, quick: bool) -> list[Figure]:
         calls = max(1, (2_000 if quick else 20_000) // count)
 
         def sweep() -> None:
-            for view in views:
+            for view in views:  # noqa: B023 - sweep runs inside this iteration
                 view.gate("alice", view.layout.profile)
 
         from harness import per_call
@@ -234,7 +233,7 @@ def check_process(tmp: Path, quick: bool) -> list[Figure]:
                               {"interpreter": sys.executable, "runs": runs, "bytecode": bytecode,
                                "median_ms": round(statistics.median(subject) * 1e3, 2),
                                "baseline_median_ms": round(statistics.median(baseline) * 1e3, 2),
-                               "median_ratio": round(statistics.median(s / b for s, b in zip(subject, baseline)), 3)}))
+                               "median_ratio": round(statistics.median(s / b for s, b in zip(subject, baseline, strict=False)), 3)}))
     return figures
 
 
@@ -261,13 +260,13 @@ def deadman_precision(tmp: Path, quick: bool) -> Figure:
     logger.propagate = False
 
     def one() -> tuple[float, float, float, int, int]:
-        deadline = datetime.now(timezone.utc) + timedelta(milliseconds=20)
+        deadline = datetime.now(UTC) + timedelta(milliseconds=20)
         estop.engage(reason="deadman", expires_at=deadline)
         early = late = 0
         while True:
-            started = datetime.now(timezone.utc)
+            started = datetime.now(UTC)
             snapshot = estop.snapshot()
-            returned = datetime.now(timezone.utc)
+            returned = datetime.now(UTC)
             if not snapshot.engaged:
                 early += snapshot.now < deadline
                 break

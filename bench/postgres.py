@@ -40,16 +40,16 @@ import psycopg
 from harness import Figure, compare, percentile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from core import _script  # noqa: E402
-from pg_helpers import JsonLines, _free_port, _stop_cluster, start_cluster  # noqa: E402
+from core import _script
+from pg_helpers import JsonLines, _free_port, _stop_cluster, start_cluster
 
-from hermes_estop import Estop  # noqa: E402
-from hermes_estop.process.fleet_config import STORE_ENV  # noqa: E402
-from hermes_estop.model.homes import Layout  # noqa: E402
-from hermes_estop.stores import FileStore  # noqa: E402
-from hermes_estop.stores.pg_leader import DEFAULT_POLL  # noqa: E402
-from hermes_estop.stores.pg_schema import LOCK_CLASS  # noqa: E402
-from hermes_estop.stores.postgresql import PostgresStore  # noqa: E402
+from hermes_estop import Estop
+from hermes_estop.process.fleet_config import STORE_ENV
+from hermes_estop.model.homes import Layout
+from hermes_estop.stores import FileStore
+from hermes_estop.stores.pg_leader import DEFAULT_POLL
+from hermes_estop.stores.pg_schema import LOCK_CLASS
+from hermes_estop.stores.postgresql import PostgresStore
 
 __all__ = ["run"]
 
@@ -380,7 +380,7 @@ def hundred_hosts(dsn: str, tmp: Path, quick: bool) -> list[Figure]:
     count, why = _host_count(dsn)
     figures: list[Figure] = []
     for processes, listeners in ((count, 1), (max(1, count // 10), 10)):
-        detail, pids = _fan_out(dsn, tmp, quick, processes, listeners)
+        detail, _pids = _fan_out(dsn, tmp, quick, processes, listeners)
         per_process = detail.pop("connections")
         total = processes * listeners
         if listeners == 1:
@@ -566,8 +566,8 @@ def run(quick: bool) -> list[Figure]:
     dsn, cleanup = _server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            return (propagation(dsn, Path(tmp), quick) + [gate_cost(dsn, Path(tmp), quick)]
-                    + takeover(dsn, Path(tmp), quick) + hundred_hosts(dsn, Path(tmp), quick)
-                    + many_scopes(dsn, Path(tmp), quick) + three_serves(dsn, Path(tmp), quick))
+            return [*propagation(dsn, Path(tmp), quick), gate_cost(dsn, Path(tmp), quick),
+                    *takeover(dsn, Path(tmp), quick), *hundred_hosts(dsn, Path(tmp), quick),
+                    *many_scopes(dsn, Path(tmp), quick), *three_serves(dsn, Path(tmp), quick)]
     finally:
         cleanup()

@@ -15,10 +15,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 sys.path.insert(0, str(HERE.parent / "tests" / "stores" / "protocol"))
 
-from checker import explore  # noqa: E402
-from test_hold_protocol import SCENARIOS  # noqa: E402
+from checker import explore
+from test_hold_protocol import SCENARIOS
 
-from hermes_estop.stores.file import FileStore  # noqa: E402
+from hermes_estop.stores.file import FileStore
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 import traceback
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE))
 # Not the checkout's src/: the in-process figures measure the package installed in this venv, the
 # same one the process figures run (issue 24). `pip install .` (or `-e .` to measure a checkout).
 
-from harness import Figure  # noqa: E402
+from harness import Figure
 
 SUITES = ["core", "consumers", "windows", "postgres", "observe", "acks", "audit", "serve_scale", "api"]
 
@@ -50,7 +50,7 @@ def render(figures: list[Figure]) -> str:
                      f"{_fmt(fig.ratio)}x" if fig.ratio is not None else "-", fig.target,
                      {True: "yes", False: "NO", None: "-"}[fig.met]))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " |" for row in rows]
+    lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + " |" for row in rows]
     lines.insert(1, "|" + "|".join("-" * (width + 2) for width in widths) + "|")
     return "\n".join(lines)
 
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow-system", action="store_true",
                         help="run outside a virtual environment anyway (the start-up baselines are then inflated)")
     args = parser.parse_args(argv)
-    started_utc = datetime.now(timezone.utc)
+    started_utc = datetime.now(UTC)
     started = time.monotonic()
     load_before = os.getloadavg()
     if not in_virtualenv() and not args.allow_system:
@@ -212,11 +212,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             module = importlib.import_module(f"bench_{suite}" if (HERE / f"bench_{suite}.py").exists() else suite)
             figures += module.run(args.quick)
-        except Exception as exc:  # a suite that cannot run is reported, the others still run
+        except Exception as exc:  # noqa: BLE001 - a suite that cannot run is reported, the others still run
             failures[suite] = f"{type(exc).__name__}: {exc}"
             traceback.print_exc()
     load_after = os.getloadavg()
-    finished_utc = datetime.now(timezone.utc)
+    finished_utc = datetime.now(UTC)
     result: dict[str, object] = {
         "command": "python bench/run.py" + (" --quick" if args.quick else "")
                    + "".join(f" --only {suite}" for suite in args.only or ())

@@ -55,9 +55,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from core import _script  # noqa: E402
-from harness import Figure, percentile  # noqa: E402
-from windows import write_distinct  # noqa: E402
+from core import _script
+from harness import Figure, percentile
+from windows import write_distinct
 
 __all__ = ["run"]
 
@@ -108,7 +108,7 @@ class Serve:
             elif (url := _URL.search(line)) is not None:
                 self._urls.put(url[1])
             elif " DEBUG " not in line:
-                self._tail = (self._tail + [line.rstrip()])[-20:]
+                self._tail = ([*self._tail, line.rstrip()])[-20:]
 
     def ready(self, timeout: float = 300.0) -> str:
         """The URL, once serve listens and its scheduler has finished a first pass."""

@@ -54,7 +54,7 @@ from hermes_estop.windows.wakeups import MAX_JOBS, wakeups_for
 __all__ = ["run"]
 
 ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo")
-SCOPES = ("fleet",) + tuple(f"p{i}" for i in range(1, 10))
+SCOPES = ("fleet", *tuple(f"p{i}" for i in range(1, 10)))
 SIZES = (10, 1_000, 10_000)
 SERVE_WINDOWS = 1_000
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from core import _script  # noqa: E402
-from harness import spawn_measured  # noqa: E402
-from windows import write_distinct  # noqa: E402
+from core import _script
+from harness import spawn_measured
+from windows import write_distinct
 
 COMMANDS = (("windows list", ["windows", "list"]), ("windows next", ["windows", "next"]),
             ("status", ["status"]), ("windows validate", ["windows", "validate"]),

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 import pytest
 
 from hermes_estop.model.homes import Layout
 
-EPOCH = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+EPOCH = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 
 class FakeClock:

@@ -23,7 +23,7 @@ class SlowFeed:
         slow = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 slow.requested.set()
                 body = (HEAD + vevent("UID:slow", "DTSTART:20260301T100000Z", "DURATION:PT1H") + TAIL).encode()
                 self.send_response(200)
@@ -57,7 +57,7 @@ class Redirecting:
 
     def __init__(self, target: str) -> None:
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 self.send_response(302)
                 self.send_header("Location", target)
                 self.send_header("Content-Length", "0")

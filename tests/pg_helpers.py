@@ -27,7 +27,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -35,6 +35,7 @@ import pytest
 
 from hermes_estop.model.homes import Location
 from hermes_estop.stores.postgresql import PostgresStore
+import contextlib
 
 __all__ = ["PgServer", "PostgresBackend", "JsonLines", "session_server", "pg_server", "pg_url", "with_params",
            "new_schema", "drop_schema"]
@@ -137,7 +138,7 @@ class JsonLines:
             return self.lines.get(timeout=timeout)
         except queue.Empty:
             self.finish(kill=True)
-            raise AssertionError(f"{self.proc.args[1]} reported nothing within {timeout}s: {self.stderr[-3000:]}") from None
+            raise AssertionError(f"{self.proc.args[1]!s} reported nothing within {timeout}s: {self.stderr[-3000:]}") from None  # type: ignore[index]
 
     def finish(self, sig: int | None = None, *, kill: bool = False) -> str:
         """Stop it (send `sig`, or close its stdin, or kill it), wait, and return its stderr."""
@@ -258,10 +259,8 @@ def _unavailable(why: str) -> None:
 
 
 def _stop_cluster(server: PgServer, work: str) -> None:
-    try:
+    with contextlib.suppress(Exception):
         server._ctl("-m", "immediate", "stop")
-    except Exception:
-        pass
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -87,7 +87,7 @@ def test_the_instance_cache_is_bounded(tmp_path, monkeypatch):
     for index in range(3 * hermes_estop._MAX_INSTANCES):
         monkeypatch.setenv("HERMES_HOME", str(tmp_path / f"h{index}"))
         estop = hermes_estop.current()
-        estop.store.close = lambda estop=estop: closed.append(estop)
+        estop.store.close = lambda estop=estop: closed.append(estop)  # type: ignore[misc]
     assert len(hermes_estop._instances) <= hermes_estop._MAX_INSTANCES
     assert len(closed) == 2 * hermes_estop._MAX_INSTANCES
     hermes_estop.close()

@@ -8,6 +8,7 @@ with `<!-- readme-test: not run (the reason) -->`. A block that appears word for
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -110,10 +111,8 @@ def test_readme_sh_block_runs_as_written(tmp_path, page, line, body, reason):
     try:
         out, _ = proc.communicate(timeout=240)
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # what the block left running in the background
-        except ProcessLookupError:
-            pass
         proc.wait()
     assert proc.returncode == 0, f"{page} line {line} exited {proc.returncode}:\n{out}"
     broken = [word for word in BROKEN if word in out]

@@ -206,9 +206,9 @@ def current() -> Estop:
 
 
 def _close_quietly(estop: Estop) -> None:
-    try:
+    try:  # noqa: SIM105 - see below
         estop.close()
-    except Exception:  # noqa: BLE001, S110 - best effort: a store already gone is closed
+    except Exception:  # noqa: BLE001, S110 - best effort: a store already gone is closed (no contextlib on the facade's import)
         pass
 
 

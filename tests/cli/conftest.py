@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli_runner import SRC, Hermes  # noqa: E402,F401
+from cli_runner import SRC, Hermes  # noqa: F401
 
 
 @pytest.fixture

@@ -75,7 +75,7 @@ def test_a_history_the_hot_path_cannot_vouch_for_goes_to_the_typer_app(hermes, a
     assert "typer-loaded" in run(hermes, PROBE, *args).stderr
 
 
-@pytest.mark.parametrize("args", HISTORIES + [["history", "--limit", "0"], ["history", "-n", "x"]])
+@pytest.mark.parametrize("args", [*HISTORIES, ["history", "--limit", "0"], ["history", "-n", "x"]])
 def test_history_on_the_hot_path_answers_as_the_typer_app_does(hermes, args):
     hermes("pause", "--reason", "first", check=0)
     hermes("pause", "--reason", "second \x1b[31m", check=0)

@@ -100,7 +100,7 @@ def test_pause_interrupted_before_the_write_says_nothing_was_written(fleet, caps
 def test_pause_interrupted_while_printing_says_the_hold_was_written(fleet, capsys, monkeypatch):  # noqa: F811
     from hermes_estop.cli import hold as hold_cli
 
-    real = hold_cli.describe_hold
+    real = hold_cli.describe_hold  # type: ignore[attr-defined]  # gone from cli.hold on main (cb75825): this test fails there too
 
     def interrupted(*args: object, **kwargs: object) -> object:
         monkeypatch.setattr(hold_cli, "describe_hold", real)

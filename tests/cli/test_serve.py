@@ -116,7 +116,7 @@ class Serve:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=10)
-            raise AssertionError(f"hermes serve did not stop on {sig}: {self.log}")
+            raise AssertionError(f"hermes serve did not stop on {sig}: {self.log}") from None
         self.reader.join(10)
         return self.proc.returncode
 

@@ -43,7 +43,7 @@ def test_a_role_without_create_is_told_the_grant_it_needs(hermes, weak_role):
 
 @pytest.mark.postgresql
 def test_a_role_without_table_privileges_is_refused_not_unreachable(hermes, pg_url, weak_role):  # noqa: F811
-    role, url = weak_role
+    _role, url = weak_role
     hermes("--store", pg_url, "store", "init", check=0)  # the schema, owned by the admin
     status = hermes("--store", url, "store", "status")
     assert status.returncode == 1

@@ -50,7 +50,7 @@ def daemon(hermes, pg_server, pg_url):  # noqa: F811
 
 
 def test_after_the_readme_steps_every_command_of_the_daemon_role_works(hermes, daemon):
-    role, url, schema = daemon
+    _role, url, _schema = daemon
     assert "ok: this role has every privilege" in hermes("--store", url, "store", "check", check=0).stdout
     hermes("--store", url, "pause", "--fleet", "--reason", "maintenance", check=0)
     status = hermes("--store", url, "status")

@@ -165,7 +165,7 @@ def test_add_in_starts_a_one_shot_that_long_from_now(fleet, capsys):
     ("--in", "-5m"),
 ])
 def test_add_in_refuses_bad_or_conflicting_values_in_one_line(fleet, capsys, args):
-    code, out, err = run(capsys, "windows", "add", "bad", *args, "--duration", "5m")
+    code, _out, err = run(capsys, "windows", "add", "bad", *args, "--duration", "5m")
     assert code == 2
     assert len(err.strip().splitlines()) == 1
 

@@ -127,7 +127,7 @@ def test_windows_add_and_remove_keep_an_inline_array_of_windows_inline(fleet, ca
     assert run(capsys, "windows", "remove", "a")[0] == 0
     text = path.read_text()
     assert text.startswith("# short form\nwindows = [") and "[[windows]]" not in text
-    code, out, _ = run(capsys, "windows", "list", "--json")
+    _code, out, _ = run(capsys, "windows", "list", "--json")
     assert [w["name"] for w in json.loads(out)["windows"]] == ["b"]
 
 

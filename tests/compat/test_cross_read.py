@@ -76,7 +76,7 @@ def upstream_admits(path: Path, user_id: Any, profile: Any) -> bool:
 FUTURE = datetime.now(UTC) + timedelta(hours=1)
 PAST = datetime.now(UTC) - timedelta(minutes=1)
 
-WRITER_FORMS = {
+WRITER_FORMS: dict[str, dict[str, Any]] = {
     "reason-only": {"reason": "maint"},
     "no-reason": {},
     "deadman": {"reason": "window", "expires_at": FUTURE},
@@ -125,7 +125,7 @@ def test_a_rearm_over_an_upstream_hold_keeps_its_allowlist_and_deadman(estop, do
 
 # -- hermes-estop writes, upstream reads -------------------------------------------------------------
 
-ENGAGE_FORMS = {
+ENGAGE_FORMS: dict[str, dict[str, Any]] = {
     "bare": {},
     "reason": {"reason": "maint"},
     "ttl": {"reason": "window", "ttl": "45m"},

@@ -21,7 +21,7 @@ def finishes(call, *, guard: float = 60.0):
     def run():
         try:
             outcome.append(("returned", call()))
-        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+        except BaseException as exc:
             outcome.append(("raised", exc))
 
     thread = threading.Thread(target=run, daemon=True)

@@ -3,6 +3,7 @@ ticks instead of bursting, ticking the consumers and recording their work on sto
 
 from __future__ import annotations
 
+from typing import Any
 import logging
 import socket
 import threading
@@ -54,10 +55,10 @@ class ScriptedStop:
 
 def test_run_paces_by_the_monotonic_clock_and_never_bursts(clock):
     readings = iter([0.0, 1.0, 35.0, 41.0, 52.0])
-    ticks = []
+    ticks: list[object] = []
     service = LoopService("test", ticks.append, interval=10.0, clock=clock, monotonic=lambda: next(readings))
     stop = ScriptedStop(service, after=4)
-    service.run(stop)
+    service.run(stop)  # type: ignore[arg-type]  # a scripted stand-in for the Event
     assert len(ticks) == 4
     assert stop.waits == [9.0, 5.0, 9.0, 8.0]
     assert service.missed == 2
@@ -105,7 +106,7 @@ def test_kanban_service_spawns_without_waiting_and_records_on_a_later_tick(fleet
     assert service.tick().spawned == (card.id,)
     assert board.get(card.id).status == "running"
     (tmp_path / "go").touch()
-    finished = []
+    finished: list[Any] = []
     end = time.monotonic() + 15
     while not finished and time.monotonic() < end:
         finished = service.tick().finished
@@ -177,7 +178,7 @@ def test_a_damaged_consumer_file_is_logged_once_when_it_starts_and_once_when_it_
         path, service = table.path, CronService(p1, interval=1.0, debug=debug)
     else:
         Board(p1.layout.root, clock=clock).add("t", "true")
-        path, service = p1.layout.root / "kanban.db", KanbanService(p1, interval=1.0, debug=debug)
+        path, service = p1.layout.root / "kanban.db", KanbanService(p1, interval=1.0, debug=debug)  # type: ignore[assignment]
     good = path.read_bytes()
     _damage(path)
     for _ in range(5):

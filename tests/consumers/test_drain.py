@@ -5,6 +5,7 @@ in-flight records are what the consumers already claim with."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -214,10 +215,8 @@ def _group_alive(group: int) -> bool:
         os.killpg(group, 0)
     except ProcessLookupError:
         return False
-    try:  # a zombie leader of our own: reap it
+    with contextlib.suppress(ChildProcessError):  # a zombie leader of our own: reap it
         os.waitpid(group, os.WNOHANG)
-    except ChildProcessError:
-        pass
     return pid_alive(group)
 
 

@@ -10,6 +10,7 @@ from datetime import timedelta
 from hermes_estop.consumers.worker import Worker, WorkerPool
 
 from .helpers import finishes
+import contextlib
 
 
 class Ticks:
@@ -51,10 +52,8 @@ def _wait_for_text(path) -> None:
 
 def _wait_gone(pid: int) -> None:
     while _alive(pid):
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
         time.sleep(0.01)
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import getpass
 import logging
 import sys
@@ -99,7 +101,7 @@ def test_the_owner_may_lift_its_own_hold_under_owner_or_admin(store: str, fleet:
     assert not engaged(capsys)
 
 
-PY_ARGS = {"max_ttl": {"ttl": "2h"}, "require_ttl": {}, "reason_pattern": {"reason": "tidy up", "ttl": "30m"},
+PY_ARGS: dict[str, dict[str, Any]] = {"max_ttl": {"ttl": "2h"}, "require_ttl": {}, "reason_pattern": {"reason": "tidy up", "ttl": "30m"},
            "max_scope": {"fleet": True}}
 
 
@@ -246,7 +248,8 @@ def test_doctor_flags_a_hold_written_by_hand_and_not_one_written_by_hermes(
     else:
         estop = Estop()
         with request.getfixturevalue("pg_server").admin() as conn:
-            conn.execute(f'INSERT INTO "{estop.store.schema}".holds (scope, body) VALUES (%s, %s)', ["fleet", body])
+            conn.execute(f'INSERT INTO "{estop.store.schema}".holds (scope, body) VALUES (%s, %s)',  # type: ignore[attr-defined]
+                         ["fleet", body])
         estop.close()
     code, out, _err = run(capsys, "doctor", "--json")
     assert code == 1

@@ -10,7 +10,7 @@ import random
 import subprocess
 import sys
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -19,11 +19,10 @@ from hermes_estop.model import cronspec
 from hermes_estop.model.cronspec import first_start_after, starts, validate_cron, validate_timezone, wall_to_instant
 from hermes_estop.model.errors import EstopError, InvalidArgument
 
-UTC = timezone.utc
 
 
 def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)
+    return datetime(*parts).replace(tzinfo=UTC)  # type: ignore[arg-type]  # parts are year..second
 
 
 def first(expr: str, zone: str, since: datetime, count: int) -> list[datetime]:
@@ -83,11 +82,11 @@ def test_starts_follow_the_dst_rule(expr, zone, since, expected):
 )
 def test_a_daily_start_in_the_repeated_hour_occurs_once_on_the_fall_back_day(expr, zone, day):
     tz = ZoneInfo(zone)
-    local_midnight = datetime(*day, tzinfo=tz)
+    local_midnight = datetime(*day).replace(tzinfo=tz)
     on_that_day = [s for s in first(expr, zone, local_midnight, 3) if s.astimezone(tz).date() == local_midnight.date()]
     assert len(on_that_day) == 1
     assert on_that_day[0].astimezone(tz).fold == 0
-    assert wall_to_instant(datetime(*day, int(expr.split()[1]), 30), tz) == on_that_day[0]
+    assert wall_to_instant(datetime(*day).replace(hour=int(expr.split()[1]), minute=30), tz) == on_that_day[0]
 
 
 @pytest.mark.parametrize(
@@ -253,7 +252,7 @@ def test_interleaved_walkers_of_one_schedule_each_see_every_start_once(fresh_run
             start = next(walkers[i], None)
             if start is not None:
                 seen[i].append(start)
-        for since, got in zip(sinces, seen):
+        for since, got in zip(sinces, seen, strict=False):
             assert got == computed(expr, zone, since, len(got))
 
 

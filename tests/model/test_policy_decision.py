@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 from hypothesis import assume, given, settings
@@ -23,7 +23,7 @@ from hermes_estop.model.policy import (
     policy_document,
 )
 
-NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 USERS = ("alice", "bob", "carol")
 SCOPES = ("fleet", "billing", "search")
 
@@ -135,7 +135,7 @@ def test_a_refusal_names_the_rule_and_the_value() -> None:
     ({"roles": ["alice"]}, "policy.roles"),
 ])
 def test_a_bad_policy_is_refused_naming_the_key(table: dict[str, object], named: str) -> None:
-    with pytest.raises(InvalidArgument, match="estop.toml") as caught:
+    with pytest.raises(InvalidArgument, match=r"estop\.toml") as caught:
         parse_policy(table, "estop.toml")
     assert named in str(caught.value)
     assert "\n" not in str(caught.value)

@@ -52,7 +52,7 @@ def test_500s_are_retried_with_capped_exponential_backoff_and_nothing_is_skipped
     churn(estop, 2)
     receiver.script.extend([500, 500, 503, 500, 500])
     [worker] = workers(estop, webhook("hook", receiver.url, backoff_initial=2, backoff_max=10))
-    waits = []
+    waits: list[float] = []
     for _ in range(5):
         report = worker.tick(clock())
         assert report.error == f"HTTP {500 if len(waits) != 2 else 503} " + ("Internal Server Error" if len(waits) != 2

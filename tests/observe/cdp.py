@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+import contextlib
 
 __all__ = ["Browser"]
 
@@ -48,10 +49,8 @@ class Browser:
         self._events: list[dict[str, Any]] = []
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError, RuntimeError, TimeoutError):
             self.call("Browser.close")
-        except (OSError, RuntimeError, TimeoutError):
-            pass
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -203,7 +203,7 @@ def test_loopback_addresses_are_accepted(value, expected):
 
 @pytest.mark.parametrize("value", ["0.0.0.0:9477", "192.168.1.5:80", "[::]:9477", "example.com:80"])
 def test_other_addresses_need_allow_remote(value):
-    with pytest.raises(InvalidArgument, match="not a loopback address.*--http-allow-remote"):
+    with pytest.raises(InvalidArgument, match=r"not a loopback address.*--http-allow-remote"):
         parse_listen(value)
     assert parse_listen(value, allow_remote=True)[1] in (80, 9477)
 

@@ -97,7 +97,7 @@ def test_tooltips_and_table_give_utc_and_the_windows_local_time_with_its_zone(es
     dom = page_of(estop)
     titles = [e["text"] for e in dom.elements if e["tag"] == "title"]
     assert f"nightly-backup upcoming: {span}" in titles, titles[:3]
-    first = [e for e in dom.elements if e["tag"] == "tr" and e.get("data-window") == "nightly-backup"][0]
+    first = next(e for e in dom.elements if e["tag"] == "tr" and e.get("data-window") == "nightly-backup")
     cells = [e for e in dom.elements[dom.elements.index(first):] if e["tag"] == "td"][:4]
     assert cells[2]["title"] == start and cells[2]["data-label"] == "start"
     assert " = " not in start or start.split(" = ")[1] in cells[2]["text"]  # shown, not only in the tooltip

@@ -14,6 +14,7 @@ from hermes_estop.observe.svg import render_timeline_svg
 from hermes_estop.observe.view import Observer
 from hermes_estop.windows.ledger import RELEASED, SKIPPED, JsonFileLedger, LedgerEntry
 from hermes_estop.windows.occurrences import occurrence_key
+import itertools
 
 SVG = "{http://www.w3.org/2000/svg}"
 NIGHTLY = {"name": "nightly", "cron": "0 2 * * *", "timezone": "UTC", "duration": "2h", "reason": "backup"}
@@ -64,7 +65,7 @@ def test_bars_are_placed_by_utc_instants_across_the_fall_back_night(estop, fleet
     write_windows(fleet_root, {"name": "berlin", "cron": "30 1 * * *", "timezone": "Europe/Berlin", "duration": "2h"})
     bars = bars_of(lanes_of(svg_of(Observer(estop).view(7)))["fleet"])
     xs = [float(b.get("x")) for b in bars]
-    gaps = [round(b - a) for a, b in zip(xs, xs[1:])]
+    gaps = [round(b - a) for a, b in itertools.pairwise(xs)]
     assert gaps == [1440, 1440, 1500, 1440, 1440, 1440]
     assert {float(b.get("width")) for b in bars} == {120.0}
     assert bars[2].get("data-start") == "2026-10-24T23:30:00Z"  # 01:30 CEST

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 
@@ -19,7 +19,7 @@ from hermes_estop.process.forecast import (
 from hermes_estop.model.hold import Allow
 from hermes_estop.model.homes import Layout
 
-T0 = datetime(2026, 12, 3, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 3, 0, 0, tzinfo=UTC)
 
 
 def at(minutes: float) -> datetime:

@@ -47,7 +47,7 @@ def oracle(full: Hold | None, scoped: list[Hold], work: tuple) -> bool:
     names = () if job is None else (job,) if isinstance(job, str) else job
 
     def active(hold: Hold) -> bool:
-        return hold.expires_at is None or NOW < hold.expires_at
+        return hold.expires_at is None or hold.expires_at > NOW
 
     def covers(hold: Hold) -> bool:
         sel = hold.selector

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -61,7 +61,7 @@ BACKENDS: list[Backend] = [FileBackend()]
 
 from pg_helpers import PostgresBackend  # noqa: E402  (needs a server: started on first use)
 
-BACKENDS.append(PostgresBackend())
+BACKENDS.append(PostgresBackend())  # type: ignore[arg-type]  # pg_helpers cannot import this conftest's Backend
 
 
 @pytest.fixture(params=BACKENDS, ids=lambda backend: backend.name)

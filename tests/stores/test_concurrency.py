@@ -40,16 +40,16 @@ def test_stress_no_successor_lost_no_partial_body_no_exception(backend, store, f
     spec = backend.spec(fleet_root)
     roles = ["rearmer", "rearmer", "checker", "checker", "retirer"]
     outs = [tmp_path / f"{i}-{role}.jsonl" for i, role in enumerate(roles)]
-    procs = [spawn(role, spec, fleet_root, out, 3.0, stderr=subprocess.PIPE) for role, out in zip(roles, outs)]
+    procs = [spawn(role, spec, fleet_root, out, 3.0, stderr=subprocess.PIPE) for role, out in zip(roles, outs, strict=False)]
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err.decode()
 
     written = {}
-    for out, role in zip(outs, roles):
+    for out, role in zip(outs, roles, strict=False):
         if role == "rearmer":
             written.update({row["generation"]: row["live"] for row in lines(out)})
-    checks = [row for out, role in zip(outs, roles) if role == "checker" for row in lines(out)]
+    checks = [row for out, role in zip(outs, roles, strict=False) if role == "checker" for row in lines(out)]
     assert sum(row["checks"] for row in checks) > 100
     problems = [problem for row in checks for problem in row["unreadable"]]
     assert not problems, f"a reader saw an unreadable body: {problems[:3]}"

@@ -4,6 +4,7 @@ TTL refusal."""
 
 from __future__ import annotations
 
+from typing import Any
 import codecs
 import json
 import logging
@@ -414,7 +415,7 @@ def test_audit_trail_records_every_write(fleet_estop, clock):
 def test_rearm_after_expiry_decision_survives_the_retirement(fleet_estop, store, clock):
     fleet_estop.engage(reason="window", ttl="10m")
     clock.advance(minutes=10)
-    landed = {}
+    landed: dict[str, Any] = {}
 
     def interleave(step):
         if step == "expiry:decided" and not landed:
@@ -433,7 +434,7 @@ def test_rearm_after_expiry_decision_survives_the_retirement(fleet_estop, store,
 def test_rearm_landing_during_the_unlink_survives(fleet_estop, store, clock):
     fleet_estop.engage(reason="window", ttl="10m")
     clock.advance(minutes=10)
-    threads = []
+    threads: list[threading.Thread] = []
     landed = {}
 
     def rearm():

@@ -45,7 +45,7 @@ def test_directory_at_the_sentinel_is_active_unreadable(estop):
 
 def test_fifo_at_the_sentinel_is_active_and_never_blocks(estop):
     os.mkfifo(estop.sentinel_path())
-    result = {}
+    result: dict[str, object] = {}
     thread = threading.Thread(target=lambda: result.setdefault("engaged", estop.is_engaged()), daemon=True)
     thread.start()
     thread.join(5)
@@ -113,7 +113,7 @@ def test_unreadable_for_permissions_is_active(tmp_path, blocked):
     finally:
         os.chmod(root, 0o755)
     assert out.returncode == 0, out.stderr
-    state, *rest = out.stdout.split()
+    state, *_rest = out.stdout.split()
     assert state == "unreadable"
     assert out.stdout.split()[-2:] == ["True", "False"]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from typing import Any
 import pytest
 
 from hermes_estop import Estop
@@ -53,7 +54,7 @@ def test_a_rearm_between_the_expiry_read_and_the_retire_survives(fleet_estop, cl
     first = fleet_estop.engage(reason="first", ttl="2s")
     fleet = fleet_estop.fleet
     real_read = fleet.read
-    landed = []
+    landed: list[Any] = []
 
     def read_then_rearm(*args, **kwargs):
         found = real_read(*args, **kwargs)

@@ -5,7 +5,8 @@ the database may refuse without anything else failing."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pytest
 from pg_helpers import pg_server, pg_url  # noqa: F401

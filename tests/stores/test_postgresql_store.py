@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import psycopg
 import pytest
@@ -339,7 +339,7 @@ def test_expiry_is_judged_at_each_read_without_a_notification(store, estop, cloc
 def test_db_clock_is_monotonic_time_plus_the_measured_offset():
     ticks = iter([100.0, 130.0])
     clock = DbClock(monotonic=lambda: next(ticks))
-    db = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+    db = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
     clock.measure(db, sent=10.0, received=12.0)
     assert clock.at(11.0) == db
     assert clock() == db + timedelta(seconds=89)
@@ -351,7 +351,7 @@ def test_default_clock_follows_the_database_not_this_hosts_wall_clock(pg_server,
 
     now = store.default_clock()
     now()  # measured at connect
-    monkeypatch.setattr(pg_clock, "utc_now", lambda: datetime(1999, 1, 1, tzinfo=timezone.utc))
+    monkeypatch.setattr(pg_clock, "utc_now", lambda: datetime(1999, 1, 1, tzinfo=UTC))
     before = now()
     (row,) = admin_execute(pg_server, "SELECT clock_timestamp()")
     after = now()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -21,7 +21,7 @@ from hermes_estop.model.hold import EngageRequest, Fence, HoldState
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores import HoldStore
 
-T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 _scopes = itertools.count()
 
 

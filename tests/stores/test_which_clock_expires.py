@@ -13,7 +13,7 @@ import logging
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 import pytest
@@ -116,7 +116,7 @@ def test_the_wall_clock_guard_trusts_only_what_the_monotonic_clock_confirms(jump
     ticks["wall"] += 10 + jump
     ticks["monotonic"] += 10
     trusted, ahead = guard.trusted()
-    assert trusted == datetime.fromtimestamp(1_000_010.0 + trusted_offset, timezone.utc)
+    assert trusted == datetime.fromtimestamp(1_000_010.0 + trusted_offset, UTC)
     assert ahead == (jump if trusted_offset != jump else 0.0)
 
 

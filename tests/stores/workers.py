@@ -49,7 +49,7 @@ def checker(store, layout, out, until):
     estop = Estop(layout=layout, store=store, actor="checker")
     checks = 0
     problems = []
-    while keep_going(until, lambda: checks >= MIN_CHECKS):
+    while keep_going(until, lambda: checks >= MIN_CHECKS):  # noqa: B023 - reads the running count on purpose
         snapshot = estop.snapshot()
         checks += 1
         problems += [r.problem for r in snapshot.readings if r.state is HoldState.UNREADABLE]

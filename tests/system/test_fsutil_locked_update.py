@@ -46,9 +46,8 @@ def test_a_block_that_raises_or_does_not_replace_writes_nothing(tmp_path):
 def test_the_lock_is_held_for_the_block_only(tmp_path):
     path = tmp_path / "t"
     lock = tmp_path / ".t.lock"
-    with locked_update(path):
-        with try_lock(lock) as free:
-            assert not free
+    with locked_update(path), try_lock(lock) as free:
+        assert not free
     with try_lock(lock) as free:
         assert free
 
@@ -65,7 +64,7 @@ def test_an_update_that_only_replaces_never_opens_what_is_there(tmp_path):
 def test_a_fifo_is_refused_with_one_line_naming_what_was_read(tmp_path):
     path = tmp_path / "t"
     os.mkfifo(path)
-    with pytest.raises(StoreError, match="^cannot read the cron table: .*is a FIFO"), \
+    with pytest.raises(StoreError, match=r"^cannot read the cron table: .*is a FIFO"), \
             locked_update(path, what="the cron table") as file:
         file.current  # noqa: B018
     with pytest.raises(NotRegularFile):
@@ -82,9 +81,8 @@ def test_temporaries_of_dead_writers_are_swept(tmp_path):
 
 def test_a_given_lock_path_is_the_one_taken(tmp_path):
     path = tmp_path / "notify-state.json"
-    with locked_update(path, lock_path=tmp_path / ".notify-state.lock"):
-        with try_lock(tmp_path / ".notify-state.lock") as free:
-            assert not free
+    with locked_update(path, lock_path=tmp_path / ".notify-state.lock"), try_lock(tmp_path / ".notify-state.lock") as free:
+        assert not free
 
 
 def test_a_file_over_the_limit_is_refused(tmp_path):

@@ -54,7 +54,7 @@ class Harness:
 
     def restart(self) -> TickReport:
         """The scheduler process dies and a new one starts (its first reconciliation runs)."""
-        old = self.service.scheduler
+        old: Any = self.service.scheduler  # the APScheduler behind the Scheduler protocol
         old.remove_all_jobs()
         self.service = self.new_service()
         return self.start()
@@ -88,7 +88,7 @@ class Harness:
                 each(self.clock.now)
             job.func(*job.args, **job.kwargs)
             fired.append(job.id)
-            again = scheduler.get_job(job.id)
+            again = scheduler.get_job(job.id)  # type: ignore[attr-defined]  # the APScheduler behind the protocol
             if again is not None and again.next_run_time == when:
                 scheduler.remove_job(job.id)  # what APScheduler does once a date trigger has fired
         else:

@@ -170,7 +170,7 @@ def test_a_feed_refused_by_a_later_expansion_fails_alone_from_the_next_read(tmp_
     (tmp_path / "windows.toml").write_text('[[windows]]\nname = "nightly"\ncron = "0 3 * * *"\nduration = "1h"\n\n'
                                            '[[calendars]]\nname = "hourly"\nics = "hourly.ics"\n')
     windows_file = WindowsFile(tmp_path)
-    nightly, hourly = windows_file.load()
+    _nightly, hourly = windows_file.load()
     with pytest.raises(CalendarError, match="one rule walks more than 200000 steps"):
         list(hourly.feed.events(datetime(2050, 1, 1, tzinfo=UTC), timedelta(days=2)))
     parsed = windows_file.parse_each(windows_file.snapshot().raw)

@@ -185,7 +185,7 @@ class Feed:
         feed = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 feed.requests.append(dict(self.headers))
                 if feed.mode == "500":
                     self.send_error(500)

@@ -12,6 +12,7 @@ import recurring_ical_events
 
 from hermes_estop.model.cronspec import wall_to_instant
 from hermes_estop.windows.ical import Feed, parse_feed
+import itertools
 
 HEAD = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//hermes-estop tests//EN\r\n"
 TAIL = "END:VCALENDAR\r\n"
@@ -116,7 +117,7 @@ def test_events_are_the_same_whatever_ranges_are_read_in_whatever_order(order):
     expected = year_of(parse_feed(MIXED.encode(), "'m'", keep=ops, now=NOW), tz)
     feed = parse_feed(MIXED.encode(), "'m'", keep=ops, now=NOW)
     months = [wall_to_instant(datetime(2026 + m // 12, m % 12 + 1, 1), tz) for m in range(13)]
-    spans = list(zip(months, months[1:]))
+    spans = list(itertools.pairwise(months))
     if order == "backwards":
         spans.reverse()
     elif order == "one day at a time":

@@ -64,5 +64,5 @@ def test_an_unknown_state_in_the_table_raises_naming_the_ledger(pg_server, ledge
     ledger.commit([entry("a")])
     with pg_server.admin() as conn:
         conn.execute(f'UPDATE "{ledger.schema}".occurrences SET state = %s', ["haunted"])
-    with pytest.raises(StoreError, match="occurrences.*unknown state 'haunted'"):
+    with pytest.raises(StoreError, match=r"occurrences.*unknown state 'haunted'"):
         ledger.load()

@@ -78,7 +78,7 @@ def test_chain_end_stops_at_the_limit_in_arm_order():
 
 def test_following_is_the_next_occurrence_and_the_memo_agrees_until_forgotten():
     window = relay(1)[0]
-    first, second, third = [o for _, o in zip(range(3), occurrences(window, T0))]
+    first, second, third = [o for _, o in zip(range(3), occurrences(window, T0), strict=False)]
     assert following(window, first) == second
     memo = FollowingMemo()
     assert memo(window, first) == second and memo(window, second) == third

@@ -227,7 +227,7 @@ def test_a_save_stalled_midway_for_seconds_is_not_taken_for_an_edit_at_a_fast_in
     busy disk) leaves a torn file that does not change from read to read: seen in CI to outlast
     a second. Such a read waits for the five-second floor."""
     fast_poll(harness)
-    start, generation, raw = holding_window(harness)
+    start, generation, _raw = holding_window(harness)
     if state == "empty":
         write_in_place(harness.file.path, b"")
     elif state == "missing":
@@ -346,7 +346,7 @@ def test_a_window_a_torn_read_adds_arms_at_once_while_what_it_takes_away_waits(h
 
 
 def test_a_window_made_longer_acts_at_the_next_read(harness):
-    start, generation, _ = holding_window(harness)
+    start, _generation, _ = holding_window(harness)
     windows = harness.file.load()
     longer = [w.model_copy(update={"duration": timedelta(hours=2)}) if w.name == "maint" else w for w in windows]
     harness.file.save(longer)

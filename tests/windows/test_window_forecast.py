@@ -114,7 +114,7 @@ def test_a_standing_hold_and_the_chain_merge(fleet):
 
 def test_a_windows_file_that_does_not_validate_is_an_error_naming_it(fleet, fleet_root):
     (fleet_root / "windows.toml").write_text('[[windows]]\nname = "x"\ncron = "bad"\nduration = "1h"\n')
-    with pytest.raises(EstopError, match="windows.toml"):
+    with pytest.raises(EstopError, match=r"windows\.toml"):
         fleet.forecast(START, END)
 
 

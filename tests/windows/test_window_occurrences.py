@@ -16,7 +16,7 @@ from hermes_estop.windows.occurrences import (
 
 
 def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)
+    return datetime(*parts).replace(tzinfo=UTC)  # type: ignore[arg-type]  # parts are year..second
 
 
 def cron(expr: str, zone: str = "UTC", duration: str = "1h", **extra) -> Window:

@@ -127,7 +127,7 @@ def test_a_longer_duration_extends_our_own_hold_fenced_on_its_generation():
     entries = {occurrence.key: entry_for(occurrence, ARMED, T0, "g1")}
     reading = holding("g1", expires_at=T0 + timedelta(hours=1), armed_by="window:w", reason="maintenance window w")
     [arm] = plan_scope("fleet", T0 + timedelta(minutes=5), [w], entries, reading).actions
-    assert arm.only_if == frozenset({"g1"}) and arm.desired.deadline == T0 + timedelta(hours=2)
+    assert isinstance(arm, Arm) and arm.only_if == frozenset({"g1"}) and arm.desired.deadline == T0 + timedelta(hours=2)
 
 
 def test_no_candidate_left_retires_exactly_our_generation():

@@ -93,7 +93,7 @@ def test_a_skipped_occurrence_on_the_fall_back_day_does_not_arm_and_an_unskip_re
     harness.run_until(datetime(2026, 10, 26, 12, tzinfo=UTC), poll=True)
     engages = [e.time.isoformat() for e in harness.events("engage")]
     expected = ["2026-10-26T01:30:00+00:00"]
-    assert engages == (["2026-10-25T00:30:00+00:00"] + expected if unskip else expected)
+    assert engages == (["2026-10-25T00:30:00+00:00", *expected] if unskip else expected)
 
 
 def test_pick_refuses_an_occurrence_that_started_or_does_not_exist():

@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -21,7 +21,6 @@ from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import upcoming
 from hermes_estop.windows.windows_file import WindowsFile
 
-UTC = timezone.utc
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 VARIED = '''
@@ -105,7 +104,7 @@ def test_a_second_read_builds_the_same_windows_without_validating(fleet: Path, m
     refuse_validation(monkeypatch)
     second = read(fleet)
     assert len(second) == len(first) == 4
-    assert all(identical(a, b) for a, b in zip(first, second))
+    assert all(identical(a, b) for a, b in zip(first, second, strict=False))
     assert [w.to_toml() for w in second] == [w.to_toml() for w in first]
     assert [upcoming(w, NOW, 3) for w in second] == [upcoming(w, NOW, 3) for w in first]
 
@@ -151,7 +150,7 @@ def test_a_damaged_cache_is_ignored_and_the_file_validated(fleet: Path, estop_ca
     (kept,) = estop_cache.glob("*.windows.json")
     damage(kept)
     again = read(fleet)
-    assert all(identical(a, b) for a, b in zip(expected, again)) and len(again) == len(expected)
+    assert all(identical(a, b) for a, b in zip(expected, again, strict=False)) and len(again) == len(expected)
 
 
 def test_a_value_of_the_wrong_type_in_a_column_is_not_trusted(fleet: Path, estop_cache: Path) -> None:
@@ -161,7 +160,7 @@ def test_a_value_of_the_wrong_type_in_a_column_is_not_trusted(fleet: Path, estop
     names = json.loads(lines[0])["fields"]
     lines[2 + names.index("duration")] = b'["1h", "2h", "3h", "4h"]'
     kept.write_bytes(b"\n".join(lines))
-    assert all(identical(a, b) for a, b in zip(expected, read(fleet)))
+    assert all(identical(a, b) for a, b in zip(expected, read(fleet), strict=False))
 
 
 def test_the_cache_can_be_turned_off(fleet: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -315,7 +314,7 @@ def test_a_cache_someone_else_could_write_is_ignored_and_the_windows_file_read_a
     with caplog.at_level("WARNING", logger="hermes_estop"):
         again, once_more = read(fleet), read(fleet)
     assert task_run(again) == task_run(once_more) == ["/usr/bin/true", "--flag"]
-    assert all(identical(a, b) for a, b in zip(expected, again)) and len(again) == len(expected)
+    assert all(identical(a, b) for a, b in zip(expected, again, strict=False)) and len(again) == len(expected)
     lines = [r.getMessage() for r in caplog.records if "never an authority" in r.getMessage()]
     assert len(lines) == 1 and "\n" not in lines[0]
 
@@ -367,4 +366,4 @@ def test_a_cached_value_validation_refuses_is_never_taken(fleet: Path, estop_cac
     column = [value[0] if name == order[0] else None for name in order] if field == "run" else value
     lines[2 + names.index(field)] = json.dumps(column).encode()
     kept.write_bytes(b"\n".join(lines))
-    assert all(identical(a, b) for a, b in zip(expected, read(fleet)))
+    assert all(identical(a, b) for a, b in zip(expected, read(fleet), strict=False))

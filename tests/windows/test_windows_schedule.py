@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from hermes_estop.windows import schedule
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime(2026, 10, 20, 12, 0, tzinfo=UTC)
 
 VARIED = '''
@@ -122,7 +122,7 @@ def test_a_second_process_reads_the_written_schedule_without_validating(tmp_path
 def _columns(compiled: schedule.Schedule | None) -> tuple[object, ...]:
     assert compiled is not None
     columns = tuple(list(getattr(compiled, name)) for name in schedule._COLUMNS[:-1])
-    return columns + (compiled.tables.values(), compiled.lo, compiled.hi)
+    return (*columns, compiled.tables.values(), compiled.lo, compiled.hi)
 
 
 EDITS = [('duration = "1h"', 'duration = "2h"'), ('name = "long"', 'name = "longer"'),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from hermes_estop import __version__
 
 __all__ = ["openapi_document"]
 
@@ -23,8 +24,6 @@ _SKIP_BODY = {"required": False, "content": {"application/json": {"schema": {"ty
 
 
 def openapi_document() -> dict[str, Any]:
-    from hermes_estop import __version__
-
     return {
         "openapi": "3.1.0",
         "info": {"title": "hermes-estop write API", "version": __version__,

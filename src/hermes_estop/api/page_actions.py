@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, quote
 from hermes_estop.model.text import printable
 from hermes_estop.api.routes import ApiError, ApiRequest, WriteApi, hold_ref
 from hermes_estop.api.tokens import Token
+import json
 
 __all__ = ["COOKIE", "PageActions"]
 
@@ -128,8 +129,6 @@ class PageActions:
 
     def _act(self, path: str, form: dict[str, str], token: Token, remote: str) -> tuple[str, str]:
         """(kind, message) of one action, done through the write API's routes."""
-        import json
-
         hold_id = quote(form.get("id", ""), safe=":")
         generation = form.get("generation", "")
         fenced = {"if-match": f'"{generation}"'} if generation else {}

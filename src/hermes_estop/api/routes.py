@@ -33,6 +33,11 @@ from hermes_estop.model.policy import Actor, PolicyRefused
 from hermes_estop.model.text import one_line
 from hermes_estop.api.limits import RateLimiter
 from hermes_estop.api.tokens import Token, TokenTable
+from hermes_estop.api.openapi import openapi_document
+from hermes_estop.model.timeutil import parse_instant
+from hermes_estop.windows.skips import pick, skip_occurrence, unskip_occurrence
+from hermes_estop.windows.windows_file import WindowsFile
+from urllib.parse import unquote
 
 __all__ = ["MAX_BODY", "ApiError", "ApiRequest", "ApiResponse", "WriteApi", "hold_ref"]
 
@@ -152,8 +157,6 @@ class WriteApi:
     def _route(self, request: ApiRequest, signed_in: Token | None) -> ApiResponse:
         method, path = request.method, request.path.rstrip("/") or "/"
         if path == "/api/v1/openapi.json" and method == "GET":
-            from hermes_estop.api.openapi import openapi_document
-
             return ApiResponse(200, openapi_document())
         routes: list[tuple[str, re.Pattern[str] | str, str, Callable[..., ApiResponse]]] = [
             ("GET", "/api/v1/status", "viewer", self._status),
@@ -335,10 +338,6 @@ class WriteApi:
         return self._skip_or_unskip(request, token, name, skip=False)
 
     def _skip_or_unskip(self, request: ApiRequest, token: Token, name: str, *, skip: bool) -> ApiResponse:
-        from hermes_estop.model.timeutil import parse_instant
-        from hermes_estop.windows.skips import pick, skip_occurrence, unskip_occurrence
-        from hermes_estop.windows.windows_file import WindowsFile
-
         body = _json_object(request.body, _SKIP_FIELDS)
         on, start = _text(body, "on"), _text(body, "occurrence")
         if on is not None and start is not None:
@@ -373,8 +372,6 @@ class WriteApi:
 
 
 def _unquote(value: str) -> str:
-    from urllib.parse import unquote
-
     return unquote(value)
 
 

@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.netaddr import is_loopback
+from hermes_estop.api.routes import WriteApi
+from hermes_estop.api.tokens import TokenTable
+from hermes_estop.process.fleet_config import CONFIG_FILE, read_config
 
 if TYPE_CHECKING:
     from hermes_estop.process.estop import Estop
@@ -22,8 +25,6 @@ __all__ = ["check_transport", "configured_write", "tls_context", "write_api"]
 def configured_write(root: Path) -> bool:
     """`write = true` under `[http]` of the fleet's `estop.toml`: `--http-write` without the flag.
     `InvalidArgument` naming the file for a value that is not true or false."""
-    from hermes_estop.process.fleet_config import CONFIG_FILE, read_config
-
     path = Path(root) / CONFIG_FILE
     section = (read_config(path) or {}).get("http", {})
     value = section.get("write", False) if isinstance(section, dict) else None
@@ -66,9 +67,6 @@ def check_transport(listen: tuple[str, int] | None, *, http_write: bool, tls_cer
 def write_api(estop: Estop, host: str, *, http_write: bool, tls: ssl.SSLContext | None) -> WriteApi:
     """The `/api/v1/` routes for `hermes serve`; `InvalidArgument` for `--http-write` on a fleet
     without a valid token (the API would refuse everyone: say so at start-up)."""
-    from hermes_estop.api.routes import WriteApi
-    from hermes_estop.api.tokens import TokenTable
-
     if http_write and not TokenTable(estop.fleet).any_valid(estop.clock()):
         raise InvalidArgument("--http-write: the fleet has no valid token; create one first: "
                               "hermes tokens create NAME --role operator")

@@ -22,6 +22,13 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 from hermes_estop.process.fleet_config import STORE_ENV, check_store_option, use_store
 from hermes_estop.cli import hold
 from hermes_estop.cli.common import EXIT_USAGE, new_app, one_line
+from hermes_estop import __version__
+from hermes_estop.cli import extensions as more
+from hermes_estop.consumers.cron import CronTable
+from hermes_estop.model.homes import resolve_layout
+from hermes_estop.process.estop import Estop
+from hermes_estop.windows.windows_file import WindowsFile
+from hermes_estop.cli.remote import use_server
 
 # The command tree is walked by duck typing: typer's vendored click has no `Group` / `Option`
 # classes to test against (typer's own `TyperGroup` / `TyperOption` stand in for them).
@@ -57,8 +64,6 @@ _TYPE_WORDS = {"int": "N", "integer": "N", "float": "SECONDS", "path": "PATH", "
 
 def _version(value: bool) -> None:
     if value:
-        from hermes_estop import __version__
-
         typer.echo(f"hermes-estop {__version__}")
         raise typer.Exit(0)
 
@@ -75,8 +80,6 @@ def _root(
     if store is not None:
         use_store(check_store_option(store))
     if server is not None or token_file is not None:
-        from hermes_estop.cli.remote import use_server
-
         use_server(server, token_file)
 
 
@@ -90,8 +93,6 @@ def build_app(*, extensions: bool = True, command: str | None = None) -> typer.T
     hold.register(built)
     built.command("help", hidden=True)(_help)  # listed by the manual; `--help` is what the list offers
     if extensions:
-        from hermes_estop.cli import extensions as more
-
         more.register(built, command)
     return built
 
@@ -122,9 +123,6 @@ def _metavar(param: Parameter) -> str:
 def _window_names(ctx: Any, param: Parameter, incomplete: str) -> list[str]:
     """Window names from this fleet's windows.toml (nothing when it cannot be read)."""
     try:
-        from hermes_estop.model.homes import resolve_layout
-        from hermes_estop.windows.windows_file import WindowsFile
-
         names = [window.name for window in WindowsFile(resolve_layout().root).load()]
     except Exception:  # noqa: BLE001 - completion offers nothing rather than a traceback
         return []
@@ -134,9 +132,6 @@ def _window_names(ctx: Any, param: Parameter, incomplete: str) -> list[str]:
 def _job_names(ctx: Any, param: Parameter, incomplete: str) -> list[str]:
     """Cron job names from this home's job table (nothing when it cannot be read)."""
     try:
-        from hermes_estop.consumers.cron import CronTable
-        from hermes_estop.process.estop import Estop
-
         names = [job.name for job in CronTable.of(Estop()).jobs()]
     except Exception:  # noqa: BLE001 - completion offers nothing rather than a traceback
         return []
@@ -175,7 +170,7 @@ def _finish(command: Command) -> Command:
                 param.get_usage_pieces = _usage_pieces(param)
             completer = _COMPLETERS.get((path, param.name or ""))
             if completer is not None:
-                param._custom_shell_complete = completer
+                param._custom_shell_complete = completer  # noqa: SLF001 - click has no public setter for a completer
         if path and not getattr(cmd, "hidden", False):
             cmd.short_help = summary(cmd.help or "")
     return command

@@ -18,6 +18,16 @@ from hermes_estop.process.describe import describe_hold, describe_reading, hold_
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.cli.hot import EXIT_HELD, EXIT_OK, EXIT_USAGE
+import contextlib
+from hermes_estop.model.durations import parse_with_unit
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.errors import InvalidDuration
+from hermes_estop.model.errors import StoreError
+from hermes_estop.model.selector import COMPONENTS, unknown_components
+from hermes_estop.model.timeutil import parse_operator_time
+from hermes_estop.process.fleet_config import declared_components
+import shutil
+import textwrap
 
 __all__ = [
     "EXIT_HELD",
@@ -65,17 +75,12 @@ def refuse_blank(flag: str, value: str | None) -> None:
     """Refuse an empty or blank deadline option: the Python drop-in reads "" as "not given", and
     a script's unset `$TTL` must not drop the deadman (exit 2, nothing written)."""
     if value is not None and not value.strip():
-        from hermes_estop.model.errors import InvalidArgument
-
         raise InvalidArgument(f"invalid {flag} {value!r}: empty; omit {flag} to keep the standing deadline")
 
 
 def duration_option(flag: str, value: str) -> timedelta:
     """A duration typed on the command line (`durations.parse_with_unit`: `30` is refused with
     `30m? 30s?`); `InvalidDuration` naming the flag."""
-    from hermes_estop.model.durations import parse_with_unit
-    from hermes_estop.model.errors import InvalidDuration
-
     try:
         return parse_with_unit(value)
     except InvalidDuration as exc:
@@ -90,17 +95,11 @@ def check_components(estop: Estop, only: Iterable[str] | None) -> None:
     names = list(only or ())
     if not names:
         return
-    from hermes_estop.process.fleet_config import declared_components
-    from hermes_estop.model.errors import InvalidArgument, StoreError
-    from hermes_estop.model.selector import COMPONENTS, unknown_components
-
     known = set(COMPONENTS) | declared_components(estop.layout)
     if unknown_components(names, known) is None:
         return
-    try:
+    with contextlib.suppress(StoreError, OSError):
         known |= {entry.component for entry in estop.fleet.consumers().entries()}
-    except (StoreError, OSError):
-        pass
     problem = unknown_components(names, known)
     if problem is not None:
         raise InvalidArgument(f"--only: {problem}")
@@ -116,8 +115,6 @@ def operator_time(flag: str, value: str, now: datetime) -> datetime:
     """`value` of the option `flag` (`--at`, `--until`) as an instant (`timeutil.parse_operator_time`:
     `15:00`, `tomorrow 03:00`, a zone, ISO-8601); the zone it assumed, when it assumed one, is
     said on stderr (stdout stays what scripts parse)."""
-    from hermes_estop.model.timeutil import parse_operator_time
-
     instant, note = parse_operator_time(value, now, what=flag)
     if note is not None:
         typer.echo(f"hermes: note: {one_line(note)}", err=True)
@@ -126,16 +123,12 @@ def operator_time(flag: str, value: str, now: datetime) -> datetime:
 
 def terminal_width() -> int:
     """The columns output must fit: the terminal's, `COLUMNS`, else 80 (a pipe, a log)."""
-    import shutil
-
     return max(shutil.get_terminal_size((80, 24)).columns, 20)
 
 
 def fit_lines(lines: Iterable[str], width: int) -> Iterator[str]:
     """Each line broken at spaces to at most `width` columns, continuation lines indented two
     more than the line they continue (a word longer than a line is cut: it must still fit)."""
-    import textwrap
-
     for line in lines:
         line = line.rstrip()
         if len(line) <= width:

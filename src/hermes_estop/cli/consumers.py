@@ -13,6 +13,7 @@ import typer
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.cli.common import EXIT_HELD, current_estop, emit_json
+from hermes_estop.fleet.registry.roster import read_roster
 
 __all__ = ["consumers", "register"]
 
@@ -22,8 +23,6 @@ def consumers(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
     adapter, user loops): component, host, pid, profile, last report, the holds it observed,
     whether it acknowledged the holds standing now, lag, state (live, stalled, lost). Exits 1
     when the registry cannot be read (an empty table would say "none registered")."""
-    from hermes_estop.fleet.registry.roster import read_roster
-
     roster = read_roster(current_estop().fleet)
     if as_json:
         emit_json(roster.to_json())
@@ -39,7 +38,7 @@ def consumers(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
     if len(table) > 1:
         widths = [max(len(printable(r[i])) for r in table) for i in range(len(header))]
         for cells in table:
-            typer.echo("  ".join(printable(c).ljust(w) for c, w in zip(cells, widths)).rstrip())
+            typer.echo("  ".join(printable(c).ljust(w) for c, w in zip(cells, widths, strict=False)).rstrip())
     typer.echo(printable(roster.line()))
     _exit_on_problem(roster.problem)
 

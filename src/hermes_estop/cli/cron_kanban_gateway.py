@@ -15,6 +15,16 @@ from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_relative
 from hermes_estop.cli.common import current_estop, emit_json, fail, new_app
+from hermes_estop.cli import drain
+from hermes_estop.consumers.cron import CronRunner
+from hermes_estop.consumers.cron import CronTable
+from hermes_estop.consumers.gateway import Gateway, LineServer, is_loopback
+from hermes_estop.consumers.kanban import Board
+from hermes_estop.consumers.kanban import Dispatcher
+from hermes_estop.daemon.supervisor import stop_on_signals
+from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
+from hermes_estop.fleet.registry.reporter import ConsumerReporter
+import threading
 
 if TYPE_CHECKING:
     from hermes_estop.consumers.cron import CronReport
@@ -63,8 +73,6 @@ def cron_add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a job: `hermes cron add NAME --cron EXPR [--tz ZONE] --command CMD [--owner ID]`."""
-    from hermes_estop.consumers.cron import CronTable
-
     estop = current_estop()
     now = estop.clock()
     job = CronTable.of(estop).add(name, command, now=now, schedule=cron, timezone=tz, at=at, owner=owner,
@@ -81,8 +89,6 @@ def cron_add(
 @cron_app.command("list")
 def cron_list(as_json: JsonOpt = False) -> None:
     """The jobs of this home, their next run and their last result."""
-    from hermes_estop.consumers.cron import CronTable
-
     estop = current_estop()
     table = CronTable.of(estop)
     jobs = table.jobs()
@@ -106,8 +112,6 @@ def cron_list(as_json: JsonOpt = False) -> None:
 @cron_app.command("remove")
 def cron_remove(name: Annotated[str, typer.Argument(help="The job to remove.")]) -> None:
     """Remove a job (a run in flight finishes; its result is not recorded)."""
-    from hermes_estop.consumers.cron import CronTable
-
     job = CronTable.of(current_estop()).remove(name)
     typer.echo(f"removed cron job {job.name}")
 
@@ -115,8 +119,6 @@ def cron_remove(name: Annotated[str, typer.Argument(help="The job to remove.")])
 @cron_app.command("tick")
 def cron_tick(as_json: JsonOpt = False) -> None:
     """One tick now: run every due job the gate lets through, wait for them, record the results."""
-    from hermes_estop.consumers.cron import CronRunner
-
     _emit_pass(CronRunner(current_estop()).tick(wait=True), as_json)
 
 
@@ -132,8 +134,6 @@ def kanban_add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a card to the fleet's board."""
-    from hermes_estop.consumers.kanban import Board
-
     estop = current_estop()
     card = Board(estop.layout.root, clock=estop.clock).add(title, command, owner=owner, profile=profile, ready=ready)
     if as_json:
@@ -145,8 +145,6 @@ def kanban_add(
 @kanban_app.command("ready")
 def kanban_ready(card_id: Annotated[int, typer.Argument(help="The card's id.")]) -> None:
     """Move a card (back) to ready."""
-    from hermes_estop.consumers.kanban import Board
-
     estop = current_estop()
     card = Board(estop.layout.root, clock=estop.clock).mark_ready(card_id)
     typer.echo(f"card #{card.id} is ready")
@@ -158,8 +156,6 @@ def kanban_list(
     as_json: JsonOpt = False,
 ) -> None:
     """The cards on the fleet's board."""
-    from hermes_estop.consumers.kanban import Board
-
     estop = current_estop()
     board = Board(estop.layout.root, clock=estop.clock)
     cards = board.cards(status) if board.exists() or status is not None else []
@@ -183,8 +179,6 @@ def kanban_dispatch(
 ) -> None:
     """One dispatch pass: claim the ready cards the gate admits, spawn their workers (up to --max),
     wait for them and record the results. Held cards stay ready."""
-    from hermes_estop.consumers.kanban import Dispatcher
-
     dispatcher = Dispatcher(current_estop(), max_workers=max_cards, timeout=timeout)
     _emit_pass(dispatcher.dispatch(limit=max_cards), as_json)
 
@@ -199,13 +193,6 @@ def gateway_serve(
 ) -> None:
     """Serve the turn gate: one `user_id profile text` line in, one reply line out (`-` = no profile).
     SIGINT or SIGTERM stops it (exit 0)."""
-    import threading
-
-    from hermes_estop.consumers.gateway import Gateway, LineServer, is_loopback
-    from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
-    from hermes_estop.fleet.registry.reporter import ConsumerReporter
-    from hermes_estop.daemon.supervisor import stop_on_signals
-
     if not 0 <= port <= 65535:
         raise InvalidArgument(f"invalid port {port}: expected 0 to 65535 (0 picks a free one)")
     gateway = Gateway(current_estop(), operators=operator or ())
@@ -240,8 +227,6 @@ def gateway_serve(
 
 def register(app: typer.Typer) -> None:
     """Add the consumers commands to `app` (and `hermes drain`, which waits for their work)."""
-    from hermes_estop.cli import drain
-
     drain.register(app)
     app.add_typer(cron_app, name="cron")
     app.add_typer(kanban_app, name="kanban")

@@ -6,24 +6,23 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.cli.common import emit_json
+from hermes_estop.daemon.demo import run_demo
 
 __all__ = ["register"]
 
 
 def demo(
-    directory: Annotated[Optional[Path], typer.Option("--dir", help="Build the demo fleet here (an empty or new directory) and keep it.")] = None,
+    directory: Annotated[Path | None, typer.Option("--dir", help="Build the demo fleet here (an empty or new directory) and keep it.")] = None,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the temporary fleet afterwards.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON at the end.")] = False,
 ) -> None:
     """Run the whole system on a temporary fleet; exit 0 when it behaved as it should."""
-    from hermes_estop.daemon.demo import run_demo
-
     if directory is not None:
         directory = directory.expanduser().resolve()
         if directory.exists() and any(directory.iterdir()):

@@ -9,11 +9,12 @@ import typer
 
 from hermes_estop.model.text import printable
 from hermes_estop.cli.common import current_estop, emit_json
+from hermes_estop.consumers.coverage import Finding
+from hermes_estop.consumers.coverage import audit_coverage
+from hermes_estop.observe.on_record import on_record
+from hermes_estop.observe.status import flat
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover
-    from hermes_estop.consumers.coverage import Finding
-    from hermes_estop.process.estop import Estop
+from hermes_estop.process.estop import Estop
 
 __all__ = ["NOTHING_REGISTERED", "doctor", "register"]
 
@@ -29,8 +30,6 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     kanban claims, gateway turns), (b) work claimed by a process that is not a registered
     consumer, (c) consumers lost or stalled, (d) holds written
     outside hermes. Exit 1 when anything is flagged, else 0."""
-    from hermes_estop.consumers.coverage import audit_coverage
-
     estop = current_estop()
     findings, roster = audit_coverage(estop)
     findings += _written_outside(estop)
@@ -55,10 +54,6 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
 def _written_outside(estop: Estop) -> list[Finding]:
     """(d) Holds no hermes write is on the audit trail for: a sentinel (or a row) written by
     hand, around the fleet's arming policy. Honoured all the same; flagged here (issue 37)."""
-    from hermes_estop.consumers.coverage import Finding
-    from hermes_estop.observe.on_record import on_record
-    from hermes_estop.observe.status import flat
-
     snapshot = estop.fleet.read()
     record = on_record(estop.fleet, flat(snapshot.readings), snapshot.now)
     return [Finding("outside", f"WRITTEN OUTSIDE HERMES: the hold at {scope}"

@@ -18,9 +18,14 @@ import typer
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.hold import Allow
+from hermes_estop.model.homes import Layout, Location
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank
+from hermes_estop.cli.wait import ack_lines, wait_with_progress
+from hermes_estop.consumers.drainer import wait_until_quiet
+from hermes_estop.fleet.registry.acks import ack_for_hold
+from hermes_estop.observe.status import lift_command
 
 __all__ = ["EXIT_TIMEOUT", "drain", "register"]
 
@@ -82,11 +87,6 @@ def drain(
     """Pause (or re-arm the pause), wait until every registered consumer it covers acknowledged
     it, then until no cron job, kanban card or gateway turn is in flight on what the hold covers.
     Exit 0 when both, 75 at --timeout (one budget for the two waits)."""
-    from hermes_estop.consumers.drainer import wait_until_quiet
-    from hermes_estop.observe.status import lift_command
-    from hermes_estop.fleet.registry.acks import ack_for_hold
-    from hermes_estop.cli.wait import ack_lines, wait_with_progress
-
     refuse_blank("--ttl", ttl)
     if ttl is not None:
         duration_option("--ttl", ttl)
@@ -112,33 +112,40 @@ def drain(
         result = wait_until_quiet(estop, fleet=fleet, timeout=limit, terminate_after=kill_at, on_progress=show)
     finally:
         progress.close()
-    found, now, stopped = result.last, result.now, result.terminated
+    found = result.last
     if as_json:
+        now = result.now
         emit_json({"scope": location.scope, "generation": hold.generation, "quiet": found.quiet,
                    "timed_out": not found.quiet, "waited_seconds": round(result.waited, 3),
                    "counts": found.counts(), "in_flight": [item.to_json(now) for item in found.items],
-                   "terminated": [item.to_json(now) for item in stopped], "problems": list(found.problems),
+                   "terminated": [item.to_json(now) for item in result.terminated], "problems": list(found.problems),
                    "acknowledgement": acked.to_json()})
     else:
-        for item in stopped:
-            typer.echo(printable(f"terminated {item.describe(now)}: recorded failed (terminated by drain)"))
-        out, err = ack_lines(acked, verb="stopped")
-        for line in out:
-            typer.echo(line)
-        for line in err:
-            typer.echo(line, err=True)
-        if found.quiet:
-            lift = lift_command(location, estop.layout)
-            typer.echo(f"drained {location.describe()}: nothing in flight (held since "
-                       f"{display_instant(hold.engaged_at)}; `{lift}` to lift)")
-        else:
-            typer.echo(f"drain of {location.describe()} timed out after {timeout}: "
-                       f"{len(found.items)} still in flight", err=True)
-            for item in found.items:
-                typer.echo(printable(f"  {item.consumer}: {item.describe(now)}"), err=True)
-            for problem in found.problems:
-                typer.echo(printable(f"  cannot tell: {problem}"), err=True)
+        _tell(result, acked, location, estop.layout, hold.engaged_at, timeout)
     raise typer.Exit(0 if found.quiet and acked.done else EXIT_TIMEOUT)
+
+
+def _tell(result: Any, acked: Any, location: Location, layout: Layout, engaged_at: datetime | None, timeout: str) -> None:
+    """The lines of a drain for a person: what was terminated, who acknowledged, quiet or not."""
+    found, now = result.last, result.now
+    for item in result.terminated:
+        typer.echo(printable(f"terminated {item.describe(now)}: recorded failed (terminated by drain)"))
+    out, err = ack_lines(acked, verb="stopped")
+    for line in out:
+        typer.echo(line)
+    for line in err:
+        typer.echo(line, err=True)
+    if found.quiet:
+        lift = lift_command(location, layout)
+        typer.echo(f"drained {location.describe()}: nothing in flight (held since "
+                   f"{display_instant(engaged_at)}; `{lift}` to lift)")
+        return
+    typer.echo(f"drain of {location.describe()} timed out after {timeout}: "
+               f"{len(found.items)} still in flight", err=True)
+    for item in found.items:
+        typer.echo(printable(f"  {item.consumer}: {item.describe(now)}"), err=True)
+    for problem in found.problems:
+        typer.echo(printable(f"  cannot tell: {problem}"), err=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,7 @@ import logging
 import os
 import stat
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -23,37 +23,46 @@ from hermes_estop.cli.common import (
 )
 from hermes_estop.cli.history import run_history
 from hermes_estop.cli.hot import GATE_HELD_EXIT, run_check, run_gate
+from hermes_estop.cli.remote import chosen_server
+from hermes_estop.cli.remote import remote_pause
+from hermes_estop.cli.remote import remote_resume
+from hermes_estop.cli.remote import remote_status
+from hermes_estop.cli.wait import EXIT_NOT_ACKNOWLEDGED
+from hermes_estop.cli.wait import parse_wait_timeout
+from hermes_estop.cli.wait import wait_with_progress
+from hermes_estop.cli.wait import echo_lines as echo_ack_lines
+from hermes_estop.fleet.registry.acks import ack_for_hold
+from hermes_estop.fleet.registry.acks import ack_for_release
+from hermes_estop.model.timeutil import schedulable
+from hermes_estop.observe.status import fleet_status
+from hermes_estop.observe.status import lift_command
 
 __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from hermes_estop.fleet.registry.acks import AckSurvey
-    from hermes_estop.fleet.registry.entries import Ack
-    from hermes_estop.cli.remote import Remote
+from hermes_estop.fleet.registry.acks import AckSurvey
+from hermes_estop.fleet.registry.entries import Ack
+from hermes_estop.cli.remote import Remote
 
-UserOpt = Annotated[Optional[str], typer.Option("--user", help="The authenticated principal asking to work.")]
-ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="The profile the work is for.")]
+UserOpt = Annotated[str | None, typer.Option("--user", help="The authenticated principal asking to work.")]
+ProfileOpt = Annotated[str | None, typer.Option("--profile", help="The profile the work is for.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 FleetOpt = Annotated[bool, typer.Option("--fleet", help="The fleet root's hold instead of this home's.")]
-ScopeProfileOpt = Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="That profile's hold instead of this home's.")]
-OnlyOpt = Annotated[Optional[list[str]], typer.Option("--only", metavar="COMPONENT", help="A scoped hold: only this consumer component (cron, kanban, gateway, or a name your consumer gives itself; repeatable).")]
-JobOpt = Annotated[Optional[list[str]], typer.Option("--job", metavar="GLOB", help="A scoped hold: only the units of work whose name matches (cron job names, APScheduler job ids, kanban assignee or title; repeatable).")]
-ComponentOpt = Annotated[Optional[str], typer.Option("--component", metavar="NAME", help="The consumer component the work is for (scoped holds).")]
-WorkJobOpt = Annotated[Optional[str], typer.Option("--job", metavar="NAME", help="The unit of work's name (scoped holds).")]
+ScopeProfileOpt = Annotated[str | None, typer.Option("--profile", metavar="NAME", help="That profile's hold instead of this home's.")]
+OnlyOpt = Annotated[list[str] | None, typer.Option("--only", metavar="COMPONENT", help="A scoped hold: only this consumer component (cron, kanban, gateway, or a name your consumer gives itself; repeatable).")]
+JobOpt = Annotated[list[str] | None, typer.Option("--job", metavar="GLOB", help="A scoped hold: only the units of work whose name matches (cron job names, APScheduler job ids, kanban assignee or title; repeatable).")]
+ComponentOpt = Annotated[str | None, typer.Option("--component", metavar="NAME", help="The consumer component the work is for (scoped holds).")]
+WorkJobOpt = Annotated[str | None, typer.Option("--job", metavar="NAME", help="The unit of work's name (scoped holds).")]
 WaitOpt = Annotated[bool, typer.Option("--wait", help="Then wait until every registered consumer the hold covers acknowledged it (or is lost); exit 75 at --wait-timeout.")]
-WaitTimeoutOpt = Annotated[Optional[str], typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")]
+WaitTimeoutOpt = Annotated[str | None, typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")]
 
 
 def _remote() -> Remote | None:
     """The server `--server` / $HERMES_ESTOP_SERVER names (None: this host's store)."""
-    from hermes_estop.cli.remote import chosen_server
-
     return chosen_server()
 
 
 #: break glass (issue 37): a write the fleet's policy refuses goes ahead, audited as an override
-OverrideOpt = Annotated[Optional[str], typer.Option(
+OverrideOpt = Annotated[str | None, typer.Option(
     "--override", metavar="REASON",
     help="Break glass: write although the fleet's policy refuses it (an admin, or a local operator who can write "
          "the fleet root); audited, notified and shown on the status page.")]
@@ -70,11 +79,11 @@ def _target(estop: Estop, fleet: bool, profile: str | None) -> Location:
 
 
 def pause(
-    reason: Annotated[Optional[str], typer.Option("--reason", help="Why; shown to refused users.")] = None,
-    allow_user: Annotated[Optional[list[str]], typer.Option("--allow-user", help="A user id that keeps working (repeatable).")] = None,
-    allow_profile: Annotated[Optional[list[str]], typer.Option("--allow-profile", help="Narrow the allowed users to these profiles (repeatable).")] = None,
-    ttl: Annotated[Optional[str], typer.Option("--ttl", help="Deadman: lift after this long (45m, 1h30m, 90s, 1d, PT45M).")] = None,
-    until: Annotated[Optional[str], typer.Option("--until", help="Deadman: lift at this time: 15:00, tomorrow 03:00 (local time unless a zone follows: 15:00 Europe/Berlin), or ISO-8601.")] = None,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why; shown to refused users.")] = None,
+    allow_user: Annotated[list[str] | None, typer.Option("--allow-user", help="A user id that keeps working (repeatable).")] = None,
+    allow_profile: Annotated[list[str] | None, typer.Option("--allow-profile", help="Narrow the allowed users to these profiles (repeatable).")] = None,
+    ttl: Annotated[str | None, typer.Option("--ttl", help="Deadman: lift after this long (45m, 1h30m, 90s, 1d, PT45M).")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Deadman: lift at this time: 15:00, tomorrow 03:00 (local time unless a zone follows: 15:00 Europe/Berlin), or ISO-8601.")] = None,
     fleet: FleetOpt = False,
     profile: ScopeProfileOpt = None,
     replace: Annotated[bool, typer.Option("--replace", help="Start from nothing instead of keeping the standing allowlist, deadline and reason.")] = False,
@@ -94,8 +103,6 @@ def pause(
     refuse_blank("--until", until)
     remote = _remote()
     if remote is not None:
-        from hermes_estop.cli.remote import remote_pause
-
         if wait or wait_timeout is not None:
             raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
         if ttl is not None:
@@ -175,21 +182,17 @@ def _wait_limit(wait: bool, wait_timeout: str | None) -> float | None:
         if wait_timeout is not None:
             raise InvalidArgument("--wait-timeout needs --wait")
         return None
-    from hermes_estop.cli.wait import parse_wait_timeout
 
     return parse_wait_timeout(wait_timeout)
 
 
 def _engaged(location: Location, hold: Hold) -> Ack:
-    from hermes_estop.fleet.registry.acks import ack_for_hold
-
     return ack_for_hold(location.scope, hold)
 
 
 def _wait(estop: Estop, ack: Ack | None, limit: float | None, *, show: bool) -> AckSurvey | None:
     if limit is None or ack is None:
         return None
-    from hermes_estop.cli.wait import wait_with_progress
 
     return wait_with_progress(estop.fleet, ack, limit, show=show)
 
@@ -199,22 +202,18 @@ def _ack_json(found: AckSurvey | None) -> dict[str, Any]:
 
 
 def _ack_exit(found: AckSurvey | None) -> int:
-    from hermes_estop.cli.wait import EXIT_NOT_ACKNOWLEDGED
-
     return EXIT_OK if found is None or found.done else EXIT_NOT_ACKNOWLEDGED
 
 
 def _ack_echo(found: AckSurvey | None, verb: str) -> int:
     if found is None:
         return EXIT_OK
-    from hermes_estop.cli.wait import echo_lines
-
-    return echo_lines(found, verb=verb)
+    return echo_ack_lines(found, verb=verb)
 
 
 def resume(
-    generation: Annotated[Optional[str], typer.Option("--generation", help="Release only this generation.")] = None,
-    hold: Annotated[Optional[str], typer.Option("--hold", metavar="ID", help="Release only this scoped hold (its id from `hermes status`).")] = None,
+    generation: Annotated[str | None, typer.Option("--generation", help="Release only this generation.")] = None,
+    hold: Annotated[str | None, typer.Option("--hold", metavar="ID", help="Release only this scoped hold (its id from `hermes status`).")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Release every hold at the scope: the full hold and every scoped hold.")] = False,
     fleet: FleetOpt = False,
     profile: ScopeProfileOpt = None,
@@ -228,28 +227,17 @@ def resume(
     scoped holds stood); `--hold ID` lifts one scoped hold, `--all` every hold at the scope.
     In-flight work was never stopped. With --wait, return once every consumer it covered has
     seen it gone."""
-    from hermes_estop.observe.status import lift_command
-
     if sum((hold is not None, generation is not None, all_)) > 1:
         raise InvalidArgument("give one of --generation, --hold or --all")
     remote = _remote()
     if remote is not None:
-        from hermes_estop.cli.remote import remote_resume
-
         if wait or wait_timeout is not None:
             raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
         remote_resume(remote, generation=generation, hold=hold, all_=all_, fleet=fleet, profile=profile, as_json=as_json)
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
-    ack = None
-    if limit is not None:
-        from hermes_estop.fleet.registry.acks import ack_for_release
-
-        lifted = _standing(estop, location, hold) if generation is None else None
-        standing = generation if generation is not None else lifted.generation if lifted is not None else None
-        selector = lifted.selector if lifted is not None else None
-        ack = ack_for_release(estop.fleet, location.scope, standing, selector) if standing is not None else None
+    ack = _release_ack(estop, location, generation, hold) if limit is not None else None
     try:
         removed = estop.fleet.resume(location, generation=generation, hold=hold, every=all_, override=override)
     except HoldConflict as exc:
@@ -257,7 +245,7 @@ def resume(
             emit_json({"scope": location.scope, "released": False, "error": str(exc)})
         else:
             typer.echo(f"hermes: {one_line(exc)}", err=True)
-        raise typer.Exit(EXIT_HELD)
+        raise typer.Exit(EXIT_HELD) from None
     except StoreError as exc:
         fail(f"{exc}; {_resume_advice(location, exc)}")
     if not removed:
@@ -276,8 +264,7 @@ def resume(
             "generation": full.hold.generation if full is not None and full.hold else None,
             "released_holds": [r.hold.generation if r.hold else None for r in removed],
             "engaged": snapshot.engaged,
-            "holds": [reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}
-                      for r in snapshot.every_active],
+            "holds": _holds_json(estop, snapshot),
             **_ack_json(found),
         })
         raise typer.Exit(code or _ack_exit(found))
@@ -286,21 +273,43 @@ def resume(
         typer.echo(f"no hold at {printable(location.describe())} ({printable(where(location))}){scoped}")
     for reading in removed:
         typer.echo(_resumed_line(location, reading))
-    for reading in snapshot.active:
-        lift = lift_command(reading.location, estop.layout)
-        hint = f" ({lift})" if lift else ""
-        typer.echo(f"still held by {printable(reading.location.describe())}{hint}")
-    for reading in snapshot.scoped_active:
-        label = reading.hold.scope_label if reading.hold is not None else "?"
-        lift = lift_command(reading.location, estop.layout)
-        hint = f" (`{lift} --hold {printable(reading.hold.hold_id or '?')}`)" if lift and reading.hold else ""
-        typer.echo(f"scoped hold still stands at {printable(reading.location.describe())}: {label}{hint}")
+    for line in _still_held_lines(estop, snapshot):
+        typer.echo(line)
     if code:
         lift = lift_command(location, estop.layout) or "hermes resume"
         typer.echo(f"hermes: nothing was lifted; `{lift} --hold ID` lifts one scoped hold, `{lift} --all` "
                    f"every hold at {printable(location.describe())}", err=True)
         raise typer.Exit(code)
     raise typer.Exit(_ack_echo(_wait(estop, ack, limit, show=True), "resumed"))
+
+
+def _release_ack(estop: Estop, location: Location, generation: str | None, hold: str | None) -> Any:
+    """What `--wait` waits for: every consumer the lifted hold covered seeing it gone (None: no hold to lift)."""
+    lifted = _standing(estop, location, hold) if generation is None else None
+    standing = generation if generation is not None else lifted.generation if lifted is not None else None
+    selector = lifted.selector if lifted is not None else None
+    return ack_for_release(estop.fleet, location.scope, standing, selector) if standing is not None else None
+
+
+def _holds_json(estop: Estop, snapshot: Any) -> list[dict[str, Any]]:
+    where = estop.fleet.store.where
+    return [reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}
+            for r in snapshot.every_active]
+
+
+def _still_held_lines(estop: Estop, snapshot: Any) -> list[str]:
+    """The holds that still stand after a resume, each with the command that lifts it from here."""
+    lines = []
+    for reading in snapshot.active:
+        lift = lift_command(reading.location, estop.layout)
+        hint = f" ({lift})" if lift else ""
+        lines.append(f"still held by {printable(reading.location.describe())}{hint}")
+    for reading in snapshot.scoped_active:
+        label = reading.hold.scope_label if reading.hold is not None else "?"
+        lift = lift_command(reading.location, estop.layout)
+        hint = f" (`{lift} --hold {printable(reading.hold.hold_id or '?')}`)" if lift and reading.hold else ""
+        lines.append(f"scoped hold still stands at {printable(reading.location.describe())}: {label}{hint}")
+    return lines
 
 
 def _generation_at(estop: Estop, location: Location, hold_id: str | None = None) -> str | None:
@@ -348,12 +357,8 @@ def _resume_advice(location: Location, exc: StoreError) -> str:
 def status(as_json: JsonOpt = False) -> None:
     """Show what holds this process (scope, reason, generation, deadline, allowlist), then every
     other scope of the fleet that holds, each with the command that lifts it from here."""
-    from hermes_estop.observe.status import fleet_status
-
     remote = _remote()
     if remote is not None:
-        from hermes_estop.cli.remote import remote_status
-
         remote_status(remote, as_json=as_json)
     document = fleet_status(current_estop(), as_json=as_json)
     if as_json:
@@ -364,8 +369,8 @@ def status(as_json: JsonOpt = False) -> None:
 
 def check(user: UserOpt = None, profile: ProfileOpt = None, component: ComponentOpt = None, job: WorkJobOpt = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the exit code says it.")] = False,
-          at: Annotated[Optional[str], typer.Option("--at", help="Ask about this instant (15:00, tomorrow 03:00, a zone after it, ISO-8601, or `now`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
-          for_: Annotated[Optional[str], typer.Option("--for", help="With --at: held at any instant of [TIME, TIME+DUR)? (30m, 2h, PT45M).")] = None,
+          at: Annotated[str | None, typer.Option("--at", help="Ask about this instant (15:00, tomorrow 03:00, a zone after it, ISO-8601, or `now`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
+          for_: Annotated[str | None, typer.Option("--for", help="With --at: held at any instant of [TIME, TIME+DUR)? (30m, 2h, PT45M).")] = None,
           as_json: JsonOpt = False) -> None:
     """Exit 0 when work may proceed, 1 when held; with --at [--for], whether it would be (forecast)."""
     if at is None and for_ is None:
@@ -383,8 +388,6 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
     """`hermes check --at TIME [--for DUR]`: exit 1 when (user, profile) would be held at TIME, or
     at any instant of [TIME, TIME+DUR), else 0; prints which holds and window occurrences decide,
     with their times (`Estop.forecast`). Bad input raises `EstopError` naming the value (exit 2)."""
-    from hermes_estop.model.timeutil import schedulable
-
     if at is None:
         raise InvalidArgument("--for needs --at TIME: the forecast starts at that instant")
     estop = current_estop()
@@ -417,7 +420,7 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
 
 
 def gate(
-    command: Annotated[Optional[list[str]], typer.Argument(help="The command to run when not held (after --).")] = None,
+    command: Annotated[list[str] | None, typer.Argument(help="The command to run when not held (after --).")] = None,
     user: UserOpt = None,
     profile: ProfileOpt = None,
     held_exit: Annotated[int, typer.Option("--held-exit", help="Exit code when held.")] = GATE_HELD_EXIT,
@@ -432,7 +435,7 @@ def gate(
 
 def history(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Newest N events.")] = 50,
-    since: Annotated[Optional[str], typer.Option("--since", help="Only events at or after this ISO-8601 time, or this long ago (2h, 1d).")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Only events at or after this ISO-8601 time, or this long ago (2h, 1d).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window

@@ -112,7 +112,7 @@ def run_gate(command: Sequence[str], user: str | None, profile: str | None, held
     sys.stdout.flush()
     from hermes_estop.process.fleet_config import child_environment
 
-    os.execve(executable, list(command), child_environment())
+    os.execve(executable, list(command), child_environment())  # noqa: S606 - the operator's own argv, never a shell
     return 0  # not reached: execv replaced the process
 
 
@@ -211,7 +211,7 @@ def try_hot_path(args: Sequence[str]) -> int | None:
     limit = 50
     if name == "history":
         text = options.get("limit", options.get("n", "50"))
-        if not str(text).isdigit() or int(str(text)) < 1 or "limit" in options and "n" in options:
+        if not str(text).isdigit() or int(str(text)) < 1 or ("limit" in options and "n" in options):
             return None  # the Typer app words the refusal
         limit = int(str(text))
     if options["store"] is not None:

@@ -18,6 +18,9 @@ from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_stamp
 from hermes_estop.cli.common import current_estop, emit_json, new_app
+from hermes_estop.notify.config import load_targets
+from hermes_estop.notify.deliver import DeliveryFailed, deliver
+from hermes_estop.notify.notifier import build_workers
 
 __all__ = ["register"]
 
@@ -25,8 +28,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 
 
 def _targets(estop: Any, name: str | None) -> list[Any]:
-    from hermes_estop.notify.config import load_targets
-
     targets = load_targets(estop.layout.root)
     if not targets:
         raise InvalidArgument(f"no [[notify]] targets in {printable(estop.layout.root / 'estop.toml')}")
@@ -44,8 +45,6 @@ def test(
     as_json: JsonOpt = False,
 ) -> None:
     """Send a test event to every target (or NAME) now; exit 1 when one did not accept it."""
-    from hermes_estop.notify.deliver import DeliveryFailed, deliver
-
     estop = current_estop()
     targets = _targets(estop, name)
     now = estop.clock()
@@ -75,8 +74,6 @@ def test(
 
 def status(as_json: JsonOpt = False) -> None:
     """Each target's cursor, lag (events not yet delivered) and last error."""
-    from hermes_estop.notify.notifier import build_workers
-
     estop = current_estop()
     now = estop.clock()
     rows = []

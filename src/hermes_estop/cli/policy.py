@@ -8,13 +8,18 @@ from typing import Annotated, Any
 import typer
 
 from hermes_estop.cli.common import current_estop, emit_json, new_app, printable
+from hermes_estop.fleet.policy_guard import load_policy
+from hermes_estop.fleet.policy_guard import store_policy
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.policy import parse_policy
+from hermes_estop.model.policy import policy_document
+from hermes_estop.process.fleet_config import read_config
+import json
 
 __all__ = ["register"]
 
 
 def _toml_lines(table: dict[str, Any], prefix: str = "policy") -> list[str]:
-    import json
-
     plain = [f"{key} = {json.dumps(value)}" for key, value in table.items() if not isinstance(value, dict)]
     lines = [f"[{prefix}]", *plain]
     for key, value in table.items():
@@ -25,9 +30,6 @@ def _toml_lines(table: dict[str, Any], prefix: str = "policy") -> list[str]:
 
 def show(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Print the policy every write of this fleet meets, and where it is kept."""
-    from hermes_estop.model.policy import policy_document
-    from hermes_estop.fleet.policy_guard import load_policy
-
     estop = current_estop()
     policy, where = load_policy(estop.fleet.store, estop.fleet.root)
     document = policy_document(policy)
@@ -39,9 +41,6 @@ def show(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = 
 
 
 def _read_table(path: Path) -> dict[str, Any]:
-    from hermes_estop.process.fleet_config import read_config
-    from hermes_estop.model.errors import InvalidArgument
-
     data = read_config(path)
     if data is None:
         raise InvalidArgument(f"invalid policy file {printable(path)}: no such file")
@@ -53,9 +52,6 @@ def _read_table(path: Path) -> dict[str, Any]:
 
 def check(path: Annotated[Path | None, typer.Argument(help="A TOML file with a [policy] table (default: the fleet's).")] = None) -> None:
     """Validate a policy (exit 2 naming the first unknown key or bad value)."""
-    from hermes_estop.model.policy import parse_policy
-    from hermes_estop.fleet.policy_guard import load_policy
-
     if path is None:
         estop = current_estop()
         _policy, where = load_policy(estop.fleet.store, estop.fleet.root)
@@ -68,9 +64,6 @@ def check(path: Annotated[Path | None, typer.Argument(help="A TOML file with a [
 def set_(path: Annotated[Path, typer.Argument(help="A TOML file with the [policy] table to store.")]) -> None:
     """Store the policy in a shared store (PostgreSQL), where every host enforces it; the file
     store keeps it in estop.toml."""
-    from hermes_estop.model.policy import parse_policy, policy_document
-    from hermes_estop.fleet.policy_guard import store_policy
-
     table = _read_table(path)
     policy = parse_policy(table, str(path))
     estop = current_estop()

@@ -11,7 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from datetime import tzinfo
+from datetime import tzinfo, UTC
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
@@ -21,6 +21,20 @@ from hermes_estop.model.errors import HoldConflict, InvalidArgument
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.cli.common import EXIT_HELD, EXIT_OK, echo_lines, emit_json, fit_lines, terminal_width
+import urllib.error
+import urllib.request
+from datetime import datetime
+from hermes_estop.model.hold import hold_from_json
+from hermes_estop.model.hold import Fence, HoldState, not_current
+from hermes_estop.model.homes import Location
+from hermes_estop.model.timeutil import parse_stamp
+from hermes_estop.observe.status import DocumentStatus
+from hermes_estop.observe.status import status_lines
+from hermes_estop.process.describe import paused_lines
+from hermes_estop.process.describe import reading_from_json
+from hermes_estop.process.describe import resumed_line
+from hermes_estop.windows.skips import skipped_line
+from zoneinfo import ZoneInfo
 
 if TYPE_CHECKING:
     from hermes_estop.model.homes import Location
@@ -73,8 +87,6 @@ class Remote:
         """One request; an HTTP error status is an `Answer`, a server that cannot be reached is
         exit 2 (one line). `ssl` and `urllib` are imported here: a local command never pays for them."""
         import ssl
-        import urllib.error
-        import urllib.request
 
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, method=method, headers={
@@ -125,8 +137,6 @@ _API_ONLY = ("timeline", "section_lines")
 
 def _view(remote: Remote) -> tuple[dict[str, Any], DocumentStatus]:
     """The server's status document (as `hermes status --json` prints it) and its readings."""
-    from hermes_estop.observe.status import DocumentStatus
-
     answer = remote.call("GET", "/api/v1/status")
     if answer.status != 200 or not isinstance(answer.body, dict):
         remote.refused(answer)
@@ -139,8 +149,6 @@ def _view(remote: Remote) -> tuple[dict[str, Any], DocumentStatus]:
 
 def _location(view: DocumentStatus, scope: str) -> Location:
     """The location `scope` names, with its home as the server's document gives it."""
-    from hermes_estop.model.homes import Location
-
     return Location(scope, Path(view.where(_location_of(scope))).parent)
 
 
@@ -154,9 +162,6 @@ def remote_pause(remote: Remote, *, reason: str | None, allow_user: list[str] | 
                  only: list[str] | None, job: list[str] | None, as_json: bool) -> NoReturn:
     """`hermes pause` over --server: the server arms the hold; the answer is printed as a local
     pause prints it (`paused_lines`, the same JSON), read back from the server's status."""
-    from hermes_estop.process.describe import paused_lines
-    from hermes_estop.model.hold import hold_from_json
-
     body: dict[str, Any] = {"scope": _scope(fleet, profile), "replace": replace}
     if reason is not None:
         body["reason"] = reason
@@ -184,8 +189,6 @@ def remote_pause(remote: Remote, *, reason: str | None, allow_user: list[str] | 
 def _lifted(remote: Remote, ref: str, generation: str | None) -> Reading | HoldConflict | None:
     """DELETE one hold (`If-Match` on `generation`): what was lifted, the conflict a fence
     refused, or None when nothing stood."""
-    from hermes_estop.process.describe import reading_from_json
-
     answer = remote.call("DELETE", f"/api/v1/holds/{quote(ref, safe=':')}",
                          headers={"If-Match": f'"{generation}"'} if generation is not None else None)
     if answer.status == 404:
@@ -201,8 +204,6 @@ def _conflict(ref: str, generation: str | None, body: Any) -> HoldConflict:
     """The error a local resume gives for the same refusal: for a failed fence on `generation`
     (412) `not_current` with the hold the server says stands (none: it was lifted), else the
     server's words (409)."""
-    from hermes_estop.model.hold import Fence, HoldState, hold_from_json, not_current
-
     standing = body.get("hold") if isinstance(body, dict) else None
     if generation is None:
         return HoldConflict(str(body.get("error") if isinstance(body, dict) else body))
@@ -258,16 +259,12 @@ def _targets(scope: str, standing: Reading | None, generation: str | None, hold:
 
 def _location_of(scope: str) -> Location:
     """The location `scope` names, for its words (`describe`) alone."""
-    from hermes_estop.model.homes import Location
-
     return Location(scope, Path())
 
 
 def _resumed(remote: Remote, view: DocumentStatus, document: dict[str, Any], scope: str, removed: list[Reading],
              as_json: bool) -> NoReturn:
     """What a local resume prints after its lifts, from the server's status read after them."""
-    from hermes_estop.process.describe import resumed_line
-
     location = _location(view, scope)
     addressed = _at(view, scope)
     here = [r for r in addressed.scoped if r.active] if addressed is not None else []
@@ -319,8 +316,6 @@ def _lift(view: DocumentStatus, scope: str) -> str | None:
 
 def remote_status(remote: Remote, *, as_json: bool) -> NoReturn:
     """`hermes status` over --server: the server's document, printed by `status_lines`."""
-    from hermes_estop.observe.status import status_lines
-
     document, view = _view(remote)
     if as_json:
         emit_json(document)
@@ -330,9 +325,6 @@ def remote_status(remote: Remote, *, as_json: bool) -> NoReturn:
 
 
 def remote_skip(remote: Remote, name: str, *, on: str | None, occurrence: str | None, as_json: bool) -> NoReturn:
-    from hermes_estop.windows.skips import skipped_line
-    from hermes_estop.model.timeutil import parse_stamp
-
     body = {key: value for key, value in (("on", on), ("occurrence", occurrence)) if value is not None}
     answer = remote.call("POST", f"/api/v1/windows/{quote(name, safe='')}/skip", body)
     if answer.status != 200 or not isinstance(answer.body, dict):
@@ -350,14 +342,11 @@ def remote_skip(remote: Remote, name: str, *, on: str | None, occurrence: str | 
 
 def _zone(name: Any, local_start: Any) -> tzinfo:
     """The window's zone as the server named it; its offset at the occurrence otherwise."""
-    from datetime import datetime, timezone
-    from zoneinfo import ZoneInfo
-
     try:
         return ZoneInfo(str(name))
     except (ValueError, KeyError, OSError):
         pass
     try:
-        return datetime.fromisoformat(str(local_start)).tzinfo or timezone.utc
+        return datetime.fromisoformat(str(local_start)).tzinfo or UTC
     except ValueError:
-        return timezone.utc
+        return UTC

@@ -16,10 +16,11 @@ lifts at the lease's end. The renewer is stopped and joined before the hold's fi
 from __future__ import annotations
 
 import shlex
+from datetime import timedelta
 import signal
 import sys
 import threading
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -31,6 +32,12 @@ from hermes_estop.model.hold import Allow
 from hermes_estop.fleet.lease import Lease
 from hermes_estop.model.text import printable
 from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank
+from hermes_estop.cli.wait import ack_lines, wait_with_progress
+from hermes_estop.cli.wait import parse_wait_timeout
+from hermes_estop.consumers.drainer import wait_until_quiet
+from hermes_estop.fleet.registry.entries import Ack
+from hermes_estop.process.fleet_config import child_environment
+from hermes_estop.system.processes import Job
 
 __all__ = ["register"]
 
@@ -52,44 +59,26 @@ def _exit_status(returncode: int) -> int:
 
 
 def run(
-    command: Annotated[Optional[list[str]], typer.Argument(help="The maintenance job (after --).")] = None,
-    reason: Annotated[Optional[str], typer.Option("--reason", help="Why; shown to refused users (default: maintenance: CMD).")] = None,
+    command: Annotated[list[str] | None, typer.Argument(help="The maintenance job (after --).")] = None,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why; shown to refused users (default: maintenance: CMD).")] = None,
     ttl: Annotated[str, typer.Option("--ttl", metavar="DUR", help="The lease: the hold lifts this long after the last renewal (renewed every ttl/3).")] = "5m",
     fleet: Annotated[bool, typer.Option("--fleet", help="Hold the whole fleet (the fleet root).")] = False,
-    profile: Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="Hold that profile instead of this home.")] = None,
-    allow_user: Annotated[Optional[list[str]], typer.Option("--allow-user", metavar="ID", help="A user id admitted through the hold while the job runs (repeatable).")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", metavar="NAME", help="Hold that profile instead of this home.")] = None,
+    allow_user: Annotated[list[str] | None, typer.Option("--allow-user", metavar="ID", help="A user id admitted through the hold while the job runs (repeatable).")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Before CMD, wait until every registered consumer the hold covers acknowledged it (or is lost); exit 75 without running CMD at --wait-timeout.")] = False,
-    wait_timeout: Annotated[Optional[str], typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")] = None,
-    drain_timeout: Annotated[Optional[str], typer.Option("--drain-timeout", metavar="DUR", help="Before CMD, wait this long at most for the work in flight to finish (exit 75 without running CMD if it does not).")] = None,
-    terminate_after: Annotated[Optional[str], typer.Option("--terminate-after", metavar="DUR", help="With --drain-timeout: SIGTERM (then SIGKILL) what still runs after this long.")] = None,
+    wait_timeout: Annotated[str | None, typer.Option("--wait-timeout", metavar="DUR", help="With --wait: give up after this long (default 60s).")] = None,
+    drain_timeout: Annotated[str | None, typer.Option("--drain-timeout", metavar="DUR", help="Before CMD, wait this long at most for the work in flight to finish (exit 75 without running CMD if it does not).")] = None,
+    terminate_after: Annotated[str | None, typer.Option("--terminate-after", metavar="DUR", help="With --drain-timeout: SIGTERM (then SIGKILL) what still runs after this long.")] = None,
     on_failure: Annotated[str, typer.Option("--on-failure", metavar="hold|release", help="When CMD fails: keep holding (default) or release.")] = "hold",
     on_failure_ttl: Annotated[str, typer.Option("--on-failure-ttl", metavar="DUR", help="The fixed deadman of the hold kept after a failure.")] = "1h",
     as_json: Annotated[bool, typer.Option("--json", help="Print what happened as JSON on stdout at the end.")] = False,
 ) -> None:
     """Run a maintenance job under a hold that lives exactly as long as the job (a renewed lease)."""
     argv = list(command or [])
-    if not argv:
-        raise InvalidArgument("no command given: use hermes run [OPTIONS] -- CMD [ARGS...]")
-    if on_failure not in ("hold", "release"):
-        raise InvalidArgument(f"invalid --on-failure {on_failure!r}: expected hold or release")
-    if fleet and profile is not None:
-        raise InvalidArgument("give --fleet or --profile, not both")
-    durations = {}
-    for flag, value in (("--ttl", ttl), ("--on-failure-ttl", on_failure_ttl), ("--drain-timeout", drain_timeout),
-                        ("--terminate-after", terminate_after)):
-        if value is None:
-            continue
-        refuse_blank(flag, value)
-        durations[flag] = duration_option(flag, value)
-    if terminate_after is not None and drain_timeout is None:
-        raise InvalidArgument("--terminate-after needs --drain-timeout")
-    if wait_timeout is not None and not wait:
-        raise InvalidArgument("--wait-timeout needs --wait")
-    wait_limit = None
-    if wait:
-        from hermes_estop.cli.wait import parse_wait_timeout
-
-        wait_limit = parse_wait_timeout(wait_timeout)
+    durations = _validated(argv, on_failure, fleet, profile, wait, wait_timeout, {
+        "--ttl": ttl, "--on-failure-ttl": on_failure_ttl, "--drain-timeout": drain_timeout,
+        "--terminate-after": terminate_after})
+    wait_limit = parse_wait_timeout(wait_timeout) if wait else None
     allow = Allow.of(allow_user) if allow_user else None
     estop = current_estop()
     location = estop.fleet.location(profile) if profile is not None else estop.location(fleet=fleet)
@@ -129,6 +118,28 @@ def run(
     raise typer.Exit(code)
 
 
+def _validated(argv: list[str], on_failure: str, fleet: bool, profile: str | None, wait: bool, wait_timeout: str | None,
+               given: dict[str, str | None]) -> dict[str, timedelta]:
+    """The duration flags given, parsed; `InvalidArgument` for a combination `hermes run` refuses."""
+    if not argv:
+        raise InvalidArgument("no command given: use hermes run [OPTIONS] -- CMD [ARGS...]")
+    if on_failure not in ("hold", "release"):
+        raise InvalidArgument(f"invalid --on-failure {on_failure!r}: expected hold or release")
+    if fleet and profile is not None:
+        raise InvalidArgument("give --fleet or --profile, not both")
+    durations = {}
+    for flag, value in given.items():
+        if value is None:
+            continue
+        refuse_blank(flag, value)
+        durations[flag] = duration_option(flag, value)
+    if given["--terminate-after"] is not None and given["--drain-timeout"] is None:
+        raise InvalidArgument("--terminate-after needs --drain-timeout")
+    if wait_timeout is not None and not wait:
+        raise InvalidArgument("--wait-timeout needs --wait")
+    return durations
+
+
 class Renewer:
     """The thread that renews `lease` (every ttl/3; after a refused renewal, again after the
     lease's bounded backoff) until the hold is no longer the lease's or `stop` is called. The
@@ -158,9 +169,6 @@ class Renewer:
 def _acknowledged(lease: Lease, fleet: Fleet, location: Location, limit: float) -> bool:
     """Wait until every registered consumer the hold covers saw it (any generation the lease
     wrote: renewals go on meanwhile) or is lost; the report on stderr either way."""
-    from hermes_estop.fleet.registry.entries import Ack
-    from hermes_estop.cli.wait import ack_lines, wait_with_progress
-
     ack = Ack(location.scope, lease.state.generation or "?", engaged=True, also=lease.generations)
     found = wait_with_progress(fleet, ack, limit, show=True)
     out, err = ack_lines(found, verb="stopped")
@@ -170,8 +178,6 @@ def _acknowledged(lease: Lease, fleet: Fleet, location: Location, limit: float) 
 
 
 def _drained(estop: Estop, location: Location, durations: dict[str, Any], fleet: bool, profile: str | None) -> bool:
-    from hermes_estop.consumers.drainer import wait_until_quiet
-
     view = estop.for_profile(profile) if profile is not None else estop
     limit = durations["--drain-timeout"].total_seconds()
     kill_at = durations["--terminate-after"].total_seconds() if "--terminate-after" in durations else None
@@ -189,9 +195,6 @@ def _run_command(argv: list[str], lease: Lease, fleet: Fleet, location: Location
     outliving `hermes run` (`processes.Job`); SIGINT and SIGTERM to `hermes run` are passed to
     that group; what CMD left running there is stopped when it ends, with a line naming it.
     Returns CMD's exit status."""
-    from hermes_estop.process.fleet_config import child_environment
-    from hermes_estop.system.processes import Job
-
     env = child_environment()
     if lease.state.generation is not None:
         env[GENERATION_ENV] = lease.state.generation

@@ -15,11 +15,18 @@ from typing import Annotated, Any
 
 import typer
 
+from hermes_estop.process.estop import Estop
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
 from hermes_estop.daemon.supervisor import build_services, run_services, stop_on_signals
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.cli.common import current_estop, emit_json
+from hermes_estop.api.transport import check_transport, configured_write
+from hermes_estop.api.transport import write_api
+from hermes_estop.observe.server import StatusServer, attach
+from hermes_estop.observe.server import parse_listen, remote_warning
+from hermes_estop.observe.status import standing_line
+from hermes_estop.windows.scheduler import WindowService
 
 __all__ = ["register"]
 
@@ -56,24 +63,16 @@ def serve(
 ) -> None:
     """Run the fleet's loops in the foreground until SIGINT/SIGTERM: the maintenance-window
     scheduler, and the cron ticker and kanban dispatcher when they are configured."""
-    for flag, value in (("--interval", interval), ("--cron-interval", cron_interval),
-                        ("--kanban-interval", kanban_interval)):
-        if not 0.05 <= value <= 3600:
-            raise InvalidArgument(f"invalid {flag} {value}: expected 0.05 to 3600 seconds")
-    if not 1 <= kanban_max <= 256:
-        raise InvalidArgument(f"invalid --kanban-max {kanban_max}: expected 1 to 256")
+    _check_pacing(interval, cron_interval, kanban_interval, kanban_max)
     if once and dry_run:
         raise InvalidArgument("give --once or --dry-run, not both")
     listen = None
     if http is not None:
-        from hermes_estop.observe.server import parse_listen, remote_warning
-
         if once or dry_run:
             raise InvalidArgument("--http serves while `hermes serve` runs: not with --once or --dry-run")
         listen = parse_listen(http, allow_remote=http_allow_remote)
         if remote_warning(listen[0]):
             typer.echo(f"hermes: warning: {remote_warning(listen[0])}", err=True)
-    from hermes_estop.api.transport import check_transport, configured_write
 
     if listen is not None and not http_write:
         http_write = configured_write(current_estop().layout.root)
@@ -81,29 +80,12 @@ def serve(
     _configure_logging(logging.DEBUG if verbose else logging.INFO)
     estop = current_estop()
     if once or dry_run:
-        from hermes_estop.windows.scheduler import WindowService
-
-        service = WindowService(estop.fleet, poll_interval=interval)
-        service.windows_file.parse_each(service.windows_file.snapshot().raw)  # not TOML: one line, exit 2
-        report = service.plan()[0] if dry_run else service.settle()
-        if not dry_run:
-            service.warm_schedule(wait=True)  # the next operator command reads it warm
-        if as_json:
-            emit_json(report.to_json())
-        else:
-            _print_report(report)
-        for failure in report.failed:  # the other windows were acted on; each bad one named, exit 2
-            typer.echo(f"hermes: error: {printable(failure)}", err=True)
-        raise typer.Exit(2 if report.failed else 0 if report.ok else 1)
+        raise typer.Exit(_reconcile_once(estop, interval, dry_run=dry_run, as_json=as_json))
     stop = threading.Event()
     restore = stop_on_signals(stop)
     try:
         http_server = None
         if listen is not None:
-            from hermes_estop.observe.server import StatusServer, attach
-
-            from hermes_estop.api.transport import write_api
-
             api = write_api(estop, listen[0], http_write=http_write, tls=tls)
             http_server = StatusServer(estop, *listen, api=api, tls=tls)  # bound now: a busy port is exit 2 before anything runs
             api.status_document = http_server.api_status_json
@@ -116,10 +98,34 @@ def serve(
         code = run_services(services, stop)
     finally:
         restore()
-    from hermes_estop.observe.status import standing_line
 
     logger.info("serve: stopped; %s", standing_line(estop))
     raise typer.Exit(code)
+
+
+def _check_pacing(interval: float, cron_interval: float, kanban_interval: float, kanban_max: int) -> None:
+    for flag, value in (("--interval", interval), ("--cron-interval", cron_interval),
+                        ("--kanban-interval", kanban_interval)):
+        if not 0.05 <= value <= 3600:
+            raise InvalidArgument(f"invalid {flag} {value}: expected 0.05 to 3600 seconds")
+    if not 1 <= kanban_max <= 256:
+        raise InvalidArgument(f"invalid --kanban-max {kanban_max}: expected 1 to 256")
+
+
+def _reconcile_once(estop: Estop, interval: float, *, dry_run: bool, as_json: bool) -> int:
+    """`--once` / `--dry-run`: one reconciliation (or its plan), printed; the exit status."""
+    service = WindowService(estop.fleet, poll_interval=interval)
+    service.windows_file.parse_each(service.windows_file.snapshot().raw)  # not TOML: one line, exit 2
+    report = service.plan()[0] if dry_run else service.settle()
+    if not dry_run:
+        service.warm_schedule(wait=True)  # the next operator command reads it warm
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        _print_report(report)
+    for failure in report.failed:  # the other windows were acted on; each bad one named, exit 2
+        typer.echo(f"hermes: error: {printable(failure)}", err=True)
+    return 2 if report.failed else 0 if report.ok else 1
 
 
 def _print_report(report: Any) -> None:

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from hermes_estop.cli.common import current_estop, duration_option, emit_json, new_app, printable
+from hermes_estop.api.tokens import TokenTable, check_name, check_role
 
 __all__ = ["register"]
 
@@ -22,8 +23,6 @@ def create(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a token and print its secret, once: only its hash is kept."""
-    from hermes_estop.api.tokens import TokenTable, check_name, check_role
-
     check_name(name)
     check_role(role)
     lifetime = duration_option("--expires", expires) if expires is not None else None
@@ -39,8 +38,6 @@ def create(
 @tokens_app.command("list")
 def list_tokens(as_json: JsonOpt = False) -> None:
     """Every token: name, role, state (valid, expired, revoked), dates. Never a secret or hash."""
-    from hermes_estop.api.tokens import TokenTable
-
     fleet = current_estop().fleet
     now = fleet.clock()
     tokens = [token.to_json(now) for token in TokenTable(fleet).tokens()]
@@ -57,8 +54,6 @@ def list_tokens(as_json: JsonOpt = False) -> None:
 @tokens_app.command("revoke")
 def revoke(name: Annotated[str, typer.Argument(help="The token.")], as_json: JsonOpt = False) -> None:
     """Revoke a token: every server refuses it from its next request."""
-    from hermes_estop.api.tokens import TokenTable
-
     fleet = current_estop().fleet
     token = TokenTable(fleet).revoke(name, fleet.clock())
     if as_json:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,6 +20,18 @@ from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
 from hermes_estop.cli.common import EXIT_USAGE, duration_option, echo_lines, emit_json, operator_time
 from hermes_estop.cli.windows_app import JsonOpt, file as _file, now as _now, windows_app
+from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
+from hermes_estop.cli.common import current_estop
+from hermes_estop.model.durations import format_duration
+from hermes_estop.observe.terminal import print_timeline
+from hermes_estop.observe.view import Observer
+from hermes_estop.windows.export import export_ics
+from hermes_estop.windows.ledger import SKIPPED, open_ledger
+from hermes_estop.windows.model import InvalidWindow, Window
+from hermes_estop.windows.model import json_schema
+from hermes_estop.windows.occurrences import upcoming
+from hermes_estop.windows.policy_check import against_policy
+from hermes_estop.windows.schedule import schedule_of
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -53,17 +65,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a window: `--cron EXPR [--tz ZONE]`, `--at TIME` or `--in DUR`, with `--duration DUR`."""
-    from hermes_estop.windows.model import InvalidWindow, Window
-    from hermes_estop.windows.occurrences import upcoming
-
-    if sum(value is not None for value in (cron, at, in_)) != 1:
-        raise InvalidArgument("give exactly one of --cron EXPR (recurring), --at TIME or --in DUR (one-shot)")
-    if in_ is not None:
-        at = format_instant(_now() + duration_option("--in", in_))
-    elif at is not None:
-        at = format_instant(operator_time("--at", at, _now()))
-    if tz is not None and cron is None:
-        raise InvalidArgument("--tz applies to --cron windows only; give --at with its offset")
+    window_at = _one_shot_start(cron, at, in_, tz)
     if duration is None:
         raise InvalidArgument("--duration is required (e.g. --duration 2h)")
     if allow_profile and not allow_user:
@@ -75,7 +77,7 @@ def add(
         data["cron"] = cron
         data["timezone"] = tz if tz is not None else "UTC"
     else:
-        data["at"] = at
+        data["at"] = window_at
     for key, value in (("drain", drain), ("reason", reason), ("not_before", not_before), ("not_after", not_after)):
         if value is not None:
             data[key] = value
@@ -103,6 +105,21 @@ def add(
     else:
         typer.echo("  no occurrence ahead")
     typer.echo("  `hermes serve` arms it (a running one picks the change up by itself)")
+
+
+def _one_shot_start(cron: str | None, at: str | None, in_: str | None, tz: str | None) -> str | None:
+    """The start of a one-shot window (`--at` or `--in`) as exact ISO-8601; None for a `--cron` one.
+    `InvalidArgument` unless exactly one of the three is given, or for `--tz` without `--cron`."""
+    if sum(value is not None for value in (cron, at, in_)) != 1:
+        raise InvalidArgument("give exactly one of --cron EXPR (recurring), --at TIME or --in DUR (one-shot)")
+    start = None
+    if in_ is not None:
+        start = format_instant(_now() + duration_option("--in", in_))
+    elif at is not None:
+        start = format_instant(operator_time("--at", at, _now()))
+    if tz is not None and cron is None:
+        raise InvalidArgument("--tz applies to --cron windows only; give --at with its offset")
+    return start
 
 
 @windows_app.command("list")
@@ -147,7 +164,7 @@ def remove(name: Annotated[str, typer.Argument(help="The window to remove.")], a
 @windows_app.command("next")
 def next_(
     name: Annotated[str | None, typer.Argument(help="Only this window.")] = None,
-    count: Annotated[Optional[int], typer.Option("--count", "-n", min=1, max=1000, help="Occurrences per window (default: 5 for one window, 1 for every window).")] = None,
+    count: Annotated[int | None, typer.Option("--count", "-n", min=1, max=1000, help="Occurrences per window (default: 5 for one window, 1 for every window).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The next occurrences of every window, soonest start first (one covering now before
@@ -180,9 +197,6 @@ def _from_schedule(windows_file: WindowsFile, name: str | None, count: int | Non
                    now: datetime) -> list[tuple[Shown, Occurrence]] | None:
     """`_by_start` answered from the windows file's compiled schedule (no `Window` built for a
     row it answers); None when the file has none (calendars)."""
-    from hermes_estop.windows.occurrences import upcoming
-    from hermes_estop.windows.schedule import schedule_of
-
     schedule = schedule_of(windows_file, now)
     if schedule is None:
         return None
@@ -208,8 +222,6 @@ def _from_schedule(windows_file: WindowsFile, name: str | None, count: int | Non
 def _by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Shown, Occurrence]]:
     """The next `per_window` occurrences of each window, soonest start first (file order
     between equal starts): an operator reads `windows next` for what comes next (issue 38)."""
-    from hermes_estop.windows.occurrences import upcoming
-
     found = [(occurrence.start, i, window, occurrence) for i, window in enumerate(windows)
              for occurrence in upcoming(window, now, per_window)]
     found.sort(key=lambda item: (item[0], item[1]))
@@ -236,8 +248,6 @@ def _next_lines(found: list[tuple[Shown, Occurrence]], now: datetime, skipped: f
 
 def _drain_note(window: Window) -> str:
     """`, draining 15m ahead` for a window with a drain lead, else nothing."""
-    from hermes_estop.model.durations import format_duration
-
     return f", draining {format_duration(window.drain)} ahead" if window.drain is not None else ""
 
 
@@ -251,9 +261,6 @@ def _drain_from(occurrence: Occurrence, window: Shown | None = None) -> str:
 
 def _skipped_keys() -> frozenset[str]:
     """The occurrence keys the ledger says are skipped."""
-    from hermes_estop.windows.ledger import SKIPPED, open_ledger
-    from hermes_estop.cli.common import current_estop
-
     entries = open_ledger(current_estop().fleet).load()
     return frozenset(key for key, entry in entries.items() if entry.state == SKIPPED)
 
@@ -265,10 +272,6 @@ def export(
 ) -> None:
     """The next DAYS days of occurrences (windows and calendars; skipped ones cancelled) as an
     iCalendar feed with stable UIDs, on stdout: what `GET /calendar.ics` of `hermes serve --http` serves."""
-    from hermes_estop.windows.export import export_ics
-    from hermes_estop.windows.ledger import open_ledger
-    from hermes_estop.cli.common import current_estop
-
     if not ics:
         raise InvalidArgument("hermes windows export: give --ics (the only format)")
     windows = _file().load()
@@ -279,9 +282,6 @@ def export(
 
 def _within_policy(parsed: Any, path: Any) -> Any:
     """`parsed` less the windows the fleet's policy refuses (named as failures)."""
-    from hermes_estop.windows.policy_check import against_policy
-    from hermes_estop.cli.common import current_estop
-
     guard = current_estop().fleet.policy
     return against_policy(parsed, guard.policy()[0], guard.identity, path)
 
@@ -290,9 +290,6 @@ def _within_policy(parsed: Any, path: Any) -> Any:
 def validate(as_json: JsonOpt = False) -> None:
     """Check windows.toml: exit 0 when it validates, 2 with the file, window and field otherwise.
     Warns (on stderr, exit still 0) about a window that can never occur again."""
-    from hermes_estop.windows.invalid import InvalidWindow
-    from hermes_estop.windows.occurrences import upcoming
-
     windows_file = _file()
     now = _now()
     answered = _validated_by_schedule(windows_file, now)
@@ -319,10 +316,6 @@ def _validated_by_schedule(windows_file: WindowsFile, now: datetime) -> tuple[in
     """(how many windows, the names of those that never occur again), from the file's compiled
     schedule (there is one only for a file that validates whole); None when it has none, or
     the file does not validate (the caller lists every failure)."""
-    from hermes_estop.windows.invalid import InvalidWindow
-    from hermes_estop.windows.occurrences import upcoming
-    from hermes_estop.windows.schedule import schedule_of
-
     try:
         schedule = schedule_of(windows_file, now)
     except InvalidWindow:
@@ -354,10 +347,6 @@ def _validated(windows_file: WindowsFile, count: int, over: list[str], as_json: 
 def timeline(days: Annotated[int, typer.Option("--days", min=1, max=31, help="How many days ahead (1 to 31).")] = 7) -> None:
     """The next days drawn per scope: window occurrences, the current hold and its deadman (UTC).
     A windows.toml that does not validate: exit 2 with the whole line, like the other commands."""
-    from hermes_estop.observe.terminal import print_timeline
-    from hermes_estop.observe.view import Observer
-    from hermes_estop.cli.common import current_estop
-
     _file().load()
     print_timeline(Observer(current_estop()).view(days))
 
@@ -365,13 +354,9 @@ def timeline(days: Annotated[int, typer.Option("--days", min=1, max=31, help="Ho
 @windows_app.command("schema")
 def schema() -> None:
     """Print the JSON Schema of windows.toml."""
-    from hermes_estop.windows.model import json_schema
-
     emit_json(json_schema())
 
 
 def register(app: typer.Typer) -> None:
     """Add `hermes windows ...` to `app`."""
-    from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
-
     app.add_typer(windows_app, name="windows")

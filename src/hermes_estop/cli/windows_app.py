@@ -11,6 +11,8 @@ import typer
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.homes import resolve_layout
 from hermes_estop.cli.common import new_app
+from hermes_estop.cli.common import current_estop
+from hermes_estop.windows.windows_file import WindowsFile
 
 if TYPE_CHECKING:
     from hermes_estop.windows.model import Window
@@ -25,8 +27,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 
 def file() -> WindowsFile:
     """This process's fleet's `windows.toml`."""
-    from hermes_estop.windows.windows_file import WindowsFile
-
     return WindowsFile(resolve_layout().root)
 
 
@@ -42,6 +42,4 @@ def window_named(name: str) -> tuple[WindowsFile, Window]:
 def now() -> datetime:
     """Now by the fleet's clock: the store's (the database's on PostgreSQL), never this host's
     wall clock read ad hoc."""
-    from hermes_estop.cli.common import current_estop
-
     return current_estop().clock()

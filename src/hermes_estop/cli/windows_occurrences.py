@@ -13,6 +13,15 @@ from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.cli.common import emit_json
 from hermes_estop.cli.windows_app import JsonOpt, window_named, windows_app
+from hermes_estop.cli.common import current_estop
+from hermes_estop.cli.common import operator_time
+from hermes_estop.cli.remote import chosen_server, remote_skip
+from hermes_estop.model.timeutil import parse_instant
+from hermes_estop.windows.explain import explain as explain_window
+from hermes_estop.windows.ledger import open_ledger
+from hermes_estop.windows.skips import pick
+from hermes_estop.windows.skips import skip_occurrence, skipped_line
+from hermes_estop.windows.skips import unskip_occurrence
 
 if TYPE_CHECKING:
     from hermes_estop.fleet.fleet import Fleet
@@ -26,11 +35,6 @@ __all__ = ["explain", "skip", "unskip"]
 def _skip_target(name: str, on: str | None, occurrence: str | None,
                  next_: bool) -> tuple[Fleet, OccurrenceLedger, Window, Occurrence, datetime]:
     """The fleet, its ledger, the window and the occurrence a skip/unskip names."""
-    from hermes_estop.model.timeutil import parse_instant
-    from hermes_estop.windows.ledger import open_ledger
-    from hermes_estop.windows.skips import pick
-    from hermes_estop.cli.common import current_estop
-
     if sum((on is not None, occurrence is not None, next_)) > 1:
         raise InvalidArgument("give one of --next, --on DATE or --occurrence START")
     day = None
@@ -55,9 +59,6 @@ SkipNext = Annotated[bool, typer.Option("--next", help="The next occurrence that
 def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
          occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Skip one occurrence ahead of time: it will not arm (recorded in the ledger, audited)."""
-    from hermes_estop.windows.skips import skip_occurrence, skipped_line
-    from hermes_estop.cli.remote import chosen_server, remote_skip
-
     remote = chosen_server()
     if remote is not None:
         if next_ and (on is not None or occurrence is not None):
@@ -76,8 +77,6 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
 def unskip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
            occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Undo a skip: the occurrence arms again at its start."""
-    from hermes_estop.windows.skips import unskip_occurrence
-
     fleet, _, window, target, now = _skip_target(name, on, occurrence, next_)
     unskip_occurrence(fleet, window, target, now)
     if as_json:
@@ -95,10 +94,6 @@ def explain(
     """Why a window does or does not hold at an instant: its schedule, bounds, the occurrence
     covering the instant (drain lead included), what the ledger says of it, and the exclusions
     before the next occurrence. Exit 0 either way; 2 for an unknown window or a bad time."""
-    from hermes_estop.windows.explain import explain as explain_window
-    from hermes_estop.windows.ledger import open_ledger
-    from hermes_estop.cli.common import current_estop, operator_time
-
     fleet = current_estop().fleet
     now = fleet.clock()
     instant = operator_time("--at", at, now) if at is not None else now

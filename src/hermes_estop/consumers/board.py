@@ -34,6 +34,7 @@ from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, format_instant, in_interval, parse_stamp, utc_now
 from hermes_estop.consumers.validate import validate_owner, validate_profile
 from hermes_estop.consumers.worker import WorkResult
+from hermes_estop.system.processes import same_process, start_time
 
 __all__ = ["BOARD_NAME", "READ_WAIT", "STATUSES", "Board", "BoardBusy", "Card", "UnknownCard", "abandoned",
            "claim_token", "claimant", "claimant_lives"]
@@ -358,8 +359,6 @@ def claimant_lives(claim: Any, pid: Any, pid_start: Any) -> bool:
     """Whether the process that claimed a card, or the worker it recorded, still runs (on this
     host, where the board is). A claimant known only by its pid counts while that pid runs: a
     claim is never judged lost on a guess."""
-    from hermes_estop.system.processes import same_process, start_time
-
     if isinstance(claim, str) and (claimed_by := claimant(claim)) is not None:
         started = _claimant_start(claim)
         if same_process(claimed_by, started) if started is not None else start_time(claimed_by) is not None:

@@ -27,6 +27,10 @@ from hermes_estop.fleet.registry.roster import Roster, read_roster
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.consumers.board import claimant
+from hermes_estop.consumers.board import Board
+from hermes_estop.consumers.crontable import CronTable
+from hermes_estop.consumers.inflight import fleet_homes
+from hermes_estop.consumers.turns import read_turns
 
 __all__ = ["Finding", "HoldSpan", "Work", "audit_coverage", "breaches", "hold_spans"]
 
@@ -144,11 +148,6 @@ def breaches(work: list[Work], spans: list[HoldSpan], now: datetime) -> list[Fin
 
 def _work(estop: Estop, now: datetime) -> tuple[list[Work], list[str]]:
     """Every cron run and claim, kanban claim and gateway turn on record."""
-    from hermes_estop.consumers.board import Board
-    from hermes_estop.consumers.crontable import CronTable
-    from hermes_estop.consumers.inflight import fleet_homes
-    from hermes_estop.consumers.turns import read_turns
-
     work: list[Work] = []
     problems: list[str] = []
     layout = estop.layout

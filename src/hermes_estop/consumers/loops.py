@@ -33,6 +33,11 @@ from hermes_estop.fleet.registry.reporter import ConsumerReporter
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, next_deadline
 from hermes_estop.consumers.pass_report import PassReport, log_pass
+from hermes_estop.consumers.cron import CronRunner
+from hermes_estop.consumers.cron import CronTable
+from hermes_estop.consumers.gateway import LineServer
+from hermes_estop.consumers.kanban import Board
+from hermes_estop.consumers.kanban import Dispatcher
 
 __all__ = [
     "CronService",
@@ -175,8 +180,6 @@ class CronService(LoopService):
     def __init__(self, estop: Estop, *, interval: float = 15.0, drain_timeout: float = 10.0,
                  name: str = "cron", monotonic: Callable[[], float] = time.monotonic,
                  debug: bool | None = None) -> None:
-        from hermes_estop.consumers.cron import CronRunner
-
         self.estop = estop
         self.runner = CronRunner(estop, monotonic=monotonic)
         self.drain_timeout = drain_timeout
@@ -194,8 +197,6 @@ class KanbanService(LoopService):
                  timeout: timedelta | str = timedelta(hours=1), drain_timeout: float = 10.0,
                  name: str = "kanban", monotonic: Callable[[], float] = time.monotonic,
                  debug: bool | None = None) -> None:
-        from hermes_estop.consumers.kanban import Dispatcher
-
         self.estop = estop
         self.dispatcher = Dispatcher(estop, max_workers=max_workers, timeout=timeout, monotonic=monotonic)
         self.drain_timeout = drain_timeout
@@ -213,8 +214,6 @@ class GatewayService:
     """The loopback line server of a `Gateway`, served until stopped."""
 
     def __init__(self, gateway: Any, *, host: str = "127.0.0.1", port: int = 0, name: str = "gateway") -> None:
-        from hermes_estop.consumers.gateway import LineServer
-
         self.name = name
         self.gateway = gateway
         self.server = LineServer(gateway, host, port)
@@ -247,9 +246,6 @@ def configured_services(estop: Estop, *, cron_interval: float = 15.0, kanban_int
                         kanban_max: int = 4) -> list[LoopService]:
     """The consumer loops this home is configured for: the cron ticker when the home has a job
     table, the kanban dispatcher when the fleet has a board."""
-    from hermes_estop.consumers.cron import CronTable
-    from hermes_estop.consumers.kanban import Board
-
     services: list[LoopService] = []
     if CronTable.of(estop).exists():
         services.append(CronService(estop, interval=cron_interval))

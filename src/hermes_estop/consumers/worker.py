@@ -25,6 +25,7 @@ from hermes_estop.system.fsutil import open_regular
 from hermes_estop.system.processes import start_time
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, format_instant, parse_stamp
+import contextlib
 
 __all__ = ["KILL_GRACE", "WorkResult", "Worker", "WorkerPool", "stop_group", "worker_env"]
 
@@ -170,10 +171,8 @@ class Worker:
         limit = self._deadline - self._monotonic()
         if timeout is not None:
             limit = min(limit, timeout)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self._process.wait(timeout=max(0.0, limit))
-        except subprocess.TimeoutExpired:
-            pass
         return self.poll()
 
     def _finished(self, code: int) -> WorkResult:

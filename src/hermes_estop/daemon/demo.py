@@ -16,11 +16,20 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.homes import Layout
 from hermes_estop.model.timeutil import display_instant, in_interval, utc_now
+from hermes_estop.consumers.cron import CronTable
+from hermes_estop.consumers.gateway import Gateway
+from hermes_estop.consumers.kanban import Board
+from hermes_estop.consumers.loops import CronService, KanbanService
+from hermes_estop.daemon.supervisor import run_services
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.scheduler import WindowService
+from hermes_estop.windows.windows_file import WindowsFile
 
 if TYPE_CHECKING:
     from hermes_estop.consumers.cron import CronTable
@@ -71,38 +80,17 @@ class _Timeline(logging.Handler):
 
 
 def run_demo(root: Path, plan: DemoPlan = DemoPlan(), say: Callable[[str], None] = print) -> DemoResult:
-    from hermes_estop.daemon.supervisor import run_services
-    from hermes_estop.consumers.cron import CronTable
-    from hermes_estop.consumers.gateway import Gateway
-    from hermes_estop.consumers.kanban import Board
-    from hermes_estop.consumers.loops import CronService, KanbanService
-    from hermes_estop.windows.model import Window
-    from hermes_estop.windows.windows_file import WindowsFile
-    from hermes_estop.windows.scheduler import WindowService
-
     started = time.monotonic()
     now = utc_now()
     estop = Estop(layout=Layout(home=root, root=root), actor="demo@hermes")
     window_start = now + timedelta(seconds=plan.window_at)
     window_end = window_start + timedelta(seconds=plan.window_for)
-    WindowsFile(root).add(Window.parse({
-        "name": "demo-maintenance", "at": window_start, "duration": f"{int(plan.window_for)}s",
-        "reason": "demo: database maintenance", "allow": {"user_ids": [OPERATOR]},
-    }))
-    jobs_at = now + timedelta(seconds=plan.jobs_at)
-    table = CronTable(root)
-    table.add("vacuum-db", "sleep 0.2; echo vacuumed", now=now, at=jobs_at, owner=OPERATOR)
-    table.add("nightly-report", "echo report", now=now, at=jobs_at, owner=USER)
-    board = Board(root)
-    board.add("summarize inbox", "echo summary", owner=USER, ready=True, now=now)
-    gateway = Gateway(estop, operators=[OPERATOR])
-
+    table, board = _set_up(root, plan, now, window_start)
     say(f"hermes demo: a temporary fleet in {root}")
     say(f"  window 'demo-maintenance' from {display_instant(window_start)} for {plan.window_for:g}s "
         f"(the deadman), letting '{OPERATOR}' through")
     say(f"  cron: 'vacuum-db' ({OPERATOR}) and 'nightly-report' ({USER}) due at t+{plan.jobs_at:g}s; "
         f"kanban: one card from {USER} ready now")
-
     handler = _Timeline(started, say)
     package_log = logging.getLogger("hermes_estop")
     previous_level = package_log.level
@@ -114,32 +102,8 @@ def run_demo(root: Path, plan: DemoPlan = DemoPlan(), say: Callable[[str], None]
     runner = threading.Thread(target=run_services, args=(services, stop), kwargs={"stop_timeout": 10.0},
                               daemon=True)
     runner.start()
-
-    def stamp() -> str:
-        return f"t+{time.monotonic() - started:4.1f}s"
-
     try:
-        seen_held = False
-        lane_added = False
-        while time.monotonic() - started < plan.timeout:
-            verdict = estop.gate(USER)
-            if verdict.engaged and not seen_held:
-                seen_held = True
-                holders = ", ".join(f"{r.location.describe()} (armed by {r.hold.armed_by})" if r.hold else r.location.describe()
-                                    for r in verdict.snapshot.active)
-                say(f"{stamp()}  HELD by {holders}")
-                say(f"{stamp()}  gateway {USER} -> {gateway.handle(USER, None, 'hello').text}")
-                say(f"{stamp()}  gateway {OPERATOR} -> {gateway.handle(OPERATOR, None, 'status of the migration?').text}")
-            if seen_held and not lane_added:
-                lane_added = True
-                board.add("reindex search", "echo reindexed", owner=USER, ready=True)
-                board.add("migrate schema", "sleep 0.2; echo migrated", owner=OPERATOR, ready=True)
-                say(f"{stamp()}  kanban: '{USER}' adds 'reindex search'; '{OPERATOR}' adds 'migrate schema'")
-            if seen_held and not verdict.engaged:
-                say(f"{stamp()}  FREE again: the deadman lifted the hold")
-                say(f"{stamp()}  gateway {USER} -> {gateway.handle(USER, None, 'hello again').text}")
-                break
-            time.sleep(plan.tick / 2)
+        _narrate(estop, board, plan, started, say)
         settle = time.monotonic() + plan.timeout  # ends as soon as the held work is done: load only slows it
         while time.monotonic() < settle and not _all_done(table, board):
             time.sleep(plan.tick / 2)
@@ -151,12 +115,55 @@ def run_demo(root: Path, plan: DemoPlan = DemoPlan(), say: Callable[[str], None]
     return _verify(root, estop, table, board, window_start, window_end)
 
 
-def _all_done(table: "CronTable", board: "Board") -> bool:
+def _set_up(root: Path, plan: DemoPlan, now: datetime, window_start: datetime) -> tuple[CronTable, Board]:
+    """The demo fleet: one window letting the operator through, two cron jobs, one ready card."""
+    WindowsFile(root).add(Window.parse({
+        "name": "demo-maintenance", "at": window_start, "duration": f"{int(plan.window_for)}s",
+        "reason": "demo: database maintenance", "allow": {"user_ids": [OPERATOR]},
+    }))
+    jobs_at = now + timedelta(seconds=plan.jobs_at)
+    table = CronTable(root)
+    table.add("vacuum-db", "sleep 0.2; echo vacuumed", now=now, at=jobs_at, owner=OPERATOR)
+    table.add("nightly-report", "echo report", now=now, at=jobs_at, owner=USER)
+    board = Board(root)
+    board.add("summarize inbox", "echo summary", owner=USER, ready=True, now=now)
+    return table, board
+
+
+def _narrate(estop: Estop, board: Board, plan: DemoPlan, started: float, say: Callable[[str], None]) -> None:
+    """Watch the gate until the window's hold comes and goes (or the demo times out), saying what
+    the gateway answers either side and adding work while held."""
+    gateway = Gateway(estop, operators=[OPERATOR])
+
+    def stamp() -> str:
+        return f"t+{time.monotonic() - started:4.1f}s"
+
+    seen_held = False
+    while time.monotonic() - started < plan.timeout:
+        verdict = estop.gate(USER)
+        if verdict.engaged and not seen_held:
+            seen_held = True
+            holders = ", ".join(f"{r.location.describe()} (armed by {r.hold.armed_by})" if r.hold else r.location.describe()
+                                for r in verdict.snapshot.active)
+            say(f"{stamp()}  HELD by {holders}")
+            say(f"{stamp()}  gateway {USER} -> {gateway.handle(USER, None, 'hello').text}")
+            say(f"{stamp()}  gateway {OPERATOR} -> {gateway.handle(OPERATOR, None, 'status of the migration?').text}")
+            board.add("reindex search", "echo reindexed", owner=USER, ready=True)
+            board.add("migrate schema", "sleep 0.2; echo migrated", owner=OPERATOR, ready=True)
+            say(f"{stamp()}  kanban: '{USER}' adds 'reindex search'; '{OPERATOR}' adds 'migrate schema'")
+        if seen_held and not verdict.engaged:
+            say(f"{stamp()}  FREE again: the deadman lifted the hold")
+            say(f"{stamp()}  gateway {USER} -> {gateway.handle(USER, None, 'hello again').text}")
+            return
+        time.sleep(plan.tick / 2)
+
+
+def _all_done(table: CronTable, board: Board) -> bool:
     return all(job.last is not None for job in table.jobs()) and all(
         card.status in ("done", "failed") for card in board.cards())
 
 
-def _verify(root: Path, estop: Estop, table: "CronTable", board: "Board", start: datetime,
+def _verify(root: Path, estop: Estop, table: CronTable, board: Board, start: datetime,
             end: datetime) -> DemoResult:
     result = DemoResult(root, start, end)
     events = estop.history()

@@ -11,9 +11,16 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
+from collections.abc import Callable, Sequence
 
 from hermes_estop.process.estop import Estop
+from hermes_estop.consumers.loops import configured_services
+from hermes_estop.fleet.deadman import DeadmanService
+from hermes_estop.notify.notifier import notify_services
+from hermes_estop.windows.fetch import CalendarFetcher
+from hermes_estop.windows.scheduler import WindowService
+from hermes_estop.windows.tasks import TaskService
 
 __all__ = ["Service", "build_services", "run_services", "stop_on_signals", "STOP_TIMEOUT"]
 
@@ -41,13 +48,6 @@ def build_services(estop: Estop, *, poll_interval: float, cron_interval: float =
     elected scheduler); the cron ticker when this home has a job table and the kanban dispatcher when the fleet has a
     board (when configured at start-up); the notifier when targets are configured. The
     fleet-wide ones take the fleet; the consumers gate through `estop`, this process's view."""
-    from hermes_estop.consumers.loops import configured_services
-    from hermes_estop.fleet.deadman import DeadmanService
-    from hermes_estop.notify.notifier import notify_services
-    from hermes_estop.windows.fetch import CalendarFetcher
-    from hermes_estop.windows.scheduler import WindowService
-    from hermes_estop.windows.tasks import TaskService
-
     fleet = estop.fleet
     windows = WindowService(fleet, poll_interval=poll_interval, is_leader=fleet.store.leader_gate("windows", leader_poll))
     return [

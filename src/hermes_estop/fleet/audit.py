@@ -75,7 +75,7 @@ class AuditEvent(Record):
                 "deadline": format_instant(self.deadline), "detail": self.detail}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "AuditEvent | None":
+    def from_json(cls, data: dict[str, Any]) -> AuditEvent | None:
         time = parse_stamp(data.get("time"))
         if time is None or not isinstance(data.get("event"), str):
             return None
@@ -123,10 +123,9 @@ def coalesce_renewals(events: list[AuditEvent]) -> list[tuple[AuditEvent, int]]:
         if out and event.event == "rearm":
             last, count = out[-1]
             if (last.event in ("engage", "rearm") and last.location == event.location and last.actor == event.actor
-                    and last.reason == event.reason):
-                if last.event == "rearm":
-                    out[-1] = (event, count + 1)
-                    continue
+                    and last.reason == event.reason) and last.event == "rearm":
+                out[-1] = (event, count + 1)
+                continue
         out.append((event, 1))
     return out
 

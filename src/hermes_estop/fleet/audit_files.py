@@ -20,6 +20,7 @@ import os
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
+import contextlib
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: a reader's expiry appends through this module
 if TYPE_CHECKING:
@@ -142,10 +143,8 @@ class Trail:
                 os.rename(self.path, self.file(current, current + 1))
                 fsync_dir(self.path.parent)
                 for seq in [*rotated, current][:-max(keep, 1)]:
-                    try:
+                    with contextlib.suppress(FileNotFoundError):
                         os.unlink(self.file(seq, current + 1))
-                    except FileNotFoundError:
-                        pass
         except StoreError:
             return False  # busy for longer than `wait`: the next append tries again
         return True

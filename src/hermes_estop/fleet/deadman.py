@@ -79,7 +79,7 @@ class DeadmanService:
         while not stop.is_set():
             try:
                 report = self.tick()
-            except Exception:  # noqa: BLE001 - a store outage is retried at the next pass
+            except Exception:
                 logger.exception("deadman: a pass failed; retried in %gs", self.interval)
                 stop.wait(self.interval)
                 continue

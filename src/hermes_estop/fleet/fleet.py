@@ -237,7 +237,7 @@ class Fleet:
             self.store.step("expiry:decided")
             try:
                 removed = self.store.retire(reading.location, reading.fence or Fence(), when, self.actor, "expire")
-            except Exception:  # noqa: BLE001 - one scope's failure never stops another's retire
+            except Exception:
                 import logging
 
                 logging.getLogger("hermes_estop").warning("cannot retire the expired hold at %s yet; retried next pass",

@@ -38,6 +38,9 @@ from hermes_estop.model.policy import (
     parse_policy,
 )
 from hermes_estop.model.text import one_line, printable
+from hermes_estop.fleet.audit_files import _read_toml
+import getpass
+import grp
 
 if TYPE_CHECKING:  # pragma: no cover
     from hermes_estop.stores.base import HoldStore
@@ -79,9 +82,6 @@ def _count(rule: str) -> None:
 def local_actor(name: str, root: Path) -> Actor:
     """The local caller: `name` (`user@host`), its user and groups for the policy's role
     mapping, and whether it can write the fleet root (which lets it break glass)."""
-    import getpass
-    import grp
-
     try:
         user: str | None = getpass.getuser()
     except (KeyError, OSError):
@@ -117,8 +117,6 @@ def store_policy(store: HoldStore, root: Path, table: dict[str, Any]) -> None:
 def load_policy(store: HoldStore, root: Path) -> tuple[Policy, str]:
     """The fleet's policy and where it came from; `InvalidArgument` naming the source and the
     bad key or value."""
-    from hermes_estop.fleet.audit_files import _read_toml  # the fleet level's reader of estop.toml
-
     table = stored_policy(store, root)
     if table is not None:
         where = f"the {store.name} store"

@@ -24,8 +24,9 @@ import functools
 import re
 import threading
 from bisect import bisect_left
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator
+from datetime import datetime, timedelta, UTC
+from typing import Any
+from collections.abc import Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from hermes_estop.model.errors import InvalidArgument
@@ -80,6 +81,7 @@ def _validated(expr: str) -> str:
         raise InvalidArgument(f"invalid cron expression {expr!r}: random (R) and hashed (H) fields are not allowed")
     from croniter import CroniterBadDateError
 
+
     try:
         parsed = _parsed(text)
     except _PARSE_ERRORS:
@@ -117,10 +119,10 @@ def wall_to_instant(wall: datetime, tz: ZoneInfo) -> datetime:
     """The instant (aware UTC) of the naive wall-clock time `wall` in `tz`, by the DST rule: an
     ambiguous wall time is its first instant; a non-existent one is the first valid instant
     after it (the end of the gap)."""
-    first = wall.replace(tzinfo=tz, fold=0).astimezone(timezone.utc)
+    first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
     if first.astimezone(tz).replace(tzinfo=None) == wall:
         return first
-    other = wall.replace(tzinfo=tz, fold=1).astimezone(timezone.utc)
+    other = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
     lo, hi = min(first, other), max(first, other)
     # The smallest instant whose wall clock has reached `wall`: the transition ending the gap.
     lo_s, hi_s = int(lo.timestamp()), int(hi.timestamp()) + 1
@@ -130,7 +132,7 @@ def wall_to_instant(wall: datetime, tz: ZoneInfo) -> datetime:
             hi_s = mid
         else:
             lo_s = mid + 1
-    return datetime.fromtimestamp(lo_s, timezone.utc)
+    return datetime.fromtimestamp(lo_s, UTC)
 
 
 def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
@@ -172,7 +174,7 @@ class RememberedStarts:
     `complete`. Extended by whoever walks past its end, so a run only ever holds starts that
     someone asked for."""
 
-    __slots__ = ("lo", "starts", "complete")
+    __slots__ = ("complete", "lo", "starts")
 
     def __init__(self, lo: float, starts: list[int] | None = None, complete: bool = False) -> None:
         self.lo = lo
@@ -258,7 +260,7 @@ def _walk(run: RememberedStarts, expr: str, tz: ZoneInfo, index: int, computed: 
     position = run.starts[-1] if run.starts and computed is not None else None
     while True:
         if index < len(run.starts):
-            yield datetime.fromtimestamp(run.starts[index], timezone.utc)
+            yield datetime.fromtimestamp(run.starts[index], UTC)
             index += 1
             continue
         if run.complete:
@@ -266,7 +268,7 @@ def _walk(run: RememberedStarts, expr: str, tz: ZoneInfo, index: int, computed: 
         last = run.starts[-1] if run.starts else None
         if computed is None or position != last:
             since = run.lo if last is None else last + 1
-            computed = _computed(expr, tz, datetime.fromtimestamp(since, timezone.utc))
+            computed = _computed(expr, tz, datetime.fromtimestamp(since, UTC))
         start = next(computed, None)
         with _EXTENDING:
             if (run.starts[-1] if run.starts else None) != last:

@@ -59,7 +59,7 @@ def _from_parts(value: Any, parts: tuple[str | None, ...], weights: tuple[int, .
         raise _refuse(value, _EXPECTED)
     if any(part is not None and len(part) > _MAX_DIGITS for part in parts):
         raise _refuse(value, f"longer than the {MAX_DURATION.days}-day bound")
-    total = sum(int(part) * weight for part, weight in zip(parts, weights) if part is not None)
+    total = sum(int(part) * weight for part, weight in zip(parts, weights, strict=False) if part is not None)
     return _bounded(value, total)
 
 

@@ -141,14 +141,14 @@ class Hold(Record):
         return in_interval(now, None, self.expires_at)
 
 
-class HoldState(str, Enum):
+class HoldState(str, Enum):  # noqa: UP042 - a StrEnum would change str(member), which messages print
     ABSENT = "absent"
     ACTIVE = "active"
     EXPIRED = "expired"
     UNREADABLE = "unreadable"
 
 
-class Cause(str, Enum):
+class Cause(str, Enum):  # noqa: UP042 - a StrEnum would change str(member), which messages print
     """Why an UNREADABLE hold is unreadable, set where the problem is found (never recovered
     from the wording of `Reading.problem`): it decides what an operator is told will lift it."""
 
@@ -322,7 +322,7 @@ def _load_json(raw: bytes) -> dict[str, Any]:
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ValueError(f"not JSON ({type(exc).__name__})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"not a JSON object ({type(data).__name__})")
+        raise ValueError(f"not a JSON object ({type(data).__name__})")  # noqa: TRY004 - every unreadable body is a ValueError to the caller
     return data
 
 
@@ -369,7 +369,7 @@ class Sentinel(Record):
     """Everything one body holds: the full hold (None: only scoped holds stand and the body is
     their wire marker) and the scoped holds, each with its id and selector."""
 
-    __slots__ = ("full", "scoped")  # noqa: RUF023 (constructor order)
+    __slots__ = ("full", "scoped")
     full: Hold | None
     scoped: tuple[Hold, ...]
 

@@ -21,6 +21,8 @@ from typing import Any
 
 from hermes_estop.model.errors import EstopError, InvalidArgument
 from hermes_estop.model.text import printable
+from hermes_estop.model.durations import format_duration
+from hermes_estop.model.durations import parse_with_unit
 
 __all__ = ["ADMIN", "LIFT_RULES", "NO_POLICY", "OPERATOR", "Actor", "Arm", "Lift", "Policy", "PolicyRefused",
            "Refusal", "Rules", "decide_arm", "decide_lift", "decide_window", "may_override", "parse_policy", "policy_document"]
@@ -133,8 +135,6 @@ def _refusal(rule: str, value: str, why: str) -> Refusal:
 
 
 def _format(delta: timedelta) -> str:
-    from hermes_estop.model.durations import format_duration
-
     return format_duration(delta)
 
 
@@ -206,8 +206,6 @@ def _table(where: str, key: str, value: Any) -> Mapping[str, Any]:
 
 
 def _rules(where: str, table: str, data: Mapping[str, Any], base: Rules) -> Rules:
-    from hermes_estop.model.durations import parse_with_unit
-
     values: dict[str, Any] = dict(base.__dict__)
     if "max_ttl" in data:
         raw = data["max_ttl"]

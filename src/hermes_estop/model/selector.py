@@ -83,10 +83,7 @@ class Selector(Record):
         names = work_names(job)
         if not names:
             return True
-        for name in names:
-            if match(name) is not None:
-                return True
-        return False
+        return any(match(name) is not None for name in names)
 
     def to_body(self) -> dict[str, list[str]]:
         return {"components": sorted(self.components), "jobs": list(self.jobs)}

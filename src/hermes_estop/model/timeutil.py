@@ -201,44 +201,63 @@ def parse_operator_time(value: str, now: datetime, *, what: str = "time") -> tup
     else a wall-clock time is local time. Returns the instant (aware UTC) and, when a zone was
     assumed, a sentence saying which and what the value was read as (None when it said).
     Raises `InvalidInstant` naming the value."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
     text = value.strip() if isinstance(value, str) else value
     if not isinstance(text, str) or not text or not text.isascii():
         return parse_instant(value, what=what), None
     words = text.split()
-    zone: tzinfo | None = None
     named = len(words) > 1 and not words[-1][:1].isdigit()
+    zone = _named_zone(words, value, what) if named else None
     if named:
-        try:
-            zone = UTC if words[-1].upper() in ("UTC", "Z") else ZoneInfo(words[-1])
-        except (ZoneInfoNotFoundError, ValueError, OSError):
-            if not any(mark in words[-2] for mark in ":-"):
-                raise InvalidInstant(f"invalid {what} {value!r}: {_EXPECTED}") from None
-            raise InvalidInstant(f"invalid {what} {value!r}: unknown time zone {words[-1]!r} "
-                                 "(an IANA name such as Europe/Berlin, or UTC)") from None
         words = words[:-1]
     if len(words) == 2 and "-" in words[0] and ":" in words[1]:
         words = [f"{words[0]}T{words[1]}"]  # `2026-12-05 14:54:18+01:00`, ISO-8601 with a space
     day = _DAYS.get(words[0].lower()) if len(words) == 2 else None
     clock = words[-1] if len(words) == 1 or day is not None else None
-    if clock is None or ":" not in clock or "-" in clock or "T" in clock.upper():
-        if len(words) != 1 or clock is None or ("-" not in clock and day is None and ":" not in clock):
+    if clock is None or not _is_wall_clock(clock):
+        if not _may_be_iso(words, clock, day):
             raise InvalidInstant(f"invalid {what} {value!r}: {_EXPECTED}")
         return _iso_time(value, words[0], zone, what)
+    local = zone if named else local_zone()
+    instant = _next_wall_clock(clock, day, local, now, value, what)
+    if named:
+        return instant, None
+    return instant, f"{what} {value!r} read in local time ({zone_name(local)}): {display_instant(instant)}"
+
+
+def _is_wall_clock(clock: str) -> bool:
+    return ":" in clock and "-" not in clock and "T" not in clock.upper()
+
+
+def _may_be_iso(words: list[str], clock: str | None, day: int | None) -> bool:
+    return len(words) == 1 and clock is not None and ("-" in clock or day is not None or ":" in clock)
+
+
+def _named_zone(words: list[str], value: str, what: str) -> tzinfo:
+    """The zone the last word names (`UTC`, `Z`, an IANA name); `InvalidInstant` otherwise."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return UTC if words[-1].upper() in ("UTC", "Z") else ZoneInfo(words[-1])
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        if not any(mark in words[-2] for mark in ":-"):
+            raise InvalidInstant(f"invalid {what} {value!r}: {_EXPECTED}") from None
+        raise InvalidInstant(f"invalid {what} {value!r}: unknown time zone {words[-1]!r} "
+                             "(an IANA name such as Europe/Berlin, or UTC)") from None
+
+
+def _next_wall_clock(clock: str, day: int | None, local: tzinfo | None, now: datetime, value: str, what: str) -> datetime:
+    """The instant of the wall-clock time `clock` in `local`: on the day `day` days from today, or
+    (no day given) the next one at or after `now`."""
     wall = _wall_clock(clock)
     if wall is None:
         raise InvalidInstant(f"invalid {what} {value!r}: expected a time of day such as 15:00 or 03:30:00")
-    local = zone if named else local_zone()
     here = now.astimezone(local)
     start = here.replace(hour=wall[0], minute=wall[1], second=wall[2], microsecond=0, tzinfo=None)
     start += timedelta(days=day or 0)
     instant = _localized(start, local)
     if day is None and instant < now:
         instant = _localized(start + timedelta(days=1), local)
-    if named:
-        return instant, None
-    return instant, f"{what} {value!r} read in local time ({zone_name(local)}): {display_instant(instant)}"
+    return instant
 
 
 def _iso_time(value: str, text: str, zone: tzinfo | None, what: str) -> tuple[datetime, str | None]:

@@ -31,6 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hermes_estop.model.errors import EstopError, InvalidArgument
 from hermes_estop.model.text import printable, unsafe_char
+from hermes_estop.model.durations import parse_ttl
+from hermes_estop.process.fleet_config import CONFIG_FILE, read_config
+from urllib.parse import urlsplit
 
 __all__ = [
     "DEFAULT_STALE_AFTER",
@@ -62,8 +65,6 @@ def _seconds(value: Any, what: str, *, maximum: float) -> float:
     if isinstance(value, (int, float)):
         seconds = float(value)
     elif isinstance(value, str):
-        from hermes_estop.model.durations import parse_ttl
-
         seconds = parse_ttl(value).total_seconds()
     else:
         raise ValueError(f"invalid {what} {value!r}: expected seconds or a duration such as 30s")  # noqa: TRY004 - pydantic reports ValueError
@@ -158,8 +159,6 @@ class WebhookTarget(_Common):
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        from urllib.parse import urlsplit
-
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname or unsafe_char(value):
             raise ValueError(f"invalid url {value!r}: expected an http:// or https:// URL")
@@ -183,8 +182,6 @@ class WebhookTarget(_Common):
         return value
 
     def describe(self) -> str:
-        from urllib.parse import urlsplit
-
         parts = urlsplit(self.url)
         return f"webhook {parts.scheme}://{parts.netloc}{parts.path}"  # never the query (tokens)
 
@@ -261,8 +258,6 @@ def load_targets(root: Path) -> list[WebhookTarget | CommandTarget]:
     """The notify targets of fleet root `root` (none without `estop.toml`). `InvalidNotify` or
     `InvalidArgument` (one line naming the file) when the file cannot be read or is invalid.
     Read with `fsutil.read_regular`: never blocks on a FIFO."""
-    from hermes_estop.process.fleet_config import CONFIG_FILE, read_config
-
     path = root / CONFIG_FILE
     try:
         data = read_config(path)

@@ -115,7 +115,7 @@ class NotifyService:
             return worker.tick(now), now
         except OSError as exc:  # the state cannot be read or saved (StoreError too): retried next tick
             logger.warning("notify %s: %s", name, one_line(exc))
-        except Exception:  # noqa: BLE001 - a bug in one target's loop never stops serve
+        except Exception:
             logger.exception("notify %s: tick failed", name)
         return None, now
 

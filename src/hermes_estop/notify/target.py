@@ -30,6 +30,7 @@ from hermes_estop.notify.config import CommandTarget, WebhookTarget
 from hermes_estop.notify.cursors import CursorStore, TargetState
 from hermes_estop.notify.deliver import DeliveryFailed, deliver
 from hermes_estop.notify.source import AuditSource, event_body
+from hermes_estop.model.durations import format_duration
 
 __all__ = ["BATCH", "TargetWorker", "DeliveryReport", "stale_reminders"]
 
@@ -258,6 +259,4 @@ class TargetWorker:
 
 
 def _human(delta: timedelta) -> str:
-    from hermes_estop.model.durations import format_duration
-
     return format_duration(timedelta(seconds=int(delta.total_seconds())))

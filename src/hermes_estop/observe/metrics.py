@@ -24,6 +24,9 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from hermes_estop.process.describe import covers
 from hermes_estop.model.hold import HoldState
 from hermes_estop.observe.view import FleetView, Observer
+from hermes_estop.fleet.registry.entries import ConsumerState
+from hermes_estop.fleet.registry.roster import Roster
+from hermes_estop.fleet.policy_guard import refusals
 
 __all__ = ["CONSUMERS", "EstopCollector", "MetricsEndpoint", "WorkHeldCounter", "new_registry"]
 
@@ -83,38 +86,7 @@ class EstopCollector(Collector):
         return self._holds(view) if self.part == "holds" else self._windows(view)
 
     def _holds(self, view: FleetView) -> Iterator[Metric]:
-        now = view.now
-        active = GaugeMetricFamily("hermes_estop_hold_active",
-                                   "1 while the full hold (it covers all work) is active at the scope (an "
-                                   "unreadable one too: fail safe); scoped holds: hermes_estop_scoped_hold_active",
-                                   labels=["scope"])
-        unreadable = GaugeMetricFamily("hermes_estop_hold_unreadable",
-                                       "1 while the hold at the scope cannot be read (held, admits nobody)",
-                                       labels=["scope"])
-        remaining = GaugeMetricFamily("hermes_estop_hold_seconds_remaining",
-                                      "Seconds until the active hold's deadman lifts it (absent: no deadman)",
-                                      labels=["scope"])
-        for lane in view.lanes:
-            reading = lane.reading
-            is_active = reading is not None and reading.active
-            active.add_metric([lane.scope], 1.0 if is_active else 0.0)
-            unreadable.add_metric([lane.scope],
-                                  1.0 if reading is not None and reading.state is HoldState.UNREADABLE else 0.0)
-            if (reading is not None and reading.state is HoldState.ACTIVE and reading.hold is not None
-                    and reading.hold.expires_at is not None):
-                remaining.add_metric([lane.scope], max((reading.hold.expires_at - now).total_seconds(), 0.0))
-        scoped = GaugeMetricFamily("hermes_estop_scoped_hold_active",
-                                   "1 while a scoped hold is active at the scope (it holds only the work its "
-                                   "selector covers)", labels=["scope", "hold", "selector"])
-        for lane in view.lanes:
-            for part in lane.reading.scoped if lane.reading is not None else ():
-                if part.hold is not None and part.hold.selector is not None:
-                    scoped.add_metric([lane.scope, part.hold.hold_id or "", covers(part.hold.selector)],
-                                      1.0 if part.active else 0.0)
-        yield active
-        yield unreadable
-        yield remaining
-        yield scoped
+        yield from _hold_gauges(view)
         held = CounterMetricFamily("hermes_estop_work_held",
                                    "Work the gate refused: cron jobs and kanban cards (once per held spell), "
                                    "gateway turns", labels=["consumer"])
@@ -146,8 +118,6 @@ class EstopCollector(Collector):
     @staticmethod
     def _policy(view: FleetView) -> Iterator[Metric]:
         """The arming policy (issue 37): writes this process refused, overrides standing now."""
-        from hermes_estop.fleet.policy_guard import refusals
-
         refused = CounterMetricFamily("hermes_estop_policy_refusals",
                                       "Writes the fleet's arming policy refused in this process (hermes serve: "
                                       "windows, remote callers), by rule; every refusal is also in the audit trail",
@@ -186,9 +156,6 @@ class EstopCollector(Collector):
         """The consumer registry (the view's status document's roster): how many per component
         and state, and each one's lag (seconds since its last report) and whether it
         acknowledged the holds standing now."""
-        from hermes_estop.fleet.registry.entries import ConsumerState
-        from hermes_estop.fleet.registry.roster import Roster
-
         roster = view.status.roster if view.status is not None and view.status.roster is not None else Roster(view.now)
         counts = GaugeMetricFamily("hermes_estop_consumers", "Registered consumers by component and state "
                                    "(live, stalled, lost)", labels=["component", "state"])
@@ -274,3 +241,34 @@ def new_registry(collector: Collector) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     return registry
+
+
+def _hold_gauges(view: FleetView) -> Iterator[Metric]:
+    """Per scope: the full hold active, unreadable, its seconds remaining; per scoped hold: active."""
+    now = view.now
+    active = GaugeMetricFamily("hermes_estop_hold_active",
+                               "1 while the full hold (it covers all work) is active at the scope (an "
+                               "unreadable one too: fail safe); scoped holds: hermes_estop_scoped_hold_active",
+                               labels=["scope"])
+    unreadable = GaugeMetricFamily("hermes_estop_hold_unreadable",
+                                   "1 while the hold at the scope cannot be read (held, admits nobody)",
+                                   labels=["scope"])
+    remaining = GaugeMetricFamily("hermes_estop_hold_seconds_remaining",
+                                  "Seconds until the active hold's deadman lifts it (absent: no deadman)",
+                                  labels=["scope"])
+    scoped = GaugeMetricFamily("hermes_estop_scoped_hold_active",
+                               "1 while a scoped hold is active at the scope (it holds only the work its "
+                               "selector covers)", labels=["scope", "hold", "selector"])
+    for lane in view.lanes:
+        reading = lane.reading
+        active.add_metric([lane.scope], 1.0 if reading is not None and reading.active else 0.0)
+        unreadable.add_metric([lane.scope], 1.0 if reading is not None and reading.state is HoldState.UNREADABLE else 0.0)
+        if (reading is not None and reading.state is HoldState.ACTIVE and reading.hold is not None
+                and reading.hold.expires_at is not None):
+            remaining.add_metric([lane.scope], max((reading.hold.expires_at - now).total_seconds(), 0.0))
+    for lane in view.lanes:
+        for part in lane.reading.scoped if lane.reading is not None else ():
+            if part.hold is not None and part.hold.selector is not None:
+                scoped.add_metric([lane.scope, part.hold.hold_id or "", covers(part.hold.selector)],
+                                  1.0 if part.active else 0.0)
+    yield from (active, unreadable, remaining, scoped)

@@ -28,7 +28,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from hermes_estop.process.describe import covers
-from hermes_estop.model.hold import Cause, HoldState, Reading
+from hermes_estop.model.hold import Allow, Cause, Hold, HoldState, Reading
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import format_instant, format_relative
 from hermes_estop.observe.present import covering_now, in_zones, utc, windows_named
@@ -109,17 +109,28 @@ def _t(value: object) -> str:
     return escape(printable(value), quote=True)
 
 
+def _verdict(engaged: bool, held: int) -> str:
+    """The page's one-line answer: held here, or free (with the holds elsewhere counted)."""
+    plural = "s" if held != 1 else ""
+    if engaged:
+        return f"HELD: new work is paused ({held} active hold{plural})"
+    verdict = "Free: no hold on this process's locations"
+    return verdict + f" ({held} profile hold{plural} elsewhere)" if held else verdict
+
+
+def _problem_banner(view: FleetView) -> str:
+    return ('<div id="problem-banner" role="alert"><b>Problem:</b><ul>'
+            + "".join(f"<li>{_t(p)}</li>" for p in view.problems) + "</ul>"
+            + ("<p>The windows shown are the last ones that validated.</p>"
+               if view.extra.get("windows_last_good") else "") + "</div>")
+
+
 def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = REFRESH_SECONDS) -> str:
     """The whole page for `view`."""
     now = view.now
-    snapshot = view.snapshot
-    engaged = snapshot.engaged
+    engaged = view.snapshot.engaged
     present = [r for lane in view.lanes if lane.reading is not None for r in flat((lane.reading,))]
-    held = sum(1 for r in present if r.active)
-    verdict = (f"HELD: new work is paused ({held} active hold{'s' if held != 1 else ''})" if engaged
-               else "Free: no hold on this process's locations")
-    if not engaged and held:
-        verdict += f" ({held} profile hold{'s' if held != 1 else ''} elsewhere)"
+    verdict = _verdict(engaged, sum(1 for r in present if r.active))
     parts = [
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
         f'<meta http-equiv="refresh" content="{int(refresh)}">',
@@ -133,10 +144,7 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
         f"{_t(verdict)}</div>",
     ]
     if view.problems:  # in the banner, not only at the bottom: a broken windows.toml arms nothing
-        parts.append('<div id="problem-banner" role="alert"><b>Problem:</b><ul>'
-                     + "".join(f"<li>{_t(p)}</li>" for p in view.problems) + "</ul>"
-                     + ("<p>The windows shown are the last ones that validated.</p>"
-                        if view.extra.get("windows_last_good") else "") + "</div>")
+        parts.append(_problem_banner(view))
     parts.append(_overrides(view))
     parts.append(_covering_now(view))
     parts.append('<section id="holds"><h2>What holds now</h2>')
@@ -181,7 +189,6 @@ def _days(view: FleetView) -> str:
 
 
 def _card(reading: Reading, view: FleetView) -> str:
-    now = view.now
     scope = _t(reading.location.scope)
     state = reading.state.value
     rows: list[tuple[str, str, str]] = []
@@ -199,44 +206,61 @@ def _card(reading: Reading, view: FleetView) -> str:
         head += f" only {_t(covers(hold.selector))} (scoped hold {_t(hold.hold_id)})"
     rows.append(("covers", "covers", _t(covers(hold.selector if hold is not None else None))))
     if hold is not None and reading.state is not HoldState.UNREADABLE:
-        rows.append(("reason", "reason", _t(hold.reason) if hold.reason else "<i>(none)</i>"))
-        if hold.expires_at is not None:
-            when = format_instant(hold.expires_at)
-            rows.append(("deadline", "deadline",
-                         f'<time datetime="{when}">{utc(hold.expires_at)}</time> <b>({_t(format_relative(hold.expires_at, now))})</b>'))
-        else:
-            rows.append(("deadline", "deadline", "none: held until <code>hermes resume</code>"))
-        allow = hold.allow
-        if allow.user_ids:
-            users = ", ".join(_t(u) for u in sorted(allow.user_ids))
-            narrowed = f" on profiles {', '.join(_t(p) for p in sorted(allow.profiles))}" if allow.profiles else ""
-            rows.append(("allowlist", "allow", f"users {users}{narrowed}"))
-        elif not allow.valid:
-            rows.append(("allowlist", "allow", "(malformed: admits nobody)"))
-        else:
-            rows.append(("allowlist", "allow", "nobody"))
-        rows.append(("armed-by", "armed by", _t(hold.armed_by) if hold.armed_by else "<i>(unknown)</i>"))
-        if hold.engaged_at is not None:
-            rows.append(("engaged-at", "since", f"{utc(hold.engaged_at)} "
-                                                f"({_t(format_relative(hold.engaged_at, now))})"))
-        rows.append(("generation", "generation", _t(hold.generation or "(none: hand-written)")))
-        if hold.window:
-            name = hold.window.get("name")
-            rows.append(("window", "window", _t(name if name is not None else dict(hold.window))))
-            rows.append(("window-next", "next occurrence", _window_next(name, view)))
-    record = view.status.record if view.status is not None else None
-    override = record.override_of(hold.generation if hold is not None else None) if record is not None else None
-    if override is not None and reading.active:
-        rows.append(("override", "OVERRIDE", f"{_t(override.actor or '?')} broke glass over policy "
-                                             f"<code>{_t(override.rule or '?')}</code>: {_t(override.reason or '')}"))
-    if record is not None and reading.active and record.written_outside(reading):
-        rows.append(("outside", "written", "outside hermes (no write of it on the audit trail)"))
+        rows += _hold_rows(hold, view)
+    if reading.active:
+        rows += _record_rows(reading, view)
     lift = view.status.lift(reading) if view.status is not None and reading.active else None
     if lift is not None:
         rows.append(("lift", "lift it", f"<code>{_t(lift)}</code> (from here)"))
     body = "".join(f'<dt>{label}</dt><dd class="{cls}">{value}</dd>' for cls, label, value in rows)
     return (f'<div class="hold-card state-{state}" data-scope="{scope}" data-state="{state}">'
             f'<div><span class="scope">{scope}</span> &middot; {head}</div><dl>{body}</dl></div>')
+
+
+def _record_rows(reading: Reading, view: FleetView) -> list[tuple[str, str, str]]:
+    """What the audit trail says of an active hold (issue 37): armed over policy, or written outside hermes."""
+    record = view.status.record if view.status is not None else None
+    if record is None:
+        return []
+    rows = []
+    override = record.override_of(reading.hold.generation if reading.hold is not None else None)
+    if override is not None:
+        rows.append(("override", "OVERRIDE", f"{_t(override.actor or '?')} broke glass over policy "
+                                             f"<code>{_t(override.rule or '?')}</code>: {_t(override.reason or '')}"))
+    if record.written_outside(reading):
+        rows.append(("outside", "written", "outside hermes (no write of it on the audit trail)"))
+    return rows
+
+
+def _hold_rows(hold: Hold, view: FleetView) -> list[tuple[str, str, str]]:
+    """A readable hold's rows on its card: reason, deadline, allowlist, who, since, which window."""
+    now = view.now
+    rows = [("reason", "reason", _t(hold.reason) if hold.reason else "<i>(none)</i>")]
+    if hold.expires_at is not None:
+        when = format_instant(hold.expires_at)
+        rows.append(("deadline", "deadline",
+                     f'<time datetime="{when}">{utc(hold.expires_at)}</time> <b>({_t(format_relative(hold.expires_at, now))})</b>'))
+    else:
+        rows.append(("deadline", "deadline", "none: held until <code>hermes resume</code>"))
+    rows.append(("allowlist", "allow", _allow_text(hold.allow)))
+    rows.append(("armed-by", "armed by", _t(hold.armed_by) if hold.armed_by else "<i>(unknown)</i>"))
+    if hold.engaged_at is not None:
+        rows.append(("engaged-at", "since", f"{utc(hold.engaged_at)} "
+                                            f"({_t(format_relative(hold.engaged_at, now))})"))
+    rows.append(("generation", "generation", _t(hold.generation or "(none: hand-written)")))
+    if hold.window:
+        name = hold.window.get("name")
+        rows.append(("window", "window", _t(name if name is not None else dict(hold.window))))
+        rows.append(("window-next", "next occurrence", _window_next(name, view)))
+    return rows
+
+
+def _allow_text(allow: Allow) -> str:
+    if allow.user_ids:
+        users = ", ".join(_t(u) for u in sorted(allow.user_ids))
+        narrowed = f" on profiles {', '.join(_t(p) for p in sorted(allow.profiles))}" if allow.profiles else ""
+        return f"users {users}{narrowed}"
+    return "nobody" if allow.valid else "(malformed: admits nobody)"
 
 
 def _window_next(name: object, view: FleetView) -> str:

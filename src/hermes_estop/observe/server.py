@@ -39,11 +39,13 @@ from hermes_estop.model.timeutil import format_instant
 from hermes_estop.observe.metrics import MetricsEndpoint, WorkHeldCounter
 from hermes_estop.observe.page import render_page
 from hermes_estop.observe.view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
+from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
+from hermes_estop.api.page_actions import PageActions
+from hermes_estop.api.routes import MAX_BODY
+from hermes_estop.api.routes import ApiRequest, error_response
+from hermes_estop.observe.status import flat
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from hermes_estop.api.page_actions import PageActions
-    from hermes_estop.api.routes import WriteApi
+from hermes_estop.api.routes import WriteApi
 
 __all__ = ["HttpService", "StatusServer", "attach", "parse_listen", "remote_warning", "status_document"]
 
@@ -143,8 +145,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _page_action(self, path: str) -> None:
         """A form of the status page (`api.page_actions`), form-encoded, at most 64 KiB."""
-        from hermes_estop.api.routes import MAX_BODY
-
         assert self.app.actions is not None
         length_text = self.headers.get("Content-Length", "0").strip()
         if not length_text.isdigit() or int(length_text) > MAX_BODY:
@@ -189,8 +189,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _api(self) -> None:
         """/api/v1/: the write API (`api.routes`); a body over 64 KiB is 413 before it is read."""
-        from hermes_estop.api.routes import MAX_BODY, ApiRequest, error_response
-
         length_text = self.headers.get("Content-Length", "0")
         if self.headers.get("Transfer-Encoding") or not length_text.strip().isdigit():
             response = error_response(411, "a body needs Content-Length (no chunked encoding)")
@@ -277,8 +275,6 @@ class StatusServer:
         self.tls = tls
         self.actions: PageActions | None = None
         if api is not None and api.write:
-            from hermes_estop.api.page_actions import PageActions
-
             self.actions = PageActions(api, tls=tls is not None)
         try:
             self.httpd = _Server((host, port), self)
@@ -324,8 +320,6 @@ class StatusServer:
             view = self.observer.view(_days(query))
             page = render_page(view)
             if self.actions is not None:
-                from hermes_estop.observe.status import flat
-
                 readings = [r for lane in view.lanes if lane.reading is not None for r in flat((lane.reading,))]
                 page = self.actions.decorate(page, self.actions.signed_in(cookie), readings,
                                              [w.window.name for w in view.windows])
@@ -345,8 +339,6 @@ class StatusServer:
     def calendar(self, query: dict[str, list[str]]) -> bytes:
         """/calendar.ics: the windows and calendars as the page shows them (the last ones that
         validated), skipped occurrences cancelled."""
-        from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
-
         values = query.get("days")
         days = int(values[0]) if values and values[0].isdigit() else 30
         windows, _, _ = self.observer.load_windows()
@@ -393,7 +385,7 @@ class HttpService:
         self.server.start()
         try:  # compute the week's occurrences now, not in the first scrape
             self.server.observer.view()
-        except Exception:  # noqa: BLE001 - the requests will say what is wrong
+        except Exception:
             logger.debug("http: warming up failed", exc_info=True)
         what = "read-only" if self.server.api is None or not self.server.api.write else "write API on /api/v1/"
         logger.info("http: serving the status page, /metrics and /api/status on %s (%s)", self.server.url, what)

@@ -28,6 +28,11 @@ from hermes_estop.fleet.registry.roster import status_section as consumers_secti
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
 from hermes_estop.observe.on_record import OnRecord, on_record
+from hermes_estop.consumers.inflight import status_section as in_flight_section
+from hermes_estop.windows.status import status_section as windows_section
+from hermes_estop.model.timeutil import parse_stamp
+from hermes_estop.process.describe import reading_from_json
+from pathlib import Path
 
 __all__ = ["DocumentStatus", "FleetStatus", "status_lines", "fleet_status", "lift_command", "standing_line"]
 
@@ -70,7 +75,7 @@ class FleetStatus:
     sections: dict[str, Any] = field(default_factory=dict)
     section_lines: tuple[str, ...] = ()
     #: what the audit trail says of the active holds: overrides, writes outside hermes (issue 37)
-    record: OnRecord = OnRecord()
+    record: OnRecord = OnRecord()  # noqa: RUF009 - frozen: one empty record serves every default
 
     @property
     def engaged(self) -> bool:
@@ -235,7 +240,7 @@ class DocumentStatus:
     lifts: dict[tuple[str, str | None], str | None]
     audit_problem: str | None = None
     section_lines: tuple[str, ...] = ()
-    record: OnRecord = OnRecord()  # overrides and hand-written holds: this host's trail only
+    record: OnRecord = OnRecord()  # noqa: RUF009 - frozen; overrides and hand-written holds: this host's trail only
 
     @property
     def engaged(self) -> bool:
@@ -249,11 +254,6 @@ class DocumentStatus:
 
     @classmethod
     def of(cls, document: dict[str, Any], section_lines: Iterable[str] = ()) -> DocumentStatus:
-        from pathlib import Path
-
-        from hermes_estop.model.timeutil import parse_stamp
-        from hermes_estop.process.describe import reading_from_json
-
         now = parse_stamp(document.get("now"))
         if now is None:
             raise ValueError("the status document has no readable `now`")
@@ -296,9 +296,6 @@ def fleet_status(estop: Estop, *, sections: bool = True, as_json: bool | None = 
     json_sections: dict[str, Any] = {}
     lines: list[str] = []
     if sections:
-        from hermes_estop.consumers.inflight import status_section as in_flight_section
-        from hermes_estop.windows.status import status_section as windows_section
-
         for section in (windows_section(fleet, mine.now, as_json=as_json), in_flight_section(estop, mine.now),
                         consumers_section(roster)):
             json_sections.update(section.get("json", {}))

@@ -21,6 +21,7 @@ from hermes_estop.model.hold import HoldState
 from hermes_estop.model.text import printable
 from hermes_estop.observe.svg import day_ticks
 from hermes_estop.observe.view import FleetView, Lane
+import itertools
 
 __all__ = ["CHARS", "LEGEND", "print_timeline", "render_timeline_text"]
 
@@ -72,7 +73,7 @@ def _axis(view: FleetView, width: int) -> str:
     t0 = view.start.timestamp()
     span = max(view.end.timestamp() - t0, 1.0)
     ticks = [(int((tick.timestamp() - t0) / span * width), tick) for tick in day_ticks(view.start, view.end)]
-    gap = min((b - a for (a, _), (b, _) in zip(ticks, ticks[1:], strict=False)), default=width)
+    gap = min((b - a for (a, _), (b, _) in itertools.pairwise(ticks)), default=width)
     if gap >= 8:
         fmt, every = "|%a %d", 1
     else:

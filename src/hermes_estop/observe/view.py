@@ -31,6 +31,11 @@ from hermes_estop.model.homes import FLEET
 from hermes_estop.model.text import one_line
 from hermes_estop.observe.fleetview import Bar, FleetView, Lane, Slice, WindowState
 from hermes_estop.observe.status import FleetStatus, fleet_status
+from hermes_estop.model.errors import EstopError
+from hermes_estop.windows import WindowsFile
+from hermes_estop.windows.ledger import RELEASED, SKIPPED
+from hermes_estop.windows.ledger import open_ledger
+from hermes_estop.windows.occurrences import occurrences
 
 if TYPE_CHECKING:
     from hermes_estop.windows.ledger import LedgerEntry
@@ -74,16 +79,13 @@ class Observer:
     """Builds `FleetView`s for one fleet; safe to call from several request threads."""
 
     def __init__(self, estop: Estop, *, is_leader: Callable[[], bool] | None = None) -> None:
-        from hermes_estop.windows import WindowsFile
-        from hermes_estop.windows.ledger import open_ledger
-
         self.estop = estop
         self.fleet = estop.fleet
         self.is_leader = is_leader
         self.windows_file = WindowsFile(self.fleet.root)
         self._ledger = open_ledger(self.fleet)
         self._lock = threading.Lock()
-        self._identity: tuple[int, ...] | None | bool = False  # False: never loaded
+        self._identity: tuple[int, ...] | bool | None = False  # False: never loaded
         self._windows: list[Window] = []
         self._load_problem: str | None = None
         #: the windows whose table does not validate (label -> one line), from the last load
@@ -113,8 +115,6 @@ class Observer:
         """The windows of `windows.toml`, parsed again only when the file changed; on a file
         that does not validate, the last good windows and the one-line problem; and the
         identity of the file they came from."""
-        from hermes_estop.model.errors import EstopError
-
         try:
             identity = self.windows_file.identity()
         except (EstopError, OSError) as exc:
@@ -145,8 +145,6 @@ class Observer:
     def _ledger_entries(self) -> tuple[dict[str, LedgerEntry], dict[str, str], str | None]:
         """The ledger's entries and, among them, the skipped and released ones (key -> state);
         the file ledger is parsed again only when its file changed."""
-        from hermes_estop.windows.ledger import RELEASED, SKIPPED
-
         try:
             identity = self._ledger.version()
         except OSError as exc:
@@ -169,7 +167,6 @@ class Observer:
         cached = self._cache.get(window.name)
         if cached is not None and cached.since <= now - cached.duration and until <= cached.until:
             return cached
-        from hermes_estop.windows.occurrences import occurrences
 
         duration = window.duration // _US
         since = now - duration
@@ -216,10 +213,7 @@ class Observer:
         windows, load_problem, identity = self.load_windows()
         entries, special, ledger_problem = self._ledger_entries()
         failed = self.failed_windows
-        problems = tuple(p for p in (load_problem and f"windows.toml: {load_problem}",
-                                     *(f"windows.toml: {line}" for line in failed.values()),
-                                     *(f"{line} (its occurrences hold as that copy says)"
-                                       for line in self.stale_calendars.values()), ledger_problem) if p)
+        problems = self._problems(load_problem, ledger_problem)
 
         now_us, end_us = _micros(now), _micros(end)
         key = (identity, id(windows), origin, days, frozenset(special.items()))
@@ -243,19 +237,29 @@ class Observer:
             reading = readings.get(scope)
             lane_slices, count = by_scope.get(scope, ((), 0))
             lanes.append(Lane(scope, reading, lane_slices, count))
-        leader = None
-        if self.is_leader is not None:
-            try:
-                leader = bool(self.is_leader())
-            except Exception:  # noqa: BLE001 - a metric never raises
-                leader = False
         return FleetView(now=now, start=origin, end=end, snapshot=snapshot, lanes=tuple(lanes),
-                         windows=tuple(states), problems=problems, leader=leader,
+                         windows=tuple(states), problems=problems, leader=self._leader(),
                          store_reachable=self.fleet.reachable(), stable_until=stable_until, status=status,
                          extra={"store": self.fleet.store.name, "windows_identity": identity,
                                 "fragments": self.fragments, "windows_valid": load_problem is None and not failed,
                                 "windows_failed": dict(failed), "windows_last_good": bool(load_problem or failed),
                                 "calendars_stale": dict(self.stale_calendars)})
+
+    def _problems(self, load_problem: str | None, ledger_problem: str | None) -> tuple[str, ...]:
+        """What the page lists as wrong: windows.toml, the windows that failed, stale calendars, the ledger."""
+        return tuple(p for p in (load_problem and f"windows.toml: {load_problem}",
+                                 *(f"windows.toml: {line}" for line in self.failed_windows.values()),
+                                 *(f"{line} (its occurrences hold as that copy says)"
+                                   for line in self.stale_calendars.values()), ledger_problem) if p)
+
+    def _leader(self) -> bool | None:
+        """Whether this process's scheduler is the elected one; None without a scheduler."""
+        if self.is_leader is None:
+            return None
+        try:
+            return bool(self.is_leader())
+        except Exception:  # noqa: BLE001 - a metric never raises
+            return False
 
     def _figure(self, window: Window, cached: _Cached, now_us: int, end_us: int, anchor: datetime, days: int,
                 bars: bool, special: dict[str, str], fig_key: Any) -> tuple[Any, ...]:
@@ -333,8 +337,6 @@ class Observer:
         return made_slice
 
     def _count_skipped(self, special: dict[str, str], entries: dict[str, LedgerEntry]) -> None:
-        from hermes_estop.windows.ledger import SKIPPED
-
         skipped = {key for key, state in special.items() if state == SKIPPED}
         with self._lock:
             new = skipped - self._skipped_seen

@@ -156,6 +156,18 @@ def pause_notice(snapshot: Snapshot, holds: tuple[Reading, ...] | None = None) -
     active = snapshot.active if holds is None else holds
     if not active:
         return None
+    reasons, causes = _reasons_and_causes(active)
+    tag = f" ({'; '.join(reasons)})" if reasons else ""
+    if causes:
+        return f"Hermes is paused{tag}: {'; '.join(causes)}. New work is on hold."
+    resume = auto_resume_at(snapshot, active)
+    until = f" Auto-resumes at {display_instant(resume)}." if resume is not None else ""
+    return f"Hermes is paused{tag}. New work is on hold; run {_resume_how(active)} to pick things back up.{until}"
+
+
+def _reasons_and_causes(active: tuple[Reading, ...]) -> tuple[list[str], list[str]]:
+    """The distinct reasons of the readable holds (a scoped one labelled with what it covers) and
+    the distinct causes of the unreadable ones, in order."""
     reasons: list[str] = []
     causes: list[str] = []
     for reading in active:
@@ -171,16 +183,16 @@ def pause_notice(snapshot: Snapshot, holds: tuple[Reading, ...] | None = None) -
             reasons.append(label + printable(reason))
         elif not reason and label and label[:-2] not in reasons:
             reasons.append(label[:-2])
-    tag = f" ({'; '.join(reasons)})" if reasons else ""
-    if causes:
-        return f"Hermes is paused{tag}: {'; '.join(causes)}. New work is on hold."
-    resume = auto_resume_at(snapshot, active)
-    until = f" Auto-resumes at {display_instant(resume)}." if resume is not None else ""
+    return reasons, causes
+
+
+def _resume_how(active: tuple[Reading, ...]) -> str:
+    """The command(s) that lift these holds: a scoped hold is lifted by its id."""
     scoped = [r.hold.hold_id for r in active if r.hold is not None and r.hold.selector is not None]
-    how = "`hermes resume`" if not scoped else \
-        " / ".join([*(["`hermes resume`"] if len(scoped) < len(active) else []),
-                    *(f"`hermes resume --hold {printable(hold_id)}`" for hold_id in scoped)])
-    return f"Hermes is paused{tag}. New work is on hold; run {how} to pick things back up.{until}"
+    if not scoped:
+        return "`hermes resume`"
+    return " / ".join([*(["`hermes resume`"] if len(scoped) < len(active) else []),
+                       *(f"`hermes resume --hold {printable(hold_id)}`" for hold_id in scoped)])
 
 
 class Verdict(Record):

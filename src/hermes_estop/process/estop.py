@@ -168,10 +168,7 @@ class Estop:
         """The snapshot, and whether any location had a sentinel at all (False: nothing to
         decide, the gate proceeds; the common case, kept to one pass over the readings)."""
         now = self.clock()
-        if self._refused:
-            readings = self._read_with_refused(now)
-        else:
-            readings = self.store.read(self.locations, now)
+        readings = self._read_with_refused(now) if self._refused else self.store.read(self.locations, now)
         present = False
         for reading in readings:
             state = reading.state

@@ -107,10 +107,8 @@ def store_spec(layout: Layout, env: Mapping[str, str] | None = None) -> str | No
     the file and the problem, when `estop.toml` exists but cannot be read or says something
     invalid."""
     if env is None:
-        if _CHOSEN:  # `--store ''` chose "no override": the configuration file decides
-            env = {STORE_ENV: _CHOSEN[0]}
-        else:
-            env = os.environ
+        # `--store ''` chose "no override": the configuration file decides
+        env = {STORE_ENV: _CHOSEN[0]} if _CHOSEN else os.environ
     spec = env.get(STORE_ENV)
     if spec:
         return spec.strip()

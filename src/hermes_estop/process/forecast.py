@@ -34,6 +34,9 @@ from hermes_estop.model.hold import NOBODY, Allow, Fence, Hold, HoldState, Readi
 from hermes_estop.model.homes import Layout, Location
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, display_instant, format_instant, in_interval, parse_instant
+from hermes_estop.process.describe import covers
+from importlib import import_module
+import importlib.metadata
 
 if TYPE_CHECKING:
     from hermes_estop.fleet.fleet import Fleet
@@ -136,8 +139,6 @@ class PlannedHold:
     @property
     def covers_text(self) -> str:
         """What it covers (`describe.covers`): "all", or its components and job globs."""
-        from hermes_estop.process.describe import covers
-
         return covers(self.selector)
 
     def to_json(self) -> dict[str, Any]:
@@ -218,6 +219,46 @@ class Forecast:
         }
 
 
+def _relevant(planned: Iterable[PlannedHold], start: datetime, end: datetime, by_scope: dict[str, Location],
+              component: str | None, job: Any) -> list[PlannedHold]:
+    """The planned holds that can act on `[start, end)` from these scopes, in order of beginning
+    (a hold begins at max(its start, `start`); open-started ones are active from the beginning)."""
+    relevant = [
+        hold for hold in dict.fromkeys(planned)  # the same hold planned twice counts once
+        if hold.scope in by_scope and hold.covers(component, job)
+        and (hold.start is None or hold.start < end) and (hold.until is None or start < hold.until)
+    ]
+    relevant.sort(key=lambda h: start if h.start is None or h.start < start else h.start)
+    return relevant
+
+
+def _edges(relevant: Sequence[PlannedHold], start: datetime, end: datetime) -> list[datetime]:
+    """`start` and every instant inside the range where a relevant hold begins or ends."""
+    edges = {start}
+    for hold in relevant:
+        for edge in (hold.start, hold.until):
+            if edge is not None and start < edge < end:
+                edges.add(edge)
+    return sorted(edges)
+
+
+_Stretch = tuple[datetime, datetime, dict[PlannedHold, None]]
+
+
+def _begun(hold: PlannedHold, at: datetime) -> bool:
+    return hold.start is None or hold.start <= at
+
+
+def _extend(held: list[_Stretch], at: datetime, until: datetime, refusing: tuple[PlannedHold, ...]) -> None:
+    """Add the held segment `[at, until)`, merged into the last stretch when they touch."""
+    if held and held[-1][1] == at:
+        first, _, holds = held[-1]
+        holds.update(dict.fromkeys(refusing))
+        held[-1] = (first, until, holds)
+    else:
+        held.append((at, until, dict.fromkeys(refusing)))
+
+
 def forecast_holds(planned: Iterable[PlannedHold], start: datetime, end: datetime, locations: Sequence[Location],
                    user_id: Any = None, profile: Any = None, notes: Iterable[str] = (),
                    component: str | None = None, job: Any = None) -> Forecast:
@@ -232,49 +273,24 @@ def forecast_holds(planned: Iterable[PlannedHold], start: datetime, end: datetim
     if end < start:
         raise InvalidArgument(f"invalid forecast range: end {display_instant(end)} is before start {display_instant(start)}")
     by_scope = {location.scope: location for location in locations}
-    relevant = [
-        hold for hold in dict.fromkeys(planned)  # the same hold planned twice counts once
-        if hold.scope in by_scope and hold.covers(component, job)
-        and (hold.start is None or hold.start < end) and (hold.until is None or start < hold.until)
-    ]
-    # a hold begins at max(its start, `start`); open-started ones are active from the beginning
-    relevant.sort(key=lambda h: start if h.start is None or h.start < start else h.start)
+    relevant = _relevant(planned, start, end, by_scope, component, job)
     readings = {id(hold): hold.reading(by_scope[hold.scope]) for hold in relevant}
-    edges = {start}
-    for hold in relevant:
-        for edge in (hold.start, hold.until):
-            if edge is not None and start < edge < end:
-                edges.add(edge)
-    instants = sorted(edges)
-    # held stretches being merged: [start, end, the refusing holds in order of first refusal]
-    held: list[tuple[datetime, datetime, dict[PlannedHold, None]]] = []
+    instants = _edges(relevant, start, end)
+    held: list[_Stretch] = []  # [start, end, the refusing holds in order of first refusal]
     active: list[PlannedHold] = []
     pending = 0
     for i, at in enumerate(instants):
         if at >= end:
             break
-        while pending < len(relevant):
-            begins = relevant[pending].start
-            if begins is not None and begins > at:
-                break
+        while pending < len(relevant) and _begun(relevant[pending], at):
             active.append(relevant[pending])
             pending += 1
         active = [hold for hold in active if hold.active_at(at)]
-        if not active:
-            continue
         current = tuple(readings[id(hold)] for hold in active)
-        verdict = decide(Snapshot(current, at), user_id, profile)
-        if verdict.proceed:
+        if not active or decide(Snapshot(current, at), user_id, profile).proceed:
             continue
-        refusing = tuple(hold for hold, reading in zip(active, current, strict=True)
-                         if not reading.admits(user_id, profile))
-        until = instants[i + 1] if i + 1 < len(instants) else end
-        if held and held[-1][1] == at:
-            first, _, holds = held[-1]
-            holds.update(dict.fromkeys(refusing))
-            held[-1] = (first, until, holds)
-        else:
-            held.append((at, until, dict.fromkeys(refusing)))
+        refusing = tuple(hold for hold, reading in zip(active, current, strict=True) if not reading.admits(user_id, profile))
+        _extend(held, at, instants[i + 1] if i + 1 < len(instants) else end, refusing)
     intervals = tuple(HeldInterval(first, last, tuple(holds)) for first, last, holds in held)
     return Forecast(start, end, None if user_id is None else str(user_id), None if profile is None else str(profile),
                     intervals, tuple(notes))
@@ -326,14 +342,11 @@ def discover_sources() -> list[HoldSource]:
     instantiated with no argument. Loaded on each call (a forecast is not on the hot path).
     `EstopError` naming the source when one cannot be loaded: a source that cannot be read
     must never count as "nothing planned"."""
-    from importlib import import_module
-    from importlib.metadata import entry_points
-
     named: dict[str, tuple[str, Any]] = {}
     for name, value in BUILTIN_SOURCES.items():
         module, _, attribute = value.partition(":")
         named[name] = (value, lambda module=module, attribute=attribute: getattr(import_module(module), attribute))
-    for point in entry_points(group=SOURCE_GROUP):
+    for point in importlib.metadata.entry_points(group=SOURCE_GROUP):  # looked up when called: tests replace it
         named[point.name] = (point.value, point.load)
     sources: list[HoldSource] = []
     for name in sorted(named):

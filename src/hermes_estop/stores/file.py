@@ -147,7 +147,7 @@ class FileStore(FleetStateInRoot, HoldStore):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def _plan(self, locations: Sequence[Location]) -> "_Plan":
+    def _plan(self, locations: Sequence[Location]) -> _Plan:
         entry = self._plans.get(id(locations))
         if entry is None or entry[0] is not locations:
             if len(self._plans) > 256:

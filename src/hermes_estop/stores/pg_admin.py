@@ -64,50 +64,62 @@ def missing_privileges(url: StoreURL) -> list[str]:
     except psycopg.Error as exc:
         raise connect_error(url, exc) from None
 
-    def yes(sql: str, *params: str) -> bool:
-        row = conn.execute(sql, params).fetchone()
-        return bool(row and row[0])
-
-    missing = []
     with conn:
         database, role = conn.execute("SELECT current_database(), current_user").fetchone() or ("?", "?")
         schema = url.schema
         exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is not None
         if not exists:
-            if not yes("SELECT has_database_privilege(current_database(), 'CREATE')"):
-                missing.append(f"CREATE on database {database}: `hermes store init` creates the schema {schema} "
-                               f"(GRANT CREATE ON DATABASE {database} TO {role};)")
-            return missing
-        if not yes("SELECT has_schema_privilege(%s, 'USAGE')", schema):
-            missing.append(f"USAGE on schema {schema} (GRANT USAGE ON SCHEMA {schema} TO {role};)")
-            return missing
-        tables = [row[0] for row in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename", (schema,))]
-        absent = [table for table in TABLES if table not in tables]
-        if absent:
-            missing.append(f"table(s) {', '.join(f'{schema}.{t}' for t in absent)}: this hermes-estop needs schema "
-                           f"version {SCHEMA_VERSION}; run `hermes store init` as the schema's owner, then grant "
-                           f"(GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role};)")
-        for table in tables:
-            lacking = [p for p in _TABLE_PRIVILEGES if not yes("SELECT has_table_privilege(%s, %s)", f'"{schema}"."{table}"', p)]
-            if lacking:
-                missing.append(f"{', '.join(lacking)} on {schema}.{table} "
-                               f"(GRANT {', '.join(lacking)} ON ALL TABLES IN SCHEMA {schema} TO {role};)")
-        sequences = [row[0] for row in conn.execute(
-            "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,))]
-        for sequence in sequences:
-            if not yes("SELECT has_sequence_privilege(%s, 'USAGE')", f'"{schema}"."{sequence}"'):
-                missing.append(f"USAGE on sequence {schema}.{sequence} "
-                               f"(GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role};)")
-        functions = [row[0] for row in conn.execute(
-            "SELECT DISTINCT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-            "WHERE n.nspname = %s ORDER BY 1", (schema,))]
-        for function in functions:  # the triggers of every write call them as the writing role
-            if not yes("SELECT bool_and(has_function_privilege(p.oid, 'EXECUTE')) FROM pg_proc p "
-                       "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname = %s",
-                       schema, function):
-                missing.append(f"EXECUTE on function {schema}.{function} "
-                               f"(GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {schema} TO {role};)")
+            if not _yes(conn, "SELECT has_database_privilege(current_database(), 'CREATE')"):
+                return [f"CREATE on database {database}: `hermes store init` creates the schema {schema} "
+                        f"(GRANT CREATE ON DATABASE {database} TO {role};)"]
+            return []
+        if not _yes(conn, "SELECT has_schema_privilege(%s, 'USAGE')", schema):
+            return [f"USAGE on schema {schema} (GRANT USAGE ON SCHEMA {schema} TO {role};)"]
+        return [*_missing_on_tables(conn, schema, role), *_missing_on_routines(conn, schema, role)]
+
+
+def _yes(conn: Any, sql: str, *params: str) -> bool:
+    row = conn.execute(sql, params).fetchone()
+    return bool(row and row[0])
+
+
+def _missing_on_tables(conn: Any, schema: str, role: str) -> list[str]:
+    """The tables of this version that are absent, and the privileges lacking on those present."""
+    missing = []
+    tables = [row[0] for row in conn.execute(
+        "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename", (schema,))]
+    absent = [table for table in TABLES if table not in tables]
+    if absent:
+        missing.append(f"table(s) {', '.join(f'{schema}.{t}' for t in absent)}: this hermes-estop needs schema "
+                       f"version {SCHEMA_VERSION}; run `hermes store init` as the schema's owner, then grant "
+                       f"(GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role};)")
+    for table in tables:
+        lacking = [p for p in _TABLE_PRIVILEGES if not _yes(conn, "SELECT has_table_privilege(%s, %s)", f'"{schema}"."{table}"', p)]
+        if lacking:
+            missing.append(f"{', '.join(lacking)} on {schema}.{table} "
+                           f"(GRANT {', '.join(lacking)} ON ALL TABLES IN SCHEMA {schema} TO {role};)")
+    return missing
+
+
+def _missing_on_routines(conn: Any, schema: str, role: str) -> list[str]:
+    """USAGE lacking on the schema's sequences and EXECUTE on its functions (the triggers of every
+    write call them as the writing role)."""
+    missing = []
+    sequences = [row[0] for row in conn.execute(
+        "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,))]
+    for sequence in sequences:
+        if not _yes(conn, "SELECT has_sequence_privilege(%s, 'USAGE')", f'"{schema}"."{sequence}"'):
+            missing.append(f"USAGE on sequence {schema}.{sequence} "
+                           f"(GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role};)")
+    functions = [row[0] for row in conn.execute(
+        "SELECT DISTINCT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+        "WHERE n.nspname = %s ORDER BY 1", (schema,))]
+    for function in functions:
+        if not _yes(conn, "SELECT bool_and(has_function_privilege(p.oid, 'EXECUTE')) FROM pg_proc p "
+                    "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname = %s",
+                    schema, function):
+            missing.append(f"EXECUTE on function {schema}.{function} "
+                           f"(GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {schema} TO {role};)")
     return missing
 
 

@@ -12,7 +12,8 @@ import logging
 import os
 import threading
 import weakref
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable
 
 import psycopg
 
@@ -24,6 +25,7 @@ from hermes_estop.stores.pg_clock import DbClock
 from hermes_estop.stores.pg_leader import Leadership
 from hermes_estop.stores.pg_schema import ensure_schema, quoted
 from hermes_estop.stores.pg_url import StoreURL, connect_error
+import contextlib
 
 __all__ = ["Backend", "acquire", "release"]
 
@@ -149,17 +151,15 @@ class Backend:
         null = os.open(os.devnull, os.O_RDWR)
         try:
             for fd in fds:
-                try:
+                with contextlib.suppress(OSError):
                     os.dup2(null, fd)
-                except OSError:
-                    pass
         finally:
             os.close(null)
         self.listener.fds.clear()
         self.writer_fds.clear()
 
 
-_live: "weakref.WeakSet[Backend]" = weakref.WeakSet()
+_live: weakref.WeakSet[Backend] = weakref.WeakSet()
 _shared: dict[tuple[Any, ...], Backend] = {}
 _shared_lock = threading.Lock()
 _inherited: list[Backend] = []

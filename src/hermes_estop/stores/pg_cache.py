@@ -30,7 +30,8 @@ import os
 import select
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 import psycopg
 
@@ -40,6 +41,7 @@ from hermes_estop.model.timeutil import format_instant
 from hermes_estop.stores.pg_clock import CLOCK_REFRESH, DbClock
 from hermes_estop.stores.pg_notice import TxSnapshot, apply_arming, parse_snapshot
 from hermes_estop.stores.pg_schema import channel_name, quoted
+import contextlib
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -79,14 +81,10 @@ class Row:
 def close_quietly(conn: Any, fds: set[int]) -> None:
     """Close a connection that may already be dead, forgetting its socket in `fds` (the
     sockets a forked child must neutralize)."""
-    try:
+    with contextlib.suppress(Exception):
         fds.discard(conn.fileno())
-    except Exception:
-        pass
-    try:
+    with contextlib.suppress(Exception):
         conn.close()
-    except Exception:
-        pass
 
 
 def parse_row(body: bytes, revision: int) -> Row:
@@ -230,18 +228,14 @@ class Listener:
         if thread is None or not thread.is_alive():  # else leave the pipe: its numbers must not be reused under it
             wake_r, wake_w, self._wake_r, self._wake_w = self._wake_r, self._wake_w, -1, -1
             for fd in (wake_r, wake_w):
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
 
     def _wake(self) -> None:
         if self._wake_w < 0:
             return
-        try:
+        with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):
-            pass
 
     def _drain_wake(self) -> None:
         if self._wake_r < 0:

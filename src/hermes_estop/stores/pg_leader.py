@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import psycopg
 
@@ -64,7 +65,7 @@ class Leadership:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def start(self) -> "Leadership":
+    def start(self) -> Leadership:
         """Start campaigning; waits for the first attempt (so a lone instance leads at once)."""
         with self._lock:
             if self._thread is None:

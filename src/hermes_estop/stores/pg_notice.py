@@ -27,7 +27,8 @@ a notice not visible there committed after the re-read.
 from __future__ import annotations
 
 import json
-from typing import Callable, Mapping, TypeVar
+from typing import TypeVar
+from collections.abc import Callable, Mapping
 
 __all__ = ["Notice", "TxSnapshot", "parse_notice", "parse_snapshot", "visible", "apply_arming"]
 
@@ -37,7 +38,7 @@ R = TypeVar("R")
 class TxSnapshot:
     """A transaction snapshot as `txid_current_snapshot()::text` prints it: `xmin:xmax:xip,...`."""
 
-    __slots__ = ("xmin", "xmax", "running")
+    __slots__ = ("running", "xmax", "xmin")
 
     def __init__(self, xmin: int, xmax: int, running: frozenset[int]) -> None:
         self.xmin = xmin
@@ -49,7 +50,7 @@ class Notice:
     """One row change: transaction `xid`, `scope`, and the new `body` and `revision` (both None
     for a deletion)."""
 
-    __slots__ = ("xid", "scope", "body", "revision")
+    __slots__ = ("body", "revision", "scope", "xid")
 
     def __init__(self, xid: int, scope: str, body: bytes | None, revision: int | None) -> None:
         self.xid = xid

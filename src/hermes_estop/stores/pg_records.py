@@ -72,7 +72,7 @@ class PgRecordTable(RecordTable):
             lambda conn: conn.execute(f"SELECT {self._names} FROM {backend.s}.{self.layout.table}").fetchall(),
             what=f"read {self.what}",
         )
-        return {row[0]: {field: self._from_column(field, value) for (field, _), value in zip(self.layout.columns, row[1:])}
+        return {row[0]: {field: self._from_column(field, value) for (field, _), value in zip(self.layout.columns, row[1:], strict=False)}
                 for row in rows}
 
     def _from_column(self, field: str, value: Any) -> Any:

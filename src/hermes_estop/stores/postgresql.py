@@ -43,7 +43,8 @@ import logging
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import psycopg
 
@@ -70,6 +71,10 @@ from hermes_estop.stores.pg_url import StoreURL, parse_store_url
 from hermes_estop.stores.records import RecordTable
 from hermes_estop.stores.registry import ConsumerTable
 from hermes_estop.stores.state import StateTable
+from hermes_estop.model.homes import profile_names, validate_profile_name
+from hermes_estop.stores.pg_records import OCCURRENCES, PgRecordTable
+from hermes_estop.stores.pg_registry import PgConsumerTable
+from hermes_estop.stores.pg_state import PgStateTable
 
 __all__ = ["PostgresStore", "StoreURL", "parse_store_url", "SYNC_TIMEOUT"]
 
@@ -370,12 +375,10 @@ class PostgresStore(HoldStore):
         """The profile homes under `root` and every profile scope with a row (a profile served
         on another host has a row here and no home on this one). Rows as the listener last saw
         them: never a round trip."""
-        from hermes_estop.model.homes import profile_names, validate_profile_name
-
         names = set(profile_names(root))
         try:
             rows = self.backend.listener.view()[0]
-        except Exception:  # noqa: BLE001 - an unreachable store: the homes on this host still count
+        except Exception:
             rows = {}
         for key in rows:
             try:
@@ -386,21 +389,15 @@ class PostgresStore(HoldStore):
 
     def open_state(self, service: str, root: Path | None = None) -> StateTable:
         """A `<service>_cursors` table of this store's schema, shared by every host."""
-        from hermes_estop.stores.pg_state import PgStateTable
-
         return PgStateTable(lambda: self.backend, self.schema, service)
 
     def open_consumers(self, root: Path | None = None) -> ConsumerTable:
         """The `consumers` table of this store's schema: every consumer of the fleet, on any host."""
-        from hermes_estop.stores.pg_registry import PgConsumerTable
-
         return PgConsumerTable(lambda: self.backend, self.schema)
 
     def open_ledger(self, root: Path | None = None) -> RecordTable:
         """The `occurrences` table of this store's schema: one ledger for every scheduler of
         the fleet, on any host."""
-        from hermes_estop.stores.pg_records import OCCURRENCES, PgRecordTable
-
         return PgRecordTable(lambda: self.backend, self.url.display, self.schema, OCCURRENCES)
 
     def schema_info(self) -> dict[str, Any]:

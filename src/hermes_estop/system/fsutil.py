@@ -11,7 +11,7 @@ import fcntl
 import os
 import stat
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from hermes_estop.model.errors import StoreError
@@ -176,10 +176,8 @@ def sweep_temporaries(path: Path) -> None:
         with os.scandir(path.parent) as entries:
             for entry in entries:
                 if entry.name.startswith(prefix):
-                    try:
+                    with suppress(OSError):
                         os.unlink(entry.path)
-                    except OSError:
-                        pass
     except OSError:
         pass
 
@@ -208,10 +206,8 @@ def atomic_write(path: Path, data: bytes, *, before_rename: Callable[[], None] |
         if durable:
             fsync_dir(path.parent)
     except OSError as exc:
-        try:
+        with suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 

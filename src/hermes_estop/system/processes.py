@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+import contextlib
+import ctypes
 
 __all__ = ["GroupResult", "GroupTimeout", "Job", "group_members", "group_remains", "guard_main", "is_group_leader",
            "parent_death_signal", "run_group", "same_process", "signal_group", "start_time", "wait_exited"]
@@ -165,10 +167,8 @@ def run_group(argv: Sequence[str], data: bytes, timeout: float) -> GroupResult:
         try:
             exited = wait_exited(process.pid, timeout)
         finally:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
             process.wait()
             _wait_group_gone(process.pid, _KILLED_GRACE)
         if not exited:
@@ -193,7 +193,6 @@ def parent_death_signal(sig: signal.Signals) -> Callable[[], None] | None:
     fork: the child only calls."""
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes
 
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl

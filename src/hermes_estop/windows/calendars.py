@@ -343,7 +343,7 @@ def _excluding(window: Window, feed: Feed) -> Window:
     if cached is not None and cached[0] is window:
         return cached[1]
     found = window.model_copy()
-    found._holidays = feed
+    found._holidays = feed  # noqa: SLF001 - the calendar module fills the window it built
     _remember(_BOUND, key, (window, found))
     return found
 

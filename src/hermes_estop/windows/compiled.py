@@ -51,6 +51,10 @@ from hermes_estop.model.selector import Selector
 from hermes_estop.model.text import printable
 from hermes_estop.windows.fields import WindowAllow
 from hermes_estop.windows.model import Window, parse_run, validate_scope
+from hermes_estop import __version__
+from importlib.util import find_spec
+import pydantic
+import zoneinfo
 
 __all__ = ["cache_dir", "cached_windows", "follow_starts", "remember_windows", "save_starts"]
 
@@ -94,10 +98,6 @@ def _code_stamp() -> str:
     without a new version, hence the modules' newest mtime) and the libraries that read it."""
     global _STAMP
     if _STAMP is None:
-        import pydantic
-
-        from hermes_estop import __version__
-
         package = Path(__file__).resolve().parent.parent
         newest = max((entry.stat().st_mtime_ns for entry in _modules(package)), default=0)
         _STAMP = "|".join([__version__, str(newest), pydantic.VERSION, _module_stamp("croniter"),
@@ -120,8 +120,6 @@ def _module_stamp(name: str) -> str:
     """The installed module `name` by its file's path, size and mtime: croniter has no
     `__version__`, `importlib.metadata` would cost a command more than the cache saves it, and a
     warm command never imports croniter at all."""
-    from importlib.util import find_spec
-
     try:
         spec = find_spec(name)
         origin = spec.origin if spec is not None else None
@@ -307,7 +305,7 @@ def _built(names: list[str], lines: list[bytes | None], count: int, codecs: dict
     private = MappingProxyType({name: attr.get_default() for name, attr in Window.__private_attributes__.items()})
     windows = []
     new, setattr_ = Window.__new__, object.__setattr__
-    for mask, row in zip(masks, zip(*decoded)):
+    for mask, row in zip(masks, zip(*decoded, strict=False), strict=False):
         fields_set = fields_sets.get(mask)
         if fields_set is None:
             if type(mask) is not int:
@@ -316,7 +314,7 @@ def _built(names: list[str], lines: list[bytes | None], count: int, codecs: dict
         window = new(Window)
         # filled in place, not replaced: an instance's own dict shares its keys with every other
         # window's (half the memory of a dict of its own, which `model_construct` makes)
-        window.__dict__.update(zip(names, row))
+        window.__dict__.update(zip(names, row, strict=False))
         setattr_(window, "__pydantic_fields_set__", fields_set)
         setattr_(window, "__pydantic_extra__", None)
         setattr_(window, "__pydantic_private__", private)
@@ -382,7 +380,7 @@ def _seed(zones: dict[str, str], count: int, lines: list[bytes | None]) -> None:
     current = {name: _zone_digest(name) for name in zones}
     trusted = {sys.intern(name) for name, digest in zones.items() if digest is not None and current.get(name) == digest}
     seed, run_of = cronspec.RUNS.seed, cronspec.RememberedStarts
-    for expr, zone, lo, complete, run in zip(exprs, zone_names, los, completes, starts):
+    for expr, zone, lo, complete, run in zip(exprs, zone_names, los, completes, starts, strict=False):
         if type(expr) is not str or type(zone) is not str or type(lo) not in (int, float) or type(run) is not list \
                 or not _ascending_seconds(run):
             raise ValueError("a run is not (expression, zone, lo, complete, ascending starts)")
@@ -393,7 +391,7 @@ def _seed(zones: dict[str, str], count: int, lines: list[bytes | None]) -> None:
 def _ascending_seconds(run: list[Any]) -> bool:
     if len(run) == 1:  # most runs: a command asked each schedule for one start
         return type(run[0]) is int
-    return all(type(start) is int for start in run) and all(a < b for a, b in zip(run, run[1:]))
+    return all(type(start) is int for start in run) and all(a < b for a, b in itertools.pairwise(run))
 
 
 def save_starts() -> None:
@@ -418,8 +416,6 @@ def _croniter_version() -> str:
 def _zone_digest(name: str) -> str | None:
     """The SHA-256 of the TZif data `zoneinfo` reads for `name` (the first of its search path,
     then the tzdata package), or None when it cannot be found (its runs are not kept)."""
-    import zoneinfo
-
     parts = name.split("/")
     if not name or any(part in ("", ".", "..") for part in parts):
         return None

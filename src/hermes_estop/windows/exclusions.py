@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import lru_cache
+from croniter import croniter
 
 __all__ = ["cron_matches"]
 
@@ -12,6 +13,4 @@ __all__ = ["cron_matches"]
 @lru_cache(maxsize=4096)
 def cron_matches(expr: str, wall: datetime) -> bool:
     """Whether the naive local `wall` time (seconds ignored) is one `expr` fires at."""
-    from croniter import croniter
-
     return bool(croniter.match(expr, wall.replace(second=0, microsecond=0)))

@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from hermes_estop.model.timeutil import format_instant
 from hermes_estop.windows.calendars import DEFAULT_REFRESH, cache_paths, is_url, local_path, read_meta
 from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, parse_feed
 from hermes_estop.windows.windows_file import WindowsFile
+import contextlib
 
 __all__ = ["FETCH_TIMEOUT", "CalendarFetcher", "fetch_once"]
 
@@ -47,7 +48,7 @@ _USER_AGENT = "hermes-estop calendar fetch"
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _write_meta(path: Path, meta: dict[str, Any]) -> None:
@@ -93,10 +94,8 @@ class Exchange:
 
 
 def _shut(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 def _connection(base: type[http.client.HTTPConnection], exchange: Exchange) -> Any:
@@ -144,7 +143,7 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 def _get(url: str, meta: dict[str, Any], exchange: Exchange) -> tuple[int, bytes, dict[str, str]]:
     """(status, body, headers); a body over the cap is refused, the whole exchange (redirects
     included) within `exchange`'s deadline."""
-    request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
+    request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})  # noqa: S310 - calendar sources admit http(s) URLs only
     if meta.get("etag"):
         request.add_header("If-None-Match", str(meta["etag"]))
     if meta.get("last_modified"):

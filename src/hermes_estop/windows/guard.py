@@ -91,17 +91,21 @@ def strengthens(old: Window, new: Window) -> bool:
     if not new.enabled or ((new.scope, new.cron, new.at, new.timezone, new.reason, new.exclude_calendar)
                            != (old.scope, old.cron, old.at, old.timezone, old.reason, old.exclude_calendar)):
         return False
-    if new._holidays != old._holidays:
+    if new._holidays != old._holidays:  # noqa: SLF001 - the guard compares what calendars filled in
         return False
+    return _holds_longer(old, new) and _narrower(new.hold_allow, old.hold_allow)
+
+
+def _holds_longer(old: Window, new: Window) -> bool:
+    """Whether `new`'s occurrences hold at least as long and as often as `old`'s: duration and
+    drain no shorter, bounds no narrower, exclusions no more."""
     if new.duration < old.duration or (new.drain or _NONE) < (old.drain or _NONE):
         return False
     if new.not_before is not None and (old.not_before is None or new.not_before > old.not_before):
         return False
     if new.not_after is not None and (old.not_after is None or new.not_after < old.not_after):
         return False
-    if not set(new.exclude) <= set(old.exclude) or new.exclude_cron not in (None, old.exclude_cron):
-        return False
-    return _narrower(new.hold_allow, old.hold_allow)
+    return set(new.exclude) <= set(old.exclude) and new.exclude_cron in (None, old.exclude_cron)
 
 
 def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
@@ -127,7 +131,7 @@ def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
 def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
     """Whether a calendar's read takes away the occurrence `entry` holds: it no longer covers
     `now`, or ends earlier (a window of cron or at changes only through `strengthens`)."""
-    if window.feed is None and window._holidays is None:
+    if window.feed is None and window._holidays is None:  # noqa: SLF001 - as above
         return False
     return not any(o.key == entry.key and o.end >= entry.end for o in covering(window, now))
 

@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone, tzinfo
+from datetime import date, datetime, timedelta, timezone, tzinfo, UTC
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -63,7 +63,7 @@ _STEP = {"HOURLY": timedelta(hours=1), "DAILY": timedelta(days=1), "WEEKLY": tim
 _MULTIPLIERS = ("BYSECOND", "BYMINUTE", "BYHOUR", "BYDAY", "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYMONTH")
 #: expansion is done and remembered in aligned chunks of this length
 CHUNK = timedelta(days=32)
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MAX_CHUNKS = 48
 #: how much wider than its chunks an expansion asks: recurring_ical_events compares a floating
 #: time or a date as if it were UTC, and it is read here in the calendar's zone (up to 14 hours off)
@@ -146,11 +146,11 @@ def _check_rule(event: Any, label: str, now: datetime) -> float:
         start = _value(event, "DTSTART")
         if start is None:
             raise _refuse(label, f"event {uid!r}: RRULE without DTSTART")
-        first = _instant(start, timezone.utc)
+        first = _instant(start, UTC)
         until = (rule.get("UNTIL") or [None])[0]
         last = now + _HORIZON
         if until is not None:
-            last = min(last, _instant(until, timezone.utc))
+            last = min(last, _instant(until, UTC))
         steps = max((last - first) / (_STEP[freq] * interval), 0) * multiplier
         if count is not None:
             steps = min(steps, int(count) * multiplier)
@@ -169,19 +169,19 @@ def _instant(value: date | datetime, tz: ZoneInfo | timezone) -> datetime:
     if value.tzinfo is None:
         if isinstance(tz, ZoneInfo):
             return wall_to_instant(value, tz)
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 def _ident_part(uid: str) -> str:
     if _UID_RE.fullmatch(uid):
         return uid
-    return "sha1-" + hashlib.sha1(uid.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return "sha1-" + hashlib.sha1(uid.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()[:16]
 
 
 def _rid(value: Any) -> str:
     if isinstance(value, datetime):
-        return value.isoformat() if value.tzinfo is None else value.astimezone(timezone.utc).isoformat()
+        return value.isoformat() if value.tzinfo is None else value.astimezone(UTC).isoformat()
     return value.isoformat() if isinstance(value, date) else str(value)
 
 
@@ -212,7 +212,7 @@ def _shifted(at: datetime, delta: timedelta) -> datetime:
         return at
 
 
-class _OverBudget(Exception):  # noqa: N818 - internal: becomes a CalendarError naming the feed
+class _OverBudget(Exception):
     """An expansion went over the feed's budget (the message says which part; `timed`: its time)."""
 
     def __init__(self, message: str, *, timed: bool = False) -> None:
@@ -387,7 +387,7 @@ class Feed:
             return None  # a moment, not a span: nothing to hold
         if end - start > MAX_DURATION:
             raise _refuse(self.label, f"event {source.uid[:80] or '?'!r} lasts more than 366 days")
-        ident = source.part or "sha1-" + hashlib.sha1(repr(raw_start).encode()).hexdigest()[:16]
+        ident = source.part or "sha1-" + hashlib.sha1(repr(raw_start).encode(), usedforsecurity=False).hexdigest()[:16]
         if source.recurring:
             ident = f"{ident}@{_rid(source.rid if source.rid is not None else raw_start)}"
         days = None
@@ -493,28 +493,12 @@ def _own_timezones() -> Iterator[None]:
             reset()
 
 
-def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
-               keep: Callable[[Any], bool] | None = None, now: datetime | None = None,
-               salt: str = "") -> Feed:
-    """The feed of `raw`, or `CalendarError` naming `label`. `timezone_name`: the zone for
-    floating and all-day events (default: X-WR-TIMEZONE, else UTC). `salt` goes into the
-    digest (the settings that select from the feed)."""
+def _read_calendar(text: str, label: str, timezone_name: str | None, now: datetime) -> tuple[Any, list[Any], ZoneInfo]:
+    """The VCALENDAR of `text` (X-WR-TIMEZONE made standard), its events checked against the
+    expansion budget, and the zone for its floating times; `CalendarError` naming `label`."""
     import icalendar
     import x_wr_timezone
 
-    if len(raw) > MAX_CALENDAR_BYTES:
-        raise _refuse(label, f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
-    content = hashlib.sha256(raw).hexdigest()
-    refused = _refused(content)
-    if refused is not None:
-        raise _refuse(label, refused)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise _refuse(label, "not UTF-8 text") from None
-    _check_shape(text, label)
-    started = time.monotonic()
-    now = now or datetime.now(timezone.utc)
     try:
         with _own_timezones():
             calendar = icalendar.Calendar.from_ical(text)
@@ -538,6 +522,29 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
         raise _refuse(label, str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - a hostile feed fails any way it likes: one line
         raise _refuse(label, f"cannot parse: {type(exc).__name__}: {exc}") from None
+    return calendar, events, tz
+
+
+def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
+               keep: Callable[[Any], bool] | None = None, now: datetime | None = None,
+               salt: str = "") -> Feed:
+    """The feed of `raw`, or `CalendarError` naming `label`. `timezone_name`: the zone for
+    floating and all-day events (default: X-WR-TIMEZONE, else UTC). `salt` goes into the
+    digest (the settings that select from the feed)."""
+    if len(raw) > MAX_CALENDAR_BYTES:
+        raise _refuse(label, f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
+    content = hashlib.sha256(raw).hexdigest()
+    refused = _refused(content)
+    if refused is not None:
+        raise _refuse(label, refused)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise _refuse(label, "not UTF-8 text") from None
+    _check_shape(text, label)
+    started = time.monotonic()
+    now = now or datetime.now(UTC)
+    calendar, events, tz = _read_calendar(text, label, timezone_name, now)
     recurring = frozenset(str(e.get("UID") or "") for e in events
                           if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None)
     digest = hashlib.sha256(raw + b"\0" + salt.encode() + b"\0" + tz.key.encode()).hexdigest()

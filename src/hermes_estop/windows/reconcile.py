@@ -161,7 +161,7 @@ def claims(hold: Hold | None, scope: str) -> frozenset[str]:
     field, `armed_by = "window:..."`). An operator's re-arm carries neither, so it never claims."""
     if hold is None or not (hold.armed_by or "").startswith(ARMED_BY_PREFIX) or not hold.window:
         return frozenset()
-    items = [hold.window] + list(hold.window.get("covers") or [])
+    items = [hold.window, *list(hold.window.get("covers") or [])]
     out = set()
     for item in items:
         if isinstance(item, Mapping) and isinstance(item.get("name"), str) and isinstance(item.get("occurrence"), str):

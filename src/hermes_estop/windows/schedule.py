@@ -60,6 +60,7 @@ from hermes_estop.windows import compiled
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import Occurrence, occurrences
 from hermes_estop.windows.windows_file import WindowsFile
+import itertools
 
 __all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Row", "Schedule", "Tables", "build", "load", "schedule_of", "schedule_path", "warm"]
 
@@ -86,7 +87,7 @@ class Tables:
     time a row's table is asked for (100,000 tables are tens of MB a command that builds no
     `Window` never needs; text, not dicts, is what an edit carries over)."""
 
-    __slots__ = ("_line", "_values", "_count")
+    __slots__ = ("_count", "_line", "_values")
 
     def __init__(self, values: list[str] | None = None, line: bytes | None = None, count: int = 0) -> None:
         self._values, self._line, self._count = values, line, count
@@ -189,7 +190,7 @@ class Schedule:
                     out.append(self.occurrence(row, index))
         return out
 
-    def next_start(self, row: int, after: datetime) -> Occurrence | None | bool:
+    def next_start(self, row: int, after: datetime) -> Occurrence | bool | None:
         """The first occurrence of `row` starting strictly after `after`; None when it has none;
         False when `after` is outside the horizon (ask the exact functions)."""
         if not self.answers(after):
@@ -443,7 +444,7 @@ def loads(data: list[bytes | None]) -> Schedule | None:
         return None
     if len(data) != 1 + len(_COLUMNS):
         raise ValueError("wrong number of columns")
-    columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:])}
+    columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:], strict=False)}
     count, total = header["count"], len(columns["starts"])
     offsets, starts, ends = columns["offsets"], columns["starts"], columns["ends"]
     if type(count) is not int or any(len(columns[name]) != count for name in _PER_ROW) or len(offsets) != count + 1 \
@@ -451,9 +452,9 @@ def loads(data: list[bytes | None]) -> Schedule | None:
         raise ValueError("columns of the wrong lengths")
     if not all(type(v) is int for v in (*starts, *ends, *offsets, *columns["leads"], header["lo"], header["hi"])):
         raise ValueError("a start, an end or an offset is not an integer")
-    if any(a > b for a, b in zip(offsets, offsets[1:])) or any(
+    if any(a > b for a, b in itertools.pairwise(offsets)) or any(
             starts[i] >= starts[i + 1] or ends[i] > ends[i + 1]
-            for lo, hi in zip(offsets, offsets[1:]) for i in range(lo, hi - 1)):
+            for lo, hi in itertools.pairwise(offsets) for i in range(lo, hi - 1)):
         raise ValueError("starts (or ends) not ascending per row")
     texts = ("names", "scopes", "timezones", "schedules", "durations", "sources")
     if not all(type(v) is str for name in texts for v in columns[name]) \

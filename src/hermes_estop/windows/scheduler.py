@@ -45,6 +45,8 @@ from hermes_estop.windows.recall import recall
 from hermes_estop.windows.reconcile import Arm, ChainEnd, Retire, ScopePlan, Skip, chain_end, idle, plan_scope
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
 from hermes_estop.windows.windows_file import Parsed, WindowsFile
+from hermes_estop.windows.policy_check import against_policy
+from hermes_estop.windows.schedule import REFRESH, warm
 
 __all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "TickEvent", "TickReport", "WindowService"]
 
@@ -139,8 +141,6 @@ class WindowService:
 
     def _within_policy(self, parsed: Parsed) -> Parsed:
         """`parsed` less the windows the fleet's policy (read again each pass) refuses."""
-        from hermes_estop.windows.policy_check import against_policy
-
         guard = self.fleet.policy
         return against_policy(parsed, guard.policy()[0], guard.identity, self.windows_file.path)
 
@@ -189,8 +189,6 @@ class WindowService:
         warm: in a thread of its own (`schedule.warm`; one at a time), which `run` waits for
         when it stops and `wait` waits for now (`serve --once`). `tick` never starts one: a
         pass is over when it returns."""
-        from hermes_estop.windows.schedule import REFRESH, warm
-
         if self._last_valid is not None and (self._warming is None or not self._warming.is_alive()):
             raw, windows, now = self._last_valid
             version = hash(raw)

@@ -19,6 +19,7 @@ from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, occurrences
 from hermes_estop.windows.reconcile import entry_for
+from hermes_estop.windows.ledger import open_ledger
 
 __all__ = ["OPERATOR_SKIP", "is_operator_skip", "pick", "skip_entry", "skip_occurrence", "skipped_line", "unskip_occurrence"]
 
@@ -65,8 +66,6 @@ def is_operator_skip(entry: LedgerEntry | None) -> bool:
 def skip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datetime) -> None:
     """Skip `target` for the fleet's actor: the ledger entry, then the audit line (the CLI's
     `windows skip` and the write API's)."""
-    from hermes_estop.windows.ledger import open_ledger
-
     open_ledger(fleet).commit([skip_entry(target, now, fleet.actor)])
     fleet.record("skip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
                  detail=f"window {window.name} occurrence {target.ident} skipped by the operator", now=now)
@@ -74,8 +73,6 @@ def skip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datet
 
 def unskip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datetime) -> None:
     """Undo a skip of `target`; `InvalidArgument` when it is not skipped."""
-    from hermes_estop.windows.ledger import open_ledger
-
     ledger = open_ledger(fleet)
     entry = ledger.load().get(target.key)
     if entry is None or entry.state != SKIPPED:

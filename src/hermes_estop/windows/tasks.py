@@ -42,6 +42,7 @@ from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, covering
 from hermes_estop.windows.problems import ProblemLog
 from hermes_estop.windows.windows_file import WindowsFile
+import contextlib
 
 __all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskReport", "TaskService"]
 
@@ -174,7 +175,7 @@ class TaskService:
             self.fleet.record(TASK_START, location, generation=generation, reason=window.hold_reason,
                               deadline=occurrence.end, detail=_detail(occurrence.key), now=now)
         except (EstopError, OSError) as exc:
-            logger.error("window task %s: not started: its start cannot be recorded (%s), and an unrecorded "
+            logger.error("window task %s: not started: its start cannot be recorded (%s), and an unrecorded "  # noqa: TRY400 - one line, no traceback
                          "start could run twice; retried at the next pass", occurrence.key, exc)
             return
         env = child_environment()
@@ -184,7 +185,7 @@ class TaskService:
             process = subprocess.Popen(window.run, env=env, cwd=self.fleet.root, start_new_session=True,
                                        stdin=subprocess.DEVNULL)
         except OSError as exc:
-            logger.error("window task %s: cannot start %s: %s", occurrence.key, shown, exc.strerror or exc)
+            logger.error("window task %s: cannot start %s: %s", occurrence.key, shown, exc.strerror or exc)  # noqa: TRY400 - one line
             self._end_record(occurrence, generation, 127, f"could not start ({exc.strerror or exc})", now)
             self._failed(window, occurrence, generation, 127, now)
             return
@@ -260,10 +261,8 @@ class TaskService:
             signal_group(task.process.pid, task.started, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for task in tasks:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 task.process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
             signal_group(task.process.pid, task.started, signal.SIGKILL, leader_may_have_ended=True)
             task.process.wait()
             self._end_record(task.occurrence, task.generation, _status(task.process.returncode or 0),
@@ -275,7 +274,7 @@ class TaskService:
             while not stop.is_set():
                 try:
                     self.tick()
-                except Exception:  # noqa: BLE001 - a task problem never stops serve
+                except Exception:
                     logger.exception("window tasks: a pass failed")
                 stop.wait(self.poll_interval)
         finally:

@@ -92,7 +92,7 @@ def _add(table: Any, key: str, value: Any) -> None:
     body = table.value.body
     last = max((i for i, (name, _) in enumerate(body) if name is not None), default=-1)
     try:
-        table.value._insert_at(last + 1, key, value)
+        table.value._insert_at(last + 1, key, value)  # noqa: SLF001 - tomlkit has no public insert; fallback below
     except (AttributeError, IndexError, TypeError):  # a tomlkit without it: at the end
         table[key] = value
 

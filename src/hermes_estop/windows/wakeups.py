@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, OccurrenceIndex
+import contextlib
 
 __all__ = ["JOB_PREFIX", "LATER", "MAX_JOBS", "Job", "Scheduler", "Wakeups", "due_wakeups", "make_scheduler",
            "wakeups_for"]
@@ -137,10 +138,8 @@ class Wakeups:
 
         existing = {job.id: job for job in self.scheduler.get_jobs() if job.id.startswith(JOB_PREFIX)}
         for job_id in existing.keys() - desired.keys():
-            try:
+            with contextlib.suppress(JobLookupError):
                 self.scheduler.remove_job(job_id)
-            except JobLookupError:
-                pass
         for job_id, when in desired.items():
             job = existing.get(job_id)
             if job is not None and getattr(job, "next_run_time", None) == when:

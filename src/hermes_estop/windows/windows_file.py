@@ -31,6 +31,12 @@ from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Window, chec
 # are compiled (mypyc) and parse a 10,000-window file about three times faster; parsing is over
 # half of the scheduler's cold start-up at that size (bench/windows.py).
 from tomli import TOMLDecodeError, loads as toml_loads
+from hermes_estop.windows import compiled
+from hermes_estop.windows import toml_edit
+from hermes_estop.windows.calendars import CalendarSource
+from hermes_estop.windows.calendars import bind
+import gc
+import tomli_w
 
 __all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "Parsed", "FileSnapshot", "WindowsFile"]
 
@@ -87,8 +93,6 @@ _WATCHED: dict[Path, tuple[Path, ...]] = {}
 def _section(name: str, table: Mapping[str, Any], *, many: bool = False) -> str:
     """`table` as a TOML section, always as a `[[windows]]` table (tomli_w writes a short array
     of tables inline, `windows = [ {...} ]`, so one window read differently from two)."""
-    import tomli_w
-
     literals = {key: value for key, value in table.items() if not isinstance(value, Mapping)}
     text = (f"[[{name}]]\n" if many else f"[{name}]\n") + tomli_w.dumps(literals)
     for key, value in table.items():
@@ -169,7 +173,6 @@ class WindowsFile:
         if not parsed.sources and all(w.exclude_calendar is None for w in parsed.windows):
             _WATCHED.pop(self.path, None)
             return replace(parsed, windows=list(parsed.windows), failures=list(parsed.failures))
-        from hermes_estop.windows.calendars import bind
 
         bound = bind(self.path.parent, self.path, parsed.windows, parsed.sources)
         _WATCHED[self.path] = bound.files
@@ -183,7 +186,6 @@ class WindowsFile:
         cached = _VERSIONS.get(self.path)
         if cached is not None and cached[0] == version:
             return cached[1]
-        from hermes_estop.windows import compiled
 
         digest = _sha256(raw, version)
         windows = compiled.cached_windows(self.path, digest)
@@ -211,8 +213,6 @@ class WindowsFile:
         a large file allocates hundreds of thousands of objects that all survive, and each
         collection they trigger walks every one of them again (a fifth of the cold start-up with
         10,000 windows). Nothing here makes cycles to collect; the collector resumes after."""
-        import gc
-
         paused = gc.isenabled()
         gc.disable()
         try:
@@ -256,7 +256,6 @@ class WindowsFile:
         """The `[[calendars]]` tables that validate (`calendars.CalendarSource`)."""
         if not tables:
             return []
-        from hermes_estop.windows.calendars import CalendarSource
 
         if not isinstance(tables, list):
             raise InvalidWindow("'calendars' must be an array of tables ([[calendars]])", path=self.path)
@@ -289,8 +288,6 @@ class WindowsFile:
     def add(self, window: Window, *, replace: bool = False) -> list[Window]:
         """Append `window` (or, with `replace`, put it in place of the one with its name),
         editing the file as it is written (`toml_edit`: comments, order and style kept)."""
-        from hermes_estop.windows import toml_edit
-
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
             raw = file.current or b""
             parsed = self._editable(raw)
@@ -314,8 +311,6 @@ class WindowsFile:
     def remove(self, name: str) -> Window:
         """Remove the window called `name` (`toml_edit`: the rest of the file as it is written);
         `InvalidWindow` when there is none."""
-        from hermes_estop.windows import toml_edit
-
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
             raw = file.current or b""
             parsed = self._editable(raw)

@@ -49,7 +49,7 @@ class HeldPut(ConsumerTable):
 @pytest.fixture(params=["file", "postgresql"])
 def estop(request, fleet_root: Path, clock) -> Iterator[Estop]:
     if request.param == "postgresql":
-        store = PostgresStore(request.getfixturevalue("pg_url"), root=fleet_root, share=False)
+        store: FileStore | PostgresStore = PostgresStore(request.getfixturevalue("pg_url"), root=fleet_root, share=False)
         store.init_schema()
     else:
         store = FileStore(fleet_root)

@@ -38,7 +38,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ from hermes_estop.model.homes import Layout, Location
 from hermes_estop.stores import file as file_module
 from hermes_estop.stores.file import FileStore
 
-T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 ENGAGES = ("engage", "rearm")
 
 Choice = tuple[Any, ...]  # ("run", i) | ("kill", i) | ("power",)
@@ -425,7 +425,7 @@ class Execution(Hooks):
             actor.outcome = actor.spec.work(ctx)
         except ActorKilled:
             pass
-        except BaseException as exc:  # noqa: BLE001 - reported as a failure of the run
+        except BaseException as exc:
             actor.error = exc
         finally:
             actor.done = True
@@ -486,9 +486,8 @@ class Execution(Hooks):
             if taken not in choices:
                 raise AssertionError(f"replay diverged at step {depth + 1}: {taken} not among {choices}")
             cost = 0
-            if taken[0] == "run" and taken != default and last is not None and self.enabled(last) and not last.done:
-                cost = 1
-            elif taken[0] in ("kill", "power"):
+            if (taken[0] == "run" and taken != default and last is not None and self.enabled(last)
+                    and not last.done) or taken[0] in ("kill", "power"):
                 cost = 1
             what = self._apply(taken)
             self.trace.append(Step(choices, taken, default, cost, what))

@@ -16,7 +16,8 @@ from __future__ import annotations
 import errno
 import os as real_os
 import stat
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 
 class ActorKilled(BaseException):
@@ -37,7 +38,7 @@ class Hooks:
 
 
 class Stat:
-    __slots__ = ("st_mode", "st_ino", "st_dev", "st_nlink", "st_uid", "st_size", "st_mtime_ns", "st_ctime_ns")
+    __slots__ = ("st_ctime_ns", "st_dev", "st_ino", "st_mode", "st_mtime_ns", "st_nlink", "st_size", "st_uid")
 
     def __init__(self, mode: int, ino: int, size: int, mtime_ns: int, ctime_ns: int) -> None:
         self.st_mode = mode
@@ -51,7 +52,7 @@ class Stat:
 
 
 class Inode:
-    __slots__ = ("ino", "data", "synced", "mtime", "ctime")
+    __slots__ = ("ctime", "data", "ino", "mtime", "synced")
 
     def __init__(self, ino: int, tick: int) -> None:
         self.ino = ino
@@ -61,7 +62,7 @@ class Inode:
 
 
 class Handle:
-    __slots__ = ("path", "inode", "flags", "pos", "owner", "locked", "directory")
+    __slots__ = ("directory", "flags", "inode", "locked", "owner", "path", "pos")
 
     def __init__(self, path: str, inode: Inode | None, flags: int, owner: Any, directory: bool = False) -> None:
         self.path = path
@@ -293,7 +294,7 @@ class _Entry:
 
 
 class _Scan(list):  # type: ignore[type-arg]
-    def __enter__(self) -> "_Scan":
+    def __enter__(self) -> _Scan:
         return self
 
     def __exit__(self, *exc: object) -> None:

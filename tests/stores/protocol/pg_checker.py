@@ -104,7 +104,7 @@ class PgExecution:
         self.location = layout.location(f"pc{next(_scopes)}")
         self.schema = setup.schema
         self.initial_hold = initial
-        self.actors = [PgActor(i, spec, store) for i, (spec, store) in enumerate(zip(specs, stores))]
+        self.actors = [PgActor(i, spec, store) for i, (spec, store) in enumerate(zip(specs, stores, strict=False))]
         for actor in self.actors:
             actor.execution = self
         self.trace: list[Step] = []
@@ -217,7 +217,7 @@ class PgExecution:
             actor.spec.work(Ctx(actor.store, self.location, T0 + actor.spec.offset, self.initial, actor))  # type: ignore[arg-type]
         except ActorKilled:
             pass
-        except BaseException as exc:  # noqa: BLE001 - judged by `_finish`
+        except BaseException as exc:
             actor.error = exc
         finally:
             actor.done = True

@@ -41,7 +41,7 @@ class AuditAfterCommit(PostgresStore):
             return
         super()._audit_row(conn, event)
 
-    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._late: list[AuditEvent] = []
         real_engage = self.engage

@@ -22,6 +22,7 @@ from hermes_estop.model.homes import Location
 from hermes_estop.stores import file as file_module
 from hermes_estop.stores.base import fence_matches, refused_write, released_reading
 from hermes_estop.stores.file import FileStore
+import contextlib
 
 
 class WriteThenAudit(FileStore):
@@ -87,10 +88,8 @@ class UnlinkThenCreate(FileStore):
         os = file_module.os
         tmp, fd = _write_tmp(location, body, fsync=True)
         os.close(fd)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(str(location.sentinel))
-        except FileNotFoundError:
-            pass
         os.rename(tmp, str(location.sentinel))
         _fsync_dir(location)
 

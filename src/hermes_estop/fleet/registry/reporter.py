@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_estop.fleet.registry.entries import ALL_SCOPES, MIN_REPORT_INTERVAL, ConsumerEntry, this_host
 from hermes_estop.model.text import one_line
+from hermes_estop import __version__
+from hermes_estop.system.processes import start_time
 
 if TYPE_CHECKING:
     from hermes_estop.process.estop import Estop
@@ -52,9 +54,6 @@ class ConsumerReporter:
     def __init__(self, estop: Estop, component: str, *, interval: float, scopes: Sequence[str] | None = None,
                  every_scope: bool = False, monotonic: Callable[[], float] = time.monotonic,
                  extra: dict[str, Any] | None = None) -> None:
-        from hermes_estop import __version__
-        from hermes_estop.system.processes import start_time
-
         self.estop = estop
         self.every_scope = every_scope
         self._monotonic = monotonic

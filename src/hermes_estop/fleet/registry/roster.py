@@ -109,7 +109,7 @@ def read_roster(fleet: Fleet, *, prune: bool = True, snapshot: Snapshot | None =
                 try:
                     table.remove(row.entry.key)
                     continue
-                except Exception:  # noqa: BLE001 - pruned next time
+                except Exception:  # noqa: BLE001, S110 - pruned next time
                     pass
             kept.append(row)
         roster = Roster(roster.now, tuple(kept))
