@@ -100,13 +100,13 @@ def test_pause_interrupted_before_the_write_says_nothing_was_written(fleet, caps
 def test_pause_interrupted_while_printing_says_the_hold_was_written(fleet, capsys, monkeypatch):  # noqa: F811
     from hermes_estop.cli import hold as hold_cli
 
-    real = hold_cli.describe_hold  # type: ignore[attr-defined]  # gone from cli.hold on main (cb75825): this test fails there too
+    real = hold_cli.paused_lines  # what pause prints once the hold is written
 
     def interrupted(*args: object, **kwargs: object) -> object:
-        monkeypatch.setattr(hold_cli, "describe_hold", real)
+        monkeypatch.setattr(hold_cli, "paused_lines", real)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(hold_cli, "describe_hold", interrupted)
+    monkeypatch.setattr(hold_cli, "paused_lines", interrupted)
     code, _, err = run(capsys, "pause", "--reason", "written")
     state = json.loads(run(capsys, "status", "--json")[1])
     (hold,) = state["holds"]
