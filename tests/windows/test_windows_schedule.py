@@ -17,7 +17,6 @@ from hermes_estop.windows import schedule
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
 
-UTC = UTC
 NOW = datetime(2026, 10, 20, 12, 0, tzinfo=UTC)
 
 VARIED = '''

@@ -29,9 +29,27 @@ if TYPE_CHECKING:
     from hermes_estop.stores.registry import ConsumerTable
     from hermes_estop.stores.state import StateTable
 
-__all__ = ["FleetState", "FleetStateInRoot", "HoldStore", "Holds",
+__all__ = ["FleetState", "FleetStateInRoot", "HoldStore", "Holds", "SaidOnce",
            "expiry_stamp", "fence_matches", "new_hold_id", "not_current", "refused_write",
            "released_reading", "scoped_detail", "scoped_target", "split_scoped", "unreadable_refuses", "without"]
+
+
+class SaidOnce:
+    """Keys a warning was already given for (one line per refused retire, not one per pass),
+    bounded: past `limit` keys it forgets them all and may say each once more."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._keys: dict[object, None] = {}
+        self._limit = limit
+
+    def first(self, key: object) -> bool:
+        """True the first time `key` is seen (then remembered)."""
+        if key in self._keys:
+            return False
+        if len(self._keys) > self._limit:
+            self._keys.clear()
+        self._keys[key] = None
+        return True
 
 
 def expiry_stamp(expired: Reading, claimed: datetime, trusted: datetime) -> datetime | None:

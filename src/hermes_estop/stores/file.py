@@ -35,7 +35,8 @@ from hermes_estop.model.hold import (
 from hermes_estop.model.homes import SENTINEL_NAME, Location
 from hermes_estop.model.timeutil import WallClockGuard
 from hermes_estop.stores.base import (
-    FleetStateInRoot, HoldStore, expiry_stamp, fence_matches, new_hold_id, scoped_detail, not_current, refused_write, released_reading,
+    FleetStateInRoot, HoldStore, SaidOnce, expiry_stamp, fence_matches, new_hold_id, scoped_detail, not_current,
+    refused_write, released_reading,
     scoped_target, unreadable_refuses, without,
 )
 
@@ -127,7 +128,7 @@ class FileStore(FleetStateInRoot, HoldStore):
         super().__init__()
         self.root = Path(root)
         self._wall_clock = wall_clock if wall_clock is not None else WallClockGuard()
-        self._refusals: dict[tuple[str, Fence], None] = {}
+        self._refusals = SaidOnce()
         self._audit_log: AuditLog | None = None
         self.interleave = interleave
         self._cache: dict[str, tuple[tuple[int, ...], Prepared]] = {}
@@ -378,11 +379,8 @@ class FileStore(FleetStateInRoot, HoldStore):
         from hermes_estop.model.timeutil import format_instant
 
         key = (location.key, expired.fence or Fence())
-        if key in self._refusals:
+        if not self._refusals.first(key):
             return
-        if len(self._refusals) > 1024:
-            self._refusals.clear()
-        self._refusals[key] = None
         hold = expired.hold
         why = (f"the wall clock jumped {ahead:.0f}s ahead of what the monotonic clock confirms"
                if ahead else f"this host's clock says {format_instant(trusted)}")

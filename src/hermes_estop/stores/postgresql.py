@@ -58,7 +58,7 @@ from hermes_estop.model.homes import Location
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, format_instant
 from hermes_estop.stores.base import (
-    HoldStore, expiry_stamp, fence_matches, new_hold_id, not_current, refused_write, released_reading, scoped_detail,
+    HoldStore, SaidOnce, expiry_stamp, fence_matches, new_hold_id, not_current, refused_write, released_reading, scoped_detail,
     scoped_target, split_scoped, unreadable_refuses, without,
 )
 from hermes_estop.stores.pg_admin import create_schema, store_status
@@ -101,7 +101,7 @@ class PostgresStore(HoldStore):
         self._backend = acquire(self.url, self.refresh, share)
         self._absent: dict[Location, Reading] = {}
         self._prepared: dict[Location, tuple[Row, Prepared]] = {}
-        self._refusals: dict[tuple[str, Fence], None] = {}
+        self._refusals = SaidOnce()
         self._closed = False
 
     @property
@@ -280,11 +280,8 @@ class PostgresStore(HoldStore):
     def _refused_expiry(self, location: Location, expired: Reading) -> None:
         """One line per hold whose retire the server's clock refused (the caller's clock runs ahead)."""
         key = (location.key, expired.fence or Fence())
-        if key in self._refusals:
+        if not self._refusals.first(key):
             return
-        if len(self._refusals) > 1024:
-            self._refusals.clear()
-        self._refusals[key] = None
         hold = expired.hold
         logger.warning("not retiring the hold at %s (generation %s): its deadman %s has not passed by the "
                        "database's clock; retried when it has", location.describe(),
