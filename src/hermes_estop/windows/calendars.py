@@ -20,7 +20,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,13 @@ from hermes_estop.model.durations import format_duration, parse_with_unit
 from hermes_estop.model.errors import EstopError
 from hermes_estop.system.fsread import read_regular
 from hermes_estop.model.homes import FLEET
+from hermes_estop.windows.feed_schedule import compile_feed, compiled_feed, feed_key
 from hermes_estop.windows.fields import Drain, Duration, WindowAllow, parse_drain, parse_selector_part
 from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
 from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
 from hermes_estop.windows.model import _NAME_RE, Window, validate_scope
 
-__all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "is_url"]
+__all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "compiled_path", "is_url"]
 
 CALENDAR_DIR = "calendars"
 DEFAULT_REFRESH = timedelta(minutes=5)
@@ -239,6 +240,12 @@ def cache_paths(root: Path, location: str) -> tuple[Path, Path]:
     return base / f"{key}.ics", base / f"{key}.json"
 
 
+def compiled_path(root: Path, location: str, settings: str) -> Path:
+    """Where the compiled schedule of the feed at `location`, read with `settings`, lives."""
+    key = hashlib.sha256(f"{location}\0{settings}".encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    return Path(root) / CALENDAR_DIR / f"{key}.schedule"
+
+
 def local_path(root: Path, location: str) -> Path:
     path = Path(location).expanduser()
     return path if path.is_absolute() else Path(root) / path
@@ -276,8 +283,9 @@ def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
         cache.popitem(last=False)
 
 
-def _feed(raw: bytes, label: str, tz: str | None, keep: Any, salt: str) -> Feed:
-    """The feed of `raw`, parsed once per content and settings; one that an expansion has since
+def _feed(raw: bytes, label: str, tz: str | None, keep: Any, salt: str, compiled_at: Path | None = None) -> Feed:
+    """The feed of `raw`, parsed once per content and settings (and, with `compiled_at`, once
+    per content and settings for every process: `feed_schedule`); one that an expansion has since
     refused for its steps or occurrences fails from the next read on, alone, like a feed that
     does not parse (one refused for time alone is read afresh)."""
     key = (hashlib.sha256(raw).hexdigest(), f"{label}\0{salt}\0{tz}")
@@ -288,8 +296,24 @@ def _feed(raw: bytes, label: str, tz: str | None, keep: Any, salt: str) -> Feed:
         del _FEEDS[key]  # a machine that was slow: read afresh
         found = None
     if found is None:
-        found = parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt)
+        found = _compiled_or_parsed(raw, label, tz, keep, salt, compiled_at, key[1])
         _remember(_FEEDS, key, found)
+    return found
+
+
+def _compiled_or_parsed(raw: bytes, label: str, tz: str | None, keep: Any, salt: str, compiled_at: Path | None,
+                        settings: str) -> Feed:
+    def parse() -> Feed:
+        return parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, now=now)
+
+    now = datetime.now(UTC)
+    if compiled_at is None:
+        return parse()
+    key = feed_key(raw, settings)
+    found: Feed | None = compiled_feed(compiled_at, key, label, now, parse)
+    if found is None:
+        found = parse()
+        compile_feed(compiled_at, key, found, now)
     return found
 
 
@@ -298,12 +322,13 @@ def load_feed(root: Path, location: str, label: str, *, tz: str | None = None, k
     """The feed at `location` (a url's fetched copy, or a local file) and, when it runs on its
     last good copy, why. `CalendarError` when there is no usable copy at all."""
     copy, meta_path = cache_paths(root, location)
+    compiled_at = compiled_path(root, location, f"{label}\0{salt}\0{tz}")
     meta = read_meta(meta_path)
     problem: str | None = None
     if not is_url(location):
         path = local_path(root, location)
         try:
-            return _feed(read_regular(path, MAX_CALENDAR_BYTES), label, tz, keep, salt), None
+            return _feed(read_regular(path, MAX_CALENDAR_BYTES), label, tz, keep, salt, compiled_at), None
         except CalendarError as exc:
             problem = str(exc)
         except (OSError, EstopError) as exc:
@@ -316,7 +341,7 @@ def load_feed(root: Path, location: str, label: str, *, tz: str | None = None, k
         if problem is not None:
             raise CalendarError(f"{problem} (and no last good copy)") from None
         raise CalendarError(f"calendar {label}: {location} not fetched yet (`hermes serve` fetches it)") from None
-    feed = _feed(raw, label, tz, keep, salt)
+    feed = _feed(raw, label, tz, keep, salt, compiled_at)
     if problem is not None:
         fetched = meta.get("fetched_at")
         problem += f" (using the last good copy{f' of {fetched}' if fetched else ''})"

@@ -39,7 +39,7 @@ from hermes_estop.model.durations import MAX_DURATION
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import clean_reason
 
-__all__ = ["MAX_CALENDAR_BYTES", "CalendarError", "CalendarEvent", "Feed", "parse_feed"]
+__all__ = ["CHUNK", "EPOCH", "MAX_CALENDAR_BYTES", "CalendarError", "CalendarEvent", "Feed", "parse_feed"]
 
 #: a feed larger than this is refused (a team calendar of years of events is a few hundred KiB)
 MAX_CALENDAR_BYTES = 8 * 1024 * 1024
@@ -63,7 +63,7 @@ _STEP = {"HOURLY": timedelta(hours=1), "DAILY": timedelta(days=1), "WEEKLY": tim
 _MULTIPLIERS = ("BYSECOND", "BYMINUTE", "BYHOUR", "BYDAY", "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYMONTH")
 #: expansion is done and remembered in aligned chunks of this length
 CHUNK = timedelta(days=32)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MAX_CHUNKS = 48
 #: how much wider than its chunks an expansion asks: recurring_ical_events compares a floating
 #: time or a date as if it were UTC, and it is read here in the calendar's zone (up to 14 hours off)
@@ -399,18 +399,22 @@ class Feed:
     def _fill(self, first: int, last: int) -> dict[int, list[CalendarEvent]]:
         """Expand the chunks `first..last` in one query (each query walks every rule from its
         DTSTART, so fewer and longer ones are cheaper), `_MARGIN` wider on both sides."""
-        lo = _EPOCH + first * CHUNK
-        hi = _EPOCH + (last + 1) * CHUNK
+        lo = EPOCH + first * CHUNK
+        hi = EPOCH + (last + 1) * CHUNK
         chunks: dict[int, list[CalendarEvent]] = {index: [] for index in range(first, last + 1)}
         for event in self._expand(_shifted(lo, -_MARGIN), _shifted(hi, _MARGIN)):
             if lo <= event.start < hi:
-                chunks[(event.start - _EPOCH) // CHUNK].append(event)
+                chunks[(event.start - EPOCH) // CHUNK].append(event)
         for index, events in chunks.items():
             self._chunks[index] = events
             self._chunks.move_to_end(index)
         while len(self._chunks) > _MAX_CHUNKS:
             self._chunks.popitem(last=False)
         return chunks
+
+    def zones(self) -> dict[str, tzinfo]:
+        """UID -> the zone its DTSTART is written in, for the events expanded so far."""
+        return dict(self._zones)
 
     def zone_of(self, uid: str | None) -> tzinfo:
         """The zone an event is shown in: its DTSTART's own (TZID=Europe/Berlin), else the
@@ -421,7 +425,7 @@ class Feed:
         """Expand the weeks around `now`, what the scheduler asks first: a feed over its budget
         (a rule that never matches walks to the year 9999 on its first expansion) is refused
         when it is read, and what it expands is remembered for the questions that follow."""
-        self.chunk((now - self.longest - _EPOCH) // CHUNK, ahead=1)
+        self.chunk((now - self.longest - EPOCH) // CHUNK, ahead=1)
 
     def chunk(self, index: int, ahead: int = 0) -> list[CalendarEvent]:
         """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`); when it must
@@ -438,8 +442,8 @@ class Feed:
     def events(self, since: datetime, lookahead: timedelta = LOOKAHEAD) -> Iterator[CalendarEvent]:
         """Events starting at or after `since`, in order, up to `lookahead` after it. Chunks
         are expanded two at a time, then twice as many each time the caller reads on."""
-        index = (since - _EPOCH) // CHUNK
-        last = (since + lookahead - _EPOCH) // CHUNK
+        index = (since - EPOCH) // CHUNK
+        last = (since + lookahead - EPOCH) // CHUNK
         batch = 1
         while index <= last:
             if index not in self._chunks:
