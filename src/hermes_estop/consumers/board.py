@@ -135,7 +135,7 @@ class Card:
         }
 
 
-def _check_id(card_id: Any) -> int:
+def _check_id(card_id: object) -> int:
     if isinstance(card_id, bool) or not isinstance(card_id, int) or card_id <= 0:
         raise InvalidArgument(f"invalid card id {card_id!r}: expected a positive whole number")
     return card_id
@@ -228,7 +228,7 @@ class Board:
             except sqlite3.Error as exc:
                 raise _failed(self.path, exc, "kanban board") from None
 
-    def add(self, title: str, command: str, *, owner: Any = None, profile: Any = None, ready: bool = False,
+    def add(self, title: str, command: str, *, owner: object = None, profile: str | None = None, ready: bool = False,
             now: datetime | None = None) -> Card:
         """A new card, `todo` (or `ready` with `ready=True`). Everything is validated first."""
         if not isinstance(title, str) or not title.strip() or len(title) > _MAX_TITLE:
@@ -355,7 +355,7 @@ def _claimant_start(token: str) -> int | None:
     return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
 
 
-def claimant_lives(claim: Any, pid: Any, pid_start: Any) -> bool:
+def claimant_lives(claim: object, pid: object, pid_start: object) -> bool:
     """Whether the process that claimed a card, or the worker it recorded, still runs (on this
     host, where the board is). A claimant known only by its pid counts while that pid runs: a
     claim is never judged lost on a guess."""
@@ -368,7 +368,7 @@ def claimant_lives(claim: Any, pid: Any, pid_start: Any) -> bool:
     return False
 
 
-def abandoned(claim: Any, until: datetime | None, now: datetime, lives: bool) -> bool:
+def abandoned(claim: object, until: datetime | None, now: datetime, lives: bool) -> bool:
     """Pure: a running card is lost when nobody that claimed or works on it lives (`lives`) and
     `until` (its deadline, else its start) passed more than `_LOST_GRACE` ago; a card that says
     neither is lost once nobody lives."""

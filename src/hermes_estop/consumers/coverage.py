@@ -54,7 +54,7 @@ class HoldSpan:
             return False
         return self.scope == "fleet" or (profile is not None and self.scope == profile)
 
-    def admits(self, owner: Any, profile: Any, now: datetime) -> bool:
+    def admits(self, owner: object, profile: str | None, now: datetime) -> bool:
         if self.standing is None:
             return False  # a lifted hold's allowlist is not on the record
         return Snapshot((self.standing,), now).admits(owner, profile)

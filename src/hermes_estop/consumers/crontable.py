@@ -71,7 +71,7 @@ def next_occurrence(schedule: str, timezone: str, after: datetime) -> datetime:
     return found
 
 
-def _is_pid(value: Any) -> bool:
+def _is_pid(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
@@ -253,7 +253,7 @@ class CronTable:
                 file.replace(self._render(jobs))
 
     def add(self, name: str, command: str, *, now: datetime, schedule: str | None = None, timezone: str = "UTC",
-            at: Any = None, owner: Any = None, profile: Any = None, timeout: Any = None,
+            at: Any = None, owner: object = None, profile: str | None = None, timeout: Any = None,
             no_overlap_window: bool = False) -> CronJob:
         """Validate everything, then add the job; `DuplicateJob` (nothing written) when the name
         is taken. The first run is the first occurrence after `now` (or `at`)."""

@@ -103,10 +103,10 @@ class Gateway:
         #: the turns in flight, visible to `hermes drain` and `hermes status`
         self.turns = turns if turns is not None else TurnLedger(estop.layout.home, estop.clock)
 
-    def is_operator(self, user_id: Any) -> bool:
+    def is_operator(self, user_id: object) -> bool:
         return user_id is not None and str(user_id).strip() in self.operators
 
-    def handle(self, user_id: Any, profile: Any, text: str) -> Reply:
+    def handle(self, user_id: object, profile: str | None, text: str) -> Reply:
         """A turn or a control command from `user_id` for `profile`."""
         user = None if user_id is None else str(user_id).strip() or None
         where = None if profile is None else str(profile).strip() or None

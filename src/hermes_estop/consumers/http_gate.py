@@ -39,8 +39,8 @@ MAX_RETRY = 6 * 3600
 class Work:
     """What a request is: for whom (`user_id`, `profile`) and what (`component`, `job`)."""
 
-    user_id: Any = None
-    profile: Any = None
+    user_id: object = None
+    profile: str | None = None
     component: str | None = "gateway"
     job: Any = None
 

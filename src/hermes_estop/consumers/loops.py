@@ -62,7 +62,7 @@ def debug_enabled() -> bool:
     return os.environ.get("HERMES_DEBUG", "") not in ("", "0")
 
 
-def _interval(value: Any, what: str) -> float:
+def _interval(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
         raise InvalidArgument(f"invalid {what} interval {value!r}: expected seconds between 0 and 86400")
     return float(value)

@@ -53,7 +53,7 @@ def work_snapshot(views: tuple[Estop, ...]) -> Snapshot:
     return Snapshot(tuple(readings), now)
 
 
-def gate_work(estop: Estop, owner: Any, profile: Any, component: str | None = None, job: Any = None) -> Verdict:
+def gate_work(estop: Estop, owner: object, profile: str | None, component: str | None = None, job: Any = None) -> Verdict:
     """The gate for one piece of work owned by `owner`, assigned to `profile` and started by
     `estop`'s process (a chat turn, a scheduled call); `component` and `job` say what the work
     is, for scoped holds. A pass over many items uses a `PassGate`."""
@@ -89,7 +89,7 @@ class PassGate:
         self._stale_at = float("-inf")
         self._notices: dict[int, tuple[Snapshot, str | None]] = {}
 
-    def __call__(self, owner: Any, profile: Any, job: Any = None) -> Verdict:
+    def __call__(self, owner: object, profile: str | None, job: Any = None) -> Verdict:
         """The verdict for work owned by `owner`, assigned to `profile` and named `job` (a name,
         or several); `InvalidArgument` for a profile name that is not one."""
         if self._monotonic() >= self._stale_at:

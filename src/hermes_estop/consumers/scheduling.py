@@ -43,7 +43,7 @@ class Gated:
     """A job function that runs only when the gate lets `user_id` on `profile` proceed; for
     scoped holds it is work of `component` named `job` (an APScheduler job id)."""
 
-    def __init__(self, func: Callable[..., Any], estop: Estop, *, user_id: Any = None, profile: Any = None,
+    def __init__(self, func: Callable[..., Any], estop: Estop, *, user_id: object = None, profile: str | None = None,
                  catch_up: bool = False, name: str | None = None, log: logging.Logger | None = None,
                  component: str | None = None, job: str | None = None) -> None:
         functools.update_wrapper(self, func, updated=())
@@ -126,7 +126,7 @@ class Gated:
         self.log.info("%s: the hold lifted; %d run(s) were skipped", self.name, count)
 
 
-def gated(func: Callable[..., Any], estop: Estop, *, user_id: Any = None, profile: Any = None,
+def gated(func: Callable[..., Any], estop: Estop, *, user_id: object = None, profile: str | None = None,
           catch_up: bool = False, name: str | None = None, component: str | None = None,
           job: str | None = None) -> Gated:
     """`func` gated by `estop.gate(user_id, profile, component, job)`:
@@ -140,7 +140,7 @@ def gated(func: Callable[..., Any], estop: Estop, *, user_id: Any = None, profil
 class SchedulerGate:
     """Gates every job of one scheduler; schedules the catch-up runs. Use `gate_scheduler`."""
 
-    def __init__(self, scheduler: Any, estop: Estop, *, user_id: Any = None, profile: Any = None,
+    def __init__(self, scheduler: Any, estop: Estop, *, user_id: object = None, profile: str | None = None,
                  catch_up: bool = False, check_every: float = 5.0, register: bool = True,
                  component: str = COMPONENT) -> None:
         self.scheduler = scheduler
@@ -228,7 +228,7 @@ class SchedulerGate:
         return scheduled
 
 
-def gate_scheduler(scheduler: Any, estop: Estop, *, user_id: Any = None, profile: Any = None,
+def gate_scheduler(scheduler: Any, estop: Estop, *, user_id: object = None, profile: str | None = None,
                    catch_up: bool = False, check_every: float = 5.0, register: bool = True,
                    component: str = COMPONENT) -> SchedulerGate:
     """Gate every job of `scheduler` (an APScheduler 3 scheduler, started or not) by

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Any
+from typing import cast
 
 from hermes_estop.model.durations import parse_ttl
 from hermes_estop.model.errors import InvalidArgument
@@ -19,7 +19,7 @@ DEFAULT_TIMEOUT = timedelta(hours=1)
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
-def validate_name(value: Any, what: str) -> str:
+def validate_name(value: object, what: str) -> str:
     """A name an operator types and a file may be named after: letters, digits, '.', '_', '-'."""
     if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
         raise InvalidArgument(
@@ -28,12 +28,12 @@ def validate_name(value: Any, what: str) -> str:
     return value
 
 
-def validate_profile(value: Any) -> str | None:
+def validate_profile(value: object) -> str | None:
     """None (no profile) or a profile name the profile-name rules accept."""
-    return None if value is None else validate_profile_name(value)
+    return None if value is None else validate_profile_name(cast(str, value))  # it refuses a value that is not text
 
 
-def validate_owner(value: Any) -> str | None:
+def validate_owner(value: object) -> str | None:
     """An owner is an authenticated principal id, compared as a string (docs/design.md §3): no spaces,
     control characters or bidirectional overrides."""
     if value is None:
@@ -46,7 +46,7 @@ def validate_owner(value: Any) -> str | None:
     return text
 
 
-def parse_timeout(value: Any) -> timedelta:
+def parse_timeout(value: object) -> timedelta:
     """A worker timeout, in the one duration grammar (`90s`, `10m`, `PT1H`); None: one hour."""
     if value is None:
         return DEFAULT_TIMEOUT

@@ -58,7 +58,7 @@ class InvalidNotify(EstopError, ValueError):
     """A `[[notify]]` table that does not validate; the message names file, table and field."""
 
 
-def _seconds(value: Any, what: str, *, maximum: float) -> float:
+def _seconds(value: object, what: str, *, maximum: float) -> float:
     """A positive number of seconds (int/float) or a duration string (`30s`, `5m`, `PT1M`)."""
     if isinstance(value, bool):
         raise ValueError(f"invalid {what} {value!r}: expected seconds or a duration such as 30s")  # noqa: TRY004 - pydantic reports ValueError
@@ -98,7 +98,7 @@ class _Common(BaseModel):
 
     @field_validator("events", mode="before")
     @classmethod
-    def _events(cls, value: Any) -> Any:
+    def _events(cls, value: object) -> Any:
         if not isinstance(value, list) or not value:
             raise ValueError(f"invalid events {value!r}: expected a non-empty list of {', '.join(EVENT_KINDS)}")
         for item in value:
@@ -108,7 +108,7 @@ class _Common(BaseModel):
 
     @field_validator("scopes", mode="before")
     @classmethod
-    def _scopes(cls, value: Any) -> Any:
+    def _scopes(cls, value: object) -> Any:
         if value is None:
             return None
         if not isinstance(value, list) or not value:
@@ -120,17 +120,17 @@ class _Common(BaseModel):
 
     @field_validator("timeout", mode="before")
     @classmethod
-    def _timeout(cls, value: Any) -> float:
+    def _timeout(cls, value: object) -> float:
         return _seconds(value, "timeout", maximum=300)
 
     @field_validator("backoff_initial", "backoff_max", mode="before")
     @classmethod
-    def _backoff(cls, value: Any) -> float:
+    def _backoff(cls, value: object) -> float:
         return _seconds(value, "backoff", maximum=86400)
 
     @field_validator("stale_after", mode="before")
     @classmethod
-    def _stale_after(cls, value: Any) -> timedelta:
+    def _stale_after(cls, value: object) -> timedelta:
         return timedelta(seconds=_seconds(value, "stale_after", maximum=366 * 86400))
 
     def wants(self, event: str, scope: str | None) -> bool:
@@ -194,7 +194,7 @@ class CommandTarget(_Common):
 
     @field_validator("argv", mode="before")
     @classmethod
-    def _argv(cls, value: Any) -> Any:
+    def _argv(cls, value: object) -> Any:
         if not isinstance(value, list) or not value or not all(isinstance(a, str) and a for a in value):
             raise ValueError(f"invalid argv {value!r}: expected a non-empty list of strings")
         if any("\x00" in a for a in value):

@@ -18,13 +18,13 @@ import hashlib
 import json
 import re
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.durations import format_duration, parse_with_unit
@@ -72,14 +72,14 @@ class CalendarSource(BaseModel):
 
     @field_validator("name", mode="before")
     @classmethod
-    def _name(cls, value: Any) -> str:
+    def _name(cls, value: object) -> str:
         if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
             raise ValueError(f"invalid calendar name {value!r}: use lowercase letters, digits, '-' and '_'")
         return value
 
     @field_validator("url", mode="before")
     @classmethod
-    def _url(cls, value: Any) -> str | None:
+    def _url(cls, value: object) -> str | None:
         if value is None:
             return None
         if not isinstance(value, str) or not is_url(value) or any(c.isspace() for c in value) or len(value) > 2000:
@@ -88,17 +88,17 @@ class CalendarSource(BaseModel):
 
     @field_validator("scope", mode="before")
     @classmethod
-    def _scope(cls, value: Any) -> str:
+    def _scope(cls, value: object) -> str:
         return validate_scope(value)
 
     @field_validator("timezone", mode="before")
     @classmethod
-    def _timezone(cls, value: Any) -> str | None:
+    def _timezone(cls, value: object) -> str | None:
         return None if value is None else validate_timezone(value).key
 
     @field_validator("summary", mode="before")
     @classmethod
-    def _summary(cls, value: Any) -> str | None:
+    def _summary(cls, value: object) -> str | None:
         if value is None:
             return None
         if not isinstance(value, str) or len(value) > _MAX_PATTERN:
@@ -111,17 +111,17 @@ class CalendarSource(BaseModel):
 
     @field_validator("drain", mode="before")
     @classmethod
-    def _drain(cls, value: Any) -> timedelta | None:
+    def _drain(cls, value: object) -> timedelta | None:
         return parse_drain(value)
 
     @field_validator("only", "jobs", mode="before")
     @classmethod
-    def _selector_part(cls, value: Any, info: Any) -> list[str]:
-        return parse_selector_part(value, info.field_name)
+    def _selector_part(cls, value: object, info: ValidationInfo) -> list[str]:
+        return parse_selector_part(value, str(info.field_name))
 
     @field_validator("refresh", mode="before")
     @classmethod
-    def _refresh(cls, value: Any) -> timedelta:
+    def _refresh(cls, value: object) -> timedelta:
         refresh = parse_with_unit(value)
         if refresh < timedelta(seconds=10):
             raise ValueError("refresh: at least 10s")
@@ -283,7 +283,7 @@ def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
         cache.popitem(last=False)
 
 
-def _feed(raw: bytes, label: str, tz: str | None, keep: Any, salt: str, compiled_at: Path | None = None) -> Feed:
+def _feed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | None, salt: str, compiled_at: Path | None = None) -> Feed:
     """The feed of `raw`, parsed once per content and settings (and, with `compiled_at`, once
     per content and settings for every process: `feed_schedule`); one that an expansion has since
     refused for its steps or occurrences fails from the next read on, alone, like a feed that
@@ -301,7 +301,7 @@ def _feed(raw: bytes, label: str, tz: str | None, keep: Any, salt: str, compiled
     return found
 
 
-def _compiled_or_parsed(raw: bytes, label: str, tz: str | None, keep: Any, salt: str, compiled_at: Path | None,
+def _compiled_or_parsed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | None, salt: str, compiled_at: Path | None,
                         settings: str) -> Feed:
     def parse() -> Feed:
         return parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, now=now)
@@ -317,7 +317,7 @@ def _compiled_or_parsed(raw: bytes, label: str, tz: str | None, keep: Any, salt:
     return found
 
 
-def load_feed(root: Path, location: str, label: str, *, tz: str | None = None, keep: Any = None,
+def load_feed(root: Path, location: str, label: str, *, tz: str | None = None, keep: Callable[[Any], bool] | None = None,
               salt: str = "") -> tuple[Feed, str | None]:
     """The feed at `location` (a url's fetched copy, or a local file) and, when it runs on its
     last good copy, why. `CalendarError` when there is no usable copy at all."""

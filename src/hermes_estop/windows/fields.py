@@ -44,7 +44,7 @@ Instant = Annotated[
 ]
 
 
-def parse_optional_instant(value: Any, what: str, *, bounded: bool = True) -> datetime | None:
+def parse_optional_instant(value: object, what: str, *, bounded: bool = True) -> datetime | None:
     """An instant or None. `bounded`: an instant occurrences are computed from (`at`,
     `not_before`) must lie in `timeutil.COMPUTABLE`: one in the year 9999 would overflow the
     scheduler's arithmetic, so it is refused here, naming the field, not met at run time."""
@@ -54,7 +54,7 @@ def parse_optional_instant(value: Any, what: str, *, bounded: bool = True) -> da
     return schedulable(instant, what=what) if bounded else instant
 
 
-def parse_drain(value: Any) -> timedelta | None:
+def parse_drain(value: object) -> timedelta | None:
     """A drain lead: None (no lead), or a positive duration of at most `MAX_DRAIN`."""
     if value is None:
         return None
@@ -65,7 +65,7 @@ def parse_drain(value: Any) -> timedelta | None:
     return lead
 
 
-def parse_selector_part(value: Any, field: str) -> list[str]:
+def parse_selector_part(value: object, field: str) -> list[str]:
     """`only` (components) or `jobs` (job globs) of a window or a calendar: a list of names,
     each checked as `Selector.of` checks operator input."""
     if isinstance(value, str) or not isinstance(value, list):
@@ -77,7 +77,7 @@ def parse_selector_part(value: Any, field: str) -> list[str]:
     return list(value)
 
 
-def parse_exclude(value: Any) -> list[date]:
+def parse_exclude(value: object) -> list[date]:
     """Exclusion dates: a list of `date`s or `YYYY-MM-DD` strings, deduplicated and sorted."""
     if value is None:
         return []

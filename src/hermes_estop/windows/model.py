@@ -29,10 +29,11 @@ import re
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_serializer, field_validator,
+                      model_validator)
 
 from hermes_estop.model.cronspec import validate_cron, validate_timezone
 from hermes_estop.model.durations import format_duration, parse_with_unit
@@ -105,7 +106,7 @@ class Window(BaseModel):
 
     @field_validator("name", mode="before")
     @classmethod
-    def _name(cls, value: Any) -> str:
+    def _name(cls, value: object) -> str:
         if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
             raise ValueError(
                 f"invalid window name {value!r}: use lowercase letters, digits, '-' and '_' "
@@ -115,75 +116,75 @@ class Window(BaseModel):
 
     @field_validator("cron", mode="before")
     @classmethod
-    def _cron(cls, value: Any) -> str | None:
+    def _cron(cls, value: object) -> str | None:
         return None if value is None else validate_cron(value)
 
     @field_validator("timezone", mode="before")
     @classmethod
-    def _timezone(cls, value: Any) -> str:
+    def _timezone(cls, value: object) -> str:
         return validate_timezone(value).key
 
     @field_validator("at", mode="before")
     @classmethod
-    def _at(cls, value: Any) -> datetime | None:
+    def _at(cls, value: object) -> datetime | None:
         return parse_optional_instant(value, "at time")
 
     @field_validator("exclude", mode="before")
     @classmethod
-    def _exclude(cls, value: Any) -> list[date]:
+    def _exclude(cls, value: object) -> list[date]:
         return parse_exclude(value)
 
     @field_validator("exclude_cron", mode="before")
     @classmethod
-    def _exclude_cron(cls, value: Any) -> str | None:
+    def _exclude_cron(cls, value: object) -> str | None:
         return None if value is None else validate_cron(value)
 
     @field_validator("not_before", "not_after", mode="before")
     @classmethod
-    def _bound(cls, value: Any, info: Any) -> datetime | None:
+    def _bound(cls, value: object, info: ValidationInfo) -> datetime | None:
         return parse_optional_instant(value, f"{info.field_name} time", bounded=info.field_name == "not_before")
 
     @field_validator("duration", mode="before")
     @classmethod
-    def _duration(cls, value: Any) -> timedelta:
+    def _duration(cls, value: object) -> timedelta:
         return parse_with_unit(value)
 
     @field_validator("drain", mode="before")
     @classmethod
-    def _drain(cls, value: Any) -> timedelta | None:
+    def _drain(cls, value: object) -> timedelta | None:
         return parse_drain(value)
 
     @field_validator("reason", mode="before")
     @classmethod
-    def _reason(cls, value: Any) -> str | None:
+    def _reason(cls, value: object) -> str | None:
         return clean_reason(value) or None
 
     @field_validator("scope", mode="before")
     @classmethod
-    def _scope(cls, value: Any) -> str:
+    def _scope(cls, value: object) -> str:
         return validate_scope(value)
 
     @field_validator("exclude_calendar", mode="before")
     @classmethod
-    def _exclude_calendar(cls, value: Any) -> str | None:
+    def _exclude_calendar(cls, value: object) -> str | None:
         if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 2000):
             raise ValueError(f"invalid exclude_calendar {value!r}: expected an .ics path or an https:// url")
         return value
 
     @field_validator("run", mode="before")
     @classmethod
-    def _run(cls, value: Any) -> list[str] | None:
+    def _run(cls, value: object) -> list[str] | None:
         return parse_run(value)
 
     @field_validator("on_failure_ttl", mode="before")
     @classmethod
-    def _on_failure_ttl(cls, value: Any) -> timedelta | None:
+    def _on_failure_ttl(cls, value: object) -> timedelta | None:
         return None if value is None else parse_with_unit(value)
 
     @field_validator("only", "jobs", mode="before")
     @classmethod
-    def _selector_part(cls, value: Any, info: Any) -> list[str]:
-        return parse_selector_part(value, info.field_name)
+    def _selector_part(cls, value: object, info: ValidationInfo) -> list[str]:
+        return parse_selector_part(value, str(info.field_name))
 
     @property
     def selector(self) -> Selector | None:
@@ -192,7 +193,7 @@ class Window(BaseModel):
 
     @field_validator("enabled", mode="before")
     @classmethod
-    def _enabled(cls, value: Any) -> bool:
+    def _enabled(cls, value: object) -> bool:
         if not isinstance(value, bool):
             raise ValueError(f"invalid enabled {value!r}: expected true or false")  # noqa: TRY004
         return value
@@ -370,17 +371,17 @@ class WindowsDocument(BaseModel):
     windows: list[Window] = Field(default_factory=list)
 
 
-def validate_scope(value: Any) -> str:
+def validate_scope(value: object) -> str:
     """'fleet' or a profile name; `ValueError` naming the value."""
     if value == FLEET:
         return FLEET
     try:
-        return validate_profile_name(value)
+        return validate_profile_name(cast(str, value))  # it refuses a value that is not text
     except EstopError as exc:
         raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
 
 
-def parse_run(value: Any) -> list[str] | None:
+def parse_run(value: object) -> list[str] | None:
     """A task's command (argv), or None; `ValueError` naming the value. Also what a cached
     window's `run` must pass again (`compiled`): a command is never taken on trust."""
     if value is None:
