@@ -146,27 +146,33 @@ def compiled_feed(path: Path, key: str, label: str, now: datetime, parse: Callab
 def _loaded(lines: list[bytes | None], key: str, label: str, now: datetime,
             parse: Callable[[], Feed]) -> CompiledFeed | None:
     header = json.loads(lines[0] or b"null")
-    if not isinstance(header, dict) or header.get("format") != _FORMAT or header.get("key") != key:
+    if not _answers(header, key, now):
         return None
-    lo = header["lo"]
-    if type(lo) is not int or not lo <= now.timestamp() < lo + HORIZON.total_seconds() / 2:
-        return None
-    used = header["zones_used"]
-    if type(used) is not list or not all(type(z) is str for z in used) or header.get("basis") != _basis(set(used)):
-        return None
-    indexes, zones = header["chunks"], header["zones"]
+    indexes, zones, digest = header["chunks"], header["zones"], header["digest"]
     if type(indexes) is not list or not all(type(i) is int for i in indexes) or len(lines) != 1 + len(indexes):
         raise ValueError("chunks do not match their lines")
     if type(zones) is not dict or not all(type(z) is str or z is None for z in zones.values()):
         raise ValueError("zones is not a map of UIDs to zone names")
-    spans = tuple(timedelta(seconds=_number(s)) for s in header["spans"])
-    chunks = {index: _events(line or b"[]") for index, line in zip(indexes, lines[1:], strict=True)}
-    digest = header["digest"]
     if type(digest) is not str:
         raise ValueError("digest is not text")
+    chunks = {index: _events(line or b"[]") for index, line in zip(indexes, lines[1:], strict=True)}
     return CompiledFeed(None, label=label, tz=validate_timezone(header["tz"]), digest=digest,
-                        longest=timedelta(seconds=_number(header["longest"])), spans=spans, chunks=chunks,
+                        longest=timedelta(seconds=_number(header["longest"])),
+                        spans=tuple(timedelta(seconds=_number(s)) for s in header["spans"]), chunks=chunks,
                         zones=zones, parse=parse)
+
+
+def _answers(header: object, key: str, now: datetime) -> bool:
+    """Whether the compiled feed with this header is of `key`, built by this code with today's
+    zone data, and answers at `now` (built less than half its horizon before it)."""
+    if not isinstance(header, dict) or header.get("format") != _FORMAT or header.get("key") != key:
+        return False
+    lo, used = header["lo"], header["zones_used"]
+    if type(lo) is not int or not lo <= now.timestamp() < lo + HORIZON.total_seconds() / 2:
+        return False
+    if type(used) is not list or not all(type(z) is str for z in used):
+        raise ValueError("zones_used is not a list of zone names")
+    return bool(header.get("basis") == _basis(set(used)))
 
 
 def _number(value: object) -> float:
