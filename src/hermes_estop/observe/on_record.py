@@ -15,7 +15,7 @@ from hermes_estop.model.timeutil import format_instant
 if TYPE_CHECKING:  # pragma: no cover
     from datetime import datetime
 
-    from hermes_estop.fleet.audit import AuditEvent
+    from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.fleet.fleet import Fleet
 
 __all__ = ["OnRecord", "Override", "on_record"]

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from pathlib import Path
 
-    from hermes_estop.fleet.audit import AuditEntry, AuditEvent
+    from hermes_estop.model.audit_event import AuditEntry, AuditEvent
     from hermes_estop.stores.records import RecordTable
     from hermes_estop.stores.registry import ConsumerTable
     from hermes_estop.stores.state import StateTable

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from contextlib import AbstractContextManager
 
-    from hermes_estop.fleet.audit import AuditEntry, AuditEvent, AuditLog
+    from hermes_estop.model.audit_event import AuditEntry, AuditEvent
+    from hermes_estop.stores.audit_log import AuditLog
 
 __all__ = ["FileStore", "LOCK_NAME"]
 
@@ -140,7 +141,7 @@ class FileStore(FleetStateInRoot, HoldStore):
     def audit_log(self) -> AuditLog:
         """The audit trail in the fleet root, opened on first use (a read never needs it)."""
         if self._audit_log is None:
-            from hermes_estop.fleet.audit import AuditLog
+            from hermes_estop.stores.audit_log import AuditLog
 
             self._audit_log = AuditLog(self.root)
         return self._audit_log
@@ -395,7 +396,7 @@ class FileStore(FleetStateInRoot, HoldStore):
         """A failure to audit is never a reason not to stop: it is counted and remembered
         (`audit_failures`, `last_audit_failure`: stderr of `hermes pause`, `hermes status`, the
         metrics) and logged, never raised."""
-        from hermes_estop.fleet.audit import AuditEvent
+        from hermes_estop.model.audit_event import AuditEvent
 
         try:
             self.append_audit(AuditEvent(now, event, location.scope, generation, actor, reason, deadline, detail),

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from hermes_estop.fleet.audit import AuditEntry, AuditEvent
+from hermes_estop.model.audit_event import AuditEntry, AuditEvent
 from hermes_estop.model.timeutil import to_utc
 from hermes_estop.stores.pg_backend import Backend
 

@@ -48,7 +48,7 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 
-from hermes_estop.fleet.audit import AuditEntry, AuditEvent
+from hermes_estop.model.audit_event import AuditEntry, AuditEvent
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.hold import (
     Cause, EngageRequest, Fence, Hold, HoldState, Prepared, Reading, Sentinel, encode_sentinel, prepare,
