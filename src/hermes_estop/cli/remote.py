@@ -71,7 +71,8 @@ def chosen_server() -> Remote | None:
 @dataclass(frozen=True)
 class Answer:
     status: int
-    body: Any
+    #: the decoded JSON of the answer (None: none, or not JSON)
+    body: object
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class Remote:
     url: str
     token: str
 
-    def call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Answer:
+    def call(self, method: str, path: str, body: object = None, headers: dict[str, str] | None = None) -> Answer:
         """One request; an HTTP error status is an `Answer`, a server that cannot be reached is
         exit 2 (one line). `ssl` and `urllib` are imported here: a local command never pays for them."""
         import ssl
@@ -196,7 +197,7 @@ def _lifted(remote: Remote, ref: str, generation: str | None) -> Reading | HoldC
     return reading_from_json(answer.body["lifted"])
 
 
-def _conflict(ref: str, generation: str | None, body: Any) -> HoldConflict:
+def _conflict(ref: str, generation: str | None, body: object) -> HoldConflict:
     """The error a local resume gives for the same refusal: for a failed fence on `generation`
     (412) `not_current` with the hold the server says stands (none: it was lifted), else the
     server's words (409)."""
@@ -303,7 +304,7 @@ def remote_skip(remote: Remote, name: str, *, on: str | None, occurrence: str | 
     raise typer.Exit(EXIT_OK)
 
 
-def _zone(name: Any, local_start: Any) -> tzinfo:
+def _zone(name: object, local_start: object) -> tzinfo:
     """The window's zone as the server named it; its offset at the occurrence otherwise."""
     try:
         return ZoneInfo(str(name))

@@ -57,7 +57,7 @@ class ConsumerEntry:
     verdict: str = "proceed"
     #: when it first saw the engagement it reports (None: nothing held)
     observed_since: datetime | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -87,9 +87,11 @@ class ConsumerEntry:
         return json.dumps(self.to_json(), sort_keys=True).encode("utf-8")
 
     @classmethod
-    def from_json(cls, data: Any) -> ConsumerEntry | None:
+    def from_json(cls, data: object) -> ConsumerEntry | None:
         """The entry of a stored document; None for one that is not (a damaged file is ignored,
         never fatal to a reader)."""
+        if not isinstance(data, dict):
+            return None
         try:
             registered, reported = parse_stamp(data["registered_at"]), parse_stamp(data["reported_at"])
             pid, interval = data["pid"], data["interval"]
@@ -107,7 +109,7 @@ class ConsumerEntry:
                 interval=float(interval), registered_at=registered, reported_at=reported,
                 seq=int(data.get("seq") or 0), observed=observed, verdict=str(data.get("verdict") or "?"),
                 observed_since=parse_stamp(data.get("observed_since")),
-                extra=data.get("extra") if isinstance(data.get("extra"), dict) else {},
+                extra=_extra(data.get("extra")),
             )
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
@@ -118,6 +120,11 @@ class ConsumerEntry:
             return cls.from_json(json.loads(raw))
         except ValueError:
             return None
+
+
+def _extra(value: object) -> dict[str, object]:
+    """A stored entry's `extra`: what the consumer added of its own (`{}` when it is not an object)."""
+    return {str(key): item for key, item in value.items()} if isinstance(value, dict) else {}
 
 
 def entry_key(component: str, host: str, pid: int) -> str:
