@@ -103,22 +103,14 @@ def pause(
     refuse_blank("--until", until)
     remote = _remote()
     if remote is not None:
-        if wait or wait_timeout is not None:
-            raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
+        _refuse_wait_over(wait, wait_timeout)
         if ttl is not None:
             duration_option("--ttl", ttl)  # refused in the local words before the server is asked
         deadline_text = operator_time("--until", until, utc_now()).isoformat() if until is not None else None
         remote_pause(remote, reason=reason, allow_user=allow_user, allow_profile=allow_profile, ttl=ttl,
                      until=deadline_text, fleet=fleet, profile=profile, replace=replace, only=only, job=job,
                      as_json=as_json)
-    if reason is not None and reason and not reason.strip():
-        # refused rather than guessed: a blank reason is neither "keep" nor a reason to show
-        raise InvalidArgument(f"invalid --reason {reason!r}: blank; give text, or --reason '' to clear the standing reason")
-    if allow_profile and not allow_user:
-        raise InvalidArgument(
-            f"--allow-profile {' '.join(allow_profile)} without --allow-user: a profile never grants on its own"
-        )
-    allow = Allow.of(allow_user, allow_profile or ()) if allow_user else None
+    allow = _allowlist(reason, allow_user, allow_profile)
     span = duration_option("--ttl", ttl) if ttl is not None else None
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
@@ -132,6 +124,24 @@ def pause(
     except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
         typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
         raise typer.Exit(130) from None
+
+
+def _refuse_wait_over(wait: bool, wait_timeout: str | None) -> None:
+    if wait or wait_timeout is not None:
+        raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
+
+
+def _allowlist(reason: str | None, allow_user: list[str] | None, allow_profile: list[str] | None) -> Allow | None:
+    """The allowlist `--allow-user`/`--allow-profile` give (None: keep the standing one), after
+    refusing what a local pause refuses before anything is read: a blank reason, a profile alone."""
+    if reason is not None and reason and not reason.strip():
+        # refused rather than guessed: a blank reason is neither "keep" nor a reason to show
+        raise InvalidArgument(f"invalid --reason {reason!r}: blank; give text, or --reason '' to clear the standing reason")
+    if allow_profile and not allow_user:
+        raise InvalidArgument(
+            f"--allow-profile {' '.join(allow_profile)} without --allow-user: a profile never grants on its own"
+        )
+    return Allow.of(allow_user, allow_profile or ()) if allow_user else None
 
 
 def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: timedelta | None,
@@ -217,8 +227,7 @@ def resume(
         raise InvalidArgument("give one of --generation, --hold or --all")
     remote = _remote()
     if remote is not None:
-        if wait or wait_timeout is not None:
-            raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
+        _refuse_wait_over(wait, wait_timeout)
         remote_resume(remote, generation=generation, hold=hold, all_=all_, fleet=fleet, profile=profile, as_json=as_json)
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
