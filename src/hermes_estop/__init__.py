@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover - names for type checkers; at run time __g
     from typing import Any
     from pathlib import Path
 
-    from hermes_estop.fleet.audit import AuditEvent
+    from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.model.durations import MAX_DURATION, format_duration, parse_duration, parse_ttl
     from hermes_estop.model.errors import (
         EstopError, HoldConflict, InvalidArgument, InvalidDuration, InvalidInstant, StoreError, StoreUnavailable,
@@ -96,7 +96,7 @@ __all__ = [
 
 # public name -> the module (relative to this package) that defines it
 _LAZY = {
-    "AuditEvent": "fleet.audit",
+    "AuditEvent": "model.audit_event",
     "MAX_DURATION": "model.durations", "format_duration": "model.durations", "parse_duration": "model.durations",
     "parse_ttl": "model.durations",
     "EstopError": "model.errors", "HoldConflict": "model.errors", "InvalidArgument": "model.errors", "InvalidDuration": "model.errors",

@@ -13,7 +13,7 @@ import pytest
 
 import inprocess_cli
 from hermes_estop import Estop
-from hermes_estop.fleet.registry.entries import ConsumerEntry
+from hermes_estop.stores.registry import ConsumerEntry
 from inprocess_cli import run
 
 fleet = inprocess_cli.fleet  # the fixture: a fleet root as this process's home

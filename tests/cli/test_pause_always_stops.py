@@ -11,7 +11,7 @@ import pytest
 from inprocess_cli import fleet, run  # noqa: F401
 
 from hermes_estop.system import fsutil
-from hermes_estop.fleet.audit import AUDIT_FILE
+from hermes_estop.stores.audit_log import AUDIT_FILE
 
 
 def one_error_line(result) -> str:

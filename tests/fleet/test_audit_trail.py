@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.fleet.audit import AUDIT_FILE, AuditEvent, AuditLog
-from hermes_estop.fleet.audit_files import AUDIT_KEEP, AUDIT_MAX_BYTES, audit_rotation, audit_table
+from hermes_estop.model.audit_event import AuditEvent
+from hermes_estop.stores.audit_log import AUDIT_FILE, AuditLog
+from hermes_estop.stores.audit_files import AUDIT_KEEP, AUDIT_MAX_BYTES, audit_rotation, audit_table
 from hermes_estop.model.errors import InvalidArgument
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)

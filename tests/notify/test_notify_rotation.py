@@ -8,7 +8,7 @@ import sys
 
 from notify_helpers import webhook, write_config
 
-from hermes_estop.fleet.audit import AUDIT_FILE, AuditLog
+from hermes_estop.stores.audit_log import AUDIT_FILE, AuditLog
 from hermes_estop.notify.notifier import build_workers
 
 APPENDER = """
@@ -16,7 +16,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hermes_estop.fleet.audit import AuditEvent, AuditLog
+from hermes_estop.model.audit_event import AuditEvent
+from hermes_estop.stores.audit_log import AuditLog
 
 root, writer, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 log = AuditLog(root)  # the rotation estop.toml sets

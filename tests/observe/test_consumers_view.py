@@ -8,7 +8,8 @@ import re
 from dataclasses import replace
 
 from hermes_estop.system.processes import start_time
-from hermes_estop.fleet.registry.entries import ALL_SCOPES, ConsumerEntry, this_host
+from hermes_estop.fleet.registry.entries import ALL_SCOPES, this_host
+from hermes_estop.stores.registry import ConsumerEntry
 from obs_helpers import fetch, scrape
 
 

@@ -50,7 +50,7 @@ def test_an_unwritable_audit_trail_is_a_metric_and_never_stops_a_stop(estop, fle
     """Issue 20 item 4: the hold arms; the audit trail's failure shows in the metrics."""
     import os
 
-    from hermes_estop.fleet.audit import AUDIT_FILE
+    from hermes_estop.stores.audit_log import AUDIT_FILE
 
     before = scrape(server)
     assert before[("hermes_estop_audit_writable", ())] == 1

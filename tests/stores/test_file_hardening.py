@@ -17,7 +17,7 @@ import pytest
 
 from hermes_estop import Estop, StoreError
 from hermes_estop.system import fsutil
-from hermes_estop.fleet.audit import AUDIT_FILE
+from hermes_estop.stores.audit_log import AUDIT_FILE
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore
 from hermes_estop.stores.file import LOCK_NAME

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hermes_estop.fleet.audit import AuditEvent
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.errors import StoreError
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, RELEASED

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from datetime import datetime
     from typing import Any
 
-    from hermes_estop.fleet.audit import AuditEvent
+    from hermes_estop.model.audit_event import AuditEvent
 
 __all__ = ["aligned", "run_history", "since_instant"]
 

@@ -6,14 +6,15 @@ import logging
 import os
 import stat
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import Annotated
 
 import typer
 
-from hermes_estop.process.describe import paused_lines, resumed_line as _resumed_line
+from hermes_estop.process.describe import paused_lines
 from hermes_estop.model.errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from hermes_estop.process.estop import Estop
-from hermes_estop.model.hold import Allow, Hold, HoldState
+from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, utc_now
@@ -27,10 +28,9 @@ from hermes_estop.cli.remote import chosen_server
 from hermes_estop.cli.remote import remote_pause
 from hermes_estop.cli.remote import remote_resume
 from hermes_estop.cli.remote import remote_status
-from hermes_estop.cli.wait import EXIT_NOT_ACKNOWLEDGED
 from hermes_estop.cli.wait import parse_wait_timeout
 from hermes_estop.cli.wait import wait_with_progress
-from hermes_estop.cli.wait import echo_lines as echo_ack_lines
+from hermes_estop.cli.outcome import Resumed, ack_echo, ack_exit, ack_json, finish_resume, refused_resume
 from hermes_estop.fleet.registry.acks import ack_for_hold
 from hermes_estop.fleet.registry.acks import ack_for_release
 from hermes_estop.model.timeutil import schedulable
@@ -103,22 +103,14 @@ def pause(
     refuse_blank("--until", until)
     remote = _remote()
     if remote is not None:
-        if wait or wait_timeout is not None:
-            raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
+        _refuse_wait_over(wait, wait_timeout)
         if ttl is not None:
             duration_option("--ttl", ttl)  # refused in the local words before the server is asked
         deadline_text = operator_time("--until", until, utc_now()).isoformat() if until is not None else None
         remote_pause(remote, reason=reason, allow_user=allow_user, allow_profile=allow_profile, ttl=ttl,
                      until=deadline_text, fleet=fleet, profile=profile, replace=replace, only=only, job=job,
                      as_json=as_json)
-    if reason is not None and reason and not reason.strip():
-        # refused rather than guessed: a blank reason is neither "keep" nor a reason to show
-        raise InvalidArgument(f"invalid --reason {reason!r}: blank; give text, or --reason '' to clear the standing reason")
-    if allow_profile and not allow_user:
-        raise InvalidArgument(
-            f"--allow-profile {' '.join(allow_profile)} without --allow-user: a profile never grants on its own"
-        )
-    allow = Allow.of(allow_user, allow_profile or ()) if allow_user else None
+    allow = _allowlist(reason, allow_user, allow_profile)
     span = duration_option("--ttl", ttl) if ttl is not None else None
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
@@ -132,6 +124,24 @@ def pause(
     except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
         typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
         raise typer.Exit(130) from None
+
+
+def _refuse_wait_over(wait: bool, wait_timeout: str | None) -> None:
+    if wait or wait_timeout is not None:
+        raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
+
+
+def _allowlist(reason: str | None, allow_user: list[str] | None, allow_profile: list[str] | None) -> Allow | None:
+    """The allowlist `--allow-user`/`--allow-profile` give (None: keep the standing one), after
+    refusing what a local pause refuses before anything is read: a blank reason, a profile alone."""
+    if reason is not None and reason and not reason.strip():
+        # refused rather than guessed: a blank reason is neither "keep" nor a reason to show
+        raise InvalidArgument(f"invalid --reason {reason!r}: blank; give text, or --reason '' to clear the standing reason")
+    if allow_profile and not allow_user:
+        raise InvalidArgument(
+            f"--allow-profile {' '.join(allow_profile)} without --allow-user: a profile never grants on its own"
+        )
+    return Allow.of(allow_user, allow_profile or ()) if allow_user else None
 
 
 def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | None, ttl: timedelta | None,
@@ -160,12 +170,12 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
     if as_json:
         found = _wait(estop, ack, limit, show=False)
         emit_json({"scope": location.scope, "path": where, **hold_json(hold, snapshot.now),
-                   "engaged": snapshot.engaged, **_ack_json(found)})
-        raise typer.Exit(_ack_exit(found))
+                   "engaged": snapshot.engaged, **ack_json(found)})
+        raise typer.Exit(ack_exit(found))
     others = [r for r in snapshot.active if r.location != location]
     echo_lines(paused_lines(location, hold, where, _not_the_fleet(location, fleet, profile), snapshot.now, others))
     found = _wait(estop, ack, limit, show=True)
-    raise typer.Exit(_ack_echo(found, "stopped"))
+    raise typer.Exit(ack_echo(found, "stopped"))
 
 
 def _not_the_fleet(location: Location, fleet: bool, profile: str | None) -> str:
@@ -197,20 +207,6 @@ def _wait(estop: Estop, ack: Ack | None, limit: float | None, *, show: bool) -> 
     return wait_with_progress(estop.fleet, ack, limit, show=show)
 
 
-def _ack_json(found: AckSurvey | None) -> dict[str, Any]:
-    return {} if found is None else {"acknowledgement": found.to_json()}
-
-
-def _ack_exit(found: AckSurvey | None) -> int:
-    return EXIT_OK if found is None or found.done else EXIT_NOT_ACKNOWLEDGED
-
-
-def _ack_echo(found: AckSurvey | None, verb: str) -> int:
-    if found is None:
-        return EXIT_OK
-    return echo_ack_lines(found, verb=verb)
-
-
 def resume(
     generation: Annotated[str | None, typer.Option("--generation", help="Release only this generation.")] = None,
     hold: Annotated[str | None, typer.Option("--hold", metavar="ID", help="Release only this scoped hold (its id from `hermes status`).")] = None,
@@ -231,8 +227,7 @@ def resume(
         raise InvalidArgument("give one of --generation, --hold or --all")
     remote = _remote()
     if remote is not None:
-        if wait or wait_timeout is not None:
-            raise InvalidArgument("--wait is not served over --server (the consumers report to the server's store)")
+        _refuse_wait_over(wait, wait_timeout)
         remote_resume(remote, generation=generation, hold=hold, all_=all_, fleet=fleet, profile=profile, as_json=as_json)
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
@@ -241,75 +236,32 @@ def resume(
     try:
         removed = estop.fleet.resume(location, generation=generation, hold=hold, every=all_, override=override)
     except HoldConflict as exc:
-        if as_json:
-            emit_json({"scope": location.scope, "released": False, "error": str(exc)})
-        else:
-            typer.echo(f"hermes: {one_line(exc)}", err=True)
-        raise typer.Exit(EXIT_HELD) from None
+        refused_resume(location.scope, exc, as_json=as_json)
     except StoreError as exc:
         fail(f"{exc}; {_resume_advice(location, exc)}")
-    if not removed:
-        ack = None
+    lifted = ack if removed else None
+    finish_resume(_resumed(estop, location, removed), as_json=as_json,
+                  wait=lambda show: _wait(estop, lifted, limit, show=show))
+
+
+def _resumed(estop: Estop, location: Location, removed: Sequence[Reading]) -> Resumed:
+    """What a local resume lifted at `location`, and what stands after it, read from the store."""
     snapshot = estop.snapshot()
     where = estop.fleet.store.where
     (addressed,) = estop.fleet.read((location,)).readings
-    here = [r for r in addressed.scoped if r.active]  # `--profile NAME` may not be one of this process's
-    code = EXIT_HELD if not removed and here else EXIT_OK
-    if as_json:
-        found = _wait(estop, ack, limit, show=False)
-        full = next((r for r in removed if r.hold is None or r.hold.selector is None), None)
-        emit_json({
-            "scope": location.scope,
-            "released": bool(removed),
-            "generation": full.hold.generation if full is not None and full.hold else None,
-            "released_holds": [r.hold.generation if r.hold else None for r in removed],
-            "engaged": snapshot.engaged,
-            "holds": _holds_json(estop, snapshot),
-            **_ack_json(found),
-        })
-        raise typer.Exit(code or _ack_exit(found))
-    if not removed:
-        scoped = f": only scoped holds stand there ({len(here)})" if here else ""
-        typer.echo(f"no hold at {printable(location.describe())} ({printable(where(location))}){scoped}")
-    for reading in removed:
-        typer.echo(_resumed_line(location, reading))
-    for line in _still_held_lines(estop, snapshot):
-        typer.echo(line)
-    if code:
-        lift = lift_command(location, estop.layout) or "hermes resume"
-        typer.echo(f"hermes: nothing was lifted; `{lift} --hold ID` lifts one scoped hold, `{lift} --all` "
-                   f"every hold at {printable(location.describe())}", err=True)
-        raise typer.Exit(code)
-    raise typer.Exit(_ack_echo(_wait(estop, ack, limit, show=True), "resumed"))
+    holds: list[dict[str, object]] = [
+        reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}
+        for r in snapshot.every_active]
+    return Resumed(location, where(location), removed, addressed, snapshot, holds,
+                   lambda at: lift_command(at, estop.layout))
 
 
-def _release_ack(estop: Estop, location: Location, generation: str | None, hold: str | None) -> Any:
+def _release_ack(estop: Estop, location: Location, generation: str | None, hold: str | None) -> Ack | None:
     """What `--wait` waits for: every consumer the lifted hold covered seeing it gone (None: no hold to lift)."""
     lifted = _standing(estop, location, hold) if generation is None else None
     standing = generation if generation is not None else lifted.generation if lifted is not None else None
     selector = lifted.selector if lifted is not None else None
     return ack_for_release(estop.fleet, location.scope, standing, selector) if standing is not None else None
-
-
-def _holds_json(estop: Estop, snapshot: Any) -> list[dict[str, Any]]:
-    where = estop.fleet.store.where
-    return [reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}
-            for r in snapshot.every_active]
-
-
-def _still_held_lines(estop: Estop, snapshot: Any) -> list[str]:
-    """The holds that still stand after a resume, each with the command that lifts it from here."""
-    lines = []
-    for reading in snapshot.active:
-        lift = lift_command(reading.location, estop.layout)
-        hint = f" ({lift})" if lift else ""
-        lines.append(f"still held by {printable(reading.location.describe())}{hint}")
-    for reading in snapshot.scoped_active:
-        label = reading.hold.scope_label if reading.hold is not None else "?"
-        lift = lift_command(reading.location, estop.layout)
-        hint = f" (`{lift} --hold {printable(reading.hold.hold_id or '?')}`)" if lift and reading.hold else ""
-        lines.append(f"scoped hold still stands at {printable(reading.location.describe())}: {label}{hint}")
-    return lines
 
 
 def _generation_at(estop: Estop, location: Location, hold_id: str | None = None) -> str | None:

@@ -12,15 +12,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from datetime import tzinfo, UTC
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 from urllib.parse import quote
 
 import typer
 
 from hermes_estop.model.errors import HoldConflict, InvalidArgument
 from hermes_estop.model.hold import Reading
-from hermes_estop.model.text import one_line, printable
-from hermes_estop.cli.common import EXIT_HELD, EXIT_OK, echo_lines, emit_json, fit_lines, terminal_width
+from hermes_estop.model.text import one_line
+from hermes_estop.cli.common import EXIT_OK, echo_lines, emit_json, fit_lines, terminal_width
 import urllib.error
 import urllib.request
 from datetime import datetime
@@ -32,13 +32,9 @@ from hermes_estop.observe.status import DocumentStatus
 from hermes_estop.observe.status import status_lines
 from hermes_estop.process.describe import paused_lines
 from hermes_estop.process.describe import reading_from_json
-from hermes_estop.process.describe import resumed_line
+from hermes_estop.cli.outcome import Resumed, finish_resume, refused_resume
 from hermes_estop.windows.skips import skipped_line
 from zoneinfo import ZoneInfo
-
-if TYPE_CHECKING:
-    from hermes_estop.model.homes import Location
-    from hermes_estop.observe.status import DocumentStatus
 
 __all__ = ["SERVER_ENV", "TOKEN_FILE_ENV", "Remote", "chosen_server", "use_server"]
 
@@ -75,7 +71,8 @@ def chosen_server() -> Remote | None:
 @dataclass(frozen=True)
 class Answer:
     status: int
-    body: Any
+    #: the decoded JSON of the answer (None: none, or not JSON)
+    body: object
 
 
 @dataclass(frozen=True)
@@ -83,7 +80,7 @@ class Remote:
     url: str
     token: str
 
-    def call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Answer:
+    def call(self, method: str, path: str, body: object = None, headers: dict[str, str] | None = None) -> Answer:
         """One request; an HTTP error status is an `Answer`, a server that cannot be reached is
         exit 2 (one line). `ssl` and `urllib` are imported here: a local command never pays for them."""
         import ssl
@@ -200,7 +197,7 @@ def _lifted(remote: Remote, ref: str, generation: str | None) -> Reading | HoldC
     return reading_from_json(answer.body["lifted"])
 
 
-def _conflict(ref: str, generation: str | None, body: Any) -> HoldConflict:
+def _conflict(ref: str, generation: str | None, body: object) -> HoldConflict:
     """The error a local resume gives for the same refusal: for a failed fence on `generation`
     (412) `not_current` with the hold the server says stands (none: it was lifted), else the
     server's words (409)."""
@@ -230,13 +227,9 @@ def remote_resume(remote: Remote, *, generation: str | None, hold: str | None, a
             if lifted is not None:
                 removed.append(lifted)
     except HoldConflict as exc:
-        if as_json:
-            emit_json({"scope": scope, "released": False, "error": str(exc)})
-        else:
-            typer.echo(f"hermes: {one_line(exc)}", err=True)
-        raise typer.Exit(EXIT_HELD) from None
+        refused_resume(scope, exc, as_json=as_json)
     document, view = _view(remote)
-    _resumed(remote, view, document, scope, removed, as_json)
+    finish_resume(_resumed(view, document, scope, removed), as_json=as_json)
 
 
 def _targets(scope: str, standing: Reading | None, generation: str | None, hold: str | None,
@@ -262,43 +255,14 @@ def _location_of(scope: str) -> Location:
     return Location(scope, Path())
 
 
-def _resumed(remote: Remote, view: DocumentStatus, document: dict[str, Any], scope: str, removed: list[Reading],
-             as_json: bool) -> NoReturn:
-    """What a local resume prints after its lifts, from the server's status read after them."""
+def _resumed(view: DocumentStatus, document: dict[str, Any], scope: str, removed: list[Reading]) -> Resumed:
+    """What a resume over --server lifted at `scope`, and what stands after it, from the server's
+    status read after the lifts (its JSON entries as the server wrote them)."""
+    entries = {(e["scope"], e.get("hold")): e for e in document.get("holds") or []}
+    holds = [entries[_key(r)] | {"lift": _lift(view, r.location.scope)} for r in view.mine.every_active]
     location = _location(view, scope)
-    addressed = _at(view, scope)
-    here = [r for r in addressed.scoped if r.active] if addressed is not None else []
-    code = EXIT_HELD if not removed and here else EXIT_OK
-    if as_json:
-        entries = {(e["scope"], e.get("hold")): e for e in document.get("holds") or []}
-        full = next((r for r in removed if r.hold is None or r.hold.selector is None), None)
-        emit_json({
-            "scope": scope,
-            "released": bool(removed),
-            "generation": full.hold.generation if full is not None and full.hold else None,
-            "released_holds": [r.hold.generation if r.hold else None for r in removed],
-            "engaged": view.engaged,
-            "holds": [entries[_key(r)] | {"lift": _lift(view, r.location.scope)} for r in view.mine.every_active],
-        })
-        raise typer.Exit(code)
-    if not removed:
-        scoped = f": only scoped holds stand there ({len(here)})" if here else ""
-        typer.echo(f"no hold at {printable(location.describe())} ({printable(view.where(location))}){scoped}")
-    for reading in removed:
-        typer.echo(resumed_line(location, reading))
-    for reading in view.mine.active:
-        lift = _lift(view, reading.location.scope)
-        typer.echo(f"still held by {printable(reading.location.describe())}{f' ({lift})' if lift else ''}")
-    for reading in view.mine.scoped_active:
-        label = reading.hold.scope_label if reading.hold is not None else "?"
-        lift = _lift(view, reading.location.scope)
-        hint = f" (`{lift} --hold {printable(reading.hold.hold_id or '?')}`)" if lift and reading.hold else ""
-        typer.echo(f"scoped hold still stands at {printable(reading.location.describe())}: {label}{hint}")
-    if code:
-        lift = _lift(view, scope) or "hermes resume"
-        typer.echo(f"hermes: nothing was lifted; `{lift} --hold ID` lifts one scoped hold, `{lift} --all` "
-                   f"every hold at {printable(location.describe())}", err=True)
-    raise typer.Exit(code)
+    return Resumed(location, view.where(location), removed, _at(view, scope), view.mine, holds,
+                   lambda at: _lift(view, at.scope))
 
 
 def _key(reading: Reading) -> tuple[str, str | None]:
@@ -340,7 +304,7 @@ def remote_skip(remote: Remote, name: str, *, on: str | None, occurrence: str | 
     raise typer.Exit(EXIT_OK)
 
 
-def _zone(name: Any, local_start: Any) -> tzinfo:
+def _zone(name: object, local_start: object) -> tzinfo:
     """The window's zone as the server named it; its offset at the occurrence otherwise."""
     try:
         return ZoneInfo(str(name))

@@ -18,7 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hermes_estop.fleet.audit import AuditEvent, default_actor
+from hermes_estop.fleet.audit import default_actor
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.process.check import Snapshot
 from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading
 from hermes_estop.model.homes import Layout, Location

@@ -38,7 +38,7 @@ from hermes_estop.model.policy import (
     parse_policy,
 )
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.fleet.audit_files import _read_toml
+from hermes_estop.stores.audit_files import _read_toml
 import getpass
 import grp
 

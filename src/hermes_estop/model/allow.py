@@ -16,14 +16,19 @@ from hermes_estop.model.text import printable, unsafe_char
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
+
+    #: operator input for an allowlist: one id or several (each checked by `_normalize_id`)
+    UserIds = str | int | Iterable[object] | None
+    ProfileNames = str | Iterable[object] | None
 
 __all__ = ["NOBODY", "Allow", "parse_allow"]
 
 _MAX_ID_LEN = 256
 
 
-def _normalize_id(value: Any, what: str) -> str:
+def _normalize_id(value: object, what: str) -> str:
     """An id exactly as `str(value)`: ids compare as exact strings (no stripping, no case
     folding), so what is checked is what is stored. Refuses empty, overlong, and ids with a
     control character or bidirectional override (they could hide what an id really is)."""
@@ -55,15 +60,13 @@ class Allow(Record):
         set_field(self, "valid", valid)
 
     @classmethod
-    def of(cls, user_ids: Any = (), profiles: Any = (), *, refuse_profile_only: bool = True) -> Allow:
+    def of(cls, user_ids: UserIds = (), profiles: ProfileNames = (), *, refuse_profile_only: bool = True) -> Allow:
         """An allowlist from operator input; refuses bad ids and, unless told otherwise, a
         profile-only allowlist (it would admit nobody: a profile never grants on its own)."""
-        if isinstance(user_ids, (str, int)):
-            user_ids = [user_ids]
-        if isinstance(profiles, str):
-            profiles = [profiles]
-        users = frozenset(_normalize_id(item, "user id") for item in (user_ids or ()))
-        names = frozenset(_normalize_id(item, "profile") for item in (profiles or ()))
+        users = frozenset(_normalize_id(item, "user id") for item in
+                          ((user_ids,) if isinstance(user_ids, (str, int)) else user_ids or ()))
+        names = frozenset(_normalize_id(item, "profile") for item in
+                          ((profiles,) if isinstance(profiles, str) else profiles or ()))
         if names and not users and refuse_profile_only:
             raise InvalidArgument(
                 f"allowlist profiles {sorted(names)} without a user id: a profile never grants on its "
@@ -84,7 +87,7 @@ class Allow(Record):
             raise InvalidArgument(f"invalid allowlist key(s) {sorted(unknown)}: expected user_ids, profiles")
         return cls.of(value.get("user_ids") or (), value.get("profiles") or (), refuse_profile_only=False)
 
-    def admits(self, user_id: Any, profile: Any) -> bool:
+    def admits(self, user_id: object, profile: object) -> bool:
         """docs/design.md §4 for one hold: the user is listed, and the profile is listed where any are."""
         if not self.valid or user_id is None or isinstance(user_id, bool):
             return False
@@ -105,7 +108,7 @@ class Allow(Record):
 NOBODY = Allow()
 
 
-def parse_allow(value: Any) -> Allow:
+def parse_allow(value: object) -> Allow:
     """A body's `allow` as a reader takes it: absent is nobody; the wrong shape (a bare string
     instead of a list, a non-id item) is `Allow(valid=False)`, which admits nobody."""
     if value is None:

@@ -21,10 +21,6 @@ from datetime import timedelta
 
 from hermes_estop.model.errors import InvalidDuration
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
 __all__ = ["MAX_DURATION", "format_duration", "parse_duration", "parse_ttl", "parse_with_unit"]
 
 MAX_DURATION = timedelta(days=366)
@@ -42,11 +38,11 @@ _PARSED: dict[str, timedelta] = {}
 _MAX_PARSED = 1024
 
 
-def _refuse(value: Any, why: str) -> InvalidDuration:
+def _refuse(value: object, why: str) -> InvalidDuration:
     return InvalidDuration(f"invalid duration {value!r}: {why}")
 
 
-def _bounded(value: Any, total_seconds: int) -> timedelta:
+def _bounded(value: object, total_seconds: int) -> timedelta:
     if total_seconds <= 0:
         raise _refuse(value, "must be positive")
     if total_seconds > MAX_DURATION.total_seconds():
@@ -54,7 +50,7 @@ def _bounded(value: Any, total_seconds: int) -> timedelta:
     return timedelta(seconds=total_seconds)
 
 
-def _from_parts(value: Any, parts: tuple[str | None, ...], weights: tuple[int, ...]) -> timedelta:
+def _from_parts(value: object, parts: tuple[str | None, ...], weights: tuple[int, ...]) -> timedelta:
     if all(part is None for part in parts):
         raise _refuse(value, _EXPECTED)
     if any(part is not None and len(part) > _MAX_DIGITS for part in parts):
@@ -63,7 +59,7 @@ def _from_parts(value: Any, parts: tuple[str | None, ...], weights: tuple[int, .
     return _bounded(value, total)
 
 
-def parse_ttl(value: Any) -> timedelta:
+def parse_ttl(value: object) -> timedelta:
     """A positive `timedelta` no longer than `MAX_DURATION`, or `InvalidDuration` naming `value`.
 
     Accepts a string in the grammar above, a whole or finite `int`/`float` number of seconds,
@@ -93,7 +89,7 @@ def parse_ttl(value: Any) -> timedelta:
     raise _refuse(value, _EXPECTED)
 
 
-def parse_with_unit(value: Any) -> timedelta:
+def parse_with_unit(value: object) -> timedelta:
     """`parse_ttl` of what an operator wrote, where a number without a unit (`30`, `"30"`) is
     refused with a hint (`30m? 30s?`) rather than read as seconds. Zero and fractions are left
     to `parse_ttl` (refused as not positive, not whole), not hinted at."""
@@ -129,7 +125,7 @@ def _parse_text(value: str) -> timedelta:
     return _from_parts(value, match.groups(), (86400, 3600, 60, 1))
 
 
-def parse_duration(value: Any) -> int | None:
+def parse_duration(value: object) -> int | None:
     """hermes-agent's contract: the whole number of seconds `value` stands for, or None when it
     is unusable. Accepts what `parse_ttl` accepts (blanks between a number and its unit too,
     `"45 m"`); None for anything it refuses, including beyond the 366-day bound."""

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any
 
-    from hermes_estop.model.selector import Selector
+    from collections.abc import Collection
+
+    from hermes_estop.model.selector import Selector, WorkNames
 
 __all__ = [
     "not_current",
@@ -77,7 +79,7 @@ def new_generation() -> str:
     return os.urandom(16).hex()
 
 
-def clean_reason(reason: Any) -> str | None:
+def clean_reason(reason: object) -> str | None:
     """A reason as written in a body: whitespace folded to single spaces. None means "not
     given" (a re-arm keeps the standing reason); an explicitly empty or blank reason is `""`,
     which clears it. Refuses non-text and anything over `MAX_REASON` characters, naming it."""
@@ -214,7 +216,7 @@ class Reading(Record):
     def with_scoped(self, scoped: tuple[Reading, ...]) -> Reading:
         return Reading(self.location, self.state, self.hold, self.fence, self.problem, self.cause, scoped)
 
-    def covers(self, component: str | None, job: Any) -> bool:
+    def covers(self, component: str | None, job: WorkNames) -> bool:
         """Whether this hold's selector covers the work (a full or unreadable hold covers all)."""
         hold = self.hold
         return hold is None or hold.selector is None or hold.selector.covers(component, job)
@@ -227,7 +229,7 @@ class Reading(Record):
     def present(self) -> bool:
         return self.state is not HoldState.ABSENT
 
-    def admits(self, user_id: Any, profile: Any) -> bool:
+    def admits(self, user_id: object, profile: object) -> bool:
         return self.state is HoldState.ACTIVE and self.hold is not None and self.hold.allow.admits(user_id, profile)
 
 
@@ -261,7 +263,7 @@ class ScopedReadings(tuple):  # type: ignore[type-arg]
             self._expired = tuple(r for r in self if r.state is HoldState.EXPIRED)
             return self._expired
 
-    def covering(self, component: str | None, job: Any) -> tuple[Reading, ...]:
+    def covering(self, component: str | None, job: WorkNames) -> tuple[Reading, ...]:
         """The active scoped holds that cover work of `component` named `job`."""
         try:
             index = self._index
@@ -532,6 +534,10 @@ class _Vacant:
 
 VACANT = _Vacant()
 
+if TYPE_CHECKING:
+    #: what fences a write (`EngageRequest.only_if`): nothing, no active hold, or one of these generations
+    OnlyIf = _Vacant | Collection[str | None] | None
+
 
 class EngageRequest(Record):
     """What a caller asked for. `None` fields are 'not supplied': a re-arm keeps them from the
@@ -549,13 +555,13 @@ class EngageRequest(Record):
     replace: bool
     armed_by: str | None
     window: Mapping[str, Any] | None
-    only_if: Any
+    only_if: OnlyIf
     selector: Selector | None
     hold_id: str | None
 
     def __init__(self, reason: str | None = None, allow: Allow | None = None, expires_at: datetime | None = None,
                  replace: bool = False, armed_by: str | None = None, window: Mapping[str, Any] | None = None,
-                 only_if: Any = None, selector: Selector | None = None, hold_id: str | None = None) -> None:
+                 only_if: OnlyIf = None, selector: Selector | None = None, hold_id: str | None = None) -> None:
         set_field(self, "reason", reason)
         set_field(self, "allow", allow)
         set_field(self, "expires_at", expires_at)
@@ -594,14 +600,14 @@ def merge_hold(standing: Hold | None, request: EngageRequest, now: datetime, gen
     )
 
 
-def precondition_met(only_if: Any, standing: Reading | None) -> bool:
+def precondition_met(only_if: OnlyIf, standing: Reading | None) -> bool:
     """Whether a fenced write may go ahead over `standing` (see `EngageRequest.only_if`): always
     for None; for `VACANT` only where no hold is active; for a set of generations only where the
     active hold carries one of them (a released or expired one does not count)."""
     if only_if is None:
         return True
     active = standing is not None and standing.active
-    if only_if is VACANT:
+    if isinstance(only_if, _Vacant):
         return not active
     return (active and standing is not None and standing.hold is not None
             and standing.hold.generation in only_if)

@@ -199,7 +199,7 @@ def _unknown(where: str, table: str, data: Mapping[str, Any], known: frozenset[s
                               f"[{table}] (known: {', '.join(sorted(known))})")
 
 
-def _table(where: str, key: str, value: Any) -> Mapping[str, Any]:
+def _table(where: str, key: str, value: object) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise _bad(where, key, f"must be a table, not {printable(repr(value))}")
     return value
@@ -234,7 +234,7 @@ def _rules(where: str, table: str, data: Mapping[str, Any], base: Rules) -> Rule
     return Rules(**values)
 
 
-def parse_policy(data: Any, where: str) -> Policy:
+def parse_policy(data: object, where: str) -> Policy:
     """The `[policy]` table `data` (None: no policy) read from `where` (a file, a store), or
     `InvalidArgument` naming the first unknown key or bad value."""
     if data is None:

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
+    #: the names of one unit of work: a name, or several (a kanban card: assignee and title; None: unnamed)
+    WorkNames = str | Iterable[str | None] | None
+
 __all__ = ["COMPONENTS", "Selector", "compile_globs", "holds_at_least", "hull", "parse_selector", "selector_of_detail",
            "unknown_components", "work_names"]
 
@@ -26,7 +29,7 @@ _MAX_NAME = 128
 _MAX_ITEMS = 64
 
 
-def work_names(job: Any) -> tuple[str, ...]:
+def work_names(job: WorkNames) -> tuple[str, ...]:
     """The names of one unit of work: a name, or several (a kanban card: assignee and title)."""
     if job is None:
         return ()
@@ -69,7 +72,7 @@ class Selector(Record):
             return None
         return cls(frozenset(names), tuple(dict.fromkeys(globs)))
 
-    def covers(self, component: str | None, job: Any) -> bool:
+    def covers(self, component: str | None, job: WorkNames) -> bool:
         """Whether work of `component` named `job` is under this selector. Work that does not say
         its component, or a unit that does not say its name, is covered (a reader that cannot
         tell must not see less hold)."""
@@ -143,7 +146,7 @@ def hull(a: Selector | None, b: Selector | None) -> Selector | None:
     return Selector(components, jobs)
 
 
-def _checked(value: Any, what: str) -> str:
+def _checked(value: object, what: str) -> str:
     if not isinstance(value, str) or not value or len(value) > _MAX_NAME:
         raise InvalidArgument(f"invalid {what} {value!r}: expected a non-empty name of at most {_MAX_NAME} characters")
     bad = unsafe_char(value)
@@ -160,7 +163,7 @@ def compile_globs(globs: tuple[str, ...]) -> Callable[[str], Any]:
     return re.compile("|".join(f"(?:{translate(glob)})" for glob in globs)).match
 
 
-def parse_selector(value: Any) -> Selector:
+def parse_selector(value: object) -> Selector:
     """A body's `selector` as a reader takes it; never refuses: a malformed one covers everything."""
     if not isinstance(value, dict):
         return Selector(problem="selector is not an object: covers everything")

@@ -82,7 +82,7 @@ def to_utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
-def parse_stamp(value: Any) -> datetime | None:
+def parse_stamp(value: object) -> datetime | None:
     """Lenient reading of a stamp found in a sentinel body: aware UTC, or None when absent or
     unparsable. Used on untrusted bodies, so it never raises; callers treat None as 'no deadline'
     (an unparsable deadline never means expired)."""
@@ -99,7 +99,7 @@ def parse_stamp(value: Any) -> datetime | None:
         return None
 
 
-def parse_instant(value: Any, *, what: str = "time") -> datetime:
+def parse_instant(value: object, *, what: str = "time") -> datetime:
     """Strict reading of an operator-supplied absolute time (ISO-8601; naive means UTC).
 
     Raises `InvalidInstant` naming the value."""

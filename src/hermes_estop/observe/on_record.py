@@ -15,7 +15,7 @@ from hermes_estop.model.timeutil import format_instant
 if TYPE_CHECKING:  # pragma: no cover
     from datetime import datetime
 
-    from hermes_estop.fleet.audit import AuditEvent
+    from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.fleet.fleet import Fleet
 
 __all__ = ["OnRecord", "Override", "on_record"]
@@ -67,17 +67,40 @@ def _rule(detail: str | None) -> str | None:
 def on_record(fleet: Fleet, readings: tuple[Reading, ...], now: datetime) -> OnRecord:
     """The overrides and outside writes among the active `readings`, from one read of the trail
     back to the oldest of them. Never raises: a trail that cannot be read claims nothing."""
-    active = [r for r in readings if r.active]
-    named = {r.hold.generation: r for r in active if r.hold is not None and r.hold.generation}
-    unnamed = tuple((r.location.scope, None) for r in active if r.hold is None or not r.hold.generation)
+    named, unnamed = _by_generation(readings)
     if not named:
         return OnRecord(outside=unnamed)
-    stamps = [r.hold.engaged_at for r in named.values() if r.hold is not None and r.hold.engaged_at is not None]
-    since = min(stamps) - _SKEW if len(stamps) == len(named) else None
     try:
-        events: list[AuditEvent] = fleet.history(since=since)[0]
+        events: list[AuditEvent] = fleet.history(since=_since(named))[0]
     except Exception as exc:  # noqa: BLE001 - a status never fails for its record
         return OnRecord(outside=unnamed, problem=str(exc))
+    return _judged(named, unnamed, events)
+
+
+def _by_generation(readings: tuple[Reading, ...]) -> tuple[dict[str, Reading], tuple[tuple[str, None], ...]]:
+    """The active readings by the generation of their hold, and the scopes of those without one
+    (a hand-made stop: never on the trail)."""
+    named: dict[str, Reading] = {}
+    unnamed: list[tuple[str, None]] = []
+    for reading in readings:
+        generation = reading.hold.generation if reading.hold is not None else None
+        if not reading.active:
+            continue
+        if generation:
+            named[generation] = reading
+        else:
+            unnamed.append((reading.location.scope, None))
+    return named, tuple(unnamed)
+
+
+def _since(named: dict[str, Reading]) -> datetime | None:
+    """How far back the trail is read: to the oldest engagement, less the skew of another clock
+    (None, the whole trail, when a hold does not say when it was engaged)."""
+    stamps = [r.hold.engaged_at for r in named.values() if r.hold is not None and r.hold.engaged_at is not None]
+    return min(stamps) - _SKEW if len(stamps) == len(named) else None
+
+
+def _judged(named: dict[str, Reading], unnamed: tuple[tuple[str, None], ...], events: list[AuditEvent]) -> OnRecord:
     written = {e.generation for e in events if e.event in _WRITTEN}
     overrides = tuple(Override(named[e.generation].location.scope, e.generation, e.actor, e.reason, _rule(e.detail),
                                e.time)

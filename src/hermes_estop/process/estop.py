@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from hermes_estop.fleet.audit import AuditEvent
+    from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.fleet.fleet import Fleet
     from hermes_estop.process.forecast import Forecast, HoldSource
 

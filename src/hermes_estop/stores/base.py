@@ -13,8 +13,12 @@ from abc import ABC, abstractmethod
 from datetime import datetime
 
 from hermes_estop.model.errors import HoldConflict
-from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading, Sentinel, not_current
+from hermes_estop.model.hold import (
+    EngageRequest, Fence, Hold, HoldState, Reading, Sentinel, merge_hold, new_generation, not_current,
+    precondition_met,
+)
 from hermes_estop.model.homes import Location
+from hermes_estop.model.record import Record, set_field
 from hermes_estop.model.timeutil import Clock, utc_now
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
@@ -24,13 +28,13 @@ if TYPE_CHECKING:
 
     from pathlib import Path
 
-    from hermes_estop.fleet.audit import AuditEntry, AuditEvent
+    from hermes_estop.model.audit_event import AuditEntry, AuditEvent
     from hermes_estop.stores.records import RecordTable
     from hermes_estop.stores.registry import ConsumerTable
     from hermes_estop.stores.state import StateTable
 
-__all__ = ["FleetState", "FleetStateInRoot", "HoldStore", "Holds", "SaidOnce",
-           "expiry_stamp", "fence_matches", "new_hold_id", "not_current", "refused_write",
+__all__ = ["Arming", "FleetState", "FleetStateInRoot", "HoldStore", "Holds", "SaidOnce",
+           "expiry_stamp", "fence_matches", "new_hold_id", "not_current", "planned_engage", "refused_write",
            "released_reading", "scoped_detail", "scoped_target", "split_scoped", "unreadable_refuses", "without"]
 
 
@@ -158,6 +162,63 @@ def unreadable_refuses(location: Location) -> HoldConflict:
     everything the unreadable body is."""
     return HoldConflict(f"the hold at {location.describe()} is unreadable and holds everything; resume or re-pause "
                         "it before adding a scoped hold")
+
+
+class Arming(Record):
+    """What one engage writes at a location, decided from the body standing there: the new
+    `hold`, the whole body (`sentinel`), the audit `event` ("engage" or "rearm"), and the expired
+    holds the rewrite drops (`lifted`, in the order their `expire` lines are written)."""
+
+    __slots__ = ("hold", "sentinel", "event", "lifted")  # noqa: RUF023 (constructor order)
+    hold: Hold
+    sentinel: Sentinel
+    event: str
+    lifted: tuple[Reading, ...]
+
+    def __init__(self, hold: Hold, sentinel: Sentinel, event: str, lifted: tuple[Reading, ...]) -> None:
+        set_field(self, "hold", hold)
+        set_field(self, "sentinel", sentinel)
+        set_field(self, "event", event)
+        set_field(self, "lifted", lifted)
+
+
+def planned_engage(location: Location, standing: Reading, request: EngageRequest, now: datetime) -> Arming:
+    """The write of an engage over `standing` (read under the location's lock), the one decision
+    both stores take: a full engage re-arms or replaces the full hold and keeps the scoped ones; a
+    scoped engage re-arms or adds its scoped hold and keeps the rest. Raises `HoldConflict` where
+    `request.only_if` is not met, or a scoped hold would be written over an unreadable body."""
+    if request.selector is None:
+        return _full_engage(location, standing, request, now)
+    if standing.state is HoldState.UNREADABLE:
+        raise unreadable_refuses(location)
+    return _scoped_engage(location, standing, request, now)
+
+
+def _full_engage(location: Location, standing: Reading, request: EngageRequest, now: datetime) -> Arming:
+    if not precondition_met(request.only_if, standing):
+        raise refused_write(location, standing)
+    hold = merge_hold(standing.hold if standing.active else None, request, now, new_generation())
+    others, gone = split_scoped(standing, None)
+    return Arming(hold, Sentinel(hold, others), "rearm" if standing.active else "engage",
+                  (*_expired(standing), *gone))
+
+
+def _scoped_engage(location: Location, standing: Reading, request: EngageRequest, now: datetime) -> Arming:
+    target = scoped_target(standing.scoped, request)
+    if not precondition_met(request.only_if, target):
+        raise refused_write(location, target if target is not None else standing)
+    rearmed = target.hold if target is not None else None
+    hold_id = (rearmed.hold_id if rearmed is not None else None) or request.hold_id or new_hold_id()
+    base = rearmed if target is not None and target.active else None
+    hold = merge_hold(base, request, now, new_generation()).scoped_as(request.selector, hold_id)
+    others, gone = split_scoped(standing, target)
+    full = standing.hold if standing.state is HoldState.ACTIVE else None
+    event = "rearm" if target is not None and target.active else "engage"
+    return Arming(hold, Sentinel(full, (*others, hold)), event, (*_expired(target), *_expired(standing), *gone))
+
+
+def _expired(reading: Reading | None) -> tuple[Reading, ...]:
+    return (reading,) if reading is not None and reading.state is HoldState.EXPIRED else ()
 
 
 class Holds(ABC):

@@ -30,14 +30,13 @@ from pathlib import Path
 from hermes_estop.model.errors import StoreError
 from hermes_estop.model.hold import (
     MAX_BODY_BYTES, Cause, EngageRequest, Fence, Hold, HoldState, Prepared, Reading, Sentinel, encode_sentinel,
-    merge_hold, new_generation, parse_sentinel, precondition_met, prepare,
+    parse_sentinel, prepare,
 )
 from hermes_estop.model.homes import SENTINEL_NAME, Location
 from hermes_estop.model.timeutil import WallClockGuard
 from hermes_estop.stores.base import (
-    FleetStateInRoot, HoldStore, SaidOnce, expiry_stamp, fence_matches, new_hold_id, scoped_detail, not_current,
-    refused_write, released_reading,
-    scoped_target, unreadable_refuses, without,
+    FleetStateInRoot, HoldStore, SaidOnce, expiry_stamp, fence_matches, not_current, planned_engage, released_reading,
+    scoped_detail, without,
 )
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
@@ -45,7 +44,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from contextlib import AbstractContextManager
 
-    from hermes_estop.fleet.audit import AuditEntry, AuditEvent, AuditLog
+    from hermes_estop.model.audit_event import AuditEntry, AuditEvent
+    from hermes_estop.stores.audit_log import AuditLog
 
 __all__ = ["FileStore", "LOCK_NAME"]
 
@@ -141,7 +141,7 @@ class FileStore(FleetStateInRoot, HoldStore):
     def audit_log(self) -> AuditLog:
         """The audit trail in the fleet root, opened on first use (a read never needs it)."""
         if self._audit_log is None:
-            from hermes_estop.fleet.audit import AuditLog
+            from hermes_estop.stores.audit_log import AuditLog
 
             self._audit_log = AuditLog(self.root)
         return self._audit_log
@@ -282,58 +282,20 @@ class FileStore(FleetStateInRoot, HoldStore):
         Every hold of a location (the full one and the scoped ones) lives in the one body, so one
         lock, one fence check and one atomic rename cover them all (docs/design.md, scoped holds)."""
         with self._locked(location, arming=True):
-            standing = self._read_fresh(location, now)
-            if request.selector is None:
-                if not precondition_met(request.only_if, standing):
-                    raise refused_write(location, standing)
-                hold = merge_hold(standing.hold if standing.active else None, request, now, new_generation())
-                if standing.state is HoldState.EXPIRED:
-                    self._audit_expiry(location, standing, actor, now)
-                event = "rearm" if standing.active else "engage"
-                others = self._live_scoped(location, standing, None, actor, now)
-                sentinel = Sentinel(hold, others)
-                detail = None
-            else:
-                if standing.state is HoldState.UNREADABLE:
-                    raise unreadable_refuses(location)
-                target = scoped_target(standing.scoped, request)
-                if not precondition_met(request.only_if, target):
-                    raise refused_write(location, target) if target is not None else refused_write(location, standing)
-                base = target.hold if target is not None and target.active else None
-                hold_id = target.hold.hold_id if target is not None and target.hold else request.hold_id or new_hold_id()
-                hold = merge_hold(base, request, now, new_generation()).scoped_as(request.selector, hold_id)
-                if target is not None and target.state is HoldState.EXPIRED:
-                    self._audit_expiry(location, target, actor, now)
-                event = "rearm" if target is not None and target.active else "engage"
-                full = standing.hold if standing.state is HoldState.ACTIVE else None
-                if standing.state is HoldState.EXPIRED:
-                    self._audit_expiry(location, standing, actor, now)
-                others = self._live_scoped(location, standing, target, actor, now)
-                sentinel = Sentinel(full, (*others, hold))
-                detail = scoped_detail(hold)
-            self._audit(event, location, hold.generation, actor, hold.reason, hold.expires_at, now, detail=detail)
+            arming = planned_engage(location, self._read_fresh(location, now), request, now)
+            for expired in arming.lifted:
+                self._audit_expiry(location, expired, actor, now)
+            hold = arming.hold
+            self._audit(arming.event, location, hold.generation, actor, hold.reason, hold.expires_at, now,
+                        detail=scoped_detail(hold))
             self.step("engage:audited")
             try:
-                self._write_sentinel(location, sentinel, now)
+                self._write_sentinel(location, arming.sentinel, now)
             except StoreError as exc:
                 self._audit("void", location, hold.generation, actor, hold.reason, hold.expires_at, now,
                             detail=f"never written: {exc}")
                 raise
         return hold
-
-    def _live_scoped(self, location: Location, standing: Reading, leaving: Reading | None, actor: str,
-                     now: datetime) -> tuple[Hold, ...]:
-        """The scoped holds a rewrite keeps: every active one but `leaving`; an expired one is
-        dropped, and its lift recorded, since the rewrite is what retires it."""
-        kept = []
-        for scoped in standing.scoped:
-            if scoped is leaving or scoped.hold is None:
-                continue
-            if scoped.state is HoldState.EXPIRED:
-                self._audit_expiry(location, scoped, actor, now)
-            else:
-                kept.append(scoped.hold)
-        return tuple(kept)
 
     def _write_sentinel(self, location: Location, sentinel: Sentinel, now: datetime) -> None:
         body = encode_sentinel(sentinel, now)
@@ -434,7 +396,7 @@ class FileStore(FleetStateInRoot, HoldStore):
         """A failure to audit is never a reason not to stop: it is counted and remembered
         (`audit_failures`, `last_audit_failure`: stderr of `hermes pause`, `hermes status`, the
         metrics) and logged, never raised."""
-        from hermes_estop.fleet.audit import AuditEvent
+        from hermes_estop.model.audit_event import AuditEvent
 
         try:
             self.append_audit(AuditEvent(now, event, location.scope, generation, actor, reason, deadline, detail),

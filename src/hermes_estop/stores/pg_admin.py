@@ -78,12 +78,12 @@ def missing_privileges(url: StoreURL) -> list[str]:
         return [*_missing_on_tables(conn, schema, role), *_missing_on_routines(conn, schema, role)]
 
 
-def _yes(conn: Any, sql: str, *params: str) -> bool:
+def _yes(conn: psycopg.Connection, sql: str, *params: str) -> bool:
     row = conn.execute(sql, params).fetchone()
     return bool(row and row[0])
 
 
-def _missing_on_tables(conn: Any, schema: str, role: str) -> list[str]:
+def _missing_on_tables(conn: psycopg.Connection, schema: str, role: str) -> list[str]:
     """The tables of this version that are absent, and the privileges lacking on those present."""
     missing = []
     tables = [row[0] for row in conn.execute(
@@ -101,7 +101,7 @@ def _missing_on_tables(conn: Any, schema: str, role: str) -> list[str]:
     return missing
 
 
-def _missing_on_routines(conn: Any, schema: str, role: str) -> list[str]:
+def _missing_on_routines(conn: psycopg.Connection, schema: str, role: str) -> list[str]:
     """USAGE lacking on the schema's sequences and EXECUTE on its functions (the triggers of every
     write call them as the writing role)."""
     missing = []

@@ -8,8 +8,9 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.rows import TupleRow
 
-from hermes_estop.fleet.audit import AuditEntry, AuditEvent
+from hermes_estop.model.audit_event import AuditEntry, AuditEvent
 from hermes_estop.model.timeutil import to_utc
 from hermes_estop.stores.pg_backend import Backend
 
@@ -43,7 +44,7 @@ def read_events(backend: Backend, limit: int | None = None, since: datetime | No
     return [_event(row) for row in reversed(rows)]
 
 
-def _event(row: Any) -> AuditEvent:
+def _event(row: TupleRow) -> AuditEvent:
     time, event, location, generation, actor, reason, deadline, detail = row
     return AuditEvent(to_utc(time), event, location, generation, actor, reason, to_utc(deadline) if deadline else None,
                       detail)

@@ -78,7 +78,7 @@ class Row:
     parsed: Sentinel | str
 
 
-def close_quietly(conn: Any, fds: set[int]) -> None:
+def close_quietly(conn: psycopg.Connection, fds: set[int]) -> None:
     """Close a connection that may already be dead, forgetting its socket in `fds` (the
     sockets a forked child must neutralize)."""
     with contextlib.suppress(Exception):
@@ -307,7 +307,7 @@ class Listener:
         self.backend_pid = None
         self._snapshot = None  # a notice is applied only over a re-read of the current session
 
-    def _serve(self, conn: Any) -> None:
+    def _serve(self, conn: psycopg.Connection) -> None:
         sock = conn.fileno()
         now = self._monotonic()
         next_beat = now + self.heartbeat
@@ -340,7 +340,7 @@ class Listener:
                 if now >= next_clock:
                     next_clock = now + CLOCK_REFRESH
 
-    def _drain_notifies(self, conn: Any) -> list[str]:
+    def _drain_notifies(self, conn: psycopg.Connection) -> list[str]:
         """Consume what the server sent: the payloads of its notifications. Raises when the
         connection is gone, which is how a terminated backend or a restart is noticed."""
         payloads = [notify.payload for notify in conn.notifies(timeout=0)]
@@ -363,7 +363,7 @@ class Listener:
                 self._cond.notify_all()
         return True
 
-    def _catch_up(self, conn: Any) -> None:
+    def _catch_up(self, conn: psycopg.Connection) -> None:
         """Apply, or re-read for, what was notified while the last query ran."""
         while True:
             payloads = self._drain_notifies(conn)
@@ -372,15 +372,15 @@ class Listener:
             if not self._apply(payloads):
                 self._full_read(conn, measure=False)
 
-    def _beat(self, conn: Any, measure: bool) -> None:
+    def _beat(self, conn: psycopg.Connection, measure: bool) -> None:
         sent = self._monotonic()
         row = conn.execute("SELECT clock_timestamp()").fetchone()
         received = self._monotonic()
-        if measure:
+        if measure and row is not None:  # `SELECT clock_timestamp()`: always one row
             self.clock.measure(row[0], sent, received)
         self.last_contact = received
 
-    def _full_read(self, conn: Any, measure: bool) -> None:
+    def _full_read(self, conn: psycopg.Connection, measure: bool) -> None:
         with self._cond:
             ticket = self._requested
         sent = self._monotonic()

@@ -12,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hermes_estop.model.timeutil import format_instant, parse_stamp, to_utc
 from hermes_estop.stores.pg_backend import Backend
 from hermes_estop.stores.records import LEDGER, Check, JsonRecord, RecordTable
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["OCCURRENCES", "PgRecordLayout", "PgRecordTable"]
 
@@ -75,12 +78,12 @@ class PgRecordTable(RecordTable):
         return {row[0]: {field: self._from_column(field, value) for (field, _), value in zip(self.layout.columns, row[1:], strict=False)}
                 for row in rows}
 
-    def _from_column(self, field: str, value: Any) -> Any:
+    def _from_column(self, field: str, value: object) -> object:
         if field in self.layout.instants and isinstance(value, datetime):
             return format_instant(to_utc(value))
         return value
 
-    def _to_column(self, field: str, value: Any) -> Any:
+    def _to_column(self, field: str, value: object) -> object:
         return parse_stamp(value) if field in self.layout.instants else value
 
     def update(self, upserts: Mapping[str, JsonRecord], *, remove: Iterable[str] = (),
@@ -98,7 +101,7 @@ class PgRecordTable(RecordTable):
         upsert = (f"INSERT INTO {table} ({self._names}) VALUES ({values}) "
                   f"ON CONFLICT ({layout.key}) DO UPDATE SET {assignments}")
 
-        def work(conn: Any) -> None:
+        def work(conn: psycopg.Connection) -> None:
             if gone:
                 conn.execute(f"DELETE FROM {table} WHERE {layout.key} = ANY(%s)", [gone])
             if rows:

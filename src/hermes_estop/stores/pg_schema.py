@@ -28,9 +28,12 @@ Hand operation, the database's `touch ESTOP` / `rm ESTOP`:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hermes_estop.model.errors import InvalidArgument, StoreError
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -247,7 +250,7 @@ def channel_name(schema: str) -> str:
     return f"{validate_schema_name(schema)}.holds"
 
 
-def schema_version(conn: Any, schema: str) -> int | None:
+def schema_version(conn: psycopg.Connection, schema: str) -> int | None:
     """The applied version, or None when the schema has not been created."""
     row = conn.execute("SELECT to_regclass(%s)", [f"{quoted(schema)}.schema_version"]).fetchone()
     if row is None or row[0] is None:
@@ -256,7 +259,7 @@ def schema_version(conn: Any, schema: str) -> int | None:
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def ensure_schema(conn: Any, schema: str) -> tuple[int, list[int]]:
+def ensure_schema(conn: psycopg.Connection, schema: str) -> tuple[int, list[int]]:
     """Bring `schema` to `SCHEMA_VERSION`: (version now, versions applied by this call).
 
     Idempotent and safe to run from many processes at once: the migrations run in one
@@ -279,7 +282,7 @@ def ensure_schema(conn: Any, schema: str) -> tuple[int, list[int]]:
             )"""
         )
         row = conn.execute(f"SELECT coalesce(max(version), 0) FROM {s}.schema_version").fetchone()
-        current = int(row[0])
+        current = int(row[0]) if row else 0  # an aggregate: always one row
         if current > SCHEMA_VERSION:
             raise StoreError(
                 f"schema {schema} is at version {current}, newer than this hermes-estop knows "

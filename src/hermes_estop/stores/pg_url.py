@@ -5,8 +5,7 @@ anything printed (`StoreURL.display`)."""
 
 from __future__ import annotations
 
-from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 
@@ -33,7 +32,7 @@ class StoreURL:
         self.connect_timeout = connect_timeout
 
 
-def _redact(parts: Any) -> str:
+def _redact(parts: SplitResult) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         creds, host = netloc.rsplit("@", 1)

@@ -48,18 +48,17 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 
-from hermes_estop.fleet.audit import AuditEntry, AuditEvent
+from hermes_estop.model.audit_event import AuditEntry, AuditEvent
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.hold import (
-    Cause, EngageRequest, Fence, Hold, HoldState, Prepared, Reading, Sentinel, encode_sentinel, merge_hold,
-    new_generation, precondition_met, prepare,
+    Cause, EngageRequest, Fence, Hold, HoldState, Prepared, Reading, Sentinel, encode_sentinel, prepare,
 )
 from hermes_estop.model.homes import Location
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, format_instant
 from hermes_estop.stores.base import (
-    HoldStore, SaidOnce, expiry_stamp, fence_matches, new_hold_id, not_current, refused_write, released_reading, scoped_detail,
-    scoped_target, split_scoped, unreadable_refuses, without,
+    Arming, HoldStore, SaidOnce, expiry_stamp, fence_matches, not_current, planned_engage, released_reading,
+    scoped_detail, without,
 )
 from hermes_estop.stores.pg_admin import create_schema, store_status
 from hermes_estop.stores.pg_audit import append_event, read_after, read_events, read_head
@@ -205,60 +204,41 @@ class PostgresStore(HoldStore):
 
         def work(conn: psycopg.Connection) -> Hold:
             conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [LOCK_CLASS, f"{self.schema}/{location.key}"])
-            standing = self._standing(conn, location, now, lock=True)
-            lifted: list[Reading] = []
-            if request.selector is None:
-                if not precondition_met(request.only_if, standing):
-                    raise refused_write(location, standing)
-                hold = merge_hold(standing.hold if standing.active else None, request, now, new_generation())
-                event = "rearm" if standing.active else "engage"
-                others, gone = split_scoped(standing, None)
-                sentinel = Sentinel(hold, others)
-            else:
-                if standing.state is HoldState.UNREADABLE:
-                    raise unreadable_refuses(location)
-                target = scoped_target(standing.scoped, request)
-                if not precondition_met(request.only_if, target):
-                    raise refused_write(location, target if target is not None else standing)
-                base = target.hold if target is not None and target.active else None
-                hold_id = (target.hold.hold_id if target is not None and target.hold else None) \
-                    or request.hold_id or new_hold_id()
-                hold = merge_hold(base, request, now, new_generation()).scoped_as(request.selector, hold_id)
-                if target is not None and target.state is HoldState.EXPIRED:
-                    lifted.append(target)
-                event = "rearm" if target is not None and target.active else "engage"
-                others, gone = split_scoped(standing, target)
-                sentinel = Sentinel(standing.hold if standing.state is HoldState.ACTIVE else None, (*others, hold))
-            if standing.state is HoldState.EXPIRED:
-                lifted.append(standing)
-            lifted.extend(gone)
+            arming = planned_engage(location, self._standing(conn, location, now, lock=True), request, now)
             conn.execute(
                 f"INSERT INTO {backend.s}.holds (scope, body) VALUES (%s, %s) "
                 "ON CONFLICT (scope) DO UPDATE SET body = EXCLUDED.body",
-                [location.key, encode_sentinel(sentinel, now)],
+                [location.key, encode_sentinel(arming.sentinel, now)],
             )
             self.step("engage:before-commit")
-            try:
-                with conn.transaction():  # a savepoint: an audit row the server refuses never refuses the stop
-                    server_now = self._server_now(conn) if lifted else now
-                    for expired in lifted:  # the lift of each expired hold this write drops, as the file store records it
-                        if expired.hold is not None:
-                            stamp = expiry_stamp(expired, now, server_now) or expired.hold.expires_at or now
-                            self._audit_row(conn, AuditEvent(stamp, "expire", location.scope, expired.fence.describe()
-                                                             if expired.fence else None, actor, expired.hold.reason,
-                                                             expired.hold.expires_at, scoped_detail(expired.hold)))
-                    self._audit_row(conn, AuditEvent(now, event, location.scope, hold.generation, actor, hold.reason,
-                                                     hold.expires_at, scoped_detail(hold)))
-            except psycopg.Error as exc:
-                if conn.broken:
-                    raise
-                self.note_audit_failure(f"cannot append to the audit table {self.schema}.audit: {one_line(exc)}")
-                logger.warning("%s", self.last_audit_failure)
-            return hold
+            self._audit_arming(conn, location, arming, now, actor)
+            return arming.hold
 
         hold = backend.run(work, what=f"engage {location.describe()}")
         backend.listener.sync(SYNC_TIMEOUT)
         return hold
+
+    def _audit_arming(self, conn: psycopg.Connection, location: Location, arming: Arming, now: datetime,
+                      actor: str) -> None:
+        """The rows of one engage: the lift of each expired hold it drops (as the file store records
+        it), then the engage. In a savepoint: an audit row the server refuses never refuses the stop."""
+        hold = arming.hold
+        try:
+            with conn.transaction():
+                server_now = self._server_now(conn) if arming.lifted else now
+                for expired in arming.lifted:
+                    if expired.hold is not None:
+                        stamp = expiry_stamp(expired, now, server_now) or expired.hold.expires_at or now
+                        self._audit_row(conn, AuditEvent(stamp, "expire", location.scope, expired.fence.describe()
+                                                         if expired.fence else None, actor, expired.hold.reason,
+                                                         expired.hold.expires_at, scoped_detail(expired.hold)))
+                self._audit_row(conn, AuditEvent(now, arming.event, location.scope, hold.generation, actor, hold.reason,
+                                                 hold.expires_at, scoped_detail(hold)))
+        except psycopg.Error as exc:
+            if conn.broken:
+                raise
+            self.note_audit_failure(f"cannot append to the audit table {self.schema}.audit: {one_line(exc)}")
+            logger.warning("%s", self.last_audit_failure)
 
     def _rewrite(self, conn: psycopg.Connection, location: Location, sentinel: Sentinel, now: datetime) -> None:
         """The row of `location` holding `sentinel`: deleted when nothing stands any more."""

@@ -15,7 +15,7 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from hermes_estop.fleet.audit import AuditEntry, AuditEvent
+    from hermes_estop.model.audit_event import AuditEntry, AuditEvent
 
 __all__ = ["UnavailableStore"]
 

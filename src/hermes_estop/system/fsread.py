@@ -24,6 +24,7 @@ __all__ = [
     "NotRegularFile",
     "describe_mode",
     "open_regular",
+    "open_regular_with_stat",
     "read_regular",
     "read_regular_with_stat",
 ]
@@ -58,6 +59,13 @@ def open_regular(path: Path | str, flags: int = os.O_RDONLY, mode: int = FILE_MO
     symlink can never block or redirect the open), then `fstat` to check it is a regular file.
     Raises `FileNotFoundError` when it is missing (and `flags` has no `O_CREAT`),
     `NotRegularFile` naming the path and what it is, or `OSError` from the open itself."""
+    return open_regular_with_stat(path, flags, mode)[0]
+
+
+def open_regular_with_stat(path: Path | str, flags: int = os.O_RDONLY,
+                           mode: int = FILE_MODE) -> tuple[int, os.stat_result]:
+    """`open_regular`, and the `fstat` it checked the file with (the caller's own checks need
+    no second one)."""
     try:
         fd = os.open(path, flags | _OPEN_SAFE, mode)
     except OSError as exc:
@@ -74,7 +82,7 @@ def open_regular(path: Path | str, flags: int = os.O_RDONLY, mode: int = FILE_MO
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise NotRegularFile(f"{path} is {describe_mode(st.st_mode)}: refusing to use it")
-    return fd
+    return fd, st
 
 
 def read_regular(path: Path | str, limit: int = MAX_READ_BYTES) -> bytes:
@@ -87,9 +95,8 @@ def read_regular(path: Path | str, limit: int = MAX_READ_BYTES) -> bytes:
 def read_regular_with_stat(path: Path | str, limit: int = MAX_READ_BYTES) -> tuple[bytes, os.stat_result]:
     """`read_regular`, and the `fstat` of the very file the bytes came from (for a reader that
     must tell whether a later read saw the same version)."""
-    fd = open_regular(path)
+    fd, st = open_regular_with_stat(path)
     try:
-        st = os.fstat(fd)
         chunks: list[bytes] = []
         total = 0
         # The first read asks for the whole file as fstat sizes it (one buffer, not a list of

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from hermes_estop.model.errors import StoreError
 from hermes_estop.system.fsread import (
-    FILE_MODE, MAX_READ_BYTES, NotRegularFile, describe_mode, open_regular, read_regular, read_regular_with_stat,
+    FILE_MODE, MAX_READ_BYTES, NotRegularFile, describe_mode, open_regular, open_regular_with_stat, read_regular,
+    read_regular_with_stat,
 )
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
@@ -61,12 +62,11 @@ def open_shared_file(path: Path, flags: int) -> int:
     call created."""
     created = False
     try:
-        fd = open_regular(path, flags | os.O_CREAT | os.O_EXCL)
+        fd, st = open_regular_with_stat(path, flags | os.O_CREAT | os.O_EXCL)
         created = True
     except FileExistsError:
-        fd = open_regular(path, flags)
+        fd, st = open_regular_with_stat(path, flags)
     try:
-        st = os.fstat(fd)
         if st.st_nlink > 1:
             raise NotRegularFile(f"{path} has {st.st_nlink} hard links: refusing to use it")
         if st.st_uid != os.geteuid():
@@ -89,14 +89,27 @@ def _open_lock(lock_path: Path) -> int:
         raise StoreError(f"cannot open the lock {lock_path}: {exc.strerror or exc}") from None
 
 
-def _flock_now(fd: int, lock_path: Path) -> bool:
+def _flock_now(fd: int, lock_path: Path, operation: int) -> bool:
+    """One attempt at the `flock` (`operation`: `LOCK_EX` or `LOCK_SH`); False when another
+    holds it, `StoreError` when it cannot be taken at all."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
         return True
     except OSError as exc:
         if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EINTR):
             raise StoreError(f"cannot lock {lock_path}: {exc.strerror}") from None
         return False
+
+
+def _flock_within(fd: int, lock_path: Path, operation: int, timeout: float, pause: float) -> bool:
+    """The `flock`, tried every `pause` seconds for at most `timeout` (0: once); False when it
+    is still held by another then."""
+    deadline = time.monotonic() + timeout
+    while not _flock_now(fd, lock_path, operation):
+        if timeout <= 0 or time.monotonic() > deadline:
+            return False
+        time.sleep(pause)
+    return True
 
 
 @contextmanager
@@ -108,11 +121,8 @@ def exclusive_lock(lock_path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[N
     `timeout` seconds (a writer stopped while holding it)."""
     fd = _open_lock(lock_path)
     try:
-        deadline = time.monotonic() + timeout
-        while not _flock_now(fd, lock_path):
-            if time.monotonic() > deadline:
-                raise StoreError(f"lock {lock_path} still busy after {timeout:.0f}s")
-            time.sleep(0.002)
+        if not _flock_within(fd, lock_path, fcntl.LOCK_EX, timeout, 0.002):
+            raise StoreError(f"lock {lock_path} still busy after {timeout:.0f}s")
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the flock
@@ -122,19 +132,8 @@ def exclusive_lock(lock_path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[N
 def try_lock(lock_path: Path) -> Iterator[bool]:
     """The lock if it is free right now, without waiting: yields True while held, False when
     someone else holds it (or it cannot be opened). For readers, which must never wait."""
-    try:
-        fd = _open_lock(lock_path)
-    except StoreError:
-        yield False
-        return
-    try:
-        try:
-            acquired = _flock_now(fd, lock_path)
-        except StoreError:
-            acquired = False
+    with _held(lock_path, fcntl.LOCK_EX, 0) as acquired:
         yield acquired
-    finally:
-        os.close(fd)
 
 
 @contextmanager
@@ -142,23 +141,24 @@ def shared_lock(lock_path: Path, timeout: float) -> Iterator[bool]:
     """A shared `flock` on `lock_path`, waiting at most `timeout` seconds for an exclusive
     holder: yields True while held, False when it could not be had (opened or acquired in
     time). A caller that must go on regardless (an audit append: a stop always stops) does."""
+    with _held(lock_path, fcntl.LOCK_SH, timeout) as acquired:
+        yield acquired
+
+
+@contextmanager
+def _held(lock_path: Path, operation: int, timeout: float) -> Iterator[bool]:
+    """The lock held for the block if it can be had within `timeout` (True), else False: never
+    raises for a lock that cannot be opened or taken."""
     try:
         fd = _open_lock(lock_path)
     except StoreError:
         yield False
         return
     try:
-        deadline = time.monotonic() + timeout
-        acquired = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                acquired = True
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EINTR) or time.monotonic() > deadline:
-                    break
-            time.sleep(0.001)
+        try:
+            acquired = _flock_within(fd, lock_path, operation, timeout, 0.001)
+        except StoreError:
+            acquired = False
         yield acquired
     finally:
         os.close(fd)

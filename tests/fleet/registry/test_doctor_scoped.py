@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hermes_estop.fleet.audit import AuditEvent
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.consumers.coverage import Work, breaches, hold_spans
 from hermes_estop.model.hold import Hold
 from hermes_estop.model.selector import Selector

@@ -13,7 +13,7 @@ from checker import ActorSpec, fenced_retire, plain_read, rearm, release, window
 from pg_checker import explore_pg
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
-from hermes_estop.fleet.audit import AuditEvent
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.hold import EngageRequest, Fence, Hold, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.stores.postgresql import PostgresStore

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from hermes_estop.fleet.audit import AuditEvent
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.errors import StoreError
 from hermes_estop.model.hold import (
     EngageRequest,

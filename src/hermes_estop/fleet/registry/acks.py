@@ -21,7 +21,8 @@ from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.process.describe import ALL_WORK
 from hermes_estop.process.describe import covers as covers_text
 from hermes_estop.model.hold import Hold
-from hermes_estop.fleet.registry.entries import Ack, ConsumerEntry, ConsumerState, acknowledges, consumer_state, covers, is_alive, this_host
+from hermes_estop.stores.registry import ConsumerEntry
+from hermes_estop.fleet.registry.entries import Ack, ConsumerState, acknowledges, consumer_state, covers, is_alive, this_host
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant, format_instant
 

@@ -2,7 +2,7 @@
 that proves (docs/design.md §8a "Acknowledged stops").
 
 Every long-running process that starts work (the cron ticker, the kanban dispatcher, a gateway,
-an APScheduler adapter, a user loop) keeps one `ConsumerEntry` in the store: who it is (component,
+an APScheduler adapter, a user loop) keeps one `ConsumerEntry` in the store (`stores.registry`): who it is (component,
 host, pid and the pid's start time, home, the scopes it honours) and, from its loop, the
 engagement it last observed (scope and generation of each active hold) and its verdict.
 
@@ -15,15 +15,16 @@ that no other code path starts work (`hermes doctor` looks for those).
 
 from __future__ import annotations
 
-import json
 import os
+import socket
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from hermes_estop.model.timeutil import format_instant, parse_stamp
+from hermes_estop.stores.registry import ConsumerEntry
+from hermes_estop.system.processes import same_process, start_time
 
 if TYPE_CHECKING:
     from hermes_estop.model.selector import Selector
@@ -34,12 +35,10 @@ __all__ = [
     "MIN_REPORT_INTERVAL",
     "PRUNE_AFTER",
     "Ack",
-    "ConsumerEntry",
     "ConsumerState",
     "acknowledges",
     "consumer_state",
     "covers",
-    "entry_key",
     "overdue_after",
 ]
 
@@ -63,103 +62,6 @@ class ConsumerState(Enum):
     LIVE = "live"
     STALLED = "stalled"
     LOST = "lost"
-
-
-@dataclass(frozen=True)
-class ConsumerEntry:
-    """One registered consumer process, as it last reported itself."""
-
-    component: str
-    host: str
-    pid: int
-    #: the pid's start time (clock ticks since boot), so a reused pid is never taken for it
-    pid_start: int | None
-    home: str
-    profile: str | None
-    #: the scopes whose holds this consumer honours ("fleet", profile names; `ALL_SCOPES`: all)
-    scopes: tuple[str, ...]
-    version: str
-    #: seconds between its reports (its loop's interval, at least `MIN_REPORT_INTERVAL`)
-    interval: float
-    registered_at: datetime
-    reported_at: datetime
-    #: reports made so far: a waiter knows a report is newer than the moment it started waiting
-    seq: int = 0
-    #: (scope, generation) of every active hold it saw in its last report ("?" for a hold with none)
-    observed: tuple[tuple[str, str], ...] = ()
-    #: its verdict on that read: "proceed" or "held"
-    verdict: str = "proceed"
-    #: when it first saw the engagement it reports (None: nothing held)
-    observed_since: datetime | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return entry_key(self.component, self.host, self.pid)
-
-    def describe(self) -> str:
-        """`kanban@host-b pid 4411`: how an operator names it."""
-        return f"{self.component}@{self.host} pid {self.pid}"
-
-    def reported(self, now: datetime, observed: tuple[tuple[str, str], ...], verdict: str) -> ConsumerEntry:
-        """This entry after one more report at `now` that saw `observed`."""
-        since = self.observed_since if observed == self.observed and self.observed_since is not None else now
-        return replace(self, reported_at=now, seq=self.seq + 1, observed=observed, verdict=verdict,
-                       observed_since=since if observed else None)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version_format": 1, "component": self.component, "host": self.host, "pid": self.pid,
-            "pid_start": self.pid_start, "home": self.home, "profile": self.profile,
-            "scopes": list(self.scopes), "version": self.version, "interval": self.interval,
-            "registered_at": format_instant(self.registered_at), "reported_at": format_instant(self.reported_at),
-            "seq": self.seq, "observed": [{"scope": s, "generation": g} for s, g in self.observed],
-            "verdict": self.verdict, "observed_since": format_instant(self.observed_since), "extra": self.extra,
-        }
-
-    def encode(self) -> bytes:
-        return json.dumps(self.to_json(), sort_keys=True).encode("utf-8")
-
-    @classmethod
-    def from_json(cls, data: Any) -> ConsumerEntry | None:
-        """The entry of a stored document; None for one that is not (a damaged file is ignored,
-        never fatal to a reader)."""
-        try:
-            registered, reported = parse_stamp(data["registered_at"]), parse_stamp(data["reported_at"])
-            pid, interval = data["pid"], data["interval"]
-            if registered is None or reported is None or not isinstance(pid, int) or isinstance(pid, bool):
-                return None
-            if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0:
-                return None
-            observed = tuple((str(o["scope"]), str(o["generation"])) for o in data.get("observed") or ())
-            pid_start = data.get("pid_start")
-            return cls(
-                component=str(data["component"]), host=str(data["host"]), pid=pid,
-                pid_start=pid_start if isinstance(pid_start, int) else None, home=str(data.get("home") or ""),
-                profile=data.get("profile") if isinstance(data.get("profile"), str) else None,
-                scopes=tuple(str(s) for s in data.get("scopes") or ()), version=str(data.get("version") or "?"),
-                interval=float(interval), registered_at=registered, reported_at=reported,
-                seq=int(data.get("seq") or 0), observed=observed, verdict=str(data.get("verdict") or "?"),
-                observed_since=parse_stamp(data.get("observed_since")),
-                extra=data.get("extra") if isinstance(data.get("extra"), dict) else {},
-            )
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return None
-
-    @classmethod
-    def decode(cls, raw: bytes) -> ConsumerEntry | None:
-        try:
-            return cls.from_json(json.loads(raw))
-        except ValueError:
-            return None
-
-
-def entry_key(component: str, host: str, pid: int) -> str:
-    """The registry key of one consumer: safe as a file name (the host is reduced to its
-    letters, digits, dots and dashes)."""
-    safe_host = "".join(c if c.isalnum() or c in ".-" else "_" for c in host)[:64] or "_"
-    safe_component = "".join(c if c.isalnum() or c in ".-" else "_" for c in component)[:64] or "_"
-    return f"{safe_component}@{safe_host}-{pid}"
 
 
 def overdue_after(entry: ConsumerEntry) -> timedelta:
@@ -222,8 +124,6 @@ def acknowledges(entry: ConsumerEntry, ack: Ack) -> bool:
 
 
 def this_host() -> str:
-    import socket
-
     return socket.gethostname()
 
 
@@ -232,8 +132,6 @@ def is_alive(entry: ConsumerEntry, host: str | None = None) -> bool | None:
     another host and cannot be asked."""
     if entry.host != (host if host is not None else this_host()):
         return None
-    from hermes_estop.system.processes import same_process, start_time
-
     if entry.pid_start is None:
         return start_time(entry.pid) is not None
     return same_process(entry.pid, entry.pid_start)

@@ -24,7 +24,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hermes_estop.fleet.registry.entries import ALL_SCOPES, MIN_REPORT_INTERVAL, ConsumerEntry, this_host
+from hermes_estop.fleet.registry.entries import ALL_SCOPES, MIN_REPORT_INTERVAL, this_host
+from hermes_estop.stores.registry import ConsumerEntry
 from hermes_estop.model.text import one_line
 from hermes_estop import __version__
 from hermes_estop.system.processes import start_time

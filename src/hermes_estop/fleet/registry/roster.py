@@ -5,6 +5,7 @@ holds standing now, and how old its view is. Reading it prunes entries lost for 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,7 +13,8 @@ from typing import Any
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.process.check import Snapshot
 from hermes_estop.fleet.registry.reporter import observed_holds
-from hermes_estop.fleet.registry.entries import ConsumerEntry, ConsumerState, consumer_state, covers, is_alive, prunable, this_host
+from hermes_estop.stores.registry import ConsumerEntry
+from hermes_estop.fleet.registry.entries import ConsumerState, consumer_state, covers, is_alive, prunable, this_host
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import format_instant
 
@@ -76,7 +78,7 @@ class Roster:
                 "consumers": [row.to_json() for row in self.rows]}
 
 
-def roster_of(entries: list[ConsumerEntry], snapshot: Snapshot, alive: Any) -> Roster:
+def roster_of(entries: list[ConsumerEntry], snapshot: Snapshot, alive: Callable[[ConsumerEntry], bool | None]) -> Roster:
     """Pure but for `alive(entry)`: each entry's state, acknowledgement of `snapshot`'s holds
     (every scope of the fleet, read once), and lag."""
     now = snapshot.now
