@@ -1,0 +1,134 @@
+"""The scheduler's `Timeline` answered from the compiled schedule of the windows file (issue 35).
+
+A decision (`reconcile.plan_scope`, `reconcile.chain_end`, `OccurrenceIndex.advance`) asks a
+`Timeline` for occurrences; `occurrences.EXACT` computes them with croniter, a
+`ScheduleTimeline` reads them off one `schedule.Schedule` by bisection and asks `EXACT` whatever
+the schedule does not answer: an instant outside its horizon, a window that is not one of its
+rows. The two give the same answers; the schedule only does it without the cron arithmetic, so
+a held chain is walked afresh on every pass instead of remembered across passes.
+
+`ScheduleKeeper` holds the schedule of exactly the bytes the scheduler's windows were validated
+from, built (or read from beside the file) in a thread of its own so a pass never waits for it:
+until it is ready, and for windows that are not the file's own (the guard putting back a version
+it acted on, a table that does not validate, calendars), the pass uses `EXACT`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from bisect import bisect_right
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Timeline
+from hermes_estop.windows.schedule import REFRESH, Schedule, load
+
+__all__ = ["ScheduleKeeper", "ScheduleTimeline"]
+
+log = logging.getLogger("hermes_estop.windows")
+
+
+class ScheduleTimeline:
+    """A `Timeline` read off `schedule` (the schedule of the very bytes the asked windows were
+    validated from: `ScheduleKeeper` sees to that), `EXACT` where it does not answer."""
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        #: window name -> its row (`Schedule.row_of` searches the names)
+        self._rows = {name: row for row, name in enumerate(schedule.names)}
+
+    def _row(self, window: Window) -> int | None:
+        """`window`'s row; None for a window the schedule cannot stand for: not in it, or a
+        one-shot off the whole second (the schedule keeps whole seconds)."""
+        if window.at is not None and window.at.microsecond:
+            return None
+        return self._rows.get(window.name)
+
+    def around(self, window: Window, now: datetime) -> Around:
+        row = self._row(window)
+        found = self._covering(row, now) if row is not None else None
+        if found is None:
+            return EXACT.around(window, now)
+        return found, self.first_armed(window, now)
+
+    def _covering(self, row: int, now: datetime) -> tuple[Occurrence, ...] | None:
+        """The occurrences of `row` covering `now` (not ended at `now`, armed by it); None
+        unless the row holds every one of them (`now`, and `now` plus the lead, in the horizon)."""
+        schedule = self.schedule
+        at = now.timestamp()
+        armed_by = at + schedule.leads[row]
+        if not (schedule.answers(now) and armed_by < schedule.hi):
+            return None
+        lo, hi = schedule.offsets[row], schedule.offsets[row + 1]
+        first = bisect_right(schedule.ends, at, lo, hi)
+        return tuple(schedule.occurrence(row, i) for i in range(first, bisect_right(schedule.starts, armed_by, lo, hi)))
+
+    def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
+        row = self._row(window)
+        if row is None:
+            return EXACT.first_armed(window, now)
+        found = self.schedule.next_start(row, now + timedelta(seconds=self.schedule.leads[row]))
+        return EXACT.first_armed(window, now) if isinstance(found, bool) else found
+
+    def after(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
+        row = self._row(window)
+        if row is None:
+            return EXACT.after(window, occurrence)
+        found = self.schedule.next_start(row, occurrence.start)
+        return EXACT.after(window, occurrence) if isinstance(found, bool) else found
+
+
+class ScheduleKeeper:
+    """The compiled schedule of the windows file the scheduler acts on, and the timeline of it.
+
+    `want(raw, windows, now)` builds the schedule of the bytes `raw` (validated as `windows`)
+    in a thread (one at a time; again every `REFRESH` for the same bytes); `timeline(source)`
+    is its `ScheduleTimeline` when `source` is exactly those bytes, else `EXACT`."""
+
+    def __init__(self, windows_path: Path) -> None:
+        self.windows_path = windows_path
+        #: (the bytes, the timeline of their schedule), replaced whole by the building thread
+        self._ready: tuple[bytes, ScheduleTimeline] | None = None
+        #: (the bytes, when) the last build was started for
+        self._asked: tuple[bytes, datetime] | None = None
+        self._thread: threading.Thread | None = None
+
+    def timeline(self, source: bytes | None) -> Timeline:
+        """The schedule's timeline when it is of exactly the bytes `source` (None: windows that
+        are not one version of the file's own), else `EXACT`."""
+        ready = self._ready
+        if source is not None and ready is not None and ready[0] == source:
+            return ready[1]
+        return EXACT
+
+    def want(self, raw: bytes, windows: Sequence[Window], now: datetime) -> None:
+        """Start building the schedule of `raw` unless one is being built, or it was built for
+        these bytes less than `REFRESH` ago."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        asked = self._asked
+        if asked is not None and asked[0] == raw and asked[1] <= now < asked[1] + REFRESH:
+            return
+        self._asked = (raw, now)
+        self._thread = threading.Thread(target=self._build, args=(raw, list(windows), now), name="windows-schedule")
+        self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the schedule being built, if any."""
+        if self._thread is not None:
+            self._thread.join()
+
+    def _build(self, raw: bytes, windows: list[Window], now: datetime) -> None:
+        """Not a daemon thread: `serve --once` writes the schedule before it exits. A failure is
+        logged, never raised (the schedule is an accelerator)."""
+        try:
+            schedule = load(self.windows_path, raw, lambda: windows, now, REFRESH)
+        except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
+            log.warning("windows schedule of %s not built: %s", self.windows_path, exc)
+            return
+        if schedule is not None and schedule.digest == hashlib.sha256(raw).hexdigest():
+            self._ready = (raw, ScheduleTimeline(schedule))
