@@ -10,9 +10,12 @@ import dataclasses
 import hashlib
 import random
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
+from hermes_estop.model.homes import Location
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import EXACT
 from hermes_estop.windows.reconcile import plan_scope
@@ -20,10 +23,17 @@ from hermes_estop.windows.schedule import HORIZON, build
 from hermes_estop.windows.scheduler import enabled_by_scope
 from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleTimeline
 
-from tests.windows.test_window_chain_scale import READINGS
-
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
 SCOPES = ("fleet", "ops", "web")
+SCOPE = Location("fleet", Path("/nonexistent"))
+#: the sentinel a plan meets: none, a manual hold, a hold a window armed, an unreadable one
+READINGS = [
+    Reading(SCOPE, HoldState.ABSENT),
+    Reading(SCOPE, HoldState.ACTIVE, Hold("manual", BUILT, "by hand", None, Allow())),
+    Reading(SCOPE, HoldState.ACTIVE, Hold("g1", BUILT, "ours?", BUILT + timedelta(hours=1), Allow(), "window:c00",
+                                          {"name": "c00", "occurrence": BUILT.isoformat()})),
+    Reading(SCOPE, HoldState.UNREADABLE, problem="not JSON"),
+]
 
 
 def varied(rng: random.Random, count: int = 36) -> list[Window]:
