@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import random
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import pytest
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import EXACT
+from hermes_estop.windows.occurrences import EXACT, Occurrence
 from hermes_estop.windows.reconcile import plan_scope
 from hermes_estop.windows.schedule import HORIZON, build
 from hermes_estop.windows.scheduler import enabled_by_scope
@@ -95,6 +97,24 @@ def test_the_schedule_answers_each_question_as_the_exact_functions(seed):
             assert upcoming == EXACT.first_armed(window, now), (window.name, now)
             if upcoming is not None:
                 assert timeline.after(window, upcoming) == EXACT.after(window, upcoming), (window.name, upcoming)
+
+
+
+def _taken(armed: Iterator[Occurrence], count: int) -> list[tuple[str, datetime, datetime]]:
+    return [(o.key, o.arm_at, o.end) for o in itertools.islice(armed, count)]
+
+
+@pytest.mark.parametrize("seed", [35, 36])
+def test_the_schedule_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed):
+    """`armed_after` (what `chain_end` walks) read off the schedule's list sorted by arm
+    instant, past the end of its horizon, with and without a window it cannot stand for."""
+    rng = random.Random(seed)
+    windows = varied(rng)
+    timeline = ScheduleTimeline(build("digest", windows, BUILT))
+    lanes = [*enabled_by_scope(windows).values(), [w for w in windows if w.name != "frac"]]
+    for now in instants(rng, 15):
+        for lane in lanes:
+            assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
 
 
 def _shape(plan: object) -> str:

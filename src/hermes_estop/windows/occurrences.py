@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from typing import Protocol
@@ -37,6 +37,7 @@ __all__ = [
     "Timeline",
     "covering",
     "following",
+    "merge_armed",
     "next_armed",
     "next_start",
     "occurrence_key",
@@ -251,17 +252,34 @@ class Timeline(Protocol):
         armed strictly after `now` (`next_armed`)."""
         ...
 
-    def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
-        """`next_armed(window, now)`."""
+    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
+        """The occurrences of `windows` armed strictly after `now`, in the order they arm (at
+        one instant, in the order of `windows`), computed as they are taken."""
         ...
 
-    def after(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
-        """`following(window, occurrence)`."""
-        ...
+
+def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[[Window, datetime], Occurrence | None],
+                after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence]:
+    """`Timeline.armed_after` from each window's first occurrence armed after `now` and the one
+    after each: a heap of one occurrence per window, a window's next computed only once its
+    previous one was taken (a chain held by a thousand windows asks each once, not once per step)."""
+    queue: list[tuple[datetime, int, Occurrence, Window]] = []
+    for order, window in enumerate(windows):
+        upcoming = first_armed(window, now)
+        if upcoming is not None:
+            queue.append((upcoming.arm_at, order, upcoming, window))
+    heapq.heapify(queue)
+    while queue:
+        _, order, occurrence, window = heapq.heappop(queue)
+        yield occurrence
+        successor = after(window, occurrence)
+        if successor is not None:
+            heapq.heappush(queue, (successor.arm_at, order, successor, window))
 
 
 class ExactTimeline:
-    """The `Timeline` of the exact functions above."""
+    """The `Timeline` of the exact functions above (with `first_armed` and `after`, the
+    questions `armed_after` is made of)."""
 
     def around(self, window: Window, now: datetime) -> Around:
         first = _first(window, now - window.duration)
@@ -274,6 +292,9 @@ class ExactTimeline:
 
     def after(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
         return following(window, occurrence)
+
+    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
+        return merge_armed(windows, now, self.first_armed, self.after)
 
 
 EXACT = ExactTimeline()

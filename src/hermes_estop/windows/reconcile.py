@@ -30,7 +30,6 @@ The rules, per scope:
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -170,34 +169,26 @@ def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: dat
     would. At most `limit` occurrences extend it, taken in the order they arm; capped at
     `now + MAX_DURATION`.
 
-    Why a merge rather than rounds over every window: the occurrences of all the windows are
-    walked once, in arm order, each window's next one computed only when its previous one was
-    chained (a heap of one per window). A scope held for a week by a thousand windows used to
-    ask every window again for every step of the chain (issue 24: a pass took a minute with
-    10,000 windows). `timeline` gives each window's first occurrence armed after `now` and the
-    one after each occurrence: the scheduler passes the compiled schedule's when it has it
-    (bisection, no cron arithmetic), so walking the chain again on every pass costs little."""
+    Why a walk in arm order rather than rounds over every window: the occurrences of all the
+    windows are taken once, in the order they arm (`Timeline.armed_after`: the exact one
+    computes a window's next occurrence only once its previous one was taken). A scope held
+    for a week by a thousand windows used to ask every window again for every step of the
+    chain (issue 24: a pass took a minute with 10,000 windows). The scheduler passes the
+    compiled schedule's timeline when it has it: the occurrences read off one list sorted by
+    arm instant, so walking the chain again on every pass costs the chain, not the windows."""
     end = max(o.end for o in members)
     seen = {o.key for o in members} | set(closed)
     horizon = now + MAX_DURATION
-    queue: list[tuple[datetime, int, Occurrence, Window]] = []
-    for order, window in enumerate(windows):
-        upcoming = timeline.first_armed(window, now)
-        if upcoming is not None:
-            queue.append((upcoming.arm_at, order, upcoming, window))
-    heapq.heapify(queue)
+    armed = timeline.armed_after(windows, now)
     chained = 0
-    while queue and chained < limit and end < horizon:
-        arm_at, order, occurrence, window = heapq.heappop(queue)
-        if arm_at > end:
+    while chained < limit and end < horizon:
+        occurrence = next(armed, None)
+        if occurrence is None or occurrence.arm_at > end:
             break
         if occurrence.key not in seen:
             seen.add(occurrence.key)
             chained += 1
             end = max(end, occurrence.end)
-        successor = timeline.after(window, occurrence)
-        if successor is not None:
-            heapq.heappush(queue, (successor.arm_at, order, successor, window))
     return min(end, horizon)
 
 
