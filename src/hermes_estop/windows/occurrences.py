@@ -30,6 +30,7 @@ from hermes_estop.windows.model import Window
 __all__ = [
     "EXACT",
     "FEED_RECHECK",
+    "IndexedTimeline",
     "MAX_EXCLUDED_RUN",
     "ExactTimeline",
     "Occurrence",
@@ -456,6 +457,21 @@ class OccurrenceIndex:
         """The next occurrence armed after `now` (`next_armed`: its start, less any drain lead)."""
         known = self._valid(window, now)
         return known.next if known is not None else next_armed(window, now)
+
+
+class IndexedTimeline(ExactTimeline):
+    """`EXACT`, with each window's first occurrence armed after `now` taken from the answer
+    `index.advance` brought to `now` when it holds (an exact answer, kept until it expires).
+    Why: without a compiled schedule (calendars, a table that does not validate, the guard
+    putting a version back, the first passes before it is built) a held chain asks every
+    window of its lane for its next arm on every pass: 10,000 cron questions were a tenth of
+    a second a pass."""
+
+    def __init__(self, index: OccurrenceIndex) -> None:
+        self._index = index
+
+    def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
+        return self._index.next_start(window, now)
 
 
 @dataclass(slots=True)

@@ -37,7 +37,7 @@ from hermes_estop.windows.events import TickEvent, TickReport, note_event, plann
 from hermes_estop.windows.guard import FileGuard
 from hermes_estop.windows.ledger import ARMED, RETENTION, WITHDRAWN, LedgerEntry, OccurrenceLedger, open_ledger
 from hermes_estop.windows.model import InvalidWindow, Window
-from hermes_estop.windows.occurrences import Occurrence, OccurrenceIndex
+from hermes_estop.windows.occurrences import IndexedTimeline, Occurrence, OccurrenceIndex
 from hermes_estop.windows.problems import ProblemLog
 from hermes_estop.windows.recall import recall
 from hermes_estop.windows.reconcile import Arm, Retire, ScopePlan, Skip, idle, plan_scope
@@ -104,6 +104,8 @@ class WindowService:
         self.poll_interval = float(poll_interval)
         self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)))
         self.index = OccurrenceIndex()
+        #: the exact timeline, first arms read off the index (a pass without the schedule)
+        self._exact = IndexedTimeline(self.index)
         #: the compiled schedule of the file's version in use, built off the pass (`warm_schedule`)
         self.schedules = ScheduleKeeper(self.windows_file.path)
         self.actions = Actions(fleet)
@@ -272,7 +274,7 @@ class WindowService:
                 return report, plans
             windows, entries, source = inputs
             report.leader = dry_run or self._may_write()
-            state = PassState(report, entries, timeline=self.schedules.timeline(source))
+            state = PassState(report, entries, timeline=self.schedules.timeline(source, self._exact))
             # the enabled windows' occurrences covering now, by window (only those with some):
             # computed only for the windows whose answer changed since the last pass (issue 24)
             covering = self.index.advance(windows, report.now, state.timeline)
