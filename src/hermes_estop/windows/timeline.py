@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
 from collections.abc import Iterator
@@ -41,12 +42,13 @@ class ScheduleTimeline:
         self.schedule = schedule
         #: window name -> its row (`Schedule.row_of` searches the names)
         self._rows = {name: row for row, name in enumerate(schedule.names)}
-        #: every occurrence of the schedule as (arm instant, row, its index), in arm order
-        #: (`armed_after`); the instant in epoch seconds
-        arms = sorted((schedule.starts[i] - schedule.leads[row], row, i)
-                      for row in range(len(schedule.names)) for i in range(schedule.offsets[row], schedule.offsets[row + 1]))
-        self._arms = [arm for arm, _, _ in arms]
-        self._armed = [(row, i) for _, row, i in arms]
+        #: every occurrence of the schedule (its index in `starts`) in arm order, and its arm
+        #: instant in epoch seconds (`armed_after`): two flat arrays, 16 bytes an occurrence
+        offsets, leads = schedule.offsets, schedule.leads
+        arm = array("q", (start - leads[row] for row in range(len(schedule.names))
+                          for start in schedule.starts[offsets[row]:offsets[row + 1]]))
+        self._armed = array("q", sorted(range(len(arm)), key=arm.__getitem__))
+        self._arms = array("q", (arm[i] for i in self._armed))
         #: arms before this instant are all in `_arms`: their starts lie before the horizon's end
         self._whole_until = schedule.hi - max(schedule.leads, default=0)
 
@@ -93,11 +95,12 @@ class ScheduleTimeline:
         return self._walk(windows, lane, now)
 
     def _walk(self, windows: Sequence[Window], lane: dict[int, int], now: datetime) -> Iterator[Occurrence]:
-        schedule, arms, armed = self.schedule, self._arms, self._armed
+        schedule, arms, armed, offsets = self.schedule, self._arms, self._armed, self.schedule.offsets
         index = bisect_right(arms, now.timestamp())
         ties: list[tuple[int, int, int]] = []  # (order, row, index) of the occurrences armed at one instant
         while index < len(arms) and arms[index] < self._whole_until:
-            row, at = armed[index]
+            at = armed[index]
+            row = bisect_right(offsets, at) - 1
             order = lane.get(row)
             if order is not None:
                 ties.append((order, row, at))
