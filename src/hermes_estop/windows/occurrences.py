@@ -306,7 +306,7 @@ class OccurrenceIndex:
     with 10,000 windows does the cron math of a window only when its answer changes, not on
     every pass (issue 24: asking every window on every pass was most of a pass).
 
-    Two layers. `advance(windows, now)`, once per pass, brings the scheduler's windows to `now`
+    `advance(windows, now)`, once per pass, brings the scheduler's windows to `now`
     and answers what covers it: each enabled window's answer (`_Known`: its occurrences covering
     the instant it was computed at, and its next occurrence armed after it) holds until
     `until`, its next arm or the earliest end among those covering, whichever comes first.
