@@ -1,6 +1,6 @@
 """The work one reconciliation pass does at scale (issue 24), counted, never timed: the chain of a
 held scope is walked once (each window asked for its next occurrence once, each chained
-occurrence's successor once, and remembered across passes), and a scope where nothing covers
+occurrence's successor once; from the compiled schedule, with no cron step at all), and a scope where nothing covers
 now and nothing is armed is decided without reading its sentinel."""
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.windows.actions import PassState
 from hermes_estop.windows.events import TickReport
-from hermes_estop.windows.following import FollowingMemo, following
 from hermes_estop.windows.ledger import ARMED, ENDED
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import covering, next_armed, occurrences
+from hermes_estop.windows.occurrences import covering, following, occurrences
 from hermes_estop.windows.reconcile import chain_end, entry_for, idle, plan_scope
+from hermes_estop.windows.schedule import build
+from hermes_estop.windows.timeline import ScheduleTimeline
 
 # the module, not the function `hermes_estop.windows` re-exports under the same name
 occurrences_module = importlib.import_module("hermes_estop.windows.occurrences")
@@ -59,15 +60,16 @@ def test_chain_end_asks_each_window_once_not_once_per_step_of_the_chain(cron_ste
     assert cron_steps[0] <= 3 * len(windows) + 5
 
 
-def test_chain_end_with_the_memo_computes_the_chain_once_across_passes(cron_steps):
+def test_chain_end_from_the_schedule_does_no_cron_step(cron_steps):
+    """What the chain memo saved across passes (issue 24), the compiled schedule answers by
+    bisection: walking the chain on every pass computes no cron start."""
     windows = relay(20)
-    memo = FollowingMemo()
     members = covering(windows[0], T0)
-    first = chain_end(members, windows, T0, after=memo)
+    exact = chain_end(members, windows, T0)
+    timeline = ScheduleTimeline(build("digest", windows, T0 - timedelta(hours=1)))
     cron_steps[0] = 0
-    again = chain_end(members, windows, T0, first_armed=lambda w, now: next_armed(w, now), after=memo)
-    assert again == first
-    assert cron_steps[0] <= 2 * len(windows)  # only the first starts again: no successor recomputed
+    assert chain_end(members, windows, T0, timeline=timeline) == exact
+    assert cron_steps[0] == 0
 
 
 def test_chain_end_stops_at_the_limit_in_arm_order():
@@ -76,17 +78,14 @@ def test_chain_end_stops_at_the_limit_in_arm_order():
     assert chain_end(members, windows, T0, limit=3) == T0 + timedelta(hours=4)
 
 
-def test_following_is_the_next_occurrence_and_the_memo_agrees_until_forgotten():
+def test_following_is_the_next_occurrence_and_the_schedule_agrees():
     window = relay(1)[0]
     first, second, third = [o for _, o in zip(range(3), occurrences(window, T0), strict=False)]
-    assert following(window, first) == second
-    memo = FollowingMemo()
-    assert memo(window, first) == second and memo(window, second) == third
-    assert len(memo) == 2
-    memo.forget_armed_by(first.arm_at)
-    assert len(memo) == 1  # the chain never asks about an occurrence armed by now again
-    edited = window.model_copy(update={"duration": timedelta(minutes=30)})
-    assert memo(edited, second).end == third.start + timedelta(minutes=30)  # an edited window: afresh
+    assert following(window, first) == second and following(window, second) == third
+    timeline = ScheduleTimeline(build("digest", [window], T0))
+    assert timeline.after(window, first) == second and timeline.after(window, second) == third
+    edited = window.model_copy(update={"name": "other"})  # not a row of the schedule: the exact answer
+    assert timeline.after(edited, first).window == "other"
 
 
 class _Event:

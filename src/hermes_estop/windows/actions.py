@@ -18,6 +18,7 @@ from hermes_estop.model.hold import EngageRequest, Fence, clean_reason
 from hermes_estop.windows.events import TickEvent, TickReport, action_event
 from hermes_estop.windows.ledger import ARMED, SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import EXACT, Timeline
 from hermes_estop.windows.recall import INTENT, intent_detail
 from hermes_estop.windows.reconcile import Arm, Retire, Skip, entry_for
 
@@ -33,6 +34,9 @@ class PassState:
     report: TickReport
     entries: dict[str, LedgerEntry]
     changes: dict[str, LedgerEntry] = field(default_factory=dict)
+    #: where the pass looks occurrences up (`occurrences.EXACT`, or the compiled schedule of the
+    #: bytes the pass's windows were validated from: `timeline.ScheduleKeeper`)
+    timeline: Timeline = EXACT
     #: `entries` by scope, built at the first `of` and kept up to date by `remember`
     _by_scope: dict[str, dict[str, LedgerEntry]] | None = field(default=None, repr=False)
 

@@ -18,20 +18,27 @@ from __future__ import annotations
 
 import heapq
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
+from typing import Protocol
 
 from hermes_estop.model.cronspec import starts as cron_starts
 from hermes_estop.model.timeutil import format_instant, in_interval, to_utc
 from hermes_estop.windows.model import Window
 
 __all__ = [
+    "EXACT",
     "FEED_RECHECK",
+    "IndexedTimeline",
     "MAX_EXCLUDED_RUN",
+    "ExactTimeline",
     "Occurrence",
     "OccurrenceIndex",
+    "Timeline",
     "covering",
+    "following",
+    "merge_armed",
     "next_armed",
     "next_start",
     "occurrence_key",
@@ -220,12 +227,86 @@ def starting_within(window: Window, first: datetime, last: datetime, limit: int 
     return out
 
 
+def following(window: Window, occurrence: Occurrence) -> Occurrence | None:
+    """The occurrence of `window` after `occurrence`, in the order `occurrences` yields them (a
+    calendar may have two events starting at the same instant); None when there is none."""
+    passed = False
+    for candidate in occurrences(window, occurrence.start):
+        if passed or candidate.start > occurrence.start:
+            return candidate
+        passed = candidate == occurrence
+    return None
+
+
+#: what covers an instant, and the first occurrence armed after it
+Around = tuple[tuple[Occurrence, ...], Occurrence | None]
+
+
+class Timeline(Protocol):
+    """Where the scheduler's decisions look a window's occurrences up (`reconcile.plan_scope`,
+    `reconcile.chain_end`, `OccurrenceIndex.advance`): the exact functions of this module
+    (`EXACT`, the definition) or a compiled schedule answering the same by bisection
+    (`timeline.ScheduleTimeline`). Every implementation gives the exact functions' answers."""
+
+    def around(self, window: Window, now: datetime) -> Around:
+        """The occurrences of `window` covering `now` (`covering`) and its first occurrence
+        armed strictly after `now` (`next_armed`)."""
+        ...
+
+    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
+        """The occurrences of `windows` armed strictly after `now`, in the order they arm (at
+        one instant, in the order of `windows`), computed as they are taken."""
+        ...
+
+
+def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[[Window, datetime], Occurrence | None],
+                after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence]:
+    """`Timeline.armed_after` from each window's first occurrence armed after `now` and the one
+    after each: a heap of one occurrence per window, a window's next computed only once its
+    previous one was taken (a chain held by a thousand windows asks each once, not once per step)."""
+    queue: list[tuple[datetime, int, Occurrence, Window]] = []
+    for order, window in enumerate(windows):
+        upcoming = first_armed(window, now)
+        if upcoming is not None:
+            queue.append((upcoming.arm_at, order, upcoming, window))
+    heapq.heapify(queue)
+    while queue:
+        _, order, occurrence, window = heapq.heappop(queue)
+        yield occurrence
+        successor = after(window, occurrence)
+        if successor is not None:
+            heapq.heappush(queue, (successor.arm_at, order, successor, window))
+
+
+class ExactTimeline:
+    """The `Timeline` of the exact functions above (with `first_armed` and `after`, the
+    questions `armed_after` is made of)."""
+
+    def around(self, window: Window, now: datetime) -> Around:
+        first = _first(window, now - window.duration)
+        if first is None or first.arm_at > now:
+            return (), first  # nothing covers `now`: the first one not ended is the next armed
+        return tuple(covering(window, now)), next_armed(window, now)
+
+    def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
+        return next_armed(window, now)
+
+    def after(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
+        return following(window, occurrence)
+
+    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
+        return merge_armed(windows, now, self.first_armed, self.after)
+
+
+EXACT = ExactTimeline()
+
+
 class OccurrenceIndex:
     """What covers `now` and when each window arms next, remembered per window, so a scheduler
     with 10,000 windows does the cron math of a window only when its answer changes, not on
     every pass (issue 24: asking every window on every pass was most of a pass).
 
-    Two layers. `advance(windows, now)`, once per pass, brings the scheduler's windows to `now`
+    `advance(windows, now)`, once per pass, brings the scheduler's windows to `now`
     and answers what covers it: each enabled window's answer (`_Known`: its occurrences covering
     the instant it was computed at, and its next occurrence armed after it) holds until
     `until`, its next arm or the earliest end among those covering, whichever comes first.
@@ -236,13 +317,14 @@ class OccurrenceIndex:
     keeps its answer, an edited one is planned afresh), and time going backwards (everything
     is computed again).
 
+    An answer is computed by the `Timeline` the pass gives (`EXACT`, or the compiled schedule
+    of the file the windows were read from): the same answer either way, so answers computed
+    by one are kept when the next pass gives the other.
+
     `covering` and `next_start` answer for any window and instant: from `advance`'s answer when
-    it holds for that window object at that instant; else, for an instant when nothing covers,
-    from a memo of `(since, first)`: no occurrence starts in `[since, first.start)` (`first`
-    None: none ever again); else by the exact functions above."""
+    it holds for that window object at that instant, else by the exact functions above."""
 
     def __init__(self) -> None:
-        self._memo: dict[str, tuple[Window, datetime, Occurrence | None]] = {}
         #: `advance`'s answers, by window name
         self._known: dict[str, _Known] = {}
         #: (until, seq, name) of every answer that expires; an entry whose seq is not its
@@ -253,27 +335,26 @@ class OccurrenceIndex:
         self._windows: list[Window] = []
         self._now: datetime | None = None
         self._seq = 0
-        #: scope -> the seq of the last change of an answer of one of its windows (`version`)
-        self._versions: dict[str, int] = {}
         #: how many answers `advance` computed (the work of a pass, for tests that count it)
         self.computed = 0
 
     # -- the scheduler's windows, brought to `now` once per pass -------------------------------
 
-    def advance(self, windows: Sequence[Window], now: datetime) -> dict[str, list[Occurrence]]:
+    def advance(self, windows: Sequence[Window], now: datetime,
+                timeline: Timeline = EXACT) -> dict[str, list[Occurrence]]:
         """Bring the enabled ones of `windows` to `now`: each enabled window's occurrences
-        covering `now` (only the windows with some), computed only for the windows whose answer
-        expired by `now`, changed, or is new."""
+        covering `now` (only the windows with some), computed (by `timeline`) only for the
+        windows whose answer expired by `now`, changed, or is new."""
         if self._now is not None and now < self._now:
             self._forget()  # time went backwards: every answer computed again (the exact path)
         self._now = now
         if not (len(windows) == len(self._windows) and all(map(operator.is_, windows, self._windows))):
-            self._sync(windows, now)
+            self._sync(windows, now, timeline)
         while self._due and self._due[0][0] <= now:
             _, seq, name = heapq.heappop(self._due)
             known = self._known.get(name)
             if known is not None and known.seq == seq:
-                self._learn(known.window, now)
+                self._learn(known.window, now, timeline)
         if len(self._due) > 2 * len(self._known) + 64:
             self._compact()
         return {name: list(known.covering) for name, known in self._held.items()}
@@ -304,7 +385,7 @@ class OccurrenceIndex:
             heapq.heappush(self._due, entry)
         return out
 
-    def _sync(self, windows: Sequence[Window], now: datetime) -> None:
+    def _sync(self, windows: Sequence[Window], now: datetime, timeline: Timeline) -> None:
         """A new list of windows: forget the answers of windows gone, disabled or changed;
         compute the new ones at `now`. A window read again unchanged (another object, equal
         field for field, its calendar included: the same occurrences) keeps its answer: a
@@ -319,25 +400,17 @@ class OccurrenceIndex:
             if window is not None and window == known.window:
                 known.window = window
                 continue
-            self._seq += 1
-            self._versions[known.window.scope] = self._seq
             del self._known[name]
             self._held.pop(name, None)
         for name, window in enabled.items():
             if name not in self._known:
-                self._learn(window, now)
+                self._learn(window, now, timeline)
         self._windows = list(windows)
 
-    def _learn(self, window: Window, now: datetime) -> None:
-        """Compute `window`'s answer at `now` exactly and remember it until it expires."""
+    def _learn(self, window: Window, now: datetime, timeline: Timeline) -> None:
+        """Compute `window`'s answer at `now` and remember it until it expires."""
         self.computed += 1
-        first = _first(window, now - window.duration)
-        if first is None or first.arm_at > now:
-            held: tuple[Occurrence, ...] = ()
-            upcoming = first
-        else:
-            held = tuple(covering(window, now))
-            upcoming = next_armed(window, now)
+        held, upcoming = timeline.around(window, now)
         expiries = [o.end for o in held] + ([upcoming.arm_at] if upcoming is not None else [])
         if window.feed is not None:
             # a calendar's events are looked up within a lookahead of the instant asked: what
@@ -346,7 +419,6 @@ class OccurrenceIndex:
         until = min(expiries) if expiries else None
         self._seq += 1
         known = _Known(window, now, until, held, upcoming, self._seq)
-        self._versions[window.scope] = self._seq
         self._known[window.name] = known
         if held:
             self._held[window.name] = known
@@ -355,18 +427,10 @@ class OccurrenceIndex:
         if until is not None:
             heapq.heappush(self._due, (until, known.seq, window.name))
 
-    def version(self, scope: str) -> int:
-        """Changes whenever `advance` computes, drops or replaces the answer of a window of
-        `scope`: while it stays, every window of the scope has the same next arm and the same
-        occurrences covering now as when it was read (a memo of the scope's chain relies on it)."""
-        return self._versions.get(scope, 0)
-
     def _forget(self) -> None:
         self._known.clear()
-        self._versions.clear()
         self._held.clear()
         self._due.clear()
-        self._memo.clear()
         self._windows = []
 
     def _compact(self) -> None:
@@ -385,32 +449,29 @@ class OccurrenceIndex:
 
     # -- any window, any instant -----------------------------------------------------------------
 
-    def _quiet(self, window: Window, now: datetime) -> tuple[bool, Occurrence | None]:
-        """(True, next start) when nothing covers `now`; (False, None) otherwise."""
-        memo = self._memo.get(window.name)
-        since = now - window.duration
-        if memo is not None and memo[0] is window and memo[1] <= since and (memo[2] is None or memo[2].arm_at > now):
-            return True, memo[2]
-        first = _first(window, since)
-        if first is not None and first.arm_at <= now:
-            return False, None
-        self._memo[window.name] = (window, since, first)
-        return True, first
-
     def covering(self, window: Window, now: datetime) -> list[Occurrence]:
         known = self._valid(window, now)
-        if known is not None:
-            return list(known.covering)
-        quiet, _ = self._quiet(window, now)
-        return [] if quiet else covering(window, now)
+        return list(known.covering) if known is not None else covering(window, now)
 
     def next_start(self, window: Window, now: datetime) -> Occurrence | None:
         """The next occurrence armed after `now` (`next_armed`: its start, less any drain lead)."""
         known = self._valid(window, now)
-        if known is not None:
-            return known.next
-        quiet, first = self._quiet(window, now)
-        return first if quiet else next_armed(window, now)
+        return known.next if known is not None else next_armed(window, now)
+
+
+class IndexedTimeline(ExactTimeline):
+    """`EXACT`, with each window's first occurrence armed after `now` taken from the answer
+    `index.advance` brought to `now` when it holds (an exact answer, kept until it expires).
+    Why: without a compiled schedule (calendars, a table that does not validate, the guard
+    putting a version back, the first passes before it is built) a held chain asks every
+    window of its lane for its next arm on every pass: 10,000 cron questions were a tenth of
+    a second a pass."""
+
+    def __init__(self, index: OccurrenceIndex) -> None:
+        self._index = index
+
+    def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
+        return self._index.next_start(window, now)
 
 
 @dataclass(slots=True)

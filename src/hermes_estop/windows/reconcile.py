@@ -30,9 +30,8 @@ The rules, per scope:
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -40,14 +39,12 @@ from hermes_estop.model.durations import MAX_DURATION
 from hermes_estop.model.hold import VACANT, Allow, Hold, HoldState, Reading
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
 from hermes_estop.windows.model import MAX_REASON, Window
-from hermes_estop.windows.following import following
-from hermes_estop.windows.occurrences import Occurrence, covering, next_armed, occurrence_key
+from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, occurrence_key
 
 __all__ = [
     "ARMED_BY_PREFIX",
     "CHAIN_LIMIT",
     "Arm",
-    "ChainEnd",
     "Desired",
     "Retire",
     "ScopePlan",
@@ -65,12 +62,6 @@ ARMED_BY_PREFIX = "window:"
 #: at most this many future occurrences extend one deadline; the next start re-extends it
 CHAIN_LIMIT = 256
 _CLOSED = (RELEASED, SKIPPED, ENDED)
-#: the first occurrence of a window armed strictly after an instant (`occurrences.next_armed`)
-NextArmed = Callable[[Window, datetime], Occurrence | None]
-#: the occurrence of a window after a given one (`following.following`)
-Following = Callable[[Window, Occurrence], Occurrence | None]
-#: `chain_end(members, windows, now, closed)` as the caller computes it (a memo of it, say)
-ChainEnd = Callable[[Sequence[Occurrence], Sequence[Window], datetime, frozenset[str]], datetime]
 
 
 @dataclass(frozen=True)
@@ -170,8 +161,7 @@ def claims(hold: Hold | None, scope: str) -> frozenset[str]:
 
 
 def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: datetime,
-              closed: frozenset[str] = frozenset(), limit: int = CHAIN_LIMIT,
-              first_armed: NextArmed = next_armed, after: Following = following) -> datetime:
+              closed: frozenset[str] = frozenset(), limit: int = CHAIN_LIMIT, timeline: Timeline = EXACT) -> datetime:
     """When the scope may lift: the latest end among `members` and every later occurrence (of
     `windows`, not closed) armed (started, or entering its drain lead) before or exactly at the
     lift instant reached so far. An arm exactly at the lift is chained because intervals are
@@ -179,34 +169,26 @@ def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: dat
     would. At most `limit` occurrences extend it, taken in the order they arm; capped at
     `now + MAX_DURATION`.
 
-    Why a merge rather than rounds over every window: the occurrences of all the windows are
-    walked once, in arm order, each window's next one computed only when its previous one was
-    chained (a heap of one per window). A scope held for a week by a thousand windows used to
-    ask every window again for every step of the chain (issue 24: a pass took a minute with
-    10,000 windows). `first_armed(window, now)` gives each window's first occurrence armed after
-    `now`, `after(window, occurrence)` the one after that; the scheduler passes its
-    `OccurrenceIndex.next_start` and its `FollowingMemo`, which remember them across passes."""
+    Why a walk in arm order rather than rounds over every window: the occurrences of all the
+    windows are taken once, in the order they arm (`Timeline.armed_after`: the exact one
+    computes a window's next occurrence only once its previous one was taken). A scope held
+    for a week by a thousand windows used to ask every window again for every step of the
+    chain (issue 24: a pass took a minute with 10,000 windows). The scheduler passes the
+    compiled schedule's timeline when it has it: the occurrences read off one list sorted by
+    arm instant, so walking the chain again on every pass costs the chain, not the windows."""
     end = max(o.end for o in members)
     seen = {o.key for o in members} | set(closed)
     horizon = now + MAX_DURATION
-    queue: list[tuple[datetime, int, Occurrence, Window]] = []
-    for order, window in enumerate(windows):
-        upcoming = first_armed(window, now)
-        if upcoming is not None:
-            queue.append((upcoming.arm_at, order, upcoming, window))
-    heapq.heapify(queue)
+    armed = timeline.armed_after(windows, now)
     chained = 0
-    while queue and chained < limit and end < horizon:
-        arm_at, order, occurrence, window = heapq.heappop(queue)
-        if arm_at > end:
+    while chained < limit and end < horizon:
+        occurrence = next(armed, None)
+        if occurrence is None or occurrence.arm_at > end:
             break
         if occurrence.key not in seen:
             seen.add(occurrence.key)
             chained += 1
             end = max(end, occurrence.end)
-        successor = after(window, occurrence)
-        if successor is not None:
-            heapq.heappush(queue, (successor.arm_at, order, successor, window))
     return min(end, horizon)
 
 
@@ -300,18 +282,9 @@ def _close(stale: Sequence[LedgerEntry], now: datetime) -> list[LedgerEntry]:
 
 
 def _arm_or_keep(scope: str, now: datetime, members: Sequence[Occurrence], fresh: Sequence[Occurrence],
-                 windows: Sequence[Window], closed: frozenset[str], reading: Reading, selector: Any = None,
-                 first_armed: NextArmed = next_armed, after: Following = following, chain: ChainEnd | None = None,
-                 by_name: Mapping[str, Window] | None = None) -> tuple[tuple[Arm, ...], list[LedgerEntry]]:
+                 desired: Desired, reading: Reading, selector: Any) -> tuple[tuple[Arm, ...], list[LedgerEntry]]:
     """The arm (fresh, fenced on VACANT; or a change of our own hold) that makes the scope held
-    by one hold covering `members`, or nothing when the standing hold already is that hold."""
-    if chain is not None:
-        deadline = chain(members, windows, now, closed)
-    else:
-        deadline = chain_end(members, windows, now, closed, first_armed=first_armed, after=after)
-    named = {o.window for o in members}
-    desired = compose(members, {w.name: w for w in windows if w.name in named} if by_name is None else by_name,
-                      deadline, now)
+    by `desired`, the one hold covering `members`, or nothing when the standing hold already is it."""
     if not reading.active:
         return (Arm(scope, tuple(members), desired, VACANT, selector=selector),), []
     standing = reading.hold.generation if reading.hold is not None else None
@@ -330,49 +303,67 @@ def idle(covered: Sequence[Occurrence], entries: Mapping[str, LedgerEntry]) -> b
     return not covered and all(entry.state != ARMED for entry in entries.values())
 
 
+def _armed(scope: str, now: datetime, entries: Mapping[str, LedgerEntry], reading: Reading,
+           candidates: Sequence[Occurrence]) -> tuple[dict[str, LedgerEntry], set[str], list[LedgerEntry]]:
+    """The armed entries of the scope (with those the standing hold's body adopts: `_adopt`),
+    the generations the scheduler armed, and the adopted entries."""
+    armed = {k: e for k, e in entries.items() if e.state == ARMED}
+    ours = {e.generation for e in armed.values() if e.generation}
+    adopted = _adopt(scope, now, reading, ours, candidates)
+    armed.update((e.key, e) for e in adopted)
+    ours.update(e.generation for e in adopted if e.generation)
+    return armed, ours, adopted
+
+
+def _lift(plan: ScopePlan, reading: Reading, ours: set[str], notes: list[LedgerEntry],
+          closing: list[LedgerEntry]) -> ScopePlan:
+    """`plan` with no candidate left: retire the standing hold when it is ours (its closing
+    entries go with the retire), else only the notes."""
+    standing = reading.hold.generation if reading.hold is not None else None
+    if reading.present and standing is not None and standing in ours:
+        retiring = tuple(e for e in closing if e.generation == standing)
+        others = [e for e in closing if e.generation != standing]
+        return replace(plan, actions=(Retire(plan.scope, standing, retiring),), notes=tuple(notes + others))
+    return replace(plan, notes=tuple(notes + closing))
+
+
+def _named(windows: Sequence[Window], members: Sequence[Occurrence]) -> dict[str, Window]:
+    named = {o.window for o in members}
+    return {w.name: w for w in windows if w.name in named}
+
+
 def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
-               reading: Reading, recalled: Mapping[str, str] | None = None,
+               reading: Reading, *, recalled: Mapping[str, str] | None = None,
                covered: Sequence[Occurrence] | None = None, selector: Any = None,
-               first_armed: NextArmed = next_armed, after: Following = following,
-               chain: ChainEnd | None = None, by_name: Mapping[str, Window] | None = None) -> ScopePlan:
+               timeline: Timeline = EXACT) -> ScopePlan:
     """The plan for `scope` at `now`. `windows`: the enabled windows of this scope; `entries`:
     the ledger entries of this scope; `reading`: the scope's sentinel as read at `now`;
     `recalled`: occurrence key -> generation, for occurrences the ledger does not know that the
     audit trail says a window scheduler armed (`recall.recall`); `covered`: the occurrences of
     `windows` covering `now`, when the caller has them already (`OccurrenceIndex`). With
     `selector`, the plan is for the scoped hold of that selector at `scope` (`windows` all carry
-    it, `reading` is that scoped hold's): the same rules, one lane of the scope. `first_armed`:
-    each window's first occurrence armed after an instant, `after` the occurrence of a window
-    after a given one (the caller's caches of them, if any); `chain`: `chain_end` of the
-    members, the windows, `now` and the closed keys, as the caller computes it (its memo);
-    `by_name`: the windows by name, when the caller has them (the members' windows are looked
-    up there rather than in a map of `windows` made again)."""
-    covered = tuple(sorted(covered if covered is not None else (o for w in windows for o in covering(w, now))))
+    it, `reading` is that scoped hold's): the same rules, one lane of the scope. `timeline`:
+    where the windows' occurrences are looked up (the exact functions, or the compiled
+    schedule of the file the windows were read from: the same answers)."""
+    if covered is None:
+        covered = [o for w in windows for o in timeline.around(w, now)[0]]
+    plan = ScopePlan(scope, now, tuple(sorted(covered)))
     closed = frozenset(k for k, e in entries.items() if e.state in _CLOSED)
-    candidates = [o for o in covered if o.key not in closed]
-    armed = {k: e for k, e in entries.items() if e.state == ARMED}
-    ours = {e.generation for e in armed.values() if e.generation}
-    adopted = _adopt(scope, now, reading, ours, candidates)
-    armed.update((e.key, e) for e in adopted)
-    ours.update(e.generation for e in adopted if e.generation)
+    candidates = [o for o in plan.covering if o.key not in closed]
+    armed, ours, adopted = _armed(scope, now, entries, reading, candidates)
     alive, fresh, released = _triage(candidates, armed, entries, recalled or {}, reading, now)
-    candidate_keys = {o.key for o in candidates}
-    stale = [e for k, e in armed.items() if k not in candidate_keys]
-    standing = reading.hold.generation if reading.hold is not None else None
+    keys = {o.key for o in candidates}
+    closing = _close([e for k, e in armed.items() if k not in keys], now)
     notes = adopted + released
     ours.update(e.generation for e in notes if e.state == ARMED and e.generation)
-
+    standing = reading.hold.generation if reading.hold is not None else None
     if reading.active and standing not in ours:
         skips = tuple(Skip(scope, o, _describe_standing(reading), standing) for o in fresh)
-        return ScopePlan(scope, now, covered, skips, tuple(notes + _close(stale, now)))
+        return replace(plan, actions=skips, notes=tuple(notes + closing))
     members = alive + fresh
     if not members:
-        if reading.present and standing is not None and standing in ours:
-            closing = _close(stale, now)
-            retiring = tuple(e for e in closing if e.generation == standing)
-            others = [e for e in closing if e.generation != standing]
-            return ScopePlan(scope, now, covered, (Retire(scope, standing, retiring),), tuple(notes + others))
-        return ScopePlan(scope, now, covered, (), tuple(notes + _close(stale, now)))
-    actions, kept = _arm_or_keep(scope, now, members, fresh, windows, closed, reading, selector, first_armed, after,
-                                 chain, by_name)
-    return ScopePlan(scope, now, covered, actions, tuple(notes + _close(stale, now) + kept))
+        return _lift(plan, reading, ours, notes, closing)
+    deadline = chain_end(members, windows, now, closed, timeline=timeline)
+    actions, kept = _arm_or_keep(scope, now, members, fresh, compose(members, _named(windows, members), deadline, now),
+                                 reading, selector)
+    return replace(plan, actions=actions, notes=tuple(notes + closing + kept))

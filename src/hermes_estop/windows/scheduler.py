@@ -21,13 +21,12 @@ import logging
 import operator
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from hermes_estop.fleet.audit import AuditEvent
-from hermes_estop.model.durations import MAX_DURATION
 from hermes_estop.model.errors import EstopError, StoreError
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import HoldState, Reading
@@ -35,18 +34,17 @@ from hermes_estop.model.homes import FLEET, validate_profile_name
 from hermes_estop.model.timeutil import next_deadline
 from hermes_estop.windows.actions import Actions, PassState
 from hermes_estop.windows.events import TickEvent, TickReport, note_event, planned_events
-from hermes_estop.windows.following import FollowingMemo
 from hermes_estop.windows.guard import FileGuard
 from hermes_estop.windows.ledger import ARMED, RETENTION, WITHDRAWN, LedgerEntry, OccurrenceLedger, open_ledger
 from hermes_estop.windows.model import InvalidWindow, Window
-from hermes_estop.windows.occurrences import Occurrence, OccurrenceIndex
+from hermes_estop.windows.occurrences import IndexedTimeline, Occurrence, OccurrenceIndex
 from hermes_estop.windows.problems import ProblemLog
 from hermes_estop.windows.recall import recall
-from hermes_estop.windows.reconcile import Arm, ChainEnd, Retire, ScopePlan, Skip, chain_end, idle, plan_scope
+from hermes_estop.windows.reconcile import Arm, Retire, ScopePlan, Skip, idle, plan_scope
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
-from hermes_estop.windows.windows_file import Parsed, WindowsFile
+from hermes_estop.windows.windows_file import FileSnapshot, Parsed, WindowsFile
 from hermes_estop.windows.policy_check import against_policy
-from hermes_estop.windows.schedule import REFRESH, warm
+from hermes_estop.windows.timeline import ScheduleKeeper
 
 __all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "TickEvent", "TickReport", "WindowService"]
 
@@ -66,7 +64,9 @@ PRUNE_SLACK = timedelta(hours=1)
 #: how many of the newest audit events `recall` reads (an arm it misses is armed again: held)
 RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
-_Inputs = tuple[list[Window], dict[str, LedgerEntry]]
+#: the windows to act on, the ledger, and the bytes the windows are exactly the windows of (None:
+#: a mix the guard put together, a table that failed, calendars: no schedule stands for them)
+_Inputs = tuple[list[Window], dict[str, LedgerEntry], bytes | None]
 #: window name -> its occurrences covering the pass's `now`
 Covering = dict[str, list[Occurrence]]
 
@@ -104,7 +104,10 @@ class WindowService:
         self.poll_interval = float(poll_interval)
         self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)))
         self.index = OccurrenceIndex()
-        self.following = FollowingMemo()
+        #: the exact timeline, first arms read off the index (a pass without the schedule)
+        self._exact = IndexedTimeline(self.index)
+        #: the compiled schedule of the file's version in use, built off the pass (`warm_schedule`)
+        self.schedules = ScheduleKeeper(self.windows_file.path)
         self.actions = Actions(fleet)
         self._lock = threading.RLock()
         self._logged: dict[str, object] = {}
@@ -118,16 +121,10 @@ class WindowService:
         self._regrouped = True
         #: scopes with an old hold left to retire, or whose last look for moves failed
         self._unsettled: set[str] = set()
-        #: (scope, selector) -> the lane's chain as last computed (`_chain`)
-        self._chains: dict[tuple[str, Any], tuple[Sequence[Window], int, tuple[str, ...], frozenset[str], datetime,
-                                                  datetime]] = {}
         #: the audit trail's newest events by scope, read at most once a pass (`_recalled`)
         self._trail: dict[str, list[AuditEvent]] | None = None
-        #: (hash of the file's bytes, when) the schedule was last built for
-        self._schedule_warmed: tuple[int, datetime] | None = None
-        #: (bytes, windows, when) of the last read that validated whole, and the thread building its schedule
+        #: (bytes, windows, when) of the last read that validated whole (`warm_schedule`)
         self._last_valid: tuple[bytes, list[Window], datetime] | None = None
-        self._warming: threading.Thread | None = None
 
     def __repr__(self) -> str:
         return f"WindowService({self.windows_file.path})"
@@ -147,6 +144,30 @@ class WindowService:
     def _inputs(self, report: TickReport) -> _Inputs | None:
         """The windows and the ledger to act on, or None (the reason in `report`): a file that
         does not read or validate, or a read that takes away what cannot be kept (`guard`)."""
+        read = self._read(report)
+        if read is None:
+            return None
+        snapshot, parsed, entries = read
+        windows = parsed.windows
+        report.windows = len(windows)
+        self._note_tables(parsed, report)
+        identity = (snapshot.identity, parsed.digests) if parsed.digests else snapshot.identity
+        verdict = self.guard.judge(identity, windows, entries, report.now, parsed.failing_names())
+        if not verdict.trusted:
+            report.pending = verdict.reason
+            self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
+            return None if verdict.windows is None else (verdict.windows, entries, None)
+        if self._log_once("loaded", hash((snapshot.raw, parsed.digests)), logging.INFO if windows else logging.DEBUG,
+                          f"windows: {len(windows)} loaded from {self.windows_file.path}"):
+            self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
+        own = not parsed.failures and not parsed.sources
+        if own:
+            self._last_valid = (snapshot.raw, windows, report.now)
+        return verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None
+
+    def _read(self, report: TickReport) -> tuple[FileSnapshot, Parsed, dict[str, LedgerEntry]] | None:
+        """The file's bytes, its windows within the policy, and the ledger; None (the error in
+        `report`) when the file does not read or parse, or the ledger does not read."""
         try:
             snapshot = self.windows_file.snapshot()
             parsed = self._within_policy(self.windows_file.parse_each(snapshot.raw))
@@ -157,8 +178,11 @@ class WindowService:
             report.errors.append(str(exc))
             return None
         self._cleared("error", f"windows: {self.windows_file.path} reads and parses again")
-        windows = parsed.windows
-        report.windows = len(windows)
+        return snapshot, parsed, entries
+
+    def _note_tables(self, parsed: Parsed, report: TickReport) -> None:
+        """Report the tables that fail and the calendars read from a stale copy; each logged
+        when it starts and when it clears."""
         report.failed = [str(failure) for failure in parsed.failures]
         failing = {f"failed:{failure.window}": str(failure) for failure in parsed.failures}
         for kind, line in failing.items():
@@ -170,34 +194,19 @@ class WindowService:
             self._problem(f"stale:{name}", f"windows: {line} (its occurrences hold as that copy says)")
         for kind in [k for k in self._problems if k.startswith("stale:") and k[len("stale:"):] not in parsed.stale]:
             self._cleared(kind, f"windows: calendar {kind[len('stale:'):]} reads again")
-        identity = (snapshot.identity, parsed.digests) if parsed.digests else snapshot.identity
-        verdict = self.guard.judge(identity, windows, entries, report.now, parsed.failing_names())
-        if not verdict.trusted:
-            report.pending = verdict.reason
-            self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
-            return None if verdict.windows is None else (verdict.windows, entries)
-        if self._log_once("loaded", hash((snapshot.raw, parsed.digests)), logging.INFO if windows else logging.DEBUG,
-                          f"windows: {len(windows)} loaded from {self.windows_file.path}"):
-            self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
-        if not parsed.failures and not parsed.sources:
-            self._last_valid = (snapshot.raw, windows, report.now)
-        return verdict.windows if verdict.windows is not None else windows, entries
 
     def warm_schedule(self, *, wait: bool = False) -> None:
         """Build the compiled schedule of the last version of the file a pass read whole (and
-        again every `REFRESH` for an unchanged file), so the next operator command reads it
-        warm: in a thread of its own (`schedule.warm`; one at a time), which `run` waits for
-        when it stops and `wait` waits for now (`serve --once`). `tick` never starts one: a
-        pass is over when it returns."""
-        if self._last_valid is not None and (self._warming is None or not self._warming.is_alive()):
-            raw, windows, now = self._last_valid
-            version = hash(raw)
-            if self._schedule_warmed is None or self._schedule_warmed[0] != version \
-                    or now >= self._schedule_warmed[1] + REFRESH:
-                self._schedule_warmed = (version, now)
-                self._warming = warm(self.windows_file.path, raw, windows, now)
-        if wait and self._warming is not None:
-            self._warming.join()
+        again every `REFRESH` for an unchanged file): in a thread of its own
+        (`timeline.ScheduleKeeper`; one at a time), which `run` waits for when it stops and
+        `wait` waits for now (`serve --once`). It serves the next operator command warm, and
+        the scheduler's own passes once it is ready: a pass whose windows are exactly those
+        bytes' looks their occurrences up in it. `tick` never starts one: a pass is over when
+        it returns."""
+        if self._last_valid is not None:
+            self.schedules.want(*self._last_valid)
+        if wait:
+            self.schedules.join()
 
     def _problem(self, kind: str, message: str) -> None:
         self._problems.start(kind, message)
@@ -258,18 +267,17 @@ class WindowService:
     def _pass(self, now: datetime | None, *, dry_run: bool) -> tuple[TickReport, list[ScopePlan]]:
         with self._lock:
             report = TickReport(now=now or self.clock(), dry_run=dry_run)
-            self.following.forget_armed_by(report.now)
             self._trail = None
             plans: list[ScopePlan] = []
             inputs = self._inputs(report)
             if inputs is None:
                 return report, plans
-            windows, entries = inputs
+            windows, entries, source = inputs
             report.leader = dry_run or self._may_write()
-            state = PassState(report, entries)
+            state = PassState(report, entries, timeline=self.schedules.timeline(source, self._exact))
             # the enabled windows' occurrences covering now, by window (only those with some):
             # computed only for the windows whose answer changed since the last pass (issue 24)
-            covering = self.index.advance(windows, report.now)
+            covering = self.index.advance(windows, report.now, state.timeline)
             if report.leader:
                 layout = self._layout(windows)
                 covered = layout.covered(covering)
@@ -320,30 +328,8 @@ class WindowService:
         if cached is not None and len(cached.windows) == len(windows) and all(map(operator.is_, cached.windows, windows)):
             return cached
         self._grouped = WindowGroups.of(windows)
-        self._chains.clear()
         self._regrouped = True
         return self._grouped
-
-    def _chain(self, scope: str, selector: Any) -> ChainEnd:
-        """`chain_end` for the lane `(scope, selector)`, remembered across passes: a held scope
-        walks the same chain of up to `CHAIN_LIMIT` occurrences on every pass, and asks each of
-        its windows for its next start (a thousand windows a scope made that most of a pass).
-        The chain is the same while the lane's windows are the same objects, none of the scope's
-        windows had its answer recomputed by the index (`OccurrenceIndex.version`: the same next
-        arms), the members and the closed keys are the same, time did not go backwards, and the
-        chain was not cut at the horizon (`now + MAX_DURATION`, which moves with `now`)."""
-        def end(members: Sequence[Occurrence], windows: Sequence[Window], now: datetime,
-                closed: frozenset[str]) -> datetime:
-            version = self.index.version(scope)
-            keys = tuple(o.key for o in members)
-            hit = self._chains.get((scope, selector))
-            if (hit is not None and hit[0] is windows and hit[1] == version and hit[2] == keys and hit[3] == closed
-                    and hit[4] <= now and hit[5] < hit[4] + MAX_DURATION):
-                return hit[5]
-            found = chain_end(members, windows, now, closed, first_armed=self.index.next_start, after=self.following)
-            self._chains[(scope, selector)] = (windows, version, keys, closed, now, found)
-            return found
-        return end
 
     @staticmethod
     def _scopes(covering: Covering, entries: dict[str, LedgerEntry]) -> list[str]:
@@ -377,7 +363,7 @@ class WindowService:
         moved = self._moved(scope, state, layout) if look else {}
         plans = []
         for selector, group, names in lanes:
-            plans += self._reconcile_lane(scope, selector, group, names, scoped_names, state, layout.by_name,
+            plans += self._reconcile_lane(scope, (selector, group, names), scoped_names, state, layout.by_name,
                                           covered.get((scope, selector), []))
         if moved and not dry_run:
             live = {o.key for selector, _, _ in lanes for o in covered.get((scope, selector), ())}
@@ -443,12 +429,12 @@ class WindowService:
                 return scoped
         return Reading(reading.location, HoldState.ABSENT)
 
-    def _reconcile_lane(self, scope: str, selector: Any, on_scope: list[Window], names: frozenset[str] | None,
-                        scoped_names: set[str], state: PassState, by_name: dict[str, Window],
-                        covered: list[Occurrence]) -> list[ScopePlan]:
-        """One lane: its windows, the occurrences of them covering now (`covered`, sorted), and
-        the ledger entries of its windows (`names`; None: the full lane, every entry of a window
-        no scoped lane has)."""
+    def _reconcile_lane(self, scope: str, lane: Lane, scoped_names: set[str], state: PassState,
+                        by_name: dict[str, Window], covered: list[Occurrence]) -> list[ScopePlan]:
+        """One lane (its selector, its windows, their names), the occurrences of its windows
+        covering now (`covered`, sorted), and the ledger entries of its windows (`names`; None:
+        the full lane, every entry of a window no scoped lane has)."""
+        selector, on_scope, names = lane
         report = state.report
         for _ in range(_MAX_ROUNDS):
             now = report.now
@@ -457,8 +443,8 @@ class WindowService:
             if idle(covered, of_scope):
                 return [ScopePlan(scope, now, ())]  # the plan whatever the sentinel holds: not read
             plan = plan_scope(scope, now, on_scope, of_scope, self._lane_reading(scope, selector, now),
-                              self._recalled(scope, covered, of_scope), covered, selector, self.index.next_start,
-                              self.following, self._chain(scope, selector), by_name)
+                              recalled=self._recalled(scope, covered, of_scope), covered=covered, selector=selector,
+                              timeline=state.timeline)
             if report.dry_run:
                 report.events.extend(planned_events(plan))
                 return [plan]
@@ -538,6 +524,7 @@ class WindowService:
         seconds, paced on the injected `monotonic` (missed polls are skipped, never run in a
         burst)."""
         self.start()
+        self.warm_schedule()
         logger.info("windows: scheduling %s (ledger %s, poll every %gs)", self.windows_file.path,
                     self.ledger.describe(), self.poll_interval)
         try:
@@ -549,12 +536,14 @@ class WindowService:
                 due, _ = next_deadline(due, interval, self.monotonic())
         finally:
             self.shutdown()
-            if self._warming is not None:
-                self._warming.join()  # nothing this service started outlives it
+            self.schedules.join()  # nothing this service started outlives it
 
 
+#: one lane of a scope: its selector (None: the full hold), its enabled windows in file order,
+#: their names (None for the full lane)
+Lane = tuple[Any, list[Window], frozenset[str] | None]
 #: the lanes of a scope without enabled windows (armed entries only): the full lane, empty
-_FULL_LANE_ONLY: list[tuple[Any, list[Window], frozenset[str] | None]] = [(None, [], None)]
+_FULL_LANE_ONLY: list[Lane] = [(None, [], None)]
 
 
 @dataclass

@@ -1,0 +1,180 @@
+"""The scheduler's `Timeline` answered from the compiled schedule of the windows file (issue 35).
+
+A decision (`reconcile.plan_scope`, `reconcile.chain_end`, `OccurrenceIndex.advance`) asks a
+`Timeline` for occurrences; `occurrences.EXACT` computes them with croniter, a
+`ScheduleTimeline` reads them off one `schedule.Schedule` by bisection and asks `EXACT` whatever
+the schedule does not answer: an instant outside its horizon, a window that is not one of its
+rows. The two give the same answers; the schedule only does it without the cron arithmetic, so
+a held chain is walked afresh on every pass instead of remembered across passes.
+
+`ScheduleKeeper` holds the schedule of exactly the bytes the scheduler's windows were validated
+from, built (or read from beside the file) in a thread of its own so a pass never waits for it:
+until it is ready, and for windows that are not the file's own (the guard putting back a version
+it acted on, a table that does not validate, calendars), the pass uses `EXACT`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from array import array
+from bisect import bisect_right
+from collections.abc import Sequence
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Timeline, merge_armed
+from hermes_estop.windows.schedule import REFRESH, Schedule, load
+
+__all__ = ["ScheduleKeeper", "ScheduleTimeline"]
+
+log = logging.getLogger("hermes_estop.windows")
+
+
+class ScheduleTimeline:
+    """A `Timeline` read off `schedule` (the schedule of the very bytes the asked windows were
+    validated from: `ScheduleKeeper` sees to that), `EXACT` where it does not answer."""
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        #: window name -> its row (`Schedule.row_of` searches the names)
+        self._rows = {name: row for row, name in enumerate(schedule.names)}
+        #: every occurrence of the schedule (its index in `starts`) in arm order, and its arm
+        #: instant in epoch seconds (`armed_after`): two flat arrays, 16 bytes an occurrence
+        offsets, leads = schedule.offsets, schedule.leads
+        arm = array("q", (start - leads[row] for row in range(len(schedule.names))
+                          for start in schedule.starts[offsets[row]:offsets[row + 1]]))
+        self._armed = array("q", sorted(range(len(arm)), key=arm.__getitem__))
+        self._arms = array("q", (arm[i] for i in self._armed))
+        #: arms before this instant are all in `_arms`: their starts lie before the horizon's end
+        self._whole_until = schedule.hi - max(schedule.leads, default=0)
+
+    def _row(self, window: Window) -> int | None:
+        """`window`'s row; None for a window the schedule cannot stand for: not in it, or a
+        one-shot off the whole second (the schedule keeps whole seconds)."""
+        if window.at is not None and window.at.microsecond:
+            return None
+        return self._rows.get(window.name)
+
+    def around(self, window: Window, now: datetime) -> Around:
+        row = self._row(window)
+        found = self._covering(row, now) if row is not None else None
+        if found is None:
+            return EXACT.around(window, now)
+        return found, self.first_armed(window, now)
+
+    def _covering(self, row: int, now: datetime) -> tuple[Occurrence, ...] | None:
+        """The occurrences of `row` covering `now` (not ended at `now`, armed by it); None
+        unless the row holds every one of them (`now`, and `now` plus the lead, in the horizon)."""
+        schedule = self.schedule
+        at = now.timestamp()
+        armed_by = at + schedule.leads[row]
+        if not (schedule.answers(now) and armed_by < schedule.hi):
+            return None
+        lo, hi = schedule.offsets[row], schedule.offsets[row + 1]
+        first = bisect_right(schedule.ends, at, lo, hi)
+        return tuple(schedule.occurrence(row, i) for i in range(first, bisect_right(schedule.starts, armed_by, lo, hi)))
+
+    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
+        """Read off the occurrences in arm order (a chain of 256 among 10,000 windows costs its
+        256 occurrences, not a question to each window); past the part of the horizon where
+        that list is whole, the walk goes on from there as `merge_armed`. A window that is not
+        a row of the schedule: all of it as `merge_armed` (by `first_armed` and `after`)."""
+        lane: dict[int, int] = {}
+        rows = self._rows
+        for order, window in enumerate(windows):  # `_row`, inlined: a lane may have 10,000 windows
+            row = rows.get(window.name)
+            if row is None or (window.at is not None and window.at.microsecond):
+                return merge_armed(windows, now, self.first_armed, self.after)
+            lane[row] = order
+        if not self.schedule.answers(now):
+            return merge_armed(windows, now, self.first_armed, self.after)
+        return self._walk(windows, lane, now)
+
+    def _walk(self, windows: Sequence[Window], lane: dict[int, int], now: datetime) -> Iterator[Occurrence]:
+        schedule, arms, armed, offsets = self.schedule, self._arms, self._armed, self.schedule.offsets
+        index = bisect_right(arms, now.timestamp())
+        ties: list[tuple[int, int, int]] = []  # (order, row, index) of the occurrences armed at one instant
+        while index < len(arms) and arms[index] < self._whole_until:
+            at = armed[index]
+            row = bisect_right(offsets, at) - 1
+            order = lane.get(row)
+            if order is not None:
+                ties.append((order, row, at))
+            index += 1
+            if ties and (index == len(arms) or arms[index] != arms[index - 1]):
+                ties.sort()  # at one instant, in the order of `windows` (as `merge_armed`)
+                yield from (schedule.occurrence(row, at) for _, row, at in ties)
+                ties = []
+        # every arm instant is a whole second: "after the second before `_whole_until`"
+        yield from merge_armed(windows, max(now, datetime.fromtimestamp(self._whole_until - 1, UTC)),
+                               self.first_armed, self.after)
+
+    def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
+        row = self._row(window)
+        if row is None:
+            return EXACT.first_armed(window, now)
+        found = self.schedule.next_start(row, now + timedelta(seconds=self.schedule.leads[row]))
+        return EXACT.first_armed(window, now) if isinstance(found, bool) else found
+
+    def after(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
+        row = self._row(window)
+        if row is None:
+            return EXACT.after(window, occurrence)
+        found = self.schedule.next_start(row, occurrence.start)
+        return EXACT.after(window, occurrence) if isinstance(found, bool) else found
+
+
+class ScheduleKeeper:
+    """The compiled schedule of the windows file the scheduler acts on, and the timeline of it.
+
+    `want(raw, windows, now)` builds the schedule of the bytes `raw` (validated as `windows`)
+    in a thread (one at a time; again every `REFRESH` for the same bytes); `timeline(source)`
+    is its `ScheduleTimeline` when `source` is exactly those bytes, else `EXACT`."""
+
+    def __init__(self, windows_path: Path) -> None:
+        self.windows_path = windows_path
+        #: (the bytes, the timeline of their schedule), replaced whole by the building thread
+        self._ready: tuple[bytes, ScheduleTimeline] | None = None
+        #: (the bytes, when) the last build was started for
+        self._asked: tuple[bytes, datetime] | None = None
+        self._thread: threading.Thread | None = None
+
+    def timeline(self, source: bytes | None, otherwise: Timeline = EXACT) -> Timeline:
+        """The schedule's timeline when it is of exactly the bytes `source` (None: windows that
+        are not one version of the file's own), else `otherwise` (an exact one)."""
+        ready = self._ready
+        if source is not None and ready is not None and ready[0] == source:
+            return ready[1]
+        return otherwise
+
+    def want(self, raw: bytes, windows: Sequence[Window], now: datetime) -> None:
+        """Start building the schedule of `raw` unless one is being built, or it was built for
+        these bytes less than `REFRESH` ago."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        asked = self._asked
+        if asked is not None and asked[0] == raw and asked[1] <= now < asked[1] + REFRESH:
+            return
+        self._asked = (raw, now)
+        self._thread = threading.Thread(target=self._build, args=(raw, list(windows), now), name="windows-schedule")
+        self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the schedule being built, if any."""
+        if self._thread is not None:
+            self._thread.join()
+
+    def _build(self, raw: bytes, windows: list[Window], now: datetime) -> None:
+        """Not a daemon thread: `serve --once` writes the schedule before it exits. A failure is
+        logged, never raised (the schedule is an accelerator)."""
+        try:
+            schedule = load(self.windows_path, raw, lambda: windows, now, REFRESH)
+        except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
+            log.warning("windows schedule of %s not built: %s", self.windows_path, exc)
+            return
+        if schedule is not None and schedule.digest == hashlib.sha256(raw).hexdigest():
+            self._ready = (raw, ScheduleTimeline(schedule))

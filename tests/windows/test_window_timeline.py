@@ -1,0 +1,216 @@
+"""The scheduler's decisions looked up in the compiled schedule plan exactly what the exact
+functions plan (issue 35): `timeline.ScheduleTimeline` against `occurrences.EXACT` over a varied
+file and random instants, before, inside and past the schedule's horizon; a daemon pass with the
+schedule ready against a pass without it, through edits the file guard holds back; and a
+schedule of other bytes than the windows in use is never asked."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
+from hermes_estop.model.homes import Location
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import EXACT, Occurrence
+from hermes_estop.windows.reconcile import plan_scope
+from hermes_estop.windows.schedule import HORIZON, build
+from hermes_estop.windows.scheduler import enabled_by_scope
+from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleTimeline
+
+BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
+SCOPES = ("fleet", "ops", "web")
+SCOPE = Location("fleet", Path("/nonexistent"))
+#: the sentinel a plan meets: none, a manual hold, a hold a window armed, an unreadable one
+READINGS = [
+    Reading(SCOPE, HoldState.ABSENT),
+    Reading(SCOPE, HoldState.ACTIVE, Hold("manual", BUILT, "by hand", None, Allow())),
+    Reading(SCOPE, HoldState.ACTIVE, Hold("g1", BUILT, "ours?", BUILT + timedelta(hours=1), Allow(), "window:c00",
+                                          {"name": "c00", "occurrence": BUILT.isoformat()})),
+    Reading(SCOPE, HoldState.UNREADABLE, problem="not JSON"),
+]
+
+
+def varied(rng: random.Random, count: int = 36) -> list[Window]:
+    """Windows of every shape the scheduler plans: cron with and without a drain lead, back to
+    back and overlapping on one scope, every 15 minutes, DST zones, bounds, excluded dates,
+    disabled, and one-shots (one off the whole second)."""
+    windows = []
+    for i in range(count):
+        minute, hour = rng.choice([0, 15, 30, rng.randrange(60)]), rng.randrange(24)
+        data: dict[str, object] = {"name": f"c{i:02d}", "cron": f"{minute} {hour} * * *",
+                                   "duration": rng.choice(["15m", "1h", "3h", "25h"]),
+                                   "timezone": rng.choice(["UTC", "Europe/Berlin", "America/New_York"]),
+                                   "scope": rng.choice(SCOPES)}
+        if i % 4 == 0:
+            data["drain"] = rng.choice(["5m", "2h"])
+        if i % 7 == 0:
+            data["not_after"] = (BUILT + timedelta(days=rng.randrange(1, 9))).isoformat()
+        if i % 9 == 0:
+            data["exclude"] = [(BUILT + timedelta(days=d)).date().isoformat() for d in (1, 7)]
+        if i % 11 == 0:
+            data["cron"] = "*/15 * * * *"
+            data["duration"] = "15m"
+        if i % 13 == 5:
+            data["enabled"] = False
+        windows.append(Window.parse(data))
+    for i in range(8):
+        at = BUILT + timedelta(hours=rng.randrange(-30, 230))
+        windows.append(Window.parse({"name": f"a{i}", "at": at.isoformat(), "duration": "90m",
+                                     "drain": "30m" if i % 2 else None, "scope": rng.choice(SCOPES)}))
+    # a lead longer than the period (eight occurrences armed at once), for ever; a one-shot off
+    # the whole second (the schedule keeps whole seconds: the exact functions answer for it)
+    windows.append(Window.parse({"name": "q", "cron": "*/15 * * * *", "duration": "15m", "drain": "2h",
+                                 "scope": rng.choice(SCOPES)}))
+    windows.append(Window.parse({"name": "frac", "at": (BUILT + timedelta(hours=5, seconds=0.5)).isoformat(),
+                                 "duration": "1h", "scope": rng.choice(SCOPES)}))
+    return windows
+
+
+def instants(rng: random.Random, count: int) -> list[datetime]:
+    """Random instants from a day before the build to two days past the horizon's end, and the
+    horizon's edges themselves."""
+    edges = [BUILT, BUILT + HORIZON - timedelta(seconds=1), BUILT + HORIZON, BUILT - timedelta(seconds=1),
+             BUILT + HORIZON - timedelta(minutes=50), BUILT + timedelta(hours=5, minutes=30)]
+    span = int((HORIZON + timedelta(days=3)).total_seconds())
+    return edges + [BUILT - timedelta(days=1) + timedelta(seconds=rng.randrange(span)) for _ in range(count)]
+
+
+@pytest.mark.parametrize("seed", [35, 36, 37])
+def test_the_schedule_answers_each_question_as_the_exact_functions(seed):
+    rng = random.Random(seed)
+    windows = varied(rng)
+    timeline = ScheduleTimeline(build("digest", windows, BUILT))
+    for now in instants(rng, 60):
+        for window in windows:
+            around = timeline.around(window, now)
+            assert around == EXACT.around(window, now), (window.name, now)
+            assert [o.arm_at for o in around[0]] == [o.arm_at for o in EXACT.around(window, now)[0]]
+            upcoming = timeline.first_armed(window, now)
+            assert upcoming == EXACT.first_armed(window, now), (window.name, now)
+            if upcoming is not None:
+                assert timeline.after(window, upcoming) == EXACT.after(window, upcoming), (window.name, upcoming)
+
+
+
+def _taken(armed: Iterator[Occurrence], count: int) -> list[tuple[str, datetime, datetime]]:
+    return [(o.key, o.arm_at, o.end) for o in itertools.islice(armed, count)]
+
+
+@pytest.mark.parametrize("seed", [35, 36])
+def test_the_schedule_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed):
+    """`armed_after` (what `chain_end` walks) read off the schedule's list sorted by arm
+    instant, past the end of its horizon, with and without a window it cannot stand for."""
+    rng = random.Random(seed)
+    windows = varied(rng)
+    timeline = ScheduleTimeline(build("digest", windows, BUILT))
+    lanes = [*enabled_by_scope(windows).values(), [w for w in windows if w.name != "frac"]]
+    for now in instants(rng, 15):
+        for lane in lanes:
+            assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
+
+
+def _shape(plan: object) -> str:
+    """Everything a plan says, its occurrences' drain leads included (which `==` ignores)."""
+    return repr(dataclasses.astuple(plan))  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("seed", [35, 36])
+def test_a_plan_from_the_schedule_is_the_exact_plan(seed):
+    rng = random.Random(seed)
+    windows = varied(rng)
+    timeline = ScheduleTimeline(build("digest", windows, BUILT))
+    lanes = enabled_by_scope(windows)
+    for now in instants(rng, 40):
+        for scope, on_scope in lanes.items():
+            for reading in READINGS:
+                exact = plan_scope(scope, now, on_scope, {}, reading)
+                assert _shape(plan_scope(scope, now, on_scope, {}, reading, timeline=timeline)) == _shape(exact), \
+                    (scope, now)
+
+
+def _profiles(harness) -> None:
+    for scope in SCOPES[1:]:
+        (harness.root / "profiles" / scope).mkdir(parents=True, exist_ok=True)
+
+
+def _passes_agree(harness, exact_service, now: datetime) -> None:
+    """The dry run of the service with the schedule and of one without it plan the same."""
+    report, plans = harness.service.plan(now)
+    exact_report, exact_plans = exact_service.plan(now)
+    assert [_shape(p) for p in plans] == [_shape(p) for p in exact_plans], now
+    assert (report.active, report.wakeups, report.pending) == (exact_report.active, exact_report.wakeups,
+                                                               exact_report.pending), now
+
+
+def test_a_daemon_pass_from_the_schedule_plans_what_the_exact_timeline_plans(harness):
+    """A walk of about ten days (past the horizon's end) in steps of minutes to hours, with
+    edits that arm at once and edits the guard holds back (a window shortened: its last
+    version stays in force until confirmed); before each pass, the dry run of the service
+    whose schedule is ready and of one that never builds one agree, then the first acts."""
+    rng = random.Random(35)
+    _profiles(harness)
+    windows = varied(rng)
+    harness.write(*windows)
+    harness.clock.set(BUILT)
+    harness.start()
+    harness.service.warm_schedule(wait=True)
+    raw = harness.file.path.read_bytes()
+    assert isinstance(harness.service.schedules.timeline(raw), ScheduleTimeline)
+    exact_service = harness.new_service()  # never warmed: every answer is the exact one
+    while harness.clock.now < BUILT + HORIZON + timedelta(days=3):
+        harness.clock.advance(minutes=rng.choice([1, 15, 45, 180, 400]))
+        if rng.random() < 0.06:
+            k = rng.randrange(len(windows))
+            longer = rng.random() < 0.5  # longer: acts at once; shorter: the guard holds it back
+            windows[k] = windows[k].model_copy(update={"duration": windows[k].duration * (2 if longer else 0.5)})
+            harness.write(*windows)
+        _passes_agree(harness, exact_service, harness.clock.now)
+        harness.service.tick(harness.clock.now)
+        harness.service.warm_schedule(wait=True)
+
+
+def test_a_schedule_of_other_bytes_is_never_used(harness):
+    """`long` holds 02:00-06:00 and `next` 06:00-07:00 back to back: one hold until 07:00. An
+    edit moves `next` to 07:00 (a weakening: the guard keeps its 06:00 version in force until
+    confirmed). A schedule of the edited bytes, ready, must not answer for the version in force:
+    the chain still runs to 07:00, as the exact functions compute it (asked of the edited
+    bytes, `next` would arm after `long` lifts and the hold would be cut to 06:00)."""
+    start = BUILT.replace(hour=2, minute=0)
+    harness.write({"name": "long", "cron": "0 2 * * *", "duration": "4h"},
+                  {"name": "next", "cron": "0 6 * * *", "duration": "1h"})
+    harness.clock.set(start + timedelta(minutes=10))
+    harness.start()
+    assert harness.reading().hold.expires_at == start + timedelta(hours=5)
+    edited = [Window.parse({"name": "long", "cron": "0 2 * * *", "duration": "4h"}),
+              Window.parse({"name": "next", "cron": "0 7 * * *", "duration": "1h"})]
+    harness.write(*edited)
+    raw = harness.file.path.read_bytes()
+    service = harness.service
+    service.schedules.want(raw, edited, harness.clock.now)  # the edited bytes' schedule, ready
+    service.schedules.join()
+    assert isinstance(service.schedules.timeline(raw), ScheduleTimeline)
+    harness.clock.advance(seconds=1)
+    report = service.tick(harness.clock.now)
+    assert report.pending is not None  # the guard keeps the 06:00 version of `next` in force
+    assert harness.reading().hold.expires_at == start + timedelta(hours=5)
+
+
+def test_the_keeper_answers_only_for_the_bytes_its_schedule_is_of(tmp_path):
+    windows = [Window.parse({"name": "w", "cron": "0 2 * * *", "duration": "1h"})]
+    raw = b'[[windows]]\nname = "w"\ncron = "0 2 * * *"\nduration = "1h"\n'
+    keeper = ScheduleKeeper(tmp_path / "windows.toml")
+    assert keeper.timeline(raw) is EXACT  # nothing built yet
+    keeper.want(raw, windows, BUILT)
+    keeper.join()
+    ready = keeper.timeline(raw)
+    assert isinstance(ready, ScheduleTimeline) and ready.schedule.digest == hashlib.sha256(raw).hexdigest()
+    for other in (raw + b"\n", raw.replace(b"1h", b"2h"), None):
+        assert keeper.timeline(other) is EXACT
