@@ -9,7 +9,7 @@ import os
 
 from hermes_estop.model.audit_event import AuditEvent
 
-__all__ = ["AuditEvent", "coalesce_renewals", "default_actor"]  # AuditEvent: for windows/ until it imports the model
+__all__ = ["coalesce_renewals", "default_actor"]
 
 
 def default_actor() -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from datetime import datetime
 
-from hermes_estop.fleet.audit import AuditEvent
+from hermes_estop.model.audit_event import AuditEvent
 
 __all__ = ["INTENT", "intent_detail", "recall"]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from hermes_estop.fleet.audit import AuditEvent
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.errors import EstopError, StoreError
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import HoldState, Reading
