@@ -506,3 +506,27 @@ def test_windows_list_prints_from_the_schedule_what_it_prints_from_the_windows(w
     from_schedule = [_Listed.shown(compiled.tables.shown(row)) for row in range(len(compiled))]
     assert from_schedule == [_Listed.of(w) for w in wf.load()]
     assert any(line.startswith("    bounds") for line in _list_lines(from_schedule))
+
+
+def _page(view: object) -> tuple[object, ...]:
+    """What the status page draws of the windows: every bar and every window's state."""
+    bars = [(b.window, b.scope, b.start, b.end, b.state, b.key, b.drain_from)
+            for lane in view.lanes for piece in lane.slices for b in piece.bars]  # type: ignore[attr-defined]
+    states = [(s.window.name, s.active, s.next_start) for s in view.windows]  # type: ignore[attr-defined]
+    return bars, states, view.stable_until  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("t", [NOW, datetime(2026, 10, 25, 1, 30, tzinfo=UTC), NOW + schedule.HORIZON + timedelta(hours=1)],
+                         ids=lambda t: t.isoformat())
+def test_the_status_page_draws_from_the_schedule_what_it_draws_from_the_windows(
+        wf: WindowsFile, t: datetime, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hermes_estop import Estop
+    from hermes_estop.observe.view import Observer
+
+    _load(wf)
+    root = wf.path.parent
+    drawn = Observer(Estop(root=root, home=root, clock=lambda: t))
+    from_schedule = _page(drawn.view(7))
+    assert drawn._schedule is not None
+    monkeypatch.setattr(Observer, "_compiled", lambda self, raw, windows: None)
+    assert from_schedule == _page(Observer(Estop(root=root, home=root, clock=lambda: t)).view(7))

@@ -312,7 +312,7 @@ def warm(windows_path: Path, raw: bytes, windows: Sequence[Window], now: datetim
 
     def build_and_write() -> None:
         try:
-            load(windows_path, raw, lambda: kept, now, REFRESH)
+            load(windows_path, raw, lambda: kept, now, REFRESH, validated=True)
         except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
             log.warning("windows schedule of %s not built: %s", windows_path, exc)
 
@@ -577,15 +577,15 @@ def _check_values(columns: dict[str, Any]) -> None:
 
 
 def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
-         fresh_for: timedelta = HORIZON) -> Schedule | None:
+         fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
     """The schedule of the windows file `windows_path` (whose bytes are `raw`) answering at
     `now`: read from beside the file when it is there, of these bytes, covers `now` and passes
     the ownership rule; else the one there with its unchanged rows reused (`_rebuilt`), else
-    built table by table (`_streamed`), else from `validate()` (the file's windows; only called
-    then, it refuses a file that does not validate); written there by whichever process builds
-    it first. One built more than `fresh_for` ago is built again (the daemon does so at
-    `REFRESH`, before an operator's command finds the horizon gone). None when the file has no
-    schedule (calendars)."""
+    built table by table (`_streamed`; not when the caller has the windows already,
+    `validated`), else from `validate()` (the file's windows; only called then, it refuses a
+    file that does not validate); written there by whichever process builds it first. One built
+    more than `fresh_for` ago is built again (the daemon does so at `REFRESH`, before an
+    operator's command finds the horizon gone). None when the file has no schedule (calendars)."""
     path = schedule_path(windows_path)
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path)
@@ -593,7 +593,7 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
             and _micros(now) < found.lo + fresh_for // _US:
         return found
     built = _rebuilt(found, digest, raw, windows_path, now) if found is not None and found.digest != digest else None
-    if built is None:
+    if built is None and not validated:
         built = _streamed(digest, raw, windows_path, now)
     if built is None:
         built = build(digest, validate(), now, raw)
