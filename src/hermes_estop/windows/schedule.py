@@ -86,8 +86,9 @@ MAX_PER_ROW = 12_000
 _COLUMNS = ("names", "scopes", "enabled", "timezones", "schedules", "durations", "drains", "leads", "sources",
             "offsets", "starts", "ends", "tables")
 #: the columns with one value per row, and the type of their values
-_PER_ROW: dict[str, type | tuple[type, ...]] = {"names": str, "scopes": str, "enabled": bool, "timezones": str, "schedules": str, "durations": str,
-            "drains": (str, type(None)), "leads": int, "sources": str}
+_PER_ROW: dict[str, type | tuple[type, ...]] = {
+    "names": str, "scopes": str, "enabled": bool, "timezones": str, "schedules": str, "durations": str,
+    "drains": (str, type(None)), "leads": int, "sources": str}
 #: the columns of many equal values: one string object for them all
 _SHARED = ("scopes", "timezones", "durations", "drains")
 _US = timedelta(microseconds=1)
