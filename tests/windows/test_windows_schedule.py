@@ -530,3 +530,20 @@ def test_the_status_page_draws_from_the_schedule_what_it_draws_from_the_windows(
     assert drawn._schedule is not None
     monkeypatch.setattr(Observer, "_compiled", lambda self, raw, windows: None)
     assert from_schedule == _page(Observer(Estop(root=root, home=root, clock=lambda: t)).view(7))
+
+
+def test_a_file_of_many_batches_compiles_table_by_table_what_a_whole_build_compiles(tmp_path: Path,
+                                                                                   validated: list[str]) -> None:
+    text = "# many\n" + "".join(f'[[windows]]\nname = "w{i}"\ncron = "{i % 60} {i % 24} * * *"\nduration = "10m"\n\n'
+                                for i in range(2 * schedule._BATCH + 50))
+    wf = _fleet(tmp_path, text)
+    streamed = _load(wf)
+    assert len(validated) == 2 * schedule._BATCH + 50
+    assert _columns(streamed) == _columns(schedule.build(streamed.digest if streamed else "", wf.load(), NOW,
+                                                         wf.path.read_bytes()))
+    wf.path.write_text(text.replace('name = "w333"\ncron = "33 21', 'name = "w333"\ncron = "34 21'))
+    validated.clear()
+    edited = _load(wf, NOW + timedelta(hours=1))
+    assert validated == ["w333"]
+    assert _columns(edited) == _columns(schedule.build(edited.digest if edited else "", wf.load(), NOW,
+                                                       wf.path.read_bytes()))

@@ -349,20 +349,29 @@ def _tables(raw: bytes) -> Iterator[tuple[str, dict[str, Any]]]:
     """Each `[[windows]]` table of `raw` as written, with its digest (`_source_digest`);
     `_NotSimple` when `raw` is not a file of windows only.
 
-    Parsed a table at a time (the file cut before each `[[windows]]` line), so 100,000 parsed
-    tables are never held at once. A cut inside a multi-line string leaves the part before it
-    unterminated, which does not parse; what comes before the first table must hold no key (a
+    Parsed `_BATCH` tables at a time (the file cut before a `[[windows]]` line), so 100,000
+    parsed tables are never held at once. A cut inside a multi-line string leaves the part before
+    it unterminated, which does not parse; what comes before the first table must hold no key (a
     `windows = []` there would make the whole file invalid TOML, each part of it valid)."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise _NotSimple from None
     chunk: list[str] = []
-    for line in (*text.splitlines(keepends=True), "[[windows]]"):
-        if _TABLE_HEADER.match(line) and chunk:
-            yield from _chunk_tables(chunk)
-            chunk = []
+    headers = 0
+    for line in text.splitlines(keepends=True):
+        if _TABLE_HEADER.match(line):
+            if chunk and (headers == 0 or headers >= _BATCH):
+                yield from _chunk_tables(chunk)
+                chunk, headers = [], 0
+            headers += 1
         chunk.append(line)
+    if chunk:
+        yield from _chunk_tables(chunk)
+
+
+#: tables parsed at once (one parse per table costs a third more than one per file)
+_BATCH = 200
 
 
 def _chunk_tables(chunk: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
