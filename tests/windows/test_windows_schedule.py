@@ -236,7 +236,8 @@ DAMAGES = [
     pytest.param(lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), id="truncated"),
     pytest.param(lambda p: p.write_bytes(b""), id="empty"),
     pytest.param(lambda p: p.write_bytes(p.read_bytes().split(b"\n")[0] + b"\nnot json\n"), id="not-json"),
-    pytest.param(lambda p: p.write_bytes(p.read_bytes().split(b"\n")[0] + b"\n" + b"garbage\n" * 13), id="garbage-columns"),
+    pytest.param(lambda p: p.write_bytes(p.read_bytes().split(b"\n")[0] + b"\n" + b"garbage\n" * 19), id="garbage-columns"),
+    pytest.param(lambda p: p.write_bytes(p.read_bytes() + b"\n{}"), id="a-table-too-many"),
     pytest.param(lambda p: _line(p, "names", lambda names: names[:1]), id="a-column-of-the-wrong-length"),
     pytest.param(lambda p: _line(p, "durations", lambda column: [1] * len(column)), id="a-value-of-the-wrong-type"),
     pytest.param(lambda p: _line(p, "enabled", lambda column: ["yes"] * len(column)), id="enabled-not-a-bool"),
@@ -301,8 +302,10 @@ def nobody() -> int:
 def _plant(path: Path, row: int, change: Callable[[dict], dict]) -> None:
     """The table of row `row` of the schedule at `path` changed by `change`: what someone
     else chose."""
-    _line(path, "tables", lambda tables: [json.dumps(change(json.loads(t))) if i == row else t
-                                          for i, t in enumerate(tables)])  # type: ignore[arg-type]
+    lines = path.read_bytes().split(b"\n")
+    index = len(schedule._COLUMNS) + row
+    lines[index] = json.dumps(change(json.loads(lines[index]))).encode()
+    path.write_bytes(b"\n".join(lines))
 
 
 def _task_run(compiled: schedule.Schedule | None) -> list[str] | None:
@@ -479,11 +482,13 @@ def test_damaged_tables_refuse_a_window_in_one_line_and_answer_the_rest(wf: Wind
     _load(wf)
     path = schedule.schedule_path(wf.path)
     lines = path.read_bytes().split(b"\n")
-    path.write_bytes(b"\n".join([*lines[:-1], b'[{"name": 1}]']))
+    lines[len(schedule._COLUMNS)] = b'[{"name": 1}]'
+    path.write_bytes(b"\n".join(lines))
     compiled = _load(wf)
     assert compiled is not None and compiled.row(0).name == "nightly"
     with pytest.raises(StoreError, match="damaged"):
         compiled.window(0)
+    assert compiled.window(1) == wf.load()[1]
 
 
 def test_a_table_header_inside_a_multiline_string_is_not_a_cut(tmp_path: Path, varied: str) -> None:

@@ -12,8 +12,8 @@ plain columns:
 - **rows**: one per window, in file order: `names`, `scopes`, `enabled`, what `status` and
   `windows next` print of it (zone, schedule, duration, drain), its drain lead, the digest of
   its table as written (`sources`, what an edit is compared by), and the window as `windows
-  list --json` shows it (`tables`: `Window.to_json`, compact JSON, decoded only when a command
-  prints it, a `Window` validated from it only for a row a command must ask the exact
+  list --json` shows it (`tables`: `Window.to_json`, compact JSON, a line of the file per row,
+  decoded only when a command prints it, a `Window` validated from it only for a row a command must ask the exact
   functions about).
 - **occurrences**: over the stated horizon `[lo, hi)` (microseconds since the epoch, exact:
   a one-shot's start keeps its fraction; `HORIZON` from the build), each row's occurrences that
@@ -73,7 +73,7 @@ __all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Row", "Schedule", "Tables", "bu
 
 log = logging.getLogger(__name__)
 
-_FORMAT = 3
+_FORMAT = 4
 #: how far past its build a schedule answers (a week: the daemon's and the operators' questions
 #: are about now and the next few days; a later instant is asked of the exact functions)
 HORIZON = timedelta(days=7)
@@ -82,7 +82,8 @@ HORIZON = timedelta(days=7)
 REFRESH = HORIZON / 4
 #: occurrences kept per row in the horizon (a minutely window's week is 10,080)
 MAX_PER_ROW = 12_000
-#: the columns, one line each, in this order (`tables` last: decoded only when a command prints it)
+#: the columns, one line each, in this order (`tables` last: a line per row, decoded only when a
+#: command prints the row)
 _COLUMNS = ("names", "scopes", "enabled", "timezones", "schedules", "durations", "drains", "leads", "sources",
             "offsets", "starts", "ends", "tables")
 #: the columns with one value per row, and the type of their values
@@ -107,33 +108,25 @@ def _instant(micros: int) -> datetime:
 
 
 class Tables:
-    """The `tables` column: each row's `Window.to_json()` as compact JSON text, the column
-    decoded the first time a row's is asked for (100,000 of them are tens of MB a command that
-    prints none never needs; text, not dicts, is what an edit carries over)."""
+    """The `tables` column: each row's `Window.to_json()` as compact JSON, one line of the file
+    each (the bytes the read split the file into: nothing decoded until a command prints a row,
+    and an edit carries a row over as the bytes it is)."""
 
-    __slots__ = ("_count", "_line", "_values")
+    __slots__ = ("_values",)
 
-    def __init__(self, values: list[str] | None = None, line: bytes | None = None, count: int = 0) -> None:
-        self._values, self._line, self._count = values, line, count
+    def __init__(self, values: list[bytes]) -> None:
+        self._values = values
 
-    def values(self) -> list[str]:
-        if self._values is None:
-            try:
-                values = json.loads(self._line or b"null")
-            except ValueError:
-                values = None
-            if not isinstance(values, list) or len(values) != self._count or not all(type(v) is str for v in values):
-                raise StoreError(_DAMAGED)
-            self._values, self._line = values, None
+    def values(self) -> list[bytes]:
         return self._values
 
-    def __getitem__(self, row: int) -> str:
-        return self.values()[row]
+    def __getitem__(self, row: int) -> bytes:
+        return self._values[row]
 
     def shown(self, row: int) -> dict[str, Any]:
-        """Row `row` as `Window.to_json` made it."""
+        """Row `row` as `Window.to_json` made it; `StoreError` when it is not a JSON object."""
         try:
-            shown = json.loads(self[row])
+            shown = json.loads(self._values[row])
         except ValueError:
             shown = None
         if not isinstance(shown, dict):
@@ -401,7 +394,7 @@ class _Builder:
         self.lo, self.hi = lo, hi
         self.columns: dict[str, list[Any]] = {name: [] for name in _COLUMNS if name != "tables"}
         self.columns["offsets"].append(0)
-        self.tables: list[str] = []
+        self.tables: list[bytes] = []
         self.zones: set[str] = set()
 
     def add_window(self, window: Window, source: str) -> None:
@@ -425,7 +418,7 @@ class _Builder:
         if window.cron is not None:
             self.zones.add(window.timezone)
         lead = (window.drain or timedelta(0)) // _US
-        self._add(Row.of(window), json.dumps(window.to_json(), separators=(",", ":")), lead, source)
+        self._add(Row.of(window), _compact(window.to_json()), lead, source)
 
     def add_kept(self, previous: Schedule, row: int, source: str) -> None:
         """Row `row` of `previous` as it is (same code, zone data and horizon)."""
@@ -434,7 +427,7 @@ class _Builder:
         self.columns["ends"].extend(previous.ends[lo:hi])
         self._add(previous.row(row), previous.tables[row], previous.leads[row], source)
 
-    def _add(self, shown: Row, table: str, lead: int, source: str) -> None:
+    def _add(self, shown: Row, table: bytes, lead: int, source: str) -> None:
         c = self.columns
         for name, value in (("names", shown.name), ("scopes", shown.scope), ("enabled", shown.enabled),
                             ("timezones", shown.timezone), ("schedules", shown.schedule),
@@ -523,12 +516,21 @@ def _rebuilt(previous: Schedule, digest: str, raw: bytes, windows_path: Path, no
     return builder.schedule(digest, previous.basis, previous.zones)
 
 
-def dumps(schedule: Schedule) -> bytes:
-    """A header line, then one compact JSON line per column."""
+def dumps(schedule: Schedule) -> bytearray:
+    """A header line, one compact JSON line per column, then one line per row's table; made a
+    line at a time into one buffer (100,000 windows' tables are tens of MB: never held twice more)."""
     header = {"format": _FORMAT, "digest": schedule.digest, "basis": schedule.basis, "zones": list(schedule.zones),
               "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule)}
-    lines = [header, *(list(getattr(schedule, name)) for name in _COLUMNS[:-1]), schedule.tables.values()]
-    return b"\n".join(json.dumps(line, separators=(",", ":")).encode("utf-8") for line in lines)
+    out = bytearray(_compact(header))
+    for name in _COLUMNS[:-1]:
+        out += b"\n" + _compact(list(getattr(schedule, name)))
+    for table in schedule.tables.values():
+        out += b"\n" + table
+    return out
+
+
+def _compact(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
 
 
 def loads(data: list[bytes]) -> Schedule | None:
@@ -544,10 +546,10 @@ def loads(data: list[bytes]) -> Schedule | None:
     basis = _basis(_zones(zones))
     if header.get("basis") != basis or type(header.get("digest")) is not str:
         return None
-    if len(data) != 1 + len(_COLUMNS):
-        raise ValueError("wrong number of columns")
-    columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:], strict=False)}
     count = header["count"]
+    if type(count) is not int or len(data) != len(_COLUMNS) + count:
+        raise ValueError("wrong number of lines")
+    columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:], strict=False)}
     _check_shape(columns, count, header["lo"], header["hi"])
     _check_values(columns)
     for name in _SHARED:
@@ -555,7 +557,7 @@ def loads(data: list[bytes]) -> Schedule | None:
     c = columns
     return Schedule(header["digest"], basis, zones, header["lo"], header["hi"], c["names"], c["scopes"], c["enabled"],
                     c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
-                    c["offsets"], c["starts"], c["ends"], Tables(line=data[-1], count=count))
+                    c["offsets"], c["starts"], c["ends"], Tables(data[len(_COLUMNS):]))
 
 
 def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any) -> None:

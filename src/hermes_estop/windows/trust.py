@@ -146,7 +146,7 @@ def trusted_lines(path: Path) -> list[bytes]:
     return data.split(b"\n")
 
 
-def write_trusted(path: Path, data: bytes) -> None:
+def write_trusted(path: Path, data: bytes | bytearray) -> None:
     """Write `data` to `path` atomically, unless its directory could be written by someone else
     (then one WARNING line) or cannot be written (then nothing: a kept file is optional)."""
     problem = directory_problem(path.parent)
@@ -154,6 +154,6 @@ def write_trusted(path: Path, data: bytes) -> None:
         _distrusted(path.parent, problem)
         return
     try:
-        atomic_write(path, data, durable=False)
+        atomic_write(path, data, durable=False)  # type: ignore[arg-type]  # a bytearray is written as bytes are
     except (OSError, StoreError) as exc:
         log.debug("windows schedule %s not written: %s", path, exc)
