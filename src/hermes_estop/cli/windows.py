@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
@@ -129,14 +129,16 @@ def list_(as_json: JsonOpt = False) -> None:
     schedule = schedule_of(windows_file, _now())
     # from the compiled schedule (no `Window` built), else validated (calendars): one of the two
     windows: list[Window] = windows_file.load() if schedule is None else []
-    tables = [schedule.tables.shown(row) for row in range(len(schedule))] if schedule is not None else []
+    rows = range(len(schedule)) if schedule is not None else range(0)
+    tables = (schedule.tables.shown(row) for row in rows) if schedule is not None else iter(())
     if as_json:
-        emit_json({"path": str(windows_file.path), "windows": [w.to_json() for w in windows] + tables})
+        emit_json({"path": str(windows_file.path), "windows": [w.to_json() for w in windows] + list(tables)})
         return
-    listed = [_Listed.of(w) for w in windows] + [_Listed.shown(table) for table in tables]
-    if not listed:
+    if not windows and not rows:
         typer.echo(f"no windows ({windows_file.path})")
         return
+    # a row decoded as its lines are written (100,000 windows' tables held at once as dicts: 100s of MB)
+    listed = itertools.chain((_Listed.of(w) for w in windows), (_Listed.shown(table) for table in tables))
     echo_lines(printable(line) for line in _list_lines(listed))
 
 
@@ -176,7 +178,7 @@ def _displayed(instant: str | None) -> str | None:
     return display_instant(parse_instant(instant, what="instant")) if instant is not None else None
 
 
-def _list_lines(listed: list[_Listed]) -> Iterator[str]:
+def _list_lines(listed: Iterable[_Listed]) -> Iterator[str]:
     for window in listed:
         flags = "" if window.enabled else "  (disabled)"
         drain = f", draining {window.drain} ahead" if window.drain is not None else ""
