@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, UTC
 from functools import partial
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -217,7 +218,7 @@ def test_an_instant_past_the_horizon_is_not_answered_and_the_schedule_is_rebuilt
     assert calls == [1, 1] and rebuilt is not None and rebuilt.answers(later)
 
 
-def _line(path: Path, column: str, change: Callable[[object], object]) -> None:
+def _line(path: Path, column: str, change: Callable[[Any], Any]) -> None:
     """Column `column` of the schedule at `path` replaced by `change` of it."""
     lines = path.read_bytes().split(b"\n")
     index = 1 + schedule._COLUMNS.index(column)
@@ -265,7 +266,7 @@ def test_a_damaged_schedule_is_ignored_and_built_again(wf: WindowsFile, damage: 
 def test_a_schedule_with_forged_starts_is_not_believed(wf: WindowsFile, starts: list[object]) -> None:
     expected = _columns(_load(wf))
     path = schedule.schedule_path(wf.path)
-    _line(path, "starts", lambda column: [*starts, *column[len(starts):]])  # type: ignore[misc]
+    _line(path, "starts", lambda column: [*starts, *column[len(starts):]])
     calls: list[int] = []
     assert _columns(_load(wf, calls=calls)) == expected and calls == [1]
 
