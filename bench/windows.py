@@ -17,8 +17,8 @@ The growth curves (issue 24) time the commands a user runs, as real processes of
 share an expression, so no in-process memo of repeated schedules helps): `windows list`,
 `windows next`, `status`, `windows validate`, `check --at T --for 6h`, `serve --once`; each the
 fastest of its rounds, with the process's peak resident set (`ru_maxrss`). Every fleet starts
-with nothing compiled (no `.windows.toml.schedule` beside its file; `$HERMES_ESTOP_CACHE`, an
-empty directory of its own, is for a run of the code before issue 35, which kept a cache there):
+with nothing compiled (no `.windows.toml.schedule` beside its file, and an empty cache
+directory of its own, `$HERMES_ESTOP_CACHE`):
 the first process of each command is timed apart as the COLD figure (the first read after an
 edit of `windows.toml`: the file validated, croniter asked for every start; at 100,000 windows
 only `windows validate` is run cold, each cold command there costs half a minute), the rounds

@@ -42,8 +42,8 @@ BIG_COMMANDS = ("windows validate", "status")
 
 
 def _process(root: Path, args: list[str], cache: Path) -> tuple[float, float]:
-    # $HERMES_ESTOP_CACHE: the per-user cache of the code before issue 35, kept per fleet so a
-    # run of that code starts empty; the code after it keeps nothing there
+    # $HERMES_ESTOP_CACHE: the per-user cache, kept per fleet so a run starts empty (the code
+    # after issue 35 keeps a schedule there only for a fleet root its group can write)
     env = dict(os.environ, HERMES_ROOT=str(root), HERMES_HOME=str(root), HERMES_ESTOP_CACHE=str(cache))
     env.pop("HERMES_ESTOP_STORE", None)
     elapsed, peak, code = spawn_measured([_script("hermes"), *args], env)

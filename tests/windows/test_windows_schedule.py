@@ -315,9 +315,6 @@ def _task_run(compiled: schedule.Schedule | None) -> list[str] | None:
 
 
 @pytest.mark.parametrize("distrust", [
-    pytest.param(lambda kept: os.chmod(kept.parent, 0o770), id="directory-group-writable"),
-    pytest.param(lambda kept: os.chmod(kept.parent, 0o757), id="directory-other-writable"),
-    pytest.param(lambda kept: os.chown(kept.parent, nobody(), -1), id="directory-owned-by-nobody"),
     pytest.param(lambda kept: os.chmod(kept, 0o664), id="file-group-writable"),
     pytest.param(lambda kept: os.chmod(kept, 0o646), id="file-other-writable"),
     pytest.param(lambda kept: os.chown(kept, nobody(), -1), id="file-owned-by-nobody"),
@@ -338,17 +335,54 @@ def test_a_schedule_someone_else_could_write_is_ignored_and_the_windows_file_rea
 
 
 @pytest.mark.parametrize("distrust", [
+    pytest.param(lambda where: os.chmod(where, 0o770), id="group-writable"),
+    pytest.param(lambda where: os.chmod(where, 0o757), id="other-writable"),
+    pytest.param(lambda where: os.chown(where, nobody(), -1), id="owned-by-nobody"),
+])
+def test_a_fleet_root_others_can_write_keeps_its_schedule_in_the_users_cache_never_beside_the_file(
+        wf: WindowsFile, estop_cache: Path, distrust: Callable[[Path], object],
+        caplog: pytest.LogCaptureFixture) -> None:
+    expected = _columns(_load(wf))
+    kept = schedule.schedule_path(wf.path)
+    _plant(kept, 6, lambda table: table | {"run": PLANTED})
+    distrust(wf.path.parent)
+    calls: list[int] = []
+    with caplog.at_level("WARNING", logger="hermes_estop"):
+        again = _load(wf, calls=calls)
+        assert _task_run(again) == ["/usr/bin/true", "--flag"] and _columns(again) == expected
+        assert _columns(schedule.load(wf.path, wf.path.read_bytes(), _refused, NOW)) == expected  # read back
+    assert [p.name.endswith(".schedule") for p in estop_cache.iterdir()] == [True]
+    assert estop_cache.stat().st_mode & 0o777 == 0o700
+    assert not [r for r in caplog.records if "never an authority" in r.getMessage()]
+
+
+def _refused() -> list[Window]:
+    raise AssertionError("validated again: the schedule kept in the cache was not read")
+
+
+@pytest.mark.parametrize("distrust", [
     pytest.param(lambda where: os.chmod(where, 0o777), id="world-writable"),
     pytest.param(lambda where: os.chown(where, nobody(), -1), id="owned-by-nobody"),
 ])
-def test_nothing_is_written_into_a_directory_someone_else_could_write(
-        wf: WindowsFile, distrust: Callable[[Path], object], caplog: pytest.LogCaptureFixture) -> None:
-    distrust(wf.path.parent)
+def test_nothing_is_written_into_a_cache_directory_someone_else_could_write(
+        wf: WindowsFile, estop_cache: Path, distrust: Callable[[Path], object],
+        caplog: pytest.LogCaptureFixture) -> None:
+    wf.path.parent.chmod(0o775)  # the fleet root its group can write: the schedule goes to the cache
+    distrust(estop_cache)
     with caplog.at_level("WARNING", logger="hermes_estop"):
         assert _load(wf) is not None and _load(wf) is not None
-    assert not schedule.schedule_path(wf.path).exists()
+    assert not schedule.schedule_path(wf.path).exists() and list(estop_cache.iterdir()) == []
     lines = [r.getMessage() for r in caplog.records if "never an authority" in r.getMessage()]
-    assert len(lines) == 1 and str(wf.path.parent) in lines[0]
+    assert len(lines) == 1 and str(estop_cache) in lines[0]
+
+
+def test_no_schedule_is_kept_when_the_cache_is_turned_off_and_the_root_is_shared(
+        wf: WindowsFile, estop_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERMES_ESTOP_CACHE", "off")
+    wf.path.parent.chmod(0o775)
+    calls: list[int] = []
+    assert _columns(_load(wf, calls=calls)) == _columns(_load(wf, calls=calls))
+    assert not schedule.schedule_path(wf.path).exists() and list(estop_cache.iterdir()) == []
 
 
 @pytest.mark.parametrize(("field", "value"), [
@@ -382,8 +416,10 @@ def test_upcoming_from_the_schedule_is_the_exact_upcoming_or_declines(wf: Window
     assert compiled.upcoming(compiled.row_of("quarter-hourly") or 0, NOW, 40) is not None
 
 
-def _hermes(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _hermes(root: Path, *args: str, cache: str | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, HERMES_ROOT=str(root), HERMES_HOME=str(root), COLUMNS="200")
+    if cache is not None:
+        env["HERMES_ESTOP_CACHE"] = cache
     return subprocess.run([sys.executable, "-m", "hermes_estop", *args], env=env, capture_output=True, text=True,
                           timeout=120)
 
@@ -426,14 +462,15 @@ def _check_at(days: int) -> tuple[str, ...]:
                          ids=lambda args: " ".join(args[:3]))
 def test_a_command_answers_the_same_cold_warm_and_without_the_schedule(tmp_path: Path, varied: str,
                                                                        args: tuple[str, ...]) -> None:
-    """Without: the fleet root writable by its group, where no schedule is read or written."""
+    """Without: the fleet root writable by its group and the per-user cache off: no schedule
+    is read or written."""
     wf = _fleet(tmp_path, varied.replace("*/15 * * * *", "0 */6 * * *"))  # no boundary every few minutes
     root = wf.path.parent
     cold, warm = _hermes(root, *args), _hermes(root, *args)
     assert schedule.schedule_path(wf.path).is_file()
     schedule.schedule_path(wf.path).unlink()
     root.chmod(0o775)
-    plain = _hermes(root, *args)
+    plain = _hermes(root, *args, cache="off")
     assert not schedule.schedule_path(wf.path).exists()
     assert cold.returncode == warm.returncode == plain.returncode, cold.stderr + warm.stderr + plain.stderr
     assert cold.returncode in (0, 1), cold.stderr

@@ -33,7 +33,8 @@ schedule (its feed changes without the file changing).
 
 The schedule is written beside the windows file (`.<name>.schedule`, so every operator who can
 read the fleet root finds the one the daemon or another command built), atomically, by whoever
-builds it first. It is read only under `trust`'s StrictModes rule (the file and its directory
+builds it first; when the fleet root is not its owner's alone, in the per-user cache directory
+(`trust.kept_path`). It is read only under `trust`'s StrictModes rule (the file and its directory
 owned by the running user or root and writable by nobody else); anything doubtful (damaged, of
 another key, wrongly owned) is ignored with one line and the schedule built again.
 """
@@ -316,6 +317,8 @@ def warm(windows_path: Path, raw: bytes, windows: Sequence[Window], now: datetim
 
 
 def schedule_path(windows_path: Path) -> Path:
+    """Where the schedule of `windows_path` is kept when its fleet root is private to its owner
+    (`trust.kept_path`: else in the per-user cache directory)."""
     return windows_path.with_name(f".{windows_path.name}.schedule")
 
 
@@ -598,9 +601,9 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     file that does not validate); written there by whichever process builds it first. One built
     more than `fresh_for` ago is built again (the daemon does so at `REFRESH`, before an
     operator's command finds the horizon gone). None when the file has no schedule (calendars)."""
-    path = schedule_path(windows_path)
+    path = trust.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
-    found = _kept(path)
+    found = _kept(path) if path is not None else None
     if found is not None and found.digest == digest and found.answers(now) \
             and _micros(now) < found.lo + fresh_for // _US:
         return found
@@ -609,7 +612,7 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
         built = _streamed(digest, raw, windows_path, now)
     if built is None:
         built = build(digest, validate(), now, raw)
-    if built is not None:
+    if built is not None and path is not None:
         trust.write_trusted(path, dumps(built))
     return built
 

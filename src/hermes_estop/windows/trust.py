@@ -33,7 +33,7 @@ from hermes_estop.model.text import printable
 from hermes_estop.system.fsread import read_regular_with_stat
 from hermes_estop.system.fsutil import atomic_write
 
-__all__ = ["code_stamp", "directory_problem", "trusted_lines", "write_trusted", "zone_digest"]
+__all__ = ["cache_dir", "code_stamp", "directory_problem", "kept_path", "trusted_lines", "write_trusted", "zone_digest"]
 
 log = logging.getLogger(__name__)
 
@@ -146,9 +146,44 @@ def trusted_lines(path: Path) -> list[bytes]:
     return data.split(b"\n")
 
 
+def cache_dir() -> Path | None:
+    """The per-user directory for a file that cannot be kept beside the windows file:
+    `$HERMES_ESTOP_CACHE` (`off`: none), else `$XDG_CACHE_HOME/hermes-estop`, else
+    `~/.cache/hermes-estop`; None when turned off or there is no home."""
+    chosen = os.environ.get("HERMES_ESTOP_CACHE")
+    if chosen:
+        return None if chosen.strip().lower() == "off" else Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME")
+    if base:
+        return Path(base) / "hermes-estop"
+    try:
+        return Path.home() / ".cache" / "hermes-estop"
+    except (RuntimeError, KeyError):  # no $HOME and no password entry
+        return None
+
+
+def kept_path(beside: Path, suffix: str) -> Path | None:
+    """Where to keep a file about the file `beside`: next to it (`.<name><suffix>`, where every
+    operator of the fleet finds it) when its directory is this user's or root's and writable by
+    nobody else; else in this user's `cache_dir()` (a fleet root its group can write: each
+    operator keeps their own), named by the hash of `beside`'s path; None when there is none."""
+    if directory_problem(beside.parent) is None:
+        return beside.with_name(f".{beside.name}{suffix}")
+    where = cache_dir()
+    if where is None:
+        return None
+    name = hashlib.sha256(str(beside.absolute()).encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    return where / f"{name}{suffix}"
+
+
 def write_trusted(path: Path, data: bytes | bytearray) -> None:
     """Write `data` to `path` atomically, unless its directory could be written by someone else
     (then one WARNING line) or cannot be written (then nothing: a kept file is optional)."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a cache directory, made private
+    except OSError as exc:
+        log.debug("windows schedule %s not written: %s", path, exc)
+        return
     problem = directory_problem(path.parent)
     if problem is not None:
         _distrusted(path.parent, problem)
