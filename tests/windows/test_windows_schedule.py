@@ -590,3 +590,14 @@ def test_a_file_of_many_batches_compiles_table_by_table_what_a_whole_build_compi
     assert validated == ["w333"]
     assert _columns(edited) == _columns(schedule.build(edited.digest if edited else "", wf.load(), NOW,
                                                        wf.path.read_bytes()))
+
+
+def test_a_shared_fleet_roots_schedule_lives_under_xdg_cache_home_made_private(
+        wf: WindowsFile, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    xdg = tmp_path_factory.mktemp("xdg")
+    monkeypatch.delenv("HERMES_ESTOP_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    wf.path.parent.chmod(0o775)
+    _load(wf)
+    where = xdg / "hermes-estop"
+    assert len(list(where.glob("*.schedule"))) == 1 and where.stat().st_mode & 0o777 == 0o700
