@@ -16,8 +16,9 @@ The growth curves (issue 24) time the commands a user runs, as real processes of
 `hermes`, on fleets of 1,000, 10,000 and 100,000 windows with DISTINCT schedules (no two windows
 share an expression, so no in-process memo of repeated schedules helps): `windows list`,
 `windows next`, `status`, `windows validate`, `check --at T --for 6h`, `serve --once`; each the
-fastest of its rounds, with the process's peak resident set (`ru_maxrss`). Every fleet has its
-own empty cache directory (`windows.compiled`, `$HERMES_ESTOP_CACHE`) when its rounds begin:
+fastest of its rounds, with the process's peak resident set (`ru_maxrss`). Every fleet starts
+with nothing compiled (no `.windows.toml.schedule` beside its file, and an empty cache
+directory of its own, `$HERMES_ESTOP_CACHE`):
 the first process of each command is timed apart as the COLD figure (the first read after an
 edit of `windows.toml`: the file validated, croniter asked for every start; at 100,000 windows
 only `windows validate` is run cold, each cold command there costs half a minute), the rounds

@@ -35,8 +35,9 @@ class FakeClock:
 
 @pytest.fixture(autouse=True)
 def estop_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A cache directory (`windows.compiled`) of the test's own, for it and the processes it
-    starts: no test reads what another, or the user running the suite, left there."""
+    """The per-user cache directory (`windows.trust.cache_dir`: where a schedule goes when the
+    fleet root is not private) of the test's own, for it and the processes it starts: no test
+    reads what another, or the user running the suite, left there."""
     where = tmp_path_factory.mktemp("estop-cache")
     monkeypatch.setenv("HERMES_ESTOP_CACHE", str(where))
     return where

@@ -5,17 +5,13 @@ expressions and zones, each naming the value."""
 
 from __future__ import annotations
 
-import itertools
-import random
 import subprocess
 import sys
-import threading
-from datetime import datetime, timedelta, UTC
+from datetime import datetime, UTC
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from hermes_estop.model import cronspec
 from hermes_estop.model.cronspec import first_start_after, starts, validate_cron, validate_timezone, wall_to_instant
 from hermes_estop.model.errors import EstopError, InvalidArgument
 
@@ -205,93 +201,3 @@ def test_importing_cronspec_loads_no_croniter():
     probe = "import sys, hermes_estop.model.cronspec; print(sorted(m for m in sys.modules if m.startswith('croniter')))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-
-
-# -- remembered starts (StartRuns): what a cache may answer must be what croniter computes ---------
-
-
-RUN_EXPRS = ["30 2 * * *", "*/7 * * * *", "0 1-3 * 3,10 0", "15 2 29 2 *", "*/30 1-3 * * *", "0 12 31 12 *"]
-RUN_ZONES = ["Europe/Berlin", "America/New_York", "UTC", "Australia/Lord_Howe", "Asia/Kolkata"]
-
-
-@pytest.fixture
-def fresh_runs():
-    cronspec.RUNS.clear()
-    yield cronspec.RUNS
-    cronspec.RUNS.clear()
-
-
-def computed(expr: str, zone: str, since: datetime, count: int) -> list[datetime]:
-    return list(itertools.islice(cronspec._computed(expr, ZoneInfo(zone), since), count))
-
-
-def random_since(rng: random.Random) -> datetime:
-    since = utc(2026, 1, 1) + timedelta(seconds=rng.randrange(0, 86400 * 800), microseconds=rng.randrange(2) * 250)
-    return since.replace(second=0, microsecond=0) if rng.random() < 0.3 else since
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_remembered_starts_are_the_computed_ones_from_any_point(fresh_runs, seed):
-    rng = random.Random(seed)
-    for _ in range(400):
-        expr, zone = rng.choice(RUN_EXPRS), rng.choice(RUN_ZONES)
-        since, count = random_since(rng), rng.randrange(1, 90)
-        assert first(expr, zone, since, count) == computed(expr, zone, since, count), (expr, zone, since, count)
-
-
-def test_interleaved_walkers_of_one_schedule_each_see_every_start_once(fresh_runs):
-    rng = random.Random(7)
-    for _ in range(60):
-        expr, zone = rng.choice(RUN_EXPRS), rng.choice(RUN_ZONES)
-        base = random_since(rng)
-        sinces = [base + timedelta(minutes=rng.randrange(0, 3000)) for _ in range(3)]
-        walkers = [starts(expr, ZoneInfo(zone), since) for since in sinces]
-        seen: list[list[datetime]] = [[] for _ in walkers]
-        for _ in range(150):
-            i = rng.randrange(len(walkers))
-            start = next(walkers[i], None)
-            if start is not None:
-                seen[i].append(start)
-        for since, got in zip(sinces, seen, strict=False):
-            assert got == computed(expr, zone, since, len(got))
-
-
-def test_threads_extending_one_run_never_duplicate_a_start(fresh_runs):
-    since, zone = utc(2026, 3, 1), "Europe/Berlin"
-    results: list[list[datetime]] = []
-
-    def walk() -> None:
-        results.append(list(itertools.islice(starts("*/7 * * * *", ZoneInfo(zone), since), 60)))
-
-    threads = [threading.Thread(target=walk) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    expected = computed("*/7 * * * *", zone, since, 60)
-    assert results == [expected] * 4
-
-
-def test_a_remembered_run_answers_without_croniter(fresh_runs, monkeypatch):
-    since = utc(2026, 6, 1)
-    expected = first("15 4 * * 1", "Europe/Berlin", since, 5)
-
-    def no_croniter(expr: str) -> None:
-        raise AssertionError("croniter asked again")
-
-    monkeypatch.setattr(cronspec, "_parsed", no_croniter)
-    assert first("15 4 * * 1", "Europe/Berlin", since, 5) == expected
-    assert first("15 4 * * 1", "Europe/Berlin", since + timedelta(days=9), 3) == expected[2:5]
-
-
-def test_a_run_stops_growing_at_its_bound(fresh_runs):
-    since = utc(2026, 6, 1)
-    count = cronspec.StartRuns.KEPT * 3
-    assert first("* * * * *", "UTC", since, count) == computed("* * * * *", "UTC", since, count)
-    assert [len(run.starts) for _, run in fresh_runs.items()] == [cronspec.StartRuns.KEPT]
-
-
-def test_a_schedule_keeps_a_bounded_number_of_runs(fresh_runs):
-    for day in range(10):
-        first("0 3 * * *", "UTC", utc(2026, 1, 1) + timedelta(days=40 * day), 2)
-    assert len(list(fresh_runs.items())) == cronspec.StartRuns.PER_SCHEDULE

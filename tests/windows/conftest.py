@@ -125,3 +125,66 @@ def harness(fleet_root: Path, clock: Any):
     yield h
     h.close()
 
+
+#: one file of every kind of window (every field; the Berlin fall-back night of 2026-10-25 in
+#: the week after 2026-10-20; a one-shot whose start has a fraction of a second): what the
+#: compiled schedule must answer exactly as the exact functions do
+VARIED = '''
+[[windows]]
+name = "nightly"
+cron = "30 2 * * *"
+timezone = "Europe/Berlin"
+duration = "1h"
+drain = "15m"
+reason = "nightly maintenance"
+allow = { user_ids = ["424242", "ops"], profiles = ["alpha"] }
+
+[[windows]]
+name = "once"
+at = 2026-10-22T10:00:00.250Z
+duration = "2h30m"
+scope = "alpha"
+only = ["cron", "kanban"]
+jobs = ["backup-*"]
+
+[[windows]]
+name = "weekly"
+cron = "0 4 * * 0"
+timezone = "America/New_York"
+duration = "45m"
+enabled = false
+not_before = 2026-10-01T00:00:00Z
+not_after = 2026-10-26T00:00:00Z
+exclude = [2026-10-25]
+
+[[windows]]
+name = "fall-back"
+cron = "30 2 * * *"
+timezone = "Europe/Berlin"
+duration = "3h"
+
+[[windows]]
+name = "long"
+cron = "0 0 * * 1"
+timezone = "Asia/Tokyo"
+duration = "2d"
+
+[[windows]]
+name = "quarter-hourly"
+cron = "*/15 * * * *"
+duration = "5m"
+exclude_cron = "* 3 * * *"
+
+[[windows]]
+name = "task"
+cron = "15 3 1 * *"
+duration = "20m"
+run = ["/usr/bin/true", "--flag"]
+on_failure_ttl = "2h"
+'''
+
+
+@pytest.fixture
+def varied() -> str:
+    """`VARIED`, the text of a windows file of every kind of window."""
+    return VARIED

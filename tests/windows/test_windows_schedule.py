@@ -1,94 +1,80 @@
 """windows.schedule: one compiled schedule per version of a windows file. What it answers must
 be exactly what the exact functions of `occurrences` answer (croniter under the DST rule, the
-exclusions and bounds); a schedule of other bytes, damaged, or writable by someone else is
-never trusted; an instant outside its horizon is never answered from it."""
+exclusions and bounds), and what the commands print from it exactly what they print from the
+validated windows; a schedule of other bytes or code or zone data, damaged, planted (a FIFO, a
+directory) or writable by someone else is never trusted (one line, built again); a value
+validation refuses is never taken from it; an instant outside its horizon is never answered
+from it."""
 
 from __future__ import annotations
 
-import logging
+import itertools
+import json
 import os
+import subprocess
+import sys
+from collections.abc import Callable
 from datetime import datetime, timedelta, UTC
+from functools import partial
 from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
-from hermes_estop.windows.occurrences import covering, next_start, starting_within
-from hermes_estop.windows import schedule
-from hermes_estop.windows.model import Window
+from hermes_estop.model.errors import StoreError
+from hermes_estop.windows import schedule, trust
+from hermes_estop.windows.export import planned, planned_rows
+from hermes_estop.windows.forecast import _holds, window_holds
+from hermes_estop.windows.model import InvalidWindow, Window
+from hermes_estop.windows.occurrences import covering, next_start, occurrences, starting_within, upcoming
 from hermes_estop.windows.windows_file import WindowsFile
 
 NOW = datetime(2026, 10, 20, 12, 0, tzinfo=UTC)
 
-VARIED = '''
-[[windows]]
-name = "nightly"
-cron = "30 2 * * *"
-timezone = "Europe/Berlin"
-duration = "1h"
-drain = "15m"
-reason = "nightly maintenance"
-allow = { user_ids = ["424242"], profiles = ["alpha"] }
 
-[[windows]]
-name = "once"
-at = 2026-10-22T10:00:00Z
-duration = "2h30m"
-scope = "alpha"
-only = ["cron"]
-
-[[windows]]
-name = "weekly"
-cron = "0 4 * * 0"
-timezone = "America/New_York"
-duration = "45m"
-enabled = false
-not_after = 2026-10-26T00:00:00Z
-exclude = [2026-10-25]
-
-[[windows]]
-name = "fall-back"
-cron = "30 2 * * *"
-timezone = "Europe/Berlin"
-duration = "3h"
-
-[[windows]]
-name = "long"
-cron = "0 0 * * 1"
-timezone = "Asia/Tokyo"
-duration = "2d"
-
-[[windows]]
-name = "quarter-hourly"
-cron = "*/15 * * * *"
-duration = "5m"
-exclude_cron = "* 3 * * *"
-'''
+@pytest.fixture
+def wf(tmp_path: Path, varied: str) -> WindowsFile:
+    """A fleet root holding `VARIED`, private to this user as a fleet root is."""
+    return _fleet(tmp_path, varied)
 
 
-def _fleet(tmp_path: Path, text: str = VARIED) -> WindowsFile:
+def _fleet(tmp_path: Path, text: str) -> WindowsFile:
     tmp_path.chmod(0o755)
     (tmp_path / "windows.toml").write_text(text)
     return WindowsFile(tmp_path)
 
 
+def _written(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
 def _load(wf: WindowsFile, now: datetime = NOW, calls: list[int] | None = None) -> schedule.Schedule | None:
-    def validate() -> list[Window]:
-        if calls is not None:
-            calls.append(1)
-        return wf.load()
+    """The schedule of `wf` at `now`, as a new process reads it; `calls` gets a 1 when it was
+    built (written again) rather than read."""
+    path = schedule.schedule_path(wf.path)
+    before = _written(path)
+    found = schedule.load(wf.path, wf.path.read_bytes(), wf.load, now)
+    if calls is not None and _written(path) != before:
+        calls.append(1)
+    return found
 
-    return schedule.load(wf.path, wf.path.read_bytes(), validate, now)
 
-
-#: instants across the horizon: the Berlin fall-back night (Oct 25), a drain lead, an end
+#: instants across the horizon: the Berlin fall-back night (Oct 25), a drain lead, an end, the
+#: one-shot's fractional start; and past it
 INSTANTS = [NOW, NOW + timedelta(hours=13, minutes=20), datetime(2026, 10, 25, 0, 45, tzinfo=UTC),
             datetime(2026, 10, 25, 1, 30, tzinfo=UTC), datetime(2026, 10, 25, 3, 0, tzinfo=UTC),
-            datetime(2026, 10, 26, 15, 0, tzinfo=UTC), NOW + schedule.HORIZON - timedelta(seconds=1)]
+            datetime(2026, 10, 22, 10, 0, 0, 250000, tzinfo=UTC), datetime(2026, 10, 26, 15, 0, tzinfo=UTC),
+            NOW + schedule.HORIZON - timedelta(seconds=1)]
+BEYOND = [NOW + schedule.HORIZON + timedelta(hours=1), datetime(2027, 3, 1, tzinfo=UTC), NOW - timedelta(days=1)]
 
 
 @pytest.mark.parametrize("t", INSTANTS, ids=lambda t: t.isoformat())
-def test_schedule_answers_what_the_exact_functions_answer(tmp_path: Path, t: datetime) -> None:
-    wf = _fleet(tmp_path)
+def test_schedule_answers_what_the_exact_functions_answer(wf: WindowsFile, t: datetime) -> None:
     windows = wf.load()
     compiled = _load(wf)
     assert compiled is not None
@@ -97,24 +83,73 @@ def test_schedule_answers_what_the_exact_functions_answer(tmp_path: Path, t: dat
         assert compiled.next_start(row, t) == next_start(window, t), window.name
     last = t + timedelta(days=1)
     if last <= NOW + schedule.HORIZON:
-        expected = sorted(o for w in windows for o in starting_within(w, t, last - timedelta(seconds=1), 10_000))
+        expected = sorted(o for w in windows for o in starting_within(w, t, last - timedelta(microseconds=1), 10_000))
         assert sorted(compiled.starting_in(t, last) or []) == expected
 
 
-def test_schedule_builds_windows_only_for_the_rows_asked_and_they_equal_the_validated(tmp_path: Path) -> None:
-    wf = _fleet(tmp_path)
+def _exact_not_ended(window: Window, t: datetime) -> list[tuple[object, timedelta]]:
+    found = (o for o in occurrences(window, t - window.duration) if not o.ended(t))
+    return [(o, o.lead) for o in itertools.islice(found, 60)]
+
+
+@pytest.mark.parametrize("t", INSTANTS + BEYOND, ids=lambda t: t.isoformat())
+def test_not_ended_is_the_exact_sequence_inside_and_past_the_horizon(wf: WindowsFile, t: datetime) -> None:
+    compiled = _load(wf)
+    assert compiled is not None
+    for row, window in enumerate(wf.load()):
+        answered = [(o, o.lead) for o in itertools.islice(compiled.not_ended(row, t), 60)]
+        assert answered == _exact_not_ended(window, t), window.name
+
+
+def test_a_start_with_a_fraction_of_a_second_is_kept_exactly(wf: WindowsFile) -> None:
+    compiled = _load(wf)
+    assert compiled is not None
+    (once,) = compiled.upcoming(compiled.row_of("once") or 0, NOW, 1) or []
+    assert once.start == datetime(2026, 10, 22, 10, 0, 0, 250000, tzinfo=UTC)
+    assert once.key == upcoming(wf.load()[1], NOW, 1)[0].key
+
+
+@pytest.mark.parametrize("days", [1, 30])
+@pytest.mark.parametrize("t", [NOW, datetime(2026, 10, 25, 1, 30, tzinfo=UTC), *BEYOND], ids=lambda t: t.isoformat())
+def test_export_from_the_schedule_is_the_export_of_the_windows(wf: WindowsFile, t: datetime, days: int) -> None:
+    compiled = _load(wf)
+    assert compiled is not None
+    exact = planned(wf.load(), t, days)
+    assert [(w, o, o.lead) for w, o in planned_rows(compiled, t, days)] == [(w, o, o.lead) for w, o in exact]
+
+
+@pytest.mark.parametrize("span", [timedelta(microseconds=1), timedelta(hours=6), timedelta(days=3)])
+@pytest.mark.parametrize("t", [NOW + timedelta(days=1), datetime(2026, 10, 25, 1, 30, tzinfo=UTC), *BEYOND],
+                         ids=lambda t: t.isoformat())
+def test_forecast_holds_from_the_schedule_are_the_holds_of_the_windows(wf: WindowsFile, t: datetime,
+                                                                       span: timedelta) -> None:
+    compiled = _load(wf)
+    assert compiled is not None
+    for row, window in enumerate(wf.load()):
+        answered = _holds(partial(compiled.window, row), compiled.not_ended(row, t), t + span, {}, 3, None)
+        assert answered == window_holds(window, t, t + span, limit=3), window.name
+
+
+def test_windows_are_built_from_the_schedule_equal_to_the_validated(wf: WindowsFile) -> None:
     compiled = _load(wf)
     assert compiled is not None
     assert [compiled.window(row) for row in range(len(compiled))] == wf.load()
+    assert [compiled.tables.shown(row) for row in range(len(compiled))] == [w.to_json() for w in wf.load()]
 
 
-def test_a_second_process_reads_the_written_schedule_without_validating(tmp_path: Path) -> None:
-    wf = _fleet(tmp_path)
+def test_row_of_finds_every_row_by_its_name(wf: WindowsFile) -> None:
+    compiled = _load(wf)
+    assert compiled is not None
+    assert [compiled.row_of(name) for name in compiled.names] == list(range(len(compiled)))
+    assert compiled.row_of("no-such-window") is None
+
+
+def test_a_second_process_reads_the_written_schedule_without_validating(wf: WindowsFile) -> None:
     calls: list[int] = []
     first = _load(wf, calls=calls)
     assert calls == [1] and schedule.schedule_path(wf.path).is_file()
     again = _load(wf, NOW + timedelta(hours=1), calls=calls)
-    assert calls == [1], "the schedule on disk was validated again"
+    assert calls == [1], "the schedule on disk was built again"
     assert first is not None and again is not None and list(again.starts) == list(first.starts)
 
 
@@ -130,31 +165,51 @@ EDITS = [('duration = "1h"', 'duration = "2h"'), ('name = "long"', 'name = "long
          ('exclude_cron = "* 3 * * *"', 'exclude_cron = "* 4 * * *"')]
 
 
+@pytest.fixture
+def validated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tables validated from here on (`Window.parse`), by name."""
+    seen: list[str] = []
+    parse = Window.parse
+
+    def counted(data: object, **kwargs: object) -> Window:
+        window = parse(data, **kwargs)  # type: ignore[arg-type]
+        seen.append(window.name)
+        return window
+
+    monkeypatch.setattr(Window, "parse", counted)
+    return seen
+
+
 @pytest.mark.parametrize(("old", "new"), EDITS)
-def test_an_edit_compiles_what_a_whole_build_compiles(tmp_path: Path, old: str, new: str) -> None:
-    wf = _fleet(tmp_path)
+def test_an_edit_compiles_what_a_whole_build_compiles(wf: WindowsFile, varied: str, old: str, new: str,
+                                                      validated: list[str]) -> None:
     _load(wf)
-    wf.path.write_text(VARIED.replace(old, new))
-    calls: list[int] = []
-    edited = _load(wf, NOW + timedelta(hours=1), calls=calls)
-    assert calls == [], "an edit of one table validated the whole file"
+    wf.path.write_text(varied.replace(old, new))
+    validated.clear()
+    edited = _load(wf, NOW + timedelta(hours=1))
+    assert len(validated) == 1, f"an edit of one table validated {validated}"
     whole = schedule.build(edited.digest if edited else "", wf.load(), NOW, wf.path.read_bytes())
     assert _columns(edited) == _columns(whole)
 
 
 @pytest.mark.parametrize("bad", ['duration = "forever"', 'name = "nightly"'])
-def test_an_edit_that_does_not_validate_is_refused_as_the_file_is(tmp_path: Path, bad: str) -> None:
-    from hermes_estop.windows.model import InvalidWindow
-
-    wf = _fleet(tmp_path)
+def test_an_edit_that_does_not_validate_is_refused_as_the_file_is(wf: WindowsFile, varied: str, bad: str) -> None:
     _load(wf)
-    wf.path.write_text(VARIED.replace('name = "long"', bad) if "name" in bad else VARIED.replace('duration = "2d"', bad))
+    wf.path.write_text(varied.replace('name = "long"', bad) if "name" in bad else varied.replace('duration = "2d"', bad))
     with pytest.raises(InvalidWindow):
         _load(wf)
 
 
-def test_an_instant_past_the_horizon_is_not_answered_and_the_schedule_is_rebuilt(tmp_path: Path) -> None:
-    wf = _fleet(tmp_path)
+@pytest.mark.parametrize("preamble", ["windows = []\n", "other = 1\n"])
+def test_a_file_that_is_not_toml_as_a_whole_is_refused_though_each_table_parses(wf: WindowsFile, varied: str,
+                                                                                preamble: str) -> None:
+    wf.path.write_text(preamble + varied)
+    with pytest.raises(InvalidWindow):
+        _load(wf)
+    assert not schedule.schedule_path(wf.path).exists()
+
+
+def test_an_instant_past_the_horizon_is_not_answered_and_the_schedule_is_rebuilt(wf: WindowsFile) -> None:
     calls: list[int] = []
     compiled = _load(wf, calls=calls)
     later = NOW + schedule.HORIZON + timedelta(hours=1)
@@ -163,55 +218,195 @@ def test_an_instant_past_the_horizon_is_not_answered_and_the_schedule_is_rebuilt
     assert calls == [1, 1] and rebuilt is not None and rebuilt.answers(later)
 
 
-@pytest.mark.parametrize("damage", [b"", b"not json\n", b'{"format":1}', b"garbage\n" * 9])
-def test_a_damaged_schedule_is_ignored_and_rebuilt(tmp_path: Path, damage: bytes) -> None:
-    wf = _fleet(tmp_path)
-    _load(wf)
-    path = schedule.schedule_path(wf.path)
-    text = path.read_bytes()
-    path.write_bytes(text.split(b"\n")[0] + b"\n" + damage if damage else damage)
-    path.chmod(0o644)
-    calls: list[int] = []
-    compiled = _load(wf, calls=calls)
-    assert calls == [1] and compiled is not None and len(compiled) == 6
-
-
-def test_a_schedule_with_forged_starts_is_not_believed(tmp_path: Path) -> None:
-    wf = _fleet(tmp_path)
-    _load(wf)
-    path = schedule.schedule_path(wf.path)
+def _line(path: Path, column: str, change: Callable[[Any], Any]) -> None:
+    """Column `column` of the schedule at `path` replaced by `change` of it."""
     lines = path.read_bytes().split(b"\n")
-    lines[11] = lines[11].replace(b"[", b"[1,", 1)  # a start before every other: offsets no longer add up
+    index = 1 + schedule._COLUMNS.index(column)
+    lines[index] = json.dumps(change(json.loads(lines[index]))).encode()
     path.write_bytes(b"\n".join(lines))
-    calls: list[int] = []
-    _load(wf, calls=calls)
-    assert calls == [1]
 
 
-def test_a_schedule_others_can_write_is_never_read(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    wf = _fleet(tmp_path)
-    _load(wf)
+def _header(path: Path, change: Callable[[dict], dict]) -> None:
+    lines = path.read_bytes().split(b"\n")
+    lines[0] = json.dumps(change(json.loads(lines[0]))).encode()
+    path.write_bytes(b"\n".join(lines))
+
+
+DAMAGES = [
+    pytest.param(lambda p: p.write_bytes(b"garbage\x00\xff"), id="garbage"),
+    pytest.param(lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), id="truncated"),
+    pytest.param(lambda p: p.write_bytes(b""), id="empty"),
+    pytest.param(lambda p: p.write_bytes(p.read_bytes().split(b"\n")[0] + b"\nnot json\n"), id="not-json"),
+    pytest.param(lambda p: p.write_bytes(p.read_bytes().split(b"\n")[0] + b"\n" + b"garbage\n" * 19), id="garbage-columns"),
+    pytest.param(lambda p: p.write_bytes(p.read_bytes() + b"\n{}"), id="a-table-too-many"),
+    pytest.param(lambda p: _line(p, "names", lambda names: names[:1]), id="a-column-of-the-wrong-length"),
+    pytest.param(lambda p: _line(p, "durations", lambda column: [1] * len(column)), id="a-value-of-the-wrong-type"),
+    pytest.param(lambda p: _line(p, "enabled", lambda column: ["yes"] * len(column)), id="enabled-not-a-bool"),
+    pytest.param(lambda p: _line(p, "leads", lambda column: [0.5] * len(column)), id="a-lead-not-an-integer"),
+    pytest.param(lambda p: _line(p, "scopes", lambda column: ["../etc"] * len(column)), id="a-scope-validation-refuses"),
+    pytest.param(lambda p: _header(p, lambda h: h | {"basis": "x" + h["basis"]}), id="another-code-stamp"),
+    pytest.param(lambda p: _header(p, lambda h: h | {"format": 1}), id="another-format"),
+    pytest.param(lambda p: (p.unlink(), os.mkfifo(p)), id="a-fifo-planted-in-its-place"),
+    pytest.param(lambda p: (p.unlink(), p.mkdir()), id="a-directory-in-its-place"),
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_schedule_is_ignored_and_built_again(wf: WindowsFile, damage: Callable[[Path], object]) -> None:
+    expected = _columns(_load(wf))
     path = schedule.schedule_path(wf.path)
-    os.chmod(path, 0o666)
+    damage(path)
     calls: list[int] = []
-    with caplog.at_level(logging.WARNING):
-        compiled = _load(wf, calls=calls)
-    assert calls == [1] and compiled is not None
-    assert [r for r in caplog.records if "writable by group or others" in r.getMessage()]
+    again = _load(wf, calls=calls)
+    assert _columns(again) == expected
+    assert calls == [1] or path.is_dir()  # a directory in its place is not replaced, and never read
 
 
-def test_a_window_bound_to_a_calendar_has_no_schedule(tmp_path: Path) -> None:
+@pytest.mark.parametrize("starts", [[5, 3], ["1"], [1.5], [1, 1]])
+def test_a_schedule_with_forged_starts_is_not_believed(wf: WindowsFile, starts: list[object]) -> None:
+    expected = _columns(_load(wf))
+    path = schedule.schedule_path(wf.path)
+    _line(path, "starts", lambda column: [*starts, *column[len(starts):]])
+    calls: list[int] = []
+    assert _columns(_load(wf, calls=calls)) == expected and calls == [1]
+
+
+def test_a_schedule_of_other_zone_data_is_built_again(wf: WindowsFile, monkeypatch: pytest.MonkeyPatch) -> None:
+    _load(wf)
+    monkeypatch.setattr(trust, "zone_digest", lambda name: "0" * 64)
+    calls: list[int] = []
+    assert _load(wf, calls=calls) is not None and calls == [1]
+
+
+def test_zone_digest_is_the_data_zoneinfo_reads() -> None:
+    assert trust.zone_digest("Europe/Berlin") is not None
+    assert trust.zone_digest("../../etc/passwd") is None
+    assert trust.zone_digest("No/Such_Zone") is None
+    assert ZoneInfo("Europe/Berlin").key == "Europe/Berlin"
+
+
+# -- a kept schedule is an accelerator, never an authority (issue 32 item 10) ---------------------
+
+PLANTED = ["/bin/sh", "-c", "echo planted"]
+NOBODY = 65534
+
+
+def nobody() -> int:
+    import pwd
+
+    try:
+        return pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        return NOBODY
+
+
+def _plant(path: Path, row: int, change: Callable[[dict], dict]) -> None:
+    """The table of row `row` of the schedule at `path` changed by `change`: what someone
+    else chose."""
+    lines = path.read_bytes().split(b"\n")
+    index = len(schedule._COLUMNS) + row
+    lines[index] = json.dumps(change(json.loads(lines[index]))).encode()
+    path.write_bytes(b"\n".join(lines))
+
+
+def _task_run(compiled: schedule.Schedule | None) -> list[str] | None:
+    assert compiled is not None
+    return compiled.window(compiled.row_of("task") or 0).run
+
+
+@pytest.mark.parametrize("distrust", [
+    pytest.param(lambda kept: os.chmod(kept, 0o664), id="file-group-writable"),
+    pytest.param(lambda kept: os.chmod(kept, 0o646), id="file-other-writable"),
+    pytest.param(lambda kept: os.chown(kept, nobody(), -1), id="file-owned-by-nobody"),
+])
+def test_a_schedule_someone_else_could_write_is_ignored_and_the_windows_file_read_again(
+        wf: WindowsFile, distrust: Callable[[Path], object], caplog: pytest.LogCaptureFixture) -> None:
+    expected = _columns(_load(wf))
+    kept = schedule.schedule_path(wf.path)
+    _plant(kept, 6, lambda table: table | {"run": PLANTED})
+    assert _task_run(_load(wf)) == PLANTED  # a private schedule is taken as it is: the plant would work
+    distrust(kept)
+    with caplog.at_level("WARNING", logger="hermes_estop"):
+        again, once_more = _load(wf), _load(wf)
+    assert _task_run(again) == _task_run(once_more) == ["/usr/bin/true", "--flag"]
+    assert _columns(again) == expected
+    lines = [r.getMessage() for r in caplog.records if "never an authority" in r.getMessage()]
+    assert len(lines) == 1 and "\n" not in lines[0]
+
+
+@pytest.mark.parametrize("distrust", [
+    pytest.param(lambda where: os.chmod(where, 0o770), id="group-writable"),
+    pytest.param(lambda where: os.chmod(where, 0o757), id="other-writable"),
+    pytest.param(lambda where: os.chown(where, nobody(), -1), id="owned-by-nobody"),
+])
+def test_a_fleet_root_others_can_write_keeps_its_schedule_in_the_users_cache_never_beside_the_file(
+        wf: WindowsFile, estop_cache: Path, distrust: Callable[[Path], object],
+        caplog: pytest.LogCaptureFixture) -> None:
+    expected = _columns(_load(wf))
+    kept = schedule.schedule_path(wf.path)
+    _plant(kept, 6, lambda table: table | {"run": PLANTED})
+    distrust(wf.path.parent)
+    calls: list[int] = []
+    with caplog.at_level("WARNING", logger="hermes_estop"):
+        again = _load(wf, calls=calls)
+        assert _task_run(again) == ["/usr/bin/true", "--flag"] and _columns(again) == expected
+        assert _columns(schedule.load(wf.path, wf.path.read_bytes(), _refused, NOW)) == expected  # read back
+    assert [p.name.endswith(".schedule") for p in estop_cache.iterdir()] == [True]
+    assert estop_cache.stat().st_mode & 0o777 == 0o700
+    assert not [r for r in caplog.records if "never an authority" in r.getMessage()]
+
+
+def _refused() -> list[Window]:
+    raise AssertionError("validated again: the schedule kept in the cache was not read")
+
+
+@pytest.mark.parametrize("distrust", [
+    pytest.param(lambda where: os.chmod(where, 0o777), id="world-writable"),
+    pytest.param(lambda where: os.chown(where, nobody(), -1), id="owned-by-nobody"),
+])
+def test_nothing_is_written_into_a_cache_directory_someone_else_could_write(
+        wf: WindowsFile, estop_cache: Path, distrust: Callable[[Path], object],
+        caplog: pytest.LogCaptureFixture) -> None:
+    wf.path.parent.chmod(0o775)  # the fleet root its group can write: the schedule goes to the cache
+    distrust(estop_cache)
+    with caplog.at_level("WARNING", logger="hermes_estop"):
+        assert _load(wf) is not None and _load(wf) is not None
+    assert not schedule.schedule_path(wf.path).exists() and list(estop_cache.iterdir()) == []
+    lines = [r.getMessage() for r in caplog.records if "never an authority" in r.getMessage()]
+    assert len(lines) == 1 and str(estop_cache) in lines[0]
+
+
+def test_no_schedule_is_kept_when_the_cache_is_turned_off_and_the_root_is_shared(
+        wf: WindowsFile, estop_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERMES_ESTOP_CACHE", "off")
+    wf.path.parent.chmod(0o775)
+    calls: list[int] = []
+    assert _columns(_load(wf, calls=calls)) == _columns(_load(wf, calls=calls))
+    assert not schedule.schedule_path(wf.path).exists() and list(estop_cache.iterdir()) == []
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("run", [""]), ("run", ["a\x00b"]), ("run", [1, 2]), ("scope", "../etc"), ("only", ["\x1b[2J"]), ("jobs", [3]),
+    ("name", "other"),
+])
+def test_a_kept_value_validation_refuses_is_never_taken(wf: WindowsFile, field: str, value: object) -> None:
+    _load(wf)
+    _plant(schedule.schedule_path(wf.path), 6, lambda table: table | {field: value})
+    compiled = _load(wf)
+    assert compiled is not None
+    with pytest.raises(StoreError, match="damaged"):
+        compiled.window(6)
+
+
+def test_a_window_bound_to_a_calendar_has_no_schedule(tmp_path: Path, varied: str) -> None:
     (tmp_path / "holidays.ics").write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
-    wf = _fleet(tmp_path, VARIED + '\n[[windows]]\nname = "cal"\ncron = "0 1 * * *"\nduration = "1h"\n'
+    wf = _fleet(tmp_path, varied + '\n[[windows]]\nname = "cal"\ncron = "0 1 * * *"\nduration = "1h"\n'
                 'exclude_calendar = "holidays.ics"\n')
     assert _load(wf) is None
 
 
 @pytest.mark.parametrize("count", [1, 5, 40])
-def test_upcoming_from_the_schedule_is_the_exact_upcoming_or_declines(tmp_path: Path, count: int) -> None:
-    from hermes_estop.windows.occurrences import upcoming
-
-    wf = _fleet(tmp_path)
+def test_upcoming_from_the_schedule_is_the_exact_upcoming_or_declines(wf: WindowsFile, count: int) -> None:
     compiled = _load(wf)
     assert compiled is not None
     for t in INSTANTS:
@@ -221,17 +416,17 @@ def test_upcoming_from_the_schedule_is_the_exact_upcoming_or_declines(tmp_path: 
     assert compiled.upcoming(compiled.row_of("quarter-hourly") or 0, NOW, 40) is not None
 
 
-def test_windows_next_is_answered_from_the_schedule_every_operator_reads(tmp_path: Path) -> None:
-    import json
-    import subprocess
-    import sys
+def _hermes(root: Path, *args: str, cache: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, HERMES_ROOT=str(root), HERMES_HOME=str(root), COLUMNS="200")
+    if cache is not None:
+        env["HERMES_ESTOP_CACHE"] = cache
+    return subprocess.run([sys.executable, "-m", "hermes_estop", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
 
-    wf = _fleet(tmp_path)
-    env = dict(os.environ, HERMES_ROOT=str(tmp_path), HERMES_HOME=str(tmp_path))
 
+def test_windows_next_is_answered_from_the_schedule_every_operator_reads(wf: WindowsFile) -> None:
     def next_json() -> list[dict[str, object]]:
-        done = subprocess.run([sys.executable, "-m", "hermes_estop", "windows", "next", "--json"], env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = _hermes(wf.path.parent, "windows", "next", "--json")
         assert done.returncode == 0, done.stderr
         return list(json.loads(done.stdout)["occurrences"])
 
@@ -241,24 +436,49 @@ def test_windows_next_is_answered_from_the_schedule_every_operator_reads(tmp_pat
     written = path.stat().st_mtime_ns
     assert next_json() == first and path.stat().st_mtime_ns == written
     now = datetime.now(UTC)
-    expected = sorted(((o.start, i, o.window) for i, w in enumerate(wf.load()) for o in upcoming_of(w, now)))
+    expected = sorted(((o.start, i, o.window) for i, w in enumerate(wf.load()) for o in upcoming(w, now, 1)))
     assert [o["window"] for o in first] == [name for _, _, name in expected]
 
 
-def upcoming_of(window: Window, now: datetime) -> list:
-    from hermes_estop.windows.occurrences import upcoming
+def _stable(args: tuple[str, ...], out: str) -> object:
+    """What a command prints that does not depend on the second it ran."""
+    if args[-1] == "--ics":
+        return [line for line in out.splitlines() if not line.startswith("DTSTAMP")]
+    if "--json" not in args:
+        return out
+    data = json.loads(out)
+    data.pop("now", None)
+    return data["windows"] if args[0] == "status" else data  # status: the windows section
 
-    return upcoming(window, now, 1)
+
+def _check_at(days: int) -> tuple[str, ...]:
+    at = (datetime.now(UTC) + timedelta(days=days)).replace(minute=0, second=0, microsecond=0)
+    return ("check", "--at", at.isoformat(), "--for", "6h", "--json")
 
 
-def test_a_running_serve_writes_the_schedule_the_next_command_reads(tmp_path: Path) -> None:
-    import subprocess
-    import sys
+@pytest.mark.parametrize("args", [("windows", "next", "--json"), ("windows", "list", "--json"), ("windows", "list"),
+                                  ("status", "--json"), ("windows", "validate", "--json"),
+                                  ("windows", "export", "--ics"), _check_at(1), _check_at(100)],
+                         ids=lambda args: " ".join(args[:3]))
+def test_a_command_answers_the_same_cold_warm_and_without_the_schedule(tmp_path: Path, varied: str,
+                                                                       args: tuple[str, ...]) -> None:
+    """Without: the fleet root writable by its group and the per-user cache off: no schedule
+    is read or written."""
+    wf = _fleet(tmp_path, varied.replace("*/15 * * * *", "0 */6 * * *"))  # no boundary every few minutes
+    root = wf.path.parent
+    cold, warm = _hermes(root, *args), _hermes(root, *args)
+    assert schedule.schedule_path(wf.path).is_file()
+    schedule.schedule_path(wf.path).unlink()
+    root.chmod(0o775)
+    plain = _hermes(root, *args, cache="off")
+    assert not schedule.schedule_path(wf.path).exists()
+    assert cold.returncode == warm.returncode == plain.returncode, cold.stderr + warm.stderr + plain.stderr
+    assert cold.returncode in (0, 1), cold.stderr
+    assert _stable(args, cold.stdout) == _stable(args, warm.stdout) == _stable(args, plain.stdout)
 
-    wf = _fleet(tmp_path)
-    env = dict(os.environ, HERMES_ROOT=str(tmp_path), HERMES_HOME=str(tmp_path))
-    done = subprocess.run([sys.executable, "-m", "hermes_estop", "serve", "--once"], env=env, capture_output=True,
-                          text=True, timeout=120)
+
+def test_a_running_serve_writes_the_schedule_the_next_command_reads(wf: WindowsFile) -> None:
+    done = _hermes(wf.path.parent, "serve", "--once")
     assert done.returncode == 0, done.stderr
     assert schedule.schedule_path(wf.path).is_file()
     calls: list[int] = []
@@ -266,64 +486,118 @@ def test_a_running_serve_writes_the_schedule_the_next_command_reads(tmp_path: Pa
     assert calls == [], "the schedule serve wrote was not the one the next command reads"
 
 
-def test_windows_validate_writes_the_schedule_and_warns_from_it(tmp_path: Path) -> None:
-    import json
-    import subprocess
-    import sys
-
-    wf = _fleet(tmp_path)
-    env = dict(os.environ, HERMES_ROOT=str(tmp_path), HERMES_HOME=str(tmp_path))
+def test_windows_validate_writes_the_schedule_and_warns_from_it(wf: WindowsFile) -> None:
     outputs = []
     for _ in range(2):
-        done = subprocess.run([sys.executable, "-m", "hermes_estop", "windows", "validate", "--json"], env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = _hermes(wf.path.parent, "windows", "validate", "--json")
         assert done.returncode == 0, done.stderr
         outputs.append(json.loads(done.stdout))
         assert schedule.schedule_path(wf.path).is_file()
     assert outputs[0] == outputs[1]
-    assert outputs[0]["windows"] == 6
+    assert outputs[0]["windows"] == 7
     assert outputs[0]["warnings"] == ["window once can never occur again (bounds, exclusions or a past at)",
                                       "window weekly can never occur again (bounds, exclusions or a past at)"]
 
 
-def test_a_row_shows_what_its_window_shows(tmp_path: Path) -> None:
-    wf = _fleet(tmp_path)
+def test_a_row_shows_what_its_window_shows(wf: WindowsFile) -> None:
     compiled = _load(wf)
     assert compiled is not None
     assert [compiled.row(row) for row in range(len(compiled))] == [schedule.Row.of(w) for w in wf.load()]
 
 
-def test_a_schedule_older_than_asked_is_built_again_from_now(tmp_path: Path) -> None:
-    wf = _fleet(tmp_path)
+def test_a_schedule_older_than_asked_is_built_again_from_now(wf: WindowsFile) -> None:
     _load(wf)
     later = NOW + schedule.REFRESH + timedelta(minutes=1)
     kept = schedule.load(wf.path, wf.path.read_bytes(), wf.load, later)
     refreshed = schedule.load(wf.path, wf.path.read_bytes(), wf.load, later, schedule.REFRESH)
-    assert kept is not None and kept.lo == int(NOW.timestamp())
-    assert refreshed is not None and refreshed.lo == int(later.timestamp())
-    assert _load(wf, later) is not None and _load(wf, later).lo == int(later.timestamp())  # type: ignore[union-attr]
+    assert kept is not None and kept.answers(NOW) and not kept.answers(NOW - timedelta(microseconds=1))
+    assert refreshed is not None and refreshed.answers(later) and not refreshed.answers(later - timedelta(microseconds=1))
+    again = _load(wf, later)
+    assert again is not None and again.answers(later) and not again.answers(NOW)
 
 
-def test_damaged_tables_refuse_a_window_in_one_line_and_answer_the_rest(tmp_path: Path) -> None:
-    from hermes_estop.model.errors import StoreError
-
-    wf = _fleet(tmp_path)
+def test_damaged_tables_refuse_a_window_in_one_line_and_answer_the_rest(wf: WindowsFile) -> None:
     _load(wf)
     path = schedule.schedule_path(wf.path)
     lines = path.read_bytes().split(b"\n")
-    path.write_bytes(b"\n".join([*lines[:-1], b'[{"name": 1}]']))
+    lines[len(schedule._COLUMNS)] = b'[{"name": 1}]'
+    path.write_bytes(b"\n".join(lines))
     compiled = _load(wf)
     assert compiled is not None and compiled.row(0).name == "nightly"
     with pytest.raises(StoreError, match="damaged"):
         compiled.window(0)
+    assert compiled.window(1) == wf.load()[1]
 
 
-def test_a_table_header_inside_a_multiline_string_is_not_a_cut(tmp_path: Path) -> None:
-    tricky = VARIED.replace('reason = "nightly maintenance"', 'reason = """nightly\n[[windows]]\nmaintenance"""')
+def test_a_table_header_inside_a_multiline_string_is_not_a_cut(tmp_path: Path, varied: str) -> None:
+    tricky = varied.replace('reason = "nightly maintenance"', 'reason = """nightly\n[[windows]]\nmaintenance"""')
     wf = _fleet(tmp_path, tricky)
-    _load(wf)
+    built = _load(wf)
     wf.path.write_text(tricky.replace('duration = "45m"', 'duration = "50m"'))
     edited = _load(wf, NOW + timedelta(hours=1))
-    assert edited is not None and edited.window(0) == wf.load()[0]
-    whole = schedule.build(edited.digest, wf.load(), datetime.fromtimestamp(edited.lo, UTC), wf.path.read_bytes())
+    assert built is not None and edited is not None and edited.window(0) == wf.load()[0]
+    built_at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=edited.lo)
+    whole = schedule.build(edited.digest, wf.load(), built_at, wf.path.read_bytes())
     assert _columns(edited) == _columns(whole)
+
+
+def test_windows_list_prints_from_the_schedule_what_it_prints_from_the_windows(wf: WindowsFile) -> None:
+    from hermes_estop.cli.windows import _Listed, _list_lines
+
+    compiled = _load(wf)
+    assert compiled is not None
+    from_schedule = [_Listed.shown(compiled.tables.shown(row)) for row in range(len(compiled))]
+    assert from_schedule == [_Listed.of(w) for w in wf.load()]
+    assert any(line.startswith("    bounds") for line in _list_lines(from_schedule))
+
+
+def _page(view: object) -> tuple[object, ...]:
+    """What the status page draws of the windows: every bar and every window's state."""
+    bars = [(b.window, b.scope, b.start, b.end, b.state, b.key, b.drain_from)
+            for lane in view.lanes for piece in lane.slices for b in piece.bars]  # type: ignore[attr-defined]
+    states = [(s.window.name, s.active, s.next_start) for s in view.windows]  # type: ignore[attr-defined]
+    return bars, states, view.stable_until  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("t", [NOW, datetime(2026, 10, 25, 1, 30, tzinfo=UTC), NOW + schedule.HORIZON + timedelta(hours=1)],
+                         ids=lambda t: t.isoformat())
+def test_the_status_page_draws_from_the_schedule_what_it_draws_from_the_windows(
+        wf: WindowsFile, t: datetime, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hermes_estop import Estop
+    from hermes_estop.observe.view import Observer
+
+    _load(wf)
+    root = wf.path.parent
+    drawn = Observer(Estop(root=root, home=root, clock=lambda: t))
+    from_schedule = _page(drawn.view(7))
+    assert drawn._schedule is not None
+    monkeypatch.setattr(Observer, "_compiled", lambda self, raw, windows: None)
+    assert from_schedule == _page(Observer(Estop(root=root, home=root, clock=lambda: t)).view(7))
+
+
+def test_a_file_of_many_batches_compiles_table_by_table_what_a_whole_build_compiles(tmp_path: Path,
+                                                                                   validated: list[str]) -> None:
+    text = "# many\n" + "".join(f'[[windows]]\nname = "w{i}"\ncron = "{i % 60} {i % 24} * * *"\nduration = "10m"\n\n'
+                                for i in range(2 * schedule._BATCH + 50))
+    wf = _fleet(tmp_path, text)
+    streamed = _load(wf)
+    assert len(validated) == 2 * schedule._BATCH + 50
+    assert _columns(streamed) == _columns(schedule.build(streamed.digest if streamed else "", wf.load(), NOW,
+                                                         wf.path.read_bytes()))
+    wf.path.write_text(text.replace('name = "w333"\ncron = "33 21', 'name = "w333"\ncron = "34 21'))
+    validated.clear()
+    edited = _load(wf, NOW + timedelta(hours=1))
+    assert validated == ["w333"]
+    assert _columns(edited) == _columns(schedule.build(edited.digest if edited else "", wf.load(), NOW,
+                                                       wf.path.read_bytes()))
+
+
+def test_a_shared_fleet_roots_schedule_lives_under_xdg_cache_home_made_private(
+        wf: WindowsFile, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    xdg = tmp_path_factory.mktemp("xdg")
+    monkeypatch.delenv("HERMES_ESTOP_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    wf.path.parent.chmod(0o775)
+    _load(wf)
+    where = xdg / "hermes-estop"
+    assert len(list(where.glob("*.schedule"))) == 1 and where.stat().st_mode & 0o777 == 0o700

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.homes import FLEET
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
+from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_instant
 from hermes_estop.cli.common import EXIT_USAGE, duration_option, echo_lines, emit_json, operator_time
 from hermes_estop.cli.windows_app import JsonOpt, file as _file, now as _now, windows_app
 from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
@@ -25,7 +25,7 @@ from hermes_estop.cli.common import current_estop
 from hermes_estop.model.durations import format_duration
 from hermes_estop.observe.terminal import print_timeline
 from hermes_estop.observe.view import Observer
-from hermes_estop.windows.export import export_ics
+from hermes_estop.windows.export import ics_of, planned, planned_rows
 from hermes_estop.windows.ledger import SKIPPED, open_ledger
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.model import json_schema
@@ -126,28 +126,70 @@ def _one_shot_start(cron: str | None, at: str | None, in_: str | None, tz: str |
 def list_(as_json: JsonOpt = False) -> None:
     """Every window in windows.toml."""
     windows_file = _file()
-    windows = windows_file.load()
+    schedule = schedule_of(windows_file, _now())
+    # from the compiled schedule (no `Window` built), else validated (calendars): one of the two
+    windows: list[Window] = windows_file.load() if schedule is None else []
+    rows = range(len(schedule)) if schedule is not None else range(0)
+    tables = (schedule.tables.shown(row) for row in rows) if schedule is not None else iter(())
     if as_json:
-        emit_json({"path": str(windows_file.path), "windows": [w.to_json() for w in windows]})
+        emit_json({"path": str(windows_file.path), "windows": [w.to_json() for w in windows] + list(tables)})
         return
-    if not windows:
+    if not windows and not rows:
         typer.echo(f"no windows ({windows_file.path})")
         return
-    echo_lines(printable(line) for line in _list_lines(windows))
+    # a row decoded as its lines are written (100,000 windows' tables held at once as dicts: 100s of MB)
+    listed = itertools.chain((_Listed.of(w) for w in windows), (_Listed.shown(table) for table in tables))
+    echo_lines(printable(line) for line in _list_lines(listed))
 
 
-def _list_lines(windows: list[Window]) -> Iterator[str]:
-    for window in windows:
+class _Listed(NamedTuple):
+    """What `windows list` prints of a window: from the window (`of`), or from what
+    `Window.to_json` made of it (`shown`: the compiled schedule's, no `Window` built)."""
+
+    name: str
+    schedule: str
+    duration: str
+    drain: str | None
+    scope: str
+    enabled: bool
+    reason: str | None
+    user_ids: list[str]
+    profiles: list[str]
+    bounds: tuple[str | None, str | None]
+
+    @classmethod
+    def of(cls, window: Window) -> _Listed:
+        return cls(window.name, window.describe_schedule(), window.describe_duration(),
+                   format_duration(window.drain) if window.drain is not None else None, window.scope, window.enabled,
+                   window.reason, list(window.allow.user_ids), list(window.allow.profiles),
+                   (display_instant(window.not_before), display_instant(window.not_after)))
+
+    @classmethod
+    def shown(cls, window: dict[str, Any]) -> _Listed:
+        when = (f"cron '{window['cron']}' {window['timezone']}" if window["cron"] is not None
+                else f"at {_displayed(window['at'])}")
+        return cls(window["name"], when, window["duration"], window.get("drain"), window["scope"], window["enabled"],
+                   window["reason"], window["allow"]["user_ids"], window["allow"]["profiles"],
+                   (_displayed(window["not_before"]), _displayed(window["not_after"])))
+
+
+def _displayed(instant: str | None) -> str | None:
+    """An instant of `to_json` as a person reads it (`display_instant`)."""
+    return display_instant(parse_instant(instant, what="instant")) if instant is not None else None
+
+
+def _list_lines(listed: Iterable[_Listed]) -> Iterator[str]:
+    for window in listed:
         flags = "" if window.enabled else "  (disabled)"
-        yield (f"{window.name}  {window.describe_schedule()}  for {window.describe_duration()}"
-               f"{_drain_note(window)}  {window.scope}{flags}")
+        drain = f", draining {window.drain} ahead" if window.drain is not None else ""
+        yield f"{window.name}  {window.schedule}  for {window.duration}{drain}  {window.scope}{flags}"
         if window.reason:
             yield f"    reason  {window.reason}"
-        if window.allow.user_ids:
-            narrowed = f" on profiles {', '.join(window.allow.profiles)}" if window.allow.profiles else ""
-            yield f"    allow   users {', '.join(window.allow.user_ids)}{narrowed}"
-        if window.not_before or window.not_after:
-            yield f"    bounds  {display_instant(window.not_before) or '-'} .. {display_instant(window.not_after) or '-'}"
+        if window.user_ids:
+            narrowed = f" on profiles {', '.join(window.profiles)}" if window.profiles else ""
+            yield f"    allow   users {', '.join(window.user_ids)}{narrowed}"
+        if window.bounds[0] or window.bounds[1]:
+            yield f"    bounds  {window.bounds[0] or '-'} .. {window.bounds[1] or '-'}"
 
 
 @windows_app.command("remove")
@@ -274,9 +316,11 @@ def export(
     iCalendar feed with stable UIDs, on stdout: what `GET /calendar.ics` of `hermes serve --http` serves."""
     if not ics:
         raise InvalidArgument("hermes windows export: give --ics (the only format)")
-    windows = _file().load()
+    windows_file, now = _file(), _now()
+    schedule = schedule_of(windows_file, now)
+    events = planned_rows(schedule, now, days) if schedule is not None else planned(windows_file.load(), now, days)
     entries = open_ledger(current_estop().fleet).load()
-    sys.stdout.buffer.write(export_ics(windows, entries, _now(), days))
+    sys.stdout.buffer.write(ics_of(events, entries, now))
     sys.stdout.flush()
 
 

@@ -12,6 +12,7 @@ from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.homes import resolve_layout
 from hermes_estop.cli.common import new_app
 from hermes_estop.cli.common import current_estop
+from hermes_estop.windows.schedule import schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
 if TYPE_CHECKING:
@@ -31,9 +32,15 @@ def file() -> WindowsFile:
 
 
 def window_named(name: str) -> tuple[WindowsFile, Window]:
-    """The windows file and its window `name`; `InvalidArgument` naming both when there is none."""
+    """The windows file and its window `name` (from its compiled schedule: the one window
+    validated); `InvalidArgument` naming both when there is none."""
     windows_file = file()
-    window = next((w for w in windows_file.load() if w.name == name), None)
+    schedule = schedule_of(windows_file, now())
+    if schedule is None:
+        window = next((w for w in windows_file.load() if w.name == name), None)
+    else:
+        row = schedule.row_of(name)
+        window = schedule.window(row) if row is not None else None
     if window is None:
         raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
     return windows_file, window

@@ -22,8 +22,6 @@ from __future__ import annotations
 import copy
 import functools
 import re
-import threading
-from bisect import bisect_left
 from datetime import datetime, timedelta, UTC
 from typing import Any
 from collections.abc import Iterator
@@ -57,7 +55,7 @@ def validate_cron(expr: Any) -> str:
     return _validated(expr)
 
 
-#: distinct expressions remembered per process: every one of a 100,000-window file, so each is
+#: distinct expressions parsed per process: every one of a 100,000-window file, so each is
 #: parsed by croniter once (about 100 us and 1.3 KB each), not once to validate and again to
 #: compute its starts (a smaller cache evicts them in between: issue 24)
 _REMEMBERED = 1 << 17
@@ -139,23 +137,9 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
     """The starts of `expr` in `tz` at or after `since`, in order, each once, as aware UTC
     instants placed by the DST rule. Ends (rather than running on) past the year 9000.
 
-    `expr` is parsed here (unless a remembered run answers), so a bad one raises
-    `InvalidArgument` at the call, not at the first `next()`; run it through `validate_cron`
-    first to get the stricter refusals. The starts computed are remembered (`StartRuns`)."""
+    `expr` is parsed here, so a bad one raises `InvalidArgument` at the call, not at the first
+    `next()`; run it through `validate_cron` first to get the stricter refusals."""
     since = to_utc(since)
-    key = (expr, tz.key) if tz.key else None
-    run = RUNS.find(key, since.timestamp()) if key is not None else None
-    if run is None:
-        computed = _computed(expr, tz, since)
-        if key is None:
-            return computed
-        run = RUNS.begin(key, since.timestamp())
-        return _walk(run, expr, tz, 0, computed)
-    return _walk(run, expr, tz, bisect_left(run.starts, since.timestamp()), None)
-
-
-def _computed(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
-    """`starts`, computed by croniter (nothing remembered)."""
     # Wall times mapping to an instant >= since are at least since + (smallest nearby offset):
     # starting the wall-clock iteration there finds every one, also those in a DST gap.
     low_offset = min((since + probe).astimezone(tz).utcoffset() or timedelta(0) for probe in _OFFSET_PROBES)
@@ -166,125 +150,6 @@ def _computed(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
         raise InvalidArgument(f"invalid cron expression {expr!r}: {exc}") from None
     iterator.set_current(base, force=True)
     return _starts(iterator, tz, since)
-
-
-class RememberedStarts:
-    """Starts of one schedule remembered from `lo` (epoch seconds): the schedule's starts in
-    `[lo, starts[-1]]` are exactly `starts` (epoch seconds, ascending); in `[lo, forever)` when
-    `complete`. Extended by whoever walks past its end, so a run only ever holds starts that
-    someone asked for."""
-
-    __slots__ = ("complete", "lo", "starts")
-
-    def __init__(self, lo: float, starts: list[int] | None = None, complete: bool = False) -> None:
-        self.lo = lo
-        self.starts = starts if starts is not None else []
-        self.complete = complete
-
-    def answers(self, at: float) -> bool:
-        return self.lo <= at and (self.complete or (bool(self.starts) and at <= self.starts[-1]))
-
-
-class StartRuns:
-    """The starts computed in this process, per (expression, zone name): what lets a command
-    with 10,000 windows with distinct schedules skip croniter (parsing one costs about 100 us,
-    a step 40 us) for every start it was already told, here or, seeded from a cache
-    (`windows.compiled`), in an earlier process. At most `PER_SCHEDULE` runs per schedule
-    (callers ask from a few points: now, now less a duration, a `--at`), the oldest dropped;
-    a run stops growing at `KEPT` starts (a walk past that is computed, not remembered), so a
-    scheduler walking a minutely schedule for a year holds no more than that."""
-
-    PER_SCHEDULE = 3
-    KEPT = 64
-
-    def __init__(self) -> None:
-        # a schedule's one run on its own, its runs in a list once it has several (most have
-        # one: a list each would be a fifth of the memory of 100,000 distinct schedules)
-        self._runs: dict[tuple[str, str], RememberedStarts | list[RememberedStarts]] = {}
-        self.changed = False
-
-    def _of(self, key: tuple[str, str]) -> list[RememberedStarts]:
-        found = self._runs.get(key)
-        if found is None:
-            return []
-        return [found] if isinstance(found, RememberedStarts) else list(found)
-
-    def find(self, key: tuple[str, str], at: float) -> RememberedStarts | None:
-        found = self._runs.get(key)
-        if found is None:
-            return None
-        if isinstance(found, RememberedStarts):
-            return found if found.answers(at) else None
-        for run in found:
-            if run.answers(at):
-                return run
-        return None
-
-    def begin(self, key: tuple[str, str], at: float) -> RememberedStarts:
-        if len(self._runs) >= _REMEMBERED and key not in self._runs:
-            self._runs.clear()
-        run = RememberedStarts(at)
-        self._keep(key, [*self._of(key)[-(self.PER_SCHEDULE - 1):], run])
-        self.changed = True
-        return run
-
-    def seed(self, key: tuple[str, str], run: RememberedStarts) -> None:
-        """A run told by an earlier process (the caller vouches for the croniter and the zone
-        data it was computed with)."""
-        runs = self._of(key)
-        if len(runs) < self.PER_SCHEDULE:
-            self._keep(key, [*runs, run])
-
-    def _keep(self, key: tuple[str, str], runs: list[RememberedStarts]) -> None:
-        self._runs[key] = runs[0] if len(runs) == 1 else runs
-
-    def items(self) -> Iterator[tuple[tuple[str, str], RememberedStarts]]:
-        for key, found in self._runs.items():
-            for run in [found] if isinstance(found, RememberedStarts) else found:
-                yield key, run
-
-    def clear(self) -> None:
-        self._runs.clear()
-        self.changed = False
-
-
-RUNS = StartRuns()
-_EXTENDING = threading.Lock()
-
-
-def _walk(run: RememberedStarts, expr: str, tz: ZoneInfo, index: int, computed: Iterator[datetime] | None) -> Iterator[datetime]:
-    """The starts of `run` from `index` on, extending it with croniter past its end. `computed`
-    (when given) continues from the run's last start; another walker may extend the run in
-    between, so a walker's own iterator is used only while it is at the run's end. Runs are
-    only appended to, so every walker's index stays right."""
-    position = run.starts[-1] if run.starts and computed is not None else None
-    while True:
-        if index < len(run.starts):
-            yield datetime.fromtimestamp(run.starts[index], UTC)
-            index += 1
-            continue
-        if run.complete:
-            return
-        last = run.starts[-1] if run.starts else None
-        if computed is None or position != last:
-            since = run.lo if last is None else last + 1
-            computed = _computed(expr, tz, datetime.fromtimestamp(since, UTC))
-        start = next(computed, None)
-        with _EXTENDING:
-            if (run.starts[-1] if run.starts else None) != last:
-                computed = None  # another thread extended the run meanwhile: replay what it added
-                continue
-            if start is None:
-                run.complete = RUNS.changed = True
-                return
-            if len(run.starts) < StartRuns.KEPT and not start.microsecond:
-                position = int(start.timestamp())
-                run.starts.append(position)
-                RUNS.changed = True
-                continue
-        yield start
-        yield from computed
-        return
 
 
 @functools.lru_cache(maxsize=_REMEMBERED)

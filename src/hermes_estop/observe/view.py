@@ -5,7 +5,8 @@ through the fleet), the windows and the ledger, and returns a `FleetView` that /
 
 Why the caches: occurrences are pure functions of a window and an instant (croniter under the
 DST rule), but a week of them for 1,000 windows costs far more than a scrape may.
-- Each window's occurrences are computed over a horizon a day longer than asked and reused
+- Each window's occurrences are taken over a horizon a day longer than asked (from the file's
+  compiled schedule, `windows.schedule`, as far as it answers; croniter past it) and reused
   until `now` leaves it or `windows.toml` changes (its identity: inode, size, mtime).
 - Each window's part of the timeline (a `Slice`: its bars, and the SVG the page draws for them)
   is reused while nothing it shows changed: the same timeline origin (`now` to the minute), the
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from hermes_estop.windows import WindowsFile
 from hermes_estop.windows.ledger import RELEASED, SKIPPED
 from hermes_estop.windows.ledger import open_ledger
 from hermes_estop.windows.occurrences import occurrences
+from hermes_estop.windows.schedule import Schedule, load as load_schedule
 
 if TYPE_CHECKING:
     from hermes_estop.windows.ledger import LedgerEntry
@@ -87,6 +89,8 @@ class Observer:
         self._lock = threading.Lock()
         self._identity: tuple[int, ...] | bool | None = False  # False: never loaded
         self._windows: list[Window] = []
+        #: the compiled schedule of the file `_windows` were read from (None: none, calendars)
+        self._schedule: Schedule | None = None
         self._load_problem: str | None = None
         #: the windows whose table does not validate (label -> one line), from the last load
         self.failed_windows: dict[str, str] = {}
@@ -122,11 +126,15 @@ class Observer:
         with self._lock:
             if identity == self._identity:
                 return self._windows, self._load_problem, identity
+        compiled = None
         try:
-            parsed = self.windows_file.parse_each(self.windows_file.snapshot().raw)
+            raw = self.windows_file.snapshot().raw
+            parsed = self.windows_file.parse_each(raw)
             windows, problem = parsed.windows, None
             failed = {f.window or "?": one_line(f) for f in parsed.failures}
             stale = {name: one_line(line) for name, line in parsed.stale.items()}
+            if not failed and not parsed.sources:
+                compiled = self._compiled(raw, windows)
         except (EstopError, OSError, ValueError) as exc:
             windows, problem, failed, stale = self._windows, one_line(exc), {}, self.stale_calendars
         if failed and self._identity is not False:
@@ -136,11 +144,20 @@ class Observer:
             self.stale_calendars = stale
             if problem is None and (not failed or self._identity is False):
                 self._windows = windows
+                self._schedule = compiled
                 self._cache = {}
                 self._slices = {}
             self._identity = identity
             self._load_problem = problem
         return windows, problem, identity
+
+    def _compiled(self, raw: bytes, windows: list[Window]) -> Schedule | None:
+        """The compiled schedule of the windows file read (`windows` validated from `raw`), or
+        None: an accelerator, never a reason a view fails."""
+        try:
+            return load_schedule(self.windows_file.path, raw, lambda: windows, self.estop.clock(), validated=True)
+        except (EstopError, OSError, ValueError):
+            return None
 
     def _ledger_entries(self) -> tuple[dict[str, LedgerEntry], dict[str, str], str | None]:
         """The ledger's entries and, among them, the skipped and released ones (key -> state);
@@ -173,7 +190,7 @@ class Observer:
         horizon = until + _SLACK // _US
         found: list[Occurrence] = []
         after = None
-        for occurrence in occurrences(window, _EPOCH + timedelta(microseconds=since)):
+        for occurrence in self._following(window, _EPOCH + timedelta(microseconds=now)):
             if _micros(occurrence.start) >= horizon:
                 after = occurrence.start
                 break
@@ -184,6 +201,15 @@ class Observer:
         with self._lock:
             self._cache[window.name] = cached
         return cached
+
+    def _following(self, window: Window, now: datetime) -> Iterator[Occurrence]:
+        """The window's occurrences from one duration before `now` (those that have not ended at
+        `now` at least, in order): from the compiled schedule when it answers `now`."""
+        schedule = self._schedule
+        row = schedule.row_of(window.name) if schedule is not None and schedule.answers(now) else None
+        if schedule is None or row is None:
+            return occurrences(window, now - window.duration)
+        return schedule.not_ended(row, now)
 
     def _scopes(self, windows: list[Window], status: FleetStatus) -> list[str]:
         """The lanes: this process's locations, every scope of the fleet (`Fleet.scopes`) and

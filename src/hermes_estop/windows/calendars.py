@@ -14,6 +14,7 @@ holds as it was, like any window that stops validating. Everything here only rea
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -31,6 +32,7 @@ from hermes_estop.model.durations import format_duration, parse_with_unit
 from hermes_estop.model.errors import EstopError
 from hermes_estop.system.fsread import read_regular
 from hermes_estop.model.homes import FLEET
+from hermes_estop.windows import trust
 from hermes_estop.windows.feed_schedule import compile_feed, compiled_feed, feed_key
 from hermes_estop.windows.fields import Drain, Duration, WindowAllow, parse_drain, parse_selector_part
 from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
@@ -240,10 +242,11 @@ def cache_paths(root: Path, location: str) -> tuple[Path, Path]:
     return base / f"{key}.ics", base / f"{key}.json"
 
 
-def compiled_path(root: Path, location: str, settings: str) -> Path:
-    """Where the compiled schedule of the feed at `location`, read with `settings`, lives."""
+def compiled_path(root: Path, location: str, settings: str) -> Path | None:
+    """Where the compiled schedule of the feed at `location`, read with `settings`, is kept
+    (`trust.kept_path`: in `calendars/`, or this user's cache when others could write there)."""
     key = hashlib.sha256(f"{location}\0{settings}".encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    return Path(root) / CALENDAR_DIR / f"{key}.schedule"
+    return trust.kept_path(Path(root) / CALENDAR_DIR / key, ".schedule")
 
 
 def local_path(root: Path, location: str) -> Path:
@@ -313,6 +316,11 @@ def _compiled_or_parsed(raw: bytes, label: str, tz: str | None, keep: Callable[[
     found: Feed | None = compiled_feed(compiled_at, key, label, now, parse)
     if found is None:
         found = parse()
+        if compiled_at.parent.name == CALENDAR_DIR:
+            # made as the fetcher makes it, never private: `hermes serve` keeps the feeds' copies
+            # there, whoever read a feed first
+            with contextlib.suppress(OSError):
+                compiled_at.parent.mkdir(exist_ok=True)
         compile_feed(compiled_at, key, found, now)
     return found
 

@@ -10,15 +10,18 @@ same occurrences (cancelled events are not held).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
 
 from hermes_estop.model.text import printable
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, occurrences
+from hermes_estop.windows.schedule import Schedule
 
-__all__ = ["MAX_EXPORT_DAYS", "export_ics", "export_uid", "planned"]
+__all__ = ["MAX_EXPORT_DAYS", "export_ics", "export_uid", "ics_of", "planned", "planned_rows"]
 
 MAX_EXPORT_DAYS = 366
 #: at most this many events in one export (a minutely window would otherwise fill it)
@@ -33,22 +36,51 @@ def export_uid(occurrence: Occurrence) -> str:
 
 def planned(windows: Iterable[Window], now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
     """The occurrences of the enabled `windows` not ended at `now` that arm before `now + days`."""
-    until = now + timedelta(days=days)
     out: list[tuple[Window, Occurrence]] = []
     for window in windows:
-        if not window.enabled:
-            continue
-        for occurrence in occurrences(window, now - window.duration):
-            if occurrence.arm_at >= until or len(out) >= MAX_EXPORT_EVENTS:
-                break
-            if not occurrence.ended(now):
-                out.append((window, occurrence))
-    return sorted(out, key=lambda pair: (pair[1].start, pair[1].window, pair[1].ident))
+        if window.enabled:
+            following = (o for o in occurrences(window, now - window.duration) if not o.ended(now))
+            _collect(out, partial(_same, window), following, now + timedelta(days=days))
+    return sorted(out, key=_by_start)
+
+
+def planned_rows(schedule: Schedule, now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
+    """`planned` of the windows of `schedule`, a `Window` built only for a row with an
+    occurrence in the range."""
+    out: list[tuple[Window, Occurrence]] = []
+    for row in range(len(schedule)):
+        if schedule.enabled[row]:
+            _collect(out, partial(schedule.window, row), schedule.not_ended(row, now), now + timedelta(days=days))
+    return sorted(out, key=_by_start)
+
+
+def _same(window: Window) -> Window:
+    return window
+
+
+def _by_start(pair: tuple[Window, Occurrence]) -> tuple[datetime, str, str]:
+    return pair[1].start, pair[1].window, pair[1].ident
+
+
+def _collect(out: list[tuple[Window, Occurrence]], window_of: Callable[[], Window], following: Iterator[Occurrence],
+             until: datetime) -> None:
+    """Add the occurrences of `following` (one window's, not ended) that arm before `until`,
+    while the export has room."""
+    for occurrence in following:
+        if occurrence.arm_at >= until or len(out) >= MAX_EXPORT_EVENTS:
+            break
+        out.append((window_of(), occurrence))
 
 
 def export_ics(windows: Iterable[Window], entries: Mapping[str, LedgerEntry], now: datetime, days: int,
                name: str = "hermes-estop maintenance") -> bytes:
-    """The feed of the next `days` days (see the module docstring)."""
+    """The feed of the next `days` days of `windows` (see the module docstring)."""
+    return ics_of(planned(windows, now, days), entries, now, name)
+
+
+def ics_of(events: Iterable[tuple[Window, Occurrence]], entries: Mapping[str, LedgerEntry], now: datetime,
+           name: str = "hermes-estop maintenance") -> bytes:
+    """The feed of the planned occurrences `events` (`planned`, `planned_rows`)."""
     import icalendar
 
     calendar = icalendar.Calendar()
@@ -56,21 +88,26 @@ def export_ics(windows: Iterable[Window], entries: Mapping[str, LedgerEntry], no
     calendar.add("VERSION", "2.0")
     calendar.add("CALSCALE", "GREGORIAN")
     calendar.add("X-WR-CALNAME", name)
-    for window, occurrence in planned(windows, now, days):
-        event = icalendar.Event()
-        event.add("UID", export_uid(occurrence))
-        event.add("DTSTAMP", now)
-        event.add("DTSTART", occurrence.start)
-        event.add("DTEND", occurrence.end)
-        event.add("SUMMARY", printable(window.reason_for(occurrence.reason)))
-        lines = [f"window {window.name} at {window.scope}", f"occurrence {occurrence.ident}"]
-        if occurrence.lead:
-            lines.append(f"the fleet drains from {occurrence.arm_at.isoformat()}")
-        event.add("DESCRIPTION", printable("; ".join(lines)))
-        event.add("CATEGORIES", ["maintenance", window.scope])
-        event.add("X-HERMES-KEY", occurrence.key)
-        entry = entries.get(occurrence.key)
-        event.add("STATUS", "CANCELLED" if entry is not None and entry.state == SKIPPED else "CONFIRMED")
-        calendar.add_component(event)
+    for window, occurrence in events:
+        calendar.add_component(_event(icalendar.Event(), window, occurrence, entries, now))
     data: bytes = calendar.to_ical()
     return data
+
+
+def _event(event: Any, window: Window, occurrence: Occurrence, entries: Mapping[str, LedgerEntry],
+           now: datetime) -> Any:
+    """`event` (an empty `icalendar.Event`) filled in for `occurrence` of `window`."""
+    event.add("UID", export_uid(occurrence))
+    event.add("DTSTAMP", now)
+    event.add("DTSTART", occurrence.start)
+    event.add("DTEND", occurrence.end)
+    event.add("SUMMARY", printable(window.reason_for(occurrence.reason)))
+    lines = [f"window {window.name} at {window.scope}", f"occurrence {occurrence.ident}"]
+    if occurrence.lead:
+        lines.append(f"the fleet drains from {occurrence.arm_at.isoformat()}")
+    event.add("DESCRIPTION", printable("; ".join(lines)))
+    event.add("CATEGORIES", ["maintenance", window.scope])
+    event.add("X-HERMES-KEY", occurrence.key)
+    entry = entries.get(occurrence.key)
+    event.add("STATUS", "CANCELLED" if entry is not None and entry.state == SKIPPED else "CONFIRMED")
+    return event

@@ -35,8 +35,7 @@ from zoneinfo import ZoneInfo
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.errors import EstopError, StoreError
 from hermes_estop.model.text import printable
-from hermes_estop.system.fsutil import atomic_write
-from hermes_estop.windows import compiled
+from hermes_estop.windows import trust
 from hermes_estop.windows.ical import CHUNK, EPOCH, CalendarEvent, Feed
 
 __all__ = ["HORIZON", "CompiledFeed", "compile_feed", "compiled_feed", "feed_key"]
@@ -94,22 +93,14 @@ def _zone_name(zone: tzinfo) -> str | None:
 
 def _basis(zones: set[str]) -> str:
     """The code that compiled a feed, and the TZif data of every zone its times were read in."""
-    stamp, digest = compiled._code_stamp, compiled._zone_digest  # noqa: SLF001 -- TEMPORARY: the trust module
-    parts = [stamp(), *(f"{z}={digest(z)}" for z in sorted(zones))]
+    parts = [trust.code_stamp(), *(f"{z}={trust.zone_digest(z)}" for z in sorted(zones))]
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
-
-
-def _write(path: Path, data: bytes) -> None:
-    """`data` at `path`, atomically, when its directory passes the ownership rule; the
-    directory is made as the fetcher makes it (a feed read from a local file has none yet)."""
-    path.parent.mkdir(exist_ok=True)
-    if compiled._directory_problem(path.parent) is None:  # noqa: SLF001 -- TEMPORARY: the trust module
-        atomic_write(path, data, durable=False)
 
 
 def compile_feed(path: Path, key: str, feed: Feed, now: datetime) -> None:
     """Write the compiled schedule of `feed` (parsed from the bytes and settings of `key`) at
-    `path`: its chunks around `now`. Never fails its caller (an accelerator)."""
+    `path` (`trust.write_trusted`): its chunks around `now`. Never fails its caller (an
+    accelerator)."""
     try:
         chunks = {index: feed.chunk(index, ahead=1) for index in _chunk_range(now, feed.longest)}
         zones = {uid: _zone_name(zone) for uid, zone in feed.zones().items()}
@@ -119,7 +110,7 @@ def compile_feed(path: Path, key: str, feed: Feed, now: datetime) -> None:
                   "spans": [s.total_seconds() for s in feed.spans], "zones": zones, "chunks": sorted(chunks)}
         lines = [json.dumps(header, separators=(",", ":"))]
         lines += [json.dumps([_row(e) for e in chunks[index]], separators=(",", ":")) for index in sorted(chunks)]
-        _write(path, "\n".join(lines).encode("utf-8", "surrogateescape"))
+        trust.write_trusted(path, "\n".join(lines).encode("utf-8", "surrogateescape"))
     except (OSError, StoreError, EstopError, ValueError) as exc:
         log.debug("compiled feed %s not written: %s", path, exc)
 
@@ -133,7 +124,7 @@ def compiled_feed(path: Path, key: str, label: str, now: datetime, parse: Callab
     """The compiled feed at `path` when it is of `key`, answers at `now` (built less than half
     its horizon ago, not in the future) and passes the ownership rule; else None (a damaged one
     is named in one line). `parse` gives the feed parsed, for what the file does not hold."""
-    lines = compiled._lines(path)  # noqa: SLF001 -- TEMPORARY: the trust module
+    lines = trust.trusted_lines(path)
     if not lines:
         return None
     try:
@@ -143,9 +134,9 @@ def compiled_feed(path: Path, key: str, label: str, now: datetime, parse: Callab
         return None
 
 
-def _loaded(lines: list[bytes | None], key: str, label: str, now: datetime,
+def _loaded(lines: list[bytes], key: str, label: str, now: datetime,
             parse: Callable[[], Feed]) -> CompiledFeed | None:
-    header = json.loads(lines[0] or b"null")
+    header = json.loads(lines[0])
     if not _answers(header, key, now):
         return None
     indexes, zones, digest = header["chunks"], header["zones"], header["digest"]
@@ -155,7 +146,7 @@ def _loaded(lines: list[bytes | None], key: str, label: str, now: datetime,
         raise ValueError("zones is not a map of UIDs to zone names")
     if type(digest) is not str:
         raise ValueError("digest is not text")
-    chunks = {index: _events(line or b"[]") for index, line in zip(indexes, lines[1:], strict=True)}
+    chunks = {index: _events(line) for index, line in zip(indexes, lines[1:], strict=True)}
     return CompiledFeed(None, label=label, tz=validate_timezone(header["tz"]), digest=digest,
                         longest=timedelta(seconds=_number(header["longest"])),
                         spans=tuple(timedelta(seconds=_number(s)) for s in header["spans"]), chunks=chunks,

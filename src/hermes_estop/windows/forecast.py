@@ -18,8 +18,9 @@ with a note saying so, rather than computing a minutely window over a year.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
+from functools import partial
 
 from hermes_estop.model.errors import EstopError
 from hermes_estop.process.forecast import EstopView, PlannedHold
@@ -27,7 +28,8 @@ from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.windows.ledger import ENDED, RELEASED, SKIPPED, LedgerEntry, open_ledger
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import occurrences
+from hermes_estop.windows.occurrences import Occurrence, occurrences
+from hermes_estop.windows.schedule import schedule_of
 from hermes_estop.windows.reconcile import ARMED_BY_PREFIX
 from hermes_estop.windows.windows_file import WindowsFile
 
@@ -47,21 +49,27 @@ def window_holds(window: Window, start: datetime, end: datetime, entries: Mappin
     `entries`: the ledger (an occurrence it has closed is left out); `note` goes on every hold
     (why it is uncertain). Past `limit` occurrences, one hold from the next one's arm time to
     `end` stands for the rest, with a note."""
-    closed = entries or {}
-    source = f"{ARMED_BY_PREFIX}{window.name}"
-    allow = window.hold_allow
-    reason = window.hold_reason
+    following = (o for o in occurrences(window, start - window.duration) if not o.ended(start))
+    return _holds(partial(_same, window), following, end, entries or {}, limit, note)
+
+
+def _same(window: Window) -> Window:
+    return window
+
+
+def _holds(window_of: Callable[[], Window], following: Iterator[Occurrence], end: datetime,
+           closed: Mapping[str, LedgerEntry], limit: int, note: str | None) -> list[PlannedHold]:
+    """`window_holds` of the occurrences `following` (one window's, not ended at the range's
+    start, in order); `window_of()` is asked only when one of them is in the range."""
     out: list[PlannedHold] = []
-    seen = 0
-    for occurrence in occurrences(window, start - window.duration):
+    for seen, occurrence in enumerate(following, start=1):
         if occurrence.arm_at >= end:
             break
-        if occurrence.ended(start):
-            continue
-        seen += 1
+        window = window_of()
         if seen > limit:
             out.append(PlannedHold(
-                window.scope, occurrence.arm_at, end, allow, reason, source, occurrence.ident, selector=window.selector,
+                window.scope, occurrence.arm_at, end, window.hold_allow, window.hold_reason,
+                f"{ARMED_BY_PREFIX}{window.name}", occurrence.ident, selector=window.selector,
                 note=(f"forecast of window {window.name} stopped after {limit} occurrences: assumed held by it "
                       f"from {display_instant(occurrence.arm_at)} to the end of the range"),
             ))
@@ -69,8 +77,8 @@ def window_holds(window: Window, start: datetime, end: datetime, entries: Mappin
         entry = closed.get(occurrence.key)
         if entry is not None and entry.state in CLOSED:
             continue
-        out.append(PlannedHold(window.scope, occurrence.arm_at, occurrence.end, allow,
-                               window.reason_for(occurrence.reason), source,
+        out.append(PlannedHold(window.scope, occurrence.arm_at, occurrence.end, window.hold_allow,
+                               window.reason_for(occurrence.reason), f"{ARMED_BY_PREFIX}{window.name}",
                                occurrence.ident, note=note, selector=window.selector))
     return out
 
@@ -83,9 +91,25 @@ class WindowSource:
 
     def planned(self, estop: EstopView, start: datetime, end: datetime) -> list[PlannedHold]:
         """Raises `InvalidWindow` / `StoreError` (one line naming the file) when `windows.toml`
-        cannot be used."""
+        cannot be used. Answered from the file's compiled schedule (a `Window` built only for a
+        row with an occurrence in the range), else from the validated windows (calendars)."""
         scopes = {location.scope for location in estop.locations}
-        windows = [w for w in WindowsFile(estop.layout.root).load() if w.enabled and w.scope in scopes]
+        windows_file = WindowsFile(estop.layout.root)
+        schedule = schedule_of(windows_file, estop.clock())
+        if schedule is None:
+            return self._of_windows([w for w in windows_file.load() if w.enabled and w.scope in scopes], estop,
+                                    start, end)
+        rows = [row for row in range(len(schedule)) if schedule.enabled[row] and schedule.scopes[row] in scopes]
+        if not rows:
+            return []
+        entries, note = _ledger(estop)
+        out: list[PlannedHold] = []
+        for row in rows:
+            out.extend(_holds(partial(schedule.window, row), schedule.not_ended(row, start), end, entries, self.limit,
+                              note))
+        return out
+
+    def _of_windows(self, windows: list[Window], estop: EstopView, start: datetime, end: datetime) -> list[PlannedHold]:
         if not windows:
             return []
         entries, note = _ledger(estop)

@@ -383,7 +383,7 @@ def validate_scope(value: object) -> str:
 
 def parse_run(value: object) -> list[str] | None:
     """A task's command (argv), or None; `ValueError` naming the value. Also what a cached
-    window's `run` must pass again (`compiled`): a command is never taken on trust."""
+    window's `run` must pass again: a command is never taken on trust."""
     if value is None:
         return None
     if (not isinstance(value, list) or not value or len(value) > MAX_TASK_ARGS

@@ -1,25 +1,31 @@
 """One immutable compiled schedule per windows file (issue 35).
 
-Why: every windows command and `status` needs the same two things from `windows.toml`: each
-window's validated fields and its occurrences near the present. Validating 100,000 tables
-(pydantic) and asking croniter for their starts is seconds of work; this module does it once per
-version of the file, for every process of the fleet, and keeps the outcome as plain columns:
+Why: every windows command, `check --at` and `status` need the same two things from
+`windows.toml`: each window's validated fields and its occurrences near the present. Validating
+100,000 tables (pydantic) and asking croniter for their starts is seconds of work; this module
+does it once per version of the file, for every process of the fleet, and keeps the outcome as
+plain columns:
 
 - **key**: the SHA-256 of the file's bytes, the stamp of the code that read them
-  (`compiled._code_stamp`: our modules, pydantic, croniter, tomli, Python) and the SHA-256 of
-  the TZif data of every zone a window uses. Any difference and the schedule is built again.
-- **rows**: one per window, in file order: `names`, `scopes`, `enabled`, the window's table as
-  written to the file (`tables`, a `Window` built from it only for a row a command prints),
-  and its drain lead in seconds.
-- **occurrences**: over the stated horizon `[lo, hi)` (epoch seconds, `HORIZON` from the build),
-  each row's occurrences that have not ended at `lo` and start before `hi`, and then its first
-  occurrence starting at or after `hi` (so "next start after T" is known for every T in the
-  horizon); start and end seconds, flat, the rows' slices given by `offsets`. A row with more
-  than `MAX_PER_ROW` occurrences in the horizon is cut, and the horizon of the whole schedule
-  shrinks to the last start kept (`hi`), so an answer is never a guess.
-- **queries** by bisection: `covering(t)`, `next_start(row, t)`, `starting_in(a, b)`; each
-  returns None for an instant outside the horizon, and the caller uses the exact functions of
-  `occurrences` (which remain the definition: the property tests compare the two).
+  (`trust.code_stamp`: our modules, pydantic, croniter, tomli, Python) and the SHA-256 of the
+  TZif data of every zone a window uses. Any difference and the schedule is built again.
+- **rows**: one per window, in file order: `names`, `scopes`, `enabled`, what `status` and
+  `windows next` print of it (zone, schedule, duration, drain), its drain lead, the digest of
+  its table as written (`sources`, what an edit is compared by), and the window as `windows
+  list --json` shows it (`tables`: `Window.to_json`, compact JSON, a line of the file per row,
+  decoded only when a command prints it, a `Window` validated from it only for a row a command must ask the exact
+  functions about).
+- **occurrences**: over the stated horizon `[lo, hi)` (microseconds since the epoch, exact:
+  a one-shot's start keeps its fraction; `HORIZON` from the build), each row's occurrences that
+  have not ended at `lo` and start before `hi`, and then its first occurrence starting at or
+  after `hi` (so "next start after T" is known for every T in the horizon); starts and ends,
+  flat, the rows' slices given by `offsets`. A row with more than `MAX_PER_ROW` occurrences in
+  the horizon is cut, and the horizon of the whole schedule shrinks to the last start kept
+  (`hi`), so an answer is never a guess.
+- **queries** by bisection: `covering(t)`, `next_start(row, t)`, `upcoming(row, t, n)`,
+  `starting_in(a, b)`, `not_ended(row, t)`; an instant outside the horizon is not answered
+  (None), or (`not_ended`) answered by the exact functions of `occurrences`, which remain the
+  definition (the property tests compare the two).
 
 Croniter stays the only cron arithmetic: the occurrences are `occurrences.occurrences`'s.
 A window bound to a calendar (`exclude_calendar`) or a file with `[[calendars]]` has no
@@ -27,22 +33,25 @@ schedule (its feed changes without the file changing).
 
 The schedule is written beside the windows file (`.<name>.schedule`, so every operator who can
 read the fleet root finds the one the daemon or another command built), atomically, by whoever
-builds it first. It is read only under `compiled`'s StrictModes rule (the file and its directory
+builds it first; when the fleet root is not its owner's alone, in the per-user cache directory
+(`trust.kept_path`). It is read only under `trust`'s StrictModes rule (the file and its directory
 owned by the running user or root and writable by nobody else); anything doubtful (damaged, of
 another key, wrongly owned) is ignored with one line and the schedule built again.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import itertools
 import json
 import logging
 import re
 import sys
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
 from pathlib import Path
@@ -54,19 +63,18 @@ from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import StoreError
 from hermes_estop.model.text import printable
-from hermes_estop.model.timeutil import display_instant, parse_instant
-from hermes_estop.system.fsutil import atomic_write
-from hermes_estop.windows import compiled
-from hermes_estop.windows.model import InvalidWindow, Window
+from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
+from hermes_estop.windows import trust
+from hermes_estop.windows.model import InvalidWindow, Window, validate_scope
 from hermes_estop.windows.occurrences import Occurrence, occurrences
 from hermes_estop.windows.windows_file import WindowsFile
-import itertools
 
-__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Row", "Schedule", "Tables", "build", "load", "schedule_of", "schedule_path", "warm"]
+__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Row", "Schedule", "Tables", "build", "load", "schedule_of",
+           "schedule_path", "warm"]
 
 log = logging.getLogger(__name__)
 
-_FORMAT = 2
+_FORMAT = 4
 #: how far past its build a schedule answers (a week: the daemon's and the operators' questions
 #: are about now and the next few days; a later instant is asked of the exact functions)
 HORIZON = timedelta(days=7)
@@ -75,38 +83,56 @@ HORIZON = timedelta(days=7)
 REFRESH = HORIZON / 4
 #: occurrences kept per row in the horizon (a minutely window's week is 10,080)
 MAX_PER_ROW = 12_000
-#: the columns, one line each, in this order (`tables` last: decoded only when a `Window` is built)
+#: the columns, one line each, in this order (`tables` last: a line per row, decoded only when a
+#: command prints the row)
 _COLUMNS = ("names", "scopes", "enabled", "timezones", "schedules", "durations", "drains", "leads", "sources",
             "offsets", "starts", "ends", "tables")
-#: the columns with one value per row
-_PER_ROW = ("names", "scopes", "enabled", "timezones", "schedules", "durations", "drains", "leads", "sources")
+#: the columns with one value per row, and the type of their values
+_PER_ROW: dict[str, type | tuple[type, ...]] = {
+    "names": str, "scopes": str, "enabled": bool, "timezones": str, "schedules": str, "durations": str,
+    "drains": (str, type(None)), "leads": int, "sources": str}
+#: the columns of many equal values: one string object for them all
+_SHARED = ("scopes", "timezones", "durations", "drains")
+_US = timedelta(microseconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_DAMAGED = ("the windows schedule's tables are damaged (delete the .schedule file beside windows.toml: the next "
+            "command builds it again)")
+
+
+def _micros(when: datetime) -> int:
+    """`when` as whole microseconds since the epoch (exact, unlike a float timestamp)."""
+    return (to_utc(when) - _EPOCH) // _US
+
+
+def _instant(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
 
 
 class Tables:
-    """The `tables` column: each row's table as compact JSON text, the column decoded the first
-    time a row's table is asked for (100,000 tables are tens of MB a command that builds no
-    `Window` never needs; text, not dicts, is what an edit carries over)."""
+    """The `tables` column: each row's `Window.to_json()` as compact JSON, one line of the file
+    each (the bytes the read split the file into: nothing decoded until a command prints a row,
+    and an edit carries a row over as the bytes it is)."""
 
-    __slots__ = ("_count", "_line", "_values")
+    __slots__ = ("_values",)
 
-    def __init__(self, values: list[str] | None = None, line: bytes | None = None, count: int = 0) -> None:
-        self._values, self._line, self._count = values, line, count
+    def __init__(self, values: list[bytes]) -> None:
+        self._values = values
 
-    def values(self) -> list[str]:
-        if self._values is None:
-            try:
-                values = json.loads(self._line or b"null")
-            except ValueError:
-                values = None
-            if not isinstance(values, list) or len(values) != self._count or not all(type(v) is str for v in values):
-                raise StoreError("the windows schedule's tables are damaged (delete the .schedule file beside "
-                                 "windows.toml: the next command builds it again)")
-            self._values, self._line = values, None
+    def values(self) -> list[bytes]:
         return self._values
 
-    def __getitem__(self, row: int) -> str:
-        return self.values()[row]
+    def __getitem__(self, row: int) -> bytes:
+        return self._values[row]
 
+    def shown(self, row: int) -> dict[str, Any]:
+        """Row `row` as `Window.to_json` made it; `StoreError` when it is not a JSON object."""
+        try:
+            shown = json.loads(self._values[row])
+        except ValueError:
+            shown = None
+        if not isinstance(shown, dict):
+            raise StoreError(_DAMAGED)
+        return shown
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -131,32 +157,38 @@ class Schedule:
     starts: Sequence[int]
     ends: Sequence[int]
     tables: Tables
+    _rows_by_name: dict[str, int] = field(default_factory=dict, repr=False)
+    _windows: dict[int, Window] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.names)
 
     def row_of(self, name: str) -> int | None:
-        try:
-            return self.names.index(name)
-        except ValueError:
-            return None
+        if not self._rows_by_name and self.names:
+            self._rows_by_name.update(zip(self.names, range(len(self.names)), strict=True))
+        return self._rows_by_name.get(name)
 
     def window(self, row: int) -> Window:
-        """The `Window` of `row`, validated from its table (only rows a command prints)."""
-        try:
-            table = json.loads(self.tables[row])
-        except ValueError:
-            raise StoreError("the windows schedule's tables are damaged (delete the .schedule file beside "
-                             "windows.toml: the next command builds it again)") from None
-        return Window.parse(table)
+        """The `Window` of `row`, validated from its table (only rows a command must ask the
+        exact functions about, each once); `StoreError` when the table is not the row's valid
+        window."""
+        window = self._windows.get(row)
+        if window is None:
+            try:
+                window = Window.parse(self.tables.shown(row))
+            except InvalidWindow:
+                raise StoreError(_DAMAGED) from None
+            if window.name != self.names[row] or window.scope != self.scopes[row]:
+                raise StoreError(_DAMAGED)
+            self._windows[row] = window
+        return window
 
     def answers(self, t: datetime) -> bool:
-        return self.lo <= t.timestamp() < self.hi
+        return self.lo <= _micros(t) < self.hi
 
     def occurrence(self, row: int, index: int) -> Occurrence:
-        start = datetime.fromtimestamp(self.starts[index], UTC)
-        return Occurrence(start, datetime.fromtimestamp(self.ends[index], UTC), self.names[row], self.scopes[row],
-                          timedelta(seconds=self.leads[row]))
+        return Occurrence(_instant(self.starts[index]), _instant(self.ends[index]), self.names[row], self.scopes[row],
+                          timedelta(microseconds=self.leads[row]))
 
     def row(self, row: int) -> Row:
         """What a command prints of `row` besides its occurrences (no `Window` built)."""
@@ -169,7 +201,7 @@ class Schedule:
         if not self.answers(now):
             return None
         lo, hi = self.offsets[row], self.offsets[row + 1]
-        index = bisect_right(self.ends, now.timestamp(), lo, hi)
+        index = bisect_right(self.ends, _micros(now), lo, hi)
         found = range(index, min(index + count, hi))
         if len(found) < count and hi > lo and self.starts[hi - 1] >= self.hi:
             return None
@@ -180,14 +212,12 @@ class Schedule:
         start; None when `t` is outside the horizon."""
         if not self.answers(t):
             return None
-        at = t.timestamp()
+        at = _micros(t)
         out = []
         for row in range(len(self.names)):
             lo, hi = self.offsets[row], self.offsets[row + 1]
-            lead = self.leads[row]
-            for index in range(lo, bisect_right(self.starts, at + lead, lo, hi)):
-                if at < self.ends[index]:
-                    out.append(self.occurrence(row, index))
+            for index in range(bisect_right(self.ends, at, lo, hi), bisect_right(self.starts, at + self.leads[row], lo, hi)):
+                out.append(self.occurrence(row, index))
         return out
 
     def next_start(self, row: int, after: datetime) -> Occurrence | bool | None:
@@ -196,15 +226,15 @@ class Schedule:
         if not self.answers(after):
             return False
         lo, hi = self.offsets[row], self.offsets[row + 1]
-        index = bisect_right(self.starts, after.timestamp(), lo, hi)
+        index = bisect_right(self.starts, _micros(after), lo, hi)
         return self.occurrence(row, index) if index < hi else None
 
     def starting_in(self, first: datetime, last: datetime) -> list[Occurrence] | None:
         """Every occurrence starting in `[first, last)`, by start then row; None unless the
         whole range lies in the horizon."""
-        if not (self.answers(first) and last.timestamp() <= self.hi):
+        if not (self.answers(first) and _micros(last) <= self.hi):
             return None
-        a, b = first.timestamp(), last.timestamp()
+        a, b = _micros(first), _micros(last)
         found = []
         for row in range(len(self.names)):
             lo, hi = self.offsets[row], self.offsets[row + 1]
@@ -212,6 +242,20 @@ class Schedule:
                 found.append((self.starts[index], row, index))
         found.sort()
         return [self.occurrence(row, index) for _, row, index in found]
+
+    def not_ended(self, row: int, t: datetime) -> Iterator[Occurrence]:
+        """Every occurrence of `row` not ended at `t`, in order: what the exact functions give
+        (`occurrences(window, t - duration)` less the ended ones), from the schedule as far as
+        it keeps the row and from the exact functions past that (the row's `Window` built only
+        then)."""
+        if not self.answers(t):
+            window = self.window(row)
+            yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
+            return
+        lo, hi = self.offsets[row], self.offsets[row + 1]
+        yield from (self.occurrence(row, i) for i in range(bisect_right(self.ends, _micros(t), lo, hi), hi))
+        if hi > lo and self.starts[hi - 1] >= self.hi:  # kept up to the horizon's end: it goes on
+            yield from occurrences(self.window(row), _instant(self.starts[hi - 1] + 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +307,7 @@ def warm(windows_path: Path, raw: bytes, windows: Sequence[Window], now: datetim
 
     def build_and_write() -> None:
         try:
-            load(windows_path, raw, lambda: kept, now, REFRESH)
+            load(windows_path, raw, lambda: kept, now, REFRESH, validated=True)
         except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
             log.warning("windows schedule of %s not built: %s", windows_path, exc)
 
@@ -273,52 +317,71 @@ def warm(windows_path: Path, raw: bytes, windows: Sequence[Window], now: datetim
 
 
 def schedule_path(windows_path: Path) -> Path:
+    """Where the schedule of `windows_path` is kept when its fleet root is private to its owner
+    (`trust.kept_path`: else in the per-user cache directory)."""
     return windows_path.with_name(f".{windows_path.name}.schedule")
 
 
 def _basis(zones: dict[str, str | None]) -> str:
     """What a schedule was computed with besides the file: the code, each zone's TZif data."""
-    parts = [compiled._code_stamp(), *(f"{z}={zones[z]}" for z in sorted(zones))]
+    parts = [trust.code_stamp(), *(f"{z}={zones[z]}" for z in sorted(zones))]
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _zones(names: Any) -> dict[str, str | None]:
-    return {name: compiled._zone_digest(name) for name in names}
+    return {name: trust.zone_digest(name) for name in names}
 
 
-#: a line that opens a `[[windows]]` table (where `_sources` cuts the file)
+#: a line that opens a `[[windows]]` table (where `_tables` cuts the file)
 _TABLE_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*windows[ \t]*\]\][ \t]*(#.*)?$")
 
 
-def _sources(raw: bytes, kept: Callable[[str], bool]) -> list[tuple[str, dict[str, Any] | None]] | None:
-    """Each `[[windows]]` table of `raw` as written: its digest (`_source_digest`) and the table
-    itself where `kept(digest)`, else None; or None when `raw` is not a file of windows only
-    (calendars, other keys, not TOML: the full validation says what is wrong).
+class _NotSimple(Exception):
+    """The file is not windows only, table by table (calendars, other keys, a cut that does not
+    parse): the whole validation says what it is."""
 
-    Parsed a table at a time (the file cut before each `[[windows]]` line), so 100,000 parsed
-    tables are never held at once. A cut inside a multi-line string leaves the part before it
-    unterminated, which does not parse: then None, and the file is validated whole."""
+
+def _tables(raw: bytes) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each `[[windows]]` table of `raw` as written, with its digest (`_source_digest`);
+    `_NotSimple` when `raw` is not a file of windows only.
+
+    Parsed `_BATCH` tables at a time (the file cut before a `[[windows]]` line), so 100,000
+    parsed tables are never held at once. A cut inside a multi-line string leaves the part before
+    it unterminated, which does not parse; what comes before the first table must hold no key (a
+    `windows = []` there would make the whole file invalid TOML, each part of it valid)."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        return None
-    out: list[tuple[str, dict[str, Any] | None]] = []
+        raise _NotSimple from None
     chunk: list[str] = []
-    for line in (*text.splitlines(keepends=True), "[[windows]]"):
-        if _TABLE_HEADER.match(line) and chunk:
-            try:
-                data = toml_loads("".join(chunk))
-            except TOMLDecodeError:
-                return None
-            tables = data.get("windows", [])
-            if set(data) - {"windows"} or not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-                return None
-            for table in tables:
-                digest = _source_digest(table)
-                out.append((digest, table if kept(digest) else None))
-            chunk = []
+    headers = 0
+    for line in text.splitlines(keepends=True):
+        if _TABLE_HEADER.match(line):
+            if chunk and (headers == 0 or headers >= _BATCH):
+                yield from _chunk_tables(chunk)
+                chunk, headers = [], 0
+            headers += 1
         chunk.append(line)
-    return out
+    if chunk:
+        yield from _chunk_tables(chunk)
+
+
+#: tables parsed at once (one parse per table costs a third more than one per file)
+_BATCH = 200
+
+
+def _chunk_tables(chunk: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    try:
+        data = toml_loads("".join(chunk))
+    except TOMLDecodeError:
+        raise _NotSimple from None
+    tables = data.get("windows", [])
+    header = bool(chunk) and _TABLE_HEADER.match(chunk[0]) is not None
+    if set(data) - {"windows"} or (data and not header) or not isinstance(tables, list) \
+            or not all(isinstance(t, dict) for t in tables):
+        raise _NotSimple
+    for table in tables:
+        yield _source_digest(table), table
 
 
 def _source_digest(table: dict[str, Any]) -> str:
@@ -327,43 +390,69 @@ def _source_digest(table: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-#: one window compiled: (what is shown of it, its table, lead, source, starts, ends, cut at)
-_Row = tuple[Row, str, int, str, list[int], list[int], int | None]
+class _Builder:
+    """The columns of a schedule, filled a row at a time (no `Window` kept once its row is in)."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
+        self.columns: dict[str, list[Any]] = {name: [] for name in _COLUMNS if name != "tables"}
+        self.columns["offsets"].append(0)
+        self.tables: list[bytes] = []
+        self.zones: set[str] = set()
+
+    def add_window(self, window: Window, source: str) -> None:
+        """`window`'s row: its occurrences not ended at `lo` starting before `hi`, then its first
+        starting at or after `hi`; cut at `MAX_PER_ROW` (the last start kept is then the end of
+        the whole schedule's horizon)."""
+        starts, ends = self.columns["starts"], self.columns["ends"]
+        kept = 0
+        for occurrence in occurrences(window, _instant(self.lo) - window.duration):
+            start, end = _micros(occurrence.start), _micros(occurrence.end)
+            if end <= self.lo:
+                continue
+            if kept >= MAX_PER_ROW:
+                self.hi = min(self.hi, starts[-1])
+                break
+            starts.append(start)
+            ends.append(end)
+            kept += 1
+            if start >= self.hi:
+                break
+        if window.cron is not None:
+            self.zones.add(window.timezone)
+        lead = (window.drain or timedelta(0)) // _US
+        self._add(Row.of(window), _compact(window.to_json()), lead, source)
+
+    def add_kept(self, previous: Schedule, row: int, source: str) -> None:
+        """Row `row` of `previous` as it is (same code, zone data and horizon)."""
+        lo, hi = previous.offsets[row], previous.offsets[row + 1]
+        self.columns["starts"].extend(previous.starts[lo:hi])
+        self.columns["ends"].extend(previous.ends[lo:hi])
+        self._add(previous.row(row), previous.tables[row], previous.leads[row], source)
+
+    def _add(self, shown: Row, table: bytes, lead: int, source: str) -> None:
+        c = self.columns
+        for name, value in (("names", shown.name), ("scopes", shown.scope), ("enabled", shown.enabled),
+                            ("timezones", shown.timezone), ("schedules", shown.schedule),
+                            ("durations", shown.duration), ("drains", shown.drain), ("leads", lead),
+                            ("sources", source)):
+            c[name].append(value)
+        c["offsets"].append(len(c["starts"]))
+        self.tables.append(table)
+
+    def schedule(self, digest: str, basis: str, zones: Sequence[str]) -> Schedule | None:
+        """The schedule; None when two rows share a name (the whole validation refuses it)."""
+        c = self.columns
+        if len(set(c["names"])) != len(c["names"]):
+            return None
+        return Schedule(digest, basis, list(zones), self.lo, self.hi, c["names"], c["scopes"], c["enabled"],
+                        c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
+                        c["offsets"], c["starts"], c["ends"], Tables(self.tables))
 
 
-def _row(window: Window, source: str, lo: int, hi: int) -> _Row:
-    """`window`'s row: its occurrences not ended at `lo` starting before `hi`, then its first
-    starting at or after `hi`; cut at `MAX_PER_ROW` (the last start kept is then the row's end)."""
-    starts, ends = list[int](), list[int]()
-    cut = None
-    for occurrence in occurrences(window, datetime.fromtimestamp(lo, UTC) - window.duration):
-        start, end = int(occurrence.start.timestamp()), int(occurrence.end.timestamp())
-        if end <= lo:
-            continue
-        if len(starts) >= MAX_PER_ROW:
-            cut = starts[-1]
-            break
-        starts.append(start)
-        ends.append(end)
-        if start >= hi:
-            break
-    lead = int((window.drain or timedelta(0)).total_seconds())
-    return (Row.of(window), _table(window), lead, source, starts, ends, cut)
-
-
-def _assembled(digest: str, basis: str, zones: list[str], lo: int, hi: int, rows: Sequence[_Row]) -> Schedule:
-    offsets, starts, ends = [0], list[int](), list[int]()
-    for row in rows:
-        starts.extend(row[4])
-        ends.extend(row[5])
-        offsets.append(len(starts))
-        if row[6] is not None:
-            hi = min(hi, row[6])
-    shown = [r[0] for r in rows]
-    return Schedule(digest, basis, zones, lo, hi, [r.name for r in shown], [r.scope for r in shown],
-                    [r.enabled for r in shown], [r.timezone for r in shown], [r.schedule for r in shown],
-                    [r.duration for r in shown], [r.drain for r in shown], [r[2] for r in rows], [r[3] for r in rows],
-                    offsets, starts, ends, Tables([r[1] for r in rows]))
+def _horizon(now: datetime) -> tuple[int, int]:
+    lo = _micros(now)
+    return lo, lo + HORIZON // _US
 
 
 def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | None = None) -> Schedule | None:
@@ -371,13 +460,39 @@ def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | No
     SHA-256 `digest`) over `[now, now + HORIZON)`; None when a window is bound to a calendar."""
     if any(w.exclude_calendar is not None or w.feed is not None for w in windows):
         return None
-    lo = int(now.timestamp())
-    hi = lo + int(HORIZON.total_seconds())
-    found = _sources(raw, lambda digest: False) if raw is not None else None
-    sources = [digest for digest, _ in found] if found is not None and len(found) == len(windows) else None
-    rows = [_row(w, sources[i] if sources else "", lo, hi) for i, w in enumerate(windows)]
-    zones = _zones({w.timezone for w in windows if w.cron is not None})
-    return _assembled(digest, _basis(zones), sorted(zones), lo, hi, rows)
+    sources = None
+    if raw is not None:
+        try:
+            sources = [source for source, _ in _tables(raw)]
+        except _NotSimple:
+            sources = None
+    builder = _Builder(*_horizon(now))
+    for i, window in enumerate(windows):
+        builder.add_window(window, sources[i] if sources is not None and len(sources) == len(windows) else "")
+    zones = _zones(builder.zones)
+    return builder.schedule(digest, _basis(zones), sorted(zones))
+
+
+def _streamed(digest: str, raw: bytes, windows_path: Path, now: datetime) -> Schedule | None:
+    """The schedule of the file `raw` built a table at a time (no more than one `Window` held
+    at once); None when a table does not validate or the file is not that simple (the caller
+    then validates the file whole, which refuses it or finds its calendars)."""
+    builder = _Builder(*_horizon(now))
+    paused = gc.isenabled()
+    gc.disable()  # every row built survives: a collection would only walk them again
+    try:
+        for index, (source, table) in enumerate(_tables(raw)):
+            window = Window.parse(table, path=windows_path, index=index)
+            if window.exclude_calendar is not None:
+                return None
+            builder.add_window(window, source)
+    except (_NotSimple, InvalidWindow):
+        return None
+    finally:
+        if paused:
+            gc.enable()
+    zones = _zones(builder.zones)
+    return builder.schedule(digest, _basis(zones), sorted(zones))
 
 
 def _rebuilt(previous: Schedule, digest: str, raw: bytes, windows_path: Path, now: datetime) -> Schedule | None:
@@ -386,50 +501,42 @@ def _rebuilt(previous: Schedule, digest: str, raw: bytes, windows_path: Path, no
     table validated and asked for its occurrences. None when anything is not that simple (a
     table that does not validate, a repeated name, a calendar, a new zone, a horizon half
     gone): the schedule is then built whole."""
-    if not previous.answers(now) or now.timestamp() >= previous.lo + HORIZON.total_seconds() / 2:
+    if not previous.answers(now) or _micros(now) >= previous.lo + HORIZON // _US // 2:
         return None
     known = {source: row for row, source in enumerate(previous.sources) if source}
-    found = _sources(raw, lambda digest: digest not in known)  # only the edited tables kept
-    if found is None:
-        return None
-    rows: list[_Row] = []
-    for index, (source, table) in enumerate(found):
-        if table is None:
-            row = known[source]
-            lo, hi = previous.offsets[row], previous.offsets[row + 1]
-            rows.append((previous.row(row), previous.tables[row], previous.leads[row], source,
-                         list(previous.starts[lo:hi]), list(previous.ends[lo:hi]), None))
-            continue
-        try:
+    builder = _Builder(previous.lo, previous.hi)
+    try:
+        for index, (source, table) in enumerate(_tables(raw)):
+            if source in known:
+                builder.add_kept(previous, known[source], source)
+                continue
             window = Window.parse(table, path=windows_path, index=index)
-        except InvalidWindow:
-            return None
-        if window.exclude_calendar is not None or (window.cron is not None and window.timezone not in previous.zones):
-            return None
-        rows.append(_row(window, source, previous.lo, previous.hi))
-    if len({row[0].name for row in rows}) != len(rows):
+            if window.exclude_calendar is not None or (window.cron is not None and window.timezone not in previous.zones):
+                return None
+            builder.add_window(window, source)
+    except (_NotSimple, InvalidWindow):
         return None
-    return _assembled(digest, previous.basis, list(previous.zones), previous.lo, previous.hi, rows)
+    return builder.schedule(digest, previous.basis, previous.zones)
 
 
-def _table(window: Window) -> str:
-    """The window's table as `windows.toml` would hold it, as compact JSON (instants and dates
-    as ISO-8601 text, which validation reads back as the same values)."""
-    table = {key: (value.isoformat() if isinstance(value, datetime) else
-                   [day.isoformat() for day in value] if key == "exclude" else value)
-             for key, value in window.to_toml().items()}
-    return json.dumps(table, separators=(",", ":"))
-
-
-def dumps(schedule: Schedule) -> bytes:
-    """A header line, then one compact JSON line per column."""
+def dumps(schedule: Schedule) -> bytearray:
+    """A header line, one compact JSON line per column, then one line per row's table; made a
+    line at a time into one buffer (100,000 windows' tables are tens of MB: never held twice more)."""
     header = {"format": _FORMAT, "digest": schedule.digest, "basis": schedule.basis, "zones": list(schedule.zones),
               "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule)}
-    lines = [header, *(list(getattr(schedule, name)) for name in _COLUMNS[:-1]), schedule.tables.values()]
-    return b"\n".join(json.dumps(line, separators=(",", ":")).encode("utf-8") for line in lines)
+    out = bytearray(_compact(header))
+    for name in _COLUMNS[:-1]:
+        out += b"\n" + _compact(list(getattr(schedule, name)))
+    for table in schedule.tables.values():
+        out += b"\n" + table
+    return out
 
 
-def loads(data: list[bytes | None]) -> Schedule | None:
+def _compact(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def loads(data: list[bytes]) -> Schedule | None:
     """The schedule in `data` (the file's lines), or None when it was not computed by this code
     with today's zone data (its `digest` says which bytes of the windows file it is of).
     Raises `ValueError` (or `TypeError`, `KeyError`) for a damaged one."""
@@ -442,61 +549,82 @@ def loads(data: list[bytes | None]) -> Schedule | None:
     basis = _basis(_zones(zones))
     if header.get("basis") != basis or type(header.get("digest")) is not str:
         return None
-    if len(data) != 1 + len(_COLUMNS):
-        raise ValueError("wrong number of columns")
+    count = header["count"]
+    if type(count) is not int or len(data) != len(_COLUMNS) + count:
+        raise ValueError("wrong number of lines")
     columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:], strict=False)}
-    count, total = header["count"], len(columns["starts"])
-    offsets, starts, ends = columns["offsets"], columns["starts"], columns["ends"]
-    if type(count) is not int or any(len(columns[name]) != count for name in _PER_ROW) or len(offsets) != count + 1 \
-            or len(ends) != total or offsets[0] != 0 or offsets[-1] != total:
-        raise ValueError("columns of the wrong lengths")
-    if not all(type(v) is int for v in (*starts, *ends, *offsets, *columns["leads"], header["lo"], header["hi"])):
-        raise ValueError("a start, an end or an offset is not an integer")
-    if any(a > b for a, b in itertools.pairwise(offsets)) or any(
-            starts[i] >= starts[i + 1] or ends[i] > ends[i + 1]
-            for lo, hi in itertools.pairwise(offsets) for i in range(lo, hi - 1)):
-        raise ValueError("starts (or ends) not ascending per row")
-    texts = ("names", "scopes", "timezones", "schedules", "durations", "sources")
-    if not all(type(v) is str for name in texts for v in columns[name]) \
-            or not all(type(v) is str or v is None for v in columns["drains"]) \
-            or not all(type(v) is bool for v in columns["enabled"]):
-        raise ValueError("a row of the wrong type")
-    for name in ("timezones", "durations", "drains"):
+    _check_shape(columns, count, header["lo"], header["hi"])
+    _check_values(columns)
+    for name in _SHARED:
         columns[name] = [sys.intern(v) if v is not None else None for v in columns[name]]
     c = columns
     return Schedule(header["digest"], basis, zones, header["lo"], header["hi"], c["names"], c["scopes"], c["enabled"],
                     c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
-                    offsets, starts, ends, Tables(line=data[-1], count=count))
+                    c["offsets"], c["starts"], c["ends"], Tables(data[len(_COLUMNS):]))
+
+
+def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any) -> None:
+    """`ValueError` unless every column has its length and the occurrences are whole numbers,
+    ascending per row, sliced by the offsets."""
+    offsets, starts, ends = columns["offsets"], columns["starts"], columns["ends"]
+    if type(count) is not int or not all(type(columns[name]) is list and len(columns[name]) == count
+                                         for name in _PER_ROW):
+        raise ValueError("columns of the wrong lengths")
+    if type(offsets) is not list or type(starts) is not list or type(ends) is not list \
+            or len(offsets) != count + 1 or len(ends) != len(starts) or offsets[0] != 0 or offsets[-1] != len(starts):
+        raise ValueError("occurrences of the wrong lengths")
+    if not all(type(v) is int for v in itertools.chain(starts, ends, offsets, (lo, hi))):
+        raise ValueError("a start, an end or an offset is not an integer")
+    if any(a > b for a, b in itertools.pairwise(offsets)) or any(
+            starts[i] >= starts[i + 1] or ends[i] > ends[i + 1]
+            for a, b in itertools.pairwise(offsets) for i in range(a, b - 1)):
+        raise ValueError("starts (or ends) not ascending per row")
+
+
+def _check_values(columns: dict[str, Any]) -> None:
+    """`ValueError` unless each per-row value has its type, and each scope is one validation
+    accepts (what a schedule holds is never taken on trust: an occurrence carries it)."""
+    for name, kind in _PER_ROW.items():
+        if not all(isinstance(v, kind) and (kind is not int or type(v) is int) for v in columns[name]):
+            raise ValueError(f"a value of {name} of the wrong type")
+    for scope in set(columns["scopes"]):
+        validate_scope(scope)
 
 
 def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
-         fresh_for: timedelta = HORIZON) -> Schedule | None:
+         fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
     """The schedule of the windows file `windows_path` (whose bytes are `raw`) answering at
     `now`: read from beside the file when it is there, of these bytes, covers `now` and passes
     the ownership rule; else the one there with its unchanged rows reused (`_rebuilt`), else
-    built from `validate()` (the file's windows; only called then); written there by whichever
-    process builds it first. One built more than `fresh_for` ago is built again (the daemon
-    does so at `REFRESH`, before an operator's command finds the horizon gone). None when the
-    file has no schedule (calendars)."""
-    path = schedule_path(windows_path)
+    built table by table (`_streamed`; not when the caller has the windows already,
+    `validated`), else from `validate()` (the file's windows; only called then, it refuses a
+    file that does not validate); written there by whichever process builds it first. One built
+    more than `fresh_for` ago is built again (the daemon does so at `REFRESH`, before an
+    operator's command finds the horizon gone). None when the file has no schedule (calendars)."""
+    path = trust.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
-    lines = compiled._lines(path)
-    found = None
-    if lines:
-        try:
-            found = loads(lines)
-        except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
-            log.warning("windows schedule %s ignored and built again: %s", printable(path), printable(str(exc)))
-        if found is not None and found.digest == digest and found.answers(now) \
-                and now.timestamp() < found.lo + fresh_for.total_seconds():
-            return found
+    found = _kept(path) if path is not None else None
+    if found is not None and found.digest == digest and found.answers(now) \
+            and _micros(now) < found.lo + fresh_for // _US:
+        return found
     built = _rebuilt(found, digest, raw, windows_path, now) if found is not None and found.digest != digest else None
+    if built is None and not validated:
+        built = _streamed(digest, raw, windows_path, now)
     if built is None:
         built = build(digest, validate(), now, raw)
-    if built is not None:
-        try:
-            if compiled._directory_problem(path.parent) is None:
-                atomic_write(path, dumps(built), durable=False)
-        except (OSError, StoreError) as exc:
-            log.debug("windows schedule %s not written: %s", path, exc)
+    if built is not None and path is not None:
+        trust.write_trusted(path, dumps(built))
     return built
+
+
+def _kept(path: Path) -> Schedule | None:
+    """The schedule written at `path`, when there is one this process may trust (one line when
+    it is damaged)."""
+    lines = trust.trusted_lines(path)
+    if not lines:
+        return None
+    try:
+        return loads(lines)
+    except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
+        log.warning("windows schedule %s ignored and built again: %s", printable(path), printable(str(exc)))
+        return None

@@ -5,6 +5,7 @@ now, its drain lead included (and what the scheduler did about it). Never raises
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -53,46 +54,54 @@ def _section(fleet: Fleet, now: datetime, as_json: bool | None) -> dict[str, Any
         entry = entries.get(current.key) if current is not None and entries else None
         state = entry.state if entry is not None else None
         skipped = following is not None and bool(entries) and _skipped(following.key, entries)
-        duration, drain = window.duration, window.drain
         if as_json is not False:
-            rows.append({
-                "name": window.name,
-                "scope": window.scope,
-                "enabled": window.enabled,
-                "schedule": window.schedule,
-                "duration": duration,
-                "drain": drain,
-                "active": current is not None and window.enabled,
-                "current": current.to_json(now, window.zone_of(current)) | {"state": state} if current is not None else None,
-                "next": following.to_json(now, window.zone_of(following)) | {"skipped": skipped} if following is not None else None,
-            })
-        if as_json is True:
-            continue
-        ahead = f", draining {drain} ahead" if drain else ""
-        head = f"  {window.name}: {window.describe_schedule()} for {duration}{ahead}, {window.scope}"
-        if not window.enabled:
-            head += " (disabled)"
-        lines.append(head)
-        if current is not None:
-            what = f"; scheduler: {state}" if state else ""
-            if current.draining(now):
-                lines.append(f"    DRAINING now, the window starts {display_instant(current.start)} "
-                             f"({format_relative(current.start, now)}), until {display_instant(current.end)}{what}")
-            else:
-                lines.append(f"    ACTIVE now, until {display_instant(current.end)} "
-                             f"({format_relative(current.end, now)}){what}")
-        if following is not None:
-            lead = f", drain from {display_instant(following.arm_at)}" if following.lead else ""
-            lines.append(f"    next {display_instant(following.start)} ({format_relative(following.start, now)})"
-                         f"{lead}{' (skipped)' if skipped else ''}")
-        elif current is None:
-            lines.append("    no further occurrence")
+            rows.append(_row_json(window, current, following, now, state, skipped))
+        if as_json is not True:
+            lines.extend(_row_lines(window, current, following, now, state, skipped))
     if ledger_problem:
         lines.append(f"  windows ledger: {ledger_problem}")
     data: dict[str, Any] = {"windows": rows}
     if ledger_problem:
         data["windows_error"] = ledger_problem
     return {"json": data if as_json is not False else {}, "lines": lines if as_json is not True else []}
+
+
+def _row_json(window: Row, current: Occurrence | None, following: Occurrence | None, now: datetime,
+              state: str | None, skipped: bool) -> dict[str, Any]:
+    """One window in `status --json`."""
+    return {
+        "name": window.name,
+        "scope": window.scope,
+        "enabled": window.enabled,
+        "schedule": window.schedule,
+        "duration": window.duration,
+        "drain": window.drain,
+        "active": current is not None and window.enabled,
+        "current": current.to_json(now, window.zone_of(current)) | {"state": state} if current is not None else None,
+        "next": following.to_json(now, window.zone_of(following)) | {"skipped": skipped} if following is not None else None,
+    }
+
+
+def _row_lines(window: Row, current: Occurrence | None, following: Occurrence | None, now: datetime,
+               state: str | None, skipped: bool) -> Iterator[str]:
+    """One window in `status`: its schedule, the occurrence covering now, the next one."""
+    ahead = f", draining {window.drain} ahead" if window.drain else ""
+    head = f"  {window.name}: {window.describe_schedule()} for {window.duration}{ahead}, {window.scope}"
+    yield head if window.enabled else head + " (disabled)"
+    if current is not None:
+        what = f"; scheduler: {state}" if state else ""
+        if current.draining(now):
+            yield (f"    DRAINING now, the window starts {display_instant(current.start)} "
+                   f"({format_relative(current.start, now)}), until {display_instant(current.end)}{what}")
+        else:
+            yield (f"    ACTIVE now, until {display_instant(current.end)} "
+                   f"({format_relative(current.end, now)}){what}")
+    if following is not None:
+        lead = f", drain from {display_instant(following.arm_at)}" if following.lead else ""
+        yield (f"    next {display_instant(following.start)} ({format_relative(following.start, now)})"
+               f"{lead}{' (skipped)' if skipped else ''}")
+    elif current is None:
+        yield "    no further occurrence"
 
 
 Shown = tuple[Row, Occurrence | None, Occurrence | None]

@@ -31,7 +31,6 @@ from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Window, chec
 # are compiled (mypyc) and parse a 10,000-window file about three times faster; parsing is over
 # half of the scheduler's cold start-up at that size (bench/windows.py).
 from tomli import TOMLDecodeError, loads as toml_loads
-from hermes_estop.windows import compiled
 from hermes_estop.windows import toml_edit
 from hermes_estop.windows.calendars import CalendarSource
 from hermes_estop.windows.calendars import bind
@@ -78,12 +77,6 @@ _REMEMBERED_BYTES = 1 << 20
 
 def _version_of(raw: bytes) -> bytes:
     return raw if len(raw) <= _REMEMBERED_BYTES else hashlib.sha256(raw).digest()
-
-
-def _sha256(raw: bytes, version: bytes) -> str:
-    """The SHA-256 of `raw` (hex), from its `_version_of` when that already is one: each byte of
-    a large file hashed once per read."""
-    return (version if version is not raw else hashlib.sha256(raw).digest()).hex()
 
 
 #: the calendar files the last read of each windows file depends on (part of its identity)
@@ -181,21 +174,12 @@ class WindowsFile:
 
     def _unbound(self, raw: bytes) -> Parsed:
         """`raw` validated, its calendars not yet read (remembered per version of the file in
-        this process, and across processes by `compiled`)."""
+        this process; across processes, commands read the compiled schedule, `windows.schedule`)."""
         version = _version_of(raw)
         cached = _VERSIONS.get(self.path)
         if cached is not None and cached[0] == version:
             return cached[1]
-
-        digest = _sha256(raw, version)
-        windows = compiled.cached_windows(self.path, digest)
-        if windows is not None:
-            parsed = Parsed(windows, [])
-        else:
-            parsed = self._validate(raw)
-            if not parsed.failures and not parsed.sources:
-                compiled.remember_windows(self.path, digest, parsed.windows)
-        compiled.follow_starts(self.path)
+        parsed = self._validate(raw)
         if len(_VERSIONS) >= _MAX_VERSIONS:
             _VERSIONS.clear()
         _VERSIONS[self.path] = (version, parsed)

@@ -1,0 +1,194 @@
+"""What a file kept beside `windows.toml` to save work (the compiled schedule) must prove before
+it is read, and what it was computed with.
+
+A kept file is an accelerator, never an authority (docs/design.md, "An edit acts as what it is;
+a cache is never an authority"): whoever can write it chooses what `hermes serve` arms and runs.
+So, as ssh's StrictModes, it is read only when it (the very file read, by `fstat`) and its
+directory are owned by the running user or root and writable by neither group nor others, and
+nothing is written into a directory that is not; otherwise it is ignored with one WARNING line
+per (path, problem) per process. A FIFO or a directory planted in its place is refused, never
+waited on.
+
+`code_stamp` and `zone_digest` say what a kept file was computed with besides the windows file:
+our code, the libraries that read it, the TZif data of a zone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+from collections.abc import Iterable
+from importlib.resources import files as package_files
+from importlib.util import find_spec
+from pathlib import Path
+
+import pydantic
+import zoneinfo
+
+from hermes_estop import __version__
+from hermes_estop.model.errors import StoreError
+from hermes_estop.model.text import printable
+from hermes_estop.system.fsread import read_regular_with_stat
+from hermes_estop.system.fsutil import atomic_write
+
+__all__ = ["cache_dir", "code_stamp", "directory_problem", "kept_path", "trusted_lines", "write_trusted", "zone_digest"]
+
+log = logging.getLogger(__name__)
+
+#: a kept file larger than this is not read (100,000 windows' schedule takes about 30 MiB)
+_MAX_BYTES = 256 * 1024 * 1024
+
+_STAMP: str | None = None
+
+
+def code_stamp() -> str:
+    """What a kept file depends on besides the windows file: our code (an editable checkout
+    changes without a new version, hence the modules' newest mtime) and the libraries that read it."""
+    global _STAMP
+    if _STAMP is None:
+        package = Path(__file__).resolve().parent.parent
+        newest = max((entry.stat().st_mtime_ns for entry in _modules(package)), default=0)
+        _STAMP = "|".join([__version__, str(newest), pydantic.VERSION, _module_stamp("croniter"),
+                           _module_stamp("tomli"), sys.version.split()[0]])
+    return _STAMP
+
+
+def _modules(package: Path) -> Iterable[os.DirEntry[str]]:
+    stack = [package]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
+                    stack.append(Path(entry.path))
+                elif entry.name.endswith(".py"):
+                    yield entry
+
+
+def _module_stamp(name: str) -> str:
+    """The installed module `name` by its file's path, size and mtime (croniter has no
+    `__version__`, and `importlib.metadata` would cost a command more than it saves)."""
+    try:
+        spec = find_spec(name)
+        origin = spec.origin if spec is not None else None
+        st = os.stat(origin) if origin else None
+    except (ImportError, ValueError, OSError):
+        return "unknown"
+    return f"{origin}:{st.st_size}:{st.st_mtime_ns}" if st is not None else "unknown"
+
+
+def zone_digest(name: str) -> str | None:
+    """The SHA-256 of the TZif data `zoneinfo` reads for `name` (the first of its search path,
+    then the tzdata package), or None when it cannot be found."""
+    parts = name.split("/")
+    if not name or any(part in ("", ".", "..") for part in parts):
+        return None
+    for base in zoneinfo.TZPATH:
+        try:
+            return hashlib.sha256(Path(base, *parts).read_bytes()).hexdigest()
+        except OSError:
+            continue
+    try:
+        return hashlib.sha256(package_files("tzdata.zoneinfo").joinpath(*parts).read_bytes()).hexdigest()
+    except (ImportError, OSError, ValueError):
+        return None
+
+
+#: (path, problem) already warned about: a long-running process says it once
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _unsafe(st: os.stat_result) -> str | None:
+    """Why a file or directory with this `stat` is not to be trusted (None: it is)."""
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}) or root"
+    if st.st_mode & 0o022:
+        return f"writable by group or others (mode {st.st_mode & 0o7777:04o})"
+    return None
+
+
+def _distrusted(path: Path, problem: str) -> None:
+    """One WARNING per (path, problem) per process; never a failure."""
+    if (str(path), problem) in _WARNED:
+        return
+    _WARNED.add((str(path), problem))
+    log.warning("windows schedule %s not used: %s (a kept schedule is never an authority: make it this "
+                "user's and writable by nobody else)", printable(path), printable(problem))
+
+
+def directory_problem(where: Path) -> str | None:
+    """Why nothing kept in the directory `where` may be trusted (None: it may, or it is absent)."""
+    try:
+        return _unsafe(os.stat(where))
+    except OSError as exc:
+        return None if isinstance(exc, FileNotFoundError) else f"cannot be checked: {exc.strerror or exc}"
+
+
+def trusted_lines(path: Path) -> list[bytes]:
+    """The lines of the kept file `path`; [] when there is none, it cannot be read, it is not a
+    regular file, or it or its directory could be written by someone else than this user or root."""
+    problem = directory_problem(path.parent)
+    if problem is not None:
+        _distrusted(path.parent, problem)
+        return []
+    try:
+        data, st = read_regular_with_stat(path, _MAX_BYTES)  # a FIFO planted there is refused, not waited on
+    except OSError:
+        return []
+    except StoreError as exc:  # not a regular file, too large
+        _distrusted(path, str(exc))
+        return []
+    problem = _unsafe(st)  # the very file read, not the name looked up again
+    if problem is not None:
+        _distrusted(path, problem)
+        return []
+    return data.split(b"\n")
+
+
+def cache_dir() -> Path | None:
+    """The per-user directory for a file that cannot be kept beside the windows file:
+    `$HERMES_ESTOP_CACHE` (`off`: none), else `$XDG_CACHE_HOME/hermes-estop`, else
+    `~/.cache/hermes-estop`; None when turned off or there is no home."""
+    chosen = os.environ.get("HERMES_ESTOP_CACHE")
+    if chosen:
+        return None if chosen.strip().lower() == "off" else Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME")
+    if base:
+        return Path(base) / "hermes-estop"
+    try:
+        return Path.home() / ".cache" / "hermes-estop"
+    except (RuntimeError, KeyError):  # no $HOME and no password entry
+        return None
+
+
+def kept_path(beside: Path, suffix: str) -> Path | None:
+    """Where to keep a file about the file `beside`: next to it (`.<name><suffix>`, where every
+    operator of the fleet finds it) when its directory is this user's or root's and writable by
+    nobody else; else in this user's `cache_dir()` (a fleet root its group can write: each
+    operator keeps their own), named by the hash of `beside`'s path; None when there is none."""
+    if directory_problem(beside.parent) is None:
+        return beside.with_name(f".{beside.name}{suffix}")
+    where = cache_dir()
+    if where is None:
+        return None
+    name = hashlib.sha256(str(beside.absolute()).encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    return where / f"{name}{suffix}"
+
+
+def write_trusted(path: Path, data: bytes | bytearray) -> None:
+    """Write `data` to `path` atomically, unless its directory could be written by someone else
+    (then one WARNING line) or cannot be written (then nothing: a kept file is optional)."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a cache directory, made private
+    except OSError as exc:
+        log.debug("windows schedule %s not written: %s", path, exc)
+        return
+    problem = directory_problem(path.parent)
+    if problem is not None:
+        _distrusted(path.parent, problem)
+        return
+    try:
+        atomic_write(path, data, durable=False)  # type: ignore[arg-type]  # a bytearray is written as bytes are
+    except (OSError, StoreError) as exc:
+        log.debug("windows schedule %s not written: %s", path, exc)
