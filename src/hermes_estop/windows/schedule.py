@@ -48,7 +48,6 @@ import json
 import logging
 import re
 import sys
-import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -69,8 +68,8 @@ from hermes_estop.windows.model import InvalidWindow, Window, validate_scope
 from hermes_estop.windows.occurrences import Occurrence, occurrences
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Row", "Schedule", "Tables", "build", "load", "schedule_of",
-           "schedule_path", "warm"]
+__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Row", "Schedule", "Tables", "build", "instant_of", "kept_schedule", "load",
+           "micros", "schedule_of", "schedule_path"]
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +98,14 @@ _DAMAGED = ("the windows schedule's tables are damaged (delete the .schedule fil
             "command builds it again)")
 
 
-def _micros(when: datetime) -> int:
+def micros(when: datetime) -> int:
     """`when` as whole microseconds since the epoch (exact, unlike a float timestamp)."""
     return (to_utc(when) - _EPOCH) // _US
 
 
-def _instant(micros: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=micros)
+def instant_of(count: int) -> datetime:
+    """The instant `count` microseconds after the epoch (`micros`' inverse)."""
+    return _EPOCH + timedelta(microseconds=count)
 
 
 class Tables:
@@ -184,10 +184,10 @@ class Schedule:
         return window
 
     def answers(self, t: datetime) -> bool:
-        return self.lo <= _micros(t) < self.hi
+        return self.lo <= micros(t) < self.hi
 
     def occurrence(self, row: int, index: int) -> Occurrence:
-        return Occurrence(_instant(self.starts[index]), _instant(self.ends[index]), self.names[row], self.scopes[row],
+        return Occurrence(instant_of(self.starts[index]), instant_of(self.ends[index]), self.names[row], self.scopes[row],
                           timedelta(microseconds=self.leads[row]))
 
     def row(self, row: int) -> Row:
@@ -201,7 +201,7 @@ class Schedule:
         if not self.answers(now):
             return None
         lo, hi = self.offsets[row], self.offsets[row + 1]
-        index = bisect_right(self.ends, _micros(now), lo, hi)
+        index = bisect_right(self.ends, micros(now), lo, hi)
         found = range(index, min(index + count, hi))
         if len(found) < count and hi > lo and self.starts[hi - 1] >= self.hi:
             return None
@@ -212,7 +212,7 @@ class Schedule:
         start; None when `t` is outside the horizon."""
         if not self.answers(t):
             return None
-        at = _micros(t)
+        at = micros(t)
         out = []
         for row in range(len(self.names)):
             lo, hi = self.offsets[row], self.offsets[row + 1]
@@ -226,15 +226,15 @@ class Schedule:
         if not self.answers(after):
             return False
         lo, hi = self.offsets[row], self.offsets[row + 1]
-        index = bisect_right(self.starts, _micros(after), lo, hi)
+        index = bisect_right(self.starts, micros(after), lo, hi)
         return self.occurrence(row, index) if index < hi else None
 
     def starting_in(self, first: datetime, last: datetime) -> list[Occurrence] | None:
         """Every occurrence starting in `[first, last)`, by start then row; None unless the
         whole range lies in the horizon."""
-        if not (self.answers(first) and _micros(last) <= self.hi):
+        if not (self.answers(first) and micros(last) <= self.hi):
             return None
-        a, b = _micros(first), _micros(last)
+        a, b = micros(first), micros(last)
         found = []
         for row in range(len(self.names)):
             lo, hi = self.offsets[row], self.offsets[row + 1]
@@ -253,9 +253,9 @@ class Schedule:
             yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
             return
         lo, hi = self.offsets[row], self.offsets[row + 1]
-        yield from (self.occurrence(row, i) for i in range(bisect_right(self.ends, _micros(t), lo, hi), hi))
+        yield from (self.occurrence(row, i) for i in range(bisect_right(self.ends, micros(t), lo, hi), hi))
         if hi > lo and self.starts[hi - 1] >= self.hi:  # kept up to the horizon's end: it goes on
-            yield from occurrences(self.window(row), _instant(self.starts[hi - 1] + 1))
+            yield from occurrences(self.window(row), instant_of(self.starts[hi - 1] + 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,22 +298,17 @@ def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule | None:
     return load(windows_file.path, raw, partial(windows_file.parse, raw), now)
 
 
-def warm(windows_path: Path, raw: bytes, windows: Sequence[Window], now: datetime) -> threading.Thread:
-    """Build and write the schedule of the windows file `windows_path` (bytes `raw`, validated
-    as `windows`) in a thread of its own, so `hermes serve` makes the next operator command warm
-    without delaying a reconciliation pass. Not a daemon thread: `serve --once` writes it
-    before it exits. A failure is logged, never raised (the schedule is an accelerator)."""
-    kept = list(windows)
+def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | None:
+    """The schedule kept for exactly the bytes `raw` of the windows file `windows_path`, when
+    one answers at `now`; None otherwise. A read, never a build: `hermes serve`'s first pass on
+    an unchanged file takes its occurrences from it instead of asking croniter for each window."""
+    path = trust.kept_path(windows_path, ".schedule")
+    found = _kept(path) if path is not None else None
+    return found if found is not None and _fresh(found, hashlib.sha256(raw).hexdigest(), now, HORIZON) else None
 
-    def build_and_write() -> None:
-        try:
-            load(windows_path, raw, lambda: kept, now, REFRESH, validated=True)
-        except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
-            log.warning("windows schedule of %s not built: %s", windows_path, exc)
 
-    thread = threading.Thread(target=build_and_write, name="windows-schedule")
-    thread.start()
-    return thread
+def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta) -> bool:
+    return found.digest == digest and found.answers(now) and micros(now) < found.lo + fresh_for // _US
 
 
 def schedule_path(windows_path: Path) -> Path:
@@ -406,8 +401,8 @@ class _Builder:
         the whole schedule's horizon)."""
         starts, ends = self.columns["starts"], self.columns["ends"]
         kept = 0
-        for occurrence in occurrences(window, _instant(self.lo) - window.duration):
-            start, end = _micros(occurrence.start), _micros(occurrence.end)
+        for occurrence in occurrences(window, instant_of(self.lo) - window.duration):
+            start, end = micros(occurrence.start), micros(occurrence.end)
             if end <= self.lo:
                 continue
             if kept >= MAX_PER_ROW:
@@ -451,7 +446,7 @@ class _Builder:
 
 
 def _horizon(now: datetime) -> tuple[int, int]:
-    lo = _micros(now)
+    lo = micros(now)
     return lo, lo + HORIZON // _US
 
 
@@ -501,7 +496,7 @@ def _rebuilt(previous: Schedule, digest: str, raw: bytes, windows_path: Path, no
     table validated and asked for its occurrences. None when anything is not that simple (a
     table that does not validate, a repeated name, a calendar, a new zone, a horizon half
     gone): the schedule is then built whole."""
-    if not previous.answers(now) or _micros(now) >= previous.lo + HORIZON // _US // 2:
+    if not previous.answers(now) or micros(now) >= previous.lo + HORIZON // _US // 2:
         return None
     known = {source: row for row, source in enumerate(previous.sources) if source}
     builder = _Builder(previous.lo, previous.hi)
@@ -604,8 +599,7 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     path = trust.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path) if path is not None else None
-    if found is not None and found.digest == digest and found.answers(now) \
-            and _micros(now) < found.lo + fresh_for // _US:
+    if found is not None and _fresh(found, digest, now, fresh_for):
         return found
     built = _rebuilt(found, digest, raw, windows_path, now) if found is not None and found.digest != digest else None
     if built is None and not validated:

@@ -163,6 +163,7 @@ class WindowService:
         own = not parsed.failures and not parsed.sources
         if own:
             self._last_valid = (snapshot.raw, windows, report.now)
+            self.schedules.read_kept(snapshot.raw, report.now)
         return verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None
 
     def _read(self, report: TickReport) -> tuple[FileSnapshot, Parsed, dict[str, LedgerEntry]] | None:

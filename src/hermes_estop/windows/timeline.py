@@ -22,12 +22,12 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Timeline, merge_armed
-from hermes_estop.windows.schedule import REFRESH, Schedule, load
+from hermes_estop.windows.schedule import REFRESH, Schedule, instant_of, kept_schedule, load, micros
 
 __all__ = ["ScheduleKeeper", "ScheduleTimeline"]
 
@@ -43,7 +43,7 @@ class ScheduleTimeline:
         #: window name -> its row (`Schedule.row_of` searches the names)
         self._rows = {name: row for row, name in enumerate(schedule.names)}
         #: every occurrence of the schedule (its index in `starts`) in arm order, and its arm
-        #: instant in epoch seconds (`armed_after`): two flat arrays, 16 bytes an occurrence
+        #: instant in epoch microseconds (`armed_after`): two flat arrays, 16 bytes an occurrence
         offsets, leads = schedule.offsets, schedule.leads
         arm = array("q", (start - leads[row] for row in range(len(schedule.names))
                           for start in schedule.starts[offsets[row]:offsets[row + 1]]))
@@ -53,10 +53,7 @@ class ScheduleTimeline:
         self._whole_until = schedule.hi - max(schedule.leads, default=0)
 
     def _row(self, window: Window) -> int | None:
-        """`window`'s row; None for a window the schedule cannot stand for: not in it, or a
-        one-shot off the whole second (the schedule keeps whole seconds)."""
-        if window.at is not None and window.at.microsecond:
-            return None
+        """`window`'s row; None for a window that is not in the schedule."""
         return self._rows.get(window.name)
 
     def around(self, window: Window, now: datetime) -> Around:
@@ -70,7 +67,7 @@ class ScheduleTimeline:
         """The occurrences of `row` covering `now` (not ended at `now`, armed by it); None
         unless the row holds every one of them (`now`, and `now` plus the lead, in the horizon)."""
         schedule = self.schedule
-        at = now.timestamp()
+        at = micros(now)
         armed_by = at + schedule.leads[row]
         if not (schedule.answers(now) and armed_by < schedule.hi):
             return None
@@ -87,7 +84,7 @@ class ScheduleTimeline:
         rows = self._rows
         for order, window in enumerate(windows):  # `_row`, inlined: a lane may have 10,000 windows
             row = rows.get(window.name)
-            if row is None or (window.at is not None and window.at.microsecond):
+            if row is None:
                 return merge_armed(windows, now, self.first_armed, self.after)
             lane[row] = order
         if not self.schedule.answers(now):
@@ -96,7 +93,7 @@ class ScheduleTimeline:
 
     def _walk(self, windows: Sequence[Window], lane: dict[int, int], now: datetime) -> Iterator[Occurrence]:
         schedule, arms, armed, offsets = self.schedule, self._arms, self._armed, self.schedule.offsets
-        index = bisect_right(arms, now.timestamp())
+        index = bisect_right(arms, micros(now))
         ties: list[tuple[int, int, int]] = []  # (order, row, index) of the occurrences armed at one instant
         while index < len(arms) and arms[index] < self._whole_until:
             at = armed[index]
@@ -109,15 +106,15 @@ class ScheduleTimeline:
                 ties.sort()  # at one instant, in the order of `windows` (as `merge_armed`)
                 yield from (schedule.occurrence(row, at) for _, row, at in ties)
                 ties = []
-        # every arm instant is a whole second: "after the second before `_whole_until`"
-        yield from merge_armed(windows, max(now, datetime.fromtimestamp(self._whole_until - 1, UTC)),
+        # every arm instant is a whole microsecond: "after the microsecond before `_whole_until`"
+        yield from merge_armed(windows, max(now, instant_of(self._whole_until - 1)),
                                self.first_armed, self.after)
 
     def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
         row = self._row(window)
         if row is None:
             return EXACT.first_armed(window, now)
-        found = self.schedule.next_start(row, now + timedelta(seconds=self.schedule.leads[row]))
+        found = self.schedule.next_start(row, now + timedelta(microseconds=self.schedule.leads[row]))
         return EXACT.first_armed(window, now) if isinstance(found, bool) else found
 
     def after(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
@@ -142,6 +139,8 @@ class ScheduleKeeper:
         #: (the bytes, when) the last build was started for
         self._asked: tuple[bytes, datetime] | None = None
         self._thread: threading.Thread | None = None
+        #: the bytes `read_kept` last looked for a kept schedule of
+        self._read: bytes | None = None
 
     def timeline(self, source: bytes | None, otherwise: Timeline = EXACT) -> Timeline:
         """The schedule's timeline when it is of exactly the bytes `source` (None: windows that
@@ -150,6 +149,18 @@ class ScheduleKeeper:
         if source is not None and ready is not None and ready[0] == source:
             return ready[1]
         return otherwise
+
+    def read_kept(self, raw: bytes, now: datetime) -> None:
+        """Take the schedule kept for exactly the bytes `raw` when one answers at `now`, once
+        per version of the file (`schedule.kept_schedule`: a read, never a build), so the first
+        pass of a `hermes serve` on an unchanged file asks croniter nothing."""
+        ready = self._ready
+        if self._read == raw or (ready is not None and ready[0] == raw):
+            return
+        self._read = raw
+        found = kept_schedule(self.windows_path, raw, now)
+        if found is not None:
+            self._ready = (raw, ScheduleTimeline(found))
 
     def want(self, raw: bytes, windows: Sequence[Window], now: datetime) -> None:
         """Start building the schedule of `raw` unless one is being built, or it was built for
@@ -172,7 +183,7 @@ class ScheduleKeeper:
         """Not a daemon thread: `serve --once` writes the schedule before it exits. A failure is
         logged, never raised (the schedule is an accelerator)."""
         try:
-            schedule = load(self.windows_path, raw, lambda: windows, now, REFRESH)
+            schedule = load(self.windows_path, raw, lambda: windows, now, REFRESH, validated=True)
         except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
             log.warning("windows schedule of %s not built: %s", self.windows_path, exc)
             return
