@@ -21,6 +21,8 @@ from hermes_estop.windows import scheduler as service_module
 from hermes_estop.windows import wakeups as wakeups_module
 from hermes_estop.windows.ledger import RETENTION
 from hermes_estop.windows.wakeups import wakeups_for
+from hermes_estop.windows.schedule import schedule_of
+from hermes_estop.windows.windows_file import WindowsFile
 
 # the module, not the function `hermes_estop.windows` re-exports under the same name
 occurrences_module = importlib.import_module("hermes_estop.windows.occurrences")
@@ -275,3 +277,18 @@ def test_the_deadline_of_a_held_scope_is_the_exact_chain_over_a_walk_in_time(har
             assert hold is None and not report.active, now  # retired at the end of its chain
             continue
         assert hold is not None and hold.expires_at == chain_end(members, windows, now), now
+
+
+def test_the_first_pass_on_an_unchanged_file_takes_the_schedule_an_operator_kept(harness, questions):
+    """`hermes serve` starting on a file whose schedule a command already kept: its first pass
+    reads the occurrences off that schedule (`ScheduleKeeper.read_kept`) and asks no window,
+    and arms what the exact functions arm."""
+    start = MONTH + timedelta(hours=1)
+    harness.write(*[{"name": f"r{k:03d}", "cron": f"{k % 60} {1 + k // 60} * * *", "duration": "2m"}
+                    for k in range(50)])
+    harness.clock.set(start)
+    assert schedule_of(WindowsFile(harness.root), start) is not None
+    questions[0] = 0
+    harness.start()
+    assert questions[0] == 0
+    assert harness.reading().hold.expires_at == start + timedelta(minutes=51)
