@@ -8,6 +8,10 @@ after an edit that `hermes serve --once` read first (serve builds the schedule f
 Each figure is (seconds, peak MiB) of one process; the machine is shared, so compare ratios
 from one run rather than figures across runs.
 
+With `--calendar 1000 [--calendar-windows 0 10000]`, the same on a fleet with a calendar of 1,000
+recurring events (and that many windows beside it), COLD being the first command after the feed
+changed.
+
 Run: `python bench/windows_schedule.py --sizes 10000 [--big 100000] --out FILE` from a fresh
 non-editable venv (`pip install .`), bench/ on sys.path.
 """
@@ -27,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from core import _script
 from harness import spawn_measured
 from windows import write_distinct
+from calendars import calendar
 
 #: an instant inside the compiled schedule's horizon (a week from its build), on the hour
 INSIDE = (datetime.now(UTC) + timedelta(days=1)).replace(minute=0, second=0, microsecond=0).isoformat()
@@ -82,10 +87,44 @@ def measure(tmp: Path, count: int, labels: tuple[str, ...]) -> dict[str, dict[st
     return out
 
 
+#: the commands measured on a fleet with a calendar (issue 35: "1,000 recurring events counted as windows")
+CALENDAR_COMMANDS = ("windows list", "windows next", "status", "windows validate", "check --at now+1d --for 6h")
+
+
+def _edit_feed(root: Path, events: int, counter: list[int]) -> None:
+    """The feed's bytes changed (its PRODID), so every key derived from them changes."""
+    counter[0] += 1
+    (root / "feed.ics").write_bytes(calendar(events).replace(b"-//bench//EN", f"-//bench//EN {counter[0]}".encode()))
+
+
+def measure_calendar(tmp: Path, events: int, windows: int) -> dict[str, dict[str, object]]:
+    """The calendar commands on a fleet whose windows.toml has one `[[calendars]]` of `events`
+    recurring events (and `windows` distinct windows beside it); COLD is the first command
+    after the feed changed."""
+    root, cache = tmp / f"calendar-{events}-{windows}", tmp / f"calendar-cache-{events}-{windows}"
+    write_distinct(root, windows)
+    with open(root / "windows.toml", "a", encoding="utf-8") as out:
+        out.write('\n[[calendars]]\nname = "maintenance"\nics = "feed.ics"\n')
+    counter = [0]
+    out: dict[str, dict[str, object]] = {}
+    for label, args in COMMANDS:
+        if label not in CALENDAR_COMMANDS:
+            continue
+        _edit_feed(root, events, counter)
+        cold = _process(root, args, cache)
+        warm = min((_process(root, args, cache) for _ in range(2)), key=lambda pair: pair[0])
+        out[label] = {"cold_s": cold[0], "cold_mib": cold[1], "warm_s": warm[0], "warm_mib": warm[1]}
+        print(f"calendar of {events} events + {windows} windows", label, out[label], flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000])
     parser.add_argument("--big", type=int, nargs="*", default=[])
+    parser.add_argument("--calendar", type=int, default=0, help="also a fleet with a calendar of this many events")
+    parser.add_argument("--calendar-windows", type=int, nargs="*", default=[0],
+                        help="the distinct windows beside the calendar, one fleet per count")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     results: dict[str, object] = {}
@@ -94,6 +133,9 @@ def main() -> None:
             results[str(count)] = measure(Path(name), count, tuple(label for label, _ in COMMANDS))
         for count in args.big:
             results[str(count)] = measure(Path(name), count, BIG_COMMANDS)
+        for count in args.calendar_windows if args.calendar else ():
+            results[f"calendar {args.calendar} events + {count} windows"] = measure_calendar(Path(name), args.calendar,
+                                                                                             count)
     args.out.write_text(json.dumps(results, indent=1))
 
 
