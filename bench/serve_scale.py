@@ -199,7 +199,7 @@ def _settled_rss() -> int:
     return _rss_kib()
 
 
-def memory(tmp: Path, passes: int, warmup: int) -> Figure:
+def memory(tmp: Path, passes: int, warmup: int, as_serve: bool = False) -> Figure:
     from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
     from hermes_estop import Estop
@@ -220,6 +220,8 @@ def memory(tmp: Path, passes: int, warmup: int) -> Figure:
         started = time.perf_counter()
         report = service.reconcile()
         durations.append(time.perf_counter() - started)
+        if as_serve:
+            service.warm_schedule()  # as `WindowService.run` does after every pass (off the pass's clock)
         counts["errors"] += len(report.errors)
         for event in report.events:
             counts[event.kind] = counts.get(event.kind, 0) + 1
@@ -255,6 +257,8 @@ def memory(tmp: Path, passes: int, warmup: int) -> Figure:
         if growth >= GROWTH_TARGET:
             detail["tracemalloc_top_growth"] = _growth_sites(one_pass, 100)
     finally:
+        if as_serve:
+            service.schedules.join()  # nothing the run started outlives it
         scheduler.shutdown(wait=False)
         estop.close()
     short = f"{passes:,} of the {TARGET_PASSES:,} passes the target names" if passes < TARGET_PASSES else f"{passes:,} passes"
@@ -303,11 +307,14 @@ if __name__ == "__main__":
                         help="passes before the memory run's baseline (default: the suite's); a fake month is "
                              f"{MONTH_PASSES:,} (the ledger then holds its week and the trail has rotated)")
     parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument("--as-serve", action="store_true",
+                        help="the memory run keeps the compiled schedule after every pass, as `hermes serve` does")
     args = parser.parse_args()
     if args.memory_only:
         warmup = args.warmup if args.warmup is not None else (QUICK_WARMUP if args.quick else WARMUP)
         with tempfile.TemporaryDirectory() as name:
-            figures = [memory(Path(name), warmup + (args.passes or (QUICK_PASSES if args.quick else PASSES)), warmup)]
+            figures = [memory(Path(name), warmup + (args.passes or (QUICK_PASSES if args.quick else PASSES)), warmup,
+                              args.as_serve)]
     else:
         figures = run(args.quick, args.passes)
     for figure in figures:

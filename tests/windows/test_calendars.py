@@ -377,3 +377,16 @@ def test_windows_next_shows_an_event_in_its_own_zone_and_list_its_real_duration(
     assert "for 1h " in listed and "2d" not in listed, listed
     (window,) = json.loads(hermes("list", "--json"))["windows"]
     assert window["duration"] == "1h" and window["durations"] == ["1h"]
+
+
+def test_status_says_a_calendars_event_length_not_its_look_back(tmp_path):
+    """`status` shows a calendar's windows as `windows list` does: the events' length (1h), never
+    `duration`, how far back an event covering an instant may start (2d)."""
+    feed = HEAD + vevent("UID:standup", "DTSTART:20260105T100000Z", "DTEND:20260105T110000Z", "RRULE:FREQ=DAILY",
+                         "SUMMARY:standup") + TAIL
+    write_fleet(tmp_path, {"team.ics": feed}, '[[calendars]]\nname = "team"\nics = "team.ics"\n')
+    env = {"HERMES_ROOT": str(tmp_path), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "hermes_estop", "status"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    line = next(line for line in done.stdout.splitlines() if line.strip().startswith("team:"))
+    assert "calendar team.ics for 1h," in line and "2d" not in line, done.stdout

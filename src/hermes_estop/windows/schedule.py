@@ -284,7 +284,7 @@ class Row:
     @classmethod
     def of(cls, window: Window) -> Row:
         return cls(window.name, window.scope, window.enabled, window.timezone, window.describe_schedule(for_json=True),
-                   format_duration(window.duration), format_duration(window.drain) if window.drain is not None else None)
+                   window.describe_duration(), format_duration(window.drain) if window.drain is not None else None)
 
 
 def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule | None:
