@@ -398,11 +398,47 @@ def test_a_kept_value_validation_refuses_is_never_taken(wf: WindowsFile, field: 
         compiled.window(6)
 
 
-def test_a_window_bound_to_a_calendar_has_no_schedule(tmp_path: Path, varied: str) -> None:
-    (tmp_path / "holidays.ics").write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
-    wf = _fleet(tmp_path, varied + '\n[[windows]]\nname = "cal"\ncron = "0 1 * * *"\nduration = "1h"\n'
-                'exclude_calendar = "holidays.ics"\n')
-    assert _load(wf) is None
+def _feed(*events: tuple[str, ...]) -> str:
+    body = "".join("BEGIN:VEVENT\r\nDTSTAMP:20260101T000000Z\r\n" + "".join(f"{line}\r\n" for line in lines)
+                   + "END:VEVENT\r\n" for lines in events)
+    return f"BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\n{body}END:VCALENDAR\r\n"
+
+
+#: Saturdays off (an all-day event), for the windows that exclude it
+HOLIDAYS = _feed(("UID:sat", "DTSTART;VALUE=DATE:20260103", "RRULE:FREQ=WEEKLY;BYDAY=SA", "SUMMARY:weekend"))
+#: an on-call window every day 03:00-05:00 UTC and one on Mondays
+ONCALL = _feed(("UID:daily", "DTSTART:20260101T030000Z", "DURATION:PT2H", "RRULE:FREQ=DAILY", "SUMMARY:patching"),
+               ("UID:monday", "DTSTART:20260105T140000Z", "DURATION:PT30M", "RRULE:FREQ=WEEKLY;BYDAY=MO"))
+#: calendar-bound tables among the plain ones: one first, a `[[calendars]]` before the plain windows
+#: (listed after them all, as validation lists it), one last (with a TOML datetime)
+CALENDAR_TABLES = ('[[windows]]\nname = "nightly-off-saturdays"\ncron = "0 2 * * *"\nduration = "1h"\n'
+                   'exclude_calendar = "holidays.ics"\n\n[[calendars]]\nname = "oncall"\nics = "oncall.ics"\n'
+                   'drain = "10m"\n\n')
+LAST_BOUND = ('\n[[windows]]\nname = "evening-off-saturdays"\ncron = "0 20 * * *"\nduration = "30m"\n'
+              'not_before = 2026-01-01T00:00:00Z\nexclude_calendar = "holidays.ics"\nscope = "b"\n')
+
+
+def _calendar_fleet(tmp_path: Path, varied: str) -> WindowsFile:
+    (tmp_path / "holidays.ics").write_text(HOLIDAYS)
+    (tmp_path / "oncall.ics").write_text(ONCALL)
+    return _fleet(tmp_path, CALENDAR_TABLES + varied + LAST_BOUND)
+
+
+def test_the_tables_bound_to_a_calendar_are_carried_beside_the_rows(tmp_path: Path, varied: str) -> None:
+    wf = _calendar_fleet(tmp_path, varied)
+    built = _load(wf)
+    assert built is not None
+    calls: list[int] = []
+    compiled = _load(wf, calls=calls)
+    assert compiled is not None and calls == []
+    assert list(compiled.names) == [w.name for w in wf.load() if w.exclude_calendar is None and w.feed is None]
+    assert [(kind, index) for kind, index, _ in compiled.bound] == [("windows", 0), ("windows", 8), ("calendars", 0)]
+    compiled.bind_calendars(wf.path)
+    shown = [compiled.names[item] if isinstance(item, int) else item.name for item in compiled.in_file_order()]
+    assert shown == [w.name for w in wf.load()]
+    bound = [item for item in compiled.in_file_order() if not isinstance(item, int)]
+    assert [upcoming(w, NOW, 3) for w in bound] == [upcoming(w, NOW, 3) for w in wf.load() if w.name in
+                                                    {"oncall", "nightly-off-saturdays", "evening-off-saturdays"}]
 
 
 @pytest.mark.parametrize("count", [1, 5, 40])
@@ -456,15 +492,23 @@ def _check_at(days: int) -> tuple[str, ...]:
     return ("check", "--at", at.isoformat(), "--for", "6h", "--json")
 
 
-@pytest.mark.parametrize("args", [("windows", "next", "--json"), ("windows", "list", "--json"), ("windows", "list"),
-                                  ("status", "--json"), ("windows", "validate", "--json"),
-                                  ("windows", "export", "--ics"), _check_at(1), _check_at(100)],
-                         ids=lambda args: " ".join(args[:3]))
+COMMANDS = [("windows", "next", "--json"), ("windows", "list", "--json"), ("windows", "list"), ("windows", "next"),
+            ("windows", "next", "oncall", "--json"), ("windows", "next", "nightly-off-saturdays"),
+            ("windows", "explain", "oncall", "--at", "2030-01-07T03:30:00Z", "--json"), ("status", "--json"), ("status",), ("windows", "validate", "--json"),
+            ("windows", "validate"), ("windows", "export", "--ics"), _check_at(1), _check_at(100)]
+
+
+@pytest.mark.parametrize("calendars", [False, True], ids=["plain", "calendars"])
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda args: " ".join(args[:4]))
 def test_a_command_answers_the_same_cold_warm_and_without_the_schedule(tmp_path: Path, varied: str,
-                                                                       args: tuple[str, ...]) -> None:
+                                                                       args: tuple[str, ...], calendars: bool) -> None:
     """Without: the fleet root writable by its group and the per-user cache off: no schedule
-    is read or written."""
-    wf = _fleet(tmp_path, varied.replace("*/15 * * * *", "0 */6 * * *"))  # no boundary every few minutes
+    is read or written. With calendars: the tables bound to a feed come from the schedule too,
+    bound to their feeds as they are."""
+    text = varied.replace("*/15 * * * *", "0 */6 * * *")  # no boundary every few minutes
+    wf = _calendar_fleet(tmp_path, text) if calendars else _fleet(tmp_path, text)
+    if not calendars:
+        args = tuple(a if a not in ("oncall", "nightly-off-saturdays") else "long" for a in args)
     root = wf.path.parent
     cold, warm = _hermes(root, *args), _hermes(root, *args)
     assert schedule.schedule_path(wf.path).is_file()
@@ -475,6 +519,54 @@ def test_a_command_answers_the_same_cold_warm_and_without_the_schedule(tmp_path:
     assert cold.returncode == warm.returncode == plain.returncode, cold.stderr + warm.stderr + plain.stderr
     assert cold.returncode in (0, 1), cold.stderr
     assert _stable(args, cold.stdout) == _stable(args, warm.stdout) == _stable(args, plain.stdout)
+    assert cold.stderr == warm.stderr == plain.stderr
+
+
+def _three_ways(wf: WindowsFile, *args: str) -> tuple[subprocess.CompletedProcess[str], ...]:
+    """`args` run twice with the schedule (the second reads it) and once without it (the root
+    made writable by its group, the cache off; made private again after)."""
+    root = wf.path.parent
+    cold, warm = _hermes(root, *args), _hermes(root, *args)
+    root.chmod(0o775)
+    plain = _hermes(root, *args, cache="off")
+    root.chmod(0o755)
+    return cold, warm, plain
+
+
+def test_a_feed_edit_is_seen_by_the_next_command_with_the_schedule_unchanged(tmp_path: Path, varied: str) -> None:
+    wf = _calendar_fleet(tmp_path, varied)
+    before = _hermes(tmp_path, "windows", "next", "oncall", "--json")
+    assert before.returncode == 0, before.stderr
+    written = _written(schedule.schedule_path(wf.path))
+    assert written is not None
+    (tmp_path / "oncall.ics").write_text(ONCALL.replace("T030000Z", "T070000Z"))
+    after = _hermes(tmp_path, "windows", "next", "oncall", "--json")
+    assert after.returncode == 0, after.stderr
+    assert _written(schedule.schedule_path(wf.path)) == written
+    hours = {datetime.fromisoformat(o["start"]).hour for o in json.loads(after.stdout)["occurrences"]}
+    assert 7 in hours and 3 not in hours, after.stdout
+    assert after.stdout != before.stdout
+
+
+@pytest.mark.parametrize("broken", ["bad calendar table", "bad exclude_calendar table", "feed gone"])
+@pytest.mark.parametrize("args", [("windows", "list"), ("windows", "next", "--json"), ("status", "--json"),
+                                  ("windows", "validate", "--json")], ids=lambda args: " ".join(args))
+def test_a_calendar_that_fails_fails_as_without_the_schedule(tmp_path: Path, varied: str, broken: str,
+                                                             args: tuple[str, ...]) -> None:
+    wf = _calendar_fleet(tmp_path, varied)
+    assert _hermes(tmp_path, "windows", "list").returncode == 0
+    if broken == "feed gone":
+        (tmp_path / "oncall.ics").unlink()
+    else:
+        text = wf.path.read_text()
+        text = (text.replace('ics = "oncall.ics"', 'ics = "oncall.ics"\nsummary = 3') if broken.startswith("bad calendar")
+                else text.replace('exclude_calendar = "holidays.ics"\nscope = "b"', 'exclude_calendar = 3\nscope = "b"'))
+        wf.path.write_text(text)
+    cold, warm, plain = _three_ways(wf, *args)
+    assert cold.returncode == warm.returncode == plain.returncode, cold.stderr + warm.stderr + plain.stderr
+    assert _stable(args, cold.stdout) == _stable(args, warm.stdout) == _stable(args, plain.stdout)
+    assert cold.stderr == warm.stderr == plain.stderr
+    assert "oncall" in cold.stdout + cold.stderr or "evening-off-saturdays" in cold.stdout + cold.stderr
 
 
 def test_a_running_serve_writes_the_schedule_the_next_command_reads(wf: WindowsFile) -> None:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from hermes_estop.windows.model import Window
     from hermes_estop.windows.occurrences import Occurrence
-    from hermes_estop.windows.schedule import Row
+    from hermes_estop.windows.schedule import Item, Row, Schedule
     from hermes_estop.windows.windows_file import WindowsFile
 
     Shown = Window | Row
@@ -127,19 +127,25 @@ def list_(as_json: JsonOpt = False) -> None:
     """Every window in windows.toml."""
     windows_file = _file()
     schedule = schedule_of(windows_file, _now())
-    # from the compiled schedule (no `Window` built), else validated (calendars): one of the two
-    windows: list[Window] = windows_file.load() if schedule is None else []
-    rows = range(len(schedule)) if schedule is not None else range(0)
-    tables = (schedule.tables.shown(row) for row in rows) if schedule is not None else iter(())
+    # from the compiled schedule (no `Window` built for a row), else validated (no file)
+    items: list[Item] = list(windows_file.load()) if schedule is None else schedule.in_file_order()
     if as_json:
-        emit_json({"path": str(windows_file.path), "windows": [w.to_json() for w in windows] + list(tables)})
+        emit_json({"path": str(windows_file.path), "windows": [_json_of(schedule, item) for item in items]})
         return
-    if not windows and not rows:
+    if not items:
         typer.echo(f"no windows ({windows_file.path})")
         return
     # a row decoded as its lines are written (100,000 windows' tables held at once as dicts: 100s of MB)
-    listed = itertools.chain((_Listed.of(w) for w in windows), (_Listed.shown(table) for table in tables))
+    listed = (_Listed.shown(_json_of(schedule, item)) if isinstance(item, int) else _Listed.of(item) for item in items)
     echo_lines(printable(line) for line in _list_lines(listed))
+
+
+def _json_of(schedule: Schedule | None, item: Item) -> dict[str, Any]:
+    """`windows list --json`'s entry of `item`: a row's table as compiled, or a window's `to_json`."""
+    if isinstance(item, int):
+        assert schedule is not None  # noqa: S101 - a row is only ever of a schedule
+        return schedule.tables.shown(item)
+    return item.to_json()
 
 
 class _Listed(NamedTuple):
@@ -242,23 +248,31 @@ def _from_schedule(windows_file: WindowsFile, name: str | None, count: int | Non
     schedule = schedule_of(windows_file, now)
     if schedule is None:
         return None
-    rows: range | list[int] = range(len(schedule))
+    items = schedule.in_file_order()
     if name is not None:
-        row = schedule.row_of(name)
-        if row is None:
+        item = schedule.named(name)
+        if item is None:
             raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
-        rows = [row]
+        items = [item]
     per_window = count if count is not None else (5 if name is not None else 1)
     found: list[tuple[int, int, Shown, Occurrence]] = []
-    for row in rows:
-        answered = schedule.upcoming(row, now, per_window)
-        shown: Shown = schedule.row(row)
-        if answered is None:
-            shown = schedule.window(row)
-            answered = upcoming(shown, now, per_window)
-        found.extend((int(o.start.timestamp()), row, shown, o) for o in answered)
+    for position, item in enumerate(items):
+        shown, answered = _upcoming_of(schedule, item, now, per_window)
+        found.extend((int(o.start.timestamp()), position, shown, o) for o in answered)
     found.sort(key=lambda item: (item[0], item[1]))
     return [(shown, occurrence) for _, _, shown, occurrence in found]
+
+
+def _upcoming_of(schedule: Schedule, item: Item, now: datetime, count: int) -> tuple[Shown, list[Occurrence]]:
+    """`item`'s next `count` occurrences (`occurrences.upcoming`) and what `windows next` shows of
+    it: from the schedule as far as it answers, else from the window."""
+    if not isinstance(item, int):
+        return item, upcoming(item, now, count)
+    answered = schedule.upcoming(item, now, count)
+    if answered is not None:
+        return schedule.row(item), answered
+    window = schedule.window(item)
+    return window, upcoming(window, now, count)
 
 
 def _by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Shown, Occurrence]]:
@@ -368,12 +382,13 @@ def _validated_by_schedule(windows_file: WindowsFile, now: datetime) -> tuple[in
         return None
     if schedule is None:
         return None
+    items = schedule.in_file_order()
     over = []
-    for row in range(len(schedule)):
-        answered = schedule.upcoming(row, now, 1)
-        if answered == [] or (answered is None and not upcoming(schedule.window(row), now, 1)):
-            over.append(schedule.names[row])
-    return len(schedule), over
+    for item in items:
+        shown, answered = _upcoming_of(schedule, item, now, 1)
+        if not answered:
+            over.append(shown.name)
+    return len(items), over
 
 
 def _validated(windows_file: WindowsFile, count: int, over: list[str], as_json: bool) -> None:

@@ -39,8 +39,8 @@ def window_named(name: str) -> tuple[WindowsFile, Window]:
     if schedule is None:
         window = next((w for w in windows_file.load() if w.name == name), None)
     else:
-        row = schedule.row_of(name)
-        window = schedule.window(row) if row is not None else None
+        item = schedule.named(name)
+        window = schedule.window(item) if isinstance(item, int) else item
     if window is None:
         raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
     return windows_file, window

@@ -39,18 +39,24 @@ def planned(windows: Iterable[Window], now: datetime, days: int) -> list[tuple[W
     out: list[tuple[Window, Occurrence]] = []
     for window in windows:
         if window.enabled:
-            following = (o for o in occurrences(window, now - window.duration) if not o.ended(now))
-            _collect(out, partial(_same, window), following, now + timedelta(days=days))
+            _collect(out, partial(_same, window), _not_ended(window, now), now + timedelta(days=days))
     return sorted(out, key=_by_start)
 
 
+def _not_ended(window: Window, now: datetime) -> Iterator[Occurrence]:
+    return (o for o in occurrences(window, now - window.duration) if not o.ended(now))
+
+
 def planned_rows(schedule: Schedule, now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
-    """`planned` of the windows of `schedule`, a `Window` built only for a row with an
-    occurrence in the range."""
+    """`planned` of the windows of `schedule` (its rows and its bound windows, in file order), a
+    `Window` built only for a row with an occurrence in the range."""
     out: list[tuple[Window, Occurrence]] = []
-    for row in range(len(schedule)):
-        if schedule.enabled[row]:
-            _collect(out, partial(schedule.window, row), schedule.not_ended(row, now), now + timedelta(days=days))
+    for item in schedule.in_file_order():
+        if not isinstance(item, int):
+            if item.enabled:
+                _collect(out, partial(_same, item), _not_ended(item, now), now + timedelta(days=days))
+        elif schedule.enabled[item]:
+            _collect(out, partial(schedule.window, item), schedule.not_ended(item, now), now + timedelta(days=days))
     return sorted(out, key=_by_start)
 
 

@@ -29,7 +29,7 @@ from hermes_estop.model.timeutil import display_instant
 from hermes_estop.windows.ledger import ENDED, RELEASED, SKIPPED, LedgerEntry, open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, occurrences
-from hermes_estop.windows.schedule import schedule_of
+from hermes_estop.windows.schedule import Item, Schedule, schedule_of
 from hermes_estop.windows.reconcile import ARMED_BY_PREFIX
 from hermes_estop.windows.windows_file import WindowsFile
 
@@ -99,14 +99,17 @@ class WindowSource:
         if schedule is None:
             return self._of_windows([w for w in windows_file.load() if w.enabled and w.scope in scopes], estop,
                                     start, end)
-        rows = [row for row in range(len(schedule)) if schedule.enabled[row] and schedule.scopes[row] in scopes]
-        if not rows:
+        items = [item for item in schedule.in_file_order() if _armed_in(schedule, item, scopes)]
+        if not items:
             return []
         entries, note = _ledger(estop)
         out: list[PlannedHold] = []
-        for row in rows:
-            out.extend(_holds(partial(schedule.window, row), schedule.not_ended(row, start), end, entries, self.limit,
-                              note))
+        for item in items:
+            if isinstance(item, int):
+                out.extend(_holds(partial(schedule.window, item), schedule.not_ended(item, start), end, entries,
+                                  self.limit, note))
+            else:
+                out.extend(window_holds(item, start, end, entries, limit=self.limit, note=note))
         return out
 
     def _of_windows(self, windows: list[Window], estop: EstopView, start: datetime, end: datetime) -> list[PlannedHold]:
@@ -117,6 +120,13 @@ class WindowSource:
         for window in windows:
             out.extend(window_holds(window, start, end, entries, limit=self.limit, note=note))
         return out
+
+
+def _armed_in(schedule: Schedule, item: Item, scopes: set[str]) -> bool:
+    """Whether `item` (a row of `schedule`, or a bound window) is enabled, in one of `scopes`."""
+    if isinstance(item, int):
+        return schedule.enabled[item] and schedule.scopes[item] in scopes
+    return item.enabled and item.scope in scopes
 
 
 def _ledger(estop: EstopView) -> tuple[dict[str, LedgerEntry], str | None]:

@@ -27,9 +27,15 @@ plain columns:
   (None), or (`not_ended`) answered by the exact functions of `occurrences`, which remain the
   definition (the property tests compare the two).
 
+- **bound**: the tables bound to a calendar feed (each `[[calendars]]` table, each `[[windows]]`
+  table with `exclude_calendar`): their occurrences change when the feed does, not the file, so
+  they have no row; each is kept as written (its TOML text, with its place: which array, which
+  index), validated again and bound to its feed (`calendars.bind`, one compiled schedule per
+  feed) by `schedule_of`, which fails as the validated file does when a feed cannot be read.
+  `in_file_order` gives the rows and the bound windows in the order the validated file lists
+  them.
+
 Croniter stays the only cron arithmetic: the occurrences are `occurrences.occurrences`'s.
-A window bound to a calendar (`exclude_calendar`) or a file with `[[calendars]]` has no
-schedule (its feed changes without the file changing).
 
 The schedule is written beside the windows file (`.<name>.schedule`, so every operator who can
 read the fleet root finds the one the daemon or another command built), atomically, by whoever
@@ -56,6 +62,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import tomli_w
 from tomli import TOMLDecodeError, loads as toml_loads
 
 from hermes_estop.model.cronspec import validate_timezone
@@ -64,16 +71,17 @@ from hermes_estop.model.errors import StoreError
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
 from hermes_estop.windows import trust
+from hermes_estop.windows.calendars import CalendarSource, bind
 from hermes_estop.windows.model import InvalidWindow, Window, validate_scope
 from hermes_estop.windows.occurrences import Occurrence, occurrences
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Row", "Schedule", "Tables", "build", "instant_of", "kept_schedule", "load",
-           "micros", "schedule_of", "schedule_path"]
+__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Entry", "Item", "Row", "Schedule", "Tables", "build", "instant_of",
+           "kept_schedule", "load", "micros", "schedule_of", "schedule_path"]
 
 log = logging.getLogger(__name__)
 
-_FORMAT = 4
+_FORMAT = 5
 #: how far past its build a schedule answers (a week: the daemon's and the operators' questions
 #: are about now and the next few days; a later instant is asked of the exact functions)
 HORIZON = timedelta(days=7)
@@ -85,7 +93,7 @@ MAX_PER_ROW = 12_000
 #: the columns, one line each, in this order (`tables` last: a line per row, decoded only when a
 #: command prints the row)
 _COLUMNS = ("names", "scopes", "enabled", "timezones", "schedules", "durations", "drains", "leads", "sources",
-            "offsets", "starts", "ends", "tables")
+            "offsets", "starts", "ends", "bound", "tables")
 #: the columns with one value per row, and the type of their values
 _PER_ROW: dict[str, type | tuple[type, ...]] = {
     "names": str, "scopes": str, "enabled": bool, "timezones": str, "schedules": str, "durations": str,
@@ -94,6 +102,10 @@ _PER_ROW: dict[str, type | tuple[type, ...]] = {
 _SHARED = ("scopes", "timezones", "durations", "drains")
 _US = timedelta(microseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: a table bound to a calendar feed: which array ("windows" or "calendars"), its index there, its TOML text
+Entry = tuple[str, int, str]
+#: a window of the file as a command goes through them: a row of the schedule, or a bound window
+Item = int | Window
 _DAMAGED = ("the windows schedule's tables are damaged (delete the .schedule file beside windows.toml: the next "
             "command builds it again)")
 
@@ -157,8 +169,11 @@ class Schedule:
     starts: Sequence[int]
     ends: Sequence[int]
     tables: Tables
+    bound: Sequence[Entry] = ()
     _rows_by_name: dict[str, int] = field(default_factory=dict, repr=False)
     _windows: dict[int, Window] = field(default_factory=dict, repr=False)
+    #: the `bound` tables' windows bound to their feeds now (`bind_calendars`), in `bind`'s order
+    _bound: list[Window] = field(default_factory=list, repr=False)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -182,6 +197,42 @@ class Schedule:
                 raise StoreError(_DAMAGED)
             self._windows[row] = window
         return window
+
+    def bind_calendars(self, windows_path: Path) -> None:
+        """Validate the `bound` tables again and bind them to their feeds as they are now (the
+        feeds' bytes decide their occurrences, never the schedule); raises the first failure, as
+        `WindowsFile.parse` does (a feed that cannot be read, with no last good copy)."""
+        windows: list[Window] = []
+        sources: list[CalendarSource] = []
+        try:
+            for kind, index, text in self.bound:
+                table = toml_loads(text)
+                if kind == "windows":
+                    windows.append(Window.parse(table, path=windows_path, index=index))
+                else:
+                    sources.append(CalendarSource.parse(table, path=windows_path, index=index))
+        except (InvalidWindow, TOMLDecodeError):
+            raise StoreError(_DAMAGED) from None
+        found = bind(windows_path.parent, windows_path, windows, sources)
+        if found.failures:
+            raise found.failures[0]
+        self._bound[:] = found.windows
+
+    def in_file_order(self) -> list[Item]:
+        """The rows and the bound windows (`bind_calendars`) in the order the validated file
+        lists its windows: the `[[windows]]` tables as written, then the calendars."""
+        excluding = {index for kind, index, _ in self.bound if kind == "windows"}
+        if not excluding and not self._bound:
+            return list(range(len(self)))
+        bound, rows = iter(self._bound), iter(range(len(self)))
+        out: list[Item] = [next(bound) if i in excluding else next(rows) for i in range(len(self) + len(excluding))]
+        out.extend(bound)
+        return out
+
+    def named(self, name: str) -> Item | None:
+        """The row, or the bound window, called `name`."""
+        row = self.row_of(name)
+        return row if row is not None else next((w for w in self._bound if w.name == name), None)
 
     def answers(self, t: datetime) -> bool:
         return self.lo <= micros(t) < self.hi
@@ -295,7 +346,10 @@ def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule | None:
     if snapshot.identity is None:
         return None
     raw = snapshot.raw
-    return load(windows_file.path, raw, partial(windows_file.parse, raw), now)
+    found = load(windows_file.path, raw, partial(windows_file.parse, raw), now)
+    if found is not None and found.bound:
+        found.bind_calendars(windows_file.path)
+    return found
 
 
 def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | None:
@@ -390,7 +444,7 @@ class _Builder:
 
     def __init__(self, lo: int, hi: int) -> None:
         self.lo, self.hi = lo, hi
-        self.columns: dict[str, list[Any]] = {name: [] for name in _COLUMNS if name != "tables"}
+        self.columns: dict[str, list[Any]] = {name: [] for name in _COLUMNS if name not in ("tables", "bound")}
         self.columns["offsets"].append(0)
         self.tables: list[bytes] = []
         self.zones: set[str] = set()
@@ -435,14 +489,14 @@ class _Builder:
         c["offsets"].append(len(c["starts"]))
         self.tables.append(table)
 
-    def schedule(self, digest: str, basis: str, zones: Sequence[str]) -> Schedule | None:
+    def schedule(self, digest: str, basis: str, zones: Sequence[str], bound: Sequence[Entry] = ()) -> Schedule | None:
         """The schedule; None when two rows share a name (the whole validation refuses it)."""
         c = self.columns
         if len(set(c["names"])) != len(c["names"]):
             return None
         return Schedule(digest, basis, list(zones), self.lo, self.hi, c["names"], c["scopes"], c["enabled"],
                         c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
-                        c["offsets"], c["starts"], c["ends"], Tables(self.tables))
+                        c["offsets"], c["starts"], c["ends"], Tables(self.tables), list(bound))
 
 
 def _horizon(now: datetime) -> tuple[int, int]:
@@ -452,11 +506,17 @@ def _horizon(now: datetime) -> tuple[int, int]:
 
 def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | None = None) -> Schedule | None:
     """The schedule of `windows` (the validated content of a file whose bytes, `raw`, have
-    SHA-256 `digest`) over `[now, now + HORIZON)`; None when a window is bound to a calendar."""
-    if any(w.exclude_calendar is not None or w.feed is not None for w in windows):
-        return None
+    SHA-256 `digest`) over `[now, now + HORIZON)`: a row per plain window, the tables bound to
+    a calendar kept as written (`_bound_entries`); None when they cannot be told from `raw`."""
+    plain = [w for w in windows if w.exclude_calendar is None and w.feed is None]
+    bound: list[Entry] = []
+    if len(plain) != len(windows):
+        entries = _bound_entries(raw, windows)
+        if entries is None:
+            return None
+        bound, windows = entries, plain
     sources = None
-    if raw is not None:
+    if raw is not None and not bound:
         try:
             sources = [source for source, _ in _tables(raw)]
         except _NotSimple:
@@ -465,7 +525,31 @@ def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | No
     for i, window in enumerate(windows):
         builder.add_window(window, sources[i] if sources is not None and len(sources) == len(windows) else "")
     zones = _zones(builder.zones)
-    return builder.schedule(digest, _basis(zones), sorted(zones))
+    return builder.schedule(digest, _basis(zones), sorted(zones), bound)
+
+
+def _bound_entries(raw: bytes | None, windows: Sequence[Window]) -> list[Entry] | None:
+    """The tables of `raw` bound to a calendar (`Entry`), when `windows` are exactly its tables
+    validated and bound (the `[[windows]]` in order, then the calendars); None otherwise (a
+    table failed, or the windows are not of these bytes)."""
+    try:
+        data = toml_loads((raw or b"").decode("utf-8-sig"))
+    except (UnicodeDecodeError, TOMLDecodeError):
+        return None
+    tables, calendars = data.get("windows", []), data.get("calendars", [])
+    if not isinstance(tables, list) or not isinstance(calendars, list) or len(tables) + len(calendars) != len(windows):
+        return None
+    entries: list[Entry] = []
+    for index, (table, window) in enumerate(zip(tables, windows, strict=False)):
+        if window.feed is not None or not isinstance(table, dict):
+            return None
+        if window.exclude_calendar is not None:
+            entries.append(("windows", index, tomli_w.dumps(table)))
+    for index, (table, window) in enumerate(zip(calendars, windows[len(tables):], strict=True)):
+        if window.feed is None or not isinstance(table, dict):
+            return None
+        entries.append(("calendars", index, tomli_w.dumps(table)))
+    return entries
 
 
 def _streamed(digest: str, raw: bytes, windows_path: Path, now: datetime) -> Schedule | None:
@@ -521,7 +605,7 @@ def dumps(schedule: Schedule) -> bytearray:
               "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule)}
     out = bytearray(_compact(header))
     for name in _COLUMNS[:-1]:
-        out += b"\n" + _compact(list(getattr(schedule, name)))
+        out += b"\n" + _compact([list(v) if isinstance(v, tuple) else v for v in getattr(schedule, name)])
     for table in schedule.tables.values():
         out += b"\n" + table
     return out
@@ -550,12 +634,13 @@ def loads(data: list[bytes]) -> Schedule | None:
     columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:], strict=False)}
     _check_shape(columns, count, header["lo"], header["hi"])
     _check_values(columns)
+    bound = _bound_of(columns["bound"])
     for name in _SHARED:
         columns[name] = [sys.intern(v) if v is not None else None for v in columns[name]]
     c = columns
     return Schedule(header["digest"], basis, zones, header["lo"], header["hi"], c["names"], c["scopes"], c["enabled"],
                     c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
-                    c["offsets"], c["starts"], c["ends"], Tables(data[len(_COLUMNS):]))
+                    c["offsets"], c["starts"], c["ends"], Tables(data[len(_COLUMNS):]), bound)
 
 
 def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any) -> None:
@@ -574,6 +659,15 @@ def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any) -> None:
             starts[i] >= starts[i + 1] or ends[i] > ends[i + 1]
             for a, b in itertools.pairwise(offsets) for i in range(a, b - 1)):
         raise ValueError("starts (or ends) not ascending per row")
+
+
+def _bound_of(column: Any) -> list[Entry]:
+    """The `bound` column; `ValueError` unless each entry is an array's name, an index and a text."""
+    if type(column) is not list or not all(
+            type(e) is list and len(e) == 3 and e[0] in ("windows", "calendars") and type(e[1]) is int and e[1] >= 0
+            and type(e[2]) is str for e in column):
+        raise ValueError("bound is not a list of tables")
+    return [(kind, index, text) for kind, index, text in column]
 
 
 def _check_values(columns: dict[str, Any]) -> None:

@@ -114,10 +114,13 @@ def _shown(windows_file: WindowsFile, now: datetime) -> list[Shown]:
     if schedule is None:
         return [(Row.of(w), *_current_and_following(w, now)) for w in windows_file.load()]
     out = []
-    for row in range(len(schedule)):
-        answered = _from_schedule(schedule, row, now)
-        out.append((schedule.row(row), *answered) if answered is not None else
-                   (schedule.row(row), *_current_and_following(schedule.window(row), now)))
+    for item in schedule.in_file_order():
+        if not isinstance(item, int):
+            out.append((Row.of(item), *_current_and_following(item, now)))
+            continue
+        answered = _from_schedule(schedule, item, now)
+        out.append((schedule.row(item), *answered) if answered is not None else
+                   (schedule.row(item), *_current_and_following(schedule.window(item), now)))
     return out
 
 

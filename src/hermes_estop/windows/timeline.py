@@ -159,7 +159,7 @@ class ScheduleKeeper:
             return
         self._read = raw
         found = kept_schedule(self.windows_path, raw, now)
-        if found is not None:
+        if found is not None and not found.bound:
             self._ready = (raw, ScheduleTimeline(found))
 
     def want(self, raw: bytes, windows: Sequence[Window], now: datetime) -> None:
@@ -187,5 +187,5 @@ class ScheduleKeeper:
         except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
             log.warning("windows schedule of %s not built: %s", self.windows_path, exc)
             return
-        if schedule is not None and schedule.digest == hashlib.sha256(raw).hexdigest():
+        if schedule is not None and not schedule.bound and schedule.digest == hashlib.sha256(raw).hexdigest():
             self._ready = (raw, ScheduleTimeline(schedule))
