@@ -492,10 +492,12 @@ def _check_at(days: int) -> tuple[str, ...]:
     return ("check", "--at", at.isoformat(), "--for", "6h", "--json")
 
 
-COMMANDS = [("windows", "next", "--json"), ("windows", "list", "--json"), ("windows", "list"), ("windows", "next"),
-            ("windows", "next", "oncall", "--json"), ("windows", "next", "nightly-off-saturdays"),
-            ("windows", "explain", "oncall", "--at", "2030-01-07T03:30:00Z", "--json"), ("status", "--json"), ("status",), ("windows", "validate", "--json"),
-            ("windows", "validate"), ("windows", "export", "--ics"), _check_at(1), _check_at(100)]
+#: (the text of `windows next` and `status` says "in 3h 12m": not the same a minute later)
+COMMANDS = [("windows", "next", "--json"), ("windows", "list", "--json"), ("windows", "list"),
+            ("windows", "next", "oncall", "--json"), ("windows", "next", "nightly-off-saturdays", "--json"),
+            ("windows", "explain", "oncall", "--at", "2030-01-07T03:30:00Z", "--json"), ("status", "--json"),
+            ("windows", "validate", "--json"), ("windows", "validate"), ("windows", "export", "--ics"), _check_at(1),
+            _check_at(100)]
 
 
 @pytest.mark.parametrize("calendars", [False, True], ids=["plain", "calendars"])
@@ -555,8 +557,10 @@ def test_a_calendar_that_fails_fails_as_without_the_schedule(tmp_path: Path, var
                                                              args: tuple[str, ...]) -> None:
     wf = _calendar_fleet(tmp_path, varied)
     assert _hermes(tmp_path, "windows", "list").returncode == 0
+    kept = _written(schedule.schedule_path(wf.path))
     if broken == "feed gone":
         (tmp_path / "oncall.ics").unlink()
+        assert kept is not None, "no schedule kept for a file with calendars"
     else:
         text = wf.path.read_text()
         text = (text.replace('ics = "oncall.ics"', 'ics = "oncall.ics"\nsummary = 3') if broken.startswith("bad calendar")
@@ -564,9 +568,12 @@ def test_a_calendar_that_fails_fails_as_without_the_schedule(tmp_path: Path, var
         wf.path.write_text(text)
     cold, warm, plain = _three_ways(wf, *args)
     assert cold.returncode == warm.returncode == plain.returncode, cold.stderr + warm.stderr + plain.stderr
-    assert _stable(args, cold.stdout) == _stable(args, warm.stdout) == _stable(args, plain.stdout)
+    if cold.stdout or warm.stdout or plain.stdout:
+        assert _stable(args, cold.stdout) == _stable(args, warm.stdout) == _stable(args, plain.stdout)
     assert cold.stderr == warm.stderr == plain.stderr
     assert "oncall" in cold.stdout + cold.stderr or "evening-off-saturdays" in cold.stdout + cold.stderr
+    if broken == "feed gone":
+        assert _written(schedule.schedule_path(wf.path)) == kept, "the schedule of an unchanged file was built again"
 
 
 def test_a_running_serve_writes_the_schedule_the_next_command_reads(wf: WindowsFile) -> None:
