@@ -21,9 +21,10 @@ from hermes_estop.model.homes import Location
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import EXACT, Occurrence
 from hermes_estop.windows.reconcile import plan_scope
-from hermes_estop.windows.schedule import HORIZON, build
+from hermes_estop.windows.schedule import HORIZON, build, kept_schedule
 from hermes_estop.windows.scheduler import enabled_by_scope
 from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleTimeline
+from hermes_estop.windows.windows_file import WindowsFile
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
 SCOPES = ("fleet", "ops", "web")
@@ -214,3 +215,24 @@ def test_the_keeper_answers_only_for_the_bytes_its_schedule_is_of(tmp_path):
     assert isinstance(ready, ScheduleTimeline) and ready.schedule.digest == hashlib.sha256(raw).hexdigest()
     for other in (raw + b"\n", raw.replace(b"1h", b"2h"), None):
         assert keeper.timeline(other) is EXACT
+
+
+def test_the_keeper_writes_but_never_acts_on_a_schedule_with_calendar_bound_tables(tmp_path):
+    """Its rows are not all the windows (the excluding one is bound to its feed at load): the
+    daemon keeps the exact timeline for such a file, and still writes the schedule for the
+    operators' commands."""
+    tmp_path.chmod(0o755)
+    (tmp_path / "holidays.ics").write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
+    raw = (b'[[windows]]\nname = "w"\ncron = "0 2 * * *"\nduration = "1h"\n\n[[windows]]\nname = "x"\n'
+           b'cron = "0 3 * * *"\nduration = "1h"\nexclude_calendar = "holidays.ics"\n')
+    (tmp_path / "windows.toml").write_bytes(raw)
+    windows = WindowsFile(tmp_path).load()
+    keeper = ScheduleKeeper(tmp_path / "windows.toml")
+    keeper.want(raw, windows, BUILT)
+    keeper.join()
+    assert keeper.timeline(raw) is EXACT
+    kept = kept_schedule(tmp_path / "windows.toml", raw, BUILT)
+    assert kept is not None and [kind for kind, _, _ in kept.bound] == ["windows"]
+    reader = ScheduleKeeper(tmp_path / "windows.toml")
+    reader.read_kept(raw, BUILT)
+    assert reader.timeline(raw) is EXACT

@@ -153,7 +153,9 @@ class ScheduleKeeper:
     def read_kept(self, raw: bytes, now: datetime) -> None:
         """Take the schedule kept for exactly the bytes `raw` when one answers at `now`, once
         per version of the file (`schedule.kept_schedule`: a read, never a build), so the first
-        pass of a `hermes serve` on an unchanged file asks croniter nothing."""
+        pass of a `hermes serve` on an unchanged file asks croniter nothing. A schedule carrying
+        tables bound to a calendar (`Schedule.bound`) is never taken: its rows are not all the
+        windows (`_build` writes it for the operators' commands, and does not take it either)."""
         ready = self._ready
         if self._read == raw or (ready is not None and ready[0] == raw):
             return
