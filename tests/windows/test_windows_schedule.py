@@ -493,6 +493,34 @@ def _check_at(days: int) -> tuple[str, ...]:
 
 
 #: (the text of `windows next` and `status` says "in 3h 12m": not the same a minute later)
+@pytest.mark.parametrize("forge", [
+    pytest.param(lambda bound: [[k, i + 100, t] for k, i, t in bound], id="a-place-past-the-rows"),
+    pytest.param(lambda bound: [[k, 0, t] for k, _, t in bound], id="two-tables-in-one-place"),
+    pytest.param(lambda bound: [[k, i, 3] for k, i, _ in bound], id="a-table-not-text"),
+    pytest.param(lambda bound: [["holidays", i, t] for _, i, t in bound], id="another-array"),
+])
+def test_a_schedule_with_forged_bound_tables_is_not_believed(tmp_path: Path, varied: str,
+                                                             forge: Callable[[list[Any]], list[Any]]) -> None:
+    wf = _calendar_fleet(tmp_path, varied)
+    expected = _load(wf)
+    assert expected is not None
+    _line(schedule.schedule_path(wf.path), "bound", forge)
+    calls: list[int] = []
+    again = _load(wf, calls=calls)
+    assert again is not None and list(again.bound) == list(expected.bound) and calls == [1]
+
+
+def test_a_bound_table_that_is_no_longer_bound_is_refused(tmp_path: Path, varied: str) -> None:
+    wf = _calendar_fleet(tmp_path, varied)
+    _load(wf)
+    _line(schedule.schedule_path(wf.path), "bound",
+          lambda bound: [[k, i, t.replace('exclude_calendar = "holidays.ics"', "")] for k, i, t in bound])
+    compiled = _load(wf)
+    assert compiled is not None
+    with pytest.raises(StoreError, match="damaged"):
+        compiled.bind_calendars(wf.path)
+
+
 COMMANDS = [("windows", "next", "--json"), ("windows", "list", "--json"), ("windows", "list"),
             ("windows", "next", "oncall", "--json"), ("windows", "next", "nightly-off-saturdays", "--json"),
             ("windows", "explain", "oncall", "--at", "2030-01-07T03:30:00Z", "--json"), ("status", "--json"),

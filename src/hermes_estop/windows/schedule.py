@@ -209,6 +209,8 @@ class Schedule:
                 table = toml_loads(text)
                 if kind == "windows":
                     windows.append(Window.parse(table, path=windows_path, index=index))
+                    if windows[-1].exclude_calendar is None:
+                        raise StoreError(_DAMAGED)
                 else:
                     sources.append(CalendarSource.parse(table, path=windows_path, index=index))
         except (InvalidWindow, TOMLDecodeError):
@@ -634,7 +636,7 @@ def loads(data: list[bytes]) -> Schedule | None:
     columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:], strict=False)}
     _check_shape(columns, count, header["lo"], header["hi"])
     _check_values(columns)
-    bound = _bound_of(columns["bound"])
+    bound = _bound_of(columns["bound"], count)
     for name in _SHARED:
         columns[name] = [sys.intern(v) if v is not None else None for v in columns[name]]
     c = columns
@@ -661,12 +663,18 @@ def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any) -> None:
         raise ValueError("starts (or ends) not ascending per row")
 
 
-def _bound_of(column: Any) -> list[Entry]:
-    """The `bound` column; `ValueError` unless each entry is an array's name, an index and a text."""
+def _bound_of(column: Any, count: int) -> list[Entry]:
+    """The `bound` column; `ValueError` unless each entry is an array's name, an index and a
+    text, the `[[windows]]` indices distinct places among the rows' and the calendars' 0, 1, ..."""
     if type(column) is not list or not all(
-            type(e) is list and len(e) == 3 and e[0] in ("windows", "calendars") and type(e[1]) is int and e[1] >= 0
+            type(e) is list and len(e) == 3 and e[0] in ("windows", "calendars") and type(e[1]) is int
             and type(e[2]) is str for e in column):
         raise ValueError("bound is not a list of tables")
+    places = [index for kind, index, _ in column if kind == "windows"]
+    calendars = [index for kind, index, _ in column if kind == "calendars"]
+    if places != sorted(set(places)) or not all(0 <= i < count + len(places) for i in places) \
+            or calendars != list(range(len(calendars))):
+        raise ValueError("bound tables out of place")
     return [(kind, index, text) for kind, index, text in column]
 
 
