@@ -373,16 +373,6 @@ def schedule_path(windows_path: Path) -> Path:
     return windows_path.with_name(f".{windows_path.name}.schedule")
 
 
-def _basis(zones: dict[str, str | None]) -> str:
-    """What a schedule was computed with besides the file: the code, each zone's TZif data."""
-    parts = [trust.code_stamp(), *(f"{z}={zones[z]}" for z in sorted(zones))]
-    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
-
-
-def _zones(names: Any) -> dict[str, str | None]:
-    return {name: trust.zone_digest(name) for name in names}
-
-
 #: a line that opens a `[[windows]]` table (where `_tables` cuts the file)
 _TABLE_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*windows[ \t]*\]\][ \t]*(#.*)?$")
 
@@ -526,8 +516,7 @@ def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | No
     builder = _Builder(*_horizon(now))
     for i, window in enumerate(windows):
         builder.add_window(window, sources[i] if sources is not None and len(sources) == len(windows) else "")
-    zones = _zones(builder.zones)
-    return builder.schedule(digest, _basis(zones), sorted(zones), bound)
+    return builder.schedule(digest, trust.basis(builder.zones), sorted(builder.zones), bound)
 
 
 def _bound_entries(raw: bytes | None, windows: Sequence[Window]) -> list[Entry] | None:
@@ -572,8 +561,7 @@ def _streamed(digest: str, raw: bytes, windows_path: Path, now: datetime) -> Sch
     finally:
         if paused:
             gc.enable()
-    zones = _zones(builder.zones)
-    return builder.schedule(digest, _basis(zones), sorted(zones))
+    return builder.schedule(digest, trust.basis(builder.zones), sorted(builder.zones))
 
 
 def _rebuilt(previous: Schedule, digest: str, raw: bytes, windows_path: Path, now: datetime) -> Schedule | None:
@@ -627,7 +615,7 @@ def loads(data: list[bytes]) -> Schedule | None:
     zones = header["zones"]
     if type(zones) is not list or not all(type(z) is str for z in zones):
         raise ValueError("zones is not a list of names")
-    basis = _basis(_zones(zones))
+    basis = trust.basis(zones)
     if header.get("basis") != basis or type(header.get("digest")) is not str:
         return None
     count = header["count"]

@@ -33,7 +33,7 @@ from hermes_estop.model.text import printable
 from hermes_estop.system.fsread import read_regular_with_stat
 from hermes_estop.system.fsutil import atomic_write
 
-__all__ = ["cache_dir", "code_stamp", "directory_problem", "kept_path", "trusted_lines", "write_trusted", "zone_digest"]
+__all__ = ["basis", "cache_dir", "code_stamp", "directory_problem", "kept_path", "trusted_lines", "write_trusted", "zone_digest"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,13 @@ def _module_stamp(name: str) -> str:
     except (ImportError, ValueError, OSError):
         return "unknown"
     return f"{origin}:{st.st_size}:{st.st_mtime_ns}" if st is not None else "unknown"
+
+
+def basis(zones: Iterable[str]) -> str:
+    """What a kept file was computed with besides its source: the code (`code_stamp`) and the
+    TZif data of each zone in `zones` (`zone_digest`)."""
+    parts = [code_stamp(), *(f"{z}={zone_digest(z)}" for z in sorted(set(zones)))]
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def zone_digest(name: str) -> str | None:
