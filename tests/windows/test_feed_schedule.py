@@ -4,6 +4,7 @@ used for other bytes, other settings, a stale build, a damaged or a wrongly owne
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -52,6 +53,10 @@ def parser(raw: bytes = RAW, now: datetime = NOW) -> Callable[[], Feed]:
     return lambda: parse_feed(raw, "'cal'", now=now)
 
 
+def key_of(raw: bytes, settings: str) -> str:
+    return feed_key(hashlib.sha256(raw).hexdigest(), settings)
+
+
 def never() -> Feed:
     raise AssertionError("the feed was parsed")
 
@@ -59,14 +64,14 @@ def never() -> Feed:
 @pytest.fixture
 def compiled(tmp_path: Path) -> Path:
     path = tmp_path / "calendars" / "feed.schedule"
-    compile_feed(path, feed_key(RAW, SETTINGS), parser()(), NOW)
+    compile_feed(path, key_of(RAW, SETTINGS), parser()(), NOW)
     assert path.is_file()
     return path
 
 
 def load(path: Path, now: datetime = NOW, parse: Callable[[], Feed] = never, raw: bytes = RAW,
          settings: str = SETTINGS) -> CompiledFeed | None:
-    return compiled_feed(path, feed_key(raw, settings), "'cal'", now, parse)
+    return compiled_feed(path, key_of(raw, settings), "'cal'", now, parse)
 
 
 @pytest.mark.parametrize("since", [NOW - timedelta(days=40), NOW - timedelta(days=1), NOW, NOW + timedelta(days=3),

@@ -286,12 +286,19 @@ def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
         cache.popitem(last=False)
 
 
-def _feed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | None, salt: str, compiled_at: Path | None = None) -> Feed:
+def _settings(label: str, salt: str, tz: str | None) -> str:
+    """What a feed's bytes are read with besides themselves: the label its events are named by,
+    the source's filters (`salt`) and its zone."""
+    return f"{label}\0{salt}\0{tz}"
+
+
+def _feed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | None, salt: str,
+          compiled_at: Path | None = None) -> Feed:
     """The feed of `raw`, parsed once per content and settings (and, with `compiled_at`, once
     per content and settings for every process: `feed_schedule`); one that an expansion has since
     refused for its steps or occurrences fails from the next read on, alone, like a feed that
     does not parse (one refused for time alone is read afresh)."""
-    key = (hashlib.sha256(raw).hexdigest(), f"{label}\0{salt}\0{tz}")
+    key = (hashlib.sha256(raw).hexdigest(), _settings(label, salt, tz))
     found = _FEEDS.get(key)
     if found is not None and found.refused is not None:
         if not found.refused_for_time:
@@ -299,20 +306,19 @@ def _feed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | 
         del _FEEDS[key]  # a machine that was slow: read afresh
         found = None
     if found is None:
-        found = _compiled_or_parsed(raw, label, tz, keep, salt, compiled_at, key[1])
+        found = _compiled_or_parsed(raw, label, tz, keep, salt, compiled_at, feed_key(*key))
         _remember(_FEEDS, key, found)
     return found
 
 
-def _compiled_or_parsed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | None, salt: str, compiled_at: Path | None,
-                        settings: str) -> Feed:
+def _compiled_or_parsed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | None, salt: str,
+                        compiled_at: Path | None, key: str) -> Feed:
     def parse() -> Feed:
         return parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, now=now)
 
     now = datetime.now(UTC)
     if compiled_at is None:
         return parse()
-    key = feed_key(raw, settings)
     found: Feed | None = compiled_feed(compiled_at, key, label, now, parse)
     if found is None:
         found = parse()
@@ -325,12 +331,12 @@ def _compiled_or_parsed(raw: bytes, label: str, tz: str | None, keep: Callable[[
     return found
 
 
-def load_feed(root: Path, location: str, label: str, *, tz: str | None = None, keep: Callable[[Any], bool] | None = None,
-              salt: str = "") -> tuple[Feed, str | None]:
+def load_feed(root: Path, location: str, label: str, *, tz: str | None = None,
+              keep: Callable[[Any], bool] | None = None, salt: str = "") -> tuple[Feed, str | None]:
     """The feed at `location` (a url's fetched copy, or a local file) and, when it runs on its
     last good copy, why. `CalendarError` when there is no usable copy at all."""
     copy, meta_path = cache_paths(root, location)
-    compiled_at = compiled_path(root, location, f"{label}\0{salt}\0{tz}")
+    compiled_at = compiled_path(root, location, _settings(label, salt, tz))
     meta = read_meta(meta_path)
     problem: str | None = None
     if not is_url(location):

@@ -54,7 +54,7 @@ class CompiledFeed(Feed):
     """A feed whose chunks near its build are read from its compiled schedule; any other chunk,
     and the zone of a UID whose zone is not a named one, is asked of the feed parsed then."""
 
-    def __init__(self, feed_of: Feed | None, *, label: str, tz: ZoneInfo, digest: str, longest: timedelta,
+    def __init__(self, *, label: str, tz: ZoneInfo, digest: str, longest: timedelta,
                  spans: tuple[timedelta, ...], chunks: dict[int, list[CalendarEvent]], zones: dict[str, str | None],
                  parse: Callable[[], Feed]) -> None:
         super().__init__(label, None, tz, digest, frozenset(), longest=longest, spans=spans)
@@ -62,7 +62,7 @@ class CompiledFeed(Feed):
         self._unnamed = frozenset(uid for uid, zone in zones.items() if zone is None)
         self._zones.update({uid: validate_timezone(zone) for uid, zone in zones.items() if zone is not None})
         self._parse = parse
-        self._parsed = feed_of
+        self._parsed: Feed | None = None
 
     def chunk(self, index: int, ahead: int = 0) -> list[CalendarEvent]:
         found = self._compiled.get(index)
@@ -77,10 +77,10 @@ class CompiledFeed(Feed):
         return self._parsed
 
 
-def feed_key(raw: bytes, settings: str) -> str:
-    """What a compiled feed is of: the feed's bytes and the settings (label, salt, zone) read with."""
-    return hashlib.sha256(hashlib.sha256(raw).digest() + b"\0" + settings.encode("utf-8", "surrogateescape")
-                          ).hexdigest()
+def feed_key(content: str, settings: str) -> str:
+    """What a compiled feed is of: the feed's bytes (`content`, their SHA-256, which the caller
+    has already computed) and the settings (label, salt, zone) they are read with."""
+    return hashlib.sha256(f"{content}\0{settings}".encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _chunk_range(now: datetime, longest: timedelta) -> range:
@@ -91,12 +91,6 @@ def _zone_name(zone: tzinfo) -> str | None:
     return zone.key if isinstance(zone, ZoneInfo) else None
 
 
-def _basis(zones: set[str]) -> str:
-    """The code that compiled a feed, and the TZif data of every zone its times were read in."""
-    parts = [trust.code_stamp(), *(f"{z}={trust.zone_digest(z)}" for z in sorted(zones))]
-    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
-
-
 def compile_feed(path: Path, key: str, feed: Feed, now: datetime) -> None:
     """Write the compiled schedule of `feed` (parsed from the bytes and settings of `key`) at
     `path` (`trust.write_trusted`): its chunks around `now`. Never fails its caller (an
@@ -105,7 +99,7 @@ def compile_feed(path: Path, key: str, feed: Feed, now: datetime) -> None:
         chunks = {index: feed.chunk(index, ahead=1) for index in _chunk_range(now, feed.longest)}
         zones = {uid: _zone_name(zone) for uid, zone in feed.zones().items()}
         named = {z for z in zones.values() if z is not None} | {feed.tz.key}
-        header = {"format": _FORMAT, "key": key, "digest": feed.digest, "basis": _basis(named), "zones_used": sorted(named),
+        header = {"format": _FORMAT, "key": key, "digest": feed.digest, "basis": trust.basis(named), "zones_used": sorted(named),
                   "lo": int(now.timestamp()), "tz": feed.tz.key, "longest": feed.longest.total_seconds(),
                   "spans": [s.total_seconds() for s in feed.spans], "zones": zones, "chunks": sorted(chunks)}
         lines = [json.dumps(header, separators=(",", ":"))]
@@ -147,7 +141,7 @@ def _loaded(lines: list[bytes], key: str, label: str, now: datetime,
     if type(digest) is not str:
         raise ValueError("digest is not text")
     chunks = {index: _events(line) for index, line in zip(indexes, lines[1:], strict=True)}
-    return CompiledFeed(None, label=label, tz=validate_timezone(header["tz"]), digest=digest,
+    return CompiledFeed(label=label, tz=validate_timezone(header["tz"]), digest=digest,
                         longest=timedelta(seconds=_number(header["longest"])),
                         spans=tuple(timedelta(seconds=_number(s)) for s in header["spans"]), chunks=chunks,
                         zones=zones, parse=parse)
@@ -163,7 +157,7 @@ def _answers(header: object, key: str, now: datetime) -> bool:
         return False
     if type(used) is not list or not all(type(z) is str for z in used):
         raise ValueError("zones_used is not a list of zone names")
-    return bool(header.get("basis") == _basis(set(used)))
+    return bool(header.get("basis") == trust.basis(used))
 
 
 def _number(value: object) -> float:
