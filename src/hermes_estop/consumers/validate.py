@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import cast
 
 from hermes_estop.model.durations import parse_ttl
 from hermes_estop.model.errors import InvalidArgument
@@ -30,7 +29,7 @@ def validate_name(value: object, what: str) -> str:
 
 def validate_profile(value: object) -> str | None:
     """None (no profile) or a profile name the profile-name rules accept."""
-    return None if value is None else validate_profile_name(cast(str, value))  # it refuses a value that is not text
+    return None if value is None else validate_profile_name(value)
 
 
 def validate_owner(value: object) -> str | None:

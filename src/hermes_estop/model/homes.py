@@ -56,12 +56,13 @@ def _profile_refusal(name: object) -> str | None:
     return None
 
 
-def validate_profile_name(name: str) -> str:
+def validate_profile_name(name: object) -> str:
     """A profile name is a directory name under `R/profiles`: no separators, no dot-dot, and
-    never `fleet` (the fleet-wide scope's name)."""
+    never `fleet` (the fleet-wide scope's name). Any value may be given (a window file's or a
+    consumer's field): one that is not text is refused like a bad name."""
     why = _profile_refusal(name)
-    if why is not None:
-        raise InvalidArgument(why)
+    if why is not None or not isinstance(name, str):
+        raise InvalidArgument(why or f"invalid profile name {name!r}")
     return name
 
 

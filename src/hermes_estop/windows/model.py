@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_serializer, field_validator,
@@ -376,7 +376,7 @@ def validate_scope(value: object) -> str:
     if value == FLEET:
         return FLEET
     try:
-        return validate_profile_name(cast(str, value))  # it refuses a value that is not text
+        return validate_profile_name(value)
     except EstopError as exc:
         raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
 
