@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -63,6 +64,21 @@ def _edit(root: Path, counter: list[int]) -> None:
         out.write(f"# edit {counter[0]}\n")
 
 
+def cold_and_warm(root: Path, cache: Path, labels: tuple[str, ...], edit: Callable[[], None],
+                  tag: object) -> dict[str, dict[str, object]]:
+    """Each command of `labels`: COLD right after `edit()`, WARM the faster of two runs after it."""
+    out: dict[str, dict[str, object]] = {}
+    for label, args in COMMANDS:
+        if label not in labels:
+            continue
+        edit()
+        cold = _process(root, args, cache)
+        warm = min((_process(root, args, cache) for _ in range(2)), key=lambda pair: pair[0])
+        out[label] = {"cold_s": cold[0], "cold_mib": cold[1], "warm_s": warm[0], "warm_mib": warm[1]}
+        print(tag, label, out[label], flush=True)
+    return out
+
+
 def measure(tmp: Path, count: int, labels: tuple[str, ...]) -> dict[str, dict[str, object]]:
     root, cache = tmp / f"fleet-{count}", tmp / f"cache-{count}"
     write_distinct(root, count)
@@ -71,14 +87,7 @@ def measure(tmp: Path, count: int, labels: tuple[str, ...]) -> dict[str, dict[st
     first = _process(root, ["windows", "validate"], cache)
     out["first read of a new fleet (windows validate)"] = {"cold_s": first[0], "cold_mib": first[1]}
     print(count, "first", first, flush=True)
-    for label, args in COMMANDS:
-        if label not in labels:
-            continue
-        _edit(root, counter)
-        cold = _process(root, args, cache)
-        warm = min((_process(root, args, cache) for _ in range(2)), key=lambda pair: pair[0])
-        out[label] = {"cold_s": cold[0], "cold_mib": cold[1], "warm_s": warm[0], "warm_mib": warm[1]}
-        print(count, label, out[label], flush=True)
+    out.update(cold_and_warm(root, cache, labels, lambda: _edit(root, counter), count))
     _edit(root, counter)
     _process(root, ["serve", "--once"], cache)
     after_serve = _process(root, ["status"], cache)
@@ -106,16 +115,8 @@ def measure_calendar(tmp: Path, events: int, windows: int) -> dict[str, dict[str
     with open(root / "windows.toml", "a", encoding="utf-8") as out:
         out.write('\n[[calendars]]\nname = "maintenance"\nics = "feed.ics"\n')
     counter = [0]
-    out: dict[str, dict[str, object]] = {}
-    for label, args in COMMANDS:
-        if label not in CALENDAR_COMMANDS:
-            continue
-        _edit_feed(root, events, counter)
-        cold = _process(root, args, cache)
-        warm = min((_process(root, args, cache) for _ in range(2)), key=lambda pair: pair[0])
-        out[label] = {"cold_s": cold[0], "cold_mib": cold[1], "warm_s": warm[0], "warm_mib": warm[1]}
-        print(f"calendar of {events} events + {windows} windows", label, out[label], flush=True)
-    return out
+    return cold_and_warm(root, cache, CALENDAR_COMMANDS, lambda: _edit_feed(root, events, counter),
+                         f"calendar of {events} events + {windows} windows")
 
 
 def main() -> None:
