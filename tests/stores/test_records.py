@@ -54,15 +54,16 @@ def test_the_typed_ledger_over_the_store_sees_what_the_store_keeps(store, fleet_
 
 
 def test_the_file_ledger_keeps_its_name_and_json_shape(tmp_path):
-    """Byte for byte what `JsonFileLedger` wrote before the storage moved into the store."""
+    """The shape `JsonFileLedger` wrote before the storage moved into the store, now written
+    compactly by `json`'s C encoder (issue 35 retired the hand-rendered indented writer)."""
     entry = LedgerEntry(key="fleet/w@2026-06-01T11:00:00+00:00", window="w", occurrence="2026-06-01T11:00:00+00:00",
                         scope="fleet", end=T0, state=ARMED, generation="g", updated_at=T0, detail=None)
     open_ledger(Fleet.of_files(tmp_path)).commit([entry])
-    assert (tmp_path / "windows-state.json").read_text() == (
-        '{\n  "format": 1,\n  "occurrences": {\n    "fleet/w@2026-06-01T11:00:00+00:00": {\n'
-        '      "window": "w",\n      "occurrence": "2026-06-01T11:00:00+00:00",\n      "scope": "fleet",\n'
-        '      "end": "2026-06-01T12:00:00+00:00",\n      "state": "armed",\n      "generation": "g",\n'
-        '      "updated_at": "2026-06-01T12:00:00+00:00",\n      "detail": null\n    }\n  }\n}\n')
+    text = (tmp_path / "windows-state.json").read_text()
+    assert json.loads(text) == {"format": 1, "occurrences": {"fleet/w@2026-06-01T11:00:00+00:00": {
+        "window": "w", "occurrence": "2026-06-01T11:00:00+00:00", "scope": "fleet", "end": "2026-06-01T12:00:00+00:00",
+        "state": "armed", "generation": "g", "updated_at": "2026-06-01T12:00:00+00:00", "detail": None}}}
+    assert text.startswith('{"format":1,"occurrences":{"fleet/w@') and text.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [".windows-state.json.lock", "windows-state.json"]
 
 

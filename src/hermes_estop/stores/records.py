@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-from json.encoder import encode_basestring_ascii
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from datetime import datetime
@@ -98,7 +97,7 @@ class RecordTable(ABC):
 
 class JsonRecordFile(RecordTable):
     """Records as one JSON file, `{"format": 1, "<collection>": {"<key>": {record}, ...}}` (keys
-    sorted, two-space indent), replaced atomically under an exclusive lock on `.<name>.lock`
+    sorted, written compactly), replaced atomically under an exclusive lock on `.<name>.lock`
     beside it (`fsutil.locked_update`); readers take no lock."""
 
     name = "file"
@@ -138,11 +137,11 @@ class JsonRecordFile(RecordTable):
             raise self.unreadable(exc) from None
 
     def _render(self, records: Mapping[str, JsonRecord]) -> bytes:
-        flat = _render_flat(self.collection, records)
-        if flat is not None:
-            return flat
+        """The file written compactly, by `json`'s C encoder (an `indent` makes `json` use its
+        pure-Python encoder, and the window ledger of a week of 10,000 windows is rewritten on
+        every busy pass)."""
         body = {"format": _FORMAT, self.collection: {key: records[key] for key in sorted(records)}}
-        return (json.dumps(body, indent=2) + "\n").encode("utf-8")
+        return (json.dumps(body, separators=(",", ":")) + "\n").encode("utf-8")
 
     def update(self, upserts: Mapping[str, JsonRecord], *, remove: Iterable[str] = (),
                prune_before: datetime | None = None, check: Check | None = None) -> None:
@@ -168,42 +167,6 @@ class JsonRecordFile(RecordTable):
         """Ended before `before`; a record with no readable expiry is kept (never pruned blind)."""
         expiry = parse_stamp(record.get(self.expiry)) if isinstance(record, dict) else None
         return expiry is not None and expiry < before
-
-
-def _render_flat(collection: str, records: Mapping[str, JsonRecord]) -> bytes | None:
-    """`JsonRecordFile`'s file, byte for byte what `json.dumps(body, indent=2)` writes, for
-    records whose every value is text or null (None for any other, rendered by `json.dumps`).
-    Why: `indent` makes `json` use its pure-Python encoder, and the window ledger of a week of
-    10,000 windows is rewritten on every busy pass (issue 24: most of such a pass)."""
-    text = encode_basestring_ascii
-    parts = ['{\n  "format": ', str(_FORMAT), ",\n  ", text(collection), ": "]
-    if not records:
-        parts.append("{}")
-    else:
-        parts.append("{")
-        first = True
-        for key in sorted(records):
-            record = records[key]
-            if not isinstance(record, dict):
-                return None
-            parts.append("\n    " if first else ",\n    ")
-            first = False
-            parts.append(text(key))
-            if not record:
-                parts.append(": {}")
-                continue
-            fields = []
-            for name, value in record.items():
-                if value is None:
-                    fields.append(f"{text(name)}: null")
-                elif isinstance(value, str):
-                    fields.append(f"{text(name)}: {text(value)}")
-                else:
-                    return None
-            parts.append(": {\n      " + ",\n      ".join(fields) + "\n    }")
-        parts.append("\n  }")
-    parts.append("\n}\n")
-    return "".join(parts).encode("utf-8")
 
 
 def file_ledger(root: Path, filename: str = LEDGER_FILE) -> JsonRecordFile:
