@@ -16,20 +16,22 @@ it acted on, a table that does not validate, calendars), the pass uses `EXACT`.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 from array import array
 from bisect import bisect_right
-from collections.abc import Sequence
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import overload
 
+from hermes_estop.model.selector import Selector
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Timeline, merge_armed
 from hermes_estop.windows.schedule import REFRESH, Schedule, instant_of, kept_schedule, load, micros
 
-__all__ = ["ScheduleKeeper", "ScheduleTimeline"]
+__all__ = ["ScheduleKeeper", "ScheduleTimeline", "ScheduleWindows", "table_of"]
 
 log = logging.getLogger("hermes_estop.windows")
 
@@ -51,6 +53,14 @@ class ScheduleTimeline:
         self._arms = array("q", (arm[i] for i in self._armed))
         #: arms before this instant are all in `_arms`: their starts lie before the horizon's end
         self._whole_until = schedule.hi - max(schedule.leads, default=0)
+        #: every row, as windows (`windows`), one list for the life of the timeline
+        self._windows: ScheduleWindows | None = None
+
+    def windows(self) -> ScheduleWindows:
+        """Every window of the schedule, in file order, built only where asked."""
+        if self._windows is None:
+            self._windows = ScheduleWindows(self)
+        return self._windows
 
     def _row(self, window: Window) -> int | None:
         """`window`'s row; None for a window that is not in the schedule."""
@@ -62,6 +72,17 @@ class ScheduleTimeline:
         if found is None:
             return EXACT.around(window, now)
         return found, self.first_armed(window, now)
+
+    def around_row(self, row: int, now: datetime) -> Around:
+        """`around` of the window of `row`, its `Window` built only when the schedule does not
+        answer (an instant near or past the horizon's end)."""
+        found = self._covering(row, now)
+        if found is None:
+            return EXACT.around(self.schedule.window(row), now)
+        upcoming = self.schedule.next_start(row, now + timedelta(microseconds=self.schedule.leads[row]))
+        if isinstance(upcoming, bool):
+            return found, EXACT.first_armed(self.schedule.window(row), now)
+        return found, upcoming
 
     def _covering(self, row: int, now: datetime) -> tuple[Occurrence, ...] | None:
         """The occurrences of `row` covering `now` (not ended at `now`, armed by it); None
@@ -80,16 +101,23 @@ class ScheduleTimeline:
         256 occurrences, not a question to each window); past the part of the horizon where
         that list is whole, the walk goes on from there as `merge_armed`. A window that is not
         a row of the schedule: all of it as `merge_armed` (by `first_armed` and `after`)."""
+        lane = self._lane(windows)
+        if lane is None or not self.schedule.answers(now):
+            return merge_armed(windows, now, self.first_armed, self.after)
+        return self._walk(windows, lane, now)
+
+    def _lane(self, windows: Sequence[Window]) -> dict[int, int] | None:
+        """Each row of `windows` -> its place among them; None when one is not a row."""
+        if isinstance(windows, ScheduleWindows) and windows.schedule is self.schedule:
+            return windows.lane()
         lane: dict[int, int] = {}
         rows = self._rows
         for order, window in enumerate(windows):  # `_row`, inlined: a lane may have 10,000 windows
             row = rows.get(window.name)
             if row is None:
-                return merge_armed(windows, now, self.first_armed, self.after)
+                return None
             lane[row] = order
-        if not self.schedule.answers(now):
-            return merge_armed(windows, now, self.first_armed, self.after)
-        return self._walk(windows, lane, now)
+        return lane
 
     def _walk(self, windows: Sequence[Window], lane: dict[int, int], now: datetime) -> Iterator[Occurrence]:
         schedule, arms, armed, offsets = self.schedule, self._arms, self._armed, self.schedule.offsets
@@ -163,6 +191,14 @@ class ScheduleKeeper:
         found = kept_schedule(self.windows_path, raw, now)
         if found is not None and not found.bound:
             self._ready = (raw, ScheduleTimeline(found))
+            if self._asked is None or self._asked[0] != raw:
+                self._asked = (raw, instant_of(found.lo))  # built then: `want` refreshes it at `REFRESH`
+
+    def windows(self, raw: bytes) -> ScheduleWindows | None:
+        """The windows of the schedule of exactly the bytes `raw` (one list per schedule), or
+        None when there is none ready."""
+        ready = self._ready
+        return ready[1].windows() if ready is not None and ready[0] == raw else None
 
     def want(self, raw: bytes, windows: Sequence[Window], now: datetime) -> None:
         """Start building the schedule of `raw` unless one is being built, or it was built for
@@ -173,7 +209,9 @@ class ScheduleKeeper:
         if asked is not None and asked[0] == raw and asked[1] <= now < asked[1] + REFRESH:
             return
         self._asked = (raw, now)
-        self._thread = threading.Thread(target=self._build, args=(raw, list(windows), now), name="windows-schedule")
+        # windows of a schedule (`ScheduleWindows`) are not listed here: that would build them all
+        listed = windows if isinstance(windows, ScheduleWindows) else list(windows)
+        self._thread = threading.Thread(target=self._build, args=(raw, listed, now), name="windows-schedule")
         self._thread.start()
 
     def join(self) -> None:
@@ -181,7 +219,7 @@ class ScheduleKeeper:
         if self._thread is not None:
             self._thread.join()
 
-    def _build(self, raw: bytes, windows: list[Window], now: datetime) -> None:
+    def _build(self, raw: bytes, windows: Sequence[Window], now: datetime) -> None:
         """Not a daemon thread: `serve --once` writes the schedule before it exits. A failure is
         logged, never raised (the schedule is an accelerator)."""
         try:
@@ -191,3 +229,119 @@ class ScheduleKeeper:
             return
         if schedule is not None and not schedule.bound and schedule.digest == hashlib.sha256(raw).hexdigest():
             self._ready = (raw, ScheduleTimeline(schedule))
+
+
+def table_of(window: Window) -> bytes:
+    """`window` as a schedule's `tables` column holds it (`Window.to_json`, compact JSON): equal
+    bytes, equal windows (a row's `Window` is validated from exactly these bytes)."""
+    return json.dumps(window.to_json(), separators=(",", ":")).encode("utf-8")
+
+
+class ScheduleWindows(Sequence[Window]):
+    """Windows given as rows of one compiled schedule (all of them, or a lane's): what a pass
+    asks of every window (name, scope, enabled, selector, occurrences) read off the columns, a
+    `Window` built (validated, `Schedule.window`) only for a row a pass acts on or reports.
+
+    Why: a schedule is written only for a file that validates whole, and read only when it is
+    of exactly the bytes in use and trusted (`trust`); validating 10,000 windows again was most
+    of a `hermes serve` start (issue 35). Iterating it builds every row, so a caller that does
+    not know it still gets the right windows, only slower."""
+
+    def __init__(self, timeline: ScheduleTimeline, rows: Sequence[int] | None = None) -> None:
+        self.timeline = timeline
+        self.schedule = timeline.schedule
+        self.rows: Sequence[int] = rows if rows is not None else range(len(self.schedule))
+        #: name -> position in `rows` (`position`), made when first asked
+        self._positions: dict[str, int] | None = None
+        self._lane: dict[int, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Window: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Window]: ...
+
+    def __getitem__(self, index: int | slice) -> Window | Sequence[Window]:
+        if isinstance(index, slice):
+            return ScheduleWindows(self.timeline, self.rows[index])
+        return self.schedule.window(self.rows[index])
+
+    def __repr__(self) -> str:
+        return f"ScheduleWindows({len(self)} of {len(self.schedule)} rows)"
+
+    def subset(self, positions: Sequence[int]) -> ScheduleWindows:
+        """The windows at `positions` of these, in that order (a lane)."""
+        return ScheduleWindows(self.timeline, [self.rows[i] for i in positions])
+
+    def name(self, index: int) -> str:
+        return self.schedule.names[self.rows[index]]
+
+    def names(self) -> list[str]:
+        names = self.schedule.names
+        return [names[row] for row in self.rows]
+
+    def enabled(self, index: int) -> bool:
+        return self.schedule.enabled[self.rows[index]]
+
+    def scope(self, index: int) -> str:
+        return self.schedule.scopes[self.rows[index]]
+
+    def table(self, index: int) -> bytes:
+        return self.schedule.tables[self.rows[index]]
+
+    def selector(self, index: int) -> Selector | None:
+        """The window's selector from its table (`only`, `jobs`: `Window.to_json` leaves them out
+        when empty), without a `Window` built."""
+        table = self.table(index)
+        if b'"only":' not in table and b'"jobs":' not in table:
+            return None
+        shown = self.schedule.tables.shown(self.rows[index])
+        return Selector.of(shown.get("only", ()), shown.get("jobs", ()))
+
+    def position(self, name: str) -> int | None:
+        """Where the window called `name` is among these; None when it is not."""
+        if self._positions is None:
+            self._positions = {name: i for i, name in enumerate(self.names())}
+        return self._positions.get(name)
+
+    def named(self, name: str) -> Window | None:
+        index = self.position(name)
+        return None if index is None else self[index]
+
+    def same(self, index: int, other: Window) -> bool:
+        """Whether `other` is the window at `index` (equal tables), without building it."""
+        return self.table(index) == table_of(other)
+
+    def lane(self) -> dict[int, int]:
+        """Each schedule row of these -> its place among them (`ScheduleTimeline.armed_after`:
+        made once per list, not on every pass that walks the lane's chain)."""
+        if self._lane is None:
+            self._lane = {row: order for order, row in enumerate(self.rows)}
+        return self._lane
+
+    def around_row(self, index: int, now: datetime) -> Around:
+        """`Timeline.around` of the window at `index`, off the schedule (its `Window` built
+        only when the schedule does not answer)."""
+        return self.timeline.around_row(self.rows[index], now)
+
+
+class WindowsByName(Mapping[str, Window]):
+    """The windows of `ScheduleWindows` by name, each built when looked up."""
+
+    def __init__(self, windows: ScheduleWindows) -> None:
+        self.windows = windows
+
+    def __getitem__(self, name: str) -> Window:
+        window = self.windows.named(name)
+        if window is None:
+            raise KeyError(name)
+        return window
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.windows.names())
+
+    def __len__(self) -> int:
+        return len(self.windows)
