@@ -236,3 +236,116 @@ def test_the_keeper_writes_but_never_acts_on_a_schedule_with_calendar_bound_tabl
     reader = ScheduleKeeper(tmp_path / "windows.toml")
     reader.read_kept(raw, BUILT)
     assert reader.timeline(raw) is EXACT
+
+
+def _spread(count: int, *, every: int = 1, extra: str = "") -> str:
+    """`count` daily windows of 5 minutes, starting `every` minutes apart from 00:00, all on the
+    fleet scope, every third one with a selector (its own lane)."""
+    tables = []
+    for i in range(count):
+        minute = i * every
+        selector = 'only = ["cron"]\n' if i % 3 == 2 else ""
+        tables.append(f'[[windows]]\nname = "w{i:03d}"\ncron = "{minute % 60} {minute // 60 % 24} * * *"\n'
+                      f'duration = "5m"\n{selector}')
+    return "\n".join(tables) + extra
+
+
+@pytest.fixture
+def parses(monkeypatch):
+    """The names of the windows validated from here on (`Window.parse`, the real one, counted),
+    in a process that has validated nothing yet (`windows_file` remembers the last version)."""
+    from hermes_estop.windows import windows_file
+
+    monkeypatch.setattr(windows_file, "_VERSIONS", {})
+    built: list[str] = []
+    real = Window.parse.__func__
+
+    def counted(cls, *args, **kwargs):
+        window = real(cls, *args, **kwargs)
+        built.append(window.name)
+        return window
+
+    monkeypatch.setattr(Window, "parse", classmethod(counted))
+    return built
+
+
+def _as_a_new_process(parses: list[str]) -> None:
+    """Forget what this process validated (a new `hermes serve`), and the parses counted so far."""
+    from hermes_estop.windows import windows_file
+
+    windows_file._VERSIONS.clear()
+    parses.clear()
+
+
+def _kept_by_a_first_service(harness) -> bytes:
+    """The schedule of the file as it is, written by a service that read it whole."""
+    harness.service.plan(harness.clock.now)
+    harness.service.warm_schedule(wait=True)
+    raw = harness.file.path.read_bytes()
+    assert kept_schedule(harness.file.path, raw, harness.clock.now) is not None
+    return raw
+
+
+@pytest.mark.parametrize("minutes", [10, 62, 125])
+def test_a_warm_pass_builds_windows_only_for_the_rows_it_acts_on(harness, parses, minutes):
+    """200 windows with a trusted compiled schedule of the file's bytes: a new scheduler's
+    passes validate a `Window` only for the windows whose occurrences cover now (the ones its
+    holds are made of), not the 200 (the old code validated the whole file first), and arm what
+    the exact functions say."""
+    harness.file.path.write_text(_spread(200))
+    harness.clock.set(BUILT.replace(hour=0, minute=0))
+    _kept_by_a_first_service(harness)
+    exact_report = harness.service.plan(BUILT.replace(hour=0, minute=0) + timedelta(minutes=minutes))[0]
+    _as_a_new_process(parses)
+    harness.clock.set(BUILT.replace(hour=0, minute=0) + timedelta(minutes=minutes))
+    service = harness.new_service()
+    report = service.tick(harness.clock.now)
+    covering = {key.split("/", 1)[1].split("@", 1)[0] for key in report.active}
+    assert report.active == exact_report.active and covering
+    assert set(parses) <= covering, sorted(set(parses) - covering)
+    assert {e.window for e in harness.entries().values()} == covering
+    parses.clear()
+    harness.clock.advance(minutes=7)  # those end, the next ones cover now
+    report = service.tick(harness.clock.now)
+    now_covering = {key.split("/", 1)[1].split("@", 1)[0] for key in report.active}
+    assert set(parses) <= now_covering | covering and len(parses) <= 2 * len(now_covering | covering)
+
+
+def test_a_scheduler_started_on_a_kept_schedule_sees_edits_and_holds_back_a_removal(harness, parses):
+    """A scheduler that took its windows from the schedule (no `Window` for most of them) still
+    arms a window an edit adds at the next pass, and still holds back an edit that takes away a
+    window holding now until the file stays the same (the guard compares the rows it trusted)."""
+    harness.file.path.write_text(_spread(30, every=2))
+    harness.clock.set(BUILT.replace(hour=0, minute=1))
+    _kept_by_a_first_service(harness)
+    _as_a_new_process(parses)
+    service = harness.new_service()
+    report = service.tick(harness.clock.now)
+    assert report.active and parses == ["w000"]
+    held = harness.reading().hold
+    assert held is not None and held.window["name"] == "w000"
+    harness.file.path.write_text(_spread(30, every=2) + '\n[[windows]]\nname = "added"\ncron = "0 0 * * *"\n'
+                                 'duration = "3h"\n')
+    harness.clock.advance(seconds=5)
+    report = service.tick(harness.clock.now)
+    assert report.pending is None and harness.reading().hold.expires_at == BUILT.replace(hour=3, minute=0)
+    harness.file.path.write_text(_spread(30, every=2).replace('name = "w000"', 'name = "gone"'))
+    harness.clock.advance(seconds=5)
+    report = service.tick(harness.clock.now)
+    assert report.pending is not None and "w000" in report.pending
+    assert harness.reading().hold.expires_at == BUILT.replace(hour=3, minute=0)
+
+
+def test_a_failing_table_has_no_schedule_and_is_reported_by_a_new_scheduler(harness, parses):
+    """A schedule is written only for a file that validates whole, so a table that does not
+    validate sends every new scheduler to the whole validation: reported, the others armed."""
+    harness.file.path.write_text(_spread(20) + '\n[[windows]]\nname = "bad"\ncron = "61 * * * *"\nduration = "1h"\n')
+    harness.clock.set(BUILT.replace(hour=0, minute=1))
+    harness.service.tick(harness.clock.now)
+    harness.service.warm_schedule(wait=True)
+    raw = harness.file.path.read_bytes()
+    assert kept_schedule(harness.file.path, raw, harness.clock.now) is None
+    _as_a_new_process(parses)
+    report = harness.new_service().tick(harness.clock.now)
+    assert len(report.failed) == 1 and "bad" in report.failed[0]
+    assert report.active and harness.reading().hold is not None

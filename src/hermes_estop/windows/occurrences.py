@@ -400,18 +400,18 @@ class OccurrenceIndex:
             return False
         return all(map(operator.is_, windows, last))
 
-    def held(self) -> list[tuple[Window, tuple[Occurrence, ...], Occurrence | None]]:
-        """The windows with occurrences covering the instant of the last `advance`: each with
-        them and its next occurrence armed after that instant."""
-        return [(known.window, known.covering, known.next) for known in self._held.values()]
+    def held(self) -> list[tuple[str, tuple[Occurrence, ...], Occurrence | None]]:
+        """The names of the windows with occurrences covering the instant of the last
+        `advance`: each with them and its next occurrence armed after that instant."""
+        return [(name, known.covering, known.next) for name, known in self._held.items()]
 
-    def soonest(self, count: int) -> list[tuple[Window, Occurrence]]:
-        """The next occurrences of the windows nothing covers at the last `advance`, in the
+    def soonest(self, count: int) -> list[tuple[str, Occurrence]]:
+        """The next occurrences of the windows nothing covers at the last `advance` (by name), in the
         order they arm: the first `count` of them and every other armed at the same instant as
         the last one (all of them when there are fewer). O((count + stale) log n): read off the
         heap, not from every window."""
         taken: list[tuple[datetime, int, str]] = []
-        out: list[tuple[Window, Occurrence]] = []
+        out: list[tuple[str, Occurrence]] = []
         last: datetime | None = None
         while self._due and (len(out) < count or self._due[0][0] == last):
             entry = heapq.heappop(self._due)
@@ -420,7 +420,7 @@ class OccurrenceIndex:
                 continue  # stale: dropped for good
             taken.append(entry)
             if not known.covering and known.next is not None:
-                out.append((known.window, known.next))
+                out.append((known.name, known.next))
                 last = entry[0]
         for entry in taken:
             heapq.heappush(self._due, entry)
@@ -546,7 +546,7 @@ class _Known:
     """A window's answer computed at `since`: the occurrences covering `since` and its next
     occurrence armed after it; the same answer for every instant in `[since, until)` (`until`
     None: for ever). `source`: the window, or the row it is (its `Window` built only when
-    `window` is asked for: `held`, `soonest`, `_valid`)."""
+    `window` is asked for: `_valid`)."""
 
     name: str
     source: Source
