@@ -162,10 +162,14 @@ def test_a_daemon_pass_from_the_schedule_plans_what_the_exact_timeline_plans(har
     harness.write(*windows)
     harness.clock.set(BUILT)
     harness.start()
+    exact_service = harness.new_service()  # never warmed: every answer is the exact one
+    exact_service.plan(BUILT)  # it validated these bytes before any schedule of them was kept
     harness.service.warm_schedule(wait=True)
     raw = harness.file.path.read_bytes()
     assert isinstance(harness.service.schedules.timeline(raw), ScheduleTimeline)
-    exact_service = harness.new_service()  # never warmed: every answer is the exact one
+    # a new scheduler: its windows are the kept schedule's rows (and again after each edit
+    # whose schedule was kept before it read it)
+    rows_service = harness.new_service()
     while harness.clock.now < BUILT + HORIZON + timedelta(days=3):
         harness.clock.advance(minutes=rng.choice([1, 15, 45, 180, 400]))
         if rng.random() < 0.06:
@@ -174,6 +178,7 @@ def test_a_daemon_pass_from_the_schedule_plans_what_the_exact_timeline_plans(har
             windows[k] = windows[k].model_copy(update={"duration": windows[k].duration * (2 if longer else 0.5)})
             harness.write(*windows)
         _passes_agree(harness, exact_service, harness.clock.now)
+        _passes_agree(harness, rows_service, harness.clock.now)
         harness.service.tick(harness.clock.now)
         harness.service.warm_schedule(wait=True)
 
