@@ -143,19 +143,7 @@ def _changed(previous: Sequence[Window], windows: Sequence[Window],
     does not hold as it was; rows of a compiled schedule compared by their tables."""
     rows = windows if isinstance(windows, WindowRows) else None
     if isinstance(previous, WindowRows):
-        named = None if rows is not None else {w.name: w for w in windows}
-        for index in range(len(previous)):
-            name = previous.name(index)
-            if rows is not None:
-                at = rows.position(name)
-                if at is not None and rows.table(at) == previous.table(index):
-                    continue
-                yield name, previous[index], None if at is None else rows[at]
-                continue
-            assert named is not None
-            new = named.get(name)
-            if new is None or not previous.same(index, new):
-                yield name, previous[index], new
+        yield from _changed_rows(previous, rows, {w.name: w for w in windows} if rows is None else {})
         return
     for old in previous:
         if rows is not None:
@@ -163,6 +151,22 @@ def _changed(previous: Sequence[Window], windows: Sequence[Window],
             if at is not None and rows.same(at, old):
                 continue
         yield old.name, old, current(old.name)
+
+
+def _changed_rows(previous: WindowRows, rows: WindowRows | None,
+                  named: dict[str, Window]) -> Iterator[tuple[str, Window, Window | None]]:
+    """`_changed` of previous windows given as rows: against rows by their tables, against
+    validated windows (`named`) by each one's table."""
+    for index in range(len(previous)):
+        name = previous.name(index)
+        if rows is not None:
+            at = rows.position(name)
+            if at is None or rows.table(at) != previous.table(index):
+                yield name, previous[index], None if at is None else rows[at]
+            continue
+        new = named.get(name)
+        if new is None or not previous.same(index, new):
+            yield name, previous[index], new
 
 
 def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:

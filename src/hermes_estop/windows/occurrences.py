@@ -572,8 +572,7 @@ class _Known:
             mine, at = source
             if rows is not None:
                 return (mine is rows and at == index) or mine.table(at) == rows.table(index)
-            assert window is not None
-            return mine.same(at, window)
+            return window is not None and mine.same(at, window)
         if rows is not None:
             return rows.same(index, source)
         return source is window or source == window
