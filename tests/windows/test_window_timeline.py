@@ -19,7 +19,7 @@ import pytest
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import EXACT, Occurrence
+from hermes_estop.windows.occurrences import EXACT, IndexedTimeline, Occurrence, OccurrenceIndex
 from hermes_estop.windows.reconcile import plan_scope
 from hermes_estop.windows.schedule import HORIZON, build, kept_schedule
 from hermes_estop.windows.scheduler import enabled_by_scope
@@ -116,6 +116,25 @@ def test_the_schedule_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed
     for now in instants(rng, 15):
         for lane in lanes:
             assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
+
+
+@pytest.mark.parametrize("seed", [35, 36])
+def test_the_index_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed):
+    """`IndexedTimeline.armed_after` (the chain's walk without a schedule: calendars, a table
+    that does not validate) read off the index's heap of answers brought to `now`, through
+    passes moving forward (answers expiring between them), for every lane and the whole file."""
+    rng = random.Random(seed)
+    windows = varied(rng)
+    enabled = [w for w in windows if w.enabled]
+    index = OccurrenceIndex()
+    timeline = IndexedTimeline(index)
+    lanes = [*enabled_by_scope(windows).values(), enabled]
+    for now in sorted(instants(rng, 25)):
+        index.advance(windows, now)
+        for lane in lanes:
+            walk = timeline.armed_after(lane, now)
+            assert _taken(walk, 400) == _taken(EXACT.armed_after(lane, now), 400), now
+        assert index.armed_after(enabled, now, EXACT.after) is not None  # the index's walk, not the exact merge
 
 
 def _shape(plan: object) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import operator
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from typing import Protocol, runtime_checkable
@@ -426,6 +426,60 @@ class OccurrenceIndex:
             heapq.heappush(self._due, entry)
         return out
 
+    def armed_after(self, windows: Sequence[Window], now: datetime,
+                    after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence] | None:
+        """`Timeline.armed_after` of `windows` at the instant of the last `advance`, when each
+        of them is a window whose answer it holds (else None: ask `merge_armed`). Read off the
+        heap of answers in the order they expire, not from every window: no window's next arm
+        comes before its answer expires, so an occurrence earlier than the next answer to
+        expire is the next one armed (`merge_armed`'s heap, filled as the walk reaches each
+        window); a window's later occurrences are asked of `after`. A held chain through a
+        lane of 10,000 windows costs its own length and the windows arming before it ends,
+        not a question to each window (the chain is walked on every pass)."""
+        if now != self._now:
+            return None
+        lane: dict[str, int] = {}
+        known = self._known
+        for order, window in enumerate(windows):
+            answer = known.get(window.name)
+            if answer is None or answer.source is not window:
+                return None
+            lane[window.name] = order
+        return self._walk(lane, windows, after)
+
+    def _walk(self, lane: Mapping[str, int], windows: Sequence[Window],
+              after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence]:
+        merge: list[tuple[datetime, int, Occurrence]] = []
+        for until, seq, name in self._in_expiry_order():
+            while merge and merge[0][0] < until:
+                yield self._take(merge, windows, after)
+            known, order = self._known.get(name), lane.get(name)
+            if known is not None and known.seq == seq and order is not None and known.next is not None:
+                heapq.heappush(merge, (known.next.arm_at, order, known.next))
+        while merge:
+            yield self._take(merge, windows, after)
+
+    @staticmethod
+    def _take(merge: list[tuple[datetime, int, Occurrence]], windows: Sequence[Window],
+              after: Callable[[Window, Occurrence], Occurrence | None]) -> Occurrence:
+        _, order, occurrence = heapq.heappop(merge)
+        successor = after(windows[order], occurrence)
+        if successor is not None:
+            heapq.heappush(merge, (successor.arm_at, order, successor))
+        return occurrence
+
+    def _in_expiry_order(self) -> Iterator[tuple[datetime, int, str]]:
+        """The entries of the heap of answers, earliest first, read without taking any off it
+        (a heap's children are never earlier than their parent)."""
+        due = self._due
+        frontier = [(due[0], 0)] if due else []
+        while frontier:
+            entry, at = heapq.heappop(frontier)
+            for child in (2 * at + 1, 2 * at + 2):
+                if child < len(due):
+                    heapq.heappush(frontier, (due[child], child))
+            yield entry
+
     def _sync(self, windows: Sequence[Window], now: datetime, timeline: Timeline) -> None:
         """A new list of windows: forget the answers of windows gone, disabled or changed;
         compute the new ones at `now`. A window read again unchanged (another object, equal
@@ -535,6 +589,12 @@ class IndexedTimeline(ExactTimeline):
 
     def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
         return self._index.next_start(window, now)
+
+    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
+        """Off the index's heap of answers when it holds every one of `windows` at `now`
+        (`OccurrenceIndex.armed_after`), else `merge_armed`."""
+        walk = self._index.armed_after(windows, now, self.after)
+        return walk if walk is not None else merge_armed(windows, now, self.first_armed, self.after)
 
 
 #: where an answer's window comes from: the window, or a row of a compiled schedule
