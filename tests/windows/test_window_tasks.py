@@ -198,7 +198,7 @@ def test_a_failing_calendar_never_stops_another_window_s_task_and_is_logged_once
     setup.tasks.stop(grace=1)
 
 
-def test_a_new_task_service_on_a_kept_schedule_validates_only_the_armed_window(fleet_root: Path, clock, monkeypatch):
+def test_a_new_task_service_on_a_kept_schedule_validates_only_the_armed_window(fleet_root: Path, clock, parses):
     """With a compiled schedule kept for the file's bytes, a new `hermes serve`'s task service
     validates the window whose occurrence the scheduler armed, not every window of the file
     (the old code validated the whole file first), and still starts its task."""
@@ -212,19 +212,11 @@ def test_a_new_task_service_on_a_kept_schedule_validates_only_the_armed_window(f
         clock.set(made.start)
         made.windows.tick(clock.now)
         made.windows.warm_schedule(wait=True)
-        monkeypatch.setattr(windows_file, "_VERSIONS", {})  # a new process
-        parsed: list[str] = []
-        real = Window.parse.__func__
-
-        def counted(cls, *args, **kwargs):
-            window = real(cls, *args, **kwargs)
-            parsed.append(window.name)
-            return window
-
-        monkeypatch.setattr(Window, "parse", classmethod(counted))
+        windows_file._VERSIONS.clear()  # a new process
+        parses.clear()
         tasks = TaskService(made.fleet, ledger=made.windows.ledger)
         assert tasks.tick(clock.now).started == [f"fleet/upgrade@{made.start.isoformat()}"]
-        assert parsed == ["upgrade"]
+        assert parses == ["upgrade"]
         for running in tasks.running.values():
             running.process.wait(60)
         tasks.tick(clock.now)

@@ -274,25 +274,6 @@ def _spread(count: int, *, every: int = 1, extra: str = "") -> str:
     return "\n".join(tables) + extra
 
 
-@pytest.fixture
-def parses(monkeypatch):
-    """The names of the windows validated from here on (`Window.parse`, the real one, counted),
-    in a process that has validated nothing yet (`windows_file` remembers the last version)."""
-    from hermes_estop.windows import windows_file
-
-    monkeypatch.setattr(windows_file, "_VERSIONS", {})
-    built: list[str] = []
-    real = Window.parse.__func__
-
-    def counted(cls, *args, **kwargs):
-        window = real(cls, *args, **kwargs)
-        built.append(window.name)
-        return window
-
-    monkeypatch.setattr(Window, "parse", classmethod(counted))
-    return built
-
-
 def _as_a_new_process(parses: list[str]) -> None:
     """Forget what this process validated (a new `hermes serve`), and the parses counted so far."""
     from hermes_estop.windows import windows_file
