@@ -119,6 +119,50 @@ def test_the_schedule_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed
 
 
 @pytest.mark.parametrize("seed", [35, 36])
+def test_a_schedule_of_some_of_a_lanes_windows_walks_it_in_arm_order_as_the_exact_merge(seed):
+    """A lane whose windows are only partly rows of the schedule (a schedule built in memory of
+    the windows beside a calendar): the rows walked off the schedule, the others merged in."""
+    rng = random.Random(seed)
+    windows = varied(rng)
+    timeline = ScheduleTimeline(build("digest", windows[::2], BUILT))
+    lanes = [*enabled_by_scope(windows).values(), [w for w in windows if w.enabled]]
+    for now in instants(rng, 15):
+        for lane in lanes:
+            assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
+
+
+def test_a_daemon_with_a_failing_table_plans_from_its_schedule_in_memory_what_the_exact_timeline_plans(harness):
+    """A file with a table that does not validate has no schedule kept; `hermes serve` builds
+    one in memory of the windows it acts on (the failing one's last version included) and walks
+    the chains off it: over two days and an edit, its plans are those of a service that never
+    builds one."""
+    rng = random.Random(36)
+    _profiles(harness)
+    windows = varied(rng)
+    harness.write(*windows)
+    harness.clock.set(BUILT)
+    harness.start()
+    exact_service = harness.new_service()  # plans only: never builds a schedule
+    exact_service.plan(harness.clock.now)  # it read the table before it failed, as the daemon did
+    good = harness.file.path.read_text()
+    harness.file.path.write_text(good.replace('duration = "', 'duration = "x', 1))  # the first table fails
+    harness.clock.advance(seconds=1)
+    exact_service.plan(harness.clock.now)
+    report = harness.service.tick(harness.clock.now)
+    assert len(report.failed) == 1
+    harness.service.warm_schedule()
+    harness.service.schedules.join()
+    memory = harness.service.schedules.timeline(None, EXACT, harness.service.guard.trusted or [])
+    assert isinstance(memory, ScheduleTimeline)
+    while harness.clock.now < BUILT + timedelta(days=2):
+        harness.clock.advance(minutes=rng.choice([1, 15, 45, 180]))
+        _passes_agree(harness, exact_service, harness.clock.now)
+        harness.service.tick(harness.clock.now)
+        harness.service.warm_schedule()
+        harness.service.schedules.join()
+
+
+@pytest.mark.parametrize("seed", [35, 36])
 def test_the_index_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed):
     """`IndexedTimeline.armed_after` (the chain's walk without a schedule: calendars, a table
     that does not validate) read off the index's heap of answers brought to `now`, through

@@ -131,6 +131,9 @@ class WindowService:
         self._last_valid: tuple[bytes, Sequence[Window], datetime] | None = None
         #: the bytes the file was last validated from here (validated again: remembered, cheap)
         self._validated: bytes | None = None
+        #: (windows, when) of the last read acted on that is not one version of the file's own (a
+        #: table that fails, calendars): `warm_schedule` builds their schedule in memory
+        self._last_other: tuple[Sequence[Window], datetime] | None = None
 
     def __repr__(self) -> str:
         return f"WindowService({self.windows_file.path})"
@@ -184,8 +187,10 @@ class WindowService:
         if not isinstance(windows, ScheduleWindows):
             self._validated = snapshot.raw
         if own:
-            self._last_valid = (snapshot.raw, windows, report.now)
+            self._last_valid, self._last_other = (snapshot.raw, windows, report.now), None
             self.schedules.read_kept(snapshot.raw, report.now)
+        elif verdict.windows is not None:
+            self._last_valid, self._last_other = None, (verdict.windows, report.now)
         return verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None
 
     def _read(self, report: TickReport) -> _Read | None:
@@ -233,9 +238,13 @@ class WindowService:
         `wait` waits for now (`serve --once`). It serves the next operator command warm, and
         the scheduler's own passes once it is ready: a pass whose windows are exactly those
         bytes' looks their occurrences up in it. `tick` never starts one: a pass is over when
-        it returns."""
+        it returns. Windows that are not one version of the file's own (a table that fails,
+        calendars) get a schedule built in memory for the passes to come (`want_memory`; not
+        for `wait`: a one-shot has none to come)."""
         if self._last_valid is not None:
             self.schedules.want(*self._last_valid)
+        elif self._last_other is not None and not wait:
+            self.schedules.want_memory(*self._last_other)
         if wait:
             self.schedules.join()
 
@@ -307,7 +316,7 @@ class WindowService:
             report.leader = dry_run or self._may_write()
             # rows of a schedule are asked of their own (`timeline` may be a rebuilt one already)
             timeline = windows.timeline if isinstance(windows, ScheduleWindows) else None
-            state = PassState(report, entries, timeline=timeline or self.schedules.timeline(source, self._exact))
+            state = PassState(report, entries, timeline=timeline or self.schedules.timeline(source, self._exact, windows))
             # the enabled windows' occurrences covering now, by window (only those with some):
             # computed only for the windows whose answer changed since the last pass (issue 24)
             covering = self.index.advance(windows, report.now, state.timeline)

@@ -16,8 +16,10 @@ it acted on, a table that does not validate, calendars), the pass uses `EXACT`.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import logging
+import operator
 import threading
 from array import array
 from bisect import bisect_right
@@ -29,7 +31,7 @@ from typing import overload
 from hermes_estop.model.selector import Selector
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Timeline, merge_armed
-from hermes_estop.windows.schedule import REFRESH, Schedule, instant_of, kept_schedule, load, micros
+from hermes_estop.windows.schedule import REFRESH, Schedule, build, instant_of, kept_schedule, load, micros
 
 __all__ = ["ScheduleKeeper", "ScheduleTimeline", "ScheduleWindows", "table_of"]
 
@@ -99,21 +101,33 @@ class ScheduleTimeline:
     def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
         """Read off the occurrences in arm order (a chain of 256 among 10,000 windows costs its
         256 occurrences, not a question to each window); past the part of the horizon where
-        that list is whole, the walk goes on from there as `merge_armed`. A window that is not
-        a row of the schedule: all of it as `merge_armed` (by `first_armed` and `after`)."""
-        lane = self._lane(windows)
-        if lane is None or not self.schedule.answers(now):
+        that list is whole, the walk goes on from there as `merge_armed`. The windows that are
+        not rows of the schedule (a calendar's): theirs as `merge_armed` (by `first_armed` and
+        `after`), merged in, at one instant in the order of `windows`."""
+        if not self.schedule.answers(now):
             return merge_armed(windows, now, self.first_armed, self.after)
-        return self._walk(windows, lane, now)
+        lane = self._lane(windows)
+        if lane is not None:
+            return self._walk(windows, lane, now)
+        rows = self._rows
+        places = {window.name: order for order, window in enumerate(windows)}
+        mine = [w for w in windows if w.name in rows]
+        others = [w for w in windows if w.name not in rows]
+        if not mine:
+            return merge_armed(windows, now, self.first_armed, self.after)
+        walk = self._walk(mine, {rows[w.name]: order for order, w in enumerate(mine)}, now)
+        return heapq.merge(walk, merge_armed(others, now, self.first_armed, self.after),
+                           key=lambda o: (o.arm_at, places[o.window]))
 
     def _lane(self, windows: Sequence[Window]) -> dict[int, int] | None:
         """Each row of `windows` -> its place among them; None when one is not a row."""
         if isinstance(windows, ScheduleWindows) and windows.schedule is self.schedule:
             return windows.lane()
+        names = windows.names() if isinstance(windows, ScheduleWindows) else [w.name for w in windows]
         lane: dict[int, int] = {}
         rows = self._rows
-        for order, window in enumerate(windows):  # `_row`, inlined: a lane may have 10,000 windows
-            row = rows.get(window.name)
+        for order, name in enumerate(names):  # `_row`, inlined: a lane may have 10,000 windows
+            row = rows.get(name)
             if row is None:
                 return None
             lane[row] = order
@@ -169,14 +183,49 @@ class ScheduleKeeper:
         self._thread: threading.Thread | None = None
         #: the bytes `read_kept` last looked for a kept schedule of
         self._read: bytes | None = None
+        #: (the windows, the timeline of their schedule built in memory) for windows that are not
+        #: one version of the file's own (`want_memory`), and (the windows, when) last asked for
+        self._memory: tuple[list[Window], ScheduleTimeline] | None = None
+        self._memory_asked: tuple[list[Window], datetime] | None = None
 
-    def timeline(self, source: bytes | None, otherwise: Timeline = EXACT) -> Timeline:
-        """The schedule's timeline when it is of exactly the bytes `source` (None: windows that
-        are not one version of the file's own), else `otherwise` (an exact one)."""
+    def timeline(self, source: bytes | None, otherwise: Timeline = EXACT,
+                 windows: Sequence[Window] = ()) -> Timeline:
+        """The schedule's timeline when it is of exactly the bytes `source`; for `windows` that
+        are not one version of the file's own (`source` None), the timeline of the schedule
+        built in memory of the very objects of `windows` (`want_memory`); else `otherwise`
+        (an exact one)."""
         ready = self._ready
         if source is not None and ready is not None and ready[0] == source:
             return ready[1]
+        memory = self._memory
+        if source is None and memory is not None and _same_objects(memory[0], _plain(windows)):
+            return memory[1]
         return otherwise
+
+    def want_memory(self, windows: Sequence[Window], now: datetime) -> None:
+        """Start building, in memory only, the schedule of `windows` (those a schedule holds:
+        not a calendar's, whose occurrences are the feed's), windows that are not one version
+        of the file's own (a table that does not validate, calendars beside them): a held
+        chain through them is then walked off its arrays instead of asking croniter for each
+        link on every pass. Not while a build runs, nor for the same objects within `REFRESH`."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        plain = _plain(windows)
+        asked = self._memory_asked
+        if asked is not None and _same_objects(asked[0], plain) and asked[1] <= now < asked[1] + REFRESH:
+            return
+        self._memory_asked = (plain, now)
+        self._thread = threading.Thread(target=self._build_memory, args=(plain, now), name="windows-schedule")
+        self._thread.start()
+
+    def _build_memory(self, plain: list[Window], now: datetime) -> None:
+        try:
+            schedule = build("in memory", plain, now)
+        except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
+            log.warning("windows schedule of %s (in memory) not built: %s", self.windows_path, exc)
+            return
+        if schedule is not None:
+            self._memory = (plain, ScheduleTimeline(schedule))
 
     def read_kept(self, raw: bytes, now: datetime) -> None:
         """Take the schedule kept for exactly the bytes `raw` when one answers at `now`, once
@@ -229,6 +278,17 @@ class ScheduleKeeper:
             return
         if schedule is not None and not schedule.bound and schedule.digest == hashlib.sha256(raw).hexdigest():
             self._ready = (raw, ScheduleTimeline(schedule))
+
+
+def _plain(windows: Sequence[Window]) -> list[Window]:
+    """The windows a compiled schedule holds as rows (a calendar's occurrences are its feed's)."""
+    if isinstance(windows, ScheduleWindows):
+        return []
+    return [w for w in windows if w.feed is None and w.exclude_calendar is None]
+
+
+def _same_objects(before: Sequence[Window], windows: Sequence[Window]) -> bool:
+    return len(before) == len(windows) and all(map(operator.is_, before, windows))
 
 
 def table_of(window: Window) -> bytes:
