@@ -297,8 +297,9 @@ CHAIN_STEP = timedelta(seconds=10)
 def chain_pass_ms(tmp: Path, passes: int, windows: int = MEMORY_WINDOWS) -> dict[str, object]:
     """The scheduler's passes (in-process, fake clock moved `CHAIN_STEP` a pass from the 1st at
     00:10) while the fleet scope is held by a chain through one lane of `windows` windows, with
-    no compiled schedule to walk it on: the file has a table that does not validate (a fleet
-    with calendars is the same case). Median and worst milliseconds a pass, after a first pass."""
+    no compiled schedule kept for it: the file has a table that does not validate (a fleet with
+    calendars is the same case). Median and worst milliseconds a pass, after a first pass and
+    what `WindowService.run` does after it (`warm_schedule`, waited for)."""
     from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
     from hermes_estop import Estop
@@ -315,6 +316,8 @@ def chain_pass_ms(tmp: Path, passes: int, windows: int = MEMORY_WINDOWS) -> dict
     service = WindowService(estop.fleet, scheduler=scheduler)
     try:
         service.tick(clock.now)
+        service.warm_schedule()  # as `WindowService.run` does after every pass
+        service.schedules.join()
         took = []
         for _ in range(passes):
             clock.now += CHAIN_STEP

@@ -150,7 +150,11 @@ def _changed(previous: Sequence[Window], windows: Sequence[Window],
             at = rows.position(old.name)
             if at is not None and rows.same(at, old):
                 continue
-        yield old.name, old, current(old.name)
+            yield old.name, old, current(old.name)
+            continue
+        new = current(old.name)
+        if new is not old:
+            yield old.name, old, new
 
 
 def _changed_rows(previous: WindowRows, rows: WindowRows | None,

@@ -183,8 +183,9 @@ class ScheduleKeeper:
         self._thread: threading.Thread | None = None
         #: the bytes `read_kept` last looked for a kept schedule of
         self._read: bytes | None = None
-        #: (the windows, the timeline of their schedule built in memory) for windows that are not
-        #: one version of the file's own (`want_memory`), and (the windows, when) last asked for
+        #: (the windows, the timeline of the schedule built in memory of those a schedule holds)
+        #: for windows that are not one version of the file's own (`want_memory`), and (the
+        #: windows, when) last asked for
         self._memory: tuple[list[Window], ScheduleTimeline] | None = None
         self._memory_asked: tuple[list[Window], datetime] | None = None
 
@@ -198,7 +199,7 @@ class ScheduleKeeper:
         if source is not None and ready is not None and ready[0] == source:
             return ready[1]
         memory = self._memory
-        if source is None and memory is not None and _same_objects(memory[0], _plain(windows)):
+        if source is None and memory is not None and _same_objects(memory[0], windows):
             return memory[1]
         return otherwise
 
@@ -210,22 +211,22 @@ class ScheduleKeeper:
         link on every pass. Not while a build runs, nor for the same objects within `REFRESH`."""
         if self._thread is not None and self._thread.is_alive():
             return
-        plain = _plain(windows)
         asked = self._memory_asked
-        if asked is not None and _same_objects(asked[0], plain) and asked[1] <= now < asked[1] + REFRESH:
+        if asked is not None and _same_objects(asked[0], windows) and asked[1] <= now < asked[1] + REFRESH:
             return
-        self._memory_asked = (plain, now)
-        self._thread = threading.Thread(target=self._build_memory, args=(plain, now), name="windows-schedule")
+        listed = list(windows)
+        self._memory_asked = (listed, now)
+        self._thread = threading.Thread(target=self._build_memory, args=(listed, now), name="windows-schedule")
         self._thread.start()
 
-    def _build_memory(self, plain: list[Window], now: datetime) -> None:
+    def _build_memory(self, windows: list[Window], now: datetime) -> None:
         try:
-            schedule = build("in memory", plain, now)
+            schedule = build("in memory", _plain(windows), now)
         except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
             log.warning("windows schedule of %s (in memory) not built: %s", self.windows_path, exc)
             return
         if schedule is not None:
-            self._memory = (plain, ScheduleTimeline(schedule))
+            self._memory = (windows, ScheduleTimeline(schedule))
 
     def read_kept(self, raw: bytes, now: datetime) -> None:
         """Take the schedule kept for exactly the bytes `raw` when one answers at `now`, once
@@ -282,13 +283,14 @@ class ScheduleKeeper:
 
 def _plain(windows: Sequence[Window]) -> list[Window]:
     """The windows a compiled schedule holds as rows (a calendar's occurrences are its feed's)."""
-    if isinstance(windows, ScheduleWindows):
-        return []
     return [w for w in windows if w.feed is None and w.exclude_calendar is None]
 
 
 def _same_objects(before: Sequence[Window], windows: Sequence[Window]) -> bool:
-    return len(before) == len(windows) and all(map(operator.is_, before, windows))
+    """Whether `windows` are the very objects of `before` (never asked of a schedule's rows)."""
+    if isinstance(windows, ScheduleWindows) or len(before) != len(windows):
+        return False
+    return all(map(operator.is_, before, windows))
 
 
 def table_of(window: Window) -> bytes:
