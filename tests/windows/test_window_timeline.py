@@ -131,29 +131,40 @@ def test_a_schedule_of_some_of_a_lanes_windows_walks_it_in_arm_order_as_the_exac
             assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
 
 
-def test_a_daemon_with_a_failing_table_plans_from_its_schedule_in_memory_what_the_exact_timeline_plans(harness):
-    """A file with a table that does not validate has no schedule kept; `hermes serve` builds
-    one in memory of the windows it acts on (the failing one's last version included) and walks
-    the chains off it: over two days and an edit, its plans are those of a service that never
-    builds one."""
+#: what makes a file's windows not one version of its own: a table that fails, a calendar beside them
+NOT_OWN = {
+    "a failing table": lambda text: text.replace('duration = "', 'duration = "x', 1),
+    "a window excluding a calendar": lambda text: text + ('\n[[windows]]\nname = "cal"\ncron = "*/20 * * * *"\n'
+                                                          'duration = "25m"\nexclude_calendar = "holidays.ics"\n'),
+}
+
+
+@pytest.mark.parametrize("how", sorted(NOT_OWN))
+def test_a_daemon_on_windows_not_the_files_own_plans_from_its_schedule_in_memory_what_the_exact_timeline_plans(
+        harness, how):
+    """A file with a table that does not validate, or a calendar, has no schedule the daemon acts
+    on; `hermes serve` builds one in memory of the windows it acts on (a failing table's last
+    version included; a calendar's window merged in from its feed) and walks the chains off it:
+    over two days, its plans are those of a service that never builds one."""
     rng = random.Random(36)
     _profiles(harness)
+    (harness.root / "holidays.ics").write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
     windows = varied(rng)
     harness.write(*windows)
     harness.clock.set(BUILT)
     harness.start()
     exact_service = harness.new_service()  # plans only: never builds a schedule
-    exact_service.plan(harness.clock.now)  # it read the table before it failed, as the daemon did
-    good = harness.file.path.read_text()
-    harness.file.path.write_text(good.replace('duration = "', 'duration = "x', 1))  # the first table fails
+    exact_service.plan(harness.clock.now)  # it read the file before the change, as the daemon did
+    harness.file.path.write_text(NOT_OWN[how](harness.file.path.read_text()))
     harness.clock.advance(seconds=1)
     exact_service.plan(harness.clock.now)
     report = harness.service.tick(harness.clock.now)
-    assert len(report.failed) == 1
-    harness.service.warm_schedule()
-    harness.service.schedules.join()
-    memory = harness.service.schedules.timeline(None, EXACT, harness.service.guard.trusted or [])
-    assert isinstance(memory, ScheduleTimeline)
+    assert len(report.failed) == (how == "a failing table")
+    for _ in range(2):  # the file's schedule first (a calendar's is for the operators only), then in memory
+        harness.service.warm_schedule()
+        harness.service.schedules.join()
+    acted = harness.service.guard.trusted or []
+    assert isinstance(harness.service.schedules.timeline(None, EXACT, acted), ScheduleTimeline)
     while harness.clock.now < BUILT + timedelta(days=2):
         harness.clock.advance(minutes=rng.choice([1, 15, 45, 180]))
         _passes_agree(harness, exact_service, harness.clock.now)

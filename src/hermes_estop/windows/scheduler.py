@@ -187,10 +187,10 @@ class WindowService:
         if not isinstance(windows, ScheduleWindows):
             self._validated = snapshot.raw
         if own:
-            self._last_valid, self._last_other = (snapshot.raw, windows, report.now), None
             self.schedules.read_kept(snapshot.raw, report.now)
-        elif verdict.windows is not None:
-            self._last_valid, self._last_other = None, (verdict.windows, report.now)
+        self._last_valid = (snapshot.raw, windows, report.now) if own else None
+        acted = verdict.windows if verdict.windows is not None else windows
+        self._last_other = None if isinstance(windows, ScheduleWindows) else (acted, report.now)
         return verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None
 
     def _read(self, report: TickReport) -> _Read | None:
@@ -238,13 +238,14 @@ class WindowService:
         `wait` waits for now (`serve --once`). It serves the next operator command warm, and
         the scheduler's own passes once it is ready: a pass whose windows are exactly those
         bytes' looks their occurrences up in it. `tick` never starts one: a pass is over when
-        it returns. Windows that are not one version of the file's own (a table that fails,
-        calendars) get a schedule built in memory for the passes to come (`want_memory`; not
+        it returns. Windows whose file's schedule does not serve the passes (a table that
+        fails, calendars) get one built in memory for the passes to come (`want_memory`; not
         for `wait`: a one-shot has none to come)."""
-        if self._last_valid is not None:
-            self.schedules.want(*self._last_valid)
-        elif self._last_other is not None and not wait:
-            self.schedules.want_memory(*self._last_other)
+        valid, other = self._last_valid, self._last_other
+        if valid is not None:
+            self.schedules.want(*valid)
+        if other is not None and not wait and (valid is None or not self.schedules.serves(valid[0])):
+            self.schedules.want_memory(*other)
         if wait:
             self.schedules.join()
 

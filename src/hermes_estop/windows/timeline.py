@@ -183,25 +183,31 @@ class ScheduleKeeper:
         self._thread: threading.Thread | None = None
         #: the bytes `read_kept` last looked for a kept schedule of
         self._read: bytes | None = None
-        #: (the windows, the timeline of the schedule built in memory of those a schedule holds)
-        #: for windows that are not one version of the file's own (`want_memory`), and (the
+        #: the bytes whose schedule holds tables bound to a calendar (`serves`)
+        self._bound: bytes | None = None
+        #: (the windows a schedule holds, the timeline of their schedule built in memory) for
+        #: windows that are not one version of the file's own (`want_memory`), and (those
         #: windows, when) last asked for
         self._memory: tuple[list[Window], ScheduleTimeline] | None = None
         self._memory_asked: tuple[list[Window], datetime] | None = None
 
     def timeline(self, source: bytes | None, otherwise: Timeline = EXACT,
                  windows: Sequence[Window] = ()) -> Timeline:
-        """The schedule's timeline when it is of exactly the bytes `source`; for `windows` that
-        are not one version of the file's own (`source` None), the timeline of the schedule
-        built in memory of the very objects of `windows` (`want_memory`); else `otherwise`
-        (an exact one)."""
+        """The schedule's timeline when it is of exactly the bytes `source`; else, when the
+        schedule built in memory (`want_memory`) is of the very objects of `windows` (those a
+        schedule holds), its timeline; else `otherwise` (an exact one)."""
         ready = self._ready
         if source is not None and ready is not None and ready[0] == source:
             return ready[1]
         memory = self._memory
-        if source is None and memory is not None and _same_objects(memory[0], windows):
+        if memory is not None and _same_objects(memory[0], _plain(windows)):
             return memory[1]
         return otherwise
+
+    def serves(self, raw: bytes) -> bool:
+        """Whether the schedule of the bytes `raw` serves the passes (False once it turned out
+        to hold tables bound to a calendar: its rows are not all the windows)."""
+        return self._bound != raw
 
     def want_memory(self, windows: Sequence[Window], now: datetime) -> None:
         """Start building, in memory only, the schedule of `windows` (those a schedule holds:
@@ -211,22 +217,22 @@ class ScheduleKeeper:
         link on every pass. Not while a build runs, nor for the same objects within `REFRESH`."""
         if self._thread is not None and self._thread.is_alive():
             return
+        plain = _plain(windows)  # a calendar's windows are new objects on every read of its feed
         asked = self._memory_asked
-        if asked is not None and _same_objects(asked[0], windows) and asked[1] <= now < asked[1] + REFRESH:
+        if not plain or (asked is not None and _same_objects(asked[0], plain) and asked[1] <= now < asked[1] + REFRESH):
             return
-        listed = list(windows)
-        self._memory_asked = (listed, now)
-        self._thread = threading.Thread(target=self._build_memory, args=(listed, now), name="windows-schedule")
+        self._memory_asked = (plain, now)
+        self._thread = threading.Thread(target=self._build_memory, args=(plain, now), name="windows-schedule")
         self._thread.start()
 
-    def _build_memory(self, windows: list[Window], now: datetime) -> None:
+    def _build_memory(self, plain: list[Window], now: datetime) -> None:
         try:
-            schedule = build("in memory", _plain(windows), now)
+            schedule = build("in memory", plain, now)
         except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
             log.warning("windows schedule of %s (in memory) not built: %s", self.windows_path, exc)
             return
         if schedule is not None:
-            self._memory = (windows, ScheduleTimeline(schedule))
+            self._memory = (plain, ScheduleTimeline(schedule))
 
     def read_kept(self, raw: bytes, now: datetime) -> None:
         """Take the schedule kept for exactly the bytes `raw` when one answers at `now`, once
@@ -239,6 +245,8 @@ class ScheduleKeeper:
             return
         self._read = raw
         found = kept_schedule(self.windows_path, raw, now)
+        if found is not None and found.bound:
+            self._bound = raw
         if found is not None and not found.bound:
             self._ready = (raw, ScheduleTimeline(found))
             if self._asked is None or self._asked[0] != raw:
@@ -277,12 +285,16 @@ class ScheduleKeeper:
         except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
             log.warning("windows schedule of %s not built: %s", self.windows_path, exc)
             return
-        if schedule is not None and not schedule.bound and schedule.digest == hashlib.sha256(raw).hexdigest():
+        if schedule is not None and schedule.bound:
+            self._bound = raw
+        elif schedule is not None and schedule.digest == hashlib.sha256(raw).hexdigest():
             self._ready = (raw, ScheduleTimeline(schedule))
 
 
 def _plain(windows: Sequence[Window]) -> list[Window]:
     """The windows a compiled schedule holds as rows (a calendar's occurrences are its feed's)."""
+    if isinstance(windows, ScheduleWindows):
+        return []
     return [w for w in windows if w.feed is None and w.exclude_calendar is None]
 
 
