@@ -37,6 +37,7 @@ Run: `python bench/run.py --only serve_scale` (`--quick`: fewer requests and pas
 from __future__ import annotations
 
 import gc
+import json
 import os
 import queue
 import re
@@ -287,6 +288,69 @@ def _growth_sites(one_pass, passes: int) -> list[str]:
     return [str(stat) for stat in after.compare_to(before, "traceback")[:5]]
 
 
+# -- 3. a held lane's chain walked without a compiled schedule, and `serve --once` ------------------
+
+#: fake time between two passes of the chain figure (a window of `write_distinct` starts every minute)
+CHAIN_STEP = timedelta(seconds=10)
+
+
+def chain_pass_ms(tmp: Path, passes: int, windows: int = MEMORY_WINDOWS) -> dict[str, object]:
+    """The scheduler's passes (in-process, fake clock moved `CHAIN_STEP` a pass from the 1st at
+    00:10) while the fleet scope is held by a chain through one lane of `windows` windows, with
+    no compiled schedule kept for it: the file has a table that does not validate (a fleet with
+    calendars is the same case). Median and worst milliseconds a pass, after a first pass and
+    what `WindowService.run` does after it (`warm_schedule`, waited for)."""
+    from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
+
+    from hermes_estop import Estop
+    from hermes_estop.windows.scheduler import WindowService
+
+    root = tmp / f"chain-{windows}"
+    write_distinct(root, windows, ("fleet",))
+    with open(root / "windows.toml", "a", encoding="utf-8") as out:
+        out.write('[[windows]]\nname = "bad"\ncron = "61 * * * *"\nduration = "1h"\n')
+    clock = FakeClock(datetime(2027, 3, 1, 0, 10, tzinfo=UTC))
+    estop = Estop(root, root, clock=clock, actor="bench@serve_scale")
+    scheduler = BackgroundScheduler(timezone=UTC)
+    scheduler.start(paused=True)
+    service = WindowService(estop.fleet, scheduler=scheduler)
+    try:
+        service.tick(clock.now)
+        service.warm_schedule()  # as `WindowService.run` does after every pass
+        service.schedules.join()
+        took = []
+        for _ in range(passes):
+            clock.now += CHAIN_STEP
+            started = time.perf_counter()
+            report = service.tick(clock.now)
+            took.append((time.perf_counter() - started) * 1e3)
+        return {"windows": windows, "passes": passes, "median_ms": round(statistics.median(took), 2),
+                "worst_ms": round(max(took), 2), "active": len(report.active), "failed": len(report.failed)}
+    finally:
+        scheduler.shutdown(wait=False)
+        estop.close()
+
+
+def serve_once(tmp: Path, rounds: int, windows: int = MEMORY_WINDOWS) -> list[dict[str, float]]:
+    """`hermes serve --once` of the installed `hermes` on `windows` distinct windows: COLD the
+    first after an edit (a comment appended: no schedule kept for the bytes), WARM the faster
+    of the next two (the schedule the cold one wrote); (seconds, peak MiB) each, `rounds` times."""
+    from windows_schedule import _edit, _process
+
+    root, cache = tmp / f"once-{windows}", tmp / f"once-cache-{windows}"
+    write_distinct(root, windows)
+    _process(root, ["serve", "--once"], cache)
+    counter = [0]
+    out = []
+    for _ in range(rounds):
+        _edit(root, counter)
+        cold = _process(root, ["serve", "--once"], cache)
+        warm = min((_process(root, ["serve", "--once"], cache) for _ in range(2)), key=lambda pair: pair[0])
+        out.append({"cold_s": cold[0], "cold_mib": cold[1], "warm_s": warm[0], "warm_mib": warm[1]})
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 def run(quick: bool, passes: int | None = None) -> list[Figure]:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
@@ -298,7 +362,6 @@ def run(quick: bool, passes: int | None = None) -> list[Figure]:
 
 if __name__ == "__main__":
     import argparse
-    import json
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -307,9 +370,20 @@ if __name__ == "__main__":
                         help="passes before the memory run's baseline (default: the suite's); a fake month is "
                              f"{MONTH_PASSES:,} (the ledger then holds its week and the trail has rotated)")
     parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument("--chain-only", action="store_true",
+                        help="only the passes walking a held lane's chain of 10,000 windows without a schedule")
+    parser.add_argument("--once-only", type=int, metavar="ROUNDS", default=0,
+                        help="only `hermes serve --once` cold and warm at 10,000 windows, ROUNDS times")
     parser.add_argument("--as-serve", action="store_true",
                         help="the memory run keeps the compiled schedule after every pass, as `hermes serve` does")
     args = parser.parse_args()
+    if args.chain_only or args.once_only:
+        with tempfile.TemporaryDirectory() as name:
+            if args.chain_only:
+                print(json.dumps(chain_pass_ms(Path(name), args.passes or QUICK_PASSES)))
+            if args.once_only:
+                serve_once(Path(name), args.once_only)
+        raise SystemExit(0)
     if args.memory_only:
         warmup = args.warmup if args.warmup is not None else (QUICK_WARMUP if args.quick else WARMUP)
         with tempfile.TemporaryDirectory() as name:

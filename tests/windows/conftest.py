@@ -120,6 +120,25 @@ class Harness:
 
 
 @pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the windows validated from here on (`Window.parse`, the real one, counted),
+    in a process that has validated nothing yet (`windows_file` remembers the last version)."""
+    from hermes_estop.windows import windows_file
+
+    monkeypatch.setattr(windows_file, "_VERSIONS", {})
+    built: list[str] = []
+    real = Window.parse
+
+    def counted(cls: type[Window], *args: Any, **kwargs: Any) -> Window:
+        window = real(*args, **kwargs)
+        built.append(window.name)
+        return window
+
+    monkeypatch.setattr(Window, "parse", classmethod(counted))
+    return built
+
+
+@pytest.fixture
 def harness(fleet_root: Path, clock: Any):
     h = Harness(fleet_root, clock)
     yield h

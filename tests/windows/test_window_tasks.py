@@ -196,3 +196,30 @@ def test_a_failing_calendar_never_stops_another_window_s_task_and_is_logged_once
     assert len(lines) == 2 and "its task does not start; the others proceed" in lines[0]
     assert "validates again" in lines[1]
     setup.tasks.stop(grace=1)
+
+
+def test_a_new_task_service_on_a_kept_schedule_validates_only_the_armed_window(fleet_root: Path, clock, parses):
+    """With a compiled schedule kept for the file's bytes, a new `hermes serve`'s task service
+    validates the window whose occurrence the scheduler armed, not every window of the file
+    (the old code validated the whole file first), and still starts its task."""
+    from hermes_estop.windows import windows_file
+
+    made = Setup(fleet_root, clock, "file")
+    try:
+        task = made.window(0)
+        others = [Window.parse({"name": f"other{i}", "cron": f"{i} 3 * * *", "duration": "5m"}) for i in range(40)]
+        WindowsFile(fleet_root).save([task, *others])
+        clock.set(made.start)
+        made.windows.tick(clock.now)
+        made.windows.warm_schedule(wait=True)
+        windows_file._VERSIONS.clear()  # a new process
+        parses.clear()
+        tasks = TaskService(made.fleet, ledger=made.windows.ledger)
+        assert tasks.tick(clock.now).started == [f"fleet/upgrade@{made.start.isoformat()}"]
+        assert parses == ["upgrade"]
+        for running in tasks.running.values():
+            running.process.wait(60)
+        tasks.tick(clock.now)
+    finally:
+        made.tasks.stop(grace=1)
+        made.estop.close()

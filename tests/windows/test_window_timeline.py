@@ -19,11 +19,11 @@ import pytest
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import EXACT, Occurrence
+from hermes_estop.windows.occurrences import EXACT, IndexedTimeline, Occurrence, OccurrenceIndex
 from hermes_estop.windows.reconcile import plan_scope
 from hermes_estop.windows.schedule import HORIZON, build, kept_schedule
 from hermes_estop.windows.scheduler import enabled_by_scope
-from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleTimeline
+from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleTimeline, ScheduleWindows
 from hermes_estop.windows.windows_file import WindowsFile
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
@@ -118,6 +118,80 @@ def test_the_schedule_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed
             assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
 
 
+@pytest.mark.parametrize("seed", [35, 36])
+def test_a_schedule_of_some_of_a_lanes_windows_walks_it_in_arm_order_as_the_exact_merge(seed):
+    """A lane whose windows are only partly rows of the schedule (a schedule built in memory of
+    the windows beside a calendar): the rows walked off the schedule, the others merged in."""
+    rng = random.Random(seed)
+    windows = varied(rng)
+    timeline = ScheduleTimeline(build("digest", windows[::2], BUILT))
+    lanes = [*enabled_by_scope(windows).values(), [w for w in windows if w.enabled]]
+    for now in instants(rng, 15):
+        for lane in lanes:
+            assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
+
+
+#: what makes a file's windows not one version of its own: a table that fails, a calendar beside them
+NOT_OWN = {
+    "a failing table": lambda text: text.replace('duration = "', 'duration = "x', 1),
+    "a window excluding a calendar": lambda text: text + ('\n[[windows]]\nname = "cal"\ncron = "*/20 * * * *"\n'
+                                                          'duration = "25m"\nexclude_calendar = "holidays.ics"\n'),
+}
+
+
+@pytest.mark.parametrize("how", sorted(NOT_OWN))
+def test_a_daemon_on_windows_not_the_files_own_plans_from_its_schedule_in_memory_what_the_exact_timeline_plans(
+        harness, how):
+    """A file with a table that does not validate, or a calendar, has no schedule the daemon acts
+    on; `hermes serve` builds one in memory of the windows it acts on (a failing table's last
+    version included; a calendar's window merged in from its feed) and walks the chains off it:
+    over two days, its plans are those of a service that never builds one."""
+    rng = random.Random(36)
+    _profiles(harness)
+    (harness.root / "holidays.ics").write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
+    windows = varied(rng)
+    harness.write(*windows)
+    harness.clock.set(BUILT)
+    harness.start()
+    exact_service = harness.new_service()  # plans only: never builds a schedule
+    exact_service.plan(harness.clock.now)  # it read the file before the change, as the daemon did
+    harness.file.path.write_text(NOT_OWN[how](harness.file.path.read_text()))
+    harness.clock.advance(seconds=1)
+    exact_service.plan(harness.clock.now)
+    report = harness.service.tick(harness.clock.now)
+    assert len(report.failed) == (how == "a failing table")
+    for _ in range(2):  # the file's schedule first (a calendar's is for the operators only), then in memory
+        harness.service.warm_schedule()
+        harness.service.schedules.join()
+    acted = harness.service.guard.trusted or []
+    assert isinstance(harness.service.schedules.timeline(None, EXACT, acted), ScheduleTimeline)
+    while harness.clock.now < BUILT + timedelta(days=2):
+        harness.clock.advance(minutes=rng.choice([1, 15, 45, 180]))
+        _passes_agree(harness, exact_service, harness.clock.now)
+        harness.service.tick(harness.clock.now)
+        harness.service.warm_schedule()
+        harness.service.schedules.join()
+
+
+@pytest.mark.parametrize("seed", [35, 36])
+def test_the_index_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed):
+    """`IndexedTimeline.armed_after` (the chain's walk without a schedule: calendars, a table
+    that does not validate) read off the index's heap of answers brought to `now`, through
+    passes moving forward (answers expiring between them), for every lane and the whole file."""
+    rng = random.Random(seed)
+    windows = varied(rng)
+    enabled = [w for w in windows if w.enabled]
+    index = OccurrenceIndex()
+    timeline = IndexedTimeline(index)
+    lanes = [*enabled_by_scope(windows).values(), enabled]
+    for now in sorted(instants(rng, 25)):
+        index.advance(windows, now)
+        for lane in lanes:
+            walk = timeline.armed_after(lane, now)
+            assert _taken(walk, 400) == _taken(EXACT.armed_after(lane, now), 400), now
+        assert index.armed_after(enabled, now, EXACT.after) is not None  # the index's walk, not the exact merge
+
+
 def _shape(plan: object) -> str:
     """Everything a plan says, its occurrences' drain leads included (which `==` ignores)."""
     return repr(dataclasses.astuple(plan))  # type: ignore[call-overload]
@@ -162,10 +236,16 @@ def test_a_daemon_pass_from_the_schedule_plans_what_the_exact_timeline_plans(har
     harness.write(*windows)
     harness.clock.set(BUILT)
     harness.start()
+    exact_service = harness.new_service()  # never warmed: every answer is the exact one
+    exact_service.plan(BUILT)  # it validated these bytes before any schedule of them was kept
     harness.service.warm_schedule(wait=True)
     raw = harness.file.path.read_bytes()
     assert isinstance(harness.service.schedules.timeline(raw), ScheduleTimeline)
-    exact_service = harness.new_service()  # never warmed: every answer is the exact one
+    # a new scheduler: its windows are the kept schedule's rows (and again after each edit
+    # whose schedule was kept before it read it)
+    rows_service = harness.new_service()
+    _passes_agree(harness, rows_service, harness.clock.now)
+    assert isinstance(rows_service._grouped.windows, ScheduleWindows)  # its windows are the schedule's rows
     while harness.clock.now < BUILT + HORIZON + timedelta(days=3):
         harness.clock.advance(minutes=rng.choice([1, 15, 45, 180, 400]))
         if rng.random() < 0.06:
@@ -174,6 +254,7 @@ def test_a_daemon_pass_from_the_schedule_plans_what_the_exact_timeline_plans(har
             windows[k] = windows[k].model_copy(update={"duration": windows[k].duration * (2 if longer else 0.5)})
             harness.write(*windows)
         _passes_agree(harness, exact_service, harness.clock.now)
+        _passes_agree(harness, rows_service, harness.clock.now)
         harness.service.tick(harness.clock.now)
         harness.service.warm_schedule(wait=True)
 
@@ -236,3 +317,97 @@ def test_the_keeper_writes_but_never_acts_on_a_schedule_with_calendar_bound_tabl
     reader = ScheduleKeeper(tmp_path / "windows.toml")
     reader.read_kept(raw, BUILT)
     assert reader.timeline(raw) is EXACT
+
+
+def _spread(count: int, *, every: int = 1, extra: str = "") -> str:
+    """`count` daily windows of 5 minutes, starting `every` minutes apart from 00:00, all on the
+    fleet scope, every third one with a selector (its own lane)."""
+    tables = []
+    for i in range(count):
+        minute = i * every
+        selector = 'only = ["cron"]\n' if i % 3 == 2 else ""
+        tables.append(f'[[windows]]\nname = "w{i:03d}"\ncron = "{minute % 60} {minute // 60 % 24} * * *"\n'
+                      f'duration = "5m"\n{selector}')
+    return "\n".join(tables) + extra
+
+
+def _as_a_new_process(parses: list[str]) -> None:
+    """Forget what this process validated (a new `hermes serve`), and the parses counted so far."""
+    from hermes_estop.windows import windows_file
+
+    windows_file._VERSIONS.clear()
+    parses.clear()
+
+
+def _kept_by_a_first_service(harness) -> bytes:
+    """The schedule of the file as it is, written by a service that read it whole."""
+    harness.service.plan(harness.clock.now)
+    harness.service.warm_schedule(wait=True)
+    raw = harness.file.path.read_bytes()
+    assert kept_schedule(harness.file.path, raw, harness.clock.now) is not None
+    return raw
+
+
+@pytest.mark.parametrize("minutes", [10, 62, 125])
+def test_a_warm_pass_builds_windows_only_for_the_rows_it_acts_on(harness, parses, minutes):
+    """200 windows with a trusted compiled schedule of the file's bytes: a new scheduler's
+    passes validate a `Window` only for the windows whose occurrences cover now (the ones its
+    holds are made of), not the 200 (the old code validated the whole file first), and arm what
+    the exact functions say."""
+    harness.file.path.write_text(_spread(200))
+    harness.clock.set(BUILT.replace(hour=0, minute=0))
+    _kept_by_a_first_service(harness)
+    exact_report = harness.service.plan(BUILT.replace(hour=0, minute=0) + timedelta(minutes=minutes))[0]
+    _as_a_new_process(parses)
+    harness.clock.set(BUILT.replace(hour=0, minute=0) + timedelta(minutes=minutes))
+    service = harness.new_service()
+    report = service.tick(harness.clock.now)
+    covering = {key.split("/", 1)[1].split("@", 1)[0] for key in report.active}
+    assert report.active == exact_report.active and covering
+    assert set(parses) <= covering, sorted(set(parses) - covering)
+    assert {e.window for e in harness.entries().values()} == covering
+    parses.clear()
+    harness.clock.advance(minutes=7)  # those end, the next ones cover now
+    report = service.tick(harness.clock.now)
+    now_covering = {key.split("/", 1)[1].split("@", 1)[0] for key in report.active}
+    assert set(parses) <= now_covering | covering and len(parses) <= 2 * len(now_covering | covering)
+
+
+def test_a_scheduler_started_on_a_kept_schedule_sees_edits_and_holds_back_a_removal(harness, parses):
+    """A scheduler that took its windows from the schedule (no `Window` for most of them) still
+    arms a window an edit adds at the next pass, and still holds back an edit that takes away a
+    window holding now until the file stays the same (the guard compares the rows it trusted)."""
+    harness.file.path.write_text(_spread(30, every=2))
+    harness.clock.set(BUILT.replace(hour=0, minute=1))
+    _kept_by_a_first_service(harness)
+    _as_a_new_process(parses)
+    service = harness.new_service()
+    report = service.tick(harness.clock.now)
+    assert report.active and parses == ["w000"]
+    held = harness.reading().hold
+    assert held is not None and held.window["name"] == "w000"
+    harness.file.path.write_text(_spread(30, every=2) + '\n[[windows]]\nname = "added"\ncron = "0 0 * * *"\n'
+                                 'duration = "3h"\n')
+    harness.clock.advance(seconds=5)
+    report = service.tick(harness.clock.now)
+    assert report.pending is None and harness.reading().hold.expires_at == BUILT.replace(hour=3, minute=0)
+    harness.file.path.write_text(_spread(30, every=2).replace('name = "w000"', 'name = "gone"'))
+    harness.clock.advance(seconds=5)
+    report = service.tick(harness.clock.now)
+    assert report.pending is not None and "w000" in report.pending
+    assert harness.reading().hold.expires_at == BUILT.replace(hour=3, minute=0)
+
+
+def test_a_failing_table_has_no_schedule_and_is_reported_by_a_new_scheduler(harness, parses):
+    """A schedule is written only for a file that validates whole, so a table that does not
+    validate sends every new scheduler to the whole validation: reported, the others armed."""
+    harness.file.path.write_text(_spread(20) + '\n[[windows]]\nname = "bad"\ncron = "61 * * * *"\nduration = "1h"\n')
+    harness.clock.set(BUILT.replace(hour=0, minute=1))
+    harness.service.tick(harness.clock.now)
+    harness.service.warm_schedule(wait=True)
+    raw = harness.file.path.read_bytes()
+    assert kept_schedule(harness.file.path, raw, harness.clock.now) is None
+    _as_a_new_process(parses)
+    report = harness.new_service().tick(harness.clock.now)
+    assert len(report.failed) == 1 and "bad" in report.failed[0]
+    assert report.active and harness.reading().hold is not None

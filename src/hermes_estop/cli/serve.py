@@ -115,7 +115,7 @@ def _check_pacing(interval: float, cron_interval: float, kanban_interval: float,
 def _reconcile_once(estop: Estop, interval: float, *, dry_run: bool, as_json: bool) -> int:
     """`--once` / `--dry-run`: one reconciliation (or its plan), printed; the exit status."""
     service = WindowService(estop.fleet, poll_interval=interval)
-    service.windows_file.parse_each(service.windows_file.snapshot().raw)  # not TOML: one line, exit 2
+    service.check_file()  # not TOML: one line, exit 2
     report = service.plan()[0] if dry_run else service.settle()
     if not dry_run:
         service.warm_schedule(wait=True)  # the next operator command reads it warm

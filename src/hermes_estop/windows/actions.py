@@ -10,6 +10,7 @@ missed (a crash in between) is remembered after a restart.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hermes_estop.model.errors import EstopError, HoldConflict
@@ -107,7 +108,7 @@ class Actions:
         if removed:
             state.event(action_event(action))
 
-    def skip(self, action: Skip, state: PassState, by_name: dict[str, Window]) -> None:
+    def skip(self, action: Skip, state: PassState, by_name: Mapping[str, Window]) -> None:
         occurrence = action.occurrence
         detail = (f"window {occurrence.window} occurrence {occurrence.ident} skipped: {action.scope} is held by "
                   f"{action.standing}, which the window did not arm")

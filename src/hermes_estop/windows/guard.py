@@ -38,7 +38,7 @@ Pure: the caller passes `now` (its injected clock).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -46,7 +46,7 @@ from hermes_estop.model.allow import Allow
 from hermes_estop.model.selector import holds_at_least, hull
 from hermes_estop.windows.ledger import ARMED, LedgerEntry
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import covering
+from hermes_estop.windows.occurrences import WindowRows, covering
 
 __all__ = ["FileGuard", "GuardVerdict", "meanwhile", "strengthens", "vanished"]
 
@@ -62,7 +62,7 @@ class GuardVerdict:
 
     trusted: bool
     reason: str | None = None
-    windows: list[Window] | None = None
+    windows: Sequence[Window] | None = None
 
 
 def _narrower(new: Allow, old: Allow) -> bool:
@@ -111,21 +111,66 @@ def _holds_longer(old: Window, new: Window) -> bool:
 def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
              entries: Mapping[str, LedgerEntry], now: datetime) -> list[str]:
     """What the read `windows` takes away: names of previously acted-on windows missing or
-    weakened, and of windows holding per the ledger that are not in it (enabled, same scope)."""
-    current = {w.name: w for w in windows}
+    weakened, and of windows holding per the ledger that are not in it (enabled, same scope).
+    Windows given as rows of a compiled schedule (`WindowRows`) are compared by their tables:
+    a `Window` is built only for a row that changed or holds per the ledger."""
+    current = _lookup(windows)
     out: list[str] = []
-    for old in previous or ():
-        new = current.get(old.name)
-        if (new is None or (new is not old and new != old and not strengthens(old, new))) and old.name not in out:
-            out.append(old.name)
+    if previous is not windows:
+        for name, old, new in _changed(previous or (), windows, current):
+            if (new is None or (new is not old and new != old and not strengthens(old, new))) and name not in out:
+                out.append(name)
     for entry in entries.values():
         if entry.state != ARMED or entry.end <= now:
             continue
-        window = current.get(entry.window)
+        window = current(entry.window)
         if (window is None or not window.enabled or window.scope != entry.scope or _drops(window, entry, now)) \
                 and entry.window not in out:
             out.append(entry.window)
     return out
+
+
+def _lookup(windows: Sequence[Window]) -> Callable[[str], Window | None]:
+    """The window of `windows` called a name (a row's built only when looked up)."""
+    if isinstance(windows, WindowRows):
+        return windows.named
+    return {w.name: w for w in windows}.get
+
+
+def _changed(previous: Sequence[Window], windows: Sequence[Window],
+             current: Callable[[str], Window | None]) -> Iterator[tuple[str, Window, Window | None]]:
+    """(name, the previous window, the read's window or None) of each previous window the read
+    does not hold as it was; rows of a compiled schedule compared by their tables."""
+    rows = windows if isinstance(windows, WindowRows) else None
+    if isinstance(previous, WindowRows):
+        yield from _changed_rows(previous, rows, {w.name: w for w in windows} if rows is None else {})
+        return
+    for old in previous:
+        if rows is not None:
+            at = rows.position(old.name)
+            if at is not None and rows.same(at, old):
+                continue
+            yield old.name, old, current(old.name)
+            continue
+        new = current(old.name)
+        if new is not old:
+            yield old.name, old, new
+
+
+def _changed_rows(previous: WindowRows, rows: WindowRows | None,
+                  named: dict[str, Window]) -> Iterator[tuple[str, Window, Window | None]]:
+    """`_changed` of previous windows given as rows: against rows by their tables, against
+    validated windows (`named`) by each one's table."""
+    for index in range(len(previous)):
+        name = previous.name(index)
+        if rows is not None:
+            at = rows.position(name)
+            if at is None or rows.table(at) != previous.table(index):
+                yield name, previous[index], None if at is None else rows[at]
+            continue
+        new = named.get(name)
+        if new is None or not previous.same(index, new):
+            yield name, previous[index], new
 
 
 def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
@@ -161,7 +206,7 @@ class FileGuard:
     def __init__(self, confirm_after: timedelta) -> None:
         self.confirm_after = confirm_after
         #: the windows the scheduler last acted on (confirmed, or with a weakening put back)
-        self.trusted: list[Window] | None = None
+        self.trusted: Sequence[Window] | None = None
         self._pending: _Pending | None = None
 
     @property
@@ -173,13 +218,13 @@ class FileGuard:
         """How long an unconfirmed read must stay the same file (the confirmation period)."""
         return self.confirm_after
 
-    def judge(self, identity: Identity, windows: list[Window], entries: Mapping[str, LedgerEntry],
+    def judge(self, identity: Identity, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
               now: datetime, failing: frozenset[str] = frozenset()) -> GuardVerdict:
         """What to act on for the read `windows` of the file with `identity` at `now`;
         `failing`: names of the read's tables that do not validate."""
         if failing:
             present = {w.name for w in windows}
-            windows = windows + [w for w in self.trusted or () if w.name in failing and w.name not in present]
+            windows = [*windows, *(w for w in self.trusted or () if w.name in failing and w.name not in present)]
         gone = vanished(windows, self.trusted, entries, now)
         if not gone:
             return self._trust(windows)
@@ -200,7 +245,7 @@ class FileGuard:
         """A read failed: the next read starts its confirmation over."""
         self._pending = None
 
-    def _put_back(self, windows: list[Window], gone: list[str], entries: Mapping[str, LedgerEntry],
+    def _put_back(self, windows: Sequence[Window], gone: list[str], entries: Mapping[str, LedgerEntry],
                   now: datetime) -> list[Window] | None:
         """`windows` with the versions last acted on of the `gone` ones, or None when that
         still takes something away (a window only the ledger knows)."""
@@ -213,12 +258,15 @@ class FileGuard:
         self.trusted = list(merged)
         return merged
 
-    def _trust(self, windows: list[Window]) -> GuardVerdict:
-        self.trusted = list(windows)
+    def _trust(self, windows: Sequence[Window]) -> GuardVerdict:
+        """Trust `windows` (a list copied; rows of a compiled schedule kept as they are: listing
+        them would build every one)."""
+        kept = windows if isinstance(windows, WindowRows) else list(windows)
+        self.trusted = kept
         self._pending = None
-        return GuardVerdict(True, windows=list(windows))
+        return GuardVerdict(True, windows=kept if kept is windows else list(windows))
 
-    def _describe(self, gone: list[str], identity: Identity, windows: list[Window], kept: bool) -> str:
+    def _describe(self, gone: list[str], identity: Identity, windows: Sequence[Window], kept: bool) -> str:
         shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
         state = "missing" if identity is None else ("without windows" if not windows else "changed")
         meanwhile = "they hold as they were" if kept else "no window is armed or retired"

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import heapq
 import operator
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from hermes_estop.model.cronspec import starts as cron_starts
 from hermes_estop.model.timeutil import format_instant, in_interval, to_utc
@@ -36,6 +36,7 @@ __all__ = [
     "Occurrence",
     "OccurrenceIndex",
     "Timeline",
+    "WindowRows",
     "covering",
     "following",
     "merge_armed",
@@ -259,6 +260,37 @@ class Timeline(Protocol):
         ...
 
 
+@runtime_checkable
+class WindowRows(Protocol):
+    """Windows given as the rows of a compiled schedule (`timeline.ScheduleWindows`, also a
+    `Sequence[Window]`): what a pass asks of every window without a `Window` built for it; the
+    window at an index is built (validated) only when asked for (`__getitem__`, `named`)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> Window: ...
+
+    def name(self, index: int) -> str: ...
+
+    def enabled(self, index: int) -> bool: ...
+
+    def scope(self, index: int) -> str: ...
+
+    def table(self, index: int) -> bytes: ...
+
+    def position(self, name: str) -> int | None: ...
+
+    def named(self, name: str) -> Window | None: ...
+
+    def same(self, index: int, other: Window) -> bool:
+        """Whether `other` is the window at `index` (without building it)."""
+        ...
+
+    def around_row(self, index: int, now: datetime) -> Around:
+        """`Timeline.around` of the window at `index`."""
+        ...
+
+
 def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[[Window, datetime], Occurrence | None],
                 after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence]:
     """`Timeline.armed_after` from each window's first occurrence armed after `now` and the one
@@ -332,7 +364,7 @@ class OccurrenceIndex:
         self._due: list[tuple[datetime, int, str]] = []
         #: the windows whose answer has occurrences covering now, by name
         self._held: dict[str, _Known] = {}
-        self._windows: list[Window] = []
+        self._windows: Sequence[Window] = []
         self._now: datetime | None = None
         self._seq = 0
         #: how many answers `advance` computed (the work of a pass, for tests that count it)
@@ -344,33 +376,42 @@ class OccurrenceIndex:
                 timeline: Timeline = EXACT) -> dict[str, list[Occurrence]]:
         """Bring the enabled ones of `windows` to `now`: each enabled window's occurrences
         covering `now` (only the windows with some), computed (by `timeline`) only for the
-        windows whose answer expired by `now`, changed, or is new."""
+        windows whose answer expired by `now`, changed, or is new. Windows given as rows of a
+        compiled schedule (`WindowRows`) are asked of it, each `Window` built only when a
+        caller asks for it (`held`, `soonest`)."""
         if self._now is not None and now < self._now:
             self._forget()  # time went backwards: every answer computed again (the exact path)
         self._now = now
-        if not (len(windows) == len(self._windows) and all(map(operator.is_, windows, self._windows))):
+        if windows is not self._windows and not self._same_list(windows):
             self._sync(windows, now, timeline)
         while self._due and self._due[0][0] <= now:
             _, seq, name = heapq.heappop(self._due)
             known = self._known.get(name)
             if known is not None and known.seq == seq:
-                self._learn(known.window, now, timeline)
+                self._learn(name, known.source, now, timeline)
         if len(self._due) > 2 * len(self._known) + 64:
             self._compact()
         return {name: list(known.covering) for name, known in self._held.items()}
 
-    def held(self) -> list[tuple[Window, tuple[Occurrence, ...], Occurrence | None]]:
-        """The windows with occurrences covering the instant of the last `advance`: each with
-        them and its next occurrence armed after that instant."""
-        return [(known.window, known.covering, known.next) for known in self._held.values()]
+    def _same_list(self, windows: Sequence[Window]) -> bool:
+        """Whether `windows` holds the very objects of the last list (never asked of rows)."""
+        last = self._windows
+        if isinstance(windows, WindowRows) or isinstance(last, WindowRows) or len(windows) != len(last):
+            return False
+        return all(map(operator.is_, windows, last))
 
-    def soonest(self, count: int) -> list[tuple[Window, Occurrence]]:
-        """The next occurrences of the windows nothing covers at the last `advance`, in the
+    def held(self) -> list[tuple[str, tuple[Occurrence, ...], Occurrence | None]]:
+        """The names of the windows with occurrences covering the instant of the last
+        `advance`: each with them and its next occurrence armed after that instant."""
+        return [(name, known.covering, known.next) for name, known in self._held.items()]
+
+    def soonest(self, count: int) -> list[tuple[str, Occurrence]]:
+        """The next occurrences of the windows nothing covers at the last `advance` (by name), in the
         order they arm: the first `count` of them and every other armed at the same instant as
         the last one (all of them when there are fewer). O((count + stale) log n): read off the
         heap, not from every window."""
         taken: list[tuple[datetime, int, str]] = []
-        out: list[tuple[Window, Occurrence]] = []
+        out: list[tuple[str, Occurrence]] = []
         last: datetime | None = None
         while self._due and (len(out) < count or self._due[0][0] == last):
             entry = heapq.heappop(self._due)
@@ -379,11 +420,65 @@ class OccurrenceIndex:
                 continue  # stale: dropped for good
             taken.append(entry)
             if not known.covering and known.next is not None:
-                out.append((known.window, known.next))
+                out.append((known.name, known.next))
                 last = entry[0]
         for entry in taken:
             heapq.heappush(self._due, entry)
         return out
+
+    def armed_after(self, windows: Sequence[Window], now: datetime,
+                    after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence] | None:
+        """`Timeline.armed_after` of `windows` at the instant of the last `advance`, when each
+        of them is a window whose answer it holds (else None: ask `merge_armed`). Read off the
+        heap of answers in the order they expire, not from every window: no window's next arm
+        comes before its answer expires, so an occurrence earlier than the next answer to
+        expire is the next one armed (`merge_armed`'s heap, filled as the walk reaches each
+        window); a window's later occurrences are asked of `after`. A held chain through a
+        lane of 10,000 windows costs its own length and the windows arming before it ends,
+        not a question to each window (the chain is walked on every pass)."""
+        if now != self._now:
+            return None
+        lane: dict[str, int] = {}
+        known = self._known
+        for order, window in enumerate(windows):
+            answer = known.get(window.name)
+            if answer is None or answer.source is not window:
+                return None
+            lane[window.name] = order
+        return self._walk(lane, windows, after)
+
+    def _walk(self, lane: Mapping[str, int], windows: Sequence[Window],
+              after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence]:
+        merge: list[tuple[datetime, int, Occurrence]] = []
+        for until, seq, name in self._in_expiry_order():
+            while merge and merge[0][0] < until:
+                yield self._take(merge, windows, after)
+            known, order = self._known.get(name), lane.get(name)
+            if known is not None and known.seq == seq and order is not None and known.next is not None:
+                heapq.heappush(merge, (known.next.arm_at, order, known.next))
+        while merge:
+            yield self._take(merge, windows, after)
+
+    @staticmethod
+    def _take(merge: list[tuple[datetime, int, Occurrence]], windows: Sequence[Window],
+              after: Callable[[Window, Occurrence], Occurrence | None]) -> Occurrence:
+        _, order, occurrence = heapq.heappop(merge)
+        successor = after(windows[order], occurrence)
+        if successor is not None:
+            heapq.heappush(merge, (successor.arm_at, order, successor))
+        return occurrence
+
+    def _in_expiry_order(self) -> Iterator[tuple[datetime, int, str]]:
+        """The entries of the heap of answers, earliest first, read without taking any off it
+        (a heap's children are never earlier than their parent)."""
+        due = self._due
+        frontier = [(due[0], 0)] if due else []
+        while frontier:
+            entry, at = heapq.heappop(frontier)
+            for child in (2 * at + 1, 2 * at + 2):
+                if child < len(due):
+                    heapq.heappush(frontier, (due[child], child))
+            yield entry
 
     def _sync(self, windows: Sequence[Window], now: datetime, timeline: Timeline) -> None:
         """A new list of windows: forget the answers of windows gone, disabled or changed;
@@ -392,40 +487,62 @@ class OccurrenceIndex:
         `hermes serve` whose status page validated the file at the same time as the scheduler
         got the page's objects on its next pass, and computing 10,000 answers again took
         seconds (issue 24)."""
+        if isinstance(windows, WindowRows):
+            self._sync_rows(windows, now, timeline)
+            self._windows = windows
+            return
         enabled = {w.name: w for w in windows if w.enabled}
         for name, known in list(self._known.items()):
             window = enabled.get(name)
-            if window is known.window:
+            if window is not None and known.same(None, 0, window):
+                known.source = window
                 continue
-            if window is not None and window == known.window:
-                known.window = window
-                continue
-            del self._known[name]
-            self._held.pop(name, None)
+            self._drop(name)
         for name, window in enabled.items():
             if name not in self._known:
-                self._learn(window, now, timeline)
+                self._learn(name, window, now, timeline)
         self._windows = list(windows)
 
-    def _learn(self, window: Window, now: datetime, timeline: Timeline) -> None:
-        """Compute `window`'s answer at `now` and remember it until it expires."""
+    def _sync_rows(self, rows: WindowRows, now: datetime, timeline: Timeline) -> None:
+        """`_sync` of windows given as rows: compared by their tables, no `Window` built."""
+        for name, known in list(self._known.items()):
+            index = rows.position(name)
+            if index is not None and rows.enabled(index) and known.same(rows, index, None):
+                known.source = (rows, index)
+                continue
+            self._drop(name)
+        for index in range(len(rows)):
+            if rows.enabled(index) and rows.name(index) not in self._known:
+                self._learn(rows.name(index), (rows, index), now, timeline)
+
+    def _drop(self, name: str) -> None:
+        del self._known[name]
+        self._held.pop(name, None)
+
+    def _learn(self, name: str, source: Source, now: datetime, timeline: Timeline) -> None:
+        """Compute the answer at `now` of the window `source` and remember it until it expires."""
         self.computed += 1
-        held, upcoming = timeline.around(window, now)
+        if isinstance(source, tuple):
+            held, upcoming = source[0].around_row(source[1], now)  # a schedule's row: never a calendar's
+            feed = False
+        else:
+            held, upcoming = timeline.around(source, now)
+            feed = source.feed is not None
         expiries = [o.end for o in held] + ([upcoming.arm_at] if upcoming is not None else [])
-        if window.feed is not None:
+        if feed:
             # a calendar's events are looked up within a lookahead of the instant asked: what
             # it says (no event ahead, say) is asked again daily, never trusted for ever
             expiries.append(now + FEED_RECHECK)
         until = min(expiries) if expiries else None
         self._seq += 1
-        known = _Known(window, now, until, held, upcoming, self._seq)
-        self._known[window.name] = known
+        known = _Known(name, source, now, until, held, upcoming, self._seq)
+        self._known[name] = known
         if held:
-            self._held[window.name] = known
+            self._held[name] = known
         else:
-            self._held.pop(window.name, None)
+            self._held.pop(name, None)
         if until is not None:
-            heapq.heappush(self._due, (until, known.seq, window.name))
+            heapq.heappush(self._due, (until, known.seq, name))
 
     def _forget(self) -> None:
         self._known.clear()
@@ -473,16 +590,49 @@ class IndexedTimeline(ExactTimeline):
     def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
         return self._index.next_start(window, now)
 
+    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
+        """Off the index's heap of answers when it holds every one of `windows` at `now`
+        (`OccurrenceIndex.armed_after`), else `merge_armed`."""
+        walk = self._index.armed_after(windows, now, self.after)
+        return walk if walk is not None else merge_armed(windows, now, self.first_armed, self.after)
+
+
+#: where an answer's window comes from: the window, or a row of a compiled schedule
+Source = Window | tuple[WindowRows, int]
+
 
 @dataclass(slots=True)
 class _Known:
     """A window's answer computed at `since`: the occurrences covering `since` and its next
     occurrence armed after it; the same answer for every instant in `[since, until)` (`until`
-    None: for ever)."""
+    None: for ever). `source`: the window, or the row it is (its `Window` built only when
+    `window` is asked for: `_valid`)."""
 
-    window: Window
+    name: str
+    source: Source
     since: datetime
     until: datetime | None
     covering: tuple[Occurrence, ...]
     next: Occurrence | None
     seq: int
+
+    @property
+    def window(self) -> Window:
+        source = self.source
+        if isinstance(source, tuple):
+            rows, index = source
+            return rows[index]
+        return source
+
+    def same(self, rows: WindowRows | None, index: int, window: Window | None) -> bool:
+        """Whether the window at `index` of `rows` (or `window`) is this answer's window, equal
+        field for field, compared without building a row's `Window`."""
+        source = self.source
+        if isinstance(source, tuple):
+            mine, at = source
+            if rows is not None:
+                return (mine is rows and at == index) or mine.table(at) == rows.table(index)
+            return window is not None and mine.same(at, window)
+        if rows is not None:
+            return rows.same(index, source)
+        return source is window or source == window

@@ -21,7 +21,7 @@ import logging
 import operator
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,7 +44,7 @@ from hermes_estop.windows.reconcile import Arm, Retire, ScopePlan, Skip, idle, p
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
 from hermes_estop.windows.windows_file import FileSnapshot, Parsed, WindowsFile
 from hermes_estop.windows.policy_check import against_policy
-from hermes_estop.windows.timeline import ScheduleKeeper
+from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleWindows, WindowsByName
 
 __all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "TickEvent", "TickReport", "WindowService"]
 
@@ -66,7 +66,11 @@ RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
 #: the windows to act on, the ledger, and the bytes the windows are exactly the windows of (None:
 #: a mix the guard put together, a table that failed, calendars: no schedule stands for them)
-_Inputs = tuple[list[Window], dict[str, LedgerEntry], bytes | None]
+_Inputs = tuple[Sequence[Window], dict[str, LedgerEntry], bytes | None]
+#: one read: the file's bytes, its windows (rows of its compiled schedule, or validated), the
+#: validation's outcome (empty for rows: a schedule is only ever written for a file that
+#: validates whole), and the ledger
+_Read = tuple[FileSnapshot, Sequence[Window], Parsed, dict[str, LedgerEntry]]
 #: window name -> its occurrences covering the pass's `now`
 Covering = dict[str, list[Occurrence]]
 
@@ -124,7 +128,12 @@ class WindowService:
         #: the audit trail's newest events by scope, read at most once a pass (`_recalled`)
         self._trail: dict[str, list[AuditEvent]] | None = None
         #: (bytes, windows, when) of the last read that validated whole (`warm_schedule`)
-        self._last_valid: tuple[bytes, list[Window], datetime] | None = None
+        self._last_valid: tuple[bytes, Sequence[Window], datetime] | None = None
+        #: the bytes the file was last validated from here (validated again: remembered, cheap)
+        self._validated: bytes | None = None
+        #: (windows, when) of the last read acted on that is not one version of the file's own (a
+        #: table that fails, calendars): `warm_schedule` builds their schedule in memory
+        self._last_other: tuple[Sequence[Window], datetime] | None = None
 
     def __repr__(self) -> str:
         return f"WindowService({self.windows_file.path})"
@@ -136,10 +145,25 @@ class WindowService:
         `StoreError`."""
         return self.windows_file.load()
 
-    def _within_policy(self, parsed: Parsed) -> Parsed:
-        """`parsed` less the windows the fleet's policy (read again each pass) refuses."""
-        guard = self.fleet.policy
-        return against_policy(parsed, guard.policy()[0], guard.identity, self.windows_file.path)
+    def check_file(self) -> None:
+        """Raise `InvalidWindow` when the file does not read as a whole (not UTF-8, not TOML):
+        `hermes serve --once` says so in one line, exit 2. Bytes with a trusted compiled
+        schedule validated whole when it was built: not validated again."""
+        raw = self.windows_file.snapshot().raw
+        self.schedules.read_kept(raw, self.clock())
+        if self.schedules.windows(raw) is None:
+            self.windows_file.parse_each(raw)
+
+    def _schedule_rows(self, snapshot: FileSnapshot, empty_policy: bool, now: datetime) -> ScheduleWindows | None:
+        """The file's windows as the rows of its compiled schedule, when one is kept for exactly
+        these bytes (`ScheduleKeeper.read_kept`: trusted, of this code) and the fleet's policy
+        refuses nothing (else each window is checked against it); None: validate the file.
+        Bytes this service validated already are taken from that validation (remembered)."""
+        raw = snapshot.raw
+        if snapshot.identity is None or not empty_policy or raw == self._validated:
+            return None
+        self.schedules.read_kept(raw, now)
+        return self.schedules.windows(raw)
 
     def _inputs(self, report: TickReport) -> _Inputs | None:
         """The windows and the ledger to act on, or None (the reason in `report`): a file that
@@ -147,8 +171,7 @@ class WindowService:
         read = self._read(report)
         if read is None:
             return None
-        snapshot, parsed, entries = read
-        windows = parsed.windows
+        snapshot, windows, parsed, entries = read
         report.windows = len(windows)
         self._note_tables(parsed, report)
         identity = (snapshot.identity, parsed.digests) if parsed.digests else snapshot.identity
@@ -161,17 +184,29 @@ class WindowService:
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
         own = not parsed.failures and not parsed.sources
+        if not isinstance(windows, ScheduleWindows):
+            self._validated = snapshot.raw
         if own:
-            self._last_valid = (snapshot.raw, windows, report.now)
             self.schedules.read_kept(snapshot.raw, report.now)
+        self._last_valid = (snapshot.raw, windows, report.now) if own else None
+        acted = verdict.windows if verdict.windows is not None else windows
+        self._last_other = None if isinstance(windows, ScheduleWindows) else (acted, report.now)
         return verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None
 
-    def _read(self, report: TickReport) -> tuple[FileSnapshot, Parsed, dict[str, LedgerEntry]] | None:
-        """The file's bytes, its windows within the policy, and the ledger; None (the error in
+    def _read(self, report: TickReport) -> _Read | None:
+        """The file's bytes, its windows within the policy (the rows of its compiled schedule
+        when `_schedule_rows` has them, else validated), and the ledger; None (the error in
         `report`) when the file does not read or parse, or the ledger does not read."""
         try:
             snapshot = self.windows_file.snapshot()
-            parsed = self._within_policy(self.windows_file.parse_each(snapshot.raw))
+            guard = self.fleet.policy
+            policy = guard.policy()[0]
+            rows = self._schedule_rows(snapshot, policy.empty, report.now)
+            if rows is not None:
+                parsed = Parsed([], [])
+            else:
+                parsed = against_policy(self.windows_file.parse_each(snapshot.raw), policy, guard.identity,
+                                        self.windows_file.path)
             entries = self.ledger.load()
         except (InvalidWindow, StoreError) as exc:
             self.guard.interrupted()
@@ -179,7 +214,7 @@ class WindowService:
             report.errors.append(str(exc))
             return None
         self._cleared("error", f"windows: {self.windows_file.path} reads and parses again")
-        return snapshot, parsed, entries
+        return snapshot, rows if rows is not None else parsed.windows, parsed, entries
 
     def _note_tables(self, parsed: Parsed, report: TickReport) -> None:
         """Report the tables that fail and the calendars read from a stale copy; each logged
@@ -203,9 +238,14 @@ class WindowService:
         `wait` waits for now (`serve --once`). It serves the next operator command warm, and
         the scheduler's own passes once it is ready: a pass whose windows are exactly those
         bytes' looks their occurrences up in it. `tick` never starts one: a pass is over when
-        it returns."""
-        if self._last_valid is not None:
-            self.schedules.want(*self._last_valid)
+        it returns. Windows whose file's schedule does not serve the passes (a table that
+        fails, calendars) get one built in memory for the passes to come (`want_memory`; not
+        for `wait`: a one-shot has none to come)."""
+        valid, other = self._last_valid, self._last_other
+        if valid is not None:
+            self.schedules.want(*valid)
+        if other is not None and not wait and (valid is None or not self.schedules.serves(valid[0])):
+            self.schedules.want_memory(*other)
         if wait:
             self.schedules.join()
 
@@ -275,7 +315,9 @@ class WindowService:
                 return report, plans
             windows, entries, source = inputs
             report.leader = dry_run or self._may_write()
-            state = PassState(report, entries, timeline=self.schedules.timeline(source, self._exact))
+            # rows of a schedule are asked of their own (`timeline` may be a rebuilt one already)
+            timeline = windows.timeline if isinstance(windows, ScheduleWindows) else None
+            state = PassState(report, entries, timeline=timeline or self.schedules.timeline(source, self._exact, windows))
             # the enabled windows' occurrences covering now, by window (only those with some):
             # computed only for the windows whose answer changed since the last pass (issue 24)
             covering = self.index.advance(windows, report.now, state.timeline)
@@ -320,13 +362,13 @@ class WindowService:
             logger.warning("windows: leadership check failed (%s): acting as standby", exc)
             return False
 
-    def _layout(self, windows: list[Window]) -> WindowGroups:
+    def _layout(self, windows: Sequence[Window]) -> WindowGroups:
         """`windows` grouped by scope and lane, grouped again only when the list holds other
         objects than last pass (a file re-read, a read put back by the guard): regrouping
         10,000 windows, and asking each for its selector, on every pass was a tenth of a quiet
         pass and a fifth of one with ten scopes held (issue 24)."""
         cached = self._grouped
-        if cached is not None and len(cached.windows) == len(windows) and all(map(operator.is_, cached.windows, windows)):
+        if cached is not None and (cached.windows is windows or _same_objects(cached.windows, windows)):
             return cached
         self._grouped = WindowGroups.of(windows)
         self._regrouped = True
@@ -431,7 +473,7 @@ class WindowService:
         return Reading(reading.location, HoldState.ABSENT)
 
     def _reconcile_lane(self, scope: str, lane: Lane, scoped_names: set[str], state: PassState,
-                        by_name: dict[str, Window], covered: list[Occurrence]) -> list[ScopePlan]:
+                        by_name: Mapping[str, Window], covered: list[Occurrence]) -> list[ScopePlan]:
         """One lane (its selector, its windows, their names), the occurrences of its windows
         covering now (`covered`, sorted), and the ledger entries of its windows (`names`; None:
         the full lane, every entry of a window no scoped lane has)."""
@@ -542,7 +584,7 @@ class WindowService:
 
 #: one lane of a scope: its selector (None: the full hold), its enabled windows in file order,
 #: their names (None for the full lane)
-Lane = tuple[Any, list[Window], frozenset[str] | None]
+Lane = tuple[Any, Sequence[Window], frozenset[str] | None]
 #: the lanes of a scope without enabled windows (armed entries only): the full lane, empty
 _FULL_LANE_ONLY: list[Lane] = [(None, [], None)]
 
@@ -551,20 +593,24 @@ _FULL_LANE_ONLY: list[Lane] = [(None, [], None)]
 class WindowGroups:
     """One list of windows grouped as a pass needs it, computed once per list (`_layout`)."""
 
-    windows: list[Window]
+    windows: Sequence[Window]
     #: every window of the list, by name
-    by_name: dict[str, Window]
+    by_name: Mapping[str, Window]
     #: scope -> its lanes: (selector, the lane's enabled windows in file order, their names;
     #: None for the full lane), the full lane first
-    lanes: dict[str, list[tuple[Any, list[Window], frozenset[str] | None]]]
+    lanes: dict[str, list[Lane]]
     #: scope -> the names of its windows in a scoped lane
     scoped: dict[str, set[str]]
     #: enabled window name -> (its scope, its selector)
     lane_of: dict[str, tuple[str, Any]]
 
     @classmethod
-    def of(cls, windows: list[Window]) -> WindowGroups:
-        lanes: dict[str, list[tuple[Any, list[Window], frozenset[str] | None]]] = {}
+    def of(cls, windows: Sequence[Window]) -> WindowGroups:
+        """The groups of `windows`; of rows of a compiled schedule, read off its columns (a
+        lane is a list of rows: no `Window` built)."""
+        if isinstance(windows, ScheduleWindows):
+            return cls._of_rows(windows)
+        lanes: dict[str, list[Lane]] = {}
         scoped: dict[str, set[str]] = {}
         lane_of: dict[str, tuple[str, Any]] = {}
         for scope, on_scope in enabled_by_scope(windows).items():
@@ -582,6 +628,27 @@ class WindowGroups:
             scoped[scope] = {w.name for selector, group in groups.items() if selector is not None for w in group}
         return cls(list(windows), {w.name: w for w in windows}, lanes, scoped, lane_of)
 
+    @classmethod
+    def _of_rows(cls, rows: ScheduleWindows) -> WindowGroups:
+        groups: dict[str, dict[Any, list[int]]] = {}
+        lane_of: dict[str, tuple[str, Any]] = {}
+        keys: dict[tuple[str, Any], tuple[str, Any]] = {}
+        for index in range(len(rows)):
+            if not rows.enabled(index):
+                continue
+            scope, selector = rows.scope(index), rows.selector(index)
+            groups.setdefault(scope, {None: []}).setdefault(selector, []).append(index)
+            lane_of[rows.name(index)] = keys.setdefault((scope, selector), (scope, selector))
+        lanes: dict[str, list[Lane]] = {}
+        scoped: dict[str, set[str]] = {}
+        for scope, by_selector in groups.items():
+            lanes[scope] = [(selector, rows.subset(group),
+                             frozenset(rows.name(i) for i in group) if selector is not None else None)
+                            for selector, group in by_selector.items()]
+            scoped[scope] = {rows.name(i) for selector, group in by_selector.items() if selector is not None
+                             for i in group}
+        return cls(rows, WindowsByName(rows), lanes, scoped, lane_of)
+
     def covered(self, covering: Covering) -> dict[tuple[str, Any], list[Occurrence]]:
         """The occurrences covering now of each lane `(scope, selector)`, sorted, from each
         enabled window's (`covering`): O(what covers now), not O(windows)."""
@@ -591,6 +658,13 @@ class WindowGroups:
         for occurrences in out.values():
             occurrences.sort()
         return out
+
+
+def _same_objects(before: Sequence[Window], windows: Sequence[Window]) -> bool:
+    """Whether `windows` holds the very objects of `before` (rows of a schedule: only itself)."""
+    if isinstance(before, ScheduleWindows) or isinstance(windows, ScheduleWindows) or len(before) != len(windows):
+        return False
+    return all(map(operator.is_, before, windows))
 
 
 def _moved_detail(layout: WindowGroups, entry: LedgerEntry, lane: Any) -> str:

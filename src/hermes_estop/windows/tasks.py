@@ -28,7 +28,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -41,6 +41,7 @@ from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, Occurrence
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, covering
 from hermes_estop.windows.problems import ProblemLog
+from hermes_estop.windows.schedule import Schedule, kept_schedule
 from hermes_estop.windows.windows_file import WindowsFile
 import contextlib
 
@@ -92,6 +93,8 @@ class TaskService:
         self.running: dict[str, RunningTask] = {}
         self.problems = ProblemLog(logger)
         self._lock = threading.Lock()
+        #: (the bytes, the compiled schedule kept for them, or None) of the last read (`_windows`)
+        self._kept: tuple[bytes, Schedule | None] | None = None
 
     # -- deciding ----------------------------------------------------------------------------
 
@@ -103,39 +106,57 @@ class TaskService:
         events, _ = self.fleet.history(_HISTORY_DEPTH)
         return {details[e.detail] for e in events if e.event == TASK_START and e.detail in details}
 
-    def due(self, windows: list[Window], entries: dict[str, LedgerEntry], now: datetime) -> list[tuple[Window, Occurrence, str]]:
+    def due(self, windows: Sequence[Window] | Schedule, entries: dict[str, LedgerEntry],
+            now: datetime) -> list[tuple[Window, Occurrence, str]]:
         """The tasks to start at `now`: an enabled window with `run`, an occurrence that has started
         (its drain lead is over) and not ended, armed by the scheduler (the ledger names its
-        generation), not already running or run."""
+        generation), not already running or run; in the order of the windows. Asked of the
+        windows the ledger has armed only (of a compiled schedule: only their `Window` built)."""
+        place, lookup = _places(windows)
         candidates = []
-        for window in windows:
-            if window.run is None or not window.enabled:
+        for entry in entries.values():
+            if entry.state != ARMED or not entry.generation or entry.end <= now or entry.key in self.running:
+                continue
+            window = lookup(entry.window)
+            if window is None or window.run is None or not window.enabled:
                 continue
             for occurrence in covering(window, now):
-                if occurrence.draining(now) or occurrence.key in self.running:
-                    continue
-                entry = entries.get(occurrence.key)
-                if entry is None or entry.state != ARMED or not entry.generation:
-                    continue
-                candidates.append((window, occurrence, entry.generation))
-        ran = self._already_ran({occurrence.key for _, occurrence, _ in candidates})
-        return [c for c in candidates if c[1].key not in ran]
+                if occurrence.key == entry.key and not occurrence.draining(now):
+                    candidates.append((place(window.name), occurrence, window, entry.generation))
+        candidates.sort(key=lambda c: (c[0], c[1]))
+        ran = self._already_ran({occurrence.key for _, occurrence, _, _ in candidates})
+        return [(window, occurrence, generation) for _, occurrence, window, generation in candidates
+                if occurrence.key not in ran]
 
-    def _windows(self) -> list[Window]:
+    def _windows(self, now: datetime) -> Sequence[Window] | Schedule:
         """The windows that validate: a table or calendar that does not is its own problem only
         (issue 32 item 6), logged once when it starts and once when it clears; the others' tasks
-        proceed. None validate while the file as a whole does not read."""
+        proceed. None validate while the file as a whole does not read. Bytes with a compiled
+        schedule kept (trusted, written only for a file that validates whole): that schedule,
+        no window validated until one is needed (`due`)."""
         try:
-            parsed = self.windows_file.parse_each(self.windows_file.snapshot().raw)
+            raw = self.windows_file.snapshot().raw
+            kept = self._schedule(raw, now)
+            parsed = None if kept is not None else self.windows_file.parse_each(raw)
         except (EstopError, OSError) as exc:
             self.problems.start("file", f"window tasks: cannot read the windows ({exc}); no task starts until it reads")
             return []
         self.problems.clear("file", "window tasks: the windows read again")
-        failing = {str(failure.window or failure): str(failure) for failure in parsed.failures}
+        failing = {str(failure.window or failure): str(failure) for failure in parsed.failures} if parsed else {}
         for name, line in failing.items():
             self.problems.start(f"failed:{name}", f"window tasks: {line} (its task does not start; the others proceed)")
         self.problems.only("failed:", failing, "window tasks: {} validates again (or was removed)")
-        return parsed.windows
+        if parsed is not None:
+            return parsed.windows
+        return kept if kept is not None else []
+
+    def _schedule(self, raw: bytes, now: datetime) -> Schedule | None:
+        """The compiled schedule kept for exactly `raw` (looked for once per version of the
+        file), unless it has tables bound to a calendar (their windows are not rows)."""
+        if self._kept is None or self._kept[0] != raw or (self._kept[1] is not None and not self._kept[1].answers(now)):
+            found = kept_schedule(self.windows_file.path, raw, now) if raw else None
+            self._kept = (raw, found if found is not None and not found.bound else None)
+        return self._kept[1]
 
     # -- acting ------------------------------------------------------------------------------
 
@@ -154,7 +175,7 @@ class TaskService:
                     report.finished.append((key, _status(code), self._finish(task, _status(code), when)))
             if not self.is_leader():
                 return report
-            windows = self._windows()
+            windows = self._windows(when)
             try:
                 entries = self.ledger.load()
             except (EstopError, OSError) as exc:
@@ -279,6 +300,22 @@ class TaskService:
                 stop.wait(self.poll_interval)
         finally:
             self.stop()
+
+
+def _places(windows: Sequence[Window] | Schedule) -> tuple[Callable[[str], int], Callable[[str], Window | None]]:
+    """Where a window is in file order, and the window called a name (a schedule's row built
+    only when looked up)."""
+    if isinstance(windows, Schedule):
+        schedule = windows
+
+        def row_window(name: str) -> Window | None:
+            row = schedule.row_of(name)
+            return None if row is None else schedule.window(row)
+
+        return lambda name: schedule.row_of(name) or 0, row_window
+    order = {w.name: i for i, w in enumerate(windows)}
+    by_name = {w.name: w for w in windows}
+    return order.__getitem__, by_name.get
 
 
 def _status(returncode: int) -> int:

@@ -76,7 +76,7 @@ def wakeups_for(windows: Iterable[Window], now: datetime, index: OccurrenceIndex
             continue
         upcoming = index.next_start(window, now)
         covered = covering[window.name] if covering is not None else index.covering(window, now)
-        _jobs(out, window, upcoming, covered, now)
+        _jobs(out, window.name, upcoming, covered, now)
     return _earliest(out, limit)
 
 
@@ -87,25 +87,25 @@ def due_wakeups(index: OccurrenceIndex, now: datetime, limit: int = MAX_JOBS) ->
     to keep a few hundred, was a third of a quiet pass (issue 24). The same jobs: every job
     left out arms later than `limit + 1` jobs kept."""
     out: dict[str, datetime] = {}
-    for window, covered, upcoming in index.held():
-        _jobs(out, window, upcoming, covered, now)
-    for window, upcoming in index.soonest(limit + 1):
-        _jobs(out, window, upcoming, (), now)
+    for name, covered, upcoming in index.held():
+        _jobs(out, name, upcoming, covered, now)
+    for name, upcoming in index.soonest(limit + 1):
+        _jobs(out, name, upcoming, (), now)
     return _earliest(out, limit)
 
 
-def _jobs(out: dict[str, datetime], window: Window, upcoming: Occurrence | None, covered: Sequence[Occurrence],
+def _jobs(out: dict[str, datetime], name: str, upcoming: Occurrence | None, covered: Sequence[Occurrence],
           now: datetime) -> None:
-    """One window's wake-ups (`wakeups_for`): its next arm `upcoming`, and for the occurrences
+    """The wake-ups of the window `name` (`wakeups_for`): its next arm `upcoming`, and for the occurrences
     `covered` covering `now` the earliest end and the start of one draining."""
     if upcoming is not None:
         kind = "drain" if upcoming.lead else "start"
-        out[f"{JOB_PREFIX}{kind}:{window.name}"] = upcoming.arm_at
+        out[f"{JOB_PREFIX}{kind}:{name}"] = upcoming.arm_at
     if covered:
-        out[f"{JOB_PREFIX}end:{window.name}"] = min(o.end for o in covered)
+        out[f"{JOB_PREFIX}end:{name}"] = min(o.end for o in covered)
         starts = [o.start for o in covered if o.start > now]
         if starts:
-            out[f"{JOB_PREFIX}start:{window.name}"] = min(starts)
+            out[f"{JOB_PREFIX}start:{name}"] = min(starts)
 
 
 def _earliest(out: dict[str, datetime], limit: int) -> dict[str, datetime]:
