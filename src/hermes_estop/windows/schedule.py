@@ -373,8 +373,10 @@ def schedule_path(windows_path: Path) -> Path:
     return windows_path.with_name(f".{windows_path.name}.schedule")
 
 
-#: a line that opens a `[[windows]]` or a `[[calendars]]` table (where `_tables` cuts the file)
-_TABLE_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*(?:windows|calendars)[ \t]*\]\][ \t]*(#.*)?$")
+#: a line that opens a `[[windows]]` or a `[[calendars]]` table (where `_tables` cuts the file;
+#: a line ends at a newline, as in TOML)
+_TABLE_HEADER = re.compile(rb"^[ \t]*\[\[[ \t]*(?:windows|calendars)[ \t]*\]\][ \t]*(?:#[^\n]*)?$", re.MULTILINE)
+_BOM = b"\xef\xbb\xbf"
 #: the arrays of tables a windows file holds
 _ARRAYS = ("windows", "calendars")
 
@@ -395,34 +397,30 @@ def _tables(raw: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
     leaves the part before it unterminated, which does not parse; what comes before the first
     table must hold no key (a `windows = []` there would make the whole file invalid TOML, each
     part of it valid); a part that opens a sub-table of an array it does not start
-    (`[windows.allow]` after a `[[calendars]]`) makes that array a table there, refused."""
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise _NotSimple from None
-    chunk: list[str] = []
-    headers = 0
-    for line in text.splitlines(keepends=True):
-        if _TABLE_HEADER.match(line):
-            if chunk and (headers == 0 or headers >= _BATCH):
-                yield from _chunk_tables(chunk)
-                chunk, headers = [], 0
-            headers += 1
-        chunk.append(line)
-    if chunk:
-        yield from _chunk_tables(chunk)
+    (`[windows.allow]` after a `[[calendars]]`) makes that array a table there, refused. Each
+    part is decoded on its own (a cut is before an ASCII line, so every part decodes exactly
+    when the whole file does): the file is never held as text, nor as lines."""
+    start = len(_BOM) if raw.startswith(_BOM) else 0
+    cut, headers = start, 0
+    for header in _TABLE_HEADER.finditer(raw, start):
+        if header.start() > cut and (headers == 0 or headers >= _BATCH):
+            yield from _chunk_tables(raw[cut:header.start()])
+            cut, headers = header.start(), 0
+        headers += 1
+    if len(raw) > cut:
+        yield from _chunk_tables(raw[cut:])
 
 
 #: tables parsed at once (one parse per table costs a third more than one per file)
 _BATCH = 200
 
 
-def _chunk_tables(chunk: list[str]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+def _chunk_tables(chunk: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
     try:
-        data = toml_loads("".join(chunk))
-    except TOMLDecodeError:
+        data = toml_loads(chunk.decode("utf-8"))
+    except (UnicodeDecodeError, TOMLDecodeError):
         raise _NotSimple from None
-    header = bool(chunk) and _TABLE_HEADER.match(chunk[0]) is not None
+    header = _TABLE_HEADER.match(chunk) is not None
     arrays = [data.get(name, []) for name in _ARRAYS]
     if set(data) - set(_ARRAYS) or (data and not header) or not all(
             isinstance(tables, list) and all(isinstance(t, dict) for t in tables) for tables in arrays):
