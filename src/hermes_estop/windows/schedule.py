@@ -342,7 +342,7 @@ class Row:
 
 def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule | None:
     """The schedule of `windows_file` as it is now (`load`); None when it has none (no file,
-    calendars). Raises what `WindowsFile.parse` raises when the schedule must be built from a
+    or `load` has none). Raises what `WindowsFile.parse` raises when the schedule must be built from a
     file that does not validate."""
     snapshot = windows_file.snapshot()
     if snapshot.identity is None:
@@ -751,7 +751,8 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     `validated`), else from `validate()` (the file's windows; only called then, it refuses a
     file that does not validate); written there by whichever process builds it first. One built
     more than `fresh_for` ago is built again (the daemon does so at `REFRESH`, before an
-    operator's command finds the horizon gone). None when the file has no schedule (calendars)."""
+    operator's command finds the horizon gone). None when the file has no schedule (its bound
+    tables cannot be told from its bytes)."""
     path = trust.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path) if path is not None else None
