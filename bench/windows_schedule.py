@@ -10,7 +10,7 @@ from one run rather than figures across runs.
 
 With `--calendar 1000 [--calendar-windows 0 10000]`, the same on a fleet with a calendar of 1,000
 recurring events (and that many windows beside it), COLD being the first command after the feed
-changed.
+changed, and then the first command after an edit of `windows.toml`.
 
 Run: `python bench/windows_schedule.py --sizes 10000 [--big 100000] --out FILE` from a fresh
 non-editable venv (`pip install .`), bench/ on sys.path.
@@ -109,14 +109,25 @@ def _edit_feed(root: Path, events: int, counter: list[int]) -> None:
 def measure_calendar(tmp: Path, events: int, windows: int) -> dict[str, dict[str, object]]:
     """The calendar commands on a fleet whose windows.toml has one `[[calendars]]` of `events`
     recurring events (and `windows` distinct windows beside it); COLD is the first command
-    after the feed changed."""
+    after the feed changed, then the first command after an edit of windows.toml."""
     root, cache = tmp / f"calendar-{events}-{windows}", tmp / f"calendar-cache-{events}-{windows}"
     write_distinct(root, windows)
     with open(root / "windows.toml", "a", encoding="utf-8") as out:
         out.write('\n[[calendars]]\nname = "maintenance"\nics = "feed.ics"\n')
-    counter = [0]
-    return cold_and_warm(root, cache, CALENDAR_COMMANDS, lambda: _edit_feed(root, events, counter),
-                         f"calendar of {events} events + {windows} windows")
+    counter, edits = [0], [0]
+    tag = f"calendar of {events} events + {windows} windows"
+    _edit_feed(root, events, counter)
+    first = _process(root, ["windows", "validate"], cache)
+    out: dict[str, dict[str, object]] = {"first read of a new fleet (windows validate)": {"cold_s": first[0],
+                                                                                          "cold_mib": first[1]}}
+    print(tag, "first", first, flush=True)
+    for label, figures in cold_and_warm(root, cache, CALENDAR_COMMANDS, lambda: _edit_feed(root, events, counter),
+                                        tag).items():
+        out[f"{label} (after a feed edit)"] = figures
+    for label, figures in cold_and_warm(root, cache, CALENDAR_COMMANDS, lambda: _edit(root, edits),
+                                        f"{tag}, windows.toml edited").items():
+        out[f"{label} (after an edit of windows.toml)"] = figures
+    return out
 
 
 def main() -> None:

@@ -180,16 +180,23 @@ def validated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+@pytest.mark.parametrize("calendars", [False, True], ids=["plain", "calendars"])
 @pytest.mark.parametrize(("old", "new"), EDITS)
-def test_an_edit_compiles_what_a_whole_build_compiles(wf: WindowsFile, varied: str, old: str, new: str,
-                                                      validated: list[str]) -> None:
+def test_an_edit_compiles_what_a_whole_build_compiles(tmp_path: Path, varied: str, old: str, new: str,
+                                                      validated: list[str], calendars: bool) -> None:
+    """With calendars: the tables bound to a feed (which have no row) are validated again, the
+    rows of the tables not edited are taken from the kept schedule as they are."""
+    wf = _calendar_fleet(tmp_path, varied) if calendars else _fleet(tmp_path, varied)
+    text = wf.path.read_text()
     _load(wf)
-    wf.path.write_text(varied.replace(old, new))
+    wf.path.write_text(text.replace(old, new))
     validated.clear()
     edited = _load(wf, NOW + timedelta(hours=1))
-    assert len(validated) == 1, f"an edit of one table validated {validated}"
+    rows = [name for name in validated if name not in BOUND_WINDOWS]
+    assert len(rows) == 1, f"an edit of one table validated {validated}"
     whole = schedule.build(edited.digest if edited else "", wf.load(), NOW, wf.path.read_bytes())
     assert _columns(edited) == _columns(whole)
+    assert edited is not None and whole is not None and schedule.dumps(edited) == schedule.dumps(whole)
 
 
 @pytest.mark.parametrize("bad", ['duration = "forever"', 'name = "nightly"'])
@@ -418,6 +425,10 @@ LAST_BOUND = ('\n[[windows]]\nname = "evening-off-saturdays"\ncron = "0 20 * * *
               'not_before = 2026-01-01T00:00:00Z\nexclude_calendar = "holidays.ics"\nscope = "b"\n')
 
 
+#: the windows of `_calendar_fleet` bound to a calendar (`exclude_calendar`)
+BOUND_WINDOWS = ("nightly-off-saturdays", "evening-off-saturdays")
+
+
 def _calendar_fleet(tmp_path: Path, varied: str) -> WindowsFile:
     (tmp_path / "holidays.ics").write_text(HOLIDAYS)
     (tmp_path / "oncall.ics").write_text(ONCALL)
@@ -528,18 +539,22 @@ COMMANDS = [("windows", "next", "--json"), ("windows", "list", "--json"), ("wind
             _check_at(100)]
 
 
-@pytest.mark.parametrize("calendars", [False, True], ids=["plain", "calendars"])
+@pytest.mark.parametrize("fleet", ["plain", "calendars", "calendars-edited"])
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda args: " ".join(args[:4]))
 def test_a_command_answers_the_same_cold_warm_and_without_the_schedule(tmp_path: Path, varied: str,
-                                                                       args: tuple[str, ...], calendars: bool) -> None:
+                                                                       args: tuple[str, ...], fleet: str) -> None:
     """Without: the fleet root writable by its group and the per-user cache off: no schedule
     is read or written. With calendars: the tables bound to a feed come from the schedule too,
-    bound to their feeds as they are."""
+    bound to their feeds as they are. Edited: cold is the first command after an edit of the
+    file whose schedule is kept (its unchanged rows taken from it)."""
     text = varied.replace("*/15 * * * *", "0 */6 * * *")  # no boundary every few minutes
-    wf = _calendar_fleet(tmp_path, text) if calendars else _fleet(tmp_path, text)
-    if not calendars:
+    wf = _fleet(tmp_path, text) if fleet == "plain" else _calendar_fleet(tmp_path, text)
+    if fleet == "plain":
         args = tuple(a if a not in ("oncall", "nightly-off-saturdays") else "long" for a in args)
     root = wf.path.parent
+    if fleet == "calendars-edited":
+        assert _hermes(root, *args).returncode in (0, 1)
+        wf.path.write_text(wf.path.read_text().replace('duration = "2d"', 'duration = "36h"'))
     cold, warm = _hermes(root, *args), _hermes(root, *args)
     assert schedule.schedule_path(wf.path).is_file()
     schedule.schedule_path(wf.path).unlink()
@@ -702,21 +717,97 @@ def test_the_status_page_draws_from_the_schedule_what_it_draws_from_the_windows(
     assert from_schedule == _page(Observer(Estop(root=root, home=root, clock=lambda: t)).view(7))
 
 
-def test_a_file_of_many_batches_compiles_table_by_table_what_a_whole_build_compiles(tmp_path: Path,
-                                                                                   validated: list[str]) -> None:
-    text = "# many\n" + "".join(f'[[windows]]\nname = "w{i}"\ncron = "{i % 60} {i % 24} * * *"\nduration = "10m"\n\n'
-                                for i in range(2 * schedule._BATCH + 50))
+def _many(calendars: bool) -> str:
+    """A file of `_BATCH` * 2 + 50 windows; with `calendars`, every 97th excluding a calendar
+    and a `[[calendars]]` table (with a sub-table) after every 131st, so cuts fall before both."""
+    text = "# many\n"
+    for i in range(2 * schedule._BATCH + 50):
+        text += f'[[windows]]\nname = "w{i}"\ncron = "{i % 60} {i % 24} * * *"\nduration = "10m"\n'
+        text += 'exclude_calendar = "holidays.ics"\n\n' if calendars and i % 97 == 5 else "\n"
+        if calendars and i % 131 == 7:
+            text += f'[[calendars]] # on call\nname = "c{i}"\nics = "oncall.ics"\n[calendars.allow]\nuser_ids = [{i}]\n\n'
+    return text
+
+
+def _in_file_order(compiled: schedule.Schedule | None, windows_path: Path) -> list[object]:
+    """The windows `compiled` lists, bound to their feeds: rows as their `Window`."""
+    assert compiled is not None
+    if compiled.bound:
+        compiled.bind_calendars(windows_path)
+    return [compiled.window(item) if isinstance(item, int) else item for item in compiled.in_file_order()]
+
+
+@pytest.mark.parametrize("calendars", [False, True], ids=["plain", "calendars"])
+def test_a_file_of_many_batches_compiles_table_by_table_what_a_whole_build_compiles(
+        tmp_path: Path, validated: list[str], calendars: bool) -> None:
+    (tmp_path / "holidays.ics").write_text(HOLIDAYS)
+    (tmp_path / "oncall.ics").write_text(ONCALL)
+    text = _many(calendars)
     wf = _fleet(tmp_path, text)
+    bound = [f"w{i}" for i in range(2 * schedule._BATCH + 50) if calendars and i % 97 == 5]
     streamed = _load(wf)
     assert len(validated) == 2 * schedule._BATCH + 50
-    assert _columns(streamed) == _columns(schedule.build(streamed.digest if streamed else "", wf.load(), NOW,
-                                                         wf.path.read_bytes()))
+    whole = schedule.build(streamed.digest if streamed else "", wf.load(), NOW, wf.path.read_bytes())
+    assert streamed is not None and whole is not None and schedule.dumps(streamed) == schedule.dumps(whole)
+    assert _in_file_order(streamed, wf.path) == wf.load()
     wf.path.write_text(text.replace('name = "w333"\ncron = "33 21', 'name = "w333"\ncron = "34 21'))
     validated.clear()
     edited = _load(wf, NOW + timedelta(hours=1))
-    assert validated == ["w333"]
-    assert _columns(edited) == _columns(schedule.build(edited.digest if edited else "", wf.load(), NOW,
-                                                       wf.path.read_bytes()))
+    assert validated == sorted(["w333", *bound], key=lambda name: int(name[1:]))
+    whole = schedule.build(edited.digest if edited else "", wf.load(), NOW, wf.path.read_bytes())
+    assert edited is not None and whole is not None and schedule.dumps(edited) == schedule.dumps(whole)
+    assert _in_file_order(edited, wf.path) == wf.load()
+
+
+#: edits of `_calendar_fleet` the whole validation refuses (the same line as without the schedule)
+REFUSED_CALENDAR_EDITS = [
+    pytest.param('drain = "10m"', 'drain = "forever"', id="a-calendar-table-that-does-not-validate"),
+    pytest.param('name = "oncall"', 'name = "long"', id="a-calendar-named-as-a-window"),
+    pytest.param('name = "oncall"', 'name = "evening-off-saturdays"', id="a-calendar-named-as-a-bound-window"),
+    pytest.param('[[windows]]\nname = "once"', '[[calendars]]\nname = "oncall"\nics = "oncall.ics"\n\n'
+                                               '[[windows]]\nname = "once"', id="two-calendars-of-one-name"),
+    pytest.param('exclude_calendar = "holidays.ics"\nscope = "b"', 'exclude_calendar = 3\nscope = "b"',
+                 id="a-bound-window-that-does-not-validate"),
+    pytest.param('name = "evening-off-saturdays"', 'name = "long"', id="a-bound-window-named-as-a-row"),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), REFUSED_CALENDAR_EDITS)
+@pytest.mark.parametrize("kept", [False, True], ids=["new-file", "edit"])
+def test_a_file_with_calendars_is_built_table_by_table_and_refused_as_the_whole_file_is(
+        tmp_path: Path, varied: str, old: str, new: str, kept: bool) -> None:
+    """The valid file: built without validating it whole (`validate` never called); the file
+    edited so that the whole validation refuses it: refused with the line validation gives,
+    whether a schedule of the file before the edit is kept or not."""
+    wf = _calendar_fleet(tmp_path, varied)
+    whole: list[int] = []
+
+    def validate() -> list[Window]:
+        whole.append(1)
+        return wf.load()
+
+    text = wf.path.read_text()
+    first = schedule.load(wf.path, text.encode(), validate, NOW)
+    assert first is not None and whole == [], "the file with calendars was validated whole"
+    if not kept:
+        schedule.schedule_path(wf.path).unlink()
+    wf.path.write_text(text.replace(old, new, 1))
+    with pytest.raises(InvalidWindow) as expected:
+        wf.load()
+    with pytest.raises(InvalidWindow) as refused:
+        schedule.load(wf.path, wf.path.read_bytes(), validate, NOW + timedelta(hours=1))
+    assert str(refused.value) == str(expected.value)
+
+
+def test_a_windows_sub_table_after_a_calendar_is_read_as_the_whole_file_reads_it(tmp_path: Path, varied: str) -> None:
+    """`[windows.allow]` after a `[[calendars]]` belongs to the last `[[windows]]` before it:
+    cut at the `[[calendars]]`, it would not; the file is then validated whole."""
+    wf = _calendar_fleet(tmp_path, varied)
+    text = wf.path.read_text().replace('drain = "10m"\n', 'drain = "10m"\n\n[windows.allow]\nuser_ids = [7]\n')
+    wf.path.write_text(text)
+    assert wf.load()[0].allow.user_ids == ["7"]
+    compiled = _load(wf)
+    assert _in_file_order(compiled, wf.path) == wf.load()
 
 
 def test_a_shared_fleet_roots_schedule_lives_under_xdg_cache_home_made_private(

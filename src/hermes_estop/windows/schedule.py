@@ -342,7 +342,7 @@ class Row:
 
 def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule | None:
     """The schedule of `windows_file` as it is now (`load`); None when it has none (no file,
-    calendars). Raises what `WindowsFile.parse` raises when the schedule must be built from a
+    or `load` has none). Raises what `WindowsFile.parse` raises when the schedule must be built from a
     file that does not validate."""
     snapshot = windows_file.snapshot()
     if snapshot.identity is None:
@@ -373,56 +373,63 @@ def schedule_path(windows_path: Path) -> Path:
     return windows_path.with_name(f".{windows_path.name}.schedule")
 
 
-#: a line that opens a `[[windows]]` table (where `_tables` cuts the file)
-_TABLE_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*windows[ \t]*\]\][ \t]*(#.*)?$")
+#: a line that opens a `[[windows]]` or a `[[calendars]]` table (where `_tables` cuts the file;
+#: a line ends at a newline, as in TOML)
+_TABLE_HEADER = re.compile(rb"^[ \t]*\[\[[ \t]*(?:windows|calendars)[ \t]*\]\][ \t]*(?:#[^\n]*)?$", re.MULTILINE)
+_BOM = b"\xef\xbb\xbf"
+#: the arrays of tables a windows file holds
+_ARRAYS = ("windows", "calendars")
 
 
 class _NotSimple(Exception):
-    """The file is not windows only, table by table (calendars, other keys, a cut that does not
-    parse): the whole validation says what it is."""
+    """The file is not `[[windows]]` and `[[calendars]]` tables only, table by table (other
+    keys, a cut that does not parse): the whole validation says what it is."""
 
 
-def _tables(raw: bytes) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Each `[[windows]]` table of `raw` as written, with its digest (`_source_digest`);
-    `_NotSimple` when `raw` is not a file of windows only.
+def _tables(raw: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Each table of `raw` as written: its array ("windows" or "calendars"), its digest
+    (`_source_digest`; "" for a calendar, which has no row), the table; in file order within each
+    array (the two arrays' tables may come interleaved). `_NotSimple` when `raw` is not a file of
+    these tables only.
 
-    Parsed `_BATCH` tables at a time (the file cut before a `[[windows]]` line), so 100,000
-    parsed tables are never held at once. A cut inside a multi-line string leaves the part before
-    it unterminated, which does not parse; what comes before the first table must hold no key (a
-    `windows = []` there would make the whole file invalid TOML, each part of it valid)."""
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise _NotSimple from None
-    chunk: list[str] = []
-    headers = 0
-    for line in text.splitlines(keepends=True):
-        if _TABLE_HEADER.match(line):
-            if chunk and (headers == 0 or headers >= _BATCH):
-                yield from _chunk_tables(chunk)
-                chunk, headers = [], 0
-            headers += 1
-        chunk.append(line)
-    if chunk:
-        yield from _chunk_tables(chunk)
+    Parsed `_BATCH` tables at a time (the file cut before a `[[windows]]` or `[[calendars]]`
+    line), so 100,000 parsed tables are never held at once. A cut inside a multi-line string
+    leaves the part before it unterminated, which does not parse; what comes before the first
+    table must hold no key (a `windows = []` there would make the whole file invalid TOML, each
+    part of it valid); a part that opens a sub-table of an array it does not start
+    (`[windows.allow]` after a `[[calendars]]`) makes that array a table there, refused. Each
+    part is decoded on its own (a cut is before an ASCII line, so every part decodes exactly
+    when the whole file does): the file is never held as text, nor as lines."""
+    start = len(_BOM) if raw.startswith(_BOM) else 0
+    cut, headers = start, 0
+    for header in _TABLE_HEADER.finditer(raw, start):
+        if header.start() > cut and (headers == 0 or headers >= _BATCH):
+            yield from _chunk_tables(raw[cut:header.start()])
+            cut, headers = header.start(), 0
+        headers += 1
+    if len(raw) > cut:
+        yield from _chunk_tables(raw[cut:])
 
 
 #: tables parsed at once (one parse per table costs a third more than one per file)
 _BATCH = 200
 
 
-def _chunk_tables(chunk: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _chunk_tables(chunk: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
     try:
-        data = toml_loads("".join(chunk))
-    except TOMLDecodeError:
+        data = toml_loads(chunk.decode("utf-8"))
+    except (UnicodeDecodeError, TOMLDecodeError):
         raise _NotSimple from None
-    tables = data.get("windows", [])
-    header = bool(chunk) and _TABLE_HEADER.match(chunk[0]) is not None
-    if set(data) - {"windows"} or (data and not header) or not isinstance(tables, list) \
-            or not all(isinstance(t, dict) for t in tables):
+    header = _TABLE_HEADER.match(chunk) is not None
+    arrays = [data.get(name, []) for name in _ARRAYS]
+    if set(data) - set(_ARRAYS) or (data and not header) or not all(
+            isinstance(tables, list) and all(isinstance(t, dict) for t in tables) for tables in arrays):
         raise _NotSimple
-    for table in tables:
-        yield _source_digest(table), table
+    windows, calendars = arrays
+    for table in windows:
+        yield "windows", _source_digest(table), table
+    for table in calendars:
+        yield "calendars", "", table
 
 
 def _source_digest(table: dict[str, Any]) -> str:
@@ -481,9 +488,16 @@ class _Builder:
         c["offsets"].append(len(c["starts"]))
         self.tables.append(table)
 
-    def schedule(self, digest: str, basis: str, zones: Sequence[str], bound: Sequence[Entry] = ()) -> Schedule | None:
-        """The schedule; None when two rows share a name (the whole validation refuses it)."""
+    def schedule(self, digest: str, basis: str, zones: Sequence[str],
+                 bound: Sequence[Entry] | _Bound = ()) -> Schedule | None:
+        """The schedule; None when two rows (or, for `_Bound`, any two tables) share a name
+        (the whole validation refuses it)."""
         c = self.columns
+        if isinstance(bound, _Bound):
+            entries = bound.entries(c["names"])
+            if entries is None:
+                return None
+            bound = entries
         if len(set(c["names"])) != len(c["names"]):
             return None
         return Schedule(digest, basis, list(zones), self.lo, self.hi, c["names"], c["scopes"], c["enabled"],
@@ -507,16 +521,24 @@ def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | No
         if entries is None:
             return None
         bound, windows = entries, plain
-    sources = None
-    if raw is not None and not bound:
-        try:
-            sources = [source for source, _ in _tables(raw)]
-        except _NotSimple:
-            sources = None
+    sources = _row_sources(raw, bound)
     builder = _Builder(*_horizon(now))
     for i, window in enumerate(windows):
         builder.add_window(window, sources[i] if sources is not None and len(sources) == len(windows) else "")
     return builder.schedule(digest, trust.basis(builder.zones), sorted(builder.zones), bound)
+
+
+def _row_sources(raw: bytes | None, bound: Sequence[Entry]) -> list[str] | None:
+    """The digest of each `[[windows]]` table of `raw` that is a row (not in `bound`), in file
+    order; None when `raw` cannot be cut table by table."""
+    if raw is None:
+        return None
+    excluding = {index for kind, index, _ in bound if kind == "windows"}
+    try:
+        tables = (source for kind, source, _ in _tables(raw) if kind == "windows")
+        return [source for index, source in enumerate(tables) if index not in excluding]
+    except _NotSimple:
+        return None
 
 
 def _bound_entries(raw: bytes | None, windows: Sequence[Window]) -> list[Entry] | None:
@@ -543,49 +565,93 @@ def _bound_entries(raw: bytes | None, windows: Sequence[Window]) -> list[Entry] 
     return entries
 
 
+class _Bound:
+    """The tables of a file bound to a calendar, kept as `_tables` meets them (`Entry`, as
+    `_bound_entries` makes them from the whole file), each validated, with their names (windows
+    and calendars share one name space, `calendars.bind`)."""
+
+    def __init__(self, windows_path: Path) -> None:
+        self.windows_path = windows_path
+        self.windows: list[Entry] = []
+        self.calendars: list[Entry] = []
+        self.names: list[str] = []
+
+    def tables(self, raw: bytes) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """Each `[[windows]]` table of `raw` with its index and digest; each `[[calendars]]`
+        table validated and kept. `_NotSimple`, `InvalidWindow` as `_tables` and validation raise."""
+        index = 0
+        for kind, source, table in _tables(raw):
+            if kind == "windows":
+                yield index, source, table
+                index += 1
+                continue
+            calendar = CalendarSource.parse(table, path=self.windows_path, index=len(self.calendars))
+            self.names.append(calendar.name)
+            self.calendars.append(("calendars", len(self.calendars), tomli_w.dumps(table)))
+
+    def excluding(self, window: Window, index: int, table: dict[str, Any]) -> bool:
+        """Whether `window` (the `[[windows]]` table `index`) excludes a calendar: kept then."""
+        if window.exclude_calendar is None:
+            return False
+        self.names.append(window.name)
+        self.windows.append(("windows", index, tomli_w.dumps(table)))
+        return True
+
+    def entries(self, rows: Sequence[str]) -> list[Entry] | None:
+        """The bound tables in `_bound_entries`' order; None when a name repeats among them and
+        the `rows` (the whole validation refuses it)."""
+        names = [*rows, *self.names]
+        return self.windows + self.calendars if len(set(names)) == len(names) else None
+
+
 def _streamed(digest: str, raw: bytes, windows_path: Path, now: datetime) -> Schedule | None:
     """The schedule of the file `raw` built a table at a time (no more than one `Window` held
-    at once); None when a table does not validate or the file is not that simple (the caller
-    then validates the file whole, which refuses it or finds its calendars)."""
+    at once; the tables bound to a calendar kept as `build` keeps them); None when a table does
+    not validate or the file is not that simple (the caller then validates the file whole, which
+    refuses it)."""
     builder = _Builder(*_horizon(now))
+    bound = _Bound(windows_path)
     paused = gc.isenabled()
     gc.disable()  # every row built survives: a collection would only walk them again
     try:
-        for index, (source, table) in enumerate(_tables(raw)):
+        for index, source, table in bound.tables(raw):
             window = Window.parse(table, path=windows_path, index=index)
-            if window.exclude_calendar is not None:
-                return None
-            builder.add_window(window, source)
+            if not bound.excluding(window, index, table):
+                builder.add_window(window, source)
     except (_NotSimple, InvalidWindow):
         return None
     finally:
         if paused:
             gc.enable()
-    return builder.schedule(digest, trust.basis(builder.zones), sorted(builder.zones))
+    return builder.schedule(digest, trust.basis(builder.zones), sorted(builder.zones), bound)
 
 
 def _rebuilt(previous: Schedule, digest: str, raw: bytes, windows_path: Path, now: datetime) -> Schedule | None:
     """The schedule of the edited file `raw`: the rows of the tables `previous` compiled, as
     they are (same code, same zone data, same horizon), taken from it; only an edited or added
     table validated and asked for its occurrences. None when anything is not that simple (a
-    table that does not validate, a repeated name, a calendar, a new zone, a horizon half
-    gone): the schedule is then built whole."""
+    table that does not validate, a repeated name, a new zone, a horizon half gone): the
+    schedule is then built whole. The tables bound to a calendar are validated and kept again
+    (`_Bound`: they have no row)."""
     if not previous.answers(now) or micros(now) >= previous.lo + HORIZON // _US // 2:
         return None
     known = {source: row for row, source in enumerate(previous.sources) if source}
     builder = _Builder(previous.lo, previous.hi)
+    bound = _Bound(windows_path)
     try:
-        for index, (source, table) in enumerate(_tables(raw)):
+        for index, source, table in bound.tables(raw):
             if source in known:
                 builder.add_kept(previous, known[source], source)
                 continue
             window = Window.parse(table, path=windows_path, index=index)
-            if window.exclude_calendar is not None or (window.cron is not None and window.timezone not in previous.zones):
+            if bound.excluding(window, index, table):
+                continue
+            if window.cron is not None and window.timezone not in previous.zones:
                 return None
             builder.add_window(window, source)
     except (_NotSimple, InvalidWindow):
         return None
-    return builder.schedule(digest, previous.basis, previous.zones)
+    return builder.schedule(digest, previous.basis, previous.zones, bound)
 
 
 def dumps(schedule: Schedule) -> bytearray:
@@ -685,7 +751,8 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     `validated`), else from `validate()` (the file's windows; only called then, it refuses a
     file that does not validate); written there by whichever process builds it first. One built
     more than `fresh_for` ago is built again (the daemon does so at `REFRESH`, before an
-    operator's command finds the horizon gone). None when the file has no schedule (calendars)."""
+    operator's command finds the horizon gone). None when the file has no schedule (its bound
+    tables cannot be told from its bytes)."""
     path = trust.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path) if path is not None else None
