@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.durations import format_duration, parse_with_unit
@@ -34,10 +34,10 @@ from hermes_estop.system.fsread import read_regular
 from hermes_estop.model.homes import FLEET
 from hermes_estop.windows import trust
 from hermes_estop.windows.feed_schedule import compile_feed, compiled_feed, feed_key
-from hermes_estop.windows.fields import Drain, Duration, WindowAllow, parse_drain, parse_selector_part
+from hermes_estop.windows.fields import Drain, Duration, WindowAllow, parse_drain
 from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
 from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
-from hermes_estop.windows.model import _NAME_RE, Window, validate_scope
+from hermes_estop.windows.model import _NAME_RE, Window, selector_part, validate_scope
 
 __all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "compiled_path", "is_url"]
 
@@ -116,10 +116,7 @@ class CalendarSource(BaseModel):
     def _drain(cls, value: object) -> timedelta | None:
         return parse_drain(value)
 
-    @field_validator("only", "jobs", mode="before")
-    @classmethod
-    def _selector_part(cls, value: object, info: ValidationInfo) -> list[str]:
-        return parse_selector_part(value, str(info.field_name))
+    _selector_part = field_validator("only", "jobs", mode="before")(selector_part)
 
     @field_validator("refresh", mode="before")
     @classmethod

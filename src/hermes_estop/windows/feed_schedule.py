@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 _FORMAT = 1
 #: how far past its build a compiled feed answers without parsing (as the windows schedule)
-HORIZON = timedelta(days=7)
+HORIZON = trust.HORIZON
 
 #: one event as compiled: start, end (epoch seconds), ident, uid, reason, all-day dates or None
 _Row = list[object]

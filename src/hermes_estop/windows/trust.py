@@ -10,7 +10,8 @@ per (path, problem) per process. A FIFO or a directory planted in its place is r
 waited on.
 
 `code_stamp` and `zone_digest` say what a kept file was computed with besides the windows file:
-our code, the libraries that read it, the TZif data of a zone.
+our code, the libraries that read it, the TZif data of a zone; `HORIZON` how far past its build
+a kept schedule (the windows file's, a calendar feed's) answers.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterable
+from datetime import timedelta
 from importlib.resources import files as package_files
 from importlib.util import find_spec
 from pathlib import Path
@@ -33,9 +35,15 @@ from hermes_estop.model.text import printable
 from hermes_estop.system.fsread import read_regular_with_stat
 from hermes_estop.system.fsutil import atomic_write
 
-__all__ = ["basis", "cache_dir", "code_stamp", "directory_problem", "kept_path", "trusted_lines", "write_trusted", "zone_digest"]
+__all__ = ["HORIZON", "basis", "cache_dir", "code_stamp", "directory_problem", "kept_path", "trusted_lines", "write_trusted", "zone_digest"]
 
 log = logging.getLogger(__name__)
+
+#: how far past its build a kept schedule answers (a week: the daemon's and the operators'
+#: questions are about now and the next few days; a later instant is asked of the exact
+#: functions). One constant for the windows schedule and the compiled feeds: the windows
+#: schedule imports the calendars, so the feeds cannot import it.
+HORIZON = timedelta(days=7)
 
 #: a kept file larger than this is not read (100,000 windows' schedule takes about 30 MiB)
 _MAX_BYTES = 256 * 1024 * 1024
