@@ -697,7 +697,7 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     if built is None:
         built = build(digest, validate(), now, raw)
     if built is not None and path is not None:
-        trust.write_trusted(path, dumps(built))
+        trust.write_trusted(path, dumps(built), private=trust.in_cache(path, windows_path))
     return built
 
 
