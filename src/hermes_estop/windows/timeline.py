@@ -173,6 +173,9 @@ class ScheduleKeeper:
         if asked is not None and asked[0] == raw and asked[1] <= now < asked[1] + REFRESH:
             return
         self._asked = (raw, now)
+        # not kept while its successor is built (the passes meanwhile are exact): with it, a build
+        # held three schedules at once, a peak the allocator keeps (docs/performance.md)
+        self._ready = None
         self._thread = threading.Thread(target=self._build, args=(raw, list(windows), now), name="windows-schedule")
         self._thread.start()
 
