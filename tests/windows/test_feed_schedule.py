@@ -64,7 +64,7 @@ def never() -> Feed:
 @pytest.fixture
 def compiled(tmp_path: Path) -> Path:
     path = tmp_path / "calendars" / "feed.schedule"
-    compile_feed(path, key_of(RAW, SETTINGS), parser()(), NOW)
+    compile_feed(path, key_of(RAW, SETTINGS), parser()(), NOW, private=False)
     assert path.is_file()
     return path
 
@@ -181,3 +181,41 @@ def test_the_next_process_reads_the_feed_compiled_by_the_first(tmp_path, monkeyp
     feed, problem = calendars.load_feed(tmp_path, "cal.ics", "'cal'", salt=json.dumps([[], None, None]))
     assert problem is None and isinstance(feed, CompiledFeed)
     assert written.stat().st_size > 0
+
+
+def _compiled_by_a_read(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read the local feed `cal.ics` of fleet `root` (this process parsing it, and keeping its
+    compiled schedule), with the umask a fleet's files are made with."""
+    (root / "cal.ics").write_bytes(RAW)
+    monkeypatch.setattr(calendars, "_FEEDS", type(calendars._FEEDS)())
+    umask = os.umask(0o022)
+    try:
+        calendars.load_feed(root, "cal.ics", "'cal'")
+    finally:
+        os.umask(umask)
+
+
+def test_the_fleets_calendars_directory_is_made_as_the_fetcher_makes_it_never_private(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every operator of the fleet reads the compiled feeds kept beside its copies of the feeds."""
+    root = tmp_path / "fleet"
+    root.mkdir()
+    root.chmod(0o755)
+    _compiled_by_a_read(root, monkeypatch)
+    where = root / calendars.CALENDAR_DIR
+    assert len(list(where.glob(".*.schedule"))) == 1 and where.stat().st_mode & 0o777 == 0o755
+
+
+def test_a_cache_directory_named_calendars_is_made_private(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A calendars directory its group can write keeps the compiled feed in this user's cache,
+    which is made private whatever it is called (the directory's name says nothing of it)."""
+    root = tmp_path / "fleet"
+    (root / calendars.CALENDAR_DIR).mkdir(parents=True)
+    (root / calendars.CALENDAR_DIR).chmod(0o775)
+    cache = tmp_path / "cache" / calendars.CALENDAR_DIR
+    cache.parent.mkdir()
+    monkeypatch.setenv("HERMES_ESTOP_CACHE", str(cache))
+    _compiled_by_a_read(root, monkeypatch)
+    assert len(list(cache.glob("*.schedule"))) == 1 and cache.stat().st_mode & 0o777 == 0o700
+    assert not list((root / calendars.CALENDAR_DIR).glob("*.schedule"))

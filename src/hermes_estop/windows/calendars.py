@@ -14,7 +14,6 @@ holds as it was, like any window that stops validating. Everything here only rea
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
@@ -25,7 +24,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.durations import format_duration, parse_with_unit
@@ -34,10 +33,10 @@ from hermes_estop.system.fsread import read_regular
 from hermes_estop.model.homes import FLEET
 from hermes_estop.windows import trust
 from hermes_estop.windows.feed_schedule import compile_feed, compiled_feed, feed_key
-from hermes_estop.windows.fields import Drain, Duration, WindowAllow, parse_drain, parse_selector_part
+from hermes_estop.windows.fields import Drain, Duration, WindowAllow, parse_drain
 from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
 from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
-from hermes_estop.windows.model import _NAME_RE, Window, validate_scope
+from hermes_estop.windows.model import _NAME_RE, Window, selector_part, validate_scope
 
 __all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "compiled_path", "is_url"]
 
@@ -116,10 +115,7 @@ class CalendarSource(BaseModel):
     def _drain(cls, value: object) -> timedelta | None:
         return parse_drain(value)
 
-    @field_validator("only", "jobs", mode="before")
-    @classmethod
-    def _selector_part(cls, value: object, info: ValidationInfo) -> list[str]:
-        return parse_selector_part(value, str(info.field_name))
+    _selector_part = field_validator("only", "jobs", mode="before")(selector_part)
 
     @field_validator("refresh", mode="before")
     @classmethod
@@ -242,11 +238,14 @@ def cache_paths(root: Path, location: str) -> tuple[Path, Path]:
     return base / f"{key}.ics", base / f"{key}.json"
 
 
-def compiled_path(root: Path, location: str, settings: str) -> Path | None:
+def compiled_path(root: Path, location: str, settings: str) -> tuple[Path, bool] | None:
     """Where the compiled schedule of the feed at `location`, read with `settings`, is kept
-    (`trust.kept_path`: in `calendars/`, or this user's cache when others could write there)."""
+    (`trust.kept_path`: in `calendars/`, or this user's cache when others could write there),
+    and whether that is the cache (`trust.in_cache`: a directory made private)."""
     key = hashlib.sha256(f"{location}\0{settings}".encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    return trust.kept_path(Path(root) / CALENDAR_DIR / key, ".schedule")
+    beside = Path(root) / CALENDAR_DIR / key
+    path = trust.kept_path(beside, ".schedule")
+    return None if path is None else (path, trust.in_cache(path, beside))
 
 
 def local_path(root: Path, location: str) -> Path:
@@ -293,7 +292,7 @@ def _settings(label: str, salt: str, tz: str | None) -> str:
 
 
 def _feed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | None, salt: str,
-          compiled_at: Path | None = None) -> Feed:
+          compiled_at: tuple[Path, bool] | None = None) -> Feed:
     """The feed of `raw`, parsed once per content and settings (and, with `compiled_at`, once
     per content and settings for every process: `feed_schedule`); one that an expansion has since
     refused for its steps or occurrences fails from the next read on, alone, like a feed that
@@ -312,22 +311,18 @@ def _feed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | 
 
 
 def _compiled_or_parsed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | None, salt: str,
-                        compiled_at: Path | None, key: str) -> Feed:
+                        compiled_at: tuple[Path, bool] | None, key: str) -> Feed:
     def parse() -> Feed:
         return parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, now=now)
 
     now = datetime.now(UTC)
     if compiled_at is None:
         return parse()
-    found: Feed | None = compiled_feed(compiled_at, key, label, now, parse)
+    path, private = compiled_at
+    found: Feed | None = compiled_feed(path, key, label, now, parse)
     if found is None:
         found = parse()
-        if compiled_at.parent.name == CALENDAR_DIR:
-            # made as the fetcher makes it, never private: `hermes serve` keeps the feeds' copies
-            # there, whoever read a feed first
-            with contextlib.suppress(OSError):
-                compiled_at.parent.mkdir(exist_ok=True)
-        compile_feed(compiled_at, key, found, now)
+        compile_feed(path, key, found, now, private=private)
     return found
 
 

@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 _FORMAT = 1
 #: how far past its build a compiled feed answers without parsing (as the windows schedule)
-HORIZON = timedelta(days=7)
+HORIZON = trust.HORIZON
 
 #: one event as compiled: start, end (epoch seconds), ident, uid, reason, all-day dates or None
 _Row = list[object]
@@ -91,10 +91,10 @@ def _zone_name(zone: tzinfo) -> str | None:
     return zone.key if isinstance(zone, ZoneInfo) else None
 
 
-def compile_feed(path: Path, key: str, feed: Feed, now: datetime) -> None:
+def compile_feed(path: Path, key: str, feed: Feed, now: datetime, *, private: bool) -> None:
     """Write the compiled schedule of `feed` (parsed from the bytes and settings of `key`) at
-    `path` (`trust.write_trusted`): its chunks around `now`. Never fails its caller (an
-    accelerator)."""
+    `path` (`trust.write_trusted`, told whether `path` is in this user's `private` cache): its
+    chunks around `now`. Never fails its caller (an accelerator)."""
     try:
         chunks = {index: feed.chunk(index, ahead=1) for index in _chunk_range(now, feed.longest)}
         zones = {uid: _zone_name(zone) for uid, zone in feed.zones().items()}
@@ -104,7 +104,7 @@ def compile_feed(path: Path, key: str, feed: Feed, now: datetime) -> None:
                   "spans": [s.total_seconds() for s in feed.spans], "zones": zones, "chunks": sorted(chunks)}
         lines = [json.dumps(header, separators=(",", ":"))]
         lines += [json.dumps([_row(e) for e in chunks[index]], separators=(",", ":")) for index in sorted(chunks)]
-        trust.write_trusted(path, "\n".join(lines).encode("utf-8", "surrogateescape"))
+        trust.write_trusted(path, "\n".join(lines).encode("utf-8", "surrogateescape"), private=private)
     except (OSError, StoreError, EstopError, ValueError) as exc:
         log.debug("compiled feed %s not written: %s", path, exc)
 

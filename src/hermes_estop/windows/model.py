@@ -61,6 +61,7 @@ __all__ = [
     "check_unique",
     "json_schema",
     "parse_run",
+    "selector_part",
     "validate_scope",
 ]
 
@@ -68,6 +69,12 @@ WINDOWS_FILE = "windows.toml"
 #: at most this many arguments in a window's `run` command
 MAX_TASK_ARGS = 256
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def selector_part(value: object, info: ValidationInfo) -> list[str]:
+    """The validator of `only` and `jobs`, a window's and a calendar source's alike
+    (`fields.parse_selector_part`, the error naming the field)."""
+    return parse_selector_part(value, str(info.field_name))
 
 
 class Window(BaseModel):
@@ -181,10 +188,7 @@ class Window(BaseModel):
     def _on_failure_ttl(cls, value: object) -> timedelta | None:
         return None if value is None else parse_with_unit(value)
 
-    @field_validator("only", "jobs", mode="before")
-    @classmethod
-    def _selector_part(cls, value: object, info: ValidationInfo) -> list[str]:
-        return parse_selector_part(value, str(info.field_name))
+    _selector_part = field_validator("only", "jobs", mode="before")(selector_part)
 
     @property
     def selector(self) -> Selector | None:

@@ -84,7 +84,7 @@ log = logging.getLogger(__name__)
 _FORMAT = 5
 #: how far past its build a schedule answers (a week: the daemon's and the operators' questions
 #: are about now and the next few days; a later instant is asked of the exact functions)
-HORIZON = timedelta(days=7)
+HORIZON = trust.HORIZON
 #: how often `hermes serve` builds the schedule of an unchanged file again (so that the horizon
 #: an operator's command finds is always at least half of `HORIZON` ahead)
 REFRESH = HORIZON / 4
@@ -764,7 +764,7 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     if built is None:
         built = build(digest, validate(), now, raw)
     if built is not None and path is not None:
-        trust.write_trusted(path, dumps(built))
+        trust.write_trusted(path, dumps(built), private=trust.in_cache(path, windows_path))
     return built
 
 

@@ -267,8 +267,14 @@ class ScheduleKeeper:
         if asked is not None and asked[0] == raw and asked[1] <= now < asked[1] + REFRESH:
             return
         self._asked = (raw, now)
-        # windows of a schedule (`ScheduleWindows`) are not listed here: that would build them all
-        listed = windows if isinstance(windows, ScheduleWindows) else list(windows)
+        listed: Sequence[Window]
+        if isinstance(windows, ScheduleWindows):
+            listed = windows  # not listed: that would build them all; they hold their schedule anyway
+        else:
+            # not kept while its successor is built (the passes meanwhile are exact): with it, a
+            # build held three schedules at once, a peak the allocator keeps (docs/performance.md)
+            self._ready = None
+            listed = list(windows)
         self._thread = threading.Thread(target=self._build, args=(raw, listed, now), name="windows-schedule")
         self._thread.start()
 

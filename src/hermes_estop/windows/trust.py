@@ -10,7 +10,8 @@ per (path, problem) per process. A FIFO or a directory planted in its place is r
 waited on.
 
 `code_stamp` and `zone_digest` say what a kept file was computed with besides the windows file:
-our code, the libraries that read it, the TZif data of a zone.
+our code, the libraries that read it, the TZif data of a zone; `HORIZON` how far past its build
+a kept schedule (the windows file's, a calendar feed's) answers.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterable
+from datetime import timedelta
 from importlib.resources import files as package_files
 from importlib.util import find_spec
 from pathlib import Path
@@ -33,9 +35,16 @@ from hermes_estop.model.text import printable
 from hermes_estop.system.fsread import read_regular_with_stat
 from hermes_estop.system.fsutil import atomic_write
 
-__all__ = ["basis", "cache_dir", "code_stamp", "directory_problem", "kept_path", "trusted_lines", "write_trusted", "zone_digest"]
+__all__ = ["HORIZON", "basis", "cache_dir", "code_stamp", "directory_problem", "in_cache", "kept_path", "trusted_lines",
+           "write_trusted", "zone_digest"]
 
 log = logging.getLogger(__name__)
+
+#: how far past its build a kept schedule answers (a week: the daemon's and the operators'
+#: questions are about now and the next few days; a later instant is asked of the exact
+#: functions). One constant for the windows schedule and the compiled feeds: the windows
+#: schedule imports the calendars, so the feeds cannot import it.
+HORIZON = timedelta(days=7)
 
 #: a kept file larger than this is not read (100,000 windows' schedule takes about 30 MiB)
 _MAX_BYTES = 256 * 1024 * 1024
@@ -183,11 +192,25 @@ def kept_path(beside: Path, suffix: str) -> Path | None:
     return where / f"{name}{suffix}"
 
 
-def write_trusted(path: Path, data: bytes | bytearray) -> None:
+def in_cache(path: Path, beside: Path) -> bool:
+    """Whether `path`, where `kept_path` keeps a file about `beside`, is in this user's cache
+    directory (`cache_dir`) rather than beside it: what `write_trusted` is told as `private`."""
+    return path.parent != beside.parent
+
+
+def write_trusted(path: Path, data: bytes | bytearray, *, private: bool) -> None:
     """Write `data` to `path` atomically, unless its directory could be written by someone else
-    (then one WARNING line) or cannot be written (then nothing: a kept file is optional)."""
+    (then one WARNING line) or cannot be written (then nothing: a kept file is optional).
+
+    `private`: `path`'s directory is this user's cache (`in_cache`), made with its parents for
+    this user alone; else it is a directory of the fleet (the fleet root, `calendars/`), where
+    every operator of the fleet finds what is kept: made when absent as the fetcher makes it
+    (the umask's mode, never private), its parent never."""
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a cache directory, made private
+        if private:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        else:
+            path.parent.mkdir(exist_ok=True)
     except OSError as exc:
         log.debug("windows schedule %s not written: %s", path, exc)
         return

@@ -1,0 +1,50 @@
+"""`timeline.ScheduleKeeper` builds each schedule without holding the one it replaces: a build
+that also held the previous schedule (beside the kept copy it reads and the one it makes) had
+the daemon's resident set grow by the peak at every refresh (bench/serve_scale.py --as-serve)."""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import weakref
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from hermes_estop.windows import timeline
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.schedule import REFRESH
+from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleTimeline
+
+BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
+RAW = b'[[windows]]\nname = "w"\ncron = "0 2 * * *"\nduration = "1h"\n'
+EDITED = RAW.replace(b"1h", b"2h")
+
+
+@pytest.mark.parametrize("then", [RAW, EDITED], ids=["refresh of the same bytes", "an edit"])
+def test_a_keeper_never_holds_the_schedule_it_replaces_while_it_builds_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: bytes) -> None:
+    tmp_path.chmod(0o755)
+    keeper = ScheduleKeeper(tmp_path / "windows.toml")
+    keeper.want(RAW, [Window.parse({"name": "w", "cron": "0 2 * * *", "duration": "1h"})], BUILT)
+    keeper.join()
+    first = keeper.timeline(RAW)
+    assert isinstance(first, ScheduleTimeline)
+    previous = weakref.ref(first)
+    del first
+    held_while_building: list[bool] = []
+    real_load = timeline.load
+
+    def load(*args, **kwargs):  # type: ignore[no-untyped-def]
+        gc.collect()
+        held_while_building.append(previous() is not None)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(timeline, "load", load)
+    windows = [Window.parse({"name": "w", "cron": "0 2 * * *", "duration": "2h" if then == EDITED else "1h"})]
+    keeper.want(then, windows, BUILT + REFRESH + timedelta(minutes=10))
+    keeper.join()
+    assert held_while_building == [False]
+    ready = keeper.timeline(then)
+    assert isinstance(ready, ScheduleTimeline) and ready.schedule.digest == hashlib.sha256(then).hexdigest()
