@@ -373,6 +373,36 @@ def test_a_warm_pass_builds_windows_only_for_the_rows_it_acts_on(harness, parses
     assert set(parses) <= now_covering | covering and len(parses) <= 2 * len(now_covering | covering)
 
 
+@pytest.mark.parametrize("edit", ["lengthened", "added"])
+def test_a_pass_after_an_edit_validates_only_the_edited_table_and_keeps_its_schedule(harness, parses, edit):
+    """A running scheduler whose file is edited compiles the new bytes table by table, an
+    unchanged table's row taken from the schedule kept before (as an operator's command does),
+    instead of validating all 200 windows again; it plans what the exact functions plan, and
+    the schedule it compiled is kept for the next command."""
+    text = _spread(200)
+    harness.file.path.write_text(text)
+    harness.clock.set(BUILT.replace(hour=0, minute=0))
+    _kept_by_a_first_service(harness)
+    _as_a_new_process(parses)
+    service = harness.new_service()
+    service.tick(harness.clock.now)
+    if edit == "lengthened":
+        text = text.replace('name = "w001"\ncron = "1 0 * * *"\nduration = "5m"', 'name = "w001"\ncron = "1 0 * * *"\nduration = "1h"')
+    else:
+        text += '\n[[windows]]\nname = "w150b"\ncron = "1 0 * * *"\nduration = "5m"\n'
+    assert text != harness.file.path.read_text()
+    harness.file.path.write_text(text)
+    parses.clear()
+    harness.clock.advance(minutes=2)
+    report = service.tick(harness.clock.now)
+    covering = {key.split("/", 1)[1].split("@", 1)[0] for key in report.active}
+    assert ("w150b" if edit == "added" else "w001") in covering
+    assert len(parses) <= 1 + 2 * len(covering), f"{len(parses)} windows validated after a one-table edit"
+    assert kept_schedule(harness.file.path, harness.file.path.read_bytes(), harness.clock.now) is not None
+    _as_a_new_process(parses)
+    assert report.active == harness.new_service().plan(harness.clock.now)[0].active
+
+
 def test_a_scheduler_started_on_a_kept_schedule_sees_edits_and_holds_back_a_removal(harness, parses):
     """A scheduler that took its windows from the schedule (no `Window` for most of them) still
     arms a window an edit adds at the next pass, and still holds back an edit that takes away a

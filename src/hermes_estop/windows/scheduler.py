@@ -150,19 +150,26 @@ class WindowService:
         `hermes serve --once` says so in one line, exit 2. Bytes with a trusted compiled
         schedule validated whole when it was built: not validated again."""
         raw = self.windows_file.snapshot().raw
-        self.schedules.read_kept(raw, self.clock())
-        if self.schedules.windows(raw) is None:
+        if self._compiled_rows(raw, self.clock()) is None:
             self.windows_file.parse_each(raw)
 
     def _schedule_rows(self, snapshot: FileSnapshot, empty_policy: bool, now: datetime) -> ScheduleWindows | None:
         """The file's windows as the rows of its compiled schedule, when one is kept for exactly
-        these bytes (`ScheduleKeeper.read_kept`: trusted, of this code) and the fleet's policy
+        these bytes (`ScheduleKeeper.read_kept`: trusted, of this code) or compiles table by
+        table (`ScheduleKeeper.compile`, after an edit) and the fleet's policy
         refuses nothing (else each window is checked against it); None: validate the file.
         Bytes this service validated already are taken from that validation (remembered)."""
         raw = snapshot.raw
         if snapshot.identity is None or not empty_policy or raw == self._validated:
             return None
+        return self._compiled_rows(raw, now)
+
+    def _compiled_rows(self, raw: bytes, now: datetime) -> ScheduleWindows | None:
+        """The rows of the schedule of exactly the bytes `raw`: the one kept for them, else
+        one compiled now table by table (`ScheduleKeeper.compile`); None when neither."""
         self.schedules.read_kept(raw, now)
+        if self.schedules.windows(raw) is None:
+            self.schedules.compile(raw, now)
         return self.schedules.windows(raw)
 
     def _inputs(self, report: TickReport) -> _Inputs | None:

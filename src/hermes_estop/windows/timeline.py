@@ -190,6 +190,8 @@ class ScheduleKeeper:
         #: windows, when) last asked for
         self._memory: tuple[list[Window], ScheduleTimeline] | None = None
         self._memory_asked: tuple[list[Window], datetime] | None = None
+        #: the bytes `compile` last compiled (or found not simple enough to)
+        self._compiled: bytes | None = None
 
     def timeline(self, source: bytes | None, otherwise: Timeline = EXACT,
                  windows: Sequence[Window] = ()) -> Timeline:
@@ -252,6 +254,31 @@ class ScheduleKeeper:
             if self._asked is None or self._asked[0] != raw:
                 self._asked = (raw, instant_of(found.lo))  # built then: `want` refreshes it at `REFRESH`
 
+    def compile(self, raw: bytes, now: datetime) -> None:
+        """Compile the schedule of the bytes `raw` now, as an operator's command does
+        (`schedule.load`: each table validated on its own, an unchanged table's row taken from
+        the schedule kept for the file before the edit), once per version of the file; never by
+        validating the file whole: a file that is not that simple (a table that fails, a name
+        repeated, calendars) is left to the pass, which validates it whole and says what is
+        wrong. Why: after an edit, validating 10,000 windows whole was most of the pass."""
+        if self._compiled == raw:
+            return
+        self._compiled = raw
+        try:
+            found = load(self.windows_path, raw, _validated_whole, now)
+        except _NotCompiled:
+            return
+        except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
+            log.warning("windows schedule of %s not built: %s", self.windows_path, exc)
+            return
+        if found is not None and found.bound:
+            self._bound = raw
+        if found is None or found.bound:
+            return
+        self._ready = (raw, ScheduleTimeline(found))
+        self._read = raw
+        self._asked = (raw, now)
+
     def windows(self, raw: bytes) -> ScheduleWindows | None:
         """The windows of the schedule of exactly the bytes `raw` (one list per schedule), or
         None when there is none ready."""
@@ -293,8 +320,18 @@ class ScheduleKeeper:
             return
         if schedule is not None and schedule.bound:
             self._bound = raw
-        elif schedule is not None and schedule.digest == hashlib.sha256(raw).hexdigest():
+        elif schedule is not None and schedule.digest == hashlib.sha256(raw).hexdigest() \
+                and (self._asked is None or self._asked[0] == raw):  # not over a later version `compile` took
             self._ready = (raw, ScheduleTimeline(schedule))
+
+
+class _NotCompiled(Exception):
+    """The file is not compiled table by table: the pass validates it whole."""
+
+
+def _validated_whole() -> Sequence[Window]:
+    """`ScheduleKeeper.compile`'s `validate`: never the whole file (the pass does that)."""
+    raise _NotCompiled
 
 
 def _plain(windows: Sequence[Window]) -> list[Window]:
