@@ -48,3 +48,24 @@ def test_a_keeper_never_holds_the_schedule_it_replaces_while_it_builds_the_next(
     assert held_while_building == [False]
     ready = keeper.timeline(then)
     assert isinstance(ready, ScheduleTimeline) and ready.schedule.digest == hashlib.sha256(then).hexdigest()
+
+
+def test_a_refresh_of_a_schedules_rows_compiles_the_bytes_without_building_the_rows(tmp_path: Path) -> None:
+    """The windows a pass took as a schedule's rows are not asked for at a refresh (each row
+    built would stay cached in the schedule they hold, 10,000 `Window` objects at once): the
+    file's bytes are compiled table by table instead, to the same schedule."""
+    tmp_path.chmod(0o755)
+    path = tmp_path / "windows.toml"
+    raw = b"".join(b'[[windows]]\nname = "w%d"\ncron = "%d 2 * * *"\nduration = "1h"\n' % (i, i) for i in range(20))
+    path.write_bytes(raw)
+    keeper = ScheduleKeeper(path)
+    keeper.compile(raw, BUILT)
+    rows = keeper.windows(raw)
+    assert rows is not None and len(rows) == 20
+    old = rows.schedule
+    keeper.want(raw, rows, BUILT + REFRESH + timedelta(minutes=10))
+    keeper.join()
+    assert old._windows == {}  # the cache a row's `Window` would stay in
+    ready = keeper.timeline(raw)
+    assert isinstance(ready, ScheduleTimeline) and ready.schedule is not old
+    assert ready.schedule.names == old.names and ready.schedule.lo > old.lo

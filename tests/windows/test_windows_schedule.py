@@ -819,3 +819,14 @@ def test_a_shared_fleet_roots_schedule_lives_under_xdg_cache_home_made_private(
     _load(wf)
     where = xdg / "hermes-estop"
     assert len(list(where.glob("*.schedule"))) == 1 and where.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_schedule_keeps_a_bounded_number_of_built_windows(wf: WindowsFile, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A running daemon asks for other rows pass after pass: the `Window`s a schedule keeps
+    built are bounded (the oldest dropped), each one asked again equal to the first."""
+    monkeypatch.setattr(schedule, "_WINDOWS_KEPT", 2)
+    compiled = _load(wf)
+    assert compiled is not None and len(compiled) >= 3
+    first = [compiled.window(row) for row in range(3)]
+    assert len(compiled._windows) == 2
+    assert [compiled.window(row) for row in range(3)] == first

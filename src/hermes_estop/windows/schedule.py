@@ -147,6 +147,10 @@ class Tables:
         return shown
 
 
+#: the rows' `Window`s a schedule keeps built at most (the oldest built dropped first)
+_WINDOWS_KEPT = 1024
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Schedule:
     """The compiled schedule of one version of a windows file (see the module docstring)."""
@@ -189,6 +193,8 @@ class Schedule:
         window."""
         window = self._windows.get(row)
         if window is None:
+            if len(self._windows) >= _WINDOWS_KEPT:  # a running daemon builds other rows pass after pass
+                del self._windows[next(iter(self._windows))]
             try:
                 window = Window.parse(self.tables.shown(row))
             except InvalidWindow:

@@ -312,9 +312,12 @@ class ScheduleKeeper:
 
     def _build(self, raw: bytes, windows: Sequence[Window], now: datetime) -> None:
         """Not a daemon thread: `serve --once` writes the schedule before it exits. A failure is
-        logged, never raised (the schedule is an accelerator)."""
+        logged, never raised (the schedule is an accelerator). Windows given as a schedule's
+        rows are not asked (each row built would stay cached in the schedule being replaced,
+        a peak the allocator keeps): the bytes are compiled table by table, as `compile` does."""
+        rows = isinstance(windows, ScheduleWindows)
         try:
-            schedule = load(self.windows_path, raw, lambda: windows, now, REFRESH, validated=True)
+            schedule = load(self.windows_path, raw, lambda: windows, now, REFRESH, validated=not rows)
         except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
             log.warning("windows schedule of %s not built: %s", self.windows_path, exc)
             return
