@@ -247,12 +247,8 @@ class ScheduleKeeper:
             return
         self._read = raw
         found = kept_schedule(self.windows_path, raw, now)
-        if found is not None and found.bound:
-            self._bound = raw
-        if found is not None and not found.bound:
-            self._ready = (raw, ScheduleTimeline(found))
-            if self._asked is None or self._asked[0] != raw:
-                self._asked = (raw, instant_of(found.lo))  # built then: `want` refreshes it at `REFRESH`
+        if found is not None and self._take(raw, found) and (self._asked is None or self._asked[0] != raw):
+            self._asked = (raw, instant_of(found.lo))  # built then: `want` refreshes it at `REFRESH`
 
     def compile(self, raw: bytes, now: datetime) -> None:
         """Compile the schedule of the bytes `raw` now, as an operator's command does
@@ -271,13 +267,18 @@ class ScheduleKeeper:
         except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
             log.warning("windows schedule of %s not built: %s", self.windows_path, exc)
             return
-        if found is not None and found.bound:
+        if found is not None and self._take(raw, found):
+            self._read = raw
+            self._asked = (raw, now)
+
+    def _take(self, raw: bytes, schedule: Schedule) -> bool:
+        """Serve the passes from `schedule`, of the bytes `raw`; False for one carrying tables
+        bound to a calendar (`Schedule.bound`), never taken: its rows are not all the windows."""
+        if schedule.bound:
             self._bound = raw
-        if found is None or found.bound:
-            return
-        self._ready = (raw, ScheduleTimeline(found))
-        self._read = raw
-        self._asked = (raw, now)
+            return False
+        self._ready = (raw, ScheduleTimeline(schedule))
+        return True
 
     def windows(self, raw: bytes) -> ScheduleWindows | None:
         """The windows of the schedule of exactly the bytes `raw` (one list per schedule), or
@@ -321,11 +322,9 @@ class ScheduleKeeper:
         except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
             log.warning("windows schedule of %s not built: %s", self.windows_path, exc)
             return
-        if schedule is not None and schedule.bound:
-            self._bound = raw
-        elif schedule is not None and schedule.digest == hashlib.sha256(raw).hexdigest() \
+        if schedule is not None and schedule.digest == hashlib.sha256(raw).hexdigest() \
                 and (self._asked is None or self._asked[0] == raw):  # not over a later version `compile` took
-            self._ready = (raw, ScheduleTimeline(schedule))
+            self._take(raw, schedule)
 
 
 class _NotCompiled(Exception):
