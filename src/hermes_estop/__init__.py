@@ -271,12 +271,23 @@ def engage(
 
 
 def disengage() -> bool:
-    """Remove every visible hold (this home and the fleet root)."""
-    return current().disengage()
+    """Remove every visible hold (this home and the fleet root). A lift the fleet's policy
+    refuses does not raise (upstream's `disengage` never fails its caller): it is logged as one
+    WARNING line on the `hermes_estop` logger, nothing is removed, and False is returned."""
+    from hermes_estop.model.policy import PolicyRefused
+
+    try:
+        return current().disengage()
+    except PolicyRefused as exc:
+        import logging
+
+        logging.getLogger("hermes_estop").warning("estop: disengage refused: %s", exc)
+        return False
 
 
 def retire(generation: str) -> bool:
-    """Remove the hold carrying `generation`, never a successor."""
+    """Remove the hold carrying `generation`, never a successor. Retiring a generation before
+    its deadman is a lift: judged by the fleet's policy (`PolicyRefused`, nothing removed)."""
     return current().retire(generation)
 
 

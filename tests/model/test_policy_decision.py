@@ -74,6 +74,9 @@ def oracle_lift(policy: Policy, actor: Actor, lift: Lift) -> str | None:
     window = (lift.armed_by or "").startswith("window:")
     rule = "lift_windows" if window else "lift"
     who = r.lift_windows if window else r.lift
+    # an operator token lifts only what it armed, whatever the policy says (issue 43)
+    if actor.role == "operator" and actor.name.startswith("token:") and who == "anyone":
+        rule, who = "token", "owner-or-admin"
     owner = (lift.armed_by or "").removeprefix("run:")
     allowed = {"anyone": True, "admins": oracle_is_admin(policy, actor),
                "owner-or-admin": oracle_is_admin(policy, actor) or owner == actor.name}[who]
@@ -95,9 +98,13 @@ def test_lift_decision_matches_the_rule_table(policy: Policy, actor: Actor, lift
 
 
 @given(st.builds(Arm, st.sampled_from(SCOPES), deadlines, reasons), actors)
-def test_no_policy_refuses_nothing(arm: Arm, actor: Actor) -> None:
+def test_no_policy_refuses_nothing_but_an_operator_tokens_lift_of_anothers_hold(arm: Arm, actor: Actor) -> None:
     assert decide_arm(NO_POLICY, actor, arm, NOW) is None
-    assert decide_lift(NO_POLICY, actor, Lift(arm.scope, "someone@else", arm.expires_at), NOW) is None
+    refusal = decide_lift(NO_POLICY, actor, Lift(arm.scope, "someone@else", arm.expires_at), NOW)
+    operator_token = actor.role == "operator" and actor.name.startswith("token:")
+    expired = arm.expires_at is not None and arm.expires_at <= NOW
+    assert (refusal.rule if refusal else None) == ("token" if operator_token and not expired else None)
+    assert decide_lift(NO_POLICY, actor, Lift(arm.scope, actor.owner, arm.expires_at), NOW) is None
 
 
 @settings(max_examples=200, deadline=None)

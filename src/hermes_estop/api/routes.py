@@ -216,9 +216,7 @@ class WriteApi:
     def _fleet_for(self, token: Token, request: ApiRequest) -> Fleet:
         """The fleet over this process's store, writing as `token:NAME from ADDRESS` with the
         token's role: the arming policy judges the caller, never the account `serve` runs as."""
-        fleet = self.estop.fleet
-        caller = Actor(name=f"token:{token.name} from {request.remote}", role=token.role)
-        return Fleet(fleet.store, fleet.root, clock=fleet.clock, identity=caller)
+        return self.estop.fleet.acting_as(Actor.remote(token.name, token.role, request.remote))
 
     def _status(self, request: ApiRequest, token: Token) -> ApiResponse:
         return ApiResponse(200, self.status_document())
@@ -247,7 +245,11 @@ class WriteApi:
             raise ApiError(400, str(exc), field="only" if only else "jobs" if jobs else "reason") from None
         hold = fleet.engage(location, engage, now)
         reading = Reading(location, HoldState.ACTIVE, hold)
-        return ApiResponse(201, {"id": hold_ref(reading), "scope": location.scope, **hold_json(hold, now)})
+        armed = {"id": hold_ref(reading), "scope": location.scope, **hold_json(hold, now)}
+        if fleet.policy.problem is not None:
+            armed["warning"] = (f"the fleet's policy cannot be read ({fleet.policy.problem}): armed under no policy; "
+                                "no hold is lifted or shortened until it is fixed")
+        return ApiResponse(201, armed)
 
     def _found(self, fleet: Fleet, ref: str) -> tuple[Location, Reading, datetime]:
         """The hold `ref` names (404 when none stands) and the `now` it was read at."""
@@ -274,9 +276,6 @@ class WriteApi:
         assert reading.hold is not None
         if wanted is not None and wanted != reading.hold.generation:
             raise self._stale(ref, reading, now)
-        if not token.allows("admin") and reading.hold.armed_by != f"token:{token.name}":
-            raise ApiError(403, f"token {token.name!r} (operator) lifts only the holds it armed; "
-                                f"this one was armed by {reading.hold.armed_by or 'someone else'}")
         generation = wanted if wanted is not None else reading.hold.generation
         removed = self._fenced(fleet, ref, wanted, lambda: fleet.release(location, generation, now))
         if removed is None:

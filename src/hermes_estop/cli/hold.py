@@ -161,6 +161,10 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
                                                                       only=only, jobs=jobs), override=override)
     finally:
         logging.getLogger("hermes_estop").removeHandler(quiet)
+    if estop.fleet.policy.problem is not None:
+        typer.echo(f"hermes: warning: the fleet's policy cannot be read ({one_line(estop.fleet.policy.problem)}): "
+                   "this hold was armed under no policy, and no hold is lifted or shortened until it is fixed "
+                   "(hermes policy check)", err=True)
     if estop.fleet.store.audit_failures != failures:
         typer.echo(f"hermes: warning: the hold stands, but its audit line was not written: "
                    f"{one_line(estop.fleet.store.last_audit_failure or 'unknown')}", err=True)

@@ -9,19 +9,26 @@ import os
 
 from hermes_estop.model.audit_event import AuditEvent
 
-__all__ = ["coalesce_renewals", "default_actor"]
+__all__ = ["account_name", "coalesce_renewals", "default_actor"]
+
+
+def account_name() -> str:
+    """The account of this process's effective uid (its uid where it has no name). Never
+    `$USER` or `$LOGNAME`: the environment is input, and root with `USER=alice` is root."""
+    import pwd
+
+    uid = os.geteuid()
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OSError):
+        return str(uid)
 
 
 def default_actor() -> str:
-    """Who did it, as far as this process can tell: `user@host`."""
-    import getpass
+    """Who did it, as far as this process can tell: `user@host` (`account_name`)."""
     import socket
 
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()}"
+    return f"{account_name()}@{socket.gethostname()}"
 
 
 def coalesce_renewals(events: list[AuditEvent]) -> list[tuple[AuditEvent, int]]:

@@ -13,15 +13,17 @@ them at one `now` (`read`), scope-addressed writes, the daemon's retire of expir
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from hermes_estop.fleet.audit import default_actor
 from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.process.check import Snapshot
+from hermes_estop.model.errors import HoldConflict
 from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading
+from hermes_estop.model.policy import PolicyRefused
 from hermes_estop.model.homes import Layout, Location
 from hermes_estop.stores.base import HoldStore
 from hermes_estop.stores.records import LEDGER_FILE, RecordTable
@@ -32,9 +34,15 @@ from hermes_estop.model.timeutil import Clock, aware_clock
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from hermes_estop.model.policy import Actor
-    from hermes_estop.fleet.policy_guard import PolicyGuard
+    from hermes_estop.fleet.policy_guard import Judging, PolicyGuard
 
 __all__ = ["LEDGER_FILE", "ConsumerTable", "Fleet", "RecordTable", "StateTable"]
+
+_T = TypeVar("_T")
+
+
+def _removed_generation(removed: Reading | None) -> str | None:
+    return removed.hold.generation if removed is not None and removed.hold is not None else None
 
 
 class Fleet:
@@ -107,39 +115,44 @@ class Fleet:
         return Snapshot(self.store.read(wanted, when), when)
 
     # -- writing -----------------------------------------------------------------------------
+    #
+    # Every write is judged by what it does (docs/design.md, "A write is judged by what it
+    # does"): the store calls the fleet's `Judging` under the location's lock with the body
+    # standing and the body the write leaves, so the judgement and the write are one step,
+    # fenced by the generation judged, whatever verb below asked for it.
+
+    def _judged(self, location: Location, when: datetime, override: str | None,
+                write: Callable[[Judging | None], _T], generation: Callable[[_T], str | None]) -> _T:
+        """`write(judging)` under the fleet's judgement; a refusal is put on the record once
+        (after the lock is released) and raised; an override on the record per rule."""
+        judging = self.policy.judging(location, when, override)
+        try:
+            result = write(judging)
+        except PolicyRefused as refused:
+            if judging is not None:
+                self.policy.refused(judging, refused)
+            raise
+        self.policy.overridden(judging, generation(result) if judging is not None and judging.overrode else None)
+        return result
 
     def engage(self, location: Location, request: EngageRequest, now: datetime | None = None, *,
                override: str | None = None) -> Hold:
         """Arm or re-arm the hold at `location` (`HoldStore.engage`): the write and its audit line.
-        The fleet's policy decides first (`PolicyRefused`, recorded, nothing written);
-        `override` (a reason) breaks glass for an admin or a local writer of the fleet root."""
+        Judged under the lock (`PolicyRefused`, recorded, nothing written); `override` (a
+        reason) breaks glass for an admin or a local writer of the fleet root."""
         when = self.clock() if now is None else now
-        refusal = self.policy.check_arm(location, request, when, override)
-        hold = self.store.engage(location, request, when, self.actor)
-        self.policy.overridden(location, refusal, override, hold.generation, when)
-        return hold
+        return self._judged(location, when, override,
+                            lambda judging: self.store.engage(location, request, when, self.actor, judge=judging),
+                            lambda hold: hold.generation)
 
     def release(self, location: Location, generation: str | None = None, now: datetime | None = None, *,
                 override: str | None = None) -> Reading | None:
         """The operator's resume of `location`; with `generation`, only that one (`HoldConflict`
-        otherwise). Returns what was removed, or None. The policy's `lift` rule decides first."""
+        otherwise). Returns what was removed, or None. Judged as every write is."""
         when = self.clock() if now is None else now
-        refusal = self._check_lift(location, when, override, generation)
-        removed = self.store.release(location, generation, when, self.actor)
-        if removed is not None and removed.hold is not None:
-            self.policy.overridden(location, refusal, override, removed.hold.generation, when)
-        return removed
-
-    def _check_lift(self, location: Location, when: datetime, override: str | None, generation: str | None = None,
-                    hold_id: str | None = None, every: bool = False) -> Any:
-        """The policy on lifting what a release of `location` would remove (see `release*`)."""
-        (reading,) = self.store.read((location,), when)
-        readings = (reading, *reading.scoped) if every else (reading,) if generation is None and hold_id is None \
-            else reading.scoped if hold_id is not None else (reading, *reading.scoped)
-        holds = [r.hold or Hold(None) for r in readings if r.active  # an unreadable hold: armed by nobody known
-                 and (generation is None or (r.hold is not None and r.hold.generation == generation))
-                 and (hold_id is None or (r.hold is not None and r.hold.hold_id == hold_id))]
-        return self.policy.check_lift(location, holds, when, override)
+        return self._judged(location, when, override,
+                            lambda judging: self.store.release(location, generation, when, self.actor, judge=judging),
+                            _removed_generation)
 
     def release_hold(self, location: Location, hold_id: str, now: datetime | None = None, *,
                      override: str | None = None) -> Reading:
@@ -149,12 +162,10 @@ class Fleet:
         from hermes_estop.model.errors import HoldConflict
 
         when = self.clock() if now is None else now
-        refusal = self._check_lift(location, when, override, hold_id=hold_id)
         (reading,) = self.store.read((location,), when)
         for scoped in reading.scoped:
             if scoped.hold is not None and scoped.hold.hold_id == hold_id and scoped.hold.generation:
-                removed = self.store.release(location, scoped.hold.generation, when, self.actor)
-                self.policy.overridden(location, refusal, override, scoped.hold.generation, when)
+                removed = self.release(location, scoped.hold.generation, when, override=override)
                 assert removed is not None  # release(generation) raises rather than return None
                 return removed
         standing = ", ".join(s.hold.scope_label for s in reading.scoped if s.hold is not None) or "none"
@@ -162,18 +173,30 @@ class Fleet:
 
     def release_all(self, location: Location, now: datetime | None = None, *, override: str | None = None) -> list[Reading]:
         """`hermes resume --all`: the full hold at `location`, then every scoped hold beside it,
-        each fenced on the generation read (a re-arm in between is refused, not lifted). Returns
-        what was removed, in that order."""
+        each fenced on the generation read (a re-arm in between is refused, not lifted). The
+        whole lift is judged first, so a refusal leaves every hold standing; each removal is
+        judged again under the lock. Returns what was removed, in that order."""
         when = self.clock() if now is None else now
-        refusal = self._check_lift(location, when, override, every=True)
-        if refusal is not None:
-            self.policy.overridden(location, refusal, override, None, when)
-        full = self.store.release(location, None, when, self.actor)
-        removed = [full] if full is not None else []
+        (reading,) = self.store.read((location,), when)
+        judging = self.policy.judging(location, when, override)
+        if judging is not None:
+            try:
+                judging(reading, None, when)
+            except PolicyRefused as refused:
+                self.policy.refused(judging, refused)
+                raise
+        removed = []
+        if reading.state is not HoldState.ABSENT:
+            full = self.release(location, None, when, override=override)
+            if full is not None:
+                removed.append(full)
         (reading,) = self.store.read((location,), when)
         for scoped in reading.scoped:
             if scoped.hold is not None and scoped.hold.generation:
-                lifted = self.store.release(location, scoped.hold.generation, when, self.actor)
+                try:
+                    lifted = self.release(location, scoped.hold.generation, when, override=override)
+                except HoldConflict:
+                    continue  # re-armed in between: the successor stands
                 if lifted is not None:
                     removed.append(lifted)
         return removed
@@ -193,22 +216,14 @@ class Fleet:
 
     def release_everywhere(self, locations: Sequence[Location], now: datetime | None = None) -> bool:
         """Lift every hold, scoped ones too, at each of `locations` (hermes-agent's `disengage`,
-        removing `ESTOP`); True when any was removed."""
+        removing `ESTOP`); True when any was removed. `PolicyRefused` where a lift is refused."""
         when = self.clock() if now is None else now
-        removed = False
-        for location in locations:
-            if self.release(location, None, when) is not None:
-                removed = True
-            (reading,) = self.store.read((location,), when)
-            for scoped in reading.scoped:
-                if scoped.hold is not None and scoped.hold.hold_id is not None:
-                    self.release_hold(location, scoped.hold.hold_id, when)
-                    removed = True
-        return removed
+        return any([bool(self.release_all(location, when)) for location in locations])
 
     def retire_generation(self, locations: Sequence[Location], generation: str, now: datetime | None = None) -> bool:
         """Retire the hold carrying `generation` wherever among `locations` it stands (a
-        successor with another generation survives); True when removed."""
+        successor with another generation survives); True when removed. Retiring a generation
+        before its deadman is a lift, judged as one."""
         when = self.clock() if now is None else now
         removed = False
         for location in locations:
@@ -216,10 +231,20 @@ class Fleet:
                 removed = True
         return removed
 
-    def retire(self, location: Location, fence: Fence, *, event: str = "retire", now: datetime | None = None) -> bool:
+    def retire(self, location: Location, fence: Fence, *, event: str = "retire", now: datetime | None = None,
+               detail: str | None = None) -> bool:
         """Remove the hold at `location` only while it still matches `fence` (a successor survives);
-        True when removed (audited as `event`)."""
-        return self.store.retire(location, fence, self.clock() if now is None else now, self.actor, event)
+        True when removed (audited as `event`, with `detail`: why). Judged as every write is: a
+        hold retired before its deadman is lifted, which needs lift rights."""
+        when = self.clock() if now is None else now
+        return self._judged(location, when, None,
+                            lambda judging: self.store.retire(location, fence, when, self.actor, event, judge=judging,
+                                                              detail=detail),
+                            lambda _removed: fence.generation)
+
+    def acting_as(self, identity: Actor) -> Fleet:
+        """This fleet (its store, root and clock), writing as `identity`."""
+        return Fleet(self.store, self.root, clock=self.clock, identity=identity)
 
     def retire_expired(self, now: datetime | None = None, snapshot: Snapshot | None = None) -> list[Reading]:
         """The daemon's deadman: retire every expired hold of every scope, each fenced on the
@@ -237,7 +262,7 @@ class Fleet:
                 continue
             self.store.step("expiry:decided")
             try:
-                removed = self.store.retire(reading.location, reading.fence or Fence(), when, self.actor, "expire")
+                removed = self.retire(reading.location, reading.fence or Fence(), event="expire", now=when)
             except Exception:
                 import logging
 

@@ -29,6 +29,7 @@ from hermes_estop.model.errors import EstopError, HoldConflict
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import VACANT, Allow, EngageRequest, Hold, HoldState
 from hermes_estop.model.homes import Location
+from hermes_estop.model.policy import PolicyRefused
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant
 
@@ -217,11 +218,16 @@ class Lease:
 
     def renew(self, now: datetime) -> bool:
         """Move our deadman to `now + ttl`. False when the hold is no longer ours (nothing
-        written) or the store refused the write (said once when renewals start failing and once
-        when they recover; the caller retries after `next_attempt_in()`, and the job is never
-        stopped for it)."""
+        written), the fleet's policy refused it (final: never retried), or the store refused the
+        write (said once when renewals start failing and once when they recover; the caller
+        retries after `next_attempt_in()`, and the job is never stopped for it)."""
         try:
             renewed = self._rewrite(now, reason=None, deadline=now + self.ttl) is not None
+        except PolicyRefused as exc:
+            # a judgement, not an outage: retrying would only refuse again (and put each
+            # refusal on the record); a renewal continues an admitted arm, so this is rare
+            self._stand_aside(f"the fleet's policy refused a renewal ({one_line(exc)})")
+            return False
         except EstopError as exc:
             self._failed(now, exc)
             return False

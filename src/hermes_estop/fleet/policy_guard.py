@@ -16,30 +16,26 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hermes_estop.model.errors import EstopError, InvalidArgument, StoreError
-from hermes_estop.model.hold import EngageRequest, Hold, Reading, merge_hold
+from hermes_estop.model.hold import Reading, Sentinel
+from hermes_estop.model.judgement import Verdict, judge
 from hermes_estop.model.homes import Location
 from hermes_estop.model.policy import (
     NO_POLICY,
     Actor,
-    Arm,
-    Lift,
     Policy,
     PolicyRefused,
     Refusal,
-    decide_arm,
-    decide_lift,
     may_override,
     parse_policy,
 )
 from hermes_estop.model.text import one_line, printable
+from hermes_estop.fleet.audit import account_name
 from hermes_estop.stores.audit_files import _read_toml
-import getpass
 import grp
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +54,7 @@ class _Fleet(Protocol):
     def record(self, event: str, location: Location, *, generation: str | None = None, reason: str | None = None,
                deadline: datetime | None = None, detail: str | None = None, now: datetime | None = None) -> None: ...
 
-__all__ = ["POLICY_STATE", "PolicyGuard", "load_policy", "local_actor", "refusals", "store_policy", "stored_policy"]
+__all__ = ["POLICY_STATE", "Judging", "PolicyGuard", "load_policy", "local_actor", "refusals", "store_policy", "stored_policy"]
 
 #: the state table (and the name in it) a shared store keeps the fleet's policy in
 POLICY_STATE = "policy"
@@ -80,12 +76,10 @@ def _count(rule: str) -> None:
 
 
 def local_actor(name: str, root: Path) -> Actor:
-    """The local caller: `name` (`user@host`), its user and groups for the policy's role
-    mapping, and whether it can write the fleet root (which lets it break glass)."""
-    try:
-        user: str | None = getpass.getuser()
-    except (KeyError, OSError):
-        user = None
+    """The local caller: `name` (`user@host`), the account of the effective uid and its groups
+    for the policy's role mapping (never `$USER`/`$LOGNAME`: the environment is input), and
+    whether it can write the fleet root (which lets it break glass)."""
+    user = account_name()
     groups = set()
     for gid in {os.getgid(), *os.getgroups()}:
         try:
@@ -123,6 +117,16 @@ def load_policy(store: HoldStore, root: Path) -> tuple[Policy, str]:
         return parse_policy(table, where), where
     path = root / "estop.toml"  # process.fleet_config.CONFIG_FILE (a level above the fleet)
     data = _read_toml(path)
+    if data is not None and "policy" in data:
+        from hermes_estop.system.fsread import foreign_control
+
+        try:
+            owner = os.stat(root).st_uid
+        except OSError:
+            owner = os.geteuid()
+        problem = foreign_control(path, owner)
+        if problem is not None:
+            raise InvalidArgument(f"refusing the policy in {printable(path)}: {problem}")
     return parse_policy(None if data is None else data.get("policy"), str(path)), str(path)
 
 
@@ -132,6 +136,9 @@ class PolicyGuard:
     def __init__(self, fleet: _Fleet, identity: Actor | None) -> None:
         self.fleet = fleet
         self._identity = identity
+        #: why the policy could not be read at this fleet's last write (None: it was), for the
+        #: doors to print: a write under an unreadable policy arms with a warning on every door
+        self.problem: str | None = None
 
     @property
     def identity(self) -> Actor:
@@ -158,82 +165,79 @@ class PolicyGuard:
             log.warning("cannot read the fleet's policy: %s", problem)
             return NO_POLICY, problem
 
-    def _policy_to_arm(self) -> Policy:
-        """A stop always stops: a store that does not answer for the policy gets the write
-        tried anyway (which fails with the store's own line, or arms)."""
+    def judging(self, location: Location, now: datetime, override: str | None) -> Judging | None:
+        """The judgement of one write at `location` (None: nothing to judge: no policy, and an
+        actor held to no rule of its own). The policy is read here, before the store's lock is
+        taken: it is input to the judgement, which runs under the lock (`Judging.__call__`).
+        A blank `override` is refused before anything is read or written."""
+        if override is not None and not override.strip():
+            raise InvalidArgument("invalid --override '': give the reason for breaking glass")
         try:
-            return self.policy()[0]
-        except StoreError:
-            return NO_POLICY
-
-    # -- arming ------------------------------------------------------------------------------
-
-    def check_arm(self, location: Location, request: EngageRequest, now: datetime, override: str | None) -> Refusal | None:
-        """None to write as asked; the refusal an `override` lifts (the write goes ahead and is
-        recorded by `overridden`); raises `PolicyRefused` (recorded) otherwise."""
-        policy = self._policy_to_arm()
-        if policy.empty:
+            policy, problem = self.policy()
+        except StoreError as exc:
+            # a store that does not answer for the policy: the write itself is tried (a stop
+            # always stops, or fails with the store's own line); nothing is weakened unjudged
+            policy, problem = NO_POLICY, one_line(exc)
+        self.problem = problem
+        identity = self.identity
+        if policy.empty and problem is None and identity.lift_floor == "anyone":
             return None
-        (reading,) = self.fleet.store.read((location,), now)
-        standing = _standing_for(reading, request)
-        merged = merge_hold(standing, request, now, "policy-check")
-        refusal = decide_arm(policy, self.identity, Arm(location.scope, merged.expires_at, merged.reason), now)
-        return self._judge(policy, refusal, location, request.reason, override, now)
-
-    # -- lifting -----------------------------------------------------------------------------
-
-    def check_lift(self, location: Location, holds: Sequence[Hold], now: datetime, override: str | None) -> Refusal | None:
-        """As `check_arm`, for removing `holds` (what stands at `location` that would go). A
-        store that does not answer for the policy raises its `StoreError`: nothing is lifted
-        unjudged."""
-        policy, problem = self.policy()
-        if problem is not None and holds:
-            refusal = Refusal("policy", "unreadable", f"refused: the fleet's policy cannot be read, so no hold is "
-                                                      f"lifted before its deadman ({problem})")
-            return self._judge(NO_POLICY, refusal, location, None, override, now)
-        if policy.empty:
-            return None
-        for hold in holds:
-            lift = decide_lift(policy, self.identity, Lift(location.scope, hold.armed_by, hold.expires_at), now)
-            if lift is not None:
-                return self._judge(policy, lift, location, hold.reason, override, now)
-        return None
+        return Judging(self, location, policy, problem, now, override)
 
     # -- the record --------------------------------------------------------------------------
 
-    def _judge(self, policy: Policy, refusal: Refusal | None, location: Location, reason: str | None,
-               override: str | None, now: datetime) -> Refusal | None:
-        if refusal is None:
-            return None
-        if override is not None:
-            if not override.strip():
-                raise InvalidArgument("invalid --override '': give the reason for breaking glass")
-            if may_override(policy, self.identity):
-                return refusal
-            refusal = Refusal(refusal.rule, refusal.value,
-                              f"{refusal.message}; {printable(self.identity.name)} may not override "
-                              f"(an admin, or a local operator who can write the fleet root)")
-        _count(refusal.rule)
-        self.fleet.record("refused", location, reason=reason, detail=f"{refusal.rule}={refusal.value}: {refusal.message}",
-                          now=now)
-        raise PolicyRefused(refusal)
+    def refused(self, judging: Judging, refused: PolicyRefused) -> None:
+        """Put a refused write on the record: one `refused` line naming every rule it broke."""
+        for refusal in refused.refusals:
+            _count(refusal.rule)
+        detail = "; ".join(f"{r.rule}={r.value}: {r.message}" for r in refused.refusals)
+        try:
+            self.fleet.record("refused", judging.location, reason=judging.reason, detail=detail, now=judging.now)
+        except (EstopError, OSError) as exc:
+            log.warning("cannot record a refused write in the audit trail: %s", one_line(exc))
 
-    def overridden(self, location: Location, refusal: Refusal | None, override: str | None, generation: str | None,
-                   now: datetime) -> None:
-        """Record a write that went ahead over `refusal` (audit `override`: notified, and shown
-        on the status page while that generation stands)."""
-        if refusal is None or override is None:
+    def overridden(self, judging: Judging | None, generation: str | None) -> None:
+        """Record a write that went ahead over refusals (audit `override`, one line per rule it
+        overrode: notified, and shown on the status page while that generation stands)."""
+        if judging is None or judging.override is None:
             return
-        self.fleet.record("override", location, generation=generation, reason=override,
-                          detail=f"{refusal.rule}={refusal.value}: {refusal.message}", now=now)
+        for refusal in judging.overrode:
+            self.fleet.record("override", judging.location, generation=generation, reason=judging.override,
+                              detail=f"{refusal.rule}={refusal.value}: {refusal.message}", now=judging.now)
 
 
-def _standing_for(reading: Reading, request: EngageRequest) -> Hold | None:
-    """The hold a request re-arms at its location (the merge starts from it)."""
-    if request.selector is None:
-        return reading.hold
-    for scoped in reading.scoped:
-        hold = scoped.hold
-        if hold is not None and (hold.hold_id == request.hold_id if request.hold_id else hold.selector == request.selector):
-            return hold
-    return None
+class Judging:
+    """One write's judgement (`model.judgement.judge`): what a store calls under its lock with
+    the body standing and the body the write leaves. It raises `PolicyRefused` naming every
+    rule broken (nothing is written), unless `override` breaks glass for an actor who may; the
+    rules overridden are kept for the record (`overrode`)."""
+
+    def __init__(self, guard: PolicyGuard, location: Location, policy: Policy, problem: str | None, now: datetime,
+                 override: str | None) -> None:
+        self.guard = guard
+        self.location = location
+        self.policy = policy
+        self.problem = problem
+        self.now = now
+        self.override = override
+        self.identity = guard.identity
+        self.overrode: list[Refusal] = []
+        self.reason: str | None = None
+        self.verdicts: list[Verdict] = []
+
+    def __call__(self, before: Reading, after: Sentinel | None, trusted: datetime) -> None:
+        verdict = judge(before, after, self.identity, self.policy, self.now, trusted=trusted,
+                        policy_problem=self.problem)
+        self.verdicts.append(verdict)
+        if verdict.allowed:
+            return
+        self.reason = next((h.reason for h in verdict.arms), None) or next(
+            (c.before.reason for c in verdict.weakens), None)
+        if self.override is not None:
+            if may_override(self.policy, self.identity):
+                self.overrode.extend(r for r in verdict.refusals if r not in self.overrode)
+                return
+            raise PolicyRefused(*(Refusal(r.rule, r.value, f"{r.message}; {printable(self.identity.name)} may not "
+                                                           f"override (an admin, or a local operator who can write the "
+                                                           f"fleet root)") for r in verdict.refusals))
+        raise PolicyRefused(*verdict.refusals)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "not_current",
+    "owner_after",
     "hold_from_json",
     "ALLOWLIST_MALFORMED",
     "FULL_FIELD",
@@ -575,10 +576,12 @@ class EngageRequest(Record):
 
 def merge_hold(standing: Hold | None, request: EngageRequest, now: datetime, generation: str) -> Hold:
     """The body a (re-)engage writes. Non-destructive: what the request leaves as None comes from
-    the standing hold (unless `replace`). Only an ACTIVE standing hold contributes: one whose
-    deadline is at or before `now` has lifted, and a new engagement over it starts from nothing
-    (else a pause over an unretired expired hold would inherit who was let through it)."""
-    base = None if request.replace or standing is None or not standing.active_at(now) else standing
+    the standing hold (unless `replace`); the owner (`armed_by`) is kept (`owner_after`). Only
+    an ACTIVE standing hold contributes: one whose deadline is at or before `now` has lifted,
+    and a new engagement over it starts from nothing (else a pause over an unretired expired
+    hold would inherit who was let through it)."""
+    holding = standing if standing is not None and standing.active_at(now) else None
+    base = None if request.replace else holding
     reason = request.reason if request.reason is not None else (base.reason if base else None)
     allow = request.allow if request.allow is not None else (base.allow if base else NOBODY)
     if not allow.valid:
@@ -595,9 +598,22 @@ def merge_hold(standing: Hold | None, request: EngageRequest, now: datetime, gen
         reason=reason or None,
         expires_at=expires_at,
         allow=allow,
-        armed_by=request.armed_by,
+        armed_by=owner_after(holding.armed_by if holding is not None else None, request.armed_by, holding is not None),
         window=request.window,
     )
+
+
+def owner_after(standing: str | None, asking: str | None, holds: bool) -> str | None:
+    """Who owns a hold after a write by `asking` over one owned by `standing` (`holds`: it is
+    still held). A hold's owner is who armed it first: a re-arm (a `replace` too) keeps it, and
+    the audit trail records who re-armed. The one handover is between windows: the scheduler
+    names a composed hold after its earliest member (`window:<name>`), and every window is
+    governed by the same `lift_windows` rule."""
+    if not holds:
+        return asking
+    if standing is not None and asking is not None and standing.startswith("window:") and asking.startswith("window:"):
+        return asking
+    return standing
 
 
 def precondition_met(only_if: OnlyIf, standing: Reading | None) -> bool:

@@ -25,7 +25,8 @@ from hermes_estop.model.durations import format_duration
 from hermes_estop.model.durations import parse_with_unit
 
 __all__ = ["ADMIN", "LIFT_RULES", "NO_POLICY", "OPERATOR", "Actor", "Arm", "Lift", "Policy", "PolicyRefused",
-           "Refusal", "Rules", "decide_arm", "decide_lift", "decide_window", "may_override", "parse_policy", "policy_document"]
+           "Refusal", "Rules", "arm_refusals", "check_pattern", "decide_arm", "decide_lift", "decide_window",
+           "may_override", "parse_policy", "pattern_matches", "policy_document", "window_refusals"]
 
 ADMIN = "admin"
 OPERATOR = "operator"
@@ -41,10 +42,12 @@ _TOP_KEYS = _RULE_KEYS | {"max_scope", "roles", "profiles"}
 
 
 class PolicyRefused(EstopError, PermissionError):
-    """A write the fleet's arming policy refuses; the message names the rule and the value."""
+    """A write the fleet's arming policy refuses; the message names every rule it breaks
+    (`refusals`, the first also as `refusal`)."""
 
-    def __init__(self, refusal: Refusal) -> None:
-        super().__init__(refusal.message)
+    def __init__(self, refusal: Refusal, *more: Refusal) -> None:
+        self.refusals = (refusal, *more)
+        super().__init__("; ".join(r.message for r in self.refusals))
         self.refusal = refusal
 
 
@@ -59,10 +62,25 @@ class Actor:
     groups: frozenset[str] = frozenset()
     role: str | None = None
     can_write_root: bool = False
+    #: who this actor is when a hold's owner is compared (None: `name`); a remote caller's
+    #: `name` carries its address for the record, its principal is the token alone
+    principal: str | None = None
+    #: the least strict lift rule this actor is held to whatever the policy says (an operator
+    #: token lifts only what it armed: "owner-or-admin")
+    lift_floor: str = "anyone"
 
     @classmethod
-    def remote(cls, token: str, role: str) -> Actor:
-        return cls(name=f"token:{token}", role=role)
+    def remote(cls, token: str, role: str, address: str | None = None) -> Actor:
+        """A token's caller: owner `token:NAME`, recorded as `token:NAME from ADDRESS`; an
+        operator token lifts only the holds it armed, under any policy."""
+        principal = f"token:{token}"
+        return cls(name=f"{principal} from {address}" if address else principal, role=role, principal=principal,
+                   lift_floor="anyone" if role == ADMIN else "owner-or-admin")
+
+    @property
+    def owner(self) -> str:
+        """What a hold this actor arms records as `armed_by`, and what ownership compares."""
+        return self.principal if self.principal is not None else self.name
 
 
 @dataclass(frozen=True)
@@ -138,21 +156,29 @@ def _format(delta: timedelta) -> str:
     return format_duration(delta)
 
 
-def decide_arm(policy: Policy, actor: Actor, arm: Arm, now: datetime) -> Refusal | None:
-    """None when `policy` lets `actor` leave `arm` standing at `now`, else the first rule it breaks."""
+def arm_refusals(policy: Policy, actor: Actor, arm: Arm, now: datetime) -> tuple[Refusal, ...]:
+    """Every rule of `policy` that `actor` leaving `arm` standing at `now` breaks (empty: none)."""
+    found: list[Refusal] = []
     if arm.scope == "fleet" and policy.max_scope == "profile" and policy.role_of(actor) != ADMIN:
-        return _refusal("max_scope", "fleet", f"{printable(actor.name)} may hold a profile, not the fleet")
+        found.append(_refusal("max_scope", "fleet", f"{printable(actor.name)} may hold a profile, not the fleet"))
     rules = policy.rules_for(arm.scope)
     if arm.expires_at is None:
         if rules.require_ttl:
-            return _refusal("require_ttl", "none", "a hold needs a deadman (--ttl or --until)")
+            found.append(_refusal("require_ttl", "none", "a hold needs a deadman (--ttl or --until)"))
     elif rules.max_ttl is not None and arm.expires_at - now > rules.max_ttl:
         ttl = _format(arm.expires_at - now)
-        return _refusal("max_ttl", ttl, f"ttl {ttl} is longer than max_ttl {_format(rules.max_ttl)}")
-    if rules.reason_pattern is not None and not re.search(rules.reason_pattern, arm.reason or ""):
-        return _refusal("reason_pattern", arm.reason or "",
-                        f"reason {printable(repr(arm.reason or ''))} does not match {printable(repr(rules.reason_pattern))}")
-    return None
+        found.append(_refusal("max_ttl", ttl, f"ttl {ttl} is longer than max_ttl {_format(rules.max_ttl)}"))
+    if rules.reason_pattern is not None and not pattern_matches(rules.reason_pattern, arm.reason or ""):
+        found.append(_refusal("reason_pattern", printable(arm.reason or ""),
+                              f"reason {printable(repr(arm.reason or ''))} does not match "
+                              f"{printable(repr(rules.reason_pattern))}"))
+    return tuple(found)
+
+
+def decide_arm(policy: Policy, actor: Actor, arm: Arm, now: datetime) -> Refusal | None:
+    """None when `policy` lets `actor` leave `arm` standing at `now`, else the first rule it breaks."""
+    found = arm_refusals(policy, actor, arm, now)
+    return found[0] if found else None
 
 
 def _owner(armed_by: str | None) -> str | None:
@@ -167,14 +193,16 @@ def decide_lift(policy: Policy, actor: Actor, lift: Lift, now: datetime) -> Refu
     is a lift."""
     if lift.expires_at is not None and lift.expires_at <= now:
         return None
-    if lift.armed_by is not None and lift.armed_by == LEASE_PREFIX + actor.name:
+    if lift.armed_by is not None and lift.armed_by == LEASE_PREFIX + actor.owner:
         return None
     rules = policy.rules_for(lift.scope)
     window = lift.armed_by is not None and lift.armed_by.startswith(WINDOW_PREFIX)
     rule, who = ("lift_windows", rules.lift_windows) if window else ("lift", rules.lift)
+    if LIFT_RULES.index(actor.lift_floor) > LIFT_RULES.index(who):
+        rule, who = "token", actor.lift_floor
     if who == "anyone" or policy.role_of(actor) == ADMIN:
         return None
-    if who == "owner-or-admin" and _owner(lift.armed_by) == actor.name:
+    if who == "owner-or-admin" and _owner(lift.armed_by) == actor.owner:
         return None
     armed = printable(lift.armed_by) if lift.armed_by else "outside hermes"
     return _refusal(rule, who, f"{printable(actor.name)} may not lift a hold armed by {armed} ({rule} = {who})")
@@ -186,6 +214,96 @@ def may_override(policy: Policy, actor: Actor) -> bool:
 
 
 # -- parsing -----------------------------------------------------------------------------------
+
+
+#: the longest `reason_pattern` a policy may hold
+MAX_PATTERN = 512
+
+
+def _linear(pattern: str) -> Any:
+    """`pattern` compiled by RE2 (linear time in the text, whatever the pattern), or `ValueError`.
+    Why RE2: a policy is input, and one backtracking pattern with a crafted reason would stall
+    every write of the fleet (and `hermes serve`) in Python's `re`."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options=options)
+    except re2.error as exc:
+        detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(detail) from None
+
+
+def _nested_repeat(pattern: str) -> bool:
+    """Whether `pattern` repeats something that itself repeats (`(a+)*`, `(\\w+\\s?)+`): the
+    shape that backtracks catastrophically in a backtracking engine (hermes matches with RE2,
+    but a policy is also read by tools that may not)."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    repeats = {_parser.MAX_REPEAT, _parser.MIN_REPEAT, getattr(_parser, "POSSESSIVE_REPEAT", None)}
+
+    def walk(items: Any, inside: bool) -> bool:
+        for op, arg in items:
+            if op in repeats:
+                low, high, body = arg
+                unbounded = high == _parser.MAXREPEAT or high > 1
+                if inside and unbounded:
+                    return True
+                if walk(body, inside or unbounded):
+                    return True
+            elif op == _parser.SUBPATTERN:
+                if walk(arg[-1], inside):
+                    return True
+            elif op == _parser.BRANCH:
+                if any(walk(branch, inside) for branch in arg[1]):
+                    return True
+            elif op in (_parser.ASSERT, _parser.ASSERT_NOT) and walk(arg[1], inside):
+                return True
+        return False
+
+    return walk(_parser.parse(pattern), False)
+
+
+def check_pattern(pattern: str) -> str | None:
+    """Why `pattern` may not be a `reason_pattern` (None: it may): too long, not a regular
+    expression, a feature RE2 does not run in linear time (back-references, look-around), or a
+    repeated group that itself repeats."""
+    if len(pattern) > MAX_PATTERN:
+        return f"longer than {MAX_PATTERN} characters"
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"not a regular expression ({exc})"
+    except RecursionError:
+        return "nested too deeply"
+    try:
+        _linear(pattern)
+    except ValueError as exc:
+        return (f"{printable(repr(pattern))} cannot be matched in linear time ({printable(str(exc))}): back-references "
+                "and look-around are not allowed")
+    if _nested_repeat(pattern):
+        return (f"{printable(repr(pattern))} repeats a group that itself repeats, which can backtrack catastrophically; "
+                "write it without the nested repetition (e.g. '^[A-Za-z0-9 ]*$')")
+    return None
+
+
+_COMPILED: dict[str, Any] = {}
+
+
+def pattern_matches(pattern: str, text: str) -> bool:
+    """`re.search` semantics in linear time (RE2); a pattern RE2 refuses matches nothing (a
+    policy that holds one was never parsed by `parse_policy`)."""
+    compiled = _COMPILED.get(pattern)
+    if compiled is None:
+        try:
+            compiled = _linear(pattern)
+        except ValueError:
+            return False
+        if len(_COMPILED) > 64:
+            _COMPILED.clear()
+        _COMPILED[pattern] = compiled
+    return compiled.search(text) is not None
 
 
 def _bad(where: str, key: str, why: str) -> InvalidArgument:
@@ -221,10 +339,9 @@ def _rules(where: str, table: str, data: Mapping[str, Any], base: Rules) -> Rule
         pattern = data["reason_pattern"]
         if not isinstance(pattern, str):
             raise _bad(where, f"{table}.reason_pattern", f"must be a string, not {printable(repr(pattern))}")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise _bad(where, f"{table}.reason_pattern", f"not a regular expression ({exc})") from None
+        problem = check_pattern(pattern)
+        if problem is not None:
+            raise _bad(where, f"{table}.reason_pattern", problem)
         values["reason_pattern"] = pattern
     for key in ("lift", "lift_windows"):
         if key in data:
@@ -283,9 +400,16 @@ def policy_document(policy: Policy) -> dict[str, Any]:
     return out
 
 
-def decide_window(policy: Policy, actor: Actor, scope: str, length: timedelta, reason: str | None) -> Refusal | None:
-    """The rule a window (or a calendar's event) breaks when `actor` (the scheduler) holds
-    `scope` for `length` (its drain lead and duration) with `reason`, or None; a window that
-    breaks one is not armed."""
+def window_refusals(policy: Policy, actor: Actor, scope: str, length: timedelta, reason: str | None) -> tuple[Refusal, ...]:
+    """Every rule a window (or a calendar's event) breaks when `actor` (the scheduler) holds
+    `scope` for `length` (its drain lead and duration) with `reason` (the window's own reason,
+    the one an operator wrote: never the derived "draining for ..." one); a window that breaks
+    one is not armed."""
     epoch = datetime(2000, 1, 1)
-    return decide_arm(policy, actor, Arm(scope, epoch + length, reason), epoch)
+    return arm_refusals(policy, actor, Arm(scope, epoch + length, reason), epoch)
+
+
+def decide_window(policy: Policy, actor: Actor, scope: str, length: timedelta, reason: str | None) -> Refusal | None:
+    """The first of `window_refusals`, or None."""
+    found = window_refusals(policy, actor, scope, length, reason)
+    return found[0] if found else None

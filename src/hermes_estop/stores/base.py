@@ -33,9 +33,16 @@ if TYPE_CHECKING:
     from hermes_estop.stores.registry import ConsumerTable
     from hermes_estop.stores.state import StateTable
 
-__all__ = ["Arming", "FleetState", "FleetStateInRoot", "HoldStore", "Holds", "SaidOnce",
+__all__ = ["Arming", "FleetState", "FleetStateInRoot", "HoldStore", "Holds", "Judge", "SaidOnce",
            "expiry_stamp", "fence_matches", "new_hold_id", "not_current", "planned_engage", "refused_write",
            "released_reading", "scoped_detail", "scoped_target", "split_scoped", "unreadable_refuses", "without"]
+
+
+if TYPE_CHECKING:
+    #: the fleet's judgement of one write, called by a store under the location's lock (or inside
+    #: its transaction) with what stands, the body the write leaves (None: nothing) and the
+    #: store's trusted clock; it raises (`PolicyRefused`) to refuse, and then nothing is written
+    Judge = Callable[[Reading, Sentinel | None, datetime], None]
 
 
 class SaidOnce:
@@ -267,8 +274,13 @@ class Holds(ABC):
         and stays until the daemon's deadman or an operator's command retires it."""
 
     @abstractmethod
-    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
+    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str,
+               judge: Judge | None = None) -> Hold:
         """Arm or re-arm the hold at `location` in one read-decide-write step.
+
+        `judge` (every write takes one, docs/design.md "A write is judged by what it does") is
+        called inside that step, after the body to write is decided and before it is written;
+        what it raises propagates and nothing is written.
 
         Mints a new generation; keeps from the standing hold what `request` leaves as None
         (`hold.merge_hold`). Raises `HoldConflict` (nothing written) when `request.only_if` is not
@@ -276,18 +288,22 @@ class Holds(ABC):
         Appends an `engage` or `rearm` audit event."""
 
     @abstractmethod
-    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
+    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire",
+               judge: Judge | None = None, detail: str | None = None) -> bool:
         """Remove the hold at `location` only if it still matches `fence` at the moment of the
         check; a successor written at any point before that check survives. True when removed
         (and an audit event `event` appended); False when it was gone or a successor stands.
         With `event="expire"` the deadline is checked against the store's trusted clock, not
-        `now` (`expiry_stamp`): False, nothing removed, while that clock says it is ahead."""
+        `now` (`expiry_stamp`): False, nothing removed, while that clock says it is ahead.
+        `judge` as for `engage`; `detail` is written on the audit line (why it was retired)."""
 
     @abstractmethod
-    def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
+    def release(self, location: Location, generation: str | None, now: datetime, actor: str,
+                judge: Judge | None = None) -> Reading | None:
         """The operator's resume: remove whatever hold is at `location` (also an unreadable one)
         and return the reading removed, or None when nothing was there. With `generation`,
-        remove only that generation, else raise `HoldConflict` and remove nothing."""
+        remove only that generation, else raise `HoldConflict` and remove nothing. `judge` as
+        for `engage`."""
 
     @abstractmethod
     def append_audit(self, event: AuditEvent) -> None:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from hermes_estop.model.audit_event import AuditEntry, AuditEvent
     from hermes_estop.stores.audit_log import AuditLog
+    from hermes_estop.stores.base import Judge
 
 __all__ = ["FileStore", "LOCK_NAME"]
 
@@ -272,7 +273,8 @@ class FileStore(FleetStateInRoot, HoldStore):
         except OSError as exc:
             raise StoreError(f"cannot remove {location.sentinel}: {exc.strerror or exc}") from None
 
-    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
+    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str,
+               judge: Judge | None = None) -> Hold:
         """The audit line naming the new generation is appended and fsynced BEFORE the body is
         renamed in (docs/design.md §5): a writer killed at any instruction never leaves a
         generation standing that the trail does not name. A line whose write then failed is
@@ -282,7 +284,10 @@ class FileStore(FleetStateInRoot, HoldStore):
         Every hold of a location (the full one and the scoped ones) lives in the one body, so one
         lock, one fence check and one atomic rename cover them all (docs/design.md, scoped holds)."""
         with self._locked(location, arming=True):
-            arming = planned_engage(location, self._read_fresh(location, now), request, now)
+            standing = self._read_fresh(location, now)
+            arming = planned_engage(location, standing, request, now)
+            if judge is not None:
+                judge(standing, arming.sentinel, self._wall_clock.trusted()[0])
             for expired in arming.lifted:
                 self._audit_expiry(location, expired, actor, now)
             hold = arming.hold
@@ -304,11 +309,13 @@ class FileStore(FleetStateInRoot, HoldStore):
         else:
             self._write(location, body)
 
-    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
+    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire",
+               judge: Judge | None = None, detail: str | None = None) -> bool:
         with self._locked(location):
-            return self._retire_locked(location, fence, now, actor, event)
+            return self._retire_locked(location, fence, now, actor, event, judge, detail)
 
-    def _retire_locked(self, location: Location, fence: Fence, now: datetime, actor: str, event: str) -> bool:
+    def _retire_locked(self, location: Location, fence: Fence, now: datetime, actor: str, event: str,
+                       judge: Judge | None = None, detail: str | None = None) -> bool:
         standing = self._read_fresh(location, now)
         candidates = (standing, *standing.scoped)
         removed = next((reading for reading in candidates if fence_matches(reading, fence)), None)
@@ -320,9 +327,11 @@ class FileStore(FleetStateInRoot, HoldStore):
             if confirmed is None:
                 return False
             stamp = confirmed
+        if judge is not None:
+            judge(standing, without(standing, removed), self._wall_clock.trusted()[0])
         self.step("retire:before-unlink")
         self._drop(location, standing, removed, now)
-        self._audit_removal(event, location, removed, fence.describe(), actor, stamp)
+        self._audit_removal(event, location, removed, fence.describe(), actor, stamp, detail)
         return True
 
     def _expiry_confirmed(self, location: Location, expired: Reading, now: datetime) -> datetime | None:
@@ -357,9 +366,9 @@ class FileStore(FleetStateInRoot, HoldStore):
         self._write_sentinel(location, without(standing, removed), now)
 
     def _audit_removal(self, event: str, location: Location, removed: Reading, generation: str | None, actor: str,
-                       now: datetime) -> None:
+                       now: datetime, why: str | None = None) -> None:
         hold = removed.hold
-        detail = scoped_detail(hold)
+        detail = "; ".join(filter(None, (scoped_detail(hold), why))) or None
         self._audit(event, location, generation, actor, hold.reason if hold else None,
                     hold.expires_at if hold else None, now, detail=detail)
 
@@ -373,7 +382,8 @@ class FileStore(FleetStateInRoot, HoldStore):
         self._audit_removal("expire", location, expired, expired.fence.describe() if expired.fence else None,
                             actor, stamp)
 
-    def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
+    def release(self, location: Location, generation: str | None, now: datetime, actor: str,
+                judge: Judge | None = None) -> Reading | None:
         """A plain release lifts the full hold and leaves the scoped holds standing; with
         `generation`, the full or scoped hold carrying it."""
         with self._locked(location):
@@ -384,6 +394,8 @@ class FileStore(FleetStateInRoot, HoldStore):
                     current = standing if standing.state is not HoldState.ABSENT else None
                     raise not_current(location, generation, current)
                 return None
+            if judge is not None:
+                judge(standing, without(standing, removed), self._wall_clock.trusted()[0])
             self._drop(location, standing, removed, now)
             self._audit_removal("release", location, removed, removed.fence.describe() if removed.fence else None,
                                 actor, now)

@@ -75,6 +75,10 @@ from hermes_estop.stores.pg_records import OCCURRENCES, PgRecordTable
 from hermes_estop.stores.pg_registry import PgConsumerTable
 from hermes_estop.stores.pg_state import PgStateTable
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hermes_estop.stores.base import Judge
+
 __all__ = ["PostgresStore", "StoreURL", "parse_store_url", "SYNC_TIMEOUT"]
 
 logger = logging.getLogger("hermes_estop")
@@ -196,7 +200,8 @@ class PostgresStore(HoldStore):
     def _audit_row(self, conn: psycopg.Connection, event: AuditEvent) -> None:
         append_event(conn, self.backend.s, event)
 
-    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
+    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str,
+               judge: Judge | None = None) -> Hold:
         """Every hold of a location (the full one and the scoped ones) lives in its one row's
         body, laid out as the file store lays out `ESTOP` (docs/design.md, scoped holds): one
         advisory lock and one row lock cover them all."""
@@ -204,7 +209,10 @@ class PostgresStore(HoldStore):
 
         def work(conn: psycopg.Connection) -> Hold:
             conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [LOCK_CLASS, f"{self.schema}/{location.key}"])
-            arming = planned_engage(location, self._standing(conn, location, now, lock=True), request, now)
+            standing = self._standing(conn, location, now, lock=True)
+            arming = planned_engage(location, standing, request, now)
+            if judge is not None:
+                judge(standing, arming.sentinel, self._server_now(conn))
             conn.execute(
                 f"INSERT INTO {backend.s}.holds (scope, body) VALUES (%s, %s) "
                 "ON CONFLICT (scope) DO UPDATE SET body = EXCLUDED.body",
@@ -269,7 +277,8 @@ class PostgresStore(HoldStore):
                        format_instant(hold.expires_at) if hold is not None else "?")
 
     def _removal(self, location: Location, what: str, decide: Callable[[Reading], Reading | None], now: datetime,
-                 actor: str, event: str, generation: Callable[[Reading], str | None]) -> Reading | None:
+                 actor: str, event: str, generation: Callable[[Reading], str | None], judge: Judge | None = None,
+                 why: str | None = None) -> Reading | None:
         """One fenced removal from the row of `location`: `decide` picks, under the locks, the
         hold to remove from what stands (None: nothing is removed); the row is rewritten without
         it and the removal audited as `event` in the same transaction."""
@@ -288,12 +297,16 @@ class PostgresStore(HoldStore):
                     self._refused_expiry(location, removed)
                     return None
                 stamp = confirmed
+            left = without(standing, removed)
+            if judge is not None:
+                judge(standing, left, self._server_now(conn))
             self.step("retire:before-unlink")  # the file store's name: removed, not yet committed
-            self._rewrite(conn, location, without(standing, removed), now)
+            self._rewrite(conn, location, left, now)
             hold = removed.hold
+            detail = "; ".join(filter(None, (scoped_detail(hold), why))) or None
             self._audit_row(conn, AuditEvent(stamp, event, location.scope, generation(removed), actor,
                                              hold.reason if hold else None, hold.expires_at if hold else None,
-                                             scoped_detail(hold)))
+                                             detail))
             return removed
 
         removed = backend.run(work, what=what)
@@ -301,7 +314,8 @@ class PostgresStore(HoldStore):
             backend.listener.sync(SYNC_TIMEOUT)
         return removed
 
-    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
+    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire",
+               judge: Judge | None = None, detail: str | None = None) -> bool:
         if fence.generation is None and (fence.file_id is None or len(fence.file_id) != 1):
             return False
 
@@ -309,10 +323,11 @@ class PostgresStore(HoldStore):
             return next((r for r in (standing, *standing.scoped) if fence_matches(r, fence)), None)
 
         removed = self._removal(location, f"retire a hold at {location.describe()}", decide, now, actor, event,
-                                lambda _removed: fence.describe())
+                                lambda _removed: fence.describe(), judge, detail)
         return removed is not None
 
-    def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
+    def release(self, location: Location, generation: str | None, now: datetime, actor: str,
+                judge: Judge | None = None) -> Reading | None:
         """A plain release lifts the full hold and leaves the scoped holds standing; with
         `generation`, the full or scoped hold carrying it (`HoldConflict` when none does)."""
 
@@ -323,7 +338,7 @@ class PostgresStore(HoldStore):
             return removed
 
         return self._removal(location, f"release {location.describe()}", decide, now, actor, "release",
-                             lambda removed: removed.fence.describe() if removed.fence else None)
+                             lambda removed: removed.fence.describe() if removed.fence else None, judge)
 
     # -- audit -------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from hermes_estop.model.audit_event import AuditEntry, AuditEvent
+    from hermes_estop.stores.base import Judge
 
 __all__ = ["UnavailableStore"]
 
@@ -36,13 +37,16 @@ class UnavailableStore(FleetStateInRoot, HoldStore):
             for location in locations
         )
 
-    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
+    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str,
+               judge: Judge | None = None) -> Hold:
         raise self._refuse()
 
-    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
+    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire",
+               judge: Judge | None = None, detail: str | None = None) -> bool:
         raise self._refuse()
 
-    def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
+    def release(self, location: Location, generation: str | None, now: datetime, actor: str,
+                judge: Judge | None = None) -> Reading | None:
         raise self._refuse()
 
     def append_audit(self, event: AuditEvent) -> None:

@@ -23,6 +23,7 @@ __all__ = [
     "MAX_READ_BYTES",
     "NotRegularFile",
     "describe_mode",
+    "foreign_control",
     "open_regular",
     "open_regular_with_stat",
     "read_regular",
@@ -37,6 +38,24 @@ _OPEN_SAFE = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 class NotRegularFile(StoreError):
     """A path in a fleet root or home that is not a plain file the program may use: a directory,
     a FIFO, a device, a symlink, a hard-linked or foreign lock/audit file. Never opened for I/O."""
+
+
+def foreign_control(path: Path | str, owner: int) -> str | None:
+    """Why a file that grants rights (the policy, the token store) may not be believed: it is
+    owned by someone other than uid `owner` (the fleet's owner) or root, or writable by group or
+    others (None: it may be, or it is absent). Anyone who could write it could grant themselves
+    what it grants."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be checked: {exc.strerror or exc}"
+    if st.st_uid not in (owner, 0):
+        return f"owned by uid {st.st_uid}, not by the fleet's owner (uid {owner}) or root"
+    if st.st_mode & 0o022:
+        return f"writable by group or others (mode {st.st_mode & 0o7777:04o})"
+    return None
 
 
 def describe_mode(mode: int) -> str:
