@@ -4,7 +4,8 @@ caller its token names: a remote operator is judged by its token's role, never a
 
 from __future__ import annotations
 
-import getpass
+import os
+import pwd
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from api_helpers import make_token, self_signed, serve
 from hermes_estop.fleet.fleet import Fleet
 
 #: the account `serve` runs as is an admin here: a remote operator must not borrow that
-POLICY = f'[policy]\nmax_ttl = "1h"\nlift = "admins"\n\n[policy.roles]\n"{getpass.getuser()}" = "admin"\n'
+POLICY = f'[policy]\nmax_ttl = "1h"\nlift = "admins"\n\n[policy.roles]\n"{pwd.getpwuid(os.geteuid()).pw_name}" = "admin"\n'
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import getpass
+import os
+import pwd
 import logging
 import sys
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import hermes_estop
 from hermes_estop import Estop
 from hermes_estop.model.policy import PolicyRefused
 
-ME = getpass.getuser()
+ME = pwd.getpwuid(os.geteuid()).pw_name
 
 
 @pytest.fixture(params=["file", "postgresql"])

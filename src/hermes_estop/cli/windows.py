@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 import typer
 
 from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.hold import Fence
 from hermes_estop.model.homes import FLEET
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_instant
@@ -30,7 +31,7 @@ from hermes_estop.windows.ledger import SKIPPED, open_ledger
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.model import json_schema
 from hermes_estop.windows.occurrences import upcoming
-from hermes_estop.windows.policy_check import against_policy
+from hermes_estop.windows.policy_check import against_policy, refused_window, refusals_of
 from hermes_estop.windows.schedule import schedule_of
 
 if TYPE_CHECKING:
@@ -92,6 +93,11 @@ def add(
         raise InvalidWindow(f"is already over (it ended at {display_instant(window.at + window.duration)})",
                             window=repr(window.name), field="at")
     windows_file = _file()
+    guard = current_estop().fleet.policy
+    policy, _problem = guard.policy()
+    refusals = refusals_of(policy, guard.identity, window) if not policy.empty else ()
+    if refusals:
+        raise refused_window(window, refusals, windows_file.path)
     windows_file.add(window, replace=replace)
     if as_json:
         emit_json({"path": str(windows_file.path), "window": window.to_json(),
@@ -199,14 +205,48 @@ def _list_lines(listed: Iterable[_Listed]) -> Iterator[str]:
 
 
 @windows_app.command("remove")
-def remove(name: Annotated[str, typer.Argument(help="The window to remove.")], as_json: JsonOpt = False) -> None:
-    """Remove a window. A running `hermes serve` stops scheduling it and retires a hold it armed."""
+def remove(name: Annotated[str, typer.Argument(help="The window to remove.")],
+           lift: Annotated[bool, typer.Option("--lift", help="Also lift the hold the window armed now, as you "
+                                                            "(judged by the policy's lift_windows rule).")] = False,
+           as_json: JsonOpt = False) -> None:
+    """Remove a window. A running `hermes serve` stops scheduling it and retires a hold it armed,
+    unless the fleet's policy limits who lifts a window's hold (`lift_windows`): then that hold
+    stands until the deadline it was armed with, and `--lift` is the operator's lift."""
     windows_file = _file()
+    lifted: list[str] = []
+    if lift:
+        if not any(w.name == name for w in windows_file.load()):
+            raise InvalidWindow("no such window", path=windows_file.path, window=repr(name))
+        lifted = _lift_window_holds(name)
     window = windows_file.remove(name)
     if as_json:
-        emit_json({"path": str(windows_file.path), "removed": window.to_json()})
+        emit_json({"path": str(windows_file.path), "removed": window.to_json(), "lifted": lifted})
         return
     typer.echo(f"removed window {window.name} from {windows_file.path}")
+    for generation in lifted:
+        typer.echo(f"  lifted its hold (generation {generation})")
+
+
+def _lift_window_holds(name: str) -> list[str]:
+    """Lift, as the operator, every hold window `name` armed (its `armed_by` or its body names
+    it); judged like any lift (`PolicyRefused`: nothing lifted, the window stays in the file)."""
+    fleet = current_estop().fleet
+    now = fleet.clock()
+    lifted = []
+    for full in fleet.read(now=now).readings:
+        for reading in (full, *full.scoped):
+            hold = reading.hold
+            if hold is None or not reading.active or hold.generation is None:
+                continue
+            body = dict(hold.window or {})
+            covers = body.get("covers")
+            named = {str(item.get("name")) for item in [body, *(covers if isinstance(covers, list) else [])]
+                     if isinstance(item, dict)}
+            ours = hold.armed_by == f"window:{name}" or name in named
+            if ours and fleet.retire(reading.location, Fence(hold.generation), now=now,
+                                     detail=f"window {name} removed with hermes windows remove --lift"):
+                lifted.append(hold.generation)
+    return lifted
 
 
 @windows_app.command("next")

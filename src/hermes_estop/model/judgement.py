@@ -129,7 +129,7 @@ def _kinds(key: str, before: Hold, after: Hold | None) -> tuple[str, ...]:
         kinds.append("cover")
     if widens(before.allow, after.allow):
         kinds.append("allowlist")
-    if after.armed_by != before.armed_by and owner_after(before.armed_by, after.armed_by, True) != before.armed_by:
+    if after.armed_by != before.armed_by and owner_after(before.armed_by, after.armed_by, True) != after.armed_by:
         kinds.append("owner")
     return tuple(kinds)
 

@@ -246,7 +246,7 @@ def _nested_repeat(pattern: str) -> bool:
     def walk(items: Any, inside: bool) -> bool:
         for op, arg in items:
             if op in repeats:
-                low, high, body = arg
+                _low, high, body = arg
                 unbounded = high == _parser.MAXREPEAT or high > 1
                 if inside and unbounded:
                     return True

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from hermes_estop.model.errors import EstopError, HoldConflict
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import EngageRequest, Fence, clean_reason
+from hermes_estop.model.policy import Actor, PolicyRefused
+from hermes_estop.model.text import one_line
 from hermes_estop.windows.events import TickEvent, TickReport, action_event
 from hermes_estop.windows.ledger import ARMED, SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Window
@@ -23,9 +25,12 @@ from hermes_estop.windows.occurrences import EXACT, Timeline
 from hermes_estop.windows.recall import INTENT, intent_detail
 from hermes_estop.windows.reconcile import Arm, Retire, Skip, entry_for
 
-__all__ = ["Actions", "PassState"]
+__all__ = ["EDIT", "Actions", "PassState"]
 
 logger = logging.getLogger("hermes_estop.windows")
+#: who a retire the windows file asks for is judged as: nobody a policy's roles can name
+EDIT = Actor(name="windows-file-edit")
+_REFUSED_KEPT = 1024
 
 
 @dataclass
@@ -72,6 +77,8 @@ class Actions:
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
+        #: generations whose retire the policy refused (left to their deadman)
+        self._refused: set[str] = set()
 
     def arm(self, action: Arm, state: PassState) -> bool:
         """Write the desired hold; False when the hold changed in between (plan again)."""
@@ -102,7 +109,24 @@ class Actions:
             logger.warning("windows: cannot record the arm in the audit trail (%s); arming anyway", exc)
 
     def retire(self, action: Retire, state: PassState) -> None:
-        removed = self.fleet.retire(self.fleet.location(action.scope), Fence(action.generation))
+        """Retire a hold the scheduler armed because the windows say it no longer holds. An
+        edit of the windows file is not an operator's act: the retire is judged as the file's
+        (`EDIT`), which no role maps to, so under a policy that limits who lifts a window's hold
+        (`lift_windows`) a hold is not lifted before the deadline it was armed with. A refusal
+        is on the record once; the hold is left to its deadman and not asked again."""
+        if action.generation in self._refused:
+            return
+        why = "; ".join(dict.fromkeys(e.detail for e in action.entries if e.detail)) or "the windows no longer hold it"
+        try:
+            removed = self.fleet.acting_as(EDIT).retire(self.fleet.location(action.scope), Fence(action.generation),
+                                                        detail=f"windows file: {why}")
+        except PolicyRefused as exc:
+            if len(self._refused) > _REFUSED_KEPT:
+                self._refused.clear()
+            self._refused.add(action.generation)
+            logger.warning("windows: the hold at %s (generation %s) stays until its deadman: %s", action.scope,
+                           action.generation, one_line(exc))
+            return
         for entry in action.entries:
             state.remember(entry)
         if removed:

@@ -10,28 +10,30 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hermes_estop.model.policy import Actor, Policy, Refusal, decide_window
+from hermes_estop.model.policy import Actor, Policy, Refusal, window_refusals
 from hermes_estop.windows.invalid import InvalidWindow
 
 if TYPE_CHECKING:  # pragma: no cover
     from hermes_estop.windows.model import Window
     from hermes_estop.windows.windows_file import Parsed
 
-__all__ = ["against_policy", "window_refusal"]
+__all__ = ["against_policy", "refused_window", "refusals_of"]
 
 _FIELDS = {"max_ttl": "duration", "reason_pattern": "reason", "require_ttl": "duration", "max_scope": "scope"}
 
 
-def window_refusal(policy: Policy, actor: Actor, window: Window) -> Refusal | None:
-    """The first rule `window`, armed by `actor`, breaks: its hold lasts its drain lead and its
-    duration, under its drain reason, then its own."""
+def refusals_of(policy: Policy, actor: Actor, window: Window) -> tuple[Refusal, ...]:
+    """Every rule `window`, armed by `actor`, breaks: its hold lasts its drain lead and its
+    duration, and is judged by the reason the operator wrote (`hold_reason`), never the derived
+    "draining for ..." one, as the fleet judges its hold when it is armed."""
     length = window.duration + (window.drain or timedelta(0))
-    reasons = [window.drain_reason, window.hold_reason] if window.drain else [window.hold_reason]
-    for reason in reasons:
-        refusal = decide_window(policy, actor, window.scope, length, reason)
-        if refusal is not None:
-            return refusal
-    return None
+    return window_refusals(policy, actor, window.scope, length, window.hold_reason)
+
+
+def refused_window(window: Window, refusals: tuple[Refusal, ...], path: Path | None = None) -> InvalidWindow:
+    """The failure naming every rule `window` breaks (the field of the first)."""
+    return InvalidWindow("; ".join(r.message for r in refusals), path=path, window=repr(window.name),
+                         field=_FIELDS.get(refusals[0].rule))
 
 
 def against_policy(parsed: Parsed, policy: Policy, actor: Actor, path: Path) -> Parsed:
@@ -40,10 +42,9 @@ def against_policy(parsed: Parsed, policy: Policy, actor: Actor, path: Path) -> 
         return parsed
     kept, failures = [], list(parsed.failures)
     for window in parsed.windows:
-        refusal = window_refusal(policy, actor, window)
-        if refusal is None:
+        refusals = refusals_of(policy, actor, window)
+        if not refusals:
             kept.append(window)
         else:
-            failures.append(InvalidWindow(refusal.message, path=path, window=repr(window.name),
-                                          field=_FIELDS.get(refusal.rule)))
+            failures.append(refused_window(window, refusals, path))
     return replace(parsed, windows=kept, failures=failures)

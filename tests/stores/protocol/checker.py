@@ -25,7 +25,9 @@ default (keep running the current actor). After every step the invariants are ch
    actor removed;
 8. an acknowledged arm survives a power loss: when the last acknowledged generation stands, the
    durable sentinel carries it (also in scenarios that start without a hold: the directory fsync
-   of a first arm).
+   of a first arm);
+9. a judged lift removes only the generation it judged (issue 43: the judgement and the write
+   are one step under the lock, so a re-arm landing after the judgement is never lifted by it).
 
 A violation comes back with the numbered schedule that produced it; `replay` runs that schedule
 again, deterministically.
@@ -104,6 +106,16 @@ def release(ctx: Ctx) -> Any:
     return ctx.store.release(ctx.location, None, ctx.now, "operator")
 
 
+def judged_release(ctx: Ctx) -> Any:
+    """An operator's lift as `Fleet.release` makes it: the store calls the fleet's judgement with
+    what stands; the generation it judged is what the lift may remove (invariant 9)."""
+    def judge(before: Any, after: Any, trusted: Any) -> None:
+        ctx.actor.fence = before.hold.generation if before.hold is not None else None
+        ctx.actor.judged = True
+
+    return ctx.store.release(ctx.location, None, ctx.now, "operator", judge=judge)
+
+
 def fenced_retire(ctx: Ctx) -> Any:
     ctx.actor.fence = ctx.initial
     return ctx.store.retire(ctx.location, Fence(ctx.initial), ctx.now, "retirer")
@@ -135,7 +147,7 @@ def window(ctx: Ctx) -> Any:
 #: the removals fenced on one generation: invariant 2 holds them to it
 FENCED = {fenced_retire, deadman_read, window}
 #: the actors whose work may remove the sentinel (invariant 3: nobody else may make it absent)
-REMOVERS = FENCED | {release}
+REMOVERS = FENCED | {release, judged_release}
 #: the audit events that record a removal (invariants 6 and 7)
 REMOVALS = ("release", "retire", "expire")
 
@@ -169,6 +181,7 @@ class Actor:
         self.failed_lock: int | None = None
         self.blocked_on: int | None = None
         self.fence: str | None = None
+        self.judged = False  # a judged lift's judgement ran (invariant 9)
         self.execution: Execution | None = None
         self.removed: set[str] = set()  # generations this actor unlinked or renamed over
         self.lines: list[tuple[str, str | None]] = []  # (event, generation) of the removal lines it wrote
@@ -290,6 +303,10 @@ class Execution(Hooks):
                         self.removed_by[gone] = actor
             if operation == "unlink" and actor is not None and actor.spec.work in REMOVERS:
                 self.removed = True
+            if actor is not None and actor.spec.work is judged_release and operation == "unlink":
+                removed = _generation(bytes(detail.data))
+                if not actor.judged or removed != actor.fence:
+                    self.fail(9, f"{actor.name}'s lift judged generation {actor.fence} and removed generation {removed}")
             if actor is not None and actor.spec.work in FENCED and operation == "unlink":
                 removed = _generation(bytes(detail.data))
                 if removed != actor.fence:

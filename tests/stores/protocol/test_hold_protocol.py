@@ -19,6 +19,7 @@ from checker import (
     deadman_read,
     explore,
     fenced_retire,
+    judged_release,
     plain_read,
     rearm,
     release,
@@ -34,6 +35,7 @@ LATER = timedelta(hours=1)  # past the initial hold's 10-minute deadman, inside 
 SCENARIOS = [
     (Scenario("re-arm | read", [ActorSpec("operator", rearm), ActorSpec("reader", plain_read)]), 2),
     (Scenario("re-arm | release", [ActorSpec("operator", rearm), ActorSpec("releaser", release)]), 2),
+    (Scenario("re-arm | judged lift", [ActorSpec("operator", rearm), ActorSpec("lifter", judged_release)]), 2),
     (Scenario("re-arm | deadman read", [ActorSpec("operator", rearm), ActorSpec("deadman", deadman_read, LATER)]), 2),
     (Scenario("re-arm | fenced retire", [ActorSpec("operator", rearm), ActorSpec("retirer", fenced_retire)]), 2),
     (Scenario("window arm+retire | re-arm", [ActorSpec("window", window), ActorSpec("operator", rearm)], None), 2),

@@ -4,6 +4,8 @@ catching an audit written in a transaction of its own and a retire that ignores 
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -46,8 +48,8 @@ class AuditAfterCommit(PostgresStore):
         self._late: list[AuditEvent] = []
         real_engage = self.engage
 
-        def engage(location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
-            hold = real_engage(location, request, now, actor)
+        def engage(location: Location, request: EngageRequest, now: datetime, actor: str, judge: Any = None) -> Hold:
+            hold = real_engage(location, request, now, actor, judge)
             for event in self._late:
                 self.append_audit(event)
             self._late.clear()
@@ -57,7 +59,8 @@ class AuditAfterCommit(PostgresStore):
 
 
 class RetireIgnoringItsFence(PostgresStore):
-    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire") -> bool:
+    def retire(self, location: Location, fence: Fence, now: datetime, actor: str, event: str = "retire",
+               judge: Any = None, detail: str | None = None) -> bool:
         return self.release(location, None, now, actor) is not None
 
 

@@ -9,7 +9,17 @@ from datetime import timedelta
 
 import pytest
 import variants
-from checker import ActorSpec, Scenario, deadman_read, explore, fenced_retire, plain_read, rearm, release
+from checker import (
+    ActorSpec,
+    Scenario,
+    deadman_read,
+    explore,
+    fenced_retire,
+    judged_release,
+    plain_read,
+    rearm,
+    release,
+)
 
 LATER = timedelta(hours=1)  # past the initial hold's 10-minute deadman, inside a re-arm's 2 hours
 
@@ -18,6 +28,8 @@ RETIRE_DURING_REARM = Scenario("re-arm | fenced retire", [ActorSpec("operator", 
 DEADMAN_DURING_REARM = Scenario("re-arm | deadman read",
                                 [ActorSpec("operator", rearm), ActorSpec("deadman", deadman_read, LATER)])
 RELEASE_DURING_REARM = Scenario("re-arm | release", [ActorSpec("operator", rearm), ActorSpec("releaser", release)])
+JUDGED_LIFT_DURING_REARM = Scenario("re-arm | judged lift", [ActorSpec("operator", rearm),
+                                                              ActorSpec("lifter", judged_release)])
 TWO_FIRST_ENGAGES_IN_A_HOME = Scenario("engage | engage (home)", [ActorSpec("a", rearm), ActorSpec("b", rearm)], None,
                                        "profiles/ops")
 FIRST_ENGAGE_THEN_READ = Scenario("first engage | read", [ActorSpec("operator", rearm), ActorSpec("reader", plain_read)],
@@ -34,6 +46,7 @@ MUTATIONS = {
     "audit-dir-fsync-only-when-new": (variants.AuditDirFsyncOnlyWhenNew, TWO_FIRST_ENGAGES_IN_A_HOME, 4),
     "release-without-lock": (variants.ReleaseWithoutLock, RELEASE_DURING_REARM, 6),
     "no-dir-fsync-on-first-arm": (variants.NoDirFsyncOnFirstArm, FIRST_ENGAGE_THEN_READ, 8),
+    "lift-judged-before-the-lock": (variants.JudgeBeforeLock, JUDGED_LIFT_DURING_REARM, 9),
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.errors import StoreError
@@ -28,7 +29,8 @@ import contextlib
 class WriteThenAudit(FileStore):
     """The order before issue 20: the body is renamed in, THEN its audit line is appended."""
 
-    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str) -> Hold:
+    def engage(self, location: Location, request: EngageRequest, now: datetime, actor: str,
+               judge: Any = None) -> Hold:
         with self._locked(location, arming=True):
             standing = self._read_fresh(location, now)
             if not precondition_met(request.only_if, standing):
@@ -43,7 +45,8 @@ class WriteThenAudit(FileStore):
 class UnlinkBeforeFenceCheck(FileStore):
     """A retire that removes first and checks the fence after."""
 
-    def _retire_locked(self, location: Location, fence: Fence, now: datetime, actor: str, event: str) -> bool:
+    def _retire_locked(self, location: Location, fence: Fence, now: datetime, actor: str, event: str,
+                       judge: Any = None, detail: str | None = None) -> bool:
         standing = self._read_fresh(location, now)
         self._remove(location)
         if not fence_matches(standing, fence):
@@ -137,7 +140,8 @@ class ReleaseWithoutLock(FileStore):
     """The operator's release without `.ESTOP.lock` (issue 32 item 12): it reads G1, an operator
     renames G2 in, it unlinks G2 and writes "release G1"."""
 
-    def release(self, location: Location, generation: str | None, now: datetime, actor: str) -> Reading | None:
+    def release(self, location: Location, generation: str | None, now: datetime, actor: str,
+                judge: Any = None) -> Reading | None:
         standing = self._read_fresh(location, now)
         removed = released_reading(standing, generation)
         if removed is None:
@@ -164,3 +168,14 @@ class NoDirFsyncOnFirstArm(FileStore):
         os.rename(tmp, str(location.sentinel))
         if not first:
             _fsync_dir(location)
+
+
+class JudgeBeforeLock(FileStore):
+    """The lift before issue 43: the policy judged what stood, then the release took the lock
+    and removed whatever stood by then (a re-arm in between was lifted unjudged)."""
+
+    def release(self, location: Location, generation: str | None, now: datetime, actor: str,
+                judge: Any = None) -> Reading | None:
+        if judge is not None:
+            judge(self._read_fresh(location, now), None, now)
+        return super().release(location, generation, now, actor)
