@@ -219,6 +219,8 @@ def test_an_unreadable_policy_arms_with_a_warning_and_refuses_every_lift(
     code, _out, err = run(capsys, "resume", "--fleet")
     assert code == 2 and "policy cannot be read" in err
     assert standing(fleet) is not None
+    code, _out, err = run(capsys, "run", "--profile", "pa", "--ttl", "1m", "--", "true")
+    assert code == 0 and "warning" in err and "max_tll" in err, err
 
 
 @pytest.mark.parametrize("mode", [0o666, 0o664])

@@ -51,6 +51,7 @@ __all__ = [
     "reading_json",
     "refuse_blank",
     "terminal_width",
+    "warn_if_policy_unread",
 ]
 
 
@@ -154,6 +155,16 @@ def echo_lines(lines: Iterable[str]) -> None:
             chunk.clear()
     if chunk:
         typer.echo("\n".join(chunk))
+
+
+def warn_if_policy_unread(estop: Estop) -> None:
+    """The line every write door prints when it armed under no policy because the fleet's
+    policy cannot be read (a stop always stops; the operator must still be told)."""
+    problem = estop.fleet.policy.problem
+    if problem is not None:
+        typer.echo(f"hermes: warning: the fleet's policy cannot be read ({one_line(problem)}): this hold was armed "
+                   "under no policy, and no hold is lifted or shortened until it is fixed (hermes policy check)",
+                   err=True)
 
 
 def emit_json(data: Any) -> None:

@@ -20,7 +20,7 @@ from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, utc_now
 from hermes_estop.cli.common import (
     EXIT_HELD, EXIT_OK, check_components, current_estop, emit_json, fail, echo_lines, fit_lines,
-    hold_json, operator_time, duration_option, reading_json, refuse_blank, terminal_width,
+    hold_json, operator_time, duration_option, reading_json, refuse_blank, terminal_width, warn_if_policy_unread,
 )
 from hermes_estop.cli.history import run_history
 from hermes_estop.cli.hot import GATE_HELD_EXIT, run_check, run_gate
@@ -161,10 +161,7 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
                                                                       only=only, jobs=jobs), override=override)
     finally:
         logging.getLogger("hermes_estop").removeHandler(quiet)
-    if estop.fleet.policy.problem is not None:
-        typer.echo(f"hermes: warning: the fleet's policy cannot be read ({one_line(estop.fleet.policy.problem)}): "
-                   "this hold was armed under no policy, and no hold is lifted or shortened until it is fixed "
-                   "(hermes policy check)", err=True)
+    warn_if_policy_unread(estop)
     if estop.fleet.store.audit_failures != failures:
         typer.echo(f"hermes: warning: the hold stands, but its audit line was not written: "
                    f"{one_line(estop.fleet.store.last_audit_failure or 'unknown')}", err=True)

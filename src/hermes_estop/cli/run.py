@@ -31,7 +31,7 @@ from hermes_estop.model.homes import Location
 from hermes_estop.model.hold import Allow
 from hermes_estop.fleet.lease import Lease
 from hermes_estop.model.text import printable
-from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank
+from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank, warn_if_policy_unread
 from hermes_estop.cli.wait import ack_lines, wait_with_progress
 from hermes_estop.cli.wait import parse_wait_timeout
 from hermes_estop.consumers.drainer import wait_until_quiet
@@ -87,6 +87,7 @@ def run(
                   allow=allow, armed_by=f"run:{estop.actor}", say=_say)
     fleet_obj = estop.fleet
     state = lease.arm(fleet_obj.clock())
+    warn_if_policy_unread(estop)
     if state.borrowed:
         _say(f"a hold not armed by this job stands at {location.describe()} (generation {state.generation}): "
              "the job runs under it; it is neither renewed nor released by this job")
