@@ -90,3 +90,10 @@ def test_an_admin_token_may_shorten_an_admins_hold(fleet: Path, served: Served, 
                                                    admins_hold: Hold) -> None:
     status, _, hold = served.client(tokens["pager"]).request("POST", "/api/v1/holds/fleet/extend", {"ttl": "5m"})
     assert status == 200 and hold["armed_by"] == "boss@host", hold
+
+
+def test_a_component_nothing_gates_as_is_refused_with_a_did_you_mean(fleet: Path, served: Served,
+                                                                     tokens: dict[str, str]) -> None:
+    status, _, answer = served.client(tokens["ops"]).request("POST", "/api/v1/holds", {"only": ["kanbn"], "ttl": "5m"})
+    assert status == 400 and "did you mean 'kanban'" in answer["error"], answer
+    assert not Fleet.of_files(fleet).read().engaged

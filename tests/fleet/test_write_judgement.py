@@ -292,3 +292,12 @@ def test_a_lift_by_a_non_owner_is_judged_on_the_generation_it_removes(fleet: Pat
     assert standing(fleet) is not None and standing(fleet).generation == theirs.generation  # type: ignore[union-attr]
     with pytest.raises(PolicyRefused):
         bob.retire(bob.fleet_location, Fence(theirs.generation))
+
+
+def test_the_python_api_refuses_a_component_nothing_gates_as(fleet: Path) -> None:  # noqa: F811
+    from hermes_estop import Estop
+    from hermes_estop.model.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="did you mean 'kanban'"):
+        Estop().engage(reason="x", ttl="5m", only=["kanbn"])
+    assert standing(fleet) is None

@@ -19,7 +19,7 @@ from hermes_estop.model.homes import Location
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, utc_now
 from hermes_estop.cli.common import (
-    EXIT_HELD, EXIT_OK, check_components, current_estop, emit_json, fail, echo_lines, fit_lines,
+    EXIT_HELD, EXIT_OK, current_estop, emit_json, fail, echo_lines, fit_lines,
     hold_json, operator_time, duration_option, reading_json, refuse_blank, terminal_width, warn_if_policy_unread,
 )
 from hermes_estop.cli.history import run_history
@@ -116,7 +116,7 @@ def pause(
     estop = current_estop()
     deadline = operator_time("--until", until, estop.clock()) if until is not None else None
     location = _target(estop, fleet, profile)
-    check_components(estop, only)
+    estop.check_components(only)
     before = _generation_at(estop, location)
     try:
         _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job,

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from hermes_estop.model.durations import MAX_DURATION, parse_ttl
-from hermes_estop.model.errors import InvalidArgument, InvalidInstant
+from hermes_estop.model.errors import EstopError, InvalidArgument, InvalidInstant
 from hermes_estop.process.check import Snapshot, Verdict, admits, decide, engaged, holding, pause_notice
 from hermes_estop.model.hold import Allow, Cause, EngageRequest, Fence, Hold, HoldState, Reading, clean_reason
 from hermes_estop.model.homes import SENTINEL_NAME, Layout, Location, resolve_layout
@@ -360,6 +360,8 @@ class Estop:
         from hermes_estop.model.selector import Selector
 
         selector = Selector.of(only or (), jobs or ())
+        if selector is not None:
+            self.check_components(selector.components)
         if hold_id is not None and (selector is None or not isinstance(hold_id, str) or not hold_id.isalnum()):
             raise InvalidArgument(f"invalid hold id {hold_id!r}: a scoped hold (only/jobs) with a letters-and-digits id")
         now = self.clock()
@@ -375,6 +377,29 @@ class Estop:
             hold_id=hold_id,
         )
         return request, now
+
+    def check_components(self, only: Iterable[str] | None) -> None:
+        """Refuse `only` naming a component nothing gates as (`InvalidArgument` with a
+        did-you-mean): no shipped consumer, none declared in estop.toml (`components`), no
+        registered consumer that reported it. Every door's engage meets it (`engage_request`):
+        a typo would arm a hold that holds nothing that exists. The registry is read only for a
+        name the first two do not know; one that cannot be read counts as none."""
+        names = list(only or ())
+        if not names:
+            return
+        from hermes_estop.model.selector import COMPONENTS, unknown_components
+        from hermes_estop.process.fleet_config import declared_components
+
+        known = set(COMPONENTS) | declared_components(self.layout)
+        if unknown_components(names, known) is None:
+            return
+        import contextlib
+
+        with contextlib.suppress(EstopError, OSError):  # an unreadable registry names no component
+            known |= {entry.component for entry in self.fleet.consumers().entries()}
+        problem = unknown_components(names, known)
+        if problem is not None:
+            raise InvalidArgument(f"--only: {problem}")
 
     def release(self, *, fleet: bool = False, generation: str | None = None, hold: str | None = None,
                 override: str | None = None) -> Reading | None:
