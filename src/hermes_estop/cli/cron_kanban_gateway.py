@@ -142,9 +142,15 @@ def kanban_add(
     typer.echo(printable(f"added card #{card.id} ({card.status}): {card.title}"))
 
 
+#: the largest card id (SQLite's INTEGER is 64-bit signed)
+_MAX_CARD_ID = 2**63 - 1
+
+
 @kanban_app.command("ready")
 def kanban_ready(card_id: Annotated[int, typer.Argument(help="The card's id.")]) -> None:
     """Move a card (back) to ready."""
+    if not 1 <= card_id <= _MAX_CARD_ID:  # bounded before SQLite sees it (a 64-bit INTEGER)
+        raise InvalidArgument(f"invalid card id {card_id}: expected 1 to {_MAX_CARD_ID}")
     estop = current_estop()
     card = Board(estop.layout.root, clock=estop.clock).mark_ready(card_id)
     typer.echo(f"card #{card.id} is ready")
@@ -173,12 +179,14 @@ def kanban_list(
 
 @kanban_app.command("dispatch")
 def kanban_dispatch(
-    max_cards: Annotated[int, typer.Option("--max", help="Spawn at most this many workers.")] = 4,
+    max_cards: Annotated[int, typer.Option("--max", help="Spawn at most this many workers (1 to 256).")] = 4,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """One dispatch pass: claim the ready cards the gate admits, spawn their workers (up to --max),
     wait for them and record the results. Held cards stay ready."""
+    if not 1 <= max_cards <= 256:
+        raise InvalidArgument(f"invalid --max {max_cards}: expected 1 to 256")
     dispatcher = Dispatcher(current_estop(), max_workers=max_cards, timeout=timeout)
     _emit_pass(dispatcher.dispatch(limit=max_cards), as_json)
 

@@ -23,7 +23,7 @@ from hermes_estop.cli.common import (
     hold_json, operator_time, duration_option, reading_json, refuse_blank, terminal_width,
 )
 from hermes_estop.cli.history import run_history
-from hermes_estop.cli.hot import GATE_HELD_EXIT, run_check, run_gate
+from hermes_estop.cli.hot import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
 from hermes_estop.cli.remote import chosen_server
 from hermes_estop.cli.remote import remote_pause
 from hermes_estop.cli.remote import remote_resume
@@ -392,6 +392,8 @@ def history(
 ) -> None:
     """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window
     (a lease's consecutive renewals on one line; --json lists every event)."""
+    if limit > HISTORY_MAX:
+        raise InvalidArgument(f"invalid --limit {limit}: expected 1 to {HISTORY_MAX}")
     raise typer.Exit(run_history(limit, since, as_json))
 
 
