@@ -22,6 +22,7 @@ from hermes_estop.cli.common import (
     EXIT_HELD, EXIT_OK, check_components, current_estop, emit_json, fail, echo_lines, fit_lines,
     hold_json, operator_time, duration_option, reading_json, refuse_blank, terminal_width,
 )
+from hermes_estop.cli import say_on_interrupt
 from hermes_estop.cli.history import run_history
 from hermes_estop.cli.hot import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
 from hermes_estop.cli.remote import chosen_server
@@ -118,12 +119,10 @@ def pause(
     location = _target(estop, fleet, profile)
     check_components(estop, only)
     before = _generation_at(estop, location)
-    try:
-        _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job,
-               override)
-    except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
-        typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
-        raise typer.Exit(130) from None
+    # an interrupt at any point after the read above, in this command or in the framework after
+    # it, says what is on disk now (`hermes_estop.cli.main` says it)
+    say_on_interrupt(lambda: _on_disk(estop, location, before))
+    _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job, override)
 
 
 def _refuse_wait_over(wait: bool, wait_timeout: str | None) -> None:
