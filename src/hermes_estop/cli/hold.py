@@ -20,7 +20,7 @@ from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, utc_now
 from hermes_estop.cli.common import (
     EXIT_HELD, EXIT_OK, check_components, current_estop, emit_json, fail, echo_lines, fit_lines,
-    hold_json, operator_time, duration_option, reading_json, refuse_blank, terminal_width,
+    hold_json, operator_time, duration_option, reading_json, refuse_blank, retire_expired, terminal_width,
 )
 from hermes_estop.cli import say_on_interrupt
 from hermes_estop.cli.history import run_history
@@ -118,6 +118,7 @@ def pause(
     deadline = operator_time("--until", until, estop.clock()) if until is not None else None
     location = _target(estop, fleet, profile)
     check_components(estop, only)
+    retire_expired(estop)  # what lapsed goes first, with the store's trusted clock (docs/design.md §5)
     before = _generation_at(estop, location)
     # an interrupt at any point after the read above, in this command or in the framework after
     # it, says what is on disk now (`hermes_estop.cli.main` says it)
@@ -238,6 +239,7 @@ def resume(
         refused_resume(location.scope, exc, as_json=as_json)
     except StoreError as exc:
         fail(f"{exc}; {_resume_advice(location, exc)}")
+    retire_expired(estop)  # after the operator's own lift, which says what it removed as it always did
     lifted = ack if removed else None
     finish_resume(_resumed(estop, location, removed), as_json=as_json,
                   wait=lambda show: _wait(estop, lifted, limit, show=show))

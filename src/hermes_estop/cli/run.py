@@ -31,7 +31,7 @@ from hermes_estop.model.homes import Location
 from hermes_estop.model.hold import Allow
 from hermes_estop.fleet.lease import Lease
 from hermes_estop.model.text import printable
-from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank
+from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank, retire_expired
 from hermes_estop.cli.wait import ack_lines, wait_with_progress
 from hermes_estop.cli.wait import parse_wait_timeout
 from hermes_estop.consumers.drainer import wait_until_quiet
@@ -83,6 +83,7 @@ def run(
     estop = current_estop()
     location = estop.fleet.location(profile) if profile is not None else estop.location(fleet=fleet)
     shown = shlex.join(argv)
+    retire_expired(estop)  # what lapsed goes first, with the store's trusted clock (docs/design.md §5)
     lease = Lease(estop.fleet, location, durations["--ttl"], reason=reason if reason is not None else f"maintenance: {shown}",
                   allow=allow, armed_by=f"run:{estop.actor}", say=_say)
     fleet_obj = estop.fleet

@@ -19,7 +19,9 @@ from hermes_estop.process.estop import Estop
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
 from hermes_estop.daemon.supervisor import build_services, run_services, stop_on_signals
-from hermes_estop.model.timeutil import display_instant
+from hermes_estop.fleet.deadman import DeadmanService
+from hermes_estop.model.hold import Reading
+from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.cli.common import current_estop, emit_json
 from hermes_estop.api.transport import check_transport, configured_write
 from hermes_estop.api.transport import write_api
@@ -116,16 +118,36 @@ def _reconcile_once(estop: Estop, interval: float, *, dry_run: bool, as_json: bo
     """`--once` / `--dry-run`: one reconciliation (or its plan), printed; the exit status."""
     service = WindowService(estop.fleet, poll_interval=interval)
     service.check_file()  # not TOML: one line, exit 2
+    # the deadman pass a running serve runs: every expired hold of the fleet retired (none by --dry-run)
+    retired = [] if dry_run else DeadmanService(estop.fleet).tick().retired
     report = service.plan()[0] if dry_run else service.settle()
     if not dry_run:
         service.warm_schedule(wait=True)  # the next operator command reads it warm
     if as_json:
-        emit_json(report.to_json())
+        emit_json({**report.to_json(), "retired": [_retired_json(reading) for reading in retired]})
     else:
+        for reading in retired:
+            typer.echo(f"retired  {_retired_line(reading)}")
         _print_report(report)
     for failure in report.failed:  # the other windows were acted on; each bad one named, exit 2
         typer.echo(f"hermes: error: {printable(failure)}", err=True)
     return 2 if report.failed else 0 if report.ok else 1
+
+
+def _retired_json(reading: Reading) -> dict[str, Any]:
+    hold = reading.hold
+    return {"scope": reading.location.scope, "generation": reading.fence.describe() if reading.fence else None,
+            "hold": hold.hold_id if hold is not None else None,
+            "expires_at": format_instant(hold.expires_at) if hold is not None and hold.expires_at else None}
+
+
+def _retired_line(reading: Reading) -> str:
+    """One expired hold the deadman pass retired, as `--once` reports it."""
+    hold = reading.hold
+    scoped = f" scoped hold {hold.scope_label}" if hold is not None and hold.selector is not None else ""
+    expired = display_instant(hold.expires_at) if hold is not None and hold.expires_at is not None else "?"
+    generation = reading.fence.describe() if reading.fence else "?"
+    return printable(f"{reading.location.describe()}{scoped} (generation {generation}): expired at {expired}")
 
 
 def _print_report(report: Any) -> None:
