@@ -13,41 +13,18 @@ import os
 import sys
 from hermes_estop.model.errors import EstopError
 from hermes_estop.cli.hot import EXIT_USAGE, try_hot_path
+from hermes_estop.cli import interrupt_note
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: every `hermes check` imports this module
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["app", "main", "say_on_interrupt"]
+__all__ = ["app", "main"]
 
 
 def _say(message: str) -> None:
     print(f"hermes: {' '.join(message.split())}", file=sys.stderr)
-
-
-#: what an interrupt of the running command leaves, said after "interrupted" (set by a command
-#: that writes, before it writes: `say_on_interrupt`); None: nothing to say
-_interrupt_note: Callable[[], str] | None = None
-
-
-def say_on_interrupt(note: Callable[[], str] | None) -> None:
-    """From here on, an interrupt of this command (Ctrl-C wherever it lands, in the command
-    or in the framework winding down after it) says "interrupted; " and what `note()` returns:
-    what is on disk now (issue 46 item 3). Typer turns a `KeyboardInterrupt` inside it into a
-    silent exit 130, so a command that sets a note exits 130 only when interrupted."""
-    global _interrupt_note  # one command runs per `main` call
-    _interrupt_note = note
-
-
-def _interrupted() -> str:
-    note, message = _interrupt_note, "interrupted"
-    if note is not None:
-        try:
-            message = f"interrupted; {note()}"
-        except Exception:  # noqa: BLE001 - the interrupt is said whatever the read-back does
-            message = "interrupted (what is on disk now could not be read: see `hermes status`)"
-    return message
 
 
 def __getattr__(name: str) -> Any:
@@ -60,11 +37,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+def _what(args: Sequence[str]) -> str:
+    """What a refusal says it could not do: run `hermes` with the command's words and options."""
+    words = [word for word in args if word.startswith("-") or word.isidentifier()][:4]
+    return f"run `hermes {' '.join(words)}`" if words else "run `hermes`"
+
+
 def main(argv: Sequence[str] | None = None, *, hot_path: bool = True) -> int:
     """Console-script entry: runs the command and maps every error to one line and an exit code.
     `hot_path=False` sends even `check` / `gate` through the Typer app."""
     args = list(argv) if argv is not None else sys.argv[1:]
-    say_on_interrupt(None)
+    interrupt_note.say_on_interrupt(None)
     try:
         # a shell asking for completions goes to the full app, whatever the words so far
         code = try_hot_path(args) if hot_path and "_HERMES_COMPLETE" not in os.environ else None
@@ -73,17 +56,22 @@ def main(argv: Sequence[str] | None = None, *, hot_path: bool = True) -> int:
         from hermes_estop.cli.application import run_app
 
         code = run_app(args)
-        if code == 130 and _interrupt_note is not None:  # the framework's silent exit for Ctrl-C
-            _say(_interrupted())
+        if code == 130 and interrupt_note.pending():  # the framework's silent exit for Ctrl-C
+            _say(interrupt_note.interrupted())
         return code
     except KeyboardInterrupt:
-        _say(_interrupted())
+        _say(interrupt_note.interrupted())
         return 130
     except EstopError as exc:
         _say(f"error: {exc}")
         return EXIT_USAGE
     except BrokenPipeError:
         return 0
+    except ImportError as exc:  # a broken install, a library missing: what and how to install it
+        from hermes_estop.system.missing_code import missing_code
+
+        _say(f"error: {missing_code(_what(args), exc)}")
+        return EXIT_USAGE
     except Exception as exc:  # one line, never a traceback; HERMES_DEBUG=1 shows it
         if os.environ.get("HERMES_DEBUG"):
             raise

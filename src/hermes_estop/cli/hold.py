@@ -22,7 +22,7 @@ from hermes_estop.cli.common import (
     EXIT_HELD, EXIT_OK, check_components, current_estop, emit_json, fail, echo_lines, fit_lines,
     hold_json, operator_time, duration_option, reading_json, refuse_blank, retire_expired, terminal_width,
 )
-from hermes_estop.cli import say_on_interrupt
+from hermes_estop.cli.interrupt_note import say_on_interrupt
 from hermes_estop.cli.history import run_history
 from hermes_estop.cli.hot import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
 from hermes_estop.cli.remote import chosen_server
