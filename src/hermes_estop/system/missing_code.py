@@ -4,6 +4,7 @@ never an answer taken without it (a forecast that cannot count the windows is no
 
 from __future__ import annotations
 
+import importlib.metadata
 import sys
 
 from hermes_estop.model.errors import EstopError
@@ -15,8 +16,6 @@ __all__ = ["missing_code"]
 def missing_code(what: str, exc: ImportError) -> EstopError:
     """`EstopError`: cannot `what` because `exc`'s module cannot be imported, and the fix: the
     library's distribution to install, or reinstalling hermes-estop for a part of its own."""
-    import importlib.metadata
-
     name = exc.name or ""
     top = name.partition(".")[0]
     if not top or top == "hermes_estop":
