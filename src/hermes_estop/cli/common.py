@@ -21,9 +21,7 @@ from hermes_estop.model.text import one_line, printable
 from hermes_estop.cli.hot import EXIT_HELD, EXIT_OK, EXIT_USAGE
 import contextlib
 from hermes_estop.model.durations import parse_with_unit
-from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.model.errors import InvalidDuration
-from hermes_estop.model.errors import StoreError
+from hermes_estop.model.errors import InvalidArgument, InvalidDuration, StoreError
 from hermes_estop.model.selector import COMPONENTS, unknown_components
 from hermes_estop.model.timeutil import parse_operator_time
 from hermes_estop.process.fleet_config import declared_components

@@ -16,11 +16,9 @@ from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_relative
 from hermes_estop.cli.common import current_estop, emit_json, fail, new_app
 from hermes_estop.cli import drain
-from hermes_estop.consumers.cron import CronRunner
-from hermes_estop.consumers.cron import CronTable
+from hermes_estop.consumers.cron import CronRunner, CronTable
 from hermes_estop.consumers.gateway import Gateway, LineServer, is_loopback
-from hermes_estop.consumers.kanban import Board
-from hermes_estop.consumers.kanban import Dispatcher
+from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.daemon.supervisor import stop_on_signals
 from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
 from hermes_estop.fleet.registry.reporter import ConsumerReporter

@@ -17,7 +17,7 @@ from hermes_estop.process.estop import Estop
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.model.timeutil import display_instant, utc_now
+from hermes_estop.model.timeutil import display_instant, utc_now, schedulable
 from hermes_estop.cli.common import (
     EXIT_HELD, EXIT_OK, check_components, current_estop, emit_json, fail, echo_lines, fit_lines,
     hold_json, operator_time, duration_option, reading_json, refuse_blank, retire_expired, terminal_width,
@@ -25,24 +25,14 @@ from hermes_estop.cli.common import (
 from hermes_estop.cli.interrupt_note import say_on_interrupt
 from hermes_estop.cli.history import run_history
 from hermes_estop.cli.hot import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
-from hermes_estop.cli.remote import chosen_server
-from hermes_estop.cli.remote import remote_pause
-from hermes_estop.cli.remote import remote_resume
-from hermes_estop.cli.remote import remote_status
-from hermes_estop.cli.wait import parse_wait_timeout
-from hermes_estop.cli.wait import wait_with_progress
+from hermes_estop.cli.remote import chosen_server, remote_pause, remote_resume, remote_status, Remote
+from hermes_estop.cli.wait import parse_wait_timeout, wait_with_progress
 from hermes_estop.cli.outcome import Resumed, ack_echo, ack_exit, ack_json, finish_resume, refused_resume
-from hermes_estop.fleet.registry.acks import ack_for_hold
-from hermes_estop.fleet.registry.acks import ack_for_release
-from hermes_estop.model.timeutil import schedulable
-from hermes_estop.observe.status import fleet_status
-from hermes_estop.observe.status import lift_command
+from hermes_estop.fleet.registry.acks import ack_for_hold, ack_for_release, AckSurvey
+from hermes_estop.observe.status import fleet_status, lift_command
+from hermes_estop.fleet.registry.entries import Ack
 
 __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
-
-from hermes_estop.fleet.registry.acks import AckSurvey
-from hermes_estop.fleet.registry.entries import Ack
-from hermes_estop.cli.remote import Remote
 
 UserOpt = Annotated[str | None, typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="The profile the work is for.")]

@@ -32,8 +32,7 @@ from hermes_estop.model.hold import Allow
 from hermes_estop.fleet.lease import Lease
 from hermes_estop.model.text import printable
 from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank, retire_expired
-from hermes_estop.cli.wait import ack_lines, wait_with_progress
-from hermes_estop.cli.wait import parse_wait_timeout
+from hermes_estop.cli.wait import ack_lines, wait_with_progress, parse_wait_timeout
 from hermes_estop.consumers.drainer import wait_until_quiet
 from hermes_estop.fleet.registry.entries import Ack
 from hermes_estop.process.fleet_config import child_environment

@@ -23,10 +23,8 @@ from hermes_estop.fleet.deadman import DeadmanService
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.cli.common import current_estop, emit_json
-from hermes_estop.api.transport import check_transport, configured_write
-from hermes_estop.api.transport import write_api
-from hermes_estop.observe.server import StatusServer, attach
-from hermes_estop.observe.server import parse_listen, remote_warning
+from hermes_estop.api.transport import check_transport, configured_write, write_api
+from hermes_estop.observe.server import StatusServer, attach, parse_listen, remote_warning
 from hermes_estop.observe.status import standing_line
 from hermes_estop.windows.scheduler import WindowService
 

@@ -205,9 +205,6 @@ class Forecast:
     def __getitem__(self, index: int) -> HeldInterval:
         return self.intervals[index]
 
-    def held_at(self, now: datetime) -> bool:
-        return any(in_interval(now, i.start, i.end) for i in self.intervals)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "start": _stamp(self.start),
