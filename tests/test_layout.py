@@ -101,3 +101,42 @@ CORE_CROSSINGS = {
 def test_the_core_crosses_levels_only_where_the_map_says(importer, imported):
     reached = {t for m in modules_of((importer,)) for t in import_graph()[m] if level_of(t) == imported}
     assert reached <= CORE_CROSSINGS[(importer, imported)]
+
+
+#: the levels above the core that act through the fleet (issue 46 item 7): only `fleet/` and
+#: `stores/` touch a store; these ask a `Fleet` read (`Fleet.where`, `Fleet.audit_problem`, ...)
+THROUGH_THE_FLEET = ("api", "cli", "daemon", "notify", "observe", "windows", "consumers")
+
+
+def _store_accesses(path) -> list[str]:
+    """`x.store` attribute reads in `path`'s code (not its text), and imports of the stores."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = [f"line {node.lineno}: .store" for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and node.attr == "store" and not _is_own_field(node)]
+    found += [f"line {node.lineno}: import {name}" for node in ast.walk(tree)
+              if isinstance(node, ast.Import | ast.ImportFrom)
+              for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
+              if name == "hermes_estop.stores" or name.startswith("hermes_estop.stores.")]
+    return found
+
+
+def _is_own_field(node) -> bool:
+    """`item.store` of a consumer's in-flight item is the path of its table, not a hold store."""
+    import ast
+
+    return isinstance(node.value, ast.Name) and node.value.id == "item"
+
+
+@pytest.mark.parametrize("module", modules_of(THROUGH_THE_FLEET))
+def test_only_the_fleet_and_the_stores_touch_a_store(module):
+    path, _ = MODULES[module]
+    assert _store_accesses(path) == []
+
+
+def test_the_store_check_sees_an_access():
+    import ast
+
+    tree = ast.parse("where = estop.fleet.store.where(location)\n")
+    assert any(isinstance(n, ast.Attribute) and n.attr == "store" and not _is_own_field(n) for n in ast.walk(tree))

@@ -138,7 +138,7 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
            until: datetime | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
            as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None,
            override: str | None = None) -> None:
-    failures = estop.fleet.store.audit_failures
+    failures = estop.fleet.audit_failures
     # the store's warning would reach stderr raw through logging's last resort: pause says it itself
     quiet = logging.NullHandler()
     logging.getLogger("hermes_estop").addHandler(quiet)
@@ -151,11 +151,11 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
                                                                       only=only, jobs=jobs), override=override)
     finally:
         logging.getLogger("hermes_estop").removeHandler(quiet)
-    if estop.fleet.store.audit_failures != failures:
+    if estop.fleet.audit_failures != failures:
         typer.echo(f"hermes: warning: the hold stands, but its audit line was not written: "
-                   f"{one_line(estop.fleet.store.last_audit_failure or 'unknown')}", err=True)
+                   f"{one_line(estop.fleet.last_audit_failure or 'unknown')}", err=True)
     snapshot = estop.snapshot()
-    where = estop.fleet.store.where(location)
+    where = estop.fleet.where(location)
     ack = _engaged(location, hold) if limit is not None else None
     if as_json:
         found = _wait(estop, ack, limit, show=False)
@@ -238,7 +238,7 @@ def resume(
 def _resumed(estop: Estop, location: Location, removed: Sequence[Reading]) -> Resumed:
     """What a local resume lifted at `location`, and what stands after it, read from the store."""
     snapshot = estop.snapshot()
-    where = estop.fleet.store.where
+    where = estop.fleet.where
     (addressed,) = estop.fleet.read((location,)).readings
     holds: list[dict[str, object]] = [
         reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}

@@ -92,7 +92,7 @@ def serve(
         services = build_services(estop, poll_interval=interval, cron_interval=cron_interval,
                                   kanban_interval=kanban_interval, kanban_max=kanban_max)
         logger.info("serve: running %s for fleet %s (store %s); stop with Ctrl-C or SIGTERM",
-                    ", ".join(s.name for s in services), estop.layout.root, estop.fleet.store.name)
+                    ", ".join(s.name for s in services), estop.layout.root, estop.fleet.store_name)
         if http_server is not None:
             services.append(attach(http_server, services))
         code = run_services(services, stop)

@@ -49,7 +49,7 @@ def build_services(estop: Estop, *, poll_interval: float, cron_interval: float =
     board (when configured at start-up); the notifier when targets are configured. The
     fleet-wide ones take the fleet; the consumers gate through `estop`, this process's view."""
     fleet = estop.fleet
-    windows = WindowService(fleet, poll_interval=poll_interval, is_leader=fleet.store.leader_gate("windows", leader_poll))
+    windows = WindowService(fleet, poll_interval=poll_interval, is_leader=fleet.leader_gate("windows", leader_poll))
     return [
         DeadmanService(fleet, interval=poll_interval),
         CalendarFetcher(fleet.root),
