@@ -19,10 +19,7 @@ from hermes_estop.cli import drain
 from hermes_estop.consumers.cron import CronRunner, CronTable
 from hermes_estop.consumers.gateway import Gateway, LineServer, is_loopback
 from hermes_estop.consumers.kanban import Board, Dispatcher
-from hermes_estop.daemon.supervisor import stop_on_signals
-from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
-from hermes_estop.fleet.registry.reporter import ConsumerReporter
-import threading
+from hermes_estop.daemon.supervisor import serve_gateway
 
 if TYPE_CHECKING:
     from hermes_estop.consumers.cron import CronReport
@@ -212,22 +209,7 @@ def gateway_serve(
                    "authenticated", err=True)
     ops = ", ".join(sorted(gateway.operators)) or "none"
     typer.echo(f"hermes gateway listening on {bound_host}:{bound_port} (operators: {ops})")
-    stop = threading.Event()
-    restore = stop_on_signals(stop, "gateway")
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="gateway", daemon=True)
-    thread.start()
-    reporting = threading.Event()
-    reports = ConsumerReporter(gateway.estop, "gateway", interval=MIN_REPORT_INTERVAL, every_scope=True).start(reporting)
-    try:
-        while thread.is_alive() and not stop.wait(0.5):
-            pass
-    finally:
-        reporting.set()
-        reports.join(5.0)
-        if thread.is_alive():
-            server.shutdown()
-        server.server_close()
-        restore()
+    serve_gateway(gateway, server)
     typer.echo("hermes gateway stopped")
 
 

@@ -19,7 +19,6 @@ import shlex
 from datetime import timedelta
 import signal
 import sys
-import threading
 from typing import Annotated, Any
 
 import typer
@@ -29,7 +28,7 @@ from hermes_estop.process.estop import Estop
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.homes import Location
 from hermes_estop.model.hold import Allow
-from hermes_estop.fleet.lease import Lease
+from hermes_estop.fleet.lease import Lease, Renewer
 from hermes_estop.model.text import printable
 from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank, retire_expired
 from hermes_estop.cli.wait import ack_lines, wait_with_progress, parse_wait_timeout
@@ -138,32 +137,6 @@ def _validated(argv: list[str], on_failure: str, fleet: bool, profile: str | Non
     if wait_timeout is not None and not wait:
         raise InvalidArgument("--wait-timeout needs --wait")
     return durations
-
-
-class Renewer:
-    """The thread that renews `lease` (every ttl/3; after a refused renewal, again after the
-    lease's bounded backoff) until the hold is no longer the lease's or `stop` is called. The
-    job is never stopped for a failed renewal. `stop` returns only once no renewal is in
-    flight, so the hold's final write never races one."""
-
-    def __init__(self, lease: Lease, fleet: Fleet) -> None:
-        self.lease = lease
-        self.fleet = fleet
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="hermes-run-lease", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        lease = self.lease
-        while not (lease.state.taken_over or lease.state.borrowed):
-            if self._stop.wait(lease.next_attempt_in().total_seconds()):
-                return
-            lease.renew(self.fleet.clock())
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
 
 
 def _acknowledged(lease: Lease, fleet: Fleet, location: Location, limit: float) -> bool:

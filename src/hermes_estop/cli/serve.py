@@ -1,16 +1,14 @@
 """`hermes serve`: the fleet's long-running loops in the foreground, until SIGINT or SIGTERM.
 
-Each loop is a service with `name` and `run(stop: threading.Event)`; `build_services` lists them
-(the window scheduler, and the cron ticker and kanban dispatcher when configured) and `run_services` runs each in its own thread, stops them all
-cleanly on a signal (exit 0), and stops them all if one dies (exit 1). A line is logged for every
-arm, retire and skip.
+This module parses the options and prints; the daemon is assembled and supervised in
+`hermes_estop.daemon.supervisor` (`serve`, and `serve_once` for `--once` / `--dry-run`). A line
+is logged for every arm, retire and skip.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-import threading
 from typing import Annotated, Any
 
 import typer
@@ -18,19 +16,14 @@ import typer
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
-from hermes_estop.daemon.supervisor import build_services, run_services, stop_on_signals
-from hermes_estop.fleet.deadman import DeadmanService
+from hermes_estop.daemon.supervisor import serve as run_serve, serve_once
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.cli.common import current_estop, emit_json
-from hermes_estop.api.transport import check_transport, configured_write, write_api
-from hermes_estop.observe.server import StatusServer, attach, parse_listen, remote_warning
-from hermes_estop.observe.status import standing_line
-from hermes_estop.windows.scheduler import WindowService
+from hermes_estop.api.transport import check_transport, configured_write
+from hermes_estop.observe.server import parse_listen, remote_warning
 
 __all__ = ["register"]
-
-logger = logging.getLogger("hermes_estop.serve")
 
 
 def _configure_logging(level: int) -> None:
@@ -81,26 +74,8 @@ def serve(
     estop = current_estop()
     if once or dry_run:
         raise typer.Exit(_reconcile_once(estop, interval, dry_run=dry_run, as_json=as_json))
-    stop = threading.Event()
-    restore = stop_on_signals(stop)
-    try:
-        http_server = None
-        if listen is not None:
-            api = write_api(estop, listen[0], http_write=http_write, tls=tls)
-            http_server = StatusServer(estop, *listen, api=api, tls=tls)  # bound now: a busy port is exit 2 before anything runs
-            api.status_document = http_server.api_status_json
-        services = build_services(estop, poll_interval=interval, cron_interval=cron_interval,
-                                  kanban_interval=kanban_interval, kanban_max=kanban_max)
-        logger.info("serve: running %s for fleet %s (store %s); stop with Ctrl-C or SIGTERM",
-                    ", ".join(s.name for s in services), estop.layout.root, estop.fleet.store_name)
-        if http_server is not None:
-            services.append(attach(http_server, services))
-        code = run_services(services, stop)
-    finally:
-        restore()
-
-    logger.info("serve: stopped; %s", standing_line(estop))
-    raise typer.Exit(code)
+    raise typer.Exit(run_serve(estop, poll_interval=interval, cron_interval=cron_interval, kanban_interval=kanban_interval,
+                               kanban_max=kanban_max, listen=listen, http_write=http_write, tls=tls))
 
 
 def _check_pacing(interval: float, cron_interval: float, kanban_interval: float, kanban_max: int) -> None:
@@ -114,13 +89,7 @@ def _check_pacing(interval: float, cron_interval: float, kanban_interval: float,
 
 def _reconcile_once(estop: Estop, interval: float, *, dry_run: bool, as_json: bool) -> int:
     """`--once` / `--dry-run`: one reconciliation (or its plan), printed; the exit status."""
-    service = WindowService(estop.fleet, poll_interval=interval)
-    service.check_file()  # not TOML: one line, exit 2
-    # the deadman pass a running serve runs: every expired hold of the fleet retired (none by --dry-run)
-    retired = [] if dry_run else DeadmanService(estop.fleet).tick().retired
-    report = service.plan()[0] if dry_run else service.settle()
-    if not dry_run:
-        service.warm_schedule(wait=True)  # the next operator command reads it warm
+    report, retired = serve_once(estop, interval, dry_run=dry_run)
     if as_json:
         emit_json({**report.to_json(), "retired": [_retired_json(reading) for reading in retired]})
     else:
