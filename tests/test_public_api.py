@@ -43,7 +43,7 @@ PUBLIC_TOP = {
     "StoreError", "StoreUnavailable", "StoreRefused", "PolicyRefused", "HoldSource", "PlannedHold", "Forecast",
 }
 PUBLIC_CONSUMERS = {
-    "ConsumerReporter", "gate_scheduler", "gated", "WsgiGate", "AsgiGate", "Work", "Refusal", "refusal",
+    "ConsumerReporter", "gate_scheduler", "gated", "WsgiGate", "AsgiGate", "Work", "refusal",
     "CronService", "KanbanService", "GatewayService",
 }
 

@@ -4,7 +4,7 @@ keep their own copy of the pause state.
 This package is the public home of what a consumer or an integrator uses (`__all__`, listed in
 docs/python-api.md): `ConsumerReporter` (a loop's reports to the consumer registry),
 `gate_scheduler` and `gated` (a user's own APScheduler 3 scheduler), `WsgiGate`, `AsgiGate`,
-`Work`, `Refusal` and `refusal` (HTTP-triggered work), and `CronService`, `KanbanService` and
+`Work` and `refusal` (HTTP-triggered work), and `CronService`, `KanbanService` and
 `GatewayService` (the loops `hermes serve` runs). Each name loads its module on first use
 (PEP 562: croniter, sqlite3 and apscheduler stay unloaded until used).
 
@@ -27,7 +27,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - names for type checkers; at run time __getattr__ loads them
-    from hermes_estop.consumers.http_gate import AsgiGate, Refusal, Work, WsgiGate, refusal
+    from hermes_estop.consumers.http_gate import AsgiGate, Work, WsgiGate, refusal
     from hermes_estop.consumers.loops import CronService, GatewayService, KanbanService
     from hermes_estop.consumers.scheduling import gate_scheduler, gated
     from hermes_estop.fleet.registry.reporter import ConsumerReporter
@@ -38,7 +38,6 @@ __all__ = [
     "CronService",
     "GatewayService",
     "KanbanService",
-    "Refusal",
     "Work",
     "WsgiGate",
     "gate_scheduler",
@@ -48,7 +47,7 @@ __all__ = [
 
 # public name -> the module that defines it
 _LAZY = {
-    "AsgiGate": "hermes_estop.consumers.http_gate", "Refusal": "hermes_estop.consumers.http_gate",
+    "AsgiGate": "hermes_estop.consumers.http_gate",
     "Work": "hermes_estop.consumers.http_gate", "WsgiGate": "hermes_estop.consumers.http_gate",
     "refusal": "hermes_estop.consumers.http_gate",
     "CronService": "hermes_estop.consumers.loops", "GatewayService": "hermes_estop.consumers.loops",
