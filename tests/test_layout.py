@@ -62,6 +62,9 @@ def test_only_the_cli_imports_typer(module):
 def test_the_daemon_is_assembled_outside_the_cli():
     assert "hermes_estop.daemon.supervisor" in import_graph()["hermes_estop.cli.serve"]
     assert sorted(t for t in import_graph()["hermes_estop.daemon.supervisor"] if level_of(t) == "cli") == []
+    # `hermes serve` builds no service and no server itself (issue 46 item 8)
+    assert sorted(t for t in import_graph()["hermes_estop.cli.serve"]
+                  if t in {"hermes_estop.windows.scheduler", "hermes_estop.fleet.deadman", "hermes_estop.api.routes"}) == []
 
 
 def test_no_two_modules_share_a_name_for_different_things():
@@ -101,3 +104,87 @@ CORE_CROSSINGS = {
 def test_the_core_crosses_levels_only_where_the_map_says(importer, imported):
     reached = {t for m in modules_of((importer,)) for t in import_graph()[m] if level_of(t) == imported}
     assert reached <= CORE_CROSSINGS[(importer, imported)]
+
+
+#: the levels above the core that act through the fleet (issue 46 item 7): only `fleet/` and
+#: `stores/` touch a store; these ask a `Fleet` read (`Fleet.where`, `Fleet.audit_problem`, ...)
+THROUGH_THE_FLEET = ("api", "cli", "daemon", "notify", "observe", "windows", "consumers")
+
+
+def _store_accesses(path) -> list[str]:
+    """`x.store` attribute reads in `path`'s code (not its text), and imports of the stores."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = [f"line {node.lineno}: .store" for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and node.attr == "store" and not _is_own_field(node)]
+    found += [f"line {node.lineno}: import {name}" for node in ast.walk(tree)
+              if isinstance(node, ast.Import | ast.ImportFrom)
+              for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
+              if name == "hermes_estop.stores" or name.startswith("hermes_estop.stores.")]
+    return found
+
+
+def _is_own_field(node) -> bool:
+    """`item.store` of a consumer's in-flight item is the path of its table, not a hold store."""
+    import ast
+
+    return isinstance(node.value, ast.Name) and node.value.id == "item"
+
+
+@pytest.mark.parametrize("module", modules_of(THROUGH_THE_FLEET))
+def test_only_the_fleet_and_the_stores_touch_a_store(module):
+    path, _ = MODULES[module]
+    assert _store_accesses(path) == []
+
+
+def test_the_store_check_sees_an_access():
+    import ast
+
+    tree = ast.parse("where = estop.fleet.store.where(location)\n")
+    assert any(isinstance(n, ast.Attribute) and n.attr == "store" and not _is_own_field(n) for n in ast.walk(tree))
+
+
+#: which upper level may import which (issue 46 item 8): windows, consumers and notify build on the
+#: core only; the remote API on windows; the status views on windows, consumers' in-flight work and
+#: (left for now: the status page serves the write API's routes) the API; the daemon assembles them
+#: all; the CLI imports everything
+UPPER_MAY_IMPORT = {
+    "windows": set(),
+    "consumers": set(),
+    "notify": set(),
+    "api": {"windows"},
+    "observe": {"windows", "consumers", "api"},
+    "daemon": {"windows", "consumers", "notify", "observe", "api"},
+    "cli": set(UPPER) - {"cli"},
+}
+
+
+@pytest.mark.parametrize("level", UPPER)
+def test_an_upper_level_imports_only_the_levels_below_it(level):
+    reached = {level_of(t) for m in modules_of((level,)) for t in import_graph()[m]} & set(UPPER)
+    assert reached - {level} <= UPPER_MAY_IMPORT[level]
+
+
+#: pairs of levels that import each other: the fleet's snapshot type and words still live in the
+#: process view (`Fleet.read` returns `process.check.Snapshot`), left by issue 46 item 8
+BOTH_WAYS = {("fleet", "process")}
+
+
+def test_levels_import_each_other_in_one_direction_only():
+    pairs = {(level_of(m), level_of(t)) for m in MODULES for t in import_graph()[m]
+             if level_of(t) in LEVELS and level_of(m) in LEVELS and level_of(m) != level_of(t)}
+    assert {tuple(sorted(pair)) for pair in pairs if pair[::-1] in pairs} == BOTH_WAYS
+
+
+@pytest.mark.parametrize("module", modules_of(("cli",)))
+def test_no_cli_module_starts_a_thread(module):
+    """The CLI parses and prints; what runs in threads (the daemon's services, the gateway's
+    line server, `hermes run`'s lease renewer) is assembled in daemon/ and fleet/."""
+    import ast
+
+    path, _ = MODULES[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    started = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+               and ast.unparse(node.func) in {"threading.Thread", "Thread", "threading.Timer", "Timer"}]
+    assert started == []

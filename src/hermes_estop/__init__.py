@@ -28,8 +28,11 @@ if TYPE_CHECKING:  # pragma: no cover - names for type checkers; at run time __g
     from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.model.durations import MAX_DURATION, format_duration, parse_duration, parse_ttl
     from hermes_estop.model.errors import (
-        EstopError, HoldConflict, InvalidArgument, InvalidDuration, InvalidInstant, StoreError, StoreUnavailable,
+        EstopError, HoldConflict, InvalidArgument, InvalidDuration, InvalidInstant, StoreError, StoreRefused,
+        StoreUnavailable,
     )
+    from hermes_estop.model.policy import PolicyRefused
+    from hermes_estop.process.forecast import Forecast, HoldSource, PlannedHold
     from hermes_estop.process.estop import Estop
     from hermes_estop.process.check import Snapshot, Verdict
     from hermes_estop.model.hold import GENERATION_FIELD, VACANT, Allow, Fence, Hold, HoldState, Reading
@@ -92,6 +95,12 @@ __all__ = [
     "HoldConflict",
     "StoreError",
     "StoreUnavailable",
+    "StoreRefused",
+    "PolicyRefused",
+    # a hold source of your own (`hermes check --at` counts what it plans)
+    "HoldSource",
+    "PlannedHold",
+    "Forecast",
 ]
 
 # public name -> the module (relative to this package) that defines it
@@ -101,6 +110,8 @@ _LAZY = {
     "parse_ttl": "model.durations",
     "EstopError": "model.errors", "HoldConflict": "model.errors", "InvalidArgument": "model.errors", "InvalidDuration": "model.errors",
     "InvalidInstant": "model.errors", "StoreError": "model.errors", "StoreUnavailable": "model.errors",
+    "StoreRefused": "model.errors", "PolicyRefused": "model.policy",
+    "Forecast": "process.forecast", "HoldSource": "process.forecast", "PlannedHold": "process.forecast",
     "Estop": "process.estop",
     "Snapshot": "process.check", "Verdict": "process.check",
     "GENERATION_FIELD": "model.hold", "VACANT": "model.hold", "Allow": "model.hold", "Fence": "model.hold", "Hold": "model.hold",
@@ -153,6 +164,78 @@ class _Package(_ModuleType):
 
 
 sys.modules[__name__].__class__ = _Package
+
+
+# Module paths of earlier releases (before the package-per-level layout) -> (the module that
+# holds the code now, the public home to import from instead or None). Importing an old path
+# still works for a deprecation period and warns (`DeprecationWarning`) naming the new one; no
+# file stands at the old path: `_MovedModules` answers only for a name no file matches.
+_MOVED = {
+    "hermes_estop.acks": ("hermes_estop.fleet.registry.acks", None),
+    "hermes_estop.allow": ("hermes_estop.model.allow", None),
+    "hermes_estop.audit": ("hermes_estop.fleet.audit", None),
+    "hermes_estop.audit_files": ("hermes_estop.stores.audit_files", None),
+    "hermes_estop.config": ("hermes_estop.process.fleet_config", None),
+    "hermes_estop.cronspec": ("hermes_estop.model.cronspec", None),
+    "hermes_estop.deadman": ("hermes_estop.fleet.deadman", None),
+    "hermes_estop.demo": ("hermes_estop.daemon.demo", None),
+    "hermes_estop.describe": ("hermes_estop.process.describe", None),
+    "hermes_estop.durations": ("hermes_estop.model.durations", "hermes_estop"),
+    "hermes_estop.errors": ("hermes_estop.model.errors", "hermes_estop"),
+    "hermes_estop.estop": ("hermes_estop.process.estop", "hermes_estop"),
+    "hermes_estop.forecast": ("hermes_estop.process.forecast", None),
+    "hermes_estop.fsread": ("hermes_estop.system.fsread", None),
+    "hermes_estop.fsutil": ("hermes_estop.system.fsutil", None),
+    "hermes_estop.gate": ("hermes_estop.process.check", "hermes_estop"),
+    "hermes_estop.hold": ("hermes_estop.model.hold", "hermes_estop"),
+    "hermes_estop.homes": ("hermes_estop.model.homes", "hermes_estop"),
+    "hermes_estop.lease": ("hermes_estop.fleet.lease", None),
+    "hermes_estop.netaddr": ("hermes_estop.model.netaddr", None),
+    "hermes_estop.processes": ("hermes_estop.system.processes", None),
+    "hermes_estop.record": ("hermes_estop.model.record", None),
+    "hermes_estop.registry": ("hermes_estop.fleet.registry.entries", None),
+    "hermes_estop.reporter": ("hermes_estop.fleet.registry.reporter", "hermes_estop.consumers"),
+    "hermes_estop.roster": ("hermes_estop.fleet.registry.roster", None),
+    "hermes_estop.selector": ("hermes_estop.model.selector", None),
+    "hermes_estop.text": ("hermes_estop.model.text", None),
+    "hermes_estop.timeutil": ("hermes_estop.model.timeutil", "hermes_estop"),
+    "hermes_estop.consumers.service": ("hermes_estop.consumers.loops", "hermes_estop.consumers"),
+    "hermes_estop.consumers.report": ("hermes_estop.consumers.pass_report", None),
+    "hermes_estop.notify.service": ("hermes_estop.notify.notifier", "hermes_estop.notify"),
+    "hermes_estop.notify.worker": ("hermes_estop.notify.target", "hermes_estop.notify"),
+    "hermes_estop.windows.service": ("hermes_estop.windows.scheduler", None),
+}
+
+
+class _MovedModules:
+    """A meta path finder, last on `sys.meta_path`: an old module path (`_MOVED`) imports the
+    module that holds its code now, with a `DeprecationWarning` naming where to import from."""
+
+    @classmethod
+    def find_spec(cls, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in _MOVED:
+            return None
+        from importlib.machinery import ModuleSpec
+
+        return ModuleSpec(fullname, cls)  # type: ignore[arg-type]  # the class itself is the loader (static methods)
+
+    @staticmethod
+    def create_module(spec: Any) -> Any:
+        import warnings
+
+        new, home = _MOVED[spec.name]
+        instead = f"import from {home} ({new} holds it now)" if home is not None else f"it is {new} now"
+        warnings.warn(f"{spec.name} is deprecated and will be removed: {instead}", DeprecationWarning, stacklevel=2)
+        __import__(new)
+        return sys.modules[new]
+
+    @staticmethod
+    def exec_module(module: Any) -> None:
+        """The module was loaded at its new path already."""
+
+
+if not any(getattr(finder, "__name__", None) == "_MovedModules" for finder in sys.meta_path):  # once, reloads too
+    sys.meta_path.append(_MovedModules)
 
 
 _ENV_KEYS = ("HERMES_HOME", "HERMES_ROOT", "HERMES_ESTOP_STORE", "HOME")

@@ -127,3 +127,39 @@ def test_pause_only_a_component_a_registered_consumer_reported_is_taken(fleet, c
     Estop(root=fleet, home=fleet).fleet.consumers().put(entry)
     code, _, err = run(capsys, "pause", "--fleet", "--only", "billing")
     assert code == 0, err
+
+
+# Issue 46 item 4: every number from input is bounded before it is used: a 400-digit duration was
+# `internal error: OverflowError` (exit 70); each is one line, exit 2, naming the value.
+HUGE = "1" * 400
+
+
+@pytest.mark.parametrize("args", [
+    ["windows", "add", "x", "--cron", "0 0 31 4,6,9,11 *", "--duration", HUGE],
+    ["windows", "add", "x", "--cron", "0 0 * * *", "--duration", HUGE],
+    ["windows", "add", "x", "--cron", "0 0 * * *", "--duration", "1h", "--drain", HUGE],
+    ["windows", "add", "x", "--in", HUGE, "--duration", "1h"],
+    ["pause", "--fleet", "--ttl", HUGE],
+    ["pause", "--fleet", "--ttl", "9" * 5000],
+    ["check", "--at", "now", "--for", HUGE + "s"],
+    ["history", "--limit", HUGE],
+    ["history", "--limit", "9" * 5000],
+    ["kanban", "ready", HUGE],
+    ["kanban", "dispatch", "--max", HUGE],
+])
+def test_a_huge_number_is_refused_naming_it_never_an_internal_error(fleet, capsys, args):
+    code, out, err = run(capsys, *args)
+    assert code == 2, err
+    assert err.count("\n") == 1 and "internal error" not in err and "Traceback" not in err
+    assert "1111" in err or "9999" in err or args[-2] in err, err  # the value, or the option it was given to
+    assert nothing_written(fleet) and not (fleet / "windows.toml").exists()
+
+
+@pytest.mark.parametrize("value", [int(HUGE), -int(HUGE), 10**5000], ids=["huge", "-huge", "5001-digits"])
+def test_a_huge_number_of_seconds_is_refused_by_the_library(value):
+    from hermes_estop import InvalidDuration, parse_ttl
+    from hermes_estop.model.durations import parse_with_unit
+
+    for parse in (parse_ttl, parse_with_unit):
+        with pytest.raises(InvalidDuration):
+            parse(value)

@@ -111,3 +111,40 @@ def test_pause_interrupted_while_printing_says_the_hold_was_written(fleet, capsy
     state = json.loads(run(capsys, "status", "--json")[1])
     (hold,) = state["holds"]
     assert code == 130 and "IS HELD" in err and hold["generation"] in err, err
+
+
+def interrupt_when_the_command_is_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C landing once the command's own code has returned (its exit raised), while the
+    command framework leaves the command's context, once."""
+    import typer.core
+
+    context = typer.core.TyperGroup.context_class  # the command framework's (typer's own click)
+    real = context.__exit__
+
+    def interrupted(self: object, *exc_info: object) -> object:
+        result = real(self, *exc_info)  # type: ignore[arg-type]
+        if not hasattr(exc_info[1], "exit_code"):  # not yet: the command has not raised its exit
+            return result
+        monkeypatch.setattr(context, "__exit__", real)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(context, "__exit__", interrupted)
+
+
+def test_pause_interrupted_after_it_finished_says_the_hold_and_its_generation(fleet, capsys, monkeypatch):  # noqa: F811
+    """Issue 46 item 3: Ctrl-C landing after pause's own code returned (while the command
+    framework winds down) said only "hermes: interrupted"; the line says the hold stands."""
+    interrupt_when_the_command_is_done(monkeypatch)
+    code, _, err = run(capsys, "pause", "--reason", "written")
+    state = json.loads(run(capsys, "status", "--json")[1])
+    (hold,) = state["holds"]
+    assert code == 130 and len(err.splitlines()) == 1, err
+    assert "IS HELD" in err and hold["generation"] in err, err
+
+
+def test_an_interrupted_command_after_a_pause_says_only_interrupted(fleet, capsys, monkeypatch):  # noqa: F811
+    """What a pause leaves is said by that pause only: the next command interrupted says nothing of it."""
+    assert run(capsys, "pause", "--reason", "standing")[0] == 0
+    interrupt_when_the_command_is_done(monkeypatch)
+    code, _, err = run(capsys, "resume")
+    assert code == 130 and "hold" not in err.lower() and "interrupted;" not in err, err

@@ -317,7 +317,7 @@ def test_the_renewer_is_stopped_and_joined_before_the_final_release(tmp_path):
     import fcntl
     import threading
 
-    from hermes_estop.cli.run import Renewer
+    from hermes_estop.fleet.lease import Renewer
 
     root = tmp_path / "fleet"
     root.mkdir()

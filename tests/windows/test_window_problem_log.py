@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+import pytest
+
 BROKEN_WINDOW = ('[[windows]]\nname = "good"\ncron = "0 3 * * *"\nduration = "1h"\n\n'
                  '[[windows]]\nname = "far"\nat = 9999-12-31T23:30:00Z\nduration = "1h"\n')
 
@@ -41,3 +43,45 @@ def test_a_failing_window_is_logged_once_when_it_starts_and_once_when_it_clears(
     records = [r for r in caplog.records if r.name == "hermes_estop.windows"]
     assert [r.levelname for r in records if r.levelno >= logging.ERROR] == ["ERROR"]
     assert len([r for r in records if "'far' validates again" in r.getMessage()]) == 1
+
+
+def serve_window_services(root):
+    """The window scheduler and the window tasks exactly as `hermes serve` assembles them."""
+    from hermes_estop import Estop
+    from hermes_estop.daemon.supervisor import build_services
+    from hermes_estop.windows.scheduler import WindowService
+    from hermes_estop.windows.tasks import TaskService
+
+    services = build_services(Estop(root=root, home=root), poll_interval=1.0)
+    windows = next(s for s in services if isinstance(s, WindowService))
+    tasks = next(s for s in services if isinstance(s, TaskService))
+    return windows, tasks
+
+
+@pytest.mark.parametrize("broken", [b"[[windows]\nname = 'torn", BROKEN_WINDOW.encode()],
+                         ids=["unreadable", "a-window-fails"])
+def test_a_broken_windows_file_is_one_line_when_it_starts_and_one_when_it_clears_under_serve(tmp_path, caplog, broken):
+    """Issue 46 item 6: the scheduler and the window tasks each logged a broken windows.toml
+    when the problem started; one problem is one line when it starts and one when it clears."""
+    root = tmp_path / "fleet"
+    root.mkdir()
+    good = b'[[windows]]\nname = "good"\ncron = "0 3 * * *"\nduration = "1h"\n'
+    (root / "windows.toml").write_bytes(good)
+    windows, tasks = serve_window_services(root)
+    windows.tick()
+    tasks.tick()
+    caplog.set_level(logging.DEBUG, logger="hermes_estop")
+    for i in range(3):  # several passes of both services over the same broken file
+        (root / "windows.toml").write_bytes(broken + b"\n#" + b" " * i)
+        windows.tick()
+        tasks.tick()
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, errors
+    caplog.clear()
+    (root / "windows.toml").write_bytes(good)
+    for _ in range(2):
+        windows.tick()
+        tasks.tick()
+    cleared = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO
+               and ("again" in r.getMessage())]
+    assert len(cleared) == 1, cleared

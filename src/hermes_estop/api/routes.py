@@ -256,7 +256,7 @@ class WriteApi:
         scope, _, hold_id = ref.partition(":")
         location = _located(fleet, scope)
         now = fleet.clock()
-        (full,) = fleet.store.read((location,), now)
+        (full,) = fleet.read((location,), now).readings
         readings = full.scoped if hold_id else (full,)
         for reading in readings:
             if reading.hold is not None and (not hold_id or reading.hold.hold_id == hold_id) \
@@ -280,7 +280,7 @@ class WriteApi:
         removed = self._fenced(fleet, ref, wanted, lambda: fleet.release(location, generation, now))
         if removed is None:
             raise ApiError(404, f"no hold {ref!r} stands")
-        return ApiResponse(200, {"lifted": reading_json(removed, now, fleet.store.where(location)), "id": ref})
+        return ApiResponse(200, {"lifted": reading_json(removed, now, fleet.where(location)), "id": ref})
 
     def _deadline(self, ttl: str | None, until: str | None, now: datetime) -> datetime | None:
         """The deadline `ttl` / `until` ask for; 400 naming the field that does not parse."""

@@ -13,6 +13,7 @@ import os
 import sys
 from hermes_estop.model.errors import EstopError
 from hermes_estop.cli.hot import EXIT_USAGE, try_hot_path
+from hermes_estop.cli import interrupt_note
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: every `hermes check` imports this module
 if TYPE_CHECKING:
@@ -36,10 +37,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+def _what(args: Sequence[str]) -> str:
+    """What a refusal says it could not do: run `hermes` with the command's words and options."""
+    words = [word for word in args if word.startswith("-") or word.isidentifier()][:4]
+    return f"run `hermes {' '.join(words)}`" if words else "run `hermes`"
+
+
 def main(argv: Sequence[str] | None = None, *, hot_path: bool = True) -> int:
     """Console-script entry: runs the command and maps every error to one line and an exit code.
     `hot_path=False` sends even `check` / `gate` through the Typer app."""
     args = list(argv) if argv is not None else sys.argv[1:]
+    interrupt_note.say_on_interrupt(None)
     try:
         # a shell asking for completions goes to the full app, whatever the words so far
         code = try_hot_path(args) if hot_path and "_HERMES_COMPLETE" not in os.environ else None
@@ -47,15 +55,23 @@ def main(argv: Sequence[str] | None = None, *, hot_path: bool = True) -> int:
             return code
         from hermes_estop.cli.application import run_app
 
-        return run_app(args)
+        code = run_app(args)
+        if code == 130 and interrupt_note.pending():  # the framework's silent exit for Ctrl-C
+            _say(interrupt_note.interrupted())
+        return code
     except KeyboardInterrupt:
-        _say("interrupted")
+        _say(interrupt_note.interrupted())
         return 130
     except EstopError as exc:
         _say(f"error: {exc}")
         return EXIT_USAGE
     except BrokenPipeError:
         return 0
+    except ImportError as exc:  # a broken install, a library missing: what and how to install it
+        from hermes_estop.system.missing_code import missing_code
+
+        _say(f"error: {missing_code(_what(args), exc)}")
+        return EXIT_USAGE
     except Exception as exc:  # one line, never a traceback; HERMES_DEBUG=1 shows it
         if os.environ.get("HERMES_DEBUG"):
             raise

@@ -20,10 +20,9 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[import-not-found,no-redef,assignment,unused-ignore]
 
 from hermes_estop.process.fleet_config import STORE_ENV, check_store_option, use_store
-from hermes_estop.cli import hold
+from hermes_estop.cli import hold, extensions as more
 from hermes_estop.cli.common import EXIT_USAGE, new_app, one_line
 from hermes_estop import __version__
-from hermes_estop.cli import extensions as more
 from hermes_estop.consumers.cron import CronTable
 from hermes_estop.model.homes import resolve_layout
 from hermes_estop.process.estop import Estop

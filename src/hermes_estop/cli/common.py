@@ -8,6 +8,7 @@ a cheap process to start.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
@@ -19,8 +20,7 @@ from hermes_estop.process.estop import Estop
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.cli.hot import EXIT_HELD, EXIT_OK, EXIT_USAGE
 from hermes_estop.model.durations import parse_with_unit
-from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.model.errors import InvalidDuration
+from hermes_estop.model.errors import InvalidArgument, InvalidDuration
 from hermes_estop.model.timeutil import parse_operator_time
 import shutil
 import textwrap
@@ -65,6 +65,23 @@ def new_app(name: str, help_text: str, *, completion: bool = False) -> typer.Typ
 def current_estop() -> Estop:
     """The `Estop` this command acts on, from the environment (`--store` has set it)."""
     return Estop()
+
+
+def retire_expired(estop: Estop) -> None:
+    """An operator's write retires every expired generation of the fleet (`Fleet.retire_expired`,
+    fenced, each deadline checked against the clock the store trusts): on a fleet with no
+    `hermes serve` running, an operator's next `pause`, `resume` or `run` is what takes a lapsed
+    hold out of the sentinel that other readers (hermes-agent's own) still read (docs/design.md
+    "Who retires"). Never raises and never stops the write; what it would log (a hold that cannot
+    be retired yet) is left for the next pass, not printed over the command's own lines."""
+    quiet = logging.NullHandler()
+    logging.getLogger("hermes_estop").addHandler(quiet)
+    try:
+        estop.fleet.retire_expired()
+    except Exception:  # noqa: BLE001, S110 - it never raises by contract; the write goes ahead regardless
+        pass
+    finally:
+        logging.getLogger("hermes_estop").removeHandler(quiet)
 
 
 def refuse_blank(flag: str, value: str | None) -> None:

@@ -16,15 +16,10 @@ from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_relative
 from hermes_estop.cli.common import current_estop, emit_json, fail, new_app
 from hermes_estop.cli import drain
-from hermes_estop.consumers.cron import CronRunner
-from hermes_estop.consumers.cron import CronTable
+from hermes_estop.consumers.cron import CronRunner, CronTable
 from hermes_estop.consumers.gateway import Gateway, LineServer, is_loopback
-from hermes_estop.consumers.kanban import Board
-from hermes_estop.consumers.kanban import Dispatcher
-from hermes_estop.daemon.supervisor import stop_on_signals
-from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
-from hermes_estop.fleet.registry.reporter import ConsumerReporter
-import threading
+from hermes_estop.consumers.kanban import Board, Dispatcher
+from hermes_estop.daemon.supervisor import serve_gateway
 
 if TYPE_CHECKING:
     from hermes_estop.consumers.cron import CronReport
@@ -142,9 +137,15 @@ def kanban_add(
     typer.echo(printable(f"added card #{card.id} ({card.status}): {card.title}"))
 
 
+#: the largest card id (SQLite's INTEGER is 64-bit signed)
+_MAX_CARD_ID = 2**63 - 1
+
+
 @kanban_app.command("ready")
 def kanban_ready(card_id: Annotated[int, typer.Argument(help="The card's id.")]) -> None:
     """Move a card (back) to ready."""
+    if not 1 <= card_id <= _MAX_CARD_ID:  # bounded before SQLite sees it (a 64-bit INTEGER)
+        raise InvalidArgument(f"invalid card id {card_id}: expected 1 to {_MAX_CARD_ID}")
     estop = current_estop()
     card = Board(estop.layout.root, clock=estop.clock).mark_ready(card_id)
     typer.echo(f"card #{card.id} is ready")
@@ -173,12 +174,14 @@ def kanban_list(
 
 @kanban_app.command("dispatch")
 def kanban_dispatch(
-    max_cards: Annotated[int, typer.Option("--max", help="Spawn at most this many workers.")] = 4,
+    max_cards: Annotated[int, typer.Option("--max", help="Spawn at most this many workers (1 to 256).")] = 4,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """One dispatch pass: claim the ready cards the gate admits, spawn their workers (up to --max),
     wait for them and record the results. Held cards stay ready."""
+    if not 1 <= max_cards <= 256:
+        raise InvalidArgument(f"invalid --max {max_cards}: expected 1 to 256")
     dispatcher = Dispatcher(current_estop(), max_workers=max_cards, timeout=timeout)
     _emit_pass(dispatcher.dispatch(limit=max_cards), as_json)
 
@@ -206,22 +209,7 @@ def gateway_serve(
                    "authenticated", err=True)
     ops = ", ".join(sorted(gateway.operators)) or "none"
     typer.echo(f"hermes gateway listening on {bound_host}:{bound_port} (operators: {ops})")
-    stop = threading.Event()
-    restore = stop_on_signals(stop, "gateway")
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="gateway", daemon=True)
-    thread.start()
-    reporting = threading.Event()
-    reports = ConsumerReporter(gateway.estop, "gateway", interval=MIN_REPORT_INTERVAL, every_scope=True).start(reporting)
-    try:
-        while thread.is_alive() and not stop.wait(0.5):
-            pass
-    finally:
-        reporting.set()
-        reports.join(5.0)
-        if thread.is_alive():
-            server.shutdown()
-        server.server_close()
-        restore()
+    serve_gateway(gateway, server)
     typer.echo("hermes gateway stopped")
 
 

@@ -17,31 +17,23 @@ from hermes_estop.process.estop import Estop
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.model.timeutil import display_instant, utc_now
+from hermes_estop.model.timeutil import display_instant, utc_now, schedulable
 from hermes_estop.cli.common import (
     EXIT_HELD, EXIT_OK, current_estop, emit_json, fail, echo_lines, fit_lines,
-    hold_json, operator_time, duration_option, reading_json, refuse_blank, terminal_width, warn_if_policy_unread,
+    hold_json, operator_time, duration_option, reading_json, refuse_blank, retire_expired, terminal_width,
+    warn_if_policy_unread,
 )
+from hermes_estop.cli.interrupt_note import say_on_interrupt
 from hermes_estop.cli.history import run_history
-from hermes_estop.cli.hot import GATE_HELD_EXIT, run_check, run_gate
-from hermes_estop.cli.remote import chosen_server
-from hermes_estop.cli.remote import remote_pause
-from hermes_estop.cli.remote import remote_resume
-from hermes_estop.cli.remote import remote_status
-from hermes_estop.cli.wait import parse_wait_timeout
-from hermes_estop.cli.wait import wait_with_progress
+from hermes_estop.cli.hot import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
+from hermes_estop.cli.remote import chosen_server, remote_pause, remote_resume, remote_status, Remote
+from hermes_estop.cli.wait import parse_wait_timeout, wait_with_progress
 from hermes_estop.cli.outcome import Resumed, ack_echo, ack_exit, ack_json, finish_resume, refused_resume
-from hermes_estop.fleet.registry.acks import ack_for_hold
-from hermes_estop.fleet.registry.acks import ack_for_release
-from hermes_estop.model.timeutil import schedulable
-from hermes_estop.observe.status import fleet_status
-from hermes_estop.observe.status import lift_command
+from hermes_estop.fleet.registry.acks import ack_for_hold, ack_for_release, AckSurvey
+from hermes_estop.observe.status import fleet_status, lift_command
+from hermes_estop.fleet.registry.entries import Ack
 
 __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
-
-from hermes_estop.fleet.registry.acks import AckSurvey
-from hermes_estop.fleet.registry.entries import Ack
-from hermes_estop.cli.remote import Remote
 
 UserOpt = Annotated[str | None, typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="The profile the work is for.")]
@@ -117,13 +109,12 @@ def pause(
     deadline = operator_time("--until", until, estop.clock()) if until is not None else None
     location = _target(estop, fleet, profile)
     estop.check_components(only)
+    retire_expired(estop)  # what lapsed goes first, with the store's trusted clock (docs/design.md §5)
     before = _generation_at(estop, location)
-    try:
-        _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job,
-               override)
-    except KeyboardInterrupt:  # at any point after the read above: say what is on disk now
-        typer.echo(f"hermes: interrupted; {_on_disk(estop, location, before)}", err=True)
-        raise typer.Exit(130) from None
+    # an interrupt at any point after the read above, in this command or in the framework after
+    # it, says what is on disk now (`hermes_estop.cli.main` says it)
+    say_on_interrupt(lambda: _on_disk(estop, location, before))
+    _pause(estop, location, reason, allow, span, deadline, replace, fleet, profile, limit, as_json, only, job, override)
 
 
 def _refuse_wait_over(wait: bool, wait_timeout: str | None) -> None:
@@ -148,7 +139,7 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
            until: datetime | None, replace: bool, fleet: bool, profile: str | None, limit: float | None,
            as_json: bool, only: list[str] | None = None, jobs: list[str] | None = None,
            override: str | None = None) -> None:
-    failures = estop.fleet.store.audit_failures
+    failures = estop.fleet.audit_failures
     # the store's warning would reach stderr raw through logging's last resort: pause says it itself
     quiet = logging.NullHandler()
     logging.getLogger("hermes_estop").addHandler(quiet)
@@ -162,11 +153,11 @@ def _pause(estop: Estop, location: Location, reason: str | None, allow: Allow | 
     finally:
         logging.getLogger("hermes_estop").removeHandler(quiet)
     warn_if_policy_unread(estop)
-    if estop.fleet.store.audit_failures != failures:
+    if estop.fleet.audit_failures != failures:
         typer.echo(f"hermes: warning: the hold stands, but its audit line was not written: "
-                   f"{one_line(estop.fleet.store.last_audit_failure or 'unknown')}", err=True)
+                   f"{one_line(estop.fleet.last_audit_failure or 'unknown')}", err=True)
     snapshot = estop.snapshot()
-    where = estop.fleet.store.where(location)
+    where = estop.fleet.where(location)
     ack = _engaged(location, hold) if limit is not None else None
     if as_json:
         found = _wait(estop, ack, limit, show=False)
@@ -240,6 +231,7 @@ def resume(
         refused_resume(location.scope, exc, as_json=as_json)
     except StoreError as exc:
         fail(f"{exc}; {_resume_advice(location, exc)}")
+    retire_expired(estop)  # after the operator's own lift, which says what it removed as it always did
     lifted = ack if removed else None
     finish_resume(_resumed(estop, location, removed), as_json=as_json,
                   wait=lambda show: _wait(estop, lifted, limit, show=show))
@@ -248,7 +240,7 @@ def resume(
 def _resumed(estop: Estop, location: Location, removed: Sequence[Reading]) -> Resumed:
     """What a local resume lifted at `location`, and what stands after it, read from the store."""
     snapshot = estop.snapshot()
-    where = estop.fleet.store.where
+    where = estop.fleet.where
     (addressed,) = estop.fleet.read((location,)).readings
     holds: list[dict[str, object]] = [
         reading_json(r, snapshot.now, where(r.location)) | {"lift": lift_command(r.location, estop.layout)}
@@ -393,6 +385,8 @@ def history(
 ) -> None:
     """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window
     (a lease's consecutive renewals on one line; --json lists every event)."""
+    if limit > HISTORY_MAX:
+        raise InvalidArgument(f"invalid --limit {limit}: expected 1 to {HISTORY_MAX}")
     raise typer.Exit(run_history(limit, since, as_json))
 
 

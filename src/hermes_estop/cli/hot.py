@@ -34,6 +34,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "GATE_HELD_EXIT",
+    "HISTORY_MAX",
     "run_check",
     "run_gate",
     "try_hot_path",
@@ -45,6 +46,8 @@ EXIT_USAGE = 2
 #: `hermes gate` exits with this when held: EX_TEMPFAIL, "try again later".
 GATE_HELD_EXIT = 75
 EXIT_NOT_FOUND = 127
+#: `hermes history --limit N` takes at most this many (a number from input is bounded before use)
+HISTORY_MAX = 1_000_000
 
 
 def _verdict(user: str | None, profile: str | None, component: str | None = None, job: str | None = None) -> Verdict:
@@ -211,7 +214,8 @@ def try_hot_path(args: Sequence[str]) -> int | None:
     limit = 50
     if name == "history":
         text = options.get("limit", options.get("n", "50"))
-        if not str(text).isdigit() or int(str(text)) < 1 or ("limit" in options and "n" in options):
+        if not str(text).isdigit() or len(str(text)) > len(str(HISTORY_MAX)) or not 1 <= int(str(text)) <= HISTORY_MAX \
+                or ("limit" in options and "n" in options):
             return None  # the Typer app words the refusal
         limit = int(str(text))
     if options["store"] is not None:

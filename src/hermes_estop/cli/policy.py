@@ -8,11 +8,8 @@ from typing import Annotated, Any
 import typer
 
 from hermes_estop.cli.common import current_estop, emit_json, new_app, printable
-from hermes_estop.fleet.policy_guard import load_policy
-from hermes_estop.fleet.policy_guard import store_policy
 from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.model.policy import parse_policy
-from hermes_estop.model.policy import policy_document
+from hermes_estop.model.policy import parse_policy, policy_document
 from hermes_estop.process.fleet_config import read_config
 import json
 
@@ -31,7 +28,7 @@ def _toml_lines(table: dict[str, Any], prefix: str = "policy") -> list[str]:
 def show(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Print the policy every write of this fleet meets, and where it is kept."""
     estop = current_estop()
-    policy, where = load_policy(estop.fleet.store, estop.fleet.root)
+    policy, where = estop.fleet.load_policy()
     document = policy_document(policy)
     if as_json:
         emit_json({"source": where, "policy": document})
@@ -54,7 +51,7 @@ def check(path: Annotated[Path | None, typer.Argument(help="A TOML file with a [
     """Validate a policy (exit 2 naming the first unknown key or bad value)."""
     if path is None:
         estop = current_estop()
-        _policy, where = load_policy(estop.fleet.store, estop.fleet.root)
+        _policy, where = estop.fleet.load_policy()
     else:
         parse_policy(_read_table(path), str(path))
         where = str(path)
@@ -67,9 +64,9 @@ def set_(path: Annotated[Path, typer.Argument(help="A TOML file with the [policy
     table = _read_table(path)
     policy = parse_policy(table, str(path))
     estop = current_estop()
-    store_policy(estop.fleet.store, estop.fleet.root, policy_document(policy))
+    estop.fleet.keep_policy(policy_document(policy))
     estop.fleet.record("policy", estop.fleet.fleet_location, detail=f"policy set from {path}")
-    typer.echo(f"stored the policy of {printable(path)} in the {estop.fleet.store.name} store")
+    typer.echo(f"stored the policy of {printable(path)} in the {estop.fleet.store_name} store")
 
 
 def register(app: typer.Typer) -> None:

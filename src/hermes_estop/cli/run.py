@@ -19,7 +19,6 @@ import shlex
 from datetime import timedelta
 import signal
 import sys
-import threading
 from typing import Annotated, Any
 
 import typer
@@ -29,11 +28,12 @@ from hermes_estop.process.estop import Estop
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.homes import Location
 from hermes_estop.model.hold import Allow
-from hermes_estop.fleet.lease import Lease
+from hermes_estop.fleet.lease import Lease, Renewer
 from hermes_estop.model.text import printable
-from hermes_estop.cli.common import current_estop, duration_option, emit_json, refuse_blank, warn_if_policy_unread
-from hermes_estop.cli.wait import ack_lines, wait_with_progress
-from hermes_estop.cli.wait import parse_wait_timeout
+from hermes_estop.cli.common import (
+    current_estop, duration_option, emit_json, refuse_blank, retire_expired, warn_if_policy_unread,
+)
+from hermes_estop.cli.wait import ack_lines, parse_wait_timeout, wait_with_progress
 from hermes_estop.consumers.drainer import wait_until_quiet
 from hermes_estop.fleet.registry.entries import Ack
 from hermes_estop.process.fleet_config import child_environment
@@ -83,6 +83,7 @@ def run(
     estop = current_estop()
     location = estop.fleet.location(profile) if profile is not None else estop.location(fleet=fleet)
     shown = shlex.join(argv)
+    retire_expired(estop)  # what lapsed goes first, with the store's trusted clock (docs/design.md §5)
     lease = Lease(estop.fleet, location, durations["--ttl"], reason=reason if reason is not None else f"maintenance: {shown}",
                   allow=allow, armed_by=f"run:{estop.actor}", say=_say)
     fleet_obj = estop.fleet
@@ -139,32 +140,6 @@ def _validated(argv: list[str], on_failure: str, fleet: bool, profile: str | Non
     if wait_timeout is not None and not wait:
         raise InvalidArgument("--wait-timeout needs --wait")
     return durations
-
-
-class Renewer:
-    """The thread that renews `lease` (every ttl/3; after a refused renewal, again after the
-    lease's bounded backoff) until the hold is no longer the lease's or `stop` is called. The
-    job is never stopped for a failed renewal. `stop` returns only once no renewal is in
-    flight, so the hold's final write never races one."""
-
-    def __init__(self, lease: Lease, fleet: Fleet) -> None:
-        self.lease = lease
-        self.fleet = fleet
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="hermes-run-lease", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        lease = self.lease
-        while not (lease.state.taken_over or lease.state.borrowed):
-            if self._stop.wait(lease.next_attempt_in().total_seconds()):
-                return
-            lease.renew(self.fleet.clock())
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
 
 
 def _acknowledged(lease: Lease, fleet: Fleet, location: Location, limit: float) -> bool:

@@ -1,16 +1,14 @@
 """`hermes serve`: the fleet's long-running loops in the foreground, until SIGINT or SIGTERM.
 
-Each loop is a service with `name` and `run(stop: threading.Event)`; `build_services` lists them
-(the window scheduler, and the cron ticker and kanban dispatcher when configured) and `run_services` runs each in its own thread, stops them all
-cleanly on a signal (exit 0), and stops them all if one dies (exit 1). A line is logged for every
-arm, retire and skip.
+This module parses the options and prints; the daemon is assembled and supervised in
+`hermes_estop.daemon.supervisor` (`serve`, and `serve_once` for `--once` / `--dry-run`). A line
+is logged for every arm, retire and skip.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-import threading
 from typing import Annotated, Any
 
 import typer
@@ -18,19 +16,14 @@ import typer
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
-from hermes_estop.daemon.supervisor import build_services, run_services, stop_on_signals
-from hermes_estop.model.timeutil import display_instant
+from hermes_estop.daemon.supervisor import serve as run_serve, serve_once
+from hermes_estop.model.hold import Reading
+from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.cli.common import current_estop, emit_json
 from hermes_estop.api.transport import check_transport, configured_write
-from hermes_estop.api.transport import write_api
-from hermes_estop.observe.server import StatusServer, attach
 from hermes_estop.observe.server import parse_listen, remote_warning
-from hermes_estop.observe.status import standing_line
-from hermes_estop.windows.scheduler import WindowService
 
 __all__ = ["register"]
-
-logger = logging.getLogger("hermes_estop.serve")
 
 
 def _configure_logging(level: int) -> None:
@@ -81,26 +74,8 @@ def serve(
     estop = current_estop()
     if once or dry_run:
         raise typer.Exit(_reconcile_once(estop, interval, dry_run=dry_run, as_json=as_json))
-    stop = threading.Event()
-    restore = stop_on_signals(stop)
-    try:
-        http_server = None
-        if listen is not None:
-            api = write_api(estop, listen[0], http_write=http_write, tls=tls)
-            http_server = StatusServer(estop, *listen, api=api, tls=tls)  # bound now: a busy port is exit 2 before anything runs
-            api.status_document = http_server.api_status_json
-        services = build_services(estop, poll_interval=interval, cron_interval=cron_interval,
-                                  kanban_interval=kanban_interval, kanban_max=kanban_max)
-        logger.info("serve: running %s for fleet %s (store %s); stop with Ctrl-C or SIGTERM",
-                    ", ".join(s.name for s in services), estop.layout.root, estop.fleet.store.name)
-        if http_server is not None:
-            services.append(attach(http_server, services))
-        code = run_services(services, stop)
-    finally:
-        restore()
-
-    logger.info("serve: stopped; %s", standing_line(estop))
-    raise typer.Exit(code)
+    raise typer.Exit(run_serve(estop, poll_interval=interval, cron_interval=cron_interval, kanban_interval=kanban_interval,
+                               kanban_max=kanban_max, listen=listen, http_write=http_write, tls=tls))
 
 
 def _check_pacing(interval: float, cron_interval: float, kanban_interval: float, kanban_max: int) -> None:
@@ -114,18 +89,32 @@ def _check_pacing(interval: float, cron_interval: float, kanban_interval: float,
 
 def _reconcile_once(estop: Estop, interval: float, *, dry_run: bool, as_json: bool) -> int:
     """`--once` / `--dry-run`: one reconciliation (or its plan), printed; the exit status."""
-    service = WindowService(estop.fleet, poll_interval=interval)
-    service.check_file()  # not TOML: one line, exit 2
-    report = service.plan()[0] if dry_run else service.settle()
-    if not dry_run:
-        service.warm_schedule(wait=True)  # the next operator command reads it warm
+    report, retired = serve_once(estop, interval, dry_run=dry_run)
     if as_json:
-        emit_json(report.to_json())
+        emit_json({**report.to_json(), "retired": [_retired_json(reading) for reading in retired]})
     else:
+        for reading in retired:
+            typer.echo(f"retired  {_retired_line(reading)}")
         _print_report(report)
     for failure in report.failed:  # the other windows were acted on; each bad one named, exit 2
         typer.echo(f"hermes: error: {printable(failure)}", err=True)
     return 2 if report.failed else 0 if report.ok else 1
+
+
+def _retired_json(reading: Reading) -> dict[str, Any]:
+    hold = reading.hold
+    return {"scope": reading.location.scope, "generation": reading.fence.describe() if reading.fence else None,
+            "hold": hold.hold_id if hold is not None else None,
+            "expires_at": format_instant(hold.expires_at) if hold is not None and hold.expires_at else None}
+
+
+def _retired_line(reading: Reading) -> str:
+    """One expired hold the deadman pass retired, as `--once` reports it."""
+    hold = reading.hold
+    scoped = f" scoped hold {hold.scope_label}" if hold is not None and hold.selector is not None else ""
+    expired = display_instant(hold.expires_at) if hold is not None and hold.expires_at is not None else "?"
+    generation = reading.fence.describe() if reading.fence else "?"
+    return printable(f"{reading.location.describe()}{scoped} (generation {generation}): expired at {expired}")
 
 
 def _print_report(report: Any) -> None:

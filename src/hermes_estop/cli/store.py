@@ -22,11 +22,11 @@ def init(as_json: JsonOpt = False) -> None:
     """Create (or upgrade) the store's schema; safe to run again and from several hosts at once."""
     fleet = current_estop().fleet
     version, applied = fleet.init_schema()
-    info = {**fleet.store.schema_info(), "version": version, "applied": applied, "created": bool(applied)}
+    info = {**fleet.schema_info(), "version": version, "applied": applied, "created": bool(applied)}
     if as_json:
         emit_json(info)
     elif version == 0:
-        typer.echo(f"{fleet.store.name} store: nothing to create (holds are sentinel files in each home)")
+        typer.echo(f"{fleet.store_name} store: nothing to create (holds are sentinel files in each home)")
     elif applied:
         typer.echo(f"schema {info['schema']} in {info['url']}: now at version {version} "
                    f"(applied {', '.join(str(v) for v in applied)})")
@@ -63,7 +63,7 @@ def _lines(info: dict[str, Any]) -> list[str]:
 
 def status(as_json: JsonOpt = False) -> None:
     """Say what the store is and whether it answers (exit 1 when it does not)."""
-    info = current_estop().fleet.store.describe()
+    info = current_estop().fleet.describe_store()
     # an UnavailableStore (the configuration could not be read or opened) answers nothing
     reachable = info.get("reachable", info.get("backend") != "unavailable")
     if as_json:
@@ -78,7 +78,7 @@ def status(as_json: JsonOpt = False) -> None:
 def check(as_json: JsonOpt = False) -> None:
     """Can this role do what `store init` and the daemons need? Names each missing privilege with
     the GRANT that gives it (exit 1 when one is missing or the server does not answer)."""
-    info = current_estop().fleet.store.describe()
+    info = current_estop().fleet.describe_store()
     missing = info.get("missing_privileges")
     ok = info.get("backend") != "unavailable" and (info.get("backend") != "postgresql" or missing == [])
     if as_json:

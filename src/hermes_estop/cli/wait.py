@@ -15,7 +15,7 @@ from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.fleet.registry.entries import Ack
 from hermes_estop.model.text import printable
 
-__all__ = ["DEFAULT_WAIT", "EXIT_NOT_ACKNOWLEDGED", "ack_lines", "owed_lines", "parse_wait_timeout",
+__all__ = ["DEFAULT_WAIT", "EXIT_NOT_ACKNOWLEDGED", "ack_lines", "echo_lines", "owed_lines", "parse_wait_timeout",
            "wait_with_progress"]
 
 #: EX_TEMPFAIL: not every covered consumer acknowledged within --wait-timeout
@@ -102,6 +102,3 @@ def echo_lines(found: AckSurvey, *, verb: str) -> int:
     for line in err:
         typer.echo(line, err=True)
     return 0 if found.done else EXIT_NOT_ACKNOWLEDGED
-
-
-__all__ += ["echo_lines"]

@@ -154,8 +154,7 @@ class Gateway:
         """The gateway's `Estop` writing as the authenticated principal that asked: the audit
         actor (and a hold's `armed_by`) of every write the gateway makes is
         `gateway:<id>@<host>`, never the account the gateway runs under."""
-        return Estop(layout=self.estop.layout, store=self.estop.store, clock=self.estop.clock,
-                     actor=gateway_actor(user))
+        return self.estop.acting_as(gateway_actor(user))
 
     def _pause(self, user: str, reason: str) -> Reply:
         # Only the reason: the standing allowlist and deadline are kept (non-destructive re-arm).

@@ -3,26 +3,35 @@
 Each loop is a service with `name` and `run(stop: threading.Event)`; `build_services` lists them
 (the window scheduler, and the cron ticker and kanban dispatcher when configured) and `run_services`
 runs each in its own thread, stops them all cleanly on a signal (exit 0), and stops them all if one
-dies (exit 1). `hermes serve` (cli/serve.py) parses its options, prints, and calls these.
+dies (exit 1). `serve` assembles them with the status page and the write API; `serve_once` is
+`hermes serve --once`. `hermes serve` (cli/serve.py) parses its options, prints, and calls these.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import ssl
 import threading
 from typing import Any, Protocol
 from collections.abc import Callable, Sequence
 
 from hermes_estop.process.estop import Estop
+from hermes_estop.consumers.gateway import Gateway, LineServer
 from hermes_estop.consumers.loops import configured_services
+from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
+from hermes_estop.fleet.registry.reporter import ConsumerReporter
 from hermes_estop.fleet.deadman import DeadmanService
 from hermes_estop.notify.notifier import notify_services
 from hermes_estop.windows.fetch import CalendarFetcher
-from hermes_estop.windows.scheduler import WindowService
+from hermes_estop.windows.scheduler import TickReport, WindowService
 from hermes_estop.windows.tasks import TaskService
+from hermes_estop.api.transport import write_api
+from hermes_estop.model.hold import Reading
+from hermes_estop.observe.server import StatusServer, attach
+from hermes_estop.observe.status import standing_line
 
-__all__ = ["Service", "build_services", "run_services", "stop_on_signals", "STOP_TIMEOUT"]
+__all__ = ["Service", "build_services", "run_services", "serve", "serve_gateway", "serve_once", "stop_on_signals", "STOP_TIMEOUT"]
 
 logger = logging.getLogger("hermes_estop.serve")
 
@@ -49,16 +58,82 @@ def build_services(estop: Estop, *, poll_interval: float, cron_interval: float =
     board (when configured at start-up); the notifier when targets are configured. The
     fleet-wide ones take the fleet; the consumers gate through `estop`, this process's view."""
     fleet = estop.fleet
-    windows = WindowService(fleet, poll_interval=poll_interval, is_leader=fleet.store.leader_gate("windows", leader_poll))
+    windows = WindowService(fleet, poll_interval=poll_interval, is_leader=fleet.leader_gate("windows", leader_poll))
     return [
         DeadmanService(fleet, interval=poll_interval),
         CalendarFetcher(fleet.root),
         windows,
-        TaskService(fleet, ledger=windows.ledger, is_leader=windows.is_leader, poll_interval=poll_interval),
+        TaskService(fleet, ledger=windows.ledger, is_leader=windows.is_leader, poll_interval=poll_interval,
+                    scheduler_logs_file=True),  # one problem of windows.toml, one line: the scheduler's
         *configured_services(estop, cron_interval=cron_interval, kanban_interval=kanban_interval,
                              kanban_max=kanban_max),
         *notify_services(fleet, leader_poll),
     ]
+
+
+def serve(estop: Estop, *, poll_interval: float, cron_interval: float = 15.0, kanban_interval: float = 5.0,
+          kanban_max: int = 4, listen: tuple[str, int] | None = None, http_write: bool = False,
+          tls: ssl.SSLContext | None = None) -> int:
+    """`hermes serve`: every service `build_services` lists, and with `listen` the status page,
+    /metrics and /api/status (with `http_write`, the write API) on that address, until SIGINT or
+    SIGTERM; the exit status (`run_services`). A busy port is `InvalidArgument` (exit 2) before
+    anything runs."""
+    stop = threading.Event()
+    restore = stop_on_signals(stop)
+    try:
+        http_server = None
+        if listen is not None:
+            api = write_api(estop, listen[0], http_write=http_write, tls=tls)
+            http_server = StatusServer(estop, *listen, api=api, tls=tls)  # bound now: a busy port is exit 2 before anything runs
+            api.status_document = http_server.api_status_json
+        services = build_services(estop, poll_interval=poll_interval, cron_interval=cron_interval,
+                                  kanban_interval=kanban_interval, kanban_max=kanban_max)
+        logger.info("serve: running %s for fleet %s (store %s); stop with Ctrl-C or SIGTERM",
+                    ", ".join(s.name for s in services), estop.layout.root, estop.fleet.store_name)
+        if http_server is not None:
+            services.append(attach(http_server, services))
+        code = run_services(services, stop)
+    finally:
+        restore()
+    logger.info("serve: stopped; %s", standing_line(estop))
+    return code
+
+
+def serve_once(estop: Estop, poll_interval: float, *, dry_run: bool) -> tuple[TickReport, list[Reading]]:
+    """`hermes serve --once`: the deadman pass a running serve runs (every expired hold of the
+    fleet retired; none by `dry_run`), then one pass of the window scheduler (`dry_run`: its
+    plan, nothing changed), the compiled schedule left warm for the next operator command.
+    Returns the windows' report and the holds retired; `EstopError` for a windows file that is
+    not TOML."""
+    service = WindowService(estop.fleet, poll_interval=poll_interval)
+    service.check_file()
+    retired = [] if dry_run else DeadmanService(estop.fleet).tick().retired
+    report = service.plan()[0] if dry_run else service.settle()
+    if not dry_run:
+        service.warm_schedule(wait=True)  # the next operator command reads it warm
+    return report, retired
+
+
+def serve_gateway(gateway: Gateway, server: LineServer) -> None:
+    """`hermes gateway serve`: `server` (bound) answers its lines in a thread, and the gateway
+    reports to the consumer registry from another, until SIGINT or SIGTERM (or the server
+    stops); both are stopped and the socket closed before this returns."""
+    stop = threading.Event()
+    restore = stop_on_signals(stop, "gateway")
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="gateway", daemon=True)
+    thread.start()
+    reporting = threading.Event()
+    reports = ConsumerReporter(gateway.estop, "gateway", interval=MIN_REPORT_INTERVAL, every_scope=True).start(reporting)
+    try:
+        while thread.is_alive() and not stop.wait(0.5):
+            pass
+    finally:
+        reporting.set()
+        reports.join(5.0)
+        if thread.is_alive():
+            server.shutdown()
+        server.server_close()
+        restore()
 
 
 def run_services(services: Sequence[Service], stop: threading.Event, *,

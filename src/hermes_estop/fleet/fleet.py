@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from hermes_estop.fleet.audit import default_actor
 from hermes_estop.model.audit_event import AuditEvent
@@ -35,6 +35,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from hermes_estop.model.policy import Actor
     from hermes_estop.fleet.policy_guard import Judging, PolicyGuard
+    from hermes_estop.model.audit_event import AuditEntry
+    from hermes_estop.model.policy import Policy
 
 __all__ = ["LEDGER_FILE", "ConsumerTable", "Fleet", "RecordTable", "StateTable"]
 
@@ -322,3 +324,65 @@ class Fleet:
     def init_schema(self) -> tuple[int, list[int]]:
         """`hermes store init`: (schema version, versions applied by this call)."""
         return self.store.init_schema()
+
+    # == reads for the levels above ===========================================================
+    # What api/, cli/, daemon/, notify/ and observe/ need of the store, asked of the fleet: only
+    # fleet/ and stores/ touch a store (issue 46 item 7; tests/test_layout.py). Nothing here
+    # writes a hold.
+
+    @property
+    def store_name(self) -> str:
+        """The store's backend name (`file`, `postgresql`), as status lines and logs name it."""
+        return self.store.name
+
+    def where(self, location: Location) -> str:
+        """Where the hold of `location` is kept, for an operator to read (a path, a table row)."""
+        return self.store.where(location)
+
+    def describe_store(self) -> dict[str, Any]:
+        """What `hermes store status` prints of the store."""
+        return self.store.describe()
+
+    def schema_info(self) -> dict[str, Any]:
+        """Where the store's schema lives, for `hermes store init` to report."""
+        return self.store.schema_info()
+
+    @property
+    def audit_failures(self) -> int:
+        """Audit lines this process could not write since it started (its metric's value)."""
+        return self.store.audit_failures
+
+    @property
+    def last_audit_failure(self) -> str | None:
+        """Why the last audit line this process could not write was not written."""
+        return self.store.last_audit_failure
+
+    def audit_problem(self) -> str | None:
+        """Why the audit trail cannot be appended to right now (None: nothing known against it)."""
+        return self.store.audit_problem()
+
+    def audit_head(self) -> int:
+        """The audit cursor just past the newest entry (the notifier starts from it)."""
+        return self.store.audit_head()
+
+    def audit_after(self, position: int, limit: int) -> list[AuditEntry]:
+        """At most `limit` audit entries after cursor `position`, oldest first (`HoldStore.audit_after`)."""
+        return self.store.audit_after(position, limit)
+
+    def leader_gate(self, role: str, poll: float | None = None) -> Callable[[], bool] | None:
+        """This process's `is_leader` in the fleet's election for `role` (None: nothing to elect)."""
+        return self.store.leader_gate(role, poll)
+
+    def load_policy(self) -> tuple[Policy, str]:
+        """The fleet's arming policy and where it is kept (`InvalidArgument` naming a bad one)."""
+        from hermes_estop.fleet.policy_guard import load_policy
+
+        return load_policy(self.store, self.root)
+
+    def keep_policy(self, table: dict[str, Any]) -> None:
+        """Keep `table` (validated) as the fleet's policy in a shared store (`hermes policy set`;
+        `InvalidArgument` on the file store, whose policy is estop.toml's). Not a hold write."""
+        from hermes_estop.fleet.policy_guard import store_policy
+
+        store_policy(self.store, self.root, table)
+

@@ -19,6 +19,7 @@ operator's resume or re-arm in the gap is never undone.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,7 +34,7 @@ from hermes_estop.model.policy import PolicyRefused
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant
 
-__all__ = ["Lease", "LeaseState", "retry_delay"]
+__all__ = ["Lease", "LeaseState", "Renewer", "retry_delay"]
 
 logger = logging.getLogger("hermes_estop.fleet.lease")
 
@@ -302,6 +303,32 @@ class Lease:
         until = (f"until {_instant(hold.expires_at)}" if hold.expires_at is not None
                  else "with no deadman, until an operator resumes")
         return f"{whose} at {where} (generation {hold.generation}) stands {until}"
+
+
+class Renewer:
+    """The thread that renews `lease` (every ttl/3; after a refused renewal, again after the
+    lease's bounded backoff) until the hold is no longer the lease's or `stop` is called. The
+    job is never stopped for a failed renewal. `stop` returns only once no renewal is in
+    flight, so the hold's final write never races one."""
+
+    def __init__(self, lease: Lease, fleet: Fleet) -> None:
+        self.lease = lease
+        self.fleet = fleet
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hermes-run-lease", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        lease = self.lease
+        while not (lease.state.taken_over or lease.state.borrowed):
+            if self._stop.wait(lease.next_attempt_in().total_seconds()):
+                return
+            lease.renew(self.fleet.clock())
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
 
 
 def _instant(when: datetime | None) -> str:

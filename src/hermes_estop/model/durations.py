@@ -24,6 +24,7 @@ from hermes_estop.model.errors import InvalidDuration
 __all__ = ["MAX_DURATION", "format_duration", "parse_duration", "parse_ttl", "parse_with_unit"]
 
 MAX_DURATION = timedelta(days=366)
+_MAX_SECONDS = int(MAX_DURATION.total_seconds())
 
 # Patterns as text: `re` compiles (and caches) them on the first parse, so importing this module
 # (every check does, for `MAX_DURATION`) compiles nothing.
@@ -39,7 +40,17 @@ _MAX_PARSED = 1024
 
 
 def _refuse(value: object, why: str) -> InvalidDuration:
-    return InvalidDuration(f"invalid duration {value!r}: {why}")
+    return InvalidDuration(f"invalid duration {_shown(value)}: {why}")
+
+
+def _shown(value: object) -> str:
+    """`value` as a refusal names it: a long text or number by its start and its size (a number
+    of thousands of digits has no `repr` at all: `sys.set_int_max_str_digits`)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"{'-' if value < 0 else ''}<a number of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    if isinstance(value, str) and len(value) > 48:
+        return f"{value[:24]!r}... ({len(value)} characters)"
+    return repr(value)
 
 
 def _bounded(value: object, total_seconds: int) -> timedelta:
@@ -81,6 +92,8 @@ def parse_ttl(value: object) -> timedelta:
             raise _refuse(value, f"longer than the {MAX_DURATION.days}-day bound")
         return value
     if isinstance(value, (int, float)):
+        if isinstance(value, int) and abs(value) > _MAX_SECONDS:  # an int too large for a float
+            raise _refuse(value, "must be positive" if value < 0 else f"longer than the {MAX_DURATION.days}-day bound")
         if not math.isfinite(value):
             raise _refuse(value, "not a finite number")
         if value != int(value):
@@ -95,7 +108,11 @@ def parse_with_unit(value: object) -> timedelta:
     to `parse_ttl` (refused as not positive, not whole), not hinted at."""
     number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        if len(value.strip()) > _MAX_DIGITS:  # bounded before `int()`: 400 digits is no duration
+            raise _refuse(value, f"longer than the {MAX_DURATION.days}-day bound")
         number = int(value.strip())
+    if number is not None and abs(number) > _MAX_SECONDS:  # before `math.isfinite` (OverflowError)
+        raise _refuse(value, f"longer than the {MAX_DURATION.days}-day bound")
     if number is not None and number != 0 and math.isfinite(number) and number == int(number):
         raise _refuse(value, f"a number needs a unit: {int(number)}m? {int(number)}s?")
     return parse_ttl(value)

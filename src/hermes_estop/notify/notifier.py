@@ -174,4 +174,4 @@ def notify_services(fleet: Fleet, leader_poll: float | None = None) -> list[Noti
     targets = load_targets(fleet.root)
     if not targets:
         return []
-    return [NotifyService(fleet, targets, is_leader=fleet.store.leader_gate("notify", leader_poll))]
+    return [NotifyService(fleet, targets, is_leader=fleet.leader_gate("notify", leader_poll))]

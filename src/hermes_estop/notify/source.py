@@ -1,6 +1,6 @@
 """Where notifications come from: the audit trail, read from a cursor onwards, in order.
 
-Read through the fleet (`HoldStore.audit_after` of `Fleet.store`): a position is an integer that only grows along
+Read through the fleet (`Fleet.audit_after`): a position is an integer that only grows along
 the trail (the store decides what: a byte offset in `estop-audit.jsonl`, an `audit` row id), and
 each event has an id a receiver can de-duplicate on, stable across retries and restarts.
 """
@@ -33,18 +33,18 @@ class AuditSource(Protocol):
 
 
 class FleetAuditSource:
-    """The fleet's audit trail (`HoldStore.audit_after` of `Fleet.store`). `name` is the store's: a cursor saved
+    """The fleet's audit trail (`Fleet.audit_after`). `name` is the store's: a cursor saved
     against one store's positions is never read against another's."""
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
-        self.name = fleet.store.name
+        self.name = fleet.store_name
 
     def head(self) -> int:
-        return self.fleet.store.audit_head()
+        return self.fleet.audit_head()
 
     def read_after(self, position: int, limit: int) -> list[Item]:
-        return self.fleet.store.audit_after(position, limit)
+        return self.fleet.audit_after(position, limit)
 
 
 def event_body(event_id: str, event: AuditEvent, fleet: Path, extra: dict[str, Any] | None = None) -> dict[str, Any]:

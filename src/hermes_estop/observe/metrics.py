@@ -102,14 +102,14 @@ class EstopCollector(Collector):
         reachable.add_metric([], 1.0 if view.store_reachable else 0.0)
         yield reachable
         fleet = self.observer.fleet
-        problem = view.status.audit_problem if view.status is not None else fleet.store.audit_problem()
+        problem = view.status.audit_problem if view.status is not None else fleet.audit_problem()
         writable = GaugeMetricFamily("hermes_estop_audit_writable",
                                      "1 while the audit trail can be appended to (0: holds still arm, unrecorded)")
         writable.add_metric([], 0.0 if problem is not None else 1.0)
         yield writable
         failures = CounterMetricFamily("hermes_estop_audit_failures",
                                        "Audit lines this process could not write (the holds were written all the same)")
-        failures.add_metric([], float(fleet.store.audit_failures))
+        failures.add_metric([], float(fleet.audit_failures))
         yield failures
         yield from self._policy(view)
         yield from self._windows_file(view)

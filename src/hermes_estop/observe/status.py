@@ -19,19 +19,16 @@ from collections.abc import Iterable
 
 from hermes_estop.process.estop import Estop
 from hermes_estop.fleet.fleet import Fleet
-from hermes_estop.process.describe import describe_reading, reading_json
+from hermes_estop.process.describe import describe_reading, reading_json, reading_from_json
 from hermes_estop.process.check import Snapshot
 from hermes_estop.model.hold import Cause, HoldState, Reading
 from hermes_estop.model.homes import Layout, Location
-from hermes_estop.fleet.registry.roster import Roster, read_roster
-from hermes_estop.fleet.registry.roster import status_section as consumers_section
+from hermes_estop.fleet.registry.roster import Roster, read_roster, status_section as consumers_section
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
+from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_stamp
 from hermes_estop.observe.on_record import OnRecord, on_record
 from hermes_estop.consumers.inflight import status_section as in_flight_section
 from hermes_estop.windows.status import status_section as windows_section
-from hermes_estop.model.timeutil import parse_stamp
-from hermes_estop.process.describe import reading_from_json
 from pathlib import Path
 
 __all__ = ["DocumentStatus", "FleetStatus", "status_lines", "fleet_status", "lift_command", "standing_line"]
@@ -94,7 +91,7 @@ class FleetStatus:
         return tuple(r for r in self.present if r.active)
 
     def where(self, location: Location) -> str:
-        return self.fleet.store.where(location)
+        return self.fleet.where(location)
 
     def lift(self, reading: Reading) -> str | None:
         """The command that lifts `reading` from here; None when no command can (a store that is
@@ -114,7 +111,7 @@ class FleetStatus:
         return {
             "engaged": self.engaged,
             "now": format_instant(now),
-            "store": self.fleet.store.name,
+            "store": self.fleet.store_name,
             "locations": [{"scope": loc.scope, "path": self.where(loc)} for loc in self.mine_locations],
             "holds": [self._json(r) for r in flat(self.mine.readings)],
             "other_holds": [self._json(r) for r in flat(self.others)],
@@ -302,7 +299,7 @@ def fleet_status(estop: Estop, *, sections: bool = True, as_json: bool | None = 
             lines.extend(section.get("lines", []))
     record = on_record(fleet, flat(mine.readings) + flat(others), mine.now)
     return FleetStatus(now=mine.now, layout=estop.layout, fleet=fleet, mine=mine,
-                       others=others, scopes=scopes, roster=roster, audit_problem=fleet.store.audit_problem(),
+                       others=others, scopes=scopes, roster=roster, audit_problem=fleet.audit_problem(),
                        sections=json_sections, section_lines=tuple(lines), record=record)
 
 

@@ -34,8 +34,7 @@ from hermes_estop.observe.fleetview import Bar, FleetView, Lane, Slice, WindowSt
 from hermes_estop.observe.status import FleetStatus, fleet_status
 from hermes_estop.model.errors import EstopError
 from hermes_estop.windows import WindowsFile
-from hermes_estop.windows.ledger import RELEASED, SKIPPED
-from hermes_estop.windows.ledger import open_ledger
+from hermes_estop.windows.ledger import RELEASED, SKIPPED, open_ledger
 from hermes_estop.windows.occurrences import occurrences
 from hermes_estop.windows.schedule import Schedule, load as load_schedule
 
@@ -266,7 +265,7 @@ class Observer:
         return FleetView(now=now, start=origin, end=end, snapshot=snapshot, lanes=tuple(lanes),
                          windows=tuple(states), problems=problems, leader=self._leader(),
                          store_reachable=self.fleet.reachable(), stable_until=stable_until, status=status,
-                         extra={"store": self.fleet.store.name, "windows_identity": identity,
+                         extra={"store": self.fleet.store_name, "windows_identity": identity,
                                 "fragments": self.fragments, "windows_valid": load_problem is None and not failed,
                                 "windows_failed": dict(failed), "windows_last_good": bool(load_problem or failed),
                                 "calendars_stale": dict(self.stale_calendars)})

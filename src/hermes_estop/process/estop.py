@@ -147,10 +147,15 @@ class Estop:
         name the profile rules refuse."""
         return self._view(self.layout.for_profile(name))
 
-    def _view(self, layout: Layout) -> Estop:
+    def acting_as(self, actor: str) -> Estop:
+        """This view writing as `actor` (the audit `actor` and a hold's `armed_by`): the gateway
+        writes as the principal that asked. Same layout, store and clock."""
+        return self._view(self.layout, actor)
+
+    def _view(self, layout: Layout, actor: str | None = None) -> Estop:
         """Another view of the same fleet. It shares this instance's expiry log memory, so a
         consumer that builds a view per pass still logs each expiry once."""
-        view = Estop(layout=layout, store=self.store, clock=self.clock, actor=self.actor)
+        view = Estop(layout=layout, store=self.store, clock=self.clock, actor=self.actor if actor is None else actor)
         view._log_lock = self._log_lock
         view._expiry_logged = self._expiry_logged
         return view

@@ -35,6 +35,7 @@ from hermes_estop.model.homes import Layout, Location
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, display_instant, format_instant, in_interval, parse_instant
 from hermes_estop.process.describe import covers
+from hermes_estop.system.missing_code import missing_code
 from importlib import import_module
 import importlib.metadata
 
@@ -204,9 +205,6 @@ class Forecast:
     def __getitem__(self, index: int) -> HeldInterval:
         return self.intervals[index]
 
-    def held_at(self, now: datetime) -> bool:
-        return any(in_interval(now, i.start, i.end) for i in self.intervals)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "start": _stamp(self.start),
@@ -353,6 +351,8 @@ def discover_sources() -> list[HoldSource]:
         value, load = named[name]
         try:
             source = load()()
+        except ImportError as exc:
+            raise missing_code(f"load the hold source {name!r} ({value})", exc) from None
         except Exception as exc:  # noqa: BLE001 - a broken source is one line, never a "free"
             raise EstopError(f"cannot load the hold source {name!r} ({value}): {one_line(exc)}") from None
         if not isinstance(source, HoldSource):
@@ -418,7 +418,10 @@ def forecast_views(views: Sequence[EstopView], start: Any, end: Any, user_id: An
         locations.update(dict.fromkeys(view.locations))
         planned.update(dict.fromkeys(standing_holds(view.snapshot())))
         for source in chosen:
-            planned.update(dict.fromkeys(source.planned(view, first, last)))
+            try:
+                planned.update(dict.fromkeys(source.planned(view, first, last)))
+            except ImportError as exc:  # a part loaded only now (a broken install): never "free"
+                raise missing_code(f"forecast with the hold source {type(source).__name__}", exc) from None
     notes = tuple(dict.fromkeys(hold.note for hold in planned if hold.note))
     return forecast_holds(planned, first, last, tuple(locations), user_id, profile, notes, component, job)
 

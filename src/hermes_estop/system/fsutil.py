@@ -40,6 +40,9 @@ __all__ = [
     "atomic_write",
     "fsync_dir",
     "sweep_temporaries",
+    "FileUpdate",
+    "locked_update",
+    "read_optional",
 ]
 
 LOCK_TIMEOUT = 10.0
@@ -212,8 +215,6 @@ def atomic_write(path: Path, data: bytes, *, before_rename: Callable[[], None] |
 
 
 # -- the optional file and the locked read-modify-write ----------------------------------------
-
-__all__ += ["FileUpdate", "locked_update", "read_optional"]
 
 
 def read_optional(path: Path, limit: int = MAX_READ_BYTES, *, what: str | None = None) -> bytes | None:

@@ -13,9 +13,12 @@ __all__ = ["ProblemLog"]
 class ProblemLog:
     """The problems standing now (kind -> message) of one service, on `logger`."""
 
-    def __init__(self, logger: logging.Logger) -> None:
+    def __init__(self, logger: logging.Logger, *, quiet: bool = False) -> None:
         self.logger = logger
         self._standing: dict[str, str] = {}
+        #: ERROR when a problem starts, INFO when it clears; `quiet`: both at DEBUG (another
+        #: service beside this one logs the same problem: one problem, one line)
+        self._started, self._ended = (logging.DEBUG, logging.DEBUG) if quiet else (logging.ERROR, logging.INFO)
 
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._standing))
@@ -32,12 +35,12 @@ class ProblemLog:
                 self.logger.debug("%s", message)
             return
         self._standing[kind] = message
-        self.logger.error("%s", message)
+        self.logger.log(self._started, "%s", message)
 
     def clear(self, kind: str, message: str) -> None:
         """Log once, as INFO, that the problem `kind` is over (nothing when there was none)."""
         if self._standing.pop(kind, None) is not None:
-            self.logger.info("%s", message)
+            self.logger.log(self._ended, "%s", message)
 
     def only(self, prefix: str, standing: Iterable[str], message: str) -> None:
         """Clear every problem of `prefix` whose rest is not in `standing`; `message` is

@@ -84,7 +84,8 @@ class TaskService:
     name = "window-tasks"
 
     def __init__(self, fleet: Fleet, *, ledger: OccurrenceLedger | None = None, windows_file: WindowsFile | None = None,
-                 is_leader: Callable[[], bool] | None = None, poll_interval: float = 1.0) -> None:
+                 is_leader: Callable[[], bool] | None = None, poll_interval: float = 1.0,
+                 scheduler_logs_file: bool = False) -> None:
         self.fleet = fleet
         self.ledger = ledger or open_ledger(fleet)
         self.windows_file = windows_file or WindowsFile(fleet.root)
@@ -92,6 +93,9 @@ class TaskService:
         self.poll_interval = min(float(poll_interval), 1.0)
         self.running: dict[str, RunningTask] = {}
         self.problems = ProblemLog(logger)
+        #: the windows file's own problems (it does not read; a window fails): at DEBUG when the
+        #: scheduler beside this service logs them (`scheduler_logs_file`, as `hermes serve` runs it)
+        self.file_problems = ProblemLog(logger, quiet=scheduler_logs_file)
         self._lock = threading.Lock()
         #: (the bytes, the compiled schedule kept for them, or None) of the last read (`_windows`)
         self._kept: tuple[bytes, Schedule | None] | None = None
@@ -139,13 +143,13 @@ class TaskService:
             kept = self._schedule(raw, now)
             parsed = None if kept is not None else self.windows_file.parse_each(raw)
         except (EstopError, OSError) as exc:
-            self.problems.start("file", f"window tasks: cannot read the windows ({exc}); no task starts until it reads")
+            self.file_problems.start("file", f"window tasks: cannot read the windows ({exc}); no task starts until it reads")
             return []
-        self.problems.clear("file", "window tasks: the windows read again")
+        self.file_problems.clear("file", "window tasks: the windows read again")
         failing = {str(failure.window or failure): str(failure) for failure in parsed.failures} if parsed else {}
         for name, line in failing.items():
-            self.problems.start(f"failed:{name}", f"window tasks: {line} (its task does not start; the others proceed)")
-        self.problems.only("failed:", failing, "window tasks: {} validates again (or was removed)")
+            self.file_problems.start(f"failed:{name}", f"window tasks: {line} (its task does not start; the others proceed)")
+        self.file_problems.only("failed:", failing, "window tasks: {} validates again (or was removed)")
         if parsed is not None:
             return parsed.windows
         return kept if kept is not None else []

@@ -15,7 +15,6 @@ that no other code path starts work (`hermes doctor` looks for those).
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -40,6 +39,9 @@ __all__ = [
     "consumer_state",
     "covers",
     "overdue_after",
+    "prunable",
+    "is_alive",
+    "this_host",
 ]
 
 #: a consumer reports at most this often (seconds), besides whenever what it sees changes
@@ -88,9 +90,6 @@ def prunable(entry: ConsumerEntry, now: datetime, state: ConsumerState) -> bool:
     return state is ConsumerState.LOST and now - entry.reported_at > PRUNE_AFTER
 
 
-__all__ += ["prunable"]
-
-
 def covers(entry: ConsumerEntry, scope: str) -> bool:
     """A hold at `scope` covers this consumer: it honours that scope (or every scope)."""
     return ALL_SCOPES in entry.scopes or scope in entry.scopes
@@ -135,10 +134,3 @@ def is_alive(entry: ConsumerEntry, host: str | None = None) -> bool | None:
     if entry.pid_start is None:
         return start_time(entry.pid) is not None
     return same_process(entry.pid, entry.pid_start)
-
-
-def own_pid() -> int:
-    return os.getpid()
-
-
-__all__ += ["is_alive", "this_host", "own_pid"]
