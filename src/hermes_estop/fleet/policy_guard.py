@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from hermes_estop.model.errors import EstopError, InvalidArgument, StoreError
 from hermes_estop.model.hold import Reading, Sentinel
-from hermes_estop.model.judgement import Verdict, judge
+from hermes_estop.model.judgement import Judgement, judge
 from hermes_estop.model.homes import Location
 from hermes_estop.model.policy import (
     NO_POLICY,
@@ -36,6 +36,7 @@ from hermes_estop.model.policy import (
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.fleet.audit import account_name
 from hermes_estop.stores.audit_files import _read_toml
+from hermes_estop.system.fsread import foreign_control
 import grp
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,8 +119,6 @@ def load_policy(store: HoldStore, root: Path) -> tuple[Policy, str]:
     path = root / "estop.toml"  # process.fleet_config.CONFIG_FILE (a level above the fleet)
     data = _read_toml(path)
     if data is not None and "policy" in data:
-        from hermes_estop.system.fsread import foreign_control
-
         try:
             owner = os.stat(root).st_uid
         except OSError:
@@ -223,7 +222,7 @@ class Judging:
         self.identity = guard.identity
         self.overrode: list[Refusal] = []
         self.reason: str | None = None
-        self.verdicts: list[Verdict] = []
+        self.verdicts: list[Judgement] = []
 
     def __call__(self, before: Reading, after: Sentinel | None, trusted: datetime) -> None:
         verdict = judge(before, after, self.identity, self.policy, self.now, trusted=trusted,

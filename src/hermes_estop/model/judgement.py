@@ -39,7 +39,7 @@ from hermes_estop.model.policy import (
 )
 from hermes_estop.model.selector import holds_at_least
 
-__all__ = ["FULL", "Change", "Verdict", "judge", "transition", "widens"]
+__all__ = ["FULL", "Change", "Judgement", "judge", "transition", "widens"]
 
 #: the key of a location's full hold (scoped holds are keyed by their id)
 FULL = "everything"
@@ -62,7 +62,7 @@ class Change:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Judgement:
     """What `judge` found: the weakenings, the holds armed, and the rules broken (empty: the
     write may go ahead)."""
 
@@ -174,7 +174,7 @@ def _operators_reason(hold: Hold) -> str | None:
 
 
 def judge(before: Reading, after: Sentinel | None, actor: Actor, policy: Policy, now: datetime, *,
-          trusted: datetime | None = None, policy_problem: str | None = None) -> Verdict:
+          trusted: datetime | None = None, policy_problem: str | None = None) -> Judgement:
     """The one decision on a write: `after` (None: nothing left) written over `before` by
     `actor` under `policy` at `now` (`trusted`: the store's clock, which a hold also stands by).
     `policy_problem`: why the policy could not be read (then arms go ahead under no policy and
@@ -194,4 +194,4 @@ def judge(before: Reading, after: Sentinel | None, actor: Actor, policy: Policy,
         if refusal is not None:
             refusals.append(Refusal(refusal.rule, refusal.value, f"{refusal.message}: the write weakens {change.describe()}"))
     unique = tuple(dict.fromkeys(refusals))
-    return Verdict(scope, weakens, tuple(hold for hold, _ in arms), unique)
+    return Judgement(scope, weakens, tuple(hold for hold, _ in arms), unique)

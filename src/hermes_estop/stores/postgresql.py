@@ -43,7 +43,7 @@ import logging
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Sequence
 
 import psycopg
@@ -75,7 +75,6 @@ from hermes_estop.stores.pg_records import OCCURRENCES, PgRecordTable
 from hermes_estop.stores.pg_registry import PgConsumerTable
 from hermes_estop.stores.pg_state import PgStateTable
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hermes_estop.stores.base import Judge
 
