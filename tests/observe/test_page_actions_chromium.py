@@ -138,9 +138,19 @@ def _post(server: StatusServer, path: str, form: dict[str, str], cookie: str | N
     return response
 
 
+def _sign_in_post(server: StatusServer, secret: str) -> http.client.HTTPResponse:
+    """POST /signin as the page's own form does: with the sign-in's cookie and CSRF token."""
+    parts = urlsplit(server.url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+    conn.request("GET", "/signin")
+    response = conn.getresponse()
+    csrf = response.read().decode().split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    return _post(server, "/signin", {"token": secret, "csrf": csrf}, response.getheader("Set-Cookie", "").split(";")[0])
+
+
 def test_the_session_cookie_is_httponly_and_samesite_strict(site):
     server, secrets = site
-    response = _post(server, "/signin", {"token": secrets["ops"]})
+    response = _sign_in_post(server, secrets["ops"])
     assert response.status == 303
     flags = [part.strip() for part in response.getheader("Set-Cookie", "").split(";")]
     assert "HttpOnly" in flags and "SameSite=Strict" in flags and "Path=/" in flags
@@ -150,7 +160,7 @@ def test_the_session_cookie_is_httponly_and_samesite_strict(site):
 @pytest.mark.parametrize("csrf", [None, "forged"])
 def test_a_form_without_the_sessions_csrf_token_is_403_and_changes_nothing(estop, site, csrf):
     server, secrets = site
-    cookie = _post(server, "/signin", {"token": secrets["ops"]}).getheader("Set-Cookie", "").split(";")[0]
+    cookie = _sign_in_post(server, secrets["ops"]).getheader("Set-Cookie", "").split(";")[0]
     form = {"reason": "forged", **({"csrf": csrf} if csrf else {})}
     assert _post(server, "/actions/pause", form, cookie).status == 403
     assert not estop.is_engaged()
@@ -158,7 +168,7 @@ def test_a_form_without_the_sessions_csrf_token_is_403_and_changes_nothing(estop
 
 def test_a_revoked_token_signs_its_sessions_out(estop, site):
     server, secrets = site
-    cookie = _post(server, "/signin", {"token": secrets["ops"]}).getheader("Set-Cookie", "").split(";")[0]
+    cookie = _sign_in_post(server, secrets["ops"]).getheader("Set-Cookie", "").split(";")[0]
     TokenTable(estop.fleet).revoke("ops", estop.clock())
     response = _post(server, "/actions/pause", {"reason": "late", "csrf": "x"}, cookie)
     assert response.status == 303 and response.getheader("Location") == "/signin"

@@ -17,6 +17,7 @@ so the same roles, fences, audit and errors), with no script on the page.
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 import threading
 import time
@@ -34,6 +35,9 @@ import json
 __all__ = ["COOKIE", "PageActions"]
 
 COOKIE = "hermes_session"
+#: the sign-in form's CSRF token, before there is a session (double-submit: the form and this cookie)
+SIGN_IN_COOKIE = "hermes_signin"
+_CSRF_SHAPE = re.compile(r"[A-Za-z0-9_-]{32,64}")
 SESSION_SECONDS = 12 * 3600
 MAX_SESSIONS = 1000
 
@@ -92,18 +96,21 @@ class PageActions:
 
     # -- requests ----------------------------------------------------------------------------
 
-    def post(self, path: str, body: bytes, cookie_header: str | None, remote: str) -> PageAnswer:
-        """POST /signin, /signout, /actions/{pause,lift,extend,skip} (form-encoded)."""
+    def post(self, path: str, body: bytes, cookie_header: str | None, remote: str, *,
+             origin: str | None = None, host: str | None = None) -> PageAnswer:
+        """POST /signin, /signout, /actions/{pause,lift,extend,skip} (form-encoded). A form whose
+        `Origin` is not this server's is refused (403) before anything else is read."""
+        if origin is not None and origin != self._origin(host):
+            return _refused(f"refused: a form sent from another site ({origin}); use this server's own page\n")
         form = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
         if path == "/signin":
-            return self._sign_in(form, remote)
+            return self._sign_in(form, cookie_header, remote)
         current = self.signed_in(cookie_header)
         if current is None:
             return _redirect("/signin")
         sid, session, token = current
         if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
-            return PageAnswer(403, {"Content-Type": "text/plain; charset=utf-8"},
-                              b"refused: the form's CSRF token does not match this session; reload the page\n")
+            return _refused("refused: the form's CSRF token does not match this session; reload the page\n")
         if path == "/signout":
             with self._lock:
                 self._sessions.pop(sid, None)
@@ -113,12 +120,30 @@ class PageActions:
             session.flash.append(outcome)
         return _redirect("/")
 
-    def _sign_in(self, form: dict[str, str], remote: str) -> PageAnswer:
+    def _origin(self, host: str | None) -> str | None:
+        """This server's origin as the browser names it (`Host` with the scheme it serves)."""
+        return f"{'https' if self.tls else 'http'}://{host}" if host else None
+
+    def sign_in_form(self, cookie_header: str | None, message: str | None = None, status: int = 200) -> PageAnswer:
+        """GET /signin: the form, with the sign-in's CSRF token in the form and in a cookie (the
+        POST must carry both, equal: another site's form cannot read the cookie to copy it)."""
+        csrf = _cookie(cookie_header, SIGN_IN_COOKIE)
+        if csrf is None or not _CSRF_SHAPE.fullmatch(csrf):
+            csrf = secrets.token_urlsafe(32)
+        secure = "; Secure" if self.tls else ""
+        cookie = f"{SIGN_IN_COOKIE}={csrf}; Path=/signin; HttpOnly; SameSite=Strict; Max-Age=3600{secure}"
+        return PageAnswer(status, {"Content-Type": "text/html; charset=utf-8", "Set-Cookie": cookie},
+                          self.sign_in_page(message, csrf).encode())
+
+    def _sign_in(self, form: dict[str, str], cookie_header: str | None, remote: str) -> PageAnswer:
+        expected = _cookie(cookie_header, SIGN_IN_COOKIE) or ""
+        if not expected or not hmac.compare_digest(form.get("csrf", ""), expected):
+            return self.sign_in_form(cookie_header, "this sign-in form is not one this server gave you "
+                                                    "(or it expired): sign in again", 403)
         try:
             token = self.api.authenticate_secret(form.get("token", ""), remote)
         except ApiError as exc:
-            return PageAnswer(exc.status, {"Content-Type": "text/html; charset=utf-8"},
-                              self.sign_in_page(exc.message).encode())
+            return self.sign_in_form(cookie_header, exc.message, exc.status)
         sid = secrets.token_urlsafe(32)
         with self._lock:
             if len(self._sessions) >= MAX_SESSIONS:
@@ -156,13 +181,14 @@ class PageActions:
 
     # -- rendering ---------------------------------------------------------------------------
 
-    def sign_in_page(self, message: str | None = None) -> str:
+    def sign_in_page(self, message: str | None = None, csrf: str = "") -> str:
         alert = f'<p id="signin-error" role="alert">{_t(message)}</p>' if message else ""
         return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
                 '<meta name="viewport" content="width=device-width,initial-scale=1"><title>sign in - hermes-estop</title>'
                 "<style>body{font:16px system-ui,sans-serif;margin:1rem;max-width:40rem}input{font-size:16px;"
                 "width:100%;box-sizing:border-box;margin:.3rem 0}button{font-size:16px;padding:.4rem 1rem}</style>"
                 f'</head><body><main><h1>Sign in</h1>{alert}<form id="signin" method="post" action="/signin">'
+                f'<input type="hidden" name="csrf" value="{_t(csrf)}">'
                 '<label for="token">Token (from <code>hermes tokens create</code>)</label>'
                 '<input id="token" name="token" type="password" autocomplete="off" required>'
                 '<button type="submit">Sign in</button></form><p><a href="/">back to the status page</a></p>'
@@ -212,6 +238,10 @@ class PageActions:
                  ".flash.error{color:#a00;font-weight:bold}.flash.ok{color:#060}</style>")
         page = page.replace("</head>", style + "</head>", 1).replace("&middot; read-only", "&middot; signed in", 1)
         return page.replace('<section id="holds">', "".join(parts) + '<section id="holds">', 1)
+
+
+def _refused(text: str) -> PageAnswer:
+    return PageAnswer(403, {"Content-Type": "text/plain; charset=utf-8"}, text.encode())
 
 
 def _redirect(location: str, headers: dict[str, str] | None = None) -> PageAnswer:

@@ -196,16 +196,19 @@ class WriteApi:
         return self.authenticate_secret(secret if scheme.lower() == "bearer" else "", remote)
 
     def authenticate_secret(self, secret: str, remote: str) -> Token:
+        """The valid token `secret` is; a valid token always gets through, whatever failed from
+        its address before (only failures are limited: 429 once an address spent its budget)."""
+        token = self.tokens.authenticate(secret.strip(), self.estop.clock()) if secret.strip() else None
+        if token is not None:
+            return token
         if self.sign_in_limit.exhausted(remote):
+            self.failures.record(remote, "rate-limited")
             raise ApiError(429, "too many failed authentications from this address; try again in a minute")
         if not secret.strip():
             self._failed(remote, "no bearer token")
             raise ApiError(401, "no credentials: send Authorization: Bearer <token>")
-        token = self.tokens.authenticate(secret.strip(), self.estop.clock())
-        if token is None:
-            self._failed(remote, "unknown, revoked or expired token")
-            raise ApiError(401, "bad credentials: unknown, revoked or expired token")
-        return token
+        self._failed(remote, "unknown, revoked or expired token")
+        raise ApiError(401, "bad credentials: unknown, revoked or expired token")
 
     def _failed(self, remote: str, why: str) -> None:
         self.failures.record(remote, why)
@@ -382,6 +385,8 @@ def _json_object(raw: bytes, fields: frozenset[str]) -> dict[str, Any]:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "malformed body: not JSON", field="body") from None
+    except RecursionError:  # a deeply nested array or object: the decoder's stack, not the server's
+        raise ApiError(400, "malformed body: nested too deeply", field="body") from None
     if not isinstance(data, dict):
         raise ApiError(400, "malformed body: expected a JSON object", field="body")
     unknown = sorted(set(data) - fields)

@@ -7,13 +7,16 @@ local `resume --generation` that finds another generation)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from datetime import tzinfo, UTC
 from typing import Any, NoReturn
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import typer
 
@@ -21,12 +24,11 @@ from hermes_estop.model.errors import HoldConflict, InvalidArgument
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.text import one_line
 from hermes_estop.cli.common import EXIT_OK, echo_lines, emit_json, fit_lines, terminal_width
-import urllib.error
-import urllib.request
 from datetime import datetime
 from hermes_estop.model.hold import hold_from_json
 from hermes_estop.model.hold import Fence, HoldState, not_current
 from hermes_estop.model.homes import Location
+from hermes_estop.model.netaddr import is_loopback
 from hermes_estop.model.timeutil import parse_stamp
 from hermes_estop.observe.status import DocumentStatus
 from hermes_estop.observe.status import status_lines
@@ -41,6 +43,7 @@ __all__ = ["SERVER_ENV", "TOKEN_FILE_ENV", "Remote", "chosen_server", "use_serve
 SERVER_ENV = "HERMES_ESTOP_SERVER"
 TOKEN_FILE_ENV = "HERMES_ESTOP_TOKEN_FILE"
 _CHOSEN: dict[str, str | None] = {}
+#: one remote call's total deadline, in seconds (connect, TLS, request and the whole answer)
 TIMEOUT = 30.0
 
 
@@ -79,23 +82,61 @@ class Answer:
 class Remote:
     url: str
     token: str
+    #: seconds one call may take in all (connect, TLS, the request, the whole answer)
+    deadline: float = TIMEOUT
 
     def call(self, method: str, path: str, body: object = None, headers: dict[str, str] | None = None) -> Answer:
-        """One request; an HTTP error status is an `Answer`, a server that cannot be reached is
-        exit 2 (one line). `ssl` and `urllib` are imported here: a local command never pays for them."""
+        """One request; an HTTP error status is an `Answer`, a server that cannot be reached (or
+        does not answer in `deadline` seconds, all told) is exit 2 (one line). A redirect is never
+        followed (it would carry the token elsewhere): it is exit 2 naming where it pointed.
+        `ssl` and `http.client` are imported here: a local command never pays for them."""
+        import http.client
         import ssl
 
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.url + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json", **(headers or {})})
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT, context=ssl.create_default_context()) as response:
-                return Answer(response.status, _decoded(response.read()))
-        except urllib.error.HTTPError as exc:
-            return Answer(exc.code, _decoded(exc.read()))
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            _fail(f"cannot reach server {self.url}: {reason}; nothing was changed")
+            port = parts.port
+        except ValueError:
+            _fail(f"invalid --server {self.url}: bad port")
+        if parts.scheme != "https" and not is_loopback(host):
+            _fail(f"refusing to send the token to {self.url} over plain HTTP: {host} is not a loopback address "
+                  "(use https://)")
+        data = json.dumps(body).encode() if body is not None else None
+        sent = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json", **(headers or {})}
+        connection: http.client.HTTPConnection
+        if parts.scheme == "https":
+            connection = http.client.HTTPSConnection(host, port, timeout=self.deadline,
+                                                     context=ssl.create_default_context())
+        else:
+            connection = http.client.HTTPConnection(host, port, timeout=self.deadline)
+        late = threading.Event()
+        timer = threading.Timer(self.deadline, _cut, (connection, late))
+        timer.daemon = True
+        timer.start()
+        try:
+            connection.request(method, parts.path.rstrip("/") + path, body=data, headers=sent)
+            response = connection.getresponse()
+            raw = response.read()
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            if late.is_set():
+                self._late()
+            _fail(f"cannot reach server {self.url}: {getattr(exc, 'reason', None) or exc or type(exc).__name__}; "
+                  "nothing was changed")
+        finally:
+            timer.cancel()
+            connection.close()
+        if late.is_set():  # a cut answer can look whole: what was read is not trusted
+            self._late()
+        if 300 <= response.status < 400:
+            _fail(f"server {self.url} answered {response.status}, a redirect to "
+                  f"{response.getheader('Location') or 'nowhere'}: not followed (it would carry the token); "
+                  "give --server the URL it names")
+        return Answer(response.status, _decoded(raw))
+
+    def _late(self) -> NoReturn:
+        _fail(f"server {self.url} did not answer within {self.deadline:g} s (the total deadline of a call); "
+              "what it did is unknown: see hermes status")
 
     def refused(self, answer: Answer) -> NoReturn:
         """Exit 2 with the server's one line; a 400 (bad input, refused by the checks a local
@@ -104,6 +145,15 @@ class Remote:
         if answer.status == 400 and message:
             _fail(str(message))
         _fail(f"server {self.url} answered {answer.status}: {message or 'no explanation'}")
+
+
+def _cut(connection: Any, late: threading.Event) -> None:
+    """The deadline of one call passed: shut its socket, so whatever read waits returns."""
+    late.set()
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _decoded(raw: bytes) -> Any:
