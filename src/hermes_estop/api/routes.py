@@ -160,6 +160,7 @@ class WriteApi:
             return ApiResponse(200, openapi_document())
         routes: list[tuple[str, re.Pattern[str] | str, str, Callable[..., ApiResponse]]] = [
             ("GET", "/api/v1/status", "viewer", self._status),
+            ("GET", _HOLD_PATH, "viewer", self._hold),
             ("POST", "/api/v1/holds", "operator", self._pause),
             ("POST", _EXTEND_PATH, "operator", self._extend),
             ("DELETE", _HOLD_PATH, "operator", self._lift),
@@ -226,6 +227,13 @@ class WriteApi:
     def _status(self, request: ApiRequest, token: Token) -> ApiResponse:
         return ApiResponse(200, self.status_document())
 
+    def _hold(self, request: ApiRequest, token: Token, ref: str) -> ApiResponse:
+        """GET one hold: as it stands, with its generation as the `ETag` (404 when none stands)."""
+        location, reading, now = self._found(self.estop.fleet, ref)
+        assert reading.hold is not None
+        return ApiResponse(200, {"id": hold_ref(reading), "scope": location.scope, **hold_json(reading.hold, now)},
+                           etag(reading.hold.generation))
+
     def _pause(self, request: ApiRequest, token: Token) -> ApiResponse:
         body = _json_object(request.body, _PAUSE_FIELDS)
         if body.get("ttl") is not None and body.get("until") is not None:
@@ -250,7 +258,8 @@ class WriteApi:
             raise ApiError(400, str(exc), field="only" if only else "jobs" if jobs else "reason") from None
         hold = fleet.engage(location, engage, now)
         reading = Reading(location, HoldState.ACTIVE, hold)
-        return ApiResponse(201, {"id": hold_ref(reading), "scope": location.scope, **hold_json(hold, now)})
+        return ApiResponse(201, {"id": hold_ref(reading), "scope": location.scope, **hold_json(hold, now)},
+                           etag(hold.generation))
 
     def _found(self, fleet: Fleet, ref: str) -> tuple[Location, Reading, datetime]:
         """The hold `ref` names (404 when none stands) and the `now` it was read at."""
@@ -275,12 +284,12 @@ class WriteApi:
                 raise ApiError(412, f"hold {ref!r} was lifted since you looked: nothing stands there now") from None
             raise
         assert reading.hold is not None
-        if wanted is not None and wanted != reading.hold.generation:
+        if wanted is not None and not _matches(wanted, reading.hold.generation):
             raise self._stale(ref, reading, now)
         if not token.allows("admin") and reading.hold.armed_by != f"token:{token.name}":
             raise ApiError(403, f"token {token.name!r} (operator) lifts only the holds it armed; "
                                 f"this one was armed by {reading.hold.armed_by or 'someone else'}")
-        generation = wanted if wanted is not None else reading.hold.generation
+        generation = reading.hold.generation
         removed = self._fenced(fleet, ref, wanted, lambda: fleet.release(location, generation, now))
         if removed is None:
             raise ApiError(404, f"no hold {ref!r} stands")
@@ -293,7 +302,7 @@ class WriteApi:
         except EstopError as exc:
             raise ApiError(400, str(exc), field="ttl" if ttl is not None else "until") from None
 
-    def _fenced(self, fleet: Fleet, ref: str, wanted: str | None, write: Callable[[], _T]) -> _T:
+    def _fenced(self, fleet: Fleet, ref: str, wanted: frozenset[str] | None, write: Callable[[], _T]) -> _T:
         """`write()`; a fence it fails is 412 with the hold as it stands when the caller named a
         generation (`If-Match`), else the conflict as it is (409)."""
         try:
@@ -325,14 +334,15 @@ class WriteApi:
         location, reading, now = self._found(fleet, ref)
         hold = reading.hold
         assert hold is not None
-        if wanted is not None and wanted != hold.generation:
+        if wanted is not None and not _matches(wanted, hold.generation):
             raise self._stale(ref, reading, now)
         deadline = self._deadline(ttl, until, now)
         engage = EngageRequest(expires_at=deadline, armed_by=hold.armed_by, only_if=frozenset({hold.generation}),
                                selector=hold.selector, hold_id=hold.hold_id)
         extended = self._fenced(fleet, ref, wanted, lambda: fleet.engage(location, engage, now))
         fresh = Reading(location, HoldState.ACTIVE, extended)
-        return ApiResponse(200, {"id": hold_ref(fresh), "scope": location.scope, **hold_json(extended, now)})
+        return ApiResponse(200, {"id": hold_ref(fresh), "scope": location.scope, **hold_json(extended, now)},
+                           etag(extended.generation))
 
     def _skip(self, request: ApiRequest, token: Token, name: str) -> ApiResponse:
         return self._skip_or_unskip(request, token, name, skip=True)
@@ -433,15 +443,38 @@ def _located(fleet: Fleet, scope: str) -> Location:
         raise ApiError(400, str(exc), field="scope") from None
 
 
-def _if_match(request: ApiRequest) -> str | None:
-    """The generation `If-Match: "G"` names (None without the header); 400 for a list or `*`."""
+#: `If-Match: *`: whatever stands (RFC 9110 13.1.1: false only when nothing does)
+ANY = frozenset({"*"})
+_ENTITY_TAG = re.compile(r'\s*(\*|(W/)?"([^"]*)")\s*(,|$)')
+
+
+def _if_match(request: ApiRequest) -> frozenset[str] | None:
+    """The generations `If-Match` accepts (RFC 9110 13.1.1): None without the header, `ANY` for
+    `*`, else the strong entity-tags of its list (`"G"`, as the `ETag` header of a hold gives
+    it); a weak tag (`W/"G"`) never matches. 400 for a value that is not a list of quoted tags."""
     value = request.headers.get("if-match")
     if value is None:
         return None
-    text = value.strip()
-    if text.startswith("W/"):
-        text = text[2:]
-    if len(text) < 3 or not (text.startswith('"') and text.endswith('"')) or "," in text:
-        raise ApiError(400, 'invalid If-Match: expected one quoted generation, "<generation>"', field="If-Match")
-    return text[1:-1]
+    tags: set[str] = set()
+    position, text = 0, value.strip()
+    while position < len(text):
+        found = _ENTITY_TAG.match(text, position)
+        if found is None or found.end() == position:
+            raise ApiError(400, f'invalid If-Match {value!r}: expected the quoted ETag of the hold, "<generation>" '
+                                "(or *)", field="If-Match")
+        if found.group(1) == "*":
+            return ANY
+        if found.group(2) is None:
+            tags.add(found.group(3))
+        position = found.end()
+    return frozenset(tags)
 
+
+def _matches(wanted: frozenset[str], generation: str | None) -> bool:
+    """Whether `If-Match` accepts the hold of `generation` (strong comparison)."""
+    return wanted is ANY or (generation is not None and generation in wanted)
+
+
+def etag(generation: str | None) -> dict[str, str]:
+    """The `ETag` header of a hold: its generation, quoted (what `If-Match` takes back)."""
+    return {"ETag": f'"{generation}"'} if generation else {}
