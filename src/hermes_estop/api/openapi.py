@@ -9,7 +9,8 @@ __all__ = ["openapi_document"]
 
 _ERROR = {"description": "an error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 _ERRORS = {str(code): {**_ERROR, "description": why} for code, why in (
-    (400, "malformed request (the field is named)"), (401, "no or bad credentials"), (403, "role too low, the write API is off, or the fleet's policy refuses the write"),
+    (400, "malformed request (the field is named)"), (401, "no or bad credentials"),
+    (403, "role too low, the write API is off, or the fleet's policy refuses the write"),
     (404, "no such hold, window or endpoint"), (409, "a conflicting write"),
     (412, "If-Match names a generation that no longer stands (the hold is in the body)"),
     (413, "body over 64 KiB"), (429, "rate-limited"), (503, "the store does not answer"))}
