@@ -30,7 +30,9 @@ from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import Allow, EngageRequest, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.policy import Actor, PolicyRefused
+from hermes_estop.model.durations import parse_with_unit
 from hermes_estop.model.text import one_line
+from hermes_estop.process.fleet_config import check_components
 from hermes_estop.api.limits import RateLimiter
 from hermes_estop.api.tokens import Token, TokenTable
 from hermes_estop.api.openapi import openapi_document
@@ -49,8 +51,9 @@ PREFIX = "/api/v1/"
 _HOLD_PATH = re.compile(r"/api/v1/holds/([^/]+)")
 _EXTEND_PATH = re.compile(r"/api/v1/holds/([^/]+)/extend")
 _SKIP_PATH = re.compile(r"/api/v1/windows/([^/]+)/skip")
-_PAUSE_FIELDS = frozenset({"reason", "ttl", "until", "scope", "allow", "only", "jobs", "replace"})
-_EXTEND_FIELDS = frozenset({"ttl", "until"})
+_PAUSE_FIELDS = frozenset({"reason", "ttl", "until", "scope", "allow", "only", "jobs", "replace", "override"})
+_EXTEND_FIELDS = frozenset({"ttl", "until", "override"})
+_LIFT_FIELDS = frozenset({"override"})
 _SKIP_FIELDS = frozenset({"on", "occurrence"})
 
 
@@ -243,6 +246,11 @@ class WriteApi:
         location = _located(fleet, scope)
         allow = _allow(body.get("allow"))
         only, jobs = _texts(body, "only"), _texts(body, "jobs")
+        try:
+            check_components(self.estop, only, "only")
+        except EstopError as exc:
+            raise ApiError(400, str(exc), field="only") from None
+        override = _text(body, "override")
         replace = body.get("replace", False)
         if not isinstance(replace, bool):
             raise ApiError(400, "invalid replace: expected true or false", field="replace")
@@ -256,7 +264,7 @@ class WriteApi:
                                                     armed_by=f"token:{token.name}", only=only, jobs=jobs)
         except EstopError as exc:
             raise ApiError(400, str(exc), field="only" if only else "jobs" if jobs else "reason") from None
-        hold = fleet.engage(location, engage, now)
+        hold = fleet.engage(location, engage, now, override=override)
         reading = Reading(location, HoldState.ACTIVE, hold)
         return ApiResponse(201, {"id": hold_ref(reading), "scope": location.scope, **hold_json(hold, now)},
                            etag(hold.generation))
@@ -275,6 +283,7 @@ class WriteApi:
         raise ApiError(404, f"no hold {ref!r} stands")
 
     def _lift(self, request: ApiRequest, token: Token, ref: str) -> ApiResponse:
+        override = _text(_json_object(request.body, _LIFT_FIELDS), "override")
         fleet = self._fleet_for(token, request)
         wanted = _if_match(request)
         try:
@@ -290,14 +299,17 @@ class WriteApi:
             raise ApiError(403, f"token {token.name!r} (operator) lifts only the holds it armed; "
                                 f"this one was armed by {reading.hold.armed_by or 'someone else'}")
         generation = reading.hold.generation
-        removed = self._fenced(fleet, ref, wanted, lambda: fleet.release(location, generation, now))
+        removed = self._fenced(fleet, ref, wanted, lambda: fleet.release(location, generation, now, override=override))
         if removed is None:
             raise ApiError(404, f"no hold {ref!r} stands")
         return ApiResponse(200, {"lifted": reading_json(removed, now, fleet.store.where(location)), "id": ref})
 
     def _deadline(self, ttl: str | None, until: str | None, now: datetime) -> datetime | None:
-        """The deadline `ttl` / `until` ask for; 400 naming the field that does not parse."""
+        """The deadline `ttl` / `until` ask for; 400 naming the field that does not parse. A TTL
+        needs a unit, as on the command line (`30` is refused: `30m? 30s?`)."""
         try:
+            if ttl is not None:
+                parse_with_unit(ttl)
             return self.estop.deadline(ttl, until, now)
         except EstopError as exc:
             raise ApiError(400, str(exc), field="ttl" if ttl is not None else "until") from None
@@ -329,6 +341,7 @@ class WriteApi:
         ttl, until = _text(body, "ttl"), _text(body, "until")
         if (ttl is None) == (until is None):
             raise ApiError(400, "give ttl or until (one of them)", field="ttl")
+        override = _text(body, "override")
         fleet = self._fleet_for(token, request)
         wanted = _if_match(request)
         location, reading, now = self._found(fleet, ref)
@@ -339,7 +352,7 @@ class WriteApi:
         deadline = self._deadline(ttl, until, now)
         engage = EngageRequest(expires_at=deadline, armed_by=hold.armed_by, only_if=frozenset({hold.generation}),
                                selector=hold.selector, hold_id=hold.hold_id)
-        extended = self._fenced(fleet, ref, wanted, lambda: fleet.engage(location, engage, now))
+        extended = self._fenced(fleet, ref, wanted, lambda: fleet.engage(location, engage, now, override=override))
         fresh = Reading(location, HoldState.ACTIVE, extended)
         return ApiResponse(200, {"id": hold_ref(fresh), "scope": location.scope, **hold_json(extended, now)},
                            etag(extended.generation))

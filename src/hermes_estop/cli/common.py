@@ -18,14 +18,11 @@ from hermes_estop.process.describe import describe_hold, describe_reading, hold_
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.cli.hot import EXIT_HELD, EXIT_OK, EXIT_USAGE
-import contextlib
 from hermes_estop.model.durations import parse_with_unit
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.errors import InvalidDuration
-from hermes_estop.model.errors import StoreError
-from hermes_estop.model.selector import COMPONENTS, unknown_components
 from hermes_estop.model.timeutil import parse_operator_time
-from hermes_estop.process.fleet_config import declared_components
+from hermes_estop.process.fleet_config import check_components
 import shutil
 import textwrap
 
@@ -85,24 +82,6 @@ def duration_option(flag: str, value: str) -> timedelta:
         return parse_with_unit(value)
     except InvalidDuration as exc:
         raise InvalidDuration(f"{flag}: {exc}") from None
-
-
-def check_components(estop: Estop, only: Iterable[str] | None) -> None:
-    """Refuse `--only NAME` when nothing gates as NAME: no shipped consumer, no component
-    declared in estop.toml (`components`), no registered consumer that reported it. The
-    registry is read only for a name the first two do not know; one that cannot be read
-    counts as none (declare the name in estop.toml)."""
-    names = list(only or ())
-    if not names:
-        return
-    known = set(COMPONENTS) | declared_components(estop.layout)
-    if unknown_components(names, known) is None:
-        return
-    with contextlib.suppress(StoreError, OSError):
-        known |= {entry.component for entry in estop.fleet.consumers().entries()}
-    problem = unknown_components(names, known)
-    if problem is not None:
-        raise InvalidArgument(f"--only: {problem}")
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:

@@ -109,7 +109,7 @@ def pause(
         deadline_text = operator_time("--until", until, utc_now()).isoformat() if until is not None else None
         remote_pause(remote, reason=reason, allow_user=allow_user, allow_profile=allow_profile, ttl=ttl,
                      until=deadline_text, fleet=fleet, profile=profile, replace=replace, only=only, job=job,
-                     as_json=as_json)
+                     as_json=as_json, override=override)
     allow = _allowlist(reason, allow_user, allow_profile)
     span = duration_option("--ttl", ttl) if ttl is not None else None
     limit = _wait_limit(wait, wait_timeout)
@@ -228,7 +228,8 @@ def resume(
     remote = _remote()
     if remote is not None:
         _refuse_wait_over(wait, wait_timeout)
-        remote_resume(remote, generation=generation, hold=hold, all_=all_, fleet=fleet, profile=profile, as_json=as_json)
+        remote_resume(remote, generation=generation, hold=hold, all_=all_, fleet=fleet, profile=profile, as_json=as_json,
+                      override=override)
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)

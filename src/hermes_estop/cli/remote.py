@@ -206,7 +206,7 @@ def _at(view: DocumentStatus, scope: str) -> Reading | None:
 
 def remote_pause(remote: Remote, *, reason: str | None, allow_user: list[str] | None, allow_profile: list[str] | None,
                  ttl: str | None, until: str | None, fleet: bool, profile: str | None, replace: bool,
-                 only: list[str] | None, job: list[str] | None, as_json: bool) -> NoReturn:
+                 only: list[str] | None, job: list[str] | None, as_json: bool, override: str | None = None) -> NoReturn:
     """`hermes pause` over --server: the server arms the hold; the answer is printed as a local
     pause prints it (`paused_lines`, the same JSON), read back from the server's status."""
     body: dict[str, Any] = {"scope": _scope(fleet, profile), "replace": replace}
@@ -214,7 +214,7 @@ def remote_pause(remote: Remote, *, reason: str | None, allow_user: list[str] | 
         body["reason"] = reason
     if allow_user:
         body["allow"] = {"user_ids": allow_user, "profiles": allow_profile or []}
-    for name, value in (("ttl", ttl), ("until", until), ("only", only), ("jobs", job)):
+    for name, value in (("ttl", ttl), ("until", until), ("only", only), ("jobs", job), ("override", override)):
         if value:
             body[name] = value
     answer = remote.call("POST", "/api/v1/holds", body)
@@ -233,10 +233,12 @@ def remote_pause(remote: Remote, *, reason: str | None, allow_user: list[str] | 
     raise typer.Exit(EXIT_OK)
 
 
-def _lifted(remote: Remote, ref: str, generation: str | None) -> Reading | HoldConflict | None:
-    """DELETE one hold (`If-Match` on `generation`): what was lifted, the conflict a fence
-    refused, or None when nothing stood."""
+def _lifted(remote: Remote, ref: str, generation: str | None, override: str | None = None) -> Reading | HoldConflict | None:
+    """DELETE one hold (`If-Match` on `generation`; `override`: break glass, judged by the
+    server with the token's rights): what was lifted, the conflict a fence refused, or None
+    when nothing stood."""
     answer = remote.call("DELETE", f"/api/v1/holds/{quote(ref, safe=':')}",
+                         {"override": override} if override is not None else None,
                          headers={"If-Match": f'"{generation}"'} if generation is not None else None)
     if answer.status == 404:
         return None
@@ -261,7 +263,7 @@ def _conflict(ref: str, generation: str | None, body: object) -> HoldConflict:
 
 
 def remote_resume(remote: Remote, *, generation: str | None, hold: str | None, all_: bool, fleet: bool,
-                  profile: str | None, as_json: bool) -> NoReturn:
+                  profile: str | None, as_json: bool, override: str | None = None) -> NoReturn:
     """`hermes resume` over --server: one DELETE per hold it lifts (`--all`: the full hold and
     every scoped hold at the scope as the server's status showed them, each fenced with
     If-Match on the generation seen), printed as a local resume prints it."""
@@ -271,7 +273,7 @@ def remote_resume(remote: Remote, *, generation: str | None, hold: str | None, a
     removed: list[Reading] = []
     try:
         for ref, fence in _targets(scope, standing, generation, hold, all_):
-            lifted = _lifted(remote, ref, fence)
+            lifted = _lifted(remote, ref, fence, override)
             if isinstance(lifted, HoldConflict):
                 raise lifted
             if lifted is not None:
