@@ -27,6 +27,10 @@ _SKIP_BODY = {"required": False, "content": {"application/json": {"schema": {"ty
               "properties": {"on": {"type": "string", "format": "date"}, "occurrence": {"type": "string", "format": "date-time"}}}}}}
 
 
+def _query(name: str, kind: str = "string") -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": {"type": kind}}
+
+
 def openapi_document() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
@@ -60,6 +64,16 @@ def openapi_document() -> dict[str, Any]:
             "/api/v1/status": {"get": {"summary": "The status document (hermes status --json, with `timeline` and "
                                                "`section_lines`: the sections' text as hermes status prints them); viewer",
                                        "responses": {"200": {"description": "the status"}, **_ERRORS}}},
+            "/api/v1/check": {"get": {
+                "summary": "The verdict on a unit of work (hermes check --json, plus `line` and `held_by`); viewer",
+                "parameters": [_query(name) for name in ("user", "profile", "component", "job")],
+                "responses": {"200": {"description": "the verdict"}, **_ERRORS}}},
+            "/api/v1/history": {"get": {
+                "summary": "The audit trail's newest events (hermes history --json) and the corrupt entries skipped; viewer",
+                "parameters": [_query("limit", "integer"), _query("since")],
+                "responses": {"200": {"description": "{events, corrupt}"}, **_ERRORS}}},
+            "/api/v1/windows": {"get": {"summary": "The windows (hermes windows list --json); viewer",
+                                        "responses": {"200": {"description": "{path, windows}"}, **_ERRORS}}},
             "/api/v1/holds": {"post": {
                 "summary": "Arm or re-arm a hold; operator",
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pause"}}}},

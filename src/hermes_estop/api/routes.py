@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, TypeVar
 
-from hermes_estop.process.describe import hold_json, reading_json
+from hermes_estop.process.describe import event_json, hold_json, reading_json
 from hermes_estop.model.errors import EstopError, HoldConflict, InvalidArgument, StoreError
 from hermes_estop.process.estop import Estop
 from hermes_estop.fleet.fleet import Fleet
@@ -39,7 +39,7 @@ from hermes_estop.api.openapi import openapi_document
 from hermes_estop.model.timeutil import parse_instant
 from hermes_estop.windows.skips import pick, skip_occurrence, unskip_occurrence
 from hermes_estop.windows.windows_file import WindowsFile
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 __all__ = ["MAX_BODY", "ApiError", "ApiRequest", "ApiResponse", "WriteApi", "hold_ref"]
 
@@ -72,6 +72,8 @@ class ApiRequest:
     headers: Mapping[str, str]  # lower-case names
     body: bytes
     remote: str
+    #: the query string, undecoded (`user=alice&profile=ops`)
+    query: str = ""
 
 
 @dataclass
@@ -163,6 +165,9 @@ class WriteApi:
             return ApiResponse(200, openapi_document())
         routes: list[tuple[str, re.Pattern[str] | str, str, Callable[..., ApiResponse]]] = [
             ("GET", "/api/v1/status", "viewer", self._status),
+            ("GET", "/api/v1/check", "viewer", self._check),
+            ("GET", "/api/v1/history", "viewer", self._history),
+            ("GET", "/api/v1/windows", "viewer", self._windows),
             ("GET", _HOLD_PATH, "viewer", self._hold),
             ("POST", "/api/v1/holds", "operator", self._pause),
             ("POST", _EXTEND_PATH, "operator", self._extend),
@@ -229,6 +234,37 @@ class WriteApi:
 
     def _status(self, request: ApiRequest, token: Token) -> ApiResponse:
         return ApiResponse(200, self.status_document())
+
+    def _check(self, request: ApiRequest, token: Token) -> ApiResponse:
+        """GET /api/v1/check?user=&profile=&component=&job=: the consumers' verdict on that work,
+        as `hermes check --json` prints it, plus `line` (what `hermes check` prints) and
+        `held_by` (the scopes `hermes gate` names): `hermes check` and `gate` over --server."""
+        query = _query(request, {"user", "profile", "component", "job"})
+        user, profile, component, job = (query.get(k) for k in ("user", "profile", "component", "job"))
+        verdict = self.estop.asked(user, profile, component, job)
+        return ApiResponse(200, {**verdict.to_json(component is not None or job is not None), "line": verdict.line,
+                                 "held_by": verdict.held_by})
+
+    def _history(self, request: ApiRequest, token: Token) -> ApiResponse:
+        """GET /api/v1/history?limit=N&since=TIME: the audit trail's newest `limit` events (at
+        most 10,000; default 50) at or after `since`, as `hermes history --json` lists them, and
+        how many corrupt entries were skipped: `hermes history` over --server."""
+        query = _query(request, {"limit", "since"})
+        limit_text = query.get("limit", "50")
+        if not limit_text.isdigit() or not 1 <= int(limit_text) <= 10_000:
+            raise ApiError(400, f"invalid limit {limit_text!r}: expected 1 to 10000", field="limit")
+        try:
+            since = parse_instant(query["since"], what="since") if "since" in query else None
+        except EstopError as exc:
+            raise ApiError(400, str(exc), field="since") from None
+        events, corrupt = self.estop.fleet.history(int(limit_text), since)
+        return ApiResponse(200, {"events": [event_json(event) for event in events], "corrupt": corrupt})
+
+    def _windows(self, request: ApiRequest, token: Token) -> ApiResponse:
+        """GET /api/v1/windows: every window of the fleet's windows.toml, as `hermes windows list
+        --json` prints it (`hermes windows list` over --server)."""
+        windows_file = WindowsFile(self.estop.fleet.root)
+        return ApiResponse(200, {"path": str(windows_file.path), "windows": [w.to_json() for w in windows_file.load()]})
 
     def _hold(self, request: ApiRequest, token: Token, ref: str) -> ApiResponse:
         """GET one hold: as it stands, with its generation as the `ETag` (404 when none stands)."""
@@ -416,6 +452,15 @@ def _json_object(raw: bytes, fields: frozenset[str]) -> dict[str, Any]:
     if unknown:
         raise ApiError(400, f"unknown field {unknown[0]!r} (expected {', '.join(sorted(fields))})", field=unknown[0])
     return data
+
+
+def _query(request: ApiRequest, names: set[str]) -> dict[str, str]:
+    """The query's parameters (the last of a repeated one); 400 naming one it does not take."""
+    query = {key: values[-1] for key, values in parse_qs(request.query, keep_blank_values=True).items()}
+    unknown = sorted(set(query) - names)
+    if unknown:
+        raise ApiError(400, f"unknown parameter {unknown[0]!r} (expected {', '.join(sorted(names))})", field=unknown[0])
+    return query
 
 
 def _text(body: Mapping[str, Any], name: str) -> str | None:

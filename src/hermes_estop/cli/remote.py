@@ -15,21 +15,22 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from datetime import tzinfo, UTC
-from typing import Any, NoReturn
-from urllib.parse import quote, urlsplit
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import quote, urlencode, urlsplit
 
 import typer
 
 from hermes_estop.model.errors import HoldConflict, InvalidArgument
 from hermes_estop.model.hold import Reading
-from hermes_estop.model.text import one_line
+from hermes_estop.model.text import one_line, printable
 from hermes_estop.cli.common import EXIT_OK, echo_lines, emit_json, fit_lines, terminal_width
 from datetime import datetime
 from hermes_estop.model.hold import hold_from_json
 from hermes_estop.model.hold import Fence, HoldState, not_current
 from hermes_estop.model.homes import Location
 from hermes_estop.model.netaddr import is_loopback
-from hermes_estop.model.timeutil import parse_stamp
+from hermes_estop.model.timeutil import display_instant, parse_stamp
 from hermes_estop.observe.status import DocumentStatus
 from hermes_estop.observe.status import status_lines
 from hermes_estop.process.describe import paused_lines
@@ -38,13 +39,52 @@ from hermes_estop.cli.outcome import Resumed, finish_resume, refused_resume
 from hermes_estop.windows.skips import skipped_line
 from zoneinfo import ZoneInfo
 
-__all__ = ["SERVER_ENV", "TOKEN_FILE_ENV", "Remote", "chosen_server", "use_server"]
+if TYPE_CHECKING:
+    from hermes_estop.model.audit_event import AuditEvent
+
+__all__ = ["SERVED", "SERVER_ENV", "TOKEN_FILE_ENV", "Remote", "chosen_server", "unserved", "use_server"]
 
 SERVER_ENV = "HERMES_ESTOP_SERVER"
 TOKEN_FILE_ENV = "HERMES_ESTOP_TOKEN_FILE"
 _CHOSEN: dict[str, str | None] = {}
 #: one remote call's total deadline, in seconds (connect, TLS, request and the whole answer)
 TIMEOUT = 30.0
+
+
+#: the commands `--server` serves (the words after `hermes`); every other command is refused
+#: with one line while a server is named: it would act on this host's files, not the server's fleet
+SERVED = frozenset({("pause",), ("resume",), ("status",), ("check",), ("gate",), ("history",), ("help",),
+                    ("windows", "list"), ("windows", "skip"), ("windows", "unskip")})
+#: the root options that take a value (`hermes --server URL pause`)
+_ROOT_VALUED = ("--store", "--server", "--token-file")
+
+
+def unserved(args: Sequence[str]) -> str | None:
+    """The one line refusing `hermes ARGS` while a server is named (`--server` among the root
+    options, or $HERMES_ESTOP_SERVER) and the command is not one `--server` serves; None
+    otherwise (no server, a served command, or help and the version, which act on nothing)."""
+    server, words, rest = os.environ.get(SERVER_ENV) or None, list[str](), list(args)
+    while rest and len(words) < 2:
+        head = rest.pop(0)
+        if head in ("-h", "--help", "--version"):
+            return None
+        name, eq, value = head.partition("=")
+        if not words and name in _ROOT_VALUED:
+            value = value if eq else (rest.pop(0) if rest else "")
+            server = value or server if name == "--server" else server
+        elif head == "--":
+            break
+        elif not head.startswith("-"):
+            words.append(head)
+        elif words:
+            break  # a command's own option: the words so far name it
+    if server is None or not words or any(tuple(words[:n]) in SERVED for n in (1, 2)):
+        return None
+    if any(flag in rest for flag in ("-h", "--help")):
+        return None
+    command = " ".join(words if words[0] == "windows" else words[:1])
+    return (f"hermes {command} is not served over --server ({server}): it would act on this host's files, not "
+            f"the server's fleet; run it on a host of the fleet, or unset {SERVER_ENV} / drop --server")
 
 
 def use_server(url: str | None, token_file: str | None) -> None:
@@ -340,20 +380,31 @@ def remote_status(remote: Remote, *, as_json: bool) -> NoReturn:
     raise typer.Exit(EXIT_OK)
 
 
-def remote_skip(remote: Remote, name: str, *, on: str | None, occurrence: str | None, as_json: bool) -> NoReturn:
+def remote_skip(remote: Remote, name: str, *, on: str | None, occurrence: str | None, as_json: bool,
+                undo: bool = False) -> NoReturn:
+    """`hermes windows skip` (`undo`: `unskip`) over --server, printed as the local one prints it."""
     body = {key: value for key, value in (("on", on), ("occurrence", occurrence)) if value is not None}
-    answer = remote.call("POST", f"/api/v1/windows/{quote(name, safe='')}/skip", body)
-    if answer.status != 200 or not isinstance(answer.body, dict):
+    answer = remote.call("DELETE" if undo else "POST", f"/api/v1/windows/{quote(name, safe='')}/skip", body)
+    key = "unskipped" if undo else "skipped"
+    if answer.status != 200 or not isinstance(answer.body, dict) or not isinstance(answer.body.get(key), dict):
         remote.refused(answer)
-    skipped = answer.body["skipped"]
+    target = answer.body[key]
     if as_json:
-        emit_json({"skipped": skipped})
+        emit_json({key: target})
         raise typer.Exit(EXIT_OK)
-    start = parse_stamp(skipped.get("start"))
+    start = parse_stamp(target.get("start"))
     if start is None:
         _fail(f"server {remote.url} answered a skip without its start")
-    typer.echo(skipped_line(name, start, _zone(answer.body.get("timezone"), skipped.get("local_start"))))
+    if undo:
+        typer.echo(unskipped_line(name, start))
+    else:
+        typer.echo(skipped_line(name, start, _zone(answer.body.get("timezone"), target.get("local_start"))))
     raise typer.Exit(EXIT_OK)
+
+
+def unskipped_line(name: str, start: datetime) -> str:
+    """What `windows unskip` prints, here and over `--server`."""
+    return f"unskipped window {printable(name)} occurrence {display_instant(start)}: it arms at its start"
 
 
 def _zone(name: object, local_start: object) -> tzinfo:
@@ -366,3 +417,44 @@ def _zone(name: object, local_start: object) -> tzinfo:
         return datetime.fromisoformat(str(local_start)).tzinfo or UTC
     except ValueError:
         return UTC
+
+
+def remote_check(remote: Remote, user: str | None, profile: str | None, component: str | None,
+                 job: str | None) -> dict[str, Any]:
+    """`hermes check` / `gate` over --server: the server's verdict on this work (`/api/v1/check`),
+    as `{"document": what check --json prints, "line": what check prints, "proceed": bool,
+    "held_by": the scopes gate names}`, its text escaped again (the server is not trusted to)."""
+    query = {key: value for key, value in (("user", user), ("profile", profile), ("component", component),
+                                           ("job", job)) if value is not None}
+    answer = remote.call("GET", "/api/v1/check" + (f"?{urlencode(query)}" if query else ""))
+    body = answer.body
+    if answer.status != 200 or not isinstance(body, dict) or not isinstance(body.get("proceed"), bool):
+        remote.refused(answer)
+    document = {key: value for key, value in body.items() if key not in ("line", "held_by")}
+    return {"document": document, "proceed": body["proceed"], "line": printable(body.get("line") or ""),
+            "held_by": printable(body.get("held_by") or "")}
+
+
+def remote_history(remote: Remote, limit: int, since: datetime | None) -> tuple[list[AuditEvent], int]:
+    """`hermes history` over --server: the server's trail (`/api/v1/history`), its newest `limit`
+    events at or after `since`, and how many corrupt entries it skipped."""
+    from hermes_estop.model.audit_event import AuditEvent
+    from hermes_estop.model.timeutil import format_instant
+
+    query = {"limit": str(limit), **({"since": format_instant(since)} if since is not None else {})}
+    answer = remote.call("GET", f"/api/v1/history?{urlencode(query)}")
+    body = answer.body
+    if answer.status != 200 or not isinstance(body, dict) or not isinstance(body.get("events"), list):
+        remote.refused(answer)
+    events = [AuditEvent.from_json(item) if isinstance(item, dict) else None for item in body["events"]]
+    corrupt = body.get("corrupt")
+    skipped = (corrupt if isinstance(corrupt, int) else 0) + events.count(None)
+    return [event for event in events if event is not None], skipped
+
+
+def remote_windows(remote: Remote) -> dict[str, Any]:
+    """`hermes windows list` over --server: the server's windows as `windows list --json` prints them."""
+    answer = remote.call("GET", "/api/v1/windows")
+    if answer.status != 200 or not isinstance(answer.body, dict) or not isinstance(answer.body.get("windows"), list):
+        remote.refused(answer)
+    return answer.body

@@ -22,6 +22,7 @@ from hermes_estop.cli.common import EXIT_USAGE, duration_option, echo_lines, emi
 from hermes_estop.cli.windows_app import JsonOpt, file as _file, now as _now, windows_app
 from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
 from hermes_estop.cli.common import current_estop
+from hermes_estop.cli.remote import chosen_server, remote_windows
 from hermes_estop.model.durations import format_duration
 from hermes_estop.observe.terminal import print_timeline
 from hermes_estop.observe.view import Observer
@@ -125,6 +126,16 @@ def _one_shot_start(cron: str | None, at: str | None, in_: str | None, tz: str |
 @windows_app.command("list")
 def list_(as_json: JsonOpt = False) -> None:
     """Every window in windows.toml."""
+    remote = chosen_server()
+    if remote is not None:  # the server's windows, printed as a local list prints them
+        document = remote_windows(remote)
+        if as_json:
+            emit_json(document)
+        elif not document["windows"]:
+            typer.echo(f"no windows ({printable(document.get('path'))})")
+        else:
+            echo_lines(printable(line) for line in _list_lines(_Listed.shown(w) for w in document["windows"]))
+        return
     windows_file = _file()
     schedule = schedule_of(windows_file, _now())
     # from the compiled schedule (no `Window` built for a row), else validated (no file)

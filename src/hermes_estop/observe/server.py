@@ -270,7 +270,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             body = self.rfile.read(int(length_text)) if int(length_text) else b""
             headers = {name.lower(): value for name, value in self.headers.items()}
-            request = ApiRequest(self.command, urlsplit(self.path).path, headers, body, self.client_address[0])
+            url = urlsplit(self.path)
+            request = ApiRequest(self.command, url.path, headers, body, self.client_address[0], url.query)
             assert self.app.api is not None
             response = self.app.api.handle(request)
         payload = response.encode()

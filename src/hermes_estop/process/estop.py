@@ -221,6 +221,25 @@ class Estop:
             return Verdict(True, False, False, snapshot, ())
         return decide(snapshot, user_id, profile, component, job)
 
+    def asked(self, user: str | None, profile: str | None, component: str | None = None,
+              job: str | None = None) -> Verdict:
+        """The verdict `hermes check` gives on work an operator names: `gate` seen from
+        `profile` (its home and the fleet root, `for_profile`: what the consumers there
+        answer), every value validated as a write validates it (`InvalidArgument`, one line)."""
+        from hermes_estop.model.homes import validate_profile_name
+        from hermes_estop.model.text import printable
+
+        if user is not None:
+            Allow.of([user])  # the id rules a write applies: non-empty, no control characters
+        for what, value in (("--component", component), ("--job", job)):
+            if value is not None and (not value or printable(value) != value):
+                raise InvalidArgument(f"invalid {what} {value!r}: expected a non-empty name without control characters")
+        seen_from = self
+        if profile is not None:
+            validate_profile_name(profile)
+            seen_from = self.for_profile(profile)
+        return seen_from.gate(user, profile, component, job)
+
     def is_engaged(self) -> bool:
         return engaged(self.snapshot())
 
