@@ -17,7 +17,7 @@ import typer
 from hermes_estop.process.describe import describe_hold, describe_reading, hold_json, reading_json
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.cli.hot import EXIT_HELD, EXIT_OK, EXIT_USAGE
+from hermes_estop.cli.exits import EXIT_HELD, EXIT_OK, EXIT_USAGE
 from hermes_estop.model.durations import parse_with_unit
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.errors import InvalidDuration

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
+from hermes_estop.cli.served import remote_if_named
 from hermes_estop.process.describe import event_covers, event_json
 from hermes_estop.model.errors import InvalidArgument, InvalidDuration, InvalidInstant
 from hermes_estop.process.estop import Estop
@@ -20,7 +21,6 @@ from hermes_estop.model.text import printable
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: this module stays cheap to import
 if TYPE_CHECKING:  # pragma: no cover
     from datetime import datetime
-    from typing import Any
 
 
 __all__ = ["aligned", "run_history", "since_instant"]
@@ -29,7 +29,7 @@ __all__ = ["aligned", "run_history", "since_instant"]
 def run_history(limit: int, since: str | None, as_json: bool) -> int:
     """Print the newest `limit` events (at or after `since`: an ISO-8601 time or a duration
     ago); exit code 0. A bad `since` raises `InvalidArgument` naming it."""
-    remote = _remote()
+    remote = remote_if_named()
     if remote is not None:  # the server's trail (`--server`)
         from hermes_estop.cli.remote import remote_history
         from hermes_estop.model.timeutil import utc_now
@@ -79,13 +79,6 @@ def run_history(limit: int, since: str | None, as_json: bool) -> int:
         out.write(skipped + "\n")
     out.flush()
     return 0
-
-
-def _remote() -> Any:
-    """The server `--server` / $HERMES_ESTOP_SERVER names, or None (`cli.hot._remote`)."""
-    from hermes_estop.cli.hot import _remote as chosen
-
-    return chosen()
 
 
 def aligned(rows: list[tuple[list[str], list[str]]]) -> list[str]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 
+from hermes_estop.cli.exits import EXIT_HELD, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, GATE_HELD_EXIT
+from hermes_estop.cli.served import remote_if_named
 from hermes_estop.process.fleet_config import check_store_option, use_store
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.process.estop import Estop
@@ -23,7 +25,6 @@ from hermes_estop.model.text import printable
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: this module stays cheap to import
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
-    from typing import Any
 
     from hermes_estop.process.check import Verdict
 
@@ -38,12 +39,6 @@ __all__ = [
     "try_hot_path",
 ]
 
-EXIT_OK = 0
-EXIT_HELD = 1
-EXIT_USAGE = 2
-#: `hermes gate` exits with this when held: EX_TEMPFAIL, "try again later".
-GATE_HELD_EXIT = 75
-EXIT_NOT_FOUND = 127
 
 
 def _verdict(user: str | None, profile: str | None, component: str | None = None, job: str | None = None) -> Verdict:
@@ -58,7 +53,7 @@ def run_check(user: str | None, profile: str | None, *, quiet: bool = False, as_
     """Exit code 0 when work may proceed, 1 when held; prints one line (or JSON) unless quiet.
     The printed line is escaped (`printable`: a reason is whatever a body says); `--json`
     carries the exact `reason` beside the (escaped) `notice`."""
-    remote = _remote()
+    remote = remote_if_named()
     if remote is not None:
         from hermes_estop.cli.remote import remote_check
 
@@ -76,16 +71,6 @@ def run_check(user: str | None, profile: str | None, *, quiet: bool = False, as_
     return EXIT_OK if proceed else EXIT_HELD
 
 
-def _remote() -> Any:
-    """The server `--server` / $HERMES_ESTOP_SERVER names (None: this host's store); the remote
-    client is imported only when there is one (`check` stays cheap)."""
-    if not os.environ.get("HERMES_ESTOP_SERVER") and "hermes_estop.cli.remote" not in sys.modules:
-        return None
-    from hermes_estop.cli.remote import chosen_server
-
-    return chosen_server()
-
-
 def run_gate(command: Sequence[str], user: str | None, profile: str | None, held_exit: int = GATE_HELD_EXIT,
              component: str | None = None, job: str | None = None) -> int:
     """Exec `command` when work may proceed; else print one line on stderr and return `held_exit`.
@@ -98,7 +83,7 @@ def run_gate(command: Sequence[str], user: str | None, profile: str | None, held
     if executable is None:
         print(f"hermes: error: command not found: {printable(repr(command[0]))}", file=sys.stderr)
         return EXIT_NOT_FOUND
-    remote = _remote()
+    remote = remote_if_named()
     if remote is not None:
         from hermes_estop.cli.remote import remote_check
 

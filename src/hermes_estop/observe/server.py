@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -33,7 +34,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import exposition as _exposition
 
-from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.errors import EstopError, InvalidArgument
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.skips import pick
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.netaddr import is_loopback
 from hermes_estop.model.text import one_line
@@ -45,7 +48,6 @@ from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
 from hermes_estop.api.page_actions import PageActions
 from hermes_estop.api.routes import MAX_BODY
 from hermes_estop.api.routes import ApiRequest, error_response
-from hermes_estop.observe.status import flat
 
 from hermes_estop.api.routes import WriteApi
 
@@ -394,11 +396,13 @@ class StatusServer:
             return HTTPStatus.OK, "text/calendar; charset=utf-8", self.calendar(query)
         if path in ("/", "/index.html"):
             view = self.observer.view(_days(query))
-            page = render_page(view)
-            if self.actions is not None:
-                readings = [r for lane in view.lanes if lane.reading is not None for r in flat((lane.reading,))]
-                page = self.actions.decorate(page, self.actions.signed_in(cookie), readings,
-                                             [w.window.name for w in view.windows])
+            if self.actions is None:
+                page = render_page(view)
+            else:
+                current = self.actions.signed_in(cookie)
+                page = render_page(view, card_actions=self.actions.card_actions(current))
+                page = self.actions.decorate(page, current, [(w.window.name, _next_start(w.window, view.now))
+                                                             for w in view.windows])
             return HTTPStatus.OK, "text/html; charset=utf-8", page.encode()
         return HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", b"not found: try /, /metrics, /api/status or /calendar.ics\n"
 
@@ -438,6 +442,14 @@ class StatusServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _next_start(window: Window, now: datetime) -> datetime | None:
+    """The start of the occurrence "Skip next" skips (`skips.pick`), or None when there is none."""
+    try:
+        return pick(window, now).start
+    except EstopError:
+        return None
 
 
 def _days(query: dict[str, list[str]]) -> int:

@@ -22,7 +22,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable, Mapping
     from pathlib import Path
 
-    from hermes_estop.process.estop import Estop
+    from typing import Protocol
+
+    from hermes_estop.fleet.fleet import Fleet
+
+    class _Process(Protocol):
+        """What `check_components` reads of an `Estop`: its layout and its fleet."""
+
+        @property
+        def layout(self) -> Layout: ...
+
+        @property
+        def fleet(self) -> Fleet: ...
 
     from hermes_estop.stores.base import HoldStore
 
@@ -185,7 +196,7 @@ def declared_components(layout: Layout) -> frozenset[str]:
     return selector.components if selector is not None else frozenset()
 
 
-def check_components(estop: Estop, only: Iterable[str] | None, what: str = "--only") -> None:
+def check_components(estop: _Process, only: Iterable[str] | None, what: str = "--only") -> None:
     """Refuse `only` (`--only NAME`, the API's `only`) when nothing gates as NAME: no shipped
     consumer, no component declared in estop.toml (`components`), no registered consumer that
     reported it; `InvalidArgument` with a did-you-mean, naming `what`. The registry is read only
