@@ -177,6 +177,8 @@ PARITY = {
     "windows skip": ([], ("windows", "skip", "nightly")),
     "windows unskip": ([("windows", "skip", "nightly")], ("windows", "unskip", "nightly")),
     "windows list": ([], ("windows", "list")),
+    "windows next": ([], ("windows", "next")),
+    "windows next NAME -n 3, one skipped": ([("windows", "skip", "nightly")], ("windows", "next", "nightly", "-n", "3")),
     "check, free": ([], ("check",)),
     "check, held": ([PAUSED], ("check",)),
     "check, a scoped hold and other work": ([SCOPED], ("check", "--component", "kanban")),
@@ -215,7 +217,6 @@ NOT_SERVED = {
     "run": ("run", "--fleet", "--ttl", "5m", "--", "touch", "MARKER"),
     "drain": ("drain", "--fleet", "--reason", "x"),
     "windows add": ("windows", "add", "later", "--cron", "0 3 * * *", "--duration", "1h"),
-    "windows next": ("windows", "next"),
     "tokens create": ("tokens", "create", "laptop", "--role", "admin"),
     "check --at": ("check", "--at", "now", "--for", "1h"),
     "cron run": ("cron", "list"),
@@ -233,8 +234,9 @@ def test_a_command_not_served_remotely_is_refused_with_one_line_and_acts_on_noth
     assert sorted(p.name for p in caller.iterdir()) == ["ops", "watch"]  # nothing written locally
 
 
-def test_help_is_not_refused_while_a_server_is_named(site):
-    assert remote(site, "drain", "--help", via_env=True).returncode == 0
+@pytest.mark.parametrize("args", [("drain", "--help"), ("windows",), ("help", "run"), ("tokens", "-h")])
+def test_help_is_not_refused_while_a_server_is_named(site, args):
+    assert remote(site, *args, via_env=True).returncode == 0
 
 
 def test_check_and_gate_over_server_read_the_served_fleet(site):

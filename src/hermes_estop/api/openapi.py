@@ -74,6 +74,10 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {"200": {"description": "{events, corrupt}"}, **_ERRORS}}},
             "/api/v1/windows": {"get": {"summary": "The windows (hermes windows list --json); viewer",
                                         "responses": {"200": {"description": "{path, windows}"}, **_ERRORS}}},
+            "/api/v1/windows/next": {"get": {
+                "summary": "The next occurrences (hermes windows next --json, each with its timezone); viewer",
+                "parameters": [_query("name"), _query("count", "integer")],
+                "responses": {"200": {"description": "{now, occurrences}"}, **_ERRORS}}},
             "/api/v1/holds": {"post": {
                 "summary": "Arm or re-arm a hold; operator",
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pause"}}}},

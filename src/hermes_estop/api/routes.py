@@ -36,7 +36,8 @@ from hermes_estop.process.fleet_config import check_components
 from hermes_estop.api.limits import RateLimiter
 from hermes_estop.api.tokens import Token, TokenTable
 from hermes_estop.api.openapi import openapi_document
-from hermes_estop.model.timeutil import parse_instant
+from hermes_estop.model.timeutil import format_instant, parse_instant
+from hermes_estop.observe.present import by_start, skipped_keys
 from hermes_estop.windows.skips import pick, skip_occurrence, unskip_occurrence
 from hermes_estop.windows.windows_file import WindowsFile
 from urllib.parse import parse_qs, unquote
@@ -168,6 +169,7 @@ class WriteApi:
             ("GET", "/api/v1/check", "viewer", self._check),
             ("GET", "/api/v1/history", "viewer", self._history),
             ("GET", "/api/v1/windows", "viewer", self._windows),
+            ("GET", "/api/v1/windows/next", "viewer", self._windows_next),
             ("GET", _HOLD_PATH, "viewer", self._hold),
             ("POST", "/api/v1/holds", "operator", self._pause),
             ("POST", _EXTEND_PATH, "operator", self._extend),
@@ -265,6 +267,27 @@ class WriteApi:
         --json` prints it (`hermes windows list` over --server)."""
         windows_file = WindowsFile(self.estop.fleet.root)
         return ApiResponse(200, {"path": str(windows_file.path), "windows": [w.to_json() for w in windows_file.load()]})
+
+    def _windows_next(self, request: ApiRequest, token: Token) -> ApiResponse:
+        """GET /api/v1/windows/next?name=&count=: the next occurrences, soonest first, as
+        `hermes windows next --json` lists them, each with its window's `timezone` (`hermes
+        windows next` over --server prints them as the local command does)."""
+        query = _query(request, {"name", "count"})
+        count, name = query.get("count"), query.get("name")
+        if count is not None and (not count.isdigit() or not 1 <= int(count) <= 1000):
+            raise ApiError(400, f"invalid count {count!r}: expected 1 to 1000", field="count")
+        fleet = self.estop.fleet
+        windows = WindowsFile(fleet.root).load()
+        if name is not None:
+            windows = [w for w in windows if w.name == name]
+            if not windows:
+                raise ApiError(404, f"no window named {name!r}")
+        now = fleet.clock()
+        found = by_start(windows, now, int(count) if count is not None else (5 if name is not None else 1))
+        skipped = skipped_keys(fleet) if found else frozenset()
+        return ApiResponse(200, {"now": format_instant(now), "occurrences": [
+            o.to_json(now, w.zone_of(o)) | {"enabled": w.enabled, "skipped": o.key in skipped,
+                                           "timezone": str(w.zone_of(o))} for w, o in found]})
 
     def _hold(self, request: ApiRequest, token: Token, ref: str) -> ApiResponse:
         """GET one hold: as it stands, with its generation as the `ETag` (404 when none stands)."""

@@ -25,7 +25,7 @@ from hermes_estop.model.errors import HoldConflict, InvalidArgument
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.cli.common import EXIT_OK, echo_lines, emit_json, fit_lines, terminal_width
-from datetime import datetime
+from datetime import datetime, timedelta
 from hermes_estop.model.hold import hold_from_json
 from hermes_estop.model.hold import Fence, HoldState, not_current
 from hermes_estop.model.homes import Location
@@ -54,7 +54,9 @@ TIMEOUT = 30.0
 #: the commands `--server` serves (the words after `hermes`); every other command is refused
 #: with one line while a server is named: it would act on this host's files, not the server's fleet
 SERVED = frozenset({("pause",), ("resume",), ("status",), ("check",), ("gate",), ("history",), ("help",),
-                    ("windows", "list"), ("windows", "skip"), ("windows", "unskip")})
+                    ("windows", "list"), ("windows", "next"), ("windows", "skip"), ("windows", "unskip")})
+#: the command groups: alone (`hermes windows`) they print their help, which acts on nothing
+_GROUPS = frozenset({"windows", "cron", "kanban", "gateway", "store", "notify", "tokens", "policy"})
 #: the root options that take a value (`hermes --server URL pause`)
 _ROOT_VALUED = ("--store", "--server", "--token-file")
 
@@ -80,9 +82,11 @@ def unserved(args: Sequence[str]) -> str | None:
             break  # a command's own option: the words so far name it
     if server is None or not words or any(tuple(words[:n]) in SERVED for n in (1, 2)):
         return None
+    if words == words[:1] and words[0] in _GROUPS and not rest:
+        return None
     if any(flag in rest for flag in ("-h", "--help")):
         return None
-    command = " ".join(words if words[0] == "windows" else words[:1])
+    command = " ".join(words if words[0] in _GROUPS else words[:1])
     return (f"hermes {command} is not served over --server ({server}): it would act on this host's files, not "
             f"the server's fleet; run it on a host of the fleet, or unset {SERVER_ENV} / drop --server")
 
@@ -458,3 +462,53 @@ def remote_windows(remote: Remote) -> dict[str, Any]:
     if answer.status != 200 or not isinstance(answer.body, dict) or not isinstance(answer.body.get("windows"), list):
         remote.refused(answer)
     return answer.body
+
+
+def remote_next(remote: Remote, name: str | None, count: int | None) -> dict[str, Any]:
+    """`hermes windows next` over --server: the server's next occurrences (`/api/v1/windows/next`)."""
+    query = {key: str(value) for key, value in (("name", name), ("count", count)) if value is not None}
+    answer = remote.call("GET", "/api/v1/windows/next" + (f"?{urlencode(query)}" if query else ""))
+    body = answer.body
+    if answer.status != 200 or not isinstance(body, dict) or not isinstance(body.get("occurrences"), list):
+        remote.refused(answer)
+    return body
+
+
+@dataclass(frozen=True)
+class _ServedWindow:
+    """What `windows next` shows of a window the server named: its name, scope, zone, state."""
+
+    name: str
+    scope: str
+    enabled: bool
+    zone: tzinfo
+
+    def zone_of(self, occurrence: object) -> tzinfo:
+        return self.zone
+
+
+def served_occurrences(document: dict[str, Any]) -> tuple[datetime, list[tuple[Any, Any]], frozenset[str]]:
+    """The server's `windows next` answer as the local command's rows: `now`, each (window,
+    occurrence) rebuilt from its JSON, and the keys of the skipped ones. The document's own
+    `timezone` fields are taken out of it (`--json` prints what the local command prints)."""
+    from hermes_estop.windows.occurrences import Occurrence
+
+    now = parse_stamp(document.get("now"))
+    if now is None:
+        _fail("the server answered windows next without its now")
+    found, skipped = [], set()
+    try:
+        for item in document["occurrences"]:
+            zone = _zone(item.pop("timezone", None), item.get("local_start"))
+            start, end, drain = (parse_stamp(item.get(k)) for k in ("start", "end", "drain_from"))
+            if start is None or end is None:
+                raise ValueError("an occurrence without its start or end")
+            occurrence = Occurrence(start, end, str(item["window"]), str(item["scope"]),
+                                    lead=start - drain if drain is not None else timedelta(0))
+            found.append((_ServedWindow(str(item["window"]), str(item["scope"]), bool(item.get("enabled", True)), zone),
+                          occurrence))
+            if item.get("skipped"):
+                skipped.add(occurrence.key)
+    except (KeyError, TypeError, ValueError) as exc:
+        _fail(f"server answered windows next with an occurrence this client cannot read: {exc}")
+    return now, found, frozenset(skipped)
