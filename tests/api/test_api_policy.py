@@ -53,3 +53,33 @@ def test_a_remote_operator_may_not_lift_where_only_admins_may_and_an_admin_may(f
     assert Fleet.of_files(fleet).read().engaged
     assert boss.request("DELETE", f"/api/v1/holds/{hold['id']}")[0] == 200
     assert not Fleet.of_files(fleet).read().engaged
+
+
+def _remote(fleet: Path, served, secret: str, tmp_path: Path, *args: str):
+    """`hermes --server URL --token-file F ARGS` from a home of its own."""
+    import os
+    import subprocess
+    import sys
+
+    from api_helpers import SRC
+
+    (tmp_path / "token").write_text(secret + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(tmp_path), HERMES_ROOT=str(tmp_path), PYTHONPATH=SRC, SSL_CERT_FILE=str(served.cafile))
+    return subprocess.run([sys.executable, "-m", "hermes_estop", "--server", served.url.rstrip("/"), "--token-file",
+                           str(tmp_path / "token"), *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_override_travels_over_server_and_is_judged_with_the_tokens_rights(fleet, served, tokens, tmp_path):
+    files = Fleet.of_files(fleet)
+    refused = _remote(fleet, served, tokens["boss"], tmp_path, "pause", "--reason", "long", "--ttl", "2h")
+    assert refused.returncode == 2 and "max_ttl" in refused.stderr and not files.read().engaged
+    broke = _remote(fleet, served, tokens["boss"], tmp_path, "pause", "--reason", "long", "--ttl", "2h",
+                    "--override", "INC-42 needs the night")
+    assert broke.returncode == 0, broke.stderr
+    assert files.read().engaged
+    events, _ = files.history()
+    assert any(e.event == "override" and e.actor == "token:boss from 127.0.0.1" for e in events)
+    resumed = _remote(fleet, served, tokens["boss"], tmp_path, "resume", "--override", "INC-42 done")
+    assert resumed.returncode == 0 and not files.read().engaged
+    assert not (tmp_path / "ESTOP").exists()

@@ -175,6 +175,14 @@ PARITY = {
     "resume --all": ([PAUSED, SCOPED], ("resume", "--fleet", "--all")),
     "resume --profile": ([PAUSED, PROFILE], ("resume", "--profile", "ops")),
     "windows skip": ([], ("windows", "skip", "nightly")),
+    "windows unskip": ([("windows", "skip", "nightly")], ("windows", "unskip", "nightly")),
+    "windows list": ([], ("windows", "list")),
+    "windows next": ([], ("windows", "next")),
+    "windows next NAME -n 3, one skipped": ([("windows", "skip", "nightly")], ("windows", "next", "nightly", "-n", "3")),
+    "check, free": ([], ("check",)),
+    "check, held": ([PAUSED], ("check",)),
+    "check, a scoped hold and other work": ([SCOPED], ("check", "--component", "kanban")),
+    "check, admitted": ([PAUSED], ("check", "--user", "alice")),
 }
 
 
@@ -200,3 +208,55 @@ def test_a_remote_pause_without_a_scope_pauses_the_fleet_and_says_so(site):
     result = remote(site, "pause", "--reason", "no scope named")
     assert result.returncode == 0
     assert result.stdout.splitlines()[0].startswith("paused fleet (the fleet: --server has no home of its own")
+
+
+
+# -- every command either goes to the server or is refused (issue 44 item 1) -----------------
+
+NOT_SERVED = {
+    "run": ("run", "--fleet", "--ttl", "5m", "--", "touch", "MARKER"),
+    "drain": ("drain", "--fleet", "--reason", "x"),
+    "windows add": ("windows", "add", "later", "--cron", "0 3 * * *", "--duration", "1h"),
+    "tokens create": ("tokens", "create", "laptop", "--role", "admin"),
+    "check --at": ("check", "--at", "now", "--for", "1h"),
+    "cron run": ("cron", "list"),
+}
+
+
+@pytest.mark.parametrize("args", list(NOT_SERVED.values()), ids=list(NOT_SERVED))
+def test_a_command_not_served_remotely_is_refused_with_one_line_and_acts_on_nothing(site, args):
+    caller = site[1]
+    marker = caller / "MARKER"
+    result = remote(site, *(str(marker) if a == "MARKER" else a for a in args), via_env=True)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "not served over --server" in result.stderr
+    assert not marker.exists()
+    assert sorted(p.name for p in caller.iterdir()) == ["ops", "watch"]  # nothing written locally
+
+
+@pytest.mark.parametrize("args", [("drain", "--help"), ("windows",), ("help", "run"), ("tokens", "-h")])
+def test_help_is_not_refused_while_a_server_is_named(site, args):
+    assert remote(site, *args, via_env=True).returncode == 0
+
+
+def test_check_and_gate_over_server_read_the_served_fleet(site):
+    caller = site[1]
+    marker = caller / "gated"
+    assert remote(site, "pause", "--reason", "served fleet held", via_env=True).returncode == 0
+    checked = remote(site, "check", via_env=True)
+    assert checked.returncode == 1 and "served fleet held" in checked.stdout
+    gated = remote(site, "gate", "--", "touch", str(marker), via_env=True)
+    assert gated.returncode == 75 and not marker.exists() and "held by" in gated.stderr
+    assert remote(site, "resume", via_env=True).returncode == 0
+    assert remote(site, "check", "-q", via_env=True).returncode == 0
+    assert remote(site, "gate", "--", "touch", str(marker), via_env=True).returncode == 0 and marker.exists()
+    marker.unlink()
+
+
+def test_history_over_server_is_the_servers_trail(site):
+    assert remote(site, "pause", "--reason", "on the record", via_env=True).returncode == 0
+    listed = json.loads(remote(site, "history", "--json", "-n", "5", via_env=True).stdout)
+    assert listed[-1]["event"] == "engage" and listed[-1]["reason"] == "on the record"
+    assert listed[-1]["actor"].startswith("token:ops from ")
+    text = remote(site, "history", "--limit", "5", via_env=True)
+    assert text.returncode == 0 and "on the record" in text.stdout.splitlines()[-1]

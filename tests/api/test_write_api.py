@@ -209,7 +209,12 @@ def test_a_silent_client_does_not_stop_another_being_served(served, tokens):
 def test_under_tls_the_page_session_cookie_is_secure_httponly_and_samesite_strict(served, tokens):
     from urllib.parse import urlencode
 
-    status, headers, _ = served.client().request("POST", "/signin", raw=urlencode({"token": tokens["ops"]}).encode(),
-                                                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    client = served.client()
+    _, form_headers, page = client.request("GET", "/signin")
+    cookie = form_headers["set-cookie"].split(";")[0]
+    assert "Secure" in form_headers["set-cookie"]
+    csrf = page.decode().split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    status, headers, _ = client.request("POST", "/signin", raw=urlencode({"token": tokens["ops"], "csrf": csrf}).encode(),
+                                        headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie})
     flags = [part.strip() for part in headers["set-cookie"].split(";")]
     assert status == 303 and {"Secure", "HttpOnly", "SameSite=Strict"} <= set(flags)

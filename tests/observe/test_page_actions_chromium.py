@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
+from pathlib import Path
 from collections.abc import Iterator
 from urllib.parse import urlencode, urlsplit
 
@@ -74,6 +76,17 @@ def _rearm_as(server: StatusServer, secret: str, reason: str) -> str:
     return str(json.loads(response.read())["generation"])
 
 
+def _until(page: Page, condition: str) -> None:
+    """Poll `condition` (JS) on the page until it holds (a navigation's load event may already
+    have been read by an earlier wait): generous, for a loaded machine."""
+    import time
+
+    deadline = time.monotonic() + 120
+    while not page.evaluate(condition):
+        assert time.monotonic() < deadline, f"never true: {condition}"
+        time.sleep(0.1)
+
+
 def _fits(page: Page) -> bool:
     return bool(page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))
 
@@ -138,9 +151,19 @@ def _post(server: StatusServer, path: str, form: dict[str, str], cookie: str | N
     return response
 
 
+def _sign_in_post(server: StatusServer, secret: str) -> http.client.HTTPResponse:
+    """POST /signin as the page's own form does: with the sign-in's cookie and CSRF token."""
+    parts = urlsplit(server.url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+    conn.request("GET", "/signin")
+    response = conn.getresponse()
+    csrf = response.read().decode().split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    return _post(server, "/signin", {"token": secret, "csrf": csrf}, response.getheader("Set-Cookie", "").split(";")[0])
+
+
 def test_the_session_cookie_is_httponly_and_samesite_strict(site):
     server, secrets = site
-    response = _post(server, "/signin", {"token": secrets["ops"]})
+    response = _sign_in_post(server, secrets["ops"])
     assert response.status == 303
     flags = [part.strip() for part in response.getheader("Set-Cookie", "").split(";")]
     assert "HttpOnly" in flags and "SameSite=Strict" in flags and "Path=/" in flags
@@ -150,7 +173,7 @@ def test_the_session_cookie_is_httponly_and_samesite_strict(site):
 @pytest.mark.parametrize("csrf", [None, "forged"])
 def test_a_form_without_the_sessions_csrf_token_is_403_and_changes_nothing(estop, site, csrf):
     server, secrets = site
-    cookie = _post(server, "/signin", {"token": secrets["ops"]}).getheader("Set-Cookie", "").split(";")[0]
+    cookie = _sign_in_post(server, secrets["ops"]).getheader("Set-Cookie", "").split(";")[0]
     form = {"reason": "forged", **({"csrf": csrf} if csrf else {})}
     assert _post(server, "/actions/pause", form, cookie).status == 403
     assert not estop.is_engaged()
@@ -158,8 +181,53 @@ def test_a_form_without_the_sessions_csrf_token_is_403_and_changes_nothing(estop
 
 def test_a_revoked_token_signs_its_sessions_out(estop, site):
     server, secrets = site
-    cookie = _post(server, "/signin", {"token": secrets["ops"]}).getheader("Set-Cookie", "").split(";")[0]
+    cookie = _sign_in_post(server, secrets["ops"]).getheader("Set-Cookie", "").split(";")[0]
     TokenTable(estop.fleet).revoke("ops", estop.clock())
     response = _post(server, "/actions/pause", {"reason": "late", "csrf": "x"}, cookie)
     assert response.status == 303 and response.getheader("Location") == "/signin"
     assert not estop.is_engaged()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_holds_actions_are_on_its_card_and_a_lift_says_what_it_lifts(chromium, estop, site, tmp_path, width):
+    """Issue 44 item 7: Lift and Extend sit on the card of the hold they act on; a Lift first
+    says which scope and generation it lifts; "Skip next" names the date it skips; the sign-in
+    page is styled like the page; nothing is wider than a phone. The screenshots are the ones in
+    docs/ (HERMES_SCREENSHOT_DIR=docs keeps them)."""
+    import shutil
+
+    server, secrets = site
+    generation = _rearm_as(server, secrets["ops"], "db migration")  # armed by the token: it may lift it
+    with Browser(chromium, tmp_path / "profile", CHROMIUM_FLAGS) as browser:
+        signin = browser.open(server.url + "signin", width)
+        assert signin.evaluate("getComputedStyle(document.querySelector('.signin')).borderTopStyle") == "solid"
+        assert _fits(signin)
+        signin.screenshot(tmp_path / f"signin-{width}.png")
+        _submit(signin, "#signin button", token=secrets["ops"])
+        page = signin
+        _until(page, "!!document.querySelector('#signed-in')")
+        card = "document.querySelector('.hold-card[data-scope=fleet]')"
+        assert page.evaluate(f"!!{card}.querySelector('.hold-actions .lift')")
+        assert page.evaluate(f"!!{card}.querySelector('.hold-actions .extend')")
+        assert page.evaluate("document.querySelectorAll('#actions .lift, #actions .extend').length") == 0
+        assert "(from here)" not in page.evaluate(f"{card}.textContent")
+        # the Lift is behind a confirmation naming the scope and the generation
+        assert not page.evaluate(f"{card}.querySelector('details.lift-confirm').open")
+        page.evaluate(f"{card}.querySelector('details.lift-confirm summary').click()")
+        confirm = page.evaluate(f"{card}.querySelector('.confirm').textContent")
+        assert "the hold at fleet" in confirm and generation in confirm and "db migration" in confirm
+        skip = _texts(page, ".skip")
+        assert len(skip) == 1 and re.fullmatch(r"Skip next nightly \(\w{3} \d\d \w{3} 02:00 UTC\)", skip[0]), skip
+        # a phone sees that the timeline goes on sideways (it is never silently cut off)
+        hint = page.evaluate("getComputedStyle(document.querySelector('.scroll-hint')).display")
+        assert (hint != "none") == (width < 640)
+        assert _fits(page)
+        page.screenshot(tmp_path / f"page-actions-{width}.png")
+        _submit(page, ".hold-card .hold-actions button.lift")
+        _until(page, "!!document.querySelector('.flash')")
+        assert _texts(page, ".flash.ok") == ["lifted fleet"] and not estop.is_engaged()
+    keep = os.environ.get("HERMES_SCREENSHOT_DIR")
+    if keep:
+        for name in (f"signin-{width}.png", f"page-actions-{width}.png"):
+            shutil.copyfile(tmp_path / name, Path(keep) / name)

@@ -150,3 +150,20 @@ def test_text_from_a_window_name_is_escaped_in_the_svg(estop, fleet_root):
     text = render_timeline_svg(Observer(estop).view())
     assert "<script>" not in text and "\x1b" not in text
     assert "&lt;script&gt;" in text and "\\x1b" in text
+
+
+@pytest.mark.parametrize("minutes_to_midnight", [1, 10, 30, 120])
+def test_the_now_label_never_overlaps_the_first_days_label(estop, fleet_root, clock, minutes_to_midnight):
+    """Issue 44 item 7: just before midnight the first day's tick is right of "now"; its label
+    starts after the "now" label (or is left out), never on it."""
+    from hermes_estop.observe.svg import NOW_LABEL_W
+
+    midnight = datetime(2026, 6, 2, tzinfo=UTC)
+    clock.set(midnight - timedelta(minutes=minutes_to_midnight))
+    write_windows(fleet_root, NIGHTLY)
+    svg = svg_of(Observer(estop).view(7))
+    labels = [t for t in svg.iter(f"{SVG}text") if "day-label" in (t.get("class") or "").split()]
+    now = next(t for t in labels if t.text == "now")
+    x_now = float(now.get("x"))
+    days = [float(t.get("x")) for t in labels if t is not now]
+    assert days and all(x >= x_now + NOW_LABEL_W for x in days)

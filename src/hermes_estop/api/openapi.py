@@ -9,18 +9,26 @@ __all__ = ["openapi_document"]
 
 _ERROR = {"description": "an error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 _ERRORS = {str(code): {**_ERROR, "description": why} for code, why in (
-    (400, "malformed request (the field is named)"), (401, "no or bad credentials"), (403, "role too low, or the write API is off"),
+    (400, "malformed request (the field is named)"), (401, "no or bad credentials"),
+    (403, "role too low, the write API is off, or the fleet's policy refuses the write"),
     (404, "no such hold, window or endpoint"), (409, "a conflicting write"),
     (412, "If-Match names a generation that no longer stands (the hold is in the body)"),
     (413, "body over 64 KiB"), (429, "rate-limited"), (503, "the store does not answer"))}
 _IF_MATCH = {"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"},
-             "description": 'The generation the caller saw, quoted: "<generation>". Without it the write is not fenced.'}
+             "description": 'The hold\'s ETag as the caller saw it ("<generation>", quoted, RFC 9110; a list, or * '
+                            'for whatever stands). Without it the write is not fenced.'}
 _HOLD_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"},
             "description": "The scope (`fleet` or a profile) for a full hold; `scope:hold` for a scoped hold."}
 _WINDOW = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
-_JSON_HOLD = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Hold"}}}}
+_JSON_HOLD = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Hold"}}},
+              "headers": {"ETag": {"description": 'The hold\'s generation, quoted: send it back as If-Match',
+                                   "schema": {"type": "string"}}}}
 _SKIP_BODY = {"required": False, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": False,
               "properties": {"on": {"type": "string", "format": "date"}, "occurrence": {"type": "string", "format": "date-time"}}}}}}
+
+
+def _query(name: str, kind: str = "string") -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": {"type": kind}}
 
 
 def openapi_document() -> dict[str, Any]:
@@ -56,11 +64,28 @@ def openapi_document() -> dict[str, Any]:
             "/api/v1/status": {"get": {"summary": "The status document (hermes status --json, with `timeline` and "
                                                "`section_lines`: the sections' text as hermes status prints them); viewer",
                                        "responses": {"200": {"description": "the status"}, **_ERRORS}}},
+            "/api/v1/check": {"get": {
+                "summary": "The verdict on a unit of work (hermes check --json, plus `line` and `held_by`); viewer",
+                "parameters": [_query(name) for name in ("user", "profile", "component", "job")],
+                "responses": {"200": {"description": "the verdict"}, **_ERRORS}}},
+            "/api/v1/history": {"get": {
+                "summary": "The audit trail's newest events (hermes history --json) and the corrupt entries skipped; viewer",
+                "parameters": [_query("limit", "integer"), _query("since")],
+                "responses": {"200": {"description": "{events, corrupt}"}, **_ERRORS}}},
+            "/api/v1/windows": {"get": {"summary": "The windows (hermes windows list --json); viewer",
+                                        "responses": {"200": {"description": "{path, windows}"}, **_ERRORS}}},
+            "/api/v1/windows/next": {"get": {
+                "summary": "The next occurrences (hermes windows next --json, each with its timezone); viewer",
+                "parameters": [_query("name"), _query("count", "integer")],
+                "responses": {"200": {"description": "{now, occurrences}"}, **_ERRORS}}},
             "/api/v1/holds": {"post": {
                 "summary": "Arm or re-arm a hold; operator",
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pause"}}}},
                 "responses": {"201": {"description": "the hold armed", **_JSON_HOLD}, **_ERRORS}}},
-            "/api/v1/holds/{id}": {"delete": {
+            "/api/v1/holds/{id}": {"get": {
+                "summary": "One hold as it stands, its generation as the ETag; viewer",
+                "parameters": [_HOLD_ID],
+                "responses": {"200": {"description": "the hold", **_JSON_HOLD}, **_ERRORS}}, "delete": {
                 "summary": "Lift a hold; operator (the holds it armed) or admin (any)",
                 "parameters": [_HOLD_ID, _IF_MATCH],
                 "responses": {"200": {"description": "the hold lifted"}, **_ERRORS}}},

@@ -17,16 +17,22 @@ so the same roles, fences, audit and errors), with no script on the page.
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from html import escape
-from typing import Any
 from urllib.parse import parse_qs, quote
 
+from hermes_estop.model.hold import Reading
 from hermes_estop.model.text import printable
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.observe.page import PAGE_CSS, CardActions
+from hermes_estop.observe.present import short_utc
+from hermes_estop.process.describe import covers
 from hermes_estop.api.routes import ApiError, ApiRequest, WriteApi, hold_ref
 from hermes_estop.api.tokens import Token
 import json
@@ -34,6 +40,9 @@ import json
 __all__ = ["COOKIE", "PageActions"]
 
 COOKIE = "hermes_session"
+#: the sign-in form's CSRF token, before there is a session (double-submit: the form and this cookie)
+SIGN_IN_COOKIE = "hermes_signin"
+_CSRF_SHAPE = re.compile(r"[A-Za-z0-9_-]{32,64}")
 SESSION_SECONDS = 12 * 3600
 MAX_SESSIONS = 1000
 
@@ -92,18 +101,21 @@ class PageActions:
 
     # -- requests ----------------------------------------------------------------------------
 
-    def post(self, path: str, body: bytes, cookie_header: str | None, remote: str) -> PageAnswer:
-        """POST /signin, /signout, /actions/{pause,lift,extend,skip} (form-encoded)."""
+    def post(self, path: str, body: bytes, cookie_header: str | None, remote: str, *,
+             origin: str | None = None, host: str | None = None) -> PageAnswer:
+        """POST /signin, /signout, /actions/{pause,lift,extend,skip} (form-encoded). A form whose
+        `Origin` is not this server's is refused (403) before anything else is read."""
+        if origin is not None and origin != self._origin(host):
+            return _refused(f"refused: a form sent from another site ({origin}); use this server's own page\n")
         form = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
         if path == "/signin":
-            return self._sign_in(form, remote)
+            return self._sign_in(form, cookie_header, remote)
         current = self.signed_in(cookie_header)
         if current is None:
             return _redirect("/signin")
         sid, session, token = current
         if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
-            return PageAnswer(403, {"Content-Type": "text/plain; charset=utf-8"},
-                              b"refused: the form's CSRF token does not match this session; reload the page\n")
+            return _refused("refused: the form's CSRF token does not match this session; reload the page\n")
         if path == "/signout":
             with self._lock:
                 self._sessions.pop(sid, None)
@@ -113,12 +125,30 @@ class PageActions:
             session.flash.append(outcome)
         return _redirect("/")
 
-    def _sign_in(self, form: dict[str, str], remote: str) -> PageAnswer:
+    def _origin(self, host: str | None) -> str | None:
+        """This server's origin as the browser names it (`Host` with the scheme it serves)."""
+        return f"{'https' if self.tls else 'http'}://{host}" if host else None
+
+    def sign_in_form(self, cookie_header: str | None, message: str | None = None, status: int = 200) -> PageAnswer:
+        """GET /signin: the form, with the sign-in's CSRF token in the form and in a cookie (the
+        POST must carry both, equal: another site's form cannot read the cookie to copy it)."""
+        csrf = _cookie(cookie_header, SIGN_IN_COOKIE)
+        if csrf is None or not _CSRF_SHAPE.fullmatch(csrf):
+            csrf = secrets.token_urlsafe(32)
+        secure = "; Secure" if self.tls else ""
+        cookie = f"{SIGN_IN_COOKIE}={csrf}; Path=/signin; HttpOnly; SameSite=Strict; Max-Age=3600{secure}"
+        return PageAnswer(status, {"Content-Type": "text/html; charset=utf-8", "Set-Cookie": cookie},
+                          self.sign_in_page(message, csrf).encode())
+
+    def _sign_in(self, form: dict[str, str], cookie_header: str | None, remote: str) -> PageAnswer:
+        expected = _cookie(cookie_header, SIGN_IN_COOKIE) or ""
+        if not expected or not hmac.compare_digest(form.get("csrf", ""), expected):
+            return self.sign_in_form(cookie_header, "this sign-in form is not one this server gave you "
+                                                    "(or it expired): sign in again", 403)
         try:
             token = self.api.authenticate_secret(form.get("token", ""), remote)
         except ApiError as exc:
-            return PageAnswer(exc.status, {"Content-Type": "text/html; charset=utf-8"},
-                              self.sign_in_page(exc.message).encode())
+            return self.sign_in_form(cookie_header, exc.message, exc.status)
         sid = secrets.token_urlsafe(32)
         with self._lock:
             if len(self._sessions) >= MAX_SESSIONS:
@@ -156,22 +186,55 @@ class PageActions:
 
     # -- rendering ---------------------------------------------------------------------------
 
-    def sign_in_page(self, message: str | None = None) -> str:
+    def sign_in_page(self, message: str | None = None, csrf: str = "") -> str:
+        """The sign-in form, styled as the status page is."""
         alert = f'<p id="signin-error" role="alert">{_t(message)}</p>' if message else ""
         return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
                 '<meta name="viewport" content="width=device-width,initial-scale=1"><title>sign in - hermes-estop</title>'
-                "<style>body{font:16px system-ui,sans-serif;margin:1rem;max-width:40rem}input{font-size:16px;"
-                "width:100%;box-sizing:border-box;margin:.3rem 0}button{font-size:16px;padding:.4rem 1rem}</style>"
-                f'</head><body><main><h1>Sign in</h1>{alert}<form id="signin" method="post" action="/signin">'
+                f"<style>{PAGE_CSS}</style></head><body><main><h1>hermes-estop</h1>"
+                '<div class="meta">sign in to act on the holds</div>'
+                f'<section class="signin"><h2>Sign in</h2>{alert}<form id="signin" method="post" action="/signin">'
+                f'<input type="hidden" name="csrf" value="{_t(csrf)}">'
                 '<label for="token">Token (from <code>hermes tokens create</code>)</label>'
                 '<input id="token" name="token" type="password" autocomplete="off" required>'
-                '<button type="submit">Sign in</button></form><p><a href="/">back to the status page</a></p>'
-                "</main></body></html>")
+                '<p><button id="signin-button" type="submit">Sign in</button></p></form>'
+                '<p><a href="/">back to the status page</a></p></section></main></body></html>')
 
-    def decorate(self, page: str, current: tuple[str, Session, Token] | None, readings: list[Any],
-                 windows: list[str]) -> str:
+    def card_actions(self, current: tuple[str, Session, Token] | None) -> CardActions | None:
+        """What an operator's page puts on each active hold's card: Lift (behind a confirmation
+        naming the scope and the generation it lifts, opened first: no script) and Extend, both
+        fenced with the generation shown. None for a viewer or nobody signed in."""
+        if current is None or not current[2].allows("operator"):
+            return None
+        csrf = f'<input type="hidden" name="csrf" value="{_t(current[1].csrf)}">'
+
+        def forms(reading: Reading) -> str:
+            hold = reading.hold
+            if hold is None or not reading.active:
+                return ""
+            ref, generation = hold_ref(reading), hold.generation or ""
+            fields = (f'{csrf}<input type="hidden" name="id" value="{_t(ref)}">'
+                      f'<input type="hidden" name="generation" value="{_t(generation)}">')
+            what = (f"scoped hold {_t(hold.hold_id)} at {_t(reading.location.scope)} (covers {_t(covers(hold.selector))})"
+                    if hold.hold_id is not None else f"the hold at {_t(reading.location.scope)} (covers everything)")
+            why = f", &ldquo;{_t(hold.reason)}&rdquo;" if hold.reason else ""
+            return (f'<div class="hold-actions" data-id="{_t(ref)}" data-generation="{_t(generation)}">'
+                    f'<details class="lift-confirm"><summary>Lift&hellip;</summary>'
+                    f'<p class="confirm">This lifts {what}, generation <code>{_t(generation)}</code>{why}: the work '
+                    "it holds starts again. If it was re-armed since this page was drawn, nothing is lifted.</p>"
+                    f'<form method="post" action="/actions/lift">{fields}'
+                    f'<button class="lift">Lift {_t(ref)} now</button></form></details>'
+                    f'<form method="post" action="/actions/extend">{fields}'
+                    '<input name="ttl" placeholder="new TTL, e.g. 2h" aria-label="new TTL" required>'
+                    '<button class="extend">Extend</button></form></div>')
+
+        return forms
+
+    def decorate(self, page: str, current: tuple[str, Session, Token] | None,
+                 windows: list[tuple[str, datetime | None]]) -> str:
         """The status page with the sign-in link, or for a signed-in user who they are, the
-        outcome of their last action, and (operator and above) the action forms."""
+        outcome of their last action, and (operator and above) the pause form and a Skip for
+        each window's next occurrence, dated (the holds' own actions are on their cards)."""
         notice = ('<p id="insecure" role="alert">Plain HTTP on a non-loopback address: tokens travel in clear.</p>'
                   if self.api.insecure else "")
         if current is None:
@@ -190,28 +253,19 @@ class PageActions:
                          '<input name="ttl" placeholder="TTL, e.g. 45m" aria-label="TTL">'
                          '<input name="scope" placeholder="scope: fleet or a profile" aria-label="scope">'
                          '<button id="pause">Pause</button></form>')
-            for reading in readings:
-                if reading.hold is None or not reading.active:
-                    continue
-                ref, generation = hold_ref(reading), reading.hold.generation or ""
-                fields = (f'{csrf}<input type="hidden" name="id" value="{_t(ref)}">'
-                          f'<input type="hidden" name="generation" value="{_t(generation)}">')
-                parts.append(f'<div class="hold-actions" data-id="{_t(ref)}" data-generation="{_t(generation)}">'
-                             f'<b>{_t(ref)}</b> '
-                             f'<form class="inline" method="post" action="/actions/lift">{fields}<button class="lift">Lift</button></form>'
-                             f'<form class="inline" method="post" action="/actions/extend">{fields}'
-                             '<input name="ttl" placeholder="new TTL" aria-label="new TTL" required>'
-                             '<button class="extend">Extend</button></form></div>')
-            for name in windows:
+            for name, start in windows:
+                when = f" ({_t(short_utc(start))})" if start is not None else ""
                 parts.append(f'<form class="inline skip-form" method="post" action="/actions/skip">{csrf}'
                              f'<input type="hidden" name="window" value="{_t(name)}">'
-                             f'<button class="skip">Skip next {_t(name)}</button></form>')
+                             f'<button class="skip" data-start="{_t(format_instant(start))}">Skip next {_t(name)}{when}'
+                             "</button></form>")
         parts.append("</section>")
-        style = ("<style>#actions form{margin:.3rem 0}#actions input{font-size:16px;max-width:100%;box-sizing:border-box}"
-                 "#actions button{font-size:16px;padding:.3rem .8rem}.inline{display:inline-block}"
-                 ".flash.error{color:#a00;font-weight:bold}.flash.ok{color:#060}</style>")
-        page = page.replace("</head>", style + "</head>", 1).replace("&middot; read-only", "&middot; signed in", 1)
+        page = page.replace("&middot; read-only", "&middot; signed in", 1)
         return page.replace('<section id="holds">', "".join(parts) + '<section id="holds">', 1)
+
+
+def _refused(text: str) -> PageAnswer:
+    return PageAnswer(403, {"Content-Type": "text/plain; charset=utf-8"}, text.encode())
 
 
 def _redirect(location: str, headers: dict[str, str] | None = None) -> PageAnswer:

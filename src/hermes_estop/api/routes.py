@@ -23,21 +23,24 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, TypeVar
 
-from hermes_estop.process.describe import hold_json, reading_json
+from hermes_estop.process.describe import event_json, hold_json, reading_json
 from hermes_estop.model.errors import EstopError, HoldConflict, InvalidArgument, StoreError
 from hermes_estop.process.estop import Estop
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import Allow, EngageRequest, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.policy import Actor, PolicyRefused
+from hermes_estop.model.durations import parse_with_unit
 from hermes_estop.model.text import one_line
+from hermes_estop.process.fleet_config import check_components
 from hermes_estop.api.limits import RateLimiter
 from hermes_estop.api.tokens import Token, TokenTable
 from hermes_estop.api.openapi import openapi_document
-from hermes_estop.model.timeutil import parse_instant
+from hermes_estop.model.timeutil import format_instant, parse_instant
+from hermes_estop.observe.present import by_start, skipped_keys
 from hermes_estop.windows.skips import pick, skip_occurrence, unskip_occurrence
 from hermes_estop.windows.windows_file import WindowsFile
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 __all__ = ["MAX_BODY", "ApiError", "ApiRequest", "ApiResponse", "WriteApi", "hold_ref"]
 
@@ -49,8 +52,9 @@ PREFIX = "/api/v1/"
 _HOLD_PATH = re.compile(r"/api/v1/holds/([^/]+)")
 _EXTEND_PATH = re.compile(r"/api/v1/holds/([^/]+)/extend")
 _SKIP_PATH = re.compile(r"/api/v1/windows/([^/]+)/skip")
-_PAUSE_FIELDS = frozenset({"reason", "ttl", "until", "scope", "allow", "only", "jobs", "replace"})
-_EXTEND_FIELDS = frozenset({"ttl", "until"})
+_PAUSE_FIELDS = frozenset({"reason", "ttl", "until", "scope", "allow", "only", "jobs", "replace", "override"})
+_EXTEND_FIELDS = frozenset({"ttl", "until", "override"})
+_LIFT_FIELDS = frozenset({"override"})
 _SKIP_FIELDS = frozenset({"on", "occurrence"})
 
 
@@ -69,6 +73,8 @@ class ApiRequest:
     headers: Mapping[str, str]  # lower-case names
     body: bytes
     remote: str
+    #: the query string, undecoded (`user=alice&profile=ops`)
+    query: str = ""
 
 
 @dataclass
@@ -160,6 +166,11 @@ class WriteApi:
             return ApiResponse(200, openapi_document())
         routes: list[tuple[str, re.Pattern[str] | str, str, Callable[..., ApiResponse]]] = [
             ("GET", "/api/v1/status", "viewer", self._status),
+            ("GET", "/api/v1/check", "viewer", self._check),
+            ("GET", "/api/v1/history", "viewer", self._history),
+            ("GET", "/api/v1/windows", "viewer", self._windows),
+            ("GET", "/api/v1/windows/next", "viewer", self._windows_next),
+            ("GET", _HOLD_PATH, "viewer", self._hold),
             ("POST", "/api/v1/holds", "operator", self._pause),
             ("POST", _EXTEND_PATH, "operator", self._extend),
             ("DELETE", _HOLD_PATH, "operator", self._lift),
@@ -196,16 +207,19 @@ class WriteApi:
         return self.authenticate_secret(secret if scheme.lower() == "bearer" else "", remote)
 
     def authenticate_secret(self, secret: str, remote: str) -> Token:
+        """The valid token `secret` is; a valid token always gets through, whatever failed from
+        its address before (only failures are limited: 429 once an address spent its budget)."""
+        token = self.tokens.authenticate(secret.strip(), self.estop.clock()) if secret.strip() else None
+        if token is not None:
+            return token
         if self.sign_in_limit.exhausted(remote):
+            self.failures.record(remote, "rate-limited")
             raise ApiError(429, "too many failed authentications from this address; try again in a minute")
         if not secret.strip():
             self._failed(remote, "no bearer token")
             raise ApiError(401, "no credentials: send Authorization: Bearer <token>")
-        token = self.tokens.authenticate(secret.strip(), self.estop.clock())
-        if token is None:
-            self._failed(remote, "unknown, revoked or expired token")
-            raise ApiError(401, "bad credentials: unknown, revoked or expired token")
-        return token
+        self._failed(remote, "unknown, revoked or expired token")
+        raise ApiError(401, "bad credentials: unknown, revoked or expired token")
 
     def _failed(self, remote: str, why: str) -> None:
         self.failures.record(remote, why)
@@ -221,6 +235,65 @@ class WriteApi:
     def _status(self, request: ApiRequest, token: Token) -> ApiResponse:
         return ApiResponse(200, self.status_document())
 
+    def _check(self, request: ApiRequest, token: Token) -> ApiResponse:
+        """GET /api/v1/check?user=&profile=&component=&job=: the consumers' verdict on that work,
+        as `hermes check --json` prints it, plus `line` (what `hermes check` prints) and
+        `held_by` (the scopes `hermes gate` names): `hermes check` and `gate` over --server."""
+        query = _query(request, {"user", "profile", "component", "job"})
+        user, profile, component, job = (query.get(k) for k in ("user", "profile", "component", "job"))
+        verdict = self.estop.asked(user, profile, component, job)
+        return ApiResponse(200, {**verdict.to_json(component is not None or job is not None), "line": verdict.line,
+                                 "held_by": verdict.held_by})
+
+    def _history(self, request: ApiRequest, token: Token) -> ApiResponse:
+        """GET /api/v1/history?limit=N&since=TIME: the audit trail's newest `limit` events (at
+        most 10,000; default 50) at or after `since`, as `hermes history --json` lists them, and
+        how many corrupt entries were skipped: `hermes history` over --server."""
+        query = _query(request, {"limit", "since"})
+        limit_text = query.get("limit", "50")
+        if not limit_text.isdigit() or not 1 <= int(limit_text) <= 10_000:
+            raise ApiError(400, f"invalid limit {limit_text!r}: expected 1 to 10000", field="limit")
+        try:
+            since = parse_instant(query["since"], what="since") if "since" in query else None
+        except EstopError as exc:
+            raise ApiError(400, str(exc), field="since") from None
+        events, corrupt = self.estop.fleet.history(int(limit_text), since)
+        return ApiResponse(200, {"events": [event_json(event) for event in events], "corrupt": corrupt})
+
+    def _windows(self, request: ApiRequest, token: Token) -> ApiResponse:
+        """GET /api/v1/windows: every window of the fleet's windows.toml, as `hermes windows list
+        --json` prints it (`hermes windows list` over --server)."""
+        windows_file = WindowsFile(self.estop.fleet.root)
+        return ApiResponse(200, {"path": str(windows_file.path), "windows": [w.to_json() for w in windows_file.load()]})
+
+    def _windows_next(self, request: ApiRequest, token: Token) -> ApiResponse:
+        """GET /api/v1/windows/next?name=&count=: the next occurrences, soonest first, as
+        `hermes windows next --json` lists them, each with its window's `timezone` (`hermes
+        windows next` over --server prints them as the local command does)."""
+        query = _query(request, {"name", "count"})
+        count, name = query.get("count"), query.get("name")
+        if count is not None and (not count.isdigit() or not 1 <= int(count) <= 1000):
+            raise ApiError(400, f"invalid count {count!r}: expected 1 to 1000", field="count")
+        fleet = self.estop.fleet
+        windows = WindowsFile(fleet.root).load()
+        if name is not None:
+            windows = [w for w in windows if w.name == name]
+            if not windows:
+                raise ApiError(404, f"no window named {name!r}")
+        now = fleet.clock()
+        found = by_start(windows, now, int(count) if count is not None else (5 if name is not None else 1))
+        skipped = skipped_keys(fleet) if found else frozenset()
+        return ApiResponse(200, {"now": format_instant(now), "occurrences": [
+            o.to_json(now, w.zone_of(o)) | {"enabled": w.enabled, "skipped": o.key in skipped,
+                                           "timezone": str(w.zone_of(o))} for w, o in found]})
+
+    def _hold(self, request: ApiRequest, token: Token, ref: str) -> ApiResponse:
+        """GET one hold: as it stands, with its generation as the `ETag` (404 when none stands)."""
+        location, reading, now = self._found(self.estop.fleet, ref)
+        assert reading.hold is not None
+        return ApiResponse(200, {"id": hold_ref(reading), "scope": location.scope, **hold_json(reading.hold, now)},
+                           etag(reading.hold.generation))
+
     def _pause(self, request: ApiRequest, token: Token) -> ApiResponse:
         body = _json_object(request.body, _PAUSE_FIELDS)
         if body.get("ttl") is not None and body.get("until") is not None:
@@ -230,6 +303,11 @@ class WriteApi:
         location = _located(fleet, scope)
         allow = _allow(body.get("allow"))
         only, jobs = _texts(body, "only"), _texts(body, "jobs")
+        try:
+            check_components(self.estop, only, "only")
+        except EstopError as exc:
+            raise ApiError(400, str(exc), field="only") from None
+        override = _text(body, "override")
         replace = body.get("replace", False)
         if not isinstance(replace, bool):
             raise ApiError(400, "invalid replace: expected true or false", field="replace")
@@ -243,13 +321,13 @@ class WriteApi:
                                                     armed_by=f"token:{token.name}", only=only, jobs=jobs)
         except EstopError as exc:
             raise ApiError(400, str(exc), field="only" if only else "jobs" if jobs else "reason") from None
-        hold = fleet.engage(location, engage, now)
+        hold = fleet.engage(location, engage, now, override=override)
         reading = Reading(location, HoldState.ACTIVE, hold)
         armed = {"id": hold_ref(reading), "scope": location.scope, **hold_json(hold, now)}
         if fleet.policy.problem is not None:
             armed["warning"] = (f"the fleet's policy cannot be read ({fleet.policy.problem}): armed under no policy; "
                                 "no hold is lifted or shortened until it is fixed")
-        return ApiResponse(201, armed)
+        return ApiResponse(201, armed, etag(hold.generation))
 
     def _found(self, fleet: Fleet, ref: str) -> tuple[Location, Reading, datetime]:
         """The hold `ref` names (404 when none stands) and the `now` it was read at."""
@@ -265,6 +343,7 @@ class WriteApi:
         raise ApiError(404, f"no hold {ref!r} stands")
 
     def _lift(self, request: ApiRequest, token: Token, ref: str) -> ApiResponse:
+        override = _text(_json_object(request.body, _LIFT_FIELDS), "override")
         fleet = self._fleet_for(token, request)
         wanted = _if_match(request)
         try:
@@ -274,22 +353,25 @@ class WriteApi:
                 raise ApiError(412, f"hold {ref!r} was lifted since you looked: nothing stands there now") from None
             raise
         assert reading.hold is not None
-        if wanted is not None and wanted != reading.hold.generation:
+        if wanted is not None and not _matches(wanted, reading.hold.generation):
             raise self._stale(ref, reading, now)
-        generation = wanted if wanted is not None else reading.hold.generation
-        removed = self._fenced(fleet, ref, wanted, lambda: fleet.release(location, generation, now))
+        generation = reading.hold.generation
+        removed = self._fenced(fleet, ref, wanted, lambda: fleet.release(location, generation, now, override=override))
         if removed is None:
             raise ApiError(404, f"no hold {ref!r} stands")
         return ApiResponse(200, {"lifted": reading_json(removed, now, fleet.where(location)), "id": ref})
 
     def _deadline(self, ttl: str | None, until: str | None, now: datetime) -> datetime | None:
-        """The deadline `ttl` / `until` ask for; 400 naming the field that does not parse."""
+        """The deadline `ttl` / `until` ask for; 400 naming the field that does not parse. A TTL
+        needs a unit, as on the command line (`30` is refused: `30m? 30s?`)."""
         try:
+            if ttl is not None:
+                parse_with_unit(ttl)
             return self.estop.deadline(ttl, until, now)
         except EstopError as exc:
             raise ApiError(400, str(exc), field="ttl" if ttl is not None else "until") from None
 
-    def _fenced(self, fleet: Fleet, ref: str, wanted: str | None, write: Callable[[], _T]) -> _T:
+    def _fenced(self, fleet: Fleet, ref: str, wanted: frozenset[str] | None, write: Callable[[], _T]) -> _T:
         """`write()`; a fence it fails is 412 with the hold as it stands when the caller named a
         generation (`If-Match`), else the conflict as it is (409)."""
         try:
@@ -316,19 +398,21 @@ class WriteApi:
         ttl, until = _text(body, "ttl"), _text(body, "until")
         if (ttl is None) == (until is None):
             raise ApiError(400, "give ttl or until (one of them)", field="ttl")
+        override = _text(body, "override")
         fleet = self._fleet_for(token, request)
         wanted = _if_match(request)
         location, reading, now = self._found(fleet, ref)
         hold = reading.hold
         assert hold is not None
-        if wanted is not None and wanted != hold.generation:
+        if wanted is not None and not _matches(wanted, hold.generation):
             raise self._stale(ref, reading, now)
         deadline = self._deadline(ttl, until, now)
         engage = EngageRequest(expires_at=deadline, armed_by=hold.armed_by, only_if=frozenset({hold.generation}),
                                selector=hold.selector, hold_id=hold.hold_id)
-        extended = self._fenced(fleet, ref, wanted, lambda: fleet.engage(location, engage, now))
+        extended = self._fenced(fleet, ref, wanted, lambda: fleet.engage(location, engage, now, override=override))
         fresh = Reading(location, HoldState.ACTIVE, extended)
-        return ApiResponse(200, {"id": hold_ref(fresh), "scope": location.scope, **hold_json(extended, now)})
+        return ApiResponse(200, {"id": hold_ref(fresh), "scope": location.scope, **hold_json(extended, now)},
+                           etag(extended.generation))
 
     def _skip(self, request: ApiRequest, token: Token, name: str) -> ApiResponse:
         return self._skip_or_unskip(request, token, name, skip=True)
@@ -381,12 +465,23 @@ def _json_object(raw: bytes, fields: frozenset[str]) -> dict[str, Any]:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "malformed body: not JSON", field="body") from None
+    except RecursionError:  # a deeply nested array or object: the decoder's stack, not the server's
+        raise ApiError(400, "malformed body: nested too deeply", field="body") from None
     if not isinstance(data, dict):
         raise ApiError(400, "malformed body: expected a JSON object", field="body")
     unknown = sorted(set(data) - fields)
     if unknown:
         raise ApiError(400, f"unknown field {unknown[0]!r} (expected {', '.join(sorted(fields))})", field=unknown[0])
     return data
+
+
+def _query(request: ApiRequest, names: set[str]) -> dict[str, str]:
+    """The query's parameters (the last of a repeated one); 400 naming one it does not take."""
+    query = {key: values[-1] for key, values in parse_qs(request.query, keep_blank_values=True).items()}
+    unknown = sorted(set(query) - names)
+    if unknown:
+        raise ApiError(400, f"unknown parameter {unknown[0]!r} (expected {', '.join(sorted(names))})", field=unknown[0])
+    return query
 
 
 def _text(body: Mapping[str, Any], name: str) -> str | None:
@@ -427,15 +522,38 @@ def _located(fleet: Fleet, scope: str) -> Location:
         raise ApiError(400, str(exc), field="scope") from None
 
 
-def _if_match(request: ApiRequest) -> str | None:
-    """The generation `If-Match: "G"` names (None without the header); 400 for a list or `*`."""
+#: `If-Match: *`: whatever stands (RFC 9110 13.1.1: false only when nothing does)
+ANY = frozenset({"*"})
+_ENTITY_TAG = re.compile(r'\s*(\*|(W/)?"([^"]*)")\s*(,|$)')
+
+
+def _if_match(request: ApiRequest) -> frozenset[str] | None:
+    """The generations `If-Match` accepts (RFC 9110 13.1.1): None without the header, `ANY` for
+    `*`, else the strong entity-tags of its list (`"G"`, as the `ETag` header of a hold gives
+    it); a weak tag (`W/"G"`) never matches. 400 for a value that is not a list of quoted tags."""
     value = request.headers.get("if-match")
     if value is None:
         return None
-    text = value.strip()
-    if text.startswith("W/"):
-        text = text[2:]
-    if len(text) < 3 or not (text.startswith('"') and text.endswith('"')) or "," in text:
-        raise ApiError(400, 'invalid If-Match: expected one quoted generation, "<generation>"', field="If-Match")
-    return text[1:-1]
+    tags: set[str] = set()
+    position, text = 0, value.strip()
+    while position < len(text):
+        found = _ENTITY_TAG.match(text, position)
+        if found is None or found.end() == position:
+            raise ApiError(400, f'invalid If-Match {value!r}: expected the quoted ETag of the hold, "<generation>" '
+                                "(or *)", field="If-Match")
+        if found.group(1) == "*":
+            return ANY
+        if found.group(2) is None:
+            tags.add(found.group(3))
+        position = found.end()
+    return frozenset(tags)
 
+
+def _matches(wanted: frozenset[str], generation: str | None) -> bool:
+    """Whether `If-Match` accepts the hold of `generation` (strong comparison)."""
+    return wanted is ANY or (generation is not None and generation in wanted)
+
+
+def etag(generation: str | None) -> dict[str, str]:
+    """The `ETag` header of a hold: its generation, quoted (what `If-Match` takes back)."""
+    return {"ETag": f'"{generation}"'} if generation else {}

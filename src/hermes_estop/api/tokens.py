@@ -7,23 +7,33 @@ random 256-bit secret: there is nothing to guess a dictionary from). The table i
 `tokens_cursors` table on PostgreSQL, so every `serve` of the fleet agrees and a revoke takes
 effect on the next request everywhere. Lookups compare every stored hash with
 `hmac.compare_digest` (no early exit on a match).
+
+The file is written 0600, and one not owned by the fleet's owner (the owner of the fleet root)
+or root, or writable by group or others, is refused with one line (`StoreRefused`): anyone who
+can write it could add an admin. `create` and `revoke` are audited (`token-create`,
+`token-revoke`, with the name and role).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
+import os
 import re
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.errors import InvalidArgument, StoreRefused
+from hermes_estop.model.text import printable
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.timeutil import format_instant, parse_instant
 
-__all__ = ["ROLES", "TOKEN_PREFIX", "Token", "TokenTable", "hash_secret"]
+__all__ = ["ROLES", "TOKEN_PREFIX", "Token", "TokenTable", "hash_secret", "store_problem"]
 
 ROLES = ("viewer", "operator", "admin")
 TOKEN_PREFIX = "hme_"
@@ -89,15 +99,58 @@ def check_role(role: str) -> str:
     return role
 
 
+def store_problem(path: Path, fleet_root: Path) -> str | None:
+    """Why the token file `path` is not to be trusted (None: it is, or there is none): it must
+    be owned by the fleet root's owner or root and writable by nobody else."""
+    try:
+        st = os.stat(path)
+        owner = os.stat(fleet_root).st_uid
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be checked: {exc.strerror or exc}"
+    if st.st_uid not in (owner, 0):
+        return f"it is owned by uid {st.st_uid}, not by the fleet's owner (uid {owner}) or root"
+    if st.st_mode & 0o022:
+        return f"it is writable by group or others (mode {st.st_mode & 0o7777:04o})"
+    return None
+
+
 class TokenTable:
     """The fleet's tokens."""
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self.table = fleet.state(_SERVICE)
+        #: the file the table is kept in (None: the store keeps it elsewhere, PostgreSQL)
+        self.path: Path | None = getattr(self.table, "path", None)
+
+    def _trusted(self) -> None:
+        """`StoreRefused` (one line) when the token file may have been written by someone else."""
+        if self.path is None:
+            return
+        problem = store_problem(self.path, self.fleet.root)
+        if problem is not None:
+            where = printable(self.path)
+            raise StoreRefused(f"refusing the token store {where}: {problem} (anyone who can write it can add "
+                               f"a token; chown it to the fleet's owner and chmod 600 {where})")
+
+    @contextlib.contextmanager
+    def _private(self) -> Iterator[None]:
+        """A write of the token file, created 0600 (and kept so)."""
+        self._trusted()
+        mask = os.umask(0o077)
+        try:
+            yield
+        finally:
+            os.umask(mask)
+        if self.path is not None:
+            os.chmod(self.path, 0o600)
 
     def tokens(self) -> list[Token]:
-        """Every stored token, by name; an entry this version cannot read is left out (admits nobody)."""
+        """Every stored token, by name; an entry this version cannot read is left out (admits
+        nobody). `StoreRefused` for a token file that is not to be trusted."""
+        self._trusted()
         loaded = self.table.load()
         found = (Token.from_state(name, state) for name, state in sorted(loaded.items()))
         return [token for token in found if token is not None]
@@ -106,8 +159,8 @@ class TokenTable:
         return any(token.valid_at(now) for token in self.tokens())
 
     def create(self, name: str, role: str, lifetime: timedelta | None, now: datetime) -> tuple[Token, str]:
-        """A new token and its secret (shown once). `InvalidArgument` when `name` is taken by a
-        token not revoked (revoke it first: a name says who acted in the audit trail)."""
+        """A new token and its secret (shown once), audited. `InvalidArgument` when `name` is
+        taken by a token not revoked (revoke it first: a name says who acted in the audit trail)."""
         check_name(name)
         check_role(role)
         standing = next((t for t in self.tokens() if t.name == name), None)
@@ -115,7 +168,10 @@ class TokenTable:
             raise InvalidArgument(f"a token named {name!r} exists (hermes tokens revoke {name} first)")
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token = Token(name, role, hash_secret(secret), now, now + lifetime if lifetime else None, None)
-        self.table.save(name, token.to_state())
+        with self._private():
+            self.table.save(name, token.to_state())
+        expires = f", expires {format_instant(token.expires_at)}" if token.expires_at is not None else ""
+        self.fleet.record("token-create", self.fleet.fleet_location, detail=f"token {name} ({role}{expires})", now=now)
         return token, secret
 
     def revoke(self, name: str, now: datetime) -> Token:
@@ -125,7 +181,9 @@ class TokenTable:
         if token.revoked_at is not None:
             return token
         revoked = Token(token.name, token.role, token.digest, token.created_at, token.expires_at, now)
-        self.table.save(name, revoked.to_state())
+        with self._private():
+            self.table.save(name, revoked.to_state())
+        self.fleet.record("token-revoke", self.fleet.fleet_location, detail=f"token {name} ({token.role})", now=now)
         return revoked
 
     def authenticate(self, secret: str, now: datetime) -> Token | None:

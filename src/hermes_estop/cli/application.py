@@ -27,7 +27,7 @@ from hermes_estop.consumers.cron import CronTable
 from hermes_estop.model.homes import resolve_layout
 from hermes_estop.process.estop import Estop
 from hermes_estop.windows.windows_file import WindowsFile
-from hermes_estop.cli.remote import use_server
+from hermes_estop.cli.remote import unserved, use_server
 
 # The command tree is walked by duck typing: typer's vendored click has no `Group` / `Option`
 # classes to test against (typer's own `TyperGroup` / `TyperOption` stand in for them).
@@ -72,7 +72,7 @@ def _root(
                                               help=f"Store URL (file, postgresql://...); default ${STORE_ENV}.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
     server: Annotated[str | None, typer.Option("--server", metavar="URL",
-                                               help="Run pause, resume, status and windows skip against this server's write API; default $HERMES_ESTOP_SERVER.")] = None,
+                                               help="Run pause, resume, status, check, gate, history and windows list/next/skip/unskip against this server's write API (every other command is refused); default $HERMES_ESTOP_SERVER.")] = None,
     token_file: Annotated[str | None, typer.Option("--token-file", metavar="PATH",
                                                    help="The bearer token for --server; default $HERMES_ESTOP_TOKEN_FILE.")] = None,
 ) -> None:
@@ -220,6 +220,10 @@ def run_app(args: list[str]) -> int:
     """Run `args` through the Typer app (only the hold commands' app when that is all they
     need), mapping the framework's usage errors to one line and exit 2. A bare group
     (`hermes`, `hermes windows`) prints its normal help on stdout and exits 0."""
+    refusal = unserved(args)
+    if refusal is not None:
+        typer.echo(f"hermes: error: {one_line(refusal)}", err=True)
+        return EXIT_USAGE
     name = _command_name(args)
     completing = COMPLETE_ENV in os.environ
     full = name not in CORE_COMMANDS or completing

@@ -18,10 +18,11 @@ import typer
 from hermes_estop.process.describe import describe_hold, describe_reading, hold_json, reading_json
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.cli.hot import EXIT_HELD, EXIT_OK, EXIT_USAGE
+from hermes_estop.cli.exits import EXIT_HELD, EXIT_OK, EXIT_USAGE
 from hermes_estop.model.durations import parse_with_unit
 from hermes_estop.model.errors import InvalidArgument, InvalidDuration
 from hermes_estop.model.timeutil import parse_operator_time
+from hermes_estop.process.fleet_config import check_components
 import shutil
 import textwrap
 
@@ -32,6 +33,7 @@ __all__ = [
     "HELP_OPTIONS",
     "current_estop",
     "describe_hold",
+    "check_components",
     "describe_reading",
     "duration_option",
     "emit_json",

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import sys
 
-from hermes_estop.process.describe import event_covers
+from hermes_estop.cli.served import remote_if_named
+from hermes_estop.process.describe import event_covers, event_json
 from hermes_estop.model.errors import InvalidArgument, InvalidDuration, InvalidInstant
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.text import printable
@@ -20,9 +21,7 @@ from hermes_estop.model.text import printable
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: this module stays cheap to import
 if TYPE_CHECKING:  # pragma: no cover
     from datetime import datetime
-    from typing import Any
 
-    from hermes_estop.model.audit_event import AuditEvent
 
 __all__ = ["aligned", "run_history", "since_instant"]
 
@@ -30,13 +29,21 @@ __all__ = ["aligned", "run_history", "since_instant"]
 def run_history(limit: int, since: str | None, as_json: bool) -> int:
     """Print the newest `limit` events (at or after `since`: an ISO-8601 time or a duration
     ago); exit code 0. A bad `since` raises `InvalidArgument` naming it."""
-    estop = Estop()
-    start = None if since is None else since_instant(since, estop.clock())
-    events, corrupt = estop.fleet.history(limit, start)
+    remote = remote_if_named()
+    if remote is not None:  # the server's trail (`--server`)
+        from hermes_estop.cli.remote import remote_history
+        from hermes_estop.model.timeutil import utc_now
+
+        start = None if since is None else since_instant(since, utc_now())
+        events, corrupt = remote_history(remote, limit, start)
+    else:
+        estop = Estop()
+        start = None if since is None else since_instant(since, estop.clock())
+        events, corrupt = estop.fleet.history(limit, start)
     skipped = f"{corrupt} corrupt audit line(s) skipped" if corrupt else None
     out = sys.stdout
     if as_json:
-        out.write(json.dumps([_with_covers(event) for event in events], indent=2, sort_keys=False, default=str)
+        out.write(json.dumps([event_json(event) for event in events], indent=2, sort_keys=False, default=str)
                   + "\n")
         if skipped:  # the JSON stays a list of events; the count goes where a person sees it
             print(f"hermes: {skipped}", file=sys.stderr)
@@ -72,13 +79,6 @@ def run_history(limit: int, since: str | None, as_json: bool) -> int:
         out.write(skipped + "\n")
     out.flush()
     return 0
-
-
-def _with_covers(event: AuditEvent) -> dict[str, Any]:
-    """An event as `--json` shows it, with what its hold covers (`describe.event_covers`)."""
-    data = event.to_json()
-    covered = event_covers(event.event, event.detail)
-    return data if covered is None else data | {"covers": covered}
 
 
 def aligned(rows: list[tuple[list[str], list[str]]]) -> list[str]:

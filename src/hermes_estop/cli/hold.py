@@ -16,10 +16,10 @@ from hermes_estop.model.errors import HoldConflict, InvalidArgument, StoreError,
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
-from hermes_estop.model.text import one_line, printable
-from hermes_estop.model.timeutil import display_instant, utc_now, schedulable
+from hermes_estop.model.text import did_you_mean, one_line, printable
+from hermes_estop.model.timeutil import display_instant, schedulable, utc_now
 from hermes_estop.cli.common import (
-    EXIT_HELD, EXIT_OK, current_estop, emit_json, fail, echo_lines, fit_lines,
+    EXIT_HELD, EXIT_OK, check_components, current_estop, emit_json, fail, echo_lines, fit_lines,
     hold_json, operator_time, duration_option, reading_json, refuse_blank, retire_expired, terminal_width,
     warn_if_policy_unread,
 )
@@ -101,14 +101,14 @@ def pause(
         deadline_text = operator_time("--until", until, utc_now()).isoformat() if until is not None else None
         remote_pause(remote, reason=reason, allow_user=allow_user, allow_profile=allow_profile, ttl=ttl,
                      until=deadline_text, fleet=fleet, profile=profile, replace=replace, only=only, job=job,
-                     as_json=as_json)
+                     as_json=as_json, override=override)
     allow = _allowlist(reason, allow_user, allow_profile)
     span = duration_option("--ttl", ttl) if ttl is not None else None
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     deadline = operator_time("--until", until, estop.clock()) if until is not None else None
     location = _target(estop, fleet, profile)
-    estop.check_components(only)
+    check_components(estop, only)
     retire_expired(estop)  # what lapsed goes first, with the store's trusted clock (docs/design.md §5)
     before = _generation_at(estop, location)
     # an interrupt at any point after the read above, in this command or in the framework after
@@ -220,10 +220,13 @@ def resume(
     remote = _remote()
     if remote is not None:
         _refuse_wait_over(wait, wait_timeout)
-        remote_resume(remote, generation=generation, hold=hold, all_=all_, fleet=fleet, profile=profile, as_json=as_json)
+        remote_resume(remote, generation=generation, hold=hold, all_=all_, fleet=fleet, profile=profile, as_json=as_json,
+                      override=override)
     limit = _wait_limit(wait, wait_timeout)
     estop = current_estop()
     location = _target(estop, fleet, profile)
+    if profile is not None:
+        _known_profile(estop, profile)
     ack = _release_ack(estop, location, generation, hold) if limit is not None else None
     try:
         removed = estop.fleet.resume(location, generation=generation, hold=hold, every=all_, override=override)
@@ -235,6 +238,17 @@ def resume(
     lifted = ack if removed else None
     finish_resume(_resumed(estop, location, removed), as_json=as_json,
                   wait=lambda show: _wait(estop, lifted, limit, show=show))
+
+
+def _known_profile(estop: Estop, profile: str) -> None:
+    """Refuse `resume --profile NAME` of a profile this fleet does not have (a typo), with a
+    did-you-mean, before anything is written (a resume takes the scope's lock: it would make
+    the profile's home, and the profile would show on the timeline from then on)."""
+    known = [location.scope for location in estop.fleet.scopes()[1:]]
+    if profile not in known:
+        listed = ", ".join(printable(name) for name in known) or "none"
+        raise InvalidArgument(f"no profile {profile!r} in this fleet: {did_you_mean(profile, known)}"
+                              f"(profiles: {listed}); nothing was resumed")
 
 
 def _resumed(estop: Estop, location: Location, removed: Sequence[Reading]) -> Resumed:
@@ -314,12 +328,15 @@ def status(as_json: JsonOpt = False) -> None:
 
 def check(user: UserOpt = None, profile: ProfileOpt = None, component: ComponentOpt = None, job: WorkJobOpt = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the exit code says it.")] = False,
-          at: Annotated[str | None, typer.Option("--at", help="Ask about this instant (15:00, tomorrow 03:00, a zone after it, ISO-8601, or `now`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
+          at: Annotated[str | None, typer.Option("--at", help="Ask about this instant (15:00, tomorrow 03:00, a zone after it, ISO-8601, `now` or `now+DUR`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
           for_: Annotated[str | None, typer.Option("--for", help="With --at: held at any instant of [TIME, TIME+DUR)? (30m, 2h, PT45M).")] = None,
           as_json: JsonOpt = False) -> None:
     """Exit 0 when work may proceed, 1 when held; with --at [--for], whether it would be (forecast)."""
-    if at is None and for_ is None:
+    if at is None and for_ is None:  # over --server too (run_check asks the server)
         raise typer.Exit(run_check(user, profile, quiet=quiet, as_json=as_json, component=component, job=job))
+    if _remote() is not None:
+        raise InvalidArgument("check --at/--for is not served over --server (the forecast needs the fleet's windows): "
+                              "run it on a host of the fleet")
     raise typer.Exit(run_check_at(user, profile, at, for_, quiet=quiet, as_json=as_json, component=component, job=job))
 
 
@@ -337,7 +354,7 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
         raise InvalidArgument("--for needs --at TIME: the forecast starts at that instant")
     estop = current_estop()
     now = estop.clock()
-    start = now if at.strip().lower() == "now" else schedulable(operator_time("--at", at, now), what="--at time")
+    start = schedulable(_at(at, now), what="--at time")
     span = duration_option("--for", for_) if for_ is not None else None
     if user is not None:
         Allow.of([user])  # the id rules a write applies (one line naming a bad id)
@@ -362,6 +379,16 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
         for note in forecast.notes:
             typer.echo(f"note: {printable(note)}")
     return EXIT_HELD if forecast.held else EXIT_OK
+
+
+def _at(value: str, now: datetime) -> datetime:
+    """`--at`: `now`, `now+DUR` (`now+1d`, `now+90m`), or a time (`operator_time`)."""
+    text = value.strip().lower()
+    if text == "now":
+        return now
+    if text.startswith("now+"):
+        return now + duration_option("--at now+", text[4:])
+    return operator_time("--at", value, now)
 
 
 def gate(

@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 import sys
 
+from hermes_estop.cli.exits import EXIT_HELD, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, GATE_HELD_EXIT
+from hermes_estop.cli.served import remote_if_named
 from hermes_estop.process.fleet_config import check_store_option, use_store
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.process.estop import Estop
-from hermes_estop.model.hold import Allow
-from hermes_estop.model.homes import validate_profile_name
 from hermes_estop.model.text import printable
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: this module stays cheap to import
@@ -40,32 +40,15 @@ __all__ = [
     "try_hot_path",
 ]
 
-EXIT_OK = 0
-EXIT_HELD = 1
-EXIT_USAGE = 2
-#: `hermes gate` exits with this when held: EX_TEMPFAIL, "try again later".
-GATE_HELD_EXIT = 75
-EXIT_NOT_FOUND = 127
 #: `hermes history --limit N` takes at most this many (a number from input is bounded before use)
 HISTORY_MAX = 1_000_000
 
 
 def _verdict(user: str | None, profile: str | None, component: str | None = None, job: str | None = None) -> Verdict:
-    """The consumers' verdict for (user, profile). `--profile NAME` means "seen from that
-    profile": its home and the fleet root, built by `Estop.for_profile` (the one builder of
-    candidate locations), so `check` answers exactly what the consumers' gate answers. Both
-    values are validated as writes validate them (`InvalidArgument`: one line, exit 2).
-    `component` and `job` say what the work is, for scoped holds (issue 26)."""
-    if user is not None:
-        Allow.of([user])  # the id rules a write applies: non-empty, no control characters
-    for what, value in (("--component", component), ("--job", job)):
-        if value is not None and (not value or printable(value) != value):
-            raise InvalidArgument(f"invalid {what} {value!r}: expected a non-empty name without control characters")
-    estop = Estop()
-    if profile is not None:
-        validate_profile_name(profile)
-        estop = estop.for_profile(profile)
-    return estop.gate(user, profile, component, job)
+    """The consumers' verdict for (user, profile) on this host's fleet (`Estop.asked`: seen from
+    `--profile`, every value validated as writes validate them); `component` and `job` say what
+    the work is, for scoped holds (issue 26)."""
+    return Estop().asked(user, profile, component, job)
 
 
 def run_check(user: str | None, profile: str | None, *, quiet: bool = False, as_json: bool = False,
@@ -73,25 +56,22 @@ def run_check(user: str | None, profile: str | None, *, quiet: bool = False, as_
     """Exit code 0 when work may proceed, 1 when held; prints one line (or JSON) unless quiet.
     The printed line is escaped (`printable`: a reason is whatever a body says); `--json`
     carries the exact `reason` beside the (escaped) `notice`."""
-    verdict = _verdict(user, profile, component, job)
+    remote = remote_if_named()
+    if remote is not None:
+        from hermes_estop.cli.remote import remote_check
+
+        answer = remote_check(remote, user, profile, component, job)
+        document, line, proceed = answer["document"], answer["line"], answer["proceed"]
+    else:
+        verdict = _verdict(user, profile, component, job)
+        document, line, proceed = verdict.to_json(component is not None or job is not None), verdict.line, verdict.proceed
     if as_json:
         import json
 
-        from hermes_estop.model.timeutil import format_instant
-
-        print(json.dumps({"proceed": verdict.proceed, "engaged": verdict.engaged, "admitted": verdict.admitted,
-                          "notice": verdict.notice, "reason": verdict.reason,
-                          "resume_at": format_instant(verdict.resume_at),
-                          **({"holds": [r.hold.scope_label if r.hold else "everything" for r in verdict.holds]}
-                             if component is not None or job is not None else {})}, indent=2))
+        print(json.dumps(document, indent=2))
     elif not quiet:
-        if verdict.proceed:
-            scoped = 0 if verdict.engaged else len(verdict.snapshot.scoped_active)
-            print("proceed: admitted through the hold" if verdict.engaged else "proceed: no active hold" if not scoped
-                  else f"proceed: no active hold covers this work ({scoped} scoped hold(s) stand)")
-        else:
-            print(f"held: {printable(verdict.notice)}")
-    return EXIT_OK if verdict.proceed else EXIT_HELD
+        print(line)
+    return EXIT_OK if proceed else EXIT_HELD
 
 
 def run_gate(command: Sequence[str], user: str | None, profile: str | None, held_exit: int = GATE_HELD_EXIT,
@@ -106,10 +86,17 @@ def run_gate(command: Sequence[str], user: str | None, profile: str | None, held
     if executable is None:
         print(f"hermes: error: command not found: {printable(repr(command[0]))}", file=sys.stderr)
         return EXIT_NOT_FOUND
-    verdict = _verdict(user, profile, component, job)
-    if not verdict:
-        scopes = ", ".join(printable(r.location.describe()) for r in verdict.holds)
-        print(f"hermes gate: held by {scopes}, not running {printable(command[0])}: {printable(verdict.notice)}",
+    remote = remote_if_named()
+    if remote is not None:
+        from hermes_estop.cli.remote import remote_check
+
+        answer = remote_check(remote, user, profile, component, job)
+        proceed, held_by, notice = answer["proceed"], answer["held_by"], answer["document"]["notice"]
+    else:
+        verdict = _verdict(user, profile, component, job)
+        proceed, held_by, notice = verdict.proceed, verdict.held_by, verdict.notice
+    if not proceed:
+        print(f"hermes gate: held by {held_by}, not running {printable(command[0])}: {printable(notice)}",
               file=sys.stderr)
         return held_exit
     sys.stdout.flush()

@@ -23,11 +23,13 @@ from hermes_estop.cli.common import EXIT_USAGE, duration_option, echo_lines, emi
 from hermes_estop.cli.windows_app import JsonOpt, file as _file, now as _now, windows_app
 from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
 from hermes_estop.cli.common import current_estop
+from hermes_estop.cli.remote import Remote, chosen_server, remote_next, remote_windows, served_occurrences
+from hermes_estop.observe.present import by_start, skipped_keys
 from hermes_estop.model.durations import format_duration
 from hermes_estop.observe.terminal import print_timeline
 from hermes_estop.observe.view import Observer
 from hermes_estop.windows.export import ics_of, planned, planned_rows
-from hermes_estop.windows.ledger import SKIPPED, open_ledger
+from hermes_estop.windows.ledger import open_ledger
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.model import json_schema
 from hermes_estop.windows.occurrences import upcoming
@@ -131,6 +133,16 @@ def _one_shot_start(cron: str | None, at: str | None, in_: str | None, tz: str |
 @windows_app.command("list")
 def list_(as_json: JsonOpt = False) -> None:
     """Every window in windows.toml."""
+    remote = chosen_server()
+    if remote is not None:  # the server's windows, printed as a local list prints them
+        document = remote_windows(remote)
+        if as_json:
+            emit_json(document)
+        elif not document["windows"]:
+            typer.echo(f"no windows ({printable(document.get('path'))})")
+        else:
+            echo_lines(printable(line) for line in _list_lines(_Listed.shown(w) for w in document["windows"]))
+        return
     windows_file = _file()
     schedule = schedule_of(windows_file, _now())
     # from the compiled schedule (no `Window` built for a row), else validated (no file)
@@ -257,6 +269,10 @@ def next_(
 ) -> None:
     """The next occurrences of every window, soonest start first (one covering now before
     them), in local time and in the window's timezone."""
+    remote = chosen_server()
+    if remote is not None:  # the server's windows, printed as a local `windows next` prints them
+        _next_served(remote, name, count, as_json)
+        return
     windows_file = _file()
     now = _now()
     found = _from_schedule(windows_file, name, count, now)
@@ -266,8 +282,9 @@ def next_(
             windows = [w for w in windows if w.name == name]
             if not windows:
                 raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
-        found = _by_start(windows, now, count if count is not None else (5 if name is not None else 1))
-    skipped = _skipped_keys() if found else frozenset()
+        per_window = count if count is not None else (5 if name is not None else 1)
+        found = [(window, occurrence) for window, occurrence in by_start(windows, now, per_window)]
+    skipped = skipped_keys(current_estop().fleet) if found else frozenset()
     if as_json:
         emit_json({"now": format_instant(now),
                    "occurrences": [o.to_json(now, w.zone_of(o)) | {"enabled": w.enabled, "skipped": o.key in skipped}
@@ -279,6 +296,18 @@ def next_(
         typer.echo("no occurrences ahead")
         return
     echo_lines(itertools.chain((first,), lines))
+
+
+def _next_served(remote: Remote, name: str | None, count: int | None, as_json: bool) -> None:
+    """`windows next` over --server: the server's occurrences, printed as locally."""
+    document = remote_next(remote, name, count)
+    now, found, skipped = served_occurrences(document)
+    if as_json:
+        emit_json(document)
+        return
+    lines = _next_lines(found, now, skipped)
+    first = next(lines, None)
+    echo_lines(itertools.chain((first,), lines) if first is not None else ("no occurrences ahead",))
 
 
 def _from_schedule(windows_file: WindowsFile, name: str | None, count: int | None,
@@ -315,15 +344,6 @@ def _upcoming_of(schedule: Schedule, item: Item, now: datetime, count: int) -> t
     return window, upcoming(window, now, count)
 
 
-def _by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Shown, Occurrence]]:
-    """The next `per_window` occurrences of each window, soonest start first (file order
-    between equal starts): an operator reads `windows next` for what comes next (issue 38)."""
-    found = [(occurrence.start, i, window, occurrence) for i, window in enumerate(windows)
-             for occurrence in upcoming(window, now, per_window)]
-    found.sort(key=lambda item: (item[0], item[1]))
-    return [(window, occurrence) for _, _, window, occurrence in found]
-
-
 def _next_lines(found: list[tuple[Shown, Occurrence]], now: datetime, skipped: frozenset[str]) -> Iterator[str]:
     """One line per occurrence, made as they are written (100,000 windows' lines held at once
     would double the command's memory)."""
@@ -353,12 +373,6 @@ def _drain_from(occurrence: Occurrence, window: Shown | None = None) -> str:
         return ""
     local = f" ({occurrence.arm_at.astimezone(window.zone_of(occurrence)):%H:%M %Z})" if window is not None else ""
     return f", drain from {display_instant(occurrence.arm_at)}{local}"
-
-
-def _skipped_keys() -> frozenset[str]:
-    """The occurrence keys the ledger says are skipped."""
-    entries = open_ledger(current_estop().fleet).load()
-    return frozenset(key for key, entry in entries.items() if entry.state == SKIPPED)
 
 
 @windows_app.command("export")

@@ -10,12 +10,11 @@ import typer
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
-from hermes_estop.model.timeutil import display_instant
 from hermes_estop.cli.common import emit_json
 from hermes_estop.cli.windows_app import JsonOpt, window_named, windows_app
 from hermes_estop.cli.common import current_estop
 from hermes_estop.cli.common import operator_time
-from hermes_estop.cli.remote import chosen_server, remote_skip
+from hermes_estop.cli.remote import chosen_server, remote_skip, unskipped_line
 from hermes_estop.model.timeutil import parse_instant
 from hermes_estop.windows.explain import explain as explain_window
 from hermes_estop.windows.ledger import open_ledger
@@ -77,12 +76,17 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
 def unskip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
            occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Undo a skip: the occurrence arms again at its start."""
+    remote = chosen_server()
+    if remote is not None:
+        if next_ and (on is not None or occurrence is not None):
+            raise InvalidArgument("give one of --next, --on DATE or --occurrence START")
+        remote_skip(remote, name, on=on, occurrence=occurrence, as_json=as_json, undo=True)
     fleet, _, window, target, now = _skip_target(name, on, occurrence, next_)
     unskip_occurrence(fleet, window, target, now)
     if as_json:
         emit_json({"unskipped": target.to_json(now, window.zone_of(target))})
         return
-    typer.echo(f"unskipped window {window.name} occurrence {display_instant(target.start)}: it arms at its start")
+    typer.echo(unskipped_line(window.name, target.start))
 
 
 @windows_app.command("explain")

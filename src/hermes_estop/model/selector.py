@@ -103,14 +103,13 @@ class Selector(Record):
 def unknown_components(names: Iterable[str], known: Iterable[str]) -> str | None:
     """Why `names` (`--only`) name a component nothing gates as, with a did-you-mean (None when
     every one is `known`): a typo would arm a hold that holds nothing that exists."""
-    from difflib import get_close_matches
+    from hermes_estop.model.text import did_you_mean
 
     known = sorted(set(known))
     for name in names:
         if name in known:
             continue
-        close = get_close_matches(name, known, n=1, cutoff=0.6)
-        guess = f"did you mean '{printable(close[0])}'? " if close else ""
+        guess = did_you_mean(name, known)
         return (f"unknown component '{printable(name)}': {guess}no shipped consumer gates as it and no registered "
                 f"consumer reported it (known: {', '.join(printable(k) for k in known)}); declare your own in "
                 "estop.toml: components = [\"name\"]")

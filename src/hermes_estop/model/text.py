@@ -5,7 +5,11 @@ exact value; only what is printed for a person is escaped."""
 
 from __future__ import annotations
 
-__all__ = ["printable", "one_line", "unsafe_char"]
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: the check path imports this module
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["did_you_mean", "printable", "one_line", "unsafe_char"]
 
 # Bidirectional embeddings, overrides and isolates, and the marks: they reorder what follows them.
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -45,3 +49,12 @@ def one_line(value: object) -> str:
     if not text and isinstance(value, BaseException):
         text = type(value).__name__
     return printable(text)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`did you mean 'x'? ` for the closest of `known` (an iterable of names) to a `name` that is
+    not among them, or nothing when none is close."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return f"did you mean '{printable(close[0])}'? " if close else ""

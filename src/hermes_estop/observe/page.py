@@ -18,11 +18,14 @@ Stable hooks: `#verdict` (`data-engaged`), `#covering-now`, one `.hold-card` per
 zones); `#problems`; `#problem-banner` (the same problems, under the verdict: a windows.toml that
 does not validate is never shown only at the bottom); `#override-banner` (one `li` per standing
 hold written with `--override`, `data-generation`) and, on its card, `.override` (and
-`.outside` for a hold no hermes write is on the audit trail for).
+`.outside` for a hold no hermes write is on the audit trail for); a signed-in operator's
+`.hold-actions` on each active hold's card (`render_page(card_actions=...)`, `api.page_actions`);
+`.scroll-hint`, shown on a phone, where the timeline scrolls sideways.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, tzinfo
 from html import escape
 from typing import TYPE_CHECKING
@@ -39,12 +42,15 @@ from hermes_estop.observe.view import FleetView
 if TYPE_CHECKING:
     from hermes_estop.windows.model import Window
 
-__all__ = ["REFRESH_SECONDS", "UPCOMING_ROWS", "render_page"]
+__all__ = ["PAGE_CSS", "REFRESH_SECONDS", "UPCOMING_ROWS", "CardActions", "render_page"]
+
+#: what a signed-in page puts on a hold's card (`api.page_actions`): its forms, or ""
+CardActions = Callable[[Reading], str]
 
 REFRESH_SECONDS = 30
 UPCOMING_ROWS = 20
 
-_CSS = """
+PAGE_CSS = _CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f8fafc;color:#111827}
 main{max-width:1140px;margin:0 auto;padding:20px}
 h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
@@ -83,8 +89,24 @@ td,th{padding:5px 10px;border-bottom:1px solid #f3f4f6;text-align:left} th{color
 #problem-banner ul{margin:4px 0}
 #override-banner{padding:10px 18px;border-radius:8px;margin:0 0 14px;background:#fee2e2;color:#991b1b;border:1px solid #ef4444}
 #override-banner ul{margin:4px 0}
+.scroll-hint{display:none}
+.hold-actions{margin:10px 0 0;padding:8px 0 0;border-top:1px solid #f3f4f6;display:flex;flex-wrap:wrap;gap:8px;align-items:flex-start}
+.hold-actions form{display:flex;gap:6px;flex-wrap:wrap;margin:0}
+.hold-actions details{flex-basis:100%} .hold-actions summary{cursor:pointer;font-weight:600;color:#991b1b}
+.hold-actions .confirm{margin:6px 0;color:#374151}
+button{font:inherit;padding:5px 12px;border-radius:6px;border:1px solid #9ca3af;background:#fff;cursor:pointer}
+button.lift{background:#dc2626;border-color:#b91c1c;color:#fff} button.extend,#pause{background:#1e3a8a;border-color:#1e3a8a;color:#fff}
+input{font:inherit;padding:4px 8px;border:1px solid #d1d5db;border-radius:6px;max-width:100%;box-sizing:border-box}
+#actions{background:#fff;border:1px solid #e5e7eb;border-radius:8px;padding:10px 14px;margin:0 0 14px}
+#actions form{margin:4px 0} .inline{display:inline-block}
+.flash.error{color:#991b1b;font-weight:600} .flash.ok{color:#166534}
+.signin{max-width:28rem;background:#fff;border:1px solid #e5e7eb;border-radius:8px;padding:14px 18px}
+.signin label{display:block;margin:6px 0 2px;color:#374151} .signin input{width:100%;font-size:16px}
+#signin-error{color:#991b1b;font-weight:600}
 @media (max-width:640px){
 main{padding:12px} h1{font-size:18px} #verdict{font-size:16px;padding:10px 12px}
+.scroll-hint{display:block;margin:0 0 4px;font-size:13px;color:#374151}
+.scroll{border-right:4px solid #9ca3af;scrollbar-width:thin}
 .hold-card{min-width:0;flex-basis:100%} .hold-card dl{grid-template-columns:84px minmax(0,1fr)}
 .legend{gap:4px 12px;font-size:12px} #upcoming thead{display:none} #upcoming tr{display:block;padding:6px 0;border-bottom:1px solid #e5e7eb}
 #upcoming td{display:block;border:0;padding:1px 10px} #upcoming td::before{content:attr(data-label) ": ";color:#6b7280}
@@ -125,8 +147,9 @@ def _problem_banner(view: FleetView) -> str:
                if view.extra.get("windows_last_good") else "") + "</div>")
 
 
-def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = REFRESH_SECONDS) -> str:
-    """The whole page for `view`."""
+def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = REFRESH_SECONDS,
+                card_actions: CardActions | None = None) -> str:
+    """The whole page for `view`; `card_actions`: a signed-in operator's forms on each card."""
     now = view.now
     engaged = view.snapshot.engaged
     present = [r for lane in view.lanes if lane.reading is not None for r in flat((lane.reading,))]
@@ -150,13 +173,14 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
     parts.append('<section id="holds"><h2>What holds now</h2>')
     if present:
         parts.append('<div class="cards">')
-        parts.extend(_card(reading, view) for reading in present)
+        parts.extend(_card(reading, view, card_actions) for reading in present)
         parts.append("</div>")
     else:
         parts.append('<p class="none">No hold at any scope.</p>')
     parts.append("</section>")
     parts.append(f'<section id="timeline-section"><h2>Next {_days(view)} (UTC)</h2>')
     parts.append(_LEGEND)
+    parts.append(f'<p class="scroll-hint">Swipe sideways on the timeline for all {_days(view)}.</p>')
     parts.extend(('<div class="scroll">', render_timeline_svg(view), "</div>"))  # no copy of the big SVG
     parts.append("</section>")
     parts.append(_upcoming(view))
@@ -188,7 +212,7 @@ def _days(view: FleetView) -> str:
     return f"{days} day{'s' if days != 1 else ''}"
 
 
-def _card(reading: Reading, view: FleetView) -> str:
+def _card(reading: Reading, view: FleetView, actions: CardActions | None = None) -> str:
     scope = _t(reading.location.scope)
     state = reading.state.value
     rows: list[tuple[str, str, str]] = []
@@ -211,10 +235,12 @@ def _card(reading: Reading, view: FleetView) -> str:
         rows += _record_rows(reading, view)
     lift = view.status.lift(reading) if view.status is not None and reading.active else None
     if lift is not None:
-        rows.append(("lift", "lift it", f"<code>{_t(lift)}</code> (from here)"))
+        rows.append(("lift", "lift it", f"<code>{_t(lift)}</code> (from here)") if actions is None else
+                    ("lift", "or in a shell", f"<code>{_t(lift)}</code> (on the host serving this page)"))
     body = "".join(f'<dt>{label}</dt><dd class="{cls}">{value}</dd>' for cls, label, value in rows)
+    forms = actions(reading) if actions is not None else ""
     return (f'<div class="hold-card state-{state}" data-scope="{scope}" data-state="{state}">'
-            f'<div><span class="scope">{scope}</span> &middot; {head}</div><dl>{body}</dl></div>')
+            f'<div><span class="scope">{scope}</span> &middot; {head}</div><dl>{body}</dl>{forms}</div>')
 
 
 def _record_rows(reading: Reading, view: FleetView) -> list[tuple[str, str, str]]:

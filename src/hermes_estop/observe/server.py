@@ -17,13 +17,16 @@ It binds loopback unless told otherwise: `parse_listen` refuses any other addres
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Iterable
+from datetime import datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -31,7 +34,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import exposition as _exposition
 
-from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.errors import EstopError, InvalidArgument
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.skips import pick
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.netaddr import is_loopback
 from hermes_estop.model.text import one_line
@@ -43,15 +48,16 @@ from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
 from hermes_estop.api.page_actions import PageActions
 from hermes_estop.api.routes import MAX_BODY
 from hermes_estop.api.routes import ApiRequest, error_response
-from hermes_estop.observe.status import flat
 
 from hermes_estop.api.routes import WriteApi
 
-__all__ = ["HttpService", "StatusServer", "attach", "parse_listen", "remote_warning", "status_document"]
+__all__ = ["REQUEST_DEADLINE", "HttpService", "StatusServer", "attach", "parse_listen", "remote_warning", "status_document"]
 
 logger = logging.getLogger("hermes_estop.http")
 
 _ALLOWED = "GET, HEAD"
+#: the headers of every HTML answer: no script, no frames, forms only to this server
+_PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'"
 #: how much of a refused (413) body is read and dropped so the client can read the answer
 DISCARD_LIMIT = 1024 * 1024
 #: the text format 0.0.4 every Prometheus reads (prometheus_client >= 0.22 calls its newer
@@ -107,10 +113,68 @@ def status_document(view: FleetView) -> dict[str, Any]:
     return data
 
 
+#: seconds one request may take in all, from its first byte (or the TLS handshake) to its last
+REQUEST_DEADLINE = 30.0
+
+
+class _Deadlines:
+    """One thread that shuts the socket of every request still being read or answered past its
+    total deadline: a per-read timeout alone lets a client trickle a byte at a time for ever."""
+
+    def __init__(self) -> None:
+        self._due: dict[int, tuple[float, socket.socket]] = {}
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, sock: socket.socket, seconds: float) -> int:
+        with self._wake:
+            key = id(sock)
+            self._due[key] = (time.monotonic() + seconds, sock)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="hermes-serve-http-deadlines", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+            return key
+
+    def disarm(self, key: int) -> None:
+        with self._wake:
+            self._due.pop(key, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                now = time.monotonic()
+                late = [key for key, (due, _) in self._due.items() if due <= now]
+                cut = [self._due.pop(key)[1] for key in late]
+                wait = min((due for due, _ in self._due.values()), default=now + 60.0) - now
+                if not cut:
+                    self._wake.wait(max(wait, 0.05))
+            for sock in cut:
+                logger.debug("http: a request from %s did not complete within its deadline; closed", _peer(sock))
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def _peer(sock: socket.socket) -> str:
+    try:
+        return str(sock.getpeername()[0])
+    except OSError:
+        return "a client that went away"
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_version = "hermes-estop"
     protocol_version = "HTTP/1.1"
     timeout = 30
+
+    def handle_one_request(self) -> None:
+        """One request under its total deadline (`REQUEST_DEADLINE`), not only a per-read timeout."""
+        deadlines: _Deadlines = self.server.deadlines  # type: ignore[attr-defined]
+        key = deadlines.arm(self.connection, self.server.request_deadline)  # type: ignore[attr-defined]
+        try:
+            super().handle_one_request()
+        finally:
+            deadlines.disarm(key)
 
     @property
     def app(self) -> StatusServer:
@@ -153,7 +217,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(413, {"Content-Type": "text/plain; charset=utf-8"}, b"form too large\n")
             return
         body = self.rfile.read(int(length_text)) if int(length_text) else b""
-        answer = self.app.actions.post(path, body, self.headers.get("Cookie"), self.client_address[0])
+        answer = self.app.actions.post(path, body, self.headers.get("Cookie"), self.client_address[0],
+                                       origin=self.headers.get("Origin"), host=self.headers.get("Host"))
         self._send(answer.status, answer.headers, answer.body)
 
     def _discard_body(self, length_text: str) -> None:
@@ -170,14 +235,21 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             return
 
-    def _send(self, status: int, headers: dict[str, str], body: bytes) -> None:
+    def _send(self, status: int, headers: dict[str, str], body: bytes, *, head: bool = False) -> None:
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        if headers.get("Content-Type", "").startswith("text/html"):
+            self._page_headers()
         self.end_headers()
-        self.wfile.write(body)
+        if not head:
+            self.wfile.write(body)
+
+    def _page_headers(self) -> None:
+        self.send_header("Content-Security-Policy", _PAGE_POLICY)
+        self.send_header("X-Content-Type-Options", "nosniff")
 
     do_POST = do_DELETE = _write
     do_PUT = do_PATCH = do_OPTIONS = do_CONNECT = do_TRACE = _refuse
@@ -200,7 +272,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             body = self.rfile.read(int(length_text)) if int(length_text) else b""
             headers = {name.lower(): value for name, value in self.headers.items()}
-            request = ApiRequest(self.command, urlsplit(self.path).path, headers, body, self.client_address[0])
+            url = urlsplit(self.path)
+            request = ApiRequest(self.command, url.path, headers, body, self.client_address[0], url.query)
             assert self.app.api is not None
             response = self.app.api.handle(request)
         payload = response.encode()
@@ -219,6 +292,10 @@ class _Handler(BaseHTTPRequestHandler):
         if self.app.api is not None and url.path.startswith("/api/v1/") and not head:
             self._api()
             return
+        if url.path == "/signin" and self.app.actions is not None:
+            answer = self.app.actions.sign_in_form(self.headers.get("Cookie"))
+            self._send(answer.status, answer.headers, answer.body, head=head)
+            return
         try:
             found = self.app.route(url.path, parse_qs(url.query), self.headers.get("Cookie"))
         except Exception as exc:
@@ -231,9 +308,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         if content_type.startswith("text/html"):
-            self.send_header("Content-Security-Policy",
-                             "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'")
-            self.send_header("X-Content-Type-Options", "nosniff")
+            self._page_headers()
         self.end_headers()
         if not head:
             self.wfile.write(body)
@@ -243,8 +318,10 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], app: StatusServer) -> None:
+    def __init__(self, address: tuple[str, int], app: StatusServer, request_deadline: float) -> None:
         self.app = app
+        self.deadlines = _Deadlines()
+        self.request_deadline = request_deadline
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
@@ -266,7 +343,8 @@ class StatusServer:
 
     def __init__(self, estop: Estop, host: str = "127.0.0.1", port: int = 0, *,
                  observer: Observer | None = None, work_held: WorkHeldCounter | None = None,
-                 api: WriteApi | None = None, tls: ssl.SSLContext | None = None) -> None:
+                 api: WriteApi | None = None, tls: ssl.SSLContext | None = None,
+                 request_deadline: float = REQUEST_DEADLINE) -> None:
         self.estop = estop
         self.observer = observer or Observer(estop)
         self.work_held = work_held or WorkHeldCounter()
@@ -277,7 +355,7 @@ class StatusServer:
         if api is not None and api.write:
             self.actions = PageActions(api, tls=tls is not None)
         try:
-            self.httpd = _Server((host, port), self)
+            self.httpd = _Server((host, port), self, request_deadline)
         except OSError as exc:
             raise InvalidArgument(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         if tls is not None:  # the handshake happens in the request's thread, under its timeout
@@ -318,14 +396,14 @@ class StatusServer:
             return HTTPStatus.OK, "text/calendar; charset=utf-8", self.calendar(query)
         if path in ("/", "/index.html"):
             view = self.observer.view(_days(query))
-            page = render_page(view)
-            if self.actions is not None:
-                readings = [r for lane in view.lanes if lane.reading is not None for r in flat((lane.reading,))]
-                page = self.actions.decorate(page, self.actions.signed_in(cookie), readings,
-                                             [w.window.name for w in view.windows])
+            if self.actions is None:
+                page = render_page(view)
+            else:
+                current = self.actions.signed_in(cookie)
+                page = render_page(view, card_actions=self.actions.card_actions(current))
+                page = self.actions.decorate(page, current, [(w.window.name, _next_start(w.window, view.now))
+                                                             for w in view.windows])
             return HTTPStatus.OK, "text/html; charset=utf-8", page.encode()
-        if path == "/signin" and self.actions is not None:
-            return HTTPStatus.OK, "text/html; charset=utf-8", self.actions.sign_in_page().encode()
         return HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", b"not found: try /, /metrics, /api/status or /calendar.ics\n"
 
     def _api_metrics(self) -> bytes:
@@ -364,6 +442,14 @@ class StatusServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _next_start(window: Window, now: datetime) -> datetime | None:
+    """The start of the occurrence "Skip next" skips (`skips.pick`), or None when there is none."""
+    try:
+        return pick(window, now).start
+    except EstopError:
+        return None
 
 
 def _days(query: dict[str, list[str]]) -> int:

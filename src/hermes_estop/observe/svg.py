@@ -48,6 +48,10 @@ BAR_PAD = 7
 MAX_LABELLED = 8
 #: what covers now is never drawn narrower than this (px): a 2 h window is a sliver of a week
 NOW_MIN = 12
+#: the room the axis's "now" label takes (px): a day's label starts after it
+NOW_LABEL_W = 34
+#: a day's label pushed right of "now" by more than this (px) would name the wrong day: left out
+DAY_LABEL_SLACK = 60
 #: the height of the row under a lane that names what covers now
 NOW_ROW = 22
 #: the width of a character of a label, for placing labels apart (12 px text; 13 px bold)
@@ -128,13 +132,16 @@ def render_timeline_svg(view: FleetView) -> str:
 
 def _axis(view: FleetView, scale: _Scale, height: int) -> str:
     parts = ['<g class="axis">']
+    x_now = scale.x(view.now)
+    clear = x_now + NOW_LABEL_W  # a day's label starts right of "now", never under it
     for tick in day_ticks(view.start, view.end):
         x = scale.x(tick)
         parts.append(f'<line class="day" x1="{x:.1f}" y1="{AXIS_H - 8}" x2="{x:.1f}" y2="{height - 8}" '
                      f'data-day="{tick.date().isoformat()}"/>')
-        if x + 70 <= scale.left + scale.width:
-            parts.append(f'<text class="day-label" x="{x + 4:.1f}" y="{AXIS_H - 12}">{tick:%a %d %b}</text>')
-    parts.append(f'<text class="day-label" x="{LABEL:.1f}" y="{AXIS_H - 12}">now</text>')
+        at = max(x + 4, clear)
+        if at + 70 <= scale.left + scale.width and at - x < DAY_LABEL_SLACK:
+            parts.append(f'<text class="day-label" x="{at:.1f}" y="{AXIS_H - 12}">{tick:%a %d %b}</text>')
+    parts.append(f'<text class="day-label now-axis-label" x="{x_now:.1f}" y="{AXIS_H - 12}">now</text>')
     parts.append("</g>")
     return "".join(parts)
 

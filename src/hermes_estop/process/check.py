@@ -234,6 +234,50 @@ class Verdict(Record):
         """When the hold lifts by itself (every covering hold has a deadman), else None."""
         return auto_resume_at(self.snapshot, self.holds)
 
+    def to_json(self, scoped: bool = False) -> dict[str, Any]:
+        """What `hermes check --json` prints (and `/api/v1/check` answers); `scoped`: the work
+        was named (`--component` / `--job`), so the covering holds are listed."""
+        from hermes_estop.model.timeutil import format_instant
+
+        return {"proceed": self.proceed, "engaged": self.engaged, "admitted": self.admitted,
+                "notice": self.notice, "reason": self.reason, "resume_at": format_instant(self.resume_at),
+                **({"holds": [r.hold.scope_label if r.hold else "everything" for r in self.holds]} if scoped else {})}
+
+    @property
+    def line(self) -> str:
+        """The line `hermes check` prints."""
+        if not self.proceed:
+            return f"held: {self.who_holds}"
+        if self.engaged:
+            return "proceed: admitted through the hold"
+        scoped = len(self.snapshot.scoped_active)
+        return "proceed: no active hold" if not scoped else \
+            f"proceed: no active hold covers this work ({scoped} scoped hold(s) stand)"
+
+    @property
+    def who_holds(self) -> str:
+        """Who holds this work and until when, hold by hold (what an operator asking `hermes
+        check` needs; the consumers' `notice` keeps upstream's words), escaped."""
+        parts = []
+        for reading in self.holds:
+            where, hold = reading.location.describe(), reading.hold
+            if reading.state is HoldState.UNREADABLE or hold is None:
+                parts.append(f"{where}: {unreadable_cause(reading)}")
+                continue
+            what = [hold.selector.describe()] if hold.selector is not None else []
+            what += [hold.reason] if hold.reason else []
+            why = f" ({': '.join(what)})" if what else ""
+            who = f" by {hold.armed_by}" if hold.armed_by else ""
+            until = f" until {display_instant(hold.expires_at)}" if hold.expires_at is not None \
+                else " with no deadline (until someone lifts it)"
+            parts.append(f"{where} is held{why}{who}{until}")
+        return printable("; ".join(parts))
+
+    @property
+    def held_by(self) -> str:
+        """The scopes of the holds that cover the work, as `hermes gate` names them."""
+        return ", ".join(printable(r.location.describe()) for r in self.holds)
+
 
 def decide(snapshot: Snapshot, user_id: Any = None, profile: Any = None, component: str | None = None,
            job: Any = None) -> Verdict:

@@ -19,10 +19,11 @@ from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
 
 if TYPE_CHECKING:
+    from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.model.homes import Location
     from hermes_estop.model.selector import Selector
 
-__all__ = ["ALL_WORK", "HOLD_EVENTS", "covers", "event_covers", "describe_hold", "describe_reading", "hold_json",
+__all__ = ["ALL_WORK", "HOLD_EVENTS", "covers", "event_covers", "event_json", "describe_hold", "describe_reading", "hold_json",
            "paused_lines", "reading_from_json", "reading_json", "resumed_line"]
 
 #: what a hold without a selector covers, as every surface says it
@@ -49,6 +50,14 @@ def event_covers(event: str, detail: str | None) -> str | None:
 
     scoped = selector_of_detail(detail)
     return covers(scoped[1] if scoped is not None else None)
+
+
+def event_json(event: AuditEvent) -> dict[str, Any]:
+    """An audit event as `hermes history --json` (and /api/v1/history) shows it, with what its
+    hold covers (`event_covers`)."""
+    data = event.to_json()
+    covered = event_covers(event.event, event.detail)
+    return data if covered is None else data | {"covers": covered}
 
 
 def hold_json(hold: Hold | None, now: datetime) -> dict[str, Any]:

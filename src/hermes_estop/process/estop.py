@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from hermes_estop.model.durations import MAX_DURATION, parse_ttl
-from hermes_estop.model.errors import EstopError, InvalidArgument, InvalidInstant
+from hermes_estop.model.errors import InvalidArgument, InvalidInstant
 from hermes_estop.process.check import Snapshot, Verdict, admits, decide, engaged, holding, pause_notice
 from hermes_estop.model.hold import Allow, Cause, EngageRequest, Fence, Hold, HoldState, Reading, clean_reason
 from hermes_estop.model.homes import SENTINEL_NAME, Layout, Location, resolve_layout
@@ -226,6 +226,25 @@ class Estop:
             return Verdict(True, False, False, snapshot, ())
         return decide(snapshot, user_id, profile, component, job)
 
+    def asked(self, user: str | None, profile: str | None, component: str | None = None,
+              job: str | None = None) -> Verdict:
+        """The verdict `hermes check` gives on work an operator names: `gate` seen from
+        `profile` (its home and the fleet root, `for_profile`: what the consumers there
+        answer), every value validated as a write validates it (`InvalidArgument`, one line)."""
+        from hermes_estop.model.homes import validate_profile_name
+        from hermes_estop.model.text import printable
+
+        if user is not None:
+            Allow.of([user])  # the id rules a write applies: non-empty, no control characters
+        for what, value in (("--component", component), ("--job", job)):
+            if value is not None and (not value or printable(value) != value):
+                raise InvalidArgument(f"invalid {what} {value!r}: expected a non-empty name without control characters")
+        seen_from = self
+        if profile is not None:
+            validate_profile_name(profile)
+            seen_from = self.for_profile(profile)
+        return seen_from.gate(user, profile, component, job)
+
     def is_engaged(self) -> bool:
         return engaged(self.snapshot())
 
@@ -348,7 +367,10 @@ class Estop:
         units' names) make it a scoped hold, which stands beside the others at the location;
         pausing the same selector again re-arms it (`hold_id`: the scoped hold to re-arm).
         The fleet's arming policy applies (`PolicyRefused`); `override` (a reason) breaks glass."""
+        from hermes_estop.process.fleet_config import check_components
+
         location = self.location(fleet=fleet)
+        check_components(self, [only] if isinstance(only, str) else only, "only")
         request, now = self.engage_request(reason, allow, ttl, expires_at, replace, armed_by=armed_by,
                                            window=window, only_if=only_if, only=only, jobs=jobs, hold_id=hold_id)
         return self.fleet.engage(location, request, now, override=override)
@@ -365,8 +387,6 @@ class Estop:
         from hermes_estop.model.selector import Selector
 
         selector = Selector.of(only or (), jobs or ())
-        if selector is not None:
-            self.check_components(selector.components)
         if hold_id is not None and (selector is None or not isinstance(hold_id, str) or not hold_id.isalnum()):
             raise InvalidArgument(f"invalid hold id {hold_id!r}: a scoped hold (only/jobs) with a letters-and-digits id")
         now = self.clock()
@@ -382,29 +402,6 @@ class Estop:
             hold_id=hold_id,
         )
         return request, now
-
-    def check_components(self, only: Iterable[str] | None) -> None:
-        """Refuse `only` naming a component nothing gates as (`InvalidArgument` with a
-        did-you-mean): no shipped consumer, none declared in estop.toml (`components`), no
-        registered consumer that reported it. Every door's engage meets it (`engage_request`):
-        a typo would arm a hold that holds nothing that exists. The registry is read only for a
-        name the first two do not know; one that cannot be read counts as none."""
-        names = list(only or ())
-        if not names:
-            return
-        from hermes_estop.model.selector import COMPONENTS, unknown_components
-        from hermes_estop.process.fleet_config import declared_components
-
-        known = set(COMPONENTS) | declared_components(self.layout)
-        if unknown_components(names, known) is None:
-            return
-        import contextlib
-
-        with contextlib.suppress(EstopError, OSError):  # an unreadable registry names no component
-            known |= {entry.component for entry in self.fleet.consumers().entries()}
-        problem = unknown_components(names, known)
-        if problem is not None:
-            raise InvalidArgument(f"--only: {problem}")
 
     def release(self, *, fleet: bool = False, generation: str | None = None, hold: str | None = None,
                 override: str | None = None) -> Reading | None:

@@ -19,12 +19,25 @@ from hermes_estop.model.text import printable
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
 if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
     from pathlib import Path
+
+    from typing import Protocol
+
+    from hermes_estop.fleet.fleet import Fleet
+
+    class _Process(Protocol):
+        """What `check_components` reads of an `Estop`: its layout and its fleet."""
+
+        @property
+        def layout(self) -> Layout: ...
+
+        @property
+        def fleet(self) -> Fleet: ...
 
     from hermes_estop.stores.base import HoldStore
 
-__all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_store_option", "child_environment",
+__all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_components", "check_store_option", "child_environment",
            "configured_store", "declared_components", "read_config", "store_spec", "use_store"]
 
 CONFIG_FILE = "estop.toml"
@@ -181,3 +194,27 @@ def declared_components(layout: Layout) -> frozenset[str]:
     except EstopError as exc:
         raise InvalidArgument(f"invalid config {printable(path)}: 'components': {exc}") from None
     return selector.components if selector is not None else frozenset()
+
+
+def check_components(estop: _Process, only: Iterable[str] | None, what: str = "--only") -> None:
+    """Refuse `only` (`--only NAME`, the API's `only`) when nothing gates as NAME: no shipped
+    consumer, no component declared in estop.toml (`components`), no registered consumer that
+    reported it; `InvalidArgument` with a did-you-mean, naming `what`. The registry is read only
+    for a name the first two do not know; one that cannot be read counts as none (declare the
+    name in estop.toml). Every door that arms a scoped hold calls this (the CLI, the API, the page)."""
+    import contextlib
+
+    from hermes_estop.model.errors import StoreError
+    from hermes_estop.model.selector import COMPONENTS, unknown_components
+
+    names = list(only or ())
+    if not names:
+        return
+    known = set(COMPONENTS) | declared_components(estop.layout)
+    if unknown_components(names, known) is None:
+        return
+    with contextlib.suppress(StoreError, OSError):
+        known |= {entry.component for entry in estop.fleet.consumers().entries()}
+    problem = unknown_components(names, known)
+    if problem is not None:
+        raise InvalidArgument(f"{what}: {problem}")

@@ -1,0 +1,71 @@
+"""HTTP conventions of the write API (issue 44 item 6): a hold carries its generation as a
+quoted `ETag`, `If-Match` takes it back as sent (RFC 9110: a list, `*`, strong comparison), and
+a value that is not an entity-tag is a 400 that says how to quote it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermes_estop import Estop
+from hermes_estop.api.routes import ApiRequest, ApiResponse, WriteApi
+from hermes_estop.api.tokens import TokenTable
+
+
+@pytest.fixture
+def estop(fleet_root: Path) -> Iterator[Estop]:
+    fleet = Estop(home=fleet_root, root=fleet_root, store="file", actor="operator@test")
+    yield fleet
+    fleet.close()
+
+
+@pytest.fixture
+def call(estop: Estop):
+    secret = TokenTable(estop.fleet).create("boss", "admin", None, estop.clock())[1]
+    api = WriteApi(estop, lambda: {}, write=True)
+
+    def request(method: str, path: str, body: Any = None, **headers: str) -> ApiResponse:
+        sent = {"authorization": f"Bearer {secret}", **{k.replace("_", "-").lower(): v for k, v in headers.items()}}
+        raw = json.dumps(body).encode() if body is not None else b""
+        return api.handle(ApiRequest(method, path, sent, raw, "127.0.0.1"))
+
+    return request
+
+
+def test_a_hold_carries_its_generation_as_a_quoted_etag(call):
+    armed = call("POST", "/api/v1/holds", {"reason": "deploy", "ttl": "1h"})
+    assert armed.status == 201 and armed.headers["ETag"] == f'"{armed.body["generation"]}"'
+    got = call("GET", "/api/v1/holds/fleet")
+    assert got.status == 200 and got.headers["ETag"] == armed.headers["ETag"] and got.body["reason"] == "deploy"
+    extended = call("POST", "/api/v1/holds/fleet/extend", {"ttl": "2h"}, if_match=got.headers["ETag"])
+    assert extended.status == 200 and extended.headers["ETag"] == f'"{extended.body["generation"]}"'
+    assert call("GET", "/api/v1/holds/nope").status == 404
+    lifted = call("DELETE", "/api/v1/holds/fleet", if_match=extended.headers["ETag"])
+    assert lifted.status == 200
+    assert call("GET", "/api/v1/holds/fleet").status == 404
+
+
+def test_if_match_takes_a_list_of_etags_and_star(call, estop):
+    armed = call("POST", "/api/v1/holds", {"reason": "one"})
+    listed = f'"{"0" * 32}", {armed.headers["ETag"]}'
+    assert call("POST", "/api/v1/holds/fleet/extend", {"ttl": "1h"}, if_match=listed).status == 200
+    assert call("DELETE", "/api/v1/holds/fleet", if_match="*").status == 200 and not estop.is_engaged()
+    assert call("DELETE", "/api/v1/holds/fleet", if_match="*").status == 412  # nothing stands: * is false
+
+
+def test_a_weak_etag_never_matches_if_match(call, estop):
+    armed = call("POST", "/api/v1/holds", {"reason": "one"})
+    answer = call("DELETE", "/api/v1/holds/fleet", if_match="W/" + armed.headers["ETag"])
+    assert answer.status == 412 and estop.is_engaged()
+
+
+@pytest.mark.parametrize("value", ["abc", '"unterminated', '"a" "b"'])
+def test_an_if_match_that_is_not_an_entity_tag_is_400_saying_how_to_quote_it(call, estop, value):
+    call("POST", "/api/v1/holds", {"reason": "one"})
+    answer = call("DELETE", "/api/v1/holds/fleet", if_match=value)
+    assert answer.status == 400 and answer.body["field"] == "If-Match" and '"<generation>"' in answer.body["error"]
+    assert estop.is_engaged()

@@ -1,0 +1,75 @@
+"""One request model for every door (issue 43 item 7, the API and page half): the write API and
+the page's forms apply the command line's input rules, with its words: a TTL needs a unit
+(`30m? 30s?`), a component nothing gates as is refused with a did-you-mean."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from api_helpers import hermes
+
+from hermes_estop import Estop
+from hermes_estop.api.page_actions import PageActions
+from hermes_estop.api.routes import ApiRequest, ApiResponse, WriteApi
+from hermes_estop.api.tokens import TokenTable
+
+
+@pytest.fixture
+def estop(fleet_root: Path) -> Iterator[Estop]:
+    fleet = Estop(home=fleet_root, root=fleet_root, store="file", actor="operator@test")
+    yield fleet
+    fleet.close()
+
+
+@pytest.fixture
+def secret(estop: Estop) -> str:
+    return TokenTable(estop.fleet).create("ops", "operator", None, estop.clock())[1]
+
+
+@pytest.fixture
+def api(estop: Estop) -> WriteApi:
+    return WriteApi(estop, lambda: {}, write=True)
+
+
+def _call(api: WriteApi, secret: str, method: str, path: str, body: Any = None) -> ApiResponse:
+    raw = json.dumps(body).encode() if body is not None else b""
+    return api.handle(ApiRequest(method, path, {"authorization": f"Bearer {secret}"}, raw, "127.0.0.1"))
+
+
+def test_an_api_ttl_without_a_unit_is_refused_as_on_the_command_line(api, secret, estop, fleet_root):
+    answer = _call(api, secret, "POST", "/api/v1/holds", {"reason": "x", "ttl": "30"})
+    assert answer.status == 400 and answer.body["field"] == "ttl" and "30m? 30s?" in answer.body["error"]
+    assert not estop.is_engaged()
+    local = hermes(fleet_root, "pause", "--reason", "x", "--ttl", "30", check=False)
+    assert local.returncode == 2 and answer.body["error"] in local.stderr
+    assert _call(api, secret, "POST", "/api/v1/holds", {"reason": "x", "ttl": "30m"}).status == 201
+    extended = _call(api, secret, "POST", "/api/v1/holds/fleet/extend", {"ttl": "45"})
+    assert extended.status == 400 and "45m? 45s?" in extended.body["error"]
+
+
+def test_an_api_only_naming_no_component_is_refused_with_did_you_mean(api, secret, estop, fleet_root):
+    answer = _call(api, secret, "POST", "/api/v1/holds", {"reason": "x", "only": ["kanbn"]})
+    assert answer.status == 400 and answer.body["field"] == "only"
+    assert "unknown component 'kanbn'" in answer.body["error"] and "did you mean 'kanban'" in answer.body["error"]
+    assert not estop.is_engaged()
+    assert _call(api, secret, "POST", "/api/v1/holds", {"reason": "x", "only": ["kanban"]}).status == 201
+
+
+def test_the_pages_pause_form_refuses_a_ttl_without_a_unit(api, secret, estop):
+    actions = PageActions(api, tls=False)
+    form = actions.sign_in_form(None)
+    cookie = form.headers["Set-Cookie"].split(";")[0]
+    csrf = form.body.decode().split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    signed = actions.post("/signin", urlencode({"token": secret, "csrf": csrf}).encode(), cookie, "127.0.0.1")
+    session = signed.headers["Set-Cookie"].split(";")[0]
+    current = actions.signed_in(session)
+    assert current is not None
+    body = urlencode({"reason": "x", "ttl": "30", "csrf": current[1].csrf}).encode()
+    assert actions.post("/actions/pause", body, session, "127.0.0.1").status == 303
+    assert not estop.is_engaged()
+    assert any(kind == "error" and "30m? 30s?" in text for kind, text in current[1].flash)
