@@ -63,7 +63,9 @@ def test_a_remote_pause_is_armed_by_the_token_and_audited_with_its_address(fleet
     reading = Fleet.of_files(fleet).read().readings[0]
     assert reading.hold is not None and reading.hold.generation == body["generation"]
     events, _ = Fleet.of_files(fleet).history()
-    assert events[-1].event == "engage" and events[-1].actor == "token:ops from 127.0.0.1"
+    engaged = [e for e in events if e.event == "engage"]  # between 02:00 and 04:00 UTC the nightly window
+    assert engaged[-1].actor == "token:ops from 127.0.0.1"  # also records a skip under this hold
+    assert engaged[-1].generation == body["generation"]
 
 
 def test_status_is_the_status_document_for_a_viewer(served, tokens):
