@@ -126,3 +126,12 @@ def test_an_old_module_path_warns_at_the_importing_line():
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stderr.startswith("<string>:3: DeprecationWarning: hermes_estop.errors"), result.stderr
+
+
+def test_the_old_fleet_module_names_still_import_with_a_deprecation_warning():
+    """`hermes_estop.fleet` was a module (`Fleet` and its tables); it is the fleet's package now."""
+    program = "import warnings\nwarnings.simplefilter('always')\nfrom hermes_estop.fleet import Fleet\nprint(Fleet.__module__)\n"
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "hermes_estop.fleet.fleet"
+    assert result.stderr.count("DeprecationWarning") == 1 and "hermes_estop.fleet.fleet" in result.stderr
