@@ -15,7 +15,8 @@ a deliberate edit, so none is tried. The rule is the fleet-wide one (docs/design
   read in between starts over, so the momentary states of an editor's save never confirm.
 - A calendar (`[[calendars]]`, or a window's `exclude_calendar`) weakens when a read of it (an
   edit of the file, a new fetch) removes, shortens or moves an occurrence the ledger says holds
-  right now; future occurrences it moves are not held yet and weaken nothing. The feed's content
+  right now; future occurrences it moves are not held yet and weaken nothing, and a change that
+  makes a window cover now (today's holiday removed) is a strengthening: armed at the next read. The feed's content
   is part of the read's identity, so the rule is the same: the same content, two reads, the
   confirmation period.
 - What a window holds is part of what it is (issue 32 item 9): its selector (`only`, `jobs`)
@@ -98,8 +99,9 @@ def strengthens(old: Window, new: Window) -> bool:
     if not new.enabled or ((new.scope, new.cron, new.at, new.timezone, new.reason, new.exclude_calendar)
                            != (old.scope, old.cron, old.at, old.timezone, old.reason, old.exclude_calendar)):
         return False
-    if new._holidays != old._holidays:  # noqa: SLF001 - the guard compares what calendars filled in
-        return False
+    # the holidays of `exclude_calendar` (what the feed says now) are judged like a calendar's
+    # events, by what holds now (`vanished`, `_drops`): a feed change that makes the window cover
+    # now arms at the next read, one that takes the armed occurrence away waits (issue 45)
     return _holds_longer(old, new) and _narrower(new.hold_allow, old.hold_allow)
 
 
