@@ -5,7 +5,7 @@ waits for the stability rule. On the fake clock, with the real scheduler, ledger
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from hermes_estop.model.hold import HoldState
 
