@@ -78,7 +78,11 @@ def test_schedule_answers_what_the_exact_functions_answer(wf: WindowsFile, t: da
     windows = wf.load()
     compiled = _load(wf)
     assert compiled is not None
-    assert sorted(compiled.covering(t) or []) == sorted(o for w in windows for o in covering(w, t))
+    found = compiled.covering(t)
+    if found is None:  # declined only where a drain lead from `t` reaches past the horizon
+        assert schedule.micros(t) + max(compiled.leads) >= compiled.hi
+    else:
+        assert sorted(found) == sorted(o for w in windows for o in covering(w, t))
     for row, window in enumerate(windows):
         assert compiled.next_start(row, t) == next_start(window, t), window.name
     last = t + timedelta(days=1)

@@ -269,10 +269,13 @@ class Schedule:
 
     def covering(self, t: datetime) -> list[Occurrence] | None:
         """The occurrences covering `t` (`[start - drain, end)`), enabled or not, by row then
-        start; None when `t` is outside the horizon."""
+        start; None when `t` is outside the horizon, or a drain lead from `t` reaches past it
+        (a row keeps only its first start past the horizon: issue 45)."""
         if not self.answers(t):
             return None
         at = micros(t)
+        if self.leads and at + max(self.leads) >= self.hi:
+            return None  # a drain reaching back to `t` from past the horizon: a row keeps one start there
         out = []
         for row in range(len(self.names)):
             lo, hi = self.offsets[row], self.offsets[row + 1]

@@ -188,6 +188,10 @@ class WindowService:
         identity = (snapshot.identity, parsed.digests) if parsed.digests else snapshot.identity
         verdict = self.guard.judge(identity, windows, entries, report.now, parsed.failing_names())
         if not verdict.trusted:
+            if not parsed.failures and not parsed.sources:
+                # the schedule worth building is the file's as it is (what every command reads),
+                # never the version last confirmed: that would be written over it (issue 45)
+                self._last_valid = (snapshot.raw, windows, report.now)
             report.pending = verdict.reason
             self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
             return None if verdict.windows is None else (verdict.windows, entries, None, verdict.moving)
