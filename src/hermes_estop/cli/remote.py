@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from datetime import tzinfo, UTC
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
 import typer
@@ -28,12 +28,12 @@ from hermes_estop.model.hold import hold_from_json
 from hermes_estop.model.hold import Fence, HoldState, not_current
 from hermes_estop.model.homes import Location
 from hermes_estop.model.timeutil import parse_stamp
-from hermes_estop.observe.status import DocumentStatus
-from hermes_estop.observe.status import status_lines
 from hermes_estop.process.describe import paused_lines
 from hermes_estop.process.describe import reading_from_json
 from hermes_estop.cli.outcome import Resumed, finish_resume, refused_resume
-from hermes_estop.windows.skips import skipped_line
+
+if TYPE_CHECKING:
+    from hermes_estop.observe.status import DocumentStatus
 from zoneinfo import ZoneInfo
 
 __all__ = ["SERVER_ENV", "TOKEN_FILE_ENV", "Remote", "chosen_server", "use_server"]
@@ -134,6 +134,8 @@ _API_ONLY = ("timeline", "section_lines")
 
 def _view(remote: Remote) -> tuple[dict[str, Any], DocumentStatus]:
     """The server's status document (as `hermes status --json` prints it) and its readings."""
+    from hermes_estop.observe.status import DocumentStatus  # the status stack: not for `hermes pause` (issue 45)
+
     answer = remote.call("GET", "/api/v1/status")
     if answer.status != 200 or not isinstance(answer.body, dict):
         remote.refused(answer)
@@ -280,6 +282,8 @@ def _lift(view: DocumentStatus, scope: str) -> str | None:
 
 def remote_status(remote: Remote, *, as_json: bool) -> NoReturn:
     """`hermes status` over --server: the server's document, printed by `status_lines`."""
+    from hermes_estop.observe.status import status_lines  # the status stack: not for `hermes pause` (issue 45)
+
     document, view = _view(remote)
     if as_json:
         emit_json(document)
@@ -289,6 +293,8 @@ def remote_status(remote: Remote, *, as_json: bool) -> NoReturn:
 
 
 def remote_skip(remote: Remote, name: str, *, on: str | None, occurrence: str | None, as_json: bool) -> NoReturn:
+    from hermes_estop.windows.skips import skipped_line  # the windows package: not for `hermes pause` (issue 45)
+
     body = {key: value for key, value in (("on", on), ("occurrence", occurrence)) if value is not None}
     answer = remote.call("POST", f"/api/v1/windows/{quote(name, safe='')}/skip", body)
     if answer.status != 200 or not isinstance(answer.body, dict):
