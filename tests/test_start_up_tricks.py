@@ -51,6 +51,8 @@ LATE = {
     ("hermes_estop.cli.remote", "hermes_estop.windows.skips"): "`hermes windows skip --server` only",
     ("hermes_estop.cli.application", "hermes_estop.windows.windows_file"): "shell completion of window names only",
     ("hermes_estop.cli.application", "hermes_estop.consumers.cron"): "shell completion of job names only",
+    ("hermes_estop.fleet.policy_guard", "hermes_estop.model.judgement"):
+        "only a fleet with a policy (or an API caller) judges a write: a pause under no policy does not",
 }
 
 #: package modules `hermes pause --help` may import (issue 45's target: 35; 77 before it), and a

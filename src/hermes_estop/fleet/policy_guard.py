@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from hermes_estop.model.errors import EstopError, InvalidArgument, StoreError
 from hermes_estop.model.hold import Reading, Sentinel
-from hermes_estop.model.judgement import Judgement, judge
 from hermes_estop.model.homes import Location
 from hermes_estop.model.policy import (
     NO_POLICY,
@@ -40,6 +39,7 @@ from hermes_estop.system.fsread import foreign_control
 import grp
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hermes_estop.model.judgement import Judgement
     from hermes_estop.stores.base import HoldStore
 
 
@@ -225,6 +225,8 @@ class Judging:
         self.verdicts: list[Judgement] = []
 
     def __call__(self, before: Reading, after: Sentinel | None, trusted: datetime) -> None:
+        from hermes_estop.model.judgement import judge
+
         verdict = judge(before, after, self.identity, self.policy, self.now, trusted=trusted,
                         policy_problem=self.problem)
         self.verdicts.append(verdict)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from hermes_estop.fleet.fleet import Fleet, StateTable
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.fleet.tables import StateTable
 
 __all__ = ["STATE_FILE", "CursorStore", "FleetCursorStore", "TargetState"]
 

@@ -19,7 +19,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hermes_estop.fleet.fleet import LEDGER_FILE, Fleet, RecordTable
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.fleet.tables import LEDGER_FILE, RecordTable
 from hermes_estop.model.timeutil import format_instant, parse_stamp
 
 __all__ = [
