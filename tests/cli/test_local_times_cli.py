@@ -31,7 +31,7 @@ def test_pause_status_and_the_notice_show_local_times_to_the_second(local):
     status = local("status", check=0).stdout
     assert re.search(rf"deadline   {LOCAL} \(in 4\dm", status), status
     held = local("check", check=1).stdout
-    assert re.search(rf"Auto-resumes at {LOCAL}\.", held), held
+    assert re.search(rf"held: .* until {LOCAL}$", held.strip()), held  # who holds, and until when (issue 44 item 8)
     document = json.loads(local("status", "--json", check=0).stdout)
     expires = document["holds"][0]["expires_at"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00", expires), expires  # --json: UTC

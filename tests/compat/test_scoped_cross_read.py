@@ -33,6 +33,8 @@ def assert_upstream_never_sees_less(estop, path):
 def test_upstream_holds_wherever_a_scoped_hold_holds(estop, dot_hermes, seed):
     rng = random.Random(seed)
     path = dot_hermes / "ESTOP"
+    # a component of the integrator's own is declared, as every door asks (issue 43 item 7)
+    (dot_hermes / "estop.toml").write_text('components = ["mine"]\n')
     if rng.random() < 0.5:
         estop.engage(reason="full", allow=rng.choice(ALLOWS), ttl=rng.choice(TTLS))
     for selector in rng.sample(SELECTORS, rng.randint(1, len(SELECTORS))):

@@ -5,11 +5,15 @@ the model: the fleet returns it (`Fleet.read`), the process's check path decides
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
-from hermes_estop.model.hold import Fence, Reading
+from hermes_estop.model.hold import Reading
 from hermes_estop.model.record import Record, set_field
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any
+
+    from hermes_estop.model.hold import Fence
 
 __all__ = ["Snapshot", "admits", "engaged", "holding"]
 

@@ -109,17 +109,26 @@ class Actions:
             logger.warning("windows: cannot record the arm in the audit trail (%s); arming anyway", exc)
 
     def retire(self, action: Retire, state: PassState) -> None:
-        """Retire a hold the scheduler armed because the windows say it no longer holds. An
-        edit of the windows file is not an operator's act: the retire is judged as the file's
-        (`EDIT`), which no role maps to, so under a policy that limits who lifts a window's hold
-        (`lift_windows`) a hold is not lifted before the deadline it was armed with. A refusal
-        is on the record once; the hold is left to its deadman and not asked again."""
+        """Retire a hold the scheduler armed. At or past its deadline that is the window's end,
+        written as the scheduler. Before it, the windows say it no longer holds (a window
+        removed, shortened, moved): an edit of the windows file is not an operator's act, so
+        the retire is judged as the file's (`EDIT`), which no role maps to, and under a policy
+        that limits who lifts a window's hold (`lift_windows`) the hold stays until the deadline
+        it was armed with. A refusal is on the record once; the hold is left to its deadman and
+        not asked again."""
         if action.generation in self._refused:
             return
+        location = self.fleet.location(action.scope)
+        now = self.fleet.clock()
+        (reading,) = self.fleet.read((location,), now).readings
+        deadline = next((r.hold.expires_at for r in (reading, *reading.scoped)
+                         if r.hold is not None and r.hold.generation == action.generation), None)
+        early = deadline is None or now < deadline
         why = "; ".join(dict.fromkeys(e.detail for e in action.entries if e.detail)) or "the windows no longer hold it"
         try:
-            removed = self.fleet.acting_as(EDIT).retire(self.fleet.location(action.scope), Fence(action.generation),
-                                                        detail=f"windows file: {why}")
+            writer = self.fleet.acting_as(EDIT) if early else self.fleet
+            removed = writer.retire(location, Fence(action.generation), now=now,
+                                    detail=f"windows file: {why}" if early else None)
         except PolicyRefused as exc:
             if len(self._refused) > _REFUSED_KEPT:
                 self._refused.clear()
