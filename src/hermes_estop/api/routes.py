@@ -19,7 +19,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, TypeVar
 
@@ -31,23 +30,23 @@ from hermes_estop.model.hold import Allow, EngageRequest, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.policy import Actor, PolicyRefused
 from hermes_estop.model.durations import parse_with_unit
-from hermes_estop.model.text import one_line
 from hermes_estop.process.fleet_config import check_components
 from hermes_estop.api.limits import RateLimiter
 from hermes_estop.api.tokens import Token, TokenTable
 from hermes_estop.api.openapi import openapi_document
 from hermes_estop.model.timeutil import format_instant, parse_instant
-from hermes_estop.observe.present import by_start, skipped_keys
+from hermes_estop.model.wire import MAX_BODY, ApiRequest, ApiResponse, error_response
+from hermes_estop.windows.ledger import skipped_keys
+from hermes_estop.windows.occurrences import by_start
 from hermes_estop.windows.skips import pick, skip_occurrence, unskip_occurrence
 from hermes_estop.windows.windows_file import WindowsFile
 from urllib.parse import parse_qs, unquote
 
-__all__ = ["MAX_BODY", "ApiError", "ApiRequest", "ApiResponse", "WriteApi", "hold_ref"]
+__all__ = ["MAX_BODY", "ApiError", "ApiRequest", "ApiResponse", "WriteApi", "error_response", "hold_ref"]
 
 logger = logging.getLogger("hermes_estop.api")
 _T = TypeVar("_T")
 
-MAX_BODY = 64 * 1024
 PREFIX = "/api/v1/"
 _HOLD_PATH = re.compile(r"/api/v1/holds/([^/]+)")
 _EXTEND_PATH = re.compile(r"/api/v1/holds/([^/]+)/extend")
@@ -64,34 +63,6 @@ class ApiError(Exception):
         self.status = status
         self.message = message
         self.extra = extra
-
-
-@dataclass
-class ApiRequest:
-    method: str
-    path: str
-    headers: Mapping[str, str]  # lower-case names
-    body: bytes
-    remote: str
-    #: the query string, undecoded (`user=alice&profile=ops`)
-    query: str = ""
-
-
-@dataclass
-class ApiResponse:
-    status: int
-    body: Any
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def encode(self) -> bytes:
-        return b"" if self.body is None else json.dumps(self.body, indent=1, default=str).encode() + b"\n"
-
-
-def error_response(status: int, message: str, **extra: Any) -> ApiResponse:
-    headers = {"WWW-Authenticate": 'Bearer realm="hermes"'} if status == 401 else {}
-    if status == 429:
-        headers["Retry-After"] = "60"
-    return ApiResponse(status, {"error": one_line(message), "status": status, **extra}, headers)
 
 
 def hold_ref(reading: Reading) -> str:

@@ -7,16 +7,18 @@ local `resume --generation` that finds another generation)."""
 
 from __future__ import annotations
 
-import contextlib
+import http.client
+import io
 import json
 import os
 import socket
-import threading
+import ssl
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from datetime import tzinfo, UTC
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 from urllib.parse import quote, urlencode, urlsplit
 
 import typer
@@ -30,17 +32,17 @@ from hermes_estop.model.hold import hold_from_json
 from hermes_estop.model.hold import Fence, HoldState, not_current
 from hermes_estop.model.homes import Location
 from hermes_estop.model.netaddr import is_loopback
-from hermes_estop.model.timeutil import display_instant, parse_stamp
+from hermes_estop.model.audit_event import AuditEvent
+from hermes_estop.model.timeutil import display_instant, format_instant, parse_stamp
 from hermes_estop.observe.status import DocumentStatus
 from hermes_estop.observe.status import status_lines
 from hermes_estop.process.describe import paused_lines
 from hermes_estop.process.describe import reading_from_json
 from hermes_estop.cli.outcome import Resumed, finish_resume, refused_resume
+from hermes_estop.windows.occurrences import Occurrence
 from hermes_estop.windows.skips import skipped_line
 from zoneinfo import ZoneInfo
 
-if TYPE_CHECKING:
-    from hermes_estop.model.audit_event import AuditEvent
 
 __all__ = ["SERVED", "SERVER_ENV", "TOKEN_FILE_ENV", "Remote", "chosen_server", "unserved", "use_server"]
 
@@ -132,11 +134,9 @@ class Remote:
     def call(self, method: str, path: str, body: object = None, headers: dict[str, str] | None = None) -> Answer:
         """One request; an HTTP error status is an `Answer`, a server that cannot be reached (or
         does not answer in `deadline` seconds, all told) is exit 2 (one line). A redirect is never
-        followed (it would carry the token elsewhere): it is exit 2 naming where it pointed.
-        `ssl` and `http.client` are imported here: a local command never pays for them."""
-        import http.client
-        import ssl
-
+        followed (it would carry the token elsewhere): it is exit 2 naming where it pointed. The
+        deadline holds without a thread: each blocking step waits at most for the time left."""
+        ends = time.monotonic() + self.deadline
         parts = urlsplit(self.url)
         host = parts.hostname or ""
         try:
@@ -154,24 +154,19 @@ class Remote:
                                                      context=ssl.create_default_context())
         else:
             connection = http.client.HTTPConnection(host, port, timeout=self.deadline)
-        late = threading.Event()
-        timer = threading.Timer(self.deadline, _cut, (connection, late))
-        timer.daemon = True
-        timer.start()
         try:
+            connection.connect()  # connect and the TLS handshake: under the whole deadline
+            connection.sock = _Deadlined(connection.sock, ends)
             connection.request(method, parts.path.rstrip("/") + path, body=data, headers=sent)
             response = connection.getresponse()
             raw = response.read()
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            if late.is_set():
+            if time.monotonic() >= ends:
                 self._late()
             _fail(f"cannot reach server {self.url}: {getattr(exc, 'reason', None) or exc or type(exc).__name__}; "
                   "nothing was changed")
         finally:
-            timer.cancel()
             connection.close()
-        if late.is_set():  # a cut answer can look whole: what was read is not trusted
-            self._late()
         if 300 <= response.status < 400:
             _fail(f"server {self.url} answered {response.status}, a redirect to "
                   f"{response.getheader('Location') or 'nowhere'}: not followed (it would carry the token); "
@@ -191,13 +186,41 @@ class Remote:
         _fail(f"server {self.url} answered {answer.status}: {message or 'no explanation'}")
 
 
-def _cut(connection: Any, late: threading.Event) -> None:
-    """The deadline of one call passed: shut its socket, so whatever read waits returns."""
-    late.set()
-    sock = getattr(connection, "sock", None)
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+class _Deadlined:
+    """A connected socket whose every send and read waits at most for the time left before
+    `ends` (`time.monotonic()`), and fails with `TimeoutError` once none is left: a server that
+    trickles its answer a byte at a time still ends the call at its deadline."""
+
+    def __init__(self, sock: socket.socket, ends: float) -> None:
+        self._sock = sock
+        self._ends = ends
+
+    def _arm(self) -> None:
+        left = self._ends - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the deadline of the call passed")
+        self._sock.settimeout(left)
+
+    def sendall(self, data: bytes) -> None:
+        self._arm()
+        self._sock.sendall(data)
+
+    def recv_into(self, buffer: Any, nbytes: int = 0) -> int:
+        self._arm()
+        return self._sock.recv_into(buffer, nbytes)
+
+    def makefile(self, mode: str = "rb", buffering: int = -1) -> io.BufferedReader:
+        """What `http.client` reads the answer from: a buffered reader over `recv_into` above."""
+        return io.BufferedReader(socket.SocketIO(self, "rb"))  # type: ignore[arg-type]
+
+    def _decref_socketios(self) -> None:
+        """The reader closed: the socket itself is closed with the connection."""
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
 
 
 def _decoded(raw: bytes) -> Any:
@@ -442,9 +465,6 @@ def remote_check(remote: Remote, user: str | None, profile: str | None, componen
 def remote_history(remote: Remote, limit: int, since: datetime | None) -> tuple[list[AuditEvent], int]:
     """`hermes history` over --server: the server's trail (`/api/v1/history`), its newest `limit`
     events at or after `since`, and how many corrupt entries it skipped."""
-    from hermes_estop.model.audit_event import AuditEvent
-    from hermes_estop.model.timeutil import format_instant
-
     query = {"limit": str(limit), **({"since": format_instant(since)} if since is not None else {})}
     answer = remote.call("GET", f"/api/v1/history?{urlencode(query)}")
     body = answer.body
@@ -491,8 +511,6 @@ def served_occurrences(document: dict[str, Any]) -> tuple[datetime, list[tuple[A
     """The server's `windows next` answer as the local command's rows: `now`, each (window,
     occurrence) rebuilt from its JSON, and the keys of the skipped ones. The document's own
     `timezone` fields are taken out of it (`--json` prints what the local command prints)."""
-    from hermes_estop.windows.occurrences import Occurrence
-
     now = parse_stamp(document.get("now"))
     if now is None:
         _fail("the server answered windows next without its now")

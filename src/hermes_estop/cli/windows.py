@@ -24,7 +24,8 @@ from hermes_estop.cli.windows_app import JsonOpt, file as _file, now as _now, wi
 from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
 from hermes_estop.cli.common import current_estop
 from hermes_estop.cli.remote import Remote, chosen_server, remote_next, remote_windows, served_occurrences
-from hermes_estop.observe.present import by_start, skipped_keys
+from hermes_estop.windows.ledger import skipped_keys
+from hermes_estop.windows.occurrences import by_start
 from hermes_estop.model.durations import format_duration
 from hermes_estop.observe.terminal import print_timeline
 from hermes_estop.observe.view import Observer
