@@ -69,3 +69,21 @@ def test_an_if_match_that_is_not_an_entity_tag_is_400_saying_how_to_quote_it(cal
     answer = call("DELETE", "/api/v1/holds/fleet", if_match=value)
     assert answer.status == 400 and answer.body["field"] == "If-Match" and '"<generation>"' in answer.body["error"]
     assert estop.is_engaged()
+
+
+def test_if_none_match_star_arms_only_where_nothing_stands(call, estop):
+    """`hermes run`'s lease over the API (issue 44 item 1): a hold that already stands is left
+    exactly as it is (412 with it and its generation), never replaced or re-armed."""
+    first = call("POST", "/api/v1/holds", {"reason": "lease", "ttl": "5m"}, if_none_match="*")
+    assert first.status == 201
+    again = call("POST", "/api/v1/holds", {"reason": "another", "ttl": "1m", "replace": True}, if_none_match="*")
+    assert again.status == 412 and again.body["hold"]["generation"] == first.body["generation"]
+    assert first.body["generation"] in again.body["error"]
+    standing = call("GET", "/api/v1/holds/fleet")
+    assert standing.headers["ETag"] == first.headers["ETag"] and standing.body["reason"] == "lease"
+
+
+def test_an_if_none_match_other_than_star_is_400_naming_it(call, estop):
+    answer = call("POST", "/api/v1/holds", {"reason": "one"}, if_none_match='"abc"')
+    assert answer.status == 400 and answer.body["field"] == "If-None-Match" and "'\"abc\"'" in answer.body["error"]
+    assert not estop.is_engaged()

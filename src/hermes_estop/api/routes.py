@@ -8,7 +8,7 @@ lift them as an operator): the one write path of the CLI, the daemon and the Pyt
 Errors are one JSON object, `{"error": message, "status": code}` (plus `field` for a malformed
 one, `hold` for a fence that refused): 400 malformed, 401 no or bad credentials, 403 role too
 low, 404 nothing there, 409 a conflicting write, 412 `If-Match` names a generation that no
-longer stands, 413 a body over 64 KiB, 429 rate-limited, 503 the store does not answer.
+longer stands (or `If-None-Match: *` finds a hold standing), 413 a body over 64 KiB, 429 rate-limited, 503 the store does not answer.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from hermes_estop.process.describe import event_json, hold_json, reading_json
 from hermes_estop.model.errors import EstopError, HoldConflict, InvalidArgument, StoreError
 from hermes_estop.process.estop import Estop
 from hermes_estop.fleet.fleet import Fleet
-from hermes_estop.model.hold import Allow, EngageRequest, HoldState, Reading
+from hermes_estop.model.hold import VACANT, Allow, EngageRequest, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.policy import Actor, PolicyRefused
 from hermes_estop.model.durations import parse_with_unit
@@ -286,13 +286,22 @@ class WriteApi:
         if reason is not None and not isinstance(reason, str):
             raise ApiError(400, "invalid reason: expected a string", field="reason")
         ttl, until = _text(body, "ttl"), _text(body, "until")
+        vacant_only = _if_none_match(request)
         self._deadline(ttl, until, self.estop.clock())
         try:
             engage, now = self.estop.engage_request(reason, allow, ttl, until, replace,
                                                     armed_by=f"token:{token.name}", only=only, jobs=jobs)
         except EstopError as exc:
             raise ApiError(400, str(exc), field="only" if only else "jobs" if jobs else "reason") from None
-        hold = fleet.engage(location, engage, now, override=override)
+        if vacant_only:  # arm only where nothing stands (`hermes run`'s lease): what stands is left as it is
+            engage = EngageRequest(engage.reason, engage.allow, engage.expires_at, engage.replace, engage.armed_by,
+                                   engage.window, VACANT, engage.selector, engage.hold_id)
+        try:
+            hold = fleet.engage(location, engage, now, override=override)
+        except HoldConflict:
+            if not vacant_only:
+                raise
+            raise self._standing(fleet, location.scope) from None
         reading = Reading(location, HoldState.ACTIVE, hold)
         armed = {"id": hold_ref(reading), "scope": location.scope, **hold_json(hold, now)}
         if fleet.policy.problem is not None:
@@ -351,6 +360,16 @@ class WriteApi:
             if wanted is None:
                 raise
             raise self._stale_after(fleet, ref) from None
+
+    def _standing(self, fleet: Fleet, ref: str) -> ApiError:
+        """412 for `If-None-Match: *` where a hold stands: the hold, and its generation as `ETag`."""
+        try:
+            _, reading, now = self._found(fleet, ref)
+        except ApiError:
+            return ApiError(412, f"a hold stood at {ref!r} when this one was asked (If-None-Match: *); nothing was armed")
+        generation = reading.hold.generation if reading.hold else None
+        return ApiError(412, f"a hold stands at {ref!r} (generation {generation or '?'}); nothing was armed "
+                             "(If-None-Match: *)", hold={"id": hold_ref(reading), **hold_json(reading.hold, now)})
 
     def _stale(self, ref: str, reading: Reading, now: datetime) -> ApiError:
         return ApiError(412, f"hold {ref!r} was re-armed since you looked (it is generation "
@@ -518,6 +537,18 @@ def _if_match(request: ApiRequest) -> frozenset[str] | None:
             tags.add(found.group(3))
         position = found.end()
     return frozenset(tags)
+
+
+def _if_none_match(request: ApiRequest) -> bool:
+    """Whether `If-None-Match: *` asks to arm only where nothing stands (RFC 9110 13.1.2); 400
+    for any other value (a POST has no entity-tag of its own to compare)."""
+    value = request.headers.get("if-none-match")
+    if value is None:
+        return False
+    if value.strip() != "*":
+        raise ApiError(400, f"invalid If-None-Match {value!r}: expected * (arm only where nothing stands)",
+                       field="If-None-Match")
+    return True
 
 
 def _matches(wanted: frozenset[str], generation: str | None) -> bool:
