@@ -82,7 +82,7 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {"200": {"description": "{now, occurrences}"}, **_ERRORS}}},
             "/api/v1/holds": {"post": {
                 "summary": "Arm or re-arm a hold; operator",
-                "parameters": [_IF_NONE_MATCH],
+                "parameters": [_IF_MATCH, _IF_NONE_MATCH],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pause"}}}},
                 "responses": {"201": {"description": "the hold armed", **_JSON_HOLD}, **_ERRORS}}},
             "/api/v1/holds/{id}": {"get": {

@@ -286,7 +286,9 @@ class WriteApi:
         if reason is not None and not isinstance(reason, str):
             raise ApiError(400, "invalid reason: expected a string", field="reason")
         ttl, until = _text(body, "ttl"), _text(body, "until")
-        vacant_only = _if_none_match(request)
+        vacant_only, wanted = _if_none_match(request), _if_match(request)
+        if vacant_only and wanted is not None:
+            raise ApiError(400, "give If-Match or If-None-Match, not both", field="If-None-Match")
         self._deadline(ttl, until, self.estop.clock())
         try:
             engage, now = self.estop.engage_request(reason, allow, ttl, until, replace,
@@ -294,10 +296,17 @@ class WriteApi:
         except EstopError as exc:
             raise ApiError(400, str(exc), field="only" if only else "jobs" if jobs else "reason") from None
         if vacant_only:  # arm only where nothing stands (`hermes run`'s lease): what stands is left as it is
-            engage = EngageRequest(engage.reason, engage.allow, engage.expires_at, engage.replace, engage.armed_by,
-                                   engage.window, VACANT, engage.selector, engage.hold_id)
+            engage = _fenced_on(engage, VACANT)
+        elif wanted is not None:  # re-arm only the generation the caller saw (a lease's failure hold)
+            try:
+                _, reading, _ = self._found(fleet, location.scope)
+            except ApiError:
+                raise ApiError(412, f"hold {location.scope!r} was lifted since you looked: nothing stands there now") from None
+            if not _matches(wanted, reading.hold.generation if reading.hold else None):
+                raise self._stale(location.scope, reading, now)
+            engage = _fenced_on(engage, frozenset({reading.hold.generation} if reading.hold else set()))
         try:
-            hold = fleet.engage(location, engage, now, override=override)
+            hold = self._fenced(fleet, location.scope, wanted, lambda: fleet.engage(location, engage, now, override=override))
         except HoldConflict:
             if not vacant_only:
                 raise
@@ -537,6 +546,12 @@ def _if_match(request: ApiRequest) -> frozenset[str] | None:
             tags.add(found.group(3))
         position = found.end()
     return frozenset(tags)
+
+
+def _fenced_on(engage: EngageRequest, only_if: Any) -> EngageRequest:
+    """`engage`, written only where `only_if` stands (`VACANT`, or a set of generations)."""
+    return EngageRequest(engage.reason, engage.allow, engage.expires_at, engage.replace, engage.armed_by,
+                         engage.window, only_if, engage.selector, engage.hold_id)
 
 
 def _if_none_match(request: ApiRequest) -> bool:
