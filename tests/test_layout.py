@@ -146,15 +146,15 @@ def test_the_store_check_sees_an_access():
 
 
 #: which upper level may import which (issue 46 item 8): windows, consumers and notify build on the
-#: core only; the remote API on windows; the status views on windows, consumers' in-flight work and
-#: (left for now: the status page serves the write API's routes) the API; the daemon assembles them
-#: all; the CLI imports everything
+#: core only; the remote API on windows; the status views on windows and consumers' in-flight work
+#: (the write API and its page forms are mounted on the status page by the daemon, which assembles
+#: them all); the CLI imports everything
 UPPER_MAY_IMPORT = {
     "windows": set(),
     "consumers": set(),
     "notify": set(),
     "api": {"windows"},
-    "observe": {"windows", "consumers", "api"},
+    "observe": {"windows", "consumers"},
     "daemon": {"windows", "consumers", "notify", "observe", "api"},
     "cli": set(UPPER) - {"cli"},
 }

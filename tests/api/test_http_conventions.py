@@ -69,3 +69,38 @@ def test_an_if_match_that_is_not_an_entity_tag_is_400_saying_how_to_quote_it(cal
     answer = call("DELETE", "/api/v1/holds/fleet", if_match=value)
     assert answer.status == 400 and answer.body["field"] == "If-Match" and '"<generation>"' in answer.body["error"]
     assert estop.is_engaged()
+
+
+def test_if_none_match_star_arms_only_where_nothing_stands(call, estop):
+    """`hermes run`'s lease over the API (issue 44 item 1): a hold that already stands is left
+    exactly as it is (412 with it and its generation), never replaced or re-armed."""
+    first = call("POST", "/api/v1/holds", {"reason": "lease", "ttl": "5m"}, if_none_match="*")
+    assert first.status == 201
+    again = call("POST", "/api/v1/holds", {"reason": "another", "ttl": "1m", "replace": True}, if_none_match="*")
+    assert again.status == 412 and again.body["hold"]["generation"] == first.body["generation"]
+    assert first.body["generation"] in again.body["error"]
+    standing = call("GET", "/api/v1/holds/fleet")
+    assert standing.headers["ETag"] == first.headers["ETag"] and standing.body["reason"] == "lease"
+
+
+def test_an_if_none_match_other_than_star_is_400_naming_it(call, estop):
+    answer = call("POST", "/api/v1/holds", {"reason": "one"}, if_none_match='"abc"')
+    assert answer.status == 400 and answer.body["field"] == "If-None-Match" and "'\"abc\"'" in answer.body["error"]
+    assert not estop.is_engaged()
+
+
+def test_if_match_on_a_pause_re_arms_only_the_generation_seen(call, estop):
+    """A lease's failure hold over the API: a new reason and deadline, written only over the
+    generation the lease holds; a re-arm by someone else in between is 412 and stands."""
+    armed = call("POST", "/api/v1/holds", {"reason": "lease", "ttl": "5m"})
+    kept = call("POST", "/api/v1/holds", {"reason": "maintenance failed: x exited 1", "ttl": "1h"},
+                if_match=armed.headers["ETag"])
+    assert kept.status == 201 and kept.body["reason"] == "maintenance failed: x exited 1"
+    stale = call("POST", "/api/v1/holds", {"reason": "late", "ttl": "1m"}, if_match=armed.headers["ETag"])
+    assert stale.status == 412 and stale.body["hold"]["generation"] == kept.body["generation"]
+    assert call("GET", "/api/v1/holds/fleet").body["reason"] == "maintenance failed: x exited 1"
+    both = call("POST", "/api/v1/holds", {"reason": "x"}, if_match=kept.headers["ETag"], if_none_match="*")
+    assert both.status == 400
+    call("DELETE", "/api/v1/holds/fleet")
+    gone = call("POST", "/api/v1/holds", {"reason": "x"}, if_match=kept.headers["ETag"])
+    assert gone.status == 412 and not estop.is_engaged()

@@ -17,6 +17,7 @@ from hermes_estop import Estop
 from hermes_estop.api.page_actions import PageActions
 from hermes_estop.api.routes import ApiRequest, ApiResponse, WriteApi
 from hermes_estop.api.tokens import TokenTable
+from hermes_estop.observe.page import PAGE_CSS
 
 
 @pytest.fixture
@@ -61,7 +62,7 @@ def test_an_api_only_naming_no_component_is_refused_with_did_you_mean(api, secre
 
 
 def test_the_pages_pause_form_refuses_a_ttl_without_a_unit(api, secret, estop):
-    actions = PageActions(api, tls=False)
+    actions = PageActions(api, tls=False, css=PAGE_CSS)
     form = actions.sign_in_form(None)
     cookie = form.headers["Set-Cookie"].split(";")[0]
     csrf = form.body.decode().split('name="csrf" value="', 1)[1].split('"', 1)[0]

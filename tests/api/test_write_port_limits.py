@@ -15,9 +15,10 @@ from urllib.parse import urlencode
 import pytest
 
 from hermes_estop import Estop
-from hermes_estop.api.page_actions import COOKIE, SIGN_IN_COOKIE
+from hermes_estop.api.page_actions import COOKIE, SIGN_IN_COOKIE, PageActions
 from hermes_estop.api.routes import ApiRequest, WriteApi
 from hermes_estop.api.tokens import TokenTable
+from hermes_estop.observe.page import PAGE_CSS
 from hermes_estop.observe.server import StatusServer
 
 
@@ -35,7 +36,8 @@ def secret(estop: Estop) -> str:
 
 @pytest.fixture
 def server(estop: Estop, secret: str) -> Iterator[StatusServer]:
-    with StatusServer(estop, api=WriteApi(estop, lambda: {}, write=True), request_deadline=2.0) as running:
+    api = WriteApi(estop, lambda: {}, write=True)
+    with StatusServer(estop, api=api, actions=PageActions(api, tls=False, css=PAGE_CSS), request_deadline=2.0) as running:
         yield running
 
 

@@ -18,8 +18,10 @@ from cdp import Browser, Page
 from obs_helpers import write_windows
 from test_page_chromium import CHROMIUM_FLAGS, find_chromium
 
+from hermes_estop.api.page_actions import PageActions
 from hermes_estop.api.routes import WriteApi
 from hermes_estop.api.tokens import TokenTable
+from hermes_estop.observe.page import PAGE_CSS
 from hermes_estop.observe.server import StatusServer
 
 NIGHTLY = {"name": "nightly", "cron": "0 2 * * *", "timezone": "UTC", "duration": "2h"}
@@ -42,7 +44,7 @@ def site(estop, fleet_root) -> Iterator[tuple[StatusServer, dict[str, str]]]:
     secrets = {name: table.create(name, role, None, estop.clock())[1]
                for name, role in (("watch", "viewer"), ("ops", "operator"))}
     api = WriteApi(estop, lambda: {}, write=True)
-    with StatusServer(estop, api=api) as server:
+    with StatusServer(estop, api=api, actions=PageActions(api, tls=False, css=PAGE_CSS)) as server:
         yield server, secrets
 
 

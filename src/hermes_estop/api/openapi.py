@@ -12,11 +12,13 @@ _ERRORS = {str(code): {**_ERROR, "description": why} for code, why in (
     (400, "malformed request (the field is named)"), (401, "no or bad credentials"),
     (403, "role too low, the write API is off, or the fleet's policy refuses the write"),
     (404, "no such hold, window or endpoint"), (409, "a conflicting write"),
-    (412, "If-Match names a generation that no longer stands (the hold is in the body)"),
+    (412, "If-Match names a generation that no longer stands, or If-None-Match: * finds a hold (it is in the body)"),
     (413, "body over 64 KiB"), (429, "rate-limited"), (503, "the store does not answer"))}
 _IF_MATCH = {"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"},
              "description": 'The hold\'s ETag as the caller saw it ("<generation>", quoted, RFC 9110; a list, or * '
                             'for whatever stands). Without it the write is not fenced.'}
+_IF_NONE_MATCH = {"name": "If-None-Match", "in": "header", "required": False, "schema": {"type": "string", "enum": ["*"]},
+                  "description": "*: arm only where nothing stands (412 with the hold that stands, left as it is)."}
 _HOLD_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"},
             "description": "The scope (`fleet` or a profile) for a full hold; `scope:hold` for a scoped hold."}
 _WINDOW = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -80,6 +82,7 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {"200": {"description": "{now, occurrences}"}, **_ERRORS}}},
             "/api/v1/holds": {"post": {
                 "summary": "Arm or re-arm a hold; operator",
+                "parameters": [_IF_MATCH, _IF_NONE_MATCH],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pause"}}}},
                 "responses": {"201": {"description": "the hold armed", **_JSON_HOLD}, **_ERRORS}}},
             "/api/v1/holds/{id}": {"get": {

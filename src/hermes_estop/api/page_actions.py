@@ -30,8 +30,7 @@ from urllib.parse import parse_qs, quote
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import format_instant
-from hermes_estop.observe.page import PAGE_CSS, CardActions
-from hermes_estop.observe.present import short_utc
+from hermes_estop.model.timeutil import short_utc
 from hermes_estop.process.describe import covers
 from hermes_estop.api.routes import ApiError, ApiRequest, WriteApi, hold_ref
 from hermes_estop.api.tokens import Token
@@ -69,9 +68,11 @@ class PageAnswer:
 class PageActions:
     """The sign-in and the actions of one serving process."""
 
-    def __init__(self, api: WriteApi, *, tls: bool, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, api: WriteApi, *, tls: bool, css: str, monotonic: Callable[[], float] = time.monotonic) -> None:
+        """`css`: the status page's style sheet (`observe.page.PAGE_CSS`), for the sign-in page."""
         self.api = api
         self.tls = tls
+        self.css = css
         self.monotonic = monotonic
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
@@ -191,7 +192,7 @@ class PageActions:
         alert = f'<p id="signin-error" role="alert">{_t(message)}</p>' if message else ""
         return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
                 '<meta name="viewport" content="width=device-width,initial-scale=1"><title>sign in - hermes-estop</title>'
-                f"<style>{PAGE_CSS}</style></head><body><main><h1>hermes-estop</h1>"
+                f"<style>{self.css}</style></head><body><main><h1>hermes-estop</h1>"
                 '<div class="meta">sign in to act on the holds</div>'
                 f'<section class="signin"><h2>Sign in</h2>{alert}<form id="signin" method="post" action="/signin">'
                 f'<input type="hidden" name="csrf" value="{_t(csrf)}">'
@@ -200,7 +201,7 @@ class PageActions:
                 '<p><button id="signin-button" type="submit">Sign in</button></p></form>'
                 '<p><a href="/">back to the status page</a></p></section></main></body></html>')
 
-    def card_actions(self, current: tuple[str, Session, Token] | None) -> CardActions | None:
+    def card_actions(self, current: tuple[str, Session, Token] | None) -> Callable[[Reading], str] | None:
         """What an operator's page puts on each active hold's card: Lift (behind a confirmation
         naming the scope and the generation it lifts, opened first: no script) and Extend, both
         fenced with the generation shown. None for a viewer or nobody signed in."""

@@ -8,7 +8,7 @@ lift them as an operator): the one write path of the CLI, the daemon and the Pyt
 Errors are one JSON object, `{"error": message, "status": code}` (plus `field` for a malformed
 one, `hold` for a fence that refused): 400 malformed, 401 no or bad credentials, 403 role too
 low, 404 nothing there, 409 a conflicting write, 412 `If-Match` names a generation that no
-longer stands, 413 a body over 64 KiB, 429 rate-limited, 503 the store does not answer.
+longer stands (or `If-None-Match: *` finds a hold standing), 413 a body over 64 KiB, 429 rate-limited, 503 the store does not answer.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, TypeVar
 
@@ -27,27 +26,27 @@ from hermes_estop.process.describe import event_json, hold_json, reading_json
 from hermes_estop.model.errors import EstopError, HoldConflict, InvalidArgument, StoreError
 from hermes_estop.process.estop import Estop
 from hermes_estop.fleet.fleet import Fleet
-from hermes_estop.model.hold import Allow, EngageRequest, HoldState, Reading
+from hermes_estop.model.hold import VACANT, Allow, EngageRequest, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.policy import Actor, PolicyRefused
 from hermes_estop.model.durations import parse_with_unit
-from hermes_estop.model.text import one_line
 from hermes_estop.process.fleet_config import check_components
 from hermes_estop.api.limits import RateLimiter
 from hermes_estop.api.tokens import Token, TokenTable
 from hermes_estop.api.openapi import openapi_document
 from hermes_estop.model.timeutil import format_instant, parse_instant
-from hermes_estop.observe.present import by_start, skipped_keys
+from hermes_estop.model.wire import MAX_BODY, ApiRequest, ApiResponse, error_response
+from hermes_estop.windows.ledger import skipped_keys
+from hermes_estop.windows.occurrences import by_start
 from hermes_estop.windows.skips import pick, skip_occurrence, unskip_occurrence
 from hermes_estop.windows.windows_file import WindowsFile
 from urllib.parse import parse_qs, unquote
 
-__all__ = ["MAX_BODY", "ApiError", "ApiRequest", "ApiResponse", "WriteApi", "hold_ref"]
+__all__ = ["MAX_BODY", "ApiError", "ApiRequest", "ApiResponse", "WriteApi", "error_response", "hold_ref"]
 
 logger = logging.getLogger("hermes_estop.api")
 _T = TypeVar("_T")
 
-MAX_BODY = 64 * 1024
 PREFIX = "/api/v1/"
 _HOLD_PATH = re.compile(r"/api/v1/holds/([^/]+)")
 _EXTEND_PATH = re.compile(r"/api/v1/holds/([^/]+)/extend")
@@ -64,34 +63,6 @@ class ApiError(Exception):
         self.status = status
         self.message = message
         self.extra = extra
-
-
-@dataclass
-class ApiRequest:
-    method: str
-    path: str
-    headers: Mapping[str, str]  # lower-case names
-    body: bytes
-    remote: str
-    #: the query string, undecoded (`user=alice&profile=ops`)
-    query: str = ""
-
-
-@dataclass
-class ApiResponse:
-    status: int
-    body: Any
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def encode(self) -> bytes:
-        return b"" if self.body is None else json.dumps(self.body, indent=1, default=str).encode() + b"\n"
-
-
-def error_response(status: int, message: str, **extra: Any) -> ApiResponse:
-    headers = {"WWW-Authenticate": 'Bearer realm="hermes"'} if status == 401 else {}
-    if status == 429:
-        headers["Retry-After"] = "60"
-    return ApiResponse(status, {"error": one_line(message), "status": status, **extra}, headers)
 
 
 def hold_ref(reading: Reading) -> str:
@@ -315,13 +286,31 @@ class WriteApi:
         if reason is not None and not isinstance(reason, str):
             raise ApiError(400, "invalid reason: expected a string", field="reason")
         ttl, until = _text(body, "ttl"), _text(body, "until")
+        vacant_only, wanted = _if_none_match(request), _if_match(request)
+        if vacant_only and wanted is not None:
+            raise ApiError(400, "give If-Match or If-None-Match, not both", field="If-None-Match")
         self._deadline(ttl, until, self.estop.clock())
         try:
             engage, now = self.estop.engage_request(reason, allow, ttl, until, replace,
                                                     armed_by=f"token:{token.name}", only=only, jobs=jobs)
         except EstopError as exc:
             raise ApiError(400, str(exc), field="only" if only else "jobs" if jobs else "reason") from None
-        hold = fleet.engage(location, engage, now, override=override)
+        if vacant_only:  # arm only where nothing stands (`hermes run`'s lease): what stands is left as it is
+            engage = _fenced_on(engage, VACANT)
+        elif wanted is not None:  # re-arm only the generation the caller saw (a lease's failure hold)
+            try:
+                _, reading, _ = self._found(fleet, location.scope)
+            except ApiError:
+                raise ApiError(412, f"hold {location.scope!r} was lifted since you looked: nothing stands there now") from None
+            if not _matches(wanted, reading.hold.generation if reading.hold else None):
+                raise self._stale(location.scope, reading, now)
+            engage = _fenced_on(engage, frozenset({reading.hold.generation} if reading.hold else set()))
+        try:
+            hold = self._fenced(fleet, location.scope, wanted, lambda: fleet.engage(location, engage, now, override=override))
+        except HoldConflict:
+            if not vacant_only:
+                raise
+            raise self._standing(fleet, location.scope) from None
         reading = Reading(location, HoldState.ACTIVE, hold)
         armed = {"id": hold_ref(reading), "scope": location.scope, **hold_json(hold, now)}
         if fleet.policy.problem is not None:
@@ -380,6 +369,16 @@ class WriteApi:
             if wanted is None:
                 raise
             raise self._stale_after(fleet, ref) from None
+
+    def _standing(self, fleet: Fleet, ref: str) -> ApiError:
+        """412 for `If-None-Match: *` where a hold stands: the hold, and its generation as `ETag`."""
+        try:
+            _, reading, now = self._found(fleet, ref)
+        except ApiError:
+            return ApiError(412, f"a hold stood at {ref!r} when this one was asked (If-None-Match: *); nothing was armed")
+        generation = reading.hold.generation if reading.hold else None
+        return ApiError(412, f"a hold stands at {ref!r} (generation {generation or '?'}); nothing was armed "
+                             "(If-None-Match: *)", hold={"id": hold_ref(reading), **hold_json(reading.hold, now)})
 
     def _stale(self, ref: str, reading: Reading, now: datetime) -> ApiError:
         return ApiError(412, f"hold {ref!r} was re-armed since you looked (it is generation "
@@ -547,6 +546,24 @@ def _if_match(request: ApiRequest) -> frozenset[str] | None:
             tags.add(found.group(3))
         position = found.end()
     return frozenset(tags)
+
+
+def _fenced_on(engage: EngageRequest, only_if: Any) -> EngageRequest:
+    """`engage`, written only where `only_if` stands (`VACANT`, or a set of generations)."""
+    return EngageRequest(engage.reason, engage.allow, engage.expires_at, engage.replace, engage.armed_by,
+                         engage.window, only_if, engage.selector, engage.hold_id)
+
+
+def _if_none_match(request: ApiRequest) -> bool:
+    """Whether `If-None-Match: *` asks to arm only where nothing stands (RFC 9110 13.1.2); 400
+    for any other value (a POST has no entity-tag of its own to compare)."""
+    value = request.headers.get("if-none-match")
+    if value is None:
+        return False
+    if value.strip() != "*":
+        raise ApiError(400, f"invalid If-None-Match {value!r}: expected * (arm only where nothing stands)",
+                       field="If-None-Match")
+    return True
 
 
 def _matches(wanted: frozenset[str], generation: str | None) -> bool:

@@ -25,7 +25,7 @@ from hermes_estop.cli.common import EXIT_USAGE, new_app, one_line
 from hermes_estop import __version__
 from hermes_estop.model.homes import resolve_layout
 from hermes_estop.process.estop import Estop
-from hermes_estop.cli.remote import unserved, use_server
+from hermes_estop.cli.served import unserved, use_server
 
 # The command tree is walked by duck typing: typer's vendored click has no `Group` / `Option`
 # classes to test against (typer's own `TyperGroup` / `TyperOption` stand in for them).

@@ -25,12 +25,13 @@ from hermes_estop.cli.common import (
 )
 from hermes_estop.cli.interrupt_note import say_on_interrupt
 from hermes_estop.cli.hot import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
-from hermes_estop.cli.remote import Remote, chosen_server, remote_pause, remote_resume, remote_status
+from hermes_estop.cli.served import remote_if_named
 from hermes_estop.cli.outcome import Resumed, ack_echo, ack_exit, ack_json, finish_resume, refused_resume
 
 __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
 
 if TYPE_CHECKING:
+    from hermes_estop.cli.remote import Remote
     from hermes_estop.fleet.registry.acks import AckSurvey
     from hermes_estop.fleet.registry.entries import Ack
 
@@ -48,8 +49,9 @@ WaitTimeoutOpt = Annotated[str | None, typer.Option("--wait-timeout", metavar="D
 
 
 def _remote() -> Remote | None:
-    """The server `--server` / $HERMES_ESTOP_SERVER names (None: this host's store)."""
-    return chosen_server()
+    """The server `--server` / $HERMES_ESTOP_SERVER names (None: this host's store; the remote
+    client is not imported then)."""
+    return remote_if_named()
 
 
 #: break glass (issue 37): a write the fleet's policy refuses goes ahead, audited as an override
@@ -98,6 +100,8 @@ def pause(
         if ttl is not None:
             duration_option("--ttl", ttl)  # refused in the local words before the server is asked
         deadline_text = operator_time("--until", until, utc_now()).isoformat() if until is not None else None
+        from hermes_estop.cli.remote import remote_pause  # only with a server named (not for a local pause)
+
         remote_pause(remote, reason=reason, allow_user=allow_user, allow_profile=allow_profile, ttl=ttl,
                      until=deadline_text, fleet=fleet, profile=profile, replace=replace, only=only, job=job,
                      as_json=as_json, override=override)
@@ -223,6 +227,8 @@ def resume(
     remote = _remote()
     if remote is not None:
         _refuse_wait_over(wait, wait_timeout)
+        from hermes_estop.cli.remote import remote_resume  # only with a server named
+
         remote_resume(remote, generation=generation, hold=hold, all_=all_, fleet=fleet, profile=profile, as_json=as_json,
                       override=override)
     limit = _wait_limit(wait, wait_timeout)
@@ -327,6 +333,8 @@ def status(as_json: JsonOpt = False) -> None:
 
     remote = _remote()
     if remote is not None:
+        from hermes_estop.cli.remote import remote_status  # only with a server named
+
         remote_status(remote, as_json=as_json)
     document = fleet_status(current_estop(), as_json=as_json)
     if as_json:

@@ -7,16 +7,16 @@ local `resume --generation` that finds another generation)."""
 
 from __future__ import annotations
 
-import contextlib
+import http.client
+import io
 import json
-import os
 import socket
-import threading
+import ssl
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from datetime import tzinfo, UTC
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 from urllib.parse import quote, urlencode, urlsplit
 
 import typer
@@ -30,89 +30,23 @@ from hermes_estop.model.hold import hold_from_json
 from hermes_estop.model.hold import Fence, HoldState, not_current
 from hermes_estop.model.homes import Location
 from hermes_estop.model.netaddr import is_loopback
-from hermes_estop.model.timeutil import display_instant, parse_stamp
+from hermes_estop.model.audit_event import AuditEvent
+from hermes_estop.model.timeutil import display_instant, format_instant, parse_stamp
+from hermes_estop.observe.status import DocumentStatus
+from hermes_estop.observe.status import status_lines
 from hermes_estop.process.describe import paused_lines
 from hermes_estop.process.describe import reading_from_json
 from hermes_estop.cli.outcome import Resumed, finish_resume, refused_resume
-
-if TYPE_CHECKING:
-    from hermes_estop.observe.status import DocumentStatus
+from hermes_estop.windows.occurrences import Occurrence
+from hermes_estop.windows.skips import skipped_line
 from zoneinfo import ZoneInfo
 
-if TYPE_CHECKING:
-    from hermes_estop.model.audit_event import AuditEvent
 
-__all__ = ["SERVED", "SERVER_ENV", "TOKEN_FILE_ENV", "Remote", "chosen_server", "unserved", "use_server"]
 
-SERVER_ENV = "HERMES_ESTOP_SERVER"
-TOKEN_FILE_ENV = "HERMES_ESTOP_TOKEN_FILE"
-_CHOSEN: dict[str, str | None] = {}
+__all__ = ["Remote"]
+
 #: one remote call's total deadline, in seconds (connect, TLS, request and the whole answer)
 TIMEOUT = 30.0
-
-
-#: the commands `--server` serves (the words after `hermes`); every other command is refused
-#: with one line while a server is named: it would act on this host's files, not the server's fleet
-SERVED = frozenset({("pause",), ("resume",), ("status",), ("check",), ("gate",), ("history",), ("help",),
-                    ("windows", "list"), ("windows", "next"), ("windows", "skip"), ("windows", "unskip")})
-#: the command groups: alone (`hermes windows`) they print their help, which acts on nothing
-_GROUPS = frozenset({"windows", "cron", "kanban", "gateway", "store", "notify", "tokens", "policy"})
-#: the root options that take a value (`hermes --server URL pause`)
-_ROOT_VALUED = ("--store", "--server", "--token-file")
-
-
-def unserved(args: Sequence[str]) -> str | None:
-    """The one line refusing `hermes ARGS` while a server is named (`--server` among the root
-    options, or $HERMES_ESTOP_SERVER) and the command is not one `--server` serves; None
-    otherwise (no server, a served command, or help and the version, which act on nothing)."""
-    server, words, rest = os.environ.get(SERVER_ENV) or None, list[str](), list(args)
-    while rest and len(words) < 2:
-        head = rest.pop(0)
-        if head in ("-h", "--help", "--version"):
-            return None
-        name, eq, value = head.partition("=")
-        if not words and name in _ROOT_VALUED:
-            value = value if eq else (rest.pop(0) if rest else "")
-            server = value or server if name == "--server" else server
-        elif head == "--":
-            break
-        elif not head.startswith("-"):
-            words.append(head)
-        elif words:
-            break  # a command's own option: the words so far name it
-    if server is None or not words or any(tuple(words[:n]) in SERVED for n in (1, 2)):
-        return None
-    if words == words[:1] and words[0] in _GROUPS and not rest:
-        return None
-    if any(flag in rest for flag in ("-h", "--help")):
-        return None
-    command = " ".join(words if words[0] in _GROUPS else words[:1])
-    return (f"hermes {command} is not served over --server ({server}): it would act on this host's files, not "
-            f"the server's fleet; run it on a host of the fleet, or unset {SERVER_ENV} / drop --server")
-
-
-def use_server(url: str | None, token_file: str | None) -> None:
-    """Record `--server` / `--token-file` from the command line (they win over the environment)."""
-    _CHOSEN.update(server=url, token_file=token_file)
-
-
-def chosen_server() -> Remote | None:
-    """The server this command speaks to, or None to act on the local store."""
-    url = _CHOSEN.get("server") or os.environ.get(SERVER_ENV) or None
-    if url is None:
-        return None
-    if not url.startswith(("http://", "https://")):
-        raise InvalidArgument(f"invalid --server {url!r}: expected http(s)://HOST:PORT")
-    token_file = _CHOSEN.get("token_file") or os.environ.get(TOKEN_FILE_ENV)
-    if not token_file:
-        raise InvalidArgument(f"--server {url} needs a token: --token-file PATH or ${TOKEN_FILE_ENV}")
-    try:
-        token = Path(token_file).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidArgument(f"cannot read --token-file {token_file}: {getattr(exc, 'strerror', None) or exc}") from None
-    if not token:
-        raise InvalidArgument(f"--token-file {token_file} is empty")
-    return Remote(url.rstrip("/"), token)
 
 
 @dataclass(frozen=True)
@@ -132,11 +66,9 @@ class Remote:
     def call(self, method: str, path: str, body: object = None, headers: dict[str, str] | None = None) -> Answer:
         """One request; an HTTP error status is an `Answer`, a server that cannot be reached (or
         does not answer in `deadline` seconds, all told) is exit 2 (one line). A redirect is never
-        followed (it would carry the token elsewhere): it is exit 2 naming where it pointed.
-        `ssl` and `http.client` are imported here: a local command never pays for them."""
-        import http.client
-        import ssl
-
+        followed (it would carry the token elsewhere): it is exit 2 naming where it pointed. The
+        deadline holds without a thread: each blocking step waits at most for the time left."""
+        ends = time.monotonic() + self.deadline
         parts = urlsplit(self.url)
         host = parts.hostname or ""
         try:
@@ -154,24 +86,19 @@ class Remote:
                                                      context=ssl.create_default_context())
         else:
             connection = http.client.HTTPConnection(host, port, timeout=self.deadline)
-        late = threading.Event()
-        timer = threading.Timer(self.deadline, _cut, (connection, late))
-        timer.daemon = True
-        timer.start()
         try:
+            connection.connect()  # connect and the TLS handshake: under the whole deadline
+            connection.sock = _Deadlined(connection.sock, ends)
             connection.request(method, parts.path.rstrip("/") + path, body=data, headers=sent)
             response = connection.getresponse()
             raw = response.read()
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            if late.is_set():
+            if time.monotonic() >= ends:
                 self._late()
             _fail(f"cannot reach server {self.url}: {getattr(exc, 'reason', None) or exc or type(exc).__name__}; "
                   "nothing was changed")
         finally:
-            timer.cancel()
             connection.close()
-        if late.is_set():  # a cut answer can look whole: what was read is not trusted
-            self._late()
         if 300 <= response.status < 400:
             _fail(f"server {self.url} answered {response.status}, a redirect to "
                   f"{response.getheader('Location') or 'nowhere'}: not followed (it would carry the token); "
@@ -191,13 +118,41 @@ class Remote:
         _fail(f"server {self.url} answered {answer.status}: {message or 'no explanation'}")
 
 
-def _cut(connection: Any, late: threading.Event) -> None:
-    """The deadline of one call passed: shut its socket, so whatever read waits returns."""
-    late.set()
-    sock = getattr(connection, "sock", None)
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+class _Deadlined:
+    """A connected socket whose every send and read waits at most for the time left before
+    `ends` (`time.monotonic()`), and fails with `TimeoutError` once none is left: a server that
+    trickles its answer a byte at a time still ends the call at its deadline."""
+
+    def __init__(self, sock: socket.socket, ends: float) -> None:
+        self._sock = sock
+        self._ends = ends
+
+    def _arm(self) -> None:
+        left = self._ends - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the deadline of the call passed")
+        self._sock.settimeout(left)
+
+    def sendall(self, data: bytes) -> None:
+        self._arm()
+        self._sock.sendall(data)
+
+    def recv_into(self, buffer: Any, nbytes: int = 0) -> int:
+        self._arm()
+        return self._sock.recv_into(buffer, nbytes)
+
+    def makefile(self, mode: str = "rb", buffering: int = -1) -> io.BufferedReader:
+        """What `http.client` reads the answer from: a buffered reader over `recv_into` above."""
+        return io.BufferedReader(socket.SocketIO(self, "rb"))  # type: ignore[arg-type]
+
+    def _decref_socketios(self) -> None:
+        """The reader closed: the socket itself is closed with the connection."""
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
 
 
 def _decoded(raw: bytes) -> Any:
@@ -228,8 +183,6 @@ _API_ONLY = ("timeline", "section_lines")
 
 def _view(remote: Remote) -> tuple[dict[str, Any], DocumentStatus]:
     """The server's status document (as `hermes status --json` prints it) and its readings."""
-    from hermes_estop.observe.status import DocumentStatus  # the status stack: not for `hermes pause` (issue 45)
-
     answer = remote.call("GET", "/api/v1/status")
     if answer.status != 200 or not isinstance(answer.body, dict):
         remote.refused(answer)
@@ -378,8 +331,6 @@ def _lift(view: DocumentStatus, scope: str) -> str | None:
 
 def remote_status(remote: Remote, *, as_json: bool) -> NoReturn:
     """`hermes status` over --server: the server's document, printed by `status_lines`."""
-    from hermes_estop.observe.status import status_lines  # the status stack: not for `hermes pause` (issue 45)
-
     document, view = _view(remote)
     if as_json:
         emit_json(document)
@@ -391,8 +342,6 @@ def remote_status(remote: Remote, *, as_json: bool) -> NoReturn:
 def remote_skip(remote: Remote, name: str, *, on: str | None, occurrence: str | None, as_json: bool,
                 undo: bool = False) -> NoReturn:
     """`hermes windows skip` (`undo`: `unskip`) over --server, printed as the local one prints it."""
-    from hermes_estop.windows.skips import skipped_line  # the windows package: not for `hermes pause` (issue 45)
-
     body = {key: value for key, value in (("on", on), ("occurrence", occurrence)) if value is not None}
     answer = remote.call("DELETE" if undo else "POST", f"/api/v1/windows/{quote(name, safe='')}/skip", body)
     key = "unskipped" if undo else "skipped"
@@ -448,9 +397,6 @@ def remote_check(remote: Remote, user: str | None, profile: str | None, componen
 def remote_history(remote: Remote, limit: int, since: datetime | None) -> tuple[list[AuditEvent], int]:
     """`hermes history` over --server: the server's trail (`/api/v1/history`), its newest `limit`
     events at or after `since`, and how many corrupt entries it skipped."""
-    from hermes_estop.model.audit_event import AuditEvent
-    from hermes_estop.model.timeutil import format_instant
-
     query = {"limit": str(limit), **({"since": format_instant(since)} if since is not None else {})}
     answer = remote.call("GET", f"/api/v1/history?{urlencode(query)}")
     body = answer.body
@@ -497,8 +443,6 @@ def served_occurrences(document: dict[str, Any]) -> tuple[datetime, list[tuple[A
     """The server's `windows next` answer as the local command's rows: `now`, each (window,
     occurrence) rebuilt from its JSON, and the keys of the skipped ones. The document's own
     `timezone` fields are taken out of it (`--json` prints what the local command prints)."""
-    from hermes_estop.windows.occurrences import Occurrence
-
     now = parse_stamp(document.get("now"))
     if now is None:
         _fail("the server answered windows next without its now")

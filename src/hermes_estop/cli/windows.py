@@ -23,8 +23,10 @@ from hermes_estop.cli.common import EXIT_USAGE, duration_option, echo_lines, emi
 from hermes_estop.cli.windows_app import JsonOpt, file as _file, now as _now, windows_app
 from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
 from hermes_estop.cli.common import current_estop
-from hermes_estop.cli.remote import Remote, chosen_server, remote_next, remote_windows, served_occurrences
-from hermes_estop.observe.present import by_start, skipped_keys
+from hermes_estop.cli.remote import Remote, remote_next, remote_windows, served_occurrences
+from hermes_estop.cli.served import remote_if_named
+from hermes_estop.windows.ledger import skipped_keys
+from hermes_estop.windows.occurrences import by_start
 from hermes_estop.model.durations import format_duration
 from hermes_estop.observe.terminal import print_timeline
 from hermes_estop.observe.view import Observer
@@ -133,7 +135,7 @@ def _one_shot_start(cron: str | None, at: str | None, in_: str | None, tz: str |
 @windows_app.command("list")
 def list_(as_json: JsonOpt = False) -> None:
     """Every window in windows.toml."""
-    remote = chosen_server()
+    remote = remote_if_named()
     if remote is not None:  # the server's windows, printed as a local list prints them
         document = remote_windows(remote)
         if as_json:
@@ -269,7 +271,7 @@ def next_(
 ) -> None:
     """The next occurrences of every window, soonest start first (one covering now before
     them), in local time and in the window's timezone."""
-    remote = chosen_server()
+    remote = remote_if_named()
     if remote is not None:  # the server's windows, printed as a local `windows next` prints them
         _next_served(remote, name, count, as_json)
         return

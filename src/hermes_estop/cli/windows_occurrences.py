@@ -14,7 +14,8 @@ from hermes_estop.cli.common import emit_json
 from hermes_estop.cli.windows_app import JsonOpt, window_named, windows_app
 from hermes_estop.cli.common import current_estop
 from hermes_estop.cli.common import operator_time
-from hermes_estop.cli.remote import chosen_server, remote_skip, unskipped_line
+from hermes_estop.cli.remote import remote_skip, unskipped_line
+from hermes_estop.cli.served import remote_if_named
 from hermes_estop.model.timeutil import parse_instant
 from hermes_estop.windows.explain import explain as explain_window
 from hermes_estop.windows.ledger import open_ledger
@@ -58,7 +59,7 @@ SkipNext = Annotated[bool, typer.Option("--next", help="The next occurrence that
 def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
          occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Skip one occurrence ahead of time: it will not arm (recorded in the ledger, audited)."""
-    remote = chosen_server()
+    remote = remote_if_named()
     if remote is not None:
         if next_ and (on is not None or occurrence is not None):
             raise InvalidArgument("give one of --next, --on DATE or --occurrence START")
@@ -76,7 +77,7 @@ def skip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNe
 def unskip(name: Annotated[str, typer.Argument(help="The window.")], next_: SkipNext = False, on: SkipOn = None,
            occurrence: SkipAt = None, as_json: JsonOpt = False) -> None:
     """Undo a skip: the occurrence arms again at its start."""
-    remote = chosen_server()
+    remote = remote_if_named()
     if remote is not None:
         if next_ and (on is not None or occurrence is not None):
             raise InvalidArgument("give one of --next, --on DATE or --occurrence START")

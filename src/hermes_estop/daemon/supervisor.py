@@ -26,8 +26,10 @@ from hermes_estop.notify.notifier import notify_services
 from hermes_estop.windows.fetch import CalendarFetcher
 from hermes_estop.windows.scheduler import TickReport, WindowService
 from hermes_estop.windows.tasks import TaskService
+from hermes_estop.api.page_actions import PageActions
 from hermes_estop.api.transport import write_api
 from hermes_estop.model.hold import Reading
+from hermes_estop.observe.page import PAGE_CSS
 from hermes_estop.observe.server import StatusServer, attach
 from hermes_estop.observe.status import standing_line
 
@@ -84,7 +86,10 @@ def serve(estop: Estop, *, poll_interval: float, cron_interval: float = 15.0, ka
         http_server = None
         if listen is not None:
             api = write_api(estop, listen[0], http_write=http_write, tls=tls)
-            http_server = StatusServer(estop, *listen, api=api, tls=tls)  # bound now: a busy port is exit 2 before anything runs
+            # the status page serves the write API and its forms, assembled here (it imports neither)
+            actions = PageActions(api, tls=tls is not None, css=PAGE_CSS) if api.write else None
+            # bound now: a busy port is exit 2 before anything runs
+            http_server = StatusServer(estop, *listen, api=api, actions=actions, tls=tls)
             api.status_document = http_server.api_status_json
         services = build_services(estop, poll_interval=poll_interval, cron_interval=cron_interval,
                                   kanban_interval=kanban_interval, kanban_max=kanban_max)

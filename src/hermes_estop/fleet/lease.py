@@ -14,6 +14,9 @@ operator's resume or re-arm in the gap is never undone.
 
 `Lease` is the decision and the write; the loop that calls `renew(now)` after each
 `next_attempt_in()` is the caller's (`cli/run.py`), so a fake clock drives every rule in the tests.
+It reads and writes through `LeaseHolds`, which the local fleet implements (`FleetHolds`) and a
+client of the write API can implement too (`hermes run --server`, issue 44 item 1): the
+decisions stay here, whichever side holds the hold.
 """
 
 from __future__ import annotations
@@ -23,18 +26,18 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
-from hermes_estop.model.audit_event import AuditEvent
+from hermes_estop.model.audit_event import AuditEntry, AuditEvent
 from hermes_estop.model.errors import EstopError, HoldConflict
 from hermes_estop.fleet.fleet import Fleet
-from hermes_estop.model.hold import VACANT, Allow, EngageRequest, Hold, HoldState
+from hermes_estop.model.hold import VACANT, Allow, EngageRequest, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.policy import PolicyRefused
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant
 
-__all__ = ["Lease", "LeaseState", "Renewer", "retry_delay"]
+__all__ = ["FleetHolds", "Lease", "LeaseHolds", "LeaseState", "Renewer", "retry_delay"]
 
 logger = logging.getLogger("hermes_estop.fleet.lease")
 
@@ -55,6 +58,52 @@ def retry_delay(ttl: timedelta, failures: int) -> timedelta:
     return min(first * (1 << min(max(0, failures - 1), 20)), cap)
 
 
+class LeaseHolds(Protocol):
+    """What a lease reads and writes at its scope. `engage` and `release` raise `HoldConflict`
+    for a fence that fails (`EngageRequest.only_if`, the generation released) and
+    `PolicyRefused` for the fleet's policy; `audit_after` pages the trail after a cursor of
+    `audit_head`."""
+
+    @property
+    def actor(self) -> str: ...
+
+    def engage(self, location: Location, request: EngageRequest, now: datetime) -> Hold: ...
+
+    def release(self, location: Location, generation: str | None, now: datetime) -> Reading | None: ...
+
+    def standing(self, location: Location, now: datetime) -> Reading: ...
+
+    def audit_head(self) -> int: ...
+
+    def audit_after(self, position: int, limit: int) -> list[AuditEntry]: ...
+
+
+class FleetHolds:
+    """`LeaseHolds` on this host's fleet (its store, its policy, its audit trail)."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+
+    @property
+    def actor(self) -> str:
+        return self.fleet.actor
+
+    def engage(self, location: Location, request: EngageRequest, now: datetime) -> Hold:
+        return self.fleet.engage(location, request, now)
+
+    def release(self, location: Location, generation: str | None, now: datetime) -> Reading | None:
+        return self.fleet.release(location, generation, now)
+
+    def standing(self, location: Location, now: datetime) -> Reading:
+        return self.fleet.read((location,), now).readings[0]
+
+    def audit_head(self) -> int:
+        return self.fleet.store.audit_head()
+
+    def audit_after(self, position: int, limit: int) -> list[AuditEntry]:
+        return self.fleet.store.audit_after(position, limit)
+
+
 @dataclass
 class LeaseState:
     """What the lease holds now: `generation` (ours, or None when we hold nothing), whether an
@@ -69,17 +118,18 @@ class LeaseState:
 class Lease:
     """The hold of one job at `location`, armed by `arm`, renewed by `renew`, ended by `finish`."""
 
-    def __init__(self, fleet: Fleet, location: Location, ttl: timedelta, *, reason: str,
+    def __init__(self, fleet: Fleet | LeaseHolds, location: Location, ttl: timedelta, *, reason: str,
                  allow: Allow | None = None, armed_by: str | None = None,
                  window: Mapping[str, Any] | None = None, say: Callable[[str], None] | None = None) -> None:
         if ttl <= timedelta(0):
             raise ValueError("a lease needs a positive ttl")
-        self.fleet = fleet
+        #: where the hold is read and written: the local fleet, or what implements `LeaseHolds`
+        self.holds: LeaseHolds = FleetHolds(fleet) if isinstance(fleet, Fleet) else fleet
         self.location = location
         self.ttl = ttl
         self.reason = reason
         self.allow = allow
-        self.armed_by = armed_by or fleet.actor
+        self.armed_by = armed_by or self.holds.actor
         self.window = window
         self.state = LeaseState(None, None)
         #: every generation this lease wrote (a waiter counts a consumer that saw any of them)
@@ -96,7 +146,7 @@ class Lease:
 
     def _audit_mark(self) -> int | None:
         try:
-            return self.fleet.store.audit_head()
+            return self.holds.audit_head()
         except (EstopError, OSError):
             return None
 
@@ -126,9 +176,9 @@ class Lease:
                                 armed_by=self.armed_by, window=self.window, only_if=VACANT)
         mark = self._audit_mark()
         try:
-            hold = self.fleet.engage(self.location, request, now)
+            hold = self.holds.engage(self.location, request, now)
         except HoldConflict:
-            standing = self.fleet.read((self.location,), now).readings[0]
+            standing = self.holds.standing(self.location, now)
             generation = standing.hold.generation if standing.hold is not None else None
             self.state = LeaseState(generation, standing.hold.expires_at if standing.hold else None, borrowed=True)
             return self.state
@@ -144,7 +194,7 @@ class Lease:
                                 only_if=frozenset({generation}))
         mark = self._audit_mark()
         try:
-            hold = self.fleet.engage(self.location, request, now)
+            hold = self.holds.engage(self.location, request, now)
         except HoldConflict:
             if self.state.deadline is not None and now >= self.state.deadline:
                 return self._rearm_lapsed(now, reason, deadline)
@@ -165,7 +215,7 @@ class Lease:
                                 only_if=VACANT)
         mark = self._audit_mark()
         try:
-            hold = self.fleet.engage(self.location, request, now)
+            hold = self.holds.engage(self.location, request, now)
         except HoldConflict:
             self._let_go(now)
             return None
@@ -183,7 +233,7 @@ class Lease:
         position = self._mark
         try:
             while True:
-                entries = self.fleet.store.audit_after(position, _PAGE)
+                entries = self.holds.audit_after(position, _PAGE)
                 for entry in entries:
                     act = self._act(entry.event)
                     if act is not None:
@@ -208,7 +258,7 @@ class Lease:
                  "on, and nothing is renewed or released by it")
 
     def _let_go(self, now: datetime) -> None:
-        standing = self.fleet.read((self.location,), now).readings[0]
+        standing = self.holds.standing(self.location, now)
         if standing.state is HoldState.ABSENT:
             why = "the hold was resumed by someone else"
         else:
@@ -279,7 +329,7 @@ class Lease:
                 return f"{why}: left as it is; {self._left_standing(now)}"
             return f"held at {where} ({reason}) until {_instant(hold.expires_at)}"
         try:
-            removed = self.fleet.release(self.location, generation, now)
+            removed = self.holds.release(self.location, generation, now)
         except HoldConflict:
             self._let_go(now)
             return f"{self.state.taken_over}: left as it is; {self._left_standing(now)}"
@@ -291,7 +341,7 @@ class Lease:
     def _left_standing(self, now: datetime) -> str:
         """What holds our scope now and until when, for the job's last line."""
         where = self.location.describe()
-        reading = self.fleet.read((self.location,), now).readings[0]
+        reading = self.holds.standing(self.location, now)
         if not reading.active:
             return f"nothing holds {where}"
         hold = reading.hold

@@ -34,6 +34,7 @@ __all__ = [
     "parse_operator_time",
     "parse_stamp",
     "schedulable",
+    "short_utc",
     "to_utc",
     "utc_now",
     "zone_name",
@@ -362,3 +363,8 @@ class WallClockGuard:
             return datetime.fromtimestamp(projected, UTC), ahead
         self._base = (wall, mono)
         return datetime.fromtimestamp(wall, UTC), 0.0
+
+
+def short_utc(when: datetime) -> str:
+    """An instant in UTC to the minute with its weekday: short enough for a timeline label."""
+    return when.astimezone(UTC).strftime("%a %d %b %H:%M UTC")

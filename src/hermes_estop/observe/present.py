@@ -12,21 +12,14 @@ from typing import TYPE_CHECKING
 from hermes_estop.observe.fleetview import Bar, FleetView
 
 if TYPE_CHECKING:
-    from hermes_estop.fleet.fleet import Fleet
     from hermes_estop.windows.model import Window
-    from hermes_estop.windows.occurrences import Occurrence
 
-__all__ = ["by_start", "covering_now", "in_zones", "short_utc", "skipped_keys", "span_in_zones", "utc", "windows_named"]
+__all__ = ["covering_now", "in_zones", "span_in_zones", "utc", "windows_named"]
 
 
 def utc(when: datetime) -> str:
     """An instant in UTC, to the second."""
     return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def short_utc(when: datetime) -> str:
-    """An instant in UTC to the minute with its weekday: short enough for a timeline label."""
-    return when.astimezone(UTC).strftime("%a %d %b %H:%M UTC")
 
 
 def in_zones(when: datetime, zone: tzinfo | None) -> str:
@@ -93,21 +86,3 @@ def covering_now(view: FleetView) -> dict[str, list[tuple[Bar, Window]]]:
     for pairs in found.values():
         pairs.sort(key=lambda pair: (pair[0].end, pair[0].window))
     return found
-
-
-def by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Window, Occurrence]]:
-    """The next `per_window` occurrences of each window, soonest start first (file order
-    between equal starts): what `hermes windows next` lists (issue 38), here and over --server."""
-    from hermes_estop.windows.occurrences import upcoming
-
-    found = [(occurrence.start, i, window, occurrence) for i, window in enumerate(windows)
-             for occurrence in upcoming(window, now, per_window)]
-    found.sort(key=lambda item: (item[0], item[1]))
-    return [(window, occurrence) for _, _, window, occurrence in found]
-
-
-def skipped_keys(fleet: Fleet) -> frozenset[str]:
-    """The occurrence keys the fleet's ledger says are skipped."""
-    from hermes_estop.windows.ledger import SKIPPED, open_ledger
-
-    return frozenset(key for key, entry in open_ledger(fleet).load().items() if entry.state == SKIPPED)

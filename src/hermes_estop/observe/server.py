@@ -25,11 +25,11 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import exposition as _exposition
@@ -45,13 +45,11 @@ from hermes_estop.observe.metrics import MetricsEndpoint, WorkHeldCounter
 from hermes_estop.observe.page import render_page
 from hermes_estop.observe.view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
 from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
-from hermes_estop.api.page_actions import PageActions
-from hermes_estop.api.routes import MAX_BODY
-from hermes_estop.api.routes import ApiRequest, error_response
+from hermes_estop.model.hold import Reading
+from hermes_estop.model.wire import MAX_BODY, ApiRequest, ApiResponse, error_response
 
-from hermes_estop.api.routes import WriteApi
-
-__all__ = ["REQUEST_DEADLINE", "HttpService", "StatusServer", "attach", "parse_listen", "remote_warning", "status_document"]
+__all__ = ["REQUEST_DEADLINE", "HttpService", "PageForms", "StatusServer", "WriteRoutes", "attach", "parse_listen",
+           "remote_warning", "status_document"]
 
 logger = logging.getLogger("hermes_estop.http")
 
@@ -115,6 +113,51 @@ def status_document(view: FleetView) -> dict[str, Any]:
 
 #: seconds one request may take in all, from its first byte (or the TLS handshake) to its last
 REQUEST_DEADLINE = 30.0
+
+
+class _Counted(Protocol):
+    @property
+    def total(self) -> int: ...
+
+
+class WriteRoutes(Protocol):
+    """The write API mounted at /api/v1/ by whoever assembles the server (the daemon mounts
+    `api.routes.WriteApi`): the status page does not import it."""
+
+    @property
+    def write(self) -> bool: ...
+
+    @property
+    def failures(self) -> _Counted: ...
+
+    def handle(self, request: ApiRequest) -> ApiResponse: ...
+
+
+class _PageAnswer(Protocol):
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def headers(self) -> dict[str, str]: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+
+class PageForms(Protocol):
+    """The sign-in and the forms of a signed-in page, mounted with the write API (the daemon
+    mounts `api.page_actions.PageActions`). `signed_in`'s answer is passed back as it is."""
+
+    def signed_in(self, cookie_header: str | None) -> Any: ...
+
+    def post(self, path: str, body: bytes, cookie_header: str | None, remote: str, *,
+             origin: str | None = None, host: str | None = None) -> _PageAnswer: ...
+
+    def sign_in_form(self, cookie_header: str | None) -> _PageAnswer: ...
+
+    def card_actions(self, current: Any) -> Callable[[Reading], str] | None: ...
+
+    def decorate(self, page: str, current: Any, windows: list[tuple[str, datetime | None]]) -> str: ...
 
 
 class _Deadlines:
@@ -343,7 +386,7 @@ class StatusServer:
 
     def __init__(self, estop: Estop, host: str = "127.0.0.1", port: int = 0, *,
                  observer: Observer | None = None, work_held: WorkHeldCounter | None = None,
-                 api: WriteApi | None = None, tls: ssl.SSLContext | None = None,
+                 api: WriteRoutes | None = None, actions: PageForms | None = None, tls: ssl.SSLContext | None = None,
                  request_deadline: float = REQUEST_DEADLINE) -> None:
         self.estop = estop
         self.observer = observer or Observer(estop)
@@ -351,9 +394,7 @@ class StatusServer:
         self.metrics = MetricsEndpoint(self.observer, self.work_held)
         self.api = api
         self.tls = tls
-        self.actions: PageActions | None = None
-        if api is not None and api.write:
-            self.actions = PageActions(api, tls=tls is not None)
+        self.actions = actions if api is not None and api.write else None
         try:
             self.httpd = _Server((host, port), self, request_deadline)
         except OSError as exc:

@@ -24,6 +24,7 @@ from hermes_estop.fleet.tables import LEDGER_FILE, RecordTable
 from hermes_estop.model.timeutil import format_instant, parse_stamp
 
 __all__ = [
+    "skipped_keys",
     "ARMED",
     "ENDED",
     "LEDGER_FILE",
@@ -217,3 +218,8 @@ def open_ledger(fleet: Fleet) -> OccurrenceLedger:
     """The ledger of `fleet`, where its store keeps it (in the database for a PostgreSQL store,
     shared by every host's scheduler; else a file in the fleet root)."""
     return OccurrenceLedger(fleet.ledger())
+
+
+def skipped_keys(fleet: Fleet) -> frozenset[str]:
+    """The occurrence keys the fleet's ledger says are skipped."""
+    return frozenset(key for key, entry in open_ledger(fleet).load().items() if entry.state == SKIPPED)

@@ -28,6 +28,7 @@ from hermes_estop.model.timeutil import format_instant, in_interval, to_utc
 from hermes_estop.windows.model import Window
 
 __all__ = [
+    "by_start",
     "EXACT",
     "FEED_RECHECK",
     "IndexedTimeline",
@@ -644,3 +645,12 @@ class _Known:
         if rows is not None:
             return rows.same(index, source)
         return source is window or source == window
+
+
+def by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Window, Occurrence]]:
+    """The next `per_window` occurrences of each window, soonest start first (file order
+    between equal starts): what `hermes windows next` lists (issue 38), here and over --server."""
+    found = [(occurrence.start, i, window, occurrence) for i, window in enumerate(windows)
+             for occurrence in upcoming(window, now, per_window)]
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [(window, occurrence) for _, _, window, occurrence in found]
