@@ -22,10 +22,10 @@ from hermes_estop.model.text import one_line, printable
 from hermes_estop.process.check import Snapshot
 from hermes_estop.process.describe import resumed_line
 
-__all__ = ["Lift", "Resumed", "Wait", "ack_echo", "ack_exit", "ack_json", "finish_resume", "refused_resume"]
+__all__ = ["LiftCommand", "Resumed", "Wait", "ack_echo", "ack_exit", "ack_json", "finish_resume", "refused_resume"]
 
 #: the command that lifts the full hold at a location from where the operator stands (None: none does)
-Lift = Callable[[Location], str | None]
+LiftCommand = Callable[[Location], str | None]
 #: waits for the consumers' acknowledgements (`show`: with progress on the terminal); None: nothing to wait for
 Wait = Callable[[bool], AckSurvey | None]
 
@@ -53,7 +53,7 @@ class Resumed:
     the holds of the operator's own view; `holds`, their JSON entries)."""
 
     def __init__(self, location: Location, where: str, removed: Sequence[Reading], addressed: Reading | None,
-                 snapshot: Snapshot, holds: list[dict[str, object]], lift: Lift) -> None:
+                 snapshot: Snapshot, holds: list[dict[str, object]], lift: LiftCommand) -> None:
         self.location = location
         self.where = where
         self.removed = tuple(removed)
