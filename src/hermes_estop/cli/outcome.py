@@ -13,7 +13,7 @@ from typing import NoReturn
 import typer
 
 from hermes_estop.cli.common import EXIT_HELD, EXIT_OK, echo_lines, emit_json
-from hermes_estop.cli.wait import EXIT_NOT_ACKNOWLEDGED, echo_lines as echo_ack_lines
+from hermes_estop.cli.wait import EXIT_NOT_ACKNOWLEDGED, echo_ack_survey
 from hermes_estop.fleet.registry.acks import AckSurvey
 from hermes_estop.model.errors import HoldConflict
 from hermes_estop.model.hold import Reading
@@ -41,7 +41,7 @@ def ack_exit(found: AckSurvey | None) -> int:
 def ack_echo(found: AckSurvey | None, verb: str) -> int:
     if found is None:
         return EXIT_OK
-    return echo_ack_lines(found, verb=verb)
+    return echo_ack_survey(found, verb=verb)
 
 
 def _unwaited(show: bool) -> AckSurvey | None:
