@@ -25,7 +25,7 @@ from hermes_estop.cli.common import (
 )
 from hermes_estop.cli.interrupt_note import say_on_interrupt
 from hermes_estop.cli.history import run_history
-from hermes_estop.cli.hot import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
+from hermes_estop.cli.fast_path import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
 from hermes_estop.cli.remote import chosen_server, remote_pause, remote_resume, remote_status, Remote
 from hermes_estop.cli.wait import parse_wait_timeout, wait_with_progress
 from hermes_estop.cli.outcome import Resumed, ack_echo, ack_exit, ack_json, finish_resume, refused_resume

@@ -26,7 +26,7 @@ from hermes_estop.model.homes import Layout, Location
 from hermes_estop.fleet.registry.roster import Roster, read_roster, consumers_section
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_stamp
-from hermes_estop.observe.on_record import OnRecord, on_record
+from hermes_estop.observe.hold_provenance import OnRecord, on_record
 from hermes_estop.consumers.inflight import in_flight_section
 from hermes_estop.windows.status import status_section as windows_section
 from pathlib import Path
