@@ -206,17 +206,6 @@ class Listener:
                 self._cond.wait(remaining)
         return True
 
-    def wait_version(self, after: int, timeout: float) -> int:
-        """Block until `version` moves past `after` (or `timeout` seconds); returns it."""
-        deadline = self._monotonic() + timeout
-        with self._cond:
-            while self.version <= after:
-                remaining = deadline - self._monotonic()
-                if remaining <= 0 or self._stopping:
-                    break
-                self._cond.wait(remaining)
-            return self.version
-
     def stop(self) -> None:
         self._stopping = True
         self._wake()
