@@ -39,7 +39,25 @@ HEAVY = {
 LATE = {
     ("hermes_estop.windows", "hermes_estop.windows"):
         "the package's __getattr__ loads `scheduler` (WindowService) on first use: it pulls in APScheduler",
+    # `hermes pause` imports at most `PAUSE_MODULES` of the package (issue 45: it was 81, through
+    # cli.hold -> cli.remote -> observe.status -> windows.status); what only another command or
+    # `--wait` needs is imported where it is used
+    ("hermes_estop.cli.hold", "hermes_estop.observe.status"): "`hermes status` and resume's report only",
+    ("hermes_estop.cli.hold", "hermes_estop.cli.wait"): "only --wait waits",
+    ("hermes_estop.cli.hold", "hermes_estop.fleet.registry.acks"): "only --wait waits",
+    ("hermes_estop.cli.hold", "hermes_estop.cli.history"): "the history command's own",
+    ("hermes_estop.cli.outcome", "hermes_estop.cli.wait"): "only --wait waits",
+    ("hermes_estop.cli.remote", "hermes_estop.observe.status"): "`hermes status --server` only",
+    ("hermes_estop.cli.remote", "hermes_estop.windows.skips"): "`hermes windows skip --server` only",
+    ("hermes_estop.cli.application", "hermes_estop.windows.windows_file"): "shell completion of window names only",
+    ("hermes_estop.cli.application", "hermes_estop.consumers.cron"): "shell completion of job names only",
 }
+
+#: package modules `hermes pause --help` may import (issue 45's target: 35; 77 before it), and a
+#: real `hermes pause` (81 before; what is left past the CLI is the write path: the fleet, the
+#: stores, the policy and the audit trail)
+PAUSE_HELP_MODULES = 35
+PAUSE_MODULES = 41
 
 PROBE = """
 import json, sys
@@ -146,3 +164,17 @@ def test_every_late_import_named_is_still_needed(hot_path):
     """An entry of LATE whose import moved to the top is stale: the list stays the short list it claims to be."""
     found = {(name, what) for name, tree in _modules_off_the_hot_path(hot_path) for _, what in _late_imports(tree)}
     assert sorted(set(LATE) - found) == []
+
+
+def test_hermes_pause_imports_neither_the_status_stack_nor_windows_nor_consumers(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("HERMES_")}
+    env["HERMES_HOME"] = str(home)
+    helped = _loaded(env, PROBE, "pause", "--help")
+    paused = _loaded(env, PROBE, "pause", "--reason", "maintenance")
+    assert (home / "ESTOP").is_file()
+    assert len(helped) <= PAUSE_HELP_MODULES, sorted(helped)
+    assert len(paused) <= PAUSE_MODULES, sorted(paused)
+    assert not [name for name in paused if name.startswith(("hermes_estop.windows", "hermes_estop.observe",
+                                                            "hermes_estop.consumers", "hermes_estop.daemon"))]

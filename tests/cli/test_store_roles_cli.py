@@ -64,7 +64,7 @@ def test_after_the_readme_steps_every_command_of_the_daemon_role_works(hermes, d
 def test_a_daemon_role_registers_consumers_and_keeps_notify_cursors(daemon, fleet_root):
     from hermes_estop.process.estop import Estop
     from hermes_estop.model.homes import Layout
-    from hermes_estop.fleet.registry.reporter import ConsumerReporter
+    from hermes_estop.consumers.reporter import ConsumerReporter
     from hermes_estop.stores.postgresql import PostgresStore
 
     _role, url, _schema = daemon

@@ -39,6 +39,12 @@ READINGS = [
 ]
 
 
+#: the one seed of the walk and plan tests: `varied` makes every shape by index, whatever the seed
+#: (a second seed doubled their 90 s for the same shapes; issue 45); the compiled answers against
+#: an independent oracle over random files are tests/windows/test_schedule_oracle.py's
+SEED = 35
+
+
 def varied(rng: random.Random, count: int = 36) -> list[Window]:
     """Windows of every shape the scheduler plans: cron with and without a drain lead, back to
     back and overlapping on one scope, every 15 minutes, DST zones, bounds, excluded dates,
@@ -105,7 +111,7 @@ def _taken(armed: Iterator[Occurrence], count: int) -> list[tuple[str, datetime,
     return [(o.key, o.arm_at, o.end) for o in itertools.islice(armed, count)]
 
 
-@pytest.mark.parametrize("seed", [35, 36])
+@pytest.mark.parametrize("seed", [SEED])
 def test_the_schedule_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed):
     """`armed_after` (what `chain_end` walks) read off the schedule's list sorted by arm
     instant, past the end of its horizon, with and without a window it cannot stand for."""
@@ -118,7 +124,7 @@ def test_the_schedule_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed
             assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
 
 
-@pytest.mark.parametrize("seed", [35, 36])
+@pytest.mark.parametrize("seed", [SEED])
 def test_a_schedule_of_some_of_a_lanes_windows_walks_it_in_arm_order_as_the_exact_merge(seed):
     """A lane whose windows are only partly rows of the schedule (a schedule built in memory of
     the windows beside a calendar): the rows walked off the schedule, the others merged in."""
@@ -173,7 +179,7 @@ def test_a_daemon_on_windows_not_the_files_own_plans_from_its_schedule_in_memory
         harness.service.schedules.join()
 
 
-@pytest.mark.parametrize("seed", [35, 36])
+@pytest.mark.parametrize("seed", [SEED])
 def test_the_index_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed):
     """`IndexedTimeline.armed_after` (the chain's walk without a schedule: calendars, a table
     that does not validate) read off the index's heap of answers brought to `now`, through
@@ -197,7 +203,7 @@ def _shape(plan: object) -> str:
     return repr(dataclasses.astuple(plan))  # type: ignore[call-overload]
 
 
-@pytest.mark.parametrize("seed", [35, 36])
+@pytest.mark.parametrize("seed", [SEED])
 def test_a_plan_from_the_schedule_is_the_exact_plan(seed):
     rng = random.Random(seed)
     windows = varied(rng)

@@ -23,10 +23,8 @@ from hermes_estop.process.fleet_config import STORE_ENV, check_store_option, use
 from hermes_estop.cli import hold, subcommands as more
 from hermes_estop.cli.common import EXIT_USAGE, new_app, one_line
 from hermes_estop import __version__
-from hermes_estop.consumers.cron import CronTable
 from hermes_estop.model.homes import resolve_layout
 from hermes_estop.process.estop import Estop
-from hermes_estop.windows.windows_file import WindowsFile
 from hermes_estop.cli.remote import unserved, use_server
 
 # The command tree is walked by duck typing: typer's vendored click has no `Group` / `Option`
@@ -121,6 +119,8 @@ def _metavar(param: Parameter) -> str:
 
 def _window_names(ctx: Any, param: Parameter, incomplete: str) -> list[str]:
     """Window names from this fleet's windows.toml (nothing when it cannot be read)."""
+    from hermes_estop.windows.windows_file import WindowsFile  # completion only: not for every command (issue 45)
+
     try:
         names = [window.name for window in WindowsFile(resolve_layout().root).load()]
     except Exception:  # noqa: BLE001 - completion offers nothing rather than a traceback
@@ -130,6 +130,8 @@ def _window_names(ctx: Any, param: Parameter, incomplete: str) -> list[str]:
 
 def _job_names(ctx: Any, param: Parameter, incomplete: str) -> list[str]:
     """Cron job names from this home's job table (nothing when it cannot be read)."""
+    from hermes_estop.consumers.cron import CronTable  # completion only: not for every command (issue 45)
+
     try:
         names = [job.name for job in CronTable.of(Estop()).jobs()]
     except Exception:  # noqa: BLE001 - completion offers nothing rather than a traceback

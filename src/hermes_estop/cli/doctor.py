@@ -22,7 +22,7 @@ __all__ = ["NOTHING_REGISTERED", "doctor", "register"]
 NOTHING_REGISTERED = ("nothing is registered: no consumer reports to this fleet's consumer registry, so no "
                       "hold has been acknowledged by anything and `--wait` has nobody to wait for; this audit "
                       "only sees the work on record. Start the consumers with `hermes serve` (or register a "
-                      "loop with `hermes_estop.fleet.registry.reporter.ConsumerReporter`), then run `hermes doctor` again")
+                      "loop with `hermes_estop.consumers.reporter.ConsumerReporter`), then run `hermes doctor` again")
 
 
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:

@@ -7,7 +7,7 @@ import os
 import stat
 from datetime import datetime, timedelta
 from collections.abc import Sequence
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,16 +25,15 @@ from hermes_estop.cli.common import (
     warn_if_policy_unread,
 )
 from hermes_estop.cli.interrupt_note import say_on_interrupt
-from hermes_estop.cli.history import run_history
 from hermes_estop.cli.fast_path import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
-from hermes_estop.cli.remote import chosen_server, remote_pause, remote_resume, remote_status, Remote
-from hermes_estop.cli.wait import parse_wait_timeout, wait_with_progress
+from hermes_estop.cli.remote import Remote, chosen_server, remote_pause, remote_resume, remote_status
 from hermes_estop.cli.outcome import Resumed, ack_echo, ack_exit, ack_json, finish_resume, refused_resume
-from hermes_estop.fleet.registry.acks import ack_for_hold, ack_for_release, AckSurvey
-from hermes_estop.observe.status import fleet_status, lift_command
-from hermes_estop.fleet.registry.entries import Ack
 
 __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
+
+if TYPE_CHECKING:
+    from hermes_estop.fleet.registry.acks import AckSurvey
+    from hermes_estop.fleet.registry.entries import Ack
 
 UserOpt = Annotated[str | None, typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="The profile the work is for.")]
@@ -184,17 +183,21 @@ def _wait_limit(wait: bool, wait_timeout: str | None) -> float | None:
         if wait_timeout is not None:
             raise InvalidArgument("--wait-timeout needs --wait")
         return None
+    from hermes_estop.cli.wait import parse_wait_timeout  # only --wait waits: not for every pause (issue 45)
 
     return parse_wait_timeout(wait_timeout)
 
 
 def _engaged(location: Location, hold: Hold) -> Ack:
+    from hermes_estop.fleet.registry.acks import ack_for_hold  # only --wait waits: not for every pause (issue 45)
+
     return ack_for_hold(location.scope, hold)
 
 
 def _wait(estop: Estop, ack: Ack | None, limit: float | None, *, show: bool) -> AckSurvey | None:
     if limit is None or ack is None:
         return None
+    from hermes_estop.cli.wait import wait_with_progress  # only --wait waits: not for every pause (issue 45)
 
     return wait_with_progress(estop.fleet, ack, limit, show=show)
 
@@ -253,6 +256,8 @@ def _known_profile(estop: Estop, profile: str) -> None:
 
 def _resumed(estop: Estop, location: Location, removed: Sequence[Reading]) -> Resumed:
     """What a local resume lifted at `location`, and what stands after it, read from the store."""
+    from hermes_estop.observe.status import lift_command  # the status stack: not for `hermes pause` (issue 45)
+
     snapshot = estop.snapshot()
     where = estop.fleet.where
     (addressed,) = estop.fleet.read((location,)).readings
@@ -268,6 +273,8 @@ def _release_ack(estop: Estop, location: Location, generation: str | None, hold:
     lifted = _standing(estop, location, hold) if generation is None else None
     standing = generation if generation is not None else lifted.generation if lifted is not None else None
     selector = lifted.selector if lifted is not None else None
+    from hermes_estop.fleet.registry.acks import ack_for_release  # only --wait waits (issue 45)
+
     return ack_for_release(estop.fleet, location.scope, standing, selector) if standing is not None else None
 
 
@@ -316,6 +323,8 @@ def _resume_advice(location: Location, exc: StoreError) -> str:
 def status(as_json: JsonOpt = False) -> None:
     """Show what holds this process (scope, reason, generation, deadline, allowlist), then every
     other scope of the fleet that holds, each with the command that lifts it from here."""
+    from hermes_estop.observe.status import fleet_status  # the status stack: not for `hermes pause` (issue 45)
+
     remote = _remote()
     if remote is not None:
         remote_status(remote, as_json=as_json)
@@ -412,6 +421,8 @@ def history(
 ) -> None:
     """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window
     (a lease's consecutive renewals on one line; --json lists every event)."""
+    from hermes_estop.cli.history import run_history  # the history command's own: not for `hermes pause` (issue 45)
+
     if limit > HISTORY_MAX:
         raise InvalidArgument(f"invalid --limit {limit}: expected 1 to {HISTORY_MAX}")
     raise typer.Exit(run_history(limit, since, as_json))

@@ -8,13 +8,11 @@ it; only where the readings and the lift commands come from differs."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
 from hermes_estop.cli.common import EXIT_HELD, EXIT_OK, echo_lines, emit_json
-from hermes_estop.cli.wait import EXIT_NOT_ACKNOWLEDGED, echo_ack_survey
-from hermes_estop.fleet.registry.acks import AckSurvey
 from hermes_estop.model.errors import HoldConflict
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.homes import Location
@@ -22,12 +20,15 @@ from hermes_estop.model.text import one_line, printable
 from hermes_estop.process.check import Snapshot
 from hermes_estop.process.describe import resumed_line
 
+if TYPE_CHECKING:
+    from hermes_estop.fleet.registry.acks import AckSurvey
+
 __all__ = ["LiftCommand", "Resumed", "Wait", "ack_echo", "ack_exit", "ack_json", "finish_resume", "refused_resume"]
 
 #: the command that lifts the full hold at a location from where the operator stands (None: none does)
 LiftCommand = Callable[[Location], str | None]
 #: waits for the consumers' acknowledgements (`show`: with progress on the terminal); None: nothing to wait for
-Wait = Callable[[bool], AckSurvey | None]
+Wait = Callable[[bool], "AckSurvey | None"]
 
 
 def ack_json(found: AckSurvey | None) -> dict[str, object]:
@@ -35,12 +36,18 @@ def ack_json(found: AckSurvey | None) -> dict[str, object]:
 
 
 def ack_exit(found: AckSurvey | None) -> int:
-    return EXIT_OK if found is None or found.done else EXIT_NOT_ACKNOWLEDGED
+    if found is None or found.done:
+        return EXIT_OK
+    from hermes_estop.cli.wait import EXIT_NOT_ACKNOWLEDGED  # only --wait waits: not for every pause (issue 45)
+
+    return EXIT_NOT_ACKNOWLEDGED
 
 
 def ack_echo(found: AckSurvey | None, verb: str) -> int:
     if found is None:
         return EXIT_OK
+    from hermes_estop.cli.wait import echo_ack_survey  # only --wait waits (issue 45)
+
     return echo_ack_survey(found, verb=verb)
 
 

@@ -31,12 +31,12 @@ from hermes_estop.model.hold import Fence, HoldState, not_current
 from hermes_estop.model.homes import Location
 from hermes_estop.model.netaddr import is_loopback
 from hermes_estop.model.timeutil import display_instant, parse_stamp
-from hermes_estop.observe.status import DocumentStatus
-from hermes_estop.observe.status import status_lines
 from hermes_estop.process.describe import paused_lines
 from hermes_estop.process.describe import reading_from_json
 from hermes_estop.cli.outcome import Resumed, finish_resume, refused_resume
-from hermes_estop.windows.skips import skipped_line
+
+if TYPE_CHECKING:
+    from hermes_estop.observe.status import DocumentStatus
 from zoneinfo import ZoneInfo
 
 if TYPE_CHECKING:
@@ -228,6 +228,8 @@ _API_ONLY = ("timeline", "section_lines")
 
 def _view(remote: Remote) -> tuple[dict[str, Any], DocumentStatus]:
     """The server's status document (as `hermes status --json` prints it) and its readings."""
+    from hermes_estop.observe.status import DocumentStatus  # the status stack: not for `hermes pause` (issue 45)
+
     answer = remote.call("GET", "/api/v1/status")
     if answer.status != 200 or not isinstance(answer.body, dict):
         remote.refused(answer)
@@ -376,6 +378,8 @@ def _lift(view: DocumentStatus, scope: str) -> str | None:
 
 def remote_status(remote: Remote, *, as_json: bool) -> NoReturn:
     """`hermes status` over --server: the server's document, printed by `status_lines`."""
+    from hermes_estop.observe.status import status_lines  # the status stack: not for `hermes pause` (issue 45)
+
     document, view = _view(remote)
     if as_json:
         emit_json(document)
@@ -387,6 +391,8 @@ def remote_status(remote: Remote, *, as_json: bool) -> NoReturn:
 def remote_skip(remote: Remote, name: str, *, on: str | None, occurrence: str | None, as_json: bool,
                 undo: bool = False) -> NoReturn:
     """`hermes windows skip` (`undo`: `unskip`) over --server, printed as the local one prints it."""
+    from hermes_estop.windows.skips import skipped_line  # the windows package: not for `hermes pause` (issue 45)
+
     body = {key: value for key, value in (("on", on), ("occurrence", occurrence)) if value is not None}
     answer = remote.call("DELETE" if undo else "POST", f"/api/v1/windows/{quote(name, safe='')}/skip", body)
     key = "unskipped" if undo else "skipped"

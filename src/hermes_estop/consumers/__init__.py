@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover - names for type checkers; at run time __g
     from hermes_estop.consumers.http_gate import AsgiGate, Work, WsgiGate, refusal
     from hermes_estop.consumers.loops import CronService, GatewayService, KanbanService
     from hermes_estop.consumers.scheduling import gate_scheduler, gated
-    from hermes_estop.fleet.registry.reporter import ConsumerReporter
+    from hermes_estop.consumers.reporter import ConsumerReporter
 
 __all__ = [
     "AsgiGate",
@@ -53,7 +53,7 @@ _LAZY = {
     "CronService": "hermes_estop.consumers.loops", "GatewayService": "hermes_estop.consumers.loops",
     "KanbanService": "hermes_estop.consumers.loops",
     "gate_scheduler": "hermes_estop.consumers.scheduling", "gated": "hermes_estop.consumers.scheduling",
-    "ConsumerReporter": "hermes_estop.fleet.registry.reporter",
+    "ConsumerReporter": "hermes_estop.consumers.reporter",
 }
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from hermes_estop.model.errors import EstopError, InvalidArgument
 from hermes_estop.process.estop import Estop
 from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
-from hermes_estop.fleet.registry.reporter import ConsumerReporter
+from hermes_estop.consumers.reporter import ConsumerReporter
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, next_deadline
 from hermes_estop.consumers.pass_report import PassReport, log_pass

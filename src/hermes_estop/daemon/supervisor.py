@@ -20,7 +20,7 @@ from hermes_estop.process.estop import Estop
 from hermes_estop.consumers.gateway import Gateway, LineServer
 from hermes_estop.consumers.loops import configured_services
 from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
-from hermes_estop.fleet.registry.reporter import ConsumerReporter
+from hermes_estop.consumers.reporter import ConsumerReporter
 from hermes_estop.fleet.deadman import DeadmanService
 from hermes_estop.notify.notifier import notify_services
 from hermes_estop.windows.fetch import CalendarFetcher

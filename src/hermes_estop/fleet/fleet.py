@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from hermes_estop.fleet.audit import default_actor
 from hermes_estop.model.audit_event import AuditEvent
-from hermes_estop.process.check import Snapshot
+from hermes_estop.model.snapshot import Snapshot
 from hermes_estop.model.errors import HoldConflict
 from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading
 from hermes_estop.model.policy import PolicyRefused

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hermes_estop.process.check import HAND_MADE, unreadable_cause
+from hermes_estop.model.selector import ALL_WORK, covers
 from hermes_estop.model.hold import DEADLINE_UNREADABLE, Cause, Hold, HoldState, Reading
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
@@ -21,20 +22,10 @@ from hermes_estop.model.timeutil import display_instant, format_instant, format_
 if TYPE_CHECKING:
     from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.model.homes import Location
-    from hermes_estop.model.selector import Selector
 
 __all__ = ["ALL_WORK", "HOLD_EVENTS", "covers", "event_covers", "event_json", "describe_hold", "describe_reading", "hold_json",
            "paused_lines", "reading_from_json", "reading_json", "resumed_line"]
 
-#: what a hold without a selector covers, as every surface says it
-ALL_WORK = "all"
-
-
-def covers(selector: Selector | None) -> str:
-    """What a hold with `selector` covers, for a person and a label: `all`, or its components
-    and job globs in the selector's notation (`kanban`, `cron:nightly-*`, `*:db-*` for jobs of
-    every component); an unreadable selector covers everything and says so. Escaped."""
-    return ALL_WORK if selector is None else selector.describe()
 
 
 #: the audit events that name a hold (a task's or a skip's line names no hold of its own)

@@ -15,7 +15,8 @@ a deliberate edit, so none is tried. The rule is the fleet-wide one (docs/design
   read in between starts over, so the momentary states of an editor's save never confirm.
 - A calendar (`[[calendars]]`, or a window's `exclude_calendar`) weakens when a read of it (an
   edit of the file, a new fetch) removes, shortens or moves an occurrence the ledger says holds
-  right now; future occurrences it moves are not held yet and weaken nothing. The feed's content
+  right now; future occurrences it moves are not held yet and weaken nothing, and a change that
+  makes a window cover now (today's holiday removed) is a strengthening: armed at the next read. The feed's content
   is part of the read's identity, so the rule is the same: the same content, two reads, the
   confirmation period.
 - What a window holds is part of what it is (issue 32 item 9): its selector (`only`, `jobs`)
@@ -24,6 +25,10 @@ a deliberate edit, so none is tried. The rule is the fleet-wide one (docs/design
   `kanban`) acts at once on what it adds: until it is confirmed the window holds the hull of
   the two selectors (`selector.hull`), then what the read says. Calendars' windows carry the
   same fields and follow the same rule.
+- An edit that moves a window to another scope moves coverage (issue 45): until it is
+  confirmed the new version holds its new scope beside the version last acted on at the old
+  one (`GuardVerdict.moving`), so the new scope is held at the next read and the old one is
+  lifted only once the edit is confirmed.
 - A window whose table no longer validates (`windows_file.Parsed.failures`) weakens nothing: the
   version last acted on stands in for it, confirmed or not, until the table validates again or
   is removed (issue 20 item 2: one window's failure never stops or frees another).
@@ -48,7 +53,7 @@ from hermes_estop.windows.ledger import ARMED, LedgerEntry
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import WindowRows, covering
 
-__all__ = ["FileGuard", "GuardVerdict", "meanwhile", "strengthens", "vanished"]
+__all__ = ["FileGuard", "GuardVerdict", "meanwhile", "moves", "strengthens", "vanished"]
 
 Identity = object
 _NONE = timedelta(0)
@@ -63,6 +68,9 @@ class GuardVerdict:
     trusted: bool
     reason: str | None = None
     windows: Sequence[Window] | None = None
+    #: the read's versions of windows it moves to another scope (`moves`), held there at once
+    #: beside `windows` (which hold the versions last acted on at their old scopes)
+    moving: Sequence[Window] = ()
 
 
 def _narrower(new: Allow, old: Allow) -> bool:
@@ -91,8 +99,9 @@ def strengthens(old: Window, new: Window) -> bool:
     if not new.enabled or ((new.scope, new.cron, new.at, new.timezone, new.reason, new.exclude_calendar)
                            != (old.scope, old.cron, old.at, old.timezone, old.reason, old.exclude_calendar)):
         return False
-    if new._holidays != old._holidays:  # noqa: SLF001 - the guard compares what calendars filled in
-        return False
+    # the holidays of `exclude_calendar` (what the feed says now) are judged like a calendar's
+    # events, by what holds now (`vanished`, `_drops`): a feed change that makes the window cover
+    # now arms at the next read, one that takes the armed occurrence away waits (issue 45)
     return _holds_longer(old, new) and _narrower(new.hold_allow, old.hold_allow)
 
 
@@ -108,13 +117,20 @@ def _holds_longer(old: Window, new: Window) -> bool:
     return set(new.exclude) <= set(old.exclude) and new.exclude_cron in (None, old.exclude_cron)
 
 
+def moves(old: Window, new: Window) -> bool:
+    """Whether the edit `old` -> `new` moves the window's cover to another scope (both enabled)."""
+    return old.enabled and new.enabled and old.scope != new.scope
+
+
 def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
-             entries: Mapping[str, LedgerEntry], now: datetime) -> list[str]:
+             entries: Mapping[str, LedgerEntry], now: datetime, moving: Sequence[Window] = ()) -> list[str]:
     """What the read `windows` takes away: names of previously acted-on windows missing or
-    weakened, and of windows holding per the ledger that are not in it (enabled, same scope).
+    weakened, and of windows holding per the ledger that are not in it (enabled, same scope;
+    `moving`: versions also held at another scope, `GuardVerdict.moving`).
     Windows given as rows of a compiled schedule (`WindowRows`) are compared by their tables:
     a `Window` is built only for a row that changed or holds per the ledger."""
     current = _lookup(windows)
+    elsewhere = {w.name: w for w in moving}
     out: list[str] = []
     if previous is not windows:
         for name, old, new in _changed(previous or (), windows, current):
@@ -124,6 +140,8 @@ def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
         if entry.state != ARMED or entry.end <= now:
             continue
         window = current(entry.window)
+        if window is not None and window.scope != entry.scope and entry.window in elsewhere:
+            window = elsewhere[entry.window] if elsewhere[entry.window].scope == entry.scope else window
         if (window is None or not window.enabled or window.scope != entry.scope or _drops(window, entry, now)) \
                 and entry.window not in out:
             out.append(entry.window)
@@ -239,24 +257,27 @@ class FileGuard:
         elif now - pending.since >= self.confirm_after:
             return self._trust(windows)
         kept = self._put_back(windows, gone, entries, now)
-        return GuardVerdict(False, self._describe(gone, identity, windows, kept is not None), kept)
+        return GuardVerdict(False, self._describe(gone, identity, windows, kept is not None),
+                            None if kept is None else kept[0], () if kept is None else kept[1])
 
     def interrupted(self) -> None:
         """A read failed: the next read starts its confirmation over."""
         self._pending = None
 
     def _put_back(self, windows: Sequence[Window], gone: list[str], entries: Mapping[str, LedgerEntry],
-                  now: datetime) -> list[Window] | None:
-        """`windows` with the versions last acted on of the `gone` ones, or None when that
-        still takes something away (a window only the ledger knows)."""
+                  now: datetime) -> tuple[list[Window], list[Window]] | None:
+        """`windows` with the versions last acted on of the `gone` ones, and the read's versions
+        of those it moves to another scope (held there meanwhile); None when that still takes
+        something away (a window only the ledger knows)."""
         before = {w.name: w for w in self.trusted or ()}
         merged = [meanwhile(before[w.name], w) if w.name in gone and w.name in before else w for w in windows]
+        moving = [w for w in windows if w.name in gone and w.name in before and moves(before[w.name], w)]
         names = {w.name for w in merged}
         merged.extend(before[name] for name in gone if name in before and name not in names)
-        if vanished(merged, self.trusted, entries, now):
+        if vanished(merged, self.trusted, entries, now, moving):
             return None
         self.trusted = list(merged)
-        return merged
+        return merged, moving
 
     def _trust(self, windows: Sequence[Window]) -> GuardVerdict:
         """Trust `windows` (a list copied; rows of a compiled schedule kept as they are: listing

@@ -115,7 +115,10 @@ class Occurrence:
 MAX_EXCLUDED_RUN = 10_000
 
 
-#: how long `OccurrenceIndex` trusts its answer for a calendar's window at most
+#: how long `OccurrenceIndex` trusts its answer for a calendar's window at most, and an answer
+#: of "no next occurrence" of any window (issue 45: a run of more than `MAX_EXCLUDED_RUN`
+#: excluded starts ends a scan, not the window; a scan spans at least 10,000 minutes, so asking
+#: again daily finds every start days before it comes)
 FEED_RECHECK = timedelta(days=1)
 
 
@@ -123,10 +126,12 @@ def occurrence_key(scope: str, window: str, ident: str) -> str:
     return f"{scope}/{window}@{ident}"
 
 
-def occurrences(window: Window, since: datetime) -> Iterator[Occurrence]:
+def occurrences(window: Window, since: datetime, stopped: list[datetime] | None = None) -> Iterator[Occurrence]:
     """Occurrences starting at or after `since`, in order, within the window's bounds
     (`not_before` / `not_after` select occurrences by their start, half-open; an occurrence is
-    never cut short by a bound). Ignores `enabled`: scheduling decides what runs."""
+    never cut short by a bound). Ignores `enabled`: scheduling decides what runs. When a run of
+    more than `MAX_EXCLUDED_RUN` excluded starts ends the scan, the start it stopped at is
+    appended to `stopped`: nothing is known past it (a later start may not be excluded)."""
     since = _since(window, since)
     feed = window.feed
     if feed is not None:
@@ -145,7 +150,9 @@ def occurrences(window: Window, since: datetime) -> Iterator[Occurrence]:
         if window.excludes(start):
             excluded += 1
             if excluded > MAX_EXCLUDED_RUN:
-                return  # `exclude_cron` excludes every start for good: the window never occurs
+                if stopped is not None:
+                    stopped.append(start)
+                return  # `exclude_cron` may exclude every start for good: the scan ends here
             continue
         excluded = 0
         yield Occurrence(start, start + window.duration, window.name, window.scope, _lead(window))
@@ -529,9 +536,10 @@ class OccurrenceIndex:
             held, upcoming = timeline.around(source, now)
             feed = source.feed is not None
         expiries = [o.end for o in held] + ([upcoming.arm_at] if upcoming is not None else [])
-        if feed:
+        if feed or upcoming is None:
             # a calendar's events are looked up within a lookahead of the instant asked: what
-            # it says (no event ahead, say) is asked again daily, never trusted for ever
+            # it says (no event ahead, say) is asked again daily, never trusted for ever; so is
+            # "no next occurrence" (a scan ends after `MAX_EXCLUDED_RUN` excluded starts)
             expiries.append(now + FEED_RECHECK)
         until = min(expiries) if expiries else None
         self._seq += 1

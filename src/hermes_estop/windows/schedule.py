@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import hmac
 import itertools
 import json
 import logging
@@ -268,10 +269,13 @@ class Schedule:
 
     def covering(self, t: datetime) -> list[Occurrence] | None:
         """The occurrences covering `t` (`[start - drain, end)`), enabled or not, by row then
-        start; None when `t` is outside the horizon."""
+        start; None when `t` is outside the horizon, or a drain lead from `t` reaches past it
+        (a row keeps only its first start past the horizon: issue 45)."""
         if not self.answers(t):
             return None
         at = micros(t)
+        if self.leads and at + max(self.leads) >= self.hi:
+            return None  # a drain reaching back to `t` from past the horizon: a row keeps one start there
         out = []
         for row in range(len(self.names)):
             lo, hi = self.offsets[row], self.offsets[row + 1]
@@ -460,7 +464,8 @@ class _Builder:
         the whole schedule's horizon)."""
         starts, ends = self.columns["starts"], self.columns["ends"]
         kept = 0
-        for occurrence in occurrences(window, instant_of(self.lo) - window.duration):
+        stopped: list[datetime] = []
+        for occurrence in occurrences(window, instant_of(self.lo) - window.duration, stopped):
             start, end = micros(occurrence.start), micros(occurrence.end)
             if end <= self.lo:
                 continue
@@ -472,6 +477,8 @@ class _Builder:
             kept += 1
             if start >= self.hi:
                 break
+        if stopped:  # a run of excluded starts ended the scan: nothing is known past it
+            self.hi = max(self.lo + 1, min(self.hi, micros(stopped[0])))
         if window.cron is not None:
             self.zones.add(window.timezone)
         lead = (window.drain or timedelta(0)) // _US
@@ -660,30 +667,50 @@ def _rebuilt(previous: Schedule, digest: str, raw: bytes, windows_path: Path, no
     return builder.schedule(digest, previous.basis, previous.zones, bound)
 
 
-def dumps(schedule: Schedule) -> bytearray:
+def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
     """A header line, one compact JSON line per column, then one line per row's table; made a
-    line at a time into one buffer (100,000 windows' tables are tens of MB: never held twice more)."""
+    line at a time into one buffer (100,000 windows' tables are tens of MB: never held twice more).
+    With `key`, the header carries the seal of the whole (`trust.seal`), which `loads` checks."""
     header = {"format": _FORMAT, "digest": schedule.digest, "basis": schedule.basis, "zones": list(schedule.zones),
               "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule)}
-    out = bytearray(_compact(header))
+    body = bytearray()
     for name in _COLUMNS[:-1]:
-        out += b"\n" + _compact([list(v) if isinstance(v, tuple) else v for v in getattr(schedule, name)])
+        body += _compact([list(v) if isinstance(v, tuple) else v for v in getattr(schedule, name)]) + b"\n"
     for table in schedule.tables.values():
-        out += b"\n" + table
+        body += table + b"\n"
+    del body[-1:]
+    if key is not None:
+        header["seal"] = trust.seal(key, _sealed_header(header), body)
+    out = bytearray(_compact(header))
+    out += b"\n"
+    out += body
     return out
+
+
+def _sealed_header(header: dict[str, Any]) -> bytes:
+    """What of a header its seal covers: every field but the seal, in one spelling."""
+    return json.dumps({k: v for k, v in header.items() if k != "seal"}, sort_keys=True,
+                      separators=(",", ":")).encode("utf-8")
 
 
 def _compact(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode("utf-8")
 
 
-def loads(data: list[bytes]) -> Schedule | None:
+def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = None) -> Schedule | None:
     """The schedule in `data` (the file's lines), or None when it was not computed by this code
-    with today's zone data (its `digest` says which bytes of the windows file it is of).
+    with today's zone data (its `digest` says which bytes of the windows file it is of). With
+    `key`, `sealed` is the whole file, and it must carry the seal `dumps` gives it under `key`
+    (else `ValueError`: built for other bytes, edited or copied from elsewhere).
     Raises `ValueError` (or `TypeError`, `KeyError`) for a damaged one."""
     header = json.loads(data[0] or b"null")
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
         return None
+    if key is not None:
+        body = memoryview(sealed or b"")[len(data[0]) + 1:]
+        if not isinstance(header.get("seal"), str) or not hmac.compare_digest(
+                header["seal"], trust.seal(key, _sealed_header(header), body)):
+            raise ValueError("its seal is not this directory's over its content (not built here for these bytes)")
     zones = header["zones"]
     if type(zones) is not list or not all(type(z) is str for z in zones):
         raise ValueError("zones is not a list of names")
@@ -770,18 +797,22 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     if built is None:
         built = build(digest, validate(), now, raw)
     if built is not None and path is not None:
-        trust.write_trusted(path, dumps(built), private=trust.in_cache(path, windows_path))
+        key = trust.seal_key(path.parent, create=True)
+        if key is not None:  # an unsealed schedule would never be read: not written
+            trust.write_trusted(path, dumps(built, key), private=trust.in_cache(path, windows_path))
     return built
 
 
 def _kept(path: Path) -> Schedule | None:
-    """The schedule written at `path`, when there is one this process may trust (one line when
-    it is damaged)."""
-    lines = trust.trusted_lines(path)
-    if not lines:
+    """The schedule written at `path`, when there is one this process may trust: sealed with
+    its directory's key (`trust.seal_key`) over exactly its content (one line when it is
+    damaged or its seal does not hold)."""
+    data = trust.trusted_bytes(path)
+    key = trust.seal_key(path.parent, create=False) if data else None
+    if key is None:
         return None
     try:
-        return loads(lines)
+        return loads(data.split(b"\n"), data, key)
     except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
         log.warning("windows schedule %s ignored and built again: %s", printable(path), printable(str(exc)))
         return None

@@ -22,7 +22,7 @@ import operator
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -64,9 +64,11 @@ PRUNE_SLACK = timedelta(hours=1)
 #: how many of the newest audit events `recall` reads (an arm it misses is armed again: held)
 RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
-#: the windows to act on, the ledger, and the bytes the windows are exactly the windows of (None:
-#: a mix the guard put together, a table that failed, calendars: no schedule stands for them)
-_Inputs = tuple[Sequence[Window], dict[str, LedgerEntry], bytes | None]
+#: the windows to act on, the ledger, the bytes the windows are exactly the windows of (None:
+#: a mix the guard put together, a table that failed, calendars: no schedule stands for them),
+#: and the versions of windows an unconfirmed edit moves to another scope (`GuardVerdict.moving`:
+#: held there at once, beside the versions last acted on at their old scopes)
+_Inputs = tuple[Sequence[Window], dict[str, LedgerEntry], bytes | None, Sequence[Window]]
 #: one read: the file's bytes, its windows (rows of its compiled schedule, or validated), the
 #: validation's outcome (empty for rows: a schedule is only ever written for a file that
 #: validates whole), and the ledger
@@ -108,6 +110,8 @@ class WindowService:
         self.poll_interval = float(poll_interval)
         self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)))
         self.index = OccurrenceIndex()
+        #: the occurrences of the versions an unconfirmed edit moves to another scope
+        self._moving = OccurrenceIndex()
         #: the exact timeline, first arms read off the index (a pass without the schedule)
         self._exact = IndexedTimeline(self.index)
         #: the compiled schedule of the file's version in use, built off the pass (`warm_schedule`)
@@ -184,9 +188,13 @@ class WindowService:
         identity = (snapshot.identity, parsed.digests) if parsed.digests else snapshot.identity
         verdict = self.guard.judge(identity, windows, entries, report.now, parsed.failing_names())
         if not verdict.trusted:
+            if not parsed.failures and not parsed.sources:
+                # the schedule worth building is the file's as it is (what every command reads),
+                # never the version last confirmed: that would be written over it (issue 45)
+                self._last_valid = (snapshot.raw, windows, report.now)
             report.pending = verdict.reason
             self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
-            return None if verdict.windows is None else (verdict.windows, entries, None)
+            return None if verdict.windows is None else (verdict.windows, entries, None, verdict.moving)
         if self._log_once("loaded", hash((snapshot.raw, parsed.digests)), logging.INFO if windows else logging.DEBUG,
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
@@ -198,7 +206,7 @@ class WindowService:
         self._last_valid = (snapshot.raw, windows, report.now) if own else None
         acted = verdict.windows if verdict.windows is not None else windows
         self._last_other = None if isinstance(windows, ScheduleWindows) else (acted, report.now)
-        return verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None
+        return verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None, ()
 
     def _read(self, report: TickReport) -> _Read | None:
         """The file's bytes, its windows within the policy (the rows of its compiled schedule
@@ -320,7 +328,7 @@ class WindowService:
             inputs = self._inputs(report)
             if inputs is None:
                 return report, plans
-            windows, entries, source = inputs
+            windows, entries, source, moving = inputs
             report.leader = dry_run or self._may_write()
             # rows of a schedule are asked of their own (`timeline` may be a rebuilt one already)
             timeline = windows.timeline if isinstance(windows, ScheduleWindows) else None
@@ -328,10 +336,16 @@ class WindowService:
             # the enabled windows' occurrences covering now, by window (only those with some):
             # computed only for the windows whose answer changed since the last pass (issue 24)
             covering = self.index.advance(windows, report.now, state.timeline)
+            # an unconfirmed edit moving windows to other scopes: those versions' occurrences
+            # are held there beside the old ones (an index of their own: names repeat)
+            elsewhere = self._moving.advance(moving, report.now) if moving else {}
             if report.leader:
                 layout = self._layout(windows)
                 covered = layout.covered(covering)
-                for scope in self._scopes(covering, entries):
+                if moving:
+                    layout = layout.beside(WindowGroups.of(moving), covered, elsewhere)
+                    self._regrouped = True  # the next pass without them looks for moves everywhere
+                for scope in self._scopes([*covering.values(), *elsewhere.values()], entries):
                     try:
                         plans.extend(self._reconcile_scope(scope, state, layout, covered))
                     except (EstopError, OSError) as exc:
@@ -339,7 +353,7 @@ class WindowService:
                 if not dry_run:
                     self._commit(state)
                     self._regrouped = False
-            report.active = sorted(o.key for found in covering.values() for o in found)
+            report.active = sorted(o.key for found in (*covering.values(), *elsewhere.values()) for o in found)
             report.wakeups = due_wakeups(self.index, report.now)
             if not dry_run:
                 self._schedule(report)
@@ -382,12 +396,12 @@ class WindowService:
         return self._grouped
 
     @staticmethod
-    def _scopes(covering: Covering, entries: dict[str, LedgerEntry]) -> list[str]:
+    def _scopes(covering: Iterable[list[Occurrence]], entries: dict[str, LedgerEntry]) -> list[str]:
         """The scopes with something to decide: an occurrence covers now at one of their
         windows, or the ledger has an occurrence armed there. Every other scope is `idle`
         whatever its sentinel holds (nothing to arm, adopt, skip, close or retire), so it is not
         visited at all: 1,000 profiles cost nothing while no window covers them (issue 24)."""
-        scopes = {o.scope for found in covering.values() for o in found}
+        scopes = {o.scope for found in covering for o in found}
         for entry in entries.values():
             if entry.state == ARMED and _valid_scope(entry.scope):
                 scopes.add(entry.scope)
@@ -445,7 +459,8 @@ class WindowService:
             generation = entry.generation
             if generation not in lane_of_hold:
                 continue
-            lane = layout.lane_of[entry.window][1] if entry.window in scoped_names else None
+            where = layout.elsewhere.get((scope, entry.window)) or layout.lane_of.get(entry.window)
+            lane = where[1] if where is not None and entry.window in scoped_names else None
             if lane_of_hold[generation] == lane:
                 continue
             if entry.state == ARMED:
@@ -610,6 +625,9 @@ class WindowGroups:
     scoped: dict[str, set[str]]
     #: enabled window name -> (its scope, its selector)
     lane_of: dict[str, tuple[str, Any]]
+    #: (scope, name) -> (scope, selector) of the versions an unconfirmed edit moves to another
+    #: scope (`beside`): held there beside their old versions, which `lane_of` names
+    elsewhere: dict[tuple[str, str], tuple[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, windows: Sequence[Window]) -> WindowGroups:
@@ -655,6 +673,28 @@ class WindowGroups:
             scoped[scope] = {rows.name(i) for selector, group in by_selector.items() if selector is not None
                              for i in group}
         return cls(rows, WindowsByName(rows), lanes, scoped, lane_of)
+
+    def beside(self, moving: WindowGroups, covered: dict[tuple[str, Any], list[Occurrence]],
+               covering: Covering) -> WindowGroups:
+        """These groups with the lanes of `moving` (the versions an unconfirmed edit moves to
+        another scope) added at their scopes; `covered` (this layout's, `covered`) extended in
+        place with their occurrences covering now (`covering`)."""
+        lanes = {scope: list(on_scope) for scope, on_scope in self.lanes.items()}
+        scoped = {scope: set(names) for scope, names in self.scoped.items()}
+        for scope, extra in moving.lanes.items():
+            mine = lanes.setdefault(scope, [(None, [], None)])
+            for selector, group, names in extra:
+                at = next((i for i, lane in enumerate(mine) if lane[0] == selector), None)
+                if at is None:
+                    mine.append((selector, group, names))
+                elif group:
+                    _, own, own_names = mine[at]
+                    mine[at] = (selector, [*own, *group], None if names is None else (own_names or frozenset()) | names)
+            scoped.setdefault(scope, set()).update(moving.scoped.get(scope, ()))
+        for key, found in moving.covered(covering).items():
+            covered[key] = sorted([*covered.get(key, ()), *found])
+        elsewhere = {(key[0], name): key for name, key in moving.lane_of.items()}
+        return WindowGroups(self.windows, self.by_name, lanes, scoped, self.lane_of, elsewhere)
 
     def covered(self, covering: Covering) -> dict[tuple[str, Any], list[Occurrence]]:
         """The occurrences covering now of each lane `(scope, selector)`, sorted, from each

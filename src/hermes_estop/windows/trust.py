@@ -17,6 +17,7 @@ a kept schedule (the windows file's, a calendar feed's) answers.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
 import os
 import sys
@@ -35,8 +36,8 @@ from hermes_estop.model.text import printable
 from hermes_estop.system.fsread import read_regular_with_stat
 from hermes_estop.system.fsutil import atomic_write
 
-__all__ = ["HORIZON", "basis", "cache_dir", "code_stamp", "directory_problem", "in_cache", "kept_path", "trusted_lines",
-           "write_trusted", "zone_digest"]
+__all__ = ["HORIZON", "basis", "cache_dir", "code_stamp", "directory_problem", "in_cache", "kept_path", "seal",
+           "seal_key", "trusted_bytes", "trusted_lines", "write_trusted", "zone_digest"]
 
 log = logging.getLogger(__name__)
 
@@ -144,22 +145,81 @@ def directory_problem(where: Path) -> str | None:
 def trusted_lines(path: Path) -> list[bytes]:
     """The lines of the kept file `path`; [] when there is none, it cannot be read, it is not a
     regular file, or it or its directory could be written by someone else than this user or root."""
+    data = trusted_bytes(path)
+    return data.split(b"\n") if data else []
+
+
+def trusted_bytes(path: Path) -> bytes:
+    """The bytes of the kept file `path` (`trusted_lines`, not split); b"" when not to be read."""
     problem = directory_problem(path.parent)
     if problem is not None:
         _distrusted(path.parent, problem)
-        return []
+        return b""
     try:
-        data, st = read_regular_with_stat(path, _MAX_BYTES)  # a FIFO planted there is refused, not waited on
+        data, st = read_regular_with_stat(path, _MAX_BYTES)  # a FIFO or a symlink planted there is refused
     except OSError:
-        return []
+        return b""
     except StoreError as exc:  # not a regular file, too large
         _distrusted(path, str(exc))
-        return []
+        return b""
     problem = _unsafe(st)  # the very file read, not the name looked up again
     if problem is not None:
         _distrusted(path, problem)
-        return []
-    return data.split(b"\n")
+        return b""
+    return data
+
+
+#: the key kept files of a directory are sealed with (`seal`), in that directory, this user's alone
+SEAL_KEY = ".hermes-estop.key"
+
+
+def seal_key(where: Path, *, create: bool) -> bytes | None:
+    """The key of the kept files of the directory `where` (`SEAL_KEY`: 32 random bytes, made
+    on the first write, `create`, mode 0600); None when there is none, or it is not a regular
+    file of this user's (or root's) that nobody else can read or write: nothing kept there is
+    then believed (issue 45: a kept file is keyed so that one built for other bytes, its header
+    edited, or copied from elsewhere, is never mistaken for the current file's)."""
+    path = where / SEAL_KEY
+    for _ in range(2):
+        try:
+            data, st = read_regular_with_stat(path, 4096)
+        except FileNotFoundError:
+            if not create:
+                return None
+            try:
+                where.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache directory, made private
+                problem = directory_problem(where)
+                if problem is not None:
+                    _distrusted(where, problem)
+                    return None
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                continue  # another process made it first: read theirs
+            except OSError:
+                return None
+            try:
+                key = os.urandom(32)
+                os.write(fd, key)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return key
+        except (OSError, StoreError):
+            return None
+        if _unsafe(st) is not None or st.st_mode & 0o077 or len(data) < 32:
+            _distrusted(path, "a seal key others could read or write, or not one this code made")
+            return None
+        return data
+    return None
+
+
+def seal(key: bytes, header: bytes, body: bytes | bytearray | memoryview) -> str:
+    """The seal of a kept file: HMAC-SHA256 under `key` of its `header` (without the seal) and
+    its `body` (what follows the header's line)."""
+    mac = hmac.new(key, header, "sha256")
+    mac.update(b"\n")
+    mac.update(body)
+    return mac.hexdigest()
 
 
 def cache_dir() -> Path | None:

@@ -41,7 +41,7 @@ def main(kind: str, interval: float) -> None:
         stop.wait()
         scheduler.shutdown()
     elif kind == "loop":
-        from hermes_estop.fleet.registry.reporter import ConsumerReporter
+        from hermes_estop.consumers.reporter import ConsumerReporter
 
         with ConsumerReporter(estop, "loop", interval=interval) as reporter:
             while not stop.wait(interval):

@@ -15,7 +15,7 @@ from pg_helpers import pg_server, pg_url  # noqa: F401
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores.registry import ConsumerEntry
-from hermes_estop.fleet.registry.reporter import ConsumerReporter
+from hermes_estop.consumers.reporter import ConsumerReporter
 from hermes_estop.stores import FileStore
 from hermes_estop.stores.postgresql import PostgresStore
 from hermes_estop.stores.registry import ConsumerTable

@@ -27,6 +27,7 @@ from hermes_estop.system.processes import same_process, start_time
 
 if TYPE_CHECKING:
     from hermes_estop.model.selector import Selector
+    from hermes_estop.model.snapshot import Snapshot
 
 __all__ = [
     "ALL_SCOPES",
@@ -34,6 +35,7 @@ __all__ = [
     "MIN_REPORT_INTERVAL",
     "PRUNE_AFTER",
     "Ack",
+    "ConsumerEntry",
     "ConsumerState",
     "acknowledges",
     "consumer_state",
@@ -41,6 +43,7 @@ __all__ = [
     "overdue_after",
     "prunable",
     "is_alive",
+    "observed_holds",
     "this_host",
 ]
 
@@ -134,3 +137,10 @@ def is_alive(entry: ConsumerEntry, host: str | None = None) -> bool | None:
     if entry.pid_start is None:
         return start_time(entry.pid) is not None
     return same_process(entry.pid, entry.pid_start)
+
+
+def observed_holds(snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+    """(scope, generation) of every active hold of `snapshot`, sorted ("?" where it has none:
+    an unreadable or hand-written hold)."""
+    return tuple(sorted({(r.location.scope, (r.fence.generation if r.fence is not None else None) or "?")
+                         for r in snapshot.every_active}))

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from hermes_estop.fleet.fleet import Fleet
-from hermes_estop.process.check import Snapshot
-from hermes_estop.fleet.registry.reporter import observed_holds
+from hermes_estop.model.snapshot import Snapshot
+from hermes_estop.fleet.registry.entries import observed_holds
 from hermes_estop.stores.registry import ConsumerEntry
 from hermes_estop.fleet.registry.entries import ConsumerState, consumer_state, covers, is_alive, prunable, this_host
 from hermes_estop.model.text import one_line

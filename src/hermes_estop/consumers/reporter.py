@@ -24,27 +24,19 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hermes_estop.fleet.registry.entries import ALL_SCOPES, MIN_REPORT_INTERVAL, this_host
-from hermes_estop.stores.registry import ConsumerEntry
+from hermes_estop.fleet.registry.entries import ALL_SCOPES, MIN_REPORT_INTERVAL, ConsumerEntry, observed_holds, this_host
 from hermes_estop.model.text import one_line
 from hermes_estop import __version__
 from hermes_estop.system.processes import start_time
 
 if TYPE_CHECKING:
+    from hermes_estop.model.snapshot import Snapshot
     from hermes_estop.process.estop import Estop
-    from hermes_estop.process.check import Snapshot
-    from hermes_estop.stores.registry import ConsumerTable
+    from hermes_estop.fleet.fleet import ConsumerTable
 
-__all__ = ["ConsumerReporter", "observed_holds"]
+__all__ = ["ConsumerReporter"]
 
 logger = logging.getLogger("hermes_estop.fleet.registry.entries")
-
-
-def observed_holds(snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
-    """(scope, generation) of every active hold of `snapshot`, sorted ("?" where it has none:
-    an unreadable or hand-written hold)."""
-    return tuple(sorted({(r.location.scope, (r.fence.generation if r.fence is not None else None) or "?")
-                         for r in snapshot.every_active}))
 
 
 class ConsumerReporter:
