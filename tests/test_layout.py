@@ -144,10 +144,6 @@ VAGUE_MODULES_LEFT = {
     "hermes_estop.cli.outcome": "imported by cli/remote.py, which another change holds",
     "hermes_estop.cli.remote": "an HTTP client for the remote API, being changed elsewhere; the integrator renames it",
     "hermes_estop.observe.present": "being changed elsewhere; the integrator renames it",
-    "hermes_estop.windows.recall": "windows/ is renamed once the windows work of issue 45 has landed",
-    "hermes_estop.windows.fields": "windows/ is renamed once the windows work of issue 45 has landed",
-    "hermes_estop.windows.trust": "windows/ is renamed once the windows work of issue 45 has landed",
-    "hermes_estop.windows.problems": "windows/ is renamed once the windows work of issue 45 has landed",
 }
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED
-from hermes_estop.windows.recall import INTENT
+from hermes_estop.windows.arm_intents import INTENT
 
 US = timedelta(microseconds=1)
 

@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from hermes_estop.model.errors import StoreError
-from hermes_estop.windows import schedule, trust
+from hermes_estop.windows import kept_files, schedule
 from hermes_estop.windows.export import planned, planned_rows
 from hermes_estop.windows.forecast import _holds, window_holds
 from hermes_estop.windows.model import InvalidWindow, Window
@@ -234,9 +234,9 @@ def _resealed(path: Path, lines: list[bytes]) -> None:
     this user (who can read the key) could write; what the schedule's other checks must catch."""
     header = json.loads(lines[0])
     if isinstance(header, dict):
-        key = trust.seal_key(path.parent, create=False)
+        key = kept_files.seal_key(path.parent, create=False)
         assert key is not None
-        header["seal"] = trust.seal(key, schedule._sealed_header(header), b"\n".join(lines[1:]))
+        header["seal"] = kept_files.seal(key, schedule._sealed_header(header), b"\n".join(lines[1:]))
         lines = [json.dumps(header).encode(), *lines[1:]]
     path.write_bytes(b"\n".join(lines))
 
@@ -296,15 +296,15 @@ def test_a_schedule_with_forged_starts_is_not_believed(wf: WindowsFile, starts: 
 
 def test_a_schedule_of_other_zone_data_is_built_again(wf: WindowsFile, monkeypatch: pytest.MonkeyPatch) -> None:
     _load(wf)
-    monkeypatch.setattr(trust, "zone_digest", lambda name: "0" * 64)
+    monkeypatch.setattr(kept_files, "zone_digest", lambda name: "0" * 64)
     calls: list[int] = []
     assert _load(wf, calls=calls) is not None and calls == [1]
 
 
 def test_zone_digest_is_the_data_zoneinfo_reads() -> None:
-    assert trust.zone_digest("Europe/Berlin") is not None
-    assert trust.zone_digest("../../etc/passwd") is None
-    assert trust.zone_digest("No/Such_Zone") is None
+    assert kept_files.zone_digest("Europe/Berlin") is not None
+    assert kept_files.zone_digest("../../etc/passwd") is None
+    assert kept_files.zone_digest("No/Such_Zone") is None
     assert ZoneInfo("Europe/Berlin").key == "Europe/Berlin"
 
 
@@ -374,7 +374,7 @@ def test_a_fleet_root_others_can_write_keeps_its_schedule_in_the_users_cache_nev
         again = _load(wf, calls=calls)
         assert _task_run(again) == ["/usr/bin/true", "--flag"] and _columns(again) == expected
         assert _columns(schedule.load(wf.path, wf.path.read_bytes(), _refused, NOW)) == expected  # read back
-    assert [p.name.endswith(".schedule") for p in estop_cache.iterdir() if p.name != trust.SEAL_KEY] == [True]
+    assert [p.name.endswith(".schedule") for p in estop_cache.iterdir() if p.name != kept_files.SEAL_KEY] == [True]
     assert estop_cache.stat().st_mode & 0o777 == 0o700
     assert not [r for r in caplog.records if "never an authority" in r.getMessage()]
 
