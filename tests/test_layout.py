@@ -107,26 +107,10 @@ def classes_defined() -> dict[str, list[str]]:
     return defined
 
 
-#: class names still defined twice, each with why it is left (this list only shrinks): the
-#: windows/ side is renamed once the windows work of issue 45 has landed
-CLASSES_LEFT_TWICE = {
-    "Job": "system.processes (a command in its own process group, used by cli/run.py) and "
-           "windows.wakeups (the scheduler's job protocol)",
-    "Source": "windows.ical (the iCalendar adapter class) and windows.occurrences (a window or a compiled row)",
-}
-
-
 def test_no_two_classes_share_a_name():
     """One name, one thing (issue 34, issue 46 item 9): every class and type alias in src/, not a
     fixed list, is defined in one module."""
-    twice = {name: found for name, found in classes_defined().items() if len(found) > 1}
-    assert {name: found for name, found in twice.items() if name not in CLASSES_LEFT_TWICE} == {}
-
-
-def test_the_classes_left_twice_are_still_twice():
-    """A name on CLASSES_LEFT_TWICE that is no longer defined twice comes off the list."""
-    defined = classes_defined()
-    assert [name for name in CLASSES_LEFT_TWICE if len(defined.get(name, ())) < 2] == []
+    assert {name: found for name, found in classes_defined().items() if len(found) > 1} == {}
 
 
 def test_the_class_scan_sees_classes_and_aliases(tmp_path):

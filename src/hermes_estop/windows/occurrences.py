@@ -526,7 +526,7 @@ class OccurrenceIndex:
         del self._known[name]
         self._held.pop(name, None)
 
-    def _learn(self, name: str, source: Source, now: datetime, timeline: Timeline) -> None:
+    def _learn(self, name: str, source: WindowOrRow, now: datetime, timeline: Timeline) -> None:
         """Compute the answer at `now` of the window `source` and remember it until it expires."""
         self.computed += 1
         if isinstance(source, tuple):
@@ -606,7 +606,7 @@ class IndexedTimeline(ExactTimeline):
 
 
 #: where an answer's window comes from: the window, or a row of a compiled schedule
-Source = Window | tuple[WindowRows, int]
+WindowOrRow = Window | tuple[WindowRows, int]
 
 
 @dataclass(slots=True)
@@ -617,7 +617,7 @@ class _Known:
     `window` is asked for: `_valid`)."""
 
     name: str
-    source: Source
+    source: WindowOrRow
     since: datetime
     until: datetime | None
     covering: tuple[Occurrence, ...]
