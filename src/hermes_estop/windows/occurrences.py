@@ -44,7 +44,6 @@ __all__ = [
     "next_start",
     "occurrence_key",
     "occurrences",
-    "starting_within",
     "upcoming",
 ]
 
@@ -223,16 +222,6 @@ def next_armed(window: Window, after: datetime) -> Occurrence | None:
     """The first occurrence armed strictly after `after` (`arm_at`: its start less the drain
     lead); `next_start` for a window without a lead."""
     return next_start(window, after + _lead(window))
-
-
-def starting_within(window: Window, first: datetime, last: datetime, limit: int = 256) -> list[Occurrence]:
-    """Occurrences starting in the closed range `[first, last]`, at most `limit` of them."""
-    out: list[Occurrence] = []
-    for occurrence in occurrences(window, first):
-        if occurrence.start > last or len(out) >= limit:
-            break
-        out.append(occurrence)
-    return out
 
 
 def following(window: Window, occurrence: Occurrence) -> Occurrence | None:

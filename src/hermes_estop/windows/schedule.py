@@ -23,7 +23,7 @@ plain columns:
   the horizon is cut, and the horizon of the whole schedule shrinks to the last start kept
   (`hi`), so an answer is never a guess.
 - **queries** by bisection: `covering(t)`, `next_start(row, t)`, `upcoming(row, t, n)`,
-  `starting_in(a, b)`, `not_ended(row, t)`; an instant outside the horizon is not answered
+  `not_ended(row, t)`; an instant outside the horizon is not answered
   (None), or (`not_ended`) answered by the exact functions of `occurrences`, which remain the
   definition (the property tests compare the two).
 
@@ -55,7 +55,7 @@ import json
 import logging
 import re
 import sys
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -78,7 +78,7 @@ from hermes_estop.windows.occurrences import Occurrence, occurrences
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Entry", "Item", "Row", "Schedule", "Tables", "build", "instant_of",
-           "kept_schedule", "load", "micros", "schedule_of", "schedule_path"]
+           "kept_schedule", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
@@ -292,20 +292,6 @@ class Schedule:
         index = bisect_right(self.starts, micros(after), lo, hi)
         return self.occurrence(row, index) if index < hi else None
 
-    def starting_in(self, first: datetime, last: datetime) -> list[Occurrence] | None:
-        """Every occurrence starting in `[first, last)`, by start then row; None unless the
-        whole range lies in the horizon."""
-        if not (self.answers(first) and micros(last) <= self.hi):
-            return None
-        a, b = micros(first), micros(last)
-        found = []
-        for row in range(len(self.names)):
-            lo, hi = self.offsets[row], self.offsets[row + 1]
-            for index in range(bisect_left(self.starts, a, lo, hi), bisect_left(self.starts, b, lo, hi)):
-                found.append((self.starts[index], row, index))
-        found.sort()
-        return [self.occurrence(row, index) for _, row, index in found]
-
     def not_ended(self, row: int, t: datetime) -> Iterator[Occurrence]:
         """Every occurrence of `row` not ended at `t`, in order: what the exact functions give
         (`occurrences(window, t - duration)` less the ended ones), from the schedule as far as
@@ -375,12 +361,6 @@ def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | N
 
 def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta) -> bool:
     return found.digest == digest and found.answers(now) and micros(now) < found.lo + fresh_for // _US
-
-
-def schedule_path(windows_path: Path) -> Path:
-    """Where the schedule of `windows_path` is kept when its fleet root is private to its owner
-    (`kept_files.kept_path`: else in the per-user cache directory)."""
-    return windows_path.with_name(f".{windows_path.name}.schedule")
 
 
 #: a line that opens a `[[windows]]` or a `[[calendars]]` table (where `_tables` cuts the file;
