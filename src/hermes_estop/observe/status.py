@@ -28,7 +28,7 @@ from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_stamp
 from hermes_estop.observe.hold_provenance import OnRecord, on_record
 from hermes_estop.consumers.inflight import in_flight_section
-from hermes_estop.windows.status import status_section as windows_section
+from hermes_estop.windows.status import windows_section
 from pathlib import Path
 
 __all__ = ["DocumentStatus", "FleetStatus", "status_lines", "fleet_status", "lift_command", "standing_line"]
