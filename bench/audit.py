@@ -3,7 +3,7 @@
 all), as real `hermes` processes, each against the same command on an empty trail (the cost of
 starting the CLI), interleaved round by round. Memory is the process's peak resident set
 (`harness.spawn_measured`). The target is the whole process's: a well-formed `history` runs on
-the framework-free path (`cli.hot`, `cli.history`).
+the framework-free path (`cli.fast_path`, `cli.history`).
 
 Run: `python bench/run.py --only audit` (`--quick`: a 100,000-line trail).
 """

@@ -35,7 +35,7 @@ class FakeClock:
 
 @pytest.fixture(autouse=True)
 def estop_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The per-user cache directory (`windows.trust.cache_dir`: where a schedule goes when the
+    """The per-user cache directory (`windows.kept_files.cache_dir`: where a schedule goes when the
     fleet root is not private) of the test's own, for it and the processes it starts: no test
     reads what another, or the user running the suite, left there."""
     where = tmp_path_factory.mktemp("estop-cache")

@@ -119,7 +119,7 @@ def test_the_graph_sees_relative_lazy_and_package_imports():
     assert "hermes_estop.stores.file" in graph["hermes_estop.fleet.fleet"]  # inside `Fleet.of_files`
     assert "hermes_estop.stores.file" in graph["hermes_estop.stores"]
     assert "hermes_estop.model.hold" in core_modules() and "hermes_estop.stores.postgresql" in core_modules()
-    assert "hermes_estop.daemon.demo" not in core_modules() and "hermes_estop.cli" not in core_modules()
+    assert "hermes_estop.daemon.demo_fleet" not in core_modules() and "hermes_estop.cli" not in core_modules()
 
 
 def test_the_cycle_finder_finds_a_lazy_cycle():

@@ -1,7 +1,7 @@
 """Start-up tricks where they pay, nowhere else (issue 34 item 4). The modules that `hermes check`,
 `hermes gate`, `hermes history` and `gate()` import are the hot path: there, imports inside
 functions and `TYPE_CHECKING = False` keep a check cheap (tests/test_imports.py,
-tests/cli/test_hot_path.py). Everywhere else a module says what it needs at its top, except for the
+tests/cli/test_fast_path.py). Everywhere else a module says what it needs at its top, except for the
 heavy optional libraries below and the named imports that must stay late, each with its reason."""
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def _modules_off_the_hot_path(hot_path: set[str]) -> list[tuple[str, ast.Module]
 
 
 def test_the_hot_path_is_the_check_path(hot_path):
-    assert {"hermes_estop.process.check", "hermes_estop.stores.file", "hermes_estop.cli.hot",
+    assert {"hermes_estop.process.check", "hermes_estop.stores.file", "hermes_estop.cli.fast_path",
             "hermes_estop.model.selector"} <= hot_path
     assert not any(name.startswith(("hermes_estop.windows", "hermes_estop.observe", "hermes_estop.daemon"))
                    for name in hot_path)

@@ -178,7 +178,7 @@ _MOVED = {
     "hermes_estop.config": ("hermes_estop.process.fleet_config", None),
     "hermes_estop.cronspec": ("hermes_estop.model.cronspec", None),
     "hermes_estop.deadman": ("hermes_estop.fleet.deadman", None),
-    "hermes_estop.demo": ("hermes_estop.daemon.demo", None),
+    "hermes_estop.demo": ("hermes_estop.daemon.demo_fleet", None),
     "hermes_estop.describe": ("hermes_estop.process.describe", None),
     "hermes_estop.durations": ("hermes_estop.model.durations", "hermes_estop"),
     "hermes_estop.errors": ("hermes_estop.model.errors", "hermes_estop"),

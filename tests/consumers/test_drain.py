@@ -18,7 +18,7 @@ import pytest
 from hermes_estop.consumers.cron import Claim, CronRunner, CronTable
 from hermes_estop.consumers.drainer import wait_until_quiet
 from hermes_estop.consumers.gateway import Gateway
-from hermes_estop.consumers.inflight import InFlight, in_flight_counts, status_section, survey, terminate
+from hermes_estop.consumers.inflight import InFlight, in_flight_counts, in_flight_section, survey, terminate
 from hermes_estop.consumers.board import BoardBusy
 from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.consumers.turns import pid_alive, read_turns
@@ -222,7 +222,7 @@ def _group_alive(group: int) -> bool:
 
 def test_the_status_section_counts_the_work_in_flight_per_consumer(live):
     estop = live[0]
-    section = status_section(estop)
+    section = in_flight_section(estop)
     assert section["json"]["in_flight"] == {"cron": 1, "kanban": 1, "gateway": 0}
     assert section["lines"] == ["in flight: 1 cron, 1 kanban, 0 gateway"]
 

@@ -12,8 +12,8 @@ from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.policy import (
     NO_POLICY,
     Actor,
-    Arm,
-    Lift,
+    HoldToArm,
+    HoldToLift,
     Policy,
     Rules,
     decide_arm,
@@ -52,7 +52,7 @@ def oracle_is_admin(policy: Policy, actor: Actor) -> bool:
         policy.roles.get(f"group:{g}") == "admin" for g in actor.groups)
 
 
-def oracle_arm(policy: Policy, actor: Actor, arm: Arm) -> str | None:
+def oracle_arm(policy: Policy, actor: Actor, arm: HoldToArm) -> str | None:
     """The rules of issue 37 written out as a table, checked in order."""
     r = policy.profiles.get(arm.scope, policy.rules) if arm.scope != "fleet" else policy.rules
     checks = [
@@ -65,7 +65,7 @@ def oracle_arm(policy: Policy, actor: Actor, arm: Arm) -> str | None:
     return next((rule for rule, broken in checks if broken), None)
 
 
-def oracle_lift(policy: Policy, actor: Actor, lift: Lift) -> str | None:
+def oracle_lift(policy: Policy, actor: Actor, lift: HoldToLift) -> str | None:
     if lift.expires_at is not None and lift.expires_at <= NOW:
         return None
     if lift.armed_by == f"run:{actor.name}":
@@ -84,27 +84,27 @@ def oracle_lift(policy: Policy, actor: Actor, lift: Lift) -> str | None:
 
 
 @settings(max_examples=400, deadline=None)
-@given(policies, actors, st.builds(Arm, st.sampled_from(SCOPES), deadlines, reasons))
-def test_arm_decision_matches_the_rule_table(policy: Policy, actor: Actor, arm: Arm) -> None:
+@given(policies, actors, st.builds(HoldToArm, st.sampled_from(SCOPES), deadlines, reasons))
+def test_arm_decision_matches_the_rule_table(policy: Policy, actor: Actor, arm: HoldToArm) -> None:
     refusal = decide_arm(policy, actor, arm, NOW)
     assert (refusal.rule if refusal else None) == oracle_arm(policy, actor, arm)
 
 
 @settings(max_examples=400, deadline=None)
-@given(policies, actors, st.builds(Lift, st.sampled_from(SCOPES), armers, deadlines))
-def test_lift_decision_matches_the_rule_table(policy: Policy, actor: Actor, lift: Lift) -> None:
+@given(policies, actors, st.builds(HoldToLift, st.sampled_from(SCOPES), armers, deadlines))
+def test_lift_decision_matches_the_rule_table(policy: Policy, actor: Actor, lift: HoldToLift) -> None:
     refusal = decide_lift(policy, actor, lift, NOW)
     assert (refusal.rule if refusal else None) == oracle_lift(policy, actor, lift)
 
 
-@given(st.builds(Arm, st.sampled_from(SCOPES), deadlines, reasons), actors)
-def test_no_policy_refuses_nothing_but_an_operator_tokens_lift_of_anothers_hold(arm: Arm, actor: Actor) -> None:
+@given(st.builds(HoldToArm, st.sampled_from(SCOPES), deadlines, reasons), actors)
+def test_no_policy_refuses_nothing_but_an_operator_tokens_lift_of_anothers_hold(arm: HoldToArm, actor: Actor) -> None:
     assert decide_arm(NO_POLICY, actor, arm, NOW) is None
-    refusal = decide_lift(NO_POLICY, actor, Lift(arm.scope, "someone@else", arm.expires_at), NOW)
+    refusal = decide_lift(NO_POLICY, actor, HoldToLift(arm.scope, "someone@else", arm.expires_at), NOW)
     operator_token = actor.role == "operator" and actor.name.startswith("token:")
     expired = arm.expires_at is not None and arm.expires_at <= NOW
     assert (refusal.rule if refusal else None) == ("token" if operator_token and not expired else None)
-    assert decide_lift(NO_POLICY, actor, Lift(arm.scope, actor.owner, arm.expires_at), NOW) is None
+    assert decide_lift(NO_POLICY, actor, HoldToLift(arm.scope, actor.owner, arm.expires_at), NOW) is None
 
 
 @settings(max_examples=200, deadline=None)
@@ -124,7 +124,7 @@ def test_a_shown_policy_reads_back_as_itself(policy: Policy) -> None:
 
 def test_a_refusal_names_the_rule_and_the_value() -> None:
     policy = parse_policy({"max_ttl": "8h"}, "estop.toml")
-    refusal = decide_arm(policy, Actor("bob@host", user="bob"), Arm("fleet", NOW + timedelta(hours=9), None), NOW)
+    refusal = decide_arm(policy, Actor("bob@host", user="bob"), HoldToArm("fleet", NOW + timedelta(hours=9), None), NOW)
     assert refusal is not None
     assert "max_ttl" in refusal.message and "9h" in refusal.message and "8h" in refusal.message
 

@@ -2,7 +2,7 @@
 
 Opens its own `PostgresStore` (so its own listener connection, as every host of a fleet has),
 full re-reads only hourly (so only LISTEN/NOTIFY delivers a change quickly), and blocks on the
-listener's version counter (`Listener.wait_version`: a condition the listener thread notifies
+listener's version counter (`wait_version` below: the condition the listener thread notifies
 when it installed changed rows) instead of reading every 0.5 ms as `pg_watcher.py` does.
 A hundred of those pollers would saturate two cores and measure the polling, not the store; a
 hundred of these cost nothing while nothing changes. After each wake-up it reads the fleet
@@ -27,7 +27,21 @@ import time
 from pathlib import Path
 
 from hermes_estop.model.homes import Layout
+from hermes_estop.stores.pg_cache import Listener
 from hermes_estop.stores.postgresql import PostgresStore
+
+
+def wait_version(listener: Listener, after: int, timeout: float) -> int:
+    """Block until `listener.version` moves past `after` (or `timeout` seconds); returns it. The
+    listener thread notifies its condition whenever it installs changed rows."""
+    deadline = time.monotonic() + timeout
+    with listener._cond:
+        while listener.version <= after:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or listener._stopping:
+                break
+            listener._cond.wait(remaining)
+        return listener.version
 
 
 def watch(store: PostgresStore, number: int, root: Path, stop: threading.Event) -> None:
@@ -46,7 +60,7 @@ def watch(store: PostgresStore, number: int, root: Path, stop: threading.Event) 
             line = json.dumps({"t": time.monotonic(), "pid": os.getpid(), "listener": number, "state": seen[0],
                                "generation": seen[1], "problem": reading.problem})
             os.write(1, (line + "\n").encode())  # one write: whole lines even where waiters share a pipe
-        listener.wait_version(version, 0.5)
+        wait_version(listener, version, 0.5)
 
 
 def main() -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from pg_helpers import pg_server, pg_url  # noqa: F401
+from pg_waiter import wait_version
 
 from hermes_estop import Estop
 from hermes_estop.model.homes import Layout
@@ -32,7 +33,7 @@ def rows(store: PostgresStore) -> dict[str, tuple[bytes, int]]:
 
 
 def wait_change(store: PostgresStore, version: int) -> None:
-    assert store.listener.wait_version(version, 10) > version, "the change never reached the listener"
+    assert wait_version(store.listener, version, 10) > version, "the change never reached the listener"
 
 
 def test_a_new_hold_reaches_another_listener_without_a_re_read_and_is_what_a_re_read_finds(pair):

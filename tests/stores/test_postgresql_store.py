@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, UTC
 import psycopg
 import pytest
 from pg_helpers import pg_server, pg_url  # noqa: F401
+from pg_waiter import wait_version
 
 from hermes_estop import Estop, HoldConflict, StoreError, VACANT
 from hermes_estop.model.errors import InvalidArgument
@@ -177,7 +178,7 @@ def test_hand_truncate_releases_every_scope(pg_server, store, estop):  # noqa: F
     estop.for_profile("ops").engage(reason="ops")
     version = store.listener.version
     admin_execute(pg_server, f'TRUNCATE "{store.schema}".holds')
-    assert store.listener.wait_version(version, 10) > version
+    assert wait_version(store.listener, version, 10) > version
     assert not estop.for_profile("ops").is_engaged()
 
 
@@ -383,7 +384,7 @@ def test_a_forked_child_opens_its_own_connections_and_leaves_the_parents_alone(p
                 os._exit(code)
         _, status = os.waitpid(child, 0)
         assert os.waitstatus_to_exitcode(status) == 0
-        parent.listener.wait_version(version, 10)
+        wait_version(parent.listener, version, 10)
         assert parent.listener.backend_pid == listener_pid
         assert estop.get_state()["reason"] == "from the child"
         estop.engage(reason="parent still writes")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from schedule_queries import schedule_path
 from hermes_estop.windows import schedule
 from hermes_estop.windows.windows_file import WindowsFile
 
@@ -29,7 +30,7 @@ def _built(where: Path, text: str) -> Path:
     (where / "windows.toml").write_text(text)
     wf = WindowsFile(where)
     assert schedule.load(wf.path, wf.path.read_bytes(), wf.load, NOW) is not None
-    return schedule.schedule_path(wf.path)
+    return schedule_path(wf.path)
 
 
 def _forge(kept: Path, digest_of: bytes) -> None:
@@ -43,7 +44,7 @@ def _forge(kept: Path, digest_of: bytes) -> None:
 
 def _plant(root: Path, text: str, tmp_path: Path) -> Path:
     """A schedule built from `text` elsewhere, put beside `root`'s windows file with that file's digest."""
-    kept = schedule.schedule_path(root / "windows.toml")
+    kept = schedule_path(root / "windows.toml")
     shutil.copyfile(_built(tmp_path / "elsewhere", text), kept)
     kept.chmod(0o644)
     _forge(kept, (root / "windows.toml").read_bytes())

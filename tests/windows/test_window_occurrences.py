@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from schedule_queries import starting_within
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import (
     covering,
     next_start,
-    starting_within,
     upcoming,
 )
 

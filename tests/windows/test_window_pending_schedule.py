@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime, timedelta
 
+from schedule_queries import schedule_path
 from hermes_estop.windows import schedule
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import covering
@@ -23,7 +24,7 @@ def test_a_pending_weakening_never_writes_the_confirmed_versions_schedule_over_t
     harness.write(A, B)
     harness.start()
     harness.service.warm_schedule(wait=True)
-    path = schedule.schedule_path(harness.file.path)
+    path = schedule_path(harness.file.path)
     harness.clock.advance(schedule.REFRESH + timedelta(seconds=1))
     harness.write(B)  # `a` removed: a weakening, confirmed only after the stability period
     raw = harness.file.path.read_bytes()

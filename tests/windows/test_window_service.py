@@ -8,9 +8,10 @@ from datetime import timedelta
 
 import pytest
 
+from schedule_queries import schedule_path
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED
-from hermes_estop.windows.recall import INTENT
+from hermes_estop.windows.arm_intents import INTENT
 
 US = timedelta(microseconds=1)
 
@@ -362,7 +363,7 @@ def test_the_scheduler_compiles_the_schedule_operators_read(harness):
     harness.write({"name": "nightly", "cron": "30 2 * * *", "duration": "1h"})
     harness.start()
     harness.service.warm_schedule(wait=True)
-    path = schedule.schedule_path(harness.file.path)
+    path = schedule_path(harness.file.path)
     assert path.is_file(), "the scheduler did not write the schedule beside windows.toml"
     calls = []
     found = schedule.load(harness.file.path, harness.file.path.read_bytes(), lambda: calls.append(1) or [],

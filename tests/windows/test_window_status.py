@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from hermes_estop.windows.status import status_section
+from hermes_estop.windows.status import windows_section
 
 
 def test_no_windows_adds_nothing(harness):
-    assert status_section(harness.estop.fleet, harness.clock.now) == {"json": {"windows": []}, "lines": []}
+    assert windows_section(harness.estop.fleet, harness.clock.now) == {"json": {"windows": []}, "lines": []}
 
 
 def test_shows_the_next_occurrence_and_the_active_one(harness):
@@ -19,7 +19,7 @@ def test_shows_the_next_occurrence_and_the_active_one(harness):
     harness.write({"name": "active", "at": (now - timedelta(minutes=5)).isoformat(), "duration": "1h"},
                   {"name": "later", "cron": "0 3 * * *", "timezone": "Europe/Berlin", "duration": "1h"})
     harness.start()
-    section = status_section(harness.estop.fleet, now)
+    section = windows_section(harness.estop.fleet, now)
     rows = {row["name"]: row for row in section["json"]["windows"]}
     assert rows["active"]["active"] is True
     assert rows["active"]["current"]["state"] == "armed"
@@ -34,7 +34,7 @@ def test_shows_the_next_occurrence_and_the_active_one(harness):
 @pytest.mark.parametrize("body", [b'[[windows]]\nname = "x"\ncron = "* *"\nduration = "1h"\n', b"\xff\xfe", b"[[["])
 def test_a_bad_windows_file_is_one_line_not_an_exception(harness, body):
     harness.file.path.write_bytes(body)
-    section = status_section(harness.estop.fleet, harness.clock.now)
+    section = windows_section(harness.estop.fleet, harness.clock.now)
     assert section["json"]["windows"] == []
     assert str(harness.file.path) in section["json"]["windows_error"]
     [line] = section["lines"]
@@ -44,7 +44,7 @@ def test_a_bad_windows_file_is_one_line_not_an_exception(harness, body):
 def test_a_broken_ledger_still_shows_the_windows(harness):
     harness.write({"name": "later", "cron": "0 3 * * *", "duration": "1h"})
     harness.ledger.path.write_text("{")
-    section = status_section(harness.estop.fleet, harness.clock.now)
+    section = windows_section(harness.estop.fleet, harness.clock.now)
     assert [row["name"] for row in section["json"]["windows"]] == ["later"]
     assert "unreadable" in section["json"]["windows_error"]
 
@@ -55,9 +55,9 @@ def test_each_rendering_alone_is_the_one_of_both(harness):
                   {"name": "later", "cron": "0 3 * * *", "timezone": "Europe/Berlin", "duration": "1h"},
                   {"name": "off", "cron": "0 4 * * *", "duration": "2h", "enabled": False})
     harness.start()
-    both = status_section(harness.estop.fleet, now)
-    only_json = status_section(harness.estop.fleet, now, as_json=True)
-    only_lines = status_section(harness.estop.fleet, now, as_json=False)
+    both = windows_section(harness.estop.fleet, now)
+    only_json = windows_section(harness.estop.fleet, now, as_json=True)
+    only_lines = windows_section(harness.estop.fleet, now, as_json=False)
     assert only_json["json"] == both["json"] and only_json["lines"] == []
     assert only_lines["lines"] == both["lines"] and only_lines["json"] == {}
     assert len(both["json"]["windows"]) == 3 and len(both["lines"]) > 3

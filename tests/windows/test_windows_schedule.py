@@ -22,12 +22,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from schedule_queries import schedule_path, starting_in, starting_within
 from hermes_estop.model.errors import StoreError
-from hermes_estop.windows import schedule, trust
+from hermes_estop.windows import kept_files, schedule
 from hermes_estop.windows.export import planned, planned_rows
 from hermes_estop.windows.forecast import _holds, window_holds
 from hermes_estop.windows.model import InvalidWindow, Window
-from hermes_estop.windows.occurrences import covering, next_start, occurrences, starting_within, upcoming
+from hermes_estop.windows.occurrences import covering, next_start, occurrences, upcoming
 from hermes_estop.windows.windows_file import WindowsFile
 
 NOW = datetime(2026, 10, 20, 12, 0, tzinfo=UTC)
@@ -56,7 +57,7 @@ def _written(path: Path) -> tuple[int, int] | None:
 def _load(wf: WindowsFile, now: datetime = NOW, calls: list[int] | None = None) -> schedule.Schedule | None:
     """The schedule of `wf` at `now`, as a new process reads it; `calls` gets a 1 when it was
     built (written again) rather than read."""
-    path = schedule.schedule_path(wf.path)
+    path = schedule_path(wf.path)
     before = _written(path)
     found = schedule.load(wf.path, wf.path.read_bytes(), wf.load, now)
     if calls is not None and _written(path) != before:
@@ -88,7 +89,7 @@ def test_schedule_answers_what_the_exact_functions_answer(wf: WindowsFile, t: da
     last = t + timedelta(days=1)
     if last <= NOW + schedule.HORIZON:
         expected = sorted(o for w in windows for o in starting_within(w, t, last - timedelta(microseconds=1), 10_000))
-        assert sorted(compiled.starting_in(t, last) or []) == expected
+        assert sorted(starting_in(compiled, t, last) or []) == expected
 
 
 def _exact_not_ended(window: Window, t: datetime) -> list[tuple[object, timedelta]]:
@@ -151,7 +152,7 @@ def test_row_of_finds_every_row_by_its_name(wf: WindowsFile) -> None:
 def test_a_second_process_reads_the_written_schedule_without_validating(wf: WindowsFile) -> None:
     calls: list[int] = []
     first = _load(wf, calls=calls)
-    assert calls == [1] and schedule.schedule_path(wf.path).is_file()
+    assert calls == [1] and schedule_path(wf.path).is_file()
     again = _load(wf, NOW + timedelta(hours=1), calls=calls)
     assert calls == [1], "the schedule on disk was built again"
     assert first is not None and again is not None and list(again.starts) == list(first.starts)
@@ -217,7 +218,7 @@ def test_a_file_that_is_not_toml_as_a_whole_is_refused_though_each_table_parses(
     wf.path.write_text(preamble + varied)
     with pytest.raises(InvalidWindow):
         _load(wf)
-    assert not schedule.schedule_path(wf.path).exists()
+    assert not schedule_path(wf.path).exists()
 
 
 def test_an_instant_past_the_horizon_is_not_answered_and_the_schedule_is_rebuilt(wf: WindowsFile) -> None:
@@ -234,9 +235,9 @@ def _resealed(path: Path, lines: list[bytes]) -> None:
     this user (who can read the key) could write; what the schedule's other checks must catch."""
     header = json.loads(lines[0])
     if isinstance(header, dict):
-        key = trust.seal_key(path.parent, create=False)
+        key = kept_files.seal_key(path.parent, create=False)
         assert key is not None
-        header["seal"] = trust.seal(key, schedule._sealed_header(header), b"\n".join(lines[1:]))
+        header["seal"] = kept_files.seal(key, schedule._sealed_header(header), b"\n".join(lines[1:]))
         lines = [json.dumps(header).encode(), *lines[1:]]
     path.write_bytes(b"\n".join(lines))
 
@@ -277,7 +278,7 @@ DAMAGES = [
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_a_damaged_schedule_is_ignored_and_built_again(wf: WindowsFile, damage: Callable[[Path], object]) -> None:
     expected = _columns(_load(wf))
-    path = schedule.schedule_path(wf.path)
+    path = schedule_path(wf.path)
     damage(path)
     calls: list[int] = []
     again = _load(wf, calls=calls)
@@ -288,7 +289,7 @@ def test_a_damaged_schedule_is_ignored_and_built_again(wf: WindowsFile, damage: 
 @pytest.mark.parametrize("starts", [[5, 3], ["1"], [1.5], [1, 1]])
 def test_a_schedule_with_forged_starts_is_not_believed(wf: WindowsFile, starts: list[object]) -> None:
     expected = _columns(_load(wf))
-    path = schedule.schedule_path(wf.path)
+    path = schedule_path(wf.path)
     _line(path, "starts", lambda column: [*starts, *column[len(starts):]])
     calls: list[int] = []
     assert _columns(_load(wf, calls=calls)) == expected and calls == [1]
@@ -296,15 +297,15 @@ def test_a_schedule_with_forged_starts_is_not_believed(wf: WindowsFile, starts: 
 
 def test_a_schedule_of_other_zone_data_is_built_again(wf: WindowsFile, monkeypatch: pytest.MonkeyPatch) -> None:
     _load(wf)
-    monkeypatch.setattr(trust, "zone_digest", lambda name: "0" * 64)
+    monkeypatch.setattr(kept_files, "zone_digest", lambda name: "0" * 64)
     calls: list[int] = []
     assert _load(wf, calls=calls) is not None and calls == [1]
 
 
 def test_zone_digest_is_the_data_zoneinfo_reads() -> None:
-    assert trust.zone_digest("Europe/Berlin") is not None
-    assert trust.zone_digest("../../etc/passwd") is None
-    assert trust.zone_digest("No/Such_Zone") is None
+    assert kept_files.zone_digest("Europe/Berlin") is not None
+    assert kept_files.zone_digest("../../etc/passwd") is None
+    assert kept_files.zone_digest("No/Such_Zone") is None
     assert ZoneInfo("Europe/Berlin").key == "Europe/Berlin"
 
 
@@ -345,7 +346,7 @@ def _task_run(compiled: schedule.Schedule | None) -> list[str] | None:
 def test_a_schedule_someone_else_could_write_is_ignored_and_the_windows_file_read_again(
         wf: WindowsFile, distrust: Callable[[Path], object], caplog: pytest.LogCaptureFixture) -> None:
     expected = _columns(_load(wf))
-    kept = schedule.schedule_path(wf.path)
+    kept = schedule_path(wf.path)
     _plant(kept, 6, lambda table: table | {"run": PLANTED})
     assert _task_run(_load(wf)) == PLANTED  # a private schedule is taken as it is: the plant would work
     distrust(kept)
@@ -366,7 +367,7 @@ def test_a_fleet_root_others_can_write_keeps_its_schedule_in_the_users_cache_nev
         wf: WindowsFile, estop_cache: Path, distrust: Callable[[Path], object],
         caplog: pytest.LogCaptureFixture) -> None:
     expected = _columns(_load(wf))
-    kept = schedule.schedule_path(wf.path)
+    kept = schedule_path(wf.path)
     _plant(kept, 6, lambda table: table | {"run": PLANTED})
     distrust(wf.path.parent)
     calls: list[int] = []
@@ -374,7 +375,7 @@ def test_a_fleet_root_others_can_write_keeps_its_schedule_in_the_users_cache_nev
         again = _load(wf, calls=calls)
         assert _task_run(again) == ["/usr/bin/true", "--flag"] and _columns(again) == expected
         assert _columns(schedule.load(wf.path, wf.path.read_bytes(), _refused, NOW)) == expected  # read back
-    assert [p.name.endswith(".schedule") for p in estop_cache.iterdir() if p.name != trust.SEAL_KEY] == [True]
+    assert [p.name.endswith(".schedule") for p in estop_cache.iterdir() if p.name != kept_files.SEAL_KEY] == [True]
     assert estop_cache.stat().st_mode & 0o777 == 0o700
     assert not [r for r in caplog.records if "never an authority" in r.getMessage()]
 
@@ -394,7 +395,7 @@ def test_nothing_is_written_into_a_cache_directory_someone_else_could_write(
     distrust(estop_cache)
     with caplog.at_level("WARNING", logger="hermes_estop"):
         assert _load(wf) is not None and _load(wf) is not None
-    assert not schedule.schedule_path(wf.path).exists() and list(estop_cache.iterdir()) == []
+    assert not schedule_path(wf.path).exists() and list(estop_cache.iterdir()) == []
     lines = [r.getMessage() for r in caplog.records if "never an authority" in r.getMessage()]
     assert len(lines) == 1 and str(estop_cache) in lines[0]
 
@@ -405,7 +406,7 @@ def test_no_schedule_is_kept_when_the_cache_is_turned_off_and_the_root_is_shared
     wf.path.parent.chmod(0o775)
     calls: list[int] = []
     assert _columns(_load(wf, calls=calls)) == _columns(_load(wf, calls=calls))
-    assert not schedule.schedule_path(wf.path).exists() and list(estop_cache.iterdir()) == []
+    assert not schedule_path(wf.path).exists() and list(estop_cache.iterdir()) == []
 
 
 @pytest.mark.parametrize(("field", "value"), [
@@ -414,7 +415,7 @@ def test_no_schedule_is_kept_when_the_cache_is_turned_off_and_the_root_is_shared
 ])
 def test_a_kept_value_validation_refuses_is_never_taken(wf: WindowsFile, field: str, value: object) -> None:
     _load(wf)
-    _plant(schedule.schedule_path(wf.path), 6, lambda table: table | {field: value})
+    _plant(schedule_path(wf.path), 6, lambda table: table | {field: value})
     compiled = _load(wf)
     assert compiled is not None
     with pytest.raises(StoreError, match="damaged"):
@@ -494,7 +495,7 @@ def test_windows_next_is_answered_from_the_schedule_every_operator_reads(wf: Win
         return list(json.loads(done.stdout)["occurrences"])
 
     first = next_json()
-    path = schedule.schedule_path(wf.path)
+    path = schedule_path(wf.path)
     assert path.is_file(), "the first command did not write the schedule beside the windows file"
     written = path.stat().st_mtime_ns
     assert next_json() == first and path.stat().st_mtime_ns == written
@@ -531,7 +532,7 @@ def test_a_schedule_with_forged_bound_tables_is_not_believed(tmp_path: Path, var
     wf = _calendar_fleet(tmp_path, varied)
     expected = _load(wf)
     assert expected is not None
-    _line(schedule.schedule_path(wf.path), "bound", forge)
+    _line(schedule_path(wf.path), "bound", forge)
     calls: list[int] = []
     again = _load(wf, calls=calls)
     assert again is not None and list(again.bound) == list(expected.bound) and calls == [1]
@@ -540,7 +541,7 @@ def test_a_schedule_with_forged_bound_tables_is_not_believed(tmp_path: Path, var
 def test_a_bound_table_that_is_no_longer_bound_is_refused(tmp_path: Path, varied: str) -> None:
     wf = _calendar_fleet(tmp_path, varied)
     _load(wf)
-    _line(schedule.schedule_path(wf.path), "bound",
+    _line(schedule_path(wf.path), "bound",
           lambda bound: [[k, i, t.replace('exclude_calendar = "holidays.ics"', "")] for k, i, t in bound])
     compiled = _load(wf)
     assert compiled is not None
@@ -572,11 +573,11 @@ def test_a_command_answers_the_same_cold_warm_and_without_the_schedule(tmp_path:
         assert _hermes(root, *args).returncode in (0, 1)
         wf.path.write_text(wf.path.read_text().replace('duration = "2d"', 'duration = "36h"'))
     cold, warm = _hermes(root, *args), _hermes(root, *args)
-    assert schedule.schedule_path(wf.path).is_file()
-    schedule.schedule_path(wf.path).unlink()
+    assert schedule_path(wf.path).is_file()
+    schedule_path(wf.path).unlink()
     root.chmod(0o775)
     plain = _hermes(root, *args, cache="off")
-    assert not schedule.schedule_path(wf.path).exists()
+    assert not schedule_path(wf.path).exists()
     assert cold.returncode == warm.returncode == plain.returncode, cold.stderr + warm.stderr + plain.stderr
     assert cold.returncode in (0, 1), cold.stderr
     assert _stable(args, cold.stdout) == _stable(args, warm.stdout) == _stable(args, plain.stdout)
@@ -598,12 +599,12 @@ def test_a_feed_edit_is_seen_by_the_next_command_with_the_schedule_unchanged(tmp
     wf = _calendar_fleet(tmp_path, varied)
     before = _hermes(tmp_path, "windows", "next", "oncall", "--json")
     assert before.returncode == 0, before.stderr
-    written = _written(schedule.schedule_path(wf.path))
+    written = _written(schedule_path(wf.path))
     assert written is not None
     (tmp_path / "oncall.ics").write_text(ONCALL.replace("T030000Z", "T070000Z"))
     after = _hermes(tmp_path, "windows", "next", "oncall", "--json")
     assert after.returncode == 0, after.stderr
-    assert _written(schedule.schedule_path(wf.path)) == written
+    assert _written(schedule_path(wf.path)) == written
     hours = {datetime.fromisoformat(o["start"]).hour for o in json.loads(after.stdout)["occurrences"]}
     assert 7 in hours and 3 not in hours, after.stdout
     assert after.stdout != before.stdout
@@ -616,7 +617,7 @@ def test_a_calendar_that_fails_fails_as_without_the_schedule(tmp_path: Path, var
                                                              args: tuple[str, ...]) -> None:
     wf = _calendar_fleet(tmp_path, varied)
     assert _hermes(tmp_path, "windows", "list").returncode == 0
-    kept = _written(schedule.schedule_path(wf.path))
+    kept = _written(schedule_path(wf.path))
     if broken == "feed gone":
         (tmp_path / "oncall.ics").unlink()
         assert kept is not None, "no schedule kept for a file with calendars"
@@ -632,13 +633,13 @@ def test_a_calendar_that_fails_fails_as_without_the_schedule(tmp_path: Path, var
     assert cold.stderr == warm.stderr == plain.stderr
     assert "oncall" in cold.stdout + cold.stderr or "evening-off-saturdays" in cold.stdout + cold.stderr
     if broken == "feed gone":
-        assert _written(schedule.schedule_path(wf.path)) == kept, "the schedule of an unchanged file was built again"
+        assert _written(schedule_path(wf.path)) == kept, "the schedule of an unchanged file was built again"
 
 
 def test_a_running_serve_writes_the_schedule_the_next_command_reads(wf: WindowsFile) -> None:
     done = _hermes(wf.path.parent, "serve", "--once")
     assert done.returncode == 0, done.stderr
-    assert schedule.schedule_path(wf.path).is_file()
+    assert schedule_path(wf.path).is_file()
     calls: list[int] = []
     assert _load(wf, datetime.now(UTC), calls=calls) is not None
     assert calls == [], "the schedule serve wrote was not the one the next command reads"
@@ -650,7 +651,7 @@ def test_windows_validate_writes_the_schedule_and_warns_from_it(wf: WindowsFile)
         done = _hermes(wf.path.parent, "windows", "validate", "--json")
         assert done.returncode == 0, done.stderr
         outputs.append(json.loads(done.stdout))
-        assert schedule.schedule_path(wf.path).is_file()
+        assert schedule_path(wf.path).is_file()
     assert outputs[0] == outputs[1]
     assert outputs[0]["windows"] == 7
     assert outputs[0]["warnings"] == ["window once can never occur again (bounds, exclusions or a past at)",
@@ -676,7 +677,7 @@ def test_a_schedule_older_than_asked_is_built_again_from_now(wf: WindowsFile) ->
 
 def test_damaged_tables_refuse_a_window_in_one_line_and_answer_the_rest(wf: WindowsFile) -> None:
     _load(wf)
-    path = schedule.schedule_path(wf.path)
+    path = schedule_path(wf.path)
     lines = path.read_bytes().split(b"\n")
     lines[len(schedule._COLUMNS)] = b'[{"name": 1}]'
     _resealed(path, lines)
@@ -806,7 +807,7 @@ def test_a_file_with_calendars_is_built_table_by_table_and_refused_as_the_whole_
     first = schedule.load(wf.path, text.encode(), validate, NOW)
     assert first is not None and whole == [], "the file with calendars was validated whole"
     if not kept:
-        schedule.schedule_path(wf.path).unlink()
+        schedule_path(wf.path).unlink()
     wf.path.write_text(text.replace(old, new, 1))
     with pytest.raises(InvalidWindow) as expected:
         wf.load()

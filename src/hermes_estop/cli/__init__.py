@@ -1,6 +1,6 @@
 """The `hermes` command. `python -m hermes_estop` runs the same program.
 
-`main` sends a well-formed `hermes check` / `hermes gate` straight to `cli.hot` (no CLI framework
+`main` sends a well-formed `hermes check` / `hermes gate` straight to `cli.fast_path` (no CLI framework
 to start: they run from crontab lines and timers) and everything else to the Typer app in
 `cli.application`. Exit codes: 0 success or "may proceed"; 1 held (or the named generation is
 not current); 2 invalid input, with one line on stderr naming the bad value; 75 `hermes gate`
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from hermes_estop.model.errors import EstopError
-from hermes_estop.cli.hot import EXIT_USAGE, try_hot_path
+from hermes_estop.cli.fast_path import EXIT_USAGE, try_hot_path
 from hermes_estop.cli import interrupt_note
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: every `hermes check` imports this module

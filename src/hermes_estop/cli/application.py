@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[import-not-found,no-redef,assignment,unused-ignore]
 
 from hermes_estop.process.fleet_config import STORE_ENV, check_store_option, use_store
-from hermes_estop.cli import hold, extensions as more
+from hermes_estop.cli import hold, subcommands as more
 from hermes_estop.cli.common import EXIT_USAGE, new_app, one_line
 from hermes_estop import __version__
 from hermes_estop.model.homes import resolve_layout
@@ -82,7 +82,7 @@ def _root(
 
 def build_app(*, extensions: bool = True, command: str | None = None) -> typer.Typer:
     """The `hermes` app; without `extensions`, only the hold commands; with `command`, the hold
-    commands and that extension command alone (`extensions.OWNERS`)."""
+    commands and that extension command alone (`subcommands.OWNERS`)."""
     built = new_app("hermes", "Stop all NEW work in an agent fleet for maintenance, and get it back reliably.\n\n"
                     "`hermes help COMMAND` (or `hermes COMMAND -h`) explains a command.",
                     completion=True)

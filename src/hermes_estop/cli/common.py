@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -31,6 +31,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "HELP_OPTIONS",
+    "JsonOpt",
     "current_estop",
     "describe_hold",
     "check_components",
@@ -54,6 +55,8 @@ __all__ = [
 
 #: `-h` is `--help` everywhere (a sub-command's context inherits it from the root's)
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+#: the `--json` option of every command that has one
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def new_app(name: str, help_text: str, *, completion: bool = False) -> typer.Typer:

@@ -14,7 +14,7 @@ import typer
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_relative
-from hermes_estop.cli.common import current_estop, emit_json, fail, new_app
+from hermes_estop.cli.common import JsonOpt, current_estop, emit_json, fail, new_app
 from hermes_estop.cli import drain
 from hermes_estop.consumers.cron import CronRunner, CronTable
 from hermes_estop.consumers.gateway import Gateway, LineServer, is_loopback
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["cron_app", "gateway_app", "kanban_app", "register"]
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 OwnerOpt = Annotated[str | None, typer.Option("--owner", help="The user id that owns the work (the gate's principal).")]
 TimeoutOpt = Annotated[str | None, typer.Option("--timeout", help="Stop a run that takes longer (90s, 10m, 1h). Default 1h.")]
 

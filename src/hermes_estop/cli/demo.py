@@ -12,7 +12,7 @@ import typer
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.cli.common import emit_json
-from hermes_estop.daemon.demo import run_demo
+from hermes_estop.daemon.demo_fleet import run_demo
 
 __all__ = ["register"]
 

@@ -11,7 +11,7 @@ from hermes_estop.model.text import printable
 from hermes_estop.cli.common import current_estop, emit_json
 from hermes_estop.consumers.coverage import Finding
 from hermes_estop.consumers.coverage import audit_coverage
-from hermes_estop.observe.on_record import on_record
+from hermes_estop.observe.hold_provenance import on_record
 from hermes_estop.observe.status import flat
 
 from hermes_estop.process.estop import Estop

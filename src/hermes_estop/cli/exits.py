@@ -1,4 +1,4 @@
-"""The exit codes of `hermes` (a leaf: `cli.hot`, which every `hermes check` imports, and
+"""The exit codes of `hermes` (a leaf: `cli.fast_path`, which every `hermes check` imports, and
 `cli.common` both take them from here)."""
 
 from __future__ import annotations

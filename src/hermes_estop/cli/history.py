@@ -2,7 +2,7 @@
 
 `history --limit N` and `--since TIME` read the trail backwards from its end, only as far as the
 answer needs (issue 24), so what is left of their cost is the process's start; building the
-Typer app (a pydantic adapter per option, from typer 0.29) was most of it. `cli.hot` therefore
+Typer app (a pydantic adapter per option, from typer 0.29) was most of it. `cli.fast_path` therefore
 sends a well-formed invocation straight here, as it does `check` and `gate`; the Typer command
 calls the same `run_history`, so both paths print the same.
 """

@@ -19,12 +19,13 @@ from hermes_estop.model.homes import Location
 from hermes_estop.model.text import did_you_mean, one_line, printable
 from hermes_estop.model.timeutil import display_instant, schedulable, utc_now
 from hermes_estop.cli.common import (
+    JsonOpt,
     EXIT_HELD, EXIT_OK, check_components, current_estop, emit_json, fail, echo_lines, fit_lines,
     hold_json, operator_time, duration_option, reading_json, refuse_blank, retire_expired, terminal_width,
     warn_if_policy_unread,
 )
 from hermes_estop.cli.interrupt_note import say_on_interrupt
-from hermes_estop.cli.hot import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
+from hermes_estop.cli.fast_path import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
 from hermes_estop.cli.served import remote_if_named
 from hermes_estop.cli.outcome import Resumed, ack_echo, ack_exit, ack_json, finish_resume, refused_resume
 
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
 UserOpt = Annotated[str | None, typer.Option("--user", help="The authenticated principal asking to work.")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="The profile the work is for.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 FleetOpt = Annotated[bool, typer.Option("--fleet", help="The fleet root's hold instead of this home's.")]
 ScopeProfileOpt = Annotated[str | None, typer.Option("--profile", metavar="NAME", help="That profile's hold instead of this home's.")]
 OnlyOpt = Annotated[list[str] | None, typer.Option("--only", metavar="COMPONENT", help="A scoped hold: only this consumer component (cron, kanban, gateway, or a name your consumer gives itself; repeatable).")]

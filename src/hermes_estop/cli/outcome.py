@@ -23,10 +23,10 @@ from hermes_estop.process.describe import resumed_line
 if TYPE_CHECKING:
     from hermes_estop.fleet.registry.acks import AckSurvey
 
-__all__ = ["Lift", "Resumed", "Wait", "ack_echo", "ack_exit", "ack_json", "finish_resume", "refused_resume"]
+__all__ = ["LiftCommand", "Resumed", "Wait", "ack_echo", "ack_exit", "ack_json", "finish_resume", "refused_resume"]
 
 #: the command that lifts the full hold at a location from where the operator stands (None: none does)
-Lift = Callable[[Location], str | None]
+LiftCommand = Callable[[Location], str | None]
 #: waits for the consumers' acknowledgements (`show`: with progress on the terminal); None: nothing to wait for
 Wait = Callable[[bool], "AckSurvey | None"]
 
@@ -46,9 +46,9 @@ def ack_exit(found: AckSurvey | None) -> int:
 def ack_echo(found: AckSurvey | None, verb: str) -> int:
     if found is None:
         return EXIT_OK
-    from hermes_estop.cli.wait import echo_lines as echo_ack_lines  # only --wait waits (issue 45)
+    from hermes_estop.cli.wait import echo_ack_survey  # only --wait waits (issue 45)
 
-    return echo_ack_lines(found, verb=verb)
+    return echo_ack_survey(found, verb=verb)
 
 
 def _unwaited(show: bool) -> AckSurvey | None:
@@ -60,7 +60,7 @@ class Resumed:
     the holds of the operator's own view; `holds`, their JSON entries)."""
 
     def __init__(self, location: Location, where: str, removed: Sequence[Reading], addressed: Reading | None,
-                 snapshot: Snapshot, holds: list[dict[str, object]], lift: Lift) -> None:
+                 snapshot: Snapshot, holds: list[dict[str, object]], lift: LiftCommand) -> None:
         self.location = location
         self.where = where
         self.removed = tuple(removed)

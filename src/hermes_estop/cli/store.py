@@ -7,15 +7,14 @@ when it does not (a PostgreSQL store that cannot be reached: the fleet reads as 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
-from hermes_estop.cli.common import EXIT_HELD, current_estop, emit_json, new_app, printable
+from hermes_estop.cli.common import JsonOpt, EXIT_HELD, current_estop, emit_json, new_app, printable
 
 __all__ = ["register"]
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def init(as_json: JsonOpt = False) -> None:

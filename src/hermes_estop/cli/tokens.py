@@ -6,13 +6,12 @@ from typing import Annotated
 
 import typer
 
-from hermes_estop.cli.common import current_estop, duration_option, emit_json, new_app, printable
+from hermes_estop.cli.common import JsonOpt, current_estop, duration_option, emit_json, new_app, printable
 from hermes_estop.api.tokens import TokenTable, check_name, check_role
 
 __all__ = ["register"]
 
 tokens_app = new_app("tokens", "Bearer tokens of the write API (hermes serve --http-write).")
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 @tokens_app.command("create")

@@ -15,7 +15,7 @@ from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.fleet.registry.entries import Ack
 from hermes_estop.model.text import printable
 
-__all__ = ["DEFAULT_WAIT", "EXIT_NOT_ACKNOWLEDGED", "ack_lines", "echo_lines", "owed_lines", "parse_wait_timeout",
+__all__ = ["DEFAULT_WAIT", "EXIT_NOT_ACKNOWLEDGED", "ack_lines", "echo_ack_survey", "owed_lines", "parse_wait_timeout",
            "wait_with_progress"]
 
 #: EX_TEMPFAIL: not every covered consumer acknowledged within --wait-timeout
@@ -94,7 +94,7 @@ def ack_lines(found: AckSurvey, *, verb: str, now: datetime | None = None) -> tu
     return out, err
 
 
-def echo_lines(found: AckSurvey, *, verb: str) -> int:
+def echo_ack_survey(found: AckSurvey, *, verb: str) -> int:
     """Print `ack_lines`; the exit code (0, or 75 when not every consumer acknowledged)."""
     out, err = ack_lines(found, verb=verb)
     for line in out:

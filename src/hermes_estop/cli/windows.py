@@ -277,7 +277,7 @@ def next_(
         return
     windows_file = _file()
     now = _now()
-    found = _from_schedule(windows_file, name, count, now)
+    found = _listed_from_schedule(windows_file, name, count, now)
     if found is None:
         windows = windows_file.load()
         if name is not None:
@@ -312,7 +312,7 @@ def _next_served(remote: Remote, name: str | None, count: int | None, as_json: b
     echo_lines(itertools.chain((first,), lines) if first is not None else ("no occurrences ahead",))
 
 
-def _from_schedule(windows_file: WindowsFile, name: str | None, count: int | None,
+def _listed_from_schedule(windows_file: WindowsFile, name: str | None, count: int | None,
                    now: datetime) -> list[tuple[Shown, Occurrence]] | None:
     """`_by_start` answered from the windows file's compiled schedule (no `Window` built for a
     row it answers); None when the file has none (calendars)."""

@@ -4,13 +4,12 @@ window by name, and now by the fleet's clock."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.homes import resolve_layout
-from hermes_estop.cli.common import new_app
+from hermes_estop.cli.common import JsonOpt, new_app
 from hermes_estop.cli.common import current_estop
 from hermes_estop.windows.schedule import schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
@@ -23,7 +22,6 @@ __all__ = ["JsonOpt", "file", "now", "window_named", "windows_app"]
 
 windows_app = new_app("windows", "Maintenance windows: scheduled holds whose deadman is the window's end (run by `hermes serve`).")
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def file() -> WindowsFile:

@@ -71,7 +71,7 @@ CREATE INDEX IF NOT EXISTS cards_status ON cards (status, id);
 """
 _COLUMNS = ("id, title, command, status, owner, profile, created_at, updated_at, started_at, finished_at, "
             "exit_code, detail, pid, claim, pid_start")
-Row = tuple[Any, ...]
+CardRow = tuple[Any, ...]
 
 
 class UnknownCard(InvalidArgument):
@@ -110,7 +110,7 @@ class Card:
     pid_start: int | None = None
 
     @classmethod
-    def from_row(cls, row: Row) -> Card:
+    def from_row(cls, row: CardRow) -> Card:
         (id_, title, command, status, owner, profile, created, updated, started, finished, code, detail, pid,
          claim, pid_start) = row
         return cls(id_, title, command, status, owner, profile, parse_stamp(created), parse_stamp(updated),
@@ -216,7 +216,7 @@ class Board:
                     db.execute(f"ALTER TABLE cards ADD COLUMN {column} INTEGER")
             self._prepared = self._identity()
 
-    def _run(self, sql: str, params: tuple[Any, ...] = (), *, read: bool = False) -> tuple[list[Row], int]:
+    def _run(self, sql: str, params: tuple[Any, ...] = (), *, read: bool = False) -> tuple[list[CardRow], int]:
         """One statement in its own (autocommit) transaction: rows, rowcount. A `read` waits
         for a locked board at most `read_timeout` (`BoardBusy`), a write `busy_timeout`."""
         with closing(self._connect(self.read_timeout if read else self.busy_timeout)) as db:

@@ -32,7 +32,7 @@ from hermes_estop.consumers.crontable import CronTable
 from hermes_estop.consumers.inflight import fleet_homes
 from hermes_estop.consumers.turns import read_turns
 
-__all__ = ["Finding", "HoldSpan", "Work", "audit_coverage", "breaches", "hold_spans"]
+__all__ = ["Finding", "HoldSpan", "RecordedWork", "audit_coverage", "breaches", "hold_spans"]
 
 _OPENS = ("engage", "rearm")
 _CLOSES = ("release", "retire", "expire")
@@ -61,7 +61,7 @@ class HoldSpan:
 
 
 @dataclass(frozen=True)
-class Work:
+class RecordedWork:
     """One piece of work as recorded: what, when it started, for whom, and which pid claimed it."""
 
     kind: str
@@ -127,7 +127,7 @@ def hold_spans(events: list[Any], standing: tuple[Reading, ...]) -> list[HoldSpa
 _COMPONENT = {"cron job": "cron", "kanban card": "kanban", "gateway turn": "gateway"}
 
 
-def breaches(work: list[Work], spans: list[HoldSpan], now: datetime) -> list[Finding]:
+def breaches(work: list[RecordedWork], spans: list[HoldSpan], now: datetime) -> list[Finding]:
     """(a): each piece of work that started strictly inside a span covering it that did not admit it."""
     found = []
     for item in work:
@@ -146,9 +146,9 @@ def breaches(work: list[Work], spans: list[HoldSpan], now: datetime) -> list[Fin
     return found
 
 
-def _work(estop: Estop, now: datetime) -> tuple[list[Work], list[str]]:
+def _work(estop: Estop, now: datetime) -> tuple[list[RecordedWork], list[str]]:
     """Every cron run and claim, kanban claim and gateway turn on record."""
-    work: list[Work] = []
+    work: list[RecordedWork] = []
     problems: list[str] = []
     layout = estop.layout
     for home in fleet_homes(estop):
@@ -161,14 +161,14 @@ def _work(estop: Estop, now: datetime) -> tuple[list[Work], list[str]]:
         for job in jobs:
             profile = job.profile or profile_of_home
             if job.claim is not None and job.running(now):
-                work.append(Work("cron job", job.name, job.claim.since, job.owner, profile, job.claim.pid or None,
+                work.append(RecordedWork("cron job", job.name, job.claim.since, job.owner, profile, job.claim.pid or None,
                                  job.claim.worker, True))
             elif job.last is not None and job.last.status != "error":
-                work.append(Work("cron job", job.name, job.last.started_at, job.owner, profile, None, None, False))
+                work.append(RecordedWork("cron job", job.name, job.last.started_at, job.owner, profile, None, None, False))
         try:
             for turn in read_turns(home):
                 if turn.since is not None:
-                    work.append(Work("gateway turn", turn.id, turn.since, turn.user, turn.profile or profile_of_home,
+                    work.append(RecordedWork("gateway turn", turn.id, turn.since, turn.user, turn.profile or profile_of_home,
                                      turn.pid, None, True))
         except Exception as exc:  # noqa: BLE001
             problems.append(f"gateway turns of {home}: {one_line(exc)}")
@@ -178,14 +178,14 @@ def _work(estop: Estop, now: datetime) -> tuple[list[Work], list[str]]:
             for card in board.cards():
                 if card.started_at is None:
                     continue
-                work.append(Work("kanban card", str(card.id), card.started_at, card.owner, card.profile,
+                work.append(RecordedWork("kanban card", str(card.id), card.started_at, card.owner, card.profile,
                                  claimant(card.claim), card.pid, card.status == "running"))
         except Exception as exc:  # noqa: BLE001
             problems.append(f"kanban board: {one_line(exc)}")
     return work, problems
 
 
-def unregistered(work: list[Work], roster: Roster, host: str) -> list[Finding]:
+def unregistered(work: list[RecordedWork], roster: Roster, host: str) -> list[Finding]:
     """(b): running work whose claimant is not a registered consumer (on this host, where pids
     can be compared), or whose claimant is not recorded at all."""
     known = {row.entry.pid for row in roster.rows if row.entry.host == host and row.state is not ConsumerState.LOST}

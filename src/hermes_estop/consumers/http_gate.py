@@ -8,7 +8,7 @@ or back-to-back windows' last end), `default` when no end is known (a hold witho
 bounded to `[minimum, maximum]`. The allowlist and scoped holds apply: a request says who it is
 for (`Work`: user id, profile, component, job).
 
-- `refusal(estop, work)`: None to proceed, else a `Refusal` (any framework);
+- `refusal(estop, work)`: None to proceed, else a `HeldResponse` (any framework);
 - `WsgiGate(app, ...)`: WSGI middleware; `AsgiGate(app, ...)`: ASGI middleware (http scopes; the
   lifespan and websockets pass through).
 
@@ -28,7 +28,7 @@ from typing import Any
 from hermes_estop.process.estop import Estop
 from hermes_estop.model.timeutil import format_instant
 
-__all__ = ["AsgiGate", "Refusal", "Work", "WsgiGate", "refusal"]
+__all__ = ["AsgiGate", "HeldResponse", "Work", "WsgiGate", "refusal"]
 
 DEFAULT_RETRY = 60
 MIN_RETRY = 1
@@ -46,7 +46,7 @@ class Work:
 
 
 @dataclass(frozen=True)
-class Refusal:
+class HeldResponse:
     """A held request's answer: 503, `retry_after` seconds, and the hold's reason."""
 
     retry_after: int
@@ -63,8 +63,8 @@ class Refusal:
 
 
 def refusal(estop: Estop, work: Work, *, default: int = DEFAULT_RETRY, minimum: int = MIN_RETRY,
-            maximum: int = MAX_RETRY) -> Refusal | None:
-    """None when `work` may proceed now; else the `Refusal` with the seconds until it could be
+            maximum: int = MAX_RETRY) -> HeldResponse | None:
+    """None when `work` may proceed now; else the `HeldResponse` with the seconds until it could be
     admitted (see the module docstring)."""
     verdict = estop.gate(work.user_id, work.profile, work.component, work.job)
     if verdict.proceed:
@@ -72,7 +72,7 @@ def refusal(estop: Estop, work: Work, *, default: int = DEFAULT_RETRY, minimum: 
     now = verdict.snapshot.now
     horizon = now + timedelta(seconds=maximum)
     reason = next((r.hold.reason for r in verdict.holds if r.hold is not None and r.hold.reason), None)
-    fallback = Refusal(max(minimum, min(default, maximum)), reason, None)
+    fallback = HeldResponse(max(minimum, min(default, maximum)), reason, None)
     try:
         forecast = estop.forecast(now, horizon, work.user_id, work.profile, component=work.component, job=work.job)
     except Exception:  # noqa: BLE001 - a forecast that cannot be made never lets held work through
@@ -82,9 +82,9 @@ def refusal(estop: Estop, work: Work, *, default: int = DEFAULT_RETRY, minimum: 
         return fallback
     if covering.end >= horizon:  # beyond the bound: the bound, unless no end is known at all
         endless = any(r.hold is None or r.hold.expires_at is None for r in verdict.holds)
-        return fallback if endless else Refusal(maximum, reason, None)
+        return fallback if endless else HeldResponse(maximum, reason, None)
     seconds = math.ceil((covering.end - now).total_seconds())
-    return Refusal(max(minimum, min(seconds, maximum)), reason, format_instant(covering.end))
+    return HeldResponse(max(minimum, min(seconds, maximum)), reason, format_instant(covering.end))
 
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -101,7 +101,7 @@ class _Gate:
         self.identify = identify or (lambda request: Work())
         self.bounds = {"default": default, "minimum": minimum, "maximum": maximum}
 
-    def refused(self, request: Mapping[str, Any]) -> Refusal | None:
+    def refused(self, request: Mapping[str, Any]) -> HeldResponse | None:
         return refusal(self.estop, self.identify(request), **self.bounds)
 
 

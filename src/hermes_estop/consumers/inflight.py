@@ -45,7 +45,7 @@ __all__ = [
     "covered_homes",
     "fleet_homes",
     "in_flight_counts",
-    "status_section",
+    "in_flight_section",
     "survey",
     "terminate",
 ]
@@ -198,7 +198,7 @@ def in_flight_counts(estop: Estop, *, fleet: bool = False) -> dict[str, int]:
     return survey(estop, fleet=fleet).counts()
 
 
-def status_section(estop: Estop, now: datetime | None = None) -> dict[str, Any]:
+def in_flight_section(estop: Estop, now: datetime | None = None) -> dict[str, Any]:
     """`{"json": {"in_flight": {"cron": n, "kanban": n, "gateway": n}}, "lines": [...]}` for
     `hermes status` (the same shape as the windows' section): the work in flight on what this
     home's hold covers, and what could not be read."""

@@ -30,8 +30,8 @@ from hermes_estop.model.hold import Hold, HoldState, Reading, Sentinel, owner_af
 from hermes_estop.model.policy import (
     LEASE_PREFIX,
     Actor,
-    Arm,
-    Lift,
+    HoldToArm,
+    HoldToLift,
     Policy,
     Refusal,
     arm_refusals,
@@ -184,13 +184,13 @@ def judge(before: Reading, after: Sentinel | None, actor: Actor, policy: Policy,
     refusals: list[Refusal] = []
     for hold, prior in arms:
         if not _continues_lease(hold, prior, actor):
-            refusals.extend(arm_refusals(policy, actor, Arm(scope, hold.expires_at, _operators_reason(hold)), now))
+            refusals.extend(arm_refusals(policy, actor, HoldToArm(scope, hold.expires_at, _operators_reason(hold)), now))
     if weakens and policy_problem is not None:
         refusals.append(Refusal("policy", "unreadable", "refused: the fleet's policy cannot be read, so no hold is "
                                                         f"weakened or lifted before its deadman ({policy_problem})"))
     at = min(now, trusted) if trusted is not None else now
     for change in weakens:
-        refusal = decide_lift(policy, actor, Lift(scope, change.before.armed_by, change.before.expires_at), at)
+        refusal = decide_lift(policy, actor, HoldToLift(scope, change.before.armed_by, change.before.expires_at), at)
         if refusal is not None:
             refusals.append(Refusal(refusal.rule, refusal.value, f"{refusal.message}: the write weakens {change.describe()}"))
     unique = tuple(dict.fromkeys(refusals))

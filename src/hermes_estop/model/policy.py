@@ -24,7 +24,7 @@ from hermes_estop.model.text import printable
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.durations import parse_with_unit
 
-__all__ = ["ADMIN", "LIFT_RULES", "NO_POLICY", "OPERATOR", "Actor", "Arm", "Lift", "Policy", "PolicyRefused",
+__all__ = ["ADMIN", "LIFT_RULES", "NO_POLICY", "OPERATOR", "Actor", "HoldToArm", "HoldToLift", "Policy", "PolicyRefused",
            "Refusal", "Rules", "arm_refusals", "check_pattern", "decide_arm", "decide_lift", "decide_window",
            "may_override", "parse_policy", "pattern_matches", "policy_document", "window_refusals"]
 
@@ -131,7 +131,7 @@ class Refusal:
 
 
 @dataclass(frozen=True)
-class Arm:
+class HoldToArm:
     """The hold a write would leave at `scope` (after a re-arm's merge)."""
 
     scope: str
@@ -140,7 +140,7 @@ class Arm:
 
 
 @dataclass(frozen=True)
-class Lift:
+class HoldToLift:
     """A hold at `scope` someone would remove before its deadman."""
 
     scope: str
@@ -156,7 +156,7 @@ def _format(delta: timedelta) -> str:
     return format_duration(delta)
 
 
-def arm_refusals(policy: Policy, actor: Actor, arm: Arm, now: datetime) -> tuple[Refusal, ...]:
+def arm_refusals(policy: Policy, actor: Actor, arm: HoldToArm, now: datetime) -> tuple[Refusal, ...]:
     """Every rule of `policy` that `actor` leaving `arm` standing at `now` breaks (empty: none)."""
     found: list[Refusal] = []
     if arm.scope == "fleet" and policy.max_scope == "profile" and policy.role_of(actor) != ADMIN:
@@ -175,7 +175,7 @@ def arm_refusals(policy: Policy, actor: Actor, arm: Arm, now: datetime) -> tuple
     return tuple(found)
 
 
-def decide_arm(policy: Policy, actor: Actor, arm: Arm, now: datetime) -> Refusal | None:
+def decide_arm(policy: Policy, actor: Actor, arm: HoldToArm, now: datetime) -> Refusal | None:
     """None when `policy` lets `actor` leave `arm` standing at `now`, else the first rule it breaks."""
     found = arm_refusals(policy, actor, arm, now)
     return found[0] if found else None
@@ -187,7 +187,7 @@ def _owner(armed_by: str | None) -> str | None:
     return armed_by
 
 
-def decide_lift(policy: Policy, actor: Actor, lift: Lift, now: datetime) -> Refusal | None:
+def decide_lift(policy: Policy, actor: Actor, lift: HoldToLift, now: datetime) -> Refusal | None:
     """None when `policy` lets `actor` remove `lift`'s hold at `now`. A hold past its deadman is
     no longer held, and a `hermes run` hold ended by the actor it runs for is its end: neither
     is a lift."""
@@ -406,7 +406,7 @@ def window_refusals(policy: Policy, actor: Actor, scope: str, length: timedelta,
     the one an operator wrote: never the derived "draining for ..." one); a window that breaks
     one is not armed."""
     epoch = datetime(2000, 1, 1)
-    return arm_refusals(policy, actor, Arm(scope, epoch + length, reason), epoch)
+    return arm_refusals(policy, actor, HoldToArm(scope, epoch + length, reason), epoch)
 
 
 def decide_window(policy: Policy, actor: Actor, scope: str, length: timedelta, reason: str | None) -> Refusal | None:

@@ -1,4 +1,4 @@
-"""What one view of the fleet IS: `FleetView` and its parts (`Lane`, `Slice`, `Bar`,
+"""What one view of the fleet IS: `FleetView` and its parts (`ScopeLane`, `Slice`, `Bar`,
 `WindowState`), plain values read at one `now` that /metrics, /api/status, the status page and
 the terminal timeline all render. Building them (and the caches that make it cheap) is
 `view.Observer`'s job; these are kept apart so a renderer depends on the shape, not the builder.
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from hermes_estop.windows.model import Window
     from hermes_estop.observe.status import FleetStatus
 
-__all__ = ["Bar", "FleetView", "Lane", "Slice", "WindowState"]
+__all__ = ["Bar", "FleetView", "ScopeLane", "Slice", "WindowState"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Slice:
 
 
 @dataclass(frozen=True)
-class Lane:
+class ScopeLane:
     """One scope: its hold now (None when nothing is there) and its windows' slices."""
 
     scope: str
@@ -92,7 +92,7 @@ class FleetView:
     start: datetime
     end: datetime
     snapshot: Snapshot
-    lanes: tuple[Lane, ...]
+    lanes: tuple[ScopeLane, ...]
     windows: tuple[WindowState, ...]
     problems: tuple[str, ...] = ()
     leader: bool | None = None

@@ -23,12 +23,12 @@ from hermes_estop.process.describe import describe_reading, reading_json, readin
 from hermes_estop.process.check import Snapshot
 from hermes_estop.model.hold import Cause, HoldState, Reading
 from hermes_estop.model.homes import Layout, Location
-from hermes_estop.fleet.registry.roster import Roster, read_roster, status_section as consumers_section
+from hermes_estop.fleet.registry.roster import Roster, read_roster, consumers_section
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_stamp
-from hermes_estop.observe.on_record import OnRecord, on_record
-from hermes_estop.consumers.inflight import status_section as in_flight_section
-from hermes_estop.windows.status import status_section as windows_section
+from hermes_estop.observe.hold_provenance import OnRecord, on_record
+from hermes_estop.consumers.inflight import in_flight_section
+from hermes_estop.windows.status import windows_section
 from pathlib import Path
 
 __all__ = ["DocumentStatus", "FleetStatus", "status_lines", "fleet_status", "lift_command", "standing_line"]

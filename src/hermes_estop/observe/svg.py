@@ -33,7 +33,7 @@ from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import format_instant
 from hermes_estop.model.timeutil import short_utc
 from hermes_estop.observe.present import covering_now, in_zones, span_in_zones, utc
-from hermes_estop.observe.view import Bar, FleetView, Lane, Slice
+from hermes_estop.observe.view import Bar, FleetView, ScopeLane, Slice
 
 if TYPE_CHECKING:
     from hermes_estop.windows.model import Window
@@ -147,7 +147,7 @@ def _axis(view: FleetView, scale: _Scale, height: int) -> str:
     return "".join(parts)
 
 
-def _lane(view: FleetView, lane: Lane, y: float, scale: _Scale, per_minute: float,
+def _lane(view: FleetView, lane: ScopeLane, y: float, scale: _Scale, per_minute: float,
           cover: tuple[str, set[str]]) -> str:
     """A lane at `y`, drawn in its own coordinates (`translate`); its bars in minutes since the
     anchor (`anchor_of`), scaled into place and clipped to the plot, so each window's drawing
@@ -174,7 +174,7 @@ def _lane(view: FleetView, lane: Lane, y: float, scale: _Scale, per_minute: floa
     return "".join(parts)
 
 
-def _now_cover(view: FleetView, lane: Lane, scale: _Scale, pairs: list[tuple[Bar, Window]]
+def _now_cover(view: FleetView, lane: ScopeLane, scale: _Scale, pairs: list[tuple[Bar, Window]]
                ) -> tuple[str, set[str]]:
     """What covers now in this lane, drawn so it is seen at any scale: a block from now to
     the latest end (at least `NOW_MIN` px), and under the lane a row (`NOW_ROW` px) with a label
@@ -221,7 +221,7 @@ def _now_cover(view: FleetView, lane: Lane, scale: _Scale, pairs: list[tuple[Bar
     return drawn, {bar.window for bar in bars}
 
 
-def _labels(lane: Lane, scale: _Scale, named: set[str]) -> str:
+def _labels(lane: ScopeLane, scale: _Scale, named: set[str]) -> str:
     """Each window's name just after its first bar, when the lane has few windows (with many,
     names would pile up: the bars' tooltips name them); not for a window the now label names."""
     if not 0 < len(lane.slices) <= MAX_LABELLED:
@@ -242,7 +242,7 @@ def _labels(lane: Lane, scale: _Scale, named: set[str]) -> str:
     return "".join(parts)
 
 
-def _bars(view: FleetView, lane: Lane, per_minute: float) -> str:
+def _bars(view: FleetView, lane: ScopeLane, per_minute: float) -> str:
     """The bars of a lane: each window's drawing is kept with its slice, and the lane's whole
     drawing in the observer's `fragments` while the lane is made of the same slices."""
     cache: dict[str, tuple[tuple[int, ...], tuple[Slice, ...], str]] | None = view.extra.get("fragments")
@@ -302,7 +302,7 @@ def _zulu(when: datetime) -> str:
     return text + "Z"
 
 
-def _hold(view: FleetView, lane: Lane, y: float, scale: _Scale) -> tuple[str, str]:
+def _hold(view: FleetView, lane: ScopeLane, y: float, scale: _Scale) -> tuple[str, str]:
     """The lane's current hold: a band from now to its deadman (or to the edge: no deadman),
     and its marker (the deadman line, or the arrow off the edge), drawn over what covers now."""
     reading = lane.reading

@@ -20,7 +20,7 @@ from rich.text import Text
 from hermes_estop.model.hold import HoldState
 from hermes_estop.model.text import printable
 from hermes_estop.observe.svg import day_ticks
-from hermes_estop.observe.view import FleetView, Lane
+from hermes_estop.observe.view import FleetView, ScopeLane
 import itertools
 
 __all__ = ["CHARS", "LEGEND", "print_timeline", "render_timeline_text"]
@@ -34,7 +34,7 @@ LEGEND = ("# window  ~ drain lead  @ covering now  x skipped  - released/disable
 _MIN_PLOT = 20
 
 
-def _cells(lane: Lane, view: FleetView, width: int) -> list[str]:
+def _cells(lane: ScopeLane, view: FleetView, width: int) -> list[str]:
     t0 = view.start.timestamp()
     span = max(view.end.timestamp() - t0, 1.0)
 

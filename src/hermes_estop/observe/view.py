@@ -30,7 +30,7 @@ from hermes_estop.process.estop import Estop
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.homes import FLEET
 from hermes_estop.model.text import one_line
-from hermes_estop.observe.fleetview import Bar, FleetView, Lane, Slice, WindowState
+from hermes_estop.observe.fleetview import Bar, FleetView, ScopeLane, Slice, WindowState
 from hermes_estop.observe.status import FleetStatus, fleet_status
 from hermes_estop.model.errors import EstopError
 from hermes_estop.windows import WindowsFile
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from hermes_estop.windows.occurrences import Occurrence
 
 # the parts of a view are re-exported: renderers have always imported them from here
-__all__ = ["DEFAULT_DAYS", "MAX_DAYS", "Bar", "FleetView", "Lane", "Observer", "Slice", "WindowState"]
+__all__ = ["DEFAULT_DAYS", "MAX_DAYS", "Bar", "FleetView", "Observer", "ScopeLane", "Slice", "WindowState"]
 
 DEFAULT_DAYS = 7
 MAX_DAYS = 31
@@ -261,7 +261,7 @@ class Observer:
         for scope in scopes:
             reading = readings.get(scope)
             lane_slices, count = by_scope.get(scope, ((), 0))
-            lanes.append(Lane(scope, reading, lane_slices, count))
+            lanes.append(ScopeLane(scope, reading, lane_slices, count))
         return FleetView(now=now, start=origin, end=end, snapshot=snapshot, lanes=tuple(lanes),
                          windows=tuple(states), problems=problems, leader=self._leader(),
                          store_reachable=self.fleet.reachable(), stable_until=stable_until, status=status,

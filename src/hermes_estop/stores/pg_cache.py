@@ -47,7 +47,7 @@ __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_REFRESH",
     "PASSWORD_HINT",
-    "Row",
+    "ScopeRow",
     "authentication_failed",
     "Listener",
     "parse_row",
@@ -69,7 +69,7 @@ _WARM_BODY = (b'\xef\xbb\xbf{"full_hold": {"generation": "warm", "engaged_at": "
 
 
 @dataclass(frozen=True)
-class Row:
+class ScopeRow:
     """One scope's row as last read: the raw body, its revision, and the body parsed once
     (`parse_sentinel`'s Sentinel, or the reason it is unreadable)."""
 
@@ -87,12 +87,12 @@ def close_quietly(conn: psycopg.Connection, fds: set[int]) -> None:
         conn.close()
 
 
-def parse_row(body: bytes, revision: int) -> Row:
+def parse_row(body: bytes, revision: int) -> ScopeRow:
     try:
         parsed: Sentinel | str = parse_sentinel(bytes(body))
     except ValueError as exc:
         parsed = str(exc)
-    return Row(bytes(body), int(revision), parsed)
+    return ScopeRow(bytes(body), int(revision), parsed)
 
 
 #: where libpq takes a password from, for the line that says an authentication failed
@@ -134,7 +134,7 @@ class Listener:
         self.connect_timeout = float(connect_timeout)
         #: test seam: called in the listener thread with "listener:connect" before each attempt
         self.interleave: Callable[[str], None] | None = None
-        self.rows: Mapping[str, Row] = {}
+        self.rows: Mapping[str, ScopeRow] = {}
         self.version = 0
         #: full re-reads of the table so far (a hold a notification armed costs none)
         self.full_reads = 0
@@ -174,7 +174,7 @@ class Listener:
         if not self._attempted.is_set():
             self._attempted.wait(self.connect_timeout + 1.0)
 
-    def view(self) -> tuple[Mapping[str, Row], str | None]:
+    def view(self) -> tuple[Mapping[str, ScopeRow], str | None]:
         """(rows, None) while the rows are trustworthy, else (rows, why not)."""
         self.ensure_started()
         last = self.last_contact
@@ -205,17 +205,6 @@ class Listener:
                     return False
                 self._cond.wait(remaining)
         return True
-
-    def wait_version(self, after: int, timeout: float) -> int:
-        """Block until `version` moves past `after` (or `timeout` seconds); returns it."""
-        deadline = self._monotonic() + timeout
-        with self._cond:
-            while self.version <= after:
-                remaining = deadline - self._monotonic()
-                if remaining <= 0 or self._stopping:
-                    break
-                self._cond.wait(remaining)
-            return self.version
 
     def stop(self) -> None:
         self._stopping = True
@@ -390,7 +379,7 @@ class Listener:
         if measure or not self.clock.measured:
             self.clock.measure(result[0][0], sent, received)
         old = self.rows
-        rows: dict[str, Row] = {}
+        rows: dict[str, ScopeRow] = {}
         for _, _, scope, body, revision in result:
             if scope is None:
                 continue

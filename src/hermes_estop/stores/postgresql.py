@@ -63,7 +63,7 @@ from hermes_estop.stores.base import (
 from hermes_estop.stores.pg_admin import create_schema, store_status
 from hermes_estop.stores.pg_audit import append_event, read_after, read_events, read_head
 from hermes_estop.stores.pg_backend import Backend, acquire, release
-from hermes_estop.stores.pg_cache import DEFAULT_REFRESH, Listener, Row, parse_row
+from hermes_estop.stores.pg_cache import DEFAULT_REFRESH, Listener, ScopeRow, parse_row
 from hermes_estop.stores.pg_leader import DEFAULT_POLL, Leadership
 from hermes_estop.stores.pg_schema import LOCK_CLASS
 from hermes_estop.stores.pg_url import StoreURL, parse_store_url
@@ -102,7 +102,7 @@ class PostgresStore(HoldStore):
         self.interleave = interleave
         self._backend = acquire(self.url, self.refresh, share)
         self._absent: dict[Location, Reading] = {}
-        self._prepared: dict[Location, tuple[Row, Prepared]] = {}
+        self._prepared: dict[Location, tuple[ScopeRow, Prepared]] = {}
         self._refusals = SaidOnce()
         self._closed = False
 
@@ -172,7 +172,7 @@ class PostgresStore(HoldStore):
             problem = f"PostgreSQL store: unexpected {type(exc).__name__}: {exc}"
             return tuple(Reading(loc, HoldState.UNREADABLE, None, Fence(), problem, Cause.STORE_DOWN) for loc in locations)
 
-    def _classify(self, location: Location, row: Row | None, now: datetime, cached: bool = True) -> Reading:
+    def _classify(self, location: Location, row: ScopeRow | None, now: datetime, cached: bool = True) -> Reading:
         """docs/design.md §3 for a row; `cached` keeps both readings of a listener row, so a check costs
         a comparison (rows read inside a write transaction are classified afresh)."""
         if row is None:

@@ -1,9 +1,9 @@
 """Carrying out a scope's plan: the writes of an `Arm`, a `Retire` and a `Skip`, and what one
 reconciliation pass accumulates meanwhile (`PassState`: the report, the ledger as it stands, the
-ledger changes to commit). The service (`service.py`) decides when to call these; nothing here
+ledger changes to commit). The scheduler (`scheduler.py`) decides when to call these; nothing here
 decides anything.
 
-Before every arm an intent is appended to the audit trail (`recall`), so an arm the ledger
+Before every arm an intent is appended to the audit trail (`arm_intents`), so an arm the ledger
 missed (a crash in between) is remembered after a restart.
 """
 
@@ -22,7 +22,7 @@ from hermes_estop.windows.events import TickEvent, TickReport, action_event
 from hermes_estop.windows.ledger import ARMED, SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import EXACT, Timeline
-from hermes_estop.windows.recall import INTENT, intent_detail
+from hermes_estop.windows.arm_intents import INTENT, intent_detail
 from hermes_estop.windows.reconcile import Arm, Retire, Skip, entry_for
 
 __all__ = ["EDIT", "Actions", "PassState"]

@@ -31,9 +31,9 @@ from hermes_estop.model.durations import format_duration, parse_with_unit
 from hermes_estop.model.errors import EstopError
 from hermes_estop.system.fsread import read_regular
 from hermes_estop.model.homes import FLEET
-from hermes_estop.windows import trust
+from hermes_estop.windows import kept_files
 from hermes_estop.windows.feed_schedule import compile_feed, compiled_feed, feed_key
-from hermes_estop.windows.fields import Drain, Duration, WindowAllow, parse_drain
+from hermes_estop.windows.field_types import Drain, Duration, WindowAllow, parse_drain
 from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
 from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
 from hermes_estop.windows.model import _NAME_RE, Window, selector_part, validate_scope
@@ -240,12 +240,12 @@ def cache_paths(root: Path, location: str) -> tuple[Path, Path]:
 
 def compiled_path(root: Path, location: str, settings: str) -> tuple[Path, bool] | None:
     """Where the compiled schedule of the feed at `location`, read with `settings`, is kept
-    (`trust.kept_path`: in `calendars/`, or this user's cache when others could write there),
-    and whether that is the cache (`trust.in_cache`: a directory made private)."""
+    (`kept_files.kept_path`: in `calendars/`, or this user's cache when others could write there),
+    and whether that is the cache (`kept_files.in_cache`: a directory made private)."""
     key = hashlib.sha256(f"{location}\0{settings}".encode("utf-8", "surrogateescape")).hexdigest()[:24]
     beside = Path(root) / CALENDAR_DIR / key
-    path = trust.kept_path(beside, ".schedule")
-    return None if path is None else (path, trust.in_cache(path, beside))
+    path = kept_files.kept_path(beside, ".schedule")
+    return None if path is None else (path, kept_files.in_cache(path, beside))
 
 
 def local_path(root: Path, location: str) -> Path:

@@ -12,13 +12,13 @@ them, as the windows file's schedule keeps its windows' occurrences (`windows.sc
   exactly as `Feed.chunk` yields them, and the zone each event's UID is shown in.
 - **Its key**: the SHA-256 of the feed's bytes and of the settings that read them (the label its
   events are named by, the source's filters and zone: the `salt`), the stamp of the code that
-  read them and the SHA-256 of the TZif data of every zone it names (`windows.trust`). Any
+  read them and the SHA-256 of the TZif data of every zone it names (`windows.kept_files`). Any
   difference and the feed is parsed and compiled again.
 - **What it answers**: a `CompiledFeed` is a `Feed` whose compiled chunks are answered from
   the file; a chunk outside them (a question years ahead, a holiday lookup of a whole year) is
   asked of the feed parsed then, once, exactly as before. It is an accelerator, never an
   authority: only a feed that parsed and passed its expansion budget is compiled, and the file
-  is read under `windows.trust`'s StrictModes rule (a damaged, foreign or wrongly owned one is
+  is read under `windows.kept_files`'s StrictModes rule (a damaged, foreign or wrongly owned one is
   ignored with one line and compiled again).
 """
 
@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.errors import EstopError, StoreError
 from hermes_estop.model.text import printable
-from hermes_estop.windows import trust
+from hermes_estop.windows import kept_files
 from hermes_estop.windows.ical import CHUNK, EPOCH, CalendarEvent, Feed
 
 __all__ = ["HORIZON", "CompiledFeed", "compile_feed", "compiled_feed", "feed_key"]
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 _FORMAT = 1
 #: how far past its build a compiled feed answers without parsing (as the windows schedule)
-HORIZON = trust.HORIZON
+HORIZON = kept_files.HORIZON
 
 #: one event as compiled: start, end (epoch seconds), ident, uid, reason, all-day dates or None
 _Row = list[object]
@@ -93,18 +93,18 @@ def _zone_name(zone: tzinfo) -> str | None:
 
 def compile_feed(path: Path, key: str, feed: Feed, now: datetime, *, private: bool) -> None:
     """Write the compiled schedule of `feed` (parsed from the bytes and settings of `key`) at
-    `path` (`trust.write_trusted`, told whether `path` is in this user's `private` cache): its
+    `path` (`kept_files.write_trusted`, told whether `path` is in this user's `private` cache): its
     chunks around `now`. Never fails its caller (an accelerator)."""
     try:
         chunks = {index: feed.chunk(index, ahead=1) for index in _chunk_range(now, feed.longest)}
         zones = {uid: _zone_name(zone) for uid, zone in feed.zones().items()}
         named = {z for z in zones.values() if z is not None} | {feed.tz.key}
-        header = {"format": _FORMAT, "key": key, "digest": feed.digest, "basis": trust.basis(named), "zones_used": sorted(named),
+        header = {"format": _FORMAT, "key": key, "digest": feed.digest, "basis": kept_files.basis(named), "zones_used": sorted(named),
                   "lo": int(now.timestamp()), "tz": feed.tz.key, "longest": feed.longest.total_seconds(),
                   "spans": [s.total_seconds() for s in feed.spans], "zones": zones, "chunks": sorted(chunks)}
         lines = [json.dumps(header, separators=(",", ":"))]
         lines += [json.dumps([_row(e) for e in chunks[index]], separators=(",", ":")) for index in sorted(chunks)]
-        trust.write_trusted(path, "\n".join(lines).encode("utf-8", "surrogateescape"), private=private)
+        kept_files.write_trusted(path, "\n".join(lines).encode("utf-8", "surrogateescape"), private=private)
     except (OSError, StoreError, EstopError, ValueError) as exc:
         log.debug("compiled feed %s not written: %s", path, exc)
 
@@ -118,7 +118,7 @@ def compiled_feed(path: Path, key: str, label: str, now: datetime, parse: Callab
     """The compiled feed at `path` when it is of `key`, answers at `now` (built less than half
     its horizon ago, not in the future) and passes the ownership rule; else None (a damaged one
     is named in one line). `parse` gives the feed parsed, for what the file does not hold."""
-    lines = trust.trusted_lines(path)
+    lines = kept_files.trusted_lines(path)
     if not lines:
         return None
     try:
@@ -157,7 +157,7 @@ def _answers(header: object, key: str, now: datetime) -> bool:
         return False
     if type(used) is not list or not all(type(z) is str for z in used):
         raise ValueError("zones_used is not a list of zone names")
-    return bool(header.get("basis") == trust.basis(used))
+    return bool(header.get("basis") == kept_files.basis(used))
 
 
 def _number(value: object) -> float:

@@ -295,7 +295,7 @@ def _selection() -> Any:
     from recurring_ical_events.occurrence import Occurrence
     from recurring_ical_events.selection.name import ComponentsWithName
 
-    class Source(EventAdapter):  # type: ignore[misc]
+    class VeventAdapter(EventAdapter):  # type: ignore[misc]
         @property
         def source(self) -> Any:
             return self._component
@@ -304,7 +304,7 @@ def _selection() -> Any:
         def as_component(self, keep_recurrence_attributes: bool) -> _Found:
             return _Found(self._adapter.source, self.start, self.end)
 
-    return ComponentsWithName("VEVENT", adapter=Source, occurrence=Found)
+    return ComponentsWithName("VEVENT", adapter=VeventAdapter, occurrence=Found)
 
 
 @dataclass(eq=False)

@@ -8,7 +8,7 @@ at most `MAX_DRAIN` (a day: a longer one is a typo, not a plan).
 
 `WindowsFile` (reading and writing the file) lives in `windows_file`, which imports this module
 (never the other way round: no import cycle). How each field's value is read lives in
-`fields`, how a refusal is worded in `invalid`; this module says which field is which. The file is an array of tables:
+`field_types`, how a refusal is worded in `invalid`; this module says which field is which. The file is an array of tables:
 
     [[windows]]
     name = "nightly-db"
@@ -43,7 +43,7 @@ from hermes_estop.model.homes import FLEET, validate_profile_name
 from hermes_estop.model.selector import Selector
 from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.windows.exclusions import cron_matches
-from hermes_estop.windows.fields import (
+from hermes_estop.windows.field_types import (
     MAX_DRAIN, Drain, Duration, Instant, WindowAllow, parse_drain, parse_exclude, parse_optional_instant,
     parse_selector_part,
 )

@@ -45,7 +45,6 @@ __all__ = [
     "next_start",
     "occurrence_key",
     "occurrences",
-    "starting_within",
     "upcoming",
 ]
 
@@ -224,16 +223,6 @@ def next_armed(window: Window, after: datetime) -> Occurrence | None:
     """The first occurrence armed strictly after `after` (`arm_at`: its start less the drain
     lead); `next_start` for a window without a lead."""
     return next_start(window, after + _lead(window))
-
-
-def starting_within(window: Window, first: datetime, last: datetime, limit: int = 256) -> list[Occurrence]:
-    """Occurrences starting in the closed range `[first, last]`, at most `limit` of them."""
-    out: list[Occurrence] = []
-    for occurrence in occurrences(window, first):
-        if occurrence.start > last or len(out) >= limit:
-            break
-        out.append(occurrence)
-    return out
 
 
 def following(window: Window, occurrence: Occurrence) -> Occurrence | None:
@@ -527,7 +516,7 @@ class OccurrenceIndex:
         del self._known[name]
         self._held.pop(name, None)
 
-    def _learn(self, name: str, source: Source, now: datetime, timeline: Timeline) -> None:
+    def _learn(self, name: str, source: WindowOrRow, now: datetime, timeline: Timeline) -> None:
         """Compute the answer at `now` of the window `source` and remember it until it expires."""
         self.computed += 1
         if isinstance(source, tuple):
@@ -607,7 +596,7 @@ class IndexedTimeline(ExactTimeline):
 
 
 #: where an answer's window comes from: the window, or a row of a compiled schedule
-Source = Window | tuple[WindowRows, int]
+WindowOrRow = Window | tuple[WindowRows, int]
 
 
 @dataclass(slots=True)
@@ -618,7 +607,7 @@ class _Known:
     `window` is asked for: `_valid`)."""
 
     name: str
-    source: Source
+    source: WindowOrRow
     since: datetime
     until: datetime | None
     covering: tuple[Occurrence, ...]

@@ -1,5 +1,5 @@
 """The scheduler's decision core: what should happen at one scope at `now`, as a pure function of
-the windows, the ledger and one reading of the scope's sentinel. The service (`service.py`) is
+the windows, the ledger and one reading of the scope's sentinel. The scheduler (`scheduler.py`) is
 the I/O shell that reads those inputs, carries the plan out and reschedules its wake-ups.
 
 Level-triggered: the plan depends only on the state at `now`, never on which wake-up fired, so a

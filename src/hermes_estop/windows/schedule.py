@@ -7,7 +7,7 @@ does it once per version of the file, for every process of the fleet, and keeps 
 plain columns:
 
 - **key**: the SHA-256 of the file's bytes, the stamp of the code that read them
-  (`trust.code_stamp`: our modules, pydantic, croniter, tomli, Python) and the SHA-256 of the
+  (`kept_files.code_stamp`: our modules, pydantic, croniter, tomli, Python) and the SHA-256 of the
   TZif data of every zone a window uses. Any difference and the schedule is built again.
 - **rows**: one per window, in file order: `names`, `scopes`, `enabled`, what `status` and
   `windows next` print of it (zone, schedule, duration, drain), its drain lead, the digest of
@@ -23,7 +23,7 @@ plain columns:
   the horizon is cut, and the horizon of the whole schedule shrinks to the last start kept
   (`hi`), so an answer is never a guess.
 - **queries** by bisection: `covering(t)`, `next_start(row, t)`, `upcoming(row, t, n)`,
-  `starting_in(a, b)`, `not_ended(row, t)`; an instant outside the horizon is not answered
+  `not_ended(row, t)`; an instant outside the horizon is not answered
   (None), or (`not_ended`) answered by the exact functions of `occurrences`, which remain the
   definition (the property tests compare the two).
 
@@ -40,7 +40,7 @@ Croniter stays the only cron arithmetic: the occurrences are `occurrences.occurr
 The schedule is written beside the windows file (`.<name>.schedule`, so every operator who can
 read the fleet root finds the one the daemon or another command built), atomically, by whoever
 builds it first; when the fleet root is not its owner's alone, in the per-user cache directory
-(`trust.kept_path`). It is read only under `trust`'s StrictModes rule (the file and its directory
+(`kept_files.kept_path`). It is read only under `kept_files`'s StrictModes rule (the file and its directory
 owned by the running user or root and writable by nobody else); anything doubtful (damaged, of
 another key, wrongly owned) is ignored with one line and the schedule built again.
 """
@@ -55,7 +55,7 @@ import json
 import logging
 import re
 import sys
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -71,21 +71,21 @@ from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import StoreError
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
-from hermes_estop.windows import trust
+from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind
 from hermes_estop.windows.model import InvalidWindow, Window, validate_scope
 from hermes_estop.windows.occurrences import Occurrence, occurrences
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Entry", "Item", "Row", "Schedule", "Tables", "build", "instant_of",
-           "kept_schedule", "load", "micros", "schedule_of", "schedule_path"]
+           "kept_schedule", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
 _FORMAT = 5
 #: how far past its build a schedule answers (a week: the daemon's and the operators' questions
 #: are about now and the next few days; a later instant is asked of the exact functions)
-HORIZON = trust.HORIZON
+HORIZON = kept_files.HORIZON
 #: how often `hermes serve` builds the schedule of an unchanged file again (so that the horizon
 #: an operator's command finds is always at least half of `HORIZON` ahead)
 REFRESH = HORIZON / 4
@@ -292,20 +292,6 @@ class Schedule:
         index = bisect_right(self.starts, micros(after), lo, hi)
         return self.occurrence(row, index) if index < hi else None
 
-    def starting_in(self, first: datetime, last: datetime) -> list[Occurrence] | None:
-        """Every occurrence starting in `[first, last)`, by start then row; None unless the
-        whole range lies in the horizon."""
-        if not (self.answers(first) and micros(last) <= self.hi):
-            return None
-        a, b = micros(first), micros(last)
-        found = []
-        for row in range(len(self.names)):
-            lo, hi = self.offsets[row], self.offsets[row + 1]
-            for index in range(bisect_left(self.starts, a, lo, hi), bisect_left(self.starts, b, lo, hi)):
-                found.append((self.starts[index], row, index))
-        found.sort()
-        return [self.occurrence(row, index) for _, row, index in found]
-
     def not_ended(self, row: int, t: datetime) -> Iterator[Occurrence]:
         """Every occurrence of `row` not ended at `t`, in order: what the exact functions give
         (`occurrences(window, t - duration)` less the ended ones), from the schedule as far as
@@ -368,19 +354,13 @@ def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | N
     """The schedule kept for exactly the bytes `raw` of the windows file `windows_path`, when
     one answers at `now`; None otherwise. A read, never a build: `hermes serve`'s first pass on
     an unchanged file takes its occurrences from it instead of asking croniter for each window."""
-    path = trust.kept_path(windows_path, ".schedule")
+    path = kept_files.kept_path(windows_path, ".schedule")
     found = _kept(path) if path is not None else None
     return found if found is not None and _fresh(found, hashlib.sha256(raw).hexdigest(), now, HORIZON) else None
 
 
 def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta) -> bool:
     return found.digest == digest and found.answers(now) and micros(now) < found.lo + fresh_for // _US
-
-
-def schedule_path(windows_path: Path) -> Path:
-    """Where the schedule of `windows_path` is kept when its fleet root is private to its owner
-    (`trust.kept_path`: else in the per-user cache directory)."""
-    return windows_path.with_name(f".{windows_path.name}.schedule")
 
 
 #: a line that opens a `[[windows]]` or a `[[calendars]]` table (where `_tables` cuts the file;
@@ -538,7 +518,7 @@ def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | No
     builder = _Builder(*_horizon(now))
     for i, window in enumerate(windows):
         builder.add_window(window, sources[i] if sources is not None and len(sources) == len(windows) else "")
-    return builder.schedule(digest, trust.basis(builder.zones), sorted(builder.zones), bound)
+    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones), bound)
 
 
 def _row_sources(raw: bytes | None, bound: Sequence[Entry]) -> list[str] | None:
@@ -636,7 +616,7 @@ def _streamed(digest: str, raw: bytes, windows_path: Path, now: datetime) -> Sch
     finally:
         if paused:
             gc.enable()
-    return builder.schedule(digest, trust.basis(builder.zones), sorted(builder.zones), bound)
+    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones), bound)
 
 
 def _rebuilt(previous: Schedule, digest: str, raw: bytes, windows_path: Path, now: datetime) -> Schedule | None:
@@ -670,7 +650,7 @@ def _rebuilt(previous: Schedule, digest: str, raw: bytes, windows_path: Path, no
 def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
     """A header line, one compact JSON line per column, then one line per row's table; made a
     line at a time into one buffer (100,000 windows' tables are tens of MB: never held twice more).
-    With `key`, the header carries the seal of the whole (`trust.seal`), which `loads` checks."""
+    With `key`, the header carries the seal of the whole (`kept_files.seal`), which `loads` checks."""
     header = {"format": _FORMAT, "digest": schedule.digest, "basis": schedule.basis, "zones": list(schedule.zones),
               "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule)}
     body = bytearray()
@@ -680,7 +660,7 @@ def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
         body += table + b"\n"
     del body[-1:]
     if key is not None:
-        header["seal"] = trust.seal(key, _sealed_header(header), body)
+        header["seal"] = kept_files.seal(key, _sealed_header(header), body)
     out = bytearray(_compact(header))
     out += b"\n"
     out += body
@@ -709,12 +689,12 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
     if key is not None:
         body = memoryview(sealed or b"")[len(data[0]) + 1:]
         if not isinstance(header.get("seal"), str) or not hmac.compare_digest(
-                header["seal"], trust.seal(key, _sealed_header(header), body)):
+                header["seal"], kept_files.seal(key, _sealed_header(header), body)):
             raise ValueError("its seal is not this directory's over its content (not built here for these bytes)")
     zones = header["zones"]
     if type(zones) is not list or not all(type(z) is str for z in zones):
         raise ValueError("zones is not a list of names")
-    basis = trust.basis(zones)
+    basis = kept_files.basis(zones)
     if header.get("basis") != basis or type(header.get("digest")) is not str:
         return None
     count = header["count"]
@@ -786,7 +766,7 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     more than `fresh_for` ago is built again (the daemon does so at `REFRESH`, before an
     operator's command finds the horizon gone). None when the file has no schedule (its bound
     tables cannot be told from its bytes)."""
-    path = trust.kept_path(windows_path, ".schedule")
+    path = kept_files.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path) if path is not None else None
     if found is not None and _fresh(found, digest, now, fresh_for):
@@ -797,18 +777,18 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     if built is None:
         built = build(digest, validate(), now, raw)
     if built is not None and path is not None:
-        key = trust.seal_key(path.parent, create=True)
+        key = kept_files.seal_key(path.parent, create=True)
         if key is not None:  # an unsealed schedule would never be read: not written
-            trust.write_trusted(path, dumps(built, key), private=trust.in_cache(path, windows_path))
+            kept_files.write_trusted(path, dumps(built, key), private=kept_files.in_cache(path, windows_path))
     return built
 
 
 def _kept(path: Path) -> Schedule | None:
     """The schedule written at `path`, when there is one this process may trust: sealed with
-    its directory's key (`trust.seal_key`) over exactly its content (one line when it is
+    its directory's key (`kept_files.seal_key`) over exactly its content (one line when it is
     damaged or its seal does not hold)."""
-    data = trust.trusted_bytes(path)
-    key = trust.seal_key(path.parent, create=False) if data else None
+    data = kept_files.trusted_bytes(path)
+    key = kept_files.seal_key(path.parent, create=False) if data else None
     if key is None:
         return None
     try:

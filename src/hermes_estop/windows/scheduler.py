@@ -7,7 +7,7 @@ around it (`run(stop)`) also reconciles every `poll_interval` seconds, which is 
 A read of `windows.toml` that takes hold time away is acted on only once confirmed (`guard`):
 until then what it takes away is kept as it was, so an editor re-saving the file in place never
 frees the fleet, while a window it adds arms at once. Before every arm an intent is
-appended to the audit trail (`recall`), so an arm the ledger missed is remembered after a crash.
+appended to the audit trail (`arm_intents`), so an arm the ledger missed is remembered after a crash.
 
 Jobs run on a one-thread executor and every pass holds the service's lock, so decisions never
 interleave within a process; across processes the store's fenced writes and the ledger's lock do.
@@ -38,8 +38,8 @@ from hermes_estop.windows.guard import FileGuard
 from hermes_estop.windows.ledger import ARMED, RETENTION, WITHDRAWN, LedgerEntry, OccurrenceLedger, open_ledger
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import IndexedTimeline, Occurrence, OccurrenceIndex
-from hermes_estop.windows.problems import ProblemLog
-from hermes_estop.windows.recall import recall
+from hermes_estop.windows.problem_log import ProblemLog
+from hermes_estop.windows.arm_intents import recall
 from hermes_estop.windows.reconcile import Arm, Retire, ScopePlan, Skip, idle, plan_scope
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
 from hermes_estop.windows.windows_file import FileSnapshot, Parsed, WindowsFile

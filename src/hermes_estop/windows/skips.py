@@ -21,7 +21,7 @@ from hermes_estop.windows.occurrences import Occurrence, occurrences
 from hermes_estop.windows.reconcile import entry_for
 from hermes_estop.windows.ledger import open_ledger
 
-__all__ = ["OPERATOR_SKIP", "is_operator_skip", "pick", "skip_entry", "skip_occurrence", "skipped_line", "unskip_occurrence"]
+__all__ = ["OPERATOR_SKIP", "pick", "skip_entry", "skip_occurrence", "skipped_line", "unskip_occurrence"]
 
 if TYPE_CHECKING:
     from hermes_estop.fleet.fleet import Fleet
@@ -55,12 +55,6 @@ def pick(window: Window, now: datetime, *, on: date | None = None, start: dateti
 
 def skip_entry(occurrence: Occurrence, now: datetime, actor: str) -> LedgerEntry:
     return entry_for(occurrence, SKIPPED, now, None, f"{OPERATOR_SKIP} ({actor})")
-
-
-def is_operator_skip(entry: LedgerEntry | None) -> bool:
-    return entry is not None and entry.state == SKIPPED and (entry.detail or "").startswith(OPERATOR_SKIP)
-
-
 
 
 def skip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datetime) -> None:

@@ -19,12 +19,12 @@ from hermes_estop.windows.occurrences import Occurrence, upcoming
 from hermes_estop.windows.schedule import Row, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["status_section"]
+__all__ = ["windows_section"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
 
-def status_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None) -> dict[str, Any]:
+def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None) -> dict[str, Any]:
     """`{"json": {"windows": [...]}, "lines": [...]}` for `hermes status` at `now`; with
     `as_json` True only the JSON, False only the lines (with 10,000 windows, building the
     rendering nobody reads is a fifth of the command)."""

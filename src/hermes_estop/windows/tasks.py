@@ -40,7 +40,7 @@ from hermes_estop.system.processes import signal_group, start_time
 from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, covering
-from hermes_estop.windows.problems import ProblemLog
+from hermes_estop.windows.problem_log import ProblemLog
 from hermes_estop.windows.schedule import Schedule, kept_schedule
 from hermes_estop.windows.windows_file import WindowsFile
 import contextlib

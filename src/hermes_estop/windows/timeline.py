@@ -362,7 +362,7 @@ class ScheduleWindows(Sequence[Window]):
     `Window` built (validated, `Schedule.window`) only for a row a pass acts on or reports.
 
     Why: a schedule is written only for a file that validates whole, and read only when it is
-    of exactly the bytes in use and trusted (`trust`); validating 10,000 windows again was most
+    of exactly the bytes in use and trusted (`kept_files`); validating 10,000 windows again was most
     of a `hermes serve` start (issue 35). Iterating it builds every row, so a caller that does
     not know it still gets the right windows, only slower."""
 

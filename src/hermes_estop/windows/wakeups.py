@@ -20,7 +20,7 @@ from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, OccurrenceIndex
 import contextlib
 
-__all__ = ["JOB_PREFIX", "LATER", "MAX_JOBS", "Job", "Scheduler", "Wakeups", "due_wakeups", "make_scheduler",
+__all__ = ["JOB_PREFIX", "LATER", "MAX_JOBS", "Scheduler", "SchedulerJob", "Wakeups", "due_wakeups", "make_scheduler",
            "wakeups_for"]
 
 JOB_PREFIX = "windows:"
@@ -29,7 +29,7 @@ MAX_JOBS = 256
 LATER = f"{JOB_PREFIX}later"
 
 
-class Job(Protocol):
+class SchedulerJob(Protocol):
     """What the adapter reads of an APScheduler job."""
 
     @property

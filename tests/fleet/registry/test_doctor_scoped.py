@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hermes_estop.model.audit_event import AuditEvent
-from hermes_estop.consumers.coverage import Work, breaches, hold_spans
+from hermes_estop.consumers.coverage import RecordedWork, breaches, hold_spans
 from hermes_estop.model.hold import Hold
 from hermes_estop.model.selector import Selector
 from hermes_estop.stores.base import scoped_detail
@@ -22,7 +22,7 @@ def line(event, minutes, generation, hold=None):
 
 
 def work(kind, name, minutes, profile=None):
-    return Work(kind, name, T + timedelta(minutes=minutes), None, profile, 123, None, False)
+    return RecordedWork(kind, name, T + timedelta(minutes=minutes), None, profile, 123, None, False)
 
 
 KANBAN = Hold("gk", selector=Selector.of(["kanban"]), hold_id="k1")

@@ -18,7 +18,7 @@ from hermes_estop.fleet.registry.entries import ConsumerState, consumer_state, c
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import format_instant
 
-__all__ = ["ConsumerRow", "Roster", "read_roster", "roster_of", "status_section"]
+__all__ = ["ConsumerRow", "Roster", "consumers_section", "read_roster", "roster_of"]
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def read_roster(fleet: Fleet, *, prune: bool = True, snapshot: Snapshot | None =
     return roster
 
 
-def status_section(roster: Roster) -> dict[str, Any]:
+def consumers_section(roster: Roster) -> dict[str, Any]:
     """The consumers' part of the status document: one line (`hermes status`), the roster
     (/api/status)."""
     return {"json": {"consumers": roster.to_json()}, "lines": [roster.line()]}

@@ -14,7 +14,7 @@ MODULES = ("windows", "serve", "cron_kanban_gateway", "consumers", "doctor", "st
            "policy")
 #: the module that registers each top-level command: `hermes windows next` builds the windows
 #: group alone (building every sub-command's click tree cost each command about 30 ms);
-#: tests/cli/test_extensions.py checks it against what each module registers
+#: tests/cli/test_subcommands.py checks it against what each module registers
 OWNERS = {"windows": "windows", "serve": "serve", "drain": "cron_kanban_gateway", "cron": "cron_kanban_gateway", "kanban": "cron_kanban_gateway",
           "gateway": "cron_kanban_gateway", "consumers": "consumers", "doctor": "doctor", "store": "store", "demo": "demo",
           "notify": "notify", "run": "run", "tokens": "tokens", "policy": "policy"}

@@ -1,4 +1,4 @@
-"""cli.extensions: a command builds only the module that owns it, so OWNERS must name, for every
+"""cli.subcommands: a command builds only the module that owns it, so OWNERS must name, for every
 top-level command each module registers, that module (a command missing there would still run,
 with every module built; one named wrongly would not run at all)."""
 
@@ -9,7 +9,7 @@ from importlib import import_module
 import pytest
 import typer
 
-from hermes_estop.cli import extensions
+from hermes_estop.cli import subcommands
 from hermes_estop.cli.common import new_app
 
 
@@ -20,15 +20,15 @@ def registered(module: str) -> set[str]:
     return names | {group.name or group.typer_instance.info.name for group in app.registered_groups}
 
 
-@pytest.mark.parametrize("module", extensions.MODULES)
+@pytest.mark.parametrize("module", subcommands.MODULES)
 def test_owners_names_every_command_of_each_module(module):
-    assert registered(module) == {name for name, owner in extensions.OWNERS.items() if owner == module}
+    assert registered(module) == {name for name, owner in subcommands.OWNERS.items() if owner == module}
 
 
-@pytest.mark.parametrize("command", sorted(extensions.OWNERS))
+@pytest.mark.parametrize("command", sorted(subcommands.OWNERS))
 def test_a_command_builds_with_its_owner_alone(command):
     app = new_app("hermes", "probe")
-    extensions.register(app, command)
+    subcommands.register(app, command)
     built = typer.main.get_command(app)
     names = set(getattr(built, "commands", {})) or {built.name}
     assert command in names or len(names) == 1

@@ -114,7 +114,7 @@ def imported_modules(hermes, *args: str) -> set[str]:
     what this interpreter imports for `-c pass`: a site-packages `.pth` file of the machine (one
     here imports certifi, which pulls typing and tempfile) is the interpreter's cost, not ours."""
     names = _imported(hermes, "-m", "hermes_estop", *args)
-    assert "hermes_estop.cli.hot" in names  # the probe saw the check path itself
+    assert "hermes_estop.cli.fast_path" in names  # the probe saw the check path itself
     return names - _imported(hermes, "-c", "pass")
 
 
@@ -162,7 +162,7 @@ def test_a_check_with_no_hold_parses_no_json(hermes, args):
 def test_the_gate_finds_a_command_exactly_as_shutil_which_does(monkeypatch, name, path):
     import shutil
 
-    from hermes_estop.cli.hot import _which
+    from hermes_estop.cli.fast_path import _which
 
     if path is None:
         monkeypatch.delenv("PATH", raising=False)
