@@ -123,12 +123,7 @@ def test_the_class_scan_sees_classes_and_aliases(tmp_path):
 VAGUE_MODULE_WORDS = {"common", "misc", "util", "utils", "helper", "helpers", "stuff", "hot", "outcome",
                       "extensions", "on_record", "present", "remote", "recall", "fields", "trust", "problems"}
 #: modules still named by a vague word, each with why it is left (this list only shrinks)
-VAGUE_MODULES_LEFT = {
-    "hermes_estop.cli.common": "imported by cli/remote.py and cli/run.py, which another change holds",
-    "hermes_estop.cli.outcome": "imported by cli/remote.py, which another change holds",
-    "hermes_estop.cli.remote": "an HTTP client for the remote API, being changed elsewhere; the integrator renames it",
-    "hermes_estop.observe.present": "being changed elsewhere; the integrator renames it",
-}
+VAGUE_MODULES_LEFT: dict[str, str] = {}
 
 
 def test_no_module_is_named_by_a_vague_word():
@@ -142,13 +137,13 @@ def test_the_vague_modules_left_still_exist():
     assert sorted(set(VAGUE_MODULES_LEFT) - set(MODULES)) == []
 
 
-#: the crossings inside the core that docs/design.md's map names, and no others: the fleet borrows the
-#: check path's snapshot type and words, and a consumer's reporter its `Estop` (left for the split of
-#: the store contract); the stores import nothing of the fleet (the records they keep are the model's
-#: `audit_event` and their own `registry.ConsumerEntry`)
-CORE_CROSSINGS = {
+#: the crossings inside the core that docs/design.md's map names, and no others: none (the snapshot
+#: a fleet read returns is the model's, the consumer reporter is `consumers/`); the stores import
+#: nothing of the fleet (the records they keep are the model's `audit_event` and their own
+#: `registry.ConsumerEntry`)
+CORE_CROSSINGS: dict[tuple[str, str], set[str]] = {
     ("stores", "fleet"): set(),
-    ("fleet", "process"): {"hermes_estop.process.check", "hermes_estop.process.describe", "hermes_estop.process.estop"},
+    ("fleet", "process"): set(),
     ("stores", "process"): set(),
     ("system", "stores"): set(),
 }

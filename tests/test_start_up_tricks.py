@@ -46,8 +46,8 @@ LATE = {
     ("hermes_estop.cli.hold", "hermes_estop.cli.wait"): "only --wait waits",
     ("hermes_estop.cli.hold", "hermes_estop.fleet.registry.acks"): "only --wait waits",
     ("hermes_estop.cli.hold", "hermes_estop.cli.history"): "the history command's own",
-    ("hermes_estop.cli.outcome", "hermes_estop.cli.wait"): "only --wait waits",
-    ("hermes_estop.cli.hold", "hermes_estop.cli.remote"): "the remote client only when a server is named",
+    ("hermes_estop.cli.write_outcome", "hermes_estop.cli.wait"): "only --wait waits",
+    ("hermes_estop.cli.hold", "hermes_estop.cli.api_client"): "the remote client only when a server is named",
     ("hermes_estop.cli.application", "hermes_estop.windows.windows_file"): "shell completion of window names only",
     ("hermes_estop.cli.application", "hermes_estop.consumers.cron"): "shell completion of job names only",
     ("hermes_estop.fleet.policy_guard", "hermes_estop.model.judgement"):

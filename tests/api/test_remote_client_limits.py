@@ -20,7 +20,7 @@ import pytest
 import typer
 from api_helpers import SRC, self_signed
 
-from hermes_estop.cli.remote import Remote
+from hermes_estop.cli.api_client import Remote
 
 
 class _Recorder(ThreadingHTTPServer):

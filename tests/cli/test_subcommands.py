@@ -10,7 +10,7 @@ import pytest
 import typer
 
 from hermes_estop.cli import subcommands
-from hermes_estop.cli.common import new_app
+from hermes_estop.cli.command_io import new_app
 
 
 def registered(module: str) -> set[str]:

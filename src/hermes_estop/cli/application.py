@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 
 from hermes_estop.process.fleet_config import STORE_ENV, check_store_option, use_store
 from hermes_estop.cli import hold, subcommands as more
-from hermes_estop.cli.common import EXIT_USAGE, new_app, one_line
+from hermes_estop.cli.command_io import EXIT_USAGE, new_app, one_line
 from hermes_estop import __version__
 from hermes_estop.model.homes import resolve_layout
 from hermes_estop.process.estop import Estop

@@ -12,7 +12,7 @@ import typer
 
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant
-from hermes_estop.cli.common import EXIT_HELD, current_estop, emit_json
+from hermes_estop.cli.command_io import EXIT_HELD, current_estop, emit_json
 from hermes_estop.fleet.registry.roster import read_roster
 
 __all__ = ["consumers", "register"]

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from hermes_estop.model.text import printable
-from hermes_estop.cli.common import current_estop, emit_json
+from hermes_estop.cli.command_io import current_estop, emit_json
 from hermes_estop.consumers.coverage import Finding
 from hermes_estop.consumers.coverage import audit_coverage
 from hermes_estop.observe.hold_provenance import on_record

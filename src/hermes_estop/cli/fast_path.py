@@ -58,7 +58,7 @@ def run_check(user: str | None, profile: str | None, *, quiet: bool = False, as_
     carries the exact `reason` beside the (escaped) `notice`."""
     remote = remote_if_named()
     if remote is not None:
-        from hermes_estop.cli.remote import remote_check
+        from hermes_estop.cli.api_client import remote_check
 
         answer = remote_check(remote, user, profile, component, job)
         document, line, proceed = answer["document"], answer["line"], answer["proceed"]
@@ -88,7 +88,7 @@ def run_gate(command: Sequence[str], user: str | None, profile: str | None, held
         return EXIT_NOT_FOUND
     remote = remote_if_named()
     if remote is not None:
-        from hermes_estop.cli.remote import remote_check
+        from hermes_estop.cli.api_client import remote_check
 
         answer = remote_check(remote, user, profile, component, job)
         proceed, held_by, notice = answer["proceed"], answer["held_by"], answer["document"]["notice"]

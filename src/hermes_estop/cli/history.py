@@ -31,7 +31,7 @@ def run_history(limit: int, since: str | None, as_json: bool) -> int:
     ago); exit code 0. A bad `since` raises `InvalidArgument` naming it."""
     remote = remote_if_named()
     if remote is not None:  # the server's trail (`--server`)
-        from hermes_estop.cli.remote import remote_history
+        from hermes_estop.cli.api_client import remote_history
         from hermes_estop.model.timeutil import utc_now
 
         start = None if since is None else since_instant(since, utc_now())

@@ -18,7 +18,7 @@ from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.text import did_you_mean, one_line, printable
 from hermes_estop.model.timeutil import display_instant, schedulable, utc_now
-from hermes_estop.cli.common import (
+from hermes_estop.cli.command_io import (
     JsonOpt,
     EXIT_HELD, EXIT_OK, check_components, current_estop, emit_json, fail, echo_lines, fit_lines,
     hold_json, operator_time, duration_option, reading_json, refuse_blank, retire_expired, terminal_width,
@@ -27,12 +27,12 @@ from hermes_estop.cli.common import (
 from hermes_estop.cli.interrupt_note import say_on_interrupt
 from hermes_estop.cli.fast_path import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
 from hermes_estop.cli.served import remote_if_named
-from hermes_estop.cli.outcome import Resumed, ack_echo, ack_exit, ack_json, finish_resume, refused_resume
+from hermes_estop.cli.write_outcome import Resumed, ack_echo, ack_exit, ack_json, finish_resume, refused_resume
 
 __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
 
 if TYPE_CHECKING:
-    from hermes_estop.cli.remote import Remote
+    from hermes_estop.cli.api_client import Remote
     from hermes_estop.fleet.registry.acks import AckSurvey
     from hermes_estop.fleet.registry.entries import Ack
 
@@ -100,7 +100,7 @@ def pause(
         if ttl is not None:
             duration_option("--ttl", ttl)  # refused in the local words before the server is asked
         deadline_text = operator_time("--until", until, utc_now()).isoformat() if until is not None else None
-        from hermes_estop.cli.remote import remote_pause  # only with a server named (not for a local pause)
+        from hermes_estop.cli.api_client import remote_pause  # only with a server named (not for a local pause)
 
         remote_pause(remote, reason=reason, allow_user=allow_user, allow_profile=allow_profile, ttl=ttl,
                      until=deadline_text, fleet=fleet, profile=profile, replace=replace, only=only, job=job,
@@ -227,7 +227,7 @@ def resume(
     remote = _remote()
     if remote is not None:
         _refuse_wait_over(wait, wait_timeout)
-        from hermes_estop.cli.remote import remote_resume  # only with a server named
+        from hermes_estop.cli.api_client import remote_resume  # only with a server named
 
         remote_resume(remote, generation=generation, hold=hold, all_=all_, fleet=fleet, profile=profile, as_json=as_json,
                       override=override)
@@ -333,7 +333,7 @@ def status(as_json: JsonOpt = False) -> None:
 
     remote = _remote()
     if remote is not None:
-        from hermes_estop.cli.remote import remote_status  # only with a server named
+        from hermes_estop.cli.api_client import remote_status  # only with a server named
 
         remote_status(remote, as_json=as_json)
     document = fleet_status(current_estop(), as_json=as_json)

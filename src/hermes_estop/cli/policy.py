@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hermes_estop.cli.common import current_estop, emit_json, new_app, printable
+from hermes_estop.cli.command_io import current_estop, emit_json, new_app, printable
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.policy import parse_policy, policy_document
 from hermes_estop.process.fleet_config import read_config

@@ -30,7 +30,7 @@ from hermes_estop.model.homes import Location
 from hermes_estop.model.hold import Allow
 from hermes_estop.fleet.lease import Lease, Renewer
 from hermes_estop.model.text import printable
-from hermes_estop.cli.common import (
+from hermes_estop.cli.command_io import (
     current_estop, duration_option, emit_json, refuse_blank, retire_expired, warn_if_policy_unread,
 )
 from hermes_estop.cli.wait import ack_lines, parse_wait_timeout, wait_with_progress

@@ -10,7 +10,7 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: this module stays cheap to 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
 
-    from hermes_estop.cli.remote import Remote
+    from hermes_estop.cli.api_client import Remote
 
 __all__ = ["SERVED", "SERVER_ENV", "TOKEN_FILE_ENV", "named_server", "named_token_file", "remote_if_named", "unserved",
            "use_server"]
@@ -96,6 +96,6 @@ def remote_if_named() -> Remote | None:
         raise InvalidArgument(f"cannot read --token-file {token_file}: {getattr(exc, 'strerror', None) or exc}") from None
     if not token:
         raise InvalidArgument(f"--token-file {token_file} is empty")
-    from hermes_estop.cli.remote import Remote
+    from hermes_estop.cli.api_client import Remote
 
     return Remote(url.rstrip("/"), token)

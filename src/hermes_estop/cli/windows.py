@@ -19,11 +19,11 @@ from hermes_estop.model.hold import Fence
 from hermes_estop.model.homes import FLEET
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_instant
-from hermes_estop.cli.common import EXIT_USAGE, duration_option, echo_lines, emit_json, operator_time
+from hermes_estop.cli.command_io import EXIT_USAGE, duration_option, echo_lines, emit_json, operator_time
 from hermes_estop.cli.windows_app import JsonOpt, file as _file, now as _now, windows_app
 from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
-from hermes_estop.cli.common import current_estop
-from hermes_estop.cli.remote import Remote, remote_next, remote_windows, served_occurrences
+from hermes_estop.cli.command_io import current_estop
+from hermes_estop.cli.api_client import Remote, remote_next, remote_windows, served_occurrences
 from hermes_estop.cli.served import remote_if_named
 from hermes_estop.windows.ledger import skipped_keys
 from hermes_estop.windows.occurrences import by_start

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.homes import resolve_layout
-from hermes_estop.cli.common import JsonOpt, new_app
-from hermes_estop.cli.common import current_estop
+from hermes_estop.cli.command_io import JsonOpt, new_app
+from hermes_estop.cli.command_io import current_estop
 from hermes_estop.windows.schedule import schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 

@@ -10,11 +10,11 @@ import typer
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
-from hermes_estop.cli.common import emit_json
+from hermes_estop.cli.command_io import emit_json
 from hermes_estop.cli.windows_app import JsonOpt, window_named, windows_app
-from hermes_estop.cli.common import current_estop
-from hermes_estop.cli.common import operator_time
-from hermes_estop.cli.remote import remote_skip, unskipped_line
+from hermes_estop.cli.command_io import current_estop
+from hermes_estop.cli.command_io import operator_time
+from hermes_estop.cli.api_client import remote_skip, unskipped_line
 from hermes_estop.cli.served import remote_if_named
 from hermes_estop.model.timeutil import parse_instant
 from hermes_estop.windows.explain import explain as explain_window

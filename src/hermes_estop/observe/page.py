@@ -8,7 +8,7 @@ and bidirectional overrides shown as `\\x1b` / `\\u202e` (`printable`), then HTM
 The present comes first: `#covering-now`, under the verdict, has one `.now-item` per thing that
 covers now (`data-kind` `window` or `hold`, `data-scope`, `data-window`, `data-end`) naming it
 and its end, or says that nothing does and what comes next. Occurrence times are given in UTC
-and in the window's own zone (`present.in_zones`). On a phone (390 px) nothing is wider than the
+and in the window's own zone (`window_times.in_zones`). On a phone (390 px) nothing is wider than the
 screen: the timeline scrolls inside its box at its full size (its text stays legible), the
 occurrence table stacks each row.
 
@@ -34,7 +34,7 @@ from hermes_estop.process.describe import covers
 from hermes_estop.model.hold import Allow, Cause, Hold, HoldState, Reading
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import format_instant, format_relative
-from hermes_estop.observe.present import covering_now, in_zones, utc, windows_named
+from hermes_estop.observe.window_times import covering_now, in_zones, utc, windows_named
 from hermes_estop.observe.status import flat
 from hermes_estop.observe.svg import render_timeline_svg
 from hermes_estop.observe.view import FleetView

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_estop.cli.common import echo_lines, fit_lines
+from hermes_estop.cli.command_io import echo_lines, fit_lines
 
 
 @pytest.mark.parametrize("count", [0, 1, 2047, 2048, 2049, 5000])

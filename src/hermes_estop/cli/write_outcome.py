@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
-from hermes_estop.cli.common import EXIT_HELD, EXIT_OK, echo_lines, emit_json
+from hermes_estop.cli.command_io import EXIT_HELD, EXIT_OK, echo_lines, emit_json
 from hermes_estop.model.errors import HoldConflict
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.homes import Location

@@ -16,7 +16,7 @@ from obs_helpers import Dom, write_windows
 from hermes_estop.observe.page import render_page
 from hermes_estop.observe.svg import render_timeline_svg
 from hermes_estop.observe.view import Observer
-from hermes_estop.observe.present import span_in_zones
+from hermes_estop.observe.window_times import span_in_zones
 
 SVG = "{http://www.w3.org/2000/svg}"
 NY_BACKUP = {"name": "nightly-backup", "cron": "0 8 * * *", "timezone": "America/New_York", "duration": "2h",

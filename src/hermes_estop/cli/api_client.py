@@ -24,7 +24,7 @@ import typer
 from hermes_estop.model.errors import HoldConflict, InvalidArgument
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.cli.common import EXIT_OK, echo_lines, emit_json, fit_lines, terminal_width
+from hermes_estop.cli.command_io import EXIT_OK, echo_lines, emit_json, fit_lines, terminal_width
 from datetime import datetime, timedelta
 from hermes_estop.model.hold import hold_from_json
 from hermes_estop.model.hold import Fence, HoldState, not_current
@@ -36,7 +36,7 @@ from hermes_estop.observe.status import DocumentStatus
 from hermes_estop.observe.status import status_lines
 from hermes_estop.process.describe import paused_lines
 from hermes_estop.process.describe import reading_from_json
-from hermes_estop.cli.outcome import Resumed, finish_resume, refused_resume
+from hermes_estop.cli.write_outcome import Resumed, finish_resume, refused_resume
 from hermes_estop.windows.occurrences import Occurrence
 from hermes_estop.windows.skips import skipped_line
 from zoneinfo import ZoneInfo
