@@ -19,11 +19,10 @@ from pathlib import Path
 from harness import Figure, percentile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from pg_helpers import _stop_cluster, start_cluster
-
 from hermes_estop import Estop
 from hermes_estop.fleet.registry.acks import ack_for_release, wait_for_acks
 from hermes_estop.fleet.registry.entries import Ack
+from pg_helpers import _stop_cluster, start_cluster
 
 __all__ = ["run"]
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from core import _script
 from harness import Figure, spawn_measured
-
 from hermes_estop.stores.audit_log import AUDIT_FILE
 
 __all__ = ["run"]

@@ -35,14 +35,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from harness import Comparison, Figure, compare_rounds, percentile
-
 from hermes_estop import Estop
 from hermes_estop.consumers.cron import CronJob, CronRunner, CronTable
 from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.consumers.passgate import PassGate
 from hermes_estop.consumers.worker import WorkerPool, WorkResult
-from hermes_estop.process.check import Verdict
 from hermes_estop.model.homes import Layout
+from hermes_estop.process.check import Verdict
 from hermes_estop.stores import FileStore
 
 __all__ = ["run"]

@@ -12,11 +12,10 @@ import sys
 import sysconfig
 import tempfile
 import time
-from datetime import datetime, timedelta, UTC
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from harness import Figure, compare, percentile
-
 from hermes_estop import Estop
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from collections.abc import Callable
 
 __all__ = ["Comparison", "Figure", "compare", "compare_rounds", "per_call", "percentile", "spawn_measured"]
 

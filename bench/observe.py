@@ -30,11 +30,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # harness, windows; hermes_estop is the installed package (issue 24)
 
 from harness import Figure, percentile
-from windows import make_windows
-
 from hermes_estop import Estop
 from hermes_estop.observe.server import StatusServer
 from hermes_estop.windows import WindowsFile
+from windows import make_windows
 
 __all__ = ["run"]
 

@@ -41,15 +41,14 @@ from harness import Figure, compare, percentile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from core import _script
-from pg_helpers import JsonLines, _free_port, _stop_cluster, start_cluster
-
 from hermes_estop import Estop
-from hermes_estop.process.fleet_config import STORE_ENV
 from hermes_estop.model.homes import Layout
+from hermes_estop.process.fleet_config import STORE_ENV
 from hermes_estop.stores import FileStore
 from hermes_estop.stores.pg_leader import DEFAULT_POLL
 from hermes_estop.stores.pg_schema import LOCK_CLASS
 from hermes_estop.stores.postgresql import PostgresStore
+from pg_helpers import JsonLines, _free_port, _stop_cluster, start_cluster
 
 __all__ = ["run"]
 

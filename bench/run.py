@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 import traceback
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent

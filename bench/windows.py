@@ -44,7 +44,6 @@ from zoneinfo import ZoneInfo
 
 from core import _script
 from harness import Figure, spawn_measured
-
 from hermes_estop import Estop
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore

@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from calendars import calendar
 from core import _script
 from harness import spawn_measured
 from windows import write_distinct
-from calendars import calendar
 
 #: an instant inside the compiled schedule's horizon (a week from its build), on the hour
 INSIDE = (datetime.now(UTC) + timedelta(days=1)).replace(minute=0, second=0, microsecond=0).isoformat()

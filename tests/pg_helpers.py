@@ -13,6 +13,7 @@ Import the fixtures into a test module: `from pg_helpers import pg_server, pg_ur
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import json
 import os
@@ -25,9 +26,9 @@ import sys
 import tempfile
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterator
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -35,7 +36,6 @@ import pytest
 
 from hermes_estop.model.homes import Location
 from hermes_estop.stores.postgresql import PostgresStore
-import contextlib
 
 __all__ = ["PgServer", "PostgresBackend", "JsonLines", "session_server", "pg_server", "pg_url", "with_params",
            "new_schema", "drop_schema"]

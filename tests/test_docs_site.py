@@ -16,6 +16,7 @@ from types import ModuleType
 
 import pytest
 import typer
+
 from pg_helpers import pg_server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]

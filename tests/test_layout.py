@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from test_import_graph import MODULES, PACKAGE, import_graph
 
 CORE = ("model", "system", "stores", "fleet", "process")

@@ -22,24 +22,30 @@ from _thread import allocate_lock
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - names for type checkers; at run time __getattr__ loads them
     import logging
-    from typing import Any
     from pathlib import Path
+    from typing import Any
 
     from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.model.durations import MAX_DURATION, format_duration, parse_duration, parse_ttl
     from hermes_estop.model.errors import (
-        EstopError, HoldConflict, InvalidArgument, InvalidDuration, InvalidInstant, StoreError, StoreRefused,
+        EstopError,
+        HoldConflict,
+        InvalidArgument,
+        InvalidDuration,
+        InvalidInstant,
+        StoreError,
+        StoreRefused,
         StoreUnavailable,
     )
-    from hermes_estop.model.policy import PolicyRefused
-    from hermes_estop.process.forecast import Forecast, HoldSource, PlannedHold
-    from hermes_estop.process.estop import Estop
-    from hermes_estop.process.check import Snapshot, Verdict
     from hermes_estop.model.hold import GENERATION_FIELD, VACANT, Allow, Fence, Hold, HoldState, Reading
     from hermes_estop.model.homes import FLEET, SENTINEL_NAME, Layout, Location, resolve_layout
+    from hermes_estop.model.policy import PolicyRefused
+    from hermes_estop.model.timeutil import Clock, in_interval, utc_now
+    from hermes_estop.process.check import Snapshot, Verdict
+    from hermes_estop.process.estop import Estop
+    from hermes_estop.process.forecast import Forecast, HoldSource, PlannedHold
     from hermes_estop.stores import FileStore, HoldStore, open_store
     from hermes_estop.stores.unavailable import UnavailableStore
-    from hermes_estop.model.timeutil import Clock, in_interval, utc_now
 
 __version__ = "0.1.0"
 
@@ -252,8 +258,8 @@ _instances_lock = allocate_lock()
 
 def _build() -> Estop:
     from hermes_estop.model.errors import EstopError
-    from hermes_estop.process.estop import Estop
     from hermes_estop.model.homes import resolve_layout
+    from hermes_estop.process.estop import Estop
     from hermes_estop.stores.unavailable import UnavailableStore
 
     try:

@@ -9,8 +9,8 @@ import pwd
 from pathlib import Path
 
 import pytest
-
 from api_helpers import make_token, self_signed, serve
+
 from hermes_estop.fleet.fleet import Fleet
 
 #: the account `serve` runs as is an admin here: a remote operator must not borrow that

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from api_helpers import hermes, make_token, race_lift, serve
+
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from api_helpers import Served, make_token, self_signed, serve
+
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import EngageRequest, Hold
 from hermes_estop.model.policy import Actor

@@ -4,13 +4,12 @@ unreachable server is exit 2 with one line and nothing is written on the calling
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import json
 import os
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest

@@ -4,10 +4,9 @@ a revoked token, audit and metric, and a remote pause seen by `hermes check` on 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import json
 import socket
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from cli_runner import SRC, Hermes  # noqa: F401
 
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import inprocess_cli
-from hermes_estop.process import forecast
 from hermes_estop.model.errors import EstopError
+from hermes_estop.process import forecast
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
 from inprocess_cli import run

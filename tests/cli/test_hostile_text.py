@@ -24,9 +24,9 @@ from hermes_estop.consumers.cron import Claim, CronTable
 from hermes_estop.consumers.turns import TURNS_DIR
 from hermes_estop.consumers.worker import WorkResult
 from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.timeutil import utc_now
 from hermes_estop.notify.cursors import FleetCursorStore, TargetState
 from hermes_estop.system.processes import start_time
-from hermes_estop.model.timeutil import utc_now
 from inprocess_cli import run
 
 fleet = inprocess_cli.fleet  # the fixture: a fleet root as this process's home

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-
 from cli_runner import Hermes
 
 BERLIN = ZoneInfo("Europe/Berlin")

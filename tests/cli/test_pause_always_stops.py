@@ -8,10 +8,10 @@ import json
 import os
 
 import pytest
-from inprocess_cli import fleet, run  # noqa: F401
 
-from hermes_estop.system import fsutil
 from hermes_estop.stores.audit_log import AUDIT_FILE
+from hermes_estop.system import fsutil
+from inprocess_cli import fleet, run  # noqa: F401
 
 
 def one_error_line(result) -> str:

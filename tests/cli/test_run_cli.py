@@ -21,8 +21,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from cli_runner import SRC
+
 from hermes_estop import Estop
 from hermes_estop.fleet.fleet import Fleet as HoldFleet
 from hermes_estop.fleet.lease import Lease

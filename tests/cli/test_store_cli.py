@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop.stores.pg_schema import SCHEMA_VERSION
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/nowhere?connect_timeout=2"
 

@@ -7,6 +7,7 @@ import json
 import uuid
 
 import pytest
+
 from pg_helpers import pg_server, pg_url, with_params  # noqa: F401
 
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/nowhere?connect_timeout=2"

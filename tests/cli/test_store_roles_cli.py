@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
 pytestmark = pytest.mark.postgresql
@@ -62,9 +63,9 @@ def test_after_the_readme_steps_every_command_of_the_daemon_role_works(hermes, d
 
 
 def test_a_daemon_role_registers_consumers_and_keeps_notify_cursors(daemon, fleet_root):
-    from hermes_estop.process.estop import Estop
-    from hermes_estop.model.homes import Layout
     from hermes_estop.consumers.reporter import ConsumerReporter
+    from hermes_estop.model.homes import Layout
+    from hermes_estop.process.estop import Estop
     from hermes_estop.stores.postgresql import PostgresStore
 
     _role, url, _schema = daemon

@@ -3,11 +3,11 @@ ticks instead of bursting, ticking the consumers and recording their work on sto
 
 from __future__ import annotations
 
-from typing import Any
 import logging
 import socket
 import threading
 import time
+from typing import Any
 
 import pytest
 

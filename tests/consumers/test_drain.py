@@ -15,15 +15,15 @@ from datetime import timedelta
 
 import pytest
 
+from hermes_estop.consumers.board import BoardBusy
 from hermes_estop.consumers.cron import Claim, CronRunner, CronTable
 from hermes_estop.consumers.drainer import wait_until_quiet
 from hermes_estop.consumers.gateway import Gateway
 from hermes_estop.consumers.inflight import InFlight, in_flight_counts, in_flight_section, survey, terminate
-from hermes_estop.consumers.board import BoardBusy
 from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.consumers.turns import pid_alive, read_turns
-from hermes_estop.system.processes import start_time
 from hermes_estop.model.timeutil import utc_now
+from hermes_estop.system.processes import start_time
 
 from .helpers import finishes
 

@@ -3,6 +3,7 @@ process group; its log is opened as a regular file only."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from datetime import timedelta
@@ -10,7 +11,6 @@ from datetime import timedelta
 from hermes_estop.consumers.worker import Worker, WorkerPool
 
 from .helpers import finishes
-import contextlib
 
 
 class Ticks:

@@ -3,22 +3,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+import logging
 import os
 import pwd
-import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from inprocess_cli import fleet, run  # noqa: F401
-from pg_helpers import pg_server, pg_url  # noqa: F401
 
 import hermes_estop
 from hermes_estop import Estop
 from hermes_estop.model.policy import PolicyRefused
+from inprocess_cli import fleet, run  # noqa: F401
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 ME = pwd.getpwuid(os.geteuid()).pw_name
 

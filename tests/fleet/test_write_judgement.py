@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from inprocess_cli import fleet, run  # noqa: F401
 
 import hermes_estop
 from hermes_estop.fleet.audit import default_actor
@@ -25,6 +24,7 @@ from hermes_estop.model.policy import Actor, PolicyRefused
 from hermes_estop.windows.actions import Actions, PassState
 from hermes_estop.windows.events import TickReport
 from hermes_estop.windows.reconcile import Retire
+from inprocess_cli import fleet, run  # noqa: F401
 
 ME = pwd.getpwuid(os.geteuid()).pw_name
 BOSS = Actor("boss@host", user="boss")

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from hermes_estop.model.cronspec import first_start_after, starts, validate_cron, validate_timezone, wall_to_instant
 from hermes_estop.model.errors import EstopError, InvalidArgument
-
 
 
 def utc(*parts: int) -> datetime:

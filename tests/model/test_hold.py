@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.process.estop import Estop
 from hermes_estop.model.hold import (
     ALLOWLIST_MALFORMED,
     DEADLINE_UNREADABLE,
@@ -28,8 +27,9 @@ from hermes_estop.model.hold import (
     prepare,
 )
 from hermes_estop.model.homes import Layout
-from hermes_estop.stores import FileStore
 from hermes_estop.model.text import unsafe_char
+from hermes_estop.process.estop import Estop
+from hermes_estop.stores import FileStore
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

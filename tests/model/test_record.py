@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.process.check import Snapshot, Verdict
 from hermes_estop.model.hold import Allow, Fence, Hold, HoldState, Reading
 from hermes_estop.model.homes import Layout, Location
+from hermes_estop.process.check import Snapshot, Verdict
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 FLEET = Location("fleet", Path("/r"))

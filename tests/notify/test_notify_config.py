@@ -9,7 +9,6 @@ from datetime import timedelta
 import pytest
 from notify_helpers import command, webhook, write_config
 
-from hermes_estop.process.fleet_config import store_spec
 from hermes_estop.model.homes import Layout
 from hermes_estop.notify.config import (
     CommandTarget,
@@ -17,6 +16,7 @@ from hermes_estop.notify.config import (
     WebhookTarget,
     load_targets,
 )
+from hermes_estop.process.fleet_config import store_spec
 
 
 def test_a_valid_config_gives_typed_targets_with_defaults(fleet_root):

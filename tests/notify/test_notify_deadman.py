@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from notify_helpers import Receiver, webhook, write_config
-from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop import Estop
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 INTERVAL = 1.0

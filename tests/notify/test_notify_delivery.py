@@ -14,12 +14,12 @@ import pytest
 from notify_helpers import STALL, Receiver, command, webhook, write_config
 
 from hermes_estop import Estop
+from hermes_estop.consumers.turns import pid_alive
 from hermes_estop.notify.config import load_targets
 from hermes_estop.notify.cursors import STATE_FILE, FleetCursorStore
 from hermes_estop.notify.deliver import SIGNATURE_HEADER, sign, verify
 from hermes_estop.notify.notifier import build_workers
 from hermes_estop.notify.target import TargetWorker
-from hermes_estop.consumers.turns import pid_alive
 
 
 def workers(estop: Estop, *tables: str) -> list[TargetWorker]:

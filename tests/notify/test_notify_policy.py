@@ -8,8 +8,8 @@ import pytest
 from notify_helpers import Receiver, webhook, write_config
 
 from hermes_estop import Estop
-from hermes_estop.notify.notifier import build_workers
 from hermes_estop.model.policy import PolicyRefused
+from hermes_estop.notify.notifier import build_workers
 
 
 def test_an_override_and_a_refusal_are_notified(estop: Estop, receiver: Receiver) -> None:

@@ -7,13 +7,13 @@ import threading
 
 import pytest
 from notify_helpers import webhook, write_config
-from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop import Estop
 from hermes_estop.notify.config import load_targets
 from hermes_estop.notify.cursors import STATE_FILE, FleetCursorStore
 from hermes_estop.notify.notifier import build_workers, notify_services
 from hermes_estop.stores.postgresql import PostgresStore
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 pytestmark = pytest.mark.postgresql
 

@@ -8,8 +8,8 @@ import sys
 
 from notify_helpers import webhook, write_config
 
-from hermes_estop.stores.audit_log import AUDIT_FILE, AuditLog
 from hermes_estop.notify.notifier import build_workers
+from hermes_estop.stores.audit_log import AUDIT_FILE, AuditLog
 
 APPENDER = """
 import sys

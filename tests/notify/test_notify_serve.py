@@ -16,9 +16,9 @@ import pytest
 from notify_helpers import STALL, Receiver, webhook, write_config
 
 from hermes_estop import Estop
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.notify.config import load_targets
 from hermes_estop.notify.notifier import NotifyService
-from hermes_estop.fleet.fleet import Fleet
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

@@ -7,6 +7,7 @@ through `Emulation.setDeviceMetricsOverride`) and measuring the laid-out page
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -16,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-import contextlib
 
 __all__ = ["Browser"]
 

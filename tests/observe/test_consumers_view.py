@@ -7,10 +7,11 @@ import os
 import re
 from dataclasses import replace
 
-from hermes_estop.system.processes import start_time
+from obs_helpers import fetch, scrape
+
 from hermes_estop.fleet.registry.entries import ALL_SCOPES, this_host
 from hermes_estop.stores.registry import ConsumerEntry
-from obs_helpers import fetch, scrape
+from hermes_estop.system.processes import start_time
 
 
 def _register(estop, component: str, *, observed=()) -> ConsumerEntry:

@@ -15,13 +15,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from obs_helpers import fetch, scrape, write_windows
 
 import hermes_estop
 from hermes_estop import Estop
 from hermes_estop.observe.server import StatusServer
 from hermes_estop.observe.status import fleet_status, lift_command
 from hermes_estop.windows.scheduler import WindowService
-from obs_helpers import fetch, scrape, write_windows
 
 SRC = str(Path(hermes_estop.__file__).parent.parent)
 

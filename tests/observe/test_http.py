@@ -20,12 +20,11 @@ from pathlib import Path
 import pytest
 from obs_helpers import fetch, scrape, write_windows
 
-from hermes_estop.consumers.pass_report import Held
 from hermes_estop.consumers.loops import LoopService
+from hermes_estop.consumers.pass_report import Held
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.observe.metrics import WorkHeldCounter
-from hermes_estop.observe.server import StatusServer, parse_listen
-from hermes_estop.observe.server import attach
+from hermes_estop.observe.server import StatusServer, attach, parse_listen
 from hermes_estop.windows.ledger import SKIPPED, JsonFileLedger, LedgerEntry
 from hermes_estop.windows.occurrences import occurrence_key
 

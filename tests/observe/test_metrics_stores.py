@@ -8,12 +8,11 @@ import shutil
 
 import pytest
 from obs_helpers import scrape
-from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop import Estop
-from hermes_estop.observe.server import StatusServer
-from hermes_estop.observe.server import attach
+from hermes_estop.observe.server import StatusServer, attach
 from hermes_estop.stores.postgresql import PostgresStore
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 
 def test_a_vanished_fleet_root_is_an_unreachable_file_store(estop, fleet_root, server):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import http.client
 import os
 import re
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 import pytest

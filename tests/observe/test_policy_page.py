@@ -11,9 +11,9 @@ from obs_helpers import Dom, scrape
 from test_page_chromium import chromium, run_chromium  # noqa: F401 - the fixture
 
 from hermes_estop import Estop
+from hermes_estop.model.policy import PolicyRefused
 from hermes_estop.observe.server import StatusServer
 from hermes_estop.observe.status import fleet_status
-from hermes_estop.model.policy import PolicyRefused
 
 REASON = "INC-7 database on fire"
 

@@ -7,7 +7,6 @@ import html
 import json
 
 import pytest
-
 from obs_helpers import fetch, scrape
 
 from hermes_estop.observe.status import fleet_status

@@ -14,9 +14,8 @@ import pytest
 from obs_helpers import write_windows
 from rich.console import Console
 
-from hermes_estop.observe.terminal import render_timeline_text
+from hermes_estop.observe.terminal import print_timeline, render_timeline_text
 from hermes_estop.observe.view import Observer
-from hermes_estop.observe.terminal import print_timeline
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NIGHTLY = {"name": "nightly", "cron": "0 2 * * *", "timezone": "UTC", "duration": "2h"}

@@ -4,6 +4,7 @@ skipped and released occurrences marked, and the caches never showing stale stat
 
 from __future__ import annotations
 
+import itertools
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
@@ -14,7 +15,6 @@ from hermes_estop.observe.svg import render_timeline_svg
 from hermes_estop.observe.view import Observer
 from hermes_estop.windows.ledger import RELEASED, SKIPPED, JsonFileLedger, LedgerEntry
 from hermes_estop.windows.occurrences import occurrence_key
-import itertools
 
 SVG = "{http://www.w3.org/2000/svg}"
 NIGHTLY = {"name": "nightly", "cron": "0 2 * * *", "timezone": "UTC", "duration": "2h", "reason": "backup"}

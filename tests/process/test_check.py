@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from hermes_estop import Estop
-from hermes_estop.process.check import Snapshot, pause_notice
 from hermes_estop.model.hold import Cause, Fence, Hold, HoldState, Reading
 from hermes_estop.model.homes import Layout
-from hermes_estop.stores.unavailable import UnavailableStore
 from hermes_estop.model.text import unsafe_char
+from hermes_estop.process.check import Snapshot, pause_notice
+from hermes_estop.stores.unavailable import UnavailableStore
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

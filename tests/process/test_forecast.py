@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, UTC
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from hermes_estop import Estop
 from hermes_estop.model.errors import EstopError, InvalidArgument
+from hermes_estop.model.hold import Allow
+from hermes_estop.model.homes import Layout
 from hermes_estop.process.forecast import (
     INSTANT,
     HoldSource,
@@ -16,8 +18,6 @@ from hermes_estop.process.forecast import (
     discover_sources,
     forecast_holds,
 )
-from hermes_estop.model.hold import Allow
-from hermes_estop.model.homes import Layout
 
 T0 = datetime(2026, 12, 3, 0, 0, tzinfo=UTC)
 

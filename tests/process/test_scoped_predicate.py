@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermes_estop.model.allow import Allow
-from hermes_estop.process.check import Snapshot, decide
 from hermes_estop.model.hold import Fence, Hold, HoldState, Reading, Sentinel, encode_sentinel, parse_sentinel, prepare
 from hermes_estop.model.homes import Layout
 from hermes_estop.model.selector import Selector, parse_selector
+from hermes_estop.process.check import Snapshot, decide
 from hermes_estop.stores.file import FileStore
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -8,13 +8,13 @@ child process passes to `open_store` to reach the same store.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from hermes_estop.process.estop import Estop
 from hermes_estop.model.homes import Layout, Location
+from hermes_estop.process.estop import Estop
 from hermes_estop.stores import FileStore, HoldStore
 
 

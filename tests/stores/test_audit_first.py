@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from hermes_estop import Estop, StoreError
-from hermes_estop.system import fsutil
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore
+from hermes_estop.system import fsutil
 
 
 class Killed(BaseException):

@@ -4,17 +4,17 @@ TTL refusal."""
 
 from __future__ import annotations
 
-from typing import Any
 import codecs
 import json
 import logging
 import threading
 import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
-from hermes_estop import Estop, HoldConflict, InvalidDuration, InvalidInstant, VACANT
+from hermes_estop import VACANT, Estop, HoldConflict, InvalidDuration, InvalidInstant
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.hold import Allow, HoldState
 from hermes_estop.model.timeutil import format_instant

@@ -19,9 +19,9 @@ import pytest
 from hermes_estop import Estop, StoreError
 from hermes_estop.model.hold import HoldState
 from hermes_estop.model.homes import Layout
+from hermes_estop.model.timeutil import format_instant
 from hermes_estop.stores import FileStore
 from hermes_estop.stores.file import LOCK_NAME
-from hermes_estop.model.timeutil import format_instant
 
 
 @pytest.fixture

@@ -9,18 +9,18 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 import pytest
 
 from hermes_estop import Estop, StoreError
-from hermes_estop.system import fsutil
-from hermes_estop.stores.audit_log import AUDIT_FILE
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore
+from hermes_estop.stores.audit_log import AUDIT_FILE
 from hermes_estop.stores.file import LOCK_NAME
+from hermes_estop.system import fsutil
 
 NOBODY_UID = 65534
 

@@ -6,8 +6,8 @@ lands between the expiry read and the retire."""
 from __future__ import annotations
 
 from datetime import timedelta
-
 from typing import Any
+
 import pytest
 
 from hermes_estop import Estop

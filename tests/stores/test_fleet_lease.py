@@ -11,8 +11,8 @@ from datetime import timedelta
 import pytest
 
 from hermes_estop.fleet.deadman import DeadmanService
-from hermes_estop.model.hold import HoldState
 from hermes_estop.fleet.lease import Lease
+from hermes_estop.model.hold import HoldState
 
 TTL = timedelta(minutes=5)
 HOUR = timedelta(hours=1)

@@ -5,14 +5,14 @@ the database may refuse without anything else failing."""
 from __future__ import annotations
 
 import threading
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import pytest
-from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop import Estop
 from hermes_estop.stores.postgresql import PostgresStore
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 pytestmark = pytest.mark.postgresql
 

@@ -12,11 +12,11 @@ import threading
 import time
 
 import pytest
-from pg_helpers import pg_server, pg_url, with_params  # noqa: F401
 
 from hermes_estop import Estop, StoreUnavailable
 from hermes_estop.model.hold import HoldState
 from hermes_estop.stores.postgresql import PostgresStore
+from pg_helpers import pg_server, pg_url, with_params  # noqa: F401
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 

@@ -6,9 +6,9 @@ the lock for the others. The SIGKILL of a whole scheduler process is in
 from __future__ import annotations
 
 import pytest
-from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop.stores.postgresql import PostgresStore
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 pytestmark = pytest.mark.postgresql
 

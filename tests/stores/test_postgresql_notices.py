@@ -6,12 +6,12 @@ store on the same schema is the other host."""
 from __future__ import annotations
 
 import pytest
-from pg_helpers import pg_server, pg_url  # noqa: F401
 from pg_waiter import wait_version
 
 from hermes_estop import Estop
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores.postgresql import PostgresStore
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 pytestmark = pytest.mark.postgresql
 

@@ -12,10 +12,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from pg_helpers import JsonLines, pg_server, pg_url  # noqa: F401
 
 from hermes_estop import Estop
 from hermes_estop.stores.postgresql import PostgresStore
+from pg_helpers import JsonLines, pg_server, pg_url  # noqa: F401
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 

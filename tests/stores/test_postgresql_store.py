@@ -7,21 +7,21 @@ from __future__ import annotations
 import os
 import threading
 import time
-from datetime import datetime, timedelta, UTC
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
-from pg_helpers import pg_server, pg_url  # noqa: F401
 from pg_waiter import wait_version
 
-from hermes_estop import Estop, HoldConflict, StoreError, VACANT
+from hermes_estop import VACANT, Estop, HoldConflict, StoreError
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.hold import EngageRequest, HoldState, parse_body
+from hermes_estop.model.timeutil import format_instant, utc_now
 from hermes_estop.stores import open_store
 from hermes_estop.stores.pg_clock import DbClock
 from hermes_estop.stores.pg_schema import SCHEMA_VERSION, ensure_schema
 from hermes_estop.stores.postgresql import PostgresStore, parse_store_url
-from hermes_estop.model.timeutil import format_instant, utc_now
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 pytestmark = pytest.mark.postgresql
 

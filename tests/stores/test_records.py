@@ -8,15 +8,15 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from pg_helpers import pg_server, pg_url, session_server  # noqa: F401
 
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import StoreError
 from hermes_estop.stores import FileStore, HoldStore
 from hermes_estop.stores.postgresql import PostgresStore
 from hermes_estop.stores.records import LEDGER_FILE, JsonRecordFile, file_ledger
 from hermes_estop.stores.unavailable import UnavailableStore
-from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.windows.ledger import ARMED, LedgerEntry, OccurrenceLedger, open_ledger
+from pg_helpers import pg_server, pg_url, session_server  # noqa: F401
 
 T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
 

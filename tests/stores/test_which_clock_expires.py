@@ -13,17 +13,17 @@ import logging
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, UTC
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from hermes_estop.fleet.deadman import DeadmanService
-from hermes_estop.process.estop import Estop
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import EngageRequest
-from hermes_estop.stores import FileStore
 from hermes_estop.model.timeutil import WallClockGuard, format_instant, utc_now
+from hermes_estop.process.estop import Estop
+from hermes_estop.stores import FileStore
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 AHEAD = timedelta(hours=2)

@@ -13,12 +13,11 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from hermes_estop.process.estop import Estop
 from hermes_estop.model.hold import EngageRequest, HoldState
 from hermes_estop.model.homes import Layout
-from hermes_estop.stores import open_store
 from hermes_estop.model.timeutil import utc_now
-
+from hermes_estop.process.estop import Estop
+from hermes_estop.stores import open_store
 
 #: A worker runs for its seconds AND until it has done this much (a loaded machine gets the same
 #: race, only slower), but never past `HARD_CAP` seconds.

@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from feed_servers import HEAD, TAIL, Redirecting, SlowFeed, vevent
-
 from hermes_estop.windows.calendars import cache_paths, read_meta
 from hermes_estop.windows.fetch import CalendarFetcher, fetch_once
 from hermes_estop.windows.windows_file import WindowsFile

@@ -3,6 +3,7 @@ with its times, ident and summary, whatever ranges are asked for in whatever ord
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -12,7 +13,6 @@ import recurring_ical_events
 
 from hermes_estop.model.cronspec import wall_to_instant
 from hermes_estop.windows.ical import Feed, parse_feed
-import itertools
 
 HEAD = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//hermes-estop tests//EN\r\n"
 TAIL = "END:VCALENDAR\r\n"

@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from pg_helpers import pg_server, pg_url  # noqa: F401
 from test_window_ledger import (  # noqa: F401  (the contract, collected here on PostgreSQL)
     T0,
     entry,
@@ -19,8 +18,8 @@ from test_window_ledger import (  # noqa: F401  (the contract, collected here on
 
 from hermes_estop.model.errors import StoreError
 from hermes_estop.stores.postgresql import PostgresStore
-from hermes_estop.windows.ledger import ENDED, RELEASED, LedgerEntry
-from hermes_estop.windows.ledger import OccurrenceLedger
+from hermes_estop.windows.ledger import ENDED, RELEASED, LedgerEntry, OccurrenceLedger
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 pytestmark = pytest.mark.postgresql
 

@@ -12,15 +12,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from pg_helpers import JsonLines, pg_server, pg_url  # noqa: F401
 
 from hermes_estop.model.hold import HoldState
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores.postgresql import PostgresStore
-from hermes_estop.windows.ledger import ENDED
+from hermes_estop.windows.ledger import ENDED, OccurrenceLedger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
-from hermes_estop.windows.ledger import OccurrenceLedger
+from pg_helpers import JsonLines, pg_server, pg_url  # noqa: F401
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 

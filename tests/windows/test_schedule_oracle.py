@@ -25,8 +25,8 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
-
 from schedule_queries import starting_in
+
 from hermes_estop.windows import schedule
 from hermes_estop.windows.model import InvalidWindow, Window
 

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.windows.ledger import ARMED, ENDED, LedgerEntry, OccurrenceLedger
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import OccurrenceIndex, covering
 from hermes_estop.windows import scheduler as service_module
 from hermes_estop.windows import wakeups as wakeups_module
-from hermes_estop.windows.ledger import RETENTION
-from hermes_estop.windows.wakeups import wakeups_for
+from hermes_estop.windows.ledger import ARMED, ENDED, RETENTION, LedgerEntry, OccurrenceLedger
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import OccurrenceIndex, covering
 from hermes_estop.windows.schedule import schedule_of
+from hermes_estop.windows.wakeups import wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
 # the module, not the function `hermes_estop.windows` re-exports under the same name
@@ -202,8 +201,8 @@ def test_the_ledger_parses_only_the_entries_that_changed(fleet_root, monkeypatch
 def test_a_damaged_entry_is_still_refused_after_its_good_version_was_read(fleet_root):
     import json
 
-    from hermes_estop.model.errors import StoreError
     from hermes_estop.fleet.fleet import Fleet
+    from hermes_estop.model.errors import StoreError
 
     ledger = OccurrenceLedger(Fleet.of_files(fleet_root).ledger())
     ledger.commit(_entries(3))

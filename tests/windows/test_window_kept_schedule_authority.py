@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from schedule_queries import schedule_path
+
 from hermes_estop.windows import schedule
 from hermes_estop.windows.windows_file import WindowsFile
 

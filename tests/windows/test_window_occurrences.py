@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from schedule_queries import starting_within
+
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import (
     covering,

@@ -10,6 +10,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 
 from schedule_queries import schedule_path
+
 from hermes_estop.windows import schedule
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import covering

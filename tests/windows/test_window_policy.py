@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 import tomli_w
-from inprocess_cli import fleet, run  # noqa: F401
-from pg_helpers import pg_server, pg_url  # noqa: F401
 
 import hermes_estop
 from hermes_estop import Estop
 from hermes_estop.model.hold import HoldState
 from hermes_estop.model.policy import PolicyRefused
 from hermes_estop.windows.scheduler import WindowService
+from inprocess_cli import fleet, run  # noqa: F401
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 
 @pytest.fixture(params=["file", "postgresql"])

@@ -18,7 +18,6 @@ from hermes_estop.windows.guard import FileGuard, strengthens
 from hermes_estop.windows.ledger import ARMED, RELEASED
 from hermes_estop.windows.model import Window
 
-
 EPOCH = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)  # the `clock` fixture's start
 CONFIRM = timedelta(seconds=5)  # the service's stability period (WEAKEN_AFTER)
 COMPONENTS = ("cron", "kanban", "gateway")

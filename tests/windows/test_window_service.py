@@ -7,11 +7,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from schedule_queries import schedule_path
+
 from hermes_estop.model.hold import HoldState
-from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED
 from hermes_estop.windows.arm_intents import INTENT
+from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED
 
 US = timedelta(microseconds=1)
 

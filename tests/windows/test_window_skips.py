@@ -10,13 +10,13 @@ from datetime import UTC, date, datetime
 import pytest
 
 import inprocess_cli
-from inprocess_cli import run
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.windows.ledger import SKIPPED
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import upcoming
 from hermes_estop.windows.skips import pick, skip_entry
 from hermes_estop.windows.windows_file import WindowsFile
+from inprocess_cli import run
 
 fleet = inprocess_cli.fleet  # the fixture: a fleet root as this process's home
 

@@ -13,7 +13,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop import Estop
 from hermes_estop.model.hold import HoldState
@@ -22,6 +21,7 @@ from hermes_estop.windows.model import Window
 from hermes_estop.windows.scheduler import WindowService
 from hermes_estop.windows.tasks import TaskService
 from hermes_estop.windows.windows_file import WindowsFile
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 #: the task: writes what it was given, then exits with argv[2]
 TASK = ("import os, sys\n"

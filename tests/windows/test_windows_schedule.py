@@ -14,15 +14,15 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from datetime import datetime, timedelta, UTC
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-
 from schedule_queries import schedule_path, starting_in, starting_within
+
 from hermes_estop.model.errors import StoreError
 from hermes_estop.windows import kept_files, schedule
 from hermes_estop.windows.export import planned, planned_rows
@@ -701,7 +701,7 @@ def test_a_table_header_inside_a_multiline_string_is_not_a_cut(tmp_path: Path, v
 
 
 def test_windows_list_prints_from_the_schedule_what_it_prints_from_the_windows(wf: WindowsFile) -> None:
-    from hermes_estop.cli.windows import _Listed, _list_lines
+    from hermes_estop.cli.windows import _list_lines, _Listed
 
     compiled = _load(wf)
     assert compiled is not None

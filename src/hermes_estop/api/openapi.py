@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+
 from hermes_estop import __version__
 
 __all__ = ["openapi_document"]

@@ -17,6 +17,7 @@ so the same roles, fences, audit and errors), with no script on the page.
 from __future__ import annotations
 
 import hmac
+import json
 import re
 import secrets
 import threading
@@ -27,14 +28,12 @@ from datetime import datetime
 from html import escape
 from urllib.parse import parse_qs, quote
 
-from hermes_estop.model.hold import Reading
-from hermes_estop.model.text import printable
-from hermes_estop.model.timeutil import format_instant
-from hermes_estop.model.timeutil import short_utc
-from hermes_estop.process.describe import covers
 from hermes_estop.api.routes import ApiError, ApiRequest, WriteApi, hold_ref
 from hermes_estop.api.tokens import Token
-import json
+from hermes_estop.model.hold import Reading
+from hermes_estop.model.text import printable
+from hermes_estop.model.timeutil import format_instant, short_utc
+from hermes_estop.process.describe import covers
 
 __all__ = ["COOKIE", "PageActions"]
 

@@ -21,26 +21,26 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, unquote
 
-from hermes_estop.process.describe import event_json, hold_json, reading_json
-from hermes_estop.model.errors import EstopError, HoldConflict, InvalidArgument, StoreError
-from hermes_estop.process.estop import Estop
+from hermes_estop.api.limits import RateLimiter
+from hermes_estop.api.openapi import openapi_document
+from hermes_estop.api.tokens import Token, TokenTable
 from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.durations import parse_with_unit
+from hermes_estop.model.errors import EstopError, HoldConflict, InvalidArgument, StoreError
 from hermes_estop.model.hold import VACANT, Allow, EngageRequest, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.policy import Actor, PolicyRefused
-from hermes_estop.model.durations import parse_with_unit
-from hermes_estop.process.fleet_config import check_components
-from hermes_estop.api.limits import RateLimiter
-from hermes_estop.api.tokens import Token, TokenTable
-from hermes_estop.api.openapi import openapi_document
 from hermes_estop.model.timeutil import format_instant, parse_instant
 from hermes_estop.model.wire import MAX_BODY, ApiRequest, ApiResponse, error_response
+from hermes_estop.process.describe import event_json, hold_json, reading_json
+from hermes_estop.process.estop import Estop
+from hermes_estop.process.fleet_config import check_components
 from hermes_estop.windows.ledger import skipped_keys
 from hermes_estop.windows.occurrences import by_start
 from hermes_estop.windows.skips import pick, skip_occurrence, unskip_occurrence
 from hermes_estop.windows.windows_file import WindowsFile
-from urllib.parse import parse_qs, unquote
 
 __all__ = ["MAX_BODY", "ApiError", "ApiRequest", "ApiResponse", "WriteApi", "error_response", "hold_ref"]
 

@@ -28,9 +28,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import InvalidArgument, StoreRefused
 from hermes_estop.model.text import printable
-from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.timeutil import format_instant, parse_instant
 
 __all__ = ["ROLES", "TOKEN_PREFIX", "Token", "TokenTable", "hash_secret", "store_problem"]

@@ -9,15 +9,15 @@ import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.model.netaddr import is_loopback
 from hermes_estop.api.routes import WriteApi
 from hermes_estop.api.tokens import TokenTable
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.netaddr import is_loopback
 from hermes_estop.process.fleet_config import CONFIG_FILE, read_config
 
 if TYPE_CHECKING:
-    from hermes_estop.process.estop import Estop
     from hermes_estop.api.routes import WriteApi
+    from hermes_estop.process.estop import Estop
 
 __all__ = ["check_transport", "configured_write", "tls_context", "write_api"]
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
-from hermes_estop.model.errors import EstopError
-from hermes_estop.cli.fast_path import EXIT_USAGE, try_hot_path
+
 from hermes_estop.cli import interrupt_note
+from hermes_estop.cli.fast_path import EXIT_USAGE, try_hot_path
+from hermes_estop.model.errors import EstopError
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: every `hermes check` imports this module
 if TYPE_CHECKING:

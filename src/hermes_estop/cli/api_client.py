@@ -14,34 +14,27 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from datetime import tzinfo, UTC
 from typing import Any, NoReturn
 from urllib.parse import quote, urlencode, urlsplit
+from zoneinfo import ZoneInfo
 
 import typer
 
-from hermes_estop.model.errors import HoldConflict, InvalidArgument
-from hermes_estop.model.hold import Reading
-from hermes_estop.model.text import one_line, printable
 from hermes_estop.cli.command_io import EXIT_OK, echo_lines, emit_json, fit_lines, terminal_width
-from datetime import datetime, timedelta
-from hermes_estop.model.hold import hold_from_json
-from hermes_estop.model.hold import Fence, HoldState, not_current
+from hermes_estop.cli.write_outcome import Resumed, finish_resume, refused_resume
+from hermes_estop.model.audit_event import AuditEvent
+from hermes_estop.model.errors import HoldConflict, InvalidArgument
+from hermes_estop.model.hold import Fence, HoldState, Reading, hold_from_json, not_current
 from hermes_estop.model.homes import Location
 from hermes_estop.model.netaddr import is_loopback
-from hermes_estop.model.audit_event import AuditEvent
+from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, parse_stamp
-from hermes_estop.observe.status import DocumentStatus
-from hermes_estop.observe.status import status_lines
-from hermes_estop.process.describe import paused_lines
-from hermes_estop.process.describe import reading_from_json
-from hermes_estop.cli.write_outcome import Resumed, finish_resume, refused_resume
+from hermes_estop.observe.status import DocumentStatus, status_lines
+from hermes_estop.process.describe import paused_lines, reading_from_json
 from hermes_estop.windows.occurrences import Occurrence
 from hermes_estop.windows.skips import skipped_line
-from zoneinfo import ZoneInfo
-
-
 
 __all__ = ["Remote"]
 

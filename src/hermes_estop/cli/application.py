@@ -19,13 +19,14 @@ try:  # typer >= 0.29 vendors its own (reduced) click; older releases use the cl
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[import-not-found,no-redef,assignment,unused-ignore]
 
-from hermes_estop.process.fleet_config import STORE_ENV, check_store_option, use_store
-from hermes_estop.cli import hold, subcommands as more
-from hermes_estop.cli.command_io import EXIT_USAGE, new_app, one_line
 from hermes_estop import __version__
+from hermes_estop.cli import hold
+from hermes_estop.cli import subcommands as more
+from hermes_estop.cli.command_io import EXIT_USAGE, new_app, one_line
+from hermes_estop.cli.served import unserved, use_server
 from hermes_estop.model.homes import resolve_layout
 from hermes_estop.process.estop import Estop
-from hermes_estop.cli.served import unserved, use_server
+from hermes_estop.process.fleet_config import STORE_ENV, check_store_option, use_store
 
 # The command tree is walked by duck typing: typer's vendored click has no `Group` / `Option`
 # classes to test against (typer's own `TyperGroup` / `TyperOption` stand in for them).

@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
+import textwrap
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Annotated, Any, NoReturn
 
 import typer
 
-from hermes_estop.process.describe import describe_hold, describe_reading, hold_json, reading_json
-from hermes_estop.process.estop import Estop
-from hermes_estop.model.text import one_line, printable
 from hermes_estop.cli.exits import EXIT_HELD, EXIT_OK, EXIT_USAGE
 from hermes_estop.model.durations import parse_with_unit
 from hermes_estop.model.errors import InvalidArgument, InvalidDuration
+from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import parse_operator_time
+from hermes_estop.process.describe import describe_hold, describe_reading, hold_json, reading_json
+from hermes_estop.process.estop import Estop
 from hermes_estop.process.fleet_config import check_components
-import shutil
-import textwrap
 
 __all__ = [
     "EXIT_HELD",

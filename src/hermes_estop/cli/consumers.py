@@ -10,10 +10,10 @@ from typing import Annotated
 
 import typer
 
-from hermes_estop.model.text import printable
-from hermes_estop.model.timeutil import display_instant
 from hermes_estop.cli.command_io import EXIT_HELD, current_estop, emit_json
 from hermes_estop.fleet.registry.roster import read_roster
+from hermes_estop.model.text import printable
+from hermes_estop.model.timeutil import display_instant
 
 __all__ = ["consumers", "register"]
 

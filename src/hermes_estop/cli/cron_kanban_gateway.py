@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.model.text import printable
-from hermes_estop.model.timeutil import display_instant, format_relative
-from hermes_estop.cli.command_io import JsonOpt, current_estop, emit_json, fail, new_app
 from hermes_estop.cli import drain
+from hermes_estop.cli.command_io import JsonOpt, current_estop, emit_json, fail, new_app
 from hermes_estop.consumers.cron import CronRunner, CronTable
 from hermes_estop.consumers.gateway import Gateway, LineServer, is_loopback
 from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.daemon.supervisor import serve_gateway
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.text import printable
+from hermes_estop.model.timeutil import display_instant, format_relative
 
 if TYPE_CHECKING:
     from hermes_estop.consumers.cron import CronReport

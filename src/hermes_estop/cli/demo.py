@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
-from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.cli.command_io import emit_json
 from hermes_estop.daemon.demo_fleet import run_demo
+from hermes_estop.model.errors import InvalidArgument
 
 __all__ = ["register"]
 

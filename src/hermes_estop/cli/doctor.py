@@ -7,13 +7,11 @@ from typing import Annotated
 
 import typer
 
-from hermes_estop.model.text import printable
 from hermes_estop.cli.command_io import current_estop, emit_json
-from hermes_estop.consumers.coverage import Finding
-from hermes_estop.consumers.coverage import audit_coverage
+from hermes_estop.consumers.coverage import Finding, audit_coverage
+from hermes_estop.model.text import printable
 from hermes_estop.observe.hold_provenance import on_record
 from hermes_estop.observe.status import flat
-
 from hermes_estop.process.estop import Estop
 
 __all__ = ["NOTHING_REGISTERED", "doctor", "register"]

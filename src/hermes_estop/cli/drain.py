@@ -16,15 +16,15 @@ from typing import Annotated, Any
 
 import typer
 
+from hermes_estop.cli.command_io import current_estop, duration_option, emit_json, refuse_blank
+from hermes_estop.cli.wait import ack_lines, wait_with_progress
+from hermes_estop.consumers.drainer import wait_until_quiet
+from hermes_estop.fleet.registry.acks import ack_for_hold
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.hold import Allow
 from hermes_estop.model.homes import Layout, Location
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant
-from hermes_estop.cli.command_io import current_estop, duration_option, emit_json, refuse_blank
-from hermes_estop.cli.wait import ack_lines, wait_with_progress
-from hermes_estop.consumers.drainer import wait_until_quiet
-from hermes_estop.fleet.registry.acks import ack_for_hold
 from hermes_estop.observe.status import lift_command
 
 __all__ = ["EXIT_TIMEOUT", "drain", "register"]

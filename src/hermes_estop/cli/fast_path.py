@@ -17,10 +17,10 @@ import sys
 
 from hermes_estop.cli.exits import EXIT_HELD, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, GATE_HELD_EXIT
 from hermes_estop.cli.served import remote_if_named
-from hermes_estop.process.fleet_config import check_store_option, use_store
 from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.process.estop import Estop
 from hermes_estop.model.text import printable
+from hermes_estop.process.estop import Estop
+from hermes_estop.process.fleet_config import check_store_option, use_store
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: this module stays cheap to import
 if TYPE_CHECKING:  # pragma: no cover

@@ -13,10 +13,10 @@ import json
 import sys
 
 from hermes_estop.cli.served import remote_if_named
-from hermes_estop.process.describe import event_covers, event_json
 from hermes_estop.model.errors import InvalidArgument, InvalidDuration, InvalidInstant
-from hermes_estop.process.estop import Estop
 from hermes_estop.model.text import printable
+from hermes_estop.process.describe import event_covers, event_json
+from hermes_estop.process.estop import Estop
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: this module stays cheap to import
 if TYPE_CHECKING:  # pragma: no cover

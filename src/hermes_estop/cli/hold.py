@@ -5,29 +5,42 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from datetime import datetime, timedelta
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hermes_estop.process.describe import paused_lines
+from hermes_estop.cli.command_io import (
+    EXIT_HELD,
+    EXIT_OK,
+    JsonOpt,
+    check_components,
+    current_estop,
+    duration_option,
+    echo_lines,
+    emit_json,
+    fail,
+    fit_lines,
+    hold_json,
+    operator_time,
+    reading_json,
+    refuse_blank,
+    retire_expired,
+    terminal_width,
+    warn_if_policy_unread,
+)
+from hermes_estop.cli.fast_path import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
+from hermes_estop.cli.interrupt_note import say_on_interrupt
+from hermes_estop.cli.served import remote_if_named
+from hermes_estop.cli.write_outcome import Resumed, ack_echo, ack_exit, ack_json, finish_resume, refused_resume
 from hermes_estop.model.errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
-from hermes_estop.process.estop import Estop
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.text import did_you_mean, one_line, printable
 from hermes_estop.model.timeutil import display_instant, schedulable, utc_now
-from hermes_estop.cli.command_io import (
-    JsonOpt,
-    EXIT_HELD, EXIT_OK, check_components, current_estop, emit_json, fail, echo_lines, fit_lines,
-    hold_json, operator_time, duration_option, reading_json, refuse_blank, retire_expired, terminal_width,
-    warn_if_policy_unread,
-)
-from hermes_estop.cli.interrupt_note import say_on_interrupt
-from hermes_estop.cli.fast_path import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
-from hermes_estop.cli.served import remote_if_named
-from hermes_estop.cli.write_outcome import Resumed, ack_echo, ack_exit, ack_json, finish_resume, refused_resume
+from hermes_estop.process.describe import paused_lines
+from hermes_estop.process.estop import Estop
 
 __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
 

@@ -14,10 +14,10 @@ from typing import Annotated, Any
 
 import typer
 
+from hermes_estop.cli.command_io import JsonOpt, current_estop, emit_json, new_app
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_stamp
-from hermes_estop.cli.command_io import JsonOpt, current_estop, emit_json, new_app
 from hermes_estop.notify.config import load_targets
 from hermes_estop.notify.deliver import DeliveryFailed, deliver
 from hermes_estop.notify.notifier import build_workers

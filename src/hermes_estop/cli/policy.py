@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,7 +12,6 @@ from hermes_estop.cli.command_io import current_estop, emit_json, new_app, print
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.policy import parse_policy, policy_document
 from hermes_estop.process.fleet_config import read_config
-import json
 
 __all__ = ["register"]
 

@@ -16,26 +16,31 @@ lifts at the lease's end. The renewer is stopped and joined before the hold's fi
 from __future__ import annotations
 
 import shlex
-from datetime import timedelta
 import signal
 import sys
+from datetime import timedelta
 from typing import Annotated, Any
 
 import typer
 
-from hermes_estop.model.errors import EstopError, InvalidArgument
-from hermes_estop.process.estop import Estop
-from hermes_estop.fleet.fleet import Fleet
-from hermes_estop.model.homes import Location
-from hermes_estop.model.hold import Allow
-from hermes_estop.fleet.lease import Lease, Renewer
-from hermes_estop.model.text import printable
 from hermes_estop.cli.command_io import (
-    current_estop, duration_option, emit_json, refuse_blank, retire_expired, warn_if_policy_unread,
+    current_estop,
+    duration_option,
+    emit_json,
+    refuse_blank,
+    retire_expired,
+    warn_if_policy_unread,
 )
 from hermes_estop.cli.wait import ack_lines, parse_wait_timeout, wait_with_progress
 from hermes_estop.consumers.drainer import wait_until_quiet
+from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.fleet.lease import Lease, Renewer
 from hermes_estop.fleet.registry.entries import Ack
+from hermes_estop.model.errors import EstopError, InvalidArgument
+from hermes_estop.model.hold import Allow
+from hermes_estop.model.homes import Location
+from hermes_estop.model.text import printable
+from hermes_estop.process.estop import Estop
 from hermes_estop.process.fleet_config import child_environment
 from hermes_estop.system.processes import Job
 

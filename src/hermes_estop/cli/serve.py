@@ -13,15 +13,16 @@ from typing import Annotated, Any
 
 import typer
 
-from hermes_estop.process.estop import Estop
-from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.model.text import printable
-from hermes_estop.daemon.supervisor import serve as run_serve, serve_once
-from hermes_estop.model.hold import Reading
-from hermes_estop.model.timeutil import display_instant, format_instant
-from hermes_estop.cli.command_io import current_estop, emit_json
 from hermes_estop.api.transport import check_transport, configured_write
+from hermes_estop.cli.command_io import current_estop, emit_json
+from hermes_estop.daemon.supervisor import serve as run_serve
+from hermes_estop.daemon.supervisor import serve_once
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.hold import Reading
+from hermes_estop.model.text import printable
+from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.observe.server import parse_listen, remote_warning
+from hermes_estop.process.estop import Estop
 
 __all__ = ["register"]
 

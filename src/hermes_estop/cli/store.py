@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from hermes_estop.cli.command_io import JsonOpt, EXIT_HELD, current_estop, emit_json, new_app, printable
+from hermes_estop.cli.command_io import EXIT_HELD, JsonOpt, current_estop, emit_json, new_app, printable
 
 __all__ = ["register"]
 

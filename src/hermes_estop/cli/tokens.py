@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from hermes_estop.cli.command_io import JsonOpt, current_estop, duration_option, emit_json, new_app, printable
 from hermes_estop.api.tokens import TokenTable, check_name, check_role
+from hermes_estop.cli.command_io import JsonOpt, current_estop, duration_option, emit_json, new_app, printable
 
 __all__ = ["register"]
 

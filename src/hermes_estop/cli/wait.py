@@ -8,11 +8,11 @@ from typing import Any
 
 import typer
 
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.fleet.registry.acks import AckSurvey, wait_for_acks
+from hermes_estop.fleet.registry.entries import Ack
 from hermes_estop.model.durations import parse_with_unit
 from hermes_estop.model.errors import InvalidArgument, InvalidDuration
-from hermes_estop.fleet.fleet import Fleet
-from hermes_estop.fleet.registry.entries import Ack
 from hermes_estop.model.text import printable
 
 __all__ = ["DEFAULT_WAIT", "EXIT_NOT_ACKNOWLEDGED", "ack_lines", "echo_ack_survey", "owed_lines", "parse_wait_timeout",

@@ -14,28 +14,26 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
+from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
+from hermes_estop.cli.api_client import Remote, remote_next, remote_windows, served_occurrences
+from hermes_estop.cli.command_io import EXIT_USAGE, current_estop, duration_option, echo_lines, emit_json, operator_time
+from hermes_estop.cli.served import remote_if_named
+from hermes_estop.cli.windows_app import JsonOpt, windows_app
+from hermes_estop.cli.windows_app import file as _file
+from hermes_estop.cli.windows_app import now as _now
+from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.hold import Fence
 from hermes_estop.model.homes import FLEET
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_instant
-from hermes_estop.cli.command_io import EXIT_USAGE, duration_option, echo_lines, emit_json, operator_time
-from hermes_estop.cli.windows_app import JsonOpt, file as _file, now as _now, windows_app
-from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
-from hermes_estop.cli.command_io import current_estop
-from hermes_estop.cli.api_client import Remote, remote_next, remote_windows, served_occurrences
-from hermes_estop.cli.served import remote_if_named
-from hermes_estop.windows.ledger import skipped_keys
-from hermes_estop.windows.occurrences import by_start
-from hermes_estop.model.durations import format_duration
 from hermes_estop.observe.terminal import print_timeline
 from hermes_estop.observe.view import Observer
 from hermes_estop.windows.export import ics_of, planned, planned_rows
-from hermes_estop.windows.ledger import open_ledger
-from hermes_estop.windows.model import InvalidWindow, Window
-from hermes_estop.windows.model import json_schema
-from hermes_estop.windows.occurrences import upcoming
-from hermes_estop.windows.policy_check import against_policy, refused_window, refusals_of
+from hermes_estop.windows.ledger import open_ledger, skipped_keys
+from hermes_estop.windows.model import InvalidWindow, Window, json_schema
+from hermes_estop.windows.occurrences import by_start, upcoming
+from hermes_estop.windows.policy_check import against_policy, refusals_of, refused_window
 from hermes_estop.windows.schedule import schedule_of
 
 if TYPE_CHECKING:

@@ -6,11 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-
+from hermes_estop.cli.command_io import JsonOpt, current_estop, new_app
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.homes import resolve_layout
-from hermes_estop.cli.command_io import JsonOpt, new_app
-from hermes_estop.cli.command_io import current_estop
 from hermes_estop.windows.schedule import schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 

@@ -8,20 +8,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from hermes_estop.cli.api_client import remote_skip, unskipped_line
+from hermes_estop.cli.command_io import current_estop, emit_json, operator_time
+from hermes_estop.cli.served import remote_if_named
+from hermes_estop.cli.windows_app import JsonOpt, window_named, windows_app
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
-from hermes_estop.cli.command_io import emit_json
-from hermes_estop.cli.windows_app import JsonOpt, window_named, windows_app
-from hermes_estop.cli.command_io import current_estop
-from hermes_estop.cli.command_io import operator_time
-from hermes_estop.cli.api_client import remote_skip, unskipped_line
-from hermes_estop.cli.served import remote_if_named
 from hermes_estop.model.timeutil import parse_instant
 from hermes_estop.windows.explain import explain as explain_window
 from hermes_estop.windows.ledger import open_ledger
-from hermes_estop.windows.skips import pick
-from hermes_estop.windows.skips import skip_occurrence, skipped_line
-from hermes_estop.windows.skips import unskip_occurrence
+from hermes_estop.windows.skips import pick, skip_occurrence, skipped_line, unskip_occurrence
 
 if TYPE_CHECKING:
     from hermes_estop.fleet.fleet import Fleet

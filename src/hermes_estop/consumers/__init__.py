@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover - names for type checkers; at run time __getattr__ loads them
     from hermes_estop.consumers.http_gate import AsgiGate, Work, WsgiGate, refusal
     from hermes_estop.consumers.loops import CronService, GatewayService, KanbanService
-    from hermes_estop.consumers.scheduling import gate_scheduler, gated
     from hermes_estop.consumers.reporter import ConsumerReporter
+    from hermes_estop.consumers.scheduling import gate_scheduler, gated
 
 __all__ = [
     "AsgiGate",

@@ -28,12 +28,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hermes_estop.model.errors import InvalidArgument, StoreError
-from hermes_estop.system.fsutil import describe_mode, open_regular
-from hermes_estop.model.text import one_line
-from hermes_estop.model.timeutil import Clock, format_instant, in_interval, parse_stamp, utc_now
 from hermes_estop.consumers.validate import validate_owner, validate_profile
 from hermes_estop.consumers.worker import WorkResult
+from hermes_estop.model.errors import InvalidArgument, StoreError
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import Clock, format_instant, in_interval, parse_stamp, utc_now
+from hermes_estop.system.fsutil import describe_mode, open_regular
 from hermes_estop.system.processes import same_process, start_time
 
 __all__ = ["BOARD_NAME", "READ_WAIT", "STATUSES", "Board", "BoardBusy", "Card", "UnknownCard", "abandoned",

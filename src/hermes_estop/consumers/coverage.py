@@ -18,19 +18,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from hermes_estop.process.estop import Estop
-from hermes_estop.process.check import Snapshot
-from hermes_estop.model.hold import Reading
-from hermes_estop.fleet.registry.entries import ConsumerState, this_host
-from hermes_estop.model.selector import Selector, selector_of_detail
-from hermes_estop.fleet.registry.roster import Roster, read_roster
-from hermes_estop.model.text import one_line
-from hermes_estop.model.timeutil import display_instant
-from hermes_estop.consumers.board import claimant
-from hermes_estop.consumers.board import Board
+from hermes_estop.consumers.board import Board, claimant
 from hermes_estop.consumers.crontable import CronTable
 from hermes_estop.consumers.inflight import fleet_homes
 from hermes_estop.consumers.turns import read_turns
+from hermes_estop.fleet.registry.entries import ConsumerState, this_host
+from hermes_estop.fleet.registry.roster import Roster, read_roster
+from hermes_estop.model.hold import Reading
+from hermes_estop.model.selector import Selector, selector_of_detail
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import display_instant
+from hermes_estop.process.check import Snapshot
+from hermes_estop.process.estop import Estop
 
 __all__ = ["Finding", "HoldSpan", "RecordedWork", "audit_coverage", "breaches", "hold_spans"]
 

@@ -34,18 +34,26 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
+from hermes_estop.consumers.crontable import (
+    CLAIM_GRACE,
+    TABLE_DIR,
+    TABLE_NAME,
+    Claim,
+    CronJob,
+    CronTable,
+    DuplicateJob,
+    UnknownJob,
+    next_occurrence,
+)
+from hermes_estop.consumers.pass_report import Held, PassReport, RecordedRun
+from hermes_estop.consumers.passgate import PassGate, work_views
+from hermes_estop.consumers.worker import WorkerPool, WorkResult, worker_env
 from hermes_estop.model.errors import EstopError, InvalidArgument
-from hermes_estop.process.fleet_config import child_environment
-from hermes_estop.process.estop import Estop
-from hermes_estop.process.forecast import Forecast, forecast_views
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant
-from hermes_estop.consumers.crontable import (
-    CLAIM_GRACE, TABLE_DIR, TABLE_NAME, Claim, CronJob, CronTable, DuplicateJob, UnknownJob, next_occurrence,
-)
-from hermes_estop.consumers.passgate import PassGate, work_views
-from hermes_estop.consumers.pass_report import Held, PassReport, RecordedRun
-from hermes_estop.consumers.worker import WorkerPool, WorkResult, worker_env
+from hermes_estop.process.estop import Estop
+from hermes_estop.process.fleet_config import child_environment
+from hermes_estop.process.forecast import Forecast, forecast_views
 
 __all__ = [
     "TABLE_DIR",

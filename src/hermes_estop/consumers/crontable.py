@@ -21,13 +21,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hermes_estop.model.cronspec import first_start_after, validate_cron, validate_timezone
-from hermes_estop.model.errors import InvalidArgument, StoreError
-from hermes_estop.process.estop import Estop
-from hermes_estop.system.fsutil import LOCK_TIMEOUT, locked_update, read_optional
-from hermes_estop.model.timeutil import format_instant, in_interval, parse_instant, parse_stamp
 from hermes_estop.consumers.validate import parse_timeout, validate_name, validate_owner, validate_profile
 from hermes_estop.consumers.worker import WorkResult
+from hermes_estop.model.cronspec import first_start_after, validate_cron, validate_timezone
+from hermes_estop.model.errors import InvalidArgument, StoreError
+from hermes_estop.model.timeutil import format_instant, in_interval, parse_instant, parse_stamp
+from hermes_estop.process.estop import Estop
+from hermes_estop.system.fsutil import LOCK_TIMEOUT, locked_update, read_optional
 
 __all__ = [
     "CLAIM_GRACE",

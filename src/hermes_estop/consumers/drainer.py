@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from hermes_estop.process.estop import Estop
 from hermes_estop.consumers.inflight import InFlight, Survey, survey, terminate
+from hermes_estop.process.estop import Estop
 
 __all__ = ["POLL", "DrainResult", "wait_until_quiet"]
 

@@ -21,15 +21,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_estop.model.errors import EstopError, InvalidArgument
-from hermes_estop.model.netaddr import is_loopback
-from hermes_estop.process.estop import Estop
-from hermes_estop.process.check import pause_notice
-from hermes_estop.model.text import one_line, printable
-from hermes_estop.model.timeutil import display_instant
 from hermes_estop.consumers.passgate import gate_work
 from hermes_estop.consumers.turns import TurnLedger
 from hermes_estop.consumers.validate import validate_owner
+from hermes_estop.model.errors import EstopError, InvalidArgument
+from hermes_estop.model.netaddr import is_loopback
+from hermes_estop.model.text import one_line, printable
+from hermes_estop.model.timeutil import display_instant
+from hermes_estop.process.check import pause_notice
+from hermes_estop.process.estop import Estop
 
 __all__ = [
     "CONTROL_COMMANDS",

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from hermes_estop.process.estop import Estop
 from hermes_estop.model.timeutil import format_instant
+from hermes_estop.process.estop import Estop
 
 __all__ = ["AsgiGate", "HeldResponse", "Work", "WsgiGate", "refusal"]
 

@@ -26,16 +26,16 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hermes_estop.model.errors import InvalidArgument, StoreError
-from hermes_estop.process.estop import Estop
-from hermes_estop.model.homes import PROFILES_DIR, validate_profile_name
-from hermes_estop.system.processes import group_remains, is_group_leader, same_process, signal_group
-from hermes_estop.model.text import one_line
-from hermes_estop.model.timeutil import format_instant
 from hermes_estop.consumers.board import READ_WAIT, Board
 from hermes_estop.consumers.crontable import CronTable
 from hermes_estop.consumers.turns import pid_alive, read_turns
 from hermes_estop.consumers.worker import KILL_GRACE, WorkResult
+from hermes_estop.model.errors import InvalidArgument, StoreError
+from hermes_estop.model.homes import PROFILES_DIR, validate_profile_name
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.process.estop import Estop
+from hermes_estop.system.processes import group_remains, is_group_leader, same_process, signal_group
 
 __all__ = [
     "CONSUMERS",

@@ -20,17 +20,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.process.fleet_config import child_environment
-from hermes_estop.process.estop import Estop
-from hermes_estop.model.text import one_line
-from hermes_estop.model.timeutil import format_instant
-from hermes_estop.system.processes import start_time
 from hermes_estop.consumers.board import BOARD_NAME, STATUSES, Board, Card, UnknownCard, claim_token
-from hermes_estop.consumers.passgate import PassGate
 from hermes_estop.consumers.pass_report import Held, PassReport, RecordedRun
+from hermes_estop.consumers.passgate import PassGate
 from hermes_estop.consumers.validate import parse_timeout
 from hermes_estop.consumers.worker import WorkerPool, WorkResult, worker_env
+from hermes_estop.model.errors import InvalidArgument
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import format_instant
+from hermes_estop.process.estop import Estop
+from hermes_estop.process.fleet_config import child_environment
+from hermes_estop.system.processes import start_time
 
 __all__ = [
     "BOARD_NAME",

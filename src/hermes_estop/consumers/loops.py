@@ -26,18 +26,16 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from hermes_estop.model.errors import EstopError, InvalidArgument
-from hermes_estop.process.estop import Estop
-from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
+from hermes_estop.consumers.cron import CronRunner, CronTable
+from hermes_estop.consumers.gateway import LineServer
+from hermes_estop.consumers.kanban import Board, Dispatcher
+from hermes_estop.consumers.pass_report import PassReport, log_pass
 from hermes_estop.consumers.reporter import ConsumerReporter
+from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
+from hermes_estop.model.errors import EstopError, InvalidArgument
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, next_deadline
-from hermes_estop.consumers.pass_report import PassReport, log_pass
-from hermes_estop.consumers.cron import CronRunner
-from hermes_estop.consumers.cron import CronTable
-from hermes_estop.consumers.gateway import LineServer
-from hermes_estop.consumers.kanban import Board
-from hermes_estop.consumers.kanban import Dispatcher
+from hermes_estop.process.estop import Estop
 
 __all__ = [
     "CronService",

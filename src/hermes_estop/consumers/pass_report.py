@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from hermes_estop.model.text import printable
 from hermes_estop.consumers.worker import WorkResult
+from hermes_estop.model.text import printable
 
 __all__ = ["Held", "PassReport", "RecordedRun", "log_pass"]
 

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hermes_estop.process.estop import Estop
 from hermes_estop.process.check import Snapshot, Verdict, decide
+from hermes_estop.process.estop import Estop
 
 __all__ = ["PASS_SNAPSHOT_AGE", "PassGate", "gate_work", "work_snapshot", "work_views"]
 

@@ -24,15 +24,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hermes_estop import __version__
 from hermes_estop.fleet.registry.entries import ALL_SCOPES, MIN_REPORT_INTERVAL, ConsumerEntry, observed_holds, this_host
 from hermes_estop.model.text import one_line
-from hermes_estop import __version__
 from hermes_estop.system.processes import start_time
 
 if TYPE_CHECKING:
+    from hermes_estop.fleet.tables import ConsumerTable
     from hermes_estop.model.snapshot import Snapshot
     from hermes_estop.process.estop import Estop
-    from hermes_estop.fleet.tables import ConsumerTable
 
 __all__ = ["ConsumerReporter"]
 

@@ -20,10 +20,10 @@ from typing import Any
 
 from apscheduler.events import EVENT_JOB_ADDED, EVENT_SCHEDULER_SHUTDOWN  # type: ignore[import-untyped]
 
-from hermes_estop.process.estop import Estop
-from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
-from hermes_estop.consumers.reporter import ConsumerReporter
 from hermes_estop.consumers.passgate import gate_work, work_views
+from hermes_estop.consumers.reporter import ConsumerReporter
+from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
+from hermes_estop.process.estop import Estop
 
 __all__ = ["CATCH_UP_JOB_ID", "REPORT_JOB_ID", "Gated", "SchedulerGate", "gate_scheduler", "gated"]
 

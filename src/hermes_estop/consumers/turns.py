@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from hermes_estop.model.errors import StoreError
+from hermes_estop.model.timeutil import Clock, format_instant, parse_stamp
 from hermes_estop.system.fsutil import FILE_MODE, read_regular
 from hermes_estop.system.processes import same_process, start_time
-from hermes_estop.model.timeutil import Clock, format_instant, parse_stamp
 
 __all__ = ["TURNS_DIR", "Turn", "TurnLedger", "pid_alive", "read_turns"]
 

@@ -9,6 +9,7 @@ line, it never blocks the consumer. Deadlines run on an injected monotonic sourc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,11 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from hermes_estop.model.errors import StoreError
-from hermes_estop.system.fsutil import open_regular
-from hermes_estop.system.processes import start_time
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, format_instant, parse_stamp
-import contextlib
+from hermes_estop.system.fsutil import open_regular
+from hermes_estop.system.processes import start_time
 
 __all__ = ["KILL_GRACE", "WorkResult", "Worker", "WorkerPool", "stop_group", "worker_env"]
 

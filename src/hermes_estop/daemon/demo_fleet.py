@@ -13,20 +13,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
-from collections.abc import Callable
 
-from hermes_estop.process.estop import Estop
-from hermes_estop.model.homes import Layout
-from hermes_estop.model.timeutil import display_instant, in_interval, utc_now
 from hermes_estop.consumers.cron import CronTable
 from hermes_estop.consumers.gateway import Gateway
 from hermes_estop.consumers.kanban import Board
 from hermes_estop.consumers.loops import CronService, KanbanService
 from hermes_estop.daemon.supervisor import run_services
+from hermes_estop.model.homes import Layout
+from hermes_estop.model.timeutil import display_instant, in_interval, utc_now
+from hermes_estop.process.estop import Estop
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.scheduler import WindowService
 from hermes_estop.windows.windows_file import WindowsFile

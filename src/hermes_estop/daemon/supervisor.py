@@ -13,25 +13,25 @@ import logging
 import signal
 import ssl
 import threading
-from typing import Any, Protocol
 from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
-from hermes_estop.process.estop import Estop
-from hermes_estop.consumers.gateway import Gateway, LineServer
-from hermes_estop.consumers.loops import configured_services
-from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
-from hermes_estop.consumers.reporter import ConsumerReporter
-from hermes_estop.fleet.deadman import DeadmanService
-from hermes_estop.notify.notifier import notify_services
-from hermes_estop.windows.fetch import CalendarFetcher
-from hermes_estop.windows.scheduler import TickReport, WindowService
-from hermes_estop.windows.tasks import TaskService
 from hermes_estop.api.page_actions import PageActions
 from hermes_estop.api.transport import write_api
+from hermes_estop.consumers.gateway import Gateway, LineServer
+from hermes_estop.consumers.loops import configured_services
+from hermes_estop.consumers.reporter import ConsumerReporter
+from hermes_estop.fleet.deadman import DeadmanService
+from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
 from hermes_estop.model.hold import Reading
+from hermes_estop.notify.notifier import notify_services
 from hermes_estop.observe.page import PAGE_CSS
 from hermes_estop.observe.server import StatusServer, attach
 from hermes_estop.observe.status import standing_line
+from hermes_estop.process.estop import Estop
+from hermes_estop.windows.fetch import CalendarFetcher
+from hermes_estop.windows.scheduler import TickReport, WindowService
+from hermes_estop.windows.tasks import TaskService
 
 __all__ = ["Service", "build_services", "run_services", "serve", "serve_gateway", "serve_once", "stop_on_signals", "STOP_TIMEOUT"]
 

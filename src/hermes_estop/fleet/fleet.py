@@ -20,23 +20,22 @@ from typing import Any, TypeVar
 
 from hermes_estop.fleet.audit import default_actor
 from hermes_estop.model.audit_event import AuditEvent
-from hermes_estop.model.snapshot import Snapshot
 from hermes_estop.model.errors import HoldConflict
 from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading
-from hermes_estop.model.policy import PolicyRefused
 from hermes_estop.model.homes import Layout, Location
-from hermes_estop.stores.base import HoldStore
+from hermes_estop.model.policy import PolicyRefused
+from hermes_estop.model.snapshot import Snapshot
 from hermes_estop.model.timeutil import Clock, aware_clock
+from hermes_estop.stores.base import HoldStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    from hermes_estop.model.policy import Actor
     from hermes_estop.fleet.policy_guard import Judging, PolicyGuard
+    from hermes_estop.model.audit_event import AuditEntry
+    from hermes_estop.model.policy import Actor, Policy
     from hermes_estop.stores.records import RecordTable
     from hermes_estop.stores.registry import ConsumerTable
     from hermes_estop.stores.state import StateTable
-    from hermes_estop.model.audit_event import AuditEntry
-    from hermes_estop.model.policy import Policy
 
 __all__ = ["Fleet"]
 

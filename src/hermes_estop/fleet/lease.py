@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.audit_event import AuditEntry, AuditEvent
 from hermes_estop.model.errors import EstopError, HoldConflict
-from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import VACANT, Allow, EngageRequest, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.model.policy import PolicyRefused

@@ -13,6 +13,7 @@ certainty) unless overridden.
 
 from __future__ import annotations
 
+import grp
 import logging
 import os
 import threading
@@ -20,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from hermes_estop.fleet.audit import account_name
 from hermes_estop.model.errors import EstopError, InvalidArgument, StoreError
 from hermes_estop.model.hold import Reading, Sentinel
 from hermes_estop.model.homes import Location
@@ -33,10 +35,8 @@ from hermes_estop.model.policy import (
     parse_policy,
 )
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.fleet.audit import account_name
 from hermes_estop.stores.audit_files import _read_toml
 from hermes_estop.system.fsread import foreign_control
-import grp
 
 if TYPE_CHECKING:  # pragma: no cover
     from hermes_estop.model.judgement import Judgement

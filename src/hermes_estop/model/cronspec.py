@@ -22,9 +22,9 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from datetime import datetime, timedelta, UTC
-from typing import Any
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from hermes_estop.model.errors import InvalidArgument

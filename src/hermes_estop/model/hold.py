@@ -21,11 +21,9 @@ from hermes_estop.model.timeutil import format_instant, in_interval, parse_stamp
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection
     from datetime import datetime
     from typing import Any
-
-    from collections.abc import Collection
 
     from hermes_estop.model.selector import Selector, WorkNames
 

@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from hermes_estop.model.durations import format_duration, parse_with_unit
 from hermes_estop.model.errors import EstopError, InvalidArgument
 from hermes_estop.model.text import printable
-from hermes_estop.model.durations import format_duration
-from hermes_estop.model.durations import parse_with_unit
 
 __all__ = ["ADMIN", "LIFT_RULES", "NO_POLICY", "OPERATOR", "Actor", "HoldToArm", "HoldToLift", "Policy", "PolicyRefused",
            "Refusal", "Rules", "arm_refusals", "check_pattern", "decide_arm", "decide_lift", "decide_window",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from hermes_estop.notify.config import EVENT_KINDS, CommandTarget, InvalidNotify, WebhookTarget, load_targets
 from hermes_estop.notify.deliver import SIGNATURE_HEADER, DeliveryFailed, sign, verify
 from hermes_estop.notify.notifier import NotifyService, notify_services
-from hermes_estop.notify.target import TargetWorker, DeliveryReport
+from hermes_estop.notify.target import DeliveryReport, TargetWorker
 
 __all__ = [
     "EVENT_KINDS",

@@ -26,14 +26,14 @@ import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from hermes_estop.model.durations import parse_ttl
 from hermes_estop.model.errors import EstopError, InvalidArgument
 from hermes_estop.model.text import printable, unsafe_char
-from hermes_estop.model.durations import parse_ttl
 from hermes_estop.process.fleet_config import CONFIG_FILE, read_config
-from urllib.parse import urlsplit
 
 __all__ = [
     "DEFAULT_STALE_AFTER",

@@ -14,9 +14,9 @@ import urllib.request
 from typing import Any
 
 from hermes_estop import __version__
-from hermes_estop.system.processes import GroupTimeout, run_group
 from hermes_estop.model.text import one_line
 from hermes_estop.notify.config import CommandTarget, WebhookTarget
+from hermes_estop.system.processes import GroupTimeout, run_group
 
 __all__ = ["SIGNATURE_HEADER", "DeliveryFailed", "deliver", "encode_event", "sign", "verify"]
 

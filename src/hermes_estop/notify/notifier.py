@@ -16,13 +16,13 @@ from datetime import datetime
 from pathlib import Path
 
 from hermes_estop.fleet.fleet import Fleet
-from hermes_estop.system.fsutil import open_shared_file
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.text import one_line
 from hermes_estop.notify.config import CommandTarget, WebhookTarget, load_targets
 from hermes_estop.notify.cursors import CursorStore, FleetCursorStore
 from hermes_estop.notify.source import AuditSource, FleetAuditSource
-from hermes_estop.notify.target import TargetWorker, DeliveryReport
+from hermes_estop.notify.target import DeliveryReport, TargetWorker
+from hermes_estop.system.fsutil import open_shared_file
 
 __all__ = ["LEADER_LOCK", "POLL", "FileLeader", "NotifyService", "build_workers", "fleet_readings", "notify_services"]
 

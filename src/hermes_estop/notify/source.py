@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from hermes_estop.model.audit_event import AuditEntry, AuditEvent
-from hermes_estop.process.describe import event_covers
-from hermes_estop.model.selector import selector_of_detail
 from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.audit_event import AuditEntry, AuditEvent
+from hermes_estop.model.selector import selector_of_detail
+from hermes_estop.process.describe import event_covers
 
 __all__ = ["AuditSource", "FleetAuditSource", "Item", "event_body"]
 

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from hermes_estop.model.durations import format_duration
 from hermes_estop.model.hold import HoldState, Reading
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import format_instant, parse_stamp
@@ -30,7 +31,6 @@ from hermes_estop.notify.config import CommandTarget, WebhookTarget
 from hermes_estop.notify.cursors import CursorStore, TargetState
 from hermes_estop.notify.deliver import DeliveryFailed, deliver
 from hermes_estop.notify.source import AuditSource, event_body
-from hermes_estop.model.durations import format_duration
 
 __all__ = ["BATCH", "TargetWorker", "DeliveryReport", "stale_reminders"]
 

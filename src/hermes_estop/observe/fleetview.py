@@ -13,12 +13,12 @@ from datetime import datetime
 from itertools import islice
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from hermes_estop.process.check import Snapshot
 from hermes_estop.model.hold import Reading
+from hermes_estop.process.check import Snapshot
 
 if TYPE_CHECKING:
-    from hermes_estop.windows.model import Window
     from hermes_estop.observe.status import FleetStatus
+    from hermes_estop.windows.model import Window
 
 __all__ = ["Bar", "FleetView", "ScopeLane", "Slice", "WindowState"]
 

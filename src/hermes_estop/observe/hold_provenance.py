@@ -15,8 +15,8 @@ from hermes_estop.model.timeutil import format_instant
 if TYPE_CHECKING:  # pragma: no cover
     from datetime import datetime
 
-    from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.fleet.fleet import Fleet
+    from hermes_estop.model.audit_event import AuditEvent
 
 __all__ = ["OnRecord", "Override", "on_record"]
 

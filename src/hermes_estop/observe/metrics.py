@@ -21,12 +21,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from hermes_estop.process.describe import covers
-from hermes_estop.model.hold import HoldState
-from hermes_estop.observe.view import FleetView, Observer
+from hermes_estop.fleet.policy_guard import refusals
 from hermes_estop.fleet.registry.entries import ConsumerState
 from hermes_estop.fleet.registry.roster import Roster
-from hermes_estop.fleet.policy_guard import refusals
+from hermes_estop.model.hold import HoldState
+from hermes_estop.observe.view import FleetView, Observer
+from hermes_estop.process.describe import covers
 
 __all__ = ["CONSUMERS", "EstopCollector", "MetricsEndpoint", "WorkHeldCounter", "new_registry"]
 

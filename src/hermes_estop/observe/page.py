@@ -30,14 +30,14 @@ from datetime import datetime, tzinfo
 from html import escape
 from typing import TYPE_CHECKING
 
-from hermes_estop.process.describe import covers
 from hermes_estop.model.hold import Allow, Cause, Hold, HoldState, Reading
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import format_instant, format_relative
-from hermes_estop.observe.window_times import covering_now, in_zones, utc, windows_named
 from hermes_estop.observe.status import flat
 from hermes_estop.observe.svg import render_timeline_svg
 from hermes_estop.observe.view import FleetView
+from hermes_estop.observe.window_times import covering_now, in_zones, utc, windows_named
+from hermes_estop.process.describe import covers
 
 if TYPE_CHECKING:
     from hermes_estop.windows.model import Window

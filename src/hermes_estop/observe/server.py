@@ -35,18 +35,18 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import exposition as _exposition
 
 from hermes_estop.model.errors import EstopError, InvalidArgument
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.skips import pick
-from hermes_estop.process.estop import Estop
+from hermes_estop.model.hold import Reading
 from hermes_estop.model.netaddr import is_loopback
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import format_instant
+from hermes_estop.model.wire import MAX_BODY, ApiRequest, ApiResponse, error_response
 from hermes_estop.observe.metrics import MetricsEndpoint, WorkHeldCounter
 from hermes_estop.observe.page import render_page
 from hermes_estop.observe.view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
+from hermes_estop.process.estop import Estop
 from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
-from hermes_estop.model.hold import Reading
-from hermes_estop.model.wire import MAX_BODY, ApiRequest, ApiResponse, error_response
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.skips import pick
 
 __all__ = ["REQUEST_DEADLINE", "HttpService", "PageForms", "StatusServer", "WriteRoutes", "attach", "parse_listen",
            "remote_warning", "status_document"]

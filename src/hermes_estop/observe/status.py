@@ -12,24 +12,24 @@ lifts it from where the document was built (`lift_command`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
-from collections.abc import Iterable
 
-from hermes_estop.process.estop import Estop
+from hermes_estop.consumers.inflight import in_flight_section
 from hermes_estop.fleet.fleet import Fleet
-from hermes_estop.process.describe import describe_reading, reading_json, reading_from_json
-from hermes_estop.process.check import Snapshot
+from hermes_estop.fleet.registry.roster import Roster, consumers_section, read_roster
 from hermes_estop.model.hold import Cause, HoldState, Reading
 from hermes_estop.model.homes import Layout, Location
-from hermes_estop.fleet.registry.roster import Roster, read_roster, consumers_section
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_stamp
 from hermes_estop.observe.hold_provenance import OnRecord, on_record
-from hermes_estop.consumers.inflight import in_flight_section
+from hermes_estop.process.check import Snapshot
+from hermes_estop.process.describe import describe_reading, reading_from_json, reading_json
+from hermes_estop.process.estop import Estop
 from hermes_estop.windows.status import windows_section
-from pathlib import Path
 
 __all__ = ["DocumentStatus", "FleetStatus", "status_lines", "fleet_status", "lift_command", "standing_line"]
 

@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING
 
 from hermes_estop.model.hold import HoldState
 from hermes_estop.model.text import printable
-from hermes_estop.model.timeutil import format_instant
-from hermes_estop.model.timeutil import short_utc
-from hermes_estop.observe.window_times import covering_now, in_zones, span_in_zones, utc
+from hermes_estop.model.timeutil import format_instant, short_utc
 from hermes_estop.observe.view import Bar, FleetView, ScopeLane, Slice
+from hermes_estop.observe.window_times import covering_now, in_zones, span_in_zones, utc
 
 if TYPE_CHECKING:
     from hermes_estop.windows.model import Window

@@ -12,6 +12,7 @@ reads without colour: every state has its own character, colour only repeats it.
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 
 from rich.console import Console
@@ -21,7 +22,6 @@ from hermes_estop.model.hold import HoldState
 from hermes_estop.model.text import printable
 from hermes_estop.observe.svg import day_ticks
 from hermes_estop.observe.view import FleetView, ScopeLane
-import itertools
 
 __all__ = ["CHARS", "LEGEND", "print_timeline", "render_timeline_text"]
 

@@ -26,17 +26,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from hermes_estop.process.estop import Estop
+from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.homes import FLEET
 from hermes_estop.model.text import one_line
 from hermes_estop.observe.fleetview import Bar, FleetView, ScopeLane, Slice, WindowState
 from hermes_estop.observe.status import FleetStatus, fleet_status
-from hermes_estop.model.errors import EstopError
+from hermes_estop.process.estop import Estop
 from hermes_estop.windows import WindowsFile
 from hermes_estop.windows.ledger import RELEASED, SKIPPED, open_ledger
 from hermes_estop.windows.occurrences import occurrences
-from hermes_estop.windows.schedule import Schedule, load as load_schedule
+from hermes_estop.windows.schedule import Schedule
+from hermes_estop.windows.schedule import load as load_schedule
 
 if TYPE_CHECKING:
     from hermes_estop.windows.ledger import LedgerEntry

@@ -6,7 +6,6 @@ and in its window's own zone (a window defined in America/New_York is read there
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, tzinfo
-
 from typing import TYPE_CHECKING
 
 from hermes_estop.observe.fleetview import Bar, FleetView

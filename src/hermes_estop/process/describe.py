@@ -13,11 +13,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from hermes_estop.process.check import HAND_MADE, unreadable_cause
-from hermes_estop.model.selector import ALL_WORK, covers
 from hermes_estop.model.hold import DEADLINE_UNREADABLE, Cause, Hold, HoldState, Reading
+from hermes_estop.model.selector import ALL_WORK, covers
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
+from hermes_estop.process.check import HAND_MADE, unreadable_cause
 
 if TYPE_CHECKING:
     from hermes_estop.model.audit_event import AuditEvent

@@ -18,11 +18,11 @@ from datetime import datetime
 
 from hermes_estop.model.durations import MAX_DURATION, parse_ttl
 from hermes_estop.model.errors import InvalidArgument, InvalidInstant
-from hermes_estop.process.check import Snapshot, Verdict, admits, decide, engaged, holding, pause_notice
 from hermes_estop.model.hold import Allow, Cause, EngageRequest, Fence, Hold, HoldState, Reading, clean_reason
 from hermes_estop.model.homes import SENTINEL_NAME, Layout, Location, resolve_layout
-from hermes_estop.stores import HoldStore, open_store
 from hermes_estop.model.timeutil import Clock, aware_clock, format_instant, parse_instant
+from hermes_estop.process.check import Snapshot, Verdict, admits, decide, engaged, holding, pause_notice
+from hermes_estop.stores import HoldStore, open_store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.fleet.fleet import Fleet
+    from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.process.forecast import Forecast, HoldSource
 
 __all__ = ["Estop"]

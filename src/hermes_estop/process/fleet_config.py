@@ -21,7 +21,6 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable, Mapping
     from pathlib import Path
-
     from typing import Protocol
 
     from hermes_estop.fleet.fleet import Fleet
@@ -150,8 +149,8 @@ def configured_store(layout: Layout, env: Mapping[str, str] | None = None) -> Ho
     try:
         return open_store(store_spec(layout, env), layout.root)
     except Exception as exc:  # noqa: BLE001 - any failure to configure the store holds the fleet
-        from hermes_estop.stores.unavailable import UnavailableStore
         from hermes_estop.model.text import one_line
+        from hermes_estop.stores.unavailable import UnavailableStore
 
         return UnavailableStore(f"{one_line(exc)} (fix or remove the configuration; until then the fleet is held)")
 

@@ -23,21 +23,21 @@ pure function takes, and the value types are what both speak.
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from hermes_estop.model.errors import EstopError, InvalidArgument
-from hermes_estop.process.check import Snapshot, decide
 from hermes_estop.model.hold import NOBODY, Allow, Fence, Hold, HoldState, Reading
 from hermes_estop.model.homes import Layout, Location
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, display_instant, format_instant, in_interval, parse_instant
+from hermes_estop.process.check import Snapshot, decide
 from hermes_estop.process.describe import covers
 from hermes_estop.system.missing_code import missing_code
-from importlib import import_module
-import importlib.metadata
 
 if TYPE_CHECKING:
     from hermes_estop.fleet.fleet import Fleet

@@ -16,11 +16,11 @@ nothing. The lock is never waited for long: a rotation is a rename.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
-import contextlib
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: a reader's expiry appends through this module
 if TYPE_CHECKING:
@@ -192,8 +192,8 @@ def audit_rotation(root: Path) -> tuple[int, int]:
 def _read_toml(path: Path) -> dict[str, object] | None:
     """The document at `path` (None when absent), the way `config.read_config` reads it
     (`InvalidArgument` for anything that is not one)."""
-    from hermes_estop.system.fsread import read_regular
     from hermes_estop.model.text import printable
+    from hermes_estop.system.fsread import read_regular
 
     try:
         raw = read_regular(path, 64 * 1024)

@@ -14,7 +14,15 @@ from datetime import datetime
 
 from hermes_estop.model.errors import HoldConflict
 from hermes_estop.model.hold import (
-    EngageRequest, Fence, Hold, HoldState, Reading, Sentinel, merge_hold, new_generation, not_current,
+    EngageRequest,
+    Fence,
+    Hold,
+    HoldState,
+    Reading,
+    Sentinel,
+    merge_hold,
+    new_generation,
+    not_current,
     precondition_met,
 )
 from hermes_estop.model.homes import Location
@@ -24,9 +32,8 @@ from hermes_estop.model.timeutil import Clock, utc_now
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import Any
-
     from pathlib import Path
+    from typing import Any
 
     from hermes_estop.model.audit_event import AuditEntry, AuditEvent
     from hermes_estop.stores.records import RecordTable

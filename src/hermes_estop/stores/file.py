@@ -29,14 +29,32 @@ from pathlib import Path
 
 from hermes_estop.model.errors import StoreError
 from hermes_estop.model.hold import (
-    MAX_BODY_BYTES, Cause, EngageRequest, Fence, Hold, HoldState, Prepared, Reading, Sentinel, encode_sentinel,
-    parse_sentinel, prepare,
+    MAX_BODY_BYTES,
+    Cause,
+    EngageRequest,
+    Fence,
+    Hold,
+    HoldState,
+    Prepared,
+    Reading,
+    Sentinel,
+    encode_sentinel,
+    parse_sentinel,
+    prepare,
 )
 from hermes_estop.model.homes import SENTINEL_NAME, Location
 from hermes_estop.model.timeutil import WallClockGuard
 from hermes_estop.stores.base import (
-    FleetStateInRoot, HoldStore, SaidOnce, expiry_stamp, fence_matches, not_current, planned_engage, released_reading,
-    scoped_detail, without,
+    FleetStateInRoot,
+    HoldStore,
+    SaidOnce,
+    expiry_stamp,
+    fence_matches,
+    not_current,
+    planned_engage,
+    released_reading,
+    scoped_detail,
+    without,
 )
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module

@@ -8,24 +8,24 @@ connections: after a fork their sockets are pointed at /dev/null and the child o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import weakref
-from typing import Any, TypeVar
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 import psycopg
 
 from hermes_estop.model.errors import StoreError, StoreUnavailable
-from hermes_estop.system.fsutil import LOCK_TIMEOUT
 from hermes_estop.model.text import one_line
 from hermes_estop.stores.pg_cache import Listener, close_quietly
 from hermes_estop.stores.pg_clock import DbClock
 from hermes_estop.stores.pg_leader import Leadership
 from hermes_estop.stores.pg_schema import ensure_schema, quoted
 from hermes_estop.stores.pg_url import StoreURL, connect_error
-import contextlib
+from hermes_estop.system.fsutil import LOCK_TIMEOUT
 
 __all__ = ["Backend", "acquire", "release"]
 

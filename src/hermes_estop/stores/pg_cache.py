@@ -25,13 +25,14 @@ hold is never "active" past its `expires_at`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable, Mapping
 
 import psycopg
 
@@ -41,7 +42,6 @@ from hermes_estop.model.timeutil import format_instant
 from hermes_estop.stores.pg_clock import CLOCK_REFRESH, DbClock
 from hermes_estop.stores.pg_notice import TxSnapshot, apply_arming, parse_snapshot
 from hermes_estop.stores.pg_schema import channel_name, quoted
-import contextlib
 
 __all__ = [
     "DEFAULT_GRACE",

@@ -27,8 +27,8 @@ a notice not visible there committed after the re-read.
 from __future__ import annotations
 
 import json
-from typing import TypeVar
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 __all__ = ["Notice", "TxSnapshot", "parse_notice", "parse_snapshot", "visible", "apply_arming"]
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from hermes_estop.stores.registry import ConsumerEntry
 from hermes_estop.stores.pg_backend import Backend
-from hermes_estop.stores.registry import ConsumerTable
+from hermes_estop.stores.registry import ConsumerEntry, ConsumerTable
 
 __all__ = ["PgConsumerTable"]
 

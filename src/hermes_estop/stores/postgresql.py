@@ -41,39 +41,55 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable, Sequence
 
 import psycopg
 
 from hermes_estop.model.audit_event import AuditEntry, AuditEvent
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.hold import (
-    Cause, EngageRequest, Fence, Hold, HoldState, Prepared, Reading, Sentinel, encode_sentinel, prepare,
+    Cause,
+    EngageRequest,
+    Fence,
+    Hold,
+    HoldState,
+    Prepared,
+    Reading,
+    Sentinel,
+    encode_sentinel,
+    prepare,
 )
-from hermes_estop.model.homes import Location
+from hermes_estop.model.homes import Location, profile_names, validate_profile_name
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, format_instant
 from hermes_estop.stores.base import (
-    Arming, HoldStore, SaidOnce, expiry_stamp, fence_matches, not_current, planned_engage, released_reading,
-    scoped_detail, without,
+    Arming,
+    HoldStore,
+    SaidOnce,
+    expiry_stamp,
+    fence_matches,
+    not_current,
+    planned_engage,
+    released_reading,
+    scoped_detail,
+    without,
 )
 from hermes_estop.stores.pg_admin import create_schema, store_status
 from hermes_estop.stores.pg_audit import append_event, read_after, read_events, read_head
 from hermes_estop.stores.pg_backend import Backend, acquire, release
 from hermes_estop.stores.pg_cache import DEFAULT_REFRESH, Listener, ScopeRow, parse_row
 from hermes_estop.stores.pg_leader import DEFAULT_POLL, Leadership
+from hermes_estop.stores.pg_records import OCCURRENCES, PgRecordTable
+from hermes_estop.stores.pg_registry import PgConsumerTable
 from hermes_estop.stores.pg_schema import LOCK_CLASS
+from hermes_estop.stores.pg_state import PgStateTable
 from hermes_estop.stores.pg_url import StoreURL, parse_store_url
 from hermes_estop.stores.records import RecordTable
 from hermes_estop.stores.registry import ConsumerTable
 from hermes_estop.stores.state import StateTable
-from hermes_estop.model.homes import profile_names, validate_profile_name
-from hermes_estop.stores.pg_records import OCCURRENCES, PgRecordTable
-from hermes_estop.stores.pg_registry import PgConsumerTable
-from hermes_estop.stores.pg_state import PgStateTable
 
 if TYPE_CHECKING:
     from hermes_estop.stores.base import Judge

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from hermes_estop.model.errors import StoreError
-from hermes_estop.system.fsutil import locked_update, read_optional
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import parse_stamp
+from hermes_estop.system.fsutil import locked_update, read_optional
 
 __all__ = [
     "LEDGER",

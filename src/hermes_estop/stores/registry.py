@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from hermes_estop.model.errors import StoreError
-from hermes_estop.system.fsread import read_regular
 from hermes_estop.model.timeutil import format_instant, parse_stamp
+from hermes_estop.system.fsread import read_regular
 from hermes_estop.system.fsutil import atomic_write
 
 __all__ = ["CONSUMERS_DIR", "ConsumerEntry", "ConsumerFiles", "ConsumerTable", "entry_key"]

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from hermes_estop.model.errors import StoreError
 from hermes_estop.system.fsread import (
-    FILE_MODE, MAX_READ_BYTES, NotRegularFile, describe_mode, open_regular, open_regular_with_stat, read_regular,
+    FILE_MODE,
+    MAX_READ_BYTES,
+    NotRegularFile,
+    describe_mode,
+    open_regular,
+    open_regular_with_stat,
+    read_regular,
     read_regular_with_stat,
 )
 

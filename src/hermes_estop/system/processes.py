@@ -21,6 +21,8 @@ running in its group is stopped at its end. A process that leaves the group (`se
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import select
 import signal
@@ -31,8 +33,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-import contextlib
-import ctypes
 
 __all__ = ["GroupResult", "GroupTimeout", "Job", "group_members", "group_remains", "guard_main", "is_group_leader",
            "parent_death_signal", "run_group", "same_process", "signal_group", "start_time", "wait_exited"]

@@ -13,16 +13,16 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hermes_estop.model.errors import EstopError, HoldConflict
 from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.errors import EstopError, HoldConflict
 from hermes_estop.model.hold import EngageRequest, Fence, clean_reason
 from hermes_estop.model.policy import Actor, PolicyRefused
 from hermes_estop.model.text import one_line
+from hermes_estop.windows.arm_intents import INTENT, intent_detail
 from hermes_estop.windows.events import TickEvent, TickReport, action_event
 from hermes_estop.windows.ledger import ARMED, SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import EXACT, Timeline
-from hermes_estop.windows.arm_intents import INTENT, intent_detail
 from hermes_estop.windows.reconcile import Arm, Retire, Skip, entry_for
 
 __all__ = ["EDIT", "Actions", "PassState"]

@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.durations import format_duration, parse_with_unit
 from hermes_estop.model.errors import EstopError
-from hermes_estop.system.fsread import read_regular
 from hermes_estop.model.homes import FLEET
+from hermes_estop.system.fsread import read_regular
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.feed_schedule import compile_feed, compiled_feed, feed_key
 from hermes_estop.windows.field_types import Drain, Duration, WindowAllow, parse_drain

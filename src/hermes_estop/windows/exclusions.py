@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import lru_cache
+
 from croniter import croniter
 
 __all__ = ["cron_matches"]

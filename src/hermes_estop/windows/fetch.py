@@ -12,6 +12,7 @@ Local `ics` files get a last good copy too, so a file broken by an edit keeps ho
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
@@ -21,19 +22,18 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from datetime import datetime, timedelta, UTC
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from hermes_estop.model.errors import EstopError
-from hermes_estop.system.fsread import read_regular
-from hermes_estop.system.fsutil import atomic_write
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import format_instant
+from hermes_estop.system.fsread import read_regular
+from hermes_estop.system.fsutil import atomic_write
 from hermes_estop.windows.calendars import DEFAULT_REFRESH, cache_paths, is_url, local_path, read_meta
 from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, parse_feed
 from hermes_estop.windows.windows_file import WindowsFile
-import contextlib
 
 __all__ = ["FETCH_TIMEOUT", "CalendarFetcher", "fetch_once"]
 

@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone, tzinfo, UTC
+from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 

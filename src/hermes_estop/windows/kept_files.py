@@ -21,6 +21,7 @@ import hmac
 import logging
 import os
 import sys
+import zoneinfo
 from collections.abc import Iterable
 from datetime import timedelta
 from importlib.resources import files as package_files
@@ -28,7 +29,6 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pydantic
-import zoneinfo
 
 from hermes_estop import __version__
 from hermes_estop.model.errors import StoreError

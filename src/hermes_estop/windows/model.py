@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_serializer, field_validator,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_serializer, field_validator, model_validator
 
 from hermes_estop.model.cronspec import validate_cron, validate_timezone
 from hermes_estop.model.durations import format_duration, parse_with_unit
@@ -44,7 +43,14 @@ from hermes_estop.model.selector import Selector
 from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.windows.exclusions import cron_matches
 from hermes_estop.windows.field_types import (
-    MAX_DRAIN, Drain, Duration, Instant, WindowAllow, parse_drain, parse_exclude, parse_optional_instant,
+    MAX_DRAIN,
+    Drain,
+    Duration,
+    Instant,
+    WindowAllow,
+    parse_drain,
+    parse_exclude,
+    parse_optional_instant,
     parse_selector_part,
 )
 from hermes_estop.windows.ical import Feed

@@ -26,25 +26,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.errors import EstopError, StoreError
-from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import HoldState, Reading
 from hermes_estop.model.homes import FLEET, validate_profile_name
 from hermes_estop.model.timeutil import next_deadline
 from hermes_estop.windows.actions import Actions, PassState
+from hermes_estop.windows.arm_intents import recall
 from hermes_estop.windows.events import TickEvent, TickReport, note_event, planned_events
 from hermes_estop.windows.guard import FileGuard
 from hermes_estop.windows.ledger import ARMED, RETENTION, WITHDRAWN, LedgerEntry, OccurrenceLedger, open_ledger
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import IndexedTimeline, Occurrence, OccurrenceIndex
+from hermes_estop.windows.policy_check import against_policy
 from hermes_estop.windows.problem_log import ProblemLog
-from hermes_estop.windows.arm_intents import recall
 from hermes_estop.windows.reconcile import Arm, Retire, ScopePlan, Skip, idle, plan_scope
+from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleWindows, WindowsByName
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
 from hermes_estop.windows.windows_file import FileSnapshot, Parsed, WindowsFile
-from hermes_estop.windows.policy_check import against_policy
-from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleWindows, WindowsByName
 
 __all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "TickEvent", "TickReport", "WindowService"]
 

@@ -22,6 +22,7 @@ the elected scheduler (`is_leader`) runs tasks.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 import signal
@@ -32,10 +33,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from hermes_estop.process.fleet_config import child_environment
-from hermes_estop.model.errors import EstopError, HoldConflict
 from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.errors import EstopError, HoldConflict
 from hermes_estop.model.hold import EngageRequest, Fence, HoldState
+from hermes_estop.process.fleet_config import child_environment
 from hermes_estop.system.processes import signal_group, start_time
 from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, open_ledger
 from hermes_estop.windows.model import Window
@@ -43,7 +44,6 @@ from hermes_estop.windows.occurrences import Occurrence, covering
 from hermes_estop.windows.problem_log import ProblemLog
 from hermes_estop.windows.schedule import Schedule, kept_schedule
 from hermes_estop.windows.windows_file import WindowsFile
-import contextlib
 
 __all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskReport", "TaskService"]
 

@@ -12,13 +12,13 @@ can pass its own (the tests pass a paused real `BackgroundScheduler`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, OccurrenceIndex
-import contextlib
 
 __all__ = ["JOB_PREFIX", "LATER", "MAX_JOBS", "Scheduler", "SchedulerJob", "Wakeups", "due_wakeups", "make_scheduler",
            "wakeups_for"]

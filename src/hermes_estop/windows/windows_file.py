@@ -14,6 +14,7 @@ the old file or the new. Hand editors that re-save in place are the scheduler's 
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -22,20 +23,20 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from hermes_estop.model.errors import StoreError
-from hermes_estop.system.fsutil import locked_update, read_regular_with_stat
-from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Window, check_unique
+import tomli_w
 
 # The TOML parser is `tomli` (a dependency), not the standard library's `tomllib`: they are one
 # parser (tomllib is tomli, vendored) with the same results and error messages, but tomli's wheels
 # are compiled (mypyc) and parse a 10,000-window file about three times faster; parsing is over
 # half of the scheduler's cold start-up at that size (bench/windows.py).
-from tomli import TOMLDecodeError, loads as toml_loads
+from tomli import TOMLDecodeError
+from tomli import loads as toml_loads
+
+from hermes_estop.model.errors import StoreError
+from hermes_estop.system.fsutil import locked_update, read_regular_with_stat
 from hermes_estop.windows import toml_edit
-from hermes_estop.windows.calendars import CalendarSource
-from hermes_estop.windows.calendars import bind
-import gc
-import tomli_w
+from hermes_estop.windows.calendars import CalendarSource, bind
+from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Window, check_unique
 
 __all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "Parsed", "FileSnapshot", "WindowsFile"]
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.consumers.coverage import RecordedWork, breaches, hold_spans
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.hold import Hold
 from hermes_estop.model.selector import Selector
 from hermes_estop.stores.base import scoped_detail

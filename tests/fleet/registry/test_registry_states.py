@@ -8,9 +8,6 @@ from pathlib import Path
 import pytest
 
 from hermes_estop.fleet.registry.acks import owes, survey
-from hermes_estop.process.check import Snapshot
-from hermes_estop.model.hold import Fence, HoldState, Reading
-from hermes_estop.model.homes import Location
 from hermes_estop.fleet.registry.entries import (
     ALL_SCOPES,
     Ack,
@@ -21,7 +18,10 @@ from hermes_estop.fleet.registry.entries import (
     prunable,
 )
 from hermes_estop.fleet.registry.roster import roster_of
+from hermes_estop.model.hold import Fence, HoldState, Reading
+from hermes_estop.model.homes import Location
 from hermes_estop.model.selector import Selector
+from hermes_estop.process.check import Snapshot
 
 
 def entry(clock, *, interval=5.0, scopes=("fleet",), observed=(), seq=1, pid=100, host="here",

@@ -10,15 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from pg_helpers import pg_server, pg_url  # noqa: F401
-
-from hermes_estop.process.estop import Estop
-from hermes_estop.model.homes import Layout
-from hermes_estop.stores.registry import ConsumerEntry
 from hermes_estop.consumers.reporter import ConsumerReporter
+from hermes_estop.model.homes import Layout
+from hermes_estop.process.estop import Estop
 from hermes_estop.stores import FileStore
 from hermes_estop.stores.postgresql import PostgresStore
-from hermes_estop.stores.registry import ConsumerTable
+from hermes_estop.stores.registry import ConsumerEntry, ConsumerTable
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 #: a hang guard, never a timing assertion
 GUARD = 60.0

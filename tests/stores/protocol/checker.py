@@ -40,21 +40,20 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, UTC
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from model_os import ActorKilled, Hooks, ModelFcntl, ModelFS, ModelOS, ModelTime
 
-from hermes_estop.stores import audit_log as audit_module
-from hermes_estop.stores import audit_files
-from hermes_estop.system import fsread
-from hermes_estop.system import fsutil
-from hermes_estop.stores.audit_log import AUDIT_FILE
 from hermes_estop.model.hold import EngageRequest, Fence, HoldState, parse_body
 from hermes_estop.model.homes import Layout, Location
+from hermes_estop.stores import audit_files
+from hermes_estop.stores import audit_log as audit_module
 from hermes_estop.stores import file as file_module
+from hermes_estop.stores.audit_log import AUDIT_FILE
 from hermes_estop.stores.file import FileStore
+from hermes_estop.system import fsread, fsutil
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 ENGAGES = ("engage", "rearm")

@@ -16,8 +16,8 @@ from __future__ import annotations
 import errno
 import os as real_os
 import stat
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 
 class ActorKilled(BaseException):

@@ -4,21 +4,20 @@ catching an audit written in a transaction of its own and a retire that ignores 
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
 from checker import ActorSpec, fenced_retire, plain_read, rearm, release, window
 from pg_checker import explore_pg
-from pg_helpers import pg_server, pg_url  # noqa: F401
 
 from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.hold import EngageRequest, Fence, Hold, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.stores.postgresql import PostgresStore
+from pg_helpers import pg_server, pg_url  # noqa: F401
 
 pytestmark = pytest.mark.postgresql
 

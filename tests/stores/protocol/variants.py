@@ -3,6 +3,7 @@ Each calls the OS through `file_module.os` (the OS layer the checker replaces)."
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime
 from typing import Any
@@ -23,7 +24,6 @@ from hermes_estop.model.homes import Location
 from hermes_estop.stores import file as file_module
 from hermes_estop.stores.base import fence_matches, refused_write, released_reading
 from hermes_estop.stores.file import FileStore
-import contextlib
 
 
 class WriteThenAudit(FileStore):

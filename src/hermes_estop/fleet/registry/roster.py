@@ -11,12 +11,11 @@ from datetime import datetime
 from typing import Any
 
 from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.fleet.registry.entries import ConsumerState, consumer_state, covers, is_alive, observed_holds, prunable, this_host
 from hermes_estop.model.snapshot import Snapshot
-from hermes_estop.fleet.registry.entries import observed_holds
-from hermes_estop.stores.registry import ConsumerEntry
-from hermes_estop.fleet.registry.entries import ConsumerState, consumer_state, covers, is_alive, prunable, this_host
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import format_instant
+from hermes_estop.stores.registry import ConsumerEntry
 
 __all__ = ["ConsumerRow", "Roster", "consumers_section", "read_roster", "roster_of"]
 
