@@ -10,8 +10,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from hermes_estop.model.allow import Allow
 from hermes_estop.model.hold import Fence, Hold, HoldState, Reading, Sentinel, encode_sentinel, parse_sentinel, prepare

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.windows import scheduler as service_module
-from hermes_estop.windows import wakeups as wakeups_module
+from hermes_estop.windows import scheduler as service_module, wakeups as wakeups_module
 from hermes_estop.windows.ledger import ARMED, ENDED, RETENTION, LedgerEntry, OccurrenceLedger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import OccurrenceIndex, covering

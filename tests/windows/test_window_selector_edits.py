@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hermes_estop.model.selector import Selector, holds_at_least, hull
 from hermes_estop.windows.guard import FileGuard, strengthens

@@ -20,8 +20,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[import-not-found,no-redef,assignment,unused-ignore]
 
 from hermes_estop import __version__
-from hermes_estop.cli import hold
-from hermes_estop.cli import subcommands as more
+from hermes_estop.cli import hold, subcommands as more
 from hermes_estop.cli.command_io import EXIT_USAGE, new_app, one_line
 from hermes_estop.cli.served import unserved, use_server
 from hermes_estop.model.homes import resolve_layout

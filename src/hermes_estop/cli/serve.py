@@ -15,8 +15,7 @@ import typer
 
 from hermes_estop.api.transport import check_transport, configured_write
 from hermes_estop.cli.command_io import current_estop, emit_json
-from hermes_estop.daemon.supervisor import serve as run_serve
-from hermes_estop.daemon.supervisor import serve_once
+from hermes_estop.daemon.supervisor import serve as run_serve, serve_once
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.text import printable

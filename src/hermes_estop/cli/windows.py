@@ -18,9 +18,7 @@ from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip,
 from hermes_estop.cli.api_client import Remote, remote_next, remote_windows, served_occurrences
 from hermes_estop.cli.command_io import EXIT_USAGE, current_estop, duration_option, echo_lines, emit_json, operator_time
 from hermes_estop.cli.served import remote_if_named
-from hermes_estop.cli.windows_app import JsonOpt, windows_app
-from hermes_estop.cli.windows_app import file as _file
-from hermes_estop.cli.windows_app import now as _now
+from hermes_estop.cli.windows_app import JsonOpt, file as _file, now as _now, windows_app
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.hold import Fence

@@ -36,8 +36,7 @@ from hermes_estop.process.estop import Estop
 from hermes_estop.windows import WindowsFile
 from hermes_estop.windows.ledger import RELEASED, SKIPPED, open_ledger
 from hermes_estop.windows.occurrences import occurrences
-from hermes_estop.windows.schedule import Schedule
-from hermes_estop.windows.schedule import load as load_schedule
+from hermes_estop.windows.schedule import Schedule, load as load_schedule
 
 if TYPE_CHECKING:
     from hermes_estop.windows.ledger import LedgerEntry

@@ -64,8 +64,7 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-from tomli import TOMLDecodeError
-from tomli import loads as toml_loads
+from tomli import TOMLDecodeError, loads as toml_loads
 
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.durations import format_duration

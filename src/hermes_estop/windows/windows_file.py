@@ -29,8 +29,7 @@ import tomli_w
 # parser (tomllib is tomli, vendored) with the same results and error messages, but tomli's wheels
 # are compiled (mypyc) and parse a 10,000-window file about three times faster; parsing is over
 # half of the scheduler's cold start-up at that size (bench/windows.py).
-from tomli import TOMLDecodeError
-from tomli import loads as toml_loads
+from tomli import TOMLDecodeError, loads as toml_loads
 
 from hermes_estop.model.errors import StoreError
 from hermes_estop.system.fsutil import locked_update, read_regular_with_stat

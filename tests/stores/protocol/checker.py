@@ -48,9 +48,7 @@ from model_os import ActorKilled, Hooks, ModelFcntl, ModelFS, ModelOS, ModelTime
 
 from hermes_estop.model.hold import EngageRequest, Fence, HoldState, parse_body
 from hermes_estop.model.homes import Layout, Location
-from hermes_estop.stores import audit_files
-from hermes_estop.stores import audit_log as audit_module
-from hermes_estop.stores import file as file_module
+from hermes_estop.stores import audit_files, audit_log as audit_module, file as file_module
 from hermes_estop.stores.audit_log import AUDIT_FILE
 from hermes_estop.stores.file import FileStore
 from hermes_estop.system import fsread, fsutil
