@@ -93,6 +93,9 @@ def test_a_window_style_vacant_fence_is_judged_per_selector(fleet_estop):
 
 
 def test_concurrent_scoped_engages_lose_no_hold(backend, fleet_root, root_layout, clock):
+    # the components are the test's own: declared, as every door asks (issue 43 item 7)
+    names = ", ".join(f'"c{worker}-{i}"' for worker in range(2) for i in range(8))
+    (fleet_root / "estop.toml").write_text(f"components = [{names}]\n")
     stores = [backend.open(fleet_root) for _ in range(2)]
     try:
         views = [Estop(layout=root_layout, store=s, clock=clock, actor="t@h") for s in stores]
