@@ -32,6 +32,7 @@ from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import InvalidArgument, StoreRefused
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import format_instant, parse_instant
+from hermes_estop.system.fsread import foreign_control
 
 __all__ = ["ROLES", "TOKEN_PREFIX", "Token", "TokenTable", "hash_secret", "store_problem"]
 
@@ -103,17 +104,13 @@ def store_problem(path: Path, fleet_root: Path) -> str | None:
     """Why the token file `path` is not to be trusted (None: it is, or there is none): it must
     be owned by the fleet root's owner or root and writable by nobody else."""
     try:
-        st = os.stat(path)
         owner = os.stat(fleet_root).st_uid
     except FileNotFoundError:
         return None
     except OSError as exc:
         return f"cannot be checked: {exc.strerror or exc}"
-    if st.st_uid not in (owner, 0):
-        return f"it is owned by uid {st.st_uid}, not by the fleet's owner (uid {owner}) or root"
-    if st.st_mode & 0o022:
-        return f"it is writable by group or others (mode {st.st_mode & 0o7777:04o})"
-    return None
+    problem = foreign_control(path, owner)  # the rule the policy file meets too
+    return f"it is {problem}" if problem is not None and not problem.startswith("cannot") else problem
 
 
 class TokenTable:
