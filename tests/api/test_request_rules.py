@@ -74,3 +74,22 @@ def test_the_pages_pause_form_refuses_a_ttl_without_a_unit(api, secret, estop):
     assert actions.post("/actions/pause", body, session, "127.0.0.1").status == 303
     assert not estop.is_engaged()
     assert any(kind == "error" and "30m? 30s?" in text for kind, text in current[1].flash)
+
+
+def test_an_unreadable_policy_arms_with_a_warning_on_the_api_and_the_page(api, secret, estop, fleet_root):
+    """Issue 43 item 8: a [policy] that cannot be read never stops a pause, and every door says so."""
+    (fleet_root / "estop.toml").write_text('[policy]\nmax_tll = "1h"\n')  # a typo
+    answer = _call(api, secret, "POST", "/api/v1/holds", {"reason": "x", "ttl": "30m"})
+    assert answer.status == 201 and "max_tll" in answer.body["warning"]
+    actions = PageActions(api, tls=False, css=PAGE_CSS)
+    form = actions.sign_in_form(None)
+    cookie = form.headers["Set-Cookie"].split(";")[0]
+    csrf = form.body.decode().split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    signed = actions.post("/signin", urlencode({"token": secret, "csrf": csrf}).encode(), cookie, "127.0.0.1")
+    session = signed.headers["Set-Cookie"].split(";")[0]
+    current = actions.signed_in(session)
+    assert current is not None
+    body = urlencode({"reason": "y", "ttl": "2h", "scope": "fleet", "csrf": current[1].csrf}).encode()  # longer: an arm
+    assert actions.post("/actions/pause", body, session, "127.0.0.1").status == 303
+    assert estop.is_engaged()
+    assert any("warning" in text and "max_tll" in text for _kind, text in current[1].flash), current[1].flash

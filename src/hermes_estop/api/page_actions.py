@@ -182,6 +182,9 @@ class PageActions:
         done = {"/actions/pause": "paused", "/actions/lift": "lifted", "/actions/extend": "extended",
                 "/actions/skip": "skipped the next occurrence of"}[path]
         what = form.get("window") or form.get("id") or (answer.body or {}).get("id", "")
+        warning = answer.body.get("warning") if isinstance(answer.body, dict) else None
+        if isinstance(warning, str):  # armed under no policy: the page says so, as every door does
+            return "error", f"{done} {what}; warning: {warning}"
         return "ok", f"{done} {what}"
 
     # -- rendering ---------------------------------------------------------------------------
