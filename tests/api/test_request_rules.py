@@ -61,7 +61,9 @@ def test_an_api_only_naming_no_component_is_refused_with_did_you_mean(api, secre
     assert _call(api, secret, "POST", "/api/v1/holds", {"reason": "x", "only": ["kanban"]}).status == 201
 
 
-def test_the_pages_pause_form_refuses_a_ttl_without_a_unit(api, secret, estop):
+def _signed_in_page(api: WriteApi, secret: str) -> tuple[PageActions, str, Any]:
+    """The page's actions, signed in with `secret` through the sign-in form: (actions, the
+    session cookie, the signed-in (token, session) pair)."""
     actions = PageActions(api, tls=False, css=PAGE_CSS)
     form = actions.sign_in_form(None)
     cookie = form.headers["Set-Cookie"].split(";")[0]
@@ -70,6 +72,11 @@ def test_the_pages_pause_form_refuses_a_ttl_without_a_unit(api, secret, estop):
     session = signed.headers["Set-Cookie"].split(";")[0]
     current = actions.signed_in(session)
     assert current is not None
+    return actions, session, current
+
+
+def test_the_pages_pause_form_refuses_a_ttl_without_a_unit(api, secret, estop):
+    actions, session, current = _signed_in_page(api, secret)
     body = urlencode({"reason": "x", "ttl": "30", "csrf": current[1].csrf}).encode()
     assert actions.post("/actions/pause", body, session, "127.0.0.1").status == 303
     assert not estop.is_engaged()
@@ -81,14 +88,7 @@ def test_an_unreadable_policy_arms_with_a_warning_on_the_api_and_the_page(api, s
     (fleet_root / "estop.toml").write_text('[policy]\nmax_tll = "1h"\n')  # a typo
     answer = _call(api, secret, "POST", "/api/v1/holds", {"reason": "x", "ttl": "30m"})
     assert answer.status == 201 and "max_tll" in answer.body["warning"]
-    actions = PageActions(api, tls=False, css=PAGE_CSS)
-    form = actions.sign_in_form(None)
-    cookie = form.headers["Set-Cookie"].split(";")[0]
-    csrf = form.body.decode().split('name="csrf" value="', 1)[1].split('"', 1)[0]
-    signed = actions.post("/signin", urlencode({"token": secret, "csrf": csrf}).encode(), cookie, "127.0.0.1")
-    session = signed.headers["Set-Cookie"].split(";")[0]
-    current = actions.signed_in(session)
-    assert current is not None
+    actions, session, current = _signed_in_page(api, secret)
     body = urlencode({"reason": "y", "ttl": "2h", "scope": "fleet", "csrf": current[1].csrf}).encode()  # longer: an arm
     assert actions.post("/actions/pause", body, session, "127.0.0.1").status == 303
     assert estop.is_engaged()
