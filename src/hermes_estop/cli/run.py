@@ -110,8 +110,8 @@ def run(
         _say(f"a hold not armed by this job stands at {location.describe()} (generation {state.generation}): "
              "the job runs under it; it is neither renewed nor released by this job")
     else:
-        _say(f"held {location.describe()}{side.note} (generation {state.generation}), lease {ttl} renewed every "
-             f"{lease.renew_every.total_seconds():g}s")
+        _say(f"held {location.describe()}{side.served_by} (generation {state.generation}), lease {ttl} renewed every "
+             f"{lease.renew_every.total_seconds():g}s{side.note}")
     renewer = Renewer(lease, side.clock)
     code: int
     try:
@@ -152,7 +152,8 @@ class _Side:
     env: dict[str, str]
     #: says what the arm left to say: the fleet's policy could not be read (armed under none)
     warn: Callable[[], None]
-    #: said after the scope on the "held" line
+    #: said after the scope on the "held" line (the server that keeps it), and at its end
+    served_by: str = ""
     note: str = ""
 
 
@@ -176,8 +177,8 @@ def _served(remote: Remote, fleet: bool, profile: str | None, wait: bool, drain_
     from hermes_estop.cli.served_holds import ServedHolds
 
     scope = profile if profile is not None else "fleet"
-    note = f" on {remote.url}" + (" (the fleet: --server has no home of its own; --profile NAME for one profile)"
-                                  if not fleet and profile is None else "")
+    note = "; the fleet: --server has no home of its own (--profile NAME for one profile)" \
+        if not fleet and profile is None else ""
     holds = ServedHolds(remote)
 
     def warn() -> None:
@@ -185,7 +186,7 @@ def _served(remote: Remote, fleet: bool, profile: str | None, wait: bool, drain_
             _say(f"warning: {holds.warning}")
 
     return _Side(holds, Location(scope, Path()), utc_now, None, None, {**child_environment(), **served_environment()},
-                 warn, note)
+                 warn, f" on {remote.url}", note)
 
 
 def _validated(argv: list[str], on_failure: str, fleet: bool, profile: str | None, wait: bool, wait_timeout: str | None,
