@@ -209,11 +209,29 @@ def test_the_jobs_exit_status_is_run_s_and_a_failure_follows_the_failure_rule(si
     assert site.printed_no_token(result.stdout, result.stderr)
 
 
-def test_an_arm_the_server_refuses_runs_nothing_and_is_exit_2_with_one_line(site):
-    result = site.run("run", "--fleet", "--", *site.job(), token="watch")
+@pytest.mark.parametrize(("scope", "token", "said"), [
+    (("--fleet",), "watch", ["403", "has role viewer"]),
+    (("--profile", "no/such"), "ops", ["no/such"]),
+], ids=["a viewer's token: 403", "a bad profile name: 400"])
+def test_an_arm_the_server_refuses_runs_nothing_and_is_exit_2_with_one_line(site, scope, token, said):
+    result = site.run("run", *scope, "--", *site.job(), token=token)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert "403" in result.stderr and "viewer" in result.stderr
+    assert all(words in result.stderr for words in said), result.stderr
     assert not site.started() and site.hold() is None
+    assert site.printed_no_token(result.stdout, result.stderr)
+
+
+def test_a_server_that_cannot_be_reached_runs_nothing_and_is_exit_2_with_one_line(site):
+    import socket
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = f"https://127.0.0.1:{unused.getsockname()[1]}"
+    env, argv = site.argv("run", "--fleet", "--", *site.job())
+    argv[argv.index(site.url)] = closed
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "cannot reach server" in result.stderr and not site.started()
     assert site.printed_no_token(result.stdout, result.stderr)
 
 
