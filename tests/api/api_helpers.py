@@ -38,6 +38,18 @@ def hermes(root: Path, *args: str, store: str | None = None, check: bool = True)
                           capture_output=True, text=True, timeout=120, check=check)
 
 
+def caller_command(home: Path, url: str, cert: Path, token_file: Path, *, via_env: bool = False) -> tuple[dict[str, str], list[str]]:
+    """The environment and the argv prefix of `hermes --server URL --token-file F` run from a
+    home of its own (never the server's), trusting `cert`; `via_env`: named by
+    $HERMES_ESTOP_SERVER / $HERMES_ESTOP_TOKEN_FILE instead of the options."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(home), HERMES_ROOT=str(home), PYTHONPATH=SRC, SSL_CERT_FILE=str(cert))
+    if via_env:
+        env.update(HERMES_ESTOP_SERVER=url, HERMES_ESTOP_TOKEN_FILE=str(token_file))
+        return env, [sys.executable, "-m", "hermes_estop"]
+    return env, [sys.executable, "-m", "hermes_estop", "--server", url, "--token-file", str(token_file)]
+
+
 def make_token(root: Path, name: str, role: str, store: str | None = None) -> str:
     return hermes(root, "tokens", "create", name, "--role", role, store=store).stdout.strip()
 

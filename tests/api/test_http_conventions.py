@@ -104,3 +104,16 @@ def test_if_match_on_a_pause_re_arms_only_the_generation_seen(call, estop):
     call("DELETE", "/api/v1/holds/fleet")
     gone = call("POST", "/api/v1/holds", {"reason": "x"}, if_match=kept.headers["ETag"])
     assert gone.status == 412 and not estop.is_engaged()
+
+
+@pytest.mark.parametrize("if_match", [True, False], ids=["If-Match: 412", "no If-Match: 404"])
+def test_an_extend_of_a_lifted_hold_with_if_match_is_412_as_a_lift_is(call, estop, if_match):
+    """A lease's renewal over the API (issue 44 item 1) that finds its hold resumed meets the
+    fence (412, RFC 9110 13.1.1), as a lift does; without `If-Match` nothing there is a 404."""
+    armed = call("POST", "/api/v1/holds", {"reason": "lease", "ttl": "5m"})
+    assert call("DELETE", "/api/v1/holds/fleet").status == 200
+    headers = {"if_match": armed.headers["ETag"]} if if_match else {}
+    answer = call("POST", "/api/v1/holds/fleet/extend", {"ttl": "5m"}, **headers)
+    assert answer.status == (412 if if_match else 404) and not estop.is_engaged()
+    if if_match:
+        assert "lifted since you looked" in answer.body["error"]

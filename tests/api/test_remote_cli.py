@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from api_helpers import SRC, hermes, make_token, self_signed, serve
+from api_helpers import SRC, caller_command, hermes, make_token, self_signed, serve
 
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.windows.model import Window
@@ -46,16 +46,9 @@ def no_hold(request: pytest.FixtureRequest) -> None:
 
 def remote(site, *args: str, token: str = "ops", via_env: bool = False) -> subprocess.CompletedProcess[str]:
     """`hermes --server URL --token-file F ARGS` from a home of its own (never the server's)."""
-    _, caller, url, cert = site
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
-    env.update(HERMES_HOME=str(caller), HERMES_ROOT=str(caller), PYTHONPATH=SRC, SSL_CERT_FILE=str(cert))
-    if via_env:
-        env.update(HERMES_ESTOP_SERVER=url, HERMES_ESTOP_TOKEN_FILE=str(caller / token))
-        prefix: list[str] = []
-    else:
-        prefix = ["--server", url, "--token-file", str(caller / token)]
-    return subprocess.run([sys.executable, "-m", "hermes_estop", *prefix, *args], env=env, capture_output=True,
-                          text=True, timeout=120)
+    _, home, url, cert = site
+    env, prefix = caller_command(home, url, cert, home / token, via_env=via_env)
+    return subprocess.run([*prefix, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("via_env", [False, True])
@@ -217,7 +210,8 @@ def test_a_remote_pause_without_a_scope_pauses_the_fleet_and_says_so(site):
 # -- every command either goes to the server or is refused (issue 44 item 1) -----------------
 
 NOT_SERVED = {
-    "run": ("run", "--fleet", "--ttl", "5m", "--", "touch", "MARKER"),
+    "run --wait": ("run", "--fleet", "--ttl", "5m", "--wait", "--", "touch", "MARKER"),
+    "run --drain-timeout": ("run", "--fleet", "--drain-timeout", "1m", "--", "touch", "MARKER"),
     "drain": ("drain", "--fleet", "--reason", "x"),
     "windows add": ("windows", "add", "later", "--cron", "0 3 * * *", "--duration", "1h"),
     "tokens create": ("tokens", "create", "laptop", "--role", "admin"),

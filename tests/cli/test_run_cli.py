@@ -326,7 +326,7 @@ def test_the_renewer_is_stopped_and_joined_before_the_final_release(tmp_path):
     lease.arm(hold_fleet.clock())
     with open(root / LOCK_NAME, "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)          # a writer stuck inside its write
-        renewer = Renewer(lease, hold_fleet)
+        renewer = Renewer(lease, hold_fleet.clock)
         time.sleep(2 * lease.renew_every.total_seconds())   # the renewal at 1 s waits on the lock
         stopped = threading.Event()
         threading.Thread(target=lambda: (renewer.stop(), stopped.set()), daemon=True).start()

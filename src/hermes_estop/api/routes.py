@@ -301,7 +301,7 @@ class WriteApi:
             try:
                 _, reading, _ = self._found(fleet, location.scope)
             except ApiError:
-                raise ApiError(412, f"hold {location.scope!r} was lifted since you looked: nothing stands there now") from None
+                raise _lifted_since(location.scope) from None
             if not _matches(wanted, reading.hold.generation if reading.hold else None):
                 raise self._stale(location.scope, reading, now)
             engage = _fenced_on(engage, frozenset({reading.hold.generation} if reading.hold else set()))
@@ -339,7 +339,7 @@ class WriteApi:
             location, reading, now = self._found(fleet, ref)
         except ApiError:
             if wanted is not None:
-                raise ApiError(412, f"hold {ref!r} was lifted since you looked: nothing stands there now") from None
+                raise _lifted_since(ref) from None
             raise
         assert reading.hold is not None
         if wanted is not None and not _matches(wanted, reading.hold.generation):
@@ -389,7 +389,7 @@ class WriteApi:
         try:
             _, reading, now = self._found(fleet, ref)
         except ApiError:
-            return ApiError(412, f"hold {ref!r} was lifted since you looked: nothing stands there now")
+            return _lifted_since(ref)
         return self._stale(ref, reading, now)
 
     def _extend(self, request: ApiRequest, token: Token, ref: str) -> ApiResponse:
@@ -400,7 +400,12 @@ class WriteApi:
         override = _text(body, "override")
         fleet = self._fleet_for(token, request)
         wanted = _if_match(request)
-        location, reading, now = self._found(fleet, ref)
+        try:
+            location, reading, now = self._found(fleet, ref)
+        except ApiError:
+            if wanted is not None:  # RFC 9110 13.1.1: If-Match on nothing fails, as a lift's does
+                raise _lifted_since(ref) from None
+            raise
         hold = reading.hold
         assert hold is not None
         if wanted is not None and not _matches(wanted, hold.generation):
@@ -564,6 +569,11 @@ def _if_none_match(request: ApiRequest) -> bool:
         raise ApiError(400, f"invalid If-None-Match {value!r}: expected * (arm only where nothing stands)",
                        field="If-None-Match")
     return True
+
+
+def _lifted_since(ref: str) -> ApiError:
+    """412 for `If-Match` where nothing stands now (RFC 9110 13.1.1: it matches no hold)."""
+    return ApiError(412, f"hold {ref!r} was lifted since you looked: nothing stands there now")
 
 
 def _matches(wanted: frozenset[str], generation: str | None) -> bool:

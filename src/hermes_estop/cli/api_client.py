@@ -3,7 +3,9 @@ write API (`/api/v1/`) instead of this host's store, as amtool speaks to Alertma
 is read from `--token-file` / `$HERMES_ESTOP_TOKEN_FILE`; TLS is verified with the system's
 trust store (`$SSL_CERT_FILE` names another). Nothing is ever written locally: a server that
 cannot be reached, or refuses, is exit 2 with one line (a fence that refused is exit 1, as a
-local `resume --generation` that finds another generation)."""
+local `resume --generation` that finds another generation). `Remote.send` is the same request
+for a caller that goes on after a failure (`hermes run`'s lease, `cli/served_holds.py`): it
+raises `Unreached` where `Remote.call` exits."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import typer
 from hermes_estop.cli.command_io import EXIT_OK, echo_lines, emit_json, fit_lines, terminal_width
 from hermes_estop.cli.write_outcome import Resumed, finish_resume, refused_resume
 from hermes_estop.model.audit_event import AuditEvent
-from hermes_estop.model.errors import HoldConflict, InvalidArgument
+from hermes_estop.model.errors import HoldConflict, InvalidArgument, StoreUnavailable
 from hermes_estop.model.hold import Fence, HoldState, Reading, hold_from_json, not_current
 from hermes_estop.model.homes import Location
 from hermes_estop.model.netaddr import is_loopback
@@ -36,7 +38,7 @@ from hermes_estop.process.describe import paused_lines, reading_from_json
 from hermes_estop.windows.occurrences import Occurrence
 from hermes_estop.windows.skips import skipped_line
 
-__all__ = ["Remote"]
+__all__ = ["Answer", "Remote", "Unreached"]
 
 #: one remote call's total deadline, in seconds (connect, TLS, request and the whole answer)
 TIMEOUT = 30.0
@@ -49,6 +51,12 @@ class Answer:
     body: object
 
 
+class Unreached(StoreUnavailable):
+    """The server could not be reached, did not answer within a call's deadline, or answered
+    with a redirect (never followed): `Remote.send` raises it, where `Remote.call` exits 2. A
+    `StoreUnavailable`: a lease renewing over the API retries it as it retries a store down."""
+
+
 @dataclass(frozen=True)
 class Remote:
     url: str
@@ -57,20 +65,28 @@ class Remote:
     deadline: float = TIMEOUT
 
     def call(self, method: str, path: str, body: object = None, headers: dict[str, str] | None = None) -> Answer:
+        """`send`, for a command that ends at the first failure: a server that cannot be reached
+        (or answers late, or redirects) is exit 2 with `send`'s one line."""
+        try:
+            return self.send(method, path, body, headers)
+        except Unreached as exc:
+            _fail(str(exc))
+
+    def send(self, method: str, path: str, body: object = None, headers: dict[str, str] | None = None) -> Answer:
         """One request; an HTTP error status is an `Answer`, a server that cannot be reached (or
-        does not answer in `deadline` seconds, all told) is exit 2 (one line). A redirect is never
-        followed (it would carry the token elsewhere): it is exit 2 naming where it pointed. The
-        deadline holds without a thread: each blocking step waits at most for the time left."""
+        does not answer in `deadline` seconds, all told) is `Unreached` naming why. A redirect is
+        never followed (it would carry the token elsewhere): `Unreached` naming where it pointed.
+        The deadline holds without a thread: each blocking step waits at most for the time left."""
         ends = time.monotonic() + self.deadline
         parts = urlsplit(self.url)
         host = parts.hostname or ""
         try:
             port = parts.port
         except ValueError:
-            _fail(f"invalid --server {self.url}: bad port")
+            raise Unreached(f"invalid --server {self.url}: bad port") from None
         if parts.scheme != "https" and not is_loopback(host):
-            _fail(f"refusing to send the token to {self.url} over plain HTTP: {host} is not a loopback address "
-                  "(use https://)")
+            raise Unreached(f"refusing to send the token to {self.url} over plain HTTP: {host} is not a loopback "
+                            "address (use https://)")
         data = json.dumps(body).encode() if body is not None else None
         sent = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json", **(headers or {})}
         connection: http.client.HTTPConnection
@@ -87,28 +103,29 @@ class Remote:
             raw = response.read()
         except (OSError, http.client.HTTPException, ValueError) as exc:
             if time.monotonic() >= ends:
-                self._late()
-            _fail(f"cannot reach server {self.url}: {getattr(exc, 'reason', None) or exc or type(exc).__name__}; "
-                  "nothing was changed")
+                raise Unreached(f"server {self.url} did not answer within {self.deadline:g} s (the total deadline "
+                                "of a call); what it did is unknown: see hermes status") from None
+            why = getattr(exc, "reason", None) or exc or type(exc).__name__
+            raise Unreached(f"cannot reach server {self.url}: {why}; nothing was changed") from None
         finally:
             connection.close()
         if 300 <= response.status < 400:
-            _fail(f"server {self.url} answered {response.status}, a redirect to "
-                  f"{response.getheader('Location') or 'nowhere'}: not followed (it would carry the token); "
-                  "give --server the URL it names")
+            raise Unreached(f"server {self.url} answered {response.status}, a redirect to "
+                            f"{response.getheader('Location') or 'nowhere'}: not followed (it would carry the "
+                            "token); give --server the URL it names")
         return Answer(response.status, _decoded(raw))
 
-    def _late(self) -> NoReturn:
-        _fail(f"server {self.url} did not answer within {self.deadline:g} s (the total deadline of a call); "
-              "what it did is unknown: see hermes status")
-
-    def refused(self, answer: Answer) -> NoReturn:
-        """Exit 2 with the server's one line; a 400 (bad input, refused by the checks a local
-        command runs) in the local words alone."""
+    def said(self, answer: Answer) -> str:
+        """The server's one line for a refused `answer`: a 400 (bad input, refused by the checks
+        a local command runs) in the local words alone, else naming the server and the status."""
         message = answer.body.get("error") if isinstance(answer.body, dict) else None
         if answer.status == 400 and message:
-            _fail(str(message))
-        _fail(f"server {self.url} answered {answer.status}: {message or 'no explanation'}")
+            return str(message)
+        return f"server {self.url} answered {answer.status}: {message or 'no explanation'}"
+
+    def refused(self, answer: Answer) -> NoReturn:
+        """Exit 2 with the server's one line (`said`)."""
+        _fail(self.said(answer))
 
 
 class _Deadlined:

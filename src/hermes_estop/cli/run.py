@@ -11,6 +11,11 @@ SIGINT/SIGTERM are passed to CMD's process group; the hold follows the failure r
 never runs without its hold: what CMD left running in its group is stopped at its end (named),
 and if `hermes run` itself dies, CMD's process group is killed (`processes.Job`) and the hold
 lifts at the lease's end. The renewer is stopped and joined before the hold's final write.
+
+With `--server` (or $HERMES_ESTOP_SERVER) the hold is the served fleet's, kept over its write API
+(`cli.served_holds`): the same lease, each write one fenced request the server judges; CMD gets
+the server and the token file in its environment, so a `hermes check` inside it reads the
+served fleet. `--wait` and `--drain-timeout` read this host's registry: refused over --server.
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ from __future__ import annotations
 import shlex
 import signal
 import sys
-from datetime import timedelta
-from typing import Annotated, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -31,18 +39,23 @@ from hermes_estop.cli.command_io import (
     retire_expired,
     warn_if_policy_unread,
 )
+from hermes_estop.cli.served import remote_if_named, served_environment
 from hermes_estop.cli.wait import ack_lines, parse_wait_timeout, wait_with_progress
 from hermes_estop.consumers.drainer import wait_until_quiet
 from hermes_estop.fleet.fleet import Fleet
-from hermes_estop.fleet.lease import Lease, Renewer
+from hermes_estop.fleet.lease import Lease, LeaseHolds, Renewer
 from hermes_estop.fleet.registry.entries import Ack
 from hermes_estop.model.errors import EstopError, InvalidArgument
 from hermes_estop.model.hold import Allow
 from hermes_estop.model.homes import Location
 from hermes_estop.model.text import printable
+from hermes_estop.model.timeutil import utc_now
 from hermes_estop.process.estop import Estop
 from hermes_estop.process.fleet_config import child_environment
 from hermes_estop.system.processes import Job
+
+if TYPE_CHECKING:  # the remote client is imported only when a server is named
+    from hermes_estop.cli.api_client import Remote
 
 __all__ = ["register"]
 
@@ -85,35 +98,35 @@ def run(
         "--terminate-after": terminate_after})
     wait_limit = parse_wait_timeout(wait_timeout) if wait else None
     allow = Allow.of(allow_user) if allow_user else None
-    estop = current_estop()
-    location = estop.fleet.location(profile) if profile is not None else estop.location(fleet=fleet)
+    remote = remote_if_named()
+    side = _local(fleet, profile) if remote is None else _served(remote, fleet, profile, wait, drain_timeout)
+    location = side.location
     shown = shlex.join(argv)
-    retire_expired(estop)  # what lapsed goes first, with the store's trusted clock (docs/design.md §5)
-    lease = Lease(estop.fleet, location, durations["--ttl"], reason=reason if reason is not None else f"maintenance: {shown}",
-                  allow=allow, armed_by=f"run:{estop.actor}", say=_say)
-    fleet_obj = estop.fleet
-    state = lease.arm(fleet_obj.clock())
-    warn_if_policy_unread(estop)
+    lease = Lease(side.holds, location, durations["--ttl"], reason=reason if reason is not None else f"maintenance: {shown}",
+                  allow=allow, armed_by=side.armed_by, say=_say)
+    state = lease.arm(side.clock())
+    side.warn()
     if state.borrowed:
         _say(f"a hold not armed by this job stands at {location.describe()} (generation {state.generation}): "
              "the job runs under it; it is neither renewed nor released by this job")
     else:
-        _say(f"held {location.describe()} (generation {state.generation}), lease {ttl} renewed every "
-             f"{lease.renew_every.total_seconds():g}s")
-    renewer = Renewer(lease, fleet_obj)
+        _say(f"held {location.describe()}{side.served_by} (generation {state.generation}), lease {ttl} renewed every "
+             f"{lease.renew_every.total_seconds():g}s{side.note}")
+    renewer = Renewer(lease, side.clock)
     code: int
     try:
-        if ((wait_limit is not None and not _acknowledged(lease, fleet_obj, location, wait_limit))
-                or (drain_timeout is not None and not _drained(estop, location, durations, fleet, profile))):
+        estop = side.estop
+        if estop is not None and ((wait_limit is not None and not _acknowledged(lease, estop.fleet, location, wait_limit))
+                                  or (drain_timeout is not None and not _drained(estop, location, durations, fleet, profile))):
             code = EXIT_NOT_RUN
             renewer.stop()
-            outcome = lease.finish(fleet_obj.clock(), 0, on_failure="release", failure_ttl=durations["--on-failure-ttl"],
+            outcome = lease.finish(side.clock(), 0, on_failure="release", failure_ttl=durations["--on-failure-ttl"],
                                    command=shown)
             _say(f"the job did not run; {outcome}")
         else:
-            code = _run_command(argv, lease, fleet_obj, location, shown)
+            code = _run_command(argv, lease, side, shown)
             renewer.stop()
-            outcome = lease.finish(fleet_obj.clock(), code, on_failure=on_failure,
+            outcome = lease.finish(side.clock(), code, on_failure=on_failure,
                                    failure_ttl=durations["--on-failure-ttl"], command=shown)
             _say(f"{shown} exited {code}; {outcome}")
     finally:
@@ -123,6 +136,57 @@ def run(
                    "generation": lease.state.generation, "taken_over": lease.state.taken_over,
                    "borrowed": lease.state.borrowed})
     raise typer.Exit(code)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """Where the job's hold is kept: this host's fleet (`estop`), or a server's over its write
+    API (`estop` None: nothing of this host's home is read or written)."""
+
+    holds: Fleet | LeaseHolds
+    location: Location
+    clock: Callable[[], datetime]
+    armed_by: str | None
+    estop: Estop | None
+    #: what the job's environment adds to this process's (the store, or the server, it reads)
+    env: dict[str, str]
+    #: says what the arm left to say: the fleet's policy could not be read (armed under none)
+    warn: Callable[[], None]
+    #: said after the scope on the "held" line (the server that keeps it), and at its end
+    served_by: str = ""
+    note: str = ""
+
+
+def _local(fleet: bool, profile: str | None) -> _Side:
+    estop = current_estop()
+    location = estop.fleet.location(profile) if profile is not None else estop.location(fleet=fleet)
+    retire_expired(estop)  # what lapsed goes first, with the store's trusted clock (docs/design.md §5)
+    return _Side(estop.fleet, location, estop.fleet.clock, f"run:{estop.actor}", estop, child_environment(),
+                 lambda: warn_if_policy_unread(estop))
+
+
+def _served(remote: Remote, fleet: bool, profile: str | None, wait: bool, drain_timeout: str | None) -> _Side:
+    """The hold kept by the server `--server` names (the fleet unless `--profile`: the remote CLI
+    has no home of its own); `--wait` and `--drain-timeout` watch this host's registry and work
+    in flight, not the server's: refused with one line."""
+    for flag, given in (("--wait", wait), ("--drain-timeout", drain_timeout is not None)):
+        if given:
+            raise InvalidArgument(f"hermes run {flag} is not served over --server ({remote.url}): the server's "
+                                  "consumers and their work are not read over its API; run it on a host of the fleet, "
+                                  f"or drop {flag}")
+    from hermes_estop.cli.served_holds import ServedHolds
+
+    scope = profile if profile is not None else "fleet"
+    note = "; the fleet: --server has no home of its own (--profile NAME for one profile)" \
+        if not fleet and profile is None else ""
+    holds = ServedHolds(remote)
+
+    def warn() -> None:
+        if holds.warning:
+            _say(f"warning: {holds.warning}")
+
+    return _Side(holds, Location(scope, Path()), utc_now, None, None, {**child_environment(), **served_environment()},
+                 warn, f" on {remote.url}", note)
 
 
 def _validated(argv: list[str], on_failure: str, fleet: bool, profile: str | None, wait: bool, wait_timeout: str | None,
@@ -171,20 +235,20 @@ def _drained(estop: Estop, location: Location, durations: dict[str, Any], fleet:
     return False
 
 
-def _run_command(argv: list[str], lease: Lease, fleet: Fleet, location: Location, shown: str) -> int:
+def _run_command(argv: list[str], lease: Lease, side: _Side, shown: str) -> int:
     """CMD in its own process group with the hold's generation in its environment, never
     outliving `hermes run` (`processes.Job`); SIGINT and SIGTERM to `hermes run` are passed to
     that group; what CMD left running there is stopped when it ends, with a line naming it.
     Returns CMD's exit status."""
-    env = child_environment()
+    env = dict(side.env)
     if lease.state.generation is not None:
         env[GENERATION_ENV] = lease.state.generation
-    _record(fleet, "task-start", location, lease, f"hermes run: {shown}")
+    _record(side, "task-start", lease, f"hermes run: {shown}")
     try:
         job = Job(argv, env)
     except OSError as exc:
         _say(f"cannot start {shown}: {exc.strerror or exc}")
-        _record(fleet, "task-end", location, lease, f"hermes run: {shown} could not start ({exc.strerror or exc})")
+        _record(side, "task-end", lease, f"hermes run: {shown} could not start ({exc.strerror or exc})")
         return EXIT_NOT_FOUND
     if job.guard is None:
         _say(f"warning: no guard process for {shown}: if hermes run dies, only CMD itself is stopped, not what it started")
@@ -203,16 +267,19 @@ def _run_command(argv: list[str], lease: Lease, fleet: Fleet, location: Location
         named = ", ".join(f"pid {pid} ({command})" for pid, command in left)
         _say(f"stopped what {shown} left running in its process group: {named}")
     code = _exit_status(returncode)
-    _record(fleet, "task-end", location, lease, f"hermes run: {shown} exited {code}")
+    _record(side, "task-end", lease, f"hermes run: {shown} exited {code}")
     sys.stdout.flush()
     return code
 
 
-def _record(fleet: Fleet, event: str, location: Location, lease: Lease, detail: str) -> None:
-    """The job's start or end in the audit trail; a trail that cannot be written is said, never
-    a reason to stop the job or to leave the hold."""
+def _record(side: _Side, event: str, lease: Lease, detail: str) -> None:
+    """The job's start or end in this fleet's audit trail; a trail that cannot be written is
+    said, never a reason to stop the job or to leave the hold. Over `--server` the API takes no
+    such line: the server's trail has the lease's arm, renewals and release, by the token."""
+    if side.estop is None:
+        return
     try:
-        fleet.record(event, location, generation=lease.state.generation, detail=detail)
+        side.estop.fleet.record(event, side.location, generation=lease.state.generation, detail=detail)
     except (EstopError, OSError) as exc:
         _say(f"warning: cannot record {event} in the audit trail ({exc})")
 

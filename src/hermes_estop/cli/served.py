@@ -12,8 +12,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from hermes_estop.cli.api_client import Remote
 
-__all__ = ["SERVED", "SERVER_ENV", "TOKEN_FILE_ENV", "named_server", "named_token_file", "remote_if_named", "unserved",
-           "use_server"]
+__all__ = ["SERVED", "SERVER_ENV", "TOKEN_FILE_ENV", "named_server", "named_token_file", "remote_if_named",
+           "served_environment", "unserved", "use_server"]
 
 SERVER_ENV = "HERMES_ESTOP_SERVER"
 TOKEN_FILE_ENV = "HERMES_ESTOP_TOKEN_FILE"  # noqa: S105 - the name of an environment variable, not a secret
@@ -22,7 +22,7 @@ _CHOSEN: dict[str, str | None] = {}
 
 #: the commands `--server` serves (the words after `hermes`); every other command is refused
 #: with one line while a server is named: it would act on this host's files, not the server's fleet
-SERVED = frozenset({("pause",), ("resume",), ("status",), ("check",), ("gate",), ("history",), ("help",),
+SERVED = frozenset({("pause",), ("resume",), ("status",), ("check",), ("gate",), ("history",), ("help",), ("run",),
                     ("windows", "list"), ("windows", "next"), ("windows", "skip"), ("windows", "unskip")})
 #: the command groups: alone (`hermes windows`) they print their help, which acts on nothing
 _GROUPS = frozenset({"windows", "cron", "kanban", "gateway", "store", "notify", "tokens", "policy"})
@@ -73,6 +73,14 @@ def named_server() -> str | None:
 def named_token_file() -> str | None:
     """The token file `--token-file` / $HERMES_ESTOP_TOKEN_FILE names."""
     return _CHOSEN.get("token_file") or os.environ.get(TOKEN_FILE_ENV) or None
+
+
+def served_environment() -> dict[str, str]:
+    """What a process this command starts needs to speak to the same server (`hermes run`'s job:
+    a `hermes check` inside it reads the served fleet): the server and the token file's path,
+    never the token itself."""
+    found = {SERVER_ENV: named_server(), TOKEN_FILE_ENV: named_token_file()}
+    return {name: value for name, value in found.items() if value}
 
 
 def remote_if_named() -> Remote | None:

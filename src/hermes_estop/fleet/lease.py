@@ -37,7 +37,7 @@ from hermes_estop.model.policy import PolicyRefused
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant
 
-__all__ = ["FleetHolds", "Lease", "LeaseHolds", "LeaseState", "Renewer", "retry_delay"]
+__all__ = ["FleetHolds", "HoldsRefused", "Lease", "LeaseHolds", "LeaseState", "Renewer", "retry_delay"]
 
 logger = logging.getLogger("hermes_estop.fleet.lease")
 
@@ -58,11 +58,18 @@ def retry_delay(ttl: timedelta, failures: int) -> timedelta:
     return min(first * (1 << min(max(0, failures - 1), 20)), cap)
 
 
+class HoldsRefused(EstopError, PermissionError):
+    """A write of the lease refused for good by who keeps the holds (a server's 401 or 403: a
+    token revoked, a role too low): retrying would only be refused again."""
+
+
 class LeaseHolds(Protocol):
     """What a lease reads and writes at its scope. `engage` and `release` raise `HoldConflict`
-    for a fence that fails (`EngageRequest.only_if`, the generation released) and
-    `PolicyRefused` for the fleet's policy; `audit_after` pages the trail after a cursor of
-    `audit_head`."""
+    for a fence that fails (`EngageRequest.only_if`, the generation released), `PolicyRefused`
+    for the fleet's policy, `HoldsRefused` for another refusal that is final, and any other
+    `EstopError` for one worth retrying (the store, the server down); `standing` never raises (a
+    reading it could not make is UNREADABLE, with its problem); `audit_after` pages the trail
+    after a cursor of `audit_head`, which raises an `EstopError` where no trail can be read."""
 
     @property
     def actor(self) -> str: ...
@@ -142,13 +149,18 @@ class Lease:
         #: the audit cursor just before the lease's last write: what came after it, at this
         #: scope, decides whether a lapsed lease may arm again (None: the trail could not be read)
         self._mark: int | None = None
+        #: why the audit cursor could not be read at the last write (None: it was, or none yet)
+        self._mark_problem: str | None = None
         self._lapse_said = False
 
     def _audit_mark(self) -> int | None:
         try:
-            return self.holds.audit_head()
-        except (EstopError, OSError):
+            mark = self.holds.audit_head()
+        except (EstopError, OSError) as exc:
+            self._mark_problem = one_line(exc)
             return None
+        self._mark_problem = None
+        return mark
 
     def _wrote(self, hold: Hold, mark: int | None) -> Hold:
         self.state = LeaseState(hold.generation, hold.expires_at)
@@ -229,7 +241,9 @@ class Lease:
         nobody). A trail that cannot be read counts as someone: re-arming blind could undo an
         operator."""
         if self._mark is None:
-            return "the audit trail could not be read at its last renewal (an operator's act cannot be ruled out)"
+            why = f" ({self._mark_problem})" if self._mark_problem else ""
+            return (f"the audit trail could not be read at its last renewal{why}; an operator's act cannot be "
+                    "ruled out")
         position = self._mark
         try:
             while True:
@@ -278,6 +292,9 @@ class Lease:
             # a judgement, not an outage: retrying would only refuse again (and put each
             # refusal on the record); a renewal continues an admitted arm, so this is rare
             self._stand_aside(f"the fleet's policy refused a renewal ({one_line(exc)})")
+            return False
+        except HoldsRefused as exc:  # a credential or a role refused: final, as a policy's refusal
+            self._stand_aside(f"a renewal was refused ({one_line(exc)})")
             return False
         except EstopError as exc:
             self._failed(now, exc)
@@ -359,11 +376,12 @@ class Renewer:
     """The thread that renews `lease` (every ttl/3; after a refused renewal, again after the
     lease's bounded backoff) until the hold is no longer the lease's or `stop` is called. The
     job is never stopped for a failed renewal. `stop` returns only once no renewal is in
-    flight, so the hold's final write never races one."""
+    flight, so the hold's final write never races one. `clock`: the `now` each renewal is
+    written at (the fleet's, or this host's for a lease held over the write API)."""
 
-    def __init__(self, lease: Lease, fleet: Fleet) -> None:
+    def __init__(self, lease: Lease, clock: Callable[[], datetime]) -> None:
         self.lease = lease
-        self.fleet = fleet
+        self.clock = clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="hermes-run-lease", daemon=True)
         self._thread.start()
@@ -373,7 +391,7 @@ class Renewer:
         while not (lease.state.taken_over or lease.state.borrowed):
             if self._stop.wait(lease.next_attempt_in().total_seconds()):
                 return
-            lease.renew(self.fleet.clock())
+            lease.renew(self.clock())
 
     def stop(self) -> None:
         self._stop.set()
