@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
-from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
+from hermes_estop.cli import windows_impact, windows_occurrences  # noqa: F401 - register impact, skip, unskip and explain on windows_app
 from hermes_estop.cli.api_client import Remote, remote_next, remote_windows, served_occurrences
 from hermes_estop.cli.command_io import EXIT_USAGE, current_estop, duration_option, echo_lines, emit_json, operator_time
 from hermes_estop.cli.served import remote_if_named

@@ -1,0 +1,212 @@
+"""The I/O shell of the impact preview (issue 47): reads what the consumers have queued and hands
+it, with the holds in question, to `consumers.impact.impact` (pure).
+
+What it reads is untrusted and read as the consumers' own readers read it, never written and
+never waited for: each home's cron table (`CronTable`, bounded, under the fleet root:
+`inflight.fleet_homes`), the board's ready cards (`Board`, which gives up rather than wait on a
+busy board), the consumer registry (`read_roster` without pruning: a preview writes nothing).
+A table, board or registry that cannot be read is one problem line in the answer, never a raise.
+
+Two sources of holds: one occurrence of a window (`window_occurrence`: the hold its scheduler
+would arm over `[arm_at, end)`, from `windows.forecast.window_holds`, the forecast's own), and an
+unplanned pause (`pause_hold`: a hold at a scope over `[start, end)` admitting nobody).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from typing import Any
+
+from hermes_estop.consumers.board import Board, Card
+from hermes_estop.consumers.crontable import CronTable
+from hermes_estop.consumers.impact import HomeJobs, Impact, JobImpact, impact
+from hermes_estop.consumers.inflight import fleet_homes
+from hermes_estop.fleet.registry.roster import ConsumerRow, read_roster
+from hermes_estop.model.cronspec import validate_timezone
+from hermes_estop.model.errors import EstopError, InvalidArgument
+from hermes_estop.model.hold import NOBODY
+from hermes_estop.model.homes import FLEET, Location
+from hermes_estop.model.selector import Selector
+from hermes_estop.model.text import did_you_mean, one_line
+from hermes_estop.model.timeutil import display_instant
+from hermes_estop.process.estop import Estop
+from hermes_estop.process.forecast import PlannedHold
+from hermes_estop.windows.forecast import window_holds
+from hermes_estop.windows.ledger import skipped_keys
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import Occurrence, upcoming
+from hermes_estop.windows.schedule import schedule_of
+from hermes_estop.windows.windows_file import WindowsFile
+
+__all__ = ["MAX_OCCURRENCE", "Queued", "WindowImpact", "impact_lines", "pause_hold", "read_queued", "window_impact", "window_occurrence"]
+
+#: `--occurrence N` goes at most this far ahead (a minutely window's week)
+MAX_OCCURRENCE = 10_000
+
+
+@dataclass(frozen=True)
+class Queued:
+    """What the consumers have queued, as read once: the homes' cron tables, the ready cards,
+    the registered consumers, the location of every scope in play, and what could not be read."""
+
+    tables: tuple[HomeJobs, ...]
+    cards: tuple[Card, ...]
+    consumers: tuple[ConsumerRow, ...]
+    locations: dict[str, Location]
+    problems: tuple[str, ...]
+
+    def impact(self, holds: list[PlannedHold], start: datetime, end: datetime, now: datetime) -> Impact:
+        return impact(holds, start, end, now, tables=self.tables, cards=self.cards, consumers=self.consumers,
+                      locations=self.locations, problems=self.problems)
+
+
+def read_queued(estop: Estop) -> Queued:
+    """Every home's cron table, the board's ready cards and the registry. Never raises."""
+    problems: list[str] = []
+    root = estop.layout.root
+    tables = []
+    for home in fleet_homes(estop):
+        profile = None if home == root else home.name
+        try:
+            tables.append(HomeJobs(str(home), profile, tuple(CronTable(home).jobs())))
+        except Exception as exc:  # noqa: BLE001 - an unreadable table is one problem line
+            tables.append(HomeJobs(str(home), profile, problem=one_line(exc)))
+    cards: tuple[Card, ...] = ()
+    board = Board(root, clock=estop.clock)
+    try:
+        if board.exists():
+            cards = tuple(board.cards("ready"))
+    except Exception as exc:  # noqa: BLE001 - a read never raises
+        problems.append(f"kanban board: {one_line(exc)}")
+    roster = read_roster(estop.fleet, prune=False)
+    if roster.problem is not None:
+        problems.append(f"consumer registry: {roster.problem}")
+    scopes = {FLEET} | {t.profile for t in tables if t.profile} | {
+        j.profile for t in tables for j in t.jobs if isinstance(j.profile, str)} | {
+        c.profile for c in cards if isinstance(c.profile, str)}
+    return Queued(tuple(tables), cards, roster.rows, _locations(estop, scopes), tuple(problems))
+
+
+def _locations(estop: Estop, scopes: Iterable[str]) -> dict[str, Location]:
+    """The location of each scope that is one (a bad profile name in a row is not: its work is parked)."""
+    found = {}
+    for scope in scopes:
+        try:
+            found[scope] = estop.layout.location(scope)
+        except (InvalidArgument, ValueError):
+            continue
+    return found
+
+
+def pause_hold(scope: str, start: datetime, end: datetime, selector: Selector | None = None) -> PlannedHold:
+    """An unplanned pause at `scope` over `[start, end)`, admitting nobody (`check --impact`)."""
+    return PlannedHold(scope, start, end, NOBODY, "unplanned pause", "pause", selector=selector)
+
+
+def window_occurrence(estop: Estop, name: str, number: int, now: datetime) -> tuple[Window, Occurrence | None]:
+    """Window `name` and its `number`-th occurrence not ended at `now` (1: the next, or the one
+    covering now); None when it has fewer ahead. `InvalidArgument` (one line, with a guess) for
+    an unknown name or a number out of range."""
+    if not 1 <= number <= MAX_OCCURRENCE:
+        raise InvalidArgument(f"invalid --occurrence {number}: expected 1 to {MAX_OCCURRENCE}")
+    windows_file = WindowsFile(estop.layout.root)
+    schedule = schedule_of(windows_file, now)
+    window: Window | None
+    if schedule is None:
+        window = next((w for w in windows_file.load() if w.name == name), None)
+    else:
+        item = schedule.named(name)
+        window = None if item is None else schedule.window(item) if isinstance(item, int) else item
+    if window is None:
+        known = [w.name for w in windows_file.load()]
+        raise InvalidArgument(f"no window named {name!r} in {windows_file.path}: {did_you_mean(name, known)}"
+                              "`hermes windows list` lists them")
+    found = upcoming(window, now, number)
+    return window, found[number - 1] if len(found) >= number else None
+
+
+@dataclass(frozen=True)
+class WindowImpact:
+    """One occurrence's impact: the window, the occurrence, whether the ledger says it is
+    skipped (it then arms nothing and holds nothing back), and the impact."""
+
+    window: Window
+    occurrence: Occurrence
+    skipped: bool
+    impact: Impact
+
+    def to_json(self) -> dict[str, Any]:
+        return {"window": self.window.name, "scope": self.window.scope, "enabled": self.window.enabled,
+                "skipped": self.skipped, "occurrence": self.occurrence.to_json(None, self.window.zone_of(self.occurrence)),
+                **self.impact.to_json()}
+
+
+def window_impact(estop: Estop, window: Window, occurrence: Occurrence, now: datetime,
+                  queued: Queued | None = None) -> WindowImpact:
+    """What `occurrence` of `window` holds back over `[arm_at, end)`, drain lead included. A
+    skipped or disabled one arms nothing: its impact is empty."""
+    try:
+        skipped = occurrence.key in skipped_keys(estop.fleet)
+    except (EstopError, OSError):
+        skipped = False  # a ledger that cannot be read: the occurrence is counted (held is the safe side)
+    holds = [] if skipped or not window.enabled else [
+        h for h in window_holds(window, occurrence.arm_at, occurrence.end) if h.occurrence == occurrence.ident]
+    queued = read_queued(estop) if queued is None else queued
+    return WindowImpact(window, occurrence, skipped, queued.impact(holds, occurrence.arm_at, occurrence.end, now))
+
+
+#: at most this many scheduled times are listed per job in the text (--json: up to `MAX_RUNS`)
+_LISTED_TIMES = 3
+
+
+def impact_lines(found: Impact) -> Iterator[str]:
+    """The details under the totals line, per home then job, then the cards, the gateway, the
+    consumers and the problems (not escaped: the caller passes each through `printable`)."""
+    home = None
+    for job in found.jobs:
+        if job.home != home:
+            home = job.home
+            yield f"home {home}" + (f" (profile {job.home_profile})" if job.home_profile else " (fleet root)") + ":"
+        yield from _job_lines(job)
+    cards = found.cards
+    if cards.waiting:
+        per = ", ".join(f"{p or '(unassigned)'} {n}" for p, n in sorted(cards.by_profile.items(), key=lambda i: i[0] or ""))
+        yield (f"kanban: {cards.waiting} ready card(s) would wait (oldest #{cards.oldest_id}, ready since "
+               f"{display_instant(cards.oldest)}); by profile: {per}")
+    else:
+        yield f"kanban: no ready card would wait ({cards.proceeding} ready card(s) go ahead)"
+    if found.gateway:
+        for gate in found.gateway:
+            yield f"gateway: turns held at {gate.scope} (admits {_admits(gate.admits)})"
+    else:
+        yield "gateway: turns not held"
+    for row in found.consumers:
+        yield f"owes an acknowledgement: {row.describe()}"
+    for problem in found.problems:
+        yield f"unreadable: {problem}"
+
+
+def _admits(body: Mapping[str, Any]) -> str:
+    parts = [f"{key} {', '.join(str(v) for v in values)}" for key, values in sorted(body.items()) if values]
+    return "; ".join(parts) or "nobody"
+
+
+def _job_lines(job: JobImpact) -> Iterator[str]:
+    who = f"owner {job.owner}" if job.owner else "no owner"
+    if job.profile:
+        who += f", profile {job.profile}"
+    zone = validate_timezone(job.timezone)
+    if job.held_count:
+        yield (f"  held  {job.name} ({who}): {job.held_count} run(s) at {_times(job.held, zone, job.unlisted_held)}; "
+               f"after the lift: runs once at {display_instant(job.catch_up)}"
+               + (f", then {display_instant(job.then)}" if job.then is not None else ""))
+    if job.run_count:
+        yield f"  runs  {job.name} ({who}): {job.run_count} run(s) at {_times(job.runs, zone, job.unlisted_runs)}"
+
+
+def _times(times: tuple[datetime, ...], zone: tzinfo, unlisted: int) -> str:
+    shown = [f"{display_instant(t)} ({t.astimezone(zone):%H:%M %Z})" for t in times[:_LISTED_TIMES]]
+    more = len(times) - _LISTED_TIMES + unlisted
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
