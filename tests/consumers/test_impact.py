@@ -11,7 +11,7 @@ import pytest
 
 from hermes_estop.consumers.board import Card
 from hermes_estop.consumers.crontable import CronJob, next_occurrence
-from hermes_estop.consumers.impact import MAX_RUNS, HomeJobs, Impact, impact
+from hermes_estop.consumers.impact import MAX_RUNS, HomeJobs, Impact, impact, starving_line
 from hermes_estop.fleet.registry.entries import ConsumerState
 from hermes_estop.fleet.registry.roster import ConsumerRow
 from hermes_estop.model.homes import Layout
@@ -19,6 +19,7 @@ from hermes_estop.stores.registry import ConsumerEntry
 from hermes_estop.windows.forecast import window_holds
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import upcoming
+from hermes_estop.windows.skips import skip_entry
 
 #: a Monday noon; the nightly window's next occurrence is [02:00, 04:00) the next day, drained from 01:45
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -191,3 +192,45 @@ def test_an_unreadable_table_and_a_bad_row_are_problem_lines(root_layout):
     assert counts(found) == {"good": (1, 0)}
     assert [p.split(":")[0] for p in found.problems] == ["cron job bad of /fleet", "cron table of /fleet/profiles/ops"]
     assert "at least this much" in found.totals()
+
+
+WEEK = timedelta(days=7)
+
+
+def week_impact(layout: Layout, window: dict[str, Any], jobs: tuple[CronJob, ...], skip: int | None = None) -> Impact:
+    """The impact of every occurrence of `window` over the week from NOW (the `skip`-th, counted
+    from 0, skipped in the ledger), as `windows validate` asks it."""
+    parsed = Window.parse(window)
+    entries = {}
+    if skip is not None:
+        target = upcoming(parsed, NOW, skip + 1)[skip]
+        entries[target.key] = skip_entry(target, NOW, "test")
+    holds = window_holds(parsed, NOW, NOW + WEEK, entries)
+    return impact(holds, NOW, NOW + WEEK, NOW, tables=[HomeJobs(ROOT, None, jobs)],
+                  locations={"fleet": layout.location("fleet")})
+
+
+@pytest.mark.parametrize(("window", "jobs", "skip", "starving"), [
+    pytest.param({"name": "nightly", "cron": "0 2 * * *", "duration": "2h"}, (job("nightly-job"), job("other", "0 5 * * *")),
+                 None, ["nightly-job"], id="nightly-job-inside-a-nightly-window-starves"),
+    pytest.param({"name": "nightly", "cron": "0 2 * * *", "duration": "2h"}, (job("nightly-job"),),
+                 3, [], id="a-skip-that-frees-one-run-saves-it"),
+    pytest.param({"name": "nightly", "cron": "0 2 * * *", "duration": "2h", "allow": {"user_ids": ["7"]}},
+                 (job("nightly-job"),), None, [], id="an-admitted-owner-never-starves"),
+    pytest.param({"name": "weekdays", "cron": "0 2 * * 1-5", "duration": "2h"}, (job("nightly-job"),),
+                 None, [], id="weekend-runs-free-it"),
+    pytest.param({"name": "nightly", "cron": "0 2 * * *", "duration": "2h", "jobs": ["other"]}, (job("nightly-job"),),
+                 None, [], id="a-window-not-covering-it"),
+])
+def test_starving_jobs_are_those_every_run_of_which_is_held(root_layout, window, jobs, skip, starving):
+    found = week_impact(root_layout, window, jobs, skip)
+    assert [j.name for j in found.jobs if j.starves] == starving
+
+
+def test_the_starving_line_names_the_job_and_the_window(root_layout):
+    found = week_impact(root_layout, {"name": "nightly", "cron": "0 2 * * *", "duration": "2h"}, (job("nightly-job"),))
+    [starved] = found.jobs
+    assert starved.held_by == ("window:nightly",)
+    assert starving_line(starved, WEEK).startswith(
+        "cron job nightly-job (home /fleet, owner 7) never runs on its schedule in the next 7d: all 7 of its runs "
+        "fall inside nightly")

@@ -3,18 +3,29 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any
 
 import typer
 
 from hermes_estop.cli.command_io import current_estop, echo_lines, emit_json
 from hermes_estop.cli.windows_app import JsonOpt, windows_app
+from hermes_estop.consumers.impact import starving_line
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_instant
-from hermes_estop.observe.impact_preview import MAX_OCCURRENCE, WindowImpact, impact_lines, window_impact, window_occurrence
+from hermes_estop.observe.impact_preview import (
+    MAX_OCCURRENCE,
+    WindowImpact,
+    impact_lines,
+    starving,
+    window_impact,
+    window_occurrence,
+)
+from hermes_estop.process.estop import Estop
+from hermes_estop.windows.kept_files import HORIZON
 
-__all__ = ["impact", "impact_headline"]
+__all__ = ["impact", "impact_headline", "starving_jobs"]
 
 
 @windows_app.command("impact")
@@ -49,3 +60,11 @@ def impact_headline(result: WindowImpact) -> str:
     state = " [skipped: arms nothing]" if result.skipped else " [disabled: arms nothing]" if not result.window.enabled else ""
     return (f"window {result.window.name} at {result.window.scope}, {span} until {display_instant(occurrence.end)}"
             f"{state}: {result.impact.totals()}")
+
+
+def starving_jobs(estop: Estop, now: datetime) -> tuple[list[tuple[dict[str, Any], str]], list[str]]:
+    """`windows validate`'s starvation warnings: each starving cron job (its JSON) and its line,
+    and a line per consumers' table that could not be read (not checked)."""
+    jobs, problems = starving(estop, now)
+    return ([(job.to_json(), starving_line(job, HORIZON)) for job in jobs],
+            [f"starvation not checked for the {problem}" for problem in problems])

@@ -40,13 +40,14 @@ from hermes_estop.fleet.registry.acks import owes
 from hermes_estop.fleet.registry.entries import Ack, ConsumerState
 from hermes_estop.fleet.registry.roster import ConsumerRow
 from hermes_estop.model.cronspec import first_start_after, starts, validate_timezone
+from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.homes import FLEET, Location
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import format_instant, local_zone
 from hermes_estop.process.forecast import HeldInterval, PlannedHold, forecast_holds
 
-__all__ = ["MAX_RUNS", "CardsImpact", "GatewayImpact", "HomeJobs", "Impact", "JobImpact", "impact"]
+__all__ = ["MAX_RUNS", "CardsImpact", "GatewayImpact", "HomeJobs", "Impact", "JobImpact", "impact", "starving_line"]
 
 #: at most this many runs of one job are listed (a minutely job over a day is 1,440); the rest are counted
 MAX_RUNS = 200
@@ -83,6 +84,14 @@ class JobImpact:
     unlisted_runs: int = 0
     catch_up: datetime | None = None
     then: datetime | None = None
+    #: what holds its held runs (`PlannedHold.source`: `window:<name>`, `pause`, `hold`), in order
+    held_by: tuple[str, ...] = ()
+
+    @property
+    def starves(self) -> bool:
+        """Every run it has in the interval is held: it never runs on its schedule there (only
+        once after each lift)."""
+        return bool(self.held_count) and not self.run_count
 
     @property
     def held_count(self) -> int:
@@ -95,7 +104,7 @@ class JobImpact:
     def to_json(self) -> dict[str, Any]:
         zone = validate_timezone(self.timezone)
         return {"home": self.home, "home_profile": self.home_profile, "job": self.name, "owner": self.owner,
-                "profile": self.profile, "timezone": self.timezone,
+                "profile": self.profile, "timezone": self.timezone, "held_by": list(self.held_by),
                 "held": [_run(t, zone) for t in self.held], "held_count": self.held_count,
                 "runs": [_run(t, zone) for t in self.runs], "runs_count": self.run_count,
                 "after_lift": None if self.catch_up is None else
@@ -261,10 +270,13 @@ def _job(table: HomeJobs, job: CronJob, gate: _HeldSpans, start: datetime, end: 
     runs: list[datetime] = []
     unlisted = [0, 0]
     last: HeldInterval | None = None
+    by: dict[str, None] = {}
     for t in _runs(job, from_, end, now):
         interval = _inside(t, intervals, span)
         kept, index = (held, 0) if interval is not None else (runs, 1)
         if interval is not None:
+            if interval is not last:
+                by.update(dict.fromkeys(h.source for h in interval.holds))
             last = interval
         if len(kept) < MAX_RUNS:
             kept.append(t)
@@ -277,7 +289,7 @@ def _job(table: HomeJobs, job: CronJob, gate: _HeldSpans, start: datetime, end: 
         catch_up = last.end
         then = first_start_after(job.schedule, validate_timezone(job.timezone), catch_up) if job.schedule else None
     return JobImpact(table.home, table.profile, job.name, job.owner, job.profile, job.timezone, tuple(held),
-                     tuple(runs), unlisted[0], unlisted[1], catch_up, then)
+                     tuple(runs), unlisted[0], unlisted[1], catch_up, then, tuple(by))
 
 
 def _cards(cards: Iterable[Card], gate: _HeldSpans) -> CardsImpact:
@@ -337,3 +349,12 @@ def impact(holds: Sequence[PlannedHold], start: datetime, end: datetime, now: da
     jobs.sort(key=lambda j: (j.home, -j.held_count, j.name))
     return Impact(start, end, tuple(jobs), _cards(cards, _HeldSpans(holds, start, end, locations, KANBAN)),
                   _gateway(holds, start, end), _owing(consumers, holds), tuple(found_problems))
+
+
+def starving_line(job: JobImpact, horizon: timedelta) -> str:
+    """The warning naming a job that never runs on its schedule within `horizon` (`starves`)."""
+    where = f"home {job.home}" + (f", profile {job.profile}" if job.profile else "")
+    by = ", ".join(source.removeprefix("window:") for source in job.held_by)
+    return (f"cron job {job.name} ({where}, owner {job.owner}) never runs on its schedule in the next "
+            f"{format_duration(horizon)}: all {job.held_count} of its runs fall inside {by}; it runs only late, once "
+            "after each lift (skip an occurrence, move the job, or admit its owner)")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
 from hermes_estop.consumers.board import Board, Card
@@ -33,14 +33,25 @@ from hermes_estop.model.text import did_you_mean, one_line
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.process.estop import Estop
 from hermes_estop.process.forecast import PlannedHold
-from hermes_estop.windows.forecast import window_holds
+from hermes_estop.windows.forecast import WindowSource, window_holds
+from hermes_estop.windows.kept_files import HORIZON
 from hermes_estop.windows.ledger import skipped_keys
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, upcoming
 from hermes_estop.windows.schedule import schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["MAX_OCCURRENCE", "Queued", "WindowImpact", "impact_lines", "pause_hold", "read_queued", "window_impact", "window_occurrence"]
+__all__ = [
+    "MAX_OCCURRENCE",
+    "Queued",
+    "WindowImpact",
+    "impact_lines",
+    "pause_hold",
+    "read_queued",
+    "starving",
+    "window_impact",
+    "window_occurrence",
+]
 
 #: `--occurrence N` goes at most this far ahead (a minutely window's week)
 MAX_OCCURRENCE = 10_000
@@ -210,3 +221,31 @@ def _times(times: tuple[datetime, ...], zone: tzinfo, unlisted: int) -> str:
     shown = [f"{display_instant(t)} ({t.astimezone(zone):%H:%M %Z})" for t in times[:_LISTED_TIMES]]
     more = len(times) - _LISTED_TIMES + unlisted
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+class _EveryScope:
+    """`estop` seen from every scope in play (the fleet root and each profile), so the windows'
+    forecast source plans the holds of every window, not only those of `estop`'s candidates."""
+
+    def __init__(self, estop: Estop, locations: Iterable[Location]) -> None:
+        self._estop = estop
+        self.locations = tuple(locations)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._estop, name)
+
+
+def starving(estop: Estop, now: datetime, horizon: timedelta = HORIZON,
+             queued: Queued | None = None) -> tuple[list[JobImpact], tuple[str, ...]]:
+    """The cron jobs every run of which within `horizon` of `now` falls inside the holds the
+    windows will arm (the ledger's skipped occurrences left out: a skip that frees a run saves
+    the job), and the problems met reading the consumers' tables. `EstopError` (one line) when
+    `windows.toml` cannot be used, as every forecast."""
+    queued = read_queued(estop) if queued is None else queued
+    view = _EveryScope(estop, queued.locations.values())
+    holds = list(WindowSource().planned(view, now, now + horizon))
+    if not holds:
+        return [], queued.problems
+    found = impact(holds, now, now + horizon, now, tables=queued.tables, locations=queued.locations,
+                   problems=queued.problems)
+    return [job for job in found.jobs if job.starves], found.problems
