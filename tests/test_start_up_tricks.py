@@ -46,6 +46,7 @@ LATE = {
     ("hermes_estop.cli.hold", "hermes_estop.cli.wait"): "only --wait waits",
     ("hermes_estop.cli.hold", "hermes_estop.fleet.registry.acks"): "only --wait waits",
     ("hermes_estop.cli.hold", "hermes_estop.cli.history"): "the history command's own",
+    ("hermes_estop.cli.hold", "hermes_estop.cli.check_impact"): "only `check --impact` reads the consumers' tables",
     ("hermes_estop.cli.write_outcome", "hermes_estop.cli.wait"): "only --wait waits",
     ("hermes_estop.cli.hold", "hermes_estop.cli.api_client"): "the remote client only when a server is named",
     ("hermes_estop.cli.application", "hermes_estop.windows.windows_file"): "shell completion of window names only",

@@ -107,3 +107,11 @@ def test_check_impact_previews_an_unplanned_pause(fleet, extra, held_runs, cards
     assert (data["totals"]["held_runs"], data["totals"]["ready_cards_waiting"]) == (held_runs, cards)
     text = fleet("check", "--at", at, "--for", "2h", "--impact", *extra, check=0).stdout.splitlines()[0]
     assert text.startswith("a 2h pause") and f"holds back {held_runs} cron run" in text
+
+
+def test_status_says_the_next_windows_totals(fleet):
+    lines = fleet("status", check=0).stdout.splitlines()
+    [line] = [line for line in lines if line.startswith("next window ")]
+    assert line.startswith("next window upgrade (") and "holds back 2 cron runs, 2 ready" in line
+    data = json.loads(fleet("status", "--json", check=0).stdout)
+    assert data["next_window_impact"]["held_runs"] == 2 and data["next_window_impact"]["window"] == "upgrade"

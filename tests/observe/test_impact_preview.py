@@ -13,7 +13,14 @@ from hermes_estop import Estop, FileStore
 from hermes_estop.consumers.board import Board
 from hermes_estop.consumers.crontable import CronTable
 from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.observe.impact_preview import impact_lines, read_queued, window_impact, window_occurrence
+from hermes_estop.observe.impact_preview import (
+    impact_lines,
+    next_impact_section,
+    next_occurrence,
+    read_queued,
+    window_impact,
+    window_occurrence,
+)
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.skips import skip_occurrence
 from hermes_estop.windows.windows_file import WindowsFile
@@ -96,3 +103,33 @@ def test_a_fifo_planted_as_the_board_is_a_problem_not_a_hang(estop, fleet_root):
     os.mkfifo(fleet_root / "kanban.db")
     queued = read_queued(estop)
     assert queued.cards == () and len(queued.problems) == 1 and "kanban board" in queued.problems[0]
+
+
+@pytest.mark.parametrize(("windows", "expected"), [
+    pytest.param([{"name": "nightly", "cron": "0 2 * * *", "duration": "2h", "drain": "15m"},
+                  {"name": "early", "cron": "50 1 * * *", "duration": "1h"}], "nightly",
+                 id="the-drain-lead-arms-it-first"),
+    pytest.param([{"name": "nightly", "cron": "0 2 * * *", "duration": "2h"},
+                  {"name": "now", "cron": "0 11 * * *", "duration": "2h"}], "nightly",
+                 id="not-the-one-holding-now"),
+    pytest.param([{"name": "nightly", "cron": "0 2 * * *", "duration": "2h", "enabled": False},
+                  {"name": "later", "cron": "0 3 * * *", "duration": "1h"}], "later", id="not-a-disabled-one"),
+    pytest.param([{"name": "past", "at": "2026-05-01T00:00:00Z", "duration": "1h"}], None, id="none-ahead"),
+])
+def test_next_occurrence_is_the_next_to_arm(estop, fleet_root, windows, expected):
+    WindowsFile(fleet_root).save([Window.parse(w) for w in windows])
+    found = next_occurrence(estop, NOW)
+    assert (found[0].name if found else None) == expected
+
+
+def test_status_section_says_the_next_windows_totals(estop):
+    section = next_impact_section(estop, NOW)
+    assert section["lines"] == ["next window nightly (2026-06-02T01:45:00+00:00): holds back 4 cron runs, "
+                                "2 ready cards (hermes windows impact nightly)"]
+    assert section["json"]["next_window_impact"]["held_runs"] == 4
+
+
+def test_status_section_never_raises(estop, fleet_root):
+    (fleet_root / "windows.toml").write_text("[[windows]]\nname = 'x'\n")
+    section = next_impact_section(estop, NOW)
+    assert len(section["lines"]) == 1 and section["lines"][0].startswith("next window impact: ")

@@ -14,8 +14,10 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.text import one_line
 from hermes_estop.notify.config import CommandTarget, WebhookTarget, load_targets
@@ -96,8 +98,10 @@ class NotifyService:
     name = "notify"
 
     def __init__(self, fleet: Fleet, targets: Sequence[WebhookTarget | CommandTarget], *, poll: float = POLL,
-                 is_leader: Callable[[], bool] | None = None) -> None:
+                 is_leader: Callable[[], bool] | None = None,
+                 enrich: Callable[[AuditEvent], dict[str, Any] | None] | None = None) -> None:
         self.fleet = fleet
+        self.enrich = enrich
         self.targets = list(targets)
         self.poll = float(poll)
         self.is_leader = is_leader
@@ -151,7 +155,7 @@ class NotifyService:
         standing = fleet_readings(self.fleet)
 
         def maker(target: WebhookTarget | CommandTarget) -> Callable[[], TargetWorker]:
-            return lambda: TargetWorker(target, source, cursors, root, standing=standing)
+            return lambda: TargetWorker(target, source, cursors, root, standing=standing, enrich=self.enrich)
 
         threads = [threading.Thread(target=self._loop, args=(maker(t), t.name, is_leader, stop),
                                     name=f"hermes-notify-{t.name}", daemon=True) for t in self.targets]
@@ -167,11 +171,13 @@ class NotifyService:
                 file_leader.close()
 
 
-def notify_services(fleet: Fleet, leader_poll: float | None = None) -> list[NotifyService]:
+def notify_services(fleet: Fleet, leader_poll: float | None = None,
+                    enrich: Callable[[AuditEvent], dict[str, Any] | None] | None = None) -> list[NotifyService]:
     """The notifier, when `estop.toml` has `[[notify]]` tables (else nothing); `InvalidNotify`
     (one line naming file, table and field) when one is bad, so `hermes serve` refuses to start
-    with it (exit 2) rather than silently dropping a target."""
+    with it (exit 2) rather than silently dropping a target. `enrich`: what an event's body
+    carries besides its line (`serve` gives a window's arm what it holds back)."""
     targets = load_targets(fleet.root)
     if not targets:
         return []
-    return [NotifyService(fleet, targets, is_leader=fleet.leader_gate("notify", leader_poll))]
+    return [NotifyService(fleet, targets, is_leader=fleet.leader_gate("notify", leader_poll), enrich=enrich)]

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.hold import HoldState, Reading
 from hermes_estop.model.text import one_line
@@ -91,8 +92,11 @@ class TargetWorker:
 
     def __init__(self, target: WebhookTarget | CommandTarget, source: AuditSource, cursors: CursorStore, fleet: Path,
                  *, standing: Callable[[datetime], Sequence[Reading]] | None = None,
-                 state: TargetState | None = None, sender: Sender = deliver) -> None:
+                 state: TargetState | None = None, sender: Sender = deliver,
+                 enrich: Callable[[AuditEvent], dict[str, Any] | None] | None = None) -> None:
         self.target = target
+        #: what an event's body carries besides the trail's line (a window's arm: what it holds back)
+        self.enrich = enrich
         self.source = source
         self.cursors = cursors
         self.fleet = fleet
@@ -157,6 +161,15 @@ class TargetWorker:
             return one_line(exc)
         return None
 
+    def _extra(self, event: AuditEvent) -> dict[str, Any] | None:
+        """`enrich(event)`; a failure sends the event without it (never a lost notification)."""
+        if self.enrich is None:
+            return None
+        try:
+            return self.enrich(event)
+        except Exception:  # noqa: BLE001 - the event goes out as the trail has it
+            return None
+
     def tick(self, now: datetime) -> DeliveryReport:
         """Deliver what is due at `now` (see the module docstring). Never raises for a target's
         or a trail's failure: it is the report's `error` and the retry is scheduled."""
@@ -184,7 +197,7 @@ class TargetWorker:
             if moved:  # the skipped entries before this one are behind us for good
                 self._save()
                 moved = False
-            why = self._send(event_body(item.id, event, self.fleet))
+            why = self._send(event_body(item.id, event, self.fleet, self._extra(event)))
             if why is not None:
                 return self._failed(now, why, report)
             self.state.position = item.end

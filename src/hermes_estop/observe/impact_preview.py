@@ -14,9 +14,10 @@ unplanned pause (`pause_hold`: a hold at a scope over `[start, end)` admitting n
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
+from functools import partial
 from typing import Any
 
 from hermes_estop.consumers.board import Board, Card
@@ -24,6 +25,7 @@ from hermes_estop.consumers.crontable import CronTable
 from hermes_estop.consumers.impact import HomeJobs, Impact, JobImpact, impact
 from hermes_estop.consumers.inflight import fleet_homes
 from hermes_estop.fleet.registry.roster import ConsumerRow, read_roster
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.errors import EstopError, InvalidArgument
 from hermes_estop.model.hold import NOBODY
@@ -38,14 +40,18 @@ from hermes_estop.windows.kept_files import HORIZON
 from hermes_estop.windows.ledger import skipped_keys
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, upcoming
-from hermes_estop.windows.schedule import schedule_of
+from hermes_estop.windows.reconcile import ARMED_BY_PREFIX
+from hermes_estop.windows.schedule import Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = [
+    "arm_impact",
     "MAX_OCCURRENCE",
     "Queued",
     "WindowImpact",
     "impact_lines",
+    "next_impact_section",
+    "next_occurrence",
     "pause_hold",
     "read_queued",
     "starving",
@@ -249,3 +255,97 @@ def starving(estop: Estop, now: datetime, horizon: timedelta = HORIZON,
     found = impact(holds, now, now + horizon, now, tables=queued.tables, locations=queued.locations,
                    problems=queued.problems)
     return [job for job in found.jobs if job.starves], found.problems
+
+
+def next_occurrence(estop: Estop, now: datetime) -> tuple[Window, Occurrence] | None:
+    """The enabled window occurrence that arms next after `now` (not one covering now: that one
+    holds already), soonest arm time first, the file's order breaking a tie; None when none is
+    ahead. Answered from the file's compiled schedule (a `Window` built for the one found)."""
+    windows_file = WindowsFile(estop.layout.root)
+    schedule = schedule_of(windows_file, now)
+    candidates = _scheduled(schedule, now) if schedule is not None else (
+        (partial(_same, w), upcoming(w, now, 2)) for w in windows_file.load() if w.enabled)
+    best: tuple[datetime, int, Callable[[], Window], Occurrence] | None = None
+    for position, (window_of, ahead) in enumerate(candidates):
+        following = next((o for o in ahead if not o.covers(now)), None)
+        if following is not None and (best is None or (following.arm_at, position) < best[:2]):
+            best = (following.arm_at, position, window_of, following)
+    return None if best is None else (best[2](), best[3])
+
+
+def _same(window: Window) -> Window:
+    return window
+
+
+def _scheduled(schedule: Schedule, now: datetime) -> Iterator[tuple[Callable[[], Window], list[Occurrence]]]:
+    """Each enabled window of `schedule` (in the file's order) with its next two occurrences."""
+    for item in schedule.in_file_order():
+        if isinstance(item, int):
+            if not schedule.enabled[item]:
+                continue
+            answered = schedule.upcoming(item, now, 2)
+            window_of = partial(schedule.window, item)
+            yield window_of, answered if answered is not None else upcoming(window_of(), now, 2)
+        elif item.enabled:
+            yield partial(_same, item), upcoming(item, now, 2)
+
+
+def next_impact_section(estop: Estop, now: datetime, *, as_json: bool | None = None) -> dict[str, Any]:
+    """The status section (`hermes status`, /api/status): the next window occurrence to arm and
+    the totals of what it will hold back. Never raises: a failure is one line."""
+    try:
+        nxt = next_occurrence(estop, now)
+        if nxt is None:
+            return {"json": {"next_window_impact": None}, "lines": []}
+        window, occurrence = nxt
+        found = window_impact(estop, window, occurrence, now)
+    except Exception as exc:  # noqa: BLE001 - a status read never raises
+        problem = one_line(exc)
+        return {"json": {"next_window_impact": {"error": problem}}, "lines": [f"next window impact: {problem}"]}
+    totals = found.impact
+    line = (f"next window {window.name} ({display_instant(occurrence.arm_at)}"
+            + (", skipped" if found.skipped else "")
+            + f"): holds back {totals.held_runs} cron run{'' if totals.held_runs == 1 else 's'}, "
+            f"{totals.cards.waiting} ready card{'' if totals.cards.waiting == 1 else 's'} "
+            f"(hermes windows impact {window.name})")
+    data = {"window": window.name, "occurrence": occurrence.ident, "skipped": found.skipped,
+            **totals.totals_json()}
+    return {"json": {"next_window_impact": data} if as_json is not False else {},
+            "lines": [line] if as_json is not True else []}
+
+
+def arm_impact(estop: Estop) -> Callable[[AuditEvent], dict[str, Any] | None]:
+    """What a notification of a window's arm carries besides its line (`serve` hands it to the
+    notifier): for the `engage` or `rearm` of a hold a window armed (still standing, the same
+    generation), `{"impact": {window, occurrence, totals..., "line": ...}}`; else None."""
+
+    def enrich(event: AuditEvent) -> dict[str, Any] | None:
+        if event.event not in ("engage", "rearm") or event.generation is None:
+            return None
+        armed = _window_hold(estop, event)
+        if armed is None:
+            return None
+        name, ident = armed
+        now = estop.clock()
+        window, _ = window_occurrence(estop, name, 1, now)
+        occurrence = next((o for o in upcoming(window, now, 2) if o.ident == ident), None)
+        if occurrence is None:
+            return None
+        found = window_impact(estop, window, occurrence, now)
+        return {"impact": {"window": name, "occurrence": ident, **found.impact.totals_json(),
+                           "line": found.impact.totals()}}
+
+    return enrich
+
+
+def _window_hold(estop: Estop, event: AuditEvent) -> tuple[str, str] | None:
+    """(window name, occurrence) of the standing hold `event` wrote, when a window armed it."""
+    for reading in estop.fleet.read().readings:
+        hold = reading.hold
+        if reading.location.scope != event.location or hold is None or hold.generation != event.generation:
+            continue
+        armed_by, window = hold.armed_by or "", hold.window or {}
+        occurrence = window.get("occurrence")
+        if armed_by.startswith(ARMED_BY_PREFIX) and isinstance(occurrence, str):
+            return armed_by.removeprefix(ARMED_BY_PREFIX), occurrence
+    return None
