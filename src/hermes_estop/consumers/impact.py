@@ -47,10 +47,12 @@ from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import format_instant, local_zone
 from hermes_estop.process.forecast import HeldInterval, PlannedHold, forecast_holds
 
-__all__ = ["MAX_RUNS", "CardsImpact", "GatewayImpact", "HomeJobs", "Impact", "JobImpact", "impact", "starving_line"]
+__all__ = ["MAX_COUNTED", "MAX_RUNS", "CardsImpact", "GatewayImpact", "HomeJobs", "Impact", "JobImpact", "impact", "starving_line"]
 
 #: at most this many runs of one job are listed (a minutely job over a day is 1,440); the rest are counted
 MAX_RUNS = 200
+#: at most this many runs of one schedule are counted (a minutely job over ten weeks), then a problem line says so
+MAX_COUNTED = 100_000
 #: what the cron and kanban consumers and the gateway gate as (their modules' COMPONENT)
 CRON, KANBAN, GATEWAY = "cron", "kanban", "gateway"
 
@@ -243,25 +245,52 @@ def _inside(t: datetime, intervals: Sequence[HeldInterval], span: timedelta | No
     return None
 
 
-def _runs(job: CronJob, start: datetime, end: datetime, now: datetime) -> Iterable[datetime]:
+class _Starts:
+    """The starts of each (schedule, zone) in a range, asked of croniter once per distinct
+    question: a fleet's jobs share a few schedules, and croniter is most of an impact's cost
+    (bench/impact.py). At most `MAX_COUNTED` starts per question (`cut` then names it)."""
+
+    def __init__(self) -> None:
+        self._ranges: dict[tuple[str, str, datetime, datetime], tuple[datetime, ...]] = {}
+        self._after: dict[tuple[str, str, datetime], datetime | None] = {}
+        self.cut: list[str] = []
+
+    def between(self, schedule: str, timezone: str, lo: datetime, end: datetime) -> tuple[datetime, ...]:
+        key = (schedule, timezone, lo, end)
+        found = self._ranges.get(key)
+        if found is None:
+            out: list[datetime] = []
+            for t in starts(schedule, validate_timezone(timezone), lo):
+                if t >= end:
+                    break
+                if len(out) >= MAX_COUNTED:
+                    self.cut.append(f"schedule {schedule!r} ({timezone}): only its first {MAX_COUNTED} runs counted")
+                    break
+                out.append(t)
+            found = self._ranges[key] = tuple(out)
+        return found
+
+    def after(self, schedule: str, timezone: str, t: datetime) -> datetime | None:
+        key = (schedule, timezone, t)
+        if key not in self._after:
+            self._after[key] = first_start_after(schedule, validate_timezone(timezone), t)
+        return self._after[key]
+
+
+def _runs(job: CronJob, start: datetime, end: datetime, now: datetime, memo: _Starts) -> Iterable[datetime]:
     """The job's scheduled runs in `[start, end)` from now on (cronspec: croniter): a one-shot's
     pending instant, a recurring job's starts (a job parked by its tick has none)."""
     if job.next_run_at is None:
         return ()
-    first = max(start, now, job.next_run_at)
     if job.schedule is None:
         return (job.next_run_at,) if start <= job.next_run_at < end and job.next_run_at >= now else ()
-    return _until(starts(job.schedule, validate_timezone(job.timezone), first), end)
+    validate_timezone(job.timezone)  # a bad zone is the row's problem, before any start is asked
+    found = memo.between(job.schedule, job.timezone, max(start, now), end)
+    return (t for t in found if t >= job.next_run_at)
 
 
-def _until(found: Iterable[datetime], end: datetime) -> Iterable[datetime]:
-    for t in found:
-        if t >= end:
-            return
-        yield t
-
-
-def _job(table: HomeJobs, job: CronJob, gate: _HeldSpans, start: datetime, end: datetime, now: datetime) -> JobImpact | None:
+def _job(table: HomeJobs, job: CronJob, gate: _HeldSpans, start: datetime, end: datetime, now: datetime,
+         memo: _Starts) -> JobImpact | None:
     span = job.timeout if job.no_overlap_window else None
     from_ = start - span if span is not None else start
     scopes = (table.profile or FLEET, job.profile, FLEET)
@@ -271,7 +300,7 @@ def _job(table: HomeJobs, job: CronJob, gate: _HeldSpans, start: datetime, end: 
     unlisted = [0, 0]
     last: HeldInterval | None = None
     by: dict[str, None] = {}
-    for t in _runs(job, from_, end, now):
+    for t in _runs(job, from_, end, now, memo):
         interval = _inside(t, intervals, span)
         kept, index = (held, 0) if interval is not None else (runs, 1)
         if interval is not None:
@@ -287,7 +316,7 @@ def _job(table: HomeJobs, job: CronJob, gate: _HeldSpans, start: datetime, end: 
     catch_up = then = None
     if last is not None:
         catch_up = last.end
-        then = first_start_after(job.schedule, validate_timezone(job.timezone), catch_up) if job.schedule else None
+        then = memo.after(job.schedule, job.timezone, catch_up) if job.schedule else None
     return JobImpact(table.home, table.profile, job.name, job.owner, job.profile, job.timezone, tuple(held),
                      tuple(runs), unlisted[0], unlisted[1], catch_up, then, tuple(by))
 
@@ -334,19 +363,21 @@ def impact(holds: Sequence[PlannedHold], start: datetime, end: datetime, now: da
     expression written by hand) is left out with a problem line, as its tick parks it."""
     found_problems = list(problems)
     cron_gate = _HeldSpans(holds, start, end, locations, CRON)
+    memo = _Starts()
     jobs: list[JobImpact] = []
     for table in tables:
         if table.problem is not None:
             found_problems.append(f"cron table of {table.home}: {table.problem}")
         for job in table.jobs:
             try:
-                found = _job(table, job, cron_gate, start, end, now)
+                found = _job(table, job, cron_gate, start, end, now, memo)
             except (EstopError, ValueError, OverflowError) as exc:
                 found_problems.append(f"cron job {job.name} of {table.home}: {one_line(exc)}")
                 continue
             if found is not None:
                 jobs.append(found)
     jobs.sort(key=lambda j: (j.home, -j.held_count, j.name))
+    found_problems += dict.fromkeys(memo.cut)
     return Impact(start, end, tuple(jobs), _cards(cards, _HeldSpans(holds, start, end, locations, KANBAN)),
                   _gateway(holds, start, end), _owing(consumers, holds), tuple(found_problems))
 
