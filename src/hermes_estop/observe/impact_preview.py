@@ -46,6 +46,7 @@ from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = [
     "arm_impact",
+    "bar_impacts",
     "MAX_OCCURRENCE",
     "Queued",
     "WindowImpact",
@@ -349,3 +350,24 @@ def _window_hold(estop: Estop, event: AuditEvent) -> tuple[str, str] | None:
         if armed_by.startswith(ARMED_BY_PREFIX) and isinstance(occurrence, str):
             return armed_by.removeprefix(ARMED_BY_PREFIX), occurrence
     return None
+
+
+def bar_impacts(estop: Estop, bars: Iterable[Any], windows: Mapping[str, Window], now: datetime) -> dict[str, Impact | str]:
+    """The impact of each upcoming or active occurrence on the status page (`fleetview.Bar`:
+    window, start, end, state, key), by the bar's key: what its hold holds back over `[drain
+    from, end)`, or a one-line reason it is not shown. Reads the consumers' tables once. Never raises."""
+    out: dict[str, Impact | str] = {}
+    try:
+        queued = read_queued(estop)
+        for bar in bars:
+            window = windows.get(bar.window)
+            if bar.state not in ("upcoming", "active") or window is None:
+                out[bar.key] = f"{bar.state}: arms nothing"
+                continue
+            arm_at = bar.drain_from or bar.start
+            holds = [h for h in window_holds(window, arm_at, bar.end) if h.start == arm_at and h.until == bar.end]
+            out[bar.key] = queued.impact(holds, arm_at, bar.end, now)
+    except Exception as exc:  # noqa: BLE001 - the page is served whatever a table holds
+        problem = one_line(exc)
+        return {bar.key: problem for bar in bars}
+    return out
