@@ -22,8 +22,10 @@ from typing import Any
 
 from hermes_estop.consumers.board import Board, Card
 from hermes_estop.consumers.crontable import CronTable
-from hermes_estop.consumers.impact import HomeJobs, Impact, JobImpact, impact
+from hermes_estop.consumers.impact import CRON, HomeJobs, Impact, JobImpact, impact
 from hermes_estop.consumers.inflight import fleet_homes
+from hermes_estop.consumers.published_jobs import read_published
+from hermes_estop.fleet.registry.entries import ConsumerState, this_host
 from hermes_estop.fleet.registry.roster import ConsumerRow, read_roster
 from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.cronspec import validate_timezone
@@ -84,7 +86,7 @@ def read_queued(estop: Estop) -> Queued:
     """Every home's cron table, the board's ready cards and the registry. Never raises."""
     problems: list[str] = []
     root = estop.layout.root
-    tables = []
+    tables: list[HomeJobs] = []
     for home in fleet_homes(estop):
         profile = None if home == root else home.name
         try:
@@ -101,10 +103,26 @@ def read_queued(estop: Estop) -> Queued:
     roster = read_roster(estop.fleet, prune=False)
     if roster.problem is not None:
         problems.append(f"consumer registry: {roster.problem}")
+    tables += _published_elsewhere(roster.rows)
     scopes = {FLEET} | {t.profile for t in tables if t.profile} | {
         j.profile for t in tables for j in t.jobs if isinstance(j.profile, str)} | {
         c.profile for c in cards if isinstance(c.profile, str)}
     return Queued(tuple(tables), cards, roster.rows, _locations(estop, scopes), tuple(problems))
+
+
+def _published_elsewhere(rows: Iterable[ConsumerRow]) -> list[HomeJobs]:
+    """The job tables the cron consumers of OTHER hosts publish in their registry entries
+    (`published_jobs`; a fleet on PostgreSQL spans hosts): this host's homes are read from disk."""
+    here = this_host()
+    found = []
+    for row in rows:
+        entry = row.entry
+        if entry.component != CRON or entry.host == here or row.state is ConsumerState.LOST:
+            continue
+        jobs, problem = read_published(entry.extra)
+        if jobs or problem:
+            found.append(HomeJobs(f"{entry.host}:{entry.home}", entry.profile, jobs, problem))
+    return found
 
 
 def _locations(estop: Estop, scopes: Iterable[str]) -> dict[str, Location]:
