@@ -4,8 +4,9 @@ window's hold with `impact` totals, and an operator's pause without them."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+import pytest
 from notify_helpers import webhook, write_config
 
 from hermes_estop.consumers.crontable import CronTable
@@ -14,8 +15,10 @@ from hermes_estop.notify.config import load_targets
 from hermes_estop.notify.cursors import FleetCursorStore
 from hermes_estop.notify.source import FleetAuditSource
 from hermes_estop.notify.target import TargetWorker
-from hermes_estop.observe.impact_preview import arm_impact
+from hermes_estop.observe.impact_preview import arm_impact, arming_soon
 from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import upcoming
+from hermes_estop.windows.skips import skip_occurrence
 from hermes_estop.windows.windows_file import WindowsFile
 
 #: inside the drain lead of the nightly window's 2026-06-02 occurrence (armed from 01:45)
@@ -58,3 +61,56 @@ def test_an_enrich_that_fails_sends_the_event_as_it_is(estop, clock, receiver):
         raise RuntimeError("boom")
 
     assert worker_for(estop, receiver, broken).tick(clock()).delivered and receiver.events()[0]["reason"] == "by hand"
+
+
+#: 20 minutes before the nightly window (02:00 UTC, no drain) of 2026-06-02 arms
+EARLY = datetime(2026, 6, 2, 1, 40, tzinfo=UTC)
+
+
+@pytest.fixture
+def nightly(estop):
+    """The nightly window (02:00 UTC for 2h) and a half-hourly job it holds four runs of."""
+    root = estop.layout.root
+    WindowsFile(root).save([Window.parse({"name": "nightly", "cron": "0 2 * * *", "duration": "2h"})])
+    CronTable(root).add("sync", "true", now=EARLY, schedule="*/30 * * * *", owner="9")
+    return estop
+
+
+def forewarned(estop, receiver, **fields) -> TargetWorker:
+    """The worker of one webhook target (`fields`: `before`, ...) given the windows arming soon."""
+    root = estop.layout.root
+    write_config(root, webhook("hook", receiver.url, start="end", **fields))
+    fleet = estop.fleet
+    [target] = load_targets(root)
+    return TargetWorker(target, FleetAuditSource(fleet), FleetCursorStore(fleet), root, upcoming=arming_soon(estop))
+
+
+def test_before_sends_one_upcoming_notice_with_the_totals(nightly, clock, receiver):
+    clock.set(EARLY)
+    estop = nightly
+    worker = forewarned(estop, receiver, before="15m")
+    worker.tick(clock())
+    assert receiver.events() == []  # 20 minutes ahead: not yet
+    clock.advance(minutes=6)
+    worker.tick(clock())
+    [notice] = receiver.events()
+    assert (notice["event"], notice["window"], notice["arms_at"]) == ("upcoming", "nightly", "2026-06-02T02:00:00+00:00")
+    assert notice["impact"]["held_runs"] == 4 and notice["impact"]["line"].startswith("holds back 4 cron runs")
+    clock.advance(minutes=1)
+    worker.tick(clock())
+    assert len(receiver.events()) == 1  # once
+    # a new worker (a restart) reads what was sent from the target's state
+    again = forewarned(estop, receiver, before="15m")
+    again.tick(clock())
+    assert len(receiver.events()) == 1
+
+
+def test_no_notice_without_before_or_for_a_skipped_occurrence(nightly, clock, receiver):
+    estop = nightly
+    clock.set(EARLY + timedelta(minutes=10))
+    forewarned(estop, receiver).tick(clock())
+    assert receiver.events() == []
+    window = Window.parse({"name": "nightly", "cron": "0 2 * * *", "duration": "2h"})
+    skip_occurrence(estop.fleet, window, upcoming(window, clock(), 1)[0], clock())
+    forewarned(estop, receiver, before="15m").tick(clock())
+    assert [e["event"] for e in receiver.events()] == ["skip"]  # the skip itself, from the trail; no notice

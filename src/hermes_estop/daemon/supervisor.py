@@ -25,7 +25,7 @@ from hermes_estop.fleet.deadman import DeadmanService
 from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
 from hermes_estop.model.hold import Reading
 from hermes_estop.notify.notifier import notify_services
-from hermes_estop.observe.impact_preview import arm_impact
+from hermes_estop.observe.impact_preview import arm_impact, arming_soon
 from hermes_estop.observe.page import PAGE_CSS
 from hermes_estop.observe.server import StatusServer, attach
 from hermes_estop.observe.starvation_watch import StarvationWatch
@@ -72,7 +72,7 @@ def build_services(estop: Estop, *, poll_interval: float, cron_interval: float =
                     scheduler_logs_file=True),  # one problem of windows.toml, one line: the scheduler's
         *configured_services(estop, cron_interval=cron_interval, kanban_interval=kanban_interval,
                              kanban_max=kanban_max),
-        *notify_services(fleet, leader_poll, enrich=arm_impact(estop)),
+        *notify_services(fleet, leader_poll, enrich=arm_impact(estop), upcoming=arming_soon(estop)),
         StarvationWatch(estop, is_leader=windows.is_leader),
     ]
 

@@ -34,7 +34,7 @@ from hermes_estop.model.hold import NOBODY
 from hermes_estop.model.homes import FLEET, Location
 from hermes_estop.model.selector import Selector
 from hermes_estop.model.text import did_you_mean, one_line
-from hermes_estop.model.timeutil import display_instant
+from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.process.estop import Estop
 from hermes_estop.process.forecast import PlannedHold
 from hermes_estop.windows.forecast import WindowSource, window_holds
@@ -47,6 +47,8 @@ from hermes_estop.windows.schedule import Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = [
+    "ARMING_RECHECK",
+    "arming_soon",
     "arm_impact",
     "bar_impacts",
     "MAX_OCCURRENCE",
@@ -388,4 +390,50 @@ def bar_impacts(estop: Estop, bars: Iterable[Any], windows: Mapping[str, Window]
     except Exception as exc:  # noqa: BLE001 - the page is served whatever a table holds
         problem = one_line(exc)
         return {bar.key: problem for bar in bars}
+    return out
+
+
+#: how long `arming_soon`'s answer is reused (a notifier asks on every poll; a notice may be this late)
+ARMING_RECHECK = timedelta(seconds=30)
+
+
+def arming_soon(estop: Estop) -> Callable[[datetime, timedelta], list[tuple[str, datetime, dict[str, Any]]]]:
+    """What the notifier's `before` notices are about (`TargetWorker.upcoming`): each enabled
+    window occurrence not skipped that arms within `(now, now + before]`, as (its key, when it
+    arms, the event's fields: window, scope, occurrence, start, end, reason, and `impact`, what it
+    holds back). Worked out at most once per `ARMING_RECHECK` for a given span."""
+    memo: dict[timedelta, tuple[datetime, list[tuple[str, datetime, dict[str, Any]]]]] = {}
+
+    def due(now: datetime, before: timedelta) -> list[tuple[str, datetime, dict[str, Any]]]:
+        known = memo.get(before)
+        if known is not None and now - known[0] < ARMING_RECHECK:
+            return [item for item in known[1] if now < item[1] <= now + before]
+        found = _arming_within(estop, now, before + ARMING_RECHECK)
+        memo[before] = (now, found)
+        return [item for item in found if now < item[1] <= now + before]
+
+    return due
+
+
+def _arming_within(estop: Estop, now: datetime, span: timedelta) -> list[tuple[str, datetime, dict[str, Any]]]:
+    windows_file = WindowsFile(estop.layout.root)
+    schedule = schedule_of(windows_file, now)
+    candidates = _scheduled(schedule, now) if schedule is not None else (
+        (partial(_same, w), upcoming(w, now, 2)) for w in windows_file.load() if w.enabled)
+    soon = [(window_of, o) for window_of, ahead in candidates for o in ahead if now < o.arm_at <= now + span]
+    if not soon:
+        return []
+    skipped = skipped_keys(estop.fleet)
+    queued = read_queued(estop)
+    out = []
+    for window_of, occurrence in soon:
+        if occurrence.key in skipped:
+            continue
+        window = window_of()
+        found = window_impact(estop, window, occurrence, now, queued)
+        out.append((occurrence.key, occurrence.arm_at, {
+            "scope": window.scope, "window": window.name, "occurrence": occurrence.ident,
+            "start": format_instant(occurrence.start), "end": format_instant(occurrence.end),
+            "reason": window.reason_for(occurrence.reason),
+            "impact": {**found.impact.totals_json(), "line": found.impact.totals()}}))
     return out
