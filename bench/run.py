@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 
 from harness import Figure
 
-SUITES = ["core", "consumers", "windows", "postgres", "observe", "acks", "audit", "serve_scale", "api"]
+SUITES = ["core", "consumers", "windows", "postgres", "observe", "acks", "audit", "serve_scale", "api", "impact"]
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:

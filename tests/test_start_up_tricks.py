@@ -46,6 +46,12 @@ LATE = {
     ("hermes_estop.cli.hold", "hermes_estop.cli.wait"): "only --wait waits",
     ("hermes_estop.cli.hold", "hermes_estop.fleet.registry.acks"): "only --wait waits",
     ("hermes_estop.cli.hold", "hermes_estop.cli.history"): "the history command's own",
+    ("hermes_estop.cli.hold", "hermes_estop.cli.check_impact"): "only `check --impact` reads the consumers' tables",
+    # every `hermes windows` command loads cli.windows_impact (it registers `impact`): the
+    # consumers' readers are for `windows impact` and `windows validate` only
+    ("hermes_estop.cli.windows_impact", "hermes_estop.observe.impact_preview"): "`windows impact` and `validate` only",
+    ("hermes_estop.cli.windows_impact", "hermes_estop.consumers.impact"): "`windows validate`'s starvation check only",
+    ("hermes_estop.cli.windows_impact", "hermes_estop.windows.kept_files"): "`windows validate`'s starvation check only",
     ("hermes_estop.cli.write_outcome", "hermes_estop.cli.wait"): "only --wait waits",
     ("hermes_estop.cli.hold", "hermes_estop.cli.api_client"): "the remote client only when a server is named",
     ("hermes_estop.cli.application", "hermes_estop.windows.windows_file"): "shell completion of window names only",

@@ -38,6 +38,8 @@ def test_a_valid_config_gives_typed_targets_with_defaults(fleet_root):
     (webhook("x", "http://h/", events=[]), ["'events'"]),
     (webhook("x", "http://h/", timeout=-1), ["'timeout'"]),
     (webhook("x", "http://h/", stale_after="soon"), ["'stale_after'", "soon"]),
+    (webhook("x", "http://h/", before="0s"), ["'before'", "0s"]),
+    (webhook("x", "http://h/", before="8d"), ["'before'", "8d"]),
     (webhook("x", "http://h/", colour="red"), ["'colour'"]),
     (webhook("bad name", "http://h/"), ["'name'", "bad name"]),
     (command("x", []), ["'argv'"]),

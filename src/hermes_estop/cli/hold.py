@@ -360,14 +360,18 @@ def check(user: UserOpt = None, profile: ProfileOpt = None, component: Component
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the exit code says it.")] = False,
           at: Annotated[str | None, typer.Option("--at", help="Ask about this instant (15:00, tomorrow 03:00, a zone after it, ISO-8601, `now` or `now+DUR`, with --for): the holds standing now (with their deadmen) and every window occurrence covering it.")] = None,
           for_: Annotated[str | None, typer.Option("--for", help="With --at: held at any instant of [TIME, TIME+DUR)? (30m, 2h, PT45M).")] = None,
+          impact: Annotated[bool, typer.Option("--impact", help="With --at and --for: what a pause over [TIME, TIME+DUR) would hold back (cron runs, ready cards, gateway turns, acknowledgements owed).")] = False,
           as_json: JsonOpt = False) -> None:
     """Exit 0 when work may proceed, 1 when held; with --at [--for], whether it would be (forecast)."""
+    if impact and at is None:
+        raise InvalidArgument("--impact needs --at TIME --for DUR: it previews a pause over that interval")
     if at is None and for_ is None:  # over --server too (run_check asks the server)
         raise typer.Exit(run_check(user, profile, quiet=quiet, as_json=as_json, component=component, job=job))
     if _remote() is not None:
         raise InvalidArgument("check --at/--for is not served over --server (the forecast needs the fleet's windows): "
                               "run it on a host of the fleet")
-    raise typer.Exit(run_check_at(user, profile, at, for_, quiet=quiet, as_json=as_json, component=component, job=job))
+    raise typer.Exit(run_check_at(user, profile, at, for_, quiet=quiet, as_json=as_json, component=component, job=job,
+                                  impact=impact))
 
 
 #: at most this many deciding holds are listed per held interval in the text output (--json: all)
@@ -376,7 +380,7 @@ _LISTED_HOLDS = 10
 
 def run_check_at(user: str | None, profile: str | None, at: str | None, for_: str | None, *,
                  quiet: bool = False, as_json: bool = False, component: str | None = None,
-                 job: str | None = None) -> int:
+                 job: str | None = None, impact: bool = False) -> int:
     """`hermes check --at TIME [--for DUR]`: exit 1 when (user, profile) would be held at TIME, or
     at any instant of [TIME, TIME+DUR), else 0; prints which holds and window occurrences decide,
     with their times (`Estop.forecast`). Bad input raises `EstopError` naming the value (exit 2)."""
@@ -386,6 +390,10 @@ def run_check_at(user: str | None, profile: str | None, at: str | None, for_: st
     now = estop.clock()
     start = schedulable(_at(at, now), what="--at time")
     span = duration_option("--for", for_) if for_ is not None else None
+    if impact:  # the preview reads the consumers' tables: not for `hermes pause` (issue 45)
+        from hermes_estop.cli.check_impact import run_check_impact
+
+        return run_check_impact(start, span, user, profile, component=component, job=job, as_json=as_json)
     if user is not None:
         Allow.of([user])  # the id rules a write applies (one line naming a bad id)
     forecast = estop.forecast(start, start + span if span is not None else start, user, profile,

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
-from hermes_estop.cli import windows_occurrences  # noqa: F401 - registers skip, unskip and explain on windows_app
+from hermes_estop.cli import windows_impact, windows_occurrences  # noqa: F401 - register impact, skip, unskip and explain on windows_app
 from hermes_estop.cli.api_client import Remote, remote_next, remote_windows, served_occurrences
 from hermes_estop.cli.command_io import EXIT_USAGE, current_estop, duration_option, echo_lines, emit_json, operator_time
 from hermes_estop.cli.served import remote_if_named
 from hermes_estop.cli.windows_app import JsonOpt, file as _file, now as _now, windows_app
+from hermes_estop.cli.windows_impact import starving_jobs
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.hold import Fence
@@ -397,16 +398,18 @@ def _within_policy(parsed: Any, path: Any) -> Any:
 
 
 @windows_app.command("validate")
-def validate(as_json: JsonOpt = False) -> None:
+def validate(as_json: JsonOpt = False,
+             strict: Annotated[bool, typer.Option("--strict", help="Exit 2 when a cron job starves (every run of it within the horizon held by the windows).")] = False) -> None:
     """Check windows.toml: exit 0 when it validates, 2 with the file, window and field otherwise.
-    Warns (on stderr, exit still 0) about a window that can never occur again."""
+    Warns (on stderr, exit still 0) about a window that can never occur again, and about a cron
+    job whose every run within the horizon the windows hold (with --strict: exit 2)."""
     windows_file = _file()
     now = _now()
     # the compiled schedule knows the file, not the fleet's policy: under a policy every window is judged
     under_policy = not current_estop().fleet.policy.policy()[0].empty
     answered = None if under_policy else _validated_by_schedule(windows_file, now)
     if answered is not None:
-        _validated(windows_file, *answered, as_json)
+        _validated(windows_file, *answered, as_json, strict)
         return
     try:
         parsed = _within_policy(windows_file.parse_each(windows_file.snapshot().raw), windows_file.path)
@@ -421,7 +424,7 @@ def validate(as_json: JsonOpt = False) -> None:
                 typer.echo(f"hermes: error: {one_line(failure)}", err=True)
         raise typer.Exit(EXIT_USAGE)
     windows = parsed.windows
-    _validated(windows_file, len(windows), [w.name for w in windows if not upcoming(w, now, 1)], as_json)
+    _validated(windows_file, len(windows), [w.name for w in windows if not upcoming(w, now, 1)], as_json, strict)
 
 
 def _validated_by_schedule(windows_file: WindowsFile, now: datetime) -> tuple[int, list[str]] | None:
@@ -443,13 +446,22 @@ def _validated_by_schedule(windows_file: WindowsFile, now: datetime) -> tuple[in
     return len(items), over
 
 
-def _validated(windows_file: WindowsFile, count: int, over: list[str], as_json: bool) -> None:
+def _validated(windows_file: WindowsFile, count: int, over: list[str], as_json: bool, strict: bool = False) -> None:
     warnings = [f"window {name} can never occur again (bounds, exclusions or a past at)" for name in over]
+    starving, unread = starving_jobs(current_estop(), _now()) if count else ([], [])  # cron jobs the windows starve
+    warnings += [line for _, line in starving] + unread
     if as_json:
-        emit_json({"path": str(windows_file.path), "valid": True, "windows": count, "warnings": warnings})
+        emit_json({"path": str(windows_file.path), "valid": True, "windows": count, "warnings": warnings,
+                   "starving": [job for job, _ in starving]})
+    else:
+        for warning in warnings:
+            typer.echo(f"hermes: warning: {printable(warning)}", err=True)
+    if strict and starving:
+        if not as_json:
+            typer.echo(f"hermes: error: {len(starving)} cron job(s) never run on their schedule (--strict)", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    if as_json:
         return
-    for warning in warnings:
-        typer.echo(f"hermes: warning: {printable(warning)}", err=True)
     if not count and windows_file.identity() is None:
         typer.echo(f"ok: no windows file at {windows_file.path} (no windows)")
     else:

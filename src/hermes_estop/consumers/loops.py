@@ -30,6 +30,7 @@ from hermes_estop.consumers.cron import CronRunner, CronTable
 from hermes_estop.consumers.gateway import LineServer
 from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.consumers.pass_report import PassReport, log_pass
+from hermes_estop.consumers.published_jobs import published
 from hermes_estop.consumers.reporter import ConsumerReporter
 from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
 from hermes_estop.model.errors import EstopError, InvalidArgument
@@ -181,9 +182,27 @@ class CronService(LoopService):
         self.estop = estop
         self.runner = CronRunner(estop, monotonic=monotonic)
         self.drain_timeout = drain_timeout
-        super().__init__(name, lambda now: self.runner.tick(now, wait=False), interval=interval,
+        #: the table's (mtime, size) when its jobs were last published in the registry entry
+        self._published: tuple[int, int] | None = None
+        super().__init__(name, lambda now: self._publish(self.runner.tick(now, wait=False)), interval=interval,
                          clock=estop.clock, on_stop=lambda: self.runner.drain(self.drain_timeout),
                          monotonic=monotonic, debug=debug)
+
+
+    def _publish(self, report: Any) -> Any:
+        """After a tick: the table's jobs in this consumer's registry entry when the table changed
+        (issue 47: `windows impact` on another host of the fleet sees them); never raises."""
+        if self.reporter is None:
+            return report
+        try:
+            stat = os.stat(self.runner.table.path)
+            seen = (stat.st_mtime_ns, stat.st_size)
+            if seen != self._published:
+                self.reporter.publish(published(self.runner.table.jobs()))
+                self._published = seen
+        except Exception:  # noqa: BLE001, S110 - an unreadable table is the tick's to report; tried again next tick
+            pass
+        return report
 
 
 class KanbanService(LoopService):

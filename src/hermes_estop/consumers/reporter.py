@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from hermes_estop import __version__
@@ -117,6 +118,13 @@ class ConsumerReporter:
             logger.warning("%s: reporting to the consumer registry works again", self.entry.component)
             self._problem = None
         return True
+
+    def publish(self, extra: dict[str, Any]) -> None:
+        """Replace what this entry carries of its own (`extra`: a cron consumer's job table,
+        `published_jobs`); the next report writes it, however soon."""
+        with self._lock:
+            self.entry = replace(self.entry, extra=dict(extra))
+            self._written_at = float("-inf")
 
     def deregister(self) -> None:
         """Leave the registry (a consumer that stops is not lost, it is gone); never raises.

@@ -25,8 +25,10 @@ from hermes_estop.fleet.deadman import DeadmanService
 from hermes_estop.fleet.registry.entries import MIN_REPORT_INTERVAL
 from hermes_estop.model.hold import Reading
 from hermes_estop.notify.notifier import notify_services
+from hermes_estop.observe.impact_preview import arm_impact, arming_soon
 from hermes_estop.observe.page import PAGE_CSS
 from hermes_estop.observe.server import StatusServer, attach
+from hermes_estop.observe.starvation_watch import StarvationWatch
 from hermes_estop.observe.status import standing_line
 from hermes_estop.process.estop import Estop
 from hermes_estop.windows.fetch import CalendarFetcher
@@ -57,7 +59,8 @@ def build_services(estop: Estop, *, poll_interval: float, cron_interval: float =
     (`[[calendars]]` feeds) and the window scheduler always (on a shared store, the scheduler only
     while this process is the elected one) with the windows' tasks (`run = [...]`, run by the
     elected scheduler); the cron ticker when this home has a job table and the kanban dispatcher when the fleet has a
-    board (when configured at start-up); the notifier when targets are configured. The
+    board (when configured at start-up); the notifier when targets are configured; the starvation
+    watch (a cron job the windows never let run on its schedule, logged once). The
     fleet-wide ones take the fleet; the consumers gate through `estop`, this process's view."""
     fleet = estop.fleet
     windows = WindowService(fleet, poll_interval=poll_interval, is_leader=fleet.leader_gate("windows", leader_poll))
@@ -69,7 +72,8 @@ def build_services(estop: Estop, *, poll_interval: float, cron_interval: float =
                     scheduler_logs_file=True),  # one problem of windows.toml, one line: the scheduler's
         *configured_services(estop, cron_interval=cron_interval, kanban_interval=kanban_interval,
                              kanban_max=kanban_max),
-        *notify_services(fleet, leader_poll),
+        *notify_services(fleet, leader_poll, enrich=arm_impact(estop), upcoming=arming_soon(estop)),
+        StarvationWatch(estop, is_leader=windows.is_leader),
     ]
 
 

@@ -8,6 +8,7 @@
     secret = "shared-secret"          # X-Hermes-Signature: sha256=<hex HMAC of the body>
     events = ["engage", "release", "expire", "stale"]
     scopes = ["fleet"]
+    before = "15m"                    # and an `upcoming` notice 15 min before a window arms
 
     [[notify]]
     name = "pager"
@@ -88,6 +89,8 @@ class _Common(BaseModel):
     stale_after: timedelta = DEFAULT_STALE_AFTER
     #: where a target seen for the first time starts: the whole trail, or only what follows
     start: Literal["beginning", "end"] = "beginning"
+    #: also send an `upcoming` notice this long before each window occurrence arms (None: never)
+    before: timedelta | None = None
 
     @field_validator("name")
     @classmethod
@@ -132,6 +135,11 @@ class _Common(BaseModel):
     @classmethod
     def _stale_after(cls, value: object) -> timedelta:
         return timedelta(seconds=_seconds(value, "stale_after", maximum=366 * 86400))
+
+    @field_validator("before", mode="before")
+    @classmethod
+    def _before(cls, value: object) -> timedelta | None:
+        return None if value is None else timedelta(seconds=_seconds(value, "before", maximum=7 * 86400))
 
     def wants(self, event: str, scope: str | None) -> bool:
         """Whether this target asked for `event` at `scope` (a test event is always wanted)."""

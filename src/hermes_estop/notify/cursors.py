@@ -41,6 +41,8 @@ class TargetState:
     stale: dict[str, int] = field(default_factory=dict)
     #: when a hold with no `engaged_at` (a hand-made sentinel) was first seen standing
     stale_seen: dict[str, str] = field(default_factory=dict)
+    #: `upcoming` notices sent (`before`): occurrence key -> when it arms
+    upcoming: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Any) -> TargetState:
@@ -60,6 +62,8 @@ class TargetState:
         state.stale = {k: v for k, v in stale.items() if isinstance(v, int)} if isinstance(stale, dict) else {}
         seen = data.get("stale_seen")
         state.stale_seen = {k: v for k, v in seen.items() if isinstance(v, str)} if isinstance(seen, dict) else {}
+        sent = data.get("upcoming")
+        state.upcoming = {k: v for k, v in sent.items() if isinstance(v, str)} if isinstance(sent, dict) else {}
         return state
 
     def to_json(self) -> dict[str, Any]:

@@ -12,16 +12,18 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.text import one_line
 from hermes_estop.notify.config import CommandTarget, WebhookTarget, load_targets
 from hermes_estop.notify.cursors import CursorStore, FleetCursorStore
 from hermes_estop.notify.source import AuditSource, FleetAuditSource
-from hermes_estop.notify.target import DeliveryReport, TargetWorker
+from hermes_estop.notify.target import DeliveryReport, TargetWorker, Upcoming
 from hermes_estop.system.fsutil import open_shared_file
 
 __all__ = ["LEADER_LOCK", "POLL", "FileLeader", "NotifyService", "build_workers", "fleet_readings", "notify_services"]
@@ -96,8 +98,12 @@ class NotifyService:
     name = "notify"
 
     def __init__(self, fleet: Fleet, targets: Sequence[WebhookTarget | CommandTarget], *, poll: float = POLL,
-                 is_leader: Callable[[], bool] | None = None) -> None:
+                 is_leader: Callable[[], bool] | None = None,
+                 enrich: Callable[[AuditEvent], dict[str, Any] | None] | None = None,
+                 upcoming: Callable[[datetime, timedelta], Sequence[Upcoming]] | None = None) -> None:
         self.fleet = fleet
+        self.enrich = enrich
+        self.upcoming = upcoming
         self.targets = list(targets)
         self.poll = float(poll)
         self.is_leader = is_leader
@@ -151,7 +157,8 @@ class NotifyService:
         standing = fleet_readings(self.fleet)
 
         def maker(target: WebhookTarget | CommandTarget) -> Callable[[], TargetWorker]:
-            return lambda: TargetWorker(target, source, cursors, root, standing=standing)
+            return lambda: TargetWorker(target, source, cursors, root, standing=standing, enrich=self.enrich,
+                                        upcoming=self.upcoming)
 
         threads = [threading.Thread(target=self._loop, args=(maker(t), t.name, is_leader, stop),
                                     name=f"hermes-notify-{t.name}", daemon=True) for t in self.targets]
@@ -167,11 +174,16 @@ class NotifyService:
                 file_leader.close()
 
 
-def notify_services(fleet: Fleet, leader_poll: float | None = None) -> list[NotifyService]:
+def notify_services(fleet: Fleet, leader_poll: float | None = None,
+                    enrich: Callable[[AuditEvent], dict[str, Any] | None] | None = None,
+                    upcoming: Callable[[datetime, timedelta], Sequence[Upcoming]] | None = None) -> list[NotifyService]:
     """The notifier, when `estop.toml` has `[[notify]]` tables (else nothing); `InvalidNotify`
     (one line naming file, table and field) when one is bad, so `hermes serve` refuses to start
-    with it (exit 2) rather than silently dropping a target."""
+    with it (exit 2) rather than silently dropping a target. `enrich`: what an event's body
+    carries besides its line (`serve` gives a window's arm what it holds back); `upcoming`: the
+    window occurrences arming soon, for the targets with `before`."""
     targets = load_targets(fleet.root)
     if not targets:
         return []
-    return [NotifyService(fleet, targets, is_leader=fleet.leader_gate("notify", leader_poll))]
+    return [NotifyService(fleet, targets, is_leader=fleet.leader_gate("notify", leader_poll), enrich=enrich,
+                          upcoming=upcoming)]

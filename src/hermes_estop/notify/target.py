@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.hold import HoldState, Reading
 from hermes_estop.model.text import one_line
@@ -32,7 +33,7 @@ from hermes_estop.notify.cursors import CursorStore, TargetState
 from hermes_estop.notify.deliver import DeliveryFailed, deliver
 from hermes_estop.notify.source import AuditSource, event_body
 
-__all__ = ["BATCH", "TargetWorker", "DeliveryReport", "stale_reminders"]
+__all__ = ["BATCH", "DeliveryReport", "TargetWorker", "Upcoming", "stale_reminders"]
 
 logger = logging.getLogger("hermes_estop.notify")
 
@@ -86,13 +87,23 @@ def stale_reminders(readings: Sequence[Reading], now: datetime, stale_after: tim
     return due
 
 
+#: one `upcoming` notice due: (occurrence key, when it arms, what the event says of it)
+Upcoming = tuple[str, datetime, dict[str, Any]]
+
+
 class TargetWorker:
     """The delivery state machine of one target (see the module docstring)."""
 
     def __init__(self, target: WebhookTarget | CommandTarget, source: AuditSource, cursors: CursorStore, fleet: Path,
                  *, standing: Callable[[datetime], Sequence[Reading]] | None = None,
-                 state: TargetState | None = None, sender: Sender = deliver) -> None:
+                 state: TargetState | None = None, sender: Sender = deliver,
+                 enrich: Callable[[AuditEvent], dict[str, Any] | None] | None = None,
+                 upcoming: Callable[[datetime, timedelta], Sequence[Upcoming]] | None = None) -> None:
         self.target = target
+        #: the window occurrences arming within a span of now (`before`: `serve` hands it in)
+        self.upcoming = upcoming
+        #: what an event's body carries besides the trail's line (a window's arm: what it holds back)
+        self.enrich = enrich
         self.source = source
         self.cursors = cursors
         self.fleet = fleet
@@ -157,6 +168,15 @@ class TargetWorker:
             return one_line(exc)
         return None
 
+    def _extra(self, event: AuditEvent) -> dict[str, Any] | None:
+        """`enrich(event)`; a failure sends the event without it (never a lost notification)."""
+        if self.enrich is None:
+            return None
+        try:
+            return self.enrich(event)
+        except Exception:  # noqa: BLE001 - the event goes out as the trail has it
+            return None
+
     def tick(self, now: datetime) -> DeliveryReport:
         """Deliver what is due at `now` (see the module docstring). Never raises for a target's
         or a trail's failure: it is the report's `error` and the retry is scheduled."""
@@ -184,7 +204,7 @@ class TargetWorker:
             if moved:  # the skipped entries before this one are behind us for good
                 self._save()
                 moved = False
-            why = self._send(event_body(item.id, event, self.fleet))
+            why = self._send(event_body(item.id, event, self.fleet, self._extra(event)))
             if why is not None:
                 return self._failed(now, why, report)
             self.state.position = item.end
@@ -195,7 +215,8 @@ class TargetWorker:
             self._save()
         if len(items) < BATCH and not self.stopping():
             report.caught_up = True
-            return self._remind(now, report)
+            report = self._remind(now, report)
+            return report if report.error is not None else self._forewarn(now, report)
         return report
 
     def _remind(self, now: datetime, report: DeliveryReport) -> DeliveryReport:
@@ -231,6 +252,39 @@ class TargetWorker:
             if why is not None:
                 return self._failed(now, why, report)
             state.stale[key] = number
+            self._succeeded(now, event_id)
+            self._save()
+            changed = False
+            report.delivered.append(event_id)
+        if changed:
+            self._save()
+        return report
+
+    def _forewarn(self, now: datetime, report: DeliveryReport) -> DeliveryReport:
+        """`before`: one `upcoming` event per window occurrence arming within that span of now,
+        sent once (the keys kept in the target's state until the occurrence has armed)."""
+        before = self.target.before
+        if before is None or self.upcoming is None:
+            return report
+        try:
+            due = self.upcoming(now, before)
+        except Exception as exc:  # noqa: BLE001 - a failed read only delays a notice
+            logger.warning("notify %s: cannot read the windows for upcoming notices: %s", self.name, one_line(exc))
+            return report
+        state = self.state
+        kept = {k: v for k, v in state.upcoming.items() if (parse_stamp(v) or now) > now}
+        changed = kept != state.upcoming
+        state.upcoming = kept
+        for key, arm_at, body in due:
+            if key in state.upcoming or not (self.target.scopes is None or body.get("scope") in self.target.scopes):
+                continue
+            event_id = f"upcoming-{key}"
+            event = {"id": event_id, "event": "upcoming", "fleet": str(self.fleet), "time": format_instant(now),
+                     "arms_at": format_instant(arm_at), **body}
+            why = self._send(event)
+            if why is not None:
+                return self._failed(now, why, report)
+            state.upcoming[key] = format_instant(arm_at) or ""
             self._succeeded(now, event_id)
             self._save()
             changed = False

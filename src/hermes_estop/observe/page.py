@@ -15,7 +15,8 @@ occurrence table stacks each row.
 Stable hooks: `#verdict` (`data-engaged`), `#covering-now`, one `.hold-card` per present hold
 (`data-scope`, `data-state`) with `.reason`, `.deadline`, `.allowlist`, `.armed-by`; the timeline
 (`svg.py`); `#upcoming` rows (`data-window`; the start and end cells carry `title`s in both
-zones); `#problems`; `#problem-banner` (the same problems, under the verdict: a windows.toml that
+zones; `td.impact`, with `data-held-runs` and `data-ready-cards`: what the occurrence holds back,
+its details in a `<details>`, one click away); `#problems`; `#problem-banner` (the same problems, under the verdict: a windows.toml that
 does not validate is never shown only at the bottom); `#override-banner` (one `li` per standing
 hold written with `--override`, `data-generation`) and, on its card, `.override` (and
 `.outside` for a hold no hermes write is on the audit trail for); a signed-in operator's
@@ -25,7 +26,7 @@ hold written with `--override`, `data-generation`) and, on its card, `.override`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, tzinfo
 from html import escape
 from typing import TYPE_CHECKING
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING
 from hermes_estop.model.hold import Allow, Cause, Hold, HoldState, Reading
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import format_instant, format_relative
+from hermes_estop.observe.impact_preview import impact_lines
 from hermes_estop.observe.status import flat
 from hermes_estop.observe.svg import render_timeline_svg
 from hermes_estop.observe.view import FleetView
@@ -40,6 +42,7 @@ from hermes_estop.observe.window_times import covering_now, in_zones, utc, windo
 from hermes_estop.process.describe import covers
 
 if TYPE_CHECKING:
+    from hermes_estop.consumers.impact import Impact
     from hermes_estop.windows.model import Window
 
 __all__ = ["PAGE_CSS", "REFRESH_SECONDS", "UPCOMING_ROWS", "CardActions", "render_page"]
@@ -80,6 +83,8 @@ h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
 .now-block{fill:#f59e0b;stroke:#78350f;stroke-width:1.5} .now-row{fill:#fef3c7} .now-label{font-size:13px;font-weight:700;fill:#78350f}
 .scroll{overflow-x:auto;max-width:100%} #timeline{min-width:1100px;display:block}
 td .local{display:block;color:#6b7280;font-size:12px}
+.impact summary{cursor:pointer;color:#1e3a8a;font-weight:600} .impact details[open] summary{margin-bottom:4px}
+.impact-total{margin:0 0 4px;font-size:13px;color:#374151} .impact-lines{margin:0;padding-left:16px;font-size:13px;word-break:break-word;white-space:pre-wrap}
 .legend{display:flex;gap:16px;flex-wrap:wrap;font-size:13px;color:#374151;margin:6px 0}
 .sw{display:inline-block;width:14px;height:10px;border-radius:2px;margin-right:5px;vertical-align:middle}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #e5e7eb;font-size:14px}
@@ -148,8 +153,9 @@ def _problem_banner(view: FleetView) -> str:
 
 
 def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = REFRESH_SECONDS,
-                card_actions: CardActions | None = None) -> str:
-    """The whole page for `view`; `card_actions`: a signed-in operator's forms on each card."""
+                card_actions: CardActions | None = None, impacts: Mapping[str, Impact | str] | None = None) -> str:
+    """The whole page for `view`; `card_actions`: a signed-in operator's forms on each card;
+    `impacts`: what each upcoming occurrence holds back, by bar key (`impact_preview.bar_impacts`)."""
     now = view.now
     engaged = view.snapshot.engaged
     present = [r for lane in view.lanes if lane.reading is not None for r in flat((lane.reading,))]
@@ -183,7 +189,7 @@ def render_page(view: FleetView, *, title: str = "hermes-estop", refresh: int = 
     parts.append(f'<p class="scroll-hint">Swipe sideways on the timeline for all {_days(view)}.</p>')
     parts.extend(('<div class="scroll">', render_timeline_svg(view), "</div>"))  # no copy of the big SVG
     parts.append("</section>")
-    parts.append(_upcoming(view))
+    parts.append(_upcoming(view, impacts))
     parts.append(_consumers(view))
     if view.problems:
         parts.append('<section><h2>Problems</h2><ul id="problems">')
@@ -369,7 +375,7 @@ def _zoned_cell(label: str, when: datetime, zone: tzinfo | None) -> str:
     return f'<td data-label="{label}" title="{_t(both)}">{_t(utc_part)}{below}</td>'
 
 
-def _upcoming(view: FleetView) -> str:
+def _upcoming(view: FleetView, impacts: Mapping[str, Impact | str] | None = None) -> str:
     total = view.bar_count
     rows = []
     first = view.first_bars(UPCOMING_ROWS)
@@ -381,13 +387,30 @@ def _upcoming(view: FleetView) -> str:
         rows.append(f'<tr data-window="{_t(bar.window)}" data-state="{bar.state}"><td data-label="window">'
                     f'{_t(bar.window)}</td><td data-label="scope">{_t(bar.scope)}</td>'
                     f'{_zoned_cell("start", bar.start, zone)}{_zoned_cell("end", bar.end, zone)}'
-                    f'<td data-label="when">{when}</td><td data-label="state">{bar.state}</td></tr>')
+                    f'<td data-label="when">{when}</td><td data-label="state">{bar.state}</td>'
+                    f'{_impact_cell(impacts.get(bar.key)) if impacts is not None else ""}</tr>')
     more = f'<p class="meta">{total - UPCOMING_ROWS} more in the timeline.</p>' if total > UPCOMING_ROWS else ""
     if not rows:
         return '<section><h2>Upcoming occurrences</h2><p class="none" id="upcoming">No window occurs in this range.</p></section>'
     return ('<section><h2>Upcoming occurrences</h2><table id="upcoming"><thead><tr><th>window</th><th>scope</th>'
-            '<th>start</th><th>end</th><th>when</th><th>state</th></tr></thead><tbody>'
+            '<th>start</th><th>end</th><th>when</th><th>state</th>'
+            + ("<th>holds back</th>" if impacts is not None else "") + '</tr></thead><tbody>'
             + "".join(rows) + "</tbody></table>" + more + "</section>")
+
+
+def _impact_cell(found: Impact | str | None) -> str:
+    """`4 cron runs, 2 ready cards`, the details (per home and job, the cards, the gateway, the
+    consumers) one click away in a `<details>` (no JavaScript); or why none is shown."""
+    if found is None:
+        return '<td data-label="holds back" class="impact">-</td>'
+    if isinstance(found, str):
+        return f'<td data-label="holds back" class="impact">{_t(found)}</td>'
+    summary = (f"{found.held_runs} cron run{'' if found.held_runs == 1 else 's'}, "
+               f"{found.cards.waiting} ready card{'' if found.cards.waiting == 1 else 's'}")
+    lines = "".join(f"<li>{_t(line)}</li>" for line in impact_lines(found))
+    return (f'<td data-label="holds back" class="impact" data-held-runs="{found.held_runs}" '
+            f'data-ready-cards="{found.cards.waiting}"><details><summary>{summary}</summary>'
+            f'<p class="impact-total">{_t(found.totals())}</p><ul class="impact-lines">{lines}</ul></details></td>')
 
 
 def _consumers(view: FleetView) -> str:

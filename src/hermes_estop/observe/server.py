@@ -40,9 +40,11 @@ from hermes_estop.model.netaddr import is_loopback
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import format_instant
 from hermes_estop.model.wire import MAX_BODY, ApiRequest, ApiResponse, error_response
+from hermes_estop.observe.impact_preview import bar_impacts
 from hermes_estop.observe.metrics import MetricsEndpoint, WorkHeldCounter
-from hermes_estop.observe.page import render_page
+from hermes_estop.observe.page import UPCOMING_ROWS, render_page
 from hermes_estop.observe.view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
+from hermes_estop.observe.window_times import windows_named
 from hermes_estop.process.estop import Estop
 from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
 from hermes_estop.windows.model import Window
@@ -437,11 +439,13 @@ class StatusServer:
             return HTTPStatus.OK, "text/calendar; charset=utf-8", self.calendar(query)
         if path in ("/", "/index.html"):
             view = self.observer.view(_days(query))
+            upcoming = view.first_bars(UPCOMING_ROWS)  # each row's "holds back", its details one click away
+            impacts = bar_impacts(self.estop, upcoming, windows_named(view, {b.window for b in upcoming}), view.now)
             if self.actions is None:
-                page = render_page(view)
+                page = render_page(view, impacts=impacts)
             else:
                 current = self.actions.signed_in(cookie)
-                page = render_page(view, card_actions=self.actions.card_actions(current))
+                page = render_page(view, card_actions=self.actions.card_actions(current), impacts=impacts)
                 page = self.actions.decorate(page, current, [(w.window.name, _next_start(w.window, view.now))
                                                              for w in view.windows])
             return HTTPStatus.OK, "text/html; charset=utf-8", page.encode()

@@ -26,6 +26,7 @@ from hermes_estop.model.homes import Layout, Location
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_stamp
 from hermes_estop.observe.hold_provenance import OnRecord, on_record
+from hermes_estop.observe.impact_preview import next_impact_section
 from hermes_estop.process.check import Snapshot
 from hermes_estop.process.describe import describe_reading, reading_from_json, reading_json
 from hermes_estop.process.estop import Estop
@@ -293,7 +294,8 @@ def fleet_status(estop: Estop, *, sections: bool = True, as_json: bool | None = 
     json_sections: dict[str, Any] = {}
     lines: list[str] = []
     if sections:
-        for section in (windows_section(fleet, mine.now, as_json=as_json), in_flight_section(estop, mine.now),
+        for section in (windows_section(fleet, mine.now, as_json=as_json),
+                        next_impact_section(estop, mine.now, as_json=as_json), in_flight_section(estop, mine.now),
                         consumers_section(roster)):
             json_sections.update(section.get("json", {}))
             lines.extend(section.get("lines", []))
