@@ -213,6 +213,7 @@ NOT_SERVED = {
     "run --wait": ("run", "--fleet", "--ttl", "5m", "--wait", "--", "touch", "MARKER"),
     "run --drain-timeout": ("run", "--fleet", "--drain-timeout", "1m", "--", "touch", "MARKER"),
     "drain": ("drain", "--fleet", "--reason", "x"),
+    "-- drain": ("--", "drain", "--fleet", "--reason", "x"),
     "windows add": ("windows", "add", "later", "--cron", "0 3 * * *", "--duration", "1h"),
     "tokens create": ("tokens", "create", "laptop", "--role", "admin"),
     "check --at": ("check", "--at", "now", "--for", "1h"),
