@@ -200,6 +200,19 @@ def test_a_remote_resume_all_lifts_every_hold_at_the_scope(site):
     assert hermes(root, "check", check=False).returncode == 0
 
 
+def test_a_remote_resume_of_an_unknown_profile_is_refused_with_did_you_mean_and_creates_nothing(site):
+    root, caller = site[0], site[1]
+    assert remote(site, "pause", "--profile", "ops", "--reason", "x").returncode == 0
+    before = sorted(p.relative_to(root) for p in root.rglob("*") if "ops" in p.parts or "opz" in p.parts)
+    refused = remote(site, "resume", "--profile", "opz")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "no profile 'opz'" in refused.stderr and "did you mean 'ops'?" in refused.stderr
+    assert not (root / "profiles" / "opz").exists()
+    assert sorted(p.relative_to(root) for p in root.rglob("*") if "ops" in p.parts or "opz" in p.parts) == before
+    assert sorted(p.name for p in caller.iterdir()) == ["ops", "watch"]
+    assert remote(site, "resume", "--profile", "ops").returncode == 0
+
+
 def test_a_remote_pause_without_a_scope_pauses_the_fleet_and_says_so(site):
     result = remote(site, "pause", "--reason", "no scope named")
     assert result.returncode == 0
@@ -213,6 +226,7 @@ NOT_SERVED = {
     "run --wait": ("run", "--fleet", "--ttl", "5m", "--wait", "--", "touch", "MARKER"),
     "run --drain-timeout": ("run", "--fleet", "--drain-timeout", "1m", "--", "touch", "MARKER"),
     "drain": ("drain", "--fleet", "--reason", "x"),
+    "-- drain": ("--", "drain", "--fleet", "--reason", "x"),
     "windows add": ("windows", "add", "later", "--cron", "0 3 * * *", "--duration", "1h"),
     "tokens create": ("tokens", "create", "laptop", "--role", "admin"),
     "check --at": ("check", "--at", "now", "--for", "1h"),

@@ -36,7 +36,7 @@ from hermes_estop.model.timeutil import format_instant, parse_instant
 from hermes_estop.model.wire import MAX_BODY, ApiRequest, ApiResponse, error_response
 from hermes_estop.process.describe import event_json, hold_json, reading_json
 from hermes_estop.process.estop import Estop
-from hermes_estop.process.fleet_config import check_components
+from hermes_estop.process.fleet_config import check_components, check_profile
 from hermes_estop.windows.ledger import skipped_keys
 from hermes_estop.windows.occurrences import by_start
 from hermes_estop.windows.skips import pick, skip_occurrence, unskip_occurrence
@@ -331,10 +331,21 @@ class WriteApi:
                 return location, reading, now
         raise ApiError(404, f"no hold {ref!r} stands")
 
+    def _known_scope(self, fleet: Fleet, scope: str) -> None:
+        """400 for a lift at a profile this fleet does not have (a typo), with a did-you-mean, as
+        `hermes resume --profile NAME` refuses it here (never "no hold" and exit 0)."""
+        if _located(fleet, scope).scope == fleet.fleet_location.scope:
+            return
+        try:
+            check_profile(self.estop, scope)
+        except InvalidArgument as exc:
+            raise ApiError(400, str(exc), field="scope") from None
+
     def _lift(self, request: ApiRequest, token: Token, ref: str) -> ApiResponse:
         override = _text(_json_object(request.body, _LIFT_FIELDS), "override")
         fleet = self._fleet_for(token, request)
         wanted = _if_match(request)
+        self._known_scope(fleet, ref.partition(":")[0])
         try:
             location, reading, now = self._found(fleet, ref)
         except ApiError:
@@ -400,6 +411,7 @@ class WriteApi:
         override = _text(body, "override")
         fleet = self._fleet_for(token, request)
         wanted = _if_match(request)
+        self._known_scope(fleet, ref.partition(":")[0])
         try:
             location, reading, now = self._found(fleet, ref)
         except ApiError:

@@ -70,7 +70,7 @@ def _root(
                                               help=f"Store URL (file, postgresql://...); default ${STORE_ENV}.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
     server: Annotated[str | None, typer.Option("--server", metavar="URL",
-                                               help="Run pause, resume, status, check, gate, history and windows list/next/skip/unskip against this server's write API (every other command is refused); default $HERMES_ESTOP_SERVER.")] = None,
+                                               help="Run pause, resume, status, check, gate, history, run and windows list/next/skip/unskip against this server's write API (every other command is refused); default $HERMES_ESTOP_SERVER.")] = None,
     token_file: Annotated[str | None, typer.Option("--token-file", metavar="PATH",
                                                    help="The bearer token for --server; default $HERMES_ESTOP_TOKEN_FILE.")] = None,
 ) -> None:

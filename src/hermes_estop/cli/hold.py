@@ -37,10 +37,11 @@ from hermes_estop.cli.write_outcome import Resumed, ack_echo, ack_exit, ack_json
 from hermes_estop.model.errors import HoldConflict, InvalidArgument, StoreError, StoreUnavailable
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
-from hermes_estop.model.text import did_you_mean, one_line, printable
+from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, schedulable, utc_now
 from hermes_estop.process.describe import paused_lines
 from hermes_estop.process.estop import Estop
+from hermes_estop.process.fleet_config import check_profile
 
 __all__ = ["GATE_HELD_EXIT", "register", "run_check_at"]
 
@@ -248,7 +249,7 @@ def resume(
     estop = current_estop()
     location = _target(estop, fleet, profile)
     if profile is not None:
-        _known_profile(estop, profile)
+        check_profile(estop, profile)
     ack = _release_ack(estop, location, generation, hold) if limit is not None else None
     try:
         removed = estop.fleet.resume(location, generation=generation, hold=hold, every=all_, override=override)
@@ -260,17 +261,6 @@ def resume(
     lifted = ack if removed else None
     finish_resume(_resumed(estop, location, removed), as_json=as_json,
                   wait=lambda show: _wait(estop, lifted, limit, show=show))
-
-
-def _known_profile(estop: Estop, profile: str) -> None:
-    """Refuse `resume --profile NAME` of a profile this fleet does not have (a typo), with a
-    did-you-mean, before anything is written (a resume takes the scope's lock: it would make
-    the profile's home, and the profile would show on the timeline from then on)."""
-    known = [location.scope for location in estop.fleet.scopes()[1:]]
-    if profile not in known:
-        listed = ", ".join(printable(name) for name in known) or "none"
-        raise InvalidArgument(f"no profile {profile!r} in this fleet: {did_you_mean(profile, known)}"
-                              f"(profiles: {listed}); nothing was resumed")
 
 
 def _resumed(estop: Estop, location: Location, removed: Sequence[Reading]) -> Resumed:

@@ -44,7 +44,9 @@ def unserved(args: Sequence[str]) -> str | None:
             value = value if eq else (rest.pop(0) if rest else "")
             server = value or server if name == "--server" else server
         elif head == "--":
-            break
+            if words:
+                break  # the command's own arguments follow
+            # `hermes -- drain ...`: the command still follows (click takes the word after `--`)
         elif not head.startswith("-"):
             words.append(head)
         elif words:

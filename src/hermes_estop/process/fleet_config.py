@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hermes_estop.fleet.fleet import Fleet
 
     class _Process(Protocol):
-        """What `check_components` reads of an `Estop`: its layout and its fleet."""
+        """What `check_components` and `check_profile` read of an `Estop`: its layout and its fleet."""
 
         @property
         def layout(self) -> Layout: ...
@@ -36,8 +36,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from hermes_estop.stores.base import HoldStore
 
-__all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_components", "check_store_option", "child_environment",
-           "configured_store", "declared_components", "read_config", "store_spec", "use_store"]
+__all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_components", "check_profile",
+           "check_store_option", "child_environment", "configured_store", "declared_components", "read_config",
+           "store_spec", "use_store"]
 
 CONFIG_FILE = "estop.toml"
 STORE_ENV = "HERMES_ESTOP_STORE"
@@ -217,3 +218,17 @@ def check_components(estop: _Process, only: Iterable[str] | None, what: str = "-
     problem = unknown_components(names, known)
     if problem is not None:
         raise InvalidArgument(f"{what}: {problem}")
+
+
+def check_profile(estop: _Process, profile: str) -> None:
+    """Refuse a resume of profile `profile` when this fleet has no such profile (a typo), with a
+    did-you-mean, before anything is written: a resume takes the scope's lock, which would make
+    the profile's home, and the profile would show on the timeline from then on. The CLI and
+    the API (`DELETE /api/v1/holds/NAME`, a resume over --server) both call this."""
+    from hermes_estop.model.text import did_you_mean
+
+    known = [location.scope for location in estop.fleet.scopes()[1:]]
+    if profile not in known:
+        listed = ", ".join(printable(name) for name in known) or "none"
+        raise InvalidArgument(f"no profile {profile!r} in this fleet: {did_you_mean(profile, known)}"
+                              f"(profiles: {listed}); nothing was resumed")
