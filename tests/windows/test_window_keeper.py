@@ -62,7 +62,9 @@ def test_a_refresh_of_a_schedules_rows_compiles_the_bytes_without_building_the_r
     keeper.compile(raw, BUILT)
     rows = keeper.windows(raw)
     assert rows is not None and len(rows) == 20
-    old = rows.schedule
+    first = keeper.timeline(raw)
+    assert isinstance(first, ScheduleTimeline) and rows.timeline is first
+    old = first.schedule
     keeper.want(raw, rows, BUILT + REFRESH + timedelta(minutes=10))
     keeper.join()
     assert old._windows == {}  # the cache a row's `Window` would stay in
