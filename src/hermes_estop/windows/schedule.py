@@ -336,18 +336,25 @@ class Row:
                    window.describe_duration(), format_duration(window.drain) if window.drain is not None else None)
 
 
-def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule | None:
-    """The schedule of `windows_file` as it is now (`load`); None when it has none (no file,
-    or `load` has none). Raises what `WindowsFile.parse` raises when the schedule must be built from a
-    file that does not validate."""
+def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
+    """The schedule of `windows_file` as it is now (`load`; no file: no windows), its tables
+    bound to a calendar bound to their feeds: the one value every command reads the windows
+    from. Raises what `WindowsFile.parse` raises when the schedule must be built from a file
+    that does not validate."""
     snapshot = windows_file.snapshot()
-    if snapshot.identity is None:
-        return None
-    raw = snapshot.raw
-    found = load(windows_file.path, raw, partial(windows_file.parse, raw), now)
-    if found is not None and found.bound:
+    raw = snapshot.raw if snapshot.identity is not None else b""
+    found = load(windows_file.path, raw, partial(windows_file.parse, raw), now) if snapshot.identity else _empty(now)
+    if found is None:  # a file that validates always has one: its bound tables are told by `_bound_entries`
+        raise StoreError(f"{printable(windows_file.path)}: its calendar tables cannot be told from its bytes")
+    if found.bound:
         found.bind_calendars(windows_file.path)
     return found
+
+
+def _empty(now: datetime) -> Schedule:
+    """The schedule of a file of no windows (no file, or an empty one)."""
+    return Schedule(hashlib.sha256(b"").hexdigest(), kept_files.basis(()), [], *_horizon(now), [], [], [], [], [],
+                    [], [], [], [], [0], [], [], Tables([]))
 
 
 def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | None:
