@@ -847,3 +847,15 @@ def test_a_schedule_keeps_a_bounded_number_of_built_windows(wf: WindowsFile, mon
     first = [compiled.window(row) for row in range(3)]
     assert len(compiled._windows) == 2
     assert [compiled.window(row) for row in range(3)] == first
+
+
+@pytest.mark.parametrize("text", [None, ""], ids=["no file", "an empty file"])
+def test_every_command_gets_a_schedule_also_of_a_file_with_no_windows(tmp_path: Path, text: str | None) -> None:
+    """`schedule_of` is the one way a command reads the windows (issue 45): no file, or one of
+    no windows, is a schedule of no windows answering now, never None (no second path)."""
+    tmp_path.chmod(0o755)
+    if text is not None:
+        (tmp_path / "windows.toml").write_text(text)
+    found = schedule.schedule_of(WindowsFile(tmp_path), NOW)
+    assert len(found) == 0 and found.in_file_order() == [] and found.named("any") is None
+    assert found.answers(NOW) and found.covering(NOW) == []
