@@ -67,7 +67,7 @@ def test_a_refresh_of_a_schedules_rows_compiles_the_bytes_without_building_the_r
     old = first.schedule
     keeper.want(raw, rows, BUILT + REFRESH + timedelta(minutes=10))
     keeper.join()
-    assert old._windows == {}  # the cache a row's `Window` would stay in
+    assert first._built == {}  # where a row's `Window` would stay built
     ready = keeper.timeline(raw)
     assert isinstance(ready, ScheduleTimeline) and ready.schedule is not old
     assert ready.schedule.names == old.names and ready.schedule.lo > old.lo

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
 
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
@@ -102,7 +102,7 @@ class WindowSource:
         out: list[PlannedHold] = []
         for item in items:
             if isinstance(item, int):
-                out.extend(_holds(partial(schedule.window, item), schedule.not_ended(item, start), end, entries,
+                out.extend(_holds(cache(partial(schedule.window, item)), schedule.not_ended(item, start), end, entries,
                                   self.limit, note))
             else:
                 out.extend(window_holds(item, start, end, entries, limit=self.limit, note=note))

@@ -33,6 +33,8 @@ from hermes_estop.windows.schedule import REFRESH, Schedule, build, instant_of, 
 __all__ = ["ScheduleKeeper", "ScheduleTimeline"]
 
 log = logging.getLogger("hermes_estop.windows")
+#: the rows' `Window`s a timeline keeps built at most (the oldest built dropped first)
+WINDOWS_KEPT = 1024
 
 
 class ScheduleTimeline:
@@ -54,6 +56,8 @@ class ScheduleTimeline:
         self._whole_until = schedule.hi - max(schedule.leads, default=0)
         #: every row, as windows (`windows`), one list for the life of the timeline
         self._windows: Windows | None = None
+        #: the rows' `Window`s built so far (`window`)
+        self._built: dict[int, Window] = {}
 
     def windows(self) -> Windows:
         """Every window of the schedule, in file order, as its rows."""
@@ -79,7 +83,14 @@ class ScheduleTimeline:
         return self.schedule.tables[row]
 
     def window(self, row: int) -> Window:
-        return self.schedule.window(row)
+        """The `Window` of `row` (`Schedule.window`), kept built: a running daemon asks for the
+        same rows pass after pass (at most `WINDOWS_KEPT`, the oldest built dropped first)."""
+        window = self._built.get(row)
+        if window is None:
+            if len(self._built) >= WINDOWS_KEPT:
+                del self._built[next(iter(self._built))]
+            window = self._built[row] = self.schedule.window(row)
+        return window
 
     def selector(self, row: int) -> Selector | None:
         """The row's selector from its table (`only`, `jobs`: `Window.to_json` leaves them out
@@ -106,10 +117,10 @@ class ScheduleTimeline:
         answer (an instant near or past the horizon's end)."""
         found = self._covering(row, now)
         if found is None:
-            return EXACT.around(self.schedule.window(row), now)
+            return EXACT.around(self.window(row), now)
         upcoming = self.schedule.next_start(row, now + timedelta(microseconds=self.schedule.leads[row]))
         if isinstance(upcoming, bool):
-            return found, EXACT.first_armed(self.schedule.window(row), now)
+            return found, EXACT.first_armed(self.window(row), now)
         return found, upcoming
 
     def _covering(self, row: int, now: datetime) -> tuple[Occurrence, ...] | None:
