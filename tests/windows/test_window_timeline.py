@@ -146,12 +146,11 @@ NOT_OWN = {
 
 
 @pytest.mark.parametrize("how", sorted(NOT_OWN))
-def test_a_daemon_on_windows_not_the_files_own_plans_from_its_schedule_in_memory_what_the_exact_timeline_plans(
-        harness, how):
+def test_a_daemon_on_windows_not_the_files_own_plans_what_the_exact_timeline_plans(harness, how):
     """A file with a table that does not validate, or a calendar, has no schedule the daemon acts
-    on; `hermes serve` builds one in memory of the windows it acts on (a failing table's last
-    version included; a calendar's window merged in from its feed) and walks the chains off it:
-    over two days, its plans are those of a service that never builds one."""
+    on (the in-memory one of issue 36 is deleted, issue 45): its passes walk the chains off the
+    index's answers (`IndexedTimeline`; a failing table's last version included, a calendar's
+    window from its feed): over two days, its plans are those of a service that never warms."""
     rng = random.Random(36)
     _profiles(harness)
     (harness.root / "holidays.ics").write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
@@ -166,11 +165,9 @@ def test_a_daemon_on_windows_not_the_files_own_plans_from_its_schedule_in_memory
     exact_service.plan(harness.clock.now)
     report = harness.service.tick(harness.clock.now)
     assert len(report.failed) == (how == "a failing table")
-    for _ in range(2):  # the file's schedule first (a calendar's is for the operators only), then in memory
-        harness.service.warm_schedule()
-        harness.service.schedules.join()
-    acted = harness.service.guard.trusted or []
-    assert isinstance(harness.service.schedules.timeline(None, EXACT, acted), ScheduleTimeline)
+    harness.service.warm_schedule()  # the file's schedule (a calendar's is for the operators only)
+    harness.service.schedules.join()
+    assert harness.service.schedules.timeline(harness.file.path.read_bytes()) is EXACT  # none the passes act on
     while harness.clock.now < BUILT + timedelta(days=2):
         harness.clock.advance(minutes=rng.choice([1, 15, 45, 180]))
         _passes_agree(harness, exact_service, harness.clock.now)

@@ -134,9 +134,6 @@ class WindowService:
         self._last_valid: tuple[bytes, Sequence[Window], datetime] | None = None
         #: the bytes the file was last validated from here (validated again: remembered, cheap)
         self._validated: bytes | None = None
-        #: (windows, when) of the last read acted on that is not one version of the file's own (a
-        #: table that fails, calendars): `warm_schedule` builds their schedule in memory
-        self._last_other: tuple[Sequence[Window], datetime] | None = None
 
     def __repr__(self) -> str:
         return f"WindowService({self.windows_file.path})"
@@ -198,14 +195,11 @@ class WindowService:
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
         own = not parsed.failures and not parsed.sources
-        rows = Windows.of(windows).timeline is not None
-        if not rows:
+        if Windows.of(windows).timeline is None:  # validated here: validated again, remembered
             self._validated = snapshot.raw
         if own:
             self.schedules.read_kept(snapshot.raw, report.now)
         self._last_valid = (snapshot.raw, windows, report.now) if own else None
-        acted = verdict.windows if verdict.windows is not None else windows
-        self._last_other = None if rows else (acted, report.now)
         return verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None, ()
 
     def _read(self, report: TickReport) -> _Read | None:
@@ -253,14 +247,9 @@ class WindowService:
         `wait` waits for now (`serve --once`). It serves the next operator command warm, and
         the scheduler's own passes once it is ready: a pass whose windows are exactly those
         bytes' looks their occurrences up in it. `tick` never starts one: a pass is over when
-        it returns. Windows whose file's schedule does not serve the passes (a table that
-        fails, calendars) get one built in memory for the passes to come (`want_memory`; not
-        for `wait`: a one-shot has none to come)."""
-        valid, other = self._last_valid, self._last_other
-        if valid is not None:
-            self.schedules.want(*valid)
-        if other is not None and not wait and (valid is None or not self.schedules.serves(valid[0])):
-            self.schedules.want_memory(*other)
+        it returns."""
+        if self._last_valid is not None:
+            self.schedules.want(*self._last_valid)
         if wait:
             self.schedules.join()
 
@@ -332,7 +321,7 @@ class WindowService:
             report.leader = dry_run or self._may_write()
             # rows of a schedule are asked of their own (`timeline` may be a rebuilt one already)
             timeline = Windows.of(windows).timeline
-            state = PassState(report, entries, timeline=timeline or self.schedules.timeline(source, self._exact, windows))
+            state = PassState(report, entries, timeline=timeline or self.schedules.timeline(source, self._exact))
             # the enabled windows' occurrences covering now, by window (only those with some):
             # computed only for the windows whose answer changed since the last pass (issue 24)
             covering = self.index.advance(windows, report.now, state.timeline)

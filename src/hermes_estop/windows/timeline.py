@@ -28,7 +28,7 @@ from pathlib import Path
 from hermes_estop.model.selector import Selector
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Timeline, Windows, merge_armed
-from hermes_estop.windows.schedule import REFRESH, Schedule, build, instant_of, kept_schedule, load, micros
+from hermes_estop.windows.schedule import REFRESH, Schedule, instant_of, kept_schedule, load, micros
 
 __all__ = ["ScheduleKeeper", "ScheduleTimeline"]
 
@@ -221,58 +221,17 @@ class ScheduleKeeper:
         self._thread: threading.Thread | None = None
         #: the bytes `read_kept` last looked for a kept schedule of
         self._read: bytes | None = None
-        #: the bytes whose schedule holds tables bound to a calendar (`serves`)
-        self._bound: bytes | None = None
-        #: (the windows a schedule holds, the timeline of their schedule built in memory) for
-        #: windows that are not one version of the file's own (`want_memory`), and (those
-        #: windows, when) last asked for
-        self._memory: tuple[list[Window], ScheduleTimeline] | None = None
-        self._memory_asked: tuple[list[Window], datetime] | None = None
         #: the bytes `compile` last compiled (or found not simple enough to)
         self._compiled: bytes | None = None
 
-    def timeline(self, source: bytes | None, otherwise: Timeline = EXACT,
-                 windows: Sequence[Window] = ()) -> Timeline:
-        """The schedule's timeline when it is of exactly the bytes `source`; else, when the
-        schedule built in memory (`want_memory`) is of the very objects of `windows` (those a
-        schedule holds), its timeline; else `otherwise` (an exact one)."""
+    def timeline(self, source: bytes | None, otherwise: Timeline = EXACT) -> Timeline:
+        """The schedule's timeline when it is of exactly the bytes `source`, else `otherwise`
+        (an exact one: windows that are not one version of the file's own, a table that does
+        not validate, calendars beside them, are walked off `OccurrenceIndex`'s answers)."""
         ready = self._ready
         if source is not None and ready is not None and ready[0] == source:
             return ready[1]
-        memory = self._memory
-        if memory is not None and _same_objects(memory[0], _plain(windows)):
-            return memory[1]
         return otherwise
-
-    def serves(self, raw: bytes) -> bool:
-        """Whether the schedule of the bytes `raw` serves the passes (False once it turned out
-        to hold tables bound to a calendar: its rows are not all the windows)."""
-        return self._bound != raw
-
-    def want_memory(self, windows: Sequence[Window], now: datetime) -> None:
-        """Start building, in memory only, the schedule of `windows` (those a schedule holds:
-        not a calendar's, whose occurrences are the feed's), windows that are not one version
-        of the file's own (a table that does not validate, calendars beside them): a held
-        chain through them is then walked off its arrays instead of asking croniter for each
-        link on every pass. Not while a build runs, nor for the same objects within `REFRESH`."""
-        if self._thread is not None and self._thread.is_alive():
-            return
-        plain = _plain(windows)  # a calendar's windows are new objects on every read of its feed
-        asked = self._memory_asked
-        if not plain or (asked is not None and _same_objects(asked[0], plain) and asked[1] <= now < asked[1] + REFRESH):
-            return
-        self._memory_asked = (plain, now)
-        self._thread = threading.Thread(target=self._build_memory, args=(plain, now), name="windows-schedule")
-        self._thread.start()
-
-    def _build_memory(self, plain: list[Window], now: datetime) -> None:
-        try:
-            schedule = build("in memory", plain, now)
-        except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
-            log.warning("windows schedule of %s (in memory) not built: %s", self.windows_path, exc)
-            return
-        if schedule is not None:
-            self._memory = (plain, ScheduleTimeline(schedule))
 
     def read_kept(self, raw: bytes, now: datetime) -> None:
         """Take the schedule kept for exactly the bytes `raw` when one answers at `now`, once
@@ -313,7 +272,6 @@ class ScheduleKeeper:
         """Serve the passes from `schedule`, of the bytes `raw`; False for one carrying tables
         bound to a calendar (`Schedule.bound`), never taken: its rows are not all the windows."""
         if schedule.bound:
-            self._bound = raw
             return False
         self._ready = (raw, ScheduleTimeline(schedule))
         return True
@@ -369,17 +327,3 @@ class _NotCompiled(Exception):
 def _validated_whole() -> Sequence[Window]:
     """`ScheduleKeeper.compile`'s `validate`: never the whole file (the pass does that)."""
     raise _NotCompiled
-
-
-def _plain(windows: Sequence[Window]) -> list[Window]:
-    """The windows a compiled schedule holds as rows (a calendar's occurrences are its feed's);
-    none of the rows of one (they hold their schedule)."""
-    given = Windows.of(windows)
-    return [] if given.timeline is not None else [w for w in given if w.feed is None and w.exclude_calendar is None]
-
-
-def _same_objects(before: Sequence[Window], windows: Sequence[Window]) -> bool:
-    """Whether `windows` are the very objects of `before`."""
-    return Windows.of(before).same_list(Windows.of(windows))
-
-
