@@ -22,7 +22,6 @@ from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import EXACT, IndexedTimeline, Occurrence, OccurrenceIndex
 from hermes_estop.windows.reconcile import plan_scope
 from hermes_estop.windows.schedule import HORIZON, build, kept_schedule
-from hermes_estop.windows.scheduler import enabled_by_scope
 from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleTimeline
 from hermes_estop.windows.windows_file import WindowsFile
 
@@ -43,6 +42,15 @@ READINGS = [
 #: (a second seed doubled their 90 s for the same shapes; issue 45); the compiled answers against
 #: an independent oracle over random files are tests/windows/test_schedule_oracle.py's
 SEED = 35
+
+
+def _by_scope(windows: list[Window]) -> dict[str, list[Window]]:
+    """The enabled windows of each scope, in file order (the scheduler's lanes without selectors)."""
+    out: dict[str, list[Window]] = {}
+    for window in windows:
+        if window.enabled:
+            out.setdefault(window.scope, []).append(window)
+    return out
 
 
 def varied(rng: random.Random, count: int = 36) -> list[Window]:
@@ -118,7 +126,7 @@ def test_the_schedule_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed
     rng = random.Random(seed)
     windows = varied(rng)
     timeline = ScheduleTimeline(build("digest", windows, BUILT))
-    lanes = [*enabled_by_scope(windows).values(), [w for w in windows if w.name != "frac"]]
+    lanes = [*_by_scope(windows).values(), [w for w in windows if w.name != "frac"]]
     for now in instants(rng, 15):
         for lane in lanes:
             assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
@@ -131,7 +139,7 @@ def test_a_schedule_of_some_of_a_lanes_windows_walks_it_in_arm_order_as_the_exac
     rng = random.Random(seed)
     windows = varied(rng)
     timeline = ScheduleTimeline(build("digest", windows[::2], BUILT))
-    lanes = [*enabled_by_scope(windows).values(), [w for w in windows if w.enabled]]
+    lanes = [*_by_scope(windows).values(), [w for w in windows if w.enabled]]
     for now in instants(rng, 15):
         for lane in lanes:
             assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
@@ -186,7 +194,7 @@ def test_the_index_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed):
     enabled = [w for w in windows if w.enabled]
     index = OccurrenceIndex()
     timeline = IndexedTimeline(index)
-    lanes = [*enabled_by_scope(windows).values(), enabled]
+    lanes = [*_by_scope(windows).values(), enabled]
     for now in sorted(instants(rng, 25)):
         index.advance(windows, now)
         for lane in lanes:
@@ -205,7 +213,7 @@ def test_a_plan_from_the_schedule_is_the_exact_plan(seed):
     rng = random.Random(seed)
     windows = varied(rng)
     timeline = ScheduleTimeline(build("digest", windows, BUILT))
-    lanes = enabled_by_scope(windows)
+    lanes = _by_scope(windows)
     for now in instants(rng, 40):
         for scope, on_scope in lanes.items():
             for reading in READINGS:

@@ -683,17 +683,6 @@ def _moved_detail(layout: WindowGroups, entry: LedgerEntry, lane: Any) -> str:
     return f"its window now holds {'everything' if lane is None else lane.describe()}: moved to that hold"
 
 
-def enabled_by_scope(windows: Iterable[Window]) -> dict[str, list[Window]]:
-    """The enabled windows of each scope, in file order: grouped once per pass, not filtered
-    from the whole file again for each of a fleet's scopes (issue 24: with 1,000 profiles that
-    filtering was most of a pass)."""
-    out: dict[str, list[Window]] = {}
-    for window in windows:
-        if window.enabled:
-            out.setdefault(window.scope, []).append(window)
-    return out
-
-
 def _valid_scope(scope: str) -> bool:
     if scope == FLEET:
         return True

@@ -56,8 +56,10 @@ class ScheduleTimeline:
         self._whole_until = schedule.hi - max(schedule.leads, default=0)
         #: every row, as windows (`windows`), one list for the life of the timeline
         self._windows: Windows | None = None
-        #: the rows' `Window`s built so far (`window`)
+        #: the rows' `Window`s built so far (`window`), and the lock of that cache (the window
+        #: tasks' thread shares the scheduler's schedule: `TaskService.schedules`)
         self._built: dict[int, Window] = {}
+        self._building = threading.Lock()
 
     def windows(self) -> Windows:
         """Every window of the schedule, in file order, as its rows."""
@@ -87,9 +89,11 @@ class ScheduleTimeline:
         same rows pass after pass (at most `WINDOWS_KEPT`, the oldest built dropped first)."""
         window = self._built.get(row)
         if window is None:
-            if len(self._built) >= WINDOWS_KEPT:
-                del self._built[next(iter(self._built))]
-            window = self._built[row] = self.schedule.window(row)
+            window = self.schedule.window(row)
+            with self._building:
+                if len(self._built) >= WINDOWS_KEPT:
+                    del self._built[next(iter(self._built))]
+                window = self._built.setdefault(row, window)
         return window
 
     def selector(self, row: int) -> Selector | None:
