@@ -62,10 +62,12 @@ def test_a_refresh_of_a_schedules_rows_compiles_the_bytes_without_building_the_r
     keeper.compile(raw, BUILT)
     rows = keeper.windows(raw)
     assert rows is not None and len(rows) == 20
-    old = rows.schedule
+    first = keeper.timeline(raw)
+    assert isinstance(first, ScheduleTimeline) and rows.timeline is first
+    old = first.schedule
     keeper.want(raw, rows, BUILT + REFRESH + timedelta(minutes=10))
     keeper.join()
-    assert old._windows == {}  # the cache a row's `Window` would stay in
+    assert first._built == {}  # where a row's `Window` would stay built
     ready = keeper.timeline(raw)
     assert isinstance(ready, ScheduleTimeline) and ready.schedule is not old
     assert ready.schedule.names == old.names and ready.schedule.lo > old.lo

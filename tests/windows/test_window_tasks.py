@@ -199,9 +199,10 @@ def test_a_failing_calendar_never_stops_another_window_s_task_and_is_logged_once
 
 
 def test_a_new_task_service_on_a_kept_schedule_validates_only_the_armed_window(fleet_root: Path, clock, parses):
-    """With a compiled schedule kept for the file's bytes, a new `hermes serve`'s task service
-    validates the window whose occurrence the scheduler armed, not every window of the file
-    (the old code validated the whole file first), and still starts its task."""
+    """With a compiled schedule kept for the file's bytes, a new `hermes serve`'s task service,
+    sharing its scheduler's schedule, validates the window whose occurrence the scheduler armed
+    once between them, not every window of the file (the old code validated the whole file
+    first), and still starts its task."""
     from hermes_estop.windows import windows_file
 
     made = Setup(fleet_root, clock, "file")
@@ -212,9 +213,11 @@ def test_a_new_task_service_on_a_kept_schedule_validates_only_the_armed_window(f
         clock.set(made.start)
         made.windows.tick(clock.now)
         made.windows.warm_schedule(wait=True)
-        windows_file._VERSIONS.clear()  # a new process
+        windows_file._VERSIONS.clear()  # a new process: its scheduler's first pass, then its task service
         parses.clear()
-        tasks = TaskService(made.fleet, ledger=made.windows.ledger)
+        scheduler = WindowService(made.fleet, ledger=made.windows.ledger)
+        scheduler.tick(clock.now)
+        tasks = TaskService(made.fleet, ledger=made.windows.ledger, schedules=scheduler.schedules)
         assert tasks.tick(clock.now).started == [f"fleet/upgrade@{made.start.isoformat()}"]
         assert parses == ["upgrade"]
         for running in tasks.running.values():

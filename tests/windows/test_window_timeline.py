@@ -22,8 +22,7 @@ from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import EXACT, IndexedTimeline, Occurrence, OccurrenceIndex
 from hermes_estop.windows.reconcile import plan_scope
 from hermes_estop.windows.schedule import HORIZON, build, kept_schedule
-from hermes_estop.windows.scheduler import enabled_by_scope
-from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleTimeline, ScheduleWindows
+from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleTimeline
 from hermes_estop.windows.windows_file import WindowsFile
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
@@ -43,6 +42,15 @@ READINGS = [
 #: (a second seed doubled their 90 s for the same shapes; issue 45); the compiled answers against
 #: an independent oracle over random files are tests/windows/test_schedule_oracle.py's
 SEED = 35
+
+
+def _by_scope(windows: list[Window]) -> dict[str, list[Window]]:
+    """The enabled windows of each scope, in file order (the scheduler's lanes without selectors)."""
+    out: dict[str, list[Window]] = {}
+    for window in windows:
+        if window.enabled:
+            out.setdefault(window.scope, []).append(window)
+    return out
 
 
 def varied(rng: random.Random, count: int = 36) -> list[Window]:
@@ -118,7 +126,7 @@ def test_the_schedule_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed
     rng = random.Random(seed)
     windows = varied(rng)
     timeline = ScheduleTimeline(build("digest", windows, BUILT))
-    lanes = [*enabled_by_scope(windows).values(), [w for w in windows if w.name != "frac"]]
+    lanes = [*_by_scope(windows).values(), [w for w in windows if w.name != "frac"]]
     for now in instants(rng, 15):
         for lane in lanes:
             assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
@@ -131,7 +139,7 @@ def test_a_schedule_of_some_of_a_lanes_windows_walks_it_in_arm_order_as_the_exac
     rng = random.Random(seed)
     windows = varied(rng)
     timeline = ScheduleTimeline(build("digest", windows[::2], BUILT))
-    lanes = [*enabled_by_scope(windows).values(), [w for w in windows if w.enabled]]
+    lanes = [*_by_scope(windows).values(), [w for w in windows if w.enabled]]
     for now in instants(rng, 15):
         for lane in lanes:
             assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
@@ -146,12 +154,11 @@ NOT_OWN = {
 
 
 @pytest.mark.parametrize("how", sorted(NOT_OWN))
-def test_a_daemon_on_windows_not_the_files_own_plans_from_its_schedule_in_memory_what_the_exact_timeline_plans(
-        harness, how):
+def test_a_daemon_on_windows_not_the_files_own_plans_what_the_exact_timeline_plans(harness, how):
     """A file with a table that does not validate, or a calendar, has no schedule the daemon acts
-    on; `hermes serve` builds one in memory of the windows it acts on (a failing table's last
-    version included; a calendar's window merged in from its feed) and walks the chains off it:
-    over two days, its plans are those of a service that never builds one."""
+    on (the in-memory one of issue 36 is deleted, issue 45): its passes walk the chains off the
+    index's answers (`IndexedTimeline`; a failing table's last version included, a calendar's
+    window from its feed): over two days, its plans are those of a service that never warms."""
     rng = random.Random(36)
     _profiles(harness)
     (harness.root / "holidays.ics").write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
@@ -166,11 +173,9 @@ def test_a_daemon_on_windows_not_the_files_own_plans_from_its_schedule_in_memory
     exact_service.plan(harness.clock.now)
     report = harness.service.tick(harness.clock.now)
     assert len(report.failed) == (how == "a failing table")
-    for _ in range(2):  # the file's schedule first (a calendar's is for the operators only), then in memory
-        harness.service.warm_schedule()
-        harness.service.schedules.join()
-    acted = harness.service.guard.trusted or []
-    assert isinstance(harness.service.schedules.timeline(None, EXACT, acted), ScheduleTimeline)
+    harness.service.warm_schedule()  # the file's schedule (a calendar's is for the operators only)
+    harness.service.schedules.join()
+    assert harness.service.schedules.timeline(harness.file.path.read_bytes()) is EXACT  # none the passes act on
     while harness.clock.now < BUILT + timedelta(days=2):
         harness.clock.advance(minutes=rng.choice([1, 15, 45, 180]))
         _passes_agree(harness, exact_service, harness.clock.now)
@@ -189,7 +194,7 @@ def test_the_index_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed):
     enabled = [w for w in windows if w.enabled]
     index = OccurrenceIndex()
     timeline = IndexedTimeline(index)
-    lanes = [*enabled_by_scope(windows).values(), enabled]
+    lanes = [*_by_scope(windows).values(), enabled]
     for now in sorted(instants(rng, 25)):
         index.advance(windows, now)
         for lane in lanes:
@@ -208,7 +213,7 @@ def test_a_plan_from_the_schedule_is_the_exact_plan(seed):
     rng = random.Random(seed)
     windows = varied(rng)
     timeline = ScheduleTimeline(build("digest", windows, BUILT))
-    lanes = enabled_by_scope(windows)
+    lanes = _by_scope(windows)
     for now in instants(rng, 40):
         for scope, on_scope in lanes.items():
             for reading in READINGS:
@@ -251,7 +256,7 @@ def test_a_daemon_pass_from_the_schedule_plans_what_the_exact_timeline_plans(har
     # whose schedule was kept before it read it)
     rows_service = harness.new_service()
     _passes_agree(harness, rows_service, harness.clock.now)
-    assert isinstance(rows_service._grouped.windows, ScheduleWindows)  # its windows are the schedule's rows
+    assert rows_service._grouped.windows.timeline is not None  # its windows are the schedule's rows
     while harness.clock.now < BUILT + HORIZON + timedelta(days=3):
         harness.clock.advance(minutes=rng.choice([1, 15, 45, 180, 400]))
         if rng.random() < 0.06:

@@ -24,7 +24,7 @@ import pytest
 from schedule_queries import schedule_path, starting_in, starting_within
 
 from hermes_estop.model.errors import StoreError
-from hermes_estop.windows import kept_files, schedule
+from hermes_estop.windows import kept_files, schedule, timeline
 from hermes_estop.windows.export import planned, planned_rows
 from hermes_estop.windows.forecast import _holds, window_holds
 from hermes_estop.windows.model import InvalidWindow, Window
@@ -461,7 +461,7 @@ def test_the_tables_bound_to_a_calendar_are_carried_beside_the_rows(tmp_path: Pa
     assert compiled is not None and calls == []
     assert list(compiled.names) == [w.name for w in wf.load() if w.exclude_calendar is None and w.feed is None]
     assert [(kind, index) for kind, index, _ in compiled.bound] == [("windows", 0), ("windows", 8), ("calendars", 0)]
-    compiled.bind_calendars(wf.path)
+    compiled = compiled.bind_calendars(wf.path)
     shown = [compiled.names[item] if isinstance(item, int) else item.name for item in compiled.in_file_order()]
     assert shown == [w.name for w in wf.load()]
     bound = [item for item in compiled.in_file_order() if not isinstance(item, int)]
@@ -750,7 +750,7 @@ def _in_file_order(compiled: schedule.Schedule | None, windows_path: Path) -> li
     """The windows `compiled` lists, bound to their feeds: rows as their `Window`."""
     assert compiled is not None
     if compiled.bound:
-        compiled.bind_calendars(windows_path)
+        compiled = compiled.bind_calendars(windows_path)
     return [compiled.window(item) if isinstance(item, int) else item for item in compiled.in_file_order()]
 
 
@@ -838,12 +838,27 @@ def test_a_shared_fleet_roots_schedule_lives_under_xdg_cache_home_made_private(
     assert len(list(where.glob("*.schedule"))) == 1 and where.stat().st_mode & 0o777 == 0o700
 
 
-def test_a_schedule_keeps_a_bounded_number_of_built_windows(wf: WindowsFile, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A running daemon asks for other rows pass after pass: the `Window`s a schedule keeps
-    built are bounded (the oldest dropped), each one asked again equal to the first."""
-    monkeypatch.setattr(schedule, "_WINDOWS_KEPT", 2)
+def test_a_timeline_keeps_a_bounded_number_of_built_windows(wf: WindowsFile, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A running daemon asks for other rows pass after pass: the `Window`s its timeline of a
+    schedule keeps built are bounded (the oldest dropped), each one asked again equal to the
+    first; the schedule itself keeps none (frozen, issue 45)."""
+    monkeypatch.setattr(timeline, "WINDOWS_KEPT", 2)
     compiled = _load(wf)
     assert compiled is not None and len(compiled) >= 3
-    first = [compiled.window(row) for row in range(3)]
-    assert len(compiled._windows) == 2
-    assert [compiled.window(row) for row in range(3)] == first
+    rows = timeline.ScheduleTimeline(compiled)
+    first = [rows.window(row) for row in range(3)]
+    assert len(rows._built) == 2 and rows.window(2) is first[2]
+    assert [rows.window(row) for row in range(3)] == first == [compiled.window(row) for row in range(3)]
+    assert not hasattr(compiled, "__dict__")  # slots only: nothing to cache in
+
+
+@pytest.mark.parametrize("text", [None, ""], ids=["no file", "an empty file"])
+def test_every_command_gets_a_schedule_also_of_a_file_with_no_windows(tmp_path: Path, text: str | None) -> None:
+    """`schedule_of` is the one way a command reads the windows (issue 45): no file, or one of
+    no windows, is a schedule of no windows answering now, never None (no second path)."""
+    tmp_path.chmod(0o755)
+    if text is not None:
+        (tmp_path / "windows.toml").write_text(text)
+    found = schedule.schedule_of(WindowsFile(tmp_path), NOW)
+    assert len(found) == 0 and found.in_file_order() == [] and found.named("any") is None
+    assert found.answers(NOW) and found.covering(NOW) == []

@@ -28,10 +28,10 @@ from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_instant
 from hermes_estop.observe.terminal import print_timeline
 from hermes_estop.observe.view import Observer
-from hermes_estop.windows.export import ics_of, planned, planned_rows
+from hermes_estop.windows.export import ics_of, planned_rows
 from hermes_estop.windows.ledger import open_ledger, skipped_keys
 from hermes_estop.windows.model import InvalidWindow, Window, json_schema
-from hermes_estop.windows.occurrences import by_start, upcoming
+from hermes_estop.windows.occurrences import upcoming
 from hermes_estop.windows.policy_check import against_policy, refusals_of, refused_window
 from hermes_estop.windows.schedule import schedule_of
 
@@ -144,8 +144,7 @@ def list_(as_json: JsonOpt = False) -> None:
         return
     windows_file = _file()
     schedule = schedule_of(windows_file, _now())
-    # from the compiled schedule (no `Window` built for a row), else validated (no file)
-    items: list[Item] = list(windows_file.load()) if schedule is None else schedule.in_file_order()
+    items = schedule.in_file_order()  # no `Window` built for a row
     if as_json:
         emit_json({"path": str(windows_file.path), "windows": [_json_of(schedule, item) for item in items]})
         return
@@ -157,10 +156,9 @@ def list_(as_json: JsonOpt = False) -> None:
     echo_lines(printable(line) for line in _list_lines(listed))
 
 
-def _json_of(schedule: Schedule | None, item: Item) -> dict[str, Any]:
+def _json_of(schedule: Schedule, item: Item) -> dict[str, Any]:
     """`windows list --json`'s entry of `item`: a row's table as compiled, or a window's `to_json`."""
     if isinstance(item, int):
-        assert schedule is not None  # noqa: S101 - a row is only ever of a schedule
         return schedule.tables.shown(item)
     return item.to_json()
 
@@ -275,14 +273,6 @@ def next_(
     windows_file = _file()
     now = _now()
     found = _listed_from_schedule(windows_file, name, count, now)
-    if found is None:
-        windows = windows_file.load()
-        if name is not None:
-            windows = [w for w in windows if w.name == name]
-            if not windows:
-                raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
-        per_window = count if count is not None else (5 if name is not None else 1)
-        found = [(window, occurrence) for window, occurrence in by_start(windows, now, per_window)]
     skipped = skipped_keys(current_estop().fleet) if found else frozenset()
     if as_json:
         emit_json({"now": format_instant(now),
@@ -310,12 +300,10 @@ def _next_served(remote: Remote, name: str | None, count: int | None, as_json: b
 
 
 def _listed_from_schedule(windows_file: WindowsFile, name: str | None, count: int | None,
-                   now: datetime) -> list[tuple[Shown, Occurrence]] | None:
-    """`_by_start` answered from the windows file's compiled schedule (no `Window` built for a
-    row it answers); None when the file has none (calendars)."""
+                          now: datetime) -> list[tuple[Shown, Occurrence]]:
+    """`occurrences.by_start` answered from the windows file's compiled schedule (no `Window`
+    built for a row it answers)."""
     schedule = schedule_of(windows_file, now)
-    if schedule is None:
-        return None
     items = schedule.in_file_order()
     if name is not None:
         item = schedule.named(name)
@@ -384,8 +372,7 @@ def export(
     if not ics:
         raise InvalidArgument("hermes windows export: give --ics (the only format)")
     windows_file, now = _file(), _now()
-    schedule = schedule_of(windows_file, now)
-    events = planned_rows(schedule, now, days) if schedule is not None else planned(windows_file.load(), now, days)
+    events = planned_rows(schedule_of(windows_file, now), now, days)
     entries = open_ledger(current_estop().fleet).load()
     sys.stdout.buffer.write(ics_of(events, entries, now))
     sys.stdout.flush()
@@ -429,13 +416,11 @@ def validate(as_json: JsonOpt = False,
 
 def _validated_by_schedule(windows_file: WindowsFile, now: datetime) -> tuple[int, list[str]] | None:
     """(how many windows, the names of those that never occur again), from the file's compiled
-    schedule (there is one only for a file that validates whole); None when it has none, or
-    the file does not validate (the caller lists every failure)."""
+    schedule (there is one only for a file that validates whole); None when the file does not
+    validate (the caller lists every failure)."""
     try:
         schedule = schedule_of(windows_file, now)
     except InvalidWindow:
-        return None
-    if schedule is None:
         return None
     items = schedule.in_file_order()
     over = []

@@ -32,11 +32,8 @@ def window_named(name: str) -> tuple[WindowsFile, Window]:
     validated); `InvalidArgument` naming both when there is none."""
     windows_file = file()
     schedule = schedule_of(windows_file, now())
-    if schedule is None:
-        window = next((w for w in windows_file.load() if w.name == name), None)
-    else:
-        item = schedule.named(name)
-        window = schedule.window(item) if isinstance(item, int) else item
+    item = schedule.named(name)
+    window = schedule.window(item) if isinstance(item, int) else item
     if window is None:
         raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
     return windows_file, window

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
 
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
@@ -92,13 +92,9 @@ class WindowSource:
     def planned(self, estop: EstopView, start: datetime, end: datetime) -> list[PlannedHold]:
         """Raises `InvalidWindow` / `StoreError` (one line naming the file) when `windows.toml`
         cannot be used. Answered from the file's compiled schedule (a `Window` built only for a
-        row with an occurrence in the range), else from the validated windows (calendars)."""
+        row with an occurrence in the range; a calendar's window from its feed)."""
         scopes = {location.scope for location in estop.locations}
-        windows_file = WindowsFile(estop.layout.root)
-        schedule = schedule_of(windows_file, estop.clock())
-        if schedule is None:
-            return self._of_windows([w for w in windows_file.load() if w.enabled and w.scope in scopes], estop,
-                                    start, end)
+        schedule = schedule_of(WindowsFile(estop.layout.root), estop.clock())
         items = [item for item in schedule.in_file_order() if _armed_in(schedule, item, scopes)]
         if not items:
             return []
@@ -106,19 +102,10 @@ class WindowSource:
         out: list[PlannedHold] = []
         for item in items:
             if isinstance(item, int):
-                out.extend(_holds(partial(schedule.window, item), schedule.not_ended(item, start), end, entries,
+                out.extend(_holds(cache(partial(schedule.window, item)), schedule.not_ended(item, start), end, entries,
                                   self.limit, note))
             else:
                 out.extend(window_holds(item, start, end, entries, limit=self.limit, note=note))
-        return out
-
-    def _of_windows(self, windows: list[Window], estop: EstopView, start: datetime, end: datetime) -> list[PlannedHold]:
-        if not windows:
-            return []
-        entries, note = _ledger(estop)
-        out: list[PlannedHold] = []
-        for window in windows:
-            out.extend(window_holds(window, start, end, entries, limit=self.limit, note=note))
         return out
 
 

@@ -43,7 +43,7 @@ Pure: the caller passes `now` (its injected clock).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -51,7 +51,7 @@ from hermes_estop.model.allow import Allow
 from hermes_estop.model.selector import holds_at_least, hull
 from hermes_estop.windows.ledger import ARMED, LedgerEntry
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import WindowRows, covering
+from hermes_estop.windows.occurrences import Windows, covering
 
 __all__ = ["FileGuard", "GuardVerdict", "meanwhile", "moves", "strengthens", "vanished"]
 
@@ -127,13 +127,14 @@ def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
     """What the read `windows` takes away: names of previously acted-on windows missing or
     weakened, and of windows holding per the ledger that are not in it (enabled, same scope;
     `moving`: versions also held at another scope, `GuardVerdict.moving`).
-    Windows given as rows of a compiled schedule (`WindowRows`) are compared by their tables:
-    a `Window` is built only for a row that changed or holds per the ledger."""
-    current = _lookup(windows)
+    Compared by `Windows.same`: a row's `Window` is built only for a row that changed or holds
+    per the ledger."""
+    read = Windows.of(windows)
+    current = read.named
     elsewhere = {w.name: w for w in moving}
     out: list[str] = []
     if previous is not windows:
-        for name, old, new in _changed(previous or (), windows, current):
+        for name, old, new in _changed(Windows.of(previous or ()), read):
             if (new is None or (new is not old and new != old and not strengthens(old, new))) and name not in out:
                 out.append(name)
     for entry in entries.values():
@@ -148,47 +149,14 @@ def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
     return out
 
 
-def _lookup(windows: Sequence[Window]) -> Callable[[str], Window | None]:
-    """The window of `windows` called a name (a row's built only when looked up)."""
-    if isinstance(windows, WindowRows):
-        return windows.named
-    return {w.name: w for w in windows}.get
-
-
-def _changed(previous: Sequence[Window], windows: Sequence[Window],
-             current: Callable[[str], Window | None]) -> Iterator[tuple[str, Window, Window | None]]:
+def _changed(previous: Windows, windows: Windows) -> Iterator[tuple[str, Window, Window | None]]:
     """(name, the previous window, the read's window or None) of each previous window the read
-    does not hold as it was; rows of a compiled schedule compared by their tables."""
-    rows = windows if isinstance(windows, WindowRows) else None
-    if isinstance(previous, WindowRows):
-        yield from _changed_rows(previous, rows, {w.name: w for w in windows} if rows is None else {})
-        return
-    for old in previous:
-        if rows is not None:
-            at = rows.position(old.name)
-            if at is not None and rows.same(at, old):
-                continue
-            yield old.name, old, current(old.name)
-            continue
-        new = current(old.name)
-        if new is not old:
-            yield old.name, old, new
-
-
-def _changed_rows(previous: WindowRows, rows: WindowRows | None,
-                  named: dict[str, Window]) -> Iterator[tuple[str, Window, Window | None]]:
-    """`_changed` of previous windows given as rows: against rows by their tables, against
-    validated windows (`named`) by each one's table."""
+    does not hold as it was (`Windows.same`)."""
     for index in range(len(previous)):
         name = previous.name(index)
-        if rows is not None:
-            at = rows.position(name)
-            if at is None or rows.table(at) != previous.table(index):
-                yield name, previous[index], None if at is None else rows[at]
-            continue
-        new = named.get(name)
-        if new is None or not previous.same(index, new):
-            yield name, previous[index], new
+        at = windows.position(name)
+        if at is None or not previous.same(index, windows, at):
+            yield name, previous[index], None if at is None else windows[at]
 
 
 def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
@@ -280,12 +248,10 @@ class FileGuard:
         return merged, moving
 
     def _trust(self, windows: Sequence[Window]) -> GuardVerdict:
-        """Trust `windows` (a list copied; rows of a compiled schedule kept as they are: listing
-        them would build every one)."""
-        kept = windows if isinstance(windows, WindowRows) else list(windows)
-        self.trusted = kept
+        """Trust `windows` (a plain sequence copied: `Windows.of`)."""
+        self.trusted = Windows.of(windows)
         self._pending = None
-        return GuardVerdict(True, windows=kept if kept is windows else list(windows))
+        return GuardVerdict(True, windows=self.trusted)
 
     def _describe(self, gone: list[str], identity: Identity, windows: Sequence[Window], kept: bool) -> str:
         shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")

@@ -17,13 +17,14 @@ day-of-week 0 as Monday, crontab as Sunday); it only wakes the service at instan
 from __future__ import annotations
 
 import heapq
-import operator
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
-from typing import Protocol, runtime_checkable
+from typing import Protocol, overload
 
 from hermes_estop.model.cronspec import starts as cron_starts
+from hermes_estop.model.selector import Selector
 from hermes_estop.model.timeutil import format_instant, in_interval, to_utc
 from hermes_estop.windows.model import Window
 
@@ -36,8 +37,9 @@ __all__ = [
     "ExactTimeline",
     "Occurrence",
     "OccurrenceIndex",
+    "Rows",
     "Timeline",
-    "WindowRows",
+    "Windows",
     "covering",
     "following",
     "merge_armed",
@@ -45,6 +47,7 @@ __all__ = [
     "next_start",
     "occurrence_key",
     "occurrences",
+    "table_of",
     "upcoming",
 ]
 
@@ -257,37 +260,6 @@ class Timeline(Protocol):
         ...
 
 
-@runtime_checkable
-class WindowRows(Protocol):
-    """Windows given as the rows of a compiled schedule (`timeline.ScheduleWindows`, also a
-    `Sequence[Window]`): what a pass asks of every window without a `Window` built for it; the
-    window at an index is built (validated) only when asked for (`__getitem__`, `named`)."""
-
-    def __len__(self) -> int: ...
-
-    def __getitem__(self, index: int) -> Window: ...
-
-    def name(self, index: int) -> str: ...
-
-    def enabled(self, index: int) -> bool: ...
-
-    def scope(self, index: int) -> str: ...
-
-    def table(self, index: int) -> bytes: ...
-
-    def position(self, name: str) -> int | None: ...
-
-    def named(self, name: str) -> Window | None: ...
-
-    def same(self, index: int, other: Window) -> bool:
-        """Whether `other` is the window at `index` (without building it)."""
-        ...
-
-    def around_row(self, index: int, now: datetime) -> Around:
-        """`Timeline.around` of the window at `index`."""
-        ...
-
-
 def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[[Window, datetime], Occurrence | None],
                 after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence]:
     """`Timeline.armed_after` from each window's first occurrence armed after `now` and the one
@@ -305,6 +277,181 @@ def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[
         successor = after(window, occurrence)
         if successor is not None:
             heapq.heappush(queue, (successor.arm_at, order, successor, window))
+
+
+class Rows(Timeline, Protocol):
+    """The rows of one compiled schedule as `Windows` reads them, and the `Timeline` read off
+    it (`timeline.ScheduleTimeline`): a row's columns, its `Window` validated from its table,
+    its occurrences around an instant."""
+
+    def __len__(self) -> int: ...
+
+    def name(self, row: int) -> str: ...
+
+    def enabled(self, row: int) -> bool: ...
+
+    def scope(self, row: int) -> str: ...
+
+    def table(self, row: int) -> bytes: ...
+
+    def selector(self, row: int) -> Selector | None: ...
+
+    def window(self, row: int) -> Window: ...
+
+    def around_row(self, row: int, now: datetime) -> Around: ...
+
+
+class Windows(Sequence[Window]):
+    """The windows a pass decides on, in the one shape every decision takes (`OccurrenceIndex`,
+    `reconcile`, `guard`, the scheduler's lanes): validated `Window`s, or rows of one compiled
+    schedule (`timeline`), whose name, scope, `enabled`, selector and occurrences are read off
+    its columns, a row's `Window` validated only when asked for (`[i]`, `named`): a pass on a
+    file with a trusted schedule builds one only for a row it acts on (issue 35). Two windows
+    are the same window (`same`) when their tables are equal (a row's) or they are equal field
+    for field (a validated one's). Iterating builds every row: a decision asks by index."""
+
+    __slots__ = ("_lane", "_positions", "_windows", "rows", "timeline")
+
+    def __init__(self, windows: Iterable[Window] = (), timeline: Rows | None = None,
+                 rows: Sequence[int] | None = None) -> None:
+        #: the validated windows (none when these are rows)
+        self._windows: list[Window] = list(windows)
+        #: the schedule these are rows of (its timeline), and which rows (in order)
+        self.timeline = timeline
+        self.rows: Sequence[int] = rows if rows is not None else range(len(timeline) if timeline is not None else 0)
+        self._positions: dict[str, int] | None = None
+        self._lane: dict[int, int] | None = None
+
+    @classmethod
+    def of(cls, windows: Sequence[Window]) -> Windows:
+        """`windows` in this shape (a plain sequence of validated windows: listed)."""
+        return windows if isinstance(windows, Windows) else cls(windows)
+
+    def __len__(self) -> int:
+        return len(self.rows) if self.timeline is not None else len(self._windows)
+
+    @overload
+    def __getitem__(self, index: int) -> Window: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Windows: ...
+
+    def __getitem__(self, index: int | slice) -> Window | Windows:
+        if isinstance(index, slice):
+            return self.subset(range(len(self))[index])
+        if self.timeline is not None:
+            return self.timeline.window(self.rows[index])
+        return self._windows[index]
+
+    def __repr__(self) -> str:
+        return f"Windows({len(self)} {'rows' if self.timeline is not None else 'validated'})"
+
+    def subset(self, positions: Iterable[int]) -> Windows:
+        """The windows at `positions` of these, in that order (a lane)."""
+        if self.timeline is not None:
+            return Windows(timeline=self.timeline, rows=[self.rows[i] for i in positions])
+        return Windows([self._windows[i] for i in positions])
+
+    def name(self, index: int) -> str:
+        return self.timeline.name(self.rows[index]) if self.timeline is not None else self._windows[index].name
+
+    def names(self) -> list[str]:
+        return [self.name(i) for i in range(len(self))]
+
+    def enabled(self, index: int) -> bool:
+        return self.timeline.enabled(self.rows[index]) if self.timeline is not None else self._windows[index].enabled
+
+    def scope(self, index: int) -> str:
+        return self.timeline.scope(self.rows[index]) if self.timeline is not None else self._windows[index].scope
+
+    def calendar(self, index: int) -> bool:
+        """Whether the window's occurrences are a calendar feed's (never a row's)."""
+        return self.timeline is None and self._windows[index].feed is not None
+
+    def selector(self, index: int) -> Selector | None:
+        """The window's selector (a row's without a `Window` built)."""
+        return self.timeline.selector(self.rows[index]) if self.timeline is not None else self._windows[index].selector
+
+    def table(self, index: int) -> bytes:
+        """The window as a schedule's `tables` column holds it (`table_of`)."""
+        return self.timeline.table(self.rows[index]) if self.timeline is not None else table_of(self._windows[index])
+
+    def position(self, name: str) -> int | None:
+        """Where the window called `name` is among these; None when it is not."""
+        if self._positions is None:
+            self._positions = {}
+            for i in range(len(self)):
+                self._positions.setdefault(self.name(i), i)
+        return self._positions.get(name)
+
+    def named(self, name: str) -> Window | None:
+        index = self.position(name)
+        return None if index is None else self[index]
+
+    def identical(self, index: int, other: Windows, at: int) -> bool:
+        """Whether window `at` of `other` is the very window `index` of these (the same object,
+        or the same row of the same schedule)."""
+        if self.timeline is not None or other.timeline is not None:
+            return self.timeline is other.timeline and self.rows[index] == other.rows[at]
+        return self._windows[index] is other._windows[at]
+
+    def same(self, index: int, other: Windows, at: int) -> bool:
+        """Whether window `at` of `other` is window `index` of these as it was: the same, equal
+        field for field, or (a row on either side) of an equal table; no row's `Window` built."""
+        if self.identical(index, other, at):
+            return True
+        if self.timeline is None and other.timeline is None:
+            return self._windows[index] == other._windows[at]
+        return self.table(index) == other.table(at)
+
+    def same_list(self, other: Windows) -> bool:
+        """Whether `other` holds the very windows of these, in order."""
+        return len(self) == len(other) and all(self.identical(i, other, i) for i in range(len(self)))
+
+    def around(self, index: int, now: datetime, timeline: Timeline) -> Around:
+        """`Timeline.around` of window `index`: a row's off its schedule (its `Window` built only
+        when the schedule does not answer), a validated window's asked of `timeline`."""
+        if self.timeline is not None:
+            return self.timeline.around_row(self.rows[index], now)
+        return timeline.around(self._windows[index], now)
+
+    def lane_of(self, timeline: Rows) -> dict[int, int] | None:
+        """Each row of `timeline` among these -> its place (made once per list); None unless
+        these are rows of `timeline`."""
+        if self.timeline is not timeline:
+            return None
+        if self._lane is None:
+            self._lane = {row: order for order, row in enumerate(self.rows)}
+        return self._lane
+
+    def by_name(self) -> Mapping[str, Window]:
+        """These windows by name, each row's built when looked up."""
+        return _ByName(self)
+
+
+class _ByName(Mapping[str, Window]):
+    """`Windows.by_name`."""
+
+    def __init__(self, windows: Windows) -> None:
+        self.windows = windows
+
+    def __getitem__(self, name: str) -> Window:
+        window = self.windows.named(name)
+        if window is None:
+            raise KeyError(name)
+        return window
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.windows.names())
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+
+def table_of(window: Window) -> bytes:
+    """`window` as a schedule's `tables` column holds it (`Window.to_json`, compact JSON): equal
+    bytes, equal windows (a row's `Window` is validated from exactly these bytes)."""
+    return json.dumps(window.to_json(), separators=(",", ":")).encode("utf-8")
 
 
 class ExactTimeline:
@@ -361,7 +508,7 @@ class OccurrenceIndex:
         self._due: list[tuple[datetime, int, str]] = []
         #: the windows whose answer has occurrences covering now, by name
         self._held: dict[str, _Known] = {}
-        self._windows: Sequence[Window] = []
+        self._windows = Windows()
         self._now: datetime | None = None
         self._seq = 0
         #: how many answers `advance` computed (the work of a pass, for tests that count it)
@@ -369,33 +516,26 @@ class OccurrenceIndex:
 
     # -- the scheduler's windows, brought to `now` once per pass -------------------------------
 
-    def advance(self, windows: Sequence[Window], now: datetime,
+    def advance(self, given: Sequence[Window], now: datetime,
                 timeline: Timeline = EXACT) -> dict[str, list[Occurrence]]:
         """Bring the enabled ones of `windows` to `now`: each enabled window's occurrences
         covering `now` (only the windows with some), computed (by `timeline`) only for the
-        windows whose answer expired by `now`, changed, or is new. Windows given as rows of a
-        compiled schedule (`WindowRows`) are asked of it, each `Window` built only when a
-        caller asks for it (`held`, `soonest`)."""
+        windows whose answer expired by `now`, changed, or is new (rows of a compiled schedule
+        asked of it, each row's `Window` built only when a caller asks for it)."""
+        windows = Windows.of(given)
         if self._now is not None and now < self._now:
             self._forget()  # time went backwards: every answer computed again (the exact path)
         self._now = now
-        if windows is not self._windows and not self._same_list(windows):
+        if windows is not self._windows and not windows.same_list(self._windows):
             self._sync(windows, now, timeline)
         while self._due and self._due[0][0] <= now:
             _, seq, name = heapq.heappop(self._due)
             known = self._known.get(name)
             if known is not None and known.seq == seq:
-                self._learn(name, known.source, now, timeline)
+                self._learn(name, known.windows, known.index, now, timeline)
         if len(self._due) > 2 * len(self._known) + 64:
             self._compact()
         return {name: list(known.covering) for name, known in self._held.items()}
-
-    def _same_list(self, windows: Sequence[Window]) -> bool:
-        """Whether `windows` holds the very objects of the last list (never asked of rows)."""
-        last = self._windows
-        if isinstance(windows, WindowRows) or isinstance(last, WindowRows) or len(windows) != len(last):
-            return False
-        return all(map(operator.is_, windows, last))
 
     def held(self) -> list[tuple[str, tuple[Occurrence, ...], Occurrence | None]]:
         """The names of the windows with occurrences covering the instant of the last
@@ -423,7 +563,7 @@ class OccurrenceIndex:
             heapq.heappush(self._due, entry)
         return out
 
-    def armed_after(self, windows: Sequence[Window], now: datetime,
+    def armed_after(self, given: Sequence[Window], now: datetime,
                     after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence] | None:
         """`Timeline.armed_after` of `windows` at the instant of the last `advance`, when each
         of them is a window whose answer it holds (else None: ask `merge_armed`). Read off the
@@ -435,13 +575,15 @@ class OccurrenceIndex:
         not a question to each window (the chain is walked on every pass)."""
         if now != self._now:
             return None
+        windows = Windows.of(given)
         lane: dict[str, int] = {}
         known = self._known
-        for order, window in enumerate(windows):
-            answer = known.get(window.name)
-            if answer is None or answer.source is not window:
+        for order in range(len(windows)):
+            name = windows.name(order)
+            answer = known.get(name)
+            if answer is None or not answer.windows.identical(answer.index, windows, order):
                 return None
-            lane[window.name] = order
+            lane[name] = order
         return self._walk(lane, windows, after)
 
     def _walk(self, lane: Mapping[str, int], windows: Sequence[Window],
@@ -477,54 +619,33 @@ class OccurrenceIndex:
                     heapq.heappush(frontier, (due[child], child))
             yield entry
 
-    def _sync(self, windows: Sequence[Window], now: datetime, timeline: Timeline) -> None:
+    def _sync(self, windows: Windows, now: datetime, timeline: Timeline) -> None:
         """A new list of windows: forget the answers of windows gone, disabled or changed;
-        compute the new ones at `now`. A window read again unchanged (another object, equal
-        field for field, its calendar included: the same occurrences) keeps its answer: a
-        `hermes serve` whose status page validated the file at the same time as the scheduler
-        got the page's objects on its next pass, and computing 10,000 answers again took
-        seconds (issue 24)."""
-        if isinstance(windows, WindowRows):
-            self._sync_rows(windows, now, timeline)
-            self._windows = windows
-            return
-        enabled = {w.name: w for w in windows if w.enabled}
+        compute the new ones at `now`. A window read again unchanged (`Windows.same`: another
+        object equal field for field, its calendar included, or a row of an equal table) keeps
+        its answer: a `hermes serve` whose status page validated the file at the same time as
+        the scheduler got the page's objects on its next pass, and computing 10,000 answers
+        again took seconds (issue 24)."""
         for name, known in list(self._known.items()):
-            window = enabled.get(name)
-            if window is not None and known.same(None, 0, window):
-                known.source = window
+            index = windows.position(name)
+            if index is not None and windows.enabled(index) and known.windows.same(known.index, windows, index):
+                known.windows, known.index = windows, index
                 continue
             self._drop(name)
-        for name, window in enabled.items():
-            if name not in self._known:
-                self._learn(name, window, now, timeline)
-        self._windows = list(windows)
-
-    def _sync_rows(self, rows: WindowRows, now: datetime, timeline: Timeline) -> None:
-        """`_sync` of windows given as rows: compared by their tables, no `Window` built."""
-        for name, known in list(self._known.items()):
-            index = rows.position(name)
-            if index is not None and rows.enabled(index) and known.same(rows, index, None):
-                known.source = (rows, index)
-                continue
-            self._drop(name)
-        for index in range(len(rows)):
-            if rows.enabled(index) and rows.name(index) not in self._known:
-                self._learn(rows.name(index), (rows, index), now, timeline)
+        for index in range(len(windows)):
+            if windows.enabled(index) and windows.name(index) not in self._known:
+                self._learn(windows.name(index), windows, index, now, timeline)
+        self._windows = windows
 
     def _drop(self, name: str) -> None:
         del self._known[name]
         self._held.pop(name, None)
 
-    def _learn(self, name: str, source: WindowOrRow, now: datetime, timeline: Timeline) -> None:
-        """Compute the answer at `now` of the window `source` and remember it until it expires."""
+    def _learn(self, name: str, windows: Windows, index: int, now: datetime, timeline: Timeline) -> None:
+        """Compute the answer at `now` of window `index` of `windows` and remember it until it expires."""
         self.computed += 1
-        if isinstance(source, tuple):
-            held, upcoming = source[0].around_row(source[1], now)  # a schedule's row: never a calendar's
-            feed = False
-        else:
-            held, upcoming = timeline.around(source, now)
-            feed = source.feed is not None
+        held, upcoming = windows.around(index, now, timeline)
+        feed = windows.calendar(index)
         expiries = [o.end for o in held] + ([upcoming.arm_at] if upcoming is not None else [])
         if feed or upcoming is None:
             # a calendar's events are looked up within a lookahead of the instant asked: what
@@ -533,7 +654,7 @@ class OccurrenceIndex:
             expiries.append(now + FEED_RECHECK)
         until = min(expiries) if expiries else None
         self._seq += 1
-        known = _Known(name, source, now, until, held, upcoming, self._seq)
+        known = _Known(name, windows, index, now, until, held, upcoming, self._seq)
         self._known[name] = known
         if held:
             self._held[name] = known
@@ -546,7 +667,7 @@ class OccurrenceIndex:
         self._known.clear()
         self._held.clear()
         self._due.clear()
-        self._windows = []
+        self._windows = Windows()
 
     def _compact(self) -> None:
         """The heap rebuilt from the live answers (stale entries of edited windows dropped), so
@@ -595,19 +716,16 @@ class IndexedTimeline(ExactTimeline):
         return walk if walk is not None else merge_armed(windows, now, self.first_armed, self.after)
 
 
-#: where an answer's window comes from: the window, or a row of a compiled schedule
-WindowOrRow = Window | tuple[WindowRows, int]
-
-
 @dataclass(slots=True)
 class _Known:
     """A window's answer computed at `since`: the occurrences covering `since` and its next
     occurrence armed after it; the same answer for every instant in `[since, until)` (`until`
-    None: for ever). `source`: the window, or the row it is (its `Window` built only when
-    `window` is asked for: `_valid`)."""
+    None: for ever). The window is `windows[index]` (a row's `Window` built only when `window`
+    is asked for: `_valid`)."""
 
     name: str
-    source: WindowOrRow
+    windows: Windows
+    index: int
     since: datetime
     until: datetime | None
     covering: tuple[Occurrence, ...]
@@ -616,24 +734,7 @@ class _Known:
 
     @property
     def window(self) -> Window:
-        source = self.source
-        if isinstance(source, tuple):
-            rows, index = source
-            return rows[index]
-        return source
-
-    def same(self, rows: WindowRows | None, index: int, window: Window | None) -> bool:
-        """Whether the window at `index` of `rows` (or `window`) is this answer's window, equal
-        field for field, compared without building a row's `Window`."""
-        source = self.source
-        if isinstance(source, tuple):
-            mine, at = source
-            if rows is not None:
-                return (mine is rows and at == index) or mine.table(at) == rows.table(index)
-            return window is not None and mine.same(at, window)
-        if rows is not None:
-            return rows.same(index, source)
-        return source is window or source == window
+        return self.windows[self.index]
 
 
 def by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Window, Occurrence]]:

@@ -39,7 +39,7 @@ from hermes_estop.model.durations import MAX_DURATION
 from hermes_estop.model.hold import VACANT, Allow, Hold, HoldState, Reading
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
 from hermes_estop.windows.model import MAX_REASON, Window
-from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, WindowRows, occurrence_key
+from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, occurrence_key
 
 __all__ = [
     "ARMED_BY_PREFIX",
@@ -328,11 +328,9 @@ def _lift(plan: ScopePlan, reading: Reading, ours: set[str], notes: list[LedgerE
 
 
 def _named(windows: Sequence[Window], members: Sequence[Occurrence]) -> dict[str, Window]:
-    named = {o.window for o in members}
-    if isinstance(windows, WindowRows):  # rows of a compiled schedule: only the members' built
-        found = {name: windows.named(name) for name in named}
-        return {name: window for name, window in found.items() if window is not None}
-    return {w.name: w for w in windows if w.name in named}
+    given = Windows.of(windows)
+    found = {name: given.named(name) for name in {o.window for o in members}}  # a row's built only for a member
+    return {name: window for name, window in found.items() if window is not None}
 
 
 def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],

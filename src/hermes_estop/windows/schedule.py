@@ -57,7 +57,7 @@ import re
 import sys
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
 from pathlib import Path
@@ -148,10 +148,6 @@ class Tables:
         return shown
 
 
-#: the rows' `Window`s a schedule keeps built at most (the oldest built dropped first)
-_WINDOWS_KEPT = 1024
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class Schedule:
     """The compiled schedule of one version of a windows file (see the module docstring)."""
@@ -175,40 +171,37 @@ class Schedule:
     ends: Sequence[int]
     tables: Tables
     bound: Sequence[Entry] = ()
-    _rows_by_name: dict[str, int] = field(default_factory=dict, repr=False)
-    _windows: dict[int, Window] = field(default_factory=dict, repr=False)
-    #: the `bound` tables' windows bound to their feeds now (`bind_calendars`), in `bind`'s order
-    _bound: list[Window] = field(default_factory=list, repr=False)
+    #: the `bound` tables' windows bound to their feeds (`bind_calendars`), in `bind`'s order
+    bound_windows: Sequence[Window] = ()
+    #: each row by its name (made with the schedule: nothing in it changes after)
+    _rows_by_name: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_rows_by_name", dict(zip(self.names, range(len(self.names)), strict=True)))
 
     def __len__(self) -> int:
         return len(self.names)
 
     def row_of(self, name: str) -> int | None:
-        if not self._rows_by_name and self.names:
-            self._rows_by_name.update(zip(self.names, range(len(self.names)), strict=True))
         return self._rows_by_name.get(name)
 
     def window(self, row: int) -> Window:
         """The `Window` of `row`, validated from its table (only rows a command must ask the
-        exact functions about, each once); `StoreError` when the table is not the row's valid
-        window."""
-        window = self._windows.get(row)
-        if window is None:
-            if len(self._windows) >= _WINDOWS_KEPT:  # a running daemon builds other rows pass after pass
-                del self._windows[next(iter(self._windows))]
-            try:
-                window = Window.parse(self.tables.shown(row))
-            except InvalidWindow:
-                raise StoreError(_DAMAGED) from None
-            if window.name != self.names[row] or window.scope != self.scopes[row]:
-                raise StoreError(_DAMAGED)
-            self._windows[row] = window
+        exact functions about; the daemon keeps those it built, `timeline.ScheduleTimeline`);
+        `StoreError` when the table is not the row's valid window."""
+        try:
+            window = Window.parse(self.tables.shown(row))
+        except InvalidWindow:
+            raise StoreError(_DAMAGED) from None
+        if window.name != self.names[row] or window.scope != self.scopes[row]:
+            raise StoreError(_DAMAGED)
         return window
 
-    def bind_calendars(self, windows_path: Path) -> None:
-        """Validate the `bound` tables again and bind them to their feeds as they are now (the
-        feeds' bytes decide their occurrences, never the schedule); raises the first failure, as
-        `WindowsFile.parse` does (a feed that cannot be read, with no last good copy)."""
+    def bind_calendars(self, windows_path: Path) -> Schedule:
+        """This schedule with its `bound` tables validated again and bound to their feeds as they
+        are now (`bound_windows`: the feeds' bytes decide their occurrences, never the schedule);
+        raises the first failure, as `WindowsFile.parse` does (a feed that cannot be read, with
+        no last good copy)."""
         windows: list[Window] = []
         sources: list[CalendarSource] = []
         try:
@@ -225,15 +218,15 @@ class Schedule:
         found = bind(windows_path.parent, windows_path, windows, sources)
         if found.failures:
             raise found.failures[0]
-        self._bound[:] = found.windows
+        return replace(self, bound_windows=found.windows)
 
     def in_file_order(self) -> list[Item]:
         """The rows and the bound windows (`bind_calendars`) in the order the validated file
         lists its windows: the `[[windows]]` tables as written, then the calendars."""
         excluding = {index for kind, index, _ in self.bound if kind == "windows"}
-        if not excluding and not self._bound:
+        if not excluding and not self.bound_windows:
             return list(range(len(self)))
-        bound, rows = iter(self._bound), iter(range(len(self)))
+        bound, rows = iter(self.bound_windows), iter(range(len(self)))
         out: list[Item] = [next(bound) if i in excluding else next(rows) for i in range(len(self) + len(excluding))]
         out.extend(bound)
         return out
@@ -241,7 +234,7 @@ class Schedule:
     def named(self, name: str) -> Item | None:
         """The row, or the bound window, called `name`."""
         row = self.row_of(name)
-        return row if row is not None else next((w for w in self._bound if w.name == name), None)
+        return row if row is not None else next((w for w in self.bound_windows if w.name == name), None)
 
     def answers(self, t: datetime) -> bool:
         return self.lo <= micros(t) < self.hi
@@ -336,18 +329,23 @@ class Row:
                    window.describe_duration(), format_duration(window.drain) if window.drain is not None else None)
 
 
-def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule | None:
-    """The schedule of `windows_file` as it is now (`load`); None when it has none (no file,
-    or `load` has none). Raises what `WindowsFile.parse` raises when the schedule must be built from a
-    file that does not validate."""
+def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
+    """The schedule of `windows_file` as it is now (`load`; no file: no windows), its tables
+    bound to a calendar bound to their feeds: the one value every command reads the windows
+    from. Raises what `WindowsFile.parse` raises when the schedule must be built from a file
+    that does not validate."""
     snapshot = windows_file.snapshot()
-    if snapshot.identity is None:
-        return None
-    raw = snapshot.raw
-    found = load(windows_file.path, raw, partial(windows_file.parse, raw), now)
-    if found is not None and found.bound:
-        found.bind_calendars(windows_file.path)
-    return found
+    raw = snapshot.raw if snapshot.identity is not None else b""
+    found = load(windows_file.path, raw, partial(windows_file.parse, raw), now) if snapshot.identity else _empty(now)
+    if found is None:  # a file that validates always has one: its bound tables are told by `_bound_entries`
+        raise StoreError(f"{printable(windows_file.path)}: its calendar tables cannot be told from its bytes")
+    return found.bind_calendars(windows_file.path) if found.bound else found
+
+
+def _empty(now: datetime) -> Schedule:
+    """The schedule of a file of no windows (no file, or an empty one)."""
+    return Schedule(hashlib.sha256(b"").hexdigest(), kept_files.basis(()), [], *_horizon(now), [], [], [], [], [],
+                    [], [], [], [], [0], [], [], Tables([]))
 
 
 def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | None:

@@ -18,7 +18,6 @@ a scheduler that is not the leader plans, schedules its wake-ups and writes noth
 from __future__ import annotations
 
 import logging
-import operator
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,11 +37,11 @@ from hermes_estop.windows.events import TickEvent, TickReport, note_event, plann
 from hermes_estop.windows.guard import FileGuard
 from hermes_estop.windows.ledger import ARMED, RETENTION, WITHDRAWN, LedgerEntry, OccurrenceLedger, open_ledger
 from hermes_estop.windows.model import InvalidWindow, Window
-from hermes_estop.windows.occurrences import IndexedTimeline, Occurrence, OccurrenceIndex
+from hermes_estop.windows.occurrences import IndexedTimeline, Occurrence, OccurrenceIndex, Windows
 from hermes_estop.windows.policy_check import against_policy
 from hermes_estop.windows.problem_log import ProblemLog
 from hermes_estop.windows.reconcile import Arm, Retire, ScopePlan, Skip, idle, plan_scope
-from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleWindows, WindowsByName
+from hermes_estop.windows.timeline import ScheduleKeeper
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
 from hermes_estop.windows.windows_file import FileSnapshot, Parsed, WindowsFile
 
@@ -135,9 +134,6 @@ class WindowService:
         self._last_valid: tuple[bytes, Sequence[Window], datetime] | None = None
         #: the bytes the file was last validated from here (validated again: remembered, cheap)
         self._validated: bytes | None = None
-        #: (windows, when) of the last read acted on that is not one version of the file's own (a
-        #: table that fails, calendars): `warm_schedule` builds their schedule in memory
-        self._last_other: tuple[Sequence[Window], datetime] | None = None
 
     def __repr__(self) -> str:
         return f"WindowService({self.windows_file.path})"
@@ -157,7 +153,7 @@ class WindowService:
         if self._compiled_rows(raw, self.clock()) is None:
             self.windows_file.parse_each(raw)
 
-    def _schedule_rows(self, snapshot: FileSnapshot, empty_policy: bool, now: datetime) -> ScheduleWindows | None:
+    def _schedule_rows(self, snapshot: FileSnapshot, empty_policy: bool, now: datetime) -> Windows | None:
         """The file's windows as the rows of its compiled schedule, when one is kept for exactly
         these bytes (`ScheduleKeeper.read_kept`: trusted, of this code) or compiles table by
         table (`ScheduleKeeper.compile`, after an edit) and the fleet's policy
@@ -168,7 +164,7 @@ class WindowService:
             return None
         return self._compiled_rows(raw, now)
 
-    def _compiled_rows(self, raw: bytes, now: datetime) -> ScheduleWindows | None:
+    def _compiled_rows(self, raw: bytes, now: datetime) -> Windows | None:
         """The rows of the schedule of exactly the bytes `raw`: the one kept for them, else
         one compiled now table by table (`ScheduleKeeper.compile`); None when neither."""
         self.schedules.read_kept(raw, now)
@@ -199,13 +195,11 @@ class WindowService:
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
         own = not parsed.failures and not parsed.sources
-        if not isinstance(windows, ScheduleWindows):
+        if Windows.of(windows).timeline is None:  # validated here: validated again, remembered
             self._validated = snapshot.raw
         if own:
             self.schedules.read_kept(snapshot.raw, report.now)
         self._last_valid = (snapshot.raw, windows, report.now) if own else None
-        acted = verdict.windows if verdict.windows is not None else windows
-        self._last_other = None if isinstance(windows, ScheduleWindows) else (acted, report.now)
         return verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None, ()
 
     def _read(self, report: TickReport) -> _Read | None:
@@ -253,14 +247,9 @@ class WindowService:
         `wait` waits for now (`serve --once`). It serves the next operator command warm, and
         the scheduler's own passes once it is ready: a pass whose windows are exactly those
         bytes' looks their occurrences up in it. `tick` never starts one: a pass is over when
-        it returns. Windows whose file's schedule does not serve the passes (a table that
-        fails, calendars) get one built in memory for the passes to come (`want_memory`; not
-        for `wait`: a one-shot has none to come)."""
-        valid, other = self._last_valid, self._last_other
-        if valid is not None:
-            self.schedules.want(*valid)
-        if other is not None and not wait and (valid is None or not self.schedules.serves(valid[0])):
-            self.schedules.want_memory(*other)
+        it returns."""
+        if self._last_valid is not None:
+            self.schedules.want(*self._last_valid)
         if wait:
             self.schedules.join()
 
@@ -331,8 +320,8 @@ class WindowService:
             windows, entries, source, moving = inputs
             report.leader = dry_run or self._may_write()
             # rows of a schedule are asked of their own (`timeline` may be a rebuilt one already)
-            timeline = windows.timeline if isinstance(windows, ScheduleWindows) else None
-            state = PassState(report, entries, timeline=timeline or self.schedules.timeline(source, self._exact, windows))
+            timeline = Windows.of(windows).timeline
+            state = PassState(report, entries, timeline=timeline or self.schedules.timeline(source, self._exact))
             # the enabled windows' occurrences covering now, by window (only those with some):
             # computed only for the windows whose answer changed since the last pass (issue 24)
             covering = self.index.advance(windows, report.now, state.timeline)
@@ -389,7 +378,7 @@ class WindowService:
         10,000 windows, and asking each for its selector, on every pass was a tenth of a quiet
         pass and a fifth of one with ten scopes held (issue 24)."""
         cached = self._grouped
-        if cached is not None and (cached.windows is windows or _same_objects(cached.windows, windows)):
+        if cached is not None and (cached.windows is windows or cached.windows.same_list(Windows.of(windows))):
             return cached
         self._grouped = WindowGroups.of(windows)
         self._regrouped = True
@@ -615,7 +604,7 @@ _FULL_LANE_ONLY: list[Lane] = [(None, [], None)]
 class WindowGroups:
     """One list of windows grouped as a pass needs it, computed once per list (`_layout`)."""
 
-    windows: Sequence[Window]
+    windows: Windows
     #: every window of the list, by name
     by_name: Mapping[str, Window]
     #: scope -> its lanes: (selector, the lane's enabled windows in file order, their names;
@@ -630,49 +619,28 @@ class WindowGroups:
     elsewhere: dict[tuple[str, str], tuple[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, windows: Sequence[Window]) -> WindowGroups:
-        """The groups of `windows`; of rows of a compiled schedule, read off its columns (a
-        lane is a list of rows: no `Window` built)."""
-        if isinstance(windows, ScheduleWindows):
-            return cls._of_rows(windows)
-        lanes: dict[str, list[Lane]] = {}
-        scoped: dict[str, set[str]] = {}
-        lane_of: dict[str, tuple[str, Any]] = {}
-        for scope, on_scope in enabled_by_scope(windows).items():
-            groups: dict[Any, list[Window]] = {None: []}
-            keys: dict[Any, tuple[str, Any]] = {}  # one (scope, selector) tuple per lane, not per window
-            for window in on_scope:
-                selector = window.selector
-                groups.setdefault(selector, []).append(window)
-                key = keys.get(selector)
-                if key is None:
-                    key = keys[selector] = (scope, selector)
-                lane_of[window.name] = key
-            lanes[scope] = [(selector, group, frozenset(w.name for w in group) if selector is not None else None)
-                            for selector, group in groups.items()]
-            scoped[scope] = {w.name for selector, group in groups.items() if selector is not None for w in group}
-        return cls(list(windows), {w.name: w for w in windows}, lanes, scoped, lane_of)
-
-    @classmethod
-    def _of_rows(cls, rows: ScheduleWindows) -> WindowGroups:
+    def of(cls, given: Sequence[Window]) -> WindowGroups:
+        """The groups of `given`, read off `Windows` (a lane of rows is a list of rows: no
+        `Window` built)."""
+        windows = Windows.of(given)
         groups: dict[str, dict[Any, list[int]]] = {}
         lane_of: dict[str, tuple[str, Any]] = {}
-        keys: dict[tuple[str, Any], tuple[str, Any]] = {}
-        for index in range(len(rows)):
-            if not rows.enabled(index):
+        keys: dict[tuple[str, Any], tuple[str, Any]] = {}  # one (scope, selector) tuple per lane, not per window
+        for index in range(len(windows)):
+            if not windows.enabled(index):
                 continue
-            scope, selector = rows.scope(index), rows.selector(index)
+            scope, selector = windows.scope(index), windows.selector(index)
             groups.setdefault(scope, {None: []}).setdefault(selector, []).append(index)
-            lane_of[rows.name(index)] = keys.setdefault((scope, selector), (scope, selector))
+            lane_of[windows.name(index)] = keys.setdefault((scope, selector), (scope, selector))
         lanes: dict[str, list[Lane]] = {}
         scoped: dict[str, set[str]] = {}
         for scope, by_selector in groups.items():
-            lanes[scope] = [(selector, rows.subset(group),
-                             frozenset(rows.name(i) for i in group) if selector is not None else None)
+            lanes[scope] = [(selector, windows.subset(group),
+                             frozenset(windows.name(i) for i in group) if selector is not None else None)
                             for selector, group in by_selector.items()]
-            scoped[scope] = {rows.name(i) for selector, group in by_selector.items() if selector is not None
+            scoped[scope] = {windows.name(i) for selector, group in by_selector.items() if selector is not None
                              for i in group}
-        return cls(rows, WindowsByName(rows), lanes, scoped, lane_of)
+        return cls(windows, windows.by_name(), lanes, scoped, lane_of)
 
     def beside(self, moving: WindowGroups, covered: dict[tuple[str, Any], list[Occurrence]],
                covering: Covering) -> WindowGroups:
@@ -707,30 +675,12 @@ class WindowGroups:
         return out
 
 
-def _same_objects(before: Sequence[Window], windows: Sequence[Window]) -> bool:
-    """Whether `windows` holds the very objects of `before` (rows of a schedule: only itself)."""
-    if isinstance(before, ScheduleWindows) or isinstance(windows, ScheduleWindows) or len(before) != len(windows):
-        return False
-    return all(map(operator.is_, before, windows))
-
-
 def _moved_detail(layout: WindowGroups, entry: LedgerEntry, lane: Any) -> str:
     """Why an occurrence's hold is being replaced (`WindowService._moved`), for the ledger."""
     where = layout.lane_of.get(entry.window)
     if where is None or where[0] != entry.scope:
         return "its window was removed, disabled or moved"
     return f"its window now holds {'everything' if lane is None else lane.describe()}: moved to that hold"
-
-
-def enabled_by_scope(windows: Iterable[Window]) -> dict[str, list[Window]]:
-    """The enabled windows of each scope, in file order: grouped once per pass, not filtered
-    from the whole file again for each of a fleet's scopes (issue 24: with 1,000 profiles that
-    filtering was most of a pass)."""
-    out: dict[str, list[Window]] = {}
-    for window in windows:
-        if window.enabled:
-            out.setdefault(window.scope, []).append(window)
-    return out
 
 
 def _valid_scope(scope: str) -> bool:

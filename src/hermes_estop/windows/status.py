@@ -109,10 +109,8 @@ Shown = tuple[Row, Occurrence | None, Occurrence | None]
 
 def _shown(windows_file: WindowsFile, now: datetime) -> list[Shown]:
     """Each window with the occurrence covering `now` and the next after it: from the file's
-    compiled schedule (no `Window` built for a row it answers), else from the windows."""
+    compiled schedule (no `Window` built for a row it answers), else from the window."""
     schedule = schedule_of(windows_file, now)
-    if schedule is None:
-        return [(Row.of(w), *_current_and_following(w, now)) for w in windows_file.load()]
     out = []
     for item in schedule.in_file_order():
         if not isinstance(item, int):

@@ -40,9 +40,9 @@ from hermes_estop.process.fleet_config import child_environment
 from hermes_estop.system.processes import signal_group, start_time
 from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, open_ledger
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, covering
+from hermes_estop.windows.occurrences import Occurrence, Windows, covering
 from hermes_estop.windows.problem_log import ProblemLog
-from hermes_estop.windows.schedule import Schedule, kept_schedule
+from hermes_estop.windows.timeline import ScheduleKeeper
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskReport", "TaskService"]
@@ -85,7 +85,7 @@ class TaskService:
 
     def __init__(self, fleet: Fleet, *, ledger: OccurrenceLedger | None = None, windows_file: WindowsFile | None = None,
                  is_leader: Callable[[], bool] | None = None, poll_interval: float = 1.0,
-                 scheduler_logs_file: bool = False) -> None:
+                 scheduler_logs_file: bool = False, schedules: ScheduleKeeper | None = None) -> None:
         self.fleet = fleet
         self.ledger = ledger or open_ledger(fleet)
         self.windows_file = windows_file or WindowsFile(fleet.root)
@@ -97,8 +97,9 @@ class TaskService:
         #: scheduler beside this service logs them (`scheduler_logs_file`, as `hermes serve` runs it)
         self.file_problems = ProblemLog(logger, quiet=scheduler_logs_file)
         self._lock = threading.Lock()
-        #: (the bytes, the compiled schedule kept for them, or None) of the last read (`_windows`)
-        self._kept: tuple[bytes, Schedule | None] | None = None
+        #: the scheduler's compiled schedule (`WindowService.schedules`), shared: its rows are the
+        #: windows when it is of the bytes read (`_windows`)
+        self.schedules = schedules
 
     # -- deciding ----------------------------------------------------------------------------
 
@@ -110,13 +111,14 @@ class TaskService:
         events, _ = self.fleet.history(_HISTORY_DEPTH)
         return {details[e.detail] for e in events if e.event == TASK_START and e.detail in details}
 
-    def due(self, windows: Sequence[Window] | Schedule, entries: dict[str, LedgerEntry],
+    def due(self, windows: Sequence[Window], entries: dict[str, LedgerEntry],
             now: datetime) -> list[tuple[Window, Occurrence, str]]:
         """The tasks to start at `now`: an enabled window with `run`, an occurrence that has started
         (its drain lead is over) and not ended, armed by the scheduler (the ledger names its
         generation), not already running or run; in the order of the windows. Asked of the
-        windows the ledger has armed only (of a compiled schedule: only their `Window` built)."""
-        place, lookup = _places(windows)
+        windows the ledger has armed only (of a compiled schedule's rows: only their `Window` built)."""
+        given = Windows.of(windows)
+        place, lookup = given.position, given.named
         candidates = []
         for entry in entries.values():
             if entry.state != ARMED or not entry.generation or entry.end <= now or entry.key in self.running:
@@ -126,22 +128,22 @@ class TaskService:
                 continue
             for occurrence in covering(window, now):
                 if occurrence.key == entry.key and not occurrence.draining(now):
-                    candidates.append((place(window.name), occurrence, window, entry.generation))
+                    candidates.append((place(window.name) or 0, occurrence, window, entry.generation))
         candidates.sort(key=lambda c: (c[0], c[1]))
         ran = self._already_ran({occurrence.key for _, occurrence, _, _ in candidates})
         return [(window, occurrence, generation) for _, occurrence, window, generation in candidates
                 if occurrence.key not in ran]
 
-    def _windows(self, now: datetime) -> Sequence[Window] | Schedule:
+    def _windows(self) -> Sequence[Window]:
         """The windows that validate: a table or calendar that does not is its own problem only
         (issue 32 item 6), logged once when it starts and once when it clears; the others' tasks
-        proceed. None validate while the file as a whole does not read. Bytes with a compiled
-        schedule kept (trusted, written only for a file that validates whole): that schedule,
-        no window validated until one is needed (`due`)."""
+        proceed. None validate while the file as a whole does not read. Bytes whose compiled
+        schedule the scheduler took (trusted, written only for a file that validates whole):
+        its rows, no window validated until one is needed (`due`)."""
         try:
             raw = self.windows_file.snapshot().raw
-            kept = self._schedule(raw, now)
-            parsed = None if kept is not None else self.windows_file.parse_each(raw)
+            rows = self.schedules.windows(raw) if self.schedules is not None else None
+            parsed = None if rows is not None else self.windows_file.parse_each(raw)
         except (EstopError, OSError) as exc:
             self.file_problems.start("file", f"window tasks: cannot read the windows ({exc}); no task starts until it reads")
             return []
@@ -150,17 +152,7 @@ class TaskService:
         for name, line in failing.items():
             self.file_problems.start(f"failed:{name}", f"window tasks: {line} (its task does not start; the others proceed)")
         self.file_problems.only("failed:", failing, "window tasks: {} validates again (or was removed)")
-        if parsed is not None:
-            return parsed.windows
-        return kept if kept is not None else []
-
-    def _schedule(self, raw: bytes, now: datetime) -> Schedule | None:
-        """The compiled schedule kept for exactly `raw` (looked for once per version of the
-        file), unless it has tables bound to a calendar (their windows are not rows)."""
-        if self._kept is None or self._kept[0] != raw or (self._kept[1] is not None and not self._kept[1].answers(now)):
-            found = kept_schedule(self.windows_file.path, raw, now) if raw else None
-            self._kept = (raw, found if found is not None and not found.bound else None)
-        return self._kept[1]
+        return parsed.windows if parsed is not None else rows or []
 
     # -- acting ------------------------------------------------------------------------------
 
@@ -179,7 +171,7 @@ class TaskService:
                     report.finished.append((key, _status(code), self._finish(task, _status(code), when)))
             if not self.is_leader():
                 return report
-            windows = self._windows(when)
+            windows = self._windows()
             try:
                 entries = self.ledger.load()
             except (EstopError, OSError) as exc:
@@ -304,22 +296,6 @@ class TaskService:
                 stop.wait(self.poll_interval)
         finally:
             self.stop()
-
-
-def _places(windows: Sequence[Window] | Schedule) -> tuple[Callable[[str], int], Callable[[str], Window | None]]:
-    """Where a window is in file order, and the window called a name (a schedule's row built
-    only when looked up)."""
-    if isinstance(windows, Schedule):
-        schedule = windows
-
-        def row_window(name: str) -> Window | None:
-            row = schedule.row_of(name)
-            return None if row is None else schedule.window(row)
-
-        return lambda name: schedule.row_of(name) or 0, row_window
-    order = {w.name: i for i, w in enumerate(windows)}
-    by_name = {w.name: w for w in windows}
-    return order.__getitem__, by_name.get
 
 
 def _status(returncode: int) -> int:

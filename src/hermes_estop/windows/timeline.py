@@ -17,25 +17,24 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import json
 import logging
-import operator
 import threading
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import overload
 
 from hermes_estop.model.selector import Selector
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Timeline, merge_armed
-from hermes_estop.windows.schedule import REFRESH, Schedule, build, instant_of, kept_schedule, load, micros
+from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Timeline, Windows, merge_armed
+from hermes_estop.windows.schedule import REFRESH, Schedule, instant_of, kept_schedule, load, micros
 
-__all__ = ["ScheduleKeeper", "ScheduleTimeline", "ScheduleWindows", "table_of"]
+__all__ = ["ScheduleKeeper", "ScheduleTimeline"]
 
 log = logging.getLogger("hermes_estop.windows")
+#: the rows' `Window`s a timeline keeps built at most (the oldest built dropped first)
+WINDOWS_KEPT = 1024
 
 
 class ScheduleTimeline:
@@ -56,13 +55,55 @@ class ScheduleTimeline:
         #: arms before this instant are all in `_arms`: their starts lie before the horizon's end
         self._whole_until = schedule.hi - max(schedule.leads, default=0)
         #: every row, as windows (`windows`), one list for the life of the timeline
-        self._windows: ScheduleWindows | None = None
+        self._windows: Windows | None = None
+        #: the rows' `Window`s built so far (`window`), and the lock of that cache (the window
+        #: tasks' thread shares the scheduler's schedule: `TaskService.schedules`)
+        self._built: dict[int, Window] = {}
+        self._building = threading.Lock()
 
-    def windows(self) -> ScheduleWindows:
-        """Every window of the schedule, in file order, built only where asked."""
+    def windows(self) -> Windows:
+        """Every window of the schedule, in file order, as its rows."""
         if self._windows is None:
-            self._windows = ScheduleWindows(self)
+            self._windows = Windows(timeline=self)
         return self._windows
+
+    # -- the rows as `occurrences.Rows` (what `Windows` reads of them) ---------------------------
+
+    def __len__(self) -> int:
+        return len(self.schedule)
+
+    def name(self, row: int) -> str:
+        return self.schedule.names[row]
+
+    def enabled(self, row: int) -> bool:
+        return self.schedule.enabled[row]
+
+    def scope(self, row: int) -> str:
+        return self.schedule.scopes[row]
+
+    def table(self, row: int) -> bytes:
+        return self.schedule.tables[row]
+
+    def window(self, row: int) -> Window:
+        """The `Window` of `row` (`Schedule.window`), kept built: a running daemon asks for the
+        same rows pass after pass (at most `WINDOWS_KEPT`, the oldest built dropped first)."""
+        window = self._built.get(row)
+        if window is None:
+            window = self.schedule.window(row)
+            with self._building:
+                if len(self._built) >= WINDOWS_KEPT:
+                    del self._built[next(iter(self._built))]
+                window = self._built.setdefault(row, window)
+        return window
+
+    def selector(self, row: int) -> Selector | None:
+        """The row's selector from its table (`only`, `jobs`: `Window.to_json` leaves them out
+        when empty), without a `Window` built."""
+        table = self.schedule.tables[row]
+        if b'"only":' not in table and b'"jobs":' not in table:
+            return None
+        shown = self.schedule.tables.shown(row)
+        return Selector.of(shown.get("only", ()), shown.get("jobs", ()))
 
     def _row(self, window: Window) -> int | None:
         """`window`'s row; None for a window that is not in the schedule."""
@@ -80,10 +121,10 @@ class ScheduleTimeline:
         answer (an instant near or past the horizon's end)."""
         found = self._covering(row, now)
         if found is None:
-            return EXACT.around(self.schedule.window(row), now)
+            return EXACT.around(self.window(row), now)
         upcoming = self.schedule.next_start(row, now + timedelta(microseconds=self.schedule.leads[row]))
         if isinstance(upcoming, bool):
-            return found, EXACT.first_armed(self.schedule.window(row), now)
+            return found, EXACT.first_armed(self.window(row), now)
         return found, upcoming
 
     def _covering(self, row: int, now: datetime) -> tuple[Occurrence, ...] | None:
@@ -121,12 +162,13 @@ class ScheduleTimeline:
 
     def _lane(self, windows: Sequence[Window]) -> dict[int, int] | None:
         """Each row of `windows` -> its place among them; None when one is not a row."""
-        if isinstance(windows, ScheduleWindows) and windows.schedule is self.schedule:
-            return windows.lane()
-        names = windows.names() if isinstance(windows, ScheduleWindows) else [w.name for w in windows]
+        given = Windows.of(windows)
+        known = given.lane_of(self)
+        if known is not None:
+            return known
         lane: dict[int, int] = {}
         rows = self._rows
-        for order, name in enumerate(names):  # `_row`, inlined: a lane may have 10,000 windows
+        for order, name in enumerate(given.names()):  # `_row`, inlined: a lane may have 10,000 windows
             row = rows.get(name)
             if row is None:
                 return None
@@ -183,58 +225,17 @@ class ScheduleKeeper:
         self._thread: threading.Thread | None = None
         #: the bytes `read_kept` last looked for a kept schedule of
         self._read: bytes | None = None
-        #: the bytes whose schedule holds tables bound to a calendar (`serves`)
-        self._bound: bytes | None = None
-        #: (the windows a schedule holds, the timeline of their schedule built in memory) for
-        #: windows that are not one version of the file's own (`want_memory`), and (those
-        #: windows, when) last asked for
-        self._memory: tuple[list[Window], ScheduleTimeline] | None = None
-        self._memory_asked: tuple[list[Window], datetime] | None = None
         #: the bytes `compile` last compiled (or found not simple enough to)
         self._compiled: bytes | None = None
 
-    def timeline(self, source: bytes | None, otherwise: Timeline = EXACT,
-                 windows: Sequence[Window] = ()) -> Timeline:
-        """The schedule's timeline when it is of exactly the bytes `source`; else, when the
-        schedule built in memory (`want_memory`) is of the very objects of `windows` (those a
-        schedule holds), its timeline; else `otherwise` (an exact one)."""
+    def timeline(self, source: bytes | None, otherwise: Timeline = EXACT) -> Timeline:
+        """The schedule's timeline when it is of exactly the bytes `source`, else `otherwise`
+        (an exact one: windows that are not one version of the file's own, a table that does
+        not validate, calendars beside them, are walked off `OccurrenceIndex`'s answers)."""
         ready = self._ready
         if source is not None and ready is not None and ready[0] == source:
             return ready[1]
-        memory = self._memory
-        if memory is not None and _same_objects(memory[0], _plain(windows)):
-            return memory[1]
         return otherwise
-
-    def serves(self, raw: bytes) -> bool:
-        """Whether the schedule of the bytes `raw` serves the passes (False once it turned out
-        to hold tables bound to a calendar: its rows are not all the windows)."""
-        return self._bound != raw
-
-    def want_memory(self, windows: Sequence[Window], now: datetime) -> None:
-        """Start building, in memory only, the schedule of `windows` (those a schedule holds:
-        not a calendar's, whose occurrences are the feed's), windows that are not one version
-        of the file's own (a table that does not validate, calendars beside them): a held
-        chain through them is then walked off its arrays instead of asking croniter for each
-        link on every pass. Not while a build runs, nor for the same objects within `REFRESH`."""
-        if self._thread is not None and self._thread.is_alive():
-            return
-        plain = _plain(windows)  # a calendar's windows are new objects on every read of its feed
-        asked = self._memory_asked
-        if not plain or (asked is not None and _same_objects(asked[0], plain) and asked[1] <= now < asked[1] + REFRESH):
-            return
-        self._memory_asked = (plain, now)
-        self._thread = threading.Thread(target=self._build_memory, args=(plain, now), name="windows-schedule")
-        self._thread.start()
-
-    def _build_memory(self, plain: list[Window], now: datetime) -> None:
-        try:
-            schedule = build("in memory", plain, now)
-        except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
-            log.warning("windows schedule of %s (in memory) not built: %s", self.windows_path, exc)
-            return
-        if schedule is not None:
-            self._memory = (plain, ScheduleTimeline(schedule))
 
     def read_kept(self, raw: bytes, now: datetime) -> None:
         """Take the schedule kept for exactly the bytes `raw` when one answers at `now`, once
@@ -275,12 +276,11 @@ class ScheduleKeeper:
         """Serve the passes from `schedule`, of the bytes `raw`; False for one carrying tables
         bound to a calendar (`Schedule.bound`), never taken: its rows are not all the windows."""
         if schedule.bound:
-            self._bound = raw
             return False
         self._ready = (raw, ScheduleTimeline(schedule))
         return True
 
-    def windows(self, raw: bytes) -> ScheduleWindows | None:
+    def windows(self, raw: bytes) -> Windows | None:
         """The windows of the schedule of exactly the bytes `raw` (one list per schedule), or
         None when there is none ready."""
         ready = self._ready
@@ -295,14 +295,11 @@ class ScheduleKeeper:
         if asked is not None and asked[0] == raw and asked[1] <= now < asked[1] + REFRESH:
             return
         self._asked = (raw, now)
-        listed: Sequence[Window]
-        if isinstance(windows, ScheduleWindows):
-            listed = windows  # not listed: that would build them all; they hold their schedule anyway
-        else:
+        listed = Windows.of(windows)
+        if listed.timeline is None:
             # not kept while its successor is built (the passes meanwhile are exact): with it, a
             # build held three schedules at once, a peak the allocator keeps (docs/performance.md)
             self._ready = None
-            listed = list(windows)
         self._thread = threading.Thread(target=self._build, args=(raw, listed, now), name="windows-schedule")
         self._thread.start()
 
@@ -311,12 +308,12 @@ class ScheduleKeeper:
         if self._thread is not None:
             self._thread.join()
 
-    def _build(self, raw: bytes, windows: Sequence[Window], now: datetime) -> None:
+    def _build(self, raw: bytes, windows: Windows, now: datetime) -> None:
         """Not a daemon thread: `serve --once` writes the schedule before it exits. A failure is
         logged, never raised (the schedule is an accelerator). Windows given as a schedule's
         rows are not asked (each row built would stay cached in the schedule being replaced,
         a peak the allocator keeps): the bytes are compiled table by table, as `compile` does."""
-        rows = isinstance(windows, ScheduleWindows)
+        rows = windows.timeline is not None
         try:
             schedule = load(self.windows_path, raw, lambda: windows, now, REFRESH, validated=not rows)
         except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
@@ -334,133 +331,3 @@ class _NotCompiled(Exception):
 def _validated_whole() -> Sequence[Window]:
     """`ScheduleKeeper.compile`'s `validate`: never the whole file (the pass does that)."""
     raise _NotCompiled
-
-
-def _plain(windows: Sequence[Window]) -> list[Window]:
-    """The windows a compiled schedule holds as rows (a calendar's occurrences are its feed's)."""
-    if isinstance(windows, ScheduleWindows):
-        return []
-    return [w for w in windows if w.feed is None and w.exclude_calendar is None]
-
-
-def _same_objects(before: Sequence[Window], windows: Sequence[Window]) -> bool:
-    """Whether `windows` are the very objects of `before` (never asked of a schedule's rows)."""
-    if isinstance(windows, ScheduleWindows) or len(before) != len(windows):
-        return False
-    return all(map(operator.is_, before, windows))
-
-
-def table_of(window: Window) -> bytes:
-    """`window` as a schedule's `tables` column holds it (`Window.to_json`, compact JSON): equal
-    bytes, equal windows (a row's `Window` is validated from exactly these bytes)."""
-    return json.dumps(window.to_json(), separators=(",", ":")).encode("utf-8")
-
-
-class ScheduleWindows(Sequence[Window]):
-    """Windows given as rows of one compiled schedule (all of them, or a lane's): what a pass
-    asks of every window (name, scope, enabled, selector, occurrences) read off the columns, a
-    `Window` built (validated, `Schedule.window`) only for a row a pass acts on or reports.
-
-    Why: a schedule is written only for a file that validates whole, and read only when it is
-    of exactly the bytes in use and trusted (`kept_files`); validating 10,000 windows again was most
-    of a `hermes serve` start (issue 35). Iterating it builds every row, so a caller that does
-    not know it still gets the right windows, only slower."""
-
-    def __init__(self, timeline: ScheduleTimeline, rows: Sequence[int] | None = None) -> None:
-        self.timeline = timeline
-        self.schedule = timeline.schedule
-        self.rows: Sequence[int] = rows if rows is not None else range(len(self.schedule))
-        #: name -> position in `rows` (`position`), made when first asked
-        self._positions: dict[str, int] | None = None
-        self._lane: dict[int, int] | None = None
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    @overload
-    def __getitem__(self, index: int) -> Window: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Window]: ...
-
-    def __getitem__(self, index: int | slice) -> Window | Sequence[Window]:
-        if isinstance(index, slice):
-            return ScheduleWindows(self.timeline, self.rows[index])
-        return self.schedule.window(self.rows[index])
-
-    def __repr__(self) -> str:
-        return f"ScheduleWindows({len(self)} of {len(self.schedule)} rows)"
-
-    def subset(self, positions: Sequence[int]) -> ScheduleWindows:
-        """The windows at `positions` of these, in that order (a lane)."""
-        return ScheduleWindows(self.timeline, [self.rows[i] for i in positions])
-
-    def name(self, index: int) -> str:
-        return self.schedule.names[self.rows[index]]
-
-    def names(self) -> list[str]:
-        names = self.schedule.names
-        return [names[row] for row in self.rows]
-
-    def enabled(self, index: int) -> bool:
-        return self.schedule.enabled[self.rows[index]]
-
-    def scope(self, index: int) -> str:
-        return self.schedule.scopes[self.rows[index]]
-
-    def table(self, index: int) -> bytes:
-        return self.schedule.tables[self.rows[index]]
-
-    def selector(self, index: int) -> Selector | None:
-        """The window's selector from its table (`only`, `jobs`: `Window.to_json` leaves them out
-        when empty), without a `Window` built."""
-        table = self.table(index)
-        if b'"only":' not in table and b'"jobs":' not in table:
-            return None
-        shown = self.schedule.tables.shown(self.rows[index])
-        return Selector.of(shown.get("only", ()), shown.get("jobs", ()))
-
-    def position(self, name: str) -> int | None:
-        """Where the window called `name` is among these; None when it is not."""
-        if self._positions is None:
-            self._positions = {name: i for i, name in enumerate(self.names())}
-        return self._positions.get(name)
-
-    def named(self, name: str) -> Window | None:
-        index = self.position(name)
-        return None if index is None else self[index]
-
-    def same(self, index: int, other: Window) -> bool:
-        """Whether `other` is the window at `index` (equal tables), without building it."""
-        return self.table(index) == table_of(other)
-
-    def lane(self) -> dict[int, int]:
-        """Each schedule row of these -> its place among them (`ScheduleTimeline.armed_after`:
-        made once per list, not on every pass that walks the lane's chain)."""
-        if self._lane is None:
-            self._lane = {row: order for order, row in enumerate(self.rows)}
-        return self._lane
-
-    def around_row(self, index: int, now: datetime) -> Around:
-        """`Timeline.around` of the window at `index`, off the schedule (its `Window` built
-        only when the schedule does not answer)."""
-        return self.timeline.around_row(self.rows[index], now)
-
-
-class WindowsByName(Mapping[str, Window]):
-    """The windows of `ScheduleWindows` by name, each built when looked up."""
-
-    def __init__(self, windows: ScheduleWindows) -> None:
-        self.windows = windows
-
-    def __getitem__(self, name: str) -> Window:
-        window = self.windows.named(name)
-        if window is None:
-            raise KeyError(name)
-        return window
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.windows.names())
-
-    def __len__(self) -> int:
-        return len(self.windows)
