@@ -46,12 +46,18 @@ class Fleet:
         self.procs[kind] = proc
         return proc
 
+    @property
+    def estop(self) -> Estop:
+        """This fleet through the library, in this process (for set-up and polling: what the
+        commands call, where the command is not what a test tests)."""
+        if self._estop is None:
+            self._estop = Estop(env=self.env)
+        return self._estop
+
     def consumers(self) -> list[dict]:
         """The registry's rows as `hermes consumers --json` prints them (`read_roster`, what it
         calls), read in this process: the tests poll it, and the command is not what they test."""
-        if self._estop is None:
-            self._estop = Estop(env=self.env)
-        roster = read_roster(self._estop.fleet)
+        roster = read_roster(self.estop.fleet)
         assert roster.problem is None, roster.problem
         return json.loads(json.dumps(roster.to_json(), default=str))["consumers"]
 
@@ -89,7 +95,7 @@ def fleet(request, tmp_path: Path) -> Iterator[Fleet]:
     store = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
     running = Fleet(root, store)
     if store is not None:
-        assert running.hermes("store", "init").returncode == 0
+        running.estop.fleet.init_schema()  # what `hermes store init` does
     try:
         yield running
     finally:
