@@ -236,6 +236,55 @@ def check_process(tmp: Path, quick: bool) -> list[Figure]:
     return figures
 
 
+#: prints the package modules a `hermes ARGS` run imported (sys.modules at its exit), as JSON on stderr
+_MODULES_AT_EXIT = """
+import json, sys
+from hermes_estop.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(name for name in sys.modules if name.startswith("hermes_estop"))), file=sys.stderr)
+"""
+
+
+def pause_imports(tmp: Path, quick: bool) -> list[Figure]:
+    """Issue 45: the package modules a real `hermes pause --ttl 5m` imports (target 35; 81 before
+    the issue, 41 at its first turn), beside `hermes pause --help` and `hermes --help` (every
+    command's help: the whole CLI), and the whole `hermes pause` process's time (min over the runs,
+    against `python -c pass`; target 0.2 s on a quiet machine). Each count is one process's
+    `sys.modules` at exit, in a fresh home without a policy or windows."""
+    home = tmp / "pause-home"
+    home.mkdir()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("HERMES_")}
+    env["HERMES_HOME"] = str(home)
+    bytecode = fresh_bytecode(env)
+
+    def loaded(*args: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", _MODULES_AT_EXIT, *args], env=env, capture_output=True, text=True,
+                              check=False, cwd=tmp)
+        return json.loads(done.stderr.splitlines()[-1])
+
+    pause = ["pause", "--ttl", "5m", "--reason", "bench"]
+    paused = loaded(*pause)
+    figures = [Figure("package modules `hermes pause --ttl 5m` imports", len(paused), "modules", None, None, None,
+                      "<= 35", len(paused) <= 35, {"modules": paused, "bytecode": bytecode})]
+    for label, args in (("`hermes pause --help`", ["pause", "--help"]), ("`hermes --help`", ["--help"])):
+        figures.append(Figure(f"package modules {label} imports", len(loaded(*args)), "modules"))
+    runs = 5 if quick else 20
+    subject, baseline = [], []
+    for _ in range(runs):
+        for cmd, into in (([_script("hermes"), *pause], subject), ([sys.executable, "-c", "pass"], baseline)):
+            start = time.perf_counter()
+            subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            into.append(time.perf_counter() - start)
+    figures.append(Figure("`hermes pause --ttl 5m` as a whole process", min(subject), "s/run (min)",
+                          "python -c pass (same venv, min)", min(baseline), min(subject) / min(baseline), "<= 0.2 s",
+                          min(subject) <= 0.2, {"runs": runs, "median_s": round(statistics.median(subject), 4),
+                                                "load_average_1min": round(os.getloadavg()[0], 2)}))
+    return figures
+
+
 def deadman_precision(tmp: Path, quick: bool) -> Figure:
     """How late after `expires_at` a consumer polling every 1 ms is told the hold lifted.
 
@@ -349,6 +398,7 @@ def run(quick: bool) -> list[Figure]:
         figures += gate_profiles(tmp, quick)
         figures += gate_scoped(tmp, quick)
         figures += check_process(tmp, quick)
+        figures += pause_imports(tmp, quick)
         figures.append(deadman_precision(tmp, quick))
         figures.append(daemon_expiry_lateness(tmp, quick))
     return figures

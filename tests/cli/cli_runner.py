@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hermes_estop import Estop
+
 __all__ = ["SRC", "Hermes"]
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -29,6 +31,11 @@ class Hermes:
         if check is not None:
             assert result.returncode == check, (result.returncode, result.stdout, result.stderr)
         return result
+
+    def estop(self) -> Estop:
+        """The library's view of this home (what `hermes pause` / `resume` call), for a test's
+        set-up where the CLI is not what it tests: no process started."""
+        return Estop(home=self.home, root=self.root)
 
     @property
     def sentinel(self) -> Path:

@@ -3,10 +3,14 @@ well-formed, and answer exactly as the Typer app does; anything else goes to the
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
 import pytest
+from cli_runner import Hermes
+
+from hermes_estop.model.hold import Allow
 
 PROBE = """
 import sys
@@ -31,7 +35,7 @@ def run(hermes, script, *args):
 @pytest.mark.parametrize("args", [["check"], ["check", "-q"], ["check", "--user", "42", "--profile=ops", "--json"],
                                   ["--store", "file", "check"], ["gate", "--", "true"], ["gate", "--user=42", "true"]])
 def test_well_formed_check_and_gate_never_load_the_cli_framework(hermes, args):
-    hermes("pause", check=0)  # held: gate returns instead of exec'ing, so the probe can report
+    hermes.estop().engage()  # held: gate returns instead of exec'ing, so the probe can report
     result = run(hermes, PROBE, *args)
     assert result.returncode in (1, 75), result.stderr
     assert "typer-not-loaded" in result.stderr
@@ -51,7 +55,7 @@ def test_anything_else_goes_to_the_typer_app(hermes, args):
 @pytest.mark.parametrize("held", [False, True])
 def test_the_hot_path_answers_as_the_typer_app_does(hermes, args, held):
     if held:
-        hermes("pause", "--reason", "maint", "--allow-user", "42", "--allow-profile", "ops", check=0)
+        hermes.estop().engage(reason="maint", allow=Allow.of(["42"], ["ops"]))
     hot, app = run(hermes, PROBE, *args), run(hermes, APP, *args)
     assert (hot.returncode, hot.stdout) == (app.returncode, app.stdout)
     assert hot.stderr.replace("typer-not-loaded\n", "") == app.stderr
@@ -63,9 +67,8 @@ HISTORIES = [["history"], ["history", "--limit", "2"], ["history", "-n", "1"], [
 
 
 @pytest.mark.parametrize("args", HISTORIES)
-def test_well_formed_history_never_loads_the_cli_framework(hermes, args):
-    hermes("pause", "--reason", "first", check=0)
-    result = run(hermes, PROBE, *args)
+def test_well_formed_history_never_loads_the_cli_framework(history_home, args):
+    result = run(history_home, PROBE, *args)
     assert "typer-not-loaded" in result.stderr
 
 
@@ -75,12 +78,22 @@ def test_a_history_the_hot_path_cannot_vouch_for_goes_to_the_typer_app(hermes, a
     assert "typer-loaded" in run(hermes, PROBE, *args).stderr
 
 
+@pytest.fixture(scope="module")
+def history_home(tmp_path_factory: pytest.TempPathFactory) -> Hermes:
+    """A home whose trail has an engage, a re-arm with a control character in its reason and a
+    release, written through the library (what `hermes pause` / `resume` call): the `history`
+    tests only read it."""
+    hermes = Hermes(tmp_path_factory.mktemp("history") / "home")
+    estop = hermes.estop()
+    estop.engage(reason="first")
+    estop.engage(reason="second \x1b[31m")
+    assert estop.disengage()
+    return hermes
+
+
 @pytest.mark.parametrize("args", [*HISTORIES, ["history", "--limit", "0"], ["history", "-n", "x"]])
-def test_history_on_the_hot_path_answers_as_the_typer_app_does(hermes, args):
-    hermes("pause", "--reason", "first", check=0)
-    hermes("pause", "--reason", "second \x1b[31m", check=0)
-    hermes("resume", check=0)
-    hot, app = run(hermes, PROBE, *args), run(hermes, APP, *args)
+def test_history_on_the_hot_path_answers_as_the_typer_app_does(history_home, args):
+    hot, app = run(history_home, PROBE, *args), run(history_home, APP, *args)
     assert (hot.returncode, hot.stdout) == (app.returncode, app.stdout)
     assert hot.stderr.replace("typer-not-loaded\n", "").replace("typer-loaded\n", "") == app.stderr
     assert hot.returncode in (0, 2)
@@ -97,8 +110,12 @@ NEVER_ON_THE_CHECK_PATH = ("logging", "typer", "click", "pydantic", "apscheduler
 
 def _imported(hermes, *args: str) -> set[str]:
     """The modules a real `python -X importtime ARGS` process imported."""
+    return _importtime(tuple(args), tuple(sorted(hermes.env.items())))
+
+
+def _importtime(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> set[str]:
     result = subprocess.run([sys.executable, "-X", "importtime", *args], capture_output=True,
-                            text=True, env=hermes.env, timeout=60, stdin=subprocess.DEVNULL)
+                            text=True, env=dict(env), timeout=60, stdin=subprocess.DEVNULL)
     assert result.returncode in (0, 1, 75), result.stderr[-2000:]
     names = set()
     for line in result.stderr.splitlines():
@@ -115,13 +132,21 @@ def imported_modules(hermes, *args: str) -> set[str]:
     here imports certifi, which pulls typing and tempfile) is the interpreter's cost, not ours."""
     names = _imported(hermes, "-m", "hermes_estop", *args)
     assert "hermes_estop.cli.fast_path" in names  # the probe saw the check path itself
-    return names - _imported(hermes, "-c", "pass")
+    return names - _bare_interpreter(tuple(sorted((k, v) for k, v in hermes.env.items() if not k.startswith("HERMES_"))))
+
+
+@functools.cache
+def _bare_interpreter(env: tuple[tuple[str, str], ...]) -> set[str]:
+    """What this interpreter imports for `-c pass` in `env` (without the home, which it never
+    reads: asked once, not once per test)."""
+    return _importtime(("-c", "pass"), env)
 
 
 def prepare(hermes, state: str) -> None:
-    """The home as `state` says: no hold, a hold armed by `hermes pause`, or a hand-written body."""
+    """The home as `state` says: no hold, a hold armed as `hermes pause` arms it (`Estop.engage`,
+    no process), or a hand-written body."""
     if state == "held":
-        hermes("pause", "--reason", "maint", "--ttl", "1h", "--allow-user", "42", check=0)
+        hermes.estop().engage(reason="maint", ttl="1h", allow=Allow.of(["42"]))
     elif state == "hand-written":
         hermes.home.mkdir(parents=True, exist_ok=True)
         hermes.sentinel.write_text('{"expires_at": "garbage", "allow": "nobody"}')
@@ -183,6 +208,6 @@ def test_a_check_without_scoped_holds_imports_no_selector(hermes, state, args):
 
 
 def test_a_check_with_a_scoped_hold_reads_its_selector(hermes):
-    hermes("pause", "--only", "cron", "--job", "nightly-*", check=0)
+    hermes.estop().engage(only=["cron"], jobs=["nightly-*"])
     names = imported_modules(hermes, "check", "--component", "cron", "--job", "nightly-1")
     assert "hermes_estop.model.selector" in names and "typer" not in names

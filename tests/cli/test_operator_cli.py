@@ -13,6 +13,12 @@ from pathlib import Path
 import pytest
 from cli_runner import SRC, Hermes
 
+from hermes_estop import Estop
+from hermes_estop.consumers.cron import CronTable
+from hermes_estop.model.timeutil import utc_now
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.windows_file import WindowsFile
+
 ESC_REASON = "pwn\x1b[2J\x1b]0;title\x07 \u202egnp.exe"
 RAW = ("\x1b", "\u202e", "\x07")
 
@@ -312,9 +318,11 @@ def _complete(hermes: Hermes, shell: str, words: str) -> subprocess.CompletedPro
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_completion_offers_window_and_job_names(fleet, shell):
-    fleet("windows", "add", "nightly", "--cron", "0 2 * * *", "--duration", "1h", check=0)
-    fleet("windows", "add", "noon", "--cron", "0 12 * * *", "--duration", "1h", check=0)
-    fleet("cron", "add", "backup", "--cron", "0 3 * * *", "--command", "true", check=0)
+    # written through the library (what `windows add` and `cron add` call): completion is the test
+    fleet.home.mkdir(parents=True)
+    for name, cron in (("nightly", "0 2 * * *"), ("noon", "0 12 * * *")):
+        WindowsFile(fleet.home).add(Window.parse({"name": name, "cron": cron, "duration": "1h"}))
+    CronTable.of(Estop(home=fleet.home, root=fleet.root)).add("backup", "true", now=utc_now(), schedule="0 3 * * *")
     words = "hermes windows remove " if shell == "bash" else "hermes windows remove n"
     result = _complete(fleet, shell, words)
     assert result.returncode == 0, result.stderr

@@ -18,7 +18,7 @@ def hold_id(output: str) -> str:
 
 @pytest.mark.parametrize("json_flag", [[], ["--json"]])
 def test_resume_with_only_scoped_holds_standing_says_what_stands_and_fails(hermes, json_flag):
-    kanban = hold_id(hermes("pause", "--only", "kanban", check=0).stdout)
+    kanban = hermes.estop().engage(only="kanban").hold_id  # what `pause --only kanban` arms
     result = hermes("resume", *json_flag, check=1)
     if json_flag:
         document = json.loads(result.stdout)
@@ -35,10 +35,10 @@ def test_resume_with_nothing_standing_still_succeeds(hermes):
 
 
 def test_resume_all_lifts_the_full_hold_and_every_scoped_hold_at_the_scope(profile_hermes):
-    profile_hermes("pause", "--fleet", "--only", "gateway", check=0)
-    profile_hermes("pause", "--reason", "everything", check=0)
-    kanban = hold_id(profile_hermes("pause", "--only", "kanban", check=0).stdout)
-    cron = hold_id(profile_hermes("pause", "--only", "cron", check=0).stdout)
+    estop = profile_hermes.estop()  # the holds `pause --fleet --only`, `pause` and `pause --only` arm
+    estop.engage(fleet=True, only="gateway")
+    estop.engage(reason="everything")
+    kanban, cron = estop.engage(only="kanban").hold_id, estop.engage(only="cron").hold_id
     result = profile_hermes("resume", "--all", check=0)
     lines = [line for line in result.stdout.splitlines() if line.startswith("resumed ")]
     assert len(lines) == 3 and kanban in lines[1] and cron in lines[2]
@@ -50,7 +50,7 @@ def test_resume_all_lifts_the_full_hold_and_every_scoped_hold_at_the_scope(profi
 
 @pytest.mark.parametrize("args", [["--all", "--hold", "x"], ["--all", "--generation", "g"]])
 def test_resume_all_with_one_hold_named_is_refused(hermes, args):
-    hermes("pause", check=0)
+    hermes.estop().engage()  # what `pause` arms
     result = hermes("resume", *args, check=2)
     assert result.stderr.count("\n") == 1 and "give one of --generation, --hold or --all" in result.stderr
     assert hermes.sentinel.exists()

@@ -21,7 +21,7 @@ def hold_id(output: str) -> str:
     ("kanban", None, 1), ("cron", None, 0), ("cron", "nightly-1", 0), ("gateway", None, 0), (None, None, 1),
 ])
 def test_check_answers_per_component_under_a_kanban_only_hold(hermes, component, job, code):
-    hermes("pause", "--only", "kanban", "--reason", "migrating kanban.db", check=0)
+    hermes.estop().engage(only="kanban", reason="migrating kanban.db")  # what `pause --only` arms
     args = ["check", *(["--component", component] if component else []), *(["--job", job] if job else [])]
     result = hermes(*args, check=code)
     if code:
@@ -30,7 +30,7 @@ def test_check_answers_per_component_under_a_kanban_only_hold(hermes, component,
 
 @pytest.mark.parametrize("job, code", [("nightly-db", 1), ("hourly", 0), (None, 1)])
 def test_a_job_glob_holds_only_matching_jobs(hermes, job, code):
-    hermes("pause", "--only", "cron", "--job", "nightly-*", check=0)
+    hermes.estop().engage(only="cron", jobs="nightly-*")  # what `pause --only --job` arms
     hermes("check", "--component", "cron", *(["--job", job] if job else []), check=code)
 
 
@@ -87,7 +87,7 @@ def test_bad_selector_input_is_one_line_exit_2(hermes, args):
                                   ["check", "--component", "cron", "--job", "nightly-1"],
                                   ["gate", "--component", "kanban", "--", "true"]])
 def test_the_hot_path_answers_scoped_checks_as_the_typer_app_does(hermes, args):
-    hermes("pause", "--only", "kanban", "--job", "night*", check=0)
+    hermes.estop().engage(only="kanban", jobs="night*")  # what `pause --only --job` arms
     import subprocess
     import sys
 
@@ -112,6 +112,6 @@ def test_history_names_each_scoped_hold_and_its_selector(hermes):
 
 
 def test_check_says_when_scoped_holds_stand_that_do_not_cover_the_work(hermes):
-    hermes("pause", "--only", "kanban", check=0)
+    hermes.estop().engage(only="kanban")  # what `pause --only` arms
     assert "no active hold covers this work (1 scoped hold(s) stand)" in hermes(
         "check", "--component", "cron", check=0).stdout

@@ -56,7 +56,8 @@ class _Quiet(WSGIRequestHandler):
 def _wsgi(estop: Estop, **bounds: int) -> Iterator[int]:
     server = make_server("127.0.0.1", 0, WsgiGate(_wsgi_app, estop, identify=_work_of_wsgi, **bounds),
                          handler_class=_Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # a short poll: `shutdown()` waits for the loop's next poll (0.5 s by default)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield server.server_address[1]

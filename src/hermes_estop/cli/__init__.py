@@ -13,7 +13,7 @@ import os
 import sys
 
 from hermes_estop.cli import interrupt_note
-from hermes_estop.cli.fast_path import EXIT_USAGE, try_hot_path
+from hermes_estop.cli.exits import EXIT_USAGE
 from hermes_estop.model.errors import EstopError
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: every `hermes check` imports this module
@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["app", "main"]
+
+#: the commands `cli.fast_path` may run without the framework: only an argument list with one of
+#: these words imports it (`fast_path` vouches for the rest; it is the check path's, not `hermes
+#: pause`'s: issue 45)
+_HOT_COMMANDS = frozenset({"check", "gate", "history"})
 
 
 def _say(message: str) -> None:
@@ -51,9 +56,12 @@ def main(argv: Sequence[str] | None = None, *, hot_path: bool = True) -> int:
     interrupt_note.say_on_interrupt(None)
     try:
         # a shell asking for completions goes to the full app, whatever the words so far
-        code = try_hot_path(args) if hot_path and "_HERMES_COMPLETE" not in os.environ else None
-        if code is not None:
-            return code
+        if hot_path and "_HERMES_COMPLETE" not in os.environ and not _HOT_COMMANDS.isdisjoint(args):
+            from hermes_estop.cli.fast_path import try_hot_path
+
+            code = try_hot_path(args)
+            if code is not None:
+                return code
         from hermes_estop.cli.application import run_app
 
         code = run_app(args)

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[import-not-found,no-redef,assignment,unused-ignore]
 
 from hermes_estop import __version__
-from hermes_estop.cli import hold, subcommands as more
+from hermes_estop.cli import hold
 from hermes_estop.cli.command_io import EXIT_USAGE, new_app, one_line
 from hermes_estop.cli.served import unserved, use_server
 from hermes_estop.model.homes import resolve_layout
@@ -90,7 +90,9 @@ def build_app(*, extensions: bool = True, command: str | None = None) -> typer.T
     hold.register(built)
     built.command("help", hidden=True)(_help)  # listed by the manual; `--help` is what the list offers
     if extensions:
-        more.register(built, command)
+        from hermes_estop.cli.subcommands import register  # the other commands: not for `hermes pause` (issue 45)
+
+        register(built, command)
     return built
 
 

@@ -30,7 +30,7 @@ from hermes_estop.cli.command_io import (
     terminal_width,
     warn_if_policy_unread,
 )
-from hermes_estop.cli.fast_path import GATE_HELD_EXIT, HISTORY_MAX, run_check, run_gate
+from hermes_estop.cli.exits import GATE_HELD_EXIT
 from hermes_estop.cli.interrupt_note import say_on_interrupt
 from hermes_estop.cli.served import remote_if_named
 from hermes_estop.cli.write_outcome import Resumed, ack_echo, ack_exit, ack_json, finish_resume, refused_resume
@@ -356,6 +356,8 @@ def check(user: UserOpt = None, profile: ProfileOpt = None, component: Component
     if impact and at is None:
         raise InvalidArgument("--impact needs --at TIME --for DUR: it previews a pause over that interval")
     if at is None and for_ is None:  # over --server too (run_check asks the server)
+        from hermes_estop.cli.fast_path import run_check  # the check path's own: not for `hermes pause` (issue 45)
+
         raise typer.Exit(run_check(user, profile, quiet=quiet, as_json=as_json, component=component, job=job))
     if _remote() is not None:
         raise InvalidArgument("check --at/--for is not served over --server (the forecast needs the fleet's windows): "
@@ -430,6 +432,8 @@ def gate(
     """Run CMD only when work may proceed: `hermes gate -- CMD ARGS...` (crontab, systemd timers).
 
     When held it runs nothing, prints one line saying what holds, and exits 75 (`--held-exit`)."""
+    from hermes_estop.cli.fast_path import run_gate  # the check path's own: not for `hermes pause` (issue 45)
+
     raise typer.Exit(run_gate(command or [], user, profile, held_exit, component, job))
 
 
@@ -440,6 +444,7 @@ def history(
 ) -> None:
     """The audit trail: every engage, re-arm, release, retire, expiry lift and skipped window
     (a lease's consecutive renewals on one line; --json lists every event)."""
+    from hermes_estop.cli.fast_path import HISTORY_MAX  # the check path's own: not for `hermes pause` (issue 45)
     from hermes_estop.cli.history import run_history  # the history command's own: not for `hermes pause` (issue 45)
 
     if limit > HISTORY_MAX:

@@ -16,8 +16,8 @@ from hermes_estop.cli.command_io import EXIT_HELD, EXIT_OK, echo_lines, emit_jso
 from hermes_estop.model.errors import HoldConflict
 from hermes_estop.model.hold import Reading
 from hermes_estop.model.homes import Location
+from hermes_estop.model.snapshot import Snapshot
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.process.check import Snapshot
 from hermes_estop.process.describe import resumed_line
 
 if TYPE_CHECKING:

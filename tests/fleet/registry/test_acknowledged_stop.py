@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from hermes_estop import Estop
+from hermes_estop.fleet.registry.roster import read_roster
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
 HERE = Path(__file__).parent
@@ -32,6 +34,7 @@ class Fleet:
         if store is not None:
             self.env["HERMES_ESTOP_STORE"] = store
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._estop: Estop | None = None
 
     def hermes(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "hermes_estop", *args], env=self.env, capture_output=True,
@@ -43,10 +46,20 @@ class Fleet:
         self.procs[kind] = proc
         return proc
 
+    @property
+    def estop(self) -> Estop:
+        """This fleet through the library, in this process (for set-up and polling: what the
+        commands call, where the command is not what a test tests)."""
+        if self._estop is None:
+            self._estop = Estop(env=self.env)
+        return self._estop
+
     def consumers(self) -> list[dict]:
-        done = self.hermes("consumers", "--json")
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)["consumers"]
+        """The registry's rows as `hermes consumers --json` prints them (`read_roster`, what it
+        calls), read in this process: the tests poll it, and the command is not what they test."""
+        roster = read_roster(self.estop.fleet)
+        assert roster.problem is None, roster.problem
+        return json.loads(json.dumps(roster.to_json(), default=str))["consumers"]
 
     def until(self, what: Callable[[list[dict]], bool]) -> list[dict]:
         deadline = time.monotonic() + GUARD
@@ -71,6 +84,8 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if self._estop is not None:
+            self._estop.close()
 
 
 @pytest.fixture(params=["file", "postgresql"])
@@ -80,7 +95,7 @@ def fleet(request, tmp_path: Path) -> Iterator[Fleet]:
     store = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
     running = Fleet(root, store)
     if store is not None:
-        assert running.hermes("store", "init").returncode == 0
+        running.estop.fleet.init_schema()  # what `hermes store init` does
     try:
         yield running
     finally:

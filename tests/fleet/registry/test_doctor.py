@@ -47,7 +47,7 @@ def board(fleet_root: Path) -> Board:
 def test_a_clean_fleet_with_nothing_registered_passes_saying_nothing_is_registered(fleet_root, board):
     Dispatcher(Estop(fleet_root, fleet_root), board).dispatch()  # gated, nothing held: both run and finish
     assert {card.status for card in board.cards()} == {"done"}
-    _hermes(fleet_root, "pause", "--fleet")
+    Estop(fleet_root, fleet_root).engage(fleet=True)  # what `hermes pause --fleet` arms
     done = _hermes(fleet_root, "doctor")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "nothing is registered" in done.stdout and "`--wait` has nobody to wait for" in done.stdout
@@ -71,7 +71,7 @@ def test_a_clean_fleet_with_a_registered_consumer_finds_no_problem(fleet_root, b
 
 
 def test_an_ungated_dispatcher_claiming_by_sql_during_a_hold_is_flagged_with_its_pid(fleet_root, board):
-    assert _hermes(fleet_root, "pause", "--fleet", "--reason", "upgrade").returncode == 0
+    Estop(fleet_root, fleet_root).engage(fleet=True, reason="upgrade")  # what `hermes pause --fleet` arms
     rogue = subprocess.run([sys.executable, "-c", ROGUE, str(board.path)], capture_output=True, text=True,
                            check=True, timeout=60)
     pid = int(rogue.stdout)
@@ -88,7 +88,7 @@ def test_work_started_before_the_hold_is_no_breach(fleet_root, board):
     with sqlite3.connect(board.path) as db:
         db.execute("UPDATE cards SET status = 'running', claim = ?, started_at = '2020-01-01T00:00:00+00:00', pid = ? "
                    "WHERE id = 1", (f"{os.getpid()}-x", os.getpid()))
-    _hermes(fleet_root, "pause", "--fleet")
+    Estop(fleet_root, fleet_root).engage(fleet=True)  # what `hermes pause --fleet` arms
     report = json.loads(_hermes(fleet_root, "doctor", "--json").stdout)
     assert [f["kind"] for f in report["findings"]] == ["unregistered"]  # claimed outside the registry, not in a hold
 

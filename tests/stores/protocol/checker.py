@@ -35,6 +35,7 @@ again, deterministically.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -317,23 +318,14 @@ class Execution(Hooks):
 
     def _audited(self, durable: bool) -> set[str]:
         data = (self.fs.durable_data(self.audit_path) if durable else self.fs.visible_data(self.audit_path)) or b""
-        out = set()
-        for line in data.splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("event") in ENGAGES and event.get("generation"):
-                out.add(event["generation"])
-        return out
+        return {event["generation"] for _, event in _events(data) if event.get("event") in ENGAGES and event.get("generation")}
 
     def held_at(self, index: int, now: datetime) -> bool:
         body = self.states[index]
         if body is None:
             return False
-        try:
-            hold = parse_body(body)
-        except ValueError:
+        hold, problem = _parsed(body)
+        if hold is None:
             return True  # unreadable: held
         return hold.expires_at is None or now < hold.expires_at
 
@@ -355,10 +347,9 @@ class Execution(Hooks):
         for where, body, audited in (("visible", visible, self._audited(False)), ("durable", durable, self._audited(True))):
             if body is None:
                 continue
-            try:
-                hold = parse_body(body)
-            except ValueError as exc:
-                self.fail(3, f"the {where} sentinel is not a complete body ({exc}): {body[:60]!r}")
+            hold, problem = _parsed(body)
+            if hold is None:
+                self.fail(3, f"the {where} sentinel is not a complete body ({problem}): {body[:60]!r}")
                 continue
             if hold.generation is not None and hold.generation not in audited:
                 self.fail(4, f"generation {hold.generation} is on disk ({where}) but not in the {where} audit trail")
@@ -376,19 +367,14 @@ class Execution(Hooks):
         """The generations the visible trail's removal lines name; each new line is the work of
         the actor that took the last step (one step appends at most one line)."""
         data = self.fs.visible_data(self.audit_path) or b""
-        lines = data.splitlines()
         named = set()
-        for number, line in enumerate(lines):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
+        for number, event in _events(data):
             if event.get("event") not in REMOVALS:
                 continue
             named.add(event.get("generation"))
             if number >= self.lines_seen and self.runner is not None:
                 self.runner.lines.append((event["event"], event.get("generation")))
-        self.lines_seen = len(lines)
+        self.lines_seen = len(data.splitlines())
         return named
 
     def _check_acknowledged_stand(self, visible: bytes | None, named: set[str]) -> None:
@@ -630,7 +616,29 @@ def replay(scenario: Scenario, root: Path, schedule: Sequence[Choice],
 
 
 def _generation(body: bytes) -> str | None:
+    hold, _ = _parsed(body)
+    return hold.generation if hold is not None else None
+
+
+# The invariants read the same few bodies and trails in tens of thousands of states: each is
+# parsed once (pure functions of the bytes; the checked code's own reads are never cached).
+
+@functools.lru_cache(maxsize=1 << 14)
+def _parsed(body: bytes) -> tuple[Any, str | None]:
+    """(the hold, None) for a complete body; (None, why) for one `parse_body` refuses."""
     try:
-        return parse_body(body).generation
-    except ValueError:
-        return None
+        return parse_body(body), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _events(trail: bytes) -> tuple[tuple[int, dict[str, Any]], ...]:
+    """(line number, event) of every line of an audit trail that parses (a torn last line does not)."""
+    events = []
+    for number, line in enumerate(trail.splitlines()):
+        try:
+            events.append((number, json.loads(line)))
+        except ValueError:
+            continue
+    return tuple(events)
