@@ -40,6 +40,7 @@ from hermes_estop.cli.command_io import (
     warn_if_policy_unread,
 )
 from hermes_estop.cli.served import remote_if_named, served_environment
+from hermes_estop.cli.served_holds import ServedHolds
 from hermes_estop.cli.wait import ack_lines, parse_wait_timeout, wait_with_progress
 from hermes_estop.consumers.drainer import wait_until_quiet
 from hermes_estop.fleet.fleet import Fleet
@@ -174,8 +175,6 @@ def _served(remote: Remote, fleet: bool, profile: str | None, wait: bool, drain_
             raise InvalidArgument(f"hermes run {flag} is not served over --server ({remote.url}): the server's "
                                   "consumers and their work are not read over its API; run it on a host of the fleet, "
                                   f"or drop {flag}")
-    from hermes_estop.cli.served_holds import ServedHolds
-
     scope = profile if profile is not None else "fleet"
     note = "; the fleet: --server has no home of its own (--profile NAME for one profile)" \
         if not fleet and profile is None else ""
