@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
+import sys
 
 from hermes_estop.system.processes import group_remains, same_process, signal_group, start_time
 
@@ -84,3 +85,30 @@ def test_a_job_asks_for_a_parent_death_signal_so_it_dies_with_its_runner_even_wi
             runner.wait(30)
         if pid and _running(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+# A SIGTERM the kernel hands to another thread: the main thread masks it, as a thread that
+# happens not to be the one picked would. The handler sets the event the main thread waits on.
+_WAITER = """
+import signal, sys, threading
+from hermes_estop.system.processes import wait_until_set
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: stop.set())
+threading.Thread(target=threading.Event().wait, daemon=True).start()
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+print("waiting", flush=True)
+wait_until_set(stop)
+print("stopped", flush=True)
+"""
+
+
+def test_a_sigterm_delivered_to_another_thread_still_ends_the_main_threads_wait():
+    waiter = subprocess.Popen([sys.executable, "-c", _WAITER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert waiter.stdout is not None and waiter.stdout.readline() == "waiting\n"
+        waiter.send_signal(signal.SIGTERM)
+        assert waiter.wait(30) == 0
+        assert waiter.stdout.read() == "stopped\n"
+    finally:
+        waiter.kill()
+        waiter.wait()

@@ -37,6 +37,7 @@ from hermes_estop.model.errors import EstopError, InvalidArgument
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import Clock, next_deadline
 from hermes_estop.process.estop import Estop
+from hermes_estop.system.processes import wait_until_set
 
 __all__ = [
     "CronService",
@@ -250,7 +251,7 @@ class GatewayService:
         reporter = ConsumerReporter(self.gateway.estop, self.name, interval=MIN_REPORT_INTERVAL, every_scope=True)
         reports = reporter.start(reporting)
         try:
-            stop.wait()
+            wait_until_set(stop)
         finally:
             reporting.set()
             reports.join(5.0)

@@ -31,6 +31,7 @@ from hermes_estop.observe.server import StatusServer, attach
 from hermes_estop.observe.starvation_watch import StarvationWatch
 from hermes_estop.observe.status import standing_line
 from hermes_estop.process.estop import Estop
+from hermes_estop.system.processes import wait_until_set
 from hermes_estop.windows.fetch import CalendarFetcher
 from hermes_estop.windows.scheduler import TickReport, WindowService
 from hermes_estop.windows.tasks import TaskService
@@ -169,8 +170,7 @@ def run_services(services: Sequence[Service], stop: threading.Event, *,
                for s in services]
     for thread in threads:
         thread.start()
-    while not stop.wait(0.5):
-        pass
+    wait_until_set(stop)
     for thread in threads:
         thread.join(stop_timeout)
         if thread.is_alive():

@@ -25,6 +25,7 @@ from hermes_estop.notify.cursors import CursorStore, FleetCursorStore
 from hermes_estop.notify.source import AuditSource, FleetAuditSource
 from hermes_estop.notify.target import DeliveryReport, TargetWorker, Upcoming
 from hermes_estop.system.fsutil import open_shared_file
+from hermes_estop.system.processes import wait_until_set
 
 __all__ = ["LEADER_LOCK", "POLL", "FileLeader", "NotifyService", "build_workers", "fleet_readings", "notify_services"]
 
@@ -166,7 +167,7 @@ class NotifyService:
             thread.start()
         logger.info("notify: delivering to %s", ", ".join(f"{t.name} ({t.describe()})" for t in self.targets))
         try:
-            stop.wait()
+            wait_until_set(stop)
             for thread in threads:
                 thread.join(max(t.timeout for t in self.targets) + 1.0)
         finally:

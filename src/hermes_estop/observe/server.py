@@ -46,6 +46,7 @@ from hermes_estop.observe.page import UPCOMING_ROWS, render_page
 from hermes_estop.observe.view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observer
 from hermes_estop.observe.window_times import windows_named
 from hermes_estop.process.estop import Estop
+from hermes_estop.system.processes import wait_until_set
 from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.skips import pick
@@ -521,7 +522,7 @@ class HttpService:
         what = "read-only" if self.server.api is None or not self.server.api.write else "write API on /api/v1/"
         logger.info("http: serving the status page, /metrics and /api/status on %s (%s)", self.server.url, what)
         try:
-            stop.wait()
+            wait_until_set(stop)
         finally:
             self.server.stop()
 

@@ -29,15 +29,27 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["GroupResult", "GroupTimeout", "Job", "group_members", "group_remains", "guard_main", "is_group_leader",
-           "parent_death_signal", "run_group", "same_process", "signal_group", "start_time", "wait_exited"]
+           "parent_death_signal", "run_group", "same_process", "signal_group", "start_time", "wait_exited",
+           "wait_until_set"]
 
 _STDERR_TAIL = 300
+
+
+def wait_until_set(stop: threading.Event, poll: float = 0.5) -> None:
+    """Block until `stop` is set, waking every `poll` seconds.
+
+    Why not `stop.wait()`: a SIGTERM the kernel delivers to another thread leaves a main thread
+    blocked in an untimed wait asleep, and CPython runs the Python handler (the one that sets
+    `stop`) only when the main thread next runs; a timed wait lets it, so a stop always stops."""
+    while not stop.wait(poll):
+        pass
 
 
 def start_time(pid: int) -> int | None:
