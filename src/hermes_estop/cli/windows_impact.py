@@ -25,7 +25,7 @@ __all__ = ["impact", "impact_headline", "occurrence_number", "starving_jobs"]
 @windows_app.command("impact")
 def impact(
     name: Annotated[str, typer.Argument(help="The window.")],
-    occurrence: Annotated[str, typer.Option("--occurrence", "-o", help="Which occurrence: 1 the next (or the one covering now), 2 the one after...")] = "1",
+    occurrence: Annotated[str, typer.Option("--occurrence", "-o", metavar="N", help="Which occurrence: 1 the next (or the one covering now), 2 the one after...")] = "1",
     as_json: JsonOpt = False,
 ) -> None:
     """What an occurrence of a window will hold back (drain lead included): one totals line,
