@@ -5,6 +5,7 @@ run of it within the horizon falls inside their holds. Real subprocesses on a re
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -49,3 +50,21 @@ def test_a_skip_that_frees_one_run_saves_it(starved):
     starved("windows", "skip", "nightly", "--on", day, check=0)
     result = starved("windows", "validate", "--strict", check=0)
     assert "warning" not in result.stderr
+
+
+@pytest.mark.parametrize("planted", ["directory", "fifo"])
+def test_an_unusable_board_does_not_stop_the_check_nor_warn_it_unchecked(starved, planted):
+    """The board plays no part in starvation: a board that cannot be read leaves the warning
+    naming the job and adds no "starvation not checked" line."""
+    board = starved.home / "kanban.db"
+    board.mkdir() if planted == "directory" else os.mkfifo(board)
+    result = starved("windows", "validate", "--strict", check=2)
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("hermes: warning: ")]
+    assert len(warnings) == 1 and "cron job nightly-job (home " in warnings[0]
+
+
+def test_a_damaged_cron_table_is_named_as_not_checked(starved):
+    (starved.home / "cron" / "jobs.json").write_bytes(b"{not json")
+    result = starved("windows", "validate", check=0)
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("hermes: warning: ")]
+    assert len(warnings) == 1 and warnings[0].startswith("hermes: warning: starvation not checked for the cron table of ")

@@ -92,6 +92,19 @@ ROOT, OPS = "/fleet", "/fleet/profiles/ops"
                  datetime(2026, 10, 24, 12, tzinfo=UTC),
                  # [00:00, 01:30) UTC from 02:00 CEST: 02:30 local happens twice, runs once; 00:00, 00:30, 01:00 UTC
                  {"twice": (1, 0), "utc-half": (3, 0)}, id="dst-fall-back-window"),
+    # a Berlin window 02:00-04:00 and a New York job at 20:30: the two zones change clocks two weeks apart
+    pytest.param({"name": "berlin", "cron": "0 2 * * *", "timezone": "Europe/Berlin", "duration": "2h"},
+                 [HomeJobs(ROOT, None, (job("ny", "30 20 * * *", tz="America/New_York",
+                                           now=datetime(2027, 3, 20, 12, tzinfo=UTC)),))],
+                 datetime(2027, 3, 20, 12, tzinfo=UTC),
+                 # New York on EDT, Berlin still on CET: 00:30 UTC, before [01:00, 03:00) UTC
+                 {}, id="job-in-another-zone-between-the-two-dst-changes-runs-before-it"),
+    pytest.param({"name": "berlin", "cron": "0 2 * * *", "timezone": "Europe/Berlin", "duration": "2h"},
+                 [HomeJobs(ROOT, None, (job("ny", "30 20 * * *", tz="America/New_York",
+                                           now=datetime(2027, 3, 28, 12, tzinfo=UTC)),))],
+                 datetime(2027, 3, 28, 12, tzinfo=UTC),
+                 # both on summer time: [00:00, 02:00) UTC holds 00:30 UTC (20:30 EDT)
+                 {"ny": (1, 0)}, id="job-in-another-zone-after-both-dst-changes-is-held"),
     pytest.param({"name": "once", "at": "2026-06-03T10:00:00Z", "duration": "1h"},
                  [HomeJobs(ROOT, None, (job("one-shot", None, at=datetime(2026, 6, 3, 10, 30, tzinfo=UTC)),
                                         job("after", None, at=datetime(2026, 6, 3, 11, 0, tzinfo=UTC))))], NOW,
@@ -234,3 +247,14 @@ def test_the_starving_line_names_the_job_and_the_window(root_layout):
     assert starving_line(starved, WEEK).startswith(
         "cron job nightly-job (home /fleet, owner 7) never runs on its schedule in the next 7d: all 7 of its runs "
         "fall inside nightly")
+
+
+def test_a_run_is_shown_in_the_local_zone_and_in_the_jobs_own(root_layout, zone_pinner):
+    zone_pinner("Asia/Tokyo")
+    found = window_impact(root_layout, {"name": "berlin", "cron": "0 2 * * *", "timezone": "Europe/Berlin",
+                                        "duration": "2h"},
+                          [HomeJobs(ROOT, None, (job("ny", "30 20 * * *", tz="America/New_York"),))])
+    [held] = found.to_json()["cron"]
+    # 2026-06-02 00:30 UTC: 09:30 in Tokyo (the reader's zone), 20:30 the evening before in New York
+    assert held["held"] == [{"at": "2026-06-02T00:30:00+00:00", "local": "2026-06-02T09:30:00+09:00",
+                             "job_zone": "2026-06-01T20:30:00-04:00"}]

@@ -356,3 +356,19 @@ def test_the_schema_script_runs_once_per_board_not_per_statement(board, monkeypa
         board.get(card.id)
         board.cards("ready")
     assert len(scripts) == 1
+
+
+@pytest.mark.parametrize("present", [False, True], ids=["no board file", "an empty board file"])
+def test_reading_a_board_nobody_wrote_finds_no_card_and_writes_nothing(tmp_path, clock, present):
+    root = tmp_path / "fleet"
+    if present:
+        root.mkdir()
+        (root / "kanban.db").touch()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    board = Board(root, clock=clock)
+    assert board.cards() == [] and board.cards("ready") == []
+    with pytest.raises(UnknownCard):
+        board.get(1)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    if present:
+        assert (root / "kanban.db").stat().st_size == 0

@@ -4,6 +4,7 @@ time; what cannot be read is one problem line, never a raise."""
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -133,3 +134,30 @@ def test_status_section_never_raises(estop, fleet_root):
     (fleet_root / "windows.toml").write_text("[[windows]]\nname = 'x'\n")
     section = next_impact_section(estop, NOW)
     assert len(section["lines"]) == 1 and section["lines"][0].startswith("next window impact: ")
+
+
+def test_status_section_says_at_least_when_an_input_is_unreadable(estop, fleet_root):
+    (fleet_root / "profiles" / "ops" / "cron" / "jobs.json").write_bytes(b"{not json")
+    section = next_impact_section(estop, NOW)
+    assert section["lines"] == ["next window nightly (2026-06-02T01:45:00+00:00): holds back at least 0 cron runs, "
+                                "2 ready cards (1 input(s) unreadable; hermes windows impact nightly)"]
+    [problem] = section["json"]["next_window_impact"]["problems"]
+    assert problem.startswith("cron table of ") and "damaged" in problem
+
+
+def test_impact_waits_for_no_lock_a_tick_or_a_dispatch_pass_holds(estop, fleet_root):
+    """A tick edits the cron table under its lock, a pass writes the board: the preview reads the
+    table without that lock and gives up on a board held locked (one problem line), never waiting."""
+    window, occurrence = window_occurrence(estop, "nightly", 1, NOW)
+    assert occurrence is not None
+    holder = sqlite3.connect(fleet_root / "kanban.db", isolation_level=None)
+    try:
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        with CronTable(fleet_root / "profiles" / "ops").edit(), CronTable(fleet_root).edit():
+            found = window_impact(estop, window, occurrence, NOW).impact
+    finally:
+        holder.close()
+    assert {j.name: (j.held_count, j.run_count) for j in found.jobs} == {"sync": (4, 0), "maint": (0, 1)}
+    assert found.cards.waiting == 0 and [p.split(":")[0] for p in found.problems] == ["kanban board"]
+    assert "is busy" in found.problems[0]

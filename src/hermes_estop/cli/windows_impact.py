@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,13 +19,13 @@ if TYPE_CHECKING:
     from hermes_estop.observe.impact_preview import WindowImpact
     from hermes_estop.process.estop import Estop
 
-__all__ = ["impact", "impact_headline", "starving_jobs"]
+__all__ = ["impact", "impact_headline", "occurrence_number", "starving_jobs"]
 
 
 @windows_app.command("impact")
 def impact(
     name: Annotated[str, typer.Argument(help="The window.")],
-    occurrence: Annotated[int, typer.Option("--occurrence", "-o", help="Which occurrence: 1 the next (or the one covering now), 2 the one after...")] = 1,
+    occurrence: Annotated[str, typer.Option("--occurrence", "-o", metavar="N", help="Which occurrence: 1 the next (or the one covering now), 2 the one after...")] = "1",
     as_json: JsonOpt = False,
 ) -> None:
     """What an occurrence of a window will hold back (drain lead included): one totals line,
@@ -33,17 +34,31 @@ def impact(
     consumers that will owe an acknowledgement. Exit 0; 2 for an unknown window."""
     from hermes_estop.observe.impact_preview import impact_lines, window_impact, window_occurrence  # this command's own
 
+    number = occurrence_number(occurrence)
     estop = current_estop()
     now = estop.clock()
-    window, found = window_occurrence(estop, name, occurrence, now)
+    window, found = window_occurrence(estop, name, number, now)
     if found is None:
-        raise InvalidArgument(f"window {name} has fewer than {occurrence} occurrence(s) ahead: "
+        raise InvalidArgument(f"window {name} has fewer than {number} occurrence(s) ahead: "
                               "`hermes windows next NAME` lists them")
     result = window_impact(estop, window, found, now)
     if as_json:
         emit_json({"now": format_instant(now), **result.to_json()})
         return
     echo_lines(printable(line) for line in (impact_headline(result), *impact_lines(result.impact)))
+
+
+def occurrence_number(text: str) -> int:
+    """`--occurrence N` as a number (its range is `window_occurrence`'s to check); `InvalidArgument`
+    naming what was given otherwise: typer's own refusal of a non-number does not say what it got,
+    and `int()` takes `1_0` and other scripts' digits."""
+    from hermes_estop.observe.impact_preview import MAX_OCCURRENCE  # this command's own
+
+    stripped = text.strip()
+    if re.fullmatch(r"-?[0-9]{1,9}", stripped) is None:
+        raise InvalidArgument(f"invalid --occurrence {text!r}: expected a whole number from 1 (the next occurrence) "
+                              f"to {MAX_OCCURRENCE}")
+    return int(stripped)
 
 
 def impact_headline(result: WindowImpact) -> str:

@@ -189,6 +189,21 @@ class Board:
             os.close(fd)
         return st.st_dev, st.st_ino
 
+    def _unwritten(self) -> bool:
+        """No board file yet, or an empty one with no write-ahead log: it holds no card. A read
+        answers that without connecting, since connecting would create the file and write the
+        schema, and a read (`hermes status`, an impact preview) never writes."""
+        if self._identity() is None:
+            return True
+        try:
+            if os.stat(self.path).st_size:
+                return False
+            return not os.stat(f"{self.path}-wal").st_size
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+
     def _connect(self, wait: float) -> sqlite3.Connection:
         identity = self._identity()
         try:
@@ -219,6 +234,8 @@ class Board:
     def _run(self, sql: str, params: tuple[Any, ...] = (), *, read: bool = False) -> tuple[list[CardRow], int]:
         """One statement in its own (autocommit) transaction: rows, rowcount. A `read` waits
         for a locked board at most `read_timeout` (`BoardBusy`), a write `busy_timeout`."""
+        if read and self._unwritten():
+            return [], 0
         with closing(self._connect(self.read_timeout if read else self.busy_timeout)) as db:
             try:
                 db.execute("PRAGMA synchronous=NORMAL")

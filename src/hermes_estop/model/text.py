@@ -56,5 +56,9 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     not among them, or nothing when none is close."""
     from difflib import get_close_matches
 
-    close = get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    names = sorted(known)
+    close = get_close_matches(name, names, n=1, cutoff=0.6)
+    if not close:  # `NIGHTLY` for `nightly`: compared again with case folded
+        folded = {n.casefold(): n for n in reversed(names)}
+        close = [folded[m] for m in get_close_matches(name.casefold(), list(folded), n=1, cutoff=0.6)]
     return f"did you mean '{printable(close[0])}'? " if close else ""

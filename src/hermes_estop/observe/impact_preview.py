@@ -84,6 +84,10 @@ class Queued:
                       locations=self.locations, problems=self.problems)
 
 
+#: how a problem of the board starts (`starving` leaves it out: the board plays no part in it)
+_BOARD = "kanban board"
+
+
 def read_queued(estop: Estop) -> Queued:
     """Every home's cron table, the board's ready cards and the registry. Never raises."""
     problems: list[str] = []
@@ -101,7 +105,7 @@ def read_queued(estop: Estop) -> Queued:
         if board.exists():
             cards = tuple(board.cards("ready"))
     except Exception as exc:  # noqa: BLE001 - a read never raises
-        problems.append(f"kanban board: {one_line(exc)}")
+        problems.append(f"{_BOARD}: {one_line(exc)}")
     roster = read_roster(estop.fleet, prune=False)
     if roster.problem is not None:
         problems.append(f"consumer registry: {roster.problem}")
@@ -269,12 +273,13 @@ def starving(estop: Estop, now: datetime, horizon: timedelta = HORIZON,
     the job), and the problems met reading the consumers' tables. `EstopError` (one line) when
     `windows.toml` cannot be used, as every forecast."""
     queued = read_queued(estop) if queued is None else queued
+    problems = tuple(p for p in queued.problems if not p.startswith(f"{_BOARD}:"))  # cards never starve a job
     view = _EveryScope(estop, queued.locations.values())
     holds = list(WindowSource().planned(view, now, now + horizon))
     if not holds:
-        return [], queued.problems
+        return [], ()  # no window arms: no job starves, whatever a table holds
     found = impact(holds, now, now + horizon, now, tables=queued.tables, locations=queued.locations,
-                   problems=queued.problems)
+                   problems=problems)
     return [job for job in found.jobs if job.starves], found.problems
 
 
@@ -326,11 +331,13 @@ def next_impact_section(estop: Estop, now: datetime, *, as_json: bool | None = N
     totals = found.impact
     line = (f"next window {window.name} ({display_instant(occurrence.arm_at)}"
             + (", skipped" if found.skipped else "")
-            + f"): holds back {totals.held_runs} cron run{'' if totals.held_runs == 1 else 's'}, "
+            + f"): holds back {'at least ' if totals.problems else ''}"
+            f"{totals.held_runs} cron run{'' if totals.held_runs == 1 else 's'}, "
             f"{totals.cards.waiting} ready card{'' if totals.cards.waiting == 1 else 's'} "
-            f"(hermes windows impact {window.name})")
+            f"({f'{len(totals.problems)} input(s) unreadable; ' if totals.problems else ''}"
+            f"hermes windows impact {window.name})")
     data = {"window": window.name, "occurrence": occurrence.ident, "skipped": found.skipped,
-            **totals.totals_json()}
+            **totals.totals_json(), "problems": list(totals.problems)}
     return {"json": {"next_window_impact": data} if as_json is not False else {},
             "lines": [line] if as_json is not True else []}
 
