@@ -65,6 +65,25 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
+class StderrLines:
+    """A process's stderr read line by line as it comes, in a thread of its own (a pipe left
+    unread would stall the process once it fills)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line)
+
+    def join(self, timeout: float) -> None:
+        self._reader.join(timeout)
+
+
 class Served:
     """A running `hermes serve`: its URL, its stderr lines so far, and how to reach it."""
 
@@ -72,14 +91,7 @@ class Served:
         self.process = process
         self.url = url
         self.cafile = cafile
-        self.lines: list[str] = []
-        self._drain = threading.Thread(target=self._read, daemon=True)
-        self._drain.start()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.lines.append(line)
+        self.lines = StderrLines(process).lines
 
     def client(self, token: str | None = None) -> Client:
         return Client(self.url, token, self.cafile)

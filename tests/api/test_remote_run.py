@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from api_helpers import caller_command, hermes, make_token, self_signed, serve
+from api_helpers import StderrLines, caller_command, hermes, make_token, self_signed, serve
 
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import Hold
@@ -97,15 +96,9 @@ class Running:
 
     def __init__(self, process: subprocess.Popen[str]) -> None:
         self.process = process
-        self.err: list[str] = []
+        self._stderr = StderrLines(process)
+        self.err = self._stderr.lines
         self.out = ""
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.err.append(line)
 
     def said(self, text: str) -> bool:
         return text in "".join(self.err)
@@ -120,7 +113,7 @@ class Running:
             if self.process.poll() is None:
                 self.process.kill()
                 self.process.wait(30)
-        self._reader.join(60)
+        self._stderr.join(60)
         return self.process.returncode, self.out, "".join(self.err)
 
     def __enter__(self) -> Running:
