@@ -155,14 +155,10 @@ def window_occurrence(estop: Estop, name: str, number: int, now: datetime) -> tu
         raise InvalidArgument(f"invalid --occurrence {number}: expected 1 to {MAX_OCCURRENCE}")
     windows_file = WindowsFile(estop.layout.root)
     schedule = schedule_of(windows_file, now)
-    window: Window | None
-    if schedule is None:
-        window = next((w for w in windows_file.load() if w.name == name), None)
-    else:
-        item = schedule.named(name)
-        window = None if item is None else schedule.window(item) if isinstance(item, int) else item
+    item = schedule.named(name)
+    window = None if item is None else schedule.window(item) if isinstance(item, int) else item
     if window is None:
-        known = [w.name for w in windows_file.load()]
+        known = [*schedule.names, *(w.name for w in schedule.bound_windows)]
         raise InvalidArgument(f"no window named {name!r} in {windows_file.path}: {did_you_mean(name, known)}"
                               "`hermes windows list` lists them")
     found = upcoming(window, now, number)
@@ -287,10 +283,7 @@ def next_occurrence(estop: Estop, now: datetime) -> tuple[Window, Occurrence] | 
     """The enabled window occurrence that arms next after `now` (not one covering now: that one
     holds already), soonest arm time first, the file's order breaking a tie; None when none is
     ahead. Answered from the file's compiled schedule (a `Window` built for the one found)."""
-    windows_file = WindowsFile(estop.layout.root)
-    schedule = schedule_of(windows_file, now)
-    candidates = _scheduled(schedule, now) if schedule is not None else (
-        (partial(_same, w), upcoming(w, now, 2)) for w in windows_file.load() if w.enabled)
+    candidates = _scheduled(schedule_of(WindowsFile(estop.layout.root), now), now)
     best: tuple[datetime, int, Callable[[], Window], Occurrence] | None = None
     for position, (window_of, ahead) in enumerate(candidates):
         following = next((o for o in ahead if not o.covers(now)), None)
@@ -423,10 +416,7 @@ def arming_soon(estop: Estop) -> Callable[[datetime, timedelta], list[tuple[str,
 
 
 def _arming_within(estop: Estop, now: datetime, span: timedelta) -> list[tuple[str, datetime, dict[str, Any]]]:
-    windows_file = WindowsFile(estop.layout.root)
-    schedule = schedule_of(windows_file, now)
-    candidates = _scheduled(schedule, now) if schedule is not None else (
-        (partial(_same, w), upcoming(w, now, 2)) for w in windows_file.load() if w.enabled)
+    candidates = _scheduled(schedule_of(WindowsFile(estop.layout.root), now), now)
     soon = [(window_of, o) for window_of, ahead in candidates for o in ahead if now < o.arm_at <= now + span]
     if not soon:
         return []
