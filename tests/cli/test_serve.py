@@ -212,8 +212,8 @@ def test_serve_inside_a_window_keeps_the_fleet_held_while_an_editor_resaves_wind
 
     hermes.home.mkdir(parents=True)
     start = datetime.now(UTC) - timedelta(minutes=1)
-    hermes("windows", "add", "early", "--cron", "0 0 1 1 *", "--duration", "1h", check=0)
-    hermes("windows", "add", "maint", "--at", start.isoformat(), "--duration", "1h", check=0)
+    WindowsFile(hermes.home).save([Window.parse({"name": "early", "cron": "0 0 1 1 *", "duration": "1h"}),
+                                   Window.parse({"name": "maint", "at": start.isoformat(), "duration": "1h"})])
     raw = (hermes.home / "windows.toml").read_bytes()
     serve = Serve(hermes, "--interval", "0.05")
     editor = InPlaceEditor(hermes.home / "windows.toml", raw, every=0.05)
