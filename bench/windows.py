@@ -245,13 +245,22 @@ def write_distinct(root: Path, count: int, scopes: tuple[str, ...] = SCOPES) -> 
     for scope in scopes:
         if scope != "fleet":
             (root / "profiles" / scope).mkdir()
+    (root / "windows.toml").write_text(distinct_text(count, scopes))
+
+
+def distinct_text(count: int, scopes: tuple[str, ...] = SCOPES, shift: int = 0, first_reason: str = "") -> str:
+    """The text of `write_distinct`'s `windows.toml`. `shift`: every window's start minute moved
+    by that many minutes (a rewrite that changes EVERY table, the windows still distinct: the
+    same move of every minute keeps two starts apart); `first_reason`: appended to the first
+    window's reason (an edit of ONE table)."""
     parts = []
     for i in range(count):
-        cron = f"{i % 60} {(i // 60) % 24} {1 + (i // 1440) % 28} {1 + (i // 40320) % 12}-12 *"
+        cron = f"{(i + shift) % 60} {(i // 60) % 24} {1 + (i // 1440) % 28} {1 + (i // 40320) % 12}-12 *"
+        reason = f"bench window {i}{first_reason if i == 0 else ''}"
         parts.append(f'[[windows]]\nname = "w{i:06d}"\ncron = "{cron}"\ntimezone = "{ZONES[i % len(ZONES)]}"\n'
-                     f'duration = "30m"\nreason = "bench window {i}"\nscope = "{scopes[i % len(scopes)]}"\n\n'
+                     f'duration = "30m"\nreason = "{reason}"\nscope = "{scopes[i % len(scopes)]}"\n\n'
                      f'[windows.allow]\nuser_ids = ["op-{i % 7}"]\n\n')
-    (root / "windows.toml").write_text("".join(parts))
+    return "".join(parts)
 
 
 def _process(root: Path, args: list[str], cache: Path) -> tuple[float, float]:
