@@ -144,10 +144,7 @@ def startup(tmp: Path, quick: bool) -> list[Figure]:
 
 
 def _cold_load(root: Path) -> None:
-    """Load and validate as a new process would (the per-process cache of versions cleared)."""
-    from hermes_estop.windows import windows_file
-
-    windows_file._VERSIONS.clear()
+    """Load and validate the file, as a new process would."""
     WindowsFile(root).load()
 
 

@@ -33,7 +33,7 @@ from hermes_estop.system.fsread import read_regular
 from hermes_estop.system.fsutil import atomic_write
 from hermes_estop.windows.calendars import DEFAULT_REFRESH, cache_paths, is_url, local_path, read_meta
 from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, parse_feed
-from hermes_estop.windows.windows_file import WindowsFile
+from hermes_estop.windows.windows_file import Identity, Parsed, WindowsFile
 
 __all__ = ["FETCH_TIMEOUT", "CalendarFetcher", "fetch_once"]
 
@@ -262,13 +262,19 @@ class CalendarFetcher:
         #: location -> (the fetch's thread, its exchange: None for a local file)
         self._busy: dict[str, tuple[threading.Thread, Exchange | None]] = {}
         self._lock = threading.Lock()
+        #: the identity of the windows file last read, and what it held
+        self._read: tuple[Identity | None, Parsed] = (None, Parsed([], []))
 
     def feeds(self) -> dict[str, tuple[str, timedelta]]:
-        """location -> (label, refresh) for every feed the file names (none when it does not read)."""
+        """location -> (label, refresh) for every feed the file names (none when it does not read);
+        the file validated again only when it changed (this runs every `tick`)."""
         try:
-            parsed = self.windows_file.parse_each(self.windows_file.snapshot().raw)
+            snapshot = self.windows_file.snapshot()
+            if snapshot.identity != self._read[0]:
+                self._read = (snapshot.identity, self.windows_file.validate(snapshot.raw))
         except (EstopError, OSError):
             return {}
+        parsed = self._read[1]
         out: dict[str, tuple[str, timedelta]] = {}
         for source in parsed.sources:
             out.setdefault(source.location, (repr(source.name), source.refresh))
