@@ -17,7 +17,7 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,8 @@ class WindowsFile:
         self.lock_path = self.path.with_name(f".{self.path.name}.lock")
         #: the calendar files the last `parse_each` here bound (part of the file's `identity`)
         self._watched: tuple[Path, ...] = ()
+        #: the bytes last validated here and what they held (`hermes serve` reads every pass)
+        self._last: tuple[bytes, Parsed] | None = None
 
     def __repr__(self) -> str:
         return f"WindowsFile({str(self.path)!r})"
@@ -148,7 +150,7 @@ class WindowsFile:
         parsed = self.validate(raw)
         if not parsed.sources and all(w.exclude_calendar is None for w in parsed.windows):
             self._watched = ()
-            return parsed
+            return replace(parsed, windows=list(parsed.windows), failures=list(parsed.failures))
         bound = bind(self.path.parent, self.path, parsed.windows, parsed.sources)
         self._watched = bound.files
         return Parsed(bound.windows, parsed.failures + bound.failures, parsed.sources, bound.stale, bound.digests)
@@ -158,14 +160,18 @@ class WindowsFile:
         failing table raises. The cyclic garbage collector is paused meanwhile: validating a
         large file allocates hundreds of thousands of objects that all survive, and each
         collection they trigger walks every one of them again (a fifth of the cold start-up with
-        10,000 windows). Nothing here makes cycles to collect; the collector resumes after."""
-        paused = gc.isenabled()
-        gc.disable()
-        try:
-            parsed = self._tables(raw)
-        finally:
-            if paused:
-                gc.enable()
+        10,000 windows). Nothing here makes cycles to collect; the collector resumes after.
+        The last bytes validated here are not validated again."""
+        last = self._last
+        if last is None or last[0] != raw:
+            paused = gc.isenabled()
+            gc.disable()
+            try:
+                last = self._last = (raw, self._tables(raw))
+            finally:
+                if paused:
+                    gc.enable()
+        parsed = last[1]
         if whole and parsed.failures:
             raise parsed.failures[0]
         return parsed
