@@ -21,10 +21,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.durations import format_duration, parse_with_unit
@@ -33,10 +34,21 @@ from hermes_estop.model.homes import FLEET
 from hermes_estop.system.fsread import read_regular
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.feed_schedule import compile_feed, compiled_feed, feed_key
-from hermes_estop.windows.field_types import Drain, Duration, WindowAllow, parse_drain
+from hermes_estop.windows.field_types import (
+    Drain,
+    Duration,
+    Enabled,
+    Jobs,
+    Only,
+    Scope,
+    WindowAllow,
+    optional,
+    parse_name,
+    written,
+)
 from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
 from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
-from hermes_estop.windows.model import _NAME_RE, Window, selector_part, validate_scope
+from hermes_estop.windows.model import Window
 
 __all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "compiled_path", "is_url"]
 
@@ -49,81 +61,54 @@ def is_url(location: str) -> bool:
     return location.startswith(("https://", "http://"))
 
 
+def _url(value: object) -> str:
+    if not isinstance(value, str) or not is_url(value) or any(c.isspace() for c in value) or len(value) > 2000:
+        raise ValueError(f"invalid url {value!r}: expected https://...")
+    return value
+
+
+def _pattern(value: object) -> str:
+    if not isinstance(value, str) or len(value) > _MAX_PATTERN:
+        raise ValueError(f"expected a regular expression of at most {_MAX_PATTERN} characters")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+    return value
+
+
+def _refresh(value: object) -> timedelta:
+    refresh = parse_with_unit(value)
+    if refresh < timedelta(seconds=10):
+        raise ValueError("refresh: at least 10s")
+    return refresh
+
+
 class CalendarSource(BaseModel):
     """One `[[calendars]]` table."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(description="a slug, like a window's name (windows and calendars share names)")
+    name: Annotated[str, BeforeValidator(partial(parse_name, what="calendar"))] = Field(
+        description="a slug, like a window's name (windows and calendars share names)")
     ics: str | None = Field(None, description="path of an .ics file (relative: from the fleet root)")
-    url: str | None = Field(None, description="https:// (or http://) feed, fetched by `hermes serve`")
-    scope: str = Field(FLEET, description="'fleet' or a profile name")
-    timezone: str | None = Field(None, description="zone of all-day and floating events (default: the "
-                                                   "feed's X-WR-TIMEZONE, else UTC)")
+    url: Annotated[str | None, optional(_url)] = Field(
+        None, description="https:// (or http://) feed, fetched by `hermes serve`")
+    scope: Scope = Field(FLEET, description="'fleet' or a profile name")
+    timezone: Annotated[str | None, optional(lambda value: validate_timezone(value).key)] = Field(
+        None, description="zone of all-day and floating events (default: the feed's X-WR-TIMEZONE, else UTC)")
     categories: list[str] = Field(default_factory=list, description="only events with one of these CATEGORIES")
-    summary: str | None = Field(None, description="only events whose SUMMARY matches this regular expression")
+    summary: Annotated[str | None, optional(_pattern)] = Field(
+        None, description="only events whose SUMMARY matches this regular expression")
     drain: Drain = Field(None)
     allow: WindowAllow = Field(default_factory=WindowAllow)
-    only: list[str] = Field(default_factory=list, description="a scoped hold, as a window's: only these consumer "
-                                                              "components")
-    jobs: list[str] = Field(default_factory=list, description="a scoped hold, as a window's: only the units of work "
-                                                              "whose name matches one of these globs")
-    enabled: bool = True
-    refresh: Duration = Field(DEFAULT_REFRESH, description="how often `hermes serve` fetches a url (default 5m)")
-
-    @field_validator("name", mode="before")
-    @classmethod
-    def _name(cls, value: object) -> str:
-        if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
-            raise ValueError(f"invalid calendar name {value!r}: use lowercase letters, digits, '-' and '_'")
-        return value
-
-    @field_validator("url", mode="before")
-    @classmethod
-    def _url(cls, value: object) -> str | None:
-        if value is None:
-            return None
-        if not isinstance(value, str) or not is_url(value) or any(c.isspace() for c in value) or len(value) > 2000:
-            raise ValueError(f"invalid url {value!r}: expected https://...")
-        return value
-
-    @field_validator("scope", mode="before")
-    @classmethod
-    def _scope(cls, value: object) -> str:
-        return validate_scope(value)
-
-    @field_validator("timezone", mode="before")
-    @classmethod
-    def _timezone(cls, value: object) -> str | None:
-        return None if value is None else validate_timezone(value).key
-
-    @field_validator("summary", mode="before")
-    @classmethod
-    def _summary(cls, value: object) -> str | None:
-        if value is None:
-            return None
-        if not isinstance(value, str) or len(value) > _MAX_PATTERN:
-            raise ValueError(f"expected a regular expression of at most {_MAX_PATTERN} characters")
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
-        return value
-
-    @field_validator("drain", mode="before")
-    @classmethod
-    def _drain(cls, value: object) -> timedelta | None:
-        return parse_drain(value)
-
-    _selector_part = field_validator("only", "jobs", mode="before")(selector_part)
-
-    @field_validator("refresh", mode="before")
-    @classmethod
-    def _refresh(cls, value: object) -> timedelta:
-        refresh = parse_with_unit(value)
-        if refresh < timedelta(seconds=10):
-            raise ValueError("refresh: at least 10s")
-        return refresh
+    only: Only = Field(default_factory=list, description="a scoped hold, as a window's: only these consumer "
+                                                         "components")
+    jobs: Jobs = Field(default_factory=list, description="a scoped hold, as a window's: only the units of work "
+                                                         "whose name matches one of these globs")
+    enabled: Enabled = True
+    refresh: Annotated[Duration, BeforeValidator(_refresh)] = Field(
+        DEFAULT_REFRESH, description="how often `hermes serve` fetches a url (default 5m)")
 
     @model_validator(mode="after")
     def _shape(self) -> CalendarSource:
@@ -151,25 +136,8 @@ class CalendarSource(BaseModel):
         return json.dumps([self.categories, self.summary, self.timezone])
 
     def to_toml(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        out.update({"ics": self.ics} if self.ics is not None else {"url": self.url})
-        out["scope"] = self.scope
-        for key in ("timezone", "summary"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        if self.categories:
-            out["categories"] = list(self.categories)
-        if self.drain is not None:
-            out["drain"] = format_duration(self.drain)
-        if self.allow.user_ids:
-            out["allow"] = {"user_ids": list(self.allow.user_ids)}
-            if self.allow.profiles:
-                out["allow"]["profiles"] = list(self.allow.profiles)
-        for key in ("only", "jobs"):
-            if getattr(self, key):
-                out[key] = list(getattr(self, key))
-        if not self.enabled:
-            out["enabled"] = False
+        out = written(self, ("name", "ics", "url", "scope", "timezone", "summary", "categories", "drain", "allow",
+                             "only", "jobs", "enabled"))
         if self.refresh != DEFAULT_REFRESH:
             out["refresh"] = format_duration(self.refresh)
         return out
