@@ -248,6 +248,7 @@ _MAX_CACHED = 64
 
 
 def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    cache.pop(key, None)
     cache[key] = value
     if len(cache) > _MAX_CACHED:
         cache.popitem(last=False)
@@ -264,33 +265,25 @@ def _feed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | 
     """The feed of `raw`, parsed once per content and settings (and, with `compiled_at`, once
     per content and settings for every process: `feed_schedule`); one that an expansion has since
     refused for its steps or occurrences fails from the next read on, alone, like a feed that
-    does not parse (one refused for time alone is read afresh)."""
+    does not parse (one refused for time alone is read afresh: a machine that was slow)."""
     key = (hashlib.sha256(raw).hexdigest(), _settings(label, salt, tz))
     found = _FEEDS.get(key)
     if found is not None and found.refused is not None:
         if not found.refused_for_time:
             raise CalendarError(f"calendar {label}: {found.refused}")
-        del _FEEDS[key]  # a machine that was slow: read afresh
         found = None
     if found is None:
-        found = _compiled_or_parsed(raw, label, tz, keep, salt, compiled_at, feed_key(*key))
+        now = datetime.now(UTC)
+
+        def parse() -> Feed:
+            return parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, now=now)
+
+        found = compiled_feed(compiled_at[0], feed_key(*key), label, now, parse) if compiled_at else None
+        if found is None:
+            found = parse()
+            if compiled_at is not None:
+                compile_feed(compiled_at[0], feed_key(*key), found, now, private=compiled_at[1])
         _remember(_FEEDS, key, found)
-    return found
-
-
-def _compiled_or_parsed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | None, salt: str,
-                        compiled_at: tuple[Path, bool] | None, key: str) -> Feed:
-    def parse() -> Feed:
-        return parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, now=now)
-
-    now = datetime.now(UTC)
-    if compiled_at is None:
-        return parse()
-    path, private = compiled_at
-    found: Feed | None = compiled_feed(path, key, label, now, parse)
-    if found is None:
-        found = parse()
-        compile_feed(path, key, found, now, private=private)
     return found
 
 

@@ -172,20 +172,15 @@ class OccurrenceLedger:
         self._parsed[key] = (entry, value.get("end"), value.get("updated_at"))
         return entry
 
-    def _check(self, key: str, value: Any) -> object:
-        """The check `commit` runs over the stored records (`LedgerEntry.from_json`), through
-        the memo of `_entry`: a record read before is not parsed again."""
-        return self._entry(key, value)
-
     def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None,
                remove: Iterable[str] = ()) -> None:
         """Upsert `changes` (by key), delete the entries keyed `remove` (an operator's unskip) and
         those whose `end` is before `prune_before`, all or nothing. Entries not named are left as
-        they are (another writer's survive).
+        they are (another writer's survive). The stored records are checked as `load` reads them.
 
         Raises `StoreError` on failure; the ledger is then unchanged."""
         self.records.update({entry.key: entry.to_json() for entry in changes}, remove=remove,
-                            prune_before=prune_before, check=self._check)
+                            prune_before=prune_before, check=self._entry)
 
     def version(self) -> Hashable | None:
         """Changes whenever the entries may have (`RecordTable.version`); None: cannot tell."""
