@@ -27,11 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta, tzinfo
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
+from croniter import croniter
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -50,7 +51,6 @@ from hermes_estop.model.hold import MAX_REASON, Allow, clean_reason
 from hermes_estop.model.homes import FLEET
 from hermes_estop.model.selector import Selector
 from hermes_estop.model.timeutil import display_instant, format_instant
-from hermes_estop.windows.exclusions import cron_matches
 from hermes_estop.windows.field_types import (
     MAX_DRAIN,
     NAME_RE,
@@ -103,6 +103,13 @@ def parse_run(value: object) -> list[str] | None:
         raise ValueError(f"invalid run {value!r}: expected a non-empty list of at most {MAX_TASK_ARGS} "
                          "non-empty strings (the command and its arguments)")
     return list(value)
+
+
+@lru_cache(maxsize=4096)
+def cron_matches(expr: str, wall: datetime) -> bool:
+    """Whether the naive local `wall` time (seconds ignored) is one `expr` fires at (croniter's
+    `match`, on the wall clock of the window's timezone, as every cron decision here is made)."""
+    return bool(croniter.match(expr, wall.replace(second=0, microsecond=0)))
 
 
 def _calendar_location(value: object) -> str:
