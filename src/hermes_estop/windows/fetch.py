@@ -111,23 +111,19 @@ def _connection(base: type[http.client.HTTPConnection], exchange: Exchange) -> A
     return Connection
 
 
-class _HTTP(urllib.request.HTTPHandler):
-    def __init__(self, exchange: Exchange) -> None:
-        super().__init__()
-        self.exchange = exchange
+def _handlers(exchange: Exchange) -> tuple[urllib.request.BaseHandler, ...]:
+    """urllib's http and https handlers, their connections' sockets belonging to `exchange`."""
 
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(_connection(http.client.HTTPConnection, self.exchange), req)
+    class HTTP(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(_connection(http.client.HTTPConnection, exchange), req)
 
+    class HTTPS(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(_connection(http.client.HTTPSConnection, exchange), req,
+                                context=self._context)  # type: ignore[attr-defined]
 
-class _HTTPS(urllib.request.HTTPSHandler):
-    def __init__(self, exchange: Exchange) -> None:
-        super().__init__()
-        self.exchange = exchange
-
-    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(_connection(http.client.HTTPSConnection, self.exchange), req,
-                            context=self._context)  # type: ignore[attr-defined]
+    return HTTP(), HTTPS()
 
 
 class _Redirects(urllib.request.HTTPRedirectHandler):
@@ -148,7 +144,7 @@ def _get(url: str, meta: dict[str, Any], exchange: Exchange) -> tuple[int, bytes
         request.add_header("If-None-Match", str(meta["etag"]))
     if meta.get("last_modified"):
         request.add_header("If-Modified-Since", str(meta["last_modified"]))
-    opener = urllib.request.build_opener(_HTTP(exchange), _HTTPS(exchange), _Redirects())
+    opener = urllib.request.build_opener(*_handlers(exchange), _Redirects())
     try:
         with opener.open(request, timeout=exchange.remaining()) as response:
             chunks: list[bytes] = []

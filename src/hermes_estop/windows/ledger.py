@@ -14,7 +14,7 @@ here imports a backend.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -76,16 +76,10 @@ class LedgerEntry:
                        updated_at=now, detail=detail)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "window": self.window,
-            "occurrence": self.occurrence,
-            "scope": self.scope,
-            "end": format_instant(self.end),
-            "state": self.state,
-            "generation": self.generation,
-            "updated_at": format_instant(self.updated_at),
-            "detail": self.detail,
-        }
+        data = asdict(self)
+        del data["key"]
+        data["end"], data["updated_at"] = format_instant(self.end), format_instant(self.updated_at)
+        return data
 
     @classmethod
     def from_json(cls, key: str, data: Any) -> LedgerEntry:
@@ -103,19 +97,9 @@ class LedgerEntry:
         end = parse_stamp(data.get("end"))
         if end is None:
             raise ValueError(f"entry {key!r}: field 'end' missing or not an ISO-8601 time")
-        generation = data.get("generation")
-        detail = data.get("detail")
-        return cls(
-            key=key,
-            window=text["window"],
-            occurrence=text["occurrence"],
-            scope=text["scope"],
-            end=end,
-            state=text["state"],
-            generation=generation if isinstance(generation, str) and generation else None,
-            updated_at=parse_stamp(data.get("updated_at")),
-            detail=detail if isinstance(detail, str) else None,
-        )
+        generation, detail = data.get("generation"), data.get("detail")
+        return cls(key=key, **text, end=end, generation=generation if isinstance(generation, str) and generation else None,
+                   updated_at=parse_stamp(data.get("updated_at")), detail=detail if isinstance(detail, str) else None)
 
 
 class OccurrenceLedger:
