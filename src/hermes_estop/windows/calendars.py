@@ -144,9 +144,7 @@ class CalendarSource(BaseModel):
 
     @classmethod
     def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> CalendarSource:
-        label = repr(data["name"]) if isinstance(data, dict) and isinstance(data.get("name"), str) else (
-            f"calendar #{index + 1}" if index is not None else None)
-        source: CalendarSource = validate_table(cls, data, path=path, label=label)
+        source: CalendarSource = validate_table(cls, data, path=path, index=index, kind="calendar ")
         return source
 
 

@@ -53,7 +53,6 @@ from hermes_estop.model.selector import Selector
 from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.windows.field_types import (
     MAX_DRAIN,
-    NAME_RE,
     Cron,
     Drain,
     Duration,
@@ -283,12 +282,7 @@ class Window(BaseModel):
     def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> Window:
         """A window from a mapping (a `windows.toml` table, CLI input); `InvalidWindow` naming
         the file, the window (its name, else its position) and the first bad field."""
-        label = None
-        if isinstance(data, dict) and isinstance(data.get("name"), str) and NAME_RE.fullmatch(data["name"]):
-            label = repr(data["name"])
-        elif index is not None:
-            label = f"#{index + 1}"
-        window: Window = validate_table(cls, data, path=path, label=label)
+        window: Window = validate_table(cls, data, path=path, index=index)
         return window
 
 
