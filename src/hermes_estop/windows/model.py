@@ -1,26 +1,11 @@
-"""The window model (docs/design.md §6) and `windows.toml`, the file windows live in (in the fleet root).
+"""The window model (docs/design.md §6): one `[[windows]]` table of `windows.toml` (docs/windows.md).
 
-A window is either recurring (`cron`: a 5-field crontab expression, read in `timezone`) or a
-one-shot (`at`: one instant). Every occurrence lasts `duration` of absolute time and arms a hold
-at `scope` ("fleet" or a profile name) admitting `allow`. With `drain` (e.g. "15m") the hold is
-armed that long BEFORE each start, so the maintenance begins on a quiet fleet; a drain lead is
-at most `MAX_DRAIN` (a day: a longer one is a typo, not a plan).
+A window is either recurring (`cron`, read in `timezone`) or a one-shot (`at`). Every occurrence
+lasts `duration` of absolute time and arms a hold at `scope` admitting `allow`; with `drain` the
+hold is armed that long BEFORE each start, so the maintenance begins on a quiet fleet.
 
-`WindowsFile` (reading and writing the file) lives in `windows_file`, which imports this module
-(never the other way round: no import cycle). How each field's value is read lives in
-`field_types`, how a refusal is worded in `invalid`; this module says which field is which. The file is an array of tables:
-
-    [[windows]]
-    name = "nightly-db"
-    cron = "30 2 * * *"
-    timezone = "Europe/Berlin"
-    duration = "1h"
-    drain = "15m"
-    reason = "nightly database maintenance"
-    allow = { user_ids = ["424242"] }
-
-Loading a bad file raises `InvalidWindow` naming the file, the window and the field, in one line,
-so `hermes windows validate` (and every command that loads the file) exits 2 with it.
+How each field's value is read lives in `field_types` (the fields' types), how a refusal is
+worded in `invalid` (one line naming the file, the window and the field: exit 2).
 """
 
 from __future__ import annotations
