@@ -240,16 +240,9 @@ class Bound:
     files: tuple[Path, ...] = ()
 
 
+#: the feeds read in this process, by content and settings (the last 64)
 _FEEDS: OrderedDict[tuple[str, str], Feed] = OrderedDict()
-_BOUND: OrderedDict[tuple[int, str], tuple[object, Window]] = OrderedDict()
 _MAX_CACHED = 64
-
-
-def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-    cache.pop(key, None)
-    cache[key] = value
-    if len(cache) > _MAX_CACHED:
-        cache.popitem(last=False)
 
 
 def _settings(label: str, salt: str, tz: str | None) -> str:
@@ -281,7 +274,10 @@ def _feed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | 
             found = parse()
             if compiled_at is not None:
                 compile_feed(compiled_at[0], feed_key(*key), found, now, private=compiled_at[1])
-        _remember(_FEEDS, key, found)
+        _FEEDS.pop(key, None)
+        _FEEDS[key] = found
+        if len(_FEEDS) > _MAX_CACHED:
+            _FEEDS.popitem(last=False)
     return found
 
 
@@ -317,27 +313,16 @@ def load_feed(root: Path, location: str, label: str, *, tz: str | None = None,
 
 
 def _calendar_window(source: CalendarSource, feed: Feed) -> Window:
-    key = (id(source), feed.digest)
-    cached = _BOUND.get(key)
-    if cached is not None and cached[0] is source:
-        return cached[1]
-    found = CalendarWindow.model_construct(
+    return CalendarWindow.model_construct(
         name=source.name, cron=None, timezone=feed.tz.key, at=None, duration=feed.longest, drain=source.drain,
         reason=None, allow=source.allow, scope=source.scope, only=list(source.only), jobs=list(source.jobs),
         enabled=source.enabled, not_before=None,
         not_after=None, exclude=[], exclude_cron=None, exclude_calendar=None, source=source, calendar_feed=feed)
-    _remember(_BOUND, key, (source, found))
-    return found
 
 
 def _excluding(window: Window, feed: Feed) -> Window:
-    key = (id(window), feed.digest)
-    cached = _BOUND.get(key)
-    if cached is not None and cached[0] is window:
-        return cached[1]
     found = window.model_copy()
     found._holidays = feed  # noqa: SLF001 - the calendar module fills the window it built
-    _remember(_BOUND, key, (window, found))
     return found
 
 
