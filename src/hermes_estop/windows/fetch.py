@@ -190,10 +190,7 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
         if status != 304:
             if status != 200:
                 raise CalendarError(f"HTTP {status}")
-            if not _is_copy(copy, body):
-                parse_feed(body, label)
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(copy, body)
+            _keep_copy(copy, body, label)
             meta.update(etag=headers.get("etag"), last_modified=headers.get("last-modified"), fetched_at=stamp)
         problem = None
     except _Late:
@@ -214,27 +211,24 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
     return problem
 
 
-def _is_copy(copy: Path, raw: bytes) -> bool:
-    """Whether `raw` is the last good copy already (it parsed when it was written: a feed that
-    did not change is not parsed and expanded again on every refresh)."""
-    try:
-        return copy.exists() and read_regular(copy, MAX_CALENDAR_BYTES) == raw
-    except (OSError, EstopError):
-        return False
+def _keep_copy(copy: Path, raw: bytes, label: str) -> None:
+    """Write `raw` as the last good copy once it parses; a copy that is `raw` already is left (it
+    parsed when it was written: a feed that did not change is not parsed and expanded again on
+    every refresh)."""
+    with contextlib.suppress(OSError, EstopError):
+        if copy.exists() and read_regular(copy, MAX_CALENDAR_BYTES) == raw:
+            return
+    parse_feed(raw, label)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(copy, raw)
 
 
 def keep_local(root: Path, location: str, label: str) -> str | None:
     """Keep the last good copy of a local .ics file; the problem, or None."""
-    copy, _ = cache_paths(root, location)
     try:
-        raw = read_regular(local_path(root, location), MAX_CALENDAR_BYTES)
-        if _is_copy(copy, raw):
-            return None
-        parse_feed(raw, label)
+        _keep_copy(cache_paths(root, location)[0], read_regular(local_path(root, location), MAX_CALENDAR_BYTES), label)
     except (OSError, EstopError) as exc:
         return one_line(exc)
-    copy.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(copy, raw)
     return None
 
 
