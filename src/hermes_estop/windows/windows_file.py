@@ -52,8 +52,8 @@ Identity = tuple[int, ...]
 class Parsed:
     """A file that parses as TOML, window by window: the `windows` that validate, and one
     `InvalidWindow` per table that does not (a table whose name repeats one before it too).
-    Calendars (`[[calendars]]`, `exclude_calendar`) are bound: `stale` names those running on
-    their last good copy, and why; `digests` says which feed contents were read."""
+    Calendars (`[[calendars]]`, `exclude_calendar`) bound (`parse_each`): `stale` names those
+    running on their last good copy, and why; `digests` says which feed contents were read."""
 
     windows: list[Window]
     failures: list[InvalidWindow]
@@ -189,7 +189,6 @@ class WindowsFile:
                                 path=self.path)
         failures: list[InvalidWindow] = []
         windows = self._each(data, "windows", Window.parse, failures)
-        sources = self._each(data, "calendars", CalendarSource.parse, failures)
         seen: set[str] = set()
         unique = []
         for window in windows:
@@ -198,7 +197,7 @@ class WindowsFile:
             else:
                 seen.add(window.name)
                 unique.append(window)
-        return Parsed(unique, failures, sources)
+        return Parsed(unique, failures, self._each(data, "calendars", CalendarSource.parse, failures))
 
     def _each(self, data: dict[str, Any], key: str, parse: Callable[..., Any], failures: list[InvalidWindow]) -> list[Any]:
         """Each table of the array `key` (`[[windows]]`, `[[calendars]]`) that validates; the
