@@ -196,15 +196,9 @@ class Window(BaseModel):
         """The reason written into the hold: the window's own, or one naming the window."""
         return self.reason or f"maintenance window {self.name}"
 
-    @property
-    def drain_reason(self) -> str:
-        """The reason of the hold during the drain lead: "draining for <window>", then
-        ": <the window's reason>" when it has one, cut to `MAX_REASON`."""
-        return self.reason_for(None, draining=True)
-
     def reason_for(self, own: str | None, *, draining: bool = False) -> str:
         """The reason of one occurrence's hold: `own` (a calendar event's SUMMARY) or the
-        window's; during the drain lead "draining for <window>[: <reason>]"."""
+        window's; during the drain lead "draining for <window>[: <reason>]", cut to `MAX_REASON`."""
         reason = own or self.reason
         if not draining:
             return reason or self.hold_reason
