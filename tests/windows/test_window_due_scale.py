@@ -244,7 +244,6 @@ def test_a_held_scope_walks_its_chain_from_the_schedule_without_asking_any_windo
     harness.clock.set(start)
     harness.start()
     assert harness.reading().hold.expires_at == start + timedelta(minutes=201)
-    harness.service.warm_schedule(wait=True)
     questions[0] = 0
     harness.clock.advance(seconds=20)
     harness.service.reconcile()  # nothing armed or ended since
@@ -279,7 +278,7 @@ def test_the_deadline_of_a_held_scope_is_the_exact_chain_over_a_walk_in_time(har
 
 def test_the_first_pass_on_an_unchanged_file_takes_the_schedule_an_operator_kept(harness, questions):
     """`hermes serve` starting on a file whose schedule a command already kept: its first pass
-    reads the occurrences off that schedule (`ScheduleKeeper.read_kept`) and asks no window,
+    reads the occurrences off that schedule (`schedule.Schedules.rows`) and asks no window,
     and arms what the exact functions arm."""
     start = MONTH + timedelta(hours=1)
     harness.write(*[{"name": f"r{k:03d}", "cron": f"{k % 60} {1 + k // 60} * * *", "duration": "2m"}

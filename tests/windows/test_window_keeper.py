@@ -1,4 +1,4 @@
-"""`timeline.ScheduleKeeper` builds each schedule without holding the one it replaces: a build
+"""`schedule.Schedules` builds each schedule without holding the one it replaces: a build
 that also held the previous schedule (beside the kept copy it reads and the one it makes) had
 the daemon's resident set grow by the peak at every refresh (bench/serve_scale.py --as-serve)."""
 
@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.windows import timeline
+from hermes_estop.windows import schedule
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.schedule import REFRESH
-from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleTimeline
+from hermes_estop.windows.schedule import REFRESH, Schedules, ScheduleTimeline
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
 RAW = b'[[windows]]\nname = "w"\ncron = "0 2 * * *"\nduration = "1h"\n'
@@ -23,30 +22,28 @@ EDITED = RAW.replace(b"1h", b"2h")
 
 
 @pytest.mark.parametrize("then", [RAW, EDITED], ids=["refresh of the same bytes", "an edit"])
-def test_a_keeper_never_holds_the_schedule_it_replaces_while_it_builds_the_next(
+def test_the_holder_never_holds_the_schedule_it_replaces_while_it_builds_the_next(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: bytes) -> None:
     tmp_path.chmod(0o755)
-    keeper = ScheduleKeeper(tmp_path / "windows.toml")
-    keeper.want(RAW, [Window.parse({"name": "w", "cron": "0 2 * * *", "duration": "1h"})], BUILT)
-    keeper.join()
-    first = keeper.timeline(RAW)
+    keeper = Schedules(tmp_path / "windows.toml")
+    keeper.keep(RAW, [Window.parse({"name": "w", "cron": "0 2 * * *", "duration": "1h"})], BUILT)
+    first = keeper.held(RAW)
     assert isinstance(first, ScheduleTimeline)
     previous = weakref.ref(first)
     del first
     held_while_building: list[bool] = []
-    real_load = timeline.load
+    real_load = schedule.load
 
     def load(*args, **kwargs):  # type: ignore[no-untyped-def]
         gc.collect()
         held_while_building.append(previous() is not None)
         return real_load(*args, **kwargs)
 
-    monkeypatch.setattr(timeline, "load", load)
+    monkeypatch.setattr(schedule, "load", load)
     windows = [Window.parse({"name": "w", "cron": "0 2 * * *", "duration": "2h" if then == EDITED else "1h"})]
-    keeper.want(then, windows, BUILT + REFRESH + timedelta(minutes=10))
-    keeper.join()
+    keeper.keep(then, windows, BUILT + REFRESH + timedelta(minutes=10))
     assert held_while_building == [False]
-    ready = keeper.timeline(then)
+    ready = keeper.held(then)
     assert isinstance(ready, ScheduleTimeline) and ready.schedule.digest == hashlib.sha256(then).hexdigest()
 
 
@@ -58,16 +55,14 @@ def test_a_refresh_of_a_schedules_rows_compiles_the_bytes_without_building_the_r
     path = tmp_path / "windows.toml"
     raw = b"".join(b'[[windows]]\nname = "w%d"\ncron = "%d 2 * * *"\nduration = "1h"\n' % (i, i) for i in range(20))
     path.write_bytes(raw)
-    keeper = ScheduleKeeper(path)
-    keeper.compile(raw, BUILT)
-    rows = keeper.windows(raw)
+    keeper = Schedules(path)
+    rows = keeper.rows(raw, BUILT)
     assert rows is not None and len(rows) == 20
-    first = keeper.timeline(raw)
+    first = keeper.held(raw)
     assert isinstance(first, ScheduleTimeline) and rows.timeline is first
     old = first.schedule
-    keeper.want(raw, rows, BUILT + REFRESH + timedelta(minutes=10))
-    keeper.join()
+    keeper.keep(raw, rows, BUILT + REFRESH + timedelta(minutes=10))
     assert first._built == {}  # where a row's `Window` would stay built
-    ready = keeper.timeline(raw)
+    ready = keeper.held(raw)
     assert isinstance(ready, ScheduleTimeline) and ready.schedule is not old
     assert ready.schedule.names == old.names and ready.schedule.lo > old.lo

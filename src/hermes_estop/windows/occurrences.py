@@ -247,7 +247,7 @@ class Timeline(Protocol):
     """Where the scheduler's decisions look a window's occurrences up (`reconcile.plan_scope`,
     `reconcile.chain_end`, `OccurrenceIndex.advance`): the exact functions of this module
     (`EXACT`, the definition) or a compiled schedule answering the same by bisection
-    (`timeline.ScheduleTimeline`). Every implementation gives the exact functions' answers."""
+    (`schedule.ScheduleTimeline`). Every implementation gives the exact functions' answers."""
 
     def around(self, window: Window, now: datetime) -> Around:
         """The occurrences of `window` covering `now` (`covering`) and its first occurrence
@@ -281,7 +281,7 @@ def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[
 
 class Rows(Timeline, Protocol):
     """The rows of one compiled schedule as `Windows` reads them, and the `Timeline` read off
-    it (`timeline.ScheduleTimeline`): a row's columns, its `Window` validated from its table,
+    it (`schedule.ScheduleTimeline`): a row's columns, its `Window` validated from its table,
     its occurrences around an instant."""
 
     def __len__(self) -> int: ...

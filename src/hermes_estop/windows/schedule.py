@@ -49,12 +49,15 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import heapq
 import hmac
 import itertools
 import json
 import logging
 import re
 import sys
+import threading
+from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -69,16 +72,17 @@ from tomli import TOMLDecodeError, loads as toml_loads
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import StoreError
+from hermes_estop.model.selector import Selector
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind
 from hermes_estop.windows.model import InvalidWindow, Window, validate_scope
-from hermes_estop.windows.occurrences import Occurrence, occurrences
+from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Windows, merge_armed, occurrences
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Entry", "Item", "Row", "Schedule", "Tables", "build", "instant_of",
-           "kept_schedule", "load", "micros", "schedule_of"]
+__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Entry", "Item", "Row", "Schedule", "ScheduleTimeline", "Schedules",
+           "Tables", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
@@ -794,3 +798,272 @@ def _kept(path: Path) -> Schedule | None:
     except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
         log.warning("windows schedule %s ignored and built again: %s", printable(path), printable(str(exc)))
         return None
+
+
+#: the rows' `Window`s a timeline keeps built at most (the oldest built dropped first)
+WINDOWS_KEPT = 1024
+
+
+class ScheduleTimeline:
+    """The scheduler's `occurrences.Timeline` read off `schedule` (the schedule of the very bytes
+    the asked windows were validated from: `Schedules` sees to that) by bisection, `EXACT` where
+    it does not answer (an instant outside its horizon, a window that is not one of its rows):
+    the same answers without the cron arithmetic, so a held chain is walked afresh every pass."""
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        #: window name -> its row (`Schedule.row_of` searches the names)
+        self._rows = {name: row for row, name in enumerate(schedule.names)}
+        #: every occurrence of the schedule (its index in `starts`) in arm order, and its arm
+        #: instant in epoch microseconds (`armed_after`): two flat arrays, 16 bytes an occurrence
+        offsets, leads = schedule.offsets, schedule.leads
+        arm = array("q", (start - leads[row] for row in range(len(schedule.names))
+                          for start in schedule.starts[offsets[row]:offsets[row + 1]]))
+        self._armed = array("q", sorted(range(len(arm)), key=arm.__getitem__))
+        self._arms = array("q", (arm[i] for i in self._armed))
+        #: arms before this instant are all in `_arms`: their starts lie before the horizon's end
+        self._whole_until = schedule.hi - max(schedule.leads, default=0)
+        #: every row, as windows (`windows`), one list for the life of the timeline
+        self._windows: Windows | None = None
+        #: the rows' `Window`s built so far (`window`), and the lock of that cache (the window
+        #: tasks' thread shares the scheduler's schedule: `TaskService.schedules`)
+        self._built: dict[int, Window] = {}
+        self._building = threading.Lock()
+
+    def windows(self) -> Windows:
+        """Every window of the schedule, in file order, as its rows."""
+        if self._windows is None:
+            self._windows = Windows(timeline=self)
+        return self._windows
+
+    # -- the rows as `occurrences.Rows` (what `Windows` reads of them) ---------------------------
+
+    def __len__(self) -> int:
+        return len(self.schedule)
+
+    def name(self, row: int) -> str:
+        return self.schedule.names[row]
+
+    def enabled(self, row: int) -> bool:
+        return self.schedule.enabled[row]
+
+    def scope(self, row: int) -> str:
+        return self.schedule.scopes[row]
+
+    def table(self, row: int) -> bytes:
+        return self.schedule.tables[row]
+
+    def window(self, row: int) -> Window:
+        """The `Window` of `row` (`Schedule.window`), kept built: a running daemon asks for the
+        same rows pass after pass (at most `WINDOWS_KEPT`, the oldest built dropped first)."""
+        window = self._built.get(row)
+        if window is None:
+            window = self.schedule.window(row)
+            with self._building:
+                if len(self._built) >= WINDOWS_KEPT:
+                    del self._built[next(iter(self._built))]
+                window = self._built.setdefault(row, window)
+        return window
+
+    def selector(self, row: int) -> Selector | None:
+        """The row's selector from its table (`only`, `jobs`: `Window.to_json` leaves them out
+        when empty), without a `Window` built."""
+        table = self.schedule.tables[row]
+        if b'"only":' not in table and b'"jobs":' not in table:
+            return None
+        shown = self.schedule.tables.shown(row)
+        return Selector.of(shown.get("only", ()), shown.get("jobs", ()))
+
+    def _row(self, window: Window) -> int | None:
+        """`window`'s row; None for a window that is not in the schedule."""
+        return self._rows.get(window.name)
+
+    def around(self, window: Window, now: datetime) -> Around:
+        row = self._row(window)
+        found = self._covering(row, now) if row is not None else None
+        if found is None:
+            return EXACT.around(window, now)
+        return found, self.first_armed(window, now)
+
+    def around_row(self, row: int, now: datetime) -> Around:
+        """`around` of the window of `row`, its `Window` built only when the schedule does not
+        answer (an instant near or past the horizon's end)."""
+        found = self._covering(row, now)
+        if found is None:
+            return EXACT.around(self.window(row), now)
+        upcoming = self.schedule.next_start(row, now + timedelta(microseconds=self.schedule.leads[row]))
+        if isinstance(upcoming, bool):
+            return found, EXACT.first_armed(self.window(row), now)
+        return found, upcoming
+
+    def _covering(self, row: int, now: datetime) -> tuple[Occurrence, ...] | None:
+        """The occurrences of `row` covering `now` (not ended at `now`, armed by it); None
+        unless the row holds every one of them (`now`, and `now` plus the lead, in the horizon)."""
+        schedule = self.schedule
+        at = micros(now)
+        armed_by = at + schedule.leads[row]
+        if not (schedule.answers(now) and armed_by < schedule.hi):
+            return None
+        lo, hi = schedule.offsets[row], schedule.offsets[row + 1]
+        first = bisect_right(schedule.ends, at, lo, hi)
+        return tuple(schedule.occurrence(row, i) for i in range(first, bisect_right(schedule.starts, armed_by, lo, hi)))
+
+    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
+        """Read off the occurrences in arm order (a chain of 256 among 10,000 windows costs its
+        256 occurrences, not a question to each window); past the part of the horizon where
+        that list is whole, the walk goes on from there as `merge_armed`. The windows that are
+        not rows of the schedule (a calendar's): theirs as `merge_armed` (by `first_armed` and
+        `after`), merged in, at one instant in the order of `windows`."""
+        if not self.schedule.answers(now):
+            return merge_armed(windows, now, self.first_armed, self.after)
+        lane = self._lane(windows)
+        if lane is not None:
+            return self._walk(windows, lane, now)
+        rows = self._rows
+        places = {window.name: order for order, window in enumerate(windows)}
+        mine = [w for w in windows if w.name in rows]
+        others = [w for w in windows if w.name not in rows]
+        if not mine:
+            return merge_armed(windows, now, self.first_armed, self.after)
+        walk = self._walk(mine, {rows[w.name]: order for order, w in enumerate(mine)}, now)
+        return heapq.merge(walk, merge_armed(others, now, self.first_armed, self.after),
+                           key=lambda o: (o.arm_at, places[o.window]))
+
+    def _lane(self, windows: Sequence[Window]) -> dict[int, int] | None:
+        """Each row of `windows` -> its place among them; None when one is not a row."""
+        given = Windows.of(windows)
+        known = given.lane_of(self)
+        if known is not None:
+            return known
+        lane: dict[int, int] = {}
+        rows = self._rows
+        for order, name in enumerate(given.names()):  # `_row`, inlined: a lane may have 10,000 windows
+            row = rows.get(name)
+            if row is None:
+                return None
+            lane[row] = order
+        return lane
+
+    def _walk(self, windows: Sequence[Window], lane: dict[int, int], now: datetime) -> Iterator[Occurrence]:
+        schedule, arms, armed, offsets = self.schedule, self._arms, self._armed, self.schedule.offsets
+        index = bisect_right(arms, micros(now))
+        ties: list[tuple[int, int, int]] = []  # (order, row, index) of the occurrences armed at one instant
+        while index < len(arms) and arms[index] < self._whole_until:
+            at = armed[index]
+            row = bisect_right(offsets, at) - 1
+            order = lane.get(row)
+            if order is not None:
+                ties.append((order, row, at))
+            index += 1
+            if ties and (index == len(arms) or arms[index] != arms[index - 1]):
+                ties.sort()  # at one instant, in the order of `windows` (as `merge_armed`)
+                yield from (schedule.occurrence(row, at) for _, row, at in ties)
+                ties = []
+        # every arm instant is a whole microsecond: "after the microsecond before `_whole_until`"
+        yield from merge_armed(windows, max(now, instant_of(self._whole_until - 1)),
+                               self.first_armed, self.after)
+
+    def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
+        row = self._row(window)
+        if row is None:
+            return EXACT.first_armed(window, now)
+        found = self.schedule.next_start(row, now + timedelta(microseconds=self.schedule.leads[row]))
+        return EXACT.first_armed(window, now) if isinstance(found, bool) else found
+
+    def after(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
+        row = self._row(window)
+        if row is None:
+            return EXACT.after(window, occurrence)
+        found = self.schedule.next_start(row, occurrence.start)
+        return EXACT.after(window, occurrence) if isinstance(found, bool) else found
+
+
+class Schedules:
+    """The compiled schedules one `hermes serve` holds: the one holder of them, shared by the
+    scheduler's passes and its window tasks (`TaskService`), keyed by the file bytes they are of
+    (the digest of the schedule), the newest `KEPT` at most. Nothing builds in the background:
+    a pass asks `rows` (the kept schedule of its bytes, else compiled table by table) and, once
+    it acted, `keep` (the file's schedule written for the operators' commands), so every
+    command after a pass reads it warm. A schedule carrying tables bound to a calendar is
+    written for the commands but never held (its rows are not all the windows: the pass
+    validates such a file)."""
+
+    #: schedules held at most (the file's and the one before an edit: the guard's put-back rows)
+    KEPT = 2
+
+    def __init__(self, windows_path: Path) -> None:
+        self.windows_path = windows_path
+        self._held: dict[bytes, ScheduleTimeline] = {}
+        #: the last bytes that do not compile table by table (the pass validates them)
+        self._refused: bytes | None = None
+        #: the digest of the last bytes `keep` could not build a schedule of (not tried again)
+        self._failed: str | None = None
+
+    def held(self, raw: bytes | None) -> ScheduleTimeline | None:
+        """The timeline of the schedule held for exactly the bytes `raw`; None when none is."""
+        return self._held.get(raw) if raw is not None else None
+
+    def rows(self, raw: bytes, now: datetime) -> Windows | None:
+        """The windows of `raw` as the rows of its schedule: held, read from beside the file,
+        or compiled table by table (`load`: an unchanged table's row taken from the schedule kept
+        before the edit); never by validating the file whole: a file that is not that simple
+        (a table that fails, a name repeated, calendars) is left to the pass, which validates it
+        and says what is wrong. None then."""
+        found = self._held.get(raw)
+        if found is not None:
+            return found.windows()
+        if raw == self._refused:
+            return None
+        try:
+            built = load(self.windows_path, raw, _validated_whole, now)
+        except _NotCompiled:
+            built = None
+        except Exception as exc:  # noqa: BLE001 -- the pass validates the file instead
+            log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
+            built = None
+        if built is None or built.bound:
+            self._refused = raw
+            return None
+        return self._hold(raw, built).windows()
+
+    def keep(self, raw: bytes, windows: Sequence[Window], now: datetime) -> None:
+        """Leave the schedule of `raw` (a file that validates whole, as `windows`) written and
+        held, built again once it is `REFRESH` old, in the pass: the next command reads it warm.
+        The schedule it replaces is let go before the build (never three held at once: a peak
+        the allocator keeps). A failure is logged, never raised (the pass acted already)."""
+        held = self._held.get(raw)
+        if held is not None and micros(now) < held.schedule.lo + REFRESH // _US:
+            return
+        digest = hashlib.sha256(raw).hexdigest()
+        if held is None and digest == self._failed:
+            return
+        listed = Windows.of(windows)
+        rows = listed.timeline is not None
+        self._held.pop(raw, None)
+        if not rows:
+            self._held.clear()
+        del held
+        try:
+            built = load(self.windows_path, raw, lambda: listed, now, REFRESH, validated=not rows)
+        except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
+            log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
+            built = None
+        if built is not None and not built.bound and built.digest == digest:
+            self._hold(raw, built)
+        else:
+            self._failed = digest
+
+    def _hold(self, raw: bytes, schedule: Schedule) -> ScheduleTimeline:
+        found = self._held[raw] = ScheduleTimeline(schedule)
+        while len(self._held) > self.KEPT:
+            del self._held[next(iter(self._held))]
+        return found
+
+
+class _NotCompiled(Exception):
+    """The file is not compiled table by table: the pass validates it whole."""
+
+
+def _validated_whole() -> Sequence[Window]:
+    """`Schedules.rows`' `validate`: never the whole file (the pass does that)."""
+    raise _NotCompiled
