@@ -14,7 +14,7 @@ import pytest
 
 from hermes_estop.windows import schedule
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.schedule import REFRESH, Schedules, ScheduleTimeline
+from hermes_estop.windows.schedule import HORIZON, REFRESH, Schedules, ScheduleTimeline, micros
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
 RAW = b'[[windows]]\nname = "w"\ncron = "0 2 * * *"\nduration = "1h"\n'
@@ -66,3 +66,29 @@ def test_a_refresh_of_a_schedules_rows_compiles_the_bytes_without_building_the_r
     ready = keeper.held(raw)
     assert isinstance(ready, ScheduleTimeline) and ready.schedule is not old
     assert ready.schedule.names == old.names and ready.schedule.lo > old.lo
+
+
+@pytest.mark.parametrize(("later", "wake_in", "refreshed"), [
+    (REFRESH + timedelta(minutes=10), None, True),
+    (REFRESH + timedelta(minutes=10), timedelta(minutes=5), True),
+    (REFRESH + timedelta(minutes=10), timedelta(seconds=20), False),
+    (HORIZON / 2 + timedelta(minutes=1), timedelta(seconds=20), True),
+    (REFRESH - timedelta(minutes=1), None, False),
+], ids=["no wake-up", "a wake-up minutes off", "a wake-up seconds off", "half the horizon gone", "not due"])
+def test_a_refresh_in_the_pass_waits_for_a_quiet_moment_but_not_past_half_the_horizon(
+        tmp_path: Path, later: timedelta, wake_in: timedelta | None, refreshed: bool) -> None:
+    """The pass builds the refresh itself (no thread): a window arming meanwhile waits for the
+    build, so a refresh waits for a pass with no wake-up due within a minute, however busy the
+    fleet, at most until half the horizon is gone (the schedule still answers)."""
+    tmp_path.chmod(0o755)
+    keeper = Schedules(tmp_path / "windows.toml")
+    windows = [Window.parse({"name": "w", "cron": "0 2 * * *", "duration": "1h"})]
+    keeper.keep(RAW, windows, BUILT)
+    first = keeper.held(RAW)
+    assert first is not None
+    now = BUILT + later
+    keeper.keep(RAW, windows, now, None if wake_in is None else now + wake_in)
+    ready = keeper.held(RAW)
+    assert ready is not None and (ready is not first) == refreshed
+    if refreshed:
+        assert ready.schedule.lo == micros(now)

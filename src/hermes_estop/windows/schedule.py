@@ -990,6 +990,8 @@ class Schedules:
 
     #: schedules held at most (the file's and the one before an edit: the guard's put-back rows)
     KEPT = 2
+    #: how far off the next wake-up must be for a pass to refresh a schedule (`keep`)
+    QUIET = timedelta(minutes=1)
 
     def __init__(self, windows_path: Path) -> None:
         self.windows_path = windows_path
@@ -1026,14 +1028,19 @@ class Schedules:
             return None
         return self._hold(raw, built).windows()
 
-    def keep(self, raw: bytes, windows: Sequence[Window], now: datetime) -> None:
+    def keep(self, raw: bytes, windows: Sequence[Window], now: datetime, next_wake: datetime | None = None) -> None:
         """Leave the schedule of `raw` (a file that validates whole, as `windows`) written and
         held, built again once it is `REFRESH` old, in the pass: the next command reads it warm.
-        The schedule it replaces is let go before the build (never three held at once: a peak
-        the allocator keeps). A failure is logged, never raised (the pass acted already)."""
+        A refresh waits for a pass with no wake-up due within `QUIET` of it (`next_wake`: a
+        window arming meanwhile would wait for the build), at most until half the horizon is
+        gone. The schedule it replaces is let go before the build (never three held at once: a
+        peak the allocator keeps). A failure is logged, never raised (the pass acted already)."""
         held = self._held.get(raw)
-        if held is not None and micros(now) < held.schedule.lo + REFRESH // _US:
-            return
+        if held is not None:
+            age = micros(now) - held.schedule.lo
+            if age < REFRESH // _US or (next_wake is not None and next_wake - now < self.QUIET
+                                        and age < HORIZON // _US // 2):
+                return
         digest = hashlib.sha256(raw).hexdigest()
         if held is None and digest == self._failed:
             return

@@ -322,7 +322,7 @@ class WindowService:
             if not dry_run:
                 self._schedule(report)
                 if whole is not None:  # once acted: the next operator command reads the schedule warm
-                    self.schedules.keep(*whole, report.now)
+                    self.schedules.keep(*whole, report.now, min(report.wakeups.values(), default=None))
             return report, plans
 
     def reconcile(self) -> TickReport:
