@@ -21,8 +21,8 @@ the window scheduler's memory over many reconciliations with 10,000 windows and 
    (allocations since tracing began: a cache entry replaced shows as growth).
 
    The suite runs `PASSES` (400) of the 10,000 passes the target names, and says so in the
-   figure. A quiet pass costs a few milliseconds (only the windows whose answer expired are
-   asked, `OccurrenceIndex.advance`); one where ten holds are armed and ten retired costs about
+   figure. A quiet pass costs a few milliseconds (no window is asked: what covers now and the
+   wake-ups are read off the schedule's arm order); one where ten holds are armed and ten retired costs about
    a hundred (each a fenced, fsync'ed write and an audit line; the audit trail read once for
    recall; the ledger, up to a week of entries, read and rewritten);
    `python bench/serve_scale.py --memory-only --passes 10000` runs them all (minutes). The

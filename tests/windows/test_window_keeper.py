@@ -74,12 +74,15 @@ def test_a_refresh_of_a_schedules_rows_compiles_the_bytes_without_building_the_r
     (REFRESH + timedelta(minutes=10), timedelta(seconds=20), False),
     (HORIZON / 2 + timedelta(minutes=1), timedelta(seconds=20), True),
     (REFRESH - timedelta(minutes=1), None, False),
-], ids=["no wake-up", "a wake-up minutes off", "a wake-up seconds off", "half the horizon gone", "not due"])
+    (-timedelta(hours=1), timedelta(seconds=20), True),
+], ids=["no wake-up", "a wake-up minutes off", "a wake-up seconds off", "half the horizon gone", "not due",
+        "the clock gone back before it"])
 def test_a_refresh_in_the_pass_waits_for_a_quiet_moment_but_not_past_half_the_horizon(
         tmp_path: Path, later: timedelta, wake_in: timedelta | None, refreshed: bool) -> None:
     """The pass builds the refresh itself (no thread): a window arming meanwhile waits for the
     build, so a refresh waits for a pass with no wake-up due within a minute, however busy the
-    fleet, at most until half the horizon is gone (the schedule still answers)."""
+    fleet, at most until half the horizon is gone (the schedule still answers); one that no
+    longer answers now whole (the clock went back before it) is built at once."""
     tmp_path.chmod(0o755)
     keeper = Schedules(tmp_path / "windows.toml")
     windows = [Window.parse({"name": "w", "cron": "0 2 * * *", "duration": "1h"})]

@@ -19,9 +19,10 @@ import pytest
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import EXACT, IndexedTimeline, Occurrence, OccurrenceIndex
+from hermes_estop.windows.occurrences import EXACT, Occurrence, Windows, covering
 from hermes_estop.windows.reconcile import plan_scope
 from hermes_estop.windows.schedule import HORIZON, Schedules, ScheduleTimeline, build, kept_schedule, schedule_of
+from hermes_estop.windows.wakeups import due_wakeups, wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
@@ -154,10 +155,10 @@ NOT_OWN = {
 
 @pytest.mark.parametrize("how", sorted(NOT_OWN))
 def test_a_daemon_on_windows_not_the_files_own_plans_what_the_exact_timeline_plans(harness, how):
-    """A file with a table that does not validate, or a calendar, has no schedule the daemon acts
-    on (the in-memory one of issue 36 is deleted, issue 45): its passes walk the chains off the
-    index's answers (`IndexedTimeline`; a failing table's last version included, a calendar's
-    window from its feed): over two days, its plans are those of a service that never warms."""
+    """A file with a table that does not validate, or a calendar, has no schedule of its bytes
+    the daemon acts on: its passes plan from a schedule compiled in memory of the windows they
+    act on (`Schedules.of_windows`; a failing table's last version included, a calendar's window
+    asked of its feed): over two days, its plans are those of a fresh service at each instant."""
     rng = random.Random(36)
     _profiles(harness)
     (harness.root / "holidays.ics").write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
@@ -181,22 +182,25 @@ def test_a_daemon_on_windows_not_the_files_own_plans_what_the_exact_timeline_pla
 
 
 @pytest.mark.parametrize("seed", [SEED])
-def test_the_index_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed):
-    """`IndexedTimeline.armed_after` (the chain's walk without a schedule: calendars, a table
-    that does not validate) read off the index's heap of answers brought to `now`, through
-    passes moving forward (answers expiring between them), for every lane and the whole file."""
+def test_a_schedule_compiled_in_memory_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed, tmp_path):
+    """`Schedules.of_windows` (the schedule of windows that are not one version of the file's
+    own: calendars, a table that does not validate, the guard's put-back) through passes moving
+    forward (the list put together anew each time, its rows kept), for every lane and the whole
+    file; what covers now and the wake-ups as the exact functions say."""
     rng = random.Random(seed)
     windows = varied(rng)
     enabled = [w for w in windows if w.enabled]
-    index = OccurrenceIndex()
-    timeline = IndexedTimeline(index)
+    schedules = Schedules(tmp_path / "windows.toml")
     lanes = [*_by_scope(windows).values(), enabled]
     for now in sorted(instants(rng, 25)):
-        index.advance(windows, now)
+        listed = Windows(list(windows))
+        timeline = schedules.of_windows(listed, now)
         for lane in lanes:
             walk = timeline.armed_after(lane, now)
             assert _taken(walk, 400) == _taken(EXACT.armed_after(lane, now), 400), now
-        assert index.armed_after(enabled, now, EXACT.after) is not None  # the index's walk, not the exact merge
+        covered = timeline.covering_now(listed, now)
+        assert covered == {w.name: covering(w, now) for w in enabled if covering(w, now)}, now
+        assert due_wakeups(timeline, listed, covered, now) == wakeups_for(windows, now), now
 
 
 def _shape(plan: object) -> str:

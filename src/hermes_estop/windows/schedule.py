@@ -59,7 +59,7 @@ import sys
 import threading
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
@@ -440,7 +440,7 @@ class _Builder:
         self.tables: list[bytes] = []
         self.zones: set[str] = set()
 
-    def add_window(self, window: Window, source: str) -> None:
+    def add_window(self, window: Window, source: str, table: bool = True) -> None:
         """`window`'s row: its occurrences not ended at `lo` starting before `hi`, then its first
         starting at or after `hi`; cut at `MAX_PER_ROW` (the last start kept is then the end of
         the whole schedule's horizon)."""
@@ -464,7 +464,7 @@ class _Builder:
         if window.cron is not None:
             self.zones.add(window.timezone)
         lead = (window.drain or timedelta(0)) // _US
-        self._add(Row.of(window), _compact(window.to_json()), lead, source)
+        self._add(Row.of(window), _compact(window.to_json()) if table else b"", lead, source)
 
     def add_kept(self, previous: Schedule, row: int, source: str) -> None:
         """Row `row` of `previous` as it is (same code, zone data and horizon)."""
@@ -802,6 +802,9 @@ def _kept(path: Path) -> Schedule | None:
 
 #: the rows' `Window`s a timeline keeps built at most (the oldest built dropped first)
 WINDOWS_KEPT = 1024
+#: an occurrence holding longer than this (a day, in microseconds), drain lead included, puts its
+#: row among those `ScheduleTimeline.covering_now` looks up one by one, not off the arm order
+_LONG = 86_400_000_000
 
 
 class ScheduleTimeline:
@@ -810,10 +813,13 @@ class ScheduleTimeline:
     it does not answer (an instant outside its horizon, a window that is not one of its rows):
     the same answers without the cron arithmetic, so a held chain is walked afresh every pass."""
 
-    def __init__(self, schedule: Schedule) -> None:
+    def __init__(self, schedule: Schedule, given: Sequence[Window] | None = None) -> None:
         self.schedule = schedule
         #: window name -> its row (`Schedule.row_of` searches the names)
         self._rows = {name: row for row, name in enumerate(schedule.names)}
+        #: the validated windows the rows were compiled from (`Schedules.of_windows`: a row
+        #: answers for that very object only), or None (rows of a file's bytes, by name)
+        self.given = given
         #: every occurrence of the schedule (its index in `starts`) in arm order, and its arm
         #: instant in epoch microseconds (`armed_after`): two flat arrays, 16 bytes an occurrence
         offsets, leads = schedule.offsets, schedule.leads
@@ -823,6 +829,14 @@ class ScheduleTimeline:
         self._arms = array("q", (arm[i] for i in self._armed))
         #: arms before this instant are all in `_arms`: their starts lie before the horizon's end
         self._whole_until = schedule.hi - max(schedule.leads, default=0)
+        #: the rows whose occurrences may hold longer than `_LONG` (looked up one by one by
+        #: `covering_now`), and the longest any other holds, drain lead included: what covers an
+        #: instant of theirs was armed less than this before it
+        spans = [max(map(int.__sub__, schedule.ends[offsets[row]:offsets[row + 1]],
+                         schedule.starts[offsets[row]:offsets[row + 1]]), default=0) + leads[row]
+                 for row in range(len(schedule.names))]
+        self._long = {row for row, span in enumerate(spans) if span > _LONG}
+        self._span = max((span for span in spans if span <= _LONG), default=0)
         #: every row, as windows (`windows`), one list for the life of the timeline
         self._windows: Windows | None = None
         #: the rows' `Window`s built so far (`window`), and the lock of that cache (the window
@@ -856,6 +870,8 @@ class ScheduleTimeline:
     def window(self, row: int) -> Window:
         """The `Window` of `row` (`Schedule.window`), kept built: a running daemon asks for the
         same rows pass after pass (at most `WINDOWS_KEPT`, the oldest built dropped first)."""
+        if self.given is not None:
+            return self.given[row]
         window = self._built.get(row)
         if window is None:
             window = self.schedule.window(row)
@@ -876,7 +892,13 @@ class ScheduleTimeline:
 
     def _row(self, window: Window) -> int | None:
         """`window`'s row; None for a window that is not in the schedule."""
-        return self._rows.get(window.name)
+        row = self._rows.get(window.name)
+        return None if row is None or (self.given is not None and self.given[row] is not window) else row
+
+    def whole(self, at: int) -> bool:
+        """Whether the schedule holds every occurrence armed by `at` (epoch microseconds) and
+        every row's first arm after it."""
+        return self.schedule.lo <= at < self._whole_until
 
     def around(self, window: Window, now: datetime) -> Around:
         row = self._row(window)
@@ -884,17 +906,6 @@ class ScheduleTimeline:
         if found is None:
             return EXACT.around(window, now)
         return found, self.first_armed(window, now)
-
-    def around_row(self, row: int, now: datetime) -> Around:
-        """`around` of the window of `row`, its `Window` built only when the schedule does not
-        answer (an instant near or past the horizon's end)."""
-        found = self._covering(row, now)
-        if found is None:
-            return EXACT.around(self.window(row), now)
-        upcoming = self.schedule.next_start(row, now + timedelta(microseconds=self.schedule.leads[row]))
-        if isinstance(upcoming, bool):
-            return found, EXACT.first_armed(self.window(row), now)
-        return found, upcoming
 
     def _covering(self, row: int, now: datetime) -> tuple[Occurrence, ...] | None:
         """The occurrences of `row` covering `now` (not ended at `now`, armed by it); None
@@ -931,18 +942,96 @@ class ScheduleTimeline:
 
     def _lane(self, windows: Sequence[Window]) -> dict[int, int] | None:
         """Each row of `windows` -> its place among them; None when one is not a row."""
-        given = Windows.of(windows)
-        known = given.lane_of(self)
+        lane, others = self._parts(Windows.of(windows))
+        return None if others else lane
+
+    def _parts(self, windows: Windows) -> tuple[dict[int, int], list[int]]:
+        """Each row of `windows` -> its place among them, and the places of the windows that
+        are not rows (a calendar's, another version's)."""
+        known = windows.lane_of(self)
         if known is not None:
-            return known
+            return known, []
         lane: dict[int, int] = {}
-        rows = self._rows
-        for order, name in enumerate(given.names()):  # `_row`, inlined: a lane may have 10,000 windows
+        others: list[int] = []
+        rows, given = self._rows, self.given
+        for order, name in enumerate(windows.names()):  # `_row`, inlined: a lane may have 10,000 windows
             row = rows.get(name)
-            if row is None:
-                return None
-            lane[row] = order
-        return lane
+            if row is None or (given is not None and given[row] is not windows[order]):
+                others.append(order)
+            else:
+                lane[row] = order
+        return lane, others
+
+    def covering_now(self, windows: Windows, now: datetime) -> dict[str, list[Occurrence]]:
+        """The occurrences covering `now` of each enabled window of `windows` (only the windows
+        with some), in start order: the rows' read off the arm order (those armed within the
+        longest hold before `now`: what covers now, not a question to each row), the others'
+        asked (`around`: a calendar's, or everything outside the part of the horizon the
+        schedule holds whole). What a pass acts on (issue 24: never a question to every window)."""
+        lane, others = self._parts(windows)
+        at = micros(now)
+        if lane and not self.whole(at):
+            lane, others = {}, list(range(len(windows)))
+        out: dict[str, list[Occurrence]] = {}
+        schedule, armed, offsets, ends, long = self.schedule, self._armed, self.schedule.offsets, self.schedule.ends, self._long
+        for k in range(bisect_right(self._arms, at - self._span), bisect_right(self._arms, at)) if lane else ():
+            index = armed[k]
+            if ends[index] > at:
+                row = bisect_right(offsets, index) - 1
+                if row in lane and row not in long and schedule.enabled[row]:
+                    out.setdefault(schedule.names[row], []).append(schedule.occurrence(row, index))
+        for row in long:
+            if row in lane and schedule.enabled[row]:
+                found = self._covering(row, now)
+                if found:
+                    out[schedule.names[row]] = list(found)
+        for order in others:
+            if windows.enabled(order):
+                found = self.around(windows[order], now)[0]
+                if found:
+                    out[windows.name(order)] = list(found)
+        return out
+
+    def next_arms(self, windows: Windows, now: datetime, skip: Container[str],
+                  count: int) -> list[tuple[str, Occurrence]]:
+        """The first occurrence armed after `now` of each enabled window of `windows` not named
+        in `skip`, soonest first (at one instant, in the order of `windows`): the first `count`
+        and every other armed at the same instant as the last (all when fewer). The rows' read
+        off the arm order, the first of each row met (every row's first arm after an instant the
+        schedule holds whole is in it); the others' asked (`first_armed`)."""
+        lane, others = self._parts(windows)
+        at = micros(now)
+        if lane and not self.whole(at):
+            lane, others = {}, list(range(len(windows)))
+        found: list[tuple[datetime, int, str, Occurrence]] = []
+        for order in others:
+            name = windows.name(order)
+            if windows.enabled(order) and name not in skip:
+                upcoming = self.first_armed(windows[order], now)
+                if upcoming is not None:
+                    found.append((upcoming.arm_at, order, name, upcoming))
+        schedule, arms, armed, offsets = self.schedule, self._arms, self._armed, self.schedule.offsets
+        seen: set[int] = set()
+        taken, last = 0, -1
+        for k in range(bisect_right(arms, at), len(arms)) if lane else ():
+            if taken >= count and arms[k] != last:
+                break
+            index = armed[k]
+            row = bisect_right(offsets, index) - 1
+            if row in seen:
+                continue
+            seen.add(row)
+            place = lane.get(row)
+            name = schedule.names[row]
+            if place is None or not schedule.enabled[row] or name in skip:
+                continue
+            found.append((instant_of(arms[k]), place, name, schedule.occurrence(row, index)))
+            taken, last = taken + 1, arms[k]
+        found.sort(key=lambda item: (item[0], item[1]))
+        if len(found) > count:
+            cut = found[count - 1][0] if count > 0 else None
+            found = [item for n, item in enumerate(found) if n < count or item[0] == cut]
+        return [(name, occurrence) for _, _, name, occurrence in found]
 
     def _walk(self, windows: Sequence[Window], lane: dict[int, int], now: datetime) -> Iterator[Occurrence]:
         schedule, arms, armed, offsets = self.schedule, self._arms, self._armed, self.schedule.offsets
@@ -1000,6 +1089,9 @@ class Schedules:
         self._refused: bytes | None = None
         #: the digest of the last bytes `keep` could not build a schedule of (not tried again)
         self._failed: str | None = None
+        #: the schedule compiled in memory of the last windows a pass acted on that are not one
+        #: version of the file's own (`of_windows`), with their identities and the windows
+        self._memory: tuple[tuple[int, ...], ScheduleTimeline, Sequence[Window]] | None = None
 
     def held(self, raw: bytes | None) -> ScheduleTimeline | None:
         """The timeline of the schedule held for exactly the bytes `raw`; None when none is."""
@@ -1030,13 +1122,14 @@ class Schedules:
 
     def keep(self, raw: bytes, windows: Sequence[Window], now: datetime, next_wake: datetime | None = None) -> None:
         """Leave the schedule of `raw` (a file that validates whole, as `windows`) written and
-        held, built again once it is `REFRESH` old, in the pass: the next command reads it warm.
+        held, built again once it is `REFRESH` old (at once when it no longer answers now whole:
+        the clock went back), in the pass: the next command reads it warm.
         A refresh waits for a pass with no wake-up due within `QUIET` of it (`next_wake`: a
         window arming meanwhile would wait for the build), at most until half the horizon is
         gone. The schedule it replaces is let go before the build (never three held at once: a
         peak the allocator keeps). A failure is logged, never raised (the pass acted already)."""
         held = self._held.get(raw)
-        if held is not None:
+        if held is not None and held.whole(micros(now)):  # else (the clock went back, say) built now
             age = micros(now) - held.schedule.lo
             if age < REFRESH // _US or (next_wake is not None and next_wake - now < self.QUIET
                                         and age < HORIZON // _US // 2):
@@ -1059,6 +1152,50 @@ class Schedules:
             self._hold(raw, built)
         else:
             self._failed = digest
+
+    def of_windows(self, windows: Windows, now: datetime) -> ScheduleTimeline:
+        """The timeline of a schedule compiled in memory of exactly these validated windows
+        (the pass's when they are not one version of the file's own: a table that fails, a
+        policy, calendars, the guard putting back a version it acted on), never written: a
+        pass always plans from a schedule. A window already compiled for the last such list
+        (the very object, or one equal field for field: the file read again) keeps its row (a
+        list put together anew each pass costs no cron arithmetic), while half the horizon is left; a calendar's window is not a row (asked
+        as it is: its feed decides). Compiled again when the list holds other objects, or
+        half the horizon is gone."""
+        listed = windows.validated()
+        key = tuple(map(id, listed))
+        memo = self._memory
+        at = micros(now)
+        usable = memo is not None and memo[1].whole(at) and at < memo[1].schedule.lo + HORIZON // _US // 2
+        if memo is not None and usable and memo[0] == key:
+            return memo[1]
+        previous = memo[1] if memo is not None and usable else None
+        before = previous.given or () if previous is not None else ()
+        rows_of = {id(w): row for row, w in enumerate(before)}
+        named = {w.name: row for row, w in enumerate(before)}
+        self._memory = None
+        builder = _Builder(previous.schedule.lo, previous.schedule.hi) if previous is not None else _Builder(*_horizon(now))
+        given: list[Window] = []
+        names: set[str] = set()
+        for window in listed:
+            if window.feed is not None or window.exclude_calendar is not None or window.name in names:
+                continue  # a calendar's (its feed decides), or a name met already: asked as it is
+            names.add(window.name)
+            row = rows_of.get(id(window))
+            if row is None and window.name in named and before[named[window.name]] == window:
+                row = named[window.name]  # read again, equal field for field: the same occurrences
+            if previous is not None and row is not None:
+                builder.add_kept(previous.schedule, row, "")
+            else:
+                builder.add_window(window, "", table=False)
+            given.append(window)
+        c = builder.columns
+        schedule = Schedule("", "", [], builder.lo, builder.hi, c["names"], c["scopes"], c["enabled"], c["timezones"],
+                            c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"], c["offsets"],
+                            c["starts"], c["ends"], Tables(builder.tables))
+        timeline = ScheduleTimeline(schedule, given)
+        self._memory = (key, timeline, listed)
+        return timeline
 
     def _hold(self, raw: bytes, schedule: Schedule) -> ScheduleTimeline:
         found = self._held[raw] = ScheduleTimeline(schedule)

@@ -37,7 +37,7 @@ from hermes_estop.windows.events import TickEvent, TickReport, note_event, plann
 from hermes_estop.windows.guard import FileGuard
 from hermes_estop.windows.ledger import ARMED, RETENTION, WITHDRAWN, LedgerEntry, OccurrenceLedger, open_ledger
 from hermes_estop.windows.model import InvalidWindow, Window
-from hermes_estop.windows.occurrences import IndexedTimeline, Occurrence, OccurrenceIndex, Windows
+from hermes_estop.windows.occurrences import Occurrence, Windows, covering as covering_of
 from hermes_estop.windows.policy_check import against_policy
 from hermes_estop.windows.problem_log import ProblemLog
 from hermes_estop.windows.reconcile import Arm, Retire, ScopePlan, Skip, idle, plan_scope
@@ -111,11 +111,6 @@ class WindowService:
         self.scheduler = scheduler
         self.poll_interval = float(poll_interval)
         self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)))
-        self.index = OccurrenceIndex()
-        #: the occurrences of the versions an unconfirmed edit moves to another scope
-        self._moving = OccurrenceIndex()
-        #: the exact timeline, first arms read off the index (a pass without the schedule)
-        self._exact = IndexedTimeline(self.index)
         #: the compiled schedules of the file (the one holder: the window tasks share it)
         self.schedules = Schedules(self.windows_file.path)
         self.actions = Actions(fleet)
@@ -294,15 +289,17 @@ class WindowService:
                 return report, plans
             windows, entries, source, moving, whole = inputs
             report.leader = dry_run or self._may_write()
-            # rows of a schedule are asked of their own (`timeline` may be a rebuilt one already)
-            timeline = Windows.of(windows).timeline
-            state = PassState(report, entries, timeline=timeline or self.schedules.held(source) or self._exact)
-            # the enabled windows' occurrences covering now, by window (only those with some):
-            # computed only for the windows whose answer changed since the last pass (issue 24)
-            covering = self.index.advance(windows, report.now, state.timeline)
+            # always planned from a schedule: rows are asked of their own, validated windows of
+            # the file's bytes of its schedule, any other list of one compiled in memory
+            listed = Windows.of(windows)
+            timeline = listed.timeline or self.schedules.held(source) or self.schedules.of_windows(listed, report.now)
+            state = PassState(report, entries, timeline=timeline)
+            # the enabled windows' occurrences covering now, by window (only those with some),
+            # read off the schedule's arm order: no question to every window (issue 24)
+            covering = timeline.covering_now(listed, report.now)
             # an unconfirmed edit moving windows to other scopes: those versions' occurrences
-            # are held there beside the old ones (an index of their own: names repeat)
-            elsewhere = self._moving.advance(moving, report.now) if moving else {}
+            # are held there beside the old ones (names repeat: asked of each, a few windows)
+            elsewhere = {w.name: found for w in moving if w.enabled and (found := covering_of(w, report.now))}
             if report.leader:
                 layout = self._layout(windows)
                 covered = layout.covered(covering)
@@ -318,7 +315,7 @@ class WindowService:
                     self._commit(state)
                     self._regrouped = False
             report.active = sorted(o.key for found in (*covering.values(), *elsewhere.values()) for o in found)
-            report.wakeups = due_wakeups(self.index, report.now)
+            report.wakeups = due_wakeups(timeline, listed, covering, report.now)
             if not dry_run:
                 self._schedule(report)
                 if whole is not None:  # once acted: the next operator command reads the schedule warm
