@@ -296,3 +296,26 @@ def test_the_first_pass_on_an_unchanged_file_takes_the_schedule_an_operator_kept
     harness.start()
     assert questions[0] == 0
     assert harness.reading().hold.expires_at == start + timedelta(minutes=51)
+
+
+def test_a_list_of_a_files_windows_takes_the_rows_of_its_held_schedule(tmp_path, questions):
+    """The guard putting back the version it acted on beside an edit: a list of the file's
+    windows (its rows' `Window`s, one of them edited) compiled in memory takes each unedited
+    window's row from the schedule held for the file (equal tables, equal windows), asking
+    croniter for the edited one only; its answers stay exact."""
+    tmp_path.chmod(0o755)
+    path = tmp_path / "windows.toml"
+    path.write_text("".join(f'[[windows]]\nname = "w{i}"\ncron = "{i} 12 * * *"\nduration = "1h"\n\n' for i in range(30)))
+    schedules = Schedules(path)
+    rows = schedules.rows(path.read_bytes(), MONTH)
+    assert rows is not None
+    windows = [rows[i] for i in range(len(rows))]
+    windows[7] = windows[7].model_copy(update={"duration": timedelta(minutes=20)})
+    now = MONTH + timedelta(hours=12, minutes=10)
+    questions[0] = 0
+    listed = Windows(windows)
+    timeline = schedules.of_windows(listed, now)
+    assert 0 < questions[0] <= 3  # the edited window alone
+    exact = {w.name: covering(w, now) for w in windows if covering(w, now)}
+    assert timeline.covering_now(listed, now) == exact and exact["w7"][0].end == MONTH + timedelta(hours=12, minutes=27)
+    assert wakeups_module.due_wakeups(timeline, listed, exact, now) == wakeups_for(windows, now)

@@ -78,7 +78,7 @@ from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind
 from hermes_estop.windows.model import InvalidWindow, Window, validate_scope
-from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Windows, merge_armed, occurrences
+from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Windows, merge_armed, occurrences, table_of
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Entry", "Item", "Row", "Schedule", "ScheduleTimeline", "Schedules",
@@ -1159,22 +1159,26 @@ class Schedules:
         policy, calendars, the guard putting back a version it acted on), never written: a
         pass always plans from a schedule. A window already compiled for the last such list
         (the very object, or one equal field for field: the file read again) keeps its row (a
-        list put together anew each pass costs no cron arithmetic), while half the horizon is left; a calendar's window is not a row (asked
-        as it is: its feed decides). Compiled again when the list holds other objects, or
-        half the horizon is gone."""
+        list put together anew each pass costs no cron arithmetic); without such a list, a
+        window whose table is a row of a schedule held for the file (the guard putting back
+        the version it acted on beside an edit) takes that row (equal tables, equal windows);
+        while half the horizon is left. A calendar's window is not a row (asked as it is: its
+        feed decides). Compiled again when the list holds other objects, or half the horizon is
+        gone."""
         listed = windows.validated()
         key = tuple(map(id, listed))
         memo = self._memory
         at = micros(now)
-        usable = memo is not None and memo[1].whole(at) and at < memo[1].schedule.lo + HORIZON // _US // 2
+        usable = memo is not None and _answers_for_long(memo[1], at)
         if memo is not None and usable and memo[0] == key:
             return memo[1]
         previous = memo[1] if memo is not None and usable else None
+        base = previous or next((t for t in reversed(self._held.values()) if _answers_for_long(t, at)), None)
         before = previous.given or () if previous is not None else ()
         rows_of = {id(w): row for row, w in enumerate(before)}
         named = {w.name: row for row, w in enumerate(before)}
         self._memory = None
-        builder = _Builder(previous.schedule.lo, previous.schedule.hi) if previous is not None else _Builder(*_horizon(now))
+        builder = _Builder(base.schedule.lo, base.schedule.hi) if base is not None else _Builder(*_horizon(now))
         given: list[Window] = []
         names: set[str] = set()
         for window in listed:
@@ -1184,8 +1188,11 @@ class Schedules:
             row = rows_of.get(id(window))
             if row is None and window.name in named and before[named[window.name]] == window:
                 row = named[window.name]  # read again, equal field for field: the same occurrences
-            if previous is not None and row is not None:
-                builder.add_kept(previous.schedule, row, "")
+            if base is not None and previous is None:
+                row = base.schedule.row_of(window.name)
+                row = row if row is not None and base.schedule.tables[row] == table_of(window) else None
+            if base is not None and row is not None:
+                builder.add_kept(base.schedule, row, "")
             else:
                 builder.add_window(window, "", table=False)
             given.append(window)
@@ -1202,6 +1209,12 @@ class Schedules:
         while len(self._held) > self.KEPT:
             del self._held[next(iter(self._held))]
         return found
+
+
+def _answers_for_long(timeline: ScheduleTimeline, at: int) -> bool:
+    """Whether `timeline` answers `at` whole with more than half its horizon left (what a
+    schedule compiled in memory may take rows from)."""
+    return timeline.whole(at) and at < timeline.schedule.lo + HORIZON // _US // 2
 
 
 class _NotCompiled(Exception):
