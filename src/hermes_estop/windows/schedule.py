@@ -599,54 +599,41 @@ class _Bound:
         return self.windows + self.calendars if len(set(names)) == len(names) else None
 
 
-def _streamed(digest: str, raw: bytes, windows_path: Path, now: datetime) -> Schedule | None:
+def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
+              previous: Schedule | None = None) -> Schedule | None:
     """The schedule of the file `raw` built a table at a time (no more than one `Window` held
-    at once; the tables bound to a calendar kept as `build` keeps them); None when a table does
-    not validate or the file is not that simple (the caller then validates the file whole, which
-    refuses it)."""
-    builder = _Builder(*_horizon(now))
+    at once; the tables bound to a calendar kept as `build` keeps them: `_Bound`). With
+    `previous` (the schedule kept for the file before an edit), an unchanged table's row taken
+    from it as it is (same code, same zone data, same horizon): only an edited or added table
+    validated and asked for its occurrences. None when anything is not that simple (a table
+    that does not validate, a repeated name; with `previous`, a new zone or a horizon half
+    gone): the caller then builds it whole, or validates the file whole, which refuses it."""
+    if previous is not None and (not previous.answers(now) or micros(now) >= previous.lo + HORIZON // _US // 2):
+        return None
+    known = {source: row for row, source in enumerate(previous.sources) if source} if previous is not None else {}
+    builder = _Builder(previous.lo, previous.hi) if previous is not None else _Builder(*_horizon(now))
     bound = _Bound(windows_path)
     paused = gc.isenabled()
     gc.disable()  # every row built survives: a collection would only walk them again
     try:
         for index, source, table in bound.tables(raw):
-            window = Window.parse(table, path=windows_path, index=index)
-            if not bound.excluding(window, index, table):
-                builder.add_window(window, source)
-    except (_NotSimple, InvalidWindow):
-        return None
-    finally:
-        if paused:
-            gc.enable()
-    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones), bound)
-
-
-def _rebuilt(previous: Schedule, digest: str, raw: bytes, windows_path: Path, now: datetime) -> Schedule | None:
-    """The schedule of the edited file `raw`: the rows of the tables `previous` compiled, as
-    they are (same code, same zone data, same horizon), taken from it; only an edited or added
-    table validated and asked for its occurrences. None when anything is not that simple (a
-    table that does not validate, a repeated name, a new zone, a horizon half gone): the
-    schedule is then built whole. The tables bound to a calendar are validated and kept again
-    (`_Bound`: they have no row)."""
-    if not previous.answers(now) or micros(now) >= previous.lo + HORIZON // _US // 2:
-        return None
-    known = {source: row for row, source in enumerate(previous.sources) if source}
-    builder = _Builder(previous.lo, previous.hi)
-    bound = _Bound(windows_path)
-    try:
-        for index, source, table in bound.tables(raw):
-            if source in known:
+            if previous is not None and source in known:
                 builder.add_kept(previous, known[source], source)
                 continue
             window = Window.parse(table, path=windows_path, index=index)
             if bound.excluding(window, index, table):
                 continue
-            if window.cron is not None and window.timezone not in previous.zones:
+            if previous is not None and window.cron is not None and window.timezone not in previous.zones:
                 return None
             builder.add_window(window, source)
     except (_NotSimple, InvalidWindow):
         return None
-    return builder.schedule(digest, previous.basis, previous.zones, bound)
+    finally:
+        if paused:
+            gc.enable()
+    if previous is not None:
+        return builder.schedule(digest, previous.basis, previous.zones, bound)
+    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones), bound)
 
 
 def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
@@ -761,9 +748,9 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
          fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
     """The schedule of the windows file `windows_path` (whose bytes are `raw`) answering at
     `now`: read from beside the file when it is there, of these bytes, covers `now` and passes
-    the ownership rule; else the one there with its unchanged rows reused (`_rebuilt`), else
-    built table by table (`_streamed`; not when the caller has the windows already,
-    `validated`), else from `validate()` (the file's windows; only called then, it refuses a
+    the ownership rule; else built table by table (`_compiled`), the unchanged rows of the one
+    there reused, else without it (not when the caller has the windows already, `validated`),
+    else from `validate()` (the file's windows; only called then, it refuses a
     file that does not validate); written there by whichever process builds it first. One built
     more than `fresh_for` ago is built again (the daemon does so at `REFRESH`, before an
     operator's command finds the horizon gone). None when the file has no schedule (its bound
@@ -773,9 +760,9 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     found = _kept(path) if path is not None else None
     if found is not None and _fresh(found, digest, now, fresh_for):
         return found
-    built = _rebuilt(found, digest, raw, windows_path, now) if found is not None and found.digest != digest else None
+    built = _compiled(digest, raw, windows_path, now, found) if found is not None and found.digest != digest else None
     if built is None and not validated:
-        built = _streamed(digest, raw, windows_path, now)
+        built = _compiled(digest, raw, windows_path, now)
     if built is None:
         built = build(digest, validate(), now, raw)
     if built is not None and path is not None:
