@@ -14,6 +14,7 @@ import pytest
 
 from hermes_estop.windows import schedule
 from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import Windows
 from hermes_estop.windows.schedule import HORIZON, REFRESH, Schedules, ScheduleTimeline, micros
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
@@ -95,3 +96,28 @@ def test_a_refresh_in_the_pass_waits_for_a_quiet_moment_but_not_past_half_the_ho
     assert ready is not None and (ready is not first) == refreshed
     if refreshed:
         assert ready.schedule.lo == micros(now)
+
+
+@pytest.mark.parametrize(("later", "wake_in", "refreshed"), [
+    (REFRESH + timedelta(minutes=10), None, True),
+    (REFRESH + timedelta(minutes=10), timedelta(seconds=20), False),
+    (HORIZON / 2 + timedelta(minutes=1), timedelta(seconds=20), True),
+    (REFRESH - timedelta(minutes=1), None, False),
+], ids=["no wake-up", "a wake-up seconds off", "half the horizon gone", "not due"])
+def test_a_schedule_compiled_in_memory_is_refreshed_after_a_pass_acts_never_before(
+        tmp_path: Path, later: timedelta, wake_in: timedelta | None, refreshed: bool) -> None:
+    """The schedule of windows that are not one version of the file's own: a pass takes it as
+    it is whatever its age while it answers now whole (it never compiles the whole list before
+    acting because of its age); once the pass acted, it is compiled again from now when it is
+    due, as the file's schedule is (`keep`)."""
+    tmp_path.chmod(0o755)
+    holder = Schedules(tmp_path / "windows.toml")
+    windows = Windows([Window.parse({"name": f"w{i}", "cron": f"{i} 2 * * *", "duration": "1h"}) for i in range(5)])
+    first = holder.of_windows(windows, BUILT)
+    now = BUILT + later
+    assert holder.of_windows(Windows(list(windows)), now) is first  # before acting: as it is
+    holder.refresh(now, None if wake_in is None else now + wake_in)
+    ready = holder.of_windows(Windows(list(windows)), now)
+    assert (ready is not first) == refreshed
+    assert ready.schedule.lo == (micros(now) if refreshed else first.schedule.lo)
+    assert ready.given == first.given

@@ -1116,11 +1116,8 @@ class Schedules:
         gone. The schedule it replaces is let go before the build (never three held at once: a
         peak the allocator keeps). A failure is logged, never raised (the pass acted already)."""
         held = self._held.get(raw)
-        if held is not None and held.whole(micros(now)):  # else (the clock went back, say) built now
-            age = micros(now) - held.schedule.lo
-            if age < REFRESH // _US or (next_wake is not None and next_wake - now < self.QUIET
-                                        and age < HORIZON // _US // 2):
-                return
+        if held is not None and held.whole(micros(now)) and not self._due(held, now, next_wake):
+            return  # else (the clock went back, say) built now
         digest = hashlib.sha256(raw).hexdigest()
         if held is None and digest == self._failed:
             return
@@ -1150,21 +1147,28 @@ class Schedules:
         window whose table is a row of a schedule held for the file (the guard putting back
         the version it acted on beside an edit) takes that row (equal tables, equal windows);
         while half the horizon is left. A calendar's window is not a row (asked as it is: its
-        feed decides). Compiled again when the list holds other objects, or half the horizon is
-        gone."""
+        feed decides). Compiled again when the list holds other objects, or (`refresh`, once a
+        pass acted) when it is due."""
         listed = windows.validated()
         key = tuple(map(id, listed))
         memo = self._memory
         at = micros(now)
-        usable = memo is not None and _answers_for_long(memo[1], at)
-        if memo is not None and usable and memo[0] == key:
-            return memo[1]
-        previous = memo[1] if memo is not None and usable else None
-        base = previous or next((t for t in reversed(self._held.values()) if _answers_for_long(t, at)), None)
+        if memo is not None and memo[0] == key and memo[1].whole(at):
+            return memo[1]  # refreshed after a pass acts (`refresh`)
+        previous = memo[1] if memo is not None and _answers_for_long(memo[1], at) else None
+        self._memory = None
+        return self._compile(listed, key, now, previous)
+
+    def _compile(self, listed: Sequence[Window], key: tuple[int, ...], now: datetime,
+                 previous: ScheduleTimeline | None, *, seeded: bool = True) -> ScheduleTimeline:
+        """`of_windows`' compile, taking rows from `previous` (the last list's) or else (`seeded`)
+        from a schedule held for the file; from `now`, whole, when neither."""
+        at = micros(now)
+        held = (t for t in reversed(self._held.values()) if seeded and _answers_for_long(t, at))
+        base = previous or next(held, None)
         before = previous.given or () if previous is not None else ()
         rows_of = {id(w): row for row, w in enumerate(before)}
         named = {w.name: row for row, w in enumerate(before)}
-        self._memory = None
         builder = _Builder(base.schedule.lo, base.schedule.hi) if base is not None else _Builder(*_horizon(now))
         given: list[Window] = []
         names: set[str] = set()
@@ -1190,6 +1194,22 @@ class Schedules:
         timeline = ScheduleTimeline(schedule, given)
         self._memory = (key, timeline, listed)
         return timeline
+
+    def _due(self, timeline: ScheduleTimeline, now: datetime, next_wake: datetime | None) -> bool:
+        """Whether a pass at `now` builds `timeline`'s schedule again: it is `REFRESH` old and no
+        wake-up is due within `QUIET` of `now`, or half its horizon is gone."""
+        age = micros(now) - timeline.schedule.lo
+        return age >= REFRESH // _US and (next_wake is None or next_wake - now >= self.QUIET
+                                         or age >= HORIZON // _US // 2)
+
+    def refresh(self, now: datetime, next_wake: datetime | None = None) -> None:
+        """Once a pass acted: the schedule compiled in memory (`of_windows`) compiled again from
+        `now` when it is due (`_due`, as `keep` refreshes the file's), so a pass never compiles
+        a whole list before it acts because of its age."""
+        memo = self._memory
+        if memo is not None and self._due(memo[1], now, next_wake):
+            self._memory = None
+            self._compile(memo[2], memo[0], now, None, seeded=False)
 
     def _hold(self, raw: bytes, schedule: Schedule) -> ScheduleTimeline:
         found = self._held[raw] = ScheduleTimeline(schedule)

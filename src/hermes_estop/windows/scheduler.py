@@ -318,8 +318,10 @@ class WindowService:
             report.wakeups = due_wakeups(timeline, listed, covering, report.now)
             if not dry_run:
                 self._schedule(report)
+                next_wake = min(report.wakeups.values(), default=None)
                 if whole is not None:  # once acted: the next operator command reads the schedule warm
-                    self.schedules.keep(*whole, report.now, min(report.wakeups.values(), default=None))
+                    self.schedules.keep(*whole, report.now, next_wake)
+                self.schedules.refresh(report.now, next_wake)
             return report, plans
 
     def reconcile(self) -> TickReport:
