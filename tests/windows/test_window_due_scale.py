@@ -319,3 +319,37 @@ def test_a_list_of_a_files_windows_takes_the_rows_of_its_held_schedule(tmp_path,
     exact = {w.name: covering(w, now) for w in windows if covering(w, now)}
     assert timeline.covering_now(listed, now) == exact and exact["w7"][0].end == MONTH + timedelta(hours=12, minutes=27)
     assert wakeups_module.due_wakeups(timeline, listed, exact, now) == wakeups_for(windows, now)
+
+
+def _holidays(root, day: str) -> None:
+    (root / "holidays.ics").write_text(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nBEGIN:VEVENT\r\nUID:h\r\n"
+        f"DTSTART;VALUE=DATE:{day}\r\nSUMMARY:holiday\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n")
+
+
+def test_windows_excluding_a_calendar_are_rows_bound_to_their_feed(tmp_path, questions):
+    """Windows excluding a calendar's days are rows of the schedule compiled in memory: read
+    again with the same feed (new objects, equal with that feed) they cost no cron arithmetic;
+    read with the feed changed (today no longer a holiday) they are compiled again, and cover
+    now as the exact functions say."""
+    tmp_path.chmod(0o755)
+    (tmp_path / "windows.toml").write_text("".join(
+        f'[[windows]]\nname = "x{i}"\ncron = "{i} 0 * * *"\nduration = "1h"\nexclude_calendar = "holidays.ics"\n\n'
+        for i in range(20)))
+    _holidays(tmp_path, "20270301")
+    wf = WindowsFile(tmp_path)
+    schedules = Schedules(wf.path)
+    now = MONTH + timedelta(minutes=30)
+    first = wf.parse(wf.path.read_bytes())
+    timeline = schedules.of_windows(Windows(first), now)
+    assert timeline.covering_now(Windows(first), now) == {}  # the 1st is a holiday: nothing covers it
+    questions[0] = 0
+    again = [w.model_copy() for w in first]  # new objects bound to the same feed
+    assert schedules.of_windows(Windows(again), now) is not timeline and questions[0] == 0
+    _holidays(tmp_path, "20270302")
+    moved = wf.parse(wf.path.read_bytes())
+    listed = Windows(moved)
+    changed = schedules.of_windows(listed, now)
+    assert questions[0] >= len(moved)  # another feed: every window compiled again
+    exact = {w.name: covering(w, now) for w in moved if covering(w, now)}
+    assert len(exact) == 20 and changed.covering_now(listed, now) == exact

@@ -1146,8 +1146,9 @@ class Schedules:
         list put together anew each pass costs no cron arithmetic); without such a list, a
         window whose table is a row of a schedule held for the file (the guard putting back
         the version it acted on beside an edit) takes that row (equal tables, equal windows);
-        while half the horizon is left. A calendar's window is not a row (asked as it is: its
-        feed decides). Compiled again when the list holds other objects, or (`refresh`, once a
+        while half the horizon is left (a window excluding a calendar's days: equal with the same
+        feed, never by its table). A calendar's window is not a row (asked as it is: its events
+        carry their ids). Compiled again when the list holds other objects, or (`refresh`, once a
         pass acted) when it is due."""
         listed = windows.validated()
         key = tuple(map(id, listed))
@@ -1173,14 +1174,18 @@ class Schedules:
         given: list[Window] = []
         names: set[str] = set()
         for window in listed:
-            if window.feed is not None or window.exclude_calendar is not None or window.name in names:
-                continue  # a calendar's (its feed decides), or a name met already: asked as it is
+            if window.feed is not None or window.name in names:
+                continue  # a calendar's (its events carry their ids), or a name met already: asked as it is
             names.add(window.name)
+            # a window excluding a calendar's days is bound to one version of the feed
+            # (`calendars.bind`): equal only with that feed (`==` compares it), and its table
+            # does not say which
+            plain = window.exclude_calendar is None
             row = rows_of.get(id(window))
             if row is None and window.name in named and before[named[window.name]] == window:
                 row = named[window.name]  # read again, equal field for field: the same occurrences
             if base is not None and previous is None:
-                row = base.schedule.row_of(window.name)
+                row = base.schedule.row_of(window.name) if plain else None
                 row = row if row is not None and base.schedule.tables[row] == table_of(window) else None
             if base is not None and row is not None:
                 builder.add_kept(base.schedule, row, "")
