@@ -21,8 +21,8 @@ the window scheduler's memory over many reconciliations with 10,000 windows and 
    (allocations since tracing began: a cache entry replaced shows as growth).
 
    The suite runs `PASSES` (400) of the 10,000 passes the target names, and says so in the
-   figure. A quiet pass costs a few milliseconds (only the windows whose answer expired are
-   asked, `OccurrenceIndex.advance`); one where ten holds are armed and ten retired costs about
+   figure. A quiet pass costs a few milliseconds (no window is asked: what covers now and the
+   wake-ups are read off the schedule's arm order); one where ten holds are armed and ten retired costs about
    a hundred (each a fenced, fsync'ed write and an audit line; the audit trail read once for
    recall; the ledger, up to a week of entries, read and rewritten);
    `python bench/serve_scale.py --memory-only --passes 10000` runs them all (minutes). The
@@ -200,7 +200,7 @@ def _settled_rss() -> int:
     return _rss_kib()
 
 
-def memory(tmp: Path, passes: int, warmup: int, as_serve: bool = False) -> Figure:
+def memory(tmp: Path, passes: int, warmup: int) -> Figure:
     from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
     from hermes_estop import Estop
@@ -221,8 +221,6 @@ def memory(tmp: Path, passes: int, warmup: int, as_serve: bool = False) -> Figur
         started = time.perf_counter()
         report = service.reconcile()
         durations.append(time.perf_counter() - started)
-        if as_serve:
-            service.warm_schedule()  # as `WindowService.run` does after every pass (off the pass's clock)
         counts["errors"] += len(report.errors)
         for event in report.events:
             counts[event.kind] = counts.get(event.kind, 0) + 1
@@ -258,8 +256,6 @@ def memory(tmp: Path, passes: int, warmup: int, as_serve: bool = False) -> Figur
         if growth >= GROWTH_TARGET:
             detail["tracemalloc_top_growth"] = _growth_sites(one_pass, 100)
     finally:
-        if as_serve:
-            service.schedules.join()  # nothing the run started outlives it
         scheduler.shutdown(wait=False)
         estop.close()
     short = f"{passes:,} of the {TARGET_PASSES:,} passes the target names" if passes < TARGET_PASSES else f"{passes:,} passes"
@@ -298,8 +294,7 @@ def chain_pass_ms(tmp: Path, passes: int, windows: int = MEMORY_WINDOWS) -> dict
     """The scheduler's passes (in-process, fake clock moved `CHAIN_STEP` a pass from the 1st at
     00:10) while the fleet scope is held by a chain through one lane of `windows` windows, with
     no compiled schedule kept for it: the file has a table that does not validate (a fleet with
-    calendars is the same case). Median and worst milliseconds a pass, after a first pass and
-    what `WindowService.run` does after it (`warm_schedule`, waited for)."""
+    calendars is the same case). Median and worst milliseconds a pass, after a first pass."""
     from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
     from hermes_estop import Estop
@@ -316,8 +311,6 @@ def chain_pass_ms(tmp: Path, passes: int, windows: int = MEMORY_WINDOWS) -> dict
     service = WindowService(estop.fleet, scheduler=scheduler)
     try:
         service.tick(clock.now)
-        service.warm_schedule()  # as `WindowService.run` does after every pass
-        service.schedules.join()
         took = []
         for _ in range(passes):
             clock.now += CHAIN_STEP
@@ -375,7 +368,8 @@ if __name__ == "__main__":
     parser.add_argument("--once-only", type=int, metavar="ROUNDS", default=0,
                         help="only `hermes serve --once` cold and warm at 10,000 windows, ROUNDS times")
     parser.add_argument("--as-serve", action="store_true",
-                        help="the memory run keeps the compiled schedule after every pass, as `hermes serve` does")
+                        help="accepted for older figures' command lines: every pass keeps the compiled schedule now, "
+                             "as `hermes serve` does")
     args = parser.parse_args()
     if args.chain_only or args.once_only:
         with tempfile.TemporaryDirectory() as name:
@@ -387,8 +381,7 @@ if __name__ == "__main__":
     if args.memory_only:
         warmup = args.warmup if args.warmup is not None else (QUICK_WARMUP if args.quick else WARMUP)
         with tempfile.TemporaryDirectory() as name:
-            figures = [memory(Path(name), warmup + (args.passes or (QUICK_PASSES if args.quick else PASSES)), warmup,
-                              args.as_serve)]
+            figures = [memory(Path(name), warmup + (args.passes or (QUICK_PASSES if args.quick else PASSES)), warmup)]
     else:
         figures = run(args.quick, args.passes)
     for figure in figures:

@@ -19,8 +19,7 @@ from hermes_estop.windows.ledger import ARMED, ENDED
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import covering, following, occurrences
 from hermes_estop.windows.reconcile import chain_end, entry_for, idle, plan_scope
-from hermes_estop.windows.schedule import build
-from hermes_estop.windows.timeline import ScheduleTimeline
+from hermes_estop.windows.schedule import ScheduleTimeline, build
 
 # the module, not the function `hermes_estop.windows` re-exports under the same name
 occurrences_module = importlib.import_module("hermes_estop.windows.occurrences")

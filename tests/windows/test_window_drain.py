@@ -16,10 +16,11 @@ from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED
 from hermes_estop.windows.model import MAX_REASON, InvalidWindow, Window, json_schema
-from hermes_estop.windows.occurrences import OccurrenceIndex, covering, next_armed, upcoming
+from hermes_estop.windows.occurrences import Windows, covering, next_armed, upcoming
 from hermes_estop.windows.reconcile import chain_end
+from hermes_estop.windows.schedule import Schedules
 from hermes_estop.windows.skips import pick
-from hermes_estop.windows.wakeups import wakeups_for
+from hermes_estop.windows.wakeups import due_wakeups, wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
 US = timedelta(microseconds=1)
@@ -255,16 +256,18 @@ def test_occurrence_json_shows_the_drain_start():
 
 
 @pytest.mark.parametrize("now", [T0 - timedelta(hours=3), T0 - DRAIN - US])
-def test_the_index_and_the_wakeups_wake_at_the_drain_start(now):
-    index = OccurrenceIndex()
+def test_the_schedule_and_the_wakeups_wake_at_the_drain_start(now, tmp_path):
     w = window()
-    assert index.covering(w, now) == []
-    assert index.next_start(w, now).arm_at == T0 - DRAIN
+    listed = Windows([w])
+    timeline = Schedules(tmp_path / "windows.toml").of_windows(listed, now)
+    assert timeline.covering_now(listed, now) == {}
+    assert timeline.first_armed(w, now).arm_at == T0 - DRAIN
     assert next_armed(w, now).start == T0
-    assert wakeups_for([w], now, index) == {"windows:drain:w": T0 - DRAIN}
-    assert [o.start for o in index.covering(w, T0 - DRAIN)] == [T0]
-    assert wakeups_for([w], T0 - DRAIN, OccurrenceIndex()) == {"windows:start:w": T0,
-                                                              "windows:end:w": T0 + timedelta(hours=1)}
+    assert due_wakeups(timeline, listed, {}, now) == wakeups_for([w], now) == {"windows:drain:w": T0 - DRAIN}
+    covered = timeline.covering_now(listed, T0 - DRAIN)
+    assert [o.start for o in covered["w"]] == [T0]
+    assert due_wakeups(timeline, listed, covered, T0 - DRAIN) == wakeups_for([w], T0 - DRAIN) == {
+        "windows:start:w": T0, "windows:end:w": T0 + timedelta(hours=1)}
 
 
 def test_chain_end_links_an_occurrence_whose_lead_begins_at_the_lift():

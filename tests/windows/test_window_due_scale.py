@@ -1,9 +1,10 @@
 """A reconciliation pass over 10,000 windows does the work of the windows that are due, not of
-every window (issue 24), counted, never timed: `OccurrenceIndex.advance` answers what covers now
-from each window's answer until it expires (its next arm, or the earliest end of what covers
-it), and the wake-ups are read off its heap. The answers are checked against the exact functions
-over a walk in time with edits, disabled windows and time going backwards; the ledger is not
-parsed again when it did not change."""
+every window (issue 24), counted, never timed: a pass plans from a schedule (the file's, or one
+compiled in memory of the windows it acts on), reads what covers now off its arm order and the
+wake-ups off the same, and asks no window; a window compiled once keeps its row while the list
+is put together anew. The answers are checked against the exact functions over a walk in time
+with edits, disabled windows and time going backwards; the ledger is not parsed again when it
+did not change."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.windows import scheduler as service_module, wakeups as wakeups_module
+from hermes_estop.windows import schedule as schedule_module, scheduler as service_module, wakeups as wakeups_module
 from hermes_estop.windows.ledger import ARMED, ENDED, RETENTION, LedgerEntry, OccurrenceLedger
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import OccurrenceIndex, covering
-from hermes_estop.windows.schedule import schedule_of
+from hermes_estop.windows.occurrences import Windows, covering
+from hermes_estop.windows.schedule import Schedules, schedule_of
 from hermes_estop.windows.wakeups import wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
@@ -45,7 +46,7 @@ def write_monthly(root: Path, count: int, scopes: int = 100) -> None:
 
 @pytest.fixture
 def questions(monkeypatch):
-    """How many times a window was asked about its occurrences, by the index or past it."""
+    """How many times a window was asked about its occurrences (the exact functions)."""
     asked = [0]
 
     def counting(function):
@@ -56,8 +57,7 @@ def questions(monkeypatch):
 
     for name in ("_first", "covering", "next_armed", "occurrences"):
         monkeypatch.setattr(occurrences_module, name, counting(getattr(occurrences_module, name)))
-    for name in ("covering", "next_start"):
-        monkeypatch.setattr(OccurrenceIndex, name, counting(getattr(OccurrenceIndex, name)))
+    monkeypatch.setattr(schedule_module, "occurrences", counting(schedule_module.occurrences))  # a compile
     return asked
 
 
@@ -122,10 +122,10 @@ def _fleet(rng: random.Random) -> list[Window]:
     return windows
 
 
-def test_the_answers_and_the_wake_ups_are_the_exact_ones_over_a_walk_in_time():
+def test_the_answers_and_the_wake_ups_are_the_exact_ones_over_a_walk_in_time(tmp_path):
     rng = random.Random(24)
     windows = _fleet(rng)
-    index = OccurrenceIndex()
+    schedules = Schedules(tmp_path / "windows.toml")
     now = MONTH
     for step in range(300):
         roll = rng.random()
@@ -140,30 +140,37 @@ def test_the_answers_and_the_wake_ups_are_the_exact_ones_over_a_walk_in_time():
                                                else {"duration": timedelta(minutes=rng.choice([5, 45, 300]))})
         elif roll > 0.93:
             windows = [Window.parse(w.model_dump(mode="json", exclude_none=True)) for w in windows]
-        got = index.advance(windows, now)
+        listed = Windows(windows)  # a list put together anew on every pass
+        timeline = schedules.of_windows(listed, now)
+        got = timeline.covering_now(listed, now)
         exact = {w.name: covering(w, now) for w in windows if w.enabled}
         assert got == {name: found for name, found in exact.items() if found}, (step, now)
         for limit in (3, 256):
-            assert wakeups_module.due_wakeups(index, now, limit) == wakeups_for(windows, now, OccurrenceIndex(), limit), (step, now)
+            assert wakeups_module.due_wakeups(timeline, listed, got, now, limit) == wakeups_for(windows, now, limit), \
+                (step, now)
 
 
-def test_an_answer_is_computed_again_only_when_it_expires():
-    window = Window.parse({"name": "w", "cron": "0 12 * * *", "duration": "1h"})
-    index = OccurrenceIndex()
-    index.advance([window], MONTH)
+def test_a_window_is_compiled_once_while_the_list_of_windows_is_put_together_anew(tmp_path, questions):
+    """The schedule in memory of the windows a pass acts on (a table that fails, a policy,
+    calendars): the same windows in a new list, or read again equal field for field, cost no
+    cron arithmetic; an edited window alone is compiled again; every answer stays exact."""
+    windows = [Window.parse({"name": f"w{i}", "cron": f"{i} 12 * * *", "duration": "1h"}) for i in range(20)]
+    schedules = Schedules(tmp_path / "windows.toml")
+    first = schedules.of_windows(Windows(windows), MONTH)
+    questions[0] = 0
     for hours in range(1, 12):
-        index.advance([window], MONTH + timedelta(hours=hours))
-    assert index.computed == 1  # nothing arms or ends before noon
-    assert index.advance([window], MONTH + timedelta(hours=12))["w"]  # it arms: computed again
-    index.advance([window], MONTH + timedelta(hours=12, minutes=30))
-    assert index.computed == 2
-    assert index.advance([window], MONTH + timedelta(hours=13)) == {}  # it ends: computed again
-    assert index.computed == 3
-    reread = Window.parse(window.model_dump(mode="json", exclude_none=True))  # the file read again, unchanged
-    assert reread is not window and index.advance([reread], MONTH + timedelta(hours=14)) == {}
-    assert index.computed == 3  # equal field for field: the same occurrences, the answer kept
-    edited = window.model_copy(update={"duration": timedelta(hours=2)})
-    assert index.advance([edited], MONTH + timedelta(days=1, hours=13))["w"][0].end == MONTH + timedelta(days=1, hours=14)
+        assert schedules.of_windows(Windows(list(windows)), MONTH + timedelta(hours=hours)) is first
+    reread = [Window.parse(w.model_dump(mode="json", exclude_none=True)) for w in windows]  # read again, unchanged
+    assert reread[0] is not windows[0]
+    again = schedules.of_windows(Windows(reread), MONTH + timedelta(hours=12))
+    assert questions[0] == 0  # equal field for field: the same occurrences, the rows kept
+    edited = [*reread[:5], reread[5].model_copy(update={"duration": timedelta(hours=2)}), *reread[6:]]
+    now = MONTH + timedelta(hours=12, minutes=30)
+    listed = Windows(edited)
+    timeline = schedules.of_windows(listed, now)
+    assert timeline is not again and 0 < questions[0] <= 3  # the edited window alone, asked for its occurrences
+    assert timeline.covering_now(listed, now) == {w.name: covering(w, now) for w in edited if covering(w, now)}
+    assert timeline.covering_now(listed, now)["w5"][0].end == MONTH + timedelta(hours=14, minutes=5)
 
 
 def _entries(count: int) -> list[LedgerEntry]:
@@ -244,7 +251,6 @@ def test_a_held_scope_walks_its_chain_from_the_schedule_without_asking_any_windo
     harness.clock.set(start)
     harness.start()
     assert harness.reading().hold.expires_at == start + timedelta(minutes=201)
-    harness.service.warm_schedule(wait=True)
     questions[0] = 0
     harness.clock.advance(seconds=20)
     harness.service.reconcile()  # nothing armed or ended since
@@ -279,7 +285,7 @@ def test_the_deadline_of_a_held_scope_is_the_exact_chain_over_a_walk_in_time(har
 
 def test_the_first_pass_on_an_unchanged_file_takes_the_schedule_an_operator_kept(harness, questions):
     """`hermes serve` starting on a file whose schedule a command already kept: its first pass
-    reads the occurrences off that schedule (`ScheduleKeeper.read_kept`) and asks no window,
+    reads the occurrences off that schedule (`schedule.Schedules.rows`) and asks no window,
     and arms what the exact functions arm."""
     start = MONTH + timedelta(hours=1)
     harness.write(*[{"name": f"r{k:03d}", "cron": f"{k % 60} {1 + k // 60} * * *", "duration": "2m"}
@@ -290,3 +296,60 @@ def test_the_first_pass_on_an_unchanged_file_takes_the_schedule_an_operator_kept
     harness.start()
     assert questions[0] == 0
     assert harness.reading().hold.expires_at == start + timedelta(minutes=51)
+
+
+def test_a_list_of_a_files_windows_takes_the_rows_of_its_held_schedule(tmp_path, questions):
+    """The guard putting back the version it acted on beside an edit: a list of the file's
+    windows (its rows' `Window`s, one of them edited) compiled in memory takes each unedited
+    window's row from the schedule held for the file (equal tables, equal windows), asking
+    croniter for the edited one only; its answers stay exact."""
+    tmp_path.chmod(0o755)
+    path = tmp_path / "windows.toml"
+    path.write_text("".join(f'[[windows]]\nname = "w{i}"\ncron = "{i} 12 * * *"\nduration = "1h"\n\n' for i in range(30)))
+    schedules = Schedules(path)
+    rows = schedules.rows(path.read_bytes(), MONTH)
+    assert rows is not None
+    windows = [rows[i] for i in range(len(rows))]
+    windows[7] = windows[7].model_copy(update={"duration": timedelta(minutes=20)})
+    now = MONTH + timedelta(hours=12, minutes=10)
+    questions[0] = 0
+    listed = Windows(windows)
+    timeline = schedules.of_windows(listed, now)
+    assert 0 < questions[0] <= 3  # the edited window alone
+    exact = {w.name: covering(w, now) for w in windows if covering(w, now)}
+    assert timeline.covering_now(listed, now) == exact and exact["w7"][0].end == MONTH + timedelta(hours=12, minutes=27)
+    assert wakeups_module.due_wakeups(timeline, listed, exact, now) == wakeups_for(windows, now)
+
+
+def _holidays(root, day: str) -> None:
+    (root / "holidays.ics").write_text(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nBEGIN:VEVENT\r\nUID:h\r\n"
+        f"DTSTART;VALUE=DATE:{day}\r\nSUMMARY:holiday\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n")
+
+
+def test_windows_excluding_a_calendar_are_rows_bound_to_their_feed(tmp_path, questions):
+    """Windows excluding a calendar's days are rows of the schedule compiled in memory: read
+    again with the same feed (new objects, equal with that feed) they cost no cron arithmetic;
+    read with the feed changed (today no longer a holiday) they are compiled again, and cover
+    now as the exact functions say."""
+    tmp_path.chmod(0o755)
+    (tmp_path / "windows.toml").write_text("".join(
+        f'[[windows]]\nname = "x{i}"\ncron = "{i} 0 * * *"\nduration = "1h"\nexclude_calendar = "holidays.ics"\n\n'
+        for i in range(20)))
+    _holidays(tmp_path, "20270301")
+    wf = WindowsFile(tmp_path)
+    schedules = Schedules(wf.path)
+    now = MONTH + timedelta(minutes=30)
+    first = wf.parse(wf.path.read_bytes())
+    timeline = schedules.of_windows(Windows(first), now)
+    assert timeline.covering_now(Windows(first), now) == {}  # the 1st is a holiday: nothing covers it
+    questions[0] = 0
+    again = [w.model_copy() for w in first]  # new objects bound to the same feed
+    assert schedules.of_windows(Windows(again), now) is not timeline and questions[0] == 0
+    _holidays(tmp_path, "20270302")
+    moved = wf.parse(wf.path.read_bytes())
+    listed = Windows(moved)
+    changed = schedules.of_windows(listed, now)
+    assert questions[0] >= len(moved)  # another feed: every window compiled again
+    exact = {w.name: covering(w, now) for w in moved if covering(w, now)}
+    assert len(exact) == 20 and changed.covering_now(listed, now) == exact

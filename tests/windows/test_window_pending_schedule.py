@@ -24,14 +24,12 @@ def test_a_pending_weakening_never_writes_the_confirmed_versions_schedule_over_t
     harness.root.chmod(0o700)
     harness.write(A, B)
     harness.start()
-    harness.service.warm_schedule(wait=True)
     path = schedule_path(harness.file.path)
     harness.clock.advance(schedule.REFRESH + timedelta(seconds=1))
     harness.write(B)  # `a` removed: a weakening, confirmed only after the stability period
     raw = harness.file.path.read_bytes()
     assert schedule.load(harness.file.path, raw, harness.file.load, harness.clock()) is not None  # a command
     assert harness.service.reconcile().pending is not None
-    harness.service.warm_schedule(wait=True)
     kept = schedule.kept_schedule(harness.file.path, raw, harness.clock())
     assert kept is not None, "serve wrote another version's schedule over the current file's"
     assert kept.digest == hashlib.sha256(raw).hexdigest() and list(kept.names) == ["b"]

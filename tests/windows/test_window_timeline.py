@@ -19,10 +19,10 @@ import pytest
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import EXACT, IndexedTimeline, Occurrence, OccurrenceIndex
+from hermes_estop.windows.occurrences import EXACT, Occurrence, Windows, covering
 from hermes_estop.windows.reconcile import plan_scope
-from hermes_estop.windows.schedule import HORIZON, build, kept_schedule
-from hermes_estop.windows.timeline import ScheduleKeeper, ScheduleTimeline
+from hermes_estop.windows.schedule import HORIZON, Schedules, ScheduleTimeline, build, kept_schedule, schedule_of
+from hermes_estop.windows.wakeups import due_wakeups, wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
@@ -155,10 +155,10 @@ NOT_OWN = {
 
 @pytest.mark.parametrize("how", sorted(NOT_OWN))
 def test_a_daemon_on_windows_not_the_files_own_plans_what_the_exact_timeline_plans(harness, how):
-    """A file with a table that does not validate, or a calendar, has no schedule the daemon acts
-    on (the in-memory one of issue 36 is deleted, issue 45): its passes walk the chains off the
-    index's answers (`IndexedTimeline`; a failing table's last version included, a calendar's
-    window from its feed): over two days, its plans are those of a service that never warms."""
+    """A file with a table that does not validate, or a calendar, has no schedule of its bytes
+    the daemon acts on: its passes plan from a schedule compiled in memory of the windows they
+    act on (`Schedules.of_windows`; a failing table's last version included, a calendar's window
+    asked of its feed): over two days, its plans are those of a fresh service at each instant."""
     rng = random.Random(36)
     _profiles(harness)
     (harness.root / "holidays.ics").write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
@@ -173,34 +173,34 @@ def test_a_daemon_on_windows_not_the_files_own_plans_what_the_exact_timeline_pla
     exact_service.plan(harness.clock.now)
     report = harness.service.tick(harness.clock.now)
     assert len(report.failed) == (how == "a failing table")
-    harness.service.warm_schedule()  # the file's schedule (a calendar's is for the operators only)
-    harness.service.schedules.join()
-    assert harness.service.schedules.timeline(harness.file.path.read_bytes()) is EXACT  # none the passes act on
+    # the file's schedule (a calendar's is for the operators only): none the passes act on
+    assert harness.service.schedules.held(harness.file.path.read_bytes()) is None
     while harness.clock.now < BUILT + timedelta(days=2):
         harness.clock.advance(minutes=rng.choice([1, 15, 45, 180]))
         _passes_agree(harness, exact_service, harness.clock.now)
         harness.service.tick(harness.clock.now)
-        harness.service.warm_schedule()
-        harness.service.schedules.join()
 
 
 @pytest.mark.parametrize("seed", [SEED])
-def test_the_index_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed):
-    """`IndexedTimeline.armed_after` (the chain's walk without a schedule: calendars, a table
-    that does not validate) read off the index's heap of answers brought to `now`, through
-    passes moving forward (answers expiring between them), for every lane and the whole file."""
+def test_a_schedule_compiled_in_memory_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed, tmp_path):
+    """`Schedules.of_windows` (the schedule of windows that are not one version of the file's
+    own: calendars, a table that does not validate, the guard's put-back) through passes moving
+    forward (the list put together anew each time, its rows kept), for every lane and the whole
+    file; what covers now and the wake-ups as the exact functions say."""
     rng = random.Random(seed)
     windows = varied(rng)
     enabled = [w for w in windows if w.enabled]
-    index = OccurrenceIndex()
-    timeline = IndexedTimeline(index)
+    schedules = Schedules(tmp_path / "windows.toml")
     lanes = [*_by_scope(windows).values(), enabled]
     for now in sorted(instants(rng, 25)):
-        index.advance(windows, now)
+        listed = Windows(list(windows))
+        timeline = schedules.of_windows(listed, now)
         for lane in lanes:
             walk = timeline.armed_after(lane, now)
             assert _taken(walk, 400) == _taken(EXACT.armed_after(lane, now), 400), now
-        assert index.armed_after(enabled, now, EXACT.after) is not None  # the index's walk, not the exact merge
+        covered = timeline.covering_now(listed, now)
+        assert covered == {w.name: covering(w, now) for w in enabled if covering(w, now)}, now
+        assert due_wakeups(timeline, listed, covered, now) == wakeups_for(windows, now), now
 
 
 def _shape(plan: object) -> str:
@@ -249,9 +249,8 @@ def test_a_daemon_pass_from_the_schedule_plans_what_the_exact_timeline_plans(har
     harness.start()
     exact_service = harness.new_service()  # never warmed: every answer is the exact one
     exact_service.plan(BUILT)  # it validated these bytes before any schedule of them was kept
-    harness.service.warm_schedule(wait=True)
     raw = harness.file.path.read_bytes()
-    assert isinstance(harness.service.schedules.timeline(raw), ScheduleTimeline)
+    assert isinstance(harness.service.schedules.held(raw), ScheduleTimeline)
     # a new scheduler: its windows are the kept schedule's rows (and again after each edit
     # whose schedule was kept before it read it)
     rows_service = harness.new_service()
@@ -267,7 +266,6 @@ def test_a_daemon_pass_from_the_schedule_plans_what_the_exact_timeline_plans(har
         _passes_agree(harness, exact_service, harness.clock.now)
         _passes_agree(harness, rows_service, harness.clock.now)
         harness.service.tick(harness.clock.now)
-        harness.service.warm_schedule(wait=True)
 
 
 def test_a_schedule_of_other_bytes_is_never_used(harness):
@@ -287,29 +285,27 @@ def test_a_schedule_of_other_bytes_is_never_used(harness):
     harness.write(*edited)
     raw = harness.file.path.read_bytes()
     service = harness.service
-    service.schedules.want(raw, edited, harness.clock.now)  # the edited bytes' schedule, ready
-    service.schedules.join()
-    assert isinstance(service.schedules.timeline(raw), ScheduleTimeline)
+    service.schedules.keep(raw, edited, harness.clock.now)  # the edited bytes' schedule, ready
+    assert isinstance(service.schedules.held(raw), ScheduleTimeline)
     harness.clock.advance(seconds=1)
     report = service.tick(harness.clock.now)
     assert report.pending is not None  # the guard keeps the 06:00 version of `next` in force
     assert harness.reading().hold.expires_at == start + timedelta(hours=5)
 
 
-def test_the_keeper_answers_only_for_the_bytes_its_schedule_is_of(tmp_path):
+def test_the_holder_answers_only_for_the_bytes_its_schedule_is_of(tmp_path):
     windows = [Window.parse({"name": "w", "cron": "0 2 * * *", "duration": "1h"})]
     raw = b'[[windows]]\nname = "w"\ncron = "0 2 * * *"\nduration = "1h"\n'
-    keeper = ScheduleKeeper(tmp_path / "windows.toml")
-    assert keeper.timeline(raw) is EXACT  # nothing built yet
-    keeper.want(raw, windows, BUILT)
-    keeper.join()
-    ready = keeper.timeline(raw)
+    holder = Schedules(tmp_path / "windows.toml")
+    assert holder.held(raw) is None  # nothing built yet
+    holder.keep(raw, windows, BUILT)
+    ready = holder.held(raw)
     assert isinstance(ready, ScheduleTimeline) and ready.schedule.digest == hashlib.sha256(raw).hexdigest()
     for other in (raw + b"\n", raw.replace(b"1h", b"2h"), None):
-        assert keeper.timeline(other) is EXACT
+        assert holder.held(other) is None
 
 
-def test_the_keeper_writes_but_never_acts_on_a_schedule_with_calendar_bound_tables(tmp_path):
+def test_the_holder_writes_but_never_acts_on_a_schedule_with_calendar_bound_tables(tmp_path):
     """Its rows are not all the windows (the excluding one is bound to its feed at load): the
     daemon keeps the exact timeline for such a file, and still writes the schedule for the
     operators' commands."""
@@ -319,15 +315,13 @@ def test_the_keeper_writes_but_never_acts_on_a_schedule_with_calendar_bound_tabl
            b'cron = "0 3 * * *"\nduration = "1h"\nexclude_calendar = "holidays.ics"\n')
     (tmp_path / "windows.toml").write_bytes(raw)
     windows = WindowsFile(tmp_path).load()
-    keeper = ScheduleKeeper(tmp_path / "windows.toml")
-    keeper.want(raw, windows, BUILT)
-    keeper.join()
-    assert keeper.timeline(raw) is EXACT
+    holder = Schedules(tmp_path / "windows.toml")
+    holder.keep(raw, windows, BUILT)
+    assert holder.held(raw) is None
     kept = kept_schedule(tmp_path / "windows.toml", raw, BUILT)
     assert kept is not None and [kind for kind, _, _ in kept.bound] == ["windows"]
-    reader = ScheduleKeeper(tmp_path / "windows.toml")
-    reader.read_kept(raw, BUILT)
-    assert reader.timeline(raw) is EXACT
+    reader = Schedules(tmp_path / "windows.toml")
+    assert reader.rows(raw, BUILT) is None and reader.held(raw) is None
 
 
 def _spread(count: int, *, every: int = 1, extra: str = "") -> str:
@@ -348,9 +342,8 @@ def _as_a_new_process(parses: list[str]) -> None:
 
 
 def _kept_by_a_first_service(harness) -> bytes:
-    """The schedule of the file as it is, written by a service that read it whole."""
-    harness.service.plan(harness.clock.now)
-    harness.service.warm_schedule(wait=True)
+    """The schedule of the file as it is, written by an operator's command."""
+    schedule_of(harness.file, harness.clock.now)
     raw = harness.file.path.read_bytes()
     assert kept_schedule(harness.file.path, raw, harness.clock.now) is not None
     return raw
@@ -442,8 +435,8 @@ def test_a_failing_table_has_no_schedule_and_is_reported_by_a_new_scheduler(harn
     harness.file.path.write_text(_spread(20) + '\n[[windows]]\nname = "bad"\ncron = "61 * * * *"\nduration = "1h"\n')
     harness.clock.set(BUILT.replace(hour=0, minute=1))
     harness.service.tick(harness.clock.now)
-    harness.service.warm_schedule(wait=True)
     raw = harness.file.path.read_bytes()
+
     assert kept_schedule(harness.file.path, raw, harness.clock.now) is None
     _as_a_new_process(parses)
     report = harness.new_service().tick(harness.clock.now)

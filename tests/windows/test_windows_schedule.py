@@ -24,7 +24,7 @@ import pytest
 from schedule_queries import schedule_path, starting_in, starting_within
 
 from hermes_estop.model.errors import StoreError
-from hermes_estop.windows import kept_files, schedule, timeline
+from hermes_estop.windows import kept_files, schedule
 from hermes_estop.windows.export import planned, planned_rows
 from hermes_estop.windows.forecast import _holds, window_holds
 from hermes_estop.windows.model import InvalidWindow, Window
@@ -842,10 +842,10 @@ def test_a_timeline_keeps_a_bounded_number_of_built_windows(wf: WindowsFile, mon
     """A running daemon asks for other rows pass after pass: the `Window`s its timeline of a
     schedule keeps built are bounded (the oldest dropped), each one asked again equal to the
     first; the schedule itself keeps none (frozen, issue 45)."""
-    monkeypatch.setattr(timeline, "WINDOWS_KEPT", 2)
+    monkeypatch.setattr(schedule, "WINDOWS_KEPT", 2)
     compiled = _load(wf)
     assert compiled is not None and len(compiled) >= 3
-    rows = timeline.ScheduleTimeline(compiled)
+    rows = schedule.ScheduleTimeline(compiled)
     first = [rows.window(row) for row in range(3)]
     assert len(rows._built) == 2 and rows.window(2) is first[2]
     assert [rows.window(row) for row in range(3)] == first == [compiled.window(row) for row in range(3)]

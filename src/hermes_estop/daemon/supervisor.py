@@ -119,9 +119,7 @@ def serve_once(estop: Estop, poll_interval: float, *, dry_run: bool) -> tuple[Ti
     service = WindowService(estop.fleet, poll_interval=poll_interval)
     service.check_file()
     retired = [] if dry_run else DeadmanService(estop.fleet).tick().retired
-    report = service.plan()[0] if dry_run else service.settle()
-    if not dry_run:
-        service.warm_schedule(wait=True)  # the next operator command reads it warm
+    report = service.plan()[0] if dry_run else service.settle()  # a pass leaves the schedule warm
     return report, retired
 
 

@@ -41,7 +41,7 @@ class PassState:
     entries: dict[str, LedgerEntry]
     changes: dict[str, LedgerEntry] = field(default_factory=dict)
     #: where the pass looks occurrences up (`occurrences.EXACT`, or the compiled schedule of the
-    #: bytes the pass's windows were validated from: `timeline.ScheduleKeeper`)
+    #: bytes the pass's windows were validated from: `schedule.Schedules`)
     timeline: Timeline = EXACT
     #: `entries` by scope, built at the first `of` and kept up to date by `remember`
     _by_scope: dict[str, dict[str, LedgerEntry]] | None = field(default=None, repr=False)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from typing import Protocol, overload
@@ -31,12 +31,9 @@ from hermes_estop.windows.model import Window
 __all__ = [
     "by_start",
     "EXACT",
-    "FEED_RECHECK",
-    "IndexedTimeline",
     "MAX_EXCLUDED_RUN",
     "ExactTimeline",
     "Occurrence",
-    "OccurrenceIndex",
     "Rows",
     "Timeline",
     "Windows",
@@ -117,12 +114,6 @@ class Occurrence:
 #: year, a minutely one for six days); `hermes windows validate` warns about such a window
 MAX_EXCLUDED_RUN = 10_000
 
-
-#: how long `OccurrenceIndex` trusts its answer for a calendar's window at most, and an answer
-#: of "no next occurrence" of any window (issue 45: a run of more than `MAX_EXCLUDED_RUN`
-#: excluded starts ends a scan, not the window; a scan spans at least 10,000 minutes, so asking
-#: again daily finds every start days before it comes)
-FEED_RECHECK = timedelta(days=1)
 
 
 def occurrence_key(scope: str, window: str, ident: str) -> str:
@@ -245,9 +236,9 @@ Around = tuple[tuple[Occurrence, ...], Occurrence | None]
 
 class Timeline(Protocol):
     """Where the scheduler's decisions look a window's occurrences up (`reconcile.plan_scope`,
-    `reconcile.chain_end`, `OccurrenceIndex.advance`): the exact functions of this module
+    `reconcile.chain_end`, the scheduler's wake-ups): the exact functions of this module
     (`EXACT`, the definition) or a compiled schedule answering the same by bisection
-    (`timeline.ScheduleTimeline`). Every implementation gives the exact functions' answers."""
+    (`schedule.ScheduleTimeline`). Every implementation gives the exact functions' answers."""
 
     def around(self, window: Window, now: datetime) -> Around:
         """The occurrences of `window` covering `now` (`covering`) and its first occurrence
@@ -281,7 +272,7 @@ def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[
 
 class Rows(Timeline, Protocol):
     """The rows of one compiled schedule as `Windows` reads them, and the `Timeline` read off
-    it (`timeline.ScheduleTimeline`): a row's columns, its `Window` validated from its table,
+    it (`schedule.ScheduleTimeline`): a row's columns, its `Window` validated from its table,
     its occurrences around an instant."""
 
     def __len__(self) -> int: ...
@@ -298,12 +289,17 @@ class Rows(Timeline, Protocol):
 
     def window(self, row: int) -> Window: ...
 
-    def around_row(self, row: int, now: datetime) -> Around: ...
+    def first_armed(self, window: Window, now: datetime) -> Occurrence | None: ...
+
+    def covering_now(self, windows: Windows, now: datetime) -> dict[str, list[Occurrence]]: ...
+
+    def next_arms(self, windows: Windows, now: datetime, skip: Container[str],
+                  count: int) -> list[tuple[str, Occurrence]]: ...
 
 
 class Windows(Sequence[Window]):
-    """The windows a pass decides on, in the one shape every decision takes (`OccurrenceIndex`,
-    `reconcile`, `guard`, the scheduler's lanes): validated `Window`s, or rows of one compiled
+    """The windows a pass decides on, in the one shape every decision takes (the pass's
+    schedule, `reconcile`, `guard`, the scheduler's lanes): validated `Window`s, or rows of one compiled
     schedule (`timeline`), whose name, scope, `enabled`, selector and occurrences are read off
     its columns, a row's `Window` validated only when asked for (`[i]`, `named`): a pass on a
     file with a trusted schedule builds one only for a row it acts on (issue 35). Two windows
@@ -321,6 +317,10 @@ class Windows(Sequence[Window]):
         self.rows: Sequence[int] = rows if rows is not None else range(len(timeline) if timeline is not None else 0)
         self._positions: dict[str, int] | None = None
         self._lane: dict[int, int] | None = None
+
+    def validated(self) -> Sequence[Window]:
+        """The validated windows (none when these are rows)."""
+        return self._windows
 
     @classmethod
     def of(cls, windows: Sequence[Window]) -> Windows:
@@ -364,10 +364,6 @@ class Windows(Sequence[Window]):
     def scope(self, index: int) -> str:
         return self.timeline.scope(self.rows[index]) if self.timeline is not None else self._windows[index].scope
 
-    def calendar(self, index: int) -> bool:
-        """Whether the window's occurrences are a calendar feed's (never a row's)."""
-        return self.timeline is None and self._windows[index].feed is not None
-
     def selector(self, index: int) -> Selector | None:
         """The window's selector (a row's without a `Window` built)."""
         return self.timeline.selector(self.rows[index]) if self.timeline is not None else self._windows[index].selector
@@ -407,13 +403,6 @@ class Windows(Sequence[Window]):
     def same_list(self, other: Windows) -> bool:
         """Whether `other` holds the very windows of these, in order."""
         return len(self) == len(other) and all(self.identical(i, other, i) for i in range(len(self)))
-
-    def around(self, index: int, now: datetime, timeline: Timeline) -> Around:
-        """`Timeline.around` of window `index`: a row's off its schedule (its `Window` built only
-        when the schedule does not answer), a validated window's asked of `timeline`."""
-        if self.timeline is not None:
-            return self.timeline.around_row(self.rows[index], now)
-        return timeline.around(self._windows[index], now)
 
     def lane_of(self, timeline: Rows) -> dict[int, int] | None:
         """Each row of `timeline` among these -> its place (made once per list); None unless
@@ -475,266 +464,6 @@ class ExactTimeline:
 
 
 EXACT = ExactTimeline()
-
-
-class OccurrenceIndex:
-    """What covers `now` and when each window arms next, remembered per window, so a scheduler
-    with 10,000 windows does the cron math of a window only when its answer changes, not on
-    every pass (issue 24: asking every window on every pass was most of a pass).
-
-    `advance(windows, now)`, once per pass, brings the scheduler's windows to `now`
-    and answers what covers it: each enabled window's answer (`_Known`: its occurrences covering
-    the instant it was computed at, and its next occurrence armed after it) holds until
-    `until`, its next arm or the earliest end among those covering, whichever comes first.
-    Nothing starts, arms or ends in between, so until then the answer is the same. A heap keyed
-    by `until` hands a pass only the windows whose answer expired: a quiet pass costs
-    O(due windows + log n) cron math, not O(n). Everything else takes the exact path: a window
-    not seen before or changed (a re-read file yields new objects: one equal field for field
-    keeps its answer, an edited one is planned afresh), and time going backwards (everything
-    is computed again).
-
-    An answer is computed by the `Timeline` the pass gives (`EXACT`, or the compiled schedule
-    of the file the windows were read from): the same answer either way, so answers computed
-    by one are kept when the next pass gives the other.
-
-    `covering` and `next_start` answer for any window and instant: from `advance`'s answer when
-    it holds for that window object at that instant, else by the exact functions above."""
-
-    def __init__(self) -> None:
-        #: `advance`'s answers, by window name
-        self._known: dict[str, _Known] = {}
-        #: (until, seq, name) of every answer that expires; an entry whose seq is not its
-        #: window's answer's any more is stale and dropped when met
-        self._due: list[tuple[datetime, int, str]] = []
-        #: the windows whose answer has occurrences covering now, by name
-        self._held: dict[str, _Known] = {}
-        self._windows = Windows()
-        self._now: datetime | None = None
-        self._seq = 0
-        #: how many answers `advance` computed (the work of a pass, for tests that count it)
-        self.computed = 0
-
-    # -- the scheduler's windows, brought to `now` once per pass -------------------------------
-
-    def advance(self, given: Sequence[Window], now: datetime,
-                timeline: Timeline = EXACT) -> dict[str, list[Occurrence]]:
-        """Bring the enabled ones of `windows` to `now`: each enabled window's occurrences
-        covering `now` (only the windows with some), computed (by `timeline`) only for the
-        windows whose answer expired by `now`, changed, or is new (rows of a compiled schedule
-        asked of it, each row's `Window` built only when a caller asks for it)."""
-        windows = Windows.of(given)
-        if self._now is not None and now < self._now:
-            self._forget()  # time went backwards: every answer computed again (the exact path)
-        self._now = now
-        if windows is not self._windows and not windows.same_list(self._windows):
-            self._sync(windows, now, timeline)
-        while self._due and self._due[0][0] <= now:
-            _, seq, name = heapq.heappop(self._due)
-            known = self._known.get(name)
-            if known is not None and known.seq == seq:
-                self._learn(name, known.windows, known.index, now, timeline)
-        if len(self._due) > 2 * len(self._known) + 64:
-            self._compact()
-        return {name: list(known.covering) for name, known in self._held.items()}
-
-    def held(self) -> list[tuple[str, tuple[Occurrence, ...], Occurrence | None]]:
-        """The names of the windows with occurrences covering the instant of the last
-        `advance`: each with them and its next occurrence armed after that instant."""
-        return [(name, known.covering, known.next) for name, known in self._held.items()]
-
-    def soonest(self, count: int) -> list[tuple[str, Occurrence]]:
-        """The next occurrences of the windows nothing covers at the last `advance` (by name), in the
-        order they arm: the first `count` of them and every other armed at the same instant as
-        the last one (all of them when there are fewer). O((count + stale) log n): read off the
-        heap, not from every window."""
-        taken: list[tuple[datetime, int, str]] = []
-        out: list[tuple[str, Occurrence]] = []
-        last: datetime | None = None
-        while self._due and (len(out) < count or self._due[0][0] == last):
-            entry = heapq.heappop(self._due)
-            known = self._known.get(entry[2])
-            if known is None or known.seq != entry[1]:
-                continue  # stale: dropped for good
-            taken.append(entry)
-            if not known.covering and known.next is not None:
-                out.append((known.name, known.next))
-                last = entry[0]
-        for entry in taken:
-            heapq.heappush(self._due, entry)
-        return out
-
-    def armed_after(self, given: Sequence[Window], now: datetime,
-                    after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence] | None:
-        """`Timeline.armed_after` of `windows` at the instant of the last `advance`, when each
-        of them is a window whose answer it holds (else None: ask `merge_armed`). Read off the
-        heap of answers in the order they expire, not from every window: no window's next arm
-        comes before its answer expires, so an occurrence earlier than the next answer to
-        expire is the next one armed (`merge_armed`'s heap, filled as the walk reaches each
-        window); a window's later occurrences are asked of `after`. A held chain through a
-        lane of 10,000 windows costs its own length and the windows arming before it ends,
-        not a question to each window (the chain is walked on every pass)."""
-        if now != self._now:
-            return None
-        windows = Windows.of(given)
-        lane: dict[str, int] = {}
-        known = self._known
-        for order in range(len(windows)):
-            name = windows.name(order)
-            answer = known.get(name)
-            if answer is None or not answer.windows.identical(answer.index, windows, order):
-                return None
-            lane[name] = order
-        return self._walk(lane, windows, after)
-
-    def _walk(self, lane: Mapping[str, int], windows: Sequence[Window],
-              after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence]:
-        merge: list[tuple[datetime, int, Occurrence]] = []
-        for until, seq, name in self._in_expiry_order():
-            while merge and merge[0][0] < until:
-                yield self._take(merge, windows, after)
-            known, order = self._known.get(name), lane.get(name)
-            if known is not None and known.seq == seq and order is not None and known.next is not None:
-                heapq.heappush(merge, (known.next.arm_at, order, known.next))
-        while merge:
-            yield self._take(merge, windows, after)
-
-    @staticmethod
-    def _take(merge: list[tuple[datetime, int, Occurrence]], windows: Sequence[Window],
-              after: Callable[[Window, Occurrence], Occurrence | None]) -> Occurrence:
-        _, order, occurrence = heapq.heappop(merge)
-        successor = after(windows[order], occurrence)
-        if successor is not None:
-            heapq.heappush(merge, (successor.arm_at, order, successor))
-        return occurrence
-
-    def _in_expiry_order(self) -> Iterator[tuple[datetime, int, str]]:
-        """The entries of the heap of answers, earliest first, read without taking any off it
-        (a heap's children are never earlier than their parent)."""
-        due = self._due
-        frontier = [(due[0], 0)] if due else []
-        while frontier:
-            entry, at = heapq.heappop(frontier)
-            for child in (2 * at + 1, 2 * at + 2):
-                if child < len(due):
-                    heapq.heappush(frontier, (due[child], child))
-            yield entry
-
-    def _sync(self, windows: Windows, now: datetime, timeline: Timeline) -> None:
-        """A new list of windows: forget the answers of windows gone, disabled or changed;
-        compute the new ones at `now`. A window read again unchanged (`Windows.same`: another
-        object equal field for field, its calendar included, or a row of an equal table) keeps
-        its answer: a `hermes serve` whose status page validated the file at the same time as
-        the scheduler got the page's objects on its next pass, and computing 10,000 answers
-        again took seconds (issue 24)."""
-        for name, known in list(self._known.items()):
-            index = windows.position(name)
-            if index is not None and windows.enabled(index) and known.windows.same(known.index, windows, index):
-                known.windows, known.index = windows, index
-                continue
-            self._drop(name)
-        for index in range(len(windows)):
-            if windows.enabled(index) and windows.name(index) not in self._known:
-                self._learn(windows.name(index), windows, index, now, timeline)
-        self._windows = windows
-
-    def _drop(self, name: str) -> None:
-        del self._known[name]
-        self._held.pop(name, None)
-
-    def _learn(self, name: str, windows: Windows, index: int, now: datetime, timeline: Timeline) -> None:
-        """Compute the answer at `now` of window `index` of `windows` and remember it until it expires."""
-        self.computed += 1
-        held, upcoming = windows.around(index, now, timeline)
-        feed = windows.calendar(index)
-        expiries = [o.end for o in held] + ([upcoming.arm_at] if upcoming is not None else [])
-        if feed or upcoming is None:
-            # a calendar's events are looked up within a lookahead of the instant asked: what
-            # it says (no event ahead, say) is asked again daily, never trusted for ever; so is
-            # "no next occurrence" (a scan ends after `MAX_EXCLUDED_RUN` excluded starts)
-            expiries.append(now + FEED_RECHECK)
-        until = min(expiries) if expiries else None
-        self._seq += 1
-        known = _Known(name, windows, index, now, until, held, upcoming, self._seq)
-        self._known[name] = known
-        if held:
-            self._held[name] = known
-        else:
-            self._held.pop(name, None)
-        if until is not None:
-            heapq.heappush(self._due, (until, known.seq, name))
-
-    def _forget(self) -> None:
-        self._known.clear()
-        self._held.clear()
-        self._due.clear()
-        self._windows = Windows()
-
-    def _compact(self) -> None:
-        """The heap rebuilt from the live answers (stale entries of edited windows dropped), so
-        it stays as large as the fleet, however often the file is edited."""
-        self._due = [(k.until, k.seq, name) for name, k in self._known.items() if k.until is not None]
-        heapq.heapify(self._due)
-
-    def _valid(self, window: Window, now: datetime) -> _Known | None:
-        """`advance`'s answer for this window object, when it holds at `now`."""
-        known = self._known.get(window.name)
-        if (known is not None and known.window is window and known.since <= now
-                and (known.until is None or now < known.until)):
-            return known
-        return None
-
-    # -- any window, any instant -----------------------------------------------------------------
-
-    def covering(self, window: Window, now: datetime) -> list[Occurrence]:
-        known = self._valid(window, now)
-        return list(known.covering) if known is not None else covering(window, now)
-
-    def next_start(self, window: Window, now: datetime) -> Occurrence | None:
-        """The next occurrence armed after `now` (`next_armed`: its start, less any drain lead)."""
-        known = self._valid(window, now)
-        return known.next if known is not None else next_armed(window, now)
-
-
-class IndexedTimeline(ExactTimeline):
-    """`EXACT`, with each window's first occurrence armed after `now` taken from the answer
-    `index.advance` brought to `now` when it holds (an exact answer, kept until it expires).
-    Why: without a compiled schedule (calendars, a table that does not validate, the guard
-    putting a version back, the first passes before it is built) a held chain asks every
-    window of its lane for its next arm on every pass: 10,000 cron questions were a tenth of
-    a second a pass."""
-
-    def __init__(self, index: OccurrenceIndex) -> None:
-        self._index = index
-
-    def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
-        return self._index.next_start(window, now)
-
-    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
-        """Off the index's heap of answers when it holds every one of `windows` at `now`
-        (`OccurrenceIndex.armed_after`), else `merge_armed`."""
-        walk = self._index.armed_after(windows, now, self.after)
-        return walk if walk is not None else merge_armed(windows, now, self.first_armed, self.after)
-
-
-@dataclass(slots=True)
-class _Known:
-    """A window's answer computed at `since`: the occurrences covering `since` and its next
-    occurrence armed after it; the same answer for every instant in `[since, until)` (`until`
-    None: for ever). The window is `windows[index]` (a row's `Window` built only when `window`
-    is asked for: `_valid`)."""
-
-    name: str
-    windows: Windows
-    index: int
-    since: datetime
-    until: datetime | None
-    covering: tuple[Occurrence, ...]
-    next: Occurrence | None
-    seq: int
-
-    @property
-    def window(self) -> Window:
-        return self.windows[self.index]
 
 
 def by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Window, Occurrence]]:

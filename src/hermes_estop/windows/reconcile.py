@@ -341,7 +341,7 @@ def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Ma
     the ledger entries of this scope; `reading`: the scope's sentinel as read at `now`;
     `recalled`: occurrence key -> generation, for occurrences the ledger does not know that the
     audit trail says a window scheduler armed (`recall.recall`); `covered`: the occurrences of
-    `windows` covering `now`, when the caller has them already (`OccurrenceIndex`). With
+    `windows` covering `now`, when the caller has them already (the pass's schedule). With
     `selector`, the plan is for the scoped hold of that selector at `scope` (`windows` all carry
     it, `reading` is that scoped hold's): the same rules, one lane of the scope. `timeline`:
     where the windows' occurrences are looked up (the exact functions, or the compiled

@@ -49,14 +49,17 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import heapq
 import hmac
 import itertools
 import json
 import logging
 import re
 import sys
+import threading
+from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
@@ -69,16 +72,17 @@ from tomli import TOMLDecodeError, loads as toml_loads
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import StoreError
+from hermes_estop.model.selector import Selector
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind
 from hermes_estop.windows.model import InvalidWindow, Window, validate_scope
-from hermes_estop.windows.occurrences import Occurrence, occurrences
+from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Windows, merge_armed, occurrences, table_of
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Entry", "Item", "Row", "Schedule", "Tables", "build", "instant_of",
-           "kept_schedule", "load", "micros", "schedule_of"]
+__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Entry", "Item", "Row", "Schedule", "ScheduleTimeline", "Schedules",
+           "Tables", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
@@ -436,7 +440,7 @@ class _Builder:
         self.tables: list[bytes] = []
         self.zones: set[str] = set()
 
-    def add_window(self, window: Window, source: str) -> None:
+    def add_window(self, window: Window, source: str, table: bool = True) -> None:
         """`window`'s row: its occurrences not ended at `lo` starting before `hi`, then its first
         starting at or after `hi`; cut at `MAX_PER_ROW` (the last start kept is then the end of
         the whole schedule's horizon)."""
@@ -460,7 +464,7 @@ class _Builder:
         if window.cron is not None:
             self.zones.add(window.timezone)
         lead = (window.drain or timedelta(0)) // _US
-        self._add(Row.of(window), _compact(window.to_json()), lead, source)
+        self._add(Row.of(window), _compact(window.to_json()) if table else b"", lead, source)
 
     def add_kept(self, previous: Schedule, row: int, source: str) -> None:
         """Row `row` of `previous` as it is (same code, zone data and horizon)."""
@@ -595,54 +599,41 @@ class _Bound:
         return self.windows + self.calendars if len(set(names)) == len(names) else None
 
 
-def _streamed(digest: str, raw: bytes, windows_path: Path, now: datetime) -> Schedule | None:
+def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
+              previous: Schedule | None = None) -> Schedule | None:
     """The schedule of the file `raw` built a table at a time (no more than one `Window` held
-    at once; the tables bound to a calendar kept as `build` keeps them); None when a table does
-    not validate or the file is not that simple (the caller then validates the file whole, which
-    refuses it)."""
-    builder = _Builder(*_horizon(now))
+    at once; the tables bound to a calendar kept as `build` keeps them: `_Bound`). With
+    `previous` (the schedule kept for the file before an edit), an unchanged table's row taken
+    from it as it is (same code, same zone data, same horizon): only an edited or added table
+    validated and asked for its occurrences. None when anything is not that simple (a table
+    that does not validate, a repeated name; with `previous`, a new zone or a horizon half
+    gone): the caller then builds it whole, or validates the file whole, which refuses it."""
+    if previous is not None and (not previous.answers(now) or micros(now) >= previous.lo + HORIZON // _US // 2):
+        return None
+    known = {source: row for row, source in enumerate(previous.sources) if source} if previous is not None else {}
+    builder = _Builder(previous.lo, previous.hi) if previous is not None else _Builder(*_horizon(now))
     bound = _Bound(windows_path)
     paused = gc.isenabled()
     gc.disable()  # every row built survives: a collection would only walk them again
     try:
         for index, source, table in bound.tables(raw):
-            window = Window.parse(table, path=windows_path, index=index)
-            if not bound.excluding(window, index, table):
-                builder.add_window(window, source)
-    except (_NotSimple, InvalidWindow):
-        return None
-    finally:
-        if paused:
-            gc.enable()
-    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones), bound)
-
-
-def _rebuilt(previous: Schedule, digest: str, raw: bytes, windows_path: Path, now: datetime) -> Schedule | None:
-    """The schedule of the edited file `raw`: the rows of the tables `previous` compiled, as
-    they are (same code, same zone data, same horizon), taken from it; only an edited or added
-    table validated and asked for its occurrences. None when anything is not that simple (a
-    table that does not validate, a repeated name, a new zone, a horizon half gone): the
-    schedule is then built whole. The tables bound to a calendar are validated and kept again
-    (`_Bound`: they have no row)."""
-    if not previous.answers(now) or micros(now) >= previous.lo + HORIZON // _US // 2:
-        return None
-    known = {source: row for row, source in enumerate(previous.sources) if source}
-    builder = _Builder(previous.lo, previous.hi)
-    bound = _Bound(windows_path)
-    try:
-        for index, source, table in bound.tables(raw):
-            if source in known:
+            if previous is not None and source in known:
                 builder.add_kept(previous, known[source], source)
                 continue
             window = Window.parse(table, path=windows_path, index=index)
             if bound.excluding(window, index, table):
                 continue
-            if window.cron is not None and window.timezone not in previous.zones:
+            if previous is not None and window.cron is not None and window.timezone not in previous.zones:
                 return None
             builder.add_window(window, source)
     except (_NotSimple, InvalidWindow):
         return None
-    return builder.schedule(digest, previous.basis, previous.zones, bound)
+    finally:
+        if paused:
+            gc.enable()
+    if previous is not None:
+        return builder.schedule(digest, previous.basis, previous.zones, bound)
+    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones), bound)
 
 
 def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
@@ -757,9 +748,9 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
          fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
     """The schedule of the windows file `windows_path` (whose bytes are `raw`) answering at
     `now`: read from beside the file when it is there, of these bytes, covers `now` and passes
-    the ownership rule; else the one there with its unchanged rows reused (`_rebuilt`), else
-    built table by table (`_streamed`; not when the caller has the windows already,
-    `validated`), else from `validate()` (the file's windows; only called then, it refuses a
+    the ownership rule; else built table by table (`_compiled`), the unchanged rows of the one
+    there reused, else without it (not when the caller has the windows already, `validated`),
+    else from `validate()` (the file's windows; only called then, it refuses a
     file that does not validate); written there by whichever process builds it first. One built
     more than `fresh_for` ago is built again (the daemon does so at `REFRESH`, before an
     operator's command finds the horizon gone). None when the file has no schedule (its bound
@@ -769,9 +760,9 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     found = _kept(path) if path is not None else None
     if found is not None and _fresh(found, digest, now, fresh_for):
         return found
-    built = _rebuilt(found, digest, raw, windows_path, now) if found is not None and found.digest != digest else None
+    built = _compiled(digest, raw, windows_path, now, found) if found is not None and found.digest != digest else None
     if built is None and not validated:
-        built = _streamed(digest, raw, windows_path, now)
+        built = _compiled(digest, raw, windows_path, now)
     if built is None:
         built = build(digest, validate(), now, raw)
     if built is not None and path is not None:
@@ -794,3 +785,454 @@ def _kept(path: Path) -> Schedule | None:
     except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
         log.warning("windows schedule %s ignored and built again: %s", printable(path), printable(str(exc)))
         return None
+
+
+#: the rows' `Window`s a timeline keeps built at most (the oldest built dropped first)
+WINDOWS_KEPT = 1024
+#: an occurrence holding longer than this (a day, in microseconds), drain lead included, puts its
+#: row among those `ScheduleTimeline.covering_now` looks up one by one, not off the arm order
+_LONG = 86_400_000_000
+
+
+class ScheduleTimeline:
+    """The scheduler's `occurrences.Timeline` read off `schedule` (the schedule of the very bytes
+    the asked windows were validated from: `Schedules` sees to that) by bisection, `EXACT` where
+    it does not answer (an instant outside its horizon, a window that is not one of its rows):
+    the same answers without the cron arithmetic, so a held chain is walked afresh every pass."""
+
+    def __init__(self, schedule: Schedule, given: Sequence[Window] | None = None) -> None:
+        self.schedule = schedule
+        #: window name -> its row (`Schedule.row_of` searches the names)
+        self._rows = {name: row for row, name in enumerate(schedule.names)}
+        #: the validated windows the rows were compiled from (`Schedules.of_windows`: a row
+        #: answers for that very object only), or None (rows of a file's bytes, by name)
+        self.given = given
+        #: every occurrence of the schedule (its index in `starts`) in arm order, and its arm
+        #: instant in epoch microseconds (`armed_after`): two flat arrays, 16 bytes an occurrence
+        offsets, leads = schedule.offsets, schedule.leads
+        arm = array("q", (start - leads[row] for row in range(len(schedule.names))
+                          for start in schedule.starts[offsets[row]:offsets[row + 1]]))
+        self._armed = array("q", sorted(range(len(arm)), key=arm.__getitem__))
+        self._arms = array("q", (arm[i] for i in self._armed))
+        #: arms before this instant are all in `_arms`: their starts lie before the horizon's end
+        self._whole_until = schedule.hi - max(schedule.leads, default=0)
+        #: the rows whose occurrences may hold longer than `_LONG` (looked up one by one by
+        #: `covering_now`), and the longest any other holds, drain lead included: what covers an
+        #: instant of theirs was armed less than this before it
+        spans = [max(map(int.__sub__, schedule.ends[offsets[row]:offsets[row + 1]],
+                         schedule.starts[offsets[row]:offsets[row + 1]]), default=0) + leads[row]
+                 for row in range(len(schedule.names))]
+        self._long = {row for row, span in enumerate(spans) if span > _LONG}
+        self._span = max((span for span in spans if span <= _LONG), default=0)
+        #: every row, as windows (`windows`), one list for the life of the timeline
+        self._windows: Windows | None = None
+        #: the rows' `Window`s built so far (`window`), and the lock of that cache (the window
+        #: tasks' thread shares the scheduler's schedule: `TaskService.schedules`)
+        self._built: dict[int, Window] = {}
+        self._building = threading.Lock()
+
+    def windows(self) -> Windows:
+        """Every window of the schedule, in file order, as its rows."""
+        if self._windows is None:
+            self._windows = Windows(timeline=self)
+        return self._windows
+
+    # -- the rows as `occurrences.Rows` (what `Windows` reads of them) ---------------------------
+
+    def __len__(self) -> int:
+        return len(self.schedule)
+
+    def name(self, row: int) -> str:
+        return self.schedule.names[row]
+
+    def enabled(self, row: int) -> bool:
+        return self.schedule.enabled[row]
+
+    def scope(self, row: int) -> str:
+        return self.schedule.scopes[row]
+
+    def table(self, row: int) -> bytes:
+        return self.schedule.tables[row]
+
+    def window(self, row: int) -> Window:
+        """The `Window` of `row` (`Schedule.window`), kept built: a running daemon asks for the
+        same rows pass after pass (at most `WINDOWS_KEPT`, the oldest built dropped first)."""
+        if self.given is not None:
+            return self.given[row]
+        window = self._built.get(row)
+        if window is None:
+            window = self.schedule.window(row)
+            with self._building:
+                if len(self._built) >= WINDOWS_KEPT:
+                    del self._built[next(iter(self._built))]
+                window = self._built.setdefault(row, window)
+        return window
+
+    def selector(self, row: int) -> Selector | None:
+        """The row's selector from its table (`only`, `jobs`: `Window.to_json` leaves them out
+        when empty), without a `Window` built."""
+        table = self.schedule.tables[row]
+        if b'"only":' not in table and b'"jobs":' not in table:
+            return None
+        shown = self.schedule.tables.shown(row)
+        return Selector.of(shown.get("only", ()), shown.get("jobs", ()))
+
+    def _row(self, window: Window) -> int | None:
+        """`window`'s row; None for a window that is not in the schedule."""
+        row = self._rows.get(window.name)
+        return None if row is None or (self.given is not None and self.given[row] is not window) else row
+
+    def whole(self, at: int) -> bool:
+        """Whether the schedule holds every occurrence armed by `at` (epoch microseconds) and
+        every row's first arm after it."""
+        return self.schedule.lo <= at < self._whole_until
+
+    def around(self, window: Window, now: datetime) -> Around:
+        row = self._row(window)
+        found = self._covering(row, now) if row is not None else None
+        if found is None:
+            return EXACT.around(window, now)
+        return found, self.first_armed(window, now)
+
+    def _covering(self, row: int, now: datetime) -> tuple[Occurrence, ...] | None:
+        """The occurrences of `row` covering `now` (not ended at `now`, armed by it); None
+        unless the row holds every one of them (`now`, and `now` plus the lead, in the horizon)."""
+        schedule = self.schedule
+        at = micros(now)
+        armed_by = at + schedule.leads[row]
+        if not (schedule.answers(now) and armed_by < schedule.hi):
+            return None
+        lo, hi = schedule.offsets[row], schedule.offsets[row + 1]
+        first = bisect_right(schedule.ends, at, lo, hi)
+        return tuple(schedule.occurrence(row, i) for i in range(first, bisect_right(schedule.starts, armed_by, lo, hi)))
+
+    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
+        """Read off the occurrences in arm order (a chain of 256 among 10,000 windows costs its
+        256 occurrences, not a question to each window); past the part of the horizon where
+        that list is whole, the walk goes on from there as `merge_armed`. The windows that are
+        not rows of the schedule (a calendar's): theirs as `merge_armed` (by `first_armed` and
+        `after`), merged in, at one instant in the order of `windows`."""
+        if not self.schedule.answers(now):
+            return merge_armed(windows, now, self.first_armed, self.after)
+        lane = self._lane(windows)
+        if lane is not None:
+            return self._walk(windows, lane, now)
+        rows = self._rows
+        places = {window.name: order for order, window in enumerate(windows)}
+        mine = [w for w in windows if w.name in rows]
+        others = [w for w in windows if w.name not in rows]
+        if not mine:
+            return merge_armed(windows, now, self.first_armed, self.after)
+        walk = self._walk(mine, {rows[w.name]: order for order, w in enumerate(mine)}, now)
+        return heapq.merge(walk, merge_armed(others, now, self.first_armed, self.after),
+                           key=lambda o: (o.arm_at, places[o.window]))
+
+    def _lane(self, windows: Sequence[Window]) -> dict[int, int] | None:
+        """Each row of `windows` -> its place among them; None when one is not a row."""
+        lane, others = self._parts(Windows.of(windows))
+        return None if others else lane
+
+    def _parts(self, windows: Windows) -> tuple[dict[int, int], list[int]]:
+        """Each row of `windows` -> its place among them, and the places of the windows that
+        are not rows (a calendar's, another version's)."""
+        known = windows.lane_of(self)
+        if known is not None:
+            return known, []
+        lane: dict[int, int] = {}
+        others: list[int] = []
+        rows, given = self._rows, self.given
+        for order, name in enumerate(windows.names()):  # `_row`, inlined: a lane may have 10,000 windows
+            row = rows.get(name)
+            if row is None or (given is not None and given[row] is not windows[order]):
+                others.append(order)
+            else:
+                lane[row] = order
+        return lane, others
+
+    def covering_now(self, windows: Windows, now: datetime) -> dict[str, list[Occurrence]]:
+        """The occurrences covering `now` of each enabled window of `windows` (only the windows
+        with some), in start order: the rows' read off the arm order (those armed within the
+        longest hold before `now`: what covers now, not a question to each row), the others'
+        asked (`around`: a calendar's, or everything outside the part of the horizon the
+        schedule holds whole). What a pass acts on (issue 24: never a question to every window)."""
+        lane, others = self._parts(windows)
+        at = micros(now)
+        if lane and not self.whole(at):
+            lane, others = {}, list(range(len(windows)))
+        out: dict[str, list[Occurrence]] = {}
+        schedule, armed, offsets, ends, long = self.schedule, self._armed, self.schedule.offsets, self.schedule.ends, self._long
+        for k in range(bisect_right(self._arms, at - self._span), bisect_right(self._arms, at)) if lane else ():
+            index = armed[k]
+            if ends[index] > at:
+                row = bisect_right(offsets, index) - 1
+                if row in lane and row not in long and schedule.enabled[row]:
+                    out.setdefault(schedule.names[row], []).append(schedule.occurrence(row, index))
+        for row in long:
+            if row in lane and schedule.enabled[row]:
+                found = self._covering(row, now)
+                if found:
+                    out[schedule.names[row]] = list(found)
+        for order in others:
+            if windows.enabled(order):
+                found = self.around(windows[order], now)[0]
+                if found:
+                    out[windows.name(order)] = list(found)
+        return out
+
+    def next_arms(self, windows: Windows, now: datetime, skip: Container[str],
+                  count: int) -> list[tuple[str, Occurrence]]:
+        """The first occurrence armed after `now` of each enabled window of `windows` not named
+        in `skip`, soonest first (at one instant, in the order of `windows`): the first `count`
+        and every other armed at the same instant as the last (all when fewer). The rows' read
+        off the arm order, the first of each row met (every row's first arm after an instant the
+        schedule holds whole is in it); the others' asked (`first_armed`)."""
+        lane, others = self._parts(windows)
+        at = micros(now)
+        if lane and not self.whole(at):
+            lane, others = {}, list(range(len(windows)))
+        found: list[tuple[datetime, int, str, Occurrence]] = []
+        for order in others:
+            name = windows.name(order)
+            if windows.enabled(order) and name not in skip:
+                upcoming = self.first_armed(windows[order], now)
+                if upcoming is not None:
+                    found.append((upcoming.arm_at, order, name, upcoming))
+        schedule, arms, armed, offsets = self.schedule, self._arms, self._armed, self.schedule.offsets
+        seen: set[int] = set()
+        taken, last = 0, -1
+        for k in range(bisect_right(arms, at), len(arms)) if lane else ():
+            if taken >= count and arms[k] != last:
+                break
+            index = armed[k]
+            row = bisect_right(offsets, index) - 1
+            if row in seen:
+                continue
+            seen.add(row)
+            place = lane.get(row)
+            name = schedule.names[row]
+            if place is None or not schedule.enabled[row] or name in skip:
+                continue
+            found.append((instant_of(arms[k]), place, name, schedule.occurrence(row, index)))
+            taken, last = taken + 1, arms[k]
+        found.sort(key=lambda item: (item[0], item[1]))
+        if len(found) > count:
+            cut = found[count - 1][0] if count > 0 else None
+            found = [item for n, item in enumerate(found) if n < count or item[0] == cut]
+        return [(name, occurrence) for _, _, name, occurrence in found]
+
+    def _walk(self, windows: Sequence[Window], lane: dict[int, int], now: datetime) -> Iterator[Occurrence]:
+        schedule, arms, armed, offsets = self.schedule, self._arms, self._armed, self.schedule.offsets
+        index = bisect_right(arms, micros(now))
+        ties: list[tuple[int, int, int]] = []  # (order, row, index) of the occurrences armed at one instant
+        while index < len(arms) and arms[index] < self._whole_until:
+            at = armed[index]
+            row = bisect_right(offsets, at) - 1
+            order = lane.get(row)
+            if order is not None:
+                ties.append((order, row, at))
+            index += 1
+            if ties and (index == len(arms) or arms[index] != arms[index - 1]):
+                ties.sort()  # at one instant, in the order of `windows` (as `merge_armed`)
+                yield from (schedule.occurrence(row, at) for _, row, at in ties)
+                ties = []
+        # every arm instant is a whole microsecond: "after the microsecond before `_whole_until`"
+        yield from merge_armed(windows, max(now, instant_of(self._whole_until - 1)),
+                               self.first_armed, self.after)
+
+    def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
+        row = self._row(window)
+        if row is None:
+            return EXACT.first_armed(window, now)
+        found = self.schedule.next_start(row, now + timedelta(microseconds=self.schedule.leads[row]))
+        return EXACT.first_armed(window, now) if isinstance(found, bool) else found
+
+    def after(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
+        row = self._row(window)
+        if row is None:
+            return EXACT.after(window, occurrence)
+        found = self.schedule.next_start(row, occurrence.start)
+        return EXACT.after(window, occurrence) if isinstance(found, bool) else found
+
+
+class Schedules:
+    """The compiled schedules one `hermes serve` holds: the one holder of them, shared by the
+    scheduler's passes and its window tasks (`TaskService`), keyed by the file bytes they are of
+    (the digest of the schedule), the newest `KEPT` at most. Nothing builds in the background:
+    a pass asks `rows` (the kept schedule of its bytes, else compiled table by table) and, once
+    it acted, `keep` (the file's schedule written for the operators' commands), so every
+    command after a pass reads it warm. A schedule carrying tables bound to a calendar is
+    written for the commands but never held (its rows are not all the windows: the pass
+    validates such a file)."""
+
+    #: schedules held at most (the file's and the one before an edit: the guard's put-back rows)
+    KEPT = 2
+    #: how far off the next wake-up must be for a pass to refresh a schedule (`keep`)
+    QUIET = timedelta(minutes=1)
+
+    def __init__(self, windows_path: Path) -> None:
+        self.windows_path = windows_path
+        self._held: dict[bytes, ScheduleTimeline] = {}
+        #: the last bytes that do not compile table by table (the pass validates them)
+        self._refused: bytes | None = None
+        #: the digest of the last bytes `keep` could not build a schedule of (not tried again)
+        self._failed: str | None = None
+        #: the schedule compiled in memory of the last windows a pass acted on that are not one
+        #: version of the file's own (`of_windows`), with their identities and the windows
+        self._memory: tuple[tuple[int, ...], ScheduleTimeline, Sequence[Window]] | None = None
+
+    def held(self, raw: bytes | None) -> ScheduleTimeline | None:
+        """The timeline of the schedule held for exactly the bytes `raw`; None when none is."""
+        return self._held.get(raw) if raw is not None else None
+
+    def rows(self, raw: bytes, now: datetime) -> Windows | None:
+        """The windows of `raw` as the rows of its schedule: held, read from beside the file,
+        or compiled table by table (`load`: an unchanged table's row taken from the schedule kept
+        before the edit); never by validating the file whole: a file that is not that simple
+        (a table that fails, a name repeated, calendars) is left to the pass, which validates it
+        and says what is wrong. None then."""
+        found = self._held.get(raw)
+        if found is not None:
+            return found.windows()
+        if raw == self._refused:
+            return None
+        try:
+            built = load(self.windows_path, raw, _validated_whole, now)
+        except _NotCompiled:
+            built = None
+        except Exception as exc:  # noqa: BLE001 -- the pass validates the file instead
+            log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
+            built = None
+        if built is None or built.bound:
+            self._refused = raw
+            return None
+        return self._hold(raw, built).windows()
+
+    def keep(self, raw: bytes, windows: Sequence[Window], now: datetime, next_wake: datetime | None = None) -> None:
+        """Leave the schedule of `raw` (a file that validates whole, as `windows`) written and
+        held, built again once it is `REFRESH` old (at once when it no longer answers now whole:
+        the clock went back), in the pass: the next command reads it warm.
+        A refresh waits for a pass with no wake-up due within `QUIET` of it (`next_wake`: a
+        window arming meanwhile would wait for the build), at most until half the horizon is
+        gone. The schedule it replaces is let go before the build (never three held at once: a
+        peak the allocator keeps). A failure is logged, never raised (the pass acted already)."""
+        held = self._held.get(raw)
+        if held is not None and held.whole(micros(now)) and not self._due(held, now, next_wake):
+            return  # else (the clock went back, say) built now
+        digest = hashlib.sha256(raw).hexdigest()
+        if held is None and digest == self._failed:
+            return
+        listed = Windows.of(windows)
+        rows = listed.timeline is not None
+        self._held.pop(raw, None)
+        if not rows:
+            self._held.clear()
+        del held
+        try:
+            built = load(self.windows_path, raw, lambda: listed, now, REFRESH, validated=not rows)
+        except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
+            log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
+            built = None
+        if built is not None and not built.bound and built.digest == digest:
+            self._hold(raw, built)
+        else:
+            self._failed = digest
+
+    def of_windows(self, windows: Windows, now: datetime) -> ScheduleTimeline:
+        """The timeline of a schedule compiled in memory of exactly these validated windows
+        (the pass's when they are not one version of the file's own: a table that fails, a
+        policy, calendars, the guard putting back a version it acted on), never written: a
+        pass always plans from a schedule. A window already compiled for the last such list
+        (the very object, or one equal field for field: the file read again) keeps its row (a
+        list put together anew each pass costs no cron arithmetic); without such a list, a
+        window whose table is a row of a schedule held for the file (the guard putting back
+        the version it acted on beside an edit) takes that row (equal tables, equal windows);
+        while half the horizon is left (a window excluding a calendar's days: equal with the same
+        feed, never by its table). A calendar's window is not a row (asked as it is: its events
+        carry their ids). Compiled again when the list holds other objects, or (`refresh`, once a
+        pass acted) when it is due."""
+        listed = windows.validated()
+        key = tuple(map(id, listed))
+        memo = self._memory
+        at = micros(now)
+        if memo is not None and memo[0] == key and memo[1].whole(at):
+            return memo[1]  # refreshed after a pass acts (`refresh`)
+        previous = memo[1] if memo is not None and _answers_for_long(memo[1], at) else None
+        self._memory = None
+        return self._compile(listed, key, now, previous)
+
+    def _compile(self, listed: Sequence[Window], key: tuple[int, ...], now: datetime,
+                 previous: ScheduleTimeline | None, *, seeded: bool = True) -> ScheduleTimeline:
+        """`of_windows`' compile, taking rows from `previous` (the last list's) or else (`seeded`)
+        from a schedule held for the file; from `now`, whole, when neither."""
+        at = micros(now)
+        held = (t for t in reversed(self._held.values()) if seeded and _answers_for_long(t, at))
+        base = previous or next(held, None)
+        before = previous.given or () if previous is not None else ()
+        rows_of = {id(w): row for row, w in enumerate(before)}
+        named = {w.name: row for row, w in enumerate(before)}
+        builder = _Builder(base.schedule.lo, base.schedule.hi) if base is not None else _Builder(*_horizon(now))
+        given: list[Window] = []
+        names: set[str] = set()
+        for window in listed:
+            if window.feed is not None or window.name in names:
+                continue  # a calendar's (its events carry their ids), or a name met already: asked as it is
+            names.add(window.name)
+            # a window excluding a calendar's days is bound to one version of the feed
+            # (`calendars.bind`): equal only with that feed (`==` compares it), and its table
+            # does not say which
+            plain = window.exclude_calendar is None
+            row = rows_of.get(id(window))
+            if row is None and window.name in named and before[named[window.name]] == window:
+                row = named[window.name]  # read again, equal field for field: the same occurrences
+            if base is not None and previous is None:
+                row = base.schedule.row_of(window.name) if plain else None
+                row = row if row is not None and base.schedule.tables[row] == table_of(window) else None
+            if base is not None and row is not None:
+                builder.add_kept(base.schedule, row, "")
+            else:
+                builder.add_window(window, "", table=False)
+            given.append(window)
+        c = builder.columns
+        schedule = Schedule("", "", [], builder.lo, builder.hi, c["names"], c["scopes"], c["enabled"], c["timezones"],
+                            c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"], c["offsets"],
+                            c["starts"], c["ends"], Tables(builder.tables))
+        timeline = ScheduleTimeline(schedule, given)
+        self._memory = (key, timeline, listed)
+        return timeline
+
+    def _due(self, timeline: ScheduleTimeline, now: datetime, next_wake: datetime | None) -> bool:
+        """Whether a pass at `now` builds `timeline`'s schedule again: it is `REFRESH` old and no
+        wake-up is due within `QUIET` of `now`, or half its horizon is gone."""
+        age = micros(now) - timeline.schedule.lo
+        return age >= REFRESH // _US and (next_wake is None or next_wake - now >= self.QUIET
+                                         or age >= HORIZON // _US // 2)
+
+    def refresh(self, now: datetime, next_wake: datetime | None = None) -> None:
+        """Once a pass acted: the schedule compiled in memory (`of_windows`) compiled again from
+        `now` when it is due (`_due`, as `keep` refreshes the file's), so a pass never compiles
+        a whole list before it acts because of its age."""
+        memo = self._memory
+        if memo is not None and self._due(memo[1], now, next_wake):
+            self._memory = None
+            self._compile(memo[2], memo[0], now, None, seeded=False)
+
+    def _hold(self, raw: bytes, schedule: Schedule) -> ScheduleTimeline:
+        found = self._held[raw] = ScheduleTimeline(schedule)
+        while len(self._held) > self.KEPT:
+            del self._held[next(iter(self._held))]
+        return found
+
+
+def _answers_for_long(timeline: ScheduleTimeline, at: int) -> bool:
+    """Whether `timeline` answers `at` whole with more than half its horizon left (what a
+    schedule compiled in memory may take rows from)."""
+    return timeline.whole(at) and at < timeline.schedule.lo + HORIZON // _US // 2
+
+
+class _NotCompiled(Exception):
+    """The file is not compiled table by table: the pass validates it whole."""
+
+
+def _validated_whole() -> Sequence[Window]:
+    """`Schedules.rows`' `validate`: never the whole file (the pass does that)."""
+    raise _NotCompiled

@@ -37,11 +37,11 @@ from hermes_estop.windows.events import TickEvent, TickReport, note_event, plann
 from hermes_estop.windows.guard import FileGuard
 from hermes_estop.windows.ledger import ARMED, RETENTION, WITHDRAWN, LedgerEntry, OccurrenceLedger, open_ledger
 from hermes_estop.windows.model import InvalidWindow, Window
-from hermes_estop.windows.occurrences import IndexedTimeline, Occurrence, OccurrenceIndex, Windows
+from hermes_estop.windows.occurrences import Occurrence, Windows, covering as covering_of
 from hermes_estop.windows.policy_check import against_policy
 from hermes_estop.windows.problem_log import ProblemLog
 from hermes_estop.windows.reconcile import Arm, Retire, ScopePlan, Skip, idle, plan_scope
-from hermes_estop.windows.timeline import ScheduleKeeper
+from hermes_estop.windows.schedule import Schedules
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
 from hermes_estop.windows.windows_file import FileSnapshot, Parsed, WindowsFile
 
@@ -65,9 +65,12 @@ RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
 #: the windows to act on, the ledger, the bytes the windows are exactly the windows of (None:
 #: a mix the guard put together, a table that failed, calendars: no schedule stands for them),
-#: and the versions of windows an unconfirmed edit moves to another scope (`GuardVerdict.moving`:
-#: held there at once, beside the versions last acted on at their old scopes)
-_Inputs = tuple[Sequence[Window], dict[str, LedgerEntry], bytes | None, Sequence[Window]]
+#: the versions of windows an unconfirmed edit moves to another scope (`GuardVerdict.moving`:
+#: held there at once, beside the versions last acted on at their old scopes), and the file as
+#: read when it validates whole, its bytes and windows (what the pass leaves a schedule of for
+#: the operators' commands, `Schedules.keep`, confirmed or not: never another version's)
+_Inputs = tuple[Sequence[Window], dict[str, LedgerEntry], bytes | None, Sequence[Window],
+                tuple[bytes, Sequence[Window]] | None]
 #: one read: the file's bytes, its windows (rows of its compiled schedule, or validated), the
 #: validation's outcome (empty for rows: a schedule is only ever written for a file that
 #: validates whole), and the ledger
@@ -108,13 +111,8 @@ class WindowService:
         self.scheduler = scheduler
         self.poll_interval = float(poll_interval)
         self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)))
-        self.index = OccurrenceIndex()
-        #: the occurrences of the versions an unconfirmed edit moves to another scope
-        self._moving = OccurrenceIndex()
-        #: the exact timeline, first arms read off the index (a pass without the schedule)
-        self._exact = IndexedTimeline(self.index)
-        #: the compiled schedule of the file's version in use, built off the pass (`warm_schedule`)
-        self.schedules = ScheduleKeeper(self.windows_file.path)
+        #: the compiled schedules of the file (the one holder: the window tasks share it)
+        self.schedules = Schedules(self.windows_file.path)
         self.actions = Actions(fleet)
         self._lock = threading.RLock()
         self._logged: dict[str, object] = {}
@@ -130,10 +128,6 @@ class WindowService:
         self._unsettled: set[str] = set()
         #: the audit trail's newest events by scope, read at most once a pass (`_recalled`)
         self._trail: dict[str, list[AuditEvent]] | None = None
-        #: (bytes, windows, when) of the last read that validated whole (`warm_schedule`)
-        self._last_valid: tuple[bytes, Sequence[Window], datetime] | None = None
-        #: the bytes the file was last validated from here (validated again: remembered, cheap)
-        self._validated: bytes | None = None
 
     def __repr__(self) -> str:
         return f"WindowService({self.windows_file.path})"
@@ -150,27 +144,17 @@ class WindowService:
         `hermes serve --once` says so in one line, exit 2. Bytes with a trusted compiled
         schedule validated whole when it was built: not validated again."""
         raw = self.windows_file.snapshot().raw
-        if self._compiled_rows(raw, self.clock()) is None:
+        if self.schedules.rows(raw, self.clock()) is None:
             self.windows_file.parse_each(raw)
 
     def _schedule_rows(self, snapshot: FileSnapshot, empty_policy: bool, now: datetime) -> Windows | None:
-        """The file's windows as the rows of its compiled schedule, when one is kept for exactly
-        these bytes (`ScheduleKeeper.read_kept`: trusted, of this code) or compiles table by
-        table (`ScheduleKeeper.compile`, after an edit) and the fleet's policy
-        refuses nothing (else each window is checked against it); None: validate the file.
-        Bytes this service validated already are taken from that validation (remembered)."""
-        raw = snapshot.raw
-        if snapshot.identity is None or not empty_policy or raw == self._validated:
+        """The file's windows as the rows of its compiled schedule (`Schedules.rows`: held,
+        kept for exactly these bytes, or compiled table by table after an edit) when the
+        fleet's policy refuses nothing (else each window is checked against it); None:
+        validate the file."""
+        if snapshot.identity is None or not empty_policy:
             return None
-        return self._compiled_rows(raw, now)
-
-    def _compiled_rows(self, raw: bytes, now: datetime) -> Windows | None:
-        """The rows of the schedule of exactly the bytes `raw`: the one kept for them, else
-        one compiled now table by table (`ScheduleKeeper.compile`); None when neither."""
-        self.schedules.read_kept(raw, now)
-        if self.schedules.windows(raw) is None:
-            self.schedules.compile(raw, now)
-        return self.schedules.windows(raw)
+        return self.schedules.rows(snapshot.raw, now)
 
     def _inputs(self, report: TickReport) -> _Inputs | None:
         """The windows and the ledger to act on, or None (the reason in `report`): a file that
@@ -183,24 +167,23 @@ class WindowService:
         self._note_tables(parsed, report)
         identity = (snapshot.identity, parsed.digests) if parsed.digests else snapshot.identity
         verdict = self.guard.judge(identity, windows, entries, report.now, parsed.failing_names())
+        own = not parsed.failures and not parsed.sources
+        # the schedule worth keeping is the file's as it is (what every command reads), never
+        # the version last confirmed: that would be written over it (issue 45)
+        whole = (snapshot.raw, windows) if own else None
         if not verdict.trusted:
-            if not parsed.failures and not parsed.sources:
-                # the schedule worth building is the file's as it is (what every command reads),
-                # never the version last confirmed: that would be written over it (issue 45)
-                self._last_valid = (snapshot.raw, windows, report.now)
             report.pending = verdict.reason
             self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
-            return None if verdict.windows is None else (verdict.windows, entries, None, verdict.moving)
+            if verdict.windows is None:
+                if whole is not None and not report.dry_run:  # nothing to act on: kept now
+                    self.schedules.keep(*whole, report.now)
+                return None
+            return verdict.windows, entries, None, verdict.moving, whole
         if self._log_once("loaded", hash((snapshot.raw, parsed.digests)), logging.INFO if windows else logging.DEBUG,
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
-        own = not parsed.failures and not parsed.sources
-        if Windows.of(windows).timeline is None:  # validated here: validated again, remembered
-            self._validated = snapshot.raw
-        if own:
-            self.schedules.read_kept(snapshot.raw, report.now)
-        self._last_valid = (snapshot.raw, windows, report.now) if own else None
-        return verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None, ()
+        return (verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None, (),
+                whole)
 
     def _read(self, report: TickReport) -> _Read | None:
         """The file's bytes, its windows within the policy (the rows of its compiled schedule
@@ -239,19 +222,6 @@ class WindowService:
             self._problem(f"stale:{name}", f"windows: {line} (its occurrences hold as that copy says)")
         for kind in [k for k in self._problems if k.startswith("stale:") and k[len("stale:"):] not in parsed.stale]:
             self._cleared(kind, f"windows: calendar {kind[len('stale:'):]} reads again")
-
-    def warm_schedule(self, *, wait: bool = False) -> None:
-        """Build the compiled schedule of the last version of the file a pass read whole (and
-        again every `REFRESH` for an unchanged file): in a thread of its own
-        (`timeline.ScheduleKeeper`; one at a time), which `run` waits for when it stops and
-        `wait` waits for now (`serve --once`). It serves the next operator command warm, and
-        the scheduler's own passes once it is ready: a pass whose windows are exactly those
-        bytes' looks their occurrences up in it. `tick` never starts one: a pass is over when
-        it returns."""
-        if self._last_valid is not None:
-            self.schedules.want(*self._last_valid)
-        if wait:
-            self.schedules.join()
 
     def _problem(self, kind: str, message: str) -> None:
         self._problems.start(kind, message)
@@ -317,17 +287,19 @@ class WindowService:
             inputs = self._inputs(report)
             if inputs is None:
                 return report, plans
-            windows, entries, source, moving = inputs
+            windows, entries, source, moving, whole = inputs
             report.leader = dry_run or self._may_write()
-            # rows of a schedule are asked of their own (`timeline` may be a rebuilt one already)
-            timeline = Windows.of(windows).timeline
-            state = PassState(report, entries, timeline=timeline or self.schedules.timeline(source, self._exact))
-            # the enabled windows' occurrences covering now, by window (only those with some):
-            # computed only for the windows whose answer changed since the last pass (issue 24)
-            covering = self.index.advance(windows, report.now, state.timeline)
+            # always planned from a schedule: rows are asked of their own, validated windows of
+            # the file's bytes of its schedule, any other list of one compiled in memory
+            listed = Windows.of(windows)
+            timeline = listed.timeline or self.schedules.held(source) or self.schedules.of_windows(listed, report.now)
+            state = PassState(report, entries, timeline=timeline)
+            # the enabled windows' occurrences covering now, by window (only those with some),
+            # read off the schedule's arm order: no question to every window (issue 24)
+            covering = timeline.covering_now(listed, report.now)
             # an unconfirmed edit moving windows to other scopes: those versions' occurrences
-            # are held there beside the old ones (an index of their own: names repeat)
-            elsewhere = self._moving.advance(moving, report.now) if moving else {}
+            # are held there beside the old ones (names repeat: asked of each, a few windows)
+            elsewhere = {w.name: found for w in moving if w.enabled and (found := covering_of(w, report.now))}
             if report.leader:
                 layout = self._layout(windows)
                 covered = layout.covered(covering)
@@ -343,9 +315,13 @@ class WindowService:
                     self._commit(state)
                     self._regrouped = False
             report.active = sorted(o.key for found in (*covering.values(), *elsewhere.values()) for o in found)
-            report.wakeups = due_wakeups(self.index, report.now)
+            report.wakeups = due_wakeups(timeline, listed, covering, report.now)
             if not dry_run:
                 self._schedule(report)
+                next_wake = min(report.wakeups.values(), default=None)
+                if whole is not None:  # once acted: the next operator command reads the schedule warm
+                    self.schedules.keep(*whole, report.now, next_wake)
+                self.schedules.refresh(report.now, next_wake)
             return report, plans
 
     def reconcile(self) -> TickReport:
@@ -578,7 +554,6 @@ class WindowService:
         seconds, paced on the injected `monotonic` (missed polls are skipped, never run in a
         burst)."""
         self.start()
-        self.warm_schedule()
         logger.info("windows: scheduling %s (ledger %s, poll every %gs)", self.windows_file.path,
                     self.ledger.describe(), self.poll_interval)
         try:
@@ -586,11 +561,9 @@ class WindowService:
             due = self.monotonic() + interval
             while not stop.wait(max(0.0, due - self.monotonic())):
                 self.reconcile()
-                self.warm_schedule()
                 due, _ = next_deadline(due, interval, self.monotonic())
         finally:
             self.shutdown()
-            self.schedules.join()  # nothing this service started outlives it
 
 
 #: one lane of a scope: its selector (None: the full hold), its enabled windows in file order,

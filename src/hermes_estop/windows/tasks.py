@@ -42,7 +42,7 @@ from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, Occurrence
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, Windows, covering
 from hermes_estop.windows.problem_log import ProblemLog
-from hermes_estop.windows.timeline import ScheduleKeeper
+from hermes_estop.windows.schedule import Schedules
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskReport", "TaskService"]
@@ -85,7 +85,7 @@ class TaskService:
 
     def __init__(self, fleet: Fleet, *, ledger: OccurrenceLedger | None = None, windows_file: WindowsFile | None = None,
                  is_leader: Callable[[], bool] | None = None, poll_interval: float = 1.0,
-                 scheduler_logs_file: bool = False, schedules: ScheduleKeeper | None = None) -> None:
+                 scheduler_logs_file: bool = False, schedules: Schedules | None = None) -> None:
         self.fleet = fleet
         self.ledger = ledger or open_ledger(fleet)
         self.windows_file = windows_file or WindowsFile(fleet.root)
@@ -97,8 +97,8 @@ class TaskService:
         #: scheduler beside this service logs them (`scheduler_logs_file`, as `hermes serve` runs it)
         self.file_problems = ProblemLog(logger, quiet=scheduler_logs_file)
         self._lock = threading.Lock()
-        #: the scheduler's compiled schedule (`WindowService.schedules`), shared: its rows are the
-        #: windows when it is of the bytes read (`_windows`)
+        #: the scheduler's compiled schedules (`WindowService.schedules`), shared: the rows of the
+        #: one held for the bytes read are the windows (`_windows`)
         self.schedules = schedules
 
     # -- deciding ----------------------------------------------------------------------------
@@ -142,7 +142,8 @@ class TaskService:
         its rows, no window validated until one is needed (`due`)."""
         try:
             raw = self.windows_file.snapshot().raw
-            rows = self.schedules.windows(raw) if self.schedules is not None else None
+            held = self.schedules.held(raw) if self.schedules is not None else None
+            rows = held.windows() if held is not None else None
             parsed = None if rows is not None else self.windows_file.parse_each(raw)
         except (EstopError, OSError) as exc:
             self.file_problems.start("file", f"window tasks: cannot read the windows ({exc}); no task starts until it reads")

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, OccurrenceIndex
+from hermes_estop.windows.occurrences import Occurrence, Rows, Windows, covering as covering_of, next_armed
 
 __all__ = ["JOB_PREFIX", "LATER", "MAX_JOBS", "Scheduler", "SchedulerJob", "Wakeups", "due_wakeups", "make_scheduler",
            "wakeups_for"]
@@ -56,9 +56,8 @@ class Scheduler(Protocol):
     def remove_job(self, job_id: str, jobstore: str | None = None) -> None: ...
 
 
-def wakeups_for(windows: Iterable[Window], now: datetime, index: OccurrenceIndex | None = None,
-                limit: int = MAX_JOBS, covering: Mapping[str, Sequence[Occurrence]] | None = None
-                ) -> dict[str, datetime]:
+def wakeups_for(windows: Iterable[Window], now: datetime, limit: int = MAX_JOBS,
+                covering: Mapping[str, Sequence[Occurrence]] | None = None) -> dict[str, datetime]:
     """The instants after `now` at which the plan can change: each enabled window's next arm
     (`windows:start:<name>` at its start; for a window with a drain lead,
     `windows:drain:<name>` at the start less the lead, and `windows:start:<name>` at the start of
@@ -68,28 +67,30 @@ def wakeups_for(windows: Iterable[Window], now: datetime, index: OccurrenceIndex
     Only the `limit` earliest are kept, plus `windows:later` at the earliest one left out: a
     fleet with 10,000 windows keeps a few hundred jobs, and waking at `windows:later` schedules
     the next ones (APScheduler's `add_job` costs about 0.1 ms each). `covering`: each enabled
-    window's occurrences covering `now`, when the caller has them already."""
-    index = index or OccurrenceIndex()
+    window's occurrences covering `now`, when the caller has them already. Asks every window
+    (the exact functions): the definition `due_wakeups` gives without asking them."""
     out: dict[str, datetime] = {}
     for window in windows:
         if not window.enabled:
             continue
-        upcoming = index.next_start(window, now)
-        covered = covering[window.name] if covering is not None else index.covering(window, now)
-        _jobs(out, window.name, upcoming, covered, now)
+        covered = covering[window.name] if covering is not None else covering_of(window, now)
+        _jobs(out, window.name, next_armed(window, now), covered, now)
     return _earliest(out, limit)
 
 
-def due_wakeups(index: OccurrenceIndex, now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
-    """`wakeups_for` the windows `index.advance` last brought to `now`, read from what the index
-    remembers: the windows something covers, and the `limit + 1` earliest next arms of the
-    others off its heap. Why: asking each of 10,000 windows on every pass, and sorting them all
-    to keep a few hundred, was a third of a quiet pass (issue 24). The same jobs: every job
-    left out arms later than `limit + 1` jobs kept."""
+def due_wakeups(timeline: Rows, windows: Windows, covering: Mapping[str, Sequence[Occurrence]],
+                now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
+    """`wakeups_for` the `windows` of a pass, whose occurrences covering `now` are `covering`,
+    read off the schedule the pass plans from (`timeline`): the next arm of each window
+    something covers, and the `limit + 1` earliest next arms of the others off its arm order.
+    Why: asking each of 10,000 windows on every pass, and sorting them all to keep a few
+    hundred, was a third of a quiet pass (issue 24). The same jobs: every job left out arms
+    later than `limit + 1` jobs kept."""
     out: dict[str, datetime] = {}
-    for name, covered, upcoming in index.held():
-        _jobs(out, name, upcoming, covered, now)
-    for name, upcoming in index.soonest(limit + 1):
+    for name, covered in covering.items():
+        window = windows.named(name)
+        _jobs(out, name, timeline.first_armed(window, now) if window is not None else None, covered, now)
+    for name, upcoming in timeline.next_arms(windows, now, covering.keys(), limit + 1):
         _jobs(out, name, upcoming, (), now)
     return _earliest(out, limit)
 
