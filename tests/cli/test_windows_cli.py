@@ -149,6 +149,17 @@ def test_windows_next_uses_the_fleets_clock(fleet, capsys, monkeypatch):
 
 
 
+@pytest.mark.parametrize("args", [["windows", "next", "NIGHTLY"], ["windows", "explain", "nightli"],
+                                  ["windows", "skip", "nightli", "--next"], ["windows", "unskip", "nightli", "--next"],
+                                  ["windows", "impact", "nigthly"]], ids=lambda a: a[1])
+def test_every_command_taking_a_window_name_refuses_an_unknown_one_alike_with_a_guess(fleet, capsys, args):
+    assert run(capsys, "windows", "add", "nightly", "--cron", "30 2 * * *", "--duration", "1h")[0] == 0
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ""
+    assert f"no window named {args[2]!r} in {fleet / 'windows.toml'}: did you mean 'nightly'?" in err
+    assert err.count("\n") == 1
+
+
 def test_add_in_starts_a_one_shot_that_long_from_now(fleet, capsys):
     before = datetime.now(UTC)
     code, out, _ = run(capsys, "windows", "add", "soon", "--in", "10m", "--duration", "5m", "--json")

@@ -306,10 +306,7 @@ def _listed_from_schedule(windows_file: WindowsFile, name: str | None, count: in
     schedule = schedule_of(windows_file, now)
     items = schedule.in_file_order()
     if name is not None:
-        item = schedule.named(name)
-        if item is None:
-            raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
-        items = [item]
+        items = [schedule.item_named(name, windows_file.path)]
     per_window = count if count is not None else (5 if name is not None else 1)
     found: list[tuple[int, int, Shown, Occurrence]] = []
     for position, item in enumerate(items):

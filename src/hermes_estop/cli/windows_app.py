@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from hermes_estop.cli.command_io import JsonOpt, current_estop, new_app
-from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.homes import resolve_layout
 from hermes_estop.windows.schedule import schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
@@ -31,12 +30,7 @@ def window_named(name: str) -> tuple[WindowsFile, Window]:
     """The windows file and its window `name` (from its compiled schedule: the one window
     validated); `InvalidArgument` naming both when there is none."""
     windows_file = file()
-    schedule = schedule_of(windows_file, now())
-    item = schedule.named(name)
-    window = schedule.window(item) if isinstance(item, int) else item
-    if window is None:
-        raise InvalidArgument(f"no window named {name!r} in {windows_file.path}")
-    return windows_file, window
+    return windows_file, schedule_of(windows_file, now()).window_named(name, windows_file.path)
 
 
 def now() -> datetime:

@@ -33,7 +33,7 @@ from hermes_estop.model.errors import EstopError, InvalidArgument
 from hermes_estop.model.hold import NOBODY
 from hermes_estop.model.homes import FLEET, Location
 from hermes_estop.model.selector import Selector
-from hermes_estop.model.text import did_you_mean, one_line
+from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.process.estop import Estop
 from hermes_estop.process.forecast import PlannedHold
@@ -154,13 +154,7 @@ def window_occurrence(estop: Estop, name: str, number: int, now: datetime) -> tu
     if not 1 <= number <= MAX_OCCURRENCE:
         raise InvalidArgument(f"invalid --occurrence {number}: expected 1 to {MAX_OCCURRENCE}")
     windows_file = WindowsFile(estop.layout.root)
-    schedule = schedule_of(windows_file, now)
-    item = schedule.named(name)
-    window = None if item is None else schedule.window(item) if isinstance(item, int) else item
-    if window is None:
-        known = [*schedule.names, *(w.name for w in schedule.bound_windows)]
-        raise InvalidArgument(f"no window named {name!r} in {windows_file.path}: {did_you_mean(name, known)}"
-                              "`hermes windows list` lists them")
+    window = schedule_of(windows_file, now).window_named(name, windows_file.path)
     found = upcoming(window, now, number)
     return window, found[number - 1] if len(found) >= number else None
 

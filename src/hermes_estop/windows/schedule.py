@@ -71,9 +71,9 @@ from tomli import TOMLDecodeError, loads as toml_loads
 
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.durations import format_duration
-from hermes_estop.model.errors import StoreError
+from hermes_estop.model.errors import InvalidArgument, StoreError
 from hermes_estop.model.selector import Selector
-from hermes_estop.model.text import printable
+from hermes_estop.model.text import did_you_mean, printable
 from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind
@@ -239,6 +239,21 @@ class Schedule:
         """The row, or the bound window, called `name`."""
         row = self.row_of(name)
         return row if row is not None else next((w for w in self.bound_windows if w.name == name), None)
+
+    def item_named(self, name: str, windows_path: Path) -> Item:
+        """`named`, or `InvalidArgument` in one line naming `name`, the file and the closest name
+        there is: what every command that takes a window's name says of an unknown one."""
+        item = self.named(name)
+        if item is None:
+            known = [*self.names, *(w.name for w in self.bound_windows)]
+            raise InvalidArgument(f"no window named {name!r} in {printable(windows_path)}: "
+                                  f"{did_you_mean(name, known)}`hermes windows list` lists them")
+        return item
+
+    def window_named(self, name: str, windows_path: Path) -> Window:
+        """The `Window` called `name` (`item_named`'s refusal when there is none)."""
+        item = self.item_named(name, windows_path)
+        return self.window(item) if isinstance(item, int) else item
 
     def answers(self, t: datetime) -> bool:
         return self.lo <= micros(t) < self.hi
