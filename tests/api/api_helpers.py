@@ -1,6 +1,7 @@
 """A real `hermes serve --http --http-write` for the write API's tests: the process, its URL, a
-self-signed certificate made by `openssl`, tokens made by `hermes tokens create`, and a JSON
-client on one kept-alive connection (`http.client`)."""
+self-signed certificate made by `openssl`, tokens made through the library (what `hermes tokens
+create` calls; the command itself: test_token_store.py), and a JSON client on one kept-alive
+connection (`http.client`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+
+from hermes_estop import Estop
+from hermes_estop.api.tokens import TokenTable
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 START_TIMEOUT = 90.0
@@ -51,7 +55,15 @@ def caller_command(home: Path, url: str, cert: Path, token_file: Path, *, via_en
 
 
 def make_token(root: Path, name: str, role: str, store: str | None = None) -> str:
-    return hermes(root, "tokens", "create", name, "--role", role, store=store).stdout.strip()
+    """The secret of a new token `name` of `role` on the fleet of `root` (as `hermes tokens
+    create` makes it: `TokenTable.create`, on the store the fleet's configuration names), for a
+    test's set-up: no process started."""
+    estop = Estop(env=serve_env(root, store))
+    try:
+        fleet = estop.fleet
+        return TokenTable(fleet).create(name, role, None, fleet.clock())[1]
+    finally:
+        estop.close()
 
 
 def self_signed(directory: Path) -> tuple[Path, Path]:

@@ -5,8 +5,6 @@ a value that is not an entity-tag is a 400 that says how to quote it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,13 +12,6 @@ import pytest
 from hermes_estop import Estop
 from hermes_estop.api.routes import ApiRequest, ApiResponse, WriteApi
 from hermes_estop.api.tokens import TokenTable
-
-
-@pytest.fixture
-def estop(fleet_root: Path) -> Iterator[Estop]:
-    fleet = Estop(home=fleet_root, root=fleet_root, store="file", actor="operator@test")
-    yield fleet
-    fleet.close()
 
 
 @pytest.fixture

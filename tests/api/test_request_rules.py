@@ -5,36 +5,14 @@ the page's forms apply the command line's input rules, with its words: a TTL nee
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import pytest
 from api_helpers import hermes
 
-from hermes_estop import Estop
 from hermes_estop.api.page_actions import PageActions
 from hermes_estop.api.routes import ApiRequest, ApiResponse, WriteApi
-from hermes_estop.api.tokens import TokenTable
 from hermes_estop.observe.page import PAGE_CSS
-
-
-@pytest.fixture
-def estop(fleet_root: Path) -> Iterator[Estop]:
-    fleet = Estop(home=fleet_root, root=fleet_root, store="file", actor="operator@test")
-    yield fleet
-    fleet.close()
-
-
-@pytest.fixture
-def secret(estop: Estop) -> str:
-    return TokenTable(estop.fleet).create("ops", "operator", None, estop.clock())[1]
-
-
-@pytest.fixture
-def api(estop: Estop) -> WriteApi:
-    return WriteApi(estop, lambda: {}, write=True)
 
 
 def _call(api: WriteApi, secret: str, method: str, path: str, body: Any = None) -> ApiResponse:

@@ -9,13 +9,21 @@ import os
 import stat
 
 import pytest
-from api_helpers import hermes, make_token
+from api_helpers import hermes
 
 from hermes_estop import Estop
 from hermes_estop.api.routes import ApiRequest, WriteApi
 from hermes_estop.api.tokens import hash_secret
 
 STORE = "tokens-state.json"
+
+
+def make_token(root, name: str, role: str) -> str:
+    """`hermes tokens create NAME --role ROLE`, the command itself (the other tests make their
+    tokens through the library): its secret, printed alone on stdout."""
+    secret = hermes(root, "tokens", "create", name, "--role", role).stdout
+    assert secret.startswith("hme_") and secret.count("\n") == 1, secret
+    return secret.strip()
 
 
 def test_the_token_store_is_written_0600(tmp_path):

@@ -9,7 +9,6 @@ import http.client
 import json
 import socket
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -17,21 +16,8 @@ import pytest
 from hermes_estop import Estop
 from hermes_estop.api.page_actions import COOKIE, SIGN_IN_COOKIE, PageActions
 from hermes_estop.api.routes import ApiRequest, WriteApi
-from hermes_estop.api.tokens import TokenTable
 from hermes_estop.observe.page import PAGE_CSS
 from hermes_estop.observe.server import StatusServer
-
-
-@pytest.fixture
-def estop(fleet_root: Path) -> Iterator[Estop]:
-    fleet = Estop(home=fleet_root, root=fleet_root, store="file", actor="operator@test")
-    yield fleet
-    fleet.close()
-
-
-@pytest.fixture
-def secret(estop: Estop) -> str:
-    return TokenTable(estop.fleet).create("ops", "operator", None, estop.clock())[1]
 
 
 @pytest.fixture

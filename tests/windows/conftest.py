@@ -121,11 +121,7 @@ class Harness:
 
 @pytest.fixture
 def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the windows validated from here on (`Window.parse`, the real one, counted),
-    in a process that has validated nothing yet (`windows_file` remembers the last version)."""
-    from hermes_estop.windows import windows_file
-
-    monkeypatch.setattr(windows_file, "_VERSIONS", {})
+    """The names of the windows validated from here on (`Window.parse`, the real one, counted)."""
     built: list[str] = []
     real = Window.parse
 

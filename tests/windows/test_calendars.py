@@ -20,7 +20,7 @@ import x_wr_timezone
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.calendars import cache_paths
 from hermes_estop.windows.export import export_ics, planned
-from hermes_estop.windows.fetch import fetch_once
+from hermes_estop.windows.fetch import CalendarFetcher, fetch_once
 from hermes_estop.windows.forecast import window_holds
 from hermes_estop.windows.ical import CalendarError, parse_feed
 from hermes_estop.windows.windows_file import WindowsFile
@@ -239,6 +239,20 @@ def test_a_url_feed_is_fetched_with_etag_and_keeps_its_last_good_copy(fleet_root
     (fleet_root / "windows.toml").write_text(f'[[calendars]]\nname = "team"\nurl = "{feed.url}"\n')
     parsed = WindowsFile(fleet_root).parse_each((fleet_root / "windows.toml").read_bytes())
     assert [w.name for w in parsed.windows] == ["team"] and "cannot fetch" in parsed.stale["team"]
+
+
+@pytest.mark.parametrize("table", ["calendars", "exclude_calendar"])
+def test_the_fetcher_fetches_a_url_feed_that_has_no_copy_yet(fleet_root, feed, table):
+    """The fetcher reads the file's feeds without binding them: a window's `exclude_calendar` url
+    with no copy yet is fetched as a `[[calendars]]` url is (a bound read failed that window for
+    its missing copy, so the fetcher never saw its url), and then the file binds."""
+    text = (f'[[calendars]]\nname = "team"\nurl = "{feed.url}"\n' if table == "calendars" else
+            f'[[windows]]\nname = "a"\ncron = "0 3 * * *"\nduration = "1h"\nexclude_calendar = "{feed.url}"\n')
+    (fleet_root / "windows.toml").write_text(text)
+    for thread in CalendarFetcher(fleet_root, timeout=5).pass_once():
+        thread.join(30)
+    assert cache_paths(fleet_root, feed.url)[0].read_bytes() == FEED_V1.encode()
+    assert WindowsFile(fleet_root).parse_each((fleet_root / "windows.toml").read_bytes()).failures == []
 
 
 def test_a_feed_edit_removing_the_armed_occurrence_waits_for_the_stability_rule(harness, feed):

@@ -340,7 +340,8 @@ def test_the_schema_describes_drain():
 
 def test_the_draining_reason_stays_within_max_reason():
     window = Window.parse({**GOOD, "drain": "15m", "reason": "x" * MAX_REASON})
-    assert len(window.drain_reason) <= MAX_REASON and window.drain_reason.startswith("draining for nightly: x")
+    draining = window.reason_for(None, draining=True)
+    assert len(draining) <= MAX_REASON and draining.startswith("draining for nightly: x")
 
 
 def test_a_lead_overlapping_the_previous_occurrence_keeps_the_scope_held_without_a_gap(harness):

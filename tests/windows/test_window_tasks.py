@@ -203,8 +203,6 @@ def test_a_new_task_service_on_a_kept_schedule_validates_only_the_armed_window(f
     sharing its scheduler's schedule, validates the window whose occurrence the scheduler armed
     once between them, not every window of the file (the old code validated the whole file
     first), and still starts its task."""
-    from hermes_estop.windows import windows_file
-
     made = Setup(fleet_root, clock, "file")
     try:
         task = made.window(0)
@@ -212,7 +210,6 @@ def test_a_new_task_service_on_a_kept_schedule_validates_only_the_armed_window(f
         WindowsFile(fleet_root).save([task, *others])
         clock.set(made.start)
         made.windows.tick(clock.now)  # the pass leaves the schedule kept
-        windows_file._VERSIONS.clear()  # a new process: its scheduler's first pass, then its task service
         parses.clear()
         scheduler = WindowService(made.fleet, ledger=made.windows.ledger)
         scheduler.tick(clock.now)

@@ -337,10 +337,7 @@ def _spread(count: int, *, every: int = 1, extra: str = "") -> str:
 
 
 def _as_a_new_process(parses: list[str]) -> None:
-    """Forget what this process validated (a new `hermes serve`), and the parses counted so far."""
-    from hermes_estop.windows import windows_file
-
-    windows_file._VERSIONS.clear()
+    """Forget the parses counted so far (a new `hermes serve`)."""
     parses.clear()
 
 

@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from hermes_estop.windows import InvalidWindow, WindowsFile
+from hermes_estop.windows import InvalidWindow, Window, WindowsFile
 
 GOOD = b'[[windows]]\nname = "nightly"\ncron = "0 2 * * *"\nduration = "1h"\n'
 BAD = [b"not = [toml", b'[[windows]]\nname = "x"\ncron = "0 2 * * *"\nduration = "-1h"\n', b"\xff\xfe", b"windows = 3\n"]
@@ -33,13 +33,13 @@ def test_parsing_leaves_the_garbage_collector_as_it_found_it(tmp_path, collector
 
 def test_parsing_runs_with_the_collector_paused(tmp_path, collector, monkeypatch):
     seen = []
-    real = WindowsFile._validate_unpaused
+    real = Window.parse
 
-    def spy(self, raw):
+    def spy(*args, **kwargs):
         seen.append(gc.isenabled())
-        return real(self, raw)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(WindowsFile, "_validate_unpaused", spy)
+    monkeypatch.setattr(Window, "parse", spy)
     gc.enable()
     assert [w.name for w in WindowsFile(tmp_path).parse(GOOD)] == ["nightly"]
     assert seen == [False] and gc.isenabled()

@@ -28,10 +28,12 @@ if TYPE_CHECKING:
     from hermes_estop.model.selector import Selector, WorkNames
 
 __all__ = [
+    "covers",
     "not_current",
     "owner_after",
     "hold_from_json",
     "ALLOWLIST_MALFORMED",
+    "ALL_WORK",
     "FULL_FIELD",
     "SCOPED_FIELD",
     "Cause",
@@ -64,6 +66,8 @@ __all__ = [
 
 #: the body field that carries an engagement's identity (hermes-agent's name for it)
 GENERATION_FIELD = "generation"
+#: what a hold without a selector covers, as every surface says it
+ALL_WORK = "all"
 #: `Reading.problem` of an active hold whose `expires_at` is present but does not parse
 DEADLINE_UNREADABLE = "deadline unreadable: held until resumed"
 #: `Reading.problem` of an active hold whose `allow` has the wrong shape
@@ -90,6 +94,14 @@ def clean_reason(reason: object) -> str | None:
     if len(text) > MAX_REASON:
         raise InvalidArgument(f"invalid reason {reason[:40]!r}...: longer than {MAX_REASON} characters")
     return text
+
+
+def covers(selector: Selector | None) -> str:
+    """What a hold with `selector` covers, for a person and a label: `all`, or its components
+    and job globs in the selector's notation (`kanban`, `cron:nightly-*`, `*:db-*` for jobs of
+    every component); an unreadable selector covers everything and says so. Escaped. Here, not
+    in `model.selector`: a full hold is described without importing the selectors' module."""
+    return ALL_WORK if selector is None else selector.describe()
 
 
 class Hold(Record):

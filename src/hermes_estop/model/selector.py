@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     #: the names of one unit of work: a name, or several (a kanban card: assignee and title; None: unnamed)
     WorkNames = str | Iterable[str | None] | None
 
-__all__ = ["ALL_WORK", "COMPONENTS", "Selector", "compile_globs", "covers", "holds_at_least", "hull", "parse_selector",
+__all__ = ["COMPONENTS", "Selector", "compile_globs", "holds_at_least", "hull", "parse_selector",
            "selector_of_detail", "unknown_components", "work_names"]
 
 #: the components the shipped consumers gate as (the cron, kanban, gateway and APScheduler
@@ -98,17 +98,6 @@ class Selector(Record):
         where = ",".join(sorted(self.components)) or "*"
         shown = where if not self.jobs else f"{where}:{','.join(self.jobs)}"
         return printable(shown)
-
-
-#: what a hold without a selector covers, as every surface says it
-ALL_WORK = "all"
-
-
-def covers(selector: Selector | None) -> str:
-    """What a hold with `selector` covers, for a person and a label: `all`, or its components
-    and job globs in the selector's notation (`kanban`, `cron:nightly-*`, `*:db-*` for jobs of
-    every component); an unreadable selector covers everything and says so. Escaped."""
-    return ALL_WORK if selector is None else selector.describe()
 
 
 def unknown_components(names: Iterable[str], known: Iterable[str]) -> str | None:

@@ -13,8 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from hermes_estop.model.hold import DEADLINE_UNREADABLE, Cause, Hold, HoldState, Reading
-from hermes_estop.model.selector import ALL_WORK, covers
+from hermes_estop.model.hold import ALL_WORK, DEADLINE_UNREADABLE, Cause, Hold, HoldState, Reading, covers
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative
 from hermes_estop.process.check import HAND_MADE, unreadable_cause

@@ -384,9 +384,11 @@ class Estop:
         """The validated request for an engage from loose input (a TTL or an instant as text, an
         allowlist as a mapping), and the `now` it was judged at; raises `EstopError` naming the
         bad value. `Fleet.engage(location, *this)` writes it at any scope of the fleet."""
-        from hermes_estop.model.selector import Selector
+        selector = None
+        if only or jobs:  # a full hold (`hermes pause`) never imports the selectors' module
+            from hermes_estop.model.selector import Selector
 
-        selector = Selector.of(only or (), jobs or ())
+            selector = Selector.of(only or (), jobs or ())
         if hold_id is not None and (selector is None or not isinstance(hold_id, str) or not hold_id.isalnum()):
             raise InvalidArgument(f"invalid hold id {hold_id!r}: a scoped hold (only/jobs) with a letters-and-digits id")
         now = self.clock()

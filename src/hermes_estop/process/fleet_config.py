@@ -202,14 +202,14 @@ def check_components(estop: _Process, only: Iterable[str] | None, what: str = "-
     reported it; `InvalidArgument` with a did-you-mean, naming `what`. The registry is read only
     for a name the first two do not know; one that cannot be read counts as none (declare the
     name in estop.toml). Every door that arms a scoped hold calls this (the CLI, the API, the page)."""
+    names = list(only or ())
+    if not names:  # a full hold (`hermes pause`): nothing to check, nothing more to import
+        return
     import contextlib
 
     from hermes_estop.model.errors import StoreError
     from hermes_estop.model.selector import COMPONENTS, unknown_components
 
-    names = list(only or ())
-    if not names:
-        return
     known = set(COMPONENTS) | declared_components(estop.layout)
     if unknown_components(names, known) is None:
         return

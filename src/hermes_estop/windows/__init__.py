@@ -7,7 +7,7 @@
 - `reconcile`: the pure decision of what should stand at a scope at `now`;
 - `guard`: whether a read of `windows.toml` may be acted on (an editor saving in place);
 - `arm_intents`: what the audit trail says was armed when the ledger missed it;
-- `skips` / `exclusions`: an operator's skip of one occurrence; `exclude_cron` matching;
+- `skips`: an operator's skip of one occurrence;
 - `scheduler`: `WindowService`, the scheduler (`hermes serve`), with `actions` (its writes),
   `events` (its report) and `wakeups` (the APScheduler adapter behind a small Protocol);
 - `status`: the windows section of `hermes status`.

@@ -21,10 +21,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.durations import format_duration, parse_with_unit
@@ -33,10 +34,21 @@ from hermes_estop.model.homes import FLEET
 from hermes_estop.system.fsread import read_regular
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.feed_schedule import compile_feed, compiled_feed, feed_key
-from hermes_estop.windows.field_types import Drain, Duration, WindowAllow, parse_drain
+from hermes_estop.windows.field_types import (
+    Drain,
+    Duration,
+    Enabled,
+    Jobs,
+    Only,
+    Scope,
+    WindowAllow,
+    optional,
+    parse_name,
+    written,
+)
 from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
 from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
-from hermes_estop.windows.model import _NAME_RE, Window, selector_part, validate_scope
+from hermes_estop.windows.model import Window
 
 __all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "compiled_path", "is_url"]
 
@@ -49,81 +61,54 @@ def is_url(location: str) -> bool:
     return location.startswith(("https://", "http://"))
 
 
+def _url(value: object) -> str:
+    if not isinstance(value, str) or not is_url(value) or any(c.isspace() for c in value) or len(value) > 2000:
+        raise ValueError(f"invalid url {value!r}: expected https://...")
+    return value
+
+
+def _pattern(value: object) -> str:
+    if not isinstance(value, str) or len(value) > _MAX_PATTERN:
+        raise ValueError(f"expected a regular expression of at most {_MAX_PATTERN} characters")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+    return value
+
+
+def _refresh(value: object) -> timedelta:
+    refresh = parse_with_unit(value)
+    if refresh < timedelta(seconds=10):
+        raise ValueError("refresh: at least 10s")
+    return refresh
+
+
 class CalendarSource(BaseModel):
     """One `[[calendars]]` table."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(description="a slug, like a window's name (windows and calendars share names)")
+    name: Annotated[str, BeforeValidator(partial(parse_name, what="calendar"))] = Field(
+        description="a slug, like a window's name (windows and calendars share names)")
     ics: str | None = Field(None, description="path of an .ics file (relative: from the fleet root)")
-    url: str | None = Field(None, description="https:// (or http://) feed, fetched by `hermes serve`")
-    scope: str = Field(FLEET, description="'fleet' or a profile name")
-    timezone: str | None = Field(None, description="zone of all-day and floating events (default: the "
-                                                   "feed's X-WR-TIMEZONE, else UTC)")
+    url: Annotated[str | None, optional(_url)] = Field(
+        None, description="https:// (or http://) feed, fetched by `hermes serve`")
+    scope: Scope = Field(FLEET, description="'fleet' or a profile name")
+    timezone: Annotated[str | None, optional(lambda value: validate_timezone(value).key)] = Field(
+        None, description="zone of all-day and floating events (default: the feed's X-WR-TIMEZONE, else UTC)")
     categories: list[str] = Field(default_factory=list, description="only events with one of these CATEGORIES")
-    summary: str | None = Field(None, description="only events whose SUMMARY matches this regular expression")
+    summary: Annotated[str | None, optional(_pattern)] = Field(
+        None, description="only events whose SUMMARY matches this regular expression")
     drain: Drain = Field(None)
     allow: WindowAllow = Field(default_factory=WindowAllow)
-    only: list[str] = Field(default_factory=list, description="a scoped hold, as a window's: only these consumer "
-                                                              "components")
-    jobs: list[str] = Field(default_factory=list, description="a scoped hold, as a window's: only the units of work "
-                                                              "whose name matches one of these globs")
-    enabled: bool = True
-    refresh: Duration = Field(DEFAULT_REFRESH, description="how often `hermes serve` fetches a url (default 5m)")
-
-    @field_validator("name", mode="before")
-    @classmethod
-    def _name(cls, value: object) -> str:
-        if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
-            raise ValueError(f"invalid calendar name {value!r}: use lowercase letters, digits, '-' and '_'")
-        return value
-
-    @field_validator("url", mode="before")
-    @classmethod
-    def _url(cls, value: object) -> str | None:
-        if value is None:
-            return None
-        if not isinstance(value, str) or not is_url(value) or any(c.isspace() for c in value) or len(value) > 2000:
-            raise ValueError(f"invalid url {value!r}: expected https://...")
-        return value
-
-    @field_validator("scope", mode="before")
-    @classmethod
-    def _scope(cls, value: object) -> str:
-        return validate_scope(value)
-
-    @field_validator("timezone", mode="before")
-    @classmethod
-    def _timezone(cls, value: object) -> str | None:
-        return None if value is None else validate_timezone(value).key
-
-    @field_validator("summary", mode="before")
-    @classmethod
-    def _summary(cls, value: object) -> str | None:
-        if value is None:
-            return None
-        if not isinstance(value, str) or len(value) > _MAX_PATTERN:
-            raise ValueError(f"expected a regular expression of at most {_MAX_PATTERN} characters")
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
-        return value
-
-    @field_validator("drain", mode="before")
-    @classmethod
-    def _drain(cls, value: object) -> timedelta | None:
-        return parse_drain(value)
-
-    _selector_part = field_validator("only", "jobs", mode="before")(selector_part)
-
-    @field_validator("refresh", mode="before")
-    @classmethod
-    def _refresh(cls, value: object) -> timedelta:
-        refresh = parse_with_unit(value)
-        if refresh < timedelta(seconds=10):
-            raise ValueError("refresh: at least 10s")
-        return refresh
+    only: Only = Field(default_factory=list, description="a scoped hold, as a window's: only these consumer "
+                                                         "components")
+    jobs: Jobs = Field(default_factory=list, description="a scoped hold, as a window's: only the units of work "
+                                                         "whose name matches one of these globs")
+    enabled: Enabled = True
+    refresh: Annotated[Duration, BeforeValidator(_refresh)] = Field(
+        DEFAULT_REFRESH, description="how often `hermes serve` fetches a url (default 5m)")
 
     @model_validator(mode="after")
     def _shape(self) -> CalendarSource:
@@ -151,34 +136,15 @@ class CalendarSource(BaseModel):
         return json.dumps([self.categories, self.summary, self.timezone])
 
     def to_toml(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        out.update({"ics": self.ics} if self.ics is not None else {"url": self.url})
-        out["scope"] = self.scope
-        for key in ("timezone", "summary"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        if self.categories:
-            out["categories"] = list(self.categories)
-        if self.drain is not None:
-            out["drain"] = format_duration(self.drain)
-        if self.allow.user_ids:
-            out["allow"] = {"user_ids": list(self.allow.user_ids)}
-            if self.allow.profiles:
-                out["allow"]["profiles"] = list(self.allow.profiles)
-        for key in ("only", "jobs"):
-            if getattr(self, key):
-                out[key] = list(getattr(self, key))
-        if not self.enabled:
-            out["enabled"] = False
+        out = written(self, ("name", "ics", "url", "scope", "timezone", "summary", "categories", "drain", "allow",
+                             "only", "jobs", "enabled"))
         if self.refresh != DEFAULT_REFRESH:
             out["refresh"] = format_duration(self.refresh)
         return out
 
     @classmethod
     def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> CalendarSource:
-        label = repr(data["name"]) if isinstance(data, dict) and isinstance(data.get("name"), str) else (
-            f"calendar #{index + 1}" if index is not None else None)
-        source: CalendarSource = validate_table(cls, data, path=path, label=label)
+        source: CalendarSource = validate_table(cls, data, path=path, index=index, kind="calendar ")
         return source
 
 
@@ -274,15 +240,9 @@ class Bound:
     files: tuple[Path, ...] = ()
 
 
+#: the feeds read in this process, by content and settings (the last 64)
 _FEEDS: OrderedDict[tuple[str, str], Feed] = OrderedDict()
-_BOUND: OrderedDict[tuple[int, str], tuple[object, Window]] = OrderedDict()
 _MAX_CACHED = 64
-
-
-def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-    cache[key] = value
-    if len(cache) > _MAX_CACHED:
-        cache.popitem(last=False)
 
 
 def _settings(label: str, salt: str, tz: str | None) -> str:
@@ -296,33 +256,28 @@ def _feed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | 
     """The feed of `raw`, parsed once per content and settings (and, with `compiled_at`, once
     per content and settings for every process: `feed_schedule`); one that an expansion has since
     refused for its steps or occurrences fails from the next read on, alone, like a feed that
-    does not parse (one refused for time alone is read afresh)."""
+    does not parse (one refused for time alone is read afresh: a machine that was slow)."""
     key = (hashlib.sha256(raw).hexdigest(), _settings(label, salt, tz))
     found = _FEEDS.get(key)
     if found is not None and found.refused is not None:
         if not found.refused_for_time:
             raise CalendarError(f"calendar {label}: {found.refused}")
-        del _FEEDS[key]  # a machine that was slow: read afresh
         found = None
     if found is None:
-        found = _compiled_or_parsed(raw, label, tz, keep, salt, compiled_at, feed_key(*key))
-        _remember(_FEEDS, key, found)
-    return found
+        now = datetime.now(UTC)
 
+        def parse() -> Feed:
+            return parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, now=now)
 
-def _compiled_or_parsed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | None, salt: str,
-                        compiled_at: tuple[Path, bool] | None, key: str) -> Feed:
-    def parse() -> Feed:
-        return parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, now=now)
-
-    now = datetime.now(UTC)
-    if compiled_at is None:
-        return parse()
-    path, private = compiled_at
-    found: Feed | None = compiled_feed(path, key, label, now, parse)
-    if found is None:
-        found = parse()
-        compile_feed(path, key, found, now, private=private)
+        found = compiled_feed(compiled_at[0], feed_key(*key), label, now, parse) if compiled_at else None
+        if found is None:
+            found = parse()
+            if compiled_at is not None:
+                compile_feed(compiled_at[0], feed_key(*key), found, now, private=compiled_at[1])
+        _FEEDS.pop(key, None)
+        _FEEDS[key] = found
+        if len(_FEEDS) > _MAX_CACHED:
+            _FEEDS.popitem(last=False)
     return found
 
 
@@ -358,27 +313,16 @@ def load_feed(root: Path, location: str, label: str, *, tz: str | None = None,
 
 
 def _calendar_window(source: CalendarSource, feed: Feed) -> Window:
-    key = (id(source), feed.digest)
-    cached = _BOUND.get(key)
-    if cached is not None and cached[0] is source:
-        return cached[1]
-    found = CalendarWindow.model_construct(
+    return CalendarWindow.model_construct(
         name=source.name, cron=None, timezone=feed.tz.key, at=None, duration=feed.longest, drain=source.drain,
         reason=None, allow=source.allow, scope=source.scope, only=list(source.only), jobs=list(source.jobs),
         enabled=source.enabled, not_before=None,
         not_after=None, exclude=[], exclude_cron=None, exclude_calendar=None, source=source, calendar_feed=feed)
-    _remember(_BOUND, key, (source, found))
-    return found
 
 
 def _excluding(window: Window, feed: Feed) -> Window:
-    key = (id(window), feed.digest)
-    cached = _BOUND.get(key)
-    if cached is not None and cached[0] is window:
-        return cached[1]
     found = window.model_copy()
     found._holidays = feed  # noqa: SLF001 - the calendar module fills the window it built
-    _remember(_BOUND, key, (window, found))
     return found
 
 

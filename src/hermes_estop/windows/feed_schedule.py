@@ -118,11 +118,11 @@ def compiled_feed(path: Path, key: str, label: str, now: datetime, parse: Callab
     """The compiled feed at `path` when it is of `key`, answers at `now` (built less than half
     its horizon ago, not in the future) and passes the ownership rule; else None (a damaged one
     is named in one line). `parse` gives the feed parsed, for what the file does not hold."""
-    lines = kept_files.trusted_lines(path)
-    if not lines:
+    data = kept_files.trusted_bytes(path)
+    if not data:
         return None
     try:
-        return _loaded(lines, key, label, now, parse)
+        return _loaded(data.split(b"\n"), key, label, now, parse)
     except (KeyError, TypeError, ValueError, IndexError, RecursionError, EstopError) as exc:
         log.warning("compiled feed %s ignored and compiled again: %s", printable(str(path)), printable(str(exc)))
         return None

@@ -33,7 +33,7 @@ from hermes_estop.system.fsread import read_regular
 from hermes_estop.system.fsutil import atomic_write
 from hermes_estop.windows.calendars import DEFAULT_REFRESH, cache_paths, is_url, local_path, read_meta
 from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, parse_feed
-from hermes_estop.windows.windows_file import WindowsFile
+from hermes_estop.windows.windows_file import Identity, Parsed, WindowsFile
 
 __all__ = ["FETCH_TIMEOUT", "CalendarFetcher", "fetch_once"]
 
@@ -111,23 +111,19 @@ def _connection(base: type[http.client.HTTPConnection], exchange: Exchange) -> A
     return Connection
 
 
-class _HTTP(urllib.request.HTTPHandler):
-    def __init__(self, exchange: Exchange) -> None:
-        super().__init__()
-        self.exchange = exchange
+def _handlers(exchange: Exchange) -> tuple[urllib.request.BaseHandler, ...]:
+    """urllib's http and https handlers, their connections' sockets belonging to `exchange`."""
 
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(_connection(http.client.HTTPConnection, self.exchange), req)
+    class HTTP(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(_connection(http.client.HTTPConnection, exchange), req)
 
+    class HTTPS(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(_connection(http.client.HTTPSConnection, exchange), req,
+                                context=self._context)  # type: ignore[attr-defined]
 
-class _HTTPS(urllib.request.HTTPSHandler):
-    def __init__(self, exchange: Exchange) -> None:
-        super().__init__()
-        self.exchange = exchange
-
-    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(_connection(http.client.HTTPSConnection, self.exchange), req,
-                            context=self._context)  # type: ignore[attr-defined]
+    return HTTP(), HTTPS()
 
 
 class _Redirects(urllib.request.HTTPRedirectHandler):
@@ -148,7 +144,7 @@ def _get(url: str, meta: dict[str, Any], exchange: Exchange) -> tuple[int, bytes
         request.add_header("If-None-Match", str(meta["etag"]))
     if meta.get("last_modified"):
         request.add_header("If-Modified-Since", str(meta["last_modified"]))
-    opener = urllib.request.build_opener(_HTTP(exchange), _HTTPS(exchange), _Redirects())
+    opener = urllib.request.build_opener(*_handlers(exchange), _Redirects())
     try:
         with opener.open(request, timeout=exchange.remaining()) as response:
             chunks: list[bytes] = []
@@ -194,10 +190,7 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
         if status != 304:
             if status != 200:
                 raise CalendarError(f"HTTP {status}")
-            if not _is_copy(copy, body):
-                parse_feed(body, label)
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(copy, body)
+            _keep_copy(copy, body, label)
             meta.update(etag=headers.get("etag"), last_modified=headers.get("last-modified"), fetched_at=stamp)
         problem = None
     except _Late:
@@ -218,27 +211,24 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
     return problem
 
 
-def _is_copy(copy: Path, raw: bytes) -> bool:
-    """Whether `raw` is the last good copy already (it parsed when it was written: a feed that
-    did not change is not parsed and expanded again on every refresh)."""
-    try:
-        return copy.exists() and read_regular(copy, MAX_CALENDAR_BYTES) == raw
-    except (OSError, EstopError):
-        return False
+def _keep_copy(copy: Path, raw: bytes, label: str) -> None:
+    """Write `raw` as the last good copy once it parses; a copy that is `raw` already is left (it
+    parsed when it was written: a feed that did not change is not parsed and expanded again on
+    every refresh)."""
+    with contextlib.suppress(OSError, EstopError):
+        if copy.exists() and read_regular(copy, MAX_CALENDAR_BYTES) == raw:
+            return
+    parse_feed(raw, label)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(copy, raw)
 
 
 def keep_local(root: Path, location: str, label: str) -> str | None:
     """Keep the last good copy of a local .ics file; the problem, or None."""
-    copy, _ = cache_paths(root, location)
     try:
-        raw = read_regular(local_path(root, location), MAX_CALENDAR_BYTES)
-        if _is_copy(copy, raw):
-            return None
-        parse_feed(raw, label)
+        _keep_copy(cache_paths(root, location)[0], read_regular(local_path(root, location), MAX_CALENDAR_BYTES), label)
     except (OSError, EstopError) as exc:
         return one_line(exc)
-    copy.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(copy, raw)
     return None
 
 
@@ -262,13 +252,19 @@ class CalendarFetcher:
         #: location -> (the fetch's thread, its exchange: None for a local file)
         self._busy: dict[str, tuple[threading.Thread, Exchange | None]] = {}
         self._lock = threading.Lock()
+        #: the identity of the windows file last read, and what it held
+        self._read: tuple[Identity | None, Parsed] = (None, Parsed([], []))
 
     def feeds(self) -> dict[str, tuple[str, timedelta]]:
-        """location -> (label, refresh) for every feed the file names (none when it does not read)."""
+        """location -> (label, refresh) for every feed the file names (none when it does not read);
+        the file validated again only when it changed (this runs every `tick`)."""
         try:
-            parsed = self.windows_file.parse_each(self.windows_file.snapshot().raw)
+            snapshot = self.windows_file.snapshot()
+            if snapshot.identity != self._read[0]:
+                self._read = (snapshot.identity, self.windows_file.validate(snapshot.raw))
         except (EstopError, OSError):
             return {}
+        parsed = self._read[1]
         out: dict[str, tuple[str, timedelta]] = {}
         for source in parsed.sources:
             out.setdefault(source.location, (repr(source.name), source.refresh))

@@ -8,22 +8,59 @@ model's validators let pydantic carry it, and `invalid.as_invalid` names the fie
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterable
 from datetime import date, datetime, timedelta
+from functools import partial
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
-from hermes_estop.model.durations import parse_with_unit
+from hermes_estop.model.cronspec import validate_cron, validate_timezone
+from hermes_estop.model.durations import format_duration, parse_with_unit
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import Allow
+from hermes_estop.model.homes import FLEET, validate_profile_name
 from hermes_estop.model.selector import Selector
 from hermes_estop.model.timeutil import parse_instant, schedulable
 
-__all__ = ["MAX_DRAIN", "Drain", "Duration", "Instant", "WindowAllow", "parse_drain", "parse_exclude",
-           "parse_optional_instant", "parse_selector_part"]
+__all__ = ["MAX_DRAIN", "NAME_RE", "Cron", "Drain", "Duration", "Enabled", "Instant", "Jobs", "Only", "Scope",
+           "WindowAllow", "Zone", "optional", "parse_drain", "parse_exclude", "parse_name", "parse_optional_instant",
+           "parse_selector_part", "validate_scope", "written"]
 
 #: the longest drain lead: draining the fleet more than a day before a window is a typo, not a plan
 MAX_DRAIN = timedelta(hours=24)
+#: a window's or a calendar's name (they share names)
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def optional(parse: Callable[[Any], Any]) -> BeforeValidator:
+    """The field validator running `parse` on a value that is not None."""
+    return BeforeValidator(lambda value: None if value is None else parse(value))
+
+
+def parse_name(value: object, what: str) -> str:
+    """A window's or calendar's (`what`) name: a slug of at most 64."""
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value):
+        raise ValueError(f"invalid {what} name {value!r}: use lowercase letters, digits, '-' and '_' "
+                         "(starting with a letter or digit, at most 64)")
+    return value
+
+
+def validate_scope(value: object) -> str:
+    """'fleet' or a profile name; `ValueError` naming the value."""
+    if value == FLEET:
+        return FLEET
+    try:
+        return validate_profile_name(value)
+    except EstopError as exc:
+        raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
+
+
+def _enabled(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"invalid enabled {value!r}: expected true or false")  # noqa: TRY004
+    return value
 
 Duration = Annotated[
     timedelta,
@@ -32,6 +69,7 @@ Duration = Annotated[
 ]
 Drain = Annotated[
     timedelta | None,
+    BeforeValidator(lambda value: parse_drain(value)),
     WithJsonSchema({"type": "string", "description": "arm the hold this long before each start (reason "
                                                      "'draining for <window>'), so the window begins on a "
                                                      "quiet fleet; positive, at most 24h",
@@ -42,6 +80,12 @@ Instant = Annotated[
     WithJsonSchema({"type": "string", "format": "date-time",
                     "description": "ISO-8601 instant; without an offset it is UTC"}),
 ]
+
+
+Cron = Annotated[str | None, optional(validate_cron)]
+Zone = Annotated[str, BeforeValidator(lambda value: validate_timezone(value).key)]
+Scope = Annotated[str, BeforeValidator(validate_scope)]
+Enabled = Annotated[bool, BeforeValidator(_enabled)]
 
 
 def parse_optional_instant(value: object, what: str, *, bounded: bool = True) -> datetime | None:
@@ -75,6 +119,10 @@ def parse_selector_part(value: object, field: str) -> list[str]:
     except EstopError as exc:
         raise ValueError(str(exc)) from None
     return list(value)
+
+
+Only = Annotated[list[str], BeforeValidator(partial(parse_selector_part, field="only"))]
+Jobs = Annotated[list[str], BeforeValidator(partial(parse_selector_part, field="jobs"))]
 
 
 def parse_exclude(value: object) -> list[date]:
@@ -121,3 +169,19 @@ class WindowAllow(BaseModel):
 
     def to_allow(self) -> Allow:
         return Allow.of(self.user_ids, self.profiles)
+
+
+def written(model: BaseModel, keys: Iterable[str]) -> dict[str, Any]:
+    """The fields `keys` of `model` (a window, a calendar) that `windows.toml` writes, in that
+    order: those not at their default (None, empty, `enabled`), durations as text, the
+    allowlist only with users."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        value = getattr(model, key)
+        if isinstance(value, WindowAllow):
+            value = {k: list(v) for k, v in value.model_dump().items() if v} if value.user_ids else None
+        elif key == "enabled":
+            value = None if value else False
+        if value is not None and value != []:
+            out[key] = format_duration(value) if isinstance(value, timedelta) else value
+    return out

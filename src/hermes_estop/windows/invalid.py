@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from hermes_estop.model.errors import EstopError
+from hermes_estop.windows.field_types import NAME_RE
 
 __all__ = ["InvalidWindow", "ShapeError", "as_invalid", "validate_table"]
 
@@ -86,9 +87,13 @@ def _problem(error: Any, known: list[str]) -> tuple[str | None, str]:
     return field, f"{error.get('msg', 'invalid')} (got {error.get('input')!r})"
 
 
-def validate_table(model: Any, data: Any, *, path: Path | None, label: str | None) -> Any:
-    """`model` validated from one `windows.toml` table (a window, a calendar): `InvalidWindow`
-    naming the file, the table (`label`) and every bad field, never pydantic's own error."""
+def validate_table(model: Any, data: Any, *, path: Path | None, index: int | None, kind: str = "") -> Any:
+    """`model` validated from one `windows.toml` table (a window, a calendar: `kind`): `InvalidWindow`
+    naming the file, the table (its name, else its position) and every bad field, never
+    pydantic's own error."""
+    name = data.get("name") if isinstance(data, dict) else None
+    label = repr(name) if isinstance(name, str) and NAME_RE.fullmatch(name) else (
+        f"{kind}#{index + 1}" if index is not None else None)
     if not isinstance(data, dict):
         raise InvalidWindow(f"expected a table, got {type(data).__name__}", path=path, window=label)
     try:

@@ -37,7 +37,7 @@ from hermes_estop.system.fsread import read_regular_with_stat
 from hermes_estop.system.fsutil import atomic_write
 
 __all__ = ["HORIZON", "basis", "cache_dir", "code_stamp", "directory_problem", "in_cache", "kept_path", "seal",
-           "seal_key", "trusted_bytes", "trusted_lines", "write_trusted", "zone_digest"]
+           "seal_key", "trusted_bytes", "write_trusted", "zone_digest"]
 
 log = logging.getLogger(__name__)
 
@@ -142,15 +142,9 @@ def directory_problem(where: Path) -> str | None:
         return None if isinstance(exc, FileNotFoundError) else f"cannot be checked: {exc.strerror or exc}"
 
 
-def trusted_lines(path: Path) -> list[bytes]:
-    """The lines of the kept file `path`; [] when there is none, it cannot be read, it is not a
-    regular file, or it or its directory could be written by someone else than this user or root."""
-    data = trusted_bytes(path)
-    return data.split(b"\n") if data else []
-
-
 def trusted_bytes(path: Path) -> bytes:
-    """The bytes of the kept file `path` (`trusted_lines`, not split); b"" when not to be read."""
+    """The bytes of the kept file `path`; b"" when there is none, it cannot be read, it is not a
+    regular file, or it or its directory could be written by someone else than this user or root."""
     problem = directory_problem(path.parent)
     if problem is not None:
         _distrusted(path.parent, problem)

@@ -14,7 +14,7 @@ here imports a backend.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -76,16 +76,10 @@ class LedgerEntry:
                        updated_at=now, detail=detail)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "window": self.window,
-            "occurrence": self.occurrence,
-            "scope": self.scope,
-            "end": format_instant(self.end),
-            "state": self.state,
-            "generation": self.generation,
-            "updated_at": format_instant(self.updated_at),
-            "detail": self.detail,
-        }
+        data = asdict(self)
+        del data["key"]
+        data["end"], data["updated_at"] = format_instant(self.end), format_instant(self.updated_at)
+        return data
 
     @classmethod
     def from_json(cls, key: str, data: Any) -> LedgerEntry:
@@ -103,19 +97,9 @@ class LedgerEntry:
         end = parse_stamp(data.get("end"))
         if end is None:
             raise ValueError(f"entry {key!r}: field 'end' missing or not an ISO-8601 time")
-        generation = data.get("generation")
-        detail = data.get("detail")
-        return cls(
-            key=key,
-            window=text["window"],
-            occurrence=text["occurrence"],
-            scope=text["scope"],
-            end=end,
-            state=text["state"],
-            generation=generation if isinstance(generation, str) and generation else None,
-            updated_at=parse_stamp(data.get("updated_at")),
-            detail=detail if isinstance(detail, str) else None,
-        )
+        generation, detail = data.get("generation"), data.get("detail")
+        return cls(key=key, **text, end=end, generation=generation if isinstance(generation, str) and generation else None,
+                   updated_at=parse_stamp(data.get("updated_at")), detail=detail if isinstance(detail, str) else None)
 
 
 class OccurrenceLedger:
@@ -172,20 +156,15 @@ class OccurrenceLedger:
         self._parsed[key] = (entry, value.get("end"), value.get("updated_at"))
         return entry
 
-    def _check(self, key: str, value: Any) -> object:
-        """The check `commit` runs over the stored records (`LedgerEntry.from_json`), through
-        the memo of `_entry`: a record read before is not parsed again."""
-        return self._entry(key, value)
-
     def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None,
                remove: Iterable[str] = ()) -> None:
         """Upsert `changes` (by key), delete the entries keyed `remove` (an operator's unskip) and
         those whose `end` is before `prune_before`, all or nothing. Entries not named are left as
-        they are (another writer's survive).
+        they are (another writer's survive). The stored records are checked as `load` reads them.
 
         Raises `StoreError` on failure; the ledger is then unchanged."""
         self.records.update({entry.key: entry.to_json() for entry in changes}, remove=remove,
-                            prune_before=prune_before, check=self._check)
+                            prune_before=prune_before, check=self._entry)
 
     def version(self) -> Hashable | None:
         """Changes whenever the entries may have (`RecordTable.version`); None: cannot tell."""

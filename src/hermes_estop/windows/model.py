@@ -1,57 +1,59 @@
-"""The window model (docs/design.md §6) and `windows.toml`, the file windows live in (in the fleet root).
+"""The window model (docs/design.md §6): one `[[windows]]` table of `windows.toml` (docs/windows.md).
 
-A window is either recurring (`cron`: a 5-field crontab expression, read in `timezone`) or a
-one-shot (`at`: one instant). Every occurrence lasts `duration` of absolute time and arms a hold
-at `scope` ("fleet" or a profile name) admitting `allow`. With `drain` (e.g. "15m") the hold is
-armed that long BEFORE each start, so the maintenance begins on a quiet fleet; a drain lead is
-at most `MAX_DRAIN` (a day: a longer one is a typo, not a plan).
+A window is either recurring (`cron`, read in `timezone`) or a one-shot (`at`). Every occurrence
+lasts `duration` of absolute time and arms a hold at `scope` admitting `allow`; with `drain` the
+hold is armed that long BEFORE each start, so the maintenance begins on a quiet fleet.
 
-`WindowsFile` (reading and writing the file) lives in `windows_file`, which imports this module
-(never the other way round: no import cycle). How each field's value is read lives in
-`field_types`, how a refusal is worded in `invalid`; this module says which field is which. The file is an array of tables:
-
-    [[windows]]
-    name = "nightly-db"
-    cron = "30 2 * * *"
-    timezone = "Europe/Berlin"
-    duration = "1h"
-    drain = "15m"
-    reason = "nightly database maintenance"
-    allow = { user_ids = ["424242"] }
-
-Loading a bad file raises `InvalidWindow` naming the file, the window and the field, in one line,
-so `hermes windows validate` (and every command that loads the file) exits 2 with it.
+How each field's value is read lives in `field_types` (the fields' types), how a refusal is
+worded in `invalid` (one line naming the file, the window and the field: exit 2).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta, tzinfo
+from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_serializer, field_validator, model_validator
+from croniter import croniter
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
-from hermes_estop.model.cronspec import validate_cron, validate_timezone
+from hermes_estop.model.cronspec import validate_timezone
 from hermes_estop.model.durations import format_duration, parse_with_unit
-from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import MAX_REASON, Allow, clean_reason
-from hermes_estop.model.homes import FLEET, validate_profile_name
+from hermes_estop.model.homes import FLEET
 from hermes_estop.model.selector import Selector
 from hermes_estop.model.timeutil import display_instant, format_instant
-from hermes_estop.windows.exclusions import cron_matches
 from hermes_estop.windows.field_types import (
     MAX_DRAIN,
+    Cron,
     Drain,
     Duration,
+    Enabled,
     Instant,
+    Jobs,
+    Only,
+    Scope,
     WindowAllow,
-    parse_drain,
+    Zone,
+    optional,
     parse_exclude,
+    parse_name,
     parse_optional_instant,
-    parse_selector_part,
+    validate_scope,
+    written,
 )
 from hermes_estop.windows.ical import Feed
 from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
@@ -67,20 +69,37 @@ __all__ = [
     "check_unique",
     "json_schema",
     "parse_run",
-    "selector_part",
     "validate_scope",
 ]
 
 WINDOWS_FILE = "windows.toml"
 #: at most this many arguments in a window's `run` command
 MAX_TASK_ARGS = 256
-_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
-def selector_part(value: object, info: ValidationInfo) -> list[str]:
-    """The validator of `only` and `jobs`, a window's and a calendar source's alike
-    (`fields.parse_selector_part`, the error naming the field)."""
-    return parse_selector_part(value, str(info.field_name))
+def parse_run(value: object) -> list[str] | None:
+    """A task's command (argv), or None; `ValueError` naming the value. Also what a cached
+    window's `run` must pass again: a command is never taken on trust."""
+    if value is None:
+        return None
+    if (not isinstance(value, list) or not value or len(value) > MAX_TASK_ARGS
+            or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in value)):
+        raise ValueError(f"invalid run {value!r}: expected a non-empty list of at most {MAX_TASK_ARGS} "
+                         "non-empty strings (the command and its arguments)")
+    return list(value)
+
+
+@lru_cache(maxsize=4096)
+def cron_matches(expr: str, wall: datetime) -> bool:
+    """Whether the naive local `wall` time (seconds ignored) is one `expr` fires at (croniter's
+    `match`, on the wall clock of the window's timezone, as every cron decision here is made)."""
+    return bool(croniter.match(expr, wall.replace(second=0, microsecond=0)))
+
+
+def _calendar_location(value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 2000:
+        raise ValueError(f"invalid exclude_calendar {value!r}: expected an .ics path or an https:// url")
+    return value
 
 
 class Window(BaseModel):
@@ -88,125 +107,50 @@ class Window(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
 
-    name: str = Field(description="a slug: lowercase letters, digits, '-' and '_', at most 64")
-    cron: str | None = Field(None, description="5-field crontab expression (minute hour day month weekday)")
-    timezone: str = Field("UTC", description="IANA zone the cron expression is read in (cron windows only)")
+    name: Annotated[str, BeforeValidator(partial(parse_name, what="window"))] = Field(
+        description="a slug: lowercase letters, digits, '-' and '_', at most 64")
+    cron: Cron = Field(None, description="5-field crontab expression (minute hour day month weekday)")
+    timezone: Zone = Field("UTC", description="IANA zone the cron expression is read in (cron windows only)")
     at: Instant = Field(None, description="one-shot window: the instant it starts")
-    duration: Duration = Field(description="how long each occurrence lasts (absolute time)")
+    duration: Annotated[Duration, BeforeValidator(parse_with_unit)] = Field(
+        description="how long each occurrence lasts (absolute time)")
     drain: Drain = Field(None)
-    reason: str | None = Field(None, description="shown to refused users while the window holds")
+    reason: Annotated[str | None, BeforeValidator(lambda value: clean_reason(value) or None)] = Field(
+        None, description="shown to refused users while the window holds")
     allow: WindowAllow = Field(default_factory=WindowAllow)
-    scope: str = Field(FLEET, description="'fleet' or a profile name")
-    only: list[str] = Field(default_factory=list, description="a scoped hold: only these consumer components "
-                                                              "(cron, kanban, gateway, apscheduler, or your own)")
-    jobs: list[str] = Field(default_factory=list, description="a scoped hold: only the units of work whose "
-                                                              "name matches one of these globs")
-    enabled: bool = True
+    scope: Scope = Field(FLEET, description="'fleet' or a profile name")
+    only: Only = Field(default_factory=list, description="a scoped hold: only these consumer components "
+                                                         "(cron, kanban, gateway, apscheduler, or your own)")
+    jobs: Jobs = Field(default_factory=list, description="a scoped hold: only the units of work whose "
+                                                         "name matches one of these globs")
+    enabled: Enabled = True
     not_before: Instant = Field(None, description="no occurrence starts before this instant")
     not_after: Instant = Field(None, description="no occurrence starts at or after this instant")
-    exclude: list[date] = Field(default_factory=list,
-                                description="local dates (in the window's timezone) on which no occurrence starts")
-    exclude_cron: str | None = Field(None, description="5-field crontab expression: an occurrence whose local "
-                                                       "start it matches does not start (e.g. '* * 24-26 12 *')")
-    run: list[str] | None = Field(None, description="a maintenance task: the command (argv) run at each "
-                                                    "occurrence's start under the window's hold (windows/tasks.py)")
-    on_failure_ttl: timedelta | None = Field(None, description="with run: how long the hold is kept after the task fails "
-                                                       "(default 1h)")
-    exclude_calendar: str | None = Field(None, description="an .ics path (from the fleet root) or url: no occurrence "
-                                                           "starts on a local date an event of it covers (holidays)")
+    exclude: Annotated[list[date], BeforeValidator(parse_exclude)] = Field(
+        default_factory=list, description="local dates (in the window's timezone) on which no occurrence starts")
+    exclude_cron: Cron = Field(None, description="5-field crontab expression: an occurrence whose local "
+                                                 "start it matches does not start (e.g. '* * 24-26 12 *')")
+    run: Annotated[list[str] | None, BeforeValidator(parse_run)] = Field(
+        None, description="a maintenance task: the command (argv) run at each occurrence's start under the "
+                          "window's hold (windows/tasks.py)")
+    on_failure_ttl: Annotated[timedelta | None, optional(parse_with_unit)] = Field(
+        None, description="with run: how long the hold is kept after the task fails (default 1h)")
+    exclude_calendar: Annotated[str | None, optional(_calendar_location)] = Field(
+        None, description="an .ics path (from the fleet root) or url: no occurrence starts on a local date an "
+                          "event of it covers (holidays)")
     #: the feed `exclude_calendar` names, bound by `calendars.bind` when the file is read
     _holidays: Feed | None = PrivateAttr(None)
 
-    @field_validator("name", mode="before")
+    @field_validator("at", "not_before", "not_after", mode="before")
     @classmethod
-    def _name(cls, value: object) -> str:
-        if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
-            raise ValueError(
-                f"invalid window name {value!r}: use lowercase letters, digits, '-' and '_' "
-                "(starting with a letter or digit, at most 64)"
-            )
-        return value
-
-    @field_validator("cron", mode="before")
-    @classmethod
-    def _cron(cls, value: object) -> str | None:
-        return None if value is None else validate_cron(value)
-
-    @field_validator("timezone", mode="before")
-    @classmethod
-    def _timezone(cls, value: object) -> str:
-        return validate_timezone(value).key
-
-    @field_validator("at", mode="before")
-    @classmethod
-    def _at(cls, value: object) -> datetime | None:
-        return parse_optional_instant(value, "at time")
-
-    @field_validator("exclude", mode="before")
-    @classmethod
-    def _exclude(cls, value: object) -> list[date]:
-        return parse_exclude(value)
-
-    @field_validator("exclude_cron", mode="before")
-    @classmethod
-    def _exclude_cron(cls, value: object) -> str | None:
-        return None if value is None else validate_cron(value)
-
-    @field_validator("not_before", "not_after", mode="before")
-    @classmethod
-    def _bound(cls, value: object, info: ValidationInfo) -> datetime | None:
-        return parse_optional_instant(value, f"{info.field_name} time", bounded=info.field_name == "not_before")
-
-    @field_validator("duration", mode="before")
-    @classmethod
-    def _duration(cls, value: object) -> timedelta:
-        return parse_with_unit(value)
-
-    @field_validator("drain", mode="before")
-    @classmethod
-    def _drain(cls, value: object) -> timedelta | None:
-        return parse_drain(value)
-
-    @field_validator("reason", mode="before")
-    @classmethod
-    def _reason(cls, value: object) -> str | None:
-        return clean_reason(value) or None
-
-    @field_validator("scope", mode="before")
-    @classmethod
-    def _scope(cls, value: object) -> str:
-        return validate_scope(value)
-
-    @field_validator("exclude_calendar", mode="before")
-    @classmethod
-    def _exclude_calendar(cls, value: object) -> str | None:
-        if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 2000):
-            raise ValueError(f"invalid exclude_calendar {value!r}: expected an .ics path or an https:// url")
-        return value
-
-    @field_validator("run", mode="before")
-    @classmethod
-    def _run(cls, value: object) -> list[str] | None:
-        return parse_run(value)
-
-    @field_validator("on_failure_ttl", mode="before")
-    @classmethod
-    def _on_failure_ttl(cls, value: object) -> timedelta | None:
-        return None if value is None else parse_with_unit(value)
-
-    _selector_part = field_validator("only", "jobs", mode="before")(selector_part)
+    def _instant(cls, value: object, info: ValidationInfo) -> datetime | None:
+        """An instant occurrences are computed from (`at`, `not_before`) must be schedulable."""
+        return parse_optional_instant(value, f"{info.field_name} time", bounded=info.field_name != "not_after")
 
     @property
     def selector(self) -> Selector | None:
         """What the window's hold covers (None: everything, a full hold)."""
         return Selector.of(self.only, self.jobs)
-
-    @field_validator("enabled", mode="before")
-    @classmethod
-    def _enabled(cls, value: object) -> bool:
-        if not isinstance(value, bool):
-            raise ValueError(f"invalid enabled {value!r}: expected true or false")  # noqa: TRY004
-        return value
 
     @model_validator(mode="after")
     def _shape(self) -> Window:
@@ -252,15 +196,9 @@ class Window(BaseModel):
         """The reason written into the hold: the window's own, or one naming the window."""
         return self.reason or f"maintenance window {self.name}"
 
-    @property
-    def drain_reason(self) -> str:
-        """The reason of the hold during the drain lead: "draining for <window>", then
-        ": <the window's reason>" when it has one, cut to `MAX_REASON`."""
-        return self.reason_for(None, draining=True)
-
     def reason_for(self, own: str | None, *, draining: bool = False) -> str:
         """The reason of one occurrence's hold: `own` (a calendar event's SUMMARY) or the
-        window's; during the drain lead "draining for <window>[: <reason>]"."""
+        window's; during the drain lead "draining for <window>[: <reason>]", cut to `MAX_REASON`."""
         reason = own or self.reason
         if not draining:
             return reason or self.hold_reason
@@ -306,18 +244,7 @@ class Window(BaseModel):
         data = self.model_dump(mode="json")
         if self.cron is None:
             data.pop("timezone", None)
-        if not self.exclude:
-            data.pop("exclude", None)
-        if self.exclude_cron is None:
-            data.pop("exclude_cron", None)
-        if self.exclude_calendar is None:
-            data.pop("exclude_calendar", None)
-        if self.drain is None:
-            data.pop("drain", None)
-        for key in ("run", "on_failure_ttl"):
-            if data.get(key) is None:
-                data.pop(key, None)
-        for key in ("only", "jobs"):
+        for key in ("exclude", "exclude_cron", "exclude_calendar", "drain", "run", "on_failure_ttl", "only", "jobs"):
             if not data.get(key):
                 data.pop(key, None)
         return data
@@ -325,51 +252,16 @@ class Window(BaseModel):
     def to_toml(self) -> dict[str, Any]:
         """The table written to `windows.toml`: defaults left out, instants as TOML datetimes."""
         out: dict[str, Any] = {"name": self.name}
-        if self.cron is not None:
-            out["cron"] = self.cron
-            out["timezone"] = self.timezone
-        else:
-            out["at"] = self.at
-        out["duration"] = format_duration(self.duration)
-        if self.drain is not None:
-            out["drain"] = format_duration(self.drain)
-        if self.reason is not None:
-            out["reason"] = self.reason
-        if self.allow.user_ids:
-            out["allow"] = {"user_ids": list(self.allow.user_ids)}
-            if self.allow.profiles:
-                out["allow"]["profiles"] = list(self.allow.profiles)
-        out["scope"] = self.scope
-        for key in ("only", "jobs"):
-            if getattr(self, key):
-                out[key] = list(getattr(self, key))
-        if not self.enabled:
-            out["enabled"] = False
-        for key in ("not_before", "not_after"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        if self.exclude:
-            out["exclude"] = list(self.exclude)
-        if self.exclude_cron is not None:
-            out["exclude_cron"] = self.exclude_cron
-        if self.run is not None:
-            out["run"] = list(self.run)
-        if self.on_failure_ttl is not None:
-            out["on_failure_ttl"] = format_duration(self.on_failure_ttl)
-        if self.exclude_calendar is not None:
-            out["exclude_calendar"] = self.exclude_calendar
-        return out
+        out.update({"cron": self.cron, "timezone": self.timezone} if self.cron is not None else {"at": self.at})
+        return out | written(self, ("duration", "drain", "reason", "allow", "scope", "only", "jobs", "enabled",
+                                    "not_before", "not_after", "exclude", "exclude_cron", "run", "on_failure_ttl",
+                                    "exclude_calendar"))
 
     @classmethod
     def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> Window:
         """A window from a mapping (a `windows.toml` table, CLI input); `InvalidWindow` naming
         the file, the window (its name, else its position) and the first bad field."""
-        label = None
-        if isinstance(data, dict) and isinstance(data.get("name"), str) and _NAME_RE.fullmatch(data["name"]):
-            label = repr(data["name"])
-        elif index is not None:
-            label = f"#{index + 1}"
-        window: Window = validate_table(cls, data, path=path, label=label)
+        window: Window = validate_table(cls, data, path=path, index=index)
         return window
 
 
@@ -379,28 +271,6 @@ class WindowsDocument(BaseModel):
     model_config = ConfigDict(extra="forbid", title="hermes-estop windows.toml")
 
     windows: list[Window] = Field(default_factory=list)
-
-
-def validate_scope(value: object) -> str:
-    """'fleet' or a profile name; `ValueError` naming the value."""
-    if value == FLEET:
-        return FLEET
-    try:
-        return validate_profile_name(value)
-    except EstopError as exc:
-        raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
-
-
-def parse_run(value: object) -> list[str] | None:
-    """A task's command (argv), or None; `ValueError` naming the value. Also what a cached
-    window's `run` must pass again: a command is never taken on trust."""
-    if value is None:
-        return None
-    if (not isinstance(value, list) or not value or len(value) > MAX_TASK_ARGS
-            or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in value)):
-        raise ValueError(f"invalid run {value!r}: expected a non-empty list of at most {MAX_TASK_ARGS} "
-                         "non-empty strings (the command and its arguments)")
-    return list(value)
 
 
 def check_unique(windows: Iterable[Window], path: Path | None = None) -> None:

@@ -15,7 +15,6 @@ the old file or the new. Hand editors that re-save in place are the scheduler's 
 from __future__ import annotations
 
 import gc
-import hashlib
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -53,34 +52,18 @@ Identity = tuple[int, ...]
 class Parsed:
     """A file that parses as TOML, window by window: the `windows` that validate, and one
     `InvalidWindow` per table that does not (a table whose name repeats one before it too).
-    Calendars (`[[calendars]]`, `exclude_calendar`) are bound: `stale` names those running on
-    their last good copy, and why; `digests` says which feed contents were read."""
+    Calendars (`[[calendars]]`, `exclude_calendar`) bound (`parse_each`): `stale` names those
+    running on their last good copy, and why; `digests` says which feed contents were read."""
 
     windows: list[Window]
     failures: list[InvalidWindow]
-    sources: list[Any] = field(default_factory=list)
+    sources: list[CalendarSource] = field(default_factory=list)
     stale: dict[str, str] = field(default_factory=dict)
     digests: tuple[str, ...] = ()
 
     def failing_names(self) -> frozenset[str]:
         """The names (as written) of the tables that fail, where they have a valid one."""
         return frozenset(f.window.strip("'") for f in self.failures if f.window and f.window.startswith("'"))
-
-
-#: the last validated version of each windows file read in this process (`_version_of` its bytes)
-_VERSIONS: dict[Path, tuple[bytes, Parsed]] = {}
-_MAX_VERSIONS = 16
-#: a file up to this size is remembered by its bytes, a larger one by their SHA-256 (not 10 MiB
-#: kept for the life of the process to tell that 100,000 windows did not change)
-_REMEMBERED_BYTES = 1 << 20
-
-
-def _version_of(raw: bytes) -> bytes:
-    return raw if len(raw) <= _REMEMBERED_BYTES else hashlib.sha256(raw).digest()
-
-
-#: the calendar files the last read of each windows file depends on (part of its identity)
-_WATCHED: dict[Path, tuple[Path, ...]] = {}
 
 
 def _section(name: str, table: Mapping[str, Any], *, many: bool = False) -> str:
@@ -112,6 +95,10 @@ class WindowsFile:
     def __init__(self, root: Path, name: str = WINDOWS_FILE) -> None:
         self.path = Path(root) / name
         self.lock_path = self.path.with_name(f".{self.path.name}.lock")
+        #: the calendar files the last `parse_each` here bound (part of the file's `identity`)
+        self._watched: tuple[Path, ...] = ()
+        #: the bytes last validated here and what they held (`hermes serve` reads every pass)
+        self._last: tuple[bytes, Parsed] | None = None
 
     def __repr__(self) -> str:
         return f"WindowsFile({str(self.path)!r})"
@@ -125,7 +112,7 @@ class WindowsFile:
         except OSError as exc:
             raise StoreError(f"cannot stat {self.path}: {exc.strerror or exc}") from None
         identity = _identity(st)
-        for path in _WATCHED.get(self.path, ()):
+        for path in self._watched:
             try:
                 identity += _identity(os.stat(path))
             except OSError:
@@ -157,55 +144,39 @@ class WindowsFile:
 
     def parse_each(self, raw: bytes) -> Parsed:
         """The windows `raw` holds, each validated on its own, so one bad window never hides the
-        others from the scheduler (issue 20 item 2). Raises `InvalidWindow` only when the file
-        as a whole does not read (not UTF-8, not TOML, not an array of tables). Validated once
-        per version of the file in this process (the last version of each path is remembered):
-        the scheduler reads the file every poll, and every command and service of `hermes
-        serve` has its own `WindowsFile`."""
-        parsed = self._unbound(raw)
+        others from the scheduler (issue 20 item 2), their calendars bound. Raises
+        `InvalidWindow` only when the file as a whole does not read (not UTF-8, not TOML, not
+        an array of tables)."""
+        parsed = self.validate(raw)
         if not parsed.sources and all(w.exclude_calendar is None for w in parsed.windows):
-            _WATCHED.pop(self.path, None)
+            self._watched = ()
             return replace(parsed, windows=list(parsed.windows), failures=list(parsed.failures))
-
         bound = bind(self.path.parent, self.path, parsed.windows, parsed.sources)
-        _WATCHED[self.path] = bound.files
-        return Parsed(bound.windows, list(parsed.failures) + bound.failures, list(parsed.sources), bound.stale,
-                      bound.digests)
+        self._watched = bound.files
+        return Parsed(bound.windows, parsed.failures + bound.failures, parsed.sources, bound.stale, bound.digests)
 
-    def _unbound(self, raw: bytes) -> Parsed:
-        """`raw` validated, its calendars not yet read (remembered per version of the file in
-        this process; across processes, commands read the compiled schedule, `windows.schedule`)."""
-        version = _version_of(raw)
-        cached = _VERSIONS.get(self.path)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        parsed = self._validate(raw)
-        if len(_VERSIONS) >= _MAX_VERSIONS:
-            _VERSIONS.clear()
-        _VERSIONS[self.path] = (version, parsed)
-        return parsed
-
-    def _editable(self, raw: bytes) -> Parsed:
-        """The windows and calendar sources of `raw` for an edit; the first failing table refuses it."""
-        parsed = self._unbound(raw)
-        if parsed.failures:
+    def validate(self, raw: bytes, *, whole: bool = False) -> Parsed:
+        """The windows and calendar sources of `raw`, unbound; `whole` (an edit): the first
+        failing table raises. The cyclic garbage collector is paused meanwhile: validating a
+        large file allocates hundreds of thousands of objects that all survive, and each
+        collection they trigger walks every one of them again (a fifth of the cold start-up with
+        10,000 windows). Nothing here makes cycles to collect; the collector resumes after.
+        The last bytes validated here are not validated again."""
+        last = self._last
+        if last is None or last[0] != raw:
+            paused = gc.isenabled()
+            gc.disable()
+            try:
+                last = self._last = (raw, self._tables(raw))
+            finally:
+                if paused:
+                    gc.enable()
+        parsed = last[1]
+        if whole and parsed.failures:
             raise parsed.failures[0]
         return parsed
 
-    def _validate(self, raw: bytes) -> Parsed:
-        """The windows of `raw`, with the cyclic garbage collector paused: parsing and validating
-        a large file allocates hundreds of thousands of objects that all survive, and each
-        collection they trigger walks every one of them again (a fifth of the cold start-up with
-        10,000 windows). Nothing here makes cycles to collect; the collector resumes after."""
-        paused = gc.isenabled()
-        gc.disable()
-        try:
-            return self._validate_unpaused(raw)
-        finally:
-            if paused:
-                gc.enable()
-
-    def _validate_unpaused(self, raw: bytes) -> Parsed:
+    def _tables(self, raw: bytes) -> Parsed:
         try:
             data = toml_loads(raw.decode("utf-8-sig"))
         except UnicodeDecodeError:
@@ -216,16 +187,8 @@ class WindowsFile:
         if unknown:
             raise InvalidWindow(f"unknown top-level key(s) {unknown}: expected [[windows]] and [[calendars]] tables",
                                 path=self.path)
-        tables = data.get("windows", [])
-        if not isinstance(tables, list):
-            raise InvalidWindow("'windows' must be an array of tables ([[windows]])", path=self.path)
-        windows: list[Window] = []
         failures: list[InvalidWindow] = []
-        for i, table in enumerate(tables):
-            try:
-                windows.append(Window.parse(table, path=self.path, index=i))
-            except InvalidWindow as exc:
-                failures.append(exc)
+        windows = self._each(data, "windows", Window.parse, failures)
         seen: set[str] = set()
         unique = []
         for window in windows:
@@ -234,24 +197,23 @@ class WindowsFile:
             else:
                 seen.add(window.name)
                 unique.append(window)
-        return Parsed(unique, failures, self._sources(data.get("calendars", []), failures))
+        return Parsed(unique, failures, self._each(data, "calendars", CalendarSource.parse, failures))
 
-    def _sources(self, tables: Any, failures: list[InvalidWindow]) -> list[Any]:
-        """The `[[calendars]]` tables that validate (`calendars.CalendarSource`)."""
-        if not tables:
-            return []
-
+    def _each(self, data: dict[str, Any], key: str, parse: Callable[..., Any], failures: list[InvalidWindow]) -> list[Any]:
+        """Each table of the array `key` (`[[windows]]`, `[[calendars]]`) that validates; the
+        others' `InvalidWindow` added to `failures`."""
+        tables = data.get(key, [])
         if not isinstance(tables, list):
-            raise InvalidWindow("'calendars' must be an array of tables ([[calendars]])", path=self.path)
-        sources = []
+            raise InvalidWindow(f"{key!r} must be an array of tables ([[{key}]])", path=self.path)
+        out = []
         for i, table in enumerate(tables):
             try:
-                sources.append(CalendarSource.parse(table, path=self.path, index=i))
+                out.append(parse(table, path=self.path, index=i))
             except InvalidWindow as exc:
                 failures.append(exc)
-        return sources
+        return out
 
-    def render(self, windows: Iterable[Window], sources: Iterable[Any] = ()) -> bytes:
+    def render(self, windows: Iterable[Window], sources: Iterable[CalendarSource] = ()) -> bytes:
         """The file of `windows` and the calendar `sources` (a calendar's window is written back
         as its `[[calendars]]` table)."""
         plain: list[dict[str, Any]] = []
@@ -274,7 +236,7 @@ class WindowsFile:
         editing the file as it is written (`toml_edit`: comments, order and style kept)."""
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
             raw = file.current or b""
-            parsed = self._editable(raw)
+            parsed = self.validate(raw, whole=True)
             windows = list(parsed.windows)
             names = [w.name for w in windows]
             if window.name in {source.name for source in parsed.sources}:
@@ -297,7 +259,7 @@ class WindowsFile:
         `InvalidWindow` when there is none."""
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
             raw = file.current or b""
-            parsed = self._editable(raw)
+            parsed = self.validate(raw, whole=True)
             windows = list(parsed.windows)
             for i, window in enumerate(windows):
                 if window.name == name:
@@ -306,7 +268,7 @@ class WindowsFile:
                     return window
         raise InvalidWindow("no such window", path=self.path, window=repr(name))
 
-    def _edited(self, raw: bytes, edit: Callable[[str], str], windows: list[Window], sources: list[Any]) -> bytes:
+    def _edited(self, raw: bytes, edit: Callable[[str], str], windows: list[Window], sources: list[CalendarSource]) -> bytes:
         """`raw` changed by `edit` (text to text), checked under the rules every file is: it must
         validate and hold exactly `windows`. A file with no window yet is written whole."""
         text = raw.decode("utf-8-sig")
@@ -314,7 +276,7 @@ class WindowsFile:
             return self.render(windows, sources)
         bom = "\ufeff" if raw.startswith(b"\xef\xbb\xbf") else ""
         new = (bom + edit(text)).encode("utf-8")
-        result = self._editable(new)
+        result = self.validate(new, whole=True)
         if result.windows != windows:
             raise InvalidWindow("the edit did not leave the windows expected; edit the file by hand", path=self.path)
         return new

@@ -4,7 +4,7 @@ injected before any step, checked against the invariants of `checker.py` in ever
 the checker catching the audit-ordering defect of issue 20 (the mutation suite is
 test_protocol_mutations.py).
 
-The bound here keeps the module to about a minute and a half on 2 loaded cores; a larger bound:
+The bound here keeps the module to under a minute on 2 loaded cores (its actors are greenlets); a larger bound:
 `python bench/protocol_check.py --bound 3`."""
 
 from __future__ import annotations

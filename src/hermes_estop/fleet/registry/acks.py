@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.fleet.registry.entries import Ack, ConsumerState, acknowledges, consumer_state, covers, is_alive, this_host
-from hermes_estop.model.hold import Hold
-from hermes_estop.model.selector import ALL_WORK, covers as covers_text
+from hermes_estop.model.hold import ALL_WORK, Hold, covers as covers_text
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.stores.registry import ConsumerEntry
