@@ -99,8 +99,10 @@ class Oracle:
         """The first start strictly after `after` (None when none before `limit`): from
         `listed` (every start up to `until`) when it is there."""
         found = next((s for s in listed if s > after), None)
-        if found is not None or "at" in self.spec:
+        if found is not None:
             return found
+        if "at" in self.spec:  # its one start, also when `listed` ends before it
+            return next(iter(self.starts(after + US, limit)), None)
         step = timedelta(days=30)
         since = max(after + US, until)
         while since < limit:
@@ -195,6 +197,10 @@ def _case(now: datetime, cron: str, zone: str, minutes: int = 15, drain: int | N
 # a 45-minute offset, W and #; a drain reaching back from past the horizon's end
 @example(_case(datetime(2026, 2, 25, tzinfo=UTC), "45 23 1W * 5#2", "Asia/Kathmandu", minutes=60 * 50))
 @example(_case(datetime(2026, 4, 2, tzinfo=UTC), "*/15 * * * *", "Pacific/Chatham", drain=180))
+# a one-shot starting where the oracle's listing ends (the horizon's end plus two days)
+@example((datetime(2026, 4, 2, tzinfo=UTC), [{"name": "w0", "minutes": 1, "drain": None,
+                                            "at": datetime(2026, 4, 11, tzinfo=UTC),
+                                            "not_before": datetime(2026, 4, 2, tzinfo=UTC)}], []))
 def test_the_compiled_schedule_answers_what_croniter_and_zoneinfo_say(case) -> None:
     now, specs_, extra = case
     try:

@@ -1,6 +1,7 @@
 """A kept schedule (`.windows.toml.schedule`) is never an authority (issue 45, docs/design.md
 §8a): one that claims the current file's digest but was built from other bytes (its header
-edited), a symlink, a truncated one, or an older one of other bytes put back is rebuilt or
+edited, also one built in the file's own directory), a symlink, a truncated one, one another
+account wrote or anyone may write, or an older one of other bytes put back is rebuilt or
 refused, and the scheduler never leaves the fleet free inside a window the file declares while
 it does so. Real files, the real scheduler on the fake clock."""
 
@@ -99,3 +100,68 @@ def test_an_older_schedule_put_back_after_an_edit_is_not_taken_for_the_new_bytes
     assert schedule.kept_schedule(wf.path, wf.path.read_bytes(), NOW) is None
     found = schedule.load(wf.path, wf.path.read_bytes(), wf.load, NOW)
     assert found is not None and list(found.names) == ["real"]
+
+
+def _same_directory_forgery(root: Path, tmp_path: Path) -> None:
+    """Issue 45's attack as written: a schedule built beside the real file from an empty file
+    (so sealed with this directory's key), its header digest set to the real file's."""
+    wf = WindowsFile(root)
+    real = wf.path.read_bytes()
+    wf.path.write_text("")
+    assert schedule.load(wf.path, b"", wf.load, NOW) is not None
+    wf.path.write_bytes(real)
+    _forge(schedule_path(wf.path), real)
+
+
+def _another_accounts(root: Path, tmp_path: Path) -> None:
+    """The file's schedule, rewritten by another account (it passes every other check)."""
+    if os.geteuid() != 0:
+        pytest.skip("making a file another account's needs root")
+    os.chown(schedule_path(root / "windows.toml"), 65534, 65534)
+
+
+def _symlinked(root: Path, tmp_path: Path) -> None:
+    kept = schedule_path(root / "windows.toml")
+    target = kept.with_name(".elsewhere")
+    kept.rename(target)
+    kept.symlink_to(target.name)
+
+
+def _truncated(root: Path, tmp_path: Path) -> None:
+    kept = schedule_path(root / "windows.toml")
+    kept.write_bytes(kept.read_bytes()[: kept.stat().st_size // 2])
+
+
+def _older_put_back(root: Path, tmp_path: Path) -> None:
+    """The schedule of the file before an edit put back, its mtime rolled back too."""
+    wf = WindowsFile(root)
+    real = wf.path.read_bytes()
+    wf.path.write_text(EVIL)
+    assert schedule.load(wf.path, wf.path.read_bytes(), wf.load, NOW) is not None
+    older = schedule_path(wf.path).read_bytes()
+    wf.path.write_bytes(real)
+    assert schedule.load(wf.path, real, wf.load, NOW) is not None
+    schedule_path(wf.path).write_bytes(older)
+    os.utime(schedule_path(wf.path), (0, 0))
+
+
+TAMPERS = [_same_directory_forgery, _another_accounts, _symlinked, _truncated, _older_put_back,
+           lambda root, tmp_path: schedule_path(root / "windows.toml").chmod(0o666)]
+
+
+@pytest.mark.parametrize("tamper", TAMPERS, ids=["forged-in-its-directory", "another-account", "symlink", "truncated",
+                                                 "older-put-back", "world-writable"])
+def test_whatever_was_done_to_the_kept_schedule_commands_and_the_scheduler_hold_the_files_window(
+        harness, tmp_path: Path, tamper) -> None:
+    harness.root.chmod(0o700)
+    _built(harness.root, REAL)
+    tamper(harness.root, tmp_path)
+    wf = WindowsFile(harness.root)
+    raw = wf.path.read_bytes()
+    assert schedule.kept_schedule(wf.path, raw, NOW) is None
+    found = schedule.schedule_of(wf, NOW)  # what `windows list` and `check --at` read
+    assert list(found.names) == ["real"] and [o.window for o in found.covering(NOW) or ()] == ["real"]
+    harness.clock.set(NOW)
+    report = harness.start()
+    assert report.active == [f"fleet/real@{NOW.replace(minute=0).isoformat()}"]
+    assert harness.engaged_at(NOW) and harness.reading("victim").hold is None

@@ -21,7 +21,8 @@ plain columns:
   after `hi` (so "next start after T" is known for every T in the horizon); starts and ends,
   flat, the rows' slices given by `offsets`. A row with more than `MAX_PER_ROW` occurrences in
   the horizon is cut, and the horizon of the whole schedule shrinks to the last start kept
-  (`hi`), so an answer is never a guess.
+  (`hi`), so an answer is never a guess; a row whose scan a run of more excluded starts than a
+  scan takes ended (`stopped`, in the header) is asked of the exact functions past its last start.
 - **queries** by bisection: `covering(t)`, `next_start(row, t)`, `upcoming(row, t, n)`,
   `not_ended(row, t)`; an instant outside the horizon is not answered
   (None), or (`not_ended`) answered by the exact functions of `occurrences`, which remain the
@@ -177,6 +178,10 @@ class Schedule:
     bound: Sequence[Entry] = ()
     #: the `bound` tables' windows bound to their feeds (`bind_calendars`), in `bind`'s order
     bound_windows: Sequence[Window] = ()
+    #: the rows whose scan a run of more than `MAX_EXCLUDED_RUN` excluded starts ended (nothing
+    #: is known past their last start: they may go on after the horizon's end, so a query that
+    #: runs out of them declines rather than says "no next occurrence"; issue 45)
+    stopped: frozenset[int] = frozenset()
     #: each row by its name (made with the schedule: nothing in it changes after)
     _rows_by_name: dict[str, int] = field(init=False, repr=False)
 
@@ -275,7 +280,7 @@ class Schedule:
         lo, hi = self.offsets[row], self.offsets[row + 1]
         index = bisect_right(self.ends, micros(now), lo, hi)
         found = range(index, min(index + count, hi))
-        if len(found) < count and hi > lo and self.starts[hi - 1] >= self.hi:
+        if len(found) < count and self._goes_on(row):
             return None
         return [self.occurrence(row, i) for i in found]
 
@@ -302,7 +307,9 @@ class Schedule:
             return False
         lo, hi = self.offsets[row], self.offsets[row + 1]
         index = bisect_right(self.starts, micros(after), lo, hi)
-        return self.occurrence(row, index) if index < hi else None
+        if index < hi:
+            return self.occurrence(row, index)
+        return False if self._goes_on(row) else None
 
     def not_ended(self, row: int, t: datetime) -> Iterator[Occurrence]:
         """Every occurrence of `row` not ended at `t`, in order: what the exact functions give
@@ -314,9 +321,22 @@ class Schedule:
             yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
             return
         lo, hi = self.offsets[row], self.offsets[row + 1]
-        yield from (self.occurrence(row, i) for i in range(bisect_right(self.ends, micros(t), lo, hi), hi))
-        if hi > lo and self.starts[hi - 1] >= self.hi:  # kept up to the horizon's end: it goes on
-            yield from occurrences(self.window(row), instant_of(self.starts[hi - 1] + 1))
+        first = bisect_right(self.ends, micros(t), lo, hi)
+        yield from (self.occurrence(row, i) for i in range(first, hi))
+        if self._goes_on(row):  # kept up to the horizon's end, or a scan of exclusions ended early
+            window = self.window(row)
+            if first < hi:
+                yield from occurrences(window, instant_of(self.starts[hi - 1] + 1))
+            else:
+                yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
+
+    def _goes_on(self, row: int) -> bool:
+        """Whether `row` may have occurrences past the last it keeps: it is kept up to the
+        horizon's end (its first start past it), or a run of more excluded starts than a scan
+        takes ended its scan (`stopped`, `MAX_EXCLUDED_RUN`:
+        nothing known past it, and the run may end before a later command asks; issue 45)."""
+        lo, hi = self.offsets[row], self.offsets[row + 1]
+        return (hi > lo and self.starts[hi - 1] >= self.hi) or row in self.stopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,6 +474,7 @@ class _Builder:
         self.columns["offsets"].append(0)
         self.tables: list[bytes] = []
         self.zones: set[str] = set()
+        self.stopped: set[int] = set()
 
     def add_window(self, window: Window, source: str, table: bool = True) -> None:
         """`window`'s row: its occurrences not ended at `lo` starting before `hi`, then its first
@@ -476,6 +497,7 @@ class _Builder:
                 break
         if stopped:  # a run of excluded starts ended the scan: nothing is known past it
             self.hi = max(self.lo + 1, min(self.hi, micros(stopped[0])))
+            self.stopped.add(len(self.tables))
         if window.cron is not None:
             self.zones.add(window.timezone)
         lead = (window.drain or timedelta(0)) // _US
@@ -484,6 +506,8 @@ class _Builder:
     def add_kept(self, previous: Schedule, row: int, source: str) -> None:
         """Row `row` of `previous` as it is (same code, zone data and horizon)."""
         lo, hi = previous.offsets[row], previous.offsets[row + 1]
+        if row in previous.stopped:
+            self.stopped.add(len(self.tables))
         self.columns["starts"].extend(previous.starts[lo:hi])
         self.columns["ends"].extend(previous.ends[lo:hi])
         self._add(previous.row(row), previous.tables[row], previous.leads[row], source)
@@ -512,7 +536,8 @@ class _Builder:
             return None
         return Schedule(digest, basis, list(zones), self.lo, self.hi, c["names"], c["scopes"], c["enabled"],
                         c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
-                        c["offsets"], c["starts"], c["ends"], Tables(self.tables), list(bound))
+                        c["offsets"], c["starts"], c["ends"], Tables(self.tables), list(bound), (),
+                        frozenset(self.stopped))
 
 
 def _horizon(now: datetime) -> tuple[int, int]:
@@ -657,6 +682,8 @@ def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
     With `key`, the header carries the seal of the whole (`kept_files.seal`), which `loads` checks."""
     header = {"format": _FORMAT, "digest": schedule.digest, "basis": schedule.basis, "zones": list(schedule.zones),
               "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule)}
+    if schedule.stopped:
+        header["stopped"] = sorted(schedule.stopped)
     body = bytearray()
     for name in _COLUMNS[:-1]:
         body += _compact([list(v) if isinstance(v, tuple) else v for v in getattr(schedule, name)]) + b"\n"
@@ -708,12 +735,15 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
     _check_shape(columns, count, header["lo"], header["hi"])
     _check_values(columns)
     bound = _bound_of(columns["bound"], count)
+    stopped = header.get("stopped", [])
+    if type(stopped) is not list or not all(type(row) is int and 0 <= row < count for row in stopped):
+        raise ValueError("stopped is not a list of rows")
     for name in _SHARED:
         columns[name] = [sys.intern(v) if v is not None else None for v in columns[name]]
     c = columns
     return Schedule(header["digest"], basis, zones, header["lo"], header["hi"], c["names"], c["scopes"], c["enabled"],
                     c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
-                    c["offsets"], c["starts"], c["ends"], Tables(data[len(_COLUMNS):]), bound)
+                    c["offsets"], c["starts"], c["ends"], Tables(data[len(_COLUMNS):]), bound, (), frozenset(stopped))
 
 
 def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any) -> None:
@@ -1210,7 +1240,7 @@ class Schedules:
         c = builder.columns
         schedule = Schedule("", "", [], builder.lo, builder.hi, c["names"], c["scopes"], c["enabled"], c["timezones"],
                             c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"], c["offsets"],
-                            c["starts"], c["ends"], Tables(builder.tables))
+                            c["starts"], c["ends"], Tables(builder.tables), stopped=frozenset(builder.stopped))
         timeline = ScheduleTimeline(schedule, given)
         self._memory = (key, timeline, listed)
         return timeline
