@@ -116,11 +116,49 @@ def test_a_fifo_planted_as_the_board_is_a_problem_not_a_hang(estop, fleet_root):
     pytest.param([{"name": "nightly", "cron": "0 2 * * *", "duration": "2h", "enabled": False},
                   {"name": "later", "cron": "0 3 * * *", "duration": "1h"}], "later", id="not-a-disabled-one"),
     pytest.param([{"name": "past", "at": "2026-05-01T00:00:00Z", "duration": "1h"}], None, id="none-ahead"),
+    pytest.param([{"name": "july", "cron": "0 0 1 7 *", "duration": "1h"},
+                  {"name": "june30", "cron": "30 23 30 6 *", "duration": "1h"}], "june30",
+                 id="both-past-the-schedules-horizon"),
+    pytest.param([{"name": "a", "cron": "0 0 20 6 *", "duration": "1h"},
+                  {"name": "b", "cron": "0 1 20 6 *", "duration": "1h", "drain": "2h"}], "b",
+                 id="past-the-horizon-the-drain-lead-arms-it-first"),
+    pytest.param([{"name": "far", "cron": "0 0 1 7 *", "duration": "1h"},
+                  {"name": "soon", "cron": "0 3 5 6 *", "duration": "1h"}], "soon", id="in-the-horizon-beats-past-it"),
+    pytest.param([{"name": "now", "cron": "0 11 1 6 *", "duration": "2h"},
+                  {"name": "next-year", "cron": "0 0 1 6 *", "duration": "1h"}], "next-year",
+                 id="not-the-one-holding-now-past-the-horizon"),
 ])
 def test_next_occurrence_is_the_next_to_arm(estop, fleet_root, windows, expected):
     WindowsFile(fleet_root).save([Window.parse(w) for w in windows])
     found = next_occurrence(estop, NOW)
     assert (found[0].name if found else None) == expected
+
+
+def test_next_occurrence_builds_no_window_the_schedule_answers_for(estop, fleet_root, monkeypatch):
+    """A status at 10,000 windows built each row's `Window` and asked croniter when its next arm
+    lay past the schedule's horizon: seconds of every `status`. A row past the horizon is asked
+    only when it could still arm first."""
+    far = [{"name": f"m{i}", "cron": f"{i} 0 1 7 *", "duration": "1h"} for i in range(40)]
+    WindowsFile(fleet_root).save([Window.parse(w) for w in
+                                  [*far, {"name": "soon", "cron": "0 3 5 6 *", "duration": "1h"}]])
+    next_occurrence(estop, NOW)  # compiles and keeps the schedule
+    built: list[str] = []
+    parse = Window.parse.__func__
+
+    def counted(cls, data, **kwargs):
+        built.append(data.get("name") if isinstance(data, dict) else "?")
+        return parse(cls, data, **kwargs)
+
+    monkeypatch.setattr(Window, "parse", classmethod(counted))
+    window, occurrence = next_occurrence(estop, NOW)
+    assert (window.name, occurrence.start) == ("soon", datetime(2026, 6, 5, 3, tzinfo=UTC))
+    assert built == ["soon"]
+    WindowsFile(fleet_root).save([Window.parse(w) for w in far])
+    next_occurrence(estop, NOW)
+    built.clear()
+    window, occurrence = next_occurrence(estop, NOW)
+    assert (window.name, occurrence.start) == ("m0", datetime(2026, 7, 1, 0, 0, tzinfo=UTC))
+    assert len(built) <= 2  # the first past the horizon asked, then the one found
 
 
 def test_status_section_says_the_next_windows_totals(estop):

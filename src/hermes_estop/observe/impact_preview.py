@@ -276,13 +276,26 @@ def starving(estop: Estop, now: datetime, horizon: timedelta = HORIZON,
 def next_occurrence(estop: Estop, now: datetime) -> tuple[Window, Occurrence] | None:
     """The enabled window occurrence that arms next after `now` (not one covering now: that one
     holds already), soonest arm time first, the file's order breaking a tie; None when none is
-    ahead. Answered from the file's compiled schedule (a `Window` built for the one found)."""
-    candidates = _scheduled(schedule_of(WindowsFile(estop.layout.root), now), now)
+    ahead. Answered from the file's compiled schedule: a `Window` is built for the one found,
+    and for a row only when its next arm lies past what the schedule keeps and could still come
+    first (at 10,000 windows, building each row's took seconds of every `status`)."""
     best: tuple[datetime, int, Callable[[], Window], Occurrence] | None = None
-    for position, (window_of, ahead) in enumerate(candidates):
+    unkept: list[tuple[datetime, int, Callable[[], Window]]] = []
+    for position, (window_of, ahead, beyond) in enumerate(_scheduled(schedule_of(WindowsFile(estop.layout.root), now),
+                                                                      now)):
         following = next((o for o in ahead if not o.covers(now)), None)
+        if following is not None:
+            if best is None or (following.arm_at, position) < best[:2]:
+                best = (following.arm_at, position, window_of, following)
+        elif beyond is not None:
+            unkept.append((beyond, position, window_of))
+    for beyond, position, window_of in sorted(unkept, key=lambda u: u[:2]):
+        if best is not None and beyond > best[0]:
+            break
+        window = window_of()
+        following = next((o for o in upcoming(window, now, 2) if not o.covers(now)), None)
         if following is not None and (best is None or (following.arm_at, position) < best[:2]):
-            best = (following.arm_at, position, window_of, following)
+            best = (following.arm_at, position, partial(_same, window), following)
     return None if best is None else (best[2](), best[3])
 
 
@@ -290,17 +303,17 @@ def _same(window: Window) -> Window:
     return window
 
 
-def _scheduled(schedule: Schedule, now: datetime) -> Iterator[tuple[Callable[[], Window], list[Occurrence]]]:
-    """Each enabled window of `schedule` (in the file's order) with its next two occurrences."""
+def _scheduled(schedule: Schedule, now: datetime) -> Iterator[tuple[Callable[[], Window], list[Occurrence], datetime | None]]:
+    """Each enabled window of `schedule` (in the file's order) with its next two occurrences as
+    far as the schedule keeps them, and the earliest instant one it does not keep can arm (None:
+    those are all of them; `Schedule.unkept_arm`)."""
     for item in schedule.in_file_order():
         if isinstance(item, int):
-            if not schedule.enabled[item]:
-                continue
-            answered = schedule.upcoming(item, now, 2)
-            window_of = partial(schedule.window, item)
-            yield window_of, answered if answered is not None else upcoming(window_of(), now, 2)
+            if schedule.enabled[item]:
+                kept = schedule.upcoming(item, now, 2) or schedule.upcoming(item, now, 1) or []
+                yield partial(schedule.window, item), kept, None if len(kept) == 2 else schedule.unkept_arm(item)
         elif item.enabled:
-            yield partial(_same, item), upcoming(item, now, 2)
+            yield partial(_same, item), upcoming(item, now, 2), None
 
 
 def next_impact_section(estop: Estop, now: datetime, *, as_json: bool | None = None) -> dict[str, Any]:
@@ -410,8 +423,12 @@ def arming_soon(estop: Estop) -> Callable[[datetime, timedelta], list[tuple[str,
 
 
 def _arming_within(estop: Estop, now: datetime, span: timedelta) -> list[tuple[str, datetime, dict[str, Any]]]:
-    candidates = _scheduled(schedule_of(WindowsFile(estop.layout.root), now), now)
-    soon = [(window_of, o) for window_of, ahead in candidates for o in ahead if now < o.arm_at <= now + span]
+    soon: list[tuple[Callable[[], Window], Occurrence]] = []
+    for window_of, ahead, beyond in _scheduled(schedule_of(WindowsFile(estop.layout.root), now), now):
+        if beyond is not None and beyond <= now + span:
+            window = window_of()
+            window_of, ahead = partial(_same, window), upcoming(window, now, 2)
+        soon.extend((window_of, o) for o in ahead if now < o.arm_at <= now + span)
     if not soon:
         return []
     skipped = skipped_keys(estop.fleet)

@@ -330,6 +330,13 @@ class Schedule:
             else:
                 yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
 
+    def unkept_arm(self, row: int) -> datetime | None:
+        """The earliest instant an occurrence of `row` that the schedule does not keep can arm
+        (each starts past the horizon, which a stopped scan brings forward: less the row's drain
+        lead); None when it keeps every one. A caller that needs no arm after this instant needs
+        no `Window` built and no croniter asked."""
+        return instant_of(self.hi - self.leads[row]) if self._goes_on(row) else None
+
     def _goes_on(self, row: int) -> bool:
         """Whether `row` may have occurrences past the last it keeps: it is kept up to the
         horizon's end (its first start past it), or a run of more excluded starts than a scan
