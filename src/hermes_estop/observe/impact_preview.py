@@ -279,16 +279,26 @@ def next_occurrence(estop: Estop, now: datetime) -> tuple[Window, Occurrence] | 
     ahead. Answered from the file's compiled schedule: a `Window` is built for the one found,
     and for a row only when its next arm lies past what the schedule keeps and could still come
     first (at 10,000 windows, building each row's took seconds of every `status`)."""
+    schedule = schedule_of(WindowsFile(estop.layout.root), now)
     best: tuple[datetime, int, Callable[[], Window], Occurrence] | None = None
     unkept: list[tuple[datetime, int, Callable[[], Window]]] = []
-    for position, (window_of, ahead, beyond) in enumerate(_scheduled(schedule_of(WindowsFile(estop.layout.root), now),
-                                                                      now)):
-        following = next((o for o in ahead if not o.covers(now)), None)
-        if following is not None:
-            if best is None or (following.arm_at, position) < best[:2]:
-                best = (following.arm_at, position, window_of, following)
-        elif beyond is not None:
-            unkept.append((beyond, position, window_of))
+    rows: list[tuple[int, int, int, int]] = []  # (arm, position, row, index) of the rows' kept next arms
+    for position, item in enumerate(schedule.in_file_order()):
+        if not isinstance(item, int):
+            if item.enabled:
+                unkept.append((now, position, partial(_same, item)))
+        elif schedule.enabled[item]:
+            index = schedule.next_arm_index(item, now)
+            if index is not None:
+                rows.append((schedule.starts[index] - schedule.leads[item], position, item, index))
+            else:
+                beyond = schedule.unkept_arm(item) if schedule.answers(now) else now
+                if beyond is not None:
+                    unkept.append((beyond, position, partial(schedule.window, item)))
+    if rows:
+        _, position, row, index = min(rows)
+        found = schedule.occurrence(row, index)
+        best = (found.arm_at, position, partial(schedule.window, row), found)
     for beyond, position, window_of in sorted(unkept, key=lambda u: u[:2]):
         if best is not None and beyond > best[0]:
             break

@@ -330,6 +330,18 @@ class Schedule:
             else:
                 yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
 
+    def next_arm_index(self, row: int, now: datetime) -> int | None:
+        """Where in `starts` the first occurrence of `row` arming after `now` is, when the schedule
+        keeps it (None: it keeps none, `unkept_arm` says from when one could arm); no
+        `Occurrence` made (`status` asks this of every row)."""
+        if not self.answers(now):
+            return None
+        at, lead, starts = micros(now), self.leads[row], self.starts
+        index, hi = bisect_right(self.ends, at, self.offsets[row], self.offsets[row + 1]), self.offsets[row + 1]
+        while index < hi and starts[index] - lead <= at:
+            index += 1
+        return index if index < hi else None
+
     def unkept_arm(self, row: int) -> datetime | None:
         """The earliest instant an occurrence of `row` that the schedule does not keep can arm
         (each starts past the horizon, which a stopped scan brings forward: less the row's drain
