@@ -161,6 +161,21 @@ def test_next_occurrence_builds_no_window_the_schedule_answers_for(estop, fleet_
     assert len(built) <= 2  # the first past the horizon asked, then the one found
 
 
+def test_a_status_reads_the_windows_schedule_once(estop, monkeypatch):
+    """The windows section and the next window's impact share one read of the kept schedule: at
+    100,000 windows a second read was a second 60 MB and a second of every `status`."""
+    from hermes_estop.observe.status import fleet_status
+    from hermes_estop.windows import schedule
+
+    fleet_status(estop)  # compiles and keeps the schedule
+    read = schedule.loads
+    reads: list[int] = []
+    monkeypatch.setattr(schedule, "loads", lambda *a, **k: reads.append(1) or read(*a, **k))
+    found = fleet_status(estop)
+    assert found.sections["next_window_impact"]["window"] == "nightly" and found.sections["windows"]
+    assert len(reads) == 1
+
+
 def test_status_section_says_the_next_windows_totals(estop):
     section = next_impact_section(estop, NOW)
     assert section["lines"] == ["next window nightly (2026-06-02T01:45:00+00:00): holds back 4 cron runs, "

@@ -273,13 +273,14 @@ def starving(estop: Estop, now: datetime, horizon: timedelta = HORIZON,
     return [job for job in found.jobs if job.starves], found.problems
 
 
-def next_occurrence(estop: Estop, now: datetime) -> tuple[Window, Occurrence] | None:
+def next_occurrence(estop: Estop, now: datetime, schedule: Schedule | None = None) -> tuple[Window, Occurrence] | None:
     """The enabled window occurrence that arms next after `now` (not one covering now: that one
     holds already), soonest arm time first, the file's order breaking a tie; None when none is
     ahead. Answered from the file's compiled schedule: a `Window` is built for the one found,
     and for a row only when its next arm lies past what the schedule keeps and could still come
-    first (at 10,000 windows, building each row's took seconds of every `status`)."""
-    schedule = schedule_of(WindowsFile(estop.layout.root), now)
+    first (at 10,000 windows, building each row's took seconds of every `status`). `schedule`:
+    the file's, when the caller has read it already (`hermes status` reads it once)."""
+    schedule = schedule if schedule is not None else schedule_of(WindowsFile(estop.layout.root), now)
     best: tuple[datetime, int, Callable[[], Window], Occurrence] | None = None
     unkept: list[tuple[datetime, int, Callable[[], Window]]] = []
     rows: list[tuple[int, int, int, int]] = []  # (arm, position, row, index) of the rows' kept next arms
@@ -326,11 +327,12 @@ def _scheduled(schedule: Schedule, now: datetime) -> Iterator[tuple[Callable[[],
             yield partial(_same, item), upcoming(item, now, 2), None
 
 
-def next_impact_section(estop: Estop, now: datetime, *, as_json: bool | None = None) -> dict[str, Any]:
+def next_impact_section(estop: Estop, now: datetime, *, as_json: bool | None = None,
+                        schedule: Schedule | None = None) -> dict[str, Any]:
     """The status section (`hermes status`, /api/status): the next window occurrence to arm and
     the totals of what it will hold back. Never raises: a failure is one line."""
     try:
-        nxt = next_occurrence(estop, now)
+        nxt = next_occurrence(estop, now, schedule)
         if nxt is None:
             return {"json": {"next_window_impact": None}, "lines": []}
         window, occurrence = nxt

@@ -30,7 +30,9 @@ from hermes_estop.observe.impact_preview import next_impact_section
 from hermes_estop.process.check import Snapshot
 from hermes_estop.process.describe import describe_reading, reading_from_json, reading_json
 from hermes_estop.process.estop import Estop
+from hermes_estop.windows.schedule import Schedule, schedule_of
 from hermes_estop.windows.status import windows_section
+from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["DocumentStatus", "FleetStatus", "status_lines", "fleet_status", "lift_command", "standing_line"]
 
@@ -294,8 +296,10 @@ def fleet_status(estop: Estop, *, sections: bool = True, as_json: bool | None = 
     json_sections: dict[str, Any] = {}
     lines: list[str] = []
     if sections:
-        for section in (windows_section(fleet, mine.now, as_json=as_json),
-                        next_impact_section(estop, mine.now, as_json=as_json), in_flight_section(estop, mine.now),
+        schedule = _schedule(fleet, mine.now)
+        for section in (windows_section(fleet, mine.now, as_json=as_json, schedule=schedule),
+                        next_impact_section(estop, mine.now, as_json=as_json, schedule=schedule),
+                        in_flight_section(estop, mine.now),
                         consumers_section(roster)):
             json_sections.update(section.get("json", {}))
             lines.extend(section.get("lines", []))
@@ -303,6 +307,15 @@ def fleet_status(estop: Estop, *, sections: bool = True, as_json: bool | None = 
     return FleetStatus(now=mine.now, layout=estop.layout, fleet=fleet, mine=mine,
                        others=others, scopes=scopes, roster=roster, audit_problem=fleet.audit_problem(),
                        sections=json_sections, section_lines=tuple(lines), record=record)
+
+
+def _schedule(fleet: Fleet, now: datetime) -> Schedule | None:
+    """The windows file's schedule, read once for the sections that show it (None when it cannot
+    be read: each section then says why in its own line)."""
+    try:
+        return schedule_of(WindowsFile(fleet.root), now)
+    except Exception:  # noqa: BLE001 - the sections report it
+        return None
 
 
 def standing_line(estop: Estop) -> str:
