@@ -1,16 +1,27 @@
 """`hermes` run in-process through `hermes_estop.cli.main` (the console-script entry), for tests
 that make many CLI calls: the `fleet` fixture (a fleet root as this process's home, no store
-override) and `run`. Import both into a test module: `from inprocess_cli import fleet, run`."""
+override) and `run`. Import both into a test module: `from inprocess_cli import fleet, run`.
+`completed` is `subprocess.run([hermes, ...], env=env, capture_output=True, text=True)` without
+the process, for a test whose subject is the command's output, exit code and files."""
 
 from __future__ import annotations
 
+import io
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from hermes_estop.cli import main
+from hermes_estop.cli import main, served
+from hermes_estop.process import fleet_config
 
-__all__ = ["fleet", "run"]
+__all__ = ["completed", "fleet", "run"]
 
 
 @pytest.fixture
@@ -28,3 +39,52 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def completed(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`hermes ARGS` in this process as a process with environment `env` would run it: `os.environ`
+    is `env` (and the zone its TZ names) for the call, stdin is empty, logging has no handler but
+    its last resort (a warning reaches stderr, as in a fresh process), the per-process state a
+    fresh process starts without (the store and server the command line chose, the configuration
+    keys already warned about) is empty; stdout and stderr are decoded as `text=True` decodes a
+    pipe. Everything is put back afterwards."""
+    environ, handlers = dict(os.environ), logging.root.handlers[:]
+    state = dict(served._CHOSEN), fleet_config._CHOSEN[:], set(fleet_config._warned)
+    served._CHOSEN.clear()
+    fleet_config._CHOSEN.clear()
+    fleet_config._warned.clear()
+    out, err = io.BytesIO(), io.BytesIO()
+    stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+    stderr = io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace", write_through=True)
+    stdin = sys.stdin
+    os.environ.clear()
+    os.environ.update(env)
+    time.tzset()
+    logging.root.handlers = []
+    try:
+        sys.stdin = io.StringIO("")
+        with redirect_stdout(stdout), redirect_stderr(stderr):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            stdout.flush()
+            stderr.flush()
+    finally:
+        sys.stdin = stdin
+        logging.root.handlers = handlers
+        os.environ.clear()
+        os.environ.update(environ)
+        time.tzset()
+        served._CHOSEN.clear()
+        served._CHOSEN.update(state[0])
+        fleet_config._CHOSEN[:] = state[1]
+        fleet_config._warned.clear()
+        fleet_config._warned.update(state[2])
+    return subprocess.CompletedProcess([sys.executable, "-m", "hermes_estop", *args], code, _text(out.getvalue()),
+                                       _text(err.getvalue()))
+
+
+def _text(data: bytes) -> str:
+    """`data` as `subprocess.run(..., text=True)` reads a pipe: UTF-8, universal newlines."""
+    return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
