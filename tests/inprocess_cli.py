@@ -21,7 +21,7 @@ import pytest
 from hermes_estop.cli import main, served
 from hermes_estop.process import fleet_config
 
-__all__ = ["completed", "fleet", "run"]
+__all__ = ["PROCESS_COMMANDS", "completed", "fleet", "run"]
 
 
 @pytest.fixture
@@ -41,13 +41,22 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+#: the commands `completed` still runs as a process: `gate` execs its command (in this process it
+#: would replace the test run), `run` forwards signals to its child, `serve` is a daemon
+PROCESS_COMMANDS = frozenset({"gate", "run", "serve"})
+
+
 def completed(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`hermes ARGS` in this process as a process with environment `env` would run it: `os.environ`
+    """`hermes ARGS` in this process as a process with environment `env` would run it (one of
+    `PROCESS_COMMANDS` among the words: in a process of its own, as before): `os.environ`
     is `env` (and the zone its TZ names) for the call, stdin is empty, logging has no handler but
     its last resort (a warning reaches stderr, as in a fresh process), the per-process state a
     fresh process starts without (the store and server the command line chose, the configuration
     keys already warned about) is empty; stdout and stderr are decoded as `text=True` decodes a
     pipe. Everything is put back afterwards."""
+    if not PROCESS_COMMANDS.isdisjoint(args):
+        return subprocess.run([sys.executable, "-m", "hermes_estop", *args], env=dict(env), capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)
     environ, handlers = dict(os.environ), logging.root.handlers[:]
     state = dict(served._CHOSEN), fleet_config._CHOSEN[:], set(fleet_config._warned)
     served._CHOSEN.clear()

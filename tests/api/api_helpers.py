@@ -42,9 +42,6 @@ def hermes(root: Path, *args: str, store: str | None = None, check: bool = True)
     """`hermes ARGS` on the fleet of `root` as an operator there runs it, in this process
     (`completed`: the tests check its output and exit code, not a process); `serve` is a daemon
     and still starts one. `check`: a non-zero exit raises, as `subprocess.run(check=True)`."""
-    if "serve" in args:
-        return subprocess.run([sys.executable, "-m", "hermes_estop", *args], env=serve_env(root, store),
-                              capture_output=True, text=True, timeout=120, check=check)
     result = completed(serve_env(root, store), *args)
     if check:
         result.check_returncode()

@@ -45,15 +45,10 @@ class Hermes:
 
 class InProcessHermes(Hermes):
     """`Hermes` run in this process (`inprocess_cli.completed`: the environment the process would
-    see, stdout and stderr as a pipe reads them), for tests whose subject is a command's output,
-    exit code and files, not the process. A command named in `PROCESS_COMMANDS` still starts a
-    process: `gate` execs its command, `run` forwards signals to its child, `serve` is a daemon."""
-
-    PROCESS_COMMANDS = frozenset({"gate", "run", "serve"})
+    see, stdout and stderr as a pipe reads them; `gate`, `run` and `serve` still a process), for
+    tests whose subject is a command's output, exit code and files, not the process."""
 
     def __call__(self, *args: str, check: int | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-        if not self.PROCESS_COMMANDS.isdisjoint(args):
-            return super().__call__(*args, check=check, timeout=timeout)
         result = completed(self.env, *args)
         if check is not None:
             assert result.returncode == check, (result.returncode, result.stdout, result.stderr)
