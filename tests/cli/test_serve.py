@@ -17,9 +17,6 @@ from hermes_estop.daemon.supervisor import run_services
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
 
-#: `serve` is the subject and a process; the set-up and the checks around it run in this process
-HERMES_IN_PROCESS = True
-
 
 class Looping:
     def __init__(self, name: str) -> None:

@@ -15,9 +15,6 @@ from hermes_estop.consumers.cron import CronTable
 from hermes_estop.consumers.kanban import Board
 from hermes_estop.model.timeutil import utc_now
 
-#: `serve` is the subject and a process; the set-up and the checks around it run in this process
-HERMES_IN_PROCESS = True
-
 pytestmark = pytest.mark.slow
 
 

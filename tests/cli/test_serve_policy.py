@@ -14,9 +14,6 @@ from test_serve import Serve
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
 
-#: `serve` is the subject and a process; the set-up and the checks around it run in this process
-HERMES_IN_PROCESS = True
-
 
 def wait_for(condition, timeout: float = 90.0) -> bool:  # type: ignore[no-untyped-def]
     limit = time.monotonic() + timeout

@@ -10,9 +10,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from test_serve import Serve
 
-#: `serve` is the subject and a process; the set-up and the checks around it run in this process
-HERMES_IN_PROCESS = True
-
 
 def assert_armed(hermes, serve, limit: float = 60.0) -> None:
     """Wait (generously: a loaded machine) for serve to arm the window's hold."""
