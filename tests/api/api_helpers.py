@@ -24,6 +24,7 @@ import pytest
 
 from hermes_estop import Estop
 from hermes_estop.api.tokens import TokenTable
+from inprocess_cli import completed
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 START_TIMEOUT = 90.0
@@ -38,8 +39,13 @@ def serve_env(root: Path, store: str | None = None) -> dict[str, str]:
 
 
 def hermes(root: Path, *args: str, store: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hermes_estop", *args], env=serve_env(root, store),
-                          capture_output=True, text=True, timeout=120, check=check)
+    """`hermes ARGS` on the fleet of `root` as an operator there runs it, in this process
+    (`completed`: the tests check its output and exit code, not a process); `serve` is a daemon
+    and still starts one. `check`: a non-zero exit raises, as `subprocess.run(check=True)`."""
+    result = completed(serve_env(root, store), *args)
+    if check:
+        result.check_returncode()
+    return result
 
 
 def caller_command(home: Path, url: str, cert: Path, token_file: Path, *, via_env: bool = False) -> tuple[dict[str, str], list[str]]:

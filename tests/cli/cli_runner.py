@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from hermes_estop import Estop
+from inprocess_cli import completed
 
-__all__ = ["SRC", "Hermes"]
+__all__ = ["SRC", "Hermes", "InProcessHermes"]
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -40,3 +41,15 @@ class Hermes:
     @property
     def sentinel(self) -> Path:
         return self.home / "ESTOP"
+
+
+class InProcessHermes(Hermes):
+    """`Hermes` run in this process (`inprocess_cli.completed`: the environment the process would
+    see, stdout and stderr as a pipe reads them; `gate`, `run` and `serve` still a process), for
+    tests whose subject is a command's output, exit code and files, not the process."""
+
+    def __call__(self, *args: str, check: int | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        result = completed(self.env, *args)
+        if check is not None:
+            assert result.returncode == check, (result.returncode, result.stdout, result.stderr)
+        return result

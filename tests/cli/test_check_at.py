@@ -1,4 +1,4 @@
-"""`hermes check --at TIME [--for DUR]` (issue 11 section 3), run as real subprocesses: would work
+"""`hermes check --at TIME [--for DUR]` (issue 11 section 3), run in this process: would work
 be held at that instant, or at any instant of `[TIME, TIME+DUR)`, counting the holds standing now
 (with their deadmen) and every window occurrence (drain lead included). Exit 0 / 1 as `check`,
 2 with one line on bad input."""
@@ -143,6 +143,9 @@ def test_a_windows_file_that_does_not_validate_is_exit_2_naming_it(hermes):
 PROBE = """
 import sys
 from hermes_estop.cli import main
+
+#: the subject is each command's output, exit code and files: `hermes` runs in this process
+HERMES_IN_PROCESS = True
 code = main(sys.argv[1:])
 print("typer-loaded" if "typer" in sys.modules else "typer-not-loaded", file=sys.stderr)
 print("forecast-loaded" if "hermes_estop.process.forecast" in sys.modules else "forecast-not-loaded", file=sys.stderr)

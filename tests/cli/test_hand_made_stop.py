@@ -8,6 +8,9 @@ import json
 
 import pytest
 
+#: the subject is each command's output, exit code and files: `hermes` runs in this process
+HERMES_IN_PROCESS = True
+
 
 @pytest.mark.parametrize("body", [b"", b"\n", b"  \n"])
 def test_empty_estop_is_a_hand_made_stop_not_a_broken_one(hermes, body):

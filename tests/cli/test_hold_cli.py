@@ -1,5 +1,5 @@
-"""The CLI contracts of `hermes pause | resume | status | check | gate | history`, run as real
-subprocesses against a temporary home."""
+"""The CLI contracts of `hermes pause | resume | status | check | gate | history` against a
+temporary home, run in this process (`gate` and the console script as real subprocesses)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import shutil
 import subprocess
 
 import pytest
+
+#: the subject is each command's output, exit code and files: `hermes` runs in this process
+HERMES_IN_PROCESS = True
 
 
 def one_error_line(result) -> str:

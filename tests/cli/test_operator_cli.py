@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_runner import SRC, Hermes
+from cli_runner import SRC, Hermes, InProcessHermes
 
 from hermes_estop import Estop
 from hermes_estop.consumers.cron import CronTable
@@ -37,9 +37,9 @@ def assert_escaped(text: str) -> None:
 
 
 @pytest.fixture
-def fleet(tmp_path) -> Hermes:
-    """A process whose home is the fleet root."""
-    return Hermes(tmp_path / "fleet")
+def fleet(tmp_path) -> InProcessHermes:
+    """`hermes` whose home is the fleet root, run in this process."""
+    return InProcessHermes(tmp_path / "fleet")
 
 
 # -- issue 9 item 5: --profile NAME is "seen from that profile" ---------------------------------

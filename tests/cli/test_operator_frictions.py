@@ -9,6 +9,9 @@ import re
 
 import pytest
 
+#: the subject is each command's output, exit code and files: `hermes` runs in this process
+HERMES_IN_PROCESS = True
+
 
 def hold_id(output: str) -> str:
     found = re.search(r"\(hold ([0-9a-f]+)\)", output)

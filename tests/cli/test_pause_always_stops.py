@@ -13,6 +13,9 @@ from hermes_estop.stores.audit_log import AUDIT_FILE
 from hermes_estop.system import fsutil
 from inprocess_cli import fleet, run  # noqa: F401
 
+#: the subject is each command's output, exit code and files: `hermes` runs in this process
+HERMES_IN_PROCESS = True
+
 
 def one_error_line(result) -> str:
     lines = result.stderr.strip().splitlines()

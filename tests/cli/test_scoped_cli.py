@@ -8,6 +8,9 @@ import re
 
 import pytest
 
+#: the subject is each command's output, exit code and files: `hermes` runs in this process
+HERMES_IN_PROCESS = True
+
 APP = ("-c", "import sys\nfrom hermes_estop.cli import main\nsys.exit(main(sys.argv[1:], hot_path=False))")
 
 

@@ -1,5 +1,5 @@
 """`hermes store init | status`, and the hold commands switched to PostgreSQL by `--store`,
-`$HERMES_ESTOP_STORE` or `store = ...` in the fleet root's `estop.toml` — real subprocesses
+`$HERMES_ESTOP_STORE` or `store = ...` in the fleet root's `estop.toml` — run in this process
 against a real PostgreSQL."""
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ import pytest
 
 from hermes_estop.stores.pg_schema import SCHEMA_VERSION
 from pg_helpers import pg_server, pg_url  # noqa: F401
+
+#: the subject is each command's output, exit code and files: `hermes` runs in this process
+HERMES_IN_PROCESS = True
 
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/nowhere?connect_timeout=2"
 

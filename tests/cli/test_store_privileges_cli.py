@@ -10,6 +10,9 @@ import pytest
 
 from pg_helpers import pg_server, pg_url, with_params  # noqa: F401
 
+#: the subject is each command's output, exit code and files: `hermes` runs in this process
+HERMES_IN_PROCESS = True
+
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/nowhere?connect_timeout=2"
 
 

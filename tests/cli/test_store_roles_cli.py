@@ -16,6 +16,9 @@ import pytest
 
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
+#: the subject is each command's output, exit code and files: `hermes` runs in this process
+HERMES_IN_PROCESS = True
+
 pytestmark = pytest.mark.postgresql
 
 #: a hang guard for the server to take a configuration reload, never a timing assertion

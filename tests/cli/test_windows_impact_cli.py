@@ -1,6 +1,6 @@
-"""`hermes windows impact NAME` and `hermes check --at T --for D --impact` (issue 47), run as real
-subprocesses against a real fleet root (a profile home, cron tables, the board). The subprocesses
-read the real clock, so the window is a one-shot well ahead of it (as `check --at`'s tests do)."""
+"""`hermes windows impact NAME` and `hermes check --at T --for D --impact` (issue 47), run in this
+process against a real fleet root (a profile home, cron tables, the board). The commands read the
+real clock, so the window is a one-shot well ahead of it (as `check --at`'s tests do)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ from hermes_estop.consumers.crontable import CronTable
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.windows_file import WindowsFile
 
-#: a one-shot window well ahead of the real clock the subprocesses read
+#: the subject is each command's output, exit code and files: `hermes` runs in this process
+HERMES_IN_PROCESS = True
+
+#: a one-shot window well ahead of the real clock the commands read
 WINDOW_AT = (datetime.now(UTC) + timedelta(days=20)).replace(minute=0, second=0, microsecond=0)
 
 

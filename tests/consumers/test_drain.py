@@ -24,6 +24,7 @@ from hermes_estop.consumers.kanban import Board, Dispatcher
 from hermes_estop.consumers.turns import pid_alive, read_turns
 from hermes_estop.model.timeutil import utc_now
 from hermes_estop.system.processes import start_time
+from inprocess_cli import completed
 
 from .helpers import finishes
 
@@ -306,9 +307,8 @@ def test_drain_never_waits_on_a_locked_board_past_its_timeout(locked_board, pyth
     assert [problem for problem in state["problems"] if "is busy" in problem], state
 
 
-def test_status_never_waits_on_a_locked_board(locked_board, python, subprocess_env):
-    shown = subprocess.run([python, "-m", "hermes_estop", "status"], env=subprocess_env, capture_output=True,
-                           text=True, timeout=120)
+def test_status_never_waits_on_a_locked_board(locked_board, subprocess_env):
+    shown = completed(subprocess_env, "status")  # in this process; the board's lock is another's
     assert shown.returncode == 0, shown.stderr
     assert "in flight: cannot tell: the kanban board" in shown.stdout and "is busy" in shown.stdout, shown.stdout
 
@@ -340,11 +340,9 @@ def test_the_wait_times_out_on_the_injected_clock_and_never_kills_a_ticker(estop
     assert len(seen) == 40 and table.get("claimed").claim is not None
 
 
-def test_hermes_status_shows_the_work_in_flight_per_consumer(live, python, subprocess_env):
-    shown = subprocess.run([python, "-m", "hermes_estop", "status"], env=subprocess_env, capture_output=True,
-                           text=True, timeout=60)
+def test_hermes_status_shows_the_work_in_flight_per_consumer(live, subprocess_env):
+    shown = completed(subprocess_env, "status")  # in this process: its output is what is checked
     assert shown.returncode == 0, shown.stderr
     assert "in flight: 1 cron, 1 kanban, 0 gateway" in shown.stdout
-    as_json = subprocess.run([python, "-m", "hermes_estop", "status", "--json"], env=subprocess_env,
-                             capture_output=True, text=True, timeout=60)
+    as_json = completed(subprocess_env, "status", "--json")
     assert json.loads(as_json.stdout)["in_flight"] == {"cron": 1, "kanban": 1, "gateway": 0}

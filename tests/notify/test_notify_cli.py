@@ -12,15 +12,16 @@ import pytest
 from notify_helpers import command, webhook, write_config
 
 from hermes_estop.notify.notifier import build_workers
+from inprocess_cli import completed
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def hermes(root: Path, *args: str, check: int | None = None) -> subprocess.CompletedProcess[str]:
+    """`hermes ARGS` with home `root`, in this process (`completed`): its output is what is checked."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
     env.update(HERMES_HOME=str(root), PYTHONPATH=SRC + os.pathsep + env.get("PYTHONPATH", ""))
-    result = subprocess.run([sys.executable, "-m", "hermes_estop", *args], check=False, capture_output=True, text=True, env=env,
-                            timeout=60, stdin=subprocess.DEVNULL)
+    result = completed(env, *args)
     if check is not None:
         assert result.returncode == check, (result.returncode, result.stdout, result.stderr)
     return result

@@ -22,20 +22,21 @@ from hermes_estop import Estop
 from hermes_estop.observe.server import StatusServer
 from hermes_estop.observe.status import fleet_status, lift_command
 from hermes_estop.windows.scheduler import WindowService
+from inprocess_cli import completed
 
 SRC = str(Path(hermes_estop.__file__).parent.parent)
 
 
 class Hermes:
-    """`hermes` as a real subprocess, run from `home` of fleet `root`."""
+    """`hermes` run from `home` of fleet `root`: in this process (`completed`), or with `popen` as
+    a real subprocess."""
 
     def __init__(self, home: Path, root: Path) -> None:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
         self.env.update(HERMES_HOME=str(home), HERMES_ROOT=str(root), PYTHONPATH=SRC)
 
     def __call__(self, *args: str, check: int) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([sys.executable, "-m", "hermes_estop", *args], capture_output=True, text=True,
-                                env=self.env, timeout=120, stdin=subprocess.DEVNULL)
+        result = completed(self.env, *args)
         assert result.returncode == check, result.stdout + result.stderr
         return result
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from rich.console import Console
 
 from hermes_estop.observe.terminal import print_timeline, render_timeline_text
 from hermes_estop.observe.view import Observer
+from inprocess_cli import completed
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NIGHTLY = {"name": "nightly", "cron": "0 2 * * *", "timezone": "UTC", "duration": "2h"}
@@ -92,8 +91,7 @@ def test_the_cli_draws_the_timeline_at_the_terminal_width(tmp_path, columns):
     write_windows(root, NIGHTLY, WEEKLY_OPS)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
     env.update(HERMES_HOME=str(root), HERMES_ROOT=str(root), PYTHONPATH=SRC, COLUMNS=columns)
-    result = subprocess.run([sys.executable, "-m", "hermes_estop", "windows", "timeline", "--days", "7"],
-                            env=env, capture_output=True, text=True, timeout=60)
+    result = completed(env, "windows", "timeline", "--days", "7")  # in this process: the output is checked
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert max(len(line) for line in lines) <= int(columns)
@@ -108,7 +106,6 @@ def test_the_cli_draws_the_timeline_at_the_terminal_width(tmp_path, columns):
 def test_the_cli_refuses_a_bad_days_with_exit_2(tmp_path, days):
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
     env.update(HERMES_HOME=str(tmp_path), HERMES_ROOT=str(tmp_path), PYTHONPATH=SRC)
-    result = subprocess.run([sys.executable, "-m", "hermes_estop", "windows", "timeline", "--days", days],
-                            env=env, capture_output=True, text=True, timeout=60)
+    result = completed(env, "windows", "timeline", "--days", days)
     assert result.returncode == 2
     assert "--days" in result.stderr

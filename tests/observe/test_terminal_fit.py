@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from obs_helpers import write_windows
 
 from hermes_estop.observe.terminal import render_timeline_text
 from hermes_estop.observe.view import Observer
+from inprocess_cli import completed
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NEW_YORK = {"name": "nightly-backup", "cron": "30 2 * * *", "timezone": "America/New_York", "duration": "2h",
@@ -57,8 +56,7 @@ def test_status_fits_80_columns(tmp_path):
     env.update(HERMES_HOME=str(home), HERMES_ROOT=str(root), COLUMNS="80", PYTHONPATH=SRC)
 
     def hermes(*args: str) -> str:
-        result = subprocess.run([sys.executable, "-m", "hermes_estop", *args], capture_output=True, text=True,
-                                env=env, timeout=60, stdin=subprocess.DEVNULL)
+        result = completed(env, *args)  # in this process: its output is what is checked
         assert result.returncode == 0, result.stderr
         return result.stdout
 

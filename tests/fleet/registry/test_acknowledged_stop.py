@@ -1,6 +1,6 @@
 """`hermes pause --wait` / `resume --wait` with real consumer processes on both stores: a cron
 ticker, a kanban dispatcher, a gateway and an APScheduler adapter, each its own subprocess
-(issue 21). No timing assertions: the waits have generous timeouts, the outcomes are exit codes
+(issue 21); the commands run in this process. No timing assertions: the waits have generous timeouts, the outcomes are exit codes
 and the registry's states."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 
 from hermes_estop import Estop
 from hermes_estop.fleet.registry.roster import read_roster
+from inprocess_cli import completed
 from pg_helpers import pg_server, pg_url  # noqa: F401
 
 HERE = Path(__file__).parent
@@ -37,8 +38,10 @@ class Fleet:
         self._estop: Estop | None = None
 
     def hermes(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "hermes_estop", *args], env=self.env, capture_output=True,
-                              text=True, timeout=GUARD * 2, stdin=subprocess.DEVNULL)
+        """`hermes ARGS` with this fleet's environment, run in this process (`completed`): the
+        consumers are the processes these tests are about, the command's output and exit code
+        are what they check."""
+        return completed(self.env, *args)
 
     def start(self, kind: str, interval: float = 0.2) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen([sys.executable, str(HERE / "consumer_process.py"), kind, str(interval)],

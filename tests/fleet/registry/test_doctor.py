@@ -16,6 +16,7 @@ import pytest
 from hermes_estop.consumers.board import Board
 from hermes_estop.consumers.kanban import Dispatcher
 from hermes_estop.process.estop import Estop
+from inprocess_cli import completed
 
 ROGUE = textwrap.dedent("""
     import os, sqlite3, sys
@@ -30,10 +31,11 @@ ROGUE = textwrap.dedent("""
 
 
 def _hermes(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`hermes ARGS` on the fleet of `root`, run in this process (`completed`): the claimers are
+    the processes these tests are about; doctor's report and exit code are what they check."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES")}
     env |= {"HERMES_ROOT": str(root), "HERMES_HOME": str(root)}
-    return subprocess.run([sys.executable, "-m", "hermes_estop", *args], env=env, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+    return completed(env, *args)
 
 
 @pytest.fixture
