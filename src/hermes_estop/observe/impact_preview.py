@@ -293,7 +293,7 @@ def next_occurrence(estop: Estop, now: datetime, schedule: Schedule | None = Non
             if index is not None:
                 rows.append((schedule.starts[index] - schedule.leads[item], position, item, index))
             else:
-                beyond = schedule.unkept_arm(item) if schedule.answers(now) else now
+                beyond = schedule.unkept_arm(item, now)
                 if beyond is not None:
                     unkept.append((beyond, position, partial(schedule.window, item)))
     if rows:
@@ -322,7 +322,7 @@ def _scheduled(schedule: Schedule, now: datetime) -> Iterator[tuple[Callable[[],
         if isinstance(item, int):
             if schedule.enabled[item]:
                 kept = schedule.upcoming(item, now, 2) or schedule.upcoming(item, now, 1) or []
-                yield partial(schedule.window, item), kept, None if len(kept) == 2 else schedule.unkept_arm(item)
+                yield partial(schedule.window, item), kept, None if len(kept) == 2 else schedule.unkept_arm(item, now)
         elif item.enabled:
             yield partial(_same, item), upcoming(item, now, 2), None
 

@@ -342,11 +342,14 @@ class Schedule:
             index += 1
         return index if index < hi else None
 
-    def unkept_arm(self, row: int) -> datetime | None:
-        """The earliest instant an occurrence of `row` that the schedule does not keep can arm
-        (each starts past the horizon, which a stopped scan brings forward: less the row's drain
-        lead); None when it keeps every one. A caller that needs no arm after this instant needs
+    def unkept_arm(self, row: int, now: datetime) -> datetime | None:
+        """The earliest instant after `now` an occurrence of `row` that the schedule does not
+        answer for can arm (each starts past the horizon, which a stopped scan brings forward:
+        less the row's drain lead; `now` itself when the schedule does not answer at `now`);
+        None when it answers for every one. A caller that needs no arm after this instant needs
         no `Window` built and no croniter asked."""
+        if not self.answers(now):
+            return now
         return instant_of(self.hi - self.leads[row]) if self._goes_on(row) else None
 
     def _goes_on(self, row: int) -> bool:
