@@ -125,12 +125,9 @@ class Estop:
 
     @property
     def actor(self) -> str:
-        """Who this process writes as (audit `actor`, body `armed_by`): `user@host` by default."""
-        if self._actor is None:
-            from hermes_estop.fleet.policy_guard import default_actor
-
-            self._actor = default_actor()
-        return self._actor
+        """Who this process writes as (audit `actor`, body `armed_by`): `user@host` by default,
+        resolved once, by its fleet (which every write goes through)."""
+        return self._actor if self._actor is not None else self.fleet.actor
 
     def __repr__(self) -> str:
         return f"Estop(home={str(self.layout.home)!r}, root={str(self.layout.root)!r}, store={self.store.name!r})"
