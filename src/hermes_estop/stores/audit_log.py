@@ -51,8 +51,6 @@ __all__ = ["AUDIT_FILE", "AUDIT_KEEP", "AUDIT_MAX_BYTES", "ROTATE_LOCK", "SEQ_SH
 AUDIT_FILE = "estop-audit.jsonl"
 #: at most this many bytes of the file trail are read per `read_after` call
 _CHUNK = 256 * 1024
-
-
 #: the trail is rotated at this size, and this many rotated files are kept (`[audit]` of estop.toml)
 AUDIT_MAX_BYTES = 64 * 1024 * 1024
 AUDIT_KEEP = 8
