@@ -13,9 +13,9 @@ from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant, format_relative
+from hermes_estop.windows.forecast import ahead
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry, open_ledger
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, upcoming
+from hermes_estop.windows.occurrences import Occurrence
 from hermes_estop.windows.schedule import Row, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
@@ -110,40 +110,19 @@ Shown = tuple[Row, Occurrence | None, Occurrence | None]
 
 
 def _shown(schedule: Schedule, now: datetime) -> list[Shown]:
-    """Each window with the occurrence covering `now` and the next after it: from the file's
-    compiled schedule (no `Window` built for a row it answers), else from the window."""
-    out = []
+    """Each window with the occurrence covering `now` and the next after it (the second asked
+    only when the first covers `now`: issue 24, nothing computed that is then cut)."""
+    out: list[Shown] = []
     for item in schedule.in_file_order():
-        if not isinstance(item, int):
-            out.append((Row.of(item), *_current_and_following(item, now)))
+        following = ahead(schedule, item, now)[1]
+        first = next(following, None)
+        row = schedule.row(item) if isinstance(item, int) else Row.of(item)
+        if first is None or not first.covers(now):
+            out.append((row, None, first))
             continue
-        answered = _from_schedule(schedule, item, now)
-        out.append((schedule.row(item), *answered) if answered is not None else
-                   (schedule.row(item), *_current_and_following(schedule.window(item), now)))
+        second = next(following, None)
+        out.append((row, first, second if second is not None and not second.covers(now) else None))
     return out
-
-
-def _from_schedule(schedule: Schedule, row: int, now: datetime) -> tuple[Occurrence | None, Occurrence | None] | None:
-    """`_current_and_following` of `row` from `schedule`; None when it cannot tell."""
-    first = schedule.upcoming(row, now, 1)
-    if first is None:
-        return None
-    if not first or not first[0].covers(now):
-        return None, first[0] if first else None
-    both = schedule.upcoming(row, now, 2)
-    if both is None:
-        return None
-    return first[0], next((o for o in both[1:] if not o.covers(now)), None)
-
-
-def _current_and_following(window: Window, now: datetime) -> tuple[Occurrence | None, Occurrence | None]:
-    """The occurrence covering `now` (or None) and the next one after it: the second occurrence
-    is computed only when the first covers `now` (issue 24: nothing computed that is then cut)."""
-    first = upcoming(window, now, 1)
-    if not first or not first[0].covers(now):
-        return None, first[0] if first else None
-    current = first[0]
-    return current, next((o for o in upcoming(window, now, 2)[1:] if not o.covers(now)), None)
 
 
 def _skipped(key: str, entries: dict[str, LedgerEntry]) -> bool:
