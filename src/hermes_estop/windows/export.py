@@ -1,10 +1,7 @@
 """The schedule as an iCalendar feed (issue 27): `hermes windows export --ics` and `GET
-/calendar.ics` of `hermes serve --http`, for the calendar apps people already use.
-
-One VEVENT per occurrence of the next `days` (windows and calendars alike), in UTC, with a UID
-derived from the occurrence's key, so a subscription updates in place; an occurrence the ledger
-says is skipped is STATUS:CANCELLED. Read back as a `[[calendars]]` source, the export gives the
-same occurrences (cancelled events are not held).
+/calendar.ics` of `hermes serve --http`. One VEVENT per occurrence of the next `days`, its UID
+from the occurrence's key so a subscription updates in place; a skipped one is CANCELLED. Read
+back as a `[[calendars]]` source, the export gives the same occurrences.
 """
 
 from __future__ import annotations
@@ -12,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
 from hermes_estop.model.text import printable
 from hermes_estop.windows.forecast import Ahead, ahead, enabled, window_ahead
@@ -58,7 +54,6 @@ def _planned(windows: Iterable[Ahead], now: datetime, days: int) -> list[tuple[W
 
 def export_ics(windows: Iterable[Window], entries: Mapping[str, LedgerEntry], now: datetime, days: int,
                name: str = "hermes-estop maintenance") -> bytes:
-    """The feed of the next `days` days of `windows` (see the module docstring)."""
     return ics_of(planned(windows, now, days), entries, now, name)
 
 
@@ -73,25 +68,20 @@ def ics_of(events: Iterable[tuple[Window, Occurrence]], entries: Mapping[str, Le
     calendar.add("CALSCALE", "GREGORIAN")
     calendar.add("X-WR-CALNAME", name)
     for window, occurrence in events:
-        calendar.add_component(_event(icalendar.Event(), window, occurrence, entries, now))
+        event = icalendar.Event()
+        event.add("UID", export_uid(occurrence))
+        event.add("DTSTAMP", now)
+        event.add("DTSTART", occurrence.start)
+        event.add("DTEND", occurrence.end)
+        event.add("SUMMARY", printable(window.reason_for(occurrence.reason)))
+        lines = [f"window {window.name} at {window.scope}", f"occurrence {occurrence.ident}"]
+        if occurrence.lead:
+            lines.append(f"the fleet drains from {occurrence.arm_at.isoformat()}")
+        event.add("DESCRIPTION", printable("; ".join(lines)))
+        event.add("CATEGORIES", ["maintenance", window.scope])
+        event.add("X-HERMES-KEY", occurrence.key)
+        entry = entries.get(occurrence.key)
+        event.add("STATUS", "CANCELLED" if entry is not None and entry.state == SKIPPED else "CONFIRMED")
+        calendar.add_component(event)
     data: bytes = calendar.to_ical()
     return data
-
-
-def _event(event: Any, window: Window, occurrence: Occurrence, entries: Mapping[str, LedgerEntry],
-           now: datetime) -> Any:
-    """`event` (an empty `icalendar.Event`) filled in for `occurrence` of `window`."""
-    event.add("UID", export_uid(occurrence))
-    event.add("DTSTAMP", now)
-    event.add("DTSTART", occurrence.start)
-    event.add("DTEND", occurrence.end)
-    event.add("SUMMARY", printable(window.reason_for(occurrence.reason)))
-    lines = [f"window {window.name} at {window.scope}", f"occurrence {occurrence.ident}"]
-    if occurrence.lead:
-        lines.append(f"the fleet drains from {occurrence.arm_at.isoformat()}")
-    event.add("DESCRIPTION", printable("; ".join(lines)))
-    event.add("CATEGORIES", ["maintenance", window.scope])
-    event.add("X-HERMES-KEY", occurrence.key)
-    entry = entries.get(occurrence.key)
-    event.add("STATUS", "CANCELLED" if entry is not None and entry.state == SKIPPED else "CONFIRMED")
-    return event

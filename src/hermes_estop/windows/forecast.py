@@ -1,15 +1,12 @@
-"""What the windows hold ahead, from a `Schedule`: `ahead` (one window's occurrences not ended at
-an instant, its `Window` built only when asked), which `status` and `export` read too, and
+"""What the windows hold ahead, from a `Schedule`: `ahead` (one window's occurrences from an
+instant on, its `Window` built only when asked), which `status` and `export` read too, and
 `WindowSource`, the `hermes_estop.hold_sources` entry point `Estop.forecast` finds (the core
 never imports windows).
 
-Each occurrence of an enabled window at a scope the principal sees is one planned hold over
-`[arm_at, end)` at the window's scope with its allowlist: exactly the hold the scheduler would arm
-(docs/design.md §6). An occurrence the ledger has closed (skipped, released early, ended) is not
-armed again and is not counted. Fail safe: a `windows.toml` that cannot be used raises (one line
-naming the file: the CLI exits 2), never reads as "no window"; a ledger that cannot be read
-counts every occurrence, with a note. Past `MAX_OCCURRENCES` occurrences of one window the rest
-of the range is assumed held by it, with a note, rather than computing a minutely window over a year.
+An occurrence is planned as the hold the scheduler would arm (docs/design.md §6): `[arm_at, end)`
+at the window's scope with its allowlist; one the ledger closed is not armed again and does not
+count. A `windows.toml` that cannot be used raises (never "no window"); a ledger that cannot be
+read counts every occurrence, with a note.
 """
 
 from __future__ import annotations
@@ -31,7 +28,8 @@ from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["CLOSED", "MAX_OCCURRENCES", "WindowSource", "ahead", "enabled", "window_ahead", "window_holds"]
 
-#: at most this many occurrences of one window per forecast (a minutely window: about a week)
+#: past this many occurrences of one window (a minutely window: about a week) the rest of the range
+#: is assumed held by it, with a note, rather than computing a minutely window over a year
 MAX_OCCURRENCES = 10_000
 #: ledger states of an occurrence that will not be armed (again)
 CLOSED = frozenset({SKIPPED, RELEASED, ENDED})

@@ -46,7 +46,6 @@ from hermes_estop.model.timeutil import display_instant, format_instant, parse_i
 from hermes_estop.windows.ical import Feed
 
 __all__ = [
-    "MAX_DRAIN",
     "MAX_REASON",
     "WINDOWS_FILE",
     "InvalidWindow",
@@ -55,7 +54,6 @@ __all__ = [
     "WindowAllow",
     "WindowsDocument",
     "json_schema",
-    "parse_run",
     "refusals_of",
     "refused_window",
     "validate_scope",
@@ -64,7 +62,7 @@ __all__ = [
 
 WINDOWS_FILE = "windows.toml"
 MAX_TASK_ARGS = 256
-#: the longest drain lead: draining the fleet more than a day before a window is a typo, not a plan
+#: draining the fleet more than a day before a window is a typo, not a plan
 MAX_DRAIN = timedelta(hours=24)
 #: a window's or a calendar's name (they share names)
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -205,9 +203,7 @@ def _exclude(value: object) -> list[date]:
     return sorted(out)
 
 
-def parse_run(value: object) -> list[str] | None:
-    """A task's command (argv), or None. Also what a cached window's `run` must pass again: a
-    command is never taken on trust."""
+def _run(value: object) -> list[str] | None:
     if value is None:
         return None
     if (not isinstance(value, list) or not value or len(value) > MAX_TASK_ARGS
@@ -322,7 +318,7 @@ class Window(BaseModel):
         default_factory=list, description="local dates (in the window's timezone) on which no occurrence starts")
     exclude_cron: Cron = Field(None, description="5-field crontab expression: an occurrence whose local "
                                                  "start it matches does not start (e.g. '* * 24-26 12 *')")
-    run: Annotated[list[str] | None, BeforeValidator(parse_run)] = Field(
+    run: Annotated[list[str] | None, BeforeValidator(_run)] = Field(
         None, description="a maintenance task: the command (argv) run at each occurrence's start under the "
                           "window's hold (windows/tasks.py)")
     on_failure_ttl: Annotated[timedelta | None, optional(parse_with_unit)] = Field(
@@ -365,10 +361,6 @@ class Window(BaseModel):
     @field_serializer("duration", "drain", "on_failure_ttl")
     def _dump_duration(self, value: timedelta | None) -> str | None:
         return None if value is None else format_duration(value)
-
-    @field_serializer("exclude")
-    def _dump_exclude(self, value: list[date]) -> list[str]:
-        return [day.isoformat() for day in value]
 
     @field_serializer("at", "not_before", "not_after")
     def _dump_instant(self, value: datetime | None) -> str | None:

@@ -42,35 +42,35 @@ def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None,
 
 def _section(fleet: Fleet, now: datetime, as_json: bool | None, schedule: Schedule | None) -> dict[str, Any]:
     windows_file = WindowsFile(fleet.root)
-    windows = _shown(schedule if schedule is not None else schedule_of(windows_file, now), now)
-    if not windows:
+    shown = _shown(schedule if schedule is not None else schedule_of(windows_file, now), now)
+    if not shown:
         return {"json": {"windows": []}, "lines": []}
     try:
-        entries = open_ledger(fleet).load()
-        ledger_problem = None
+        entries, problem = open_ledger(fleet).load(), None
     except (EstopError, OSError) as exc:
-        entries, ledger_problem = {}, one_line(exc)
-    rows: list[dict[str, Any]] = []
-    lines = [f"windows ({len(windows)} in {windows_file.path}):"]
-    for window, current, following in windows:
-        entry = entries.get(current.key) if current is not None and entries else None
-        state = entry.state if entry is not None else None
-        skipped = following is not None and bool(entries) and _skipped(following.key, entries)
+        entries, problem = {}, one_line(exc)
+    data: dict[str, Any] = {"windows": []}
+    lines = [f"windows ({len(shown)} in {windows_file.path}):"]
+    for window, current, following in shown:
+        state, skipped = _state(entries, current), _state(entries, following) == SKIPPED
         if as_json is not False:
-            rows.append(_row_json(window, current, following, now, state, skipped))
+            data["windows"].append(_row_json(window, current, following, now, state, skipped))
         if as_json is not True:
             lines.extend(_row_lines(window, current, following, now, state, skipped))
-    if ledger_problem:
-        lines.append(f"  windows ledger: {ledger_problem}")
-    data: dict[str, Any] = {"windows": rows}
-    if ledger_problem:
-        data["windows_error"] = ledger_problem
+    if problem:
+        lines.append(f"  windows ledger: {problem}")
+        data["windows_error"] = problem
     return {"json": data if as_json is not False else {}, "lines": lines if as_json is not True else []}
+
+
+def _state(entries: dict[str, LedgerEntry], occurrence: Occurrence | None) -> str | None:
+    """What the ledger says of `occurrence` (its key is made only when there is a ledger)."""
+    entry = entries.get(occurrence.key) if occurrence is not None and entries else None
+    return entry.state if entry is not None else None
 
 
 def _row_json(window: Row, current: Occurrence | None, following: Occurrence | None, now: datetime,
               state: str | None, skipped: bool) -> dict[str, Any]:
-    """One window in `status --json`."""
     return {
         "name": window.name,
         "scope": window.scope,
@@ -123,8 +123,3 @@ def _shown(schedule: Schedule, now: datetime) -> list[Shown]:
         second = next(following, None)
         out.append((row, first, second if second is not None and not second.covers(now) else None))
     return out
-
-
-def _skipped(key: str, entries: dict[str, LedgerEntry]) -> bool:
-    entry = entries.get(key)
-    return entry is not None and entry.state == SKIPPED

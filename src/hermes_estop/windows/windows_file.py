@@ -143,7 +143,7 @@ class WindowsFile:
 
     def load(self) -> list[Window]:
         """Every window in the file, in file order; [] when there is no file. Raises
-        `InvalidWindow` (the file, the window, the field) or `StoreError` (cannot read)."""
+        `InvalidWindow` or `StoreError`."""
         return self.parse(self.snapshot().raw)
 
     def parse(self, raw: bytes) -> list[Window]:
@@ -214,11 +214,10 @@ class WindowsFile:
                 failures.append(exc)
         return out
 
-    def render(self, windows: Iterable[Window], sources: Iterable[CalendarSource] = ()) -> bytes:
-        """The file of `windows` and the calendar `sources` (a calendar's window is written back
-        as its `[[calendars]]` table)."""
+    def render(self, windows: Iterable[Window]) -> bytes:
+        """The file of `windows` (a calendar's window written back as its `[[calendars]]` table)."""
         plain: list[dict[str, Any]] = []
-        calendars = [source.to_toml() for source in sources]
+        calendars: list[dict[str, Any]] = []
         for window in windows:
             (calendars if window.feed is not None else plain).append(window.to_toml())
         parts = [_section("windows", table, many=True) for table in plain]
@@ -254,7 +253,7 @@ class WindowsFile:
             else:
                 windows.append(window)
                 edit = partial(_appended, table=window.to_toml())
-            file.replace(self._edited(raw, edit, windows, parsed.sources))
+            file.replace(self._edited(raw, edit, windows))
         return windows
 
     def remove(self, name: str) -> Window:
@@ -267,16 +266,16 @@ class WindowsFile:
             for i, window in enumerate(windows):
                 if window.name == name:
                     del windows[i]
-                    file.replace(self._edited(raw, partial(_removed, name=name), windows, parsed.sources))
+                    file.replace(self._edited(raw, partial(_removed, name=name), windows))
                     return window
         raise InvalidWindow("no such window", path=self.path, window=repr(name))
 
-    def _edited(self, raw: bytes, edit: Callable[[str], str], windows: list[Window], sources: list[CalendarSource]) -> bytes:
+    def _edited(self, raw: bytes, edit: Callable[[str], str], windows: list[Window]) -> bytes:
         """`raw` changed by `edit` (text to text), checked as every file is: it must validate and
         hold exactly `windows`. A file with no window yet is written whole."""
         text = raw.decode("utf-8-sig")
         if not text.strip():
-            return self.render(windows, sources)
+            return self.render(windows)
         bom = "\ufeff" if raw.startswith(b"\xef\xbb\xbf") else ""
         new = (bom + edit(text)).encode("utf-8")
         result = self.validate(new, whole=True)
