@@ -13,9 +13,10 @@ from typing import Any
 from hermes_estop.model.cronspec import starts as cron_starts
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.timeutil import display_instant, format_instant, in_interval
+from hermes_estop.windows.forecast import window_ahead
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, covering, next_start
+from hermes_estop.windows.occurrences import Occurrence
 
 __all__ = ["MAX_EXCLUDED_SHOWN", "Explanation", "explain"]
 
@@ -72,14 +73,17 @@ def explain(window: Window, at: datetime, entries: Mapping[str, LedgerEntry]) ->
         facts.append(f"not_after {display_instant(window.not_after)} has passed: no occurrence starts any more")
     elif window.not_before is not None and in_interval(at, None, window.not_before):
         facts.append(f"not_before {display_instant(window.not_before)}: no occurrence starts before it")
-    found = covering(window, at)
-    current = found[-1] if found else None
+    current = upcoming = None
+    for occurrence in window_ahead(window, at)[1]:  # those covering `at` come first
+        if not occurrence.covers(at):
+            upcoming = occurrence
+            break
+        current = occurrence
     holds = False
     if current is not None:
         entry = entries.get(current.key)
         holds = window.enabled and (entry is None or entry.state == ARMED)
         facts += _current_facts(window, at, current, entry)
-    upcoming = next_start(window, current.start if current is not None else at)
     excluded = _excluded_before(window, at, upcoming)
     if excluded:
         shown = ", ".join(display_instant(s) or "" for s in excluded)
