@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
-from functools import partial
 
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
@@ -37,12 +36,8 @@ CLOSED = frozenset({SKIPPED, RELEASED, ENDED})
 Ahead = tuple[Callable[[], Window], Iterator[Occurrence]]
 
 
-def _same(window: Window) -> Window:
-    return window
-
-
 def window_ahead(window: Window, t: datetime) -> Ahead:
-    return partial(_same, window), (o for o in occurrences(window, t - window.duration) if not o.ended(t))
+    return (lambda: window), (o for o in occurrences(window, t - window.duration) if not o.ended(t))
 
 
 def ahead(schedule: Schedule, item: Item, t: datetime) -> Ahead:
