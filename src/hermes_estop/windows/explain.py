@@ -34,6 +34,7 @@ _LEDGER_SAYS = {
 
 @dataclass(frozen=True)
 class Explanation:
+    """`holds`: the window's hold stands at `at`; `facts`: why, in the order the scheduler applies them."""
 
     window: str
     scope: str
