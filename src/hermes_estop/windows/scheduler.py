@@ -38,12 +38,11 @@ from hermes_estop.windows.guard import FileGuard
 from hermes_estop.windows.ledger import ARMED, RETENTION, WITHDRAWN, LedgerEntry, OccurrenceLedger, open_ledger
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import Occurrence, Windows, covering as covering_of
-from hermes_estop.windows.policy_check import against_policy
 from hermes_estop.windows.problem_log import ProblemLog
 from hermes_estop.windows.reconcile import Arm, Retire, ScopePlan, Skip, idle, plan_scope
 from hermes_estop.windows.schedule import Schedules
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
-from hermes_estop.windows.windows_file import FileSnapshot, Parsed, WindowsFile
+from hermes_estop.windows.windows_file import FileSnapshot, Parsed, WindowsFile, against_policy
 
 __all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "TickEvent", "TickReport", "WindowService"]
 
