@@ -40,19 +40,15 @@ class Scheduler(Protocol):
     def remove_job(self, job_id: str, jobstore: str | None = None) -> None: ...
 
 
-def wakeups_for(windows: Iterable[Window], now: datetime, limit: int = MAX_JOBS,
-                covering: Mapping[str, Sequence[Occurrence]] | None = None) -> dict[str, datetime]:
+def wakeups_for(windows: Iterable[Window], now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
     """The instants after `now` at which the plan can change (`_jobs`), the `limit` earliest
     kept plus `windows:later` at the earliest left out: 10,000 windows keep a few hundred jobs
     (APScheduler's `add_job` costs about 0.1 ms each). Asks every window the exact functions:
-    the definition `due_wakeups` answers without asking them. `covering`: each enabled
-    window's occurrences covering `now`, when the caller has them already."""
+    the definition `due_wakeups` answers without asking them."""
     out: dict[str, datetime] = {}
     for window in windows:
-        if not window.enabled:
-            continue
-        covered = covering[window.name] if covering is not None else covering_of(window, now)
-        _jobs(out, window.name, next_armed(window, now), covered, now)
+        if window.enabled:
+            _jobs(out, window.name, next_armed(window, now), covering_of(window, now), now)
     return _earliest(out, limit)
 
 
