@@ -8,10 +8,8 @@ starts at 02:00 on a fall-back night ends two real hours later, at 03:00 on the 
 The cron math is `hermes_estop.model.cronspec`'s (croniter on the wall clock of the window's
 timezone, then THE DST rule: a repeated fall-back start occurs once, at its first instant; a
 start in the spring-forward gap moves to the first valid instant after it), shared with the
-cron jobs so both follow one rule.
-
-APScheduler never interprets a cron expression here (its `CronTrigger` reads a numeric
-day-of-week 0 as Monday, crontab as Sunday); it only wakes the service at instants computed here.
+cron jobs so both follow one rule. APScheduler only wakes the service at instants computed here
+(`wakeups`: its `CronTrigger` reads day-of-week 0 as Monday).
 """
 
 from __future__ import annotations

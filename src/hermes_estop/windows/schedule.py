@@ -329,10 +329,8 @@ class Schedule:
         schedule keeps it (else `unkept_arm`), no `Occurrence` made: `status` asks every row."""
         if not self.answers(now):
             return None
-        at, lead, starts = micros(now), self.leads[row], self.starts
-        index, hi = bisect_right(self.ends, at, self.offsets[row], self.offsets[row + 1]), self.offsets[row + 1]
-        while index < hi and starts[index] - lead <= at:
-            index += 1
+        hi = self.offsets[row + 1]
+        index = bisect_right(self.starts, micros(now) + self.leads[row], self.offsets[row], hi)  # armed after now
         return index if index < hi else None
 
     def unkept_arm(self, row: int, now: datetime) -> datetime | None:
