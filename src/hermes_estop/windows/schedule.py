@@ -1053,11 +1053,10 @@ class ScheduleTimeline:
 
 
 class Schedules:
-    """The compiled schedules one `hermes serve` holds (the one holder: its passes and its window
-    tasks share it), keyed by the file bytes they are of, the newest `KEPT` at most. A pass asks
-    `rows` and, once it acted, `keep`, so every command after a pass reads the schedule warm;
-    nothing builds in the background. A schedule with tables bound to a calendar is written for
-    the commands but never held (its rows are not all the windows: the pass validates the file)."""
+    """The compiled schedules one `hermes serve` holds (its passes and window tasks share them),
+    keyed by the file bytes they are of, the newest `KEPT` at most; nothing builds in the
+    background. One with tables bound to a calendar is written for the commands, never held
+    (its rows are not all the windows: the pass validates that file)."""
 
     #: the file's and the one before an edit (the guard's put-back rows)
     KEPT = 2
@@ -1100,12 +1099,11 @@ class Schedules:
         return self._hold(raw, built).windows()
 
     def keep(self, raw: bytes, windows: Sequence[Window], now: datetime, next_wake: datetime | None = None) -> None:
-        """Leave the schedule of `raw` (a file that validates whole, as `windows`) written and
-        held, so the next command reads it warm; built again once `REFRESH` old at a pass with
-        no wake-up due within `QUIET` (a window arming meanwhile would wait for the build), at
-        the latest when half the horizon is gone, at once when it no longer answers now whole
-        (the clock went back). The one it replaces is let go first (never three held at once: a
-        peak the allocator keeps). A failure is logged, never raised (the pass acted already)."""
+        """Once a pass acted: the schedule of `raw` (a file that validates whole, as `windows`)
+        written and held, so the next command reads it warm. Built again once `REFRESH` old at a
+        pass with no wake-up due within `QUIET` (an arm would wait for the build), at the latest
+        when half the horizon is gone, at once when it no longer answers now (the clock went
+        back); the one it replaces let go first (never three held: a peak the allocator keeps)."""
         held = self._held.get(raw)
         if held is not None and held.whole(micros(now)) and not self._due(held, now, next_wake):
             return
