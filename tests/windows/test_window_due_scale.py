@@ -55,7 +55,7 @@ def questions(monkeypatch):
             return function(*args, **kwargs)
         return counted
 
-    for name in ("_first", "covering", "next_armed", "occurrences"):
+    for name in ("covering", "next_armed", "occurrences"):
         monkeypatch.setattr(occurrences_module, name, counting(getattr(occurrences_module, name)))
     monkeypatch.setattr(schedule_module, "occurrences", counting(schedule_module.occurrences))  # a compile
     return asked

@@ -8,10 +8,8 @@ starts at 02:00 on a fall-back night ends two real hours later, at 03:00 on the 
 The cron math is `hermes_estop.model.cronspec`'s (croniter on the wall clock of the window's
 timezone, then THE DST rule: a repeated fall-back start occurs once, at its first instant; a
 start in the spring-forward gap moves to the first valid instant after it), shared with the
-cron jobs so both follow one rule.
-
-APScheduler never interprets a cron expression here (its `CronTrigger` reads a numeric
-day-of-week 0 as Monday, crontab as Sunday); it only wakes the service at instants computed here.
+cron jobs so both follow one rule. APScheduler only wakes the service at instants computed here
+(`wakeups`: its `CronTrigger` reads day-of-week 0 as Monday).
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ import json
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
+from itertools import islice, takewhile
 from typing import Protocol, overload
 
 from hermes_estop.model.cronspec import starts as cron_starts
@@ -28,25 +27,9 @@ from hermes_estop.model.selector import Selector
 from hermes_estop.model.timeutil import format_instant, in_interval, to_utc
 from hermes_estop.windows.model import Window
 
-__all__ = [
-    "by_start",
-    "EXACT",
-    "MAX_EXCLUDED_RUN",
-    "ExactTimeline",
-    "Occurrence",
-    "Rows",
-    "Timeline",
-    "Windows",
-    "covering",
-    "following",
-    "merge_armed",
-    "next_armed",
-    "next_start",
-    "occurrence_key",
-    "occurrences",
-    "table_of",
-    "upcoming",
-]
+__all__ = ["EXACT", "MAX_EXCLUDED_RUN", "ExactTimeline", "Occurrence", "Rows", "Timeline", "Windows", "by_start",
+           "covering", "following", "merge_armed", "next_armed", "next_start", "occurrence_key", "occurrences",
+           "table_of", "upcoming"]
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -66,15 +49,14 @@ class Occurrence:
 
     @property
     def arm_at(self) -> datetime:
-        """When the occurrence's hold is armed: `start`, or `start - drain` for a window with a
-        drain lead (the hold then spans `[arm_at, end)`)."""
+        """When the occurrence's hold is armed: its start less the drain lead."""
         return self.start - self.lead if self.lead else self.start
 
     @property
     def ident(self) -> str:
         """The `occurrence` written into the hold's `window` field: the start, ISO-8601 UTC (a
         calendar's: the event's id)."""
-        return self.event or to_utc(self.start).isoformat()  # format_instant, never None here
+        return self.event or to_utc(self.start).isoformat()
 
     @property
     def key(self) -> str:
@@ -83,8 +65,7 @@ class Occurrence:
         return occurrence_key(self.scope, self.window, self.ident)
 
     def covers(self, now: datetime) -> bool:
-        """Whether the occurrence's hold is due at `now`: `[arm_at, end)`, its drain lead included
-        (the scheduler arms at `arm_at`; without a lead that is `[start, end)`)."""
+        """Whether the occurrence's hold is due at `now`: `[arm_at, end)`."""
         return in_interval(now, self.arm_at, self.end)
 
     def draining(self, now: datetime) -> bool:
@@ -113,7 +94,6 @@ class Occurrence:
 #: `exclude_cron = "* * * * *"` cannot loop forever (an hourly window may be excluded for over a
 #: year, a minutely one for six days); `hermes windows validate` warns about such a window
 MAX_EXCLUDED_RUN = 10_000
-
 
 
 def occurrence_key(scope: str, window: str, ident: str) -> str:
@@ -157,21 +137,6 @@ def _since(window: Window, since: datetime) -> datetime:
     return window.not_before if window.not_before is not None and window.not_before > since else since
 
 
-def _first(window: Window, since: datetime) -> Occurrence | None:
-    """`next(occurrences(window, since))`, without the generators for a cron window that
-    excludes nothing. Windows with the same expression and zone share the cron steps through
-    `cronspec.starts`'s remembered runs."""
-    since = _since(window, since)
-    if window.cron is None:
-        return next(occurrences(window, since), None)
-    start = next(cron_starts(window.cron, window.tz, since), None)
-    if start is not None and window.excludes(start):
-        return next(occurrences(window, since), None)
-    if start is None or not in_interval(start, window.not_before, window.not_after):
-        return None
-    return Occurrence(start, start + window.duration, window.name, window.scope, _lead(window))
-
-
 _NO_LEAD = timedelta(0)
 
 
@@ -181,36 +146,19 @@ def _lead(window: Window) -> timedelta:
 
 def upcoming(window: Window, now: datetime, count: int) -> list[Occurrence]:
     """The next `count` occurrences that have not ended at `now` (one covering `now` first)."""
-    out: list[Occurrence] = []
-    if count <= 0:
-        return out
-    for occurrence in occurrences(window, now - window.duration):
-        if occurrence.ended(now):
-            continue
-        out.append(occurrence)
-        if len(out) >= count:
-            break
-    return out
+    return list(islice((o for o in occurrences(window, now - window.duration) if not o.ended(now)), max(count, 0)))
 
 
 def covering(window: Window, now: datetime) -> list[Occurrence]:
     """The occurrences covering `now`, drain lead included (more than one when the lead and
     the duration exceed the period)."""
-    out: list[Occurrence] = []
-    for occurrence in occurrences(window, now - window.duration):
-        if not in_interval(now, occurrence.arm_at, None):
-            break
-        if occurrence.covers(now):
-            out.append(occurrence)
-    return out
+    armed = takewhile(lambda o: in_interval(now, o.arm_at, None), occurrences(window, now - window.duration))
+    return [o for o in armed if o.covers(now)]
 
 
 def next_start(window: Window, after: datetime) -> Occurrence | None:
     """The first occurrence starting strictly after `after`."""
-    for occurrence in occurrences(window, after):
-        if occurrence.start > after:
-            return occurrence
-    return None
+    return next((o for o in occurrences(window, after) if o.start > after), None)
 
 
 def next_armed(window: Window, after: datetime) -> Occurrence | None:
@@ -235,27 +183,23 @@ Around = tuple[tuple[Occurrence, ...], Occurrence | None]
 
 
 class Timeline(Protocol):
-    """Where the scheduler's decisions look a window's occurrences up (`reconcile.plan_scope`,
-    `reconcile.chain_end`, the scheduler's wake-ups): the exact functions of this module
-    (`EXACT`, the definition) or a compiled schedule answering the same by bisection
-    (`schedule.ScheduleTimeline`). Every implementation gives the exact functions' answers."""
+    """Where the scheduler's decisions look occurrences up: the exact functions (`EXACT`, the
+    definition) or a compiled schedule giving their answers by bisection (`ScheduleTimeline`)."""
 
     def around(self, window: Window, now: datetime) -> Around:
-        """The occurrences of `window` covering `now` (`covering`) and its first occurrence
-        armed strictly after `now` (`next_armed`)."""
+        """`covering(window, now)` and `next_armed(window, now)`."""
         ...
 
     def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
-        """The occurrences of `windows` armed strictly after `now`, in the order they arm (at
-        one instant, in the order of `windows`), computed as they are taken."""
+        """The occurrences of `windows` armed strictly after `now`, in arm order (at one instant
+        in the order of `windows`), computed as they are taken."""
         ...
 
 
 def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[[Window, datetime], Occurrence | None],
                 after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence]:
-    """`Timeline.armed_after` from each window's first occurrence armed after `now` and the one
-    after each: a heap of one occurrence per window, a window's next computed only once its
-    previous one was taken (a chain held by a thousand windows asks each once, not once per step)."""
+    """`Timeline.armed_after` as a heap of one occurrence per window, a window's next asked only
+    once its previous one was taken (a chain held by a thousand windows asks each once)."""
     queue: list[tuple[datetime, int, Occurrence, Window]] = []
     for order, window in enumerate(windows):
         upcoming = first_armed(window, now)
@@ -271,9 +215,8 @@ def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[
 
 
 class Rows(Timeline, Protocol):
-    """The rows of one compiled schedule as `Windows` reads them, and the `Timeline` read off
-    it (`schedule.ScheduleTimeline`): a row's columns, its `Window` validated from its table,
-    its occurrences around an instant."""
+    """A compiled schedule's rows as `Windows` reads them (`schedule.ScheduleTimeline`: this
+    module cannot import it)."""
 
     def __len__(self) -> int: ...
 
@@ -298,33 +241,26 @@ class Rows(Timeline, Protocol):
 
 
 class Windows(Sequence[Window]):
-    """The windows a pass decides on, in the one shape every decision takes (the pass's
-    schedule, `reconcile`, `guard`, the scheduler's lanes): validated `Window`s, or rows of one compiled
-    schedule (`timeline`), whose name, scope, `enabled`, selector and occurrences are read off
-    its columns, a row's `Window` validated only when asked for (`[i]`, `named`): a pass on a
-    file with a trusted schedule builds one only for a row it acts on (issue 35). Two windows
-    are the same window (`same`) when their tables are equal (a row's) or they are equal field
-    for field (a validated one's). Iterating builds every row: a decision asks by index."""
+    """The windows a pass decides on: validated `Window`s, or rows of one compiled schedule
+    (`timeline`) read off its columns, a row's `Window` built only when asked for (`[i]`,
+    `named`): a pass builds one only for a row it acts on (issue 35). Iterating builds every
+    row: a decision asks by index."""
 
     __slots__ = ("_lane", "_positions", "_windows", "rows", "timeline")
 
     def __init__(self, windows: Iterable[Window] = (), timeline: Rows | None = None,
                  rows: Sequence[int] | None = None) -> None:
-        #: the validated windows (none when these are rows)
         self._windows: list[Window] = list(windows)
-        #: the schedule these are rows of (its timeline), and which rows (in order)
         self.timeline = timeline
         self.rows: Sequence[int] = rows if rows is not None else range(len(timeline) if timeline is not None else 0)
         self._positions: dict[str, int] | None = None
         self._lane: dict[int, int] | None = None
 
     def validated(self) -> Sequence[Window]:
-        """The validated windows (none when these are rows)."""
         return self._windows
 
     @classmethod
     def of(cls, windows: Sequence[Window]) -> Windows:
-        """`windows` in this shape (a plain sequence of validated windows: listed)."""
         return windows if isinstance(windows, Windows) else cls(windows)
 
     def __len__(self) -> int:
@@ -342,9 +278,6 @@ class Windows(Sequence[Window]):
         if self.timeline is not None:
             return self.timeline.window(self.rows[index])
         return self._windows[index]
-
-    def __repr__(self) -> str:
-        return f"Windows({len(self)} {'rows' if self.timeline is not None else 'validated'})"
 
     def subset(self, positions: Iterable[int]) -> Windows:
         """The windows at `positions` of these, in that order (a lane)."""
@@ -365,15 +298,12 @@ class Windows(Sequence[Window]):
         return self.timeline.scope(self.rows[index]) if self.timeline is not None else self._windows[index].scope
 
     def selector(self, index: int) -> Selector | None:
-        """The window's selector (a row's without a `Window` built)."""
         return self.timeline.selector(self.rows[index]) if self.timeline is not None else self._windows[index].selector
 
     def table(self, index: int) -> bytes:
-        """The window as a schedule's `tables` column holds it (`table_of`)."""
         return self.timeline.table(self.rows[index]) if self.timeline is not None else table_of(self._windows[index])
 
     def position(self, name: str) -> int | None:
-        """Where the window called `name` is among these; None when it is not."""
         if self._positions is None:
             self._positions = {}
             for i in range(len(self)):
@@ -385,15 +315,14 @@ class Windows(Sequence[Window]):
         return None if index is None else self[index]
 
     def identical(self, index: int, other: Windows, at: int) -> bool:
-        """Whether window `at` of `other` is the very window `index` of these (the same object,
-        or the same row of the same schedule)."""
+        """Whether window `at` of `other` is the very object, or row, `index` of these."""
         if self.timeline is not None or other.timeline is not None:
             return self.timeline is other.timeline and self.rows[index] == other.rows[at]
         return self._windows[index] is other._windows[at]
 
     def same(self, index: int, other: Windows, at: int) -> bool:
-        """Whether window `at` of `other` is window `index` of these as it was: the same, equal
-        field for field, or (a row on either side) of an equal table; no row's `Window` built."""
+        """Whether window `at` of `other` is window `index` of these as it was: equal field for
+        field, or (a row on either side) of an equal table, no row's `Window` built."""
         if self.identical(index, other, at):
             return True
         if self.timeline is None and other.timeline is None:
@@ -401,12 +330,10 @@ class Windows(Sequence[Window]):
         return self.table(index) == other.table(at)
 
     def same_list(self, other: Windows) -> bool:
-        """Whether `other` holds the very windows of these, in order."""
         return len(self) == len(other) and all(self.identical(i, other, i) for i in range(len(self)))
 
     def lane_of(self, timeline: Rows) -> dict[int, int] | None:
-        """Each row of `timeline` among these -> its place (made once per list); None unless
-        these are rows of `timeline`."""
+        """Each row of `timeline` among these -> its place; None unless these are its rows."""
         if self.timeline is not timeline:
             return None
         if self._lane is None:
@@ -419,8 +346,6 @@ class Windows(Sequence[Window]):
 
 
 class _ByName(Mapping[str, Window]):
-    """`Windows.by_name`."""
-
     def __init__(self, windows: Windows) -> None:
         self.windows = windows
 
@@ -444,13 +369,9 @@ def table_of(window: Window) -> bytes:
 
 
 class ExactTimeline:
-    """The `Timeline` of the exact functions above (with `first_armed` and `after`, the
-    questions `armed_after` is made of)."""
+    """The `Timeline` of the exact functions above."""
 
     def around(self, window: Window, now: datetime) -> Around:
-        first = _first(window, now - window.duration)
-        if first is None or first.arm_at > now:
-            return (), first  # nothing covers `now`: the first one not ended is the next armed
         return tuple(covering(window, now)), next_armed(window, now)
 
     def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
@@ -467,8 +388,8 @@ EXACT = ExactTimeline()
 
 
 def by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Window, Occurrence]]:
-    """The next `per_window` occurrences of each window, soonest start first (file order
-    between equal starts): what `hermes windows next` lists (issue 38), here and over --server."""
+    """The next `per_window` occurrences of each window, soonest start first, then file order:
+    what `hermes windows next` lists (issue 38)."""
     found = [(occurrence.start, i, window, occurrence) for i, window in enumerate(windows)
              for occurrence in upcoming(window, now, per_window)]
     found.sort(key=lambda item: (item[0], item[1]))

@@ -23,10 +23,8 @@ plain columns:
   the horizon is cut, and the horizon of the whole schedule shrinks to the last start kept
   (`hi`), so an answer is never a guess; a row whose scan a run of more excluded starts than a
   scan takes ended (`stopped`, in the header) is asked of the exact functions past its last start.
-- **queries** by bisection: `covering(t)`, `next_start(row, t)`, `upcoming(row, t, n)`,
-  `not_ended(row, t)`; an instant outside the horizon is not answered
-  (None), or (`not_ended`) answered by the exact functions of `occurrences`, which remain the
-  definition (the property tests compare the two).
+- **queries** by bisection, giving the answers of `occurrences`' exact functions (the
+  definition: the property tests compare the two), or none (None) outside the horizon.
 
 - **bound**: the tables bound to a calendar feed (each `[[calendars]]` table, each `[[windows]]`
   table with `exclude_calendar`): their occurrences change when the feed does, not the file, so
@@ -59,11 +57,12 @@ import re
 import sys
 import threading
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -127,9 +126,8 @@ def instant_of(count: int) -> datetime:
 
 
 class Tables:
-    """The `tables` column: each row's `Window.to_json()` as compact JSON, one line of the file
-    each (the bytes the read split the file into: nothing decoded until a command prints a row,
-    and an edit carries a row over as the bytes it is)."""
+    """The `tables` column: each row's `Window.to_json()` as compact JSON bytes, decoded only
+    when a command prints the row (an edit carries a row over as the bytes it is)."""
 
     __slots__ = ("_values",)
 
@@ -182,7 +180,6 @@ class Schedule:
     #: is known past their last start: they may go on after the horizon's end, so a query that
     #: runs out of them declines rather than says "no next occurrence"; issue 45)
     stopped: frozenset[int] = frozenset()
-    #: each row by its name (made with the schedule: nothing in it changes after)
     _rows_by_name: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -195,9 +192,7 @@ class Schedule:
         return self._rows_by_name.get(name)
 
     def window(self, row: int) -> Window:
-        """The `Window` of `row`, validated from its table (only rows a command must ask the
-        exact functions about; the daemon keeps those it built, `timeline.ScheduleTimeline`);
-        `StoreError` when the table is not the row's valid window."""
+        """The `Window` of `row`, validated from its table; `StoreError` when it is not the row's."""
         try:
             window = Window.parse(self.tables.shown(row))
         except InvalidWindow:
@@ -273,8 +268,7 @@ class Schedule:
                    self.durations[row], self.drains[row])
 
     def upcoming(self, row: int, now: datetime, count: int) -> list[Occurrence] | None:
-        """`occurrences.upcoming` of `row`: its next `count` occurrences not ended at `now`;
-        None when the schedule cannot tell (outside the horizon, or more asked than it keeps)."""
+        """`occurrences.upcoming` of `row`; None outside the horizon or past what the row keeps."""
         if not self.answers(now):
             return None
         lo, hi = self.offsets[row], self.offsets[row + 1]
@@ -285,24 +279,26 @@ class Schedule:
         return [self.occurrence(row, i) for i in found]
 
     def covering(self, t: datetime) -> list[Occurrence] | None:
-        """The occurrences covering `t` (`[start - drain, end)`), enabled or not, by row then
-        start; None when `t` is outside the horizon, or a drain lead from `t` reaches past it
-        (a row keeps only its first start past the horizon: issue 45)."""
-        if not self.answers(t):
+        """The occurrences covering `t`, enabled or not, by row then start; None unless the
+        schedule holds them all (`covering_row`)."""
+        if not self.answers(t) or micros(t) + max(self.leads, default=0) >= self.hi:
             return None
+        return [o for row in range(len(self)) for o in self.covering_row(row, t) or ()]
+
+    def covering_row(self, row: int, t: datetime) -> tuple[Occurrence, ...] | None:
+        """The occurrences of `row` covering `t` (`[start - drain, end)`); None when `t`, or `t`
+        plus the drain lead, is outside the horizon (a row keeps one start past it: issue 45)."""
         at = micros(t)
-        if self.leads and at + max(self.leads) >= self.hi:
-            return None  # a drain reaching back to `t` from past the horizon: a row keeps one start there
-        out = []
-        for row in range(len(self.names)):
-            lo, hi = self.offsets[row], self.offsets[row + 1]
-            for index in range(bisect_right(self.ends, at, lo, hi), bisect_right(self.starts, at + self.leads[row], lo, hi)):
-                out.append(self.occurrence(row, index))
-        return out
+        armed_by = at + self.leads[row]
+        if at < self.lo or armed_by >= self.hi:
+            return None
+        lo, hi = self.offsets[row], self.offsets[row + 1]
+        first = bisect_right(self.ends, at, lo, hi)
+        return tuple(self.occurrence(row, i) for i in range(first, bisect_right(self.starts, armed_by, lo, hi)))
 
     def next_start(self, row: int, after: datetime) -> Occurrence | bool | None:
         """The first occurrence of `row` starting strictly after `after`; None when it has none;
-        False when `after` is outside the horizon (ask the exact functions)."""
+        False when the schedule cannot tell (ask the exact functions)."""
         if not self.answers(after):
             return False
         lo, hi = self.offsets[row], self.offsets[row + 1]
@@ -312,10 +308,8 @@ class Schedule:
         return False if self._goes_on(row) else None
 
     def not_ended(self, row: int, t: datetime) -> Iterator[Occurrence]:
-        """Every occurrence of `row` not ended at `t`, in order: what the exact functions give
-        (`occurrences(window, t - duration)` less the ended ones), from the schedule as far as
-        it keeps the row and from the exact functions past that (the row's `Window` built only
-        then)."""
+        """Every occurrence of `row` not ended at `t`, in order: from the schedule as far as it
+        keeps the row, from the exact functions past that (the row's `Window` built only then)."""
         if not self.answers(t):
             window = self.window(row)
             yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
@@ -323,7 +317,7 @@ class Schedule:
         lo, hi = self.offsets[row], self.offsets[row + 1]
         first = bisect_right(self.ends, micros(t), lo, hi)
         yield from (self.occurrence(row, i) for i in range(first, hi))
-        if self._goes_on(row):  # kept up to the horizon's end, or a scan of exclusions ended early
+        if self._goes_on(row):
             window = self.window(row)
             if first < hi:
                 yield from occurrences(window, instant_of(self.starts[hi - 1] + 1))
@@ -331,40 +325,32 @@ class Schedule:
                 yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
 
     def next_arm_index(self, row: int, now: datetime) -> int | None:
-        """Where in `starts` the first occurrence of `row` arming after `now` is, when the schedule
-        keeps it (None: it keeps none, `unkept_arm` says from when one could arm); no
-        `Occurrence` made (`status` asks this of every row)."""
+        """Where in `starts` the first occurrence of `row` arming after `now` is, when the
+        schedule keeps it (else `unkept_arm`), no `Occurrence` made: `status` asks every row."""
         if not self.answers(now):
             return None
-        at, lead, starts = micros(now), self.leads[row], self.starts
-        index, hi = bisect_right(self.ends, at, self.offsets[row], self.offsets[row + 1]), self.offsets[row + 1]
-        while index < hi and starts[index] - lead <= at:
-            index += 1
+        hi = self.offsets[row + 1]
+        index = bisect_right(self.starts, micros(now) + self.leads[row], self.offsets[row], hi)  # armed after now
         return index if index < hi else None
 
     def unkept_arm(self, row: int, now: datetime) -> datetime | None:
-        """The earliest instant after `now` an occurrence of `row` that the schedule does not
-        answer for can arm (each starts past the horizon, which a stopped scan brings forward:
-        less the row's drain lead; `now` itself when the schedule does not answer at `now`);
-        None when it answers for every one. A caller that needs no arm after this instant needs
-        no `Window` built and no croniter asked."""
+        """The earliest instant after `now` an occurrence of `row` the schedule does not hold
+        can arm (`now` when it does not answer at `now`); None when it holds every one: the
+        caller then needs no `Window` built and no croniter asked."""
         if not self.answers(now):
             return now
         return instant_of(self.hi - self.leads[row]) if self._goes_on(row) else None
 
     def _goes_on(self, row: int) -> bool:
-        """Whether `row` may have occurrences past the last it keeps: it is kept up to the
-        horizon's end (its first start past it), or a run of more excluded starts than a scan
-        takes ended its scan (`stopped`, `MAX_EXCLUDED_RUN`:
-        nothing known past it, and the run may end before a later command asks; issue 45)."""
+        """Whether `row` may have occurrences past the last it keeps: it is kept up to its first
+        start past the horizon, or an excluded run ended its scan (`stopped`)."""
         lo, hi = self.offsets[row], self.offsets[row + 1]
         return (hi > lo and self.starts[hi - 1] >= self.hi) or row in self.stopped
 
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One window as `windows next` and `status` show it, besides its occurrences: its name,
-    scope, whether it is enabled, its zone, and its schedule, duration and drain as text."""
+    """One window as `windows next` and `status` show it, besides its occurrences."""
 
     name: str
     scope: str
@@ -410,9 +396,8 @@ def _empty(now: datetime) -> Schedule:
 
 
 def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | None:
-    """The schedule kept for exactly the bytes `raw` of the windows file `windows_path`, when
-    one answers at `now`; None otherwise. A read, never a build: `hermes serve`'s first pass on
-    an unchanged file takes its occurrences from it instead of asking croniter for each window."""
+    """The schedule kept for exactly the bytes `raw` of `windows_path`, answering at `now`;
+    None otherwise. A read, never a build."""
     path = kept_files.kept_path(windows_path, ".schedule")
     found = _kept(path) if path is not None else None
     return found if found is not None and _fresh(found, hashlib.sha256(raw).hexdigest(), now, HORIZON) else None
@@ -856,45 +841,38 @@ def _kept(path: Path) -> Schedule | None:
 
 #: the rows' `Window`s a timeline keeps built at most (the oldest built dropped first)
 WINDOWS_KEPT = 1024
-#: an occurrence holding longer than this (a day, in microseconds), drain lead included, puts its
-#: row among those `ScheduleTimeline.covering_now` looks up one by one, not off the arm order
+#: an occurrence holding longer than a day (microseconds), drain lead included, puts its row
+#: among those `covering_now` asks one by one, so the arm order it looks back over stays short
 _LONG = 86_400_000_000
 
 
 class ScheduleTimeline:
-    """The scheduler's `occurrences.Timeline` read off `schedule` (the schedule of the very bytes
-    the asked windows were validated from: `Schedules` sees to that) by bisection, `EXACT` where
-    it does not answer (an instant outside its horizon, a window that is not one of its rows):
-    the same answers without the cron arithmetic, so a held chain is walked afresh every pass."""
+    """The scheduler's `occurrences.Timeline` read off `schedule` (of the very bytes the asked
+    windows were validated from: `Schedules` sees to that) by bisection, `EXACT` where it does
+    not answer (outside its horizon, a window that is not a row): the same answers without the
+    cron arithmetic, so a held chain is walked afresh every pass."""
 
     def __init__(self, schedule: Schedule, given: Sequence[Window] | None = None) -> None:
         self.schedule = schedule
-        #: window name -> its row (`Schedule.row_of` searches the names)
-        self._rows = {name: row for row, name in enumerate(schedule.names)}
         #: the validated windows the rows were compiled from (`Schedules.of_windows`: a row
         #: answers for that very object only), or None (rows of a file's bytes, by name)
         self.given = given
-        #: every occurrence of the schedule (its index in `starts`) in arm order, and its arm
-        #: instant in epoch microseconds (`armed_after`): two flat arrays, 16 bytes an occurrence
+        # every occurrence (its index in `starts`) in arm order, and its arm instant: 16 bytes each
         offsets, leads = schedule.offsets, schedule.leads
-        arm = array("q", (start - leads[row] for row in range(len(schedule.names))
+        arm = array("q", (start - leads[row] for row in range(len(schedule))
                           for start in schedule.starts[offsets[row]:offsets[row + 1]]))
         self._armed = array("q", sorted(range(len(arm)), key=arm.__getitem__))
         self._arms = array("q", (arm[i] for i in self._armed))
         #: arms before this instant are all in `_arms`: their starts lie before the horizon's end
-        self._whole_until = schedule.hi - max(schedule.leads, default=0)
-        #: the rows whose occurrences may hold longer than `_LONG` (looked up one by one by
-        #: `covering_now`), and the longest any other holds, drain lead included: what covers an
-        #: instant of theirs was armed less than this before it
+        self._whole_until = schedule.hi - max(leads, default=0)
         spans = [max(map(int.__sub__, schedule.ends[offsets[row]:offsets[row + 1]],
                          schedule.starts[offsets[row]:offsets[row + 1]]), default=0) + leads[row]
-                 for row in range(len(schedule.names))]
+                 for row in range(len(schedule))]
         self._long = {row for row, span in enumerate(spans) if span > _LONG}
+        #: the longest any other row holds: what covers an instant was armed less than this before it
         self._span = max((span for span in spans if span <= _LONG), default=0)
-        #: every row, as windows (`windows`), one list for the life of the timeline
         self._windows: Windows | None = None
-        #: the rows' `Window`s built so far (`window`), and the lock of that cache (the window
-        #: tasks' thread shares the scheduler's schedule: `TaskService.schedules`)
+        # the window tasks' thread shares the scheduler's timeline (`TaskService.schedules`)
         self._built: dict[int, Window] = {}
         self._building = threading.Lock()
 
@@ -904,7 +882,7 @@ class ScheduleTimeline:
             self._windows = Windows(timeline=self)
         return self._windows
 
-    # -- the rows as `occurrences.Rows` (what `Windows` reads of them) ---------------------------
+    # -- the rows as `occurrences.Rows` ----------------------------------------------------------
 
     def __len__(self) -> int:
         return len(self.schedule)
@@ -922,8 +900,8 @@ class ScheduleTimeline:
         return self.schedule.tables[row]
 
     def window(self, row: int) -> Window:
-        """The `Window` of `row` (`Schedule.window`), kept built: a running daemon asks for the
-        same rows pass after pass (at most `WINDOWS_KEPT`, the oldest built dropped first)."""
+        """The `Window` of `row`, kept built (a running daemon asks for the same rows pass after
+        pass), at most `WINDOWS_KEPT` of them."""
         if self.given is not None:
             return self.given[row]
         window = self._built.get(row)
@@ -936,68 +914,42 @@ class ScheduleTimeline:
         return window
 
     def selector(self, row: int) -> Selector | None:
-        """The row's selector from its table (`only`, `jobs`: `Window.to_json` leaves them out
-        when empty), without a `Window` built."""
+        """The row's selector read off its table, no `Window` built."""
         table = self.schedule.tables[row]
-        if b'"only":' not in table and b'"jobs":' not in table:
+        if b'"only":' not in table and b'"jobs":' not in table:  # `Window.to_json` leaves them out when empty
             return None
         shown = self.schedule.tables.shown(row)
         return Selector.of(shown.get("only", ()), shown.get("jobs", ()))
 
     def _row(self, window: Window) -> int | None:
-        """`window`'s row; None for a window that is not in the schedule."""
-        row = self._rows.get(window.name)
+        row = self.schedule.row_of(window.name)
         return None if row is None or (self.given is not None and self.given[row] is not window) else row
 
     def whole(self, at: int) -> bool:
-        """Whether the schedule holds every occurrence armed by `at` (epoch microseconds) and
-        every row's first arm after it."""
+        """Whether every occurrence armed by `at` and every row's first arm after it are held."""
         return self.schedule.lo <= at < self._whole_until
 
     def around(self, window: Window, now: datetime) -> Around:
         row = self._row(window)
-        found = self._covering(row, now) if row is not None else None
+        found = self.schedule.covering_row(row, now) if row is not None else None
         if found is None:
             return EXACT.around(window, now)
         return found, self.first_armed(window, now)
 
-    def _covering(self, row: int, now: datetime) -> tuple[Occurrence, ...] | None:
-        """The occurrences of `row` covering `now` (not ended at `now`, armed by it); None
-        unless the row holds every one of them (`now`, and `now` plus the lead, in the horizon)."""
-        schedule = self.schedule
-        at = micros(now)
-        armed_by = at + schedule.leads[row]
-        if not (schedule.answers(now) and armed_by < schedule.hi):
-            return None
-        lo, hi = schedule.offsets[row], schedule.offsets[row + 1]
-        first = bisect_right(schedule.ends, at, lo, hi)
-        return tuple(schedule.occurrence(row, i) for i in range(first, bisect_right(schedule.starts, armed_by, lo, hi)))
-
     def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
-        """Read off the occurrences in arm order (a chain of 256 among 10,000 windows costs its
-        256 occurrences, not a question to each window); past the part of the horizon where
-        that list is whole, the walk goes on from there as `merge_armed`. The windows that are
-        not rows of the schedule (a calendar's): theirs as `merge_armed` (by `first_armed` and
-        `after`), merged in, at one instant in the order of `windows`."""
-        if not self.schedule.answers(now):
-            return merge_armed(windows, now, self.first_armed, self.after)
-        lane = self._lane(windows)
-        if lane is not None:
-            return self._walk(windows, lane, now)
-        rows = self._rows
-        places = {window.name: order for order, window in enumerate(windows)}
-        mine = [w for w in windows if w.name in rows]
-        others = [w for w in windows if w.name not in rows]
-        if not mine:
-            return merge_armed(windows, now, self.first_armed, self.after)
-        walk = self._walk(mine, {rows[w.name]: order for order, w in enumerate(mine)}, now)
-        return heapq.merge(walk, merge_armed(others, now, self.first_armed, self.after),
+        """Read off the arm order (a chain of 256 among 10,000 windows costs its 256 occurrences),
+        as `merge_armed` past the part of the horizon held whole and for the windows that are
+        not rows (a calendar's), merged in."""
+        listed = Windows.of(windows)
+        lane, others = self._parts(listed) if self.schedule.answers(now) else ({}, [])
+        if not lane:
+            return merge_armed(listed, now, self.first_armed, self.after)
+        walk = self._walk(listed.subset(sorted(lane.values())) if others else listed, lane, now)
+        if not others:
+            return walk
+        places = {listed.name(order): order for order in range(len(listed))}
+        return heapq.merge(walk, merge_armed(listed.subset(others), now, self.first_armed, self.after),
                            key=lambda o: (o.arm_at, places[o.window]))
-
-    def _lane(self, windows: Sequence[Window]) -> dict[int, int] | None:
-        """Each row of `windows` -> its place among them; None when one is not a row."""
-        lane, others = self._parts(Windows.of(windows))
-        return None if others else lane
 
     def _parts(self, windows: Windows) -> tuple[dict[int, int], list[int]]:
         """Each row of `windows` -> its place among them, and the places of the windows that
@@ -1007,52 +959,58 @@ class ScheduleTimeline:
             return known, []
         lane: dict[int, int] = {}
         others: list[int] = []
-        rows, given = self._rows, self.given
-        for order, name in enumerate(windows.names()):  # `_row`, inlined: a lane may have 10,000 windows
-            row = rows.get(name)
+        row_of, given = self.schedule.row_of, self.given
+        for order, name in enumerate(windows.names()):  # `_row` by name: a lane may have 10,000 windows
+            row = row_of(name)
             if row is None or (given is not None and given[row] is not windows[order]):
                 others.append(order)
             else:
                 lane[row] = order
         return lane, others
 
+    def _rows_armed(self, lane: dict[int, int], at: int, until: int) -> Iterator[tuple[int, int, int, int]]:
+        """(arm, place, row, index in `starts`) of each occurrence of the rows of `lane` armed
+        after `at` and before `until`, in arm order."""
+        arms, armed, offsets = self._arms, self._armed, self.schedule.offsets
+        for k in range(bisect_right(arms, at), bisect_left(arms, until)):
+            row = bisect_right(offsets, armed[k]) - 1
+            if row in lane:
+                yield arms[k], lane[row], row, armed[k]
+
+    def _walk(self, windows: Sequence[Window], lane: dict[int, int], now: datetime) -> Iterator[Occurrence]:
+        for _, tied in itertools.groupby(self._rows_armed(lane, micros(now), self._whole_until), key=itemgetter(0)):
+            # at one instant, in the order of `windows` (as `merge_armed`)
+            yield from (self.schedule.occurrence(row, index) for _, _, row, index in sorted(tied))
+        # every arm instant is a whole microsecond: "after the microsecond before `_whole_until`"
+        yield from merge_armed(windows, max(now, instant_of(self._whole_until - 1)), self.first_armed, self.after)
+
     def covering_now(self, windows: Windows, now: datetime) -> dict[str, list[Occurrence]]:
-        """The occurrences covering `now` of each enabled window of `windows` (only the windows
-        with some), in start order: the rows' read off the arm order (those armed within the
-        longest hold before `now`: what covers now, not a question to each row), the others'
-        asked (`around`: a calendar's, or everything outside the part of the horizon the
-        schedule holds whole). What a pass acts on (issue 24: never a question to every window)."""
+        """The occurrences covering `now` of each enabled window of `windows` (only those with
+        some), in start order: the rows' read off the arm order within the longest hold before
+        `now`, the others' asked (`around`). Never a question to every window (issue 24)."""
         lane, others = self._parts(windows)
         at = micros(now)
         if lane and not self.whole(at):
             lane, others = {}, list(range(len(windows)))
         out: dict[str, list[Occurrence]] = {}
-        schedule, armed, offsets, ends, long = self.schedule, self._armed, self.schedule.offsets, self.schedule.ends, self._long
-        for k in range(bisect_right(self._arms, at - self._span), bisect_right(self._arms, at)) if lane else ():
-            index = armed[k]
-            if ends[index] > at:
-                row = bisect_right(offsets, index) - 1
-                if row in lane and row not in long and schedule.enabled[row]:
-                    out.setdefault(schedule.names[row], []).append(schedule.occurrence(row, index))
+        schedule, long = self.schedule, self._long
+        for _, _, row, index in self._rows_armed(lane, at - self._span, at + 1) if lane else ():
+            if schedule.ends[index] > at and row not in long and schedule.enabled[row]:
+                out.setdefault(schedule.names[row], []).append(schedule.occurrence(row, index))
         for row in long:
-            if row in lane and schedule.enabled[row]:
-                found = self._covering(row, now)
-                if found:
-                    out[schedule.names[row]] = list(found)
+            if row in lane and schedule.enabled[row] and (found := schedule.covering_row(row, now)):
+                out[schedule.names[row]] = list(found)
         for order in others:
-            if windows.enabled(order):
-                found = self.around(windows[order], now)[0]
-                if found:
-                    out[windows.name(order)] = list(found)
+            if windows.enabled(order) and (found := self.around(windows[order], now)[0]):
+                out[windows.name(order)] = list(found)
         return out
 
     def next_arms(self, windows: Windows, now: datetime, skip: Container[str],
                   count: int) -> list[tuple[str, Occurrence]]:
-        """The first occurrence armed after `now` of each enabled window of `windows` not named
-        in `skip`, soonest first (at one instant, in the order of `windows`): the first `count`
-        and every other armed at the same instant as the last (all when fewer). The rows' read
-        off the arm order, the first of each row met (every row's first arm after an instant the
-        schedule holds whole is in it); the others' asked (`first_armed`)."""
+        """The first occurrence armed after `now` of each enabled window of `windows` not in
+        `skip`, soonest first (at one instant, in the order of `windows`): the first `count` and
+        every other armed at the same instant as the last. The rows' read off the arm order (it
+        holds every row's first arm after an instant held whole), the others' asked."""
         lane, others = self._parts(windows)
         at = micros(now)
         if lane and not self.whole(at):
@@ -1064,47 +1022,22 @@ class ScheduleTimeline:
                 upcoming = self.first_armed(windows[order], now)
                 if upcoming is not None:
                     found.append((upcoming.arm_at, order, name, upcoming))
-        schedule, arms, armed, offsets = self.schedule, self._arms, self._armed, self.schedule.offsets
+        schedule = self.schedule
         seen: set[int] = set()
         taken, last = 0, -1
-        for k in range(bisect_right(arms, at), len(arms)) if lane else ():
-            if taken >= count and arms[k] != last:
+        for arm, order, row, index in self._rows_armed(lane, at, sys.maxsize) if lane else ():
+            if taken >= count and arm != last:
                 break
-            index = armed[k]
-            row = bisect_right(offsets, index) - 1
-            if row in seen:
-                continue
-            seen.add(row)
-            place = lane.get(row)
-            name = schedule.names[row]
-            if place is None or not schedule.enabled[row] or name in skip:
-                continue
-            found.append((instant_of(arms[k]), place, name, schedule.occurrence(row, index)))
-            taken, last = taken + 1, arms[k]
+            if row not in seen:
+                seen.add(row)
+                if schedule.enabled[row] and schedule.names[row] not in skip:
+                    found.append((instant_of(arm), order, schedule.names[row], schedule.occurrence(row, index)))
+                    taken, last = taken + 1, arm
         found.sort(key=lambda item: (item[0], item[1]))
         if len(found) > count:
             cut = found[count - 1][0] if count > 0 else None
             found = [item for n, item in enumerate(found) if n < count or item[0] == cut]
         return [(name, occurrence) for _, _, name, occurrence in found]
-
-    def _walk(self, windows: Sequence[Window], lane: dict[int, int], now: datetime) -> Iterator[Occurrence]:
-        schedule, arms, armed, offsets = self.schedule, self._arms, self._armed, self.schedule.offsets
-        index = bisect_right(arms, micros(now))
-        ties: list[tuple[int, int, int]] = []  # (order, row, index) of the occurrences armed at one instant
-        while index < len(arms) and arms[index] < self._whole_until:
-            at = armed[index]
-            row = bisect_right(offsets, at) - 1
-            order = lane.get(row)
-            if order is not None:
-                ties.append((order, row, at))
-            index += 1
-            if ties and (index == len(arms) or arms[index] != arms[index - 1]):
-                ties.sort()  # at one instant, in the order of `windows` (as `merge_armed`)
-                yield from (schedule.occurrence(row, at) for _, row, at in ties)
-                ties = []
-        # every arm instant is a whole microsecond: "after the microsecond before `_whole_until`"
-        yield from merge_armed(windows, max(now, instant_of(self._whole_until - 1)),
-                               self.first_armed, self.after)
 
     def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
         row = self._row(window)
@@ -1115,23 +1048,17 @@ class ScheduleTimeline:
 
     def after(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
         row = self._row(window)
-        if row is None:
-            return EXACT.after(window, occurrence)
-        found = self.schedule.next_start(row, occurrence.start)
+        found = self.schedule.next_start(row, occurrence.start) if row is not None else False
         return EXACT.after(window, occurrence) if isinstance(found, bool) else found
 
 
 class Schedules:
-    """The compiled schedules one `hermes serve` holds: the one holder of them, shared by the
-    scheduler's passes and its window tasks (`TaskService`), keyed by the file bytes they are of
-    (the digest of the schedule), the newest `KEPT` at most. Nothing builds in the background:
-    a pass asks `rows` (the kept schedule of its bytes, else compiled table by table) and, once
-    it acted, `keep` (the file's schedule written for the operators' commands), so every
-    command after a pass reads it warm. A schedule carrying tables bound to a calendar is
-    written for the commands but never held (its rows are not all the windows: the pass
-    validates such a file)."""
+    """The compiled schedules one `hermes serve` holds (its passes and window tasks share them),
+    keyed by the file bytes they are of, the newest `KEPT` at most; nothing builds in the
+    background. One with tables bound to a calendar is written for the commands, never held
+    (its rows are not all the windows: the pass validates that file)."""
 
-    #: schedules held at most (the file's and the one before an edit: the guard's put-back rows)
+    #: the file's and the one before an edit (the guard's put-back rows)
     KEPT = 2
     #: how far off the next wake-up must be for a pass to refresh a schedule (`keep`)
     QUIET = timedelta(minutes=1)
@@ -1143,20 +1070,17 @@ class Schedules:
         self._refused: bytes | None = None
         #: the digest of the last bytes `keep` could not build a schedule of (not tried again)
         self._failed: str | None = None
-        #: the schedule compiled in memory of the last windows a pass acted on that are not one
-        #: version of the file's own (`of_windows`), with their identities and the windows
+        #: (identities, timeline, windows) of the last list `of_windows` compiled in memory
         self._memory: tuple[tuple[int, ...], ScheduleTimeline, Sequence[Window]] | None = None
 
     def held(self, raw: bytes | None) -> ScheduleTimeline | None:
-        """The timeline of the schedule held for exactly the bytes `raw`; None when none is."""
         return self._held.get(raw) if raw is not None else None
 
     def rows(self, raw: bytes, now: datetime) -> Windows | None:
-        """The windows of `raw` as the rows of its schedule: held, read from beside the file,
-        or compiled table by table (`load`: an unchanged table's row taken from the schedule kept
-        before the edit); never by validating the file whole: a file that is not that simple
-        (a table that fails, a name repeated, calendars) is left to the pass, which validates it
-        and says what is wrong. None then."""
+        """The windows of `raw` as the rows of its schedule: held, kept beside the file, or
+        compiled table by table (`load`), never by validating the file whole; None for a file
+        that is not that simple (a failing table, a repeated name, calendars): the pass
+        validates it and says what is wrong."""
         found = self._held.get(raw)
         if found is not None:
             return found.windows()
@@ -1175,16 +1099,14 @@ class Schedules:
         return self._hold(raw, built).windows()
 
     def keep(self, raw: bytes, windows: Sequence[Window], now: datetime, next_wake: datetime | None = None) -> None:
-        """Leave the schedule of `raw` (a file that validates whole, as `windows`) written and
-        held, built again once it is `REFRESH` old (at once when it no longer answers now whole:
-        the clock went back), in the pass: the next command reads it warm.
-        A refresh waits for a pass with no wake-up due within `QUIET` of it (`next_wake`: a
-        window arming meanwhile would wait for the build), at most until half the horizon is
-        gone. The schedule it replaces is let go before the build (never three held at once: a
-        peak the allocator keeps). A failure is logged, never raised (the pass acted already)."""
+        """Once a pass acted: the schedule of `raw` (a file that validates whole, as `windows`)
+        written and held, so the next command reads it warm. Built again once `REFRESH` old at a
+        pass with no wake-up due within `QUIET` (an arm would wait for the build), at the latest
+        when half the horizon is gone, at once when it no longer answers now (the clock went
+        back); the one it replaces let go first (never three held: a peak the allocator keeps)."""
         held = self._held.get(raw)
         if held is not None and held.whole(micros(now)) and not self._due(held, now, next_wake):
-            return  # else (the clock went back, say) built now
+            return
         digest = hashlib.sha256(raw).hexdigest()
         if held is None and digest == self._failed:
             return
@@ -1205,18 +1127,12 @@ class Schedules:
             self._failed = digest
 
     def of_windows(self, windows: Windows, now: datetime) -> ScheduleTimeline:
-        """The timeline of a schedule compiled in memory of exactly these validated windows
-        (the pass's when they are not one version of the file's own: a table that fails, a
-        policy, calendars, the guard putting back a version it acted on), never written: a
-        pass always plans from a schedule. A window already compiled for the last such list
-        (the very object, or one equal field for field: the file read again) keeps its row (a
-        list put together anew each pass costs no cron arithmetic); without such a list, a
-        window whose table is a row of a schedule held for the file (the guard putting back
-        the version it acted on beside an edit) takes that row (equal tables, equal windows);
-        while half the horizon is left (a window excluding a calendar's days: equal with the same
-        feed, never by its table). A calendar's window is not a row (asked as it is: its events
-        carry their ids). Compiled again when the list holds other objects, or (`refresh`, once a
-        pass acted) when it is due."""
+        """The timeline of a schedule compiled in memory of exactly these validated windows (a
+        pass's that are not one version of the file's own: a failing table, a policy, calendars,
+        the guard's put-back), never written; the same while the list holds the same objects. A
+        row is taken from the last list's (the same object, or equal field for field) or else
+        from a schedule held for the file (an equal table), so a list put together anew each
+        pass costs no cron arithmetic. A calendar's window is not a row (its events carry ids)."""
         listed = windows.validated()
         key = tuple(map(id, listed))
         memo = self._memory
@@ -1229,8 +1145,8 @@ class Schedules:
 
     def _compile(self, listed: Sequence[Window], key: tuple[int, ...], now: datetime,
                  previous: ScheduleTimeline | None, *, seeded: bool = True) -> ScheduleTimeline:
-        """`of_windows`' compile, taking rows from `previous` (the last list's) or else (`seeded`)
-        from a schedule held for the file; from `now`, whole, when neither."""
+        """`of_windows`' compile, rows taken from `previous` or else (`seeded`) from a held
+        schedule; from `now`, whole, when neither."""
         at = micros(now)
         held = (t for t in reversed(self._held.values()) if seeded and _answers_for_long(t, at))
         base = previous or next(held, None)
@@ -1242,17 +1158,15 @@ class Schedules:
         names: set[str] = set()
         for window in listed:
             if window.feed is not None or window.name in names:
-                continue  # a calendar's (its events carry their ids), or a name met already: asked as it is
+                continue  # a calendar's, or a name met already: asked as it is
             names.add(window.name)
-            # a window excluding a calendar's days is bound to one version of the feed
-            # (`calendars.bind`): equal only with that feed (`==` compares it), and its table
-            # does not say which
-            plain = window.exclude_calendar is None
             row = rows_of.get(id(window))
             if row is None and window.name in named and before[named[window.name]] == window:
                 row = named[window.name]  # read again, equal field for field: the same occurrences
             if base is not None and previous is None:
-                row = base.schedule.row_of(window.name) if plain else None
+                # a window excluding a calendar's days is equal only with the same feed, which
+                # its table does not say
+                row = base.schedule.row_of(window.name) if window.exclude_calendar is None else None
                 row = row if row is not None and base.schedule.tables[row] == table_of(window) else None
             if base is not None and row is not None:
                 builder.add_kept(base.schedule, row, "")
@@ -1268,16 +1182,14 @@ class Schedules:
         return timeline
 
     def _due(self, timeline: ScheduleTimeline, now: datetime, next_wake: datetime | None) -> bool:
-        """Whether a pass at `now` builds `timeline`'s schedule again: it is `REFRESH` old and no
-        wake-up is due within `QUIET` of `now`, or half its horizon is gone."""
+        """Whether a pass at `now` builds `timeline`'s schedule again (`keep`)."""
         age = micros(now) - timeline.schedule.lo
         return age >= REFRESH // _US and (next_wake is None or next_wake - now >= self.QUIET
                                          or age >= HORIZON // _US // 2)
 
     def refresh(self, now: datetime, next_wake: datetime | None = None) -> None:
-        """Once a pass acted: the schedule compiled in memory (`of_windows`) compiled again from
-        `now` when it is due (`_due`, as `keep` refreshes the file's), so a pass never compiles
-        a whole list before it acts because of its age."""
+        """Once a pass acted: the schedule `of_windows` compiled again from `now` when it is due
+        (as `keep` refreshes the file's), so a pass never compiles a whole list before it acts."""
         memo = self._memory
         if memo is not None and self._due(memo[1], now, next_wake):
             self._memory = None
@@ -1301,5 +1213,4 @@ class _NotCompiled(Exception):
 
 
 def _validated_whole() -> Sequence[Window]:
-    """`Schedules.rows`' `validate`: never the whole file (the pass does that)."""
     raise _NotCompiled

@@ -1,13 +1,8 @@
 """When the window scheduler wakes up, and the APScheduler 3 adapter that wakes it.
 
-`wakeups_for` computes, from the windows and `now`, the instants after which the plan can change:
-each enabled window's next arm (its start, or the start less its drain lead), the start of an
-occurrence in its drain lead (where the hold's reason becomes the window's own), and the
-earliest end among its occurrences covering `now` (the expiry job). `Wakeups` keeps exactly
-those as APScheduler `DateTrigger` jobs (APScheduler never reads a cron expression: its
-`CronTrigger` reads day-of-week 0 as Monday). The scheduler object
-is only used through the small `Scheduler` protocol below, so a test or another host process
-can pass its own (the tests pass a paused real `BackgroundScheduler`).
+`Wakeups` keeps the instants the plan can change at as APScheduler `DateTrigger` jobs
+(APScheduler never reads a cron expression: its `CronTrigger` reads day-of-week 0 as Monday),
+through the small `Scheduler` protocol, so a test or another host process can pass its own.
 """
 
 from __future__ import annotations
@@ -20,23 +15,12 @@ from typing import Any, Protocol
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, Rows, Windows, covering as covering_of, next_armed
 
-__all__ = ["JOB_PREFIX", "LATER", "MAX_JOBS", "Scheduler", "SchedulerJob", "Wakeups", "due_wakeups", "make_scheduler",
-           "wakeups_for"]
+__all__ = ["JOB_PREFIX", "LATER", "MAX_JOBS", "Scheduler", "Wakeups", "due_wakeups", "make_scheduler", "wakeups_for"]
 
 JOB_PREFIX = "windows:"
 #: wake-up jobs kept at most (the earliest); `LATER` stands for the rest
 MAX_JOBS = 256
 LATER = f"{JOB_PREFIX}later"
-
-
-class SchedulerJob(Protocol):
-    """What the adapter reads of an APScheduler job."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def next_run_time(self) -> datetime | None: ...
 
 
 class Scheduler(Protocol):
@@ -56,36 +40,23 @@ class Scheduler(Protocol):
     def remove_job(self, job_id: str, jobstore: str | None = None) -> None: ...
 
 
-def wakeups_for(windows: Iterable[Window], now: datetime, limit: int = MAX_JOBS,
-                covering: Mapping[str, Sequence[Occurrence]] | None = None) -> dict[str, datetime]:
-    """The instants after `now` at which the plan can change: each enabled window's next arm
-    (`windows:start:<name>` at its start; for a window with a drain lead,
-    `windows:drain:<name>` at the start less the lead, and `windows:start:<name>` at the start of
-    the occurrence then draining), and the earliest end among its occurrences covering `now`
-    (`windows:end:<name>`, the expiry job). Every wake-up re-plans and reschedules.
-
-    Only the `limit` earliest are kept, plus `windows:later` at the earliest one left out: a
-    fleet with 10,000 windows keeps a few hundred jobs, and waking at `windows:later` schedules
-    the next ones (APScheduler's `add_job` costs about 0.1 ms each). `covering`: each enabled
-    window's occurrences covering `now`, when the caller has them already. Asks every window
-    (the exact functions): the definition `due_wakeups` gives without asking them."""
+def wakeups_for(windows: Iterable[Window], now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
+    """The instants after `now` at which the plan can change (`_jobs`), the `limit` earliest
+    kept plus `windows:later` at the earliest left out: 10,000 windows keep a few hundred jobs
+    (APScheduler's `add_job` costs about 0.1 ms each). Asks every window the exact functions:
+    the definition `due_wakeups` answers without asking them."""
     out: dict[str, datetime] = {}
     for window in windows:
-        if not window.enabled:
-            continue
-        covered = covering[window.name] if covering is not None else covering_of(window, now)
-        _jobs(out, window.name, next_armed(window, now), covered, now)
+        if window.enabled:
+            _jobs(out, window.name, next_armed(window, now), covering_of(window, now), now)
     return _earliest(out, limit)
 
 
 def due_wakeups(timeline: Rows, windows: Windows, covering: Mapping[str, Sequence[Occurrence]],
                 now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
-    """`wakeups_for` the `windows` of a pass, whose occurrences covering `now` are `covering`,
-    read off the schedule the pass plans from (`timeline`): the next arm of each window
-    something covers, and the `limit + 1` earliest next arms of the others off its arm order.
-    Why: asking each of 10,000 windows on every pass, and sorting them all to keep a few
-    hundred, was a third of a quiet pass (issue 24). The same jobs: every job left out arms
-    later than `limit + 1` jobs kept."""
+    """`wakeups_for` read off the pass's `timeline`: the next arm of each window something
+    covers (`covering`), and the `limit + 1` earliest next arms of the others off its arm
+    order. Asking each of 10,000 windows every pass was a third of a quiet pass (issue 24)."""
     out: dict[str, datetime] = {}
     for name, covered in covering.items():
         window = windows.named(name)
@@ -97,8 +68,9 @@ def due_wakeups(timeline: Rows, windows: Windows, covering: Mapping[str, Sequenc
 
 def _jobs(out: dict[str, datetime], name: str, upcoming: Occurrence | None, covered: Sequence[Occurrence],
           now: datetime) -> None:
-    """The wake-ups of the window `name` (`wakeups_for`): its next arm `upcoming`, and for the occurrences
-    `covered` covering `now` the earliest end and the start of one draining."""
+    """The wake-ups of the window `name`: its next arm (`windows:start:` at its start, or
+    `windows:drain:` less its drain lead), and of the occurrences `covered` covering `now` the
+    earliest end (`windows:end:`, the expiry) and the start of one draining (its reason changes)."""
     if upcoming is not None:
         kind = "drain" if upcoming.lead else "start"
         out[f"{JOB_PREFIX}{kind}:{name}"] = upcoming.arm_at
