@@ -1,15 +1,11 @@
 """Calendar sources of `windows.toml` (issue 27): `[[calendars]]` tables, and windows'
-`exclude_calendar`, bound to the feeds they name.
+`exclude_calendar`, bound to the feeds they name (a local `ics` file, or the copy of a `url`
+that `hermes serve` fetched into `calendars/`: `fetch.py`).
 
-A calendar becomes one `CalendarWindow`: a `Window` whose occurrences are the feed's events
-(`ical.Feed`), so the scheduler, the forecast, the ledger, skips, the page and the metrics treat
-it like any window. A feed is a local file (`ics`, relative paths from the fleet root) or the
-copy of a `url` that `hermes serve` fetched (`fetch.py`) into `calendars/` in the fleet root.
-
-A feed that cannot be read or parsed falls back to its last good copy in `calendars/` (serve
-keeps one for local files too), with a note (`Bound.stale`) that makes it loud; without a good
-copy the calendar is a failing table (`InvalidWindow` naming it), which the scheduler's guard
-holds as it was, like any window that stops validating. Everything here only reads.
+A calendar is a `CalendarWindow`, whose occurrences are its feed's events, so everything treats
+it like any window. A feed that cannot be read or parsed falls back to its last good copy, with
+a note (`Bound.stale`) that makes it loud; without one the calendar is a failing table, held as
+it was by the guard like any window that stops validating.
 """
 
 from __future__ import annotations
@@ -17,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -32,8 +29,6 @@ from hermes_estop.model.durations import format_duration, parse_with_unit
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.homes import FLEET
 from hermes_estop.system.fsread import read_regular
-from hermes_estop.windows import kept_files
-from hermes_estop.windows.feed_schedule import compile_feed, compiled_feed, feed_key
 from hermes_estop.windows.field_types import (
     Drain,
     Duration,
@@ -46,11 +41,11 @@ from hermes_estop.windows.field_types import (
     parse_name,
     written,
 )
-from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
+from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, feed_digest, parse_feed
 from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
 from hermes_estop.windows.model import Window
 
-__all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "compiled_path", "is_url"]
+__all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "feed_of", "is_url"]
 
 CALENDAR_DIR = "calendars"
 DEFAULT_REFRESH = timedelta(minutes=5)
@@ -121,7 +116,6 @@ class CalendarSource(BaseModel):
         return self.url or self.ics or ""
 
     def keep(self, component: Any) -> bool:
-        """Whether an event passes the filters (CATEGORIES, SUMMARY)."""
         if self.categories:
             wanted = {c.casefold() for c in self.categories}
             found: set[str] = set()
@@ -149,8 +143,7 @@ class CalendarSource(BaseModel):
 
 
 class CalendarWindow(Window):
-    """A calendar as a window: its occurrences are the feed's events (`occurrences.occurrences`
-    asks `feed`). Built by `bind`, never validated from a table."""
+    """A calendar as a window, its occurrences the feed's events. Built by `bind`."""
 
     source: Any = Field(None, exclude=True)
     calendar_feed: Any = Field(None, exclude=True)
@@ -169,8 +162,8 @@ class CalendarWindow(Window):
         return feed.zone_of(getattr(occurrence, "uid", None)) if feed is not None else self.tz
 
     def describe_duration(self) -> str:
-        """The lengths of the feed's events (`duration` is only how far back an event covering
-        an instant may start: never shown, issue 38 item 6)."""
+        """The lengths of its events (`duration` is how far back an event covering an instant
+        may start: never shown, issue 38 item 6)."""
         spans = self.feed.spans if self.feed is not None else ()
         if not spans:
             return "no events"
@@ -197,26 +190,30 @@ class CalendarWindow(Window):
 
 
 def cache_paths(root: Path, location: str) -> tuple[Path, Path]:
-    """Where the last good copy of a feed lives in the fleet root, and its metadata (ETag,
-    Last-Modified, the last fetch error)."""
+    """The last good copy of a feed in the fleet root, and its metadata (ETag, Last-Modified,
+    the last fetch error)."""
     key = hashlib.sha256(location.encode("utf-8")).hexdigest()[:24]
     base = Path(root) / CALENDAR_DIR
     return base / f"{key}.ics", base / f"{key}.json"
 
 
-def compiled_path(root: Path, location: str, settings: str) -> tuple[Path, bool] | None:
-    """Where the compiled schedule of the feed at `location`, read with `settings`, is kept
-    (`kept_files.kept_path`: in `calendars/`, or this user's cache when others could write there),
-    and whether that is the cache (`kept_files.in_cache`: a directory made private)."""
-    key = hashlib.sha256(f"{location}\0{settings}".encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    beside = Path(root) / CALENDAR_DIR / key
-    path = kept_files.kept_path(beside, ".schedule")
-    return None if path is None else (path, kept_files.in_cache(path, beside))
-
-
 def local_path(root: Path, location: str) -> Path:
     path = Path(location).expanduser()
     return path if path.is_absolute() else Path(root) / path
+
+
+def fingerprint(root: Path, location: str) -> str:
+    """What reading the feed at `location` depends on besides the windows file: the bytes of the
+    local file and of the last good copy, and the last fetch's error (a compiled schedule is of
+    these: `schedule.Schedule.feeds`)."""
+    copy, meta = cache_paths(root, location)
+    found = hashlib.sha256(repr(read_meta(meta).get("error")).encode("utf-8", "surrogateescape"))
+    for path in (copy,) if is_url(location) else (local_path(root, location), copy):
+        try:
+            found.update(hashlib.sha256(read_regular(path, MAX_CALENDAR_BYTES)).digest())
+        except (OSError, EstopError):
+            found.update(b"-")
+    return found.hexdigest()
 
 
 def read_meta(path: Path) -> dict[str, Any]:
@@ -229,9 +226,8 @@ def read_meta(path: Path) -> dict[str, Any]:
 
 @dataclass
 class Bound:
-    """Windows with their calendars bound: `windows` to act on, `failures` (tables that failed),
-    `stale` (calendar name -> why it runs on its last good copy), `digests` (what the feeds
-    were: part of a read's identity), `files` (what to watch for changes)."""
+    """Windows with their calendars bound; `stale`: calendar name -> why it runs on its last
+    good copy; `digests`: the feeds read (part of a read's identity); `files`: what to watch."""
 
     windows: list[Window]
     failures: list[InvalidWindow]
@@ -240,59 +236,48 @@ class Bound:
     files: tuple[Path, ...] = ()
 
 
-#: the feeds read in this process, by content and settings (the last 64)
-_FEEDS: OrderedDict[tuple[str, str], Feed] = OrderedDict()
+#: the feeds read in this process, by `Feed.digest` (the last 64); one refused by its expansion
+#: budget stays refused until its `retry_at`, so a hostile feed costs its budget once
+_FEEDS: OrderedDict[str, Feed] = OrderedDict()
 _MAX_CACHED = 64
 
 
-def _settings(label: str, salt: str, tz: str | None) -> str:
-    """What a feed's bytes are read with besides themselves: the label its events are named by,
-    the source's filters (`salt`) and its zone."""
-    return f"{label}\0{salt}\0{tz}"
-
-
-def _feed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | None, salt: str,
-          compiled_at: tuple[Path, bool] | None = None) -> Feed:
-    """The feed of `raw`, parsed once per content and settings (and, with `compiled_at`, once
-    per content and settings for every process: `feed_schedule`); one that an expansion has since
-    refused for its steps or occurrences fails from the next read on, alone, like a feed that
-    does not parse (one refused for time alone is read afresh: a machine that was slow)."""
-    key = (hashlib.sha256(raw).hexdigest(), _settings(label, salt, tz))
-    found = _FEEDS.get(key)
+def feed_of(raw: bytes, label: str, tz: str | None = None, keep: Callable[[Any], bool] | None = None,
+            salt: str = "") -> Feed:
+    """The feed of `raw`, parsed once per digest in this process (the windows schedule keeps
+    what a calendar's row needs for every process); `CalendarError` when it does not parse or
+    is refused."""
+    digest = feed_digest(raw, label, tz, salt)
+    found = _FEEDS.get(digest)
     if found is not None and found.refused is not None:
-        if not found.refused_for_time:
+        if time.monotonic() < found.retry_at:
             raise CalendarError(f"calendar {label}: {found.refused}")
         found = None
     if found is None:
-        now = datetime.now(UTC)
+        found = _remember(digest, parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, probe=False))
+        found.probe(datetime.now(UTC))
+    return _remember(digest, found)
 
-        def parse() -> Feed:
-            return parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, now=now)
 
-        found = compiled_feed(compiled_at[0], feed_key(*key), label, now, parse) if compiled_at else None
-        if found is None:
-            found = parse()
-            if compiled_at is not None:
-                compile_feed(compiled_at[0], feed_key(*key), found, now, private=compiled_at[1])
-        _FEEDS.pop(key, None)
-        _FEEDS[key] = found
-        if len(_FEEDS) > _MAX_CACHED:
-            _FEEDS.popitem(last=False)
-    return found
+def _remember(digest: str, feed: Feed) -> Feed:
+    _FEEDS.pop(digest, None)
+    _FEEDS[digest] = feed
+    if len(_FEEDS) > _MAX_CACHED:
+        _FEEDS.popitem(last=False)
+    return feed
 
 
 def load_feed(root: Path, location: str, label: str, *, tz: str | None = None,
               keep: Callable[[Any], bool] | None = None, salt: str = "") -> tuple[Feed, str | None]:
-    """The feed at `location` (a url's fetched copy, or a local file) and, when it runs on its
-    last good copy, why. `CalendarError` when there is no usable copy at all."""
+    """The feed at `location` and, when it runs on its last good copy, why. `CalendarError`
+    when there is no usable copy at all."""
     copy, meta_path = cache_paths(root, location)
-    compiled_at = compiled_path(root, location, _settings(label, salt, tz))
     meta = read_meta(meta_path)
     problem: str | None = None
     if not is_url(location):
         path = local_path(root, location)
         try:
-            return _feed(read_regular(path, MAX_CALENDAR_BYTES), label, tz, keep, salt, compiled_at), None
+            return feed_of(read_regular(path, MAX_CALENDAR_BYTES), label, tz, keep, salt), None
         except CalendarError as exc:
             problem = str(exc)
         except (OSError, EstopError) as exc:
@@ -305,7 +290,7 @@ def load_feed(root: Path, location: str, label: str, *, tz: str | None = None,
         if problem is not None:
             raise CalendarError(f"{problem} (and no last good copy)") from None
         raise CalendarError(f"calendar {label}: {location} not fetched yet (`hermes serve` fetches it)") from None
-    feed = _feed(raw, label, tz, keep, salt, compiled_at)
+    feed = feed_of(raw, label, tz, keep, salt)
     if problem is not None:
         fetched = meta.get("fetched_at")
         problem += f" (using the last good copy{f' of {fetched}' if fetched else ''})"
@@ -334,8 +319,8 @@ def _watched(root: Path, location: str) -> list[Path]:
 
 
 def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[CalendarSource]) -> Bound:
-    """`windows` with their `exclude_calendar` bound, and one `CalendarWindow` per source, each
-    from the current feed or its last good copy; a source with neither is a failure."""
+    """`windows` with their `exclude_calendar` bound, and one `CalendarWindow` per source; a
+    feed without a usable copy is a failure."""
     out: list[Window] = []
     failures: list[InvalidWindow] = []
     stale: dict[str, str] = {}
