@@ -523,6 +523,33 @@ def _check_at(days: int) -> tuple[str, ...]:
 
 
 #: (the text of `windows next` and `status` says "in 3h 12m": not the same a minute later)
+#: events that overlap: one long, two starting at one instant inside it (their ends not ascending)
+OVERLAPPING = _feed(("UID:long", "DTSTART:20261020T100000Z", "DTEND:20261020T140000Z", "RRULE:FREQ=DAILY;COUNT=30"),
+                    ("UID:short", "DTSTART:20261020T110000Z", "DTEND:20261020T120000Z", "RRULE:FREQ=DAILY;COUNT=30"),
+                    ("UID:shorter", "DTSTART:20261020T110000Z", "DTEND:20261020T113000Z", "RRULE:FREQ=DAILY;COUNT=30"))
+
+
+def test_a_calendar_of_overlapping_events_is_answered_as_its_feed_is(tmp_path: Path) -> None:
+    """A calendar's row may hold events of one start and ends out of order: every query is the
+    exact functions' answer, and the kept schedule is read back (not taken for damaged)."""
+    (tmp_path / "team.ics").write_text(OVERLAPPING)
+    wf = _fleet(tmp_path, '[[calendars]]\nname = "team"\nics = "team.ics"\ndrain = "10m"\n')
+    assert _load(wf) is not None
+    calls: list[int] = []
+    compiled = _load(wf, calls=calls)
+    assert compiled is not None and calls == []
+    (window,) = wf.load()
+    day = datetime(2026, 10, 21, tzinfo=UTC)
+    for t in [day + timedelta(hours=h, minutes=m) for h in (9, 10, 11, 12, 13, 14) for m in (0, 15, 45, 55)]:
+        assert compiled.upcoming(0, t, 4) == upcoming(window, t, 4), t
+        assert compiled.covering(t) == covering(window, t), t
+        assert list(itertools.islice(compiled.not_ended(0, t), 5)) == list(itertools.islice(
+            (o for o in occurrences(window, t - window.duration) if not o.ended(t)), 5)), t
+        index = compiled.next_arm_index(0, t)
+        assert index is not None and compiled.occurrence(0, index) == next(
+            o for o in occurrences(window, t - window.duration) if o.arm_at > t), t
+
+
 def test_the_next_command_answers_a_calendar_from_the_schedule_without_parsing_its_feed(
         tmp_path: Path, varied: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the compiled feed file did (issue 35), the windows schedule does: a process that

@@ -206,9 +206,9 @@ def fingerprint(root: Path, location: str) -> str:
     """What reading the feed at `location` depends on besides the windows file: the bytes of the
     local file and of the last good copy, and the last fetch's error (a compiled schedule is of
     these: `schedule.Schedule.feeds`)."""
-    copy, meta = cache_paths(root, location)
+    *feeds, meta = _watched(root, location)
     found = hashlib.sha256(repr(read_meta(meta).get("error")).encode("utf-8", "surrogateescape"))
-    for path in (copy,) if is_url(location) else (local_path(root, location), copy):
+    for path in feeds:
         try:
             found.update(hashlib.sha256(read_regular(path, MAX_CALENDAR_BYTES)).digest())
         except (OSError, EstopError):
@@ -312,51 +312,46 @@ def _excluding(window: Window, feed: Feed) -> Window:
 
 
 def _watched(root: Path, location: str) -> list[Path]:
-    files = list(cache_paths(root, location))
-    if not is_url(location):
-        files.insert(0, local_path(root, location))
-    return files
+    """The files reading the feed at `location` reads: the local file, the copy, its metadata."""
+    return [*(() if is_url(location) else (local_path(root, location),)), *cache_paths(root, location)]
 
 
 def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[CalendarSource]) -> Bound:
     """`windows` with their `exclude_calendar` bound, and one `CalendarWindow` per source; a
     feed without a usable copy is a failure."""
-    out: list[Window] = []
-    failures: list[InvalidWindow] = []
-    stale: dict[str, str] = {}
-    digests: list[str] = []
-    files: list[Path] = []
+    found = Bound([], [])
     for window in windows:
         if window.exclude_calendar is None:
-            out.append(window)
+            found.windows.append(window)
             continue
-        files.extend(_watched(root, window.exclude_calendar))
-        try:
-            feed, problem = load_feed(root, window.exclude_calendar, f"{window.exclude_calendar} (exclude_calendar of "
-                                      f"window {window.name})")
-        except CalendarError as exc:
-            failures.append(InvalidWindow(exc.args[0], path=path, window=repr(window.name), field="exclude_calendar"))
-            continue
-        if problem is not None:
-            stale[window.name] = problem
-        digests.append(feed.digest)
-        out.append(_excluding(window, feed))
-    names = {w.name for w in out} | {f.window.strip("'") for f in failures if f.window}
+        feed = _read(found, root, path, window.name, window.exclude_calendar, "exclude_calendar",
+                     f"{window.exclude_calendar} (exclude_calendar of window {window.name})")
+        if feed is not None:
+            found.windows.append(_excluding(window, feed))
+    names = {w.name for w in found.windows} | {f.window.strip("'") for f in found.failures if f.window}
     for source in sources:
         if source.name in names:
-            failures.append(InvalidWindow("duplicate name (a window or calendar has it)", path=path,
-                                          window=repr(source.name), field="name"))
+            found.failures.append(InvalidWindow("duplicate name (a window or calendar has it)", path=path,
+                                                window=repr(source.name), field="name"))
             continue
         names.add(source.name)
-        files.extend(_watched(root, source.location))
-        try:
-            feed, problem = load_feed(root, source.location, repr(source.name), tz=source.timezone, keep=source.keep,
-                                      salt=source.salt())
-        except CalendarError as exc:
-            failures.append(InvalidWindow(exc.args[0], path=path, window=repr(source.name)))
-            continue
-        if problem is not None:
-            stale[source.name] = problem
-        digests.append(feed.digest)
-        out.append(_calendar_window(source, feed))
-    return Bound(out, failures, stale, tuple(digests), tuple(files))
+        feed = _read(found, root, path, source.name, source.location, None, repr(source.name), tz=source.timezone,
+                     keep=source.keep, salt=source.salt())
+        if feed is not None:
+            found.windows.append(_calendar_window(source, feed))
+    return found
+
+
+def _read(found: Bound, root: Path, path: Path, name: str, location: str, field: str | None, label: str,
+          **settings: Any) -> Feed | None:
+    """The feed at `location` for the table `name`, noted in `found` (a failure, or why it is stale)."""
+    found.files += tuple(_watched(root, location))
+    try:
+        feed, problem = load_feed(root, location, label, **settings)
+    except CalendarError as exc:
+        found.failures.append(InvalidWindow(exc.args[0], path=path, window=repr(name), field=field))
+        return None
+    if problem is not None:
+        found.stale[name] = problem
+    found.digests += (feed.digest,)
+    return feed

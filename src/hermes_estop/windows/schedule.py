@@ -268,12 +268,21 @@ class Schedule:
         None when the schedule cannot tell (outside the horizon, or more asked than it keeps)."""
         if not self.answers(now):
             return None
-        lo, hi = self.offsets[row], self.offsets[row + 1]
-        index = bisect_right(self.ends, micros(now), lo, hi)
-        found = range(index, min(index + count, hi))
+        found = list(itertools.islice(self._live(row, micros(now)), count))
         if len(found) < count and self._goes_on(row):
             return None
         return [self.occurrence(row, i) for i in found]
+
+    def _live(self, row: int, at: int, until: int | None = None) -> Iterator[int]:
+        """The occurrences (their indexes) of `row` not ended at `at`, in start order, up to the
+        last starting at or before `until`. A calendar's events may overlap (their ends are not
+        ascending): each is asked."""
+        lo, hi = self.offsets[row], self.offsets[row + 1]
+        if until is not None:
+            hi = bisect_right(self.starts, until, lo, hi)
+        if row in self.calendars:
+            return (i for i in range(lo, hi) if self.ends[i] > at)
+        return iter(range(bisect_right(self.ends, at, lo, hi), hi))
 
     def covering(self, t: datetime) -> list[Occurrence] | None:
         """The occurrences covering `t` (`[start - drain, end)`), enabled or not, by row then
@@ -284,12 +293,8 @@ class Schedule:
         at = micros(t)
         if self.leads and at + max(self.leads) >= self.hi:
             return None  # a drain reaching back to `t` from past the horizon: a row keeps one start there
-        out = []
-        for row in range(len(self.names)):
-            lo, hi = self.offsets[row], self.offsets[row + 1]
-            for index in range(bisect_right(self.ends, at, lo, hi), bisect_right(self.starts, at + self.leads[row], lo, hi)):
-                out.append(self.occurrence(row, index))
-        return out
+        return [self.occurrence(row, index) for row in range(len(self.names))
+                for index in self._live(row, at, at + self.leads[row])]
 
     def next_start(self, row: int, after: datetime) -> Occurrence | bool | None:
         """The first occurrence of `row` starting strictly after `after`; None when it has none;
@@ -311,13 +316,14 @@ class Schedule:
             window = self.window(row)
             yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
             return
-        lo, hi = self.offsets[row], self.offsets[row + 1]
-        first = bisect_right(self.ends, micros(t), lo, hi)
-        yield from (self.occurrence(row, i) for i in range(first, hi))
+        kept = False
+        for index in self._live(row, micros(t)):
+            kept = True
+            yield self.occurrence(row, index)
         if self._goes_on(row):  # kept up to the horizon's end, or a scan of exclusions ended early
             window = self.window(row)
-            if first < hi:
-                yield from occurrences(window, instant_of(self.starts[hi - 1] + 1))
+            if kept:
+                yield from occurrences(window, instant_of(self.starts[self.offsets[row + 1] - 1] + 1))
             else:
                 yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
 
@@ -328,10 +334,7 @@ class Schedule:
         if not self.answers(now):
             return None
         at, lead, starts = micros(now), self.leads[row], self.starts
-        index, hi = bisect_right(self.ends, at, self.offsets[row], self.offsets[row + 1]), self.offsets[row + 1]
-        while index < hi and starts[index] - lead <= at:
-            index += 1
-        return index if index < hi else None
+        return next((index for index in self._live(row, at) if starts[index] - lead > at), None)
 
     def unkept_arm(self, row: int, now: datetime) -> datetime | None:
         """The earliest instant after `now` an occurrence of `row` that the schedule does not
@@ -510,10 +513,13 @@ class _Builder:
         feed = window.feed
         kept = 0
         stopped: list[datetime] = []
+        beyond: int | None = None  # a calendar's first start past the horizon: its every event there kept
         for occurrence in occurrences(window, instant_of(self.lo) - window.duration, stopped):
             start, end = micros(occurrence.start), micros(occurrence.end)
             if end <= self.lo:
                 continue
+            if beyond is not None and start > beyond:
+                break
             if kept >= MAX_PER_ROW:
                 self.hi = min(self.hi, starts[-1])
                 break
@@ -526,7 +532,9 @@ class _Builder:
             ends.append(end)
             kept += 1
             if start >= self.hi:
-                break
+                if feed is None:
+                    break
+                beyond = start
         if stopped:  # a run of excluded starts ended the scan: nothing is known past it
             self.hi = max(self.lo + 1, min(self.hi, micros(stopped[0])))
             self.stopped.add(len(self.tables))
@@ -723,9 +731,9 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
     if type(count) is not int or len(data) != len(_COLUMNS) + count:
         raise ValueError("wrong number of lines")
     columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:], strict=False)}
-    _check_shape(columns, count, header["lo"], header["hi"])
-    _check_values(columns)
     events, calendars, feeds = _calendars_of(columns["calendars"], count, len(columns["starts"]))
+    _check_shape(columns, count, header["lo"], header["hi"], calendars)
+    _check_values(columns)
     stopped = header.get("stopped", [])
     if type(stopped) is not list or not all(type(row) is int and 0 <= row < count for row in stopped):
         raise ValueError("stopped is not a list of rows")
@@ -737,9 +745,9 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
                     c["offsets"], c["starts"], c["ends"], Tables(data[len(_COLUMNS):]), events, calendars, feeds, None, frozenset(stopped))
 
 
-def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any) -> None:
+def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any, calendars: Container[int]) -> None:
     """`ValueError` unless every column has its length and the occurrences are whole numbers,
-    ascending per row, sliced by the offsets."""
+    ascending per row (a calendar's starts: not descending), sliced by the offsets."""
     offsets, starts, ends = columns["offsets"], columns["starts"], columns["ends"]
     if type(count) is not int or not all(type(columns[name]) is list and len(columns[name]) == count
                                          for name in _PER_ROW):
@@ -750,8 +758,8 @@ def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any) -> None:
     if not all(type(v) is int for v in itertools.chain(starts, ends, offsets, (lo, hi))):
         raise ValueError("a start, an end or an offset is not an integer")
     if any(a > b for a, b in itertools.pairwise(offsets)) or any(
-            starts[i] >= starts[i + 1] or ends[i] > ends[i + 1]
-            for a, b in itertools.pairwise(offsets) for i in range(a, b - 1)):
+            starts[i] > starts[i + 1] if row in calendars else starts[i] >= starts[i + 1] or ends[i] > ends[i + 1]
+            for row, (a, b) in enumerate(itertools.pairwise(offsets)) for i in range(a, b - 1)):
         raise ValueError("starts (or ends) not ascending per row")
 
 
@@ -941,9 +949,7 @@ class ScheduleTimeline:
         armed_by = at + schedule.leads[row]
         if not (schedule.answers(now) and armed_by < schedule.hi):
             return None
-        lo, hi = schedule.offsets[row], schedule.offsets[row + 1]
-        first = bisect_right(schedule.ends, at, lo, hi)
-        return tuple(schedule.occurrence(row, i) for i in range(first, bisect_right(schedule.starts, armed_by, lo, hi)))
+        return tuple(schedule.occurrence(row, i) for i in schedule._live(row, at, armed_by))  # noqa: SLF001
 
     def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
         """Read off the occurrences in arm order (a chain of 256 among 10,000 windows costs its
