@@ -433,7 +433,7 @@ HOLIDAYS = _feed(("UID:sat", "DTSTART;VALUE=DATE:20260103", "RRULE:FREQ=WEEKLY;B
 #: an on-call window every day 03:00-05:00 UTC and one on Mondays
 ONCALL = _feed(("UID:daily", "DTSTART:20260101T030000Z", "DURATION:PT2H", "RRULE:FREQ=DAILY", "SUMMARY:patching"),
                ("UID:monday", "DTSTART:20260105T140000Z", "DURATION:PT30M", "RRULE:FREQ=WEEKLY;BYDAY=MO"))
-#: calendar-bound tables among the plain ones: one first, a `[[calendars]]` before the plain windows
+#: tables of a feed among the plain ones: one first, a `[[calendars]]` before the plain windows
 #: (listed after them all, as validation lists it), one last (with a TOML datetime)
 CALENDAR_TABLES = ('[[windows]]\nname = "nightly-off-saturdays"\ncron = "0 2 * * *"\nduration = "1h"\n'
                    'exclude_calendar = "holidays.ics"\n\n[[calendars]]\nname = "oncall"\nics = "oncall.ics"\n'
@@ -612,8 +612,8 @@ COMMANDS = [("windows", "next", "--json"), ("windows", "list", "--json"), ("wind
 def test_a_command_answers_the_same_cold_warm_and_without_the_schedule(tmp_path: Path, varied: str,
                                                                        args: tuple[str, ...], fleet: str) -> None:
     """Without: the fleet root writable by its group and the per-user cache off: no schedule
-    is read or written. With calendars: the tables bound to a feed come from the schedule too,
-    bound to their feeds as they are. Edited: cold is the first command after an edit of the
+    is read or written. With calendars: a calendar's events and the windows excluding its days
+    are rows of the schedule too. Edited: cold is the first command after an edit of the
     file whose schedule is kept (its unchanged rows taken from it)."""
     text = varied.replace("*/15 * * * *", "0 */6 * * *")  # no boundary every few minutes
     wf = _fleet(tmp_path, text) if fleet == "plain" else _calendar_fleet(tmp_path, text)
@@ -844,12 +844,12 @@ def test_a_file_of_many_batches_compiles_table_by_table_what_a_whole_build_compi
 REFUSED_CALENDAR_EDITS = [
     pytest.param('drain = "10m"', 'drain = "forever"', id="a-calendar-table-that-does-not-validate"),
     pytest.param('name = "oncall"', 'name = "long"', id="a-calendar-named-as-a-window"),
-    pytest.param('name = "oncall"', 'name = "evening-off-saturdays"', id="a-calendar-named-as-a-bound-window"),
+    pytest.param('name = "oncall"', 'name = "evening-off-saturdays"', id="a-calendar-named-as-a-window-excluding-its-days"),
     pytest.param('[[windows]]\nname = "once"', '[[calendars]]\nname = "oncall"\nics = "oncall.ics"\n\n'
                                                '[[windows]]\nname = "once"', id="two-calendars-of-one-name"),
     pytest.param('exclude_calendar = "holidays.ics"\nscope = "b"', 'exclude_calendar = 3\nscope = "b"',
-                 id="a-bound-window-that-does-not-validate"),
-    pytest.param('name = "evening-off-saturdays"', 'name = "long"', id="a-bound-window-named-as-a-row"),
+                 id="a-window-excluding-a-calendar-that-does-not-validate"),
+    pytest.param('name = "evening-off-saturdays"', 'name = "long"', id="a-window-excluding-a-calendar-named-as-another"),
 ]
 
 
