@@ -566,8 +566,10 @@ def test_the_next_command_answers_a_calendar_from_the_schedule_without_parsing_i
     monkeypatch.setattr(calendars, "parse_feed", parsed)
     again = schedule.schedule_of(wf, NOW)
     assert again.upcoming(again.row_of("oncall") or 0, NOW, 5) == expected
+    window = again.window(again.row_of("oncall") or 0)  # its feed: the row's events as far as they go
+    assert upcoming(window, NOW, 5) == expected and window.zone_of(expected[0]) == ZoneInfo("UTC")
     with pytest.raises(AssertionError, match="parsed"):
-        again.window(again.row_of("oncall") or 0)  # past the horizon: bound to its feed again
+        upcoming(window, NOW + 2 * schedule.HORIZON, 1)  # past them: the feed bound again
 
 
 @pytest.mark.parametrize("forge", [

@@ -45,7 +45,8 @@ from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, f
 from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
 from hermes_estop.windows.model import Window
 
-__all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "feed_of", "is_url"]
+__all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "calendar_window", "feed_of",
+           "is_url"]
 
 CALENDAR_DIR = "calendars"
 DEFAULT_REFRESH = timedelta(minutes=5)
@@ -297,7 +298,8 @@ def load_feed(root: Path, location: str, label: str, *, tz: str | None = None,
     return feed, problem
 
 
-def _calendar_window(source: CalendarSource, feed: Feed) -> Window:
+def calendar_window(source: CalendarSource, feed: Feed) -> Window:
+    """The window of the calendar `source`, its occurrences the events of `feed`."""
     return CalendarWindow.model_construct(
         name=source.name, cron=None, timezone=feed.tz.key, at=None, duration=feed.longest, drain=source.drain,
         reason=None, allow=source.allow, scope=source.scope, only=list(source.only), jobs=list(source.jobs),
@@ -338,7 +340,7 @@ def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[Ca
         feed = _read(found, root, path, source.name, source.location, None, repr(source.name), tz=source.timezone,
                      keep=source.keep, salt=source.salt())
         if feed is not None:
-            found.windows.append(_calendar_window(source, feed))
+            found.windows.append(calendar_window(source, feed))
     return found
 
 

@@ -282,7 +282,9 @@ def _selection() -> Any:
 @dataclass(eq=False)
 class Feed:
     """A calendar's occurrences, expanded per chunk and remembered. Equal feeds have one
-    `digest` (`feed_digest`: bytes and settings)."""
+    `digest` (`feed_digest`: bytes and settings). A feed of a schedule's row has no `calendar`:
+    its `kept` events (every one starting from `since` to `until`, the row's), and `origin`,
+    the feed parsed, for any other question."""
 
     label: str
     calendar: Any
@@ -294,6 +296,8 @@ class Feed:
     longest: timedelta = timedelta(days=1)
     #: the distinct lengths of its events, as written (what `windows list` shows)
     spans: tuple[timedelta, ...] = ()
+    kept: tuple[datetime, datetime, list[CalendarEvent]] | None = None
+    origin: Callable[[], Feed] | None = None
     _chunks: OrderedDict[int, list[CalendarEvent]] = field(default_factory=OrderedDict)
     _days: dict[tuple[int, str], frozenset[date]] = field(default_factory=dict)
     _sources: dict[int, _Source | None] = field(default_factory=dict)
@@ -409,6 +413,14 @@ class Feed:
     def events(self, since: datetime, lookahead: timedelta = LOOKAHEAD) -> Iterator[CalendarEvent]:
         """Events starting at or after `since`, in order, up to `lookahead` after it; chunks
         expanded two at a time, then twice as many each time the caller reads on."""
+        if self.kept is not None:
+            first, until, kept = self.kept
+            if since >= first:
+                yield from (e for e in kept if since <= e.start < until and e.start <= since + lookahead)
+                since, lookahead = max(since, until), since + lookahead - max(since, until)
+            if lookahead >= timedelta(0) and self.origin is not None:
+                yield from self.origin().events(since, lookahead)
+            return
         index = (since - EPOCH) // CHUNK
         last = (since + lookahead - EPOCH) // CHUNK
         batch = 1

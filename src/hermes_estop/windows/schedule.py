@@ -47,6 +47,7 @@ another key, wrongly owned) is ignored with one line and the schedule built agai
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import heapq
@@ -75,7 +76,8 @@ from hermes_estop.model.selector import Selector
 from hermes_estop.model.text import did_you_mean, printable
 from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
 from hermes_estop.windows import kept_files
-from hermes_estop.windows.calendars import CalendarSource, bind, fingerprint
+from hermes_estop.windows.calendars import CalendarSource, bind, calendar_window, fingerprint
+from hermes_estop.windows.ical import CalendarEvent, Feed
 from hermes_estop.windows.model import InvalidWindow, Window, validate_scope
 from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Windows, merge_armed, occurrences, table_of
 from hermes_estop.windows.windows_file import WindowsFile
@@ -175,7 +177,8 @@ class Schedule:
     tables: Tables
     #: occurrence (its index in `starts`) -> its calendar event, for the calendars' rows
     events: Mapping[int, Event] = field(default_factory=dict)
-    #: a calendar's row -> its `[[calendars]]` table (`CalendarSource.to_toml`, JSON)
+    #: a calendar's row -> JSON of its `[[calendars]]` table (`CalendarSource.to_toml`) and its
+    #: feed's digest, look-back and lengths (`window`)
     calendars: Mapping[int, str] = field(default_factory=dict)
     #: each feed a row is of -> `calendars.fingerprint` when read; None: not known (never kept)
     feeds: Mapping[str, str] | None = field(default_factory=dict)
@@ -199,28 +202,52 @@ class Schedule:
 
     def window(self, row: int) -> Window:
         """The `Window` of `row`, validated from its table (only rows a command must ask the
-        exact functions about) and, a calendar's or one excluding a calendar's days, bound to its
-        feed as it is now (raising what `WindowsFile.parse` raises when it cannot be read);
-        `StoreError` when the table is not the row's valid window."""
+        exact functions about); one excluding a calendar's days bound to its feed as it is now,
+        a calendar's answering from the row's events as far as they go (`_feed`; raising what
+        `WindowsFile.parse` raises when the feed cannot be read); `StoreError` when the table is
+        not the row's valid window."""
         try:
-            if row in self.calendars:
-                window = None
-                source = CalendarSource.parse(json.loads(self.calendars[row]), path=self.windows_path)
-            else:
-                window = Window.parse(self.tables.shown(row))
-        except (InvalidWindow, ValueError):
+            window = self._calendar(row) if row in self.calendars else Window.parse(self.tables.shown(row))
+        except (InvalidWindow, ValueError, KeyError, TypeError):
             raise StoreError(_DAMAGED) from None
-        if window is None or window.exclude_calendar is not None:
-            if self.windows_path is None:
-                raise StoreError(_DAMAGED)
-            found = bind(self.windows_path.parent, self.windows_path, [window] if window else [],
-                         [] if window else [source])
+        if window.exclude_calendar is not None:
+            found = bind(self._path().parent, self._path(), [window], [])
             if found.failures:
                 raise found.failures[0]
             window = found.windows[0]
         if window.name != self.names[row] or window.scope != self.scopes[row]:
             raise StoreError(_DAMAGED)
         return window
+
+    def _calendar(self, row: int) -> Window:
+        """A calendar's row as its window: its feed's events are the row's from `lo - duration`
+        as far as it keeps them (every one at its first start past the horizon), then the feed's
+        (`_feed`)."""
+        kept = json.loads(self.calendars[row])
+        source = CalendarSource.parse(kept["source"], path=self.windows_path)
+        lo, hi = self.offsets[row], self.offsets[row + 1]
+        events = [CalendarEvent(instant_of(self.starts[i]), instant_of(self.ends[i]), *self.events[i][:3])
+                  for i in range(lo, hi)]
+        until = self.starts[hi - 1] + 1 if self._goes_on(row) else self.hi
+        feed = Feed(repr(source.name), None, validate_timezone(self.timezones[row]), kept["digest"],
+                    longest=timedelta(seconds=kept["longest"]), spans=tuple(timedelta(seconds=s) for s in kept["spans"]),
+                    kept=(instant_of(self.lo) - timedelta(seconds=kept["longest"]), instant_of(until), events),
+                    origin=functools.cache(partial(self._feed, source)),
+                    _zones={e[1]: validate_timezone(e[3]) for e in map(self.events.get, range(lo, hi)) if e and e[3]})
+        return calendar_window(source, feed)
+
+    def _feed(self, source: CalendarSource) -> Feed:
+        """The feed of the calendar `source` as it is now (raising what `WindowsFile.parse` does)."""
+        found = bind(self._path().parent, self._path(), [], [source])
+        if found.failures:
+            raise found.failures[0]
+        feed: Feed = found.windows[0].feed  # type: ignore[assignment]
+        return feed
+
+    def _path(self) -> Path:
+        if self.windows_path is None:
+            raise StoreError(_DAMAGED)
+        return self.windows_path
 
     @property
     def fed(self) -> bool:
@@ -516,7 +543,7 @@ class _Builder:
         beyond: int | None = None  # a calendar's first start past the horizon: its every event there kept
         for occurrence in occurrences(window, instant_of(self.lo) - window.duration, stopped):
             start, end = micros(occurrence.start), micros(occurrence.end)
-            if end <= self.lo:
+            if end <= self.lo and feed is None:  # a calendar's kept from `lo - duration`: its window's feed
                 continue
             if beyond is not None and start > beyond:
                 break
@@ -541,7 +568,9 @@ class _Builder:
         if window.cron is not None or feed is not None:
             self.zones.add(window.timezone)
         if feed is not None:
-            self.calendars[len(self.tables)] = json.dumps(window.to_toml())
+            self.calendars[len(self.tables)] = json.dumps({
+                "source": window.to_toml(), "digest": feed.digest, "longest": feed.longest.total_seconds(),
+                "spans": [span.total_seconds() for span in feed.spans]})
         lead = (window.drain or timedelta(0)) // _US
         self._add(Row.of(window), _compact(window.to_json()) if table else b"", lead, source)
 
