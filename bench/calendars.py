@@ -55,10 +55,10 @@ HOSTILE = {
 def first_pass(events: list[str] | None) -> float:
     """Seconds of the first pass arming a window covering now, `events` as a calendar beside it."""
     from hermes_estop import Estop
-    from hermes_estop.windows import ical
+    from hermes_estop.windows import calendars
     from hermes_estop.windows.scheduler import WindowService
 
-    ical._REFUSED.clear()
+    calendars._FEEDS.clear()
 
     with tempfile.TemporaryDirectory() as home:
         root = Path(home)

@@ -305,10 +305,10 @@ def test_the_holder_answers_only_for_the_bytes_its_schedule_is_of(tmp_path):
         assert holder.held(other) is None
 
 
-def test_the_holder_writes_but_never_acts_on_a_schedule_with_calendar_bound_tables(tmp_path):
-    """Its rows are not all the windows (the excluding one is bound to its feed at load): the
-    daemon keeps the exact timeline for such a file, and still writes the schedule for the
-    operators' commands."""
+def test_the_holder_writes_but_never_acts_on_a_schedule_of_a_feed(tmp_path):
+    """A row excluding a feed's days is of the feed as read (the daemon reads the feeds every
+    pass): the daemon keeps the exact timeline for such a file, and still writes the schedule,
+    with the feed's fingerprint, for the operators' commands."""
     tmp_path.chmod(0o755)
     (tmp_path / "holidays.ics").write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
     raw = (b'[[windows]]\nname = "w"\ncron = "0 2 * * *"\nduration = "1h"\n\n[[windows]]\nname = "x"\n'
@@ -319,7 +319,7 @@ def test_the_holder_writes_but_never_acts_on_a_schedule_with_calendar_bound_tabl
     holder.keep(raw, windows, BUILT)
     assert holder.held(raw) is None
     kept = kept_schedule(tmp_path / "windows.toml", raw, BUILT)
-    assert kept is not None and [kind for kind, _, _ in kept.bound] == ["windows"]
+    assert kept is not None and list(kept.names) == ["w", "x"] and list(kept.feeds or ()) == ["holidays.ics"]
     reader = Schedules(tmp_path / "windows.toml")
     assert reader.rows(raw, BUILT) is None and reader.held(raw) is None
 

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import pytest
 from schedule_queries import schedule_path, starting_in, starting_within
 
 from hermes_estop.model.errors import StoreError
-from hermes_estop.windows import kept_files, schedule
+from hermes_estop.windows import calendars, kept_files, schedule
 from hermes_estop.windows.export import planned, planned_rows
 from hermes_estop.windows.forecast import _holds, ahead, window_holds
 from hermes_estop.windows.model import InvalidWindow, Window
@@ -159,7 +160,7 @@ def test_a_second_process_reads_the_written_schedule_without_validating(wf: Wind
 
 def _columns(compiled: schedule.Schedule | None) -> tuple[object, ...]:
     assert compiled is not None
-    columns = tuple(list(getattr(compiled, name)) for name in schedule._COLUMNS[:-1])
+    columns = tuple(list(getattr(compiled, name)) for name in schedule._COLUMNS[:-1] if name != "sources")
     return (*columns, compiled.tables.values(), compiled.lo, compiled.hi)
 
 
@@ -188,19 +189,18 @@ def validated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 @pytest.mark.parametrize(("old", "new"), EDITS)
 def test_an_edit_compiles_what_a_whole_build_compiles(tmp_path: Path, varied: str, old: str, new: str,
                                                       validated: list[str], calendars: bool) -> None:
-    """With calendars: the tables bound to a feed (which have no row) are validated again, the
-    rows of the tables not edited are taken from the kept schedule as they are."""
+    """The rows of the tables not edited (a calendar's and those excluding its days too, their
+    feeds unchanged) are taken from the kept schedule as they are."""
     wf = _calendar_fleet(tmp_path, varied) if calendars else _fleet(tmp_path, varied)
     text = wf.path.read_text()
     _load(wf)
     wf.path.write_text(text.replace(old, new))
     validated.clear()
     edited = _load(wf, NOW + timedelta(hours=1))
-    rows = [name for name in validated if name not in BOUND_WINDOWS]
-    assert len(rows) == 1, f"an edit of one table validated {validated}"
+    assert len(validated) == text.count(old), f"an edit of {text.count(old)} table(s) validated {validated}"
     whole = schedule.build(edited.digest if edited else "", wf.load(), NOW, wf.path.read_bytes())
     assert _columns(edited) == _columns(whole)
-    assert edited is not None and whole is not None and schedule.dumps(edited) == schedule.dumps(whole)
+    assert _as_built_whole(edited, whole) == schedule.dumps(whole)
 
 
 @pytest.mark.parametrize("bad", ['duration = "forever"', 'name = "nightly"'])
@@ -432,7 +432,7 @@ HOLIDAYS = _feed(("UID:sat", "DTSTART;VALUE=DATE:20260103", "RRULE:FREQ=WEEKLY;B
 #: an on-call window every day 03:00-05:00 UTC and one on Mondays
 ONCALL = _feed(("UID:daily", "DTSTART:20260101T030000Z", "DURATION:PT2H", "RRULE:FREQ=DAILY", "SUMMARY:patching"),
                ("UID:monday", "DTSTART:20260105T140000Z", "DURATION:PT30M", "RRULE:FREQ=WEEKLY;BYDAY=MO"))
-#: calendar-bound tables among the plain ones: one first, a `[[calendars]]` before the plain windows
+#: tables of a feed among the plain ones: one first, a `[[calendars]]` before the plain windows
 #: (listed after them all, as validation lists it), one last (with a TOML datetime)
 CALENDAR_TABLES = ('[[windows]]\nname = "nightly-off-saturdays"\ncron = "0 2 * * *"\nduration = "1h"\n'
                    'exclude_calendar = "holidays.ics"\n\n[[calendars]]\nname = "oncall"\nics = "oncall.ics"\n'
@@ -441,31 +441,33 @@ LAST_BOUND = ('\n[[windows]]\nname = "evening-off-saturdays"\ncron = "0 20 * * *
               'not_before = 2026-01-01T00:00:00Z\nexclude_calendar = "holidays.ics"\nscope = "b"\n')
 
 
-#: the windows of `_calendar_fleet` bound to a calendar (`exclude_calendar`)
-BOUND_WINDOWS = ("nightly-off-saturdays", "evening-off-saturdays")
-
-
 def _calendar_fleet(tmp_path: Path, varied: str) -> WindowsFile:
     (tmp_path / "holidays.ics").write_text(HOLIDAYS)
     (tmp_path / "oncall.ics").write_text(ONCALL)
     return _fleet(tmp_path, CALENDAR_TABLES + varied + LAST_BOUND)
 
 
-def test_the_tables_bound_to_a_calendar_are_carried_beside_the_rows(tmp_path: Path, varied: str) -> None:
+def test_a_calendar_and_the_windows_excluding_its_days_are_rows_of_the_schedule(tmp_path: Path, varied: str) -> None:
+    """Issue 45: a calendar's events are occurrences of its row (with their ids, UIDs, SUMMARYs
+    and zones), in the validated file's order, read by the next command without a feed parsed."""
     wf = _calendar_fleet(tmp_path, varied)
-    built = _load(wf)
-    assert built is not None
+    assert _load(wf) is not None
     calls: list[int] = []
     compiled = _load(wf, calls=calls)
     assert compiled is not None and calls == []
-    assert list(compiled.names) == [w.name for w in wf.load() if w.exclude_calendar is None and w.feed is None]
-    assert [(kind, index) for kind, index, _ in compiled.bound] == [("windows", 0), ("windows", 8), ("calendars", 0)]
-    compiled = compiled.bind_calendars(wf.path)
-    shown = [compiled.names[item] if isinstance(item, int) else item.name for item in compiled.in_file_order()]
-    assert shown == [w.name for w in wf.load()]
-    bound = [item for item in compiled.in_file_order() if not isinstance(item, int)]
-    assert [upcoming(w, NOW, 3) for w in bound] == [upcoming(w, NOW, 3) for w in wf.load() if w.name in
-                                                    {"oncall", "nightly-off-saturdays", "evening-off-saturdays"}]
+    windows = wf.load()
+    assert list(compiled.names) == [w.name for w in windows] and sorted(compiled.feeds or ()) == ["holidays.ics",
+                                                                                                    "oncall.ics"]
+    for row, window in enumerate(windows):
+        answered = compiled.upcoming(row, NOW, 3)
+        if answered is None and compiled.row_of(window.name) not in compiled.calendars:
+            continue  # past the horizon (the exact functions answer)
+        assert answered == upcoming(window, NOW, 3), window.name
+        assert [(o.uid, o.reason) for o in answered] == [(o.uid, o.reason) for o in upcoming(window, NOW, 3)]
+        assert compiled.window(row) == window  # bound to its feed again
+    oncall = compiled.row_of("oncall")
+    assert oncall is not None and {o.event for o in compiled.upcoming(oncall, NOW, 3) or ()} >= {
+        f"daily@{(NOW + timedelta(days=1)).date().isoformat()}T03:00:00+00:00"}
 
 
 @pytest.mark.parametrize("count", [1, 5, 40])
@@ -520,32 +522,83 @@ def _check_at(days: int) -> tuple[str, ...]:
 
 
 #: (the text of `windows next` and `status` says "in 3h 12m": not the same a minute later)
+#: events that overlap: one long, two starting at one instant inside it (their ends not ascending)
+OVERLAPPING = _feed(("UID:long", "DTSTART:20261020T100000Z", "DTEND:20261020T140000Z", "RRULE:FREQ=DAILY;COUNT=30"),
+                    ("UID:short", "DTSTART:20261020T110000Z", "DTEND:20261020T120000Z", "RRULE:FREQ=DAILY;COUNT=30"),
+                    ("UID:shorter", "DTSTART:20261020T110000Z", "DTEND:20261020T113000Z", "RRULE:FREQ=DAILY;COUNT=30"))
+
+
+def test_a_calendar_of_overlapping_events_is_answered_as_its_feed_is(tmp_path: Path) -> None:
+    """A calendar's row may hold events of one start and ends out of order: every query is the
+    exact functions' answer, and the kept schedule is read back (not taken for damaged)."""
+    (tmp_path / "team.ics").write_text(OVERLAPPING)
+    wf = _fleet(tmp_path, '[[calendars]]\nname = "team"\nics = "team.ics"\ndrain = "10m"\n')
+    assert _load(wf) is not None
+    calls: list[int] = []
+    compiled = _load(wf, calls=calls)
+    assert compiled is not None and calls == []
+    (window,) = wf.load()
+    day = datetime(2026, 10, 21, tzinfo=UTC)
+    for t in [day + timedelta(hours=h, minutes=m) for h in (9, 10, 11, 12, 13, 14) for m in (0, 15, 45, 55)]:
+        assert compiled.upcoming(0, t, 4) == upcoming(window, t, 4), t
+        assert compiled.covering(t) == covering(window, t), t
+        assert list(itertools.islice(compiled.not_ended(0, t), 5)) == list(itertools.islice(
+            (o for o in occurrences(window, t - window.duration) if not o.ended(t)), 5)), t
+        index = compiled.next_arm_index(0, t)
+        assert index is not None and compiled.occurrence(0, index) == next(
+            o for o in occurrences(window, t - window.duration) if o.arm_at > t), t
+
+
+def test_the_next_command_answers_a_calendar_from_the_schedule_without_parsing_its_feed(
+        tmp_path: Path, varied: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the compiled feed file did (issue 35), the windows schedule does: a process that
+    finds the schedule of the file and its feeds as they are parses no feed."""
+    wf = _calendar_fleet(tmp_path, varied)
+    first = schedule.schedule_of(wf, NOW)
+    expected = first.upcoming(first.row_of("oncall") or 0, NOW, 5)
+    assert expected is not None and len(expected) == 5 and all(o.event and o.uid for o in expected)
+    monkeypatch.setattr(calendars, "_FEEDS", type(calendars._FEEDS)())  # a new process
+
+    def parsed(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a feed was parsed")
+
+    monkeypatch.setattr(calendars, "parse_feed", parsed)
+    again = schedule.schedule_of(wf, NOW)
+    assert again.upcoming(again.row_of("oncall") or 0, NOW, 5) == expected
+    window = again.window(again.row_of("oncall") or 0)  # its feed: the row's events as far as they go
+    assert upcoming(window, NOW, 5) == expected and window.zone_of(expected[0]) == ZoneInfo("UTC")
+    with pytest.raises(AssertionError, match="parsed"):
+        upcoming(window, NOW + 2 * schedule.HORIZON, 1)  # past them: the feed bound again
+
+
 @pytest.mark.parametrize("forge", [
-    pytest.param(lambda bound: [[k, i + 100, t] for k, i, t in bound], id="a-place-past-the-rows"),
-    pytest.param(lambda bound: [[k, 0, t] for k, _, t in bound], id="two-tables-in-one-place"),
-    pytest.param(lambda bound: [[k, i, 3] for k, i, _ in bound], id="a-table-not-text"),
-    pytest.param(lambda bound: [["holidays", i, t] for _, i, t in bound], id="another-array"),
+    pytest.param(lambda c: {**c, "events": [[i + 10**6, *e] for i, *e in c["events"]]}, id="an-event-past-the-starts"),
+    pytest.param(lambda c: {**c, "events": [[i, e, 3, *rest] for i, e, _, *rest in c["events"]]}, id="a-uid-not-text"),
+    pytest.param(lambda c: {**c, "calendars": [[r + 100, t] for r, t in c["calendars"]]}, id="a-calendar-past-the-rows"),
+    pytest.param(lambda c: {**c, "feeds": [[f, 3] for f, _ in c["feeds"]]}, id="a-feed-not-text"),
+    pytest.param(lambda c: [c], id="not-a-map"),
 ])
-def test_a_schedule_with_forged_bound_tables_is_not_believed(tmp_path: Path, varied: str,
-                                                             forge: Callable[[list[Any]], list[Any]]) -> None:
+def test_a_schedule_with_forged_calendar_columns_is_not_believed(tmp_path: Path, varied: str,
+                                                                 forge: Callable[[Any], Any]) -> None:
     wf = _calendar_fleet(tmp_path, varied)
     expected = _load(wf)
     assert expected is not None
-    _line(schedule_path(wf.path), "bound", forge)
+    _line(schedule_path(wf.path), "calendars", forge)
     calls: list[int] = []
     again = _load(wf, calls=calls)
-    assert again is not None and list(again.bound) == list(expected.bound) and calls == [1]
+    assert again is not None and calls == [1]
+    assert (again.events, again.calendars, again.feeds) == (expected.events, expected.calendars, expected.feeds)
 
 
-def test_a_bound_table_that_is_no_longer_bound_is_refused(tmp_path: Path, varied: str) -> None:
+def test_a_calendar_row_whose_table_is_another_calendars_is_refused(tmp_path: Path, varied: str) -> None:
     wf = _calendar_fleet(tmp_path, varied)
     _load(wf)
-    _line(schedule_path(wf.path), "bound",
-          lambda bound: [[k, i, t.replace('exclude_calendar = "holidays.ics"', "")] for k, i, t in bound])
+    _line(schedule_path(wf.path), "calendars", lambda c: {**c, "calendars": [
+        [row, table.replace('"oncall"', '"other"')] for row, table in c["calendars"]]})
     compiled = _load(wf)
-    assert compiled is not None
+    assert compiled is not None and compiled.row_of("oncall") in compiled.calendars
     with pytest.raises(StoreError, match="damaged"):
-        compiled.bind_calendars(wf.path)
+        compiled.window(compiled.row_of("oncall") or 0)
 
 
 COMMANDS = [("windows", "next", "--json"), ("windows", "list", "--json"), ("windows", "list"),
@@ -560,8 +613,8 @@ COMMANDS = [("windows", "next", "--json"), ("windows", "list", "--json"), ("wind
 def test_a_command_answers_the_same_cold_warm_and_without_the_schedule(tmp_path: Path, varied: str,
                                                                        args: tuple[str, ...], fleet: str) -> None:
     """Without: the fleet root writable by its group and the per-user cache off: no schedule
-    is read or written. With calendars: the tables bound to a feed come from the schedule too,
-    bound to their feeds as they are. Edited: cold is the first command after an edit of the
+    is read or written. With calendars: a calendar's events and the windows excluding its days
+    are rows of the schedule too. Edited: cold is the first command after an edit of the
     file whose schedule is kept (its unchanged rows taken from it)."""
     text = varied.replace("*/15 * * * *", "0 */6 * * *")  # no boundary every few minutes
     wf = _fleet(tmp_path, text) if fleet == "plain" else _calendar_fleet(tmp_path, text)
@@ -594,7 +647,9 @@ def _three_ways(wf: WindowsFile, *args: str) -> tuple[subprocess.CompletedProces
     return cold, warm, plain
 
 
-def test_a_feed_edit_is_seen_by_the_next_command_with_the_schedule_unchanged(tmp_path: Path, varied: str) -> None:
+def test_a_feed_edit_is_seen_by_the_next_command_which_compiles_the_schedule_again(tmp_path: Path,
+                                                                                   varied: str) -> None:
+    """A schedule is of the file's bytes and its feeds' (`calendars.fingerprint`)."""
     wf = _calendar_fleet(tmp_path, varied)
     before = _hermes(tmp_path, "windows", "next", "oncall", "--json")
     assert before.returncode == 0, before.stderr
@@ -603,10 +658,14 @@ def test_a_feed_edit_is_seen_by_the_next_command_with_the_schedule_unchanged(tmp
     (tmp_path / "oncall.ics").write_text(ONCALL.replace("T030000Z", "T070000Z"))
     after = _hermes(tmp_path, "windows", "next", "oncall", "--json")
     assert after.returncode == 0, after.stderr
-    assert _written(schedule_path(wf.path)) == written
+    again = _written(schedule_path(wf.path))
+    assert again not in (None, written)
     hours = {datetime.fromisoformat(o["start"]).hour for o in json.loads(after.stdout)["occurrences"]}
     assert 7 in hours and 3 not in hours, after.stdout
     assert after.stdout != before.stdout
+    third = _hermes(tmp_path, "windows", "next", "oncall", "--json")
+    assert json.loads(third.stdout)["occurrences"] == json.loads(after.stdout)["occurrences"]
+    assert _written(schedule_path(wf.path)) == again
 
 
 @pytest.mark.parametrize("broken", ["bad calendar table", "bad exclude_calendar table", "feed gone"])
@@ -745,12 +804,18 @@ def _many(calendars: bool) -> str:
     return text
 
 
-def _in_file_order(compiled: schedule.Schedule | None, windows_path: Path) -> list[object]:
-    """The windows `compiled` lists, bound to their feeds: rows as their `Window`."""
+def _in_file_order(compiled: schedule.Schedule | None) -> list[object]:
+    """The windows `compiled` lists, as their `Window`s (bound to their feeds)."""
     assert compiled is not None
-    if compiled.bound:
-        compiled = compiled.bind_calendars(windows_path)
-    return [compiled.window(item) if isinstance(item, int) else item for item in compiled.in_file_order()]
+    return [compiled.window(row) for row in range(len(compiled))]
+
+
+def _as_built_whole(compiled: schedule.Schedule | None, whole: schedule.Schedule | None) -> bytearray:
+    """`compiled` as `build` makes it of the validated windows: its feeds not fingerprinted, and
+    no row of a feed with a digest (table by table, a row of a feed is of the table and the feed)."""
+    assert compiled is not None and whole is not None
+    assert [a for a, b in zip(compiled.sources, whole.sources, strict=True) if b] == [b for b in whole.sources if b]
+    return schedule.dumps(replace(compiled, feeds=None, sources=whole.sources))
 
 
 @pytest.mark.parametrize("calendars", [False, True], ids=["plain", "calendars"])
@@ -760,31 +825,32 @@ def test_a_file_of_many_batches_compiles_table_by_table_what_a_whole_build_compi
     (tmp_path / "oncall.ics").write_text(ONCALL)
     text = _many(calendars)
     wf = _fleet(tmp_path, text)
-    bound = [f"w{i}" for i in range(2 * schedule._BATCH + 50) if calendars and i % 97 == 5]
     streamed = _load(wf)
     assert len(validated) == 2 * schedule._BATCH + 50
-    whole = schedule.build(streamed.digest if streamed else "", wf.load(), NOW, wf.path.read_bytes())
-    assert streamed is not None and whole is not None and schedule.dumps(streamed) == schedule.dumps(whole)
-    assert _in_file_order(streamed, wf.path) == wf.load()
+    assert streamed is not None and sorted(streamed.feeds or ()) == (["holidays.ics", "oncall.ics"] if calendars else [])
+    whole = schedule.build(streamed.digest, wf.load(), NOW, wf.path.read_bytes())
+    assert _as_built_whole(streamed, whole) == schedule.dumps(whole)
+    assert _in_file_order(streamed) == wf.load()
     wf.path.write_text(text.replace('name = "w333"\ncron = "33 21', 'name = "w333"\ncron = "34 21'))
     validated.clear()
     edited = _load(wf, NOW + timedelta(hours=1))
-    assert validated == sorted(["w333", *bound], key=lambda name: int(name[1:]))
-    whole = schedule.build(edited.digest if edited else "", wf.load(), NOW, wf.path.read_bytes())
-    assert edited is not None and whole is not None and schedule.dumps(edited) == schedule.dumps(whole)
-    assert _in_file_order(edited, wf.path) == wf.load()
+    assert validated == ["w333"]  # a row of a feed too is taken as it is while its table and feed are
+    assert edited is not None
+    whole = schedule.build(edited.digest, wf.load(), NOW, wf.path.read_bytes())
+    assert _as_built_whole(edited, whole) == schedule.dumps(whole)
+    assert _in_file_order(edited) == wf.load()
 
 
 #: edits of `_calendar_fleet` the whole validation refuses (the same line as without the schedule)
 REFUSED_CALENDAR_EDITS = [
     pytest.param('drain = "10m"', 'drain = "forever"', id="a-calendar-table-that-does-not-validate"),
     pytest.param('name = "oncall"', 'name = "long"', id="a-calendar-named-as-a-window"),
-    pytest.param('name = "oncall"', 'name = "evening-off-saturdays"', id="a-calendar-named-as-a-bound-window"),
+    pytest.param('name = "oncall"', 'name = "evening-off-saturdays"', id="a-calendar-named-as-a-window-excluding-its-days"),
     pytest.param('[[windows]]\nname = "once"', '[[calendars]]\nname = "oncall"\nics = "oncall.ics"\n\n'
                                                '[[windows]]\nname = "once"', id="two-calendars-of-one-name"),
     pytest.param('exclude_calendar = "holidays.ics"\nscope = "b"', 'exclude_calendar = 3\nscope = "b"',
-                 id="a-bound-window-that-does-not-validate"),
-    pytest.param('name = "evening-off-saturdays"', 'name = "long"', id="a-bound-window-named-as-a-row"),
+                 id="a-window-excluding-a-calendar-that-does-not-validate"),
+    pytest.param('name = "evening-off-saturdays"', 'name = "long"', id="a-window-excluding-a-calendar-named-as-another"),
 ]
 
 
@@ -823,7 +889,7 @@ def test_a_windows_sub_table_after_a_calendar_is_read_as_the_whole_file_reads_it
     wf.path.write_text(text)
     assert wf.load()[0].allow.user_ids == ["7"]
     compiled = _load(wf)
-    assert _in_file_order(compiled, wf.path) == wf.load()
+    assert _in_file_order(compiled) == wf.load()
 
 
 def test_a_shared_fleet_roots_schedule_lives_under_xdg_cache_home_made_private(

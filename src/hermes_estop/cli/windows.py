@@ -187,11 +187,16 @@ class _Listed(NamedTuple):
 
     @classmethod
     def shown(cls, window: dict[str, Any]) -> _Listed:
-        when = (f"cron '{window['cron']}' {window['timezone']}" if window["cron"] is not None
-                else f"at {_displayed(window['at'])}")
-        return cls(window["name"], when, window["duration"], window.get("drain"), window["scope"], window["enabled"],
-                   window["reason"], window["allow"]["user_ids"], window["allow"]["profiles"],
-                   (_displayed(window["not_before"]), _displayed(window["not_after"])))
+        duration = window["duration"]
+        if "calendar" in window:  # a calendar's (`CalendarWindow.to_json`): the lengths of its events
+            when, spans = f"calendar {window['calendar']}", window["durations"]
+            duration = " to ".join(dict.fromkeys((spans[0], spans[-1]))) if spans else "no events"
+        else:
+            when = (f"cron '{window['cron']}' {window['timezone']}" if window["cron"] is not None
+                    else f"at {_displayed(window['at'])}")
+        return cls(window["name"], when, duration, window.get("drain"), window["scope"], window["enabled"],
+                   window.get("reason"), window["allow"]["user_ids"], window["allow"]["profiles"],
+                   (_displayed(window.get("not_before")), _displayed(window.get("not_after"))))
 
 
 def _displayed(instant: str | None) -> str | None:

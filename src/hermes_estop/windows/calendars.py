@@ -1,15 +1,11 @@
 """Calendar sources of `windows.toml` (issue 27): `[[calendars]]` tables, and windows'
-`exclude_calendar`, bound to the feeds they name.
+`exclude_calendar`, bound to the feeds they name (a local `ics` file, or the copy of a `url`
+that `hermes serve` fetched into `calendars/`: `fetch.py`).
 
-A calendar becomes one `CalendarWindow`: a `Window` whose occurrences are the feed's events
-(`ical.Feed`), so the scheduler, the forecast, the ledger, skips, the page and the metrics treat
-it like any window. A feed is a local file (`ics`, relative paths from the fleet root) or the
-copy of a `url` that `hermes serve` fetched (`fetch.py`) into `calendars/` in the fleet root.
-
-A feed that cannot be read or parsed falls back to its last good copy in `calendars/` (serve
-keeps one for local files too), with a note (`Bound.stale`) that makes it loud; without a good
-copy the calendar is a failing table (`InvalidWindow` naming it), which the scheduler's guard
-holds as it was, like any window that stops validating. Everything here only reads.
+A calendar is a `CalendarWindow`, whose occurrences are its feed's events, so everything treats
+it like any window. A feed that cannot be read or parsed falls back to its last good copy, with
+a note (`Bound.stale`) that makes it loud; without one the calendar is a failing table, held as
+it was by the guard like any window that stops validating.
 """
 
 from __future__ import annotations
@@ -17,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -32,9 +29,7 @@ from hermes_estop.model.durations import format_duration, parse_with_unit
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.homes import FLEET
 from hermes_estop.system.fsread import read_regular
-from hermes_estop.windows import kept_files
-from hermes_estop.windows.feed_schedule import compile_feed, compiled_feed, feed_key
-from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
+from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, feed_digest, parse_feed
 from hermes_estop.windows.model import (
     Drain,
     Duration,
@@ -52,7 +47,8 @@ from hermes_estop.windows.model import (
     written,
 )
 
-__all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "compiled_path", "is_url"]
+__all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "calendar_window", "feed_of",
+           "is_url"]
 
 CALENDAR_DIR = "calendars"
 DEFAULT_REFRESH = timedelta(minutes=5)
@@ -123,7 +119,6 @@ class CalendarSource(BaseModel):
         return self.url or self.ics or ""
 
     def keep(self, component: Any) -> bool:
-        """Whether an event passes the filters (CATEGORIES, SUMMARY)."""
         if self.categories:
             wanted = {c.casefold() for c in self.categories}
             found: set[str] = set()
@@ -151,8 +146,7 @@ class CalendarSource(BaseModel):
 
 
 class CalendarWindow(Window):
-    """A calendar as a window: its occurrences are the feed's events (`occurrences.occurrences`
-    asks `feed`). Built by `bind`, never validated from a table."""
+    """A calendar as a window, its occurrences the feed's events. Built by `bind`."""
 
     source: Any = Field(None, exclude=True)
     calendar_feed: Any = Field(None, exclude=True)
@@ -171,8 +165,8 @@ class CalendarWindow(Window):
         return feed.zone_of(getattr(occurrence, "uid", None)) if feed is not None else self.tz
 
     def describe_duration(self) -> str:
-        """The lengths of the feed's events (`duration` is only how far back an event covering
-        an instant may start: never shown, issue 38 item 6)."""
+        """The lengths of its events (`duration` is how far back an event covering an instant
+        may start: never shown, issue 38 item 6)."""
         spans = self.feed.spans if self.feed is not None else ()
         if not spans:
             return "no events"
@@ -199,26 +193,30 @@ class CalendarWindow(Window):
 
 
 def cache_paths(root: Path, location: str) -> tuple[Path, Path]:
-    """Where the last good copy of a feed lives in the fleet root, and its metadata (ETag,
-    Last-Modified, the last fetch error)."""
+    """The last good copy of a feed in the fleet root, and its metadata (ETag, Last-Modified,
+    the last fetch error)."""
     key = hashlib.sha256(location.encode("utf-8")).hexdigest()[:24]
     base = Path(root) / CALENDAR_DIR
     return base / f"{key}.ics", base / f"{key}.json"
 
 
-def compiled_path(root: Path, location: str, settings: str) -> tuple[Path, bool] | None:
-    """Where the compiled schedule of the feed at `location`, read with `settings`, is kept
-    (`kept_files.kept_path`: in `calendars/`, or this user's cache when others could write there),
-    and whether that is the cache (`kept_files.in_cache`: a directory made private)."""
-    key = hashlib.sha256(f"{location}\0{settings}".encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    beside = Path(root) / CALENDAR_DIR / key
-    path = kept_files.kept_path(beside, ".schedule")
-    return None if path is None else (path, kept_files.in_cache(path, beside))
-
-
 def local_path(root: Path, location: str) -> Path:
     path = Path(location).expanduser()
     return path if path.is_absolute() else Path(root) / path
+
+
+def fingerprint(root: Path, location: str) -> str:
+    """What reading the feed at `location` depends on besides the windows file: the bytes of the
+    local file and of the last good copy, and the last fetch's error (a compiled schedule is of
+    these: `schedule.Schedule.feeds`)."""
+    *feeds, meta = _watched(root, location)
+    found = hashlib.sha256(repr(read_meta(meta).get("error")).encode("utf-8", "surrogateescape"))
+    for path in feeds:
+        try:
+            found.update(hashlib.sha256(read_regular(path, MAX_CALENDAR_BYTES)).digest())
+        except (OSError, EstopError):
+            found.update(b"-")
+    return found.hexdigest()
 
 
 def read_meta(path: Path) -> dict[str, Any]:
@@ -231,9 +229,8 @@ def read_meta(path: Path) -> dict[str, Any]:
 
 @dataclass
 class Bound:
-    """Windows with their calendars bound: `windows` to act on, `failures` (tables that failed),
-    `stale` (calendar name -> why it runs on its last good copy), `digests` (what the feeds
-    were: part of a read's identity), `files` (what to watch for changes)."""
+    """Windows with their calendars bound; `stale`: calendar name -> why it runs on its last
+    good copy; `digests`: the feeds read (part of a read's identity); `files`: what to watch."""
 
     windows: list[Window]
     failures: list[InvalidWindow]
@@ -242,59 +239,48 @@ class Bound:
     files: tuple[Path, ...] = ()
 
 
-#: the feeds read in this process, by content and settings (the last 64)
-_FEEDS: OrderedDict[tuple[str, str], Feed] = OrderedDict()
+#: the feeds read in this process, by `Feed.digest` (the last 64); one refused by its expansion
+#: budget stays refused until its `retry_at`, so a hostile feed costs its budget once
+_FEEDS: OrderedDict[str, Feed] = OrderedDict()
 _MAX_CACHED = 64
 
 
-def _settings(label: str, salt: str, tz: str | None) -> str:
-    """What a feed's bytes are read with besides themselves: the label its events are named by,
-    the source's filters (`salt`) and its zone."""
-    return f"{label}\0{salt}\0{tz}"
-
-
-def _feed(raw: bytes, label: str, tz: str | None, keep: Callable[[Any], bool] | None, salt: str,
-          compiled_at: tuple[Path, bool] | None = None) -> Feed:
-    """The feed of `raw`, parsed once per content and settings (and, with `compiled_at`, once
-    per content and settings for every process: `feed_schedule`); one that an expansion has since
-    refused for its steps or occurrences fails from the next read on, alone, like a feed that
-    does not parse (one refused for time alone is read afresh: a machine that was slow)."""
-    key = (hashlib.sha256(raw).hexdigest(), _settings(label, salt, tz))
-    found = _FEEDS.get(key)
+def feed_of(raw: bytes, label: str, tz: str | None = None, keep: Callable[[Any], bool] | None = None,
+            salt: str = "") -> Feed:
+    """The feed of `raw`, parsed once per digest in this process (the windows schedule keeps
+    what a calendar's row needs for every process); `CalendarError` when it does not parse or
+    is refused."""
+    digest = feed_digest(raw, label, tz, salt)
+    found = _FEEDS.get(digest)
     if found is not None and found.refused is not None:
-        if not found.refused_for_time:
+        if time.monotonic() < found.retry_at:
             raise CalendarError(f"calendar {label}: {found.refused}")
         found = None
     if found is None:
-        now = datetime.now(UTC)
+        found = _remember(digest, parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, probe=False))
+        found.probe(datetime.now(UTC))
+    return _remember(digest, found)
 
-        def parse() -> Feed:
-            return parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, now=now)
 
-        found = compiled_feed(compiled_at[0], feed_key(*key), label, now, parse) if compiled_at else None
-        if found is None:
-            found = parse()
-            if compiled_at is not None:
-                compile_feed(compiled_at[0], feed_key(*key), found, now, private=compiled_at[1])
-        _FEEDS.pop(key, None)
-        _FEEDS[key] = found
-        if len(_FEEDS) > _MAX_CACHED:
-            _FEEDS.popitem(last=False)
-    return found
+def _remember(digest: str, feed: Feed) -> Feed:
+    _FEEDS.pop(digest, None)
+    _FEEDS[digest] = feed
+    if len(_FEEDS) > _MAX_CACHED:
+        _FEEDS.popitem(last=False)
+    return feed
 
 
 def load_feed(root: Path, location: str, label: str, *, tz: str | None = None,
               keep: Callable[[Any], bool] | None = None, salt: str = "") -> tuple[Feed, str | None]:
-    """The feed at `location` (a url's fetched copy, or a local file) and, when it runs on its
-    last good copy, why. `CalendarError` when there is no usable copy at all."""
+    """The feed at `location` and, when it runs on its last good copy, why. `CalendarError`
+    when there is no usable copy at all."""
     copy, meta_path = cache_paths(root, location)
-    compiled_at = compiled_path(root, location, _settings(label, salt, tz))
     meta = read_meta(meta_path)
     problem: str | None = None
     if not is_url(location):
         path = local_path(root, location)
         try:
-            return _feed(read_regular(path, MAX_CALENDAR_BYTES), label, tz, keep, salt, compiled_at), None
+            return feed_of(read_regular(path, MAX_CALENDAR_BYTES), label, tz, keep, salt), None
         except CalendarError as exc:
             problem = str(exc)
         except (OSError, EstopError) as exc:
@@ -307,14 +293,15 @@ def load_feed(root: Path, location: str, label: str, *, tz: str | None = None,
         if problem is not None:
             raise CalendarError(f"{problem} (and no last good copy)") from None
         raise CalendarError(f"calendar {label}: {location} not fetched yet (`hermes serve` fetches it)") from None
-    feed = _feed(raw, label, tz, keep, salt, compiled_at)
+    feed = feed_of(raw, label, tz, keep, salt)
     if problem is not None:
         fetched = meta.get("fetched_at")
         problem += f" (using the last good copy{f' of {fetched}' if fetched else ''})"
     return feed, problem
 
 
-def _calendar_window(source: CalendarSource, feed: Feed) -> Window:
+def calendar_window(source: CalendarSource, feed: Feed) -> Window:
+    """The window of the calendar `source`, its occurrences the events of `feed`."""
     return CalendarWindow.model_construct(
         name=source.name, cron=None, timezone=feed.tz.key, at=None, duration=feed.longest, drain=source.drain,
         reason=None, allow=source.allow, scope=source.scope, only=list(source.only), jobs=list(source.jobs),
@@ -329,51 +316,46 @@ def _excluding(window: Window, feed: Feed) -> Window:
 
 
 def _watched(root: Path, location: str) -> list[Path]:
-    files = list(cache_paths(root, location))
-    if not is_url(location):
-        files.insert(0, local_path(root, location))
-    return files
+    """The files reading the feed at `location` reads: the local file, the copy, its metadata."""
+    return [*(() if is_url(location) else (local_path(root, location),)), *cache_paths(root, location)]
 
 
 def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[CalendarSource]) -> Bound:
-    """`windows` with their `exclude_calendar` bound, and one `CalendarWindow` per source, each
-    from the current feed or its last good copy; a source with neither is a failure."""
-    out: list[Window] = []
-    failures: list[InvalidWindow] = []
-    stale: dict[str, str] = {}
-    digests: list[str] = []
-    files: list[Path] = []
+    """`windows` with their `exclude_calendar` bound, and one `CalendarWindow` per source; a
+    feed without a usable copy is a failure."""
+    found = Bound([], [])
     for window in windows:
         if window.exclude_calendar is None:
-            out.append(window)
+            found.windows.append(window)
             continue
-        files.extend(_watched(root, window.exclude_calendar))
-        try:
-            feed, problem = load_feed(root, window.exclude_calendar, f"{window.exclude_calendar} (exclude_calendar of "
-                                      f"window {window.name})")
-        except CalendarError as exc:
-            failures.append(InvalidWindow(exc.args[0], path=path, window=repr(window.name), field="exclude_calendar"))
-            continue
-        if problem is not None:
-            stale[window.name] = problem
-        digests.append(feed.digest)
-        out.append(_excluding(window, feed))
-    names = {w.name for w in out} | {f.window.strip("'") for f in failures if f.window}
+        feed = _read(found, root, path, window.name, window.exclude_calendar, "exclude_calendar",
+                     f"{window.exclude_calendar} (exclude_calendar of window {window.name})")
+        if feed is not None:
+            found.windows.append(_excluding(window, feed))
+    names = {w.name for w in found.windows} | {f.window.strip("'") for f in found.failures if f.window}
     for source in sources:
         if source.name in names:
-            failures.append(InvalidWindow("duplicate name (a window or calendar has it)", path=path,
-                                          window=repr(source.name), field="name"))
+            found.failures.append(InvalidWindow("duplicate name (a window or calendar has it)", path=path,
+                                                window=repr(source.name), field="name"))
             continue
         names.add(source.name)
-        files.extend(_watched(root, source.location))
-        try:
-            feed, problem = load_feed(root, source.location, repr(source.name), tz=source.timezone, keep=source.keep,
-                                      salt=source.salt())
-        except CalendarError as exc:
-            failures.append(InvalidWindow(exc.args[0], path=path, window=repr(source.name)))
-            continue
-        if problem is not None:
-            stale[source.name] = problem
-        digests.append(feed.digest)
-        out.append(_calendar_window(source, feed))
-    return Bound(out, failures, stale, tuple(digests), tuple(files))
+        feed = _read(found, root, path, source.name, source.location, None, repr(source.name), tz=source.timezone,
+                     keep=source.keep, salt=source.salt())
+        if feed is not None:
+            found.windows.append(calendar_window(source, feed))
+    return found
+
+
+def _read(found: Bound, root: Path, path: Path, name: str, location: str, field: str | None, label: str,
+          **settings: Any) -> Feed | None:
+    """The feed at `location` for the table `name`, noted in `found` (a failure, or why it is stale)."""
+    found.files += tuple(_watched(root, location))
+    try:
+        feed, problem = load_feed(root, location, label, **settings)
+    except CalendarError as exc:
+        found.failures.append(InvalidWindow(exc.args[0], path=path, window=repr(name), field=field))
+        return None
+    if problem is not None:
+        found.stale[name] = problem
+    found.digests += (feed.digest,)
+    return feed

@@ -1,13 +1,11 @@
 """Fetching calendar feeds into the fleet root (issue 27): the only place a `url` of
-`windows.toml` is requested, a service of `hermes serve` beside the window scheduler.
+`windows.toml` is requested, a service of `hermes serve`.
 
-Each feed (a `[[calendars]]` url, a window's `exclude_calendar` url) is requested every `refresh`
-with `If-None-Match` / `If-Modified-Since`, one total deadline (`Exchange`: connect, headers and
-body) and a size cap, in a thread of its own: a slow feed delays nobody else. A body is written as the
-last good copy (`calendars.cache_paths`) only once it parses (`ical.parse_feed`); a failure
-(network, HTTP status, garbage) keeps the copy and is written into the copy's metadata, which
-every reader of `windows.toml` reports (`Parsed.stale`: the log, the page's banner, a metric).
-Local `ics` files get a last good copy too, so a file broken by an edit keeps holding as it was.
+Each url is requested every `refresh` with `If-None-Match` / `If-Modified-Since`, one total
+deadline (`Exchange`) and a size cap, in a thread of its own: a slow feed delays nobody else.
+A body becomes the last good copy (`calendars.cache_paths`) only once it parses; a failure keeps
+the copy and is written into its metadata, which every reader reports (`Parsed.stale`). Local
+`ics` files get a last good copy too, so a file broken by an edit keeps holding as it was.
 """
 
 from __future__ import annotations
@@ -31,9 +29,9 @@ from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import format_instant
 from hermes_estop.system.fsread import read_regular
 from hermes_estop.system.fsutil import atomic_write
-from hermes_estop.windows.calendars import DEFAULT_REFRESH, cache_paths, is_url, local_path, read_meta
-from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, parse_feed
-from hermes_estop.windows.windows_file import Identity, Parsed, WindowsFile
+from hermes_estop.windows.calendars import DEFAULT_REFRESH, cache_paths, feed_of, is_url, local_path, read_meta
+from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError
+from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["FETCH_TIMEOUT", "CalendarFetcher", "fetch_once"]
 
@@ -57,10 +55,9 @@ def _write_meta(path: Path, meta: dict[str, Any]) -> None:
 
 
 class Exchange:
-    """One fetch's single deadline (issue 32 item 5): connecting, the headers and the body all
-    fit in `total` seconds. Socket timeouts bound each wait, not their sum (a body sent a byte
-    every 2 s never times out), so every socket the fetch opens is shut down when the deadline
-    passes, or at once when the fetch is abandoned (`abort`: serve stopping)."""
+    """One fetch's single deadline (issue 32 item 5) for connecting, the headers and the body.
+    Socket timeouts bound each wait, not their sum (a byte every 2 s never times out), so every
+    socket the fetch opens is shut down when the deadline passes, or when serve stops (`abort`)."""
 
     def __init__(self, total: float, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.total = total
@@ -137,8 +134,7 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 
 
 def _get(url: str, meta: dict[str, Any], exchange: Exchange) -> tuple[int, bytes, dict[str, str]]:
-    """(status, body, headers); a body over the cap is refused, the whole exchange (redirects
-    included) within `exchange`'s deadline."""
+    """(status, body, headers), redirects included, within `exchange`'s deadline and the cap."""
     request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})  # noqa: S310 - calendar sources admit http(s) URLs only
     if meta.get("etag"):
         request.add_header("If-None-Match", str(meta["etag"]))
@@ -177,7 +173,7 @@ class _Late(Exception):
 def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEOUT,
                now: Callable[[], datetime] = _now, exchange: Exchange | None = None) -> str | None:
     """Fetch `url` into its last good copy within `timeout` seconds in all (or `exchange`'s
-    deadline); the problem (one line) or None."""
+    deadline); the problem in one line, or None."""
     copy, meta_path = cache_paths(root, url)
     meta = read_meta(meta_path)
     if not copy.exists():
@@ -212,13 +208,11 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
 
 
 def _keep_copy(copy: Path, raw: bytes, label: str) -> None:
-    """Write `raw` as the last good copy once it parses; a copy that is `raw` already is left (it
-    parsed when it was written: a feed that did not change is not parsed and expanded again on
-    every refresh)."""
+    """Write `raw` as the last good copy once it parses (a copy that is `raw` already parsed)."""
     with contextlib.suppress(OSError, EstopError):
         if copy.exists() and read_regular(copy, MAX_CALENDAR_BYTES) == raw:
             return
-    parse_feed(raw, label)
+    feed_of(raw, label)
     copy.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(copy, raw)
 
@@ -233,10 +227,9 @@ def keep_local(root: Path, location: str, label: str) -> str | None:
 
 
 class CalendarFetcher:
-    """The service: every feed `windows.toml` names, refreshed on its own period. Each fetch
-    runs in a thread of its own (at most one per feed), so a slow or hostile feed delays only
-    itself (issue 32 item 5); stopping abandons the fetches in flight (their sockets shut down)
-    and waits for them at most `STOP_GRACE` seconds."""
+    """The service: every feed `windows.toml` names, refreshed on its own period, each fetch in
+    a thread of its own (at most one per feed); stopping abandons the fetches in flight and waits
+    for them at most `STOP_GRACE` seconds."""
 
     name = "calendars"
 
@@ -252,19 +245,14 @@ class CalendarFetcher:
         #: location -> (the fetch's thread, its exchange: None for a local file)
         self._busy: dict[str, tuple[threading.Thread, Exchange | None]] = {}
         self._lock = threading.Lock()
-        #: the identity of the windows file last read, and what it held
-        self._read: tuple[Identity | None, Parsed] = (None, Parsed([], []))
 
     def feeds(self) -> dict[str, tuple[str, timedelta]]:
-        """location -> (label, refresh) for every feed the file names (none when it does not read);
-        the file validated again only when it changed (this runs every `tick`)."""
+        """location -> (label, refresh) for every feed the file names (none when it does not read;
+        `WindowsFile.validate` validates only bytes it has not seen)."""
         try:
-            snapshot = self.windows_file.snapshot()
-            if snapshot.identity != self._read[0]:
-                self._read = (snapshot.identity, self.windows_file.validate(snapshot.raw))
+            parsed = self.windows_file.validate(self.windows_file.snapshot().raw)
         except (EstopError, OSError):
             return {}
-        parsed = self._read[1]
         out: dict[str, tuple[str, timedelta]] = {}
         for source in parsed.sources:
             out.setdefault(source.location, (repr(source.name), source.refresh))
@@ -274,8 +262,7 @@ class CalendarFetcher:
         return out
 
     def pass_once(self) -> list[threading.Thread]:
-        """Start a fetch (or keep) of every feed that is due and not already in flight; the
-        threads started."""
+        """Start a fetch (or keep) of every feed due and not in flight; the threads started."""
         now = self.monotonic()
         feeds = self.feeds()
         started = []

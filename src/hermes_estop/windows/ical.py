@@ -1,22 +1,13 @@
 """An iCalendar feed as maintenance occurrences: parsing with limits, and expansion (issue 27).
 
-`icalendar` parses, `x_wr_timezone` repairs Google's exports (events written in UTC with the
-zone only in `X-WR-TIMEZONE`), `recurring_ical_events` expands RRULE, RDATE, EXDATE and
-RECURRENCE-ID overrides in their VTIMEZONE: no recurrence rule is interpreted here.
+`icalendar` parses, `x_wr_timezone` repairs Google's exports (events in UTC with the zone only
+in `X-WR-TIMEZONE`), `recurring_ical_events` expands RRULE, RDATE, EXDATE and RECURRENCE-ID:
+no recurrence rule is interpreted here. A feed comes from outside, so it is refused
+(`CalendarError`, one line naming the calendar) when it is too large, nested too deep, or over
+its expansion budget (docs/design.md §7): a hostile .ics can never hang `hermes serve`.
 
-A feed comes from outside, so it is refused (`CalendarError`, one line naming the calendar)
-before anything expands it when it is too large, nested too deep, has too many events, or a
-rule whose expansion would run away (a SECONDLY or MINUTELY rule, a COUNT past `MAX_COUNT`, or
-more than `MAX_STEPS` steps from its DTSTART to the horizon), or rules over the feed's total
-(`MAX_FEED_STEPS`). Every expansion runs under the feed's budget, the steps counted as dateutil
-takes them (`_budget`), and reading a feed expands the weeks around now at once (`Feed.probe`):
-a rule that never matches is refused by its steps when the feed is read. Expanding stays
-bounded, so a hostile .ics can never hang `hermes serve`. Each feed is parsed with its own
-timezones (`_own_timezones`).
-
-Times: an event with a zone is read in it; a floating time and an all-day event (the local day)
-are read in the calendar's zone (the source's `timezone`, else `X-WR-TIMEZONE`, else UTC), a
-start in a DST gap by `cronspec.wall_to_instant`'s rule.
+A floating time and an all-day event are read in the calendar's zone (the source's `timezone`,
+else `X-WR-TIMEZONE`, else UTC), a start in a DST gap by `cronspec.wall_to_instant`'s rule.
 """
 
 from __future__ import annotations
@@ -39,24 +30,23 @@ from hermes_estop.model.durations import MAX_DURATION
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import clean_reason
 
-__all__ = ["CHUNK", "EPOCH", "MAX_CALENDAR_BYTES", "CalendarError", "CalendarEvent", "Feed", "parse_feed"]
+__all__ = ["CHUNK", "EPOCH", "MAX_CALENDAR_BYTES", "CalendarError", "CalendarEvent", "Feed", "feed_digest",
+           "parse_feed"]
 
 #: a feed larger than this is refused (a team calendar of years of events is a few hundred KiB)
 MAX_CALENDAR_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 4
 MAX_COMPONENTS = 20_000
 MAX_COUNT = 100_000
-#: the most rule steps from a DTSTART to `_HORIZON` ahead of now that a single RRULE may take
+#: the expansion budget (issue 32 item 7, issue 33 item 5): rule steps (periods of a rule's FREQ
+#: dateutil visits, matching or not) one rule may walk, and all rules of one expansion; the
+#: occurrences and (a backstop) the seconds of one expansion
 MAX_STEPS = 200_000
-#: a feed's total budget (issue 32 item 7, issue 33 item 5): the rule steps all its rules may
-#: take together to the horizon (estimated before expanding) and in one expansion (counted); a
-#: step is one period of a rule's FREQ that dateutil visits, whether it yields an occurrence or
-#: not (a rule that never matches walks every period to the year 9999), and one rule's walk is
-#: counted against `MAX_STEPS` too; the occurrences one expansion may produce; the time one
-#: expansion may take (a backstop: the steps bound it first)
 MAX_FEED_STEPS = 1_000_000
 MAX_FEED_OCCURRENCES = 500_000
 MAX_EXPANSION_SECONDS = 30.0
+#: a refusal for time alone (a loaded machine) is tried again after this many seconds
+TIME_REFUSAL_KEPT = 600.0
 _HORIZON = timedelta(days=3 * 366)
 _STEP = {"HOURLY": timedelta(hours=1), "DAILY": timedelta(days=1), "WEEKLY": timedelta(days=7),
          "MONTHLY": timedelta(days=28), "YEARLY": timedelta(days=365)}
@@ -65,10 +55,10 @@ _MULTIPLIERS = ("BYSECOND", "BYMINUTE", "BYHOUR", "BYDAY", "BYMONTHDAY", "BYYEAR
 CHUNK = timedelta(days=32)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MAX_CHUNKS = 48
-#: how much wider than its chunks an expansion asks: recurring_ical_events compares a floating
-#: time or a date as if it were UTC, and it is read here in the calendar's zone (up to 14 hours off)
+#: recurring_ical_events compares a floating time or a date as if it were UTC, read here in the
+#: calendar's zone (up to 14 hours off): an expansion asks this much wider than its chunks
 _MARGIN = timedelta(days=1)
-#: how far ahead of a start instant `Feed.occurrences` looks before it says there is no more
+#: how far ahead of a start instant `Feed.events` looks before it says there is no more
 LOOKAHEAD = timedelta(days=2 * 366)
 _UID_RE = re.compile(r"[\x21-\x7e]{1,120}")
 
@@ -80,18 +70,17 @@ class CalendarError(EstopError):
 @dataclass(frozen=True)
 class CalendarEvent:
     """One occurrence of a VEVENT: `[start, end)` in aware UTC; `ident` from UID and
-    RECURRENCE-ID (stable when the instance is moved); `reason` the SUMMARY."""
+    RECURRENCE-ID (stable when the instance is moved); `reason` the SUMMARY; `days` an all-day
+    event's dates `[first, last)` as written."""
 
     start: datetime
     end: datetime
     ident: str
     uid: str
     reason: str
-    #: an all-day event's dates `[first, last)`, as written (no zone)
     days: tuple[date, date] | None = None
 
     def local_days(self, tz: ZoneInfo) -> Iterator[date]:
-        """The local dates in `tz` the event covers (an all-day event: its own dates)."""
         first, last = self.days or (self.start.astimezone(tz).date(),
                                     (self.end - timedelta(microseconds=1)).astimezone(tz).date() + timedelta(days=1))
         while first < last:
@@ -107,8 +96,7 @@ def _check_shape(text: str, label: str) -> None:
     """Refuse deep nesting and too many components before the parser sees the text."""
     depth = components = 0
     for line in text.splitlines():
-        head = line[:6].upper()
-        if head == "BEGIN:":
+        if line[:6].upper() == "BEGIN:":
             depth += 1
             components += 1
             if depth > MAX_DEPTH:
@@ -120,18 +108,15 @@ def _check_shape(text: str, label: str) -> None:
 
 
 def _value(component: Any, name: str) -> Any:
-    prop = component.get(name)
-    return getattr(prop, "dt", None)
+    return getattr(component.get(name), "dt", None)
 
 
 def _check_rule(event: Any, label: str, now: datetime) -> float:
-    """Refuse a rule whose expansion could run away (see the module docstring); the steps its
-    rules take to the horizon, estimated."""
+    """Refuse a rule that would run away (SECONDLY, MINUTELY, a huge COUNT, more than
+    `MAX_STEPS` steps to the horizon) before anything expands it; its steps, estimated."""
     rules = event.get("RRULE")
     total = 0.0
-    if rules is None:
-        return total
-    for rule in rules if isinstance(rules, list) else [rules]:
+    for rule in rules if isinstance(rules, list) else [rules] if rules is not None else []:
         uid = str(event.get("UID", "?"))[:80]
         freq = (rule.get("FREQ") or ["?"])[0]
         if freq not in _STEP:
@@ -146,12 +131,9 @@ def _check_rule(event: Any, label: str, now: datetime) -> float:
         start = _value(event, "DTSTART")
         if start is None:
             raise _refuse(label, f"event {uid!r}: RRULE without DTSTART")
-        first = _instant(start, UTC)
         until = (rule.get("UNTIL") or [None])[0]
-        last = now + _HORIZON
-        if until is not None:
-            last = min(last, _instant(until, UTC))
-        steps = max((last - first) / (_STEP[freq] * interval), 0) * multiplier
+        last = now + _HORIZON if until is None else min(now + _HORIZON, _instant(until, UTC))
+        steps = max((last - _instant(start, UTC)) / (_STEP[freq] * interval), 0) * multiplier
         if count is not None:
             steps = min(steps, int(count) * multiplier)
         if steps > MAX_STEPS:
@@ -166,11 +148,9 @@ def _instant(value: date | datetime, tz: ZoneInfo | timezone) -> datetime:
     time is read in `tz`."""
     if not isinstance(value, datetime):
         value = datetime(value.year, value.month, value.day)
-    if value.tzinfo is None:
-        if isinstance(tz, ZoneInfo):
-            return wall_to_instant(value, tz)
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    if value.tzinfo is not None:
+        return value.astimezone(UTC)
+    return wall_to_instant(value, tz) if isinstance(tz, ZoneInfo) else value.replace(tzinfo=UTC)
 
 
 def _ident_part(uid: str) -> str:
@@ -186,8 +166,7 @@ def _rid(value: Any) -> str:
 
 
 class _Found(NamedTuple):
-    """One occurrence as `recurring_ical_events` computed it: the VEVENT it comes from (its
-    own, or the RECURRENCE-ID override's) and the occurrence's start and end."""
+    """One occurrence as `recurring_ical_events` computed it: its VEVENT, start and end."""
 
     source: Any
     start: date | datetime
@@ -195,8 +174,7 @@ class _Found(NamedTuple):
 
 
 class _Source(NamedTuple):
-    """What the occurrences of one VEVENT share: `part` the UID as an ident ("" without a UID),
-    `rid` its RECURRENCE-ID (None unless it overrides one instance)."""
+    """What the occurrences of one VEVENT share (`part`: the UID as an ident, "" without one)."""
 
     uid: str
     part: str
@@ -213,8 +191,6 @@ def _shifted(at: datetime, delta: timedelta) -> datetime:
 
 
 class _OverBudget(Exception):
-    """An expansion went over the feed's budget (the message says which part; `timed`: its time)."""
-
     def __init__(self, message: str, *, timed: bool = False) -> None:
         super().__init__(message)
         self.timed = timed
@@ -246,7 +222,7 @@ def _step(walked: int) -> None:
 
 @contextmanager
 def _budget() -> Iterator[None]:
-    """Count the rule steps of the expansions this thread runs inside (`_counting`)."""
+    """Count the rule steps of the expansions this thread runs inside."""
     _counting()
     _STEPS.left, _STEPS.deadline = MAX_FEED_STEPS, time.monotonic() + MAX_EXPANSION_SECONDS
     try:
@@ -259,10 +235,9 @@ _COUNTING = threading.Lock()
 
 
 def _counting() -> None:
-    """dateutil's `rrule._iter` (what recurring_ical_events expands every RRULE with) asks its
-    `_iterinfo` for one period's days per step, whether the period yields an occurrence or not,
-    and looks the class up when it starts: a subclass counting those calls, installed once,
-    is how a step is counted. It behaves as dateutil's own except in a thread inside `_budget`."""
+    """dateutil's `rrule._iter` asks its `_iterinfo` for one period's days per step, matching
+    or not, and looks the class up when it starts: a subclass counting those calls, installed
+    once, counts the steps. It behaves as dateutil's own outside `_budget`."""
     from dateutil import rrule  # type: ignore[import-untyped]
 
     with _COUNTING:
@@ -274,9 +249,8 @@ def _counting() -> None:
 
 
 def _counted(method: Callable[..., Any]) -> Callable[..., Any]:
-    """`method` of dateutil's `_iterinfo`, counting one step per call (`_step`). One `_iterinfo`
-    serves one walk of one rule from its DTSTART (recurring_ical_events keeps each rule's walk,
-    `cache=True`, and goes on with it), so its count is how far that rule has walked."""
+    """One `_iterinfo` serves one walk of one rule from its DTSTART (recurring_ical_events
+    keeps each rule's walk and goes on with it), so its count is how far that rule walked."""
     def step_then(self: Any, *args: Any) -> Any:
         walked = self.__dict__["walked"] = self.__dict__.get("walked", 0) + 1
         _step(walked)
@@ -286,11 +260,9 @@ def _counted(method: Callable[..., Any]) -> Callable[..., Any]:
 
 @functools.cache
 def _selection() -> Any:
-    """The VEVENTs of a calendar, each occurrence handed back as a `_Found`: the library's
-    default copies the whole VEVENT per occurrence (most of an expansion's cost), and an
-    `Event` needs only the source's UID, SUMMARY, STATUS and RECURRENCE-ID and the times.
-    Subclassing `Occurrence` and passing it to `ComponentsWithName` is the library's own
-    extension point (its test_extend_classes.py)."""
+    """The VEVENTs of a calendar, each occurrence a `_Found`: the library's default copies the
+    whole VEVENT per occurrence (most of an expansion's cost). `ComponentsWithName` with an
+    `Occurrence` subclass is the library's own extension point (its test_extend_classes.py)."""
     from recurring_ical_events.adapters.event import EventAdapter
     from recurring_ical_events.occurrence import Occurrence
     from recurring_ical_events.selection.name import ComponentsWithName
@@ -309,27 +281,32 @@ def _selection() -> Any:
 
 @dataclass(eq=False)
 class Feed:
-    """A parsed calendar: occurrences in a range, remembered per chunk. Equal feeds have the
-    same bytes and settings (`digest`)."""
+    """A calendar's occurrences, expanded per chunk and remembered. Equal feeds have one
+    `digest` (`feed_digest`: bytes and settings). A feed of a schedule's row has no `calendar`:
+    its `kept` events (every one starting from `since` to `until`, the row's), and `origin`,
+    the feed parsed, for any other question."""
 
     label: str
     calendar: Any
     tz: ZoneInfo
     digest: str
-    recurring: frozenset[str]
+    recurring: frozenset[str] = frozenset()
     keep: Callable[[Any], bool] = lambda event: True
+    #: how far before an instant an event covering it may start (at least a day, plus a day)
     longest: timedelta = timedelta(days=1)
     #: the distinct lengths of its events, as written (what `windows list` shows)
     spans: tuple[timedelta, ...] = ()
+    kept: tuple[datetime, datetime, list[CalendarEvent]] | None = None
+    origin: Callable[[], Feed] | None = None
     _chunks: OrderedDict[int, list[CalendarEvent]] = field(default_factory=OrderedDict)
     _days: dict[tuple[int, str], frozenset[date]] = field(default_factory=dict)
     _sources: dict[int, _Source | None] = field(default_factory=dict)
-    #: UID -> the zone its DTSTART is written in (events with a TZID; issue 38 item 6)
+    #: UID -> the zone its DTSTART is written in (issue 38 item 6)
     _zones: dict[str, tzinfo] = field(default_factory=dict)
     _query: Any = None
-    #: why the feed's expansion was refused (its budget), once it was
+    #: why its expansion was refused, and until when (monotonic) a read refuses it again
     refused: str | None = None
-    refused_for_time = False
+    retry_at: float = float("inf")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Feed) and other.digest == self.digest
@@ -351,8 +328,8 @@ class Feed:
                 raise _OverBudget(f"expanding it makes more than {MAX_FEED_OCCURRENCES} occurrences: refused")
             out = [e for e in map(self._event, found) if e is not None]
         except _OverBudget as exc:
-            self.refused_for_time = exc.timed
             self.refused = str(exc)
+            self.retry_at = time.monotonic() + TIME_REFUSAL_KEPT if exc.timed else float("inf")
             raise _refuse(self.label, self.refused) from None
         except CalendarError:
             raise
@@ -398,7 +375,7 @@ class Feed:
 
     def _fill(self, first: int, last: int) -> dict[int, list[CalendarEvent]]:
         """Expand the chunks `first..last` in one query (each query walks every rule from its
-        DTSTART, so fewer and longer ones are cheaper), `_MARGIN` wider on both sides."""
+        DTSTART, so fewer and longer ones are cheaper)."""
         lo = EPOCH + first * CHUNK
         hi = EPOCH + (last + 1) * CHUNK
         chunks: dict[int, list[CalendarEvent]] = {index: [] for index in range(first, last + 1)}
@@ -412,24 +389,18 @@ class Feed:
             self._chunks.popitem(last=False)
         return chunks
 
-    def zones(self) -> dict[str, tzinfo]:
-        """UID -> the zone its DTSTART is written in, for the events expanded so far."""
-        return dict(self._zones)
-
     def zone_of(self, uid: str | None) -> tzinfo:
-        """The zone an event is shown in: its DTSTART's own (TZID=Europe/Berlin), else the
-        calendar's (a floating time, an all-day event, or not expanded yet)."""
-        return self._zones.get(uid or "", self.tz) if uid is not None else self.tz
+        """The zone an event is shown in: its DTSTART's own, else the calendar's."""
+        return self._zones.get(uid, self.tz) if uid is not None else self.tz
 
     def probe(self, now: datetime) -> None:
-        """Expand the weeks around `now`, what the scheduler asks first: a feed over its budget
-        (a rule that never matches walks to the year 9999 on its first expansion) is refused
-        when it is read, and what it expands is remembered for the questions that follow."""
+        """Expand the weeks around `now` (what the scheduler asks first), so a feed over its
+        budget is refused when it is read."""
         self.chunk((now - self.longest - EPOCH) // CHUNK, ahead=1)
 
     def chunk(self, index: int, ahead: int = 0) -> list[CalendarEvent]:
-        """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`); when it must
-        be expanded, up to `ahead` following chunks not yet remembered are expanded with it."""
+        """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`), expanded with
+        up to `ahead` following chunks not yet remembered."""
         cached = self._chunks.get(index)
         if cached is not None:
             self._chunks.move_to_end(index)
@@ -440,8 +411,16 @@ class Feed:
         return self._fill(index, last)[index]
 
     def events(self, since: datetime, lookahead: timedelta = LOOKAHEAD) -> Iterator[CalendarEvent]:
-        """Events starting at or after `since`, in order, up to `lookahead` after it. Chunks
-        are expanded two at a time, then twice as many each time the caller reads on."""
+        """Events starting at or after `since`, in order, up to `lookahead` after it; chunks
+        expanded two at a time, then twice as many each time the caller reads on."""
+        if self.kept is not None:
+            first, until, kept = self.kept
+            if since >= first:
+                yield from (e for e in kept if since <= e.start < until and e.start <= since + lookahead)
+                since, lookahead = max(since, until), since + lookahead - max(since, until)
+            if lookahead >= timedelta(0) and self.origin is not None:
+                yield from self.origin().events(since, lookahead)
+            return
         index = (since - EPOCH) // CHUNK
         last = (since + lookahead - EPOCH) // CHUNK
         batch = 1
@@ -454,7 +433,7 @@ class Feed:
             index += 1
 
     def between(self, first: datetime, last: datetime) -> list[CalendarEvent]:
-        """Events overlapping `[first, last)` (all-day ones included), in order."""
+        """Events overlapping `[first, last)`, in order."""
         out: list[CalendarEvent] = []
         for event in self.events(first - self.longest, last - first + self.longest):
             if event.start >= last:
@@ -462,7 +441,6 @@ class Feed:
             if event.end > first:
                 out.append(event)
         return out
-
 
     def covers_day(self, day: date, tz: ZoneInfo) -> bool:
         """Whether an event covers the local date `day` in `tz` (holidays as exclusions)."""
@@ -482,10 +460,8 @@ _PARSING = threading.Lock()
 @contextmanager
 def _own_timezones() -> Iterator[None]:
     """icalendar remembers the VTIMEZONEs it parses process-wide, the first definition of a
-    TZID winning for every later calendar (issue 32 item 4): a feed defining "W. Europe Standard
-    Time" as +13:00 moved another feed's events by 12 h. Each feed is parsed alone, with that
-    memory emptied before and after (`use_zoneinfo` is icalendar's public reset), so its times
-    are read in its own VTIMEZONEs or the tz database, never in another feed's."""
+    TZID winning for every later calendar (issue 32 item 4): each feed is parsed alone, with
+    that memory emptied before and after (`use_zoneinfo`, icalendar's public reset)."""
     import icalendar
 
     reset: Callable[[], object] = icalendar.use_zoneinfo
@@ -499,7 +475,7 @@ def _own_timezones() -> Iterator[None]:
 
 def _read_calendar(text: str, label: str, timezone_name: str | None, now: datetime) -> tuple[Any, list[Any], ZoneInfo]:
     """The VCALENDAR of `text` (X-WR-TIMEZONE made standard), its events checked against the
-    expansion budget, and the zone for its floating times; `CalendarError` naming `label`."""
+    expansion budget, and the zone for its floating times."""
     import icalendar
     import x_wr_timezone
 
@@ -529,18 +505,20 @@ def _read_calendar(text: str, label: str, timezone_name: str | None, now: dateti
     return calendar, events, tz
 
 
+def feed_digest(raw: bytes, label: str, timezone_name: str | None, salt: str) -> str:
+    """What a feed is: its bytes and what reads them (the label its events are named by, the
+    zone of its floating times, the source's filters: `salt`)."""
+    content = hashlib.sha256(raw).hexdigest()
+    return hashlib.sha256(f"{content}\0{label}\0{salt}\0{timezone_name}".encode("utf-8", "surrogateescape")).hexdigest()
+
+
 def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
                keep: Callable[[Any], bool] | None = None, now: datetime | None = None,
-               salt: str = "") -> Feed:
-    """The feed of `raw`, or `CalendarError` naming `label`. `timezone_name`: the zone for
-    floating and all-day events (default: X-WR-TIMEZONE, else UTC). `salt` goes into the
-    digest (the settings that select from the feed)."""
+               salt: str = "", probe: bool = True) -> Feed:
+    """The feed of `raw` (with `probe`, its weeks around `now` expanded), or `CalendarError`
+    naming `label`."""
     if len(raw) > MAX_CALENDAR_BYTES:
         raise _refuse(label, f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
-    content = hashlib.sha256(raw).hexdigest()
-    refused = _refused(content)
-    if refused is not None:
-        raise _refuse(label, refused)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -551,52 +529,20 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
     calendar, events, tz = _read_calendar(text, label, timezone_name, now)
     recurring = frozenset(str(e.get("UID") or "") for e in events
                           if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None)
-    digest = hashlib.sha256(raw + b"\0" + salt.encode() + b"\0" + tz.key.encode()).hexdigest()
     spans = _spans(events, tz)
     longest = max((min(span, MAX_DURATION) for span in spans), default=timedelta(days=1))
-    feed = Feed(label, calendar, tz, digest, recurring, keep or (lambda event: True),
+    feed = Feed(label, calendar, tz, feed_digest(raw, label, timezone_name, salt), recurring, keep or (lambda event: True),
                 max(longest, timedelta(days=1)) + timedelta(days=1), spans)
     if time.monotonic() - started > 30:
         raise _refuse(label, "took more than 30 s to parse")
-    try:
+    if probe:
         feed.probe(now)
-    except CalendarError:
-        _remember_refusal(content, feed.refused, timed=feed.refused_for_time)
-        raise
     return feed
-
-
-#: the contents (SHA-256) refused by their expansion budget -> (why, until when on the monotonic
-#: clock): refused again without parsing or expanding, so a hostile feed costs its budget once,
-#: not once per reader and per pass. A refusal for time alone (a loaded machine) is retried
-#: after `_TIME_REFUSAL_KEPT` seconds; one for steps or occurrences stands while the bytes do.
-_REFUSED: OrderedDict[str, tuple[str, float]] = OrderedDict()
-_TIME_REFUSAL_KEPT = 600.0
-
-
-def _refused(content: str) -> str | None:
-    found = _REFUSED.get(content)
-    if found is None:
-        return None
-    if time.monotonic() >= found[1]:
-        del _REFUSED[content]
-        return None
-    return found[0]
-
-
-def _remember_refusal(content: str, why: str | None, *, timed: bool) -> None:
-    if why is None:
-        return
-    kept = _TIME_REFUSAL_KEPT if timed else float("inf")
-    _REFUSED[content] = (why, time.monotonic() + kept)
-    while len(_REFUSED) > 256:
-        _REFUSED.popitem(last=False)
 
 
 def _spans(events: list[Any], tz: ZoneInfo) -> tuple[timedelta, ...]:
     """The distinct lengths of the feed's events, as written (DTEND or DURATION; a day without
-    either), shortest first. The longest (at least a day, plus a day) is how far before an
-    instant an event covering it may start (`Feed.longest`)."""
+    either), shortest first."""
     spans: set[timedelta] = set()
     for event in events:
         start, end = _value(event, "DTSTART"), _value(event, "DTEND")

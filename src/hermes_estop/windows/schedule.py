@@ -26,13 +26,12 @@ plain columns:
 - **queries** by bisection, giving the answers of `occurrences`' exact functions (the
   definition: the property tests compare the two), or none (None) outside the horizon.
 
-- **bound**: the tables bound to a calendar feed (each `[[calendars]]` table, each `[[windows]]`
-  table with `exclude_calendar`): their occurrences change when the feed does, not the file, so
-  they have no row; each is kept as written (its TOML text, with its place: which array, which
-  index), validated again and bound to its feed (`calendars.bind`, one compiled schedule per
-  feed) by `schedule_of`, which fails as the validated file does when a feed cannot be read.
-  `in_file_order` gives the rows and the bound windows in the order the validated file lists
-  them.
+- **calendars**: a `[[calendars]]` table is a row like any window, its occurrences its feed's
+  events (each with its event's id, UID, SUMMARY and zone: `events`), after the `[[windows]]`
+  rows as the validated file lists them; a `[[windows]]` table with `exclude_calendar` is a row
+  whose starts skip its feed's days. Such a row is of its feed as it was read too: `feeds` holds
+  what each feed's read depended on (`calendars.fingerprint`), and a schedule whose feeds
+  changed is not fresh. A row's window past the horizon is bound to its feed again (`window`).
 
 Croniter stays the only cron arithmetic: the occurrences are `occurrences.occurrences`'s.
 
@@ -46,6 +45,7 @@ another key, wrongly owned) is ignored with one line and the schedule built agai
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import heapq
@@ -58,7 +58,7 @@ import sys
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
@@ -66,7 +66,6 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-import tomli_w
 from tomli import TOMLDecodeError, loads as toml_loads
 
 from hermes_estop.model.cronspec import validate_timezone
@@ -76,17 +75,18 @@ from hermes_estop.model.selector import Selector
 from hermes_estop.model.text import did_you_mean, printable
 from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
 from hermes_estop.windows import kept_files
-from hermes_estop.windows.calendars import CalendarSource, bind
+from hermes_estop.windows.calendars import CalendarSource, bind, calendar_window, fingerprint
+from hermes_estop.windows.ical import CalendarEvent, Feed
 from hermes_estop.windows.model import InvalidWindow, Window, validate_scope
 from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Windows, merge_armed, occurrences, table_of
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Entry", "Item", "Row", "Schedule", "ScheduleTimeline", "Schedules",
+__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "ScheduleTimeline", "Schedules",
            "Tables", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
-_FORMAT = 5
+_FORMAT = 6
 #: how far past its build a schedule answers (a week: the daemon's and the operators' questions
 #: are about now and the next few days; a later instant is asked of the exact functions)
 HORIZON = kept_files.HORIZON
@@ -98,7 +98,7 @@ MAX_PER_ROW = 12_000
 #: the columns, one line each, in this order (`tables` last: a line per row, decoded only when a
 #: command prints the row)
 _COLUMNS = ("names", "scopes", "enabled", "timezones", "schedules", "durations", "drains", "leads", "sources",
-            "offsets", "starts", "ends", "bound", "tables")
+            "offsets", "starts", "ends", "calendars", "tables")
 #: the columns with one value per row, and the type of their values
 _PER_ROW: dict[str, type | tuple[type, ...]] = {
     "names": str, "scopes": str, "enabled": bool, "timezones": str, "schedules": str, "durations": str,
@@ -107,9 +107,9 @@ _PER_ROW: dict[str, type | tuple[type, ...]] = {
 _SHARED = ("scopes", "timezones", "durations", "drains")
 _US = timedelta(microseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-#: a table bound to a calendar feed: which array ("windows" or "calendars"), its index there, its TOML text
-Entry = tuple[str, int, str]
-#: a window of the file as a command goes through them: a row of the schedule, or a bound window
+#: a calendar event's occurrence: its id (UID and RECURRENCE-ID), UID, SUMMARY and zone ("": the calendar's)
+Event = tuple[str, str, str, str]
+#: a window of the file as a command goes through them (a row)
 Item = int | Window
 _DAMAGED = ("the windows schedule's tables are damaged (delete the .schedule file beside windows.toml: the next "
             "command builds it again)")
@@ -173,9 +173,15 @@ class Schedule:
     starts: Sequence[int]
     ends: Sequence[int]
     tables: Tables
-    bound: Sequence[Entry] = ()
-    #: the `bound` tables' windows bound to their feeds (`bind_calendars`), in `bind`'s order
-    bound_windows: Sequence[Window] = ()
+    #: occurrence (its index in `starts`) -> its calendar event, for the calendars' rows
+    events: Mapping[int, Event] = field(default_factory=dict)
+    #: a calendar's row -> JSON of its `[[calendars]]` table (`CalendarSource.to_toml`) and its
+    #: feed's digest, look-back and lengths (`window`)
+    calendars: Mapping[int, str] = field(default_factory=dict)
+    #: each feed a row is of -> `calendars.fingerprint` when read; None: not known (never kept)
+    feeds: Mapping[str, str] | None = field(default_factory=dict)
+    #: the windows file, for binding a row to its feed again (`window`)
+    windows_path: Path | None = None
     #: the rows whose scan a run of more than `MAX_EXCLUDED_RUN` excluded starts ended (nothing
     #: is known past their last start: they may go on after the horizon's end, so a query that
     #: runs out of them declines rather than says "no next occurrence"; issue 45)
@@ -192,63 +198,74 @@ class Schedule:
         return self._rows_by_name.get(name)
 
     def window(self, row: int) -> Window:
-        """The `Window` of `row`, validated from its table; `StoreError` when it is not the row's."""
+        """The `Window` of `row`, validated from its table (only rows a command must ask the
+        exact functions about); one excluding a calendar's days bound to its feed as it is now,
+        a calendar's answering from the row's events as far as they go (`_feed`; raising what
+        `WindowsFile.parse` raises when the feed cannot be read); `StoreError` when the table is
+        not the row's valid window."""
         try:
-            window = Window.parse(self.tables.shown(row))
-        except InvalidWindow:
+            window = self._calendar(row) if row in self.calendars else Window.parse(self.tables.shown(row))
+        except (InvalidWindow, ValueError, KeyError, TypeError):
             raise StoreError(_DAMAGED) from None
+        if window.exclude_calendar is not None:
+            found = bind(self._path().parent, self._path(), [window], [])
+            if found.failures:
+                raise found.failures[0]
+            window = found.windows[0]
         if window.name != self.names[row] or window.scope != self.scopes[row]:
             raise StoreError(_DAMAGED)
         return window
 
-    def bind_calendars(self, windows_path: Path) -> Schedule:
-        """This schedule with its `bound` tables validated again and bound to their feeds as they
-        are now (`bound_windows`: the feeds' bytes decide their occurrences, never the schedule);
-        raises the first failure, as `WindowsFile.parse` does (a feed that cannot be read, with
-        no last good copy)."""
-        windows: list[Window] = []
-        sources: list[CalendarSource] = []
-        try:
-            for kind, index, text in self.bound:
-                table = toml_loads(text)
-                if kind == "windows":
-                    windows.append(Window.parse(table, path=windows_path, index=index))
-                    if windows[-1].exclude_calendar is None:
-                        raise StoreError(_DAMAGED)
-                else:
-                    sources.append(CalendarSource.parse(table, path=windows_path, index=index))
-        except (InvalidWindow, TOMLDecodeError):
-            raise StoreError(_DAMAGED) from None
-        found = bind(windows_path.parent, windows_path, windows, sources)
+    def _calendar(self, row: int) -> Window:
+        """A calendar's row as its window: its feed's events are the row's from `lo - duration`
+        as far as it keeps them (every one at its first start past the horizon), then the feed's
+        (`_feed`)."""
+        kept = json.loads(self.calendars[row])
+        source = CalendarSource.parse(kept["source"], path=self.windows_path)
+        lo, hi = self.offsets[row], self.offsets[row + 1]
+        events = [CalendarEvent(instant_of(self.starts[i]), instant_of(self.ends[i]), *self.events[i][:3])
+                  for i in range(lo, hi)]
+        until = self.starts[hi - 1] + 1 if self._goes_on(row) else self.hi
+        feed = Feed(repr(source.name), None, validate_timezone(self.timezones[row]), kept["digest"],
+                    longest=timedelta(seconds=kept["longest"]), spans=tuple(timedelta(seconds=s) for s in kept["spans"]),
+                    kept=(instant_of(self.lo) - timedelta(seconds=kept["longest"]), instant_of(until), events),
+                    origin=functools.cache(partial(self._feed, source)),
+                    _zones={e[1]: validate_timezone(e[3]) for e in map(self.events.get, range(lo, hi)) if e and e[3]})
+        return calendar_window(source, feed)
+
+    def _feed(self, source: CalendarSource) -> Feed:
+        """The feed of the calendar `source` as it is now (raising what `WindowsFile.parse` does)."""
+        found = bind(self._path().parent, self._path(), [], [source])
         if found.failures:
             raise found.failures[0]
-        return replace(self, bound_windows=found.windows)
+        feed: Feed = found.windows[0].feed  # type: ignore[assignment]
+        return feed
+
+    def _path(self) -> Path:
+        if self.windows_path is None:
+            raise StoreError(_DAMAGED)
+        return self.windows_path
+
+    @property
+    def fed(self) -> bool:
+        """Whether a row is of a calendar feed (the daemon validates such a file itself)."""
+        return self.feeds is None or bool(self.feeds)
 
     def in_file_order(self) -> list[Item]:
-        """The rows and the bound windows (`bind_calendars`) in the order the validated file
-        lists its windows: the `[[windows]]` tables as written, then the calendars."""
-        excluding = {index for kind, index, _ in self.bound if kind == "windows"}
-        if not excluding and not self.bound_windows:
-            return list(range(len(self)))
-        bound, rows = iter(self.bound_windows), iter(range(len(self)))
-        out: list[Item] = [next(bound) if i in excluding else next(rows) for i in range(len(self) + len(excluding))]
-        out.extend(bound)
-        return out
+        """The rows, in the order the validated file lists its windows."""
+        return list(range(len(self)))
 
     def named(self, name: str) -> Item | None:
-        """The row, or the bound window, called `name`."""
-        row = self.row_of(name)
-        return row if row is not None else next((w for w in self.bound_windows if w.name == name), None)
+        return self.row_of(name)
 
     def item_named(self, name: str, windows_path: Path) -> Item:
-        """`named`, or `InvalidArgument` in one line naming `name`, the file and the closest name
-        there is: what every command that takes a window's name says of an unknown one."""
-        item = self.named(name)
-        if item is None:
-            known = [*self.names, *(w.name for w in self.bound_windows)]
+        """The row called `name`, or `InvalidArgument` in one line naming `name`, the file and the
+        closest name there is: what every command that takes a window's name says of an unknown one."""
+        row = self.row_of(name)
+        if row is None:
             raise InvalidArgument(f"no window named {name!r} in {printable(windows_path)}: "
-                                  f"{did_you_mean(name, known)}`hermes windows list` lists them")
-        return item
+                                  f"{did_you_mean(name, self.names)}`hermes windows list` lists them")
+        return row
 
     def window_named(self, name: str, windows_path: Path) -> Window:
         """The `Window` called `name` (`item_named`'s refusal when there is none)."""
@@ -259,24 +276,36 @@ class Schedule:
         return self.lo <= micros(t) < self.hi
 
     def occurrence(self, row: int, index: int) -> Occurrence:
+        event = self.events.get(index) if self.events else None
         return Occurrence(instant_of(self.starts[index]), instant_of(self.ends[index]), self.names[row], self.scopes[row],
-                          timedelta(microseconds=self.leads[row]))
+                          timedelta(microseconds=self.leads[row]), *(event[:3] if event else ()))
 
     def row(self, row: int) -> Row:
         """What a command prints of `row` besides its occurrences (no `Window` built)."""
+        zones = {e[1]: e[3] for e in map(self.events.get, range(self.offsets[row], self.offsets[row + 1]))
+                 if e and e[3]} if row in self.calendars else None
         return Row(self.names[row], self.scopes[row], self.enabled[row], self.timezones[row], self.schedules[row],
-                   self.durations[row], self.drains[row])
+                   self.durations[row], self.drains[row], zones)
 
     def upcoming(self, row: int, now: datetime, count: int) -> list[Occurrence] | None:
         """`occurrences.upcoming` of `row`; None outside the horizon or past what the row keeps."""
         if not self.answers(now):
             return None
-        lo, hi = self.offsets[row], self.offsets[row + 1]
-        index = bisect_right(self.ends, micros(now), lo, hi)
-        found = range(index, min(index + count, hi))
+        found = list(itertools.islice(self._live(row, micros(now)), count))
         if len(found) < count and self._goes_on(row):
             return None
         return [self.occurrence(row, i) for i in found]
+
+    def _live(self, row: int, at: int, until: int | None = None) -> Iterator[int]:
+        """The occurrences (their indexes) of `row` not ended at `at`, in start order, up to the
+        last starting at or before `until`. A calendar's events may overlap (their ends are not
+        ascending): each is asked."""
+        lo, hi = self.offsets[row], self.offsets[row + 1]
+        if until is not None:
+            hi = bisect_right(self.starts, until, lo, hi)
+        if row in self.calendars:
+            return (i for i in range(lo, hi) if self.ends[i] > at)
+        return iter(range(bisect_right(self.ends, at, lo, hi), hi))
 
     def covering(self, t: datetime) -> list[Occurrence] | None:
         """The occurrences covering `t`, enabled or not, by row then start; None unless the
@@ -292,9 +321,7 @@ class Schedule:
         armed_by = at + self.leads[row]
         if at < self.lo or armed_by >= self.hi:
             return None
-        lo, hi = self.offsets[row], self.offsets[row + 1]
-        first = bisect_right(self.ends, at, lo, hi)
-        return tuple(self.occurrence(row, i) for i in range(first, bisect_right(self.starts, armed_by, lo, hi)))
+        return tuple(self.occurrence(row, i) for i in self._live(row, at, armed_by))
 
     def next_start(self, row: int, after: datetime) -> Occurrence | bool | None:
         """The first occurrence of `row` starting strictly after `after`; None when it has none;
@@ -314,13 +341,14 @@ class Schedule:
             window = self.window(row)
             yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
             return
-        lo, hi = self.offsets[row], self.offsets[row + 1]
-        first = bisect_right(self.ends, micros(t), lo, hi)
-        yield from (self.occurrence(row, i) for i in range(first, hi))
-        if self._goes_on(row):
+        kept = False
+        for index in self._live(row, micros(t)):
+            kept = True
+            yield self.occurrence(row, index)
+        if self._goes_on(row):  # kept up to the horizon's end, or a scan of exclusions ended early
             window = self.window(row)
-            if first < hi:
-                yield from occurrences(window, instant_of(self.starts[hi - 1] + 1))
+            if kept:
+                yield from occurrences(window, instant_of(self.starts[self.offsets[row + 1] - 1] + 1))
             else:
                 yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
 
@@ -359,9 +387,12 @@ class Row:
     schedule: str
     duration: str
     drain: str | None
+    #: a calendar's: UID -> the zone its events are shown in
+    zones: Mapping[str, str] | None = None
 
     def zone_of(self, occurrence: Occurrence) -> tzinfo:
-        return validate_timezone(self.timezone)
+        zone = self.zones.get(occurrence.uid or "") if self.zones else None
+        return validate_timezone(zone or self.timezone)
 
     def describe_schedule(self) -> str:
         """`schedule` as a person reads it: a one-shot's instant local, to the second (the
@@ -377,16 +408,16 @@ class Row:
 
 
 def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
-    """The schedule of `windows_file` as it is now (`load`; no file: no windows), its tables
-    bound to a calendar bound to their feeds: the one value every command reads the windows
-    from. Raises what `WindowsFile.parse` raises when the schedule must be built from a file
-    that does not validate."""
+    """The schedule of `windows_file` and its feeds as they are now (`load`; no file: no windows):
+    the one value every command reads the windows from. Raises what `WindowsFile.parse` raises
+    when the schedule must be built from a file that does not validate."""
     snapshot = windows_file.snapshot()
-    raw = snapshot.raw if snapshot.identity is not None else b""
-    found = load(windows_file.path, raw, partial(windows_file.parse, raw), now) if snapshot.identity else _empty(now)
-    if found is None:  # a file that validates always has one: its bound tables are told by `_bound_entries`
-        raise StoreError(f"{printable(windows_file.path)}: its calendar tables cannot be told from its bytes")
-    return found.bind_calendars(windows_file.path) if found.bound else found
+    if snapshot.identity is None:
+        return _empty(now)
+    found = load(windows_file.path, snapshot.raw, partial(windows_file.parse, snapshot.raw), now)
+    if found is None:  # a file that validates has one (no two rows share a name)
+        raise StoreError(f"{printable(windows_file.path)}: no schedule can be compiled of it")
+    return found
 
 
 def _empty(now: datetime) -> Schedule:
@@ -400,11 +431,17 @@ def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | N
     None otherwise. A read, never a build."""
     path = kept_files.kept_path(windows_path, ".schedule")
     found = _kept(path) if path is not None else None
-    return found if found is not None and _fresh(found, hashlib.sha256(raw).hexdigest(), now, HORIZON) else None
+    if found is None or not _fresh(found, hashlib.sha256(raw).hexdigest(), now, HORIZON, windows_path):
+        return None
+    return replace(found, windows_path=windows_path) if found.feeds else found
 
 
-def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta) -> bool:
-    return found.digest == digest and found.answers(now) and micros(now) < found.lo + fresh_for // _US
+def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta, windows_path: Path | None = None) -> bool:
+    """Whether `found` is of the bytes of `digest` (with `windows_path`: and of its feeds as they
+    are now), and answers at `now`, built less than `fresh_for` before it."""
+    return found.digest == digest and found.answers(now) and micros(now) < found.lo + fresh_for // _US and (
+        windows_path is None or (found.feeds is not None and all(
+            fingerprint(windows_path.parent, at) == was for at, was in found.feeds.items())))
 
 
 #: a line that opens a `[[windows]]` or a `[[calendars]]` table (where `_tables` cuts the file;
@@ -422,7 +459,7 @@ class _NotSimple(Exception):
 
 def _tables(raw: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """Each table of `raw` as written: its array ("windows" or "calendars"), its digest
-    (`_source_digest`; "" for a calendar, which has no row), the table; in file order within each
+    (`_source_digest`), the table; in file order within each
     array (the two arrays' tables may come interleaved). `_NotSimple` when `raw` is not a file of
     these tables only.
 
@@ -463,7 +500,7 @@ def _chunk_tables(chunk: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
     for table in windows:
         yield "windows", _source_digest(table), table
     for table in calendars:
-        yield "calendars", "", table
+        yield "calendars", _source_digest(table), table
 
 
 def _source_digest(table: dict[str, Any]) -> str:
@@ -477,36 +514,55 @@ class _Builder:
 
     def __init__(self, lo: int, hi: int) -> None:
         self.lo, self.hi = lo, hi
-        self.columns: dict[str, list[Any]] = {name: [] for name in _COLUMNS if name not in ("tables", "bound")}
+        self.columns: dict[str, list[Any]] = {name: [] for name in _COLUMNS if name not in ("tables", "calendars")}
         self.columns["offsets"].append(0)
         self.tables: list[bytes] = []
         self.zones: set[str] = set()
         self.stopped: set[int] = set()
+        self.events: dict[int, Event] = {}
+        self.calendars: dict[int, str] = {}
+        #: the feeds of the rows (None: some not fingerprinted)
+        self.feeds: dict[str, str] | None = {}
 
     def add_window(self, window: Window, source: str, table: bool = True) -> None:
         """`window`'s row: its occurrences not ended at `lo` starting before `hi`, then its first
         starting at or after `hi`; cut at `MAX_PER_ROW` (the last start kept is then the end of
-        the whole schedule's horizon)."""
+        the whole schedule's horizon). A calendar's occurrences keep their events."""
         starts, ends = self.columns["starts"], self.columns["ends"]
+        feed = window.feed
         kept = 0
         stopped: list[datetime] = []
+        beyond: int | None = None  # a calendar's first start past the horizon: its every event there kept
         for occurrence in occurrences(window, instant_of(self.lo) - window.duration, stopped):
             start, end = micros(occurrence.start), micros(occurrence.end)
-            if end <= self.lo:
+            if end <= self.lo and feed is None:  # a calendar's kept from `lo - duration`: its window's feed
                 continue
+            if beyond is not None and start > beyond:
+                break
             if kept >= MAX_PER_ROW:
                 self.hi = min(self.hi, starts[-1])
                 break
+            if occurrence.event is not None and feed is not None:
+                zone = feed.zone_of(occurrence.uid)
+                self.events[len(starts)] = (occurrence.event, occurrence.uid or "", occurrence.reason or "",
+                                            getattr(zone, "key", ""))
+                self.zones.add(getattr(zone, "key", window.timezone))
             starts.append(start)
             ends.append(end)
             kept += 1
             if start >= self.hi:
-                break
+                if feed is None:
+                    break
+                beyond = start
         if stopped:  # a run of excluded starts ended the scan: nothing is known past it
             self.hi = max(self.lo + 1, min(self.hi, micros(stopped[0])))
             self.stopped.add(len(self.tables))
-        if window.cron is not None:
+        if window.cron is not None or feed is not None:
             self.zones.add(window.timezone)
+        if feed is not None:
+            self.calendars[len(self.tables)] = json.dumps({
+                "source": window.to_toml(), "digest": feed.digest, "longest": feed.longest.total_seconds(),
+                "spans": [span.total_seconds() for span in feed.spans]})
         lead = (window.drain or timedelta(0)) // _US
         self._add(Row.of(window), _compact(window.to_json()) if table else b"", lead, source)
 
@@ -515,6 +571,10 @@ class _Builder:
         lo, hi = previous.offsets[row], previous.offsets[row + 1]
         if row in previous.stopped:
             self.stopped.add(len(self.tables))
+        if row in previous.calendars:
+            self.calendars[len(self.tables)] = previous.calendars[row]
+        shift = len(self.columns["starts"]) - lo
+        self.events.update((index + shift, previous.events[index]) for index in range(lo, hi) if index in previous.events)
         self.columns["starts"].extend(previous.starts[lo:hi])
         self.columns["ends"].extend(previous.ends[lo:hi])
         self._add(previous.row(row), previous.tables[row], previous.leads[row], source)
@@ -529,22 +589,15 @@ class _Builder:
         c["offsets"].append(len(c["starts"]))
         self.tables.append(table)
 
-    def schedule(self, digest: str, basis: str, zones: Sequence[str],
-                 bound: Sequence[Entry] | _Bound = ()) -> Schedule | None:
-        """The schedule; None when two rows (or, for `_Bound`, any two tables) share a name
-        (the whole validation refuses it)."""
+    def schedule(self, digest: str, basis: str, zones: Sequence[str]) -> Schedule | None:
+        """The schedule; None when two rows share a name (the whole validation refuses it)."""
         c = self.columns
-        if isinstance(bound, _Bound):
-            entries = bound.entries(c["names"])
-            if entries is None:
-                return None
-            bound = entries
         if len(set(c["names"])) != len(c["names"]):
             return None
         return Schedule(digest, basis, list(zones), self.lo, self.hi, c["names"], c["scopes"], c["enabled"],
                         c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
-                        c["offsets"], c["starts"], c["ends"], Tables(self.tables), list(bound), (),
-                        frozenset(self.stopped))
+                        c["offsets"], c["starts"], c["ends"], Tables(self.tables), self.events, self.calendars,
+                        self.feeds, None, frozenset(self.stopped))
 
 
 def _horizon(now: datetime) -> tuple[int, int]:
@@ -554,133 +607,90 @@ def _horizon(now: datetime) -> tuple[int, int]:
 
 def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | None = None) -> Schedule | None:
     """The schedule of `windows` (the validated content of a file whose bytes, `raw`, have
-    SHA-256 `digest`) over `[now, now + HORIZON)`: a row per plain window, the tables bound to
-    a calendar kept as written (`_bound_entries`); None when they cannot be told from `raw`."""
-    plain = [w for w in windows if w.exclude_calendar is None and w.feed is None]
-    bound: list[Entry] = []
-    if len(plain) != len(windows):
-        entries = _bound_entries(raw, windows)
-        if entries is None:
-            return None
-        bound, windows = entries, plain
-    sources = _row_sources(raw, bound)
+    SHA-256 `digest`) over `[now, now + HORIZON)`, a row per window. Rows of a feed are not
+    fingerprinted here (it was read before): such a schedule is never kept."""
+    try:
+        sources = [source for kind, source, _ in _tables(raw) if kind == "windows"] if raw is not None else []
+    except _NotSimple:
+        sources = []
     builder = _Builder(*_horizon(now))
     for i, window in enumerate(windows):
-        builder.add_window(window, sources[i] if sources is not None and len(sources) == len(windows) else "")
-    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones), bound)
-
-
-def _row_sources(raw: bytes | None, bound: Sequence[Entry]) -> list[str] | None:
-    """The digest of each `[[windows]]` table of `raw` that is a row (not in `bound`), in file
-    order; None when `raw` cannot be cut table by table."""
-    if raw is None:
-        return None
-    excluding = {index for kind, index, _ in bound if kind == "windows"}
-    try:
-        tables = (source for kind, source, _ in _tables(raw) if kind == "windows")
-        return [source for index, source in enumerate(tables) if index not in excluding]
-    except _NotSimple:
-        return None
-
-
-def _bound_entries(raw: bytes | None, windows: Sequence[Window]) -> list[Entry] | None:
-    """The tables of `raw` bound to a calendar (`Entry`), when `windows` are exactly its tables
-    validated and bound (the `[[windows]]` in order, then the calendars); None otherwise (a
-    table failed, or the windows are not of these bytes)."""
-    try:
-        data = toml_loads((raw or b"").decode("utf-8-sig"))
-    except (UnicodeDecodeError, TOMLDecodeError):
-        return None
-    tables, calendars = data.get("windows", []), data.get("calendars", [])
-    if not isinstance(tables, list) or not isinstance(calendars, list) or len(tables) + len(calendars) != len(windows):
-        return None
-    entries: list[Entry] = []
-    for index, (table, window) in enumerate(zip(tables, windows, strict=False)):
-        if window.feed is not None or not isinstance(table, dict):
-            return None
-        if window.exclude_calendar is not None:
-            entries.append(("windows", index, tomli_w.dumps(table)))
-    for index, (table, window) in enumerate(zip(calendars, windows[len(tables):], strict=True)):
-        if window.feed is None or not isinstance(table, dict):
-            return None
-        entries.append(("calendars", index, tomli_w.dumps(table)))
-    return entries
-
-
-class _Bound:
-    """The tables of a file bound to a calendar, kept as `_tables` meets them (`Entry`, as
-    `_bound_entries` makes them from the whole file), each validated, with their names (windows
-    and calendars share one name space, `calendars.bind`)."""
-
-    def __init__(self, windows_path: Path) -> None:
-        self.windows_path = windows_path
-        self.windows: list[Entry] = []
-        self.calendars: list[Entry] = []
-        self.names: list[str] = []
-
-    def tables(self, raw: bytes) -> Iterator[tuple[int, str, dict[str, Any]]]:
-        """Each `[[windows]]` table of `raw` with its index and digest; each `[[calendars]]`
-        table validated and kept. `_NotSimple`, `InvalidWindow` as `_tables` and validation raise."""
-        index = 0
-        for kind, source, table in _tables(raw):
-            if kind == "windows":
-                yield index, source, table
-                index += 1
-                continue
-            calendar = CalendarSource.parse(table, path=self.windows_path, index=len(self.calendars))
-            self.names.append(calendar.name)
-            self.calendars.append(("calendars", len(self.calendars), tomli_w.dumps(table)))
-
-    def excluding(self, window: Window, index: int, table: dict[str, Any]) -> bool:
-        """Whether `window` (the `[[windows]]` table `index`) excludes a calendar: kept then."""
-        if window.exclude_calendar is None:
-            return False
-        self.names.append(window.name)
-        self.windows.append(("windows", index, tomli_w.dumps(table)))
-        return True
-
-    def entries(self, rows: Sequence[str]) -> list[Entry] | None:
-        """The bound tables in `_bound_entries`' order; None when a name repeats among them and
-        the `rows` (the whole validation refuses it)."""
-        names = [*rows, *self.names]
-        return self.windows + self.calendars if len(set(names)) == len(names) else None
+        fed = window.feed is not None or window.exclude_calendar is not None
+        builder.add_window(window, sources[i] if i < len(sources) and not fed else "")
+        if fed:
+            builder.feeds = None
+    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones))
 
 
 def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
               previous: Schedule | None = None) -> Schedule | None:
     """The schedule of the file `raw` built a table at a time (no more than one `Window` held
-    at once; the tables bound to a calendar kept as `build` keeps them: `_Bound`). With
-    `previous` (the schedule kept for the file before an edit), an unchanged table's row taken
-    from it as it is (same code, same zone data, same horizon): only an edited or added table
-    validated and asked for its occurrences. None when anything is not that simple (a table
-    that does not validate, a repeated name; with `previous`, a new zone or a horizon half
-    gone): the caller then builds it whole, or validates the file whole, which refuses it."""
+    at once), a table of a feed bound to it as it is now, its row's digest that of the table and
+    the feed (`_fed`). With `previous` (the schedule kept for the file before an edit), an
+    unchanged table's row taken from it as it is (same code, same zone data, same horizon):
+    only an edited or added table validated and asked for its occurrences. None when anything
+    is not that simple (a table that does not validate, a feed that cannot be read, a repeated
+    name; with `previous`, a new zone or a horizon half gone): the caller then builds it whole,
+    or validates the file whole, which refuses it."""
     if previous is not None and (not previous.answers(now) or micros(now) >= previous.lo + HORIZON // _US // 2):
         return None
     known = {source: row for row, source in enumerate(previous.sources) if source} if previous is not None else {}
     builder = _Builder(previous.lo, previous.hi) if previous is not None else _Builder(*_horizon(now))
-    bound = _Bound(windows_path)
+    feeds: dict[str, str] = {}
+    calendars: list[tuple[str, dict[str, Any]]] = []
     paused = gc.isenabled()
     gc.disable()  # every row built survives: a collection would only walk them again
     try:
-        for index, source, table in bound.tables(raw):
-            if previous is not None and source in known:
-                builder.add_kept(previous, known[source], source)
+        index = 0
+        for kind, source, table in _tables(raw):
+            if kind == "calendars":
+                calendars.append((_fed(source, table.get("url") or table.get("ics"), windows_path, feeds), table))
                 continue
-            window = Window.parse(table, path=windows_path, index=index)
-            if bound.excluding(window, index, table):
-                continue
-            if previous is not None and window.cron is not None and window.timezone not in previous.zones:
+            source = _fed(source, table.get("exclude_calendar"), windows_path, feeds)
+            if not _add(builder, previous, known, source, partial(Window.parse, table, path=windows_path, index=index),
+                        windows_path):
                 return None
-            builder.add_window(window, source)
+            index += 1
+        for index, (source, table) in enumerate(calendars):
+            if not _add(builder, previous, known, source,
+                        partial(CalendarSource.parse, table, path=windows_path, index=index), windows_path):
+                return None
     except (_NotSimple, InvalidWindow):
         return None
     finally:
         if paused:
             gc.enable()
+    builder.feeds = feeds
     if previous is not None:
-        return builder.schedule(digest, previous.basis, previous.zones, bound)
-    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones), bound)
+        return builder.schedule(digest, previous.basis, previous.zones)
+    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones))
+
+
+def _fed(source: str, location: object, windows_path: Path, feeds: dict[str, str]) -> str:
+    """The digest of a row of the table of `source` that reads the feed at `location` (when it
+    names one): of the table and of the feed as it is now (`calendars.fingerprint`)."""
+    if not isinstance(location, str):
+        return source
+    found = feeds[location] = feeds.get(location) or fingerprint(windows_path.parent, location)
+    return hashlib.sha256(f"{source}\0{location}\0{found}".encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _add(builder: _Builder, previous: Schedule | None, known: dict[str, int], source: str,
+         validate: Callable[[], Window | CalendarSource], windows_path: Path) -> bool:
+    """The row of one table: `previous`'s when it has the table's `source`, else validated and
+    bound to its feed; False when it is not that simple (a feed that cannot be read, a new zone)."""
+    if previous is not None and source in known:
+        builder.add_kept(previous, known[source], source)
+        return True
+    valid = validate()
+    if isinstance(valid, CalendarSource) or valid.exclude_calendar is not None:
+        windows, sources = ([], [valid]) if isinstance(valid, CalendarSource) else ([valid], [])
+        bound = bind(windows_path.parent, windows_path, windows, sources)
+        if bound.failures:
+            return False
+        valid = bound.windows[0]
+    builder.add_window(valid, source)
+    return previous is None or builder.zones <= set(previous.zones)
 
 
 def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
@@ -692,8 +702,11 @@ def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
     if schedule.stopped:
         header["stopped"] = sorted(schedule.stopped)
     body = bytearray()
-    for name in _COLUMNS[:-1]:
+    for name in _COLUMNS[:-2]:
         body += _compact([list(v) if isinstance(v, tuple) else v for v in getattr(schedule, name)]) + b"\n"
+    body += _compact({"events": [[index, *event] for index, event in schedule.events.items()],
+                      "calendars": [[row, table] for row, table in schedule.calendars.items()],
+                      "feeds": sorted((schedule.feeds or {}).items())}) + b"\n"
     for table in schedule.tables.values():
         body += table + b"\n"
     del body[-1:]
@@ -739,9 +752,9 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
     if type(count) is not int or len(data) != len(_COLUMNS) + count:
         raise ValueError("wrong number of lines")
     columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:], strict=False)}
-    _check_shape(columns, count, header["lo"], header["hi"])
+    events, calendars, feeds = _calendars_of(columns["calendars"], count, len(columns["starts"]))
+    _check_shape(columns, count, header["lo"], header["hi"], calendars)
     _check_values(columns)
-    bound = _bound_of(columns["bound"], count)
     stopped = header.get("stopped", [])
     if type(stopped) is not list or not all(type(row) is int and 0 <= row < count for row in stopped):
         raise ValueError("stopped is not a list of rows")
@@ -750,12 +763,12 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
     c = columns
     return Schedule(header["digest"], basis, zones, header["lo"], header["hi"], c["names"], c["scopes"], c["enabled"],
                     c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
-                    c["offsets"], c["starts"], c["ends"], Tables(data[len(_COLUMNS):]), bound, (), frozenset(stopped))
+                    c["offsets"], c["starts"], c["ends"], Tables(data[len(_COLUMNS):]), events, calendars, feeds, None, frozenset(stopped))
 
 
-def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any) -> None:
+def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any, calendars: Container[int]) -> None:
     """`ValueError` unless every column has its length and the occurrences are whole numbers,
-    ascending per row, sliced by the offsets."""
+    ascending per row (a calendar's starts: not descending), sliced by the offsets."""
     offsets, starts, ends = columns["offsets"], columns["starts"], columns["ends"]
     if type(count) is not int or not all(type(columns[name]) is list and len(columns[name]) == count
                                          for name in _PER_ROW):
@@ -766,24 +779,24 @@ def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any) -> None:
     if not all(type(v) is int for v in itertools.chain(starts, ends, offsets, (lo, hi))):
         raise ValueError("a start, an end or an offset is not an integer")
     if any(a > b for a, b in itertools.pairwise(offsets)) or any(
-            starts[i] >= starts[i + 1] or ends[i] > ends[i + 1]
-            for a, b in itertools.pairwise(offsets) for i in range(a, b - 1)):
+            starts[i] > starts[i + 1] if row in calendars else starts[i] >= starts[i + 1] or ends[i] > ends[i + 1]
+            for row, (a, b) in enumerate(itertools.pairwise(offsets)) for i in range(a, b - 1)):
         raise ValueError("starts (or ends) not ascending per row")
 
 
-def _bound_of(column: Any, count: int) -> list[Entry]:
-    """The `bound` column; `ValueError` unless each entry is an array's name, an index and a
-    text, the `[[windows]]` indices distinct places among the rows' and the calendars' 0, 1, ..."""
-    if type(column) is not list or not all(
-            type(e) is list and len(e) == 3 and e[0] in ("windows", "calendars") and type(e[1]) is int
-            and type(e[2]) is str for e in column):
-        raise ValueError("bound is not a list of tables")
-    places = [index for kind, index, _ in column if kind == "windows"]
-    calendars = [index for kind, index, _ in column if kind == "calendars"]
-    if places != sorted(set(places)) or not all(0 <= i < count + len(places) for i in places) \
-            or calendars != list(range(len(calendars))):
-        raise ValueError("bound tables out of place")
-    return [(kind, index, text) for kind, index, text in column]
+def _calendars_of(column: Any, count: int, occurrences: int) -> tuple[dict[int, Event], dict[int, str], dict[str, str]]:
+    """The `calendars` column (events by occurrence, calendars' tables by row, feeds);
+    `ValueError` unless each is of its types and places."""
+    events, calendars, feeds = column["events"], column["calendars"], column["feeds"]
+    if not all(type(e) is list and len(e) == 5 and type(e[0]) is int and 0 <= e[0] < occurrences
+               and all(type(v) is str for v in e[1:]) for e in events):
+        raise ValueError("events is not a list of calendar events")
+    if not all(type(c) is list and len(c) == 2 and type(c[0]) is int and 0 <= c[0] < count and type(c[1]) is str
+               for c in calendars) or not all(type(f) is list and len(f) == 2 and all(type(v) is str for v in f)
+                                              for f in feeds):
+        raise ValueError("calendars or feeds of the wrong types")
+    return ({e[0]: (e[1], e[2], e[3], e[4]) for e in events}, {row: table for row, table in calendars},
+            {at: was for at, was in feeds})
 
 
 def _check_values(columns: dict[str, Any]) -> None:
@@ -805,23 +818,26 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     else from `validate()` (the file's windows; only called then, it refuses a
     file that does not validate); written there by whichever process builds it first. One built
     more than `fresh_for` ago is built again (the daemon does so at `REFRESH`, before an
-    operator's command finds the horizon gone). None when the file has no schedule (its bound
-    tables cannot be told from its bytes)."""
+    operator's command finds the horizon gone); one whose feeds changed takes the rows of the
+    tables of no changed feed from it. None when two rows share a name."""
     path = kept_files.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path) if path is not None else None
-    if found is not None and _fresh(found, digest, now, fresh_for):
-        return found
-    built = _compiled(digest, raw, windows_path, now, found) if found is not None and found.digest != digest else None
+    if found is not None and _fresh(found, digest, now, fresh_for, windows_path):
+        return replace(found, windows_path=windows_path) if found.fed else found
+    previous = found if found is not None and (found.digest != digest or _fresh(found, digest, now, fresh_for)) else None
+    built = _compiled(digest, raw, windows_path, now, previous) if previous is not None else None
     if built is None and not validated:
         built = _compiled(digest, raw, windows_path, now)
     if built is None:
         built = build(digest, validate(), now, raw)
-    if built is not None and path is not None:
+        if built is not None and built.feeds is None and validated:  # its feeds read before: read again, fingerprinted
+            built = _compiled(digest, raw, windows_path, now) or built
+    if built is not None and built.feeds is not None and path is not None:
         key = kept_files.seal_key(path.parent, create=True)
         if key is not None:  # an unsealed schedule would never be read: not written
             kept_files.write_trusted(path, dumps(built, key), private=kept_files.in_cache(path, windows_path))
-    return built
+    return replace(built, windows_path=windows_path) if built is not None and built.fed else built
 
 
 def _kept(path: Path) -> Schedule | None:
@@ -1093,7 +1109,7 @@ class Schedules:
         except Exception as exc:  # noqa: BLE001 -- the pass validates the file instead
             log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
             built = None
-        if built is None or built.bound:
+        if built is None or built.fed:
             self._refused = raw
             return None
         return self._hold(raw, built).windows()
@@ -1121,7 +1137,7 @@ class Schedules:
         except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
             log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
             built = None
-        if built is not None and not built.bound and built.digest == digest:
+        if built is not None and not built.fed and built.digest == digest:
             self._hold(raw, built)
         else:
             self._failed = digest
