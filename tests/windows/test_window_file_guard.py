@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hermes_estop.model.hold import HoldState
-from hermes_estop.windows.guard import FileGuard
 from hermes_estop.windows.ledger import ARMED, WITHDRAWN, JsonFileLedger
 from hermes_estop.windows.model import Window
+from hermes_estop.windows.plan import FileGuard
 
 POLL = timedelta(seconds=5)  # the service's default poll interval (the confirmation period)
 

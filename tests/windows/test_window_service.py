@@ -10,8 +10,7 @@ import pytest
 from schedule_queries import schedule_path
 
 from hermes_estop.model.hold import HoldState
-from hermes_estop.windows.arm_intents import INTENT
-from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED
+from hermes_estop.windows.ledger import ARMED, ENDED, INTENT, RELEASED, SKIPPED
 
 US = timedelta(microseconds=1)
 

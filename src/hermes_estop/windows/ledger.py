@@ -1,32 +1,37 @@
 """What the window scheduler remembers about occurrences, across its restarts.
 
-The sentinel says what holds now; it cannot say that an occurrence was already armed and then
-released by the operator (it must not be re-armed), or that it was skipped because a manual hold
-stood. The ledger keeps one `LedgerEntry` per occurrence the scheduler acted on, keyed by
-`Occurrence.key` (`<scope>/<window>@<start>`).
+The sentinel says what holds now; it cannot say that an occurrence was armed and then released
+by the operator (never re-armed), or skipped because a manual hold stood. The ledger keeps one
+`LedgerEntry` per occurrence acted on, keyed by `Occurrence.key`. The STORAGE is the fleet's
+(`Fleet.ledger()`: a file in the fleet root, or a PostgreSQL table), so nothing here imports a
+backend.
 
-This module is the typed layer (`LedgerEntry`, `OccurrenceLedger`); the STORAGE is the fleet's
-(`Fleet.ledger()`): `windows-state.json` in the fleet root for the file store, the `occurrences`
-table for PostgreSQL. So the store picks its medium by what it is, not by its name, and nothing
-here imports a backend.
+The scheduler writes the hold first and the ledger second; a crash in between, then the
+operator's `hermes resume`, would leave no memory of the arm. So before every arm it appends an
+intent to the audit trail (`INTENT`), and `recall` pairs it with the store's own audit of the
+write (issue 9 item 2): the ledger's fallback memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Collection, Hashable, Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.fleet.tables import LEDGER_FILE, RecordTable
 from hermes_estop.model.timeutil import format_instant, parse_stamp
 
+if TYPE_CHECKING:
+    from hermes_estop.model.audit_event import AuditEvent
+    from hermes_estop.windows.occurrences import Occurrence
+
 __all__ = [
-    "skipped_keys",
     "ARMED",
     "ENDED",
+    "INTENT",
     "LEDGER_FILE",
     "RELEASED",
     "RETENTION",
@@ -36,7 +41,11 @@ __all__ = [
     "JsonFileLedger",
     "LedgerEntry",
     "OccurrenceLedger",
+    "entry_for",
+    "intent_detail",
     "open_ledger",
+    "recall",
+    "skipped_keys",
 ]
 
 #: the scheduler armed (or adopted) `generation` for the occurrence; it retires it at the end
@@ -202,3 +211,42 @@ def open_ledger(fleet: Fleet) -> OccurrenceLedger:
 def skipped_keys(fleet: Fleet) -> frozenset[str]:
     """The occurrence keys the fleet's ledger says are skipped."""
     return frozenset(key for key, entry in open_ledger(fleet).load().items() if entry.state == SKIPPED)
+
+
+def entry_for(occurrence: Occurrence, state: str, now: datetime, generation: str | None = None,
+              detail: str | None = None) -> LedgerEntry:
+    return LedgerEntry(key=occurrence.key, window=occurrence.window, occurrence=occurrence.ident,
+                       scope=occurrence.scope, end=occurrence.end, state=state, generation=generation,
+                       updated_at=now, detail=detail)
+
+
+#: the audit event a window scheduler appends right before it arms
+INTENT = "window-arm"
+_PREFIX = "arming "
+
+
+def intent_detail(keys: Iterable[str]) -> str:
+    """The intent's detail: the occurrence keys (`<scope>/<window>@<start>`, no spaces)."""
+    return _PREFIX + " ".join(keys)
+
+
+def recall(events: Iterable[AuditEvent], scope: str, keys: Collection[str]) -> dict[str, str]:
+    """occurrence key -> the generation armed for it, for those of `keys` the audit trail
+    (`events`, oldest first) shows armed at `scope`: each intent paired with the first `engage`
+    or `rearm` after it by the same actor with the same deadline. The latest arm of a key wins."""
+    out: dict[str, str] = {}
+    waiting: dict[str, tuple[str | None, datetime | None]] = {}
+    for event in events:
+        if event.location != scope:
+            continue
+        if event.event == INTENT:
+            detail = event.detail or ""
+            for key in detail[len(_PREFIX):].split() if detail.startswith(_PREFIX) else ():
+                if key in keys:
+                    waiting[key] = (event.actor, event.deadline)
+        elif event.event in ("engage", "rearm") and event.generation and waiting:
+            for key, (actor, deadline) in list(waiting.items()):
+                if actor == event.actor and deadline == event.deadline:
+                    out[key] = event.generation
+                    del waiting[key]
+    return out

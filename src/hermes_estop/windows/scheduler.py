@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,21 +31,17 @@ from hermes_estop.model.errors import EstopError, StoreError
 from hermes_estop.model.hold import HoldState, Reading
 from hermes_estop.model.homes import FLEET, validate_profile_name
 from hermes_estop.model.timeutil import next_deadline
-from hermes_estop.windows.actions import Actions, PassState
-from hermes_estop.windows.arm_intents import recall
-from hermes_estop.windows.events import TickEvent, TickReport, note_event, planned_events
-from hermes_estop.windows.guard import FileGuard
-from hermes_estop.windows.ledger import ARMED, RETENTION, WITHDRAWN, LedgerEntry, OccurrenceLedger, open_ledger
+from hermes_estop.windows.actions import Actions, PassState, TickEvent, TickReport, note_event, planned_events
+from hermes_estop.windows.ledger import ARMED, RETENTION, WITHDRAWN, LedgerEntry, OccurrenceLedger, open_ledger, recall
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import Occurrence, Windows, covering as covering_of
+from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope
 from hermes_estop.windows.policy_check import against_policy
-from hermes_estop.windows.problem_log import ProblemLog
-from hermes_estop.windows.reconcile import Arm, Retire, ScopePlan, Skip, idle, plan_scope
 from hermes_estop.windows.schedule import Schedules
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler, wakeups_for
 from hermes_estop.windows.windows_file import FileSnapshot, Parsed, WindowsFile
 
-__all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "TickEvent", "TickReport", "WindowService"]
+__all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "ProblemLog", "TickEvent", "TickReport", "WindowService"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
@@ -81,6 +77,47 @@ Covering = dict[str, list[Occurrence]]
 
 def _always() -> bool:
     return True
+
+
+class ProblemLog:
+    """The problems standing now (kind -> message) of one service, on `logger`."""
+
+    def __init__(self, logger: logging.Logger, *, quiet: bool = False) -> None:
+        self.logger = logger
+        self._standing: dict[str, str] = {}
+        #: ERROR when a problem starts, INFO when it clears; `quiet`: both at DEBUG (another
+        #: service beside this one logs the same problem: one problem, one line)
+        self._started, self._ended = (logging.DEBUG, logging.DEBUG) if quiet else (logging.ERROR, logging.INFO)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._standing))
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._standing
+
+    def start(self, kind: str, message: str) -> None:
+        """Log `message` as an ERROR when `kind` starts; while it lasts, a changed wording (an
+        editor's torn saves fail at a new position each time) only at DEBUG."""
+        if kind in self._standing:
+            if self._standing[kind] != message:
+                self._standing[kind] = message
+                self.logger.debug("%s", message)
+            return
+        self._standing[kind] = message
+        self.logger.log(self._started, "%s", message)
+
+    def clear(self, kind: str, message: str) -> None:
+        """Log once, as INFO, that the problem `kind` is over (nothing when there was none)."""
+        if self._standing.pop(kind, None) is not None:
+            self.logger.log(self._ended, "%s", message)
+
+    def only(self, prefix: str, standing: Iterable[str], message: str) -> None:
+        """Clear every problem of `prefix` whose rest is not in `standing`; `message` is
+        formatted with that rest."""
+        keep = set(standing)
+        for kind in self:
+            if kind.startswith(prefix) and kind[len(prefix):] not in keep:
+                self.clear(kind, message.format(kind[len(prefix):]))
 
 
 class WindowService:

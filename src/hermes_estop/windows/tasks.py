@@ -41,8 +41,8 @@ from hermes_estop.system.processes import signal_group, start_time
 from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, Windows, covering
-from hermes_estop.windows.problem_log import ProblemLog
 from hermes_estop.windows.schedule import Schedules
+from hermes_estop.windows.scheduler import ProblemLog
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskReport", "TaskService"]

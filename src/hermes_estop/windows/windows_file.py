@@ -9,7 +9,7 @@ that stayed as it was.
 
 Writes go through `fsutil.locked_update`: an exclusive lock beside the file (`.windows.toml.lock`),
 the temporaries of writers that died mid-write swept, the file replaced atomically: a reader sees
-the old file or the new. Hand editors that re-save in place are the scheduler's problem (`windows.guard`).
+the old file or the new. Hand editors that re-save in place are the scheduler's problem (`windows.plan`).
 """
 
 from __future__ import annotations
