@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from hermes_estop.fleet.fleet import Fleet
+from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.errors import EstopError, HoldConflict
 from hermes_estop.model.hold import EngageRequest, Fence, clean_reason
 from hermes_estop.model.policy import Actor, PolicyRefused
@@ -142,6 +143,8 @@ class PassState:
     #: where the pass looks occurrences up (`occurrences.EXACT`, or the compiled schedule of the
     #: bytes the pass's windows were validated from: `schedule.Schedules`)
     timeline: Timeline = EXACT
+    #: the audit trail's newest events by scope, read at most once a pass (`WindowService._recalled`)
+    trail: dict[str, list[AuditEvent]] | None = None
     #: `entries` by scope, built at the first `of` and kept up to date by `remember`
     _by_scope: dict[str, dict[str, LedgerEntry]] | None = field(default=None, repr=False)
 
