@@ -6,7 +6,7 @@ scheduler decides when to call these; nothing here decides anything.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -89,14 +89,6 @@ class TickReport:
         }
 
 
-def _names(occurrences: Iterable[Any]) -> tuple[str, ...]:
-    out: list[str] = []
-    for occurrence in occurrences:
-        if occurrence.window not in out:
-            out.append(occurrence.window)
-    return tuple(out)
-
-
 def note_event(scope: str, note: LedgerEntry) -> TickEvent | None:
     """The event a ledger note is worth reporting as: an early release, or an adopted hold."""
     if note.state == RELEASED:
@@ -111,7 +103,7 @@ def action_event(action: Arm | Retire | Skip, generation: str | None = None) -> 
     """The event an action is reported as; `generation` is what an arm minted (None: planned)."""
     if isinstance(action, Arm):
         detail = f"replaces our generation {action.replaces}" if action.replaces else None
-        return TickEvent("rearm" if action.replaces else "arm", action.scope, _names(action.members),
+        return TickEvent("rearm" if action.replaces else "arm", action.scope, tuple(dict.fromkeys(o.window for o in action.members)),
                      tuple(o.ident for o in action.members), generation, action.desired.deadline, detail)
     if isinstance(action, Retire):
         return TickEvent("retire", action.scope, tuple(sorted({e.window for e in action.entries})),
@@ -140,8 +132,7 @@ class PassState:
     report: TickReport
     entries: dict[str, LedgerEntry]
     changes: dict[str, LedgerEntry] = field(default_factory=dict)
-    #: where the pass looks occurrences up (`occurrences.EXACT`, or the compiled schedule of the
-    #: bytes the pass's windows were validated from: `schedule.Schedules`)
+    #: where the pass looks occurrences up (the pass's compiled schedule)
     timeline: Timeline = EXACT
     #: the audit trail's newest events by scope, read at most once a pass (`WindowService._recalled`)
     trail: dict[str, list[AuditEvent]] | None = None
@@ -155,9 +146,8 @@ class PassState:
             self._by_scope.setdefault(entry.scope, {})[entry.key] = entry
 
     def of(self, scope: str) -> dict[str, LedgerEntry]:
-        """The entries of `scope` as they now stand (a copy). Why an index: a pass plans every
-        scope, and filtering the whole ledger for each of a thousand profiles cost more than
-        the planning itself (issue 24)."""
+        """The entries of `scope` as they now stand (a copy; indexed: filtering the whole ledger
+        for each of a thousand profiles cost more than the planning, issue 24)."""
         if self._by_scope is None:
             self._by_scope = {}
             for key, entry in self.entries.items():
@@ -183,9 +173,14 @@ class Actions:
         self._refused: set[str] = set()
 
     def arm(self, action: Arm, state: PassState) -> bool:
-        """Write the desired hold; False when the hold changed in between (plan again)."""
+        """Write the desired hold, after its intent in the audit trail (`ledger.recall`: failing
+        to write that never stops the arm); False when the hold changed in between (plan again)."""
         desired = action.desired
-        self._intend(action)
+        try:
+            self.fleet.record(INTENT, self.fleet.location(action.scope), reason=desired.reason,
+                              deadline=desired.deadline, detail=intent_detail(o.key for o in action.members))
+        except (EstopError, OSError) as exc:
+            logger.warning("windows: cannot record the arm in the audit trail (%s); arming anyway", exc)
         now = self.fleet.clock()
         if desired.deadline is not None and desired.deadline <= now:
             return False  # the deadline passed while deciding: plan again
@@ -201,23 +196,11 @@ class Actions:
         state.event(action_event(action, hold.generation))
         return True
 
-    def _intend(self, action: Arm) -> None:
-        """The audit intent `recall` pairs with the store's own audit of the write. Failing to
-        write it never stops the arm: a hold matters more than the memory of it."""
-        try:
-            self.fleet.record(INTENT, self.fleet.location(action.scope), reason=action.desired.reason,
-                              deadline=action.desired.deadline, detail=intent_detail(o.key for o in action.members))
-        except (EstopError, OSError) as exc:
-            logger.warning("windows: cannot record the arm in the audit trail (%s); arming anyway", exc)
-
     def retire(self, action: Retire, state: PassState) -> None:
-        """Retire a hold the scheduler armed. At or past its deadline that is the window's end,
-        written as the scheduler. Before it, the windows say it no longer holds (a window
-        removed, shortened, moved): an edit of the windows file is not an operator's act, so
-        the retire is judged as the file's (`EDIT`), which no role maps to, and under a policy
-        that limits who lifts a window's hold (`lift_windows`) the hold stays until the deadline
-        it was armed with. A refusal is on the record once; the hold is left to its deadman and
-        not asked again."""
+        """Retire a hold the scheduler armed. Before its deadline the windows file no longer holds
+        it, and an edit is not an operator's act: the retire is judged as `EDIT`, so under a
+        policy limiting who lifts a window's hold (`lift_windows`) it stays until its deadman
+        (the refusal on the record once, not asked again)."""
         if action.generation in self._refused:
             return
         location = self.fleet.location(action.scope)

@@ -28,37 +28,20 @@ if TYPE_CHECKING:
     from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.windows.occurrences import Occurrence
 
-__all__ = [
-    "ARMED",
-    "ENDED",
-    "INTENT",
-    "LEDGER_FILE",
-    "RELEASED",
-    "RETENTION",
-    "SKIPPED",
-    "STATES",
-    "WITHDRAWN",
-    "JsonFileLedger",
-    "LedgerEntry",
-    "OccurrenceLedger",
-    "entry_for",
-    "intent_detail",
-    "open_ledger",
-    "recall",
-    "skipped_keys",
-]
+__all__ = ["ARMED", "ENDED", "INTENT", "LEDGER_FILE", "RELEASED", "RETENTION", "SKIPPED", "STATES", "WITHDRAWN",
+           "JsonFileLedger", "LedgerEntry", "OccurrenceLedger", "entry_for", "intent_detail", "open_ledger",
+           "recall", "skipped_keys"]
 
 #: the scheduler armed (or adopted) `generation` for the occurrence; it retires it at the end
 ARMED = "armed"
-#: the occurrence's hold went away (the operator released or replaced it) before its end:
-#: never re-armed
+#: its hold went away (the operator released or replaced it) before its end: never re-armed
 RELEASED = "released"
 #: a hold the scheduler did not arm stood when the occurrence was due: never armed
 SKIPPED = "skipped"
 #: the occurrence is over and its hold retired (or no longer the scheduler's to retire)
 ENDED = "ended"
-#: its window was removed, disabled or moved (confirmed) while the occurrence held, and the hold
-#: retired; NOT closed: the occurrence is re-armed if its window is back before its end
+#: its window was removed, disabled or moved while it held; NOT closed: re-armed if its window is
+#: back before its end
 WITHDRAWN = "withdrawn"
 STATES = (ARMED, RELEASED, SKIPPED, ENDED, WITHDRAWN)
 #: entries are kept this long after their occurrence ends (`hermes status` shows recent ones)
@@ -79,10 +62,8 @@ class LedgerEntry:
     updated_at: datetime | None = None
     detail: str | None = None
 
-    def moved(self, state: str, now: datetime, *, generation: str | None = None,
-              detail: str | None = None) -> LedgerEntry:
-        return replace(self, state=state, generation=generation if generation is not None else self.generation,
-                       updated_at=now, detail=detail)
+    def moved(self, state: str, now: datetime, *, detail: str | None = None) -> LedgerEntry:
+        return replace(self, state=state, updated_at=now, detail=detail)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -112,13 +93,8 @@ class LedgerEntry:
 
 
 class OccurrenceLedger:
-    """Where the scheduler's memory of occurrences lives: `LedgerEntry`s over the record table
-    the fleet's store keeps (`HoldStore.open_ledger()`: a file in the fleet root, or a table of
-    the PostgreSQL store's schema).
-
-    Shared by every scheduler of one fleet (only the leader writes). Both methods are atomic with
-    respect to each other across processes and hosts sharing the ledger: `load` never sees half
-    of a `commit`."""
+    """`LedgerEntry`s over the record table the fleet's store keeps, shared by every scheduler of
+    one fleet (only the leader writes): `load` never sees half of a `commit`."""
 
     def __init__(self, records: RecordTable) -> None:
         self.records = records
@@ -132,10 +108,8 @@ class OccurrenceLedger:
         return self.records.name
 
     def load(self) -> dict[str, LedgerEntry]:
-        """Every entry, keyed by `LedgerEntry.key`. An absent ledger is empty.
-
-        Raises `StoreError` naming the ledger when it exists but cannot be read or parsed: the
-        scheduler then takes no decision (a forgotten release would be re-armed)."""
+        """Every entry by key (an absent ledger is empty). `StoreError` when it cannot be read or
+        parsed: the scheduler then decides nothing (a forgotten release would be re-armed)."""
         records = self.records.load()
         try:
             entries = {key: self._entry(key, value) for key, value in records.items()}
@@ -146,12 +120,8 @@ class OccurrenceLedger:
         return entries
 
     def _entry(self, key: str, value: Any) -> LedgerEntry:
-        """`LedgerEntry.from_json(key, value)`, without parsing it again when every field it
-        reads is what it was at the last read (the same text; the instants as the same text).
-        Why: the scheduler reads the ledger on every pass and commits it on every busy one, and
-        a week of 10,000 windows is 10,000 entries; parsing their instants again each time was
-        most of such a pass (issue 24). Any field that differs, or is not text where text is
-        expected, takes `from_json`."""
+        """`LedgerEntry.from_json(key, value)`, not parsed again while every field it reads is the
+        same text: parsing 10,000 entries' instants on every pass was most of a pass (issue 24)."""
         known = self._parsed.get(key)
         if known is not None and isinstance(value, dict):
             entry, end, updated_at = known
@@ -167,11 +137,8 @@ class OccurrenceLedger:
 
     def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None,
                remove: Iterable[str] = ()) -> None:
-        """Upsert `changes` (by key), delete the entries keyed `remove` (an operator's unskip) and
-        those whose `end` is before `prune_before`, all or nothing. Entries not named are left as
-        they are (another writer's survive). The stored records are checked as `load` reads them.
-
-        Raises `StoreError` on failure; the ledger is then unchanged."""
+        """Upsert `changes`, delete the entries keyed `remove` (an unskip) and those ending before
+        `prune_before`, all or nothing (`StoreError`: unchanged); entries not named are left."""
         self.records.update({entry.key: entry.to_json() for entry in changes}, remove=remove,
                             prune_before=prune_before, check=self._entry)
 
@@ -188,13 +155,8 @@ class OccurrenceLedger:
 
 
 class JsonFileLedger(OccurrenceLedger):
-    """The ledger of the fleet rooted at `root` on the file store: `windows-state.json` there,
-
-        {"format": 1, "occurrences": {"<window>@<start>": {"window", "occurrence", "scope",
-         "end", "state", "generation", "updated_at", "detail"}}}
-
-    replaced atomically under an exclusive lock on `.windows-state.json.lock`
-    (`fsutil.locked_update`); readers take no lock."""
+    """The ledger of the file store at `root`: `windows-state.json`, replaced atomically under a
+    lock on `.windows-state.json.lock`; readers take no lock."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(Fleet.of_files(root).ledger())
@@ -203,8 +165,7 @@ class JsonFileLedger(OccurrenceLedger):
 
 
 def open_ledger(fleet: Fleet) -> OccurrenceLedger:
-    """The ledger of `fleet`, where its store keeps it (in the database for a PostgreSQL store,
-    shared by every host's scheduler; else a file in the fleet root)."""
+    """The ledger of `fleet`, where its store keeps it."""
     return OccurrenceLedger(fleet.ledger())
 
 

@@ -54,27 +54,9 @@ from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRA
 from hermes_estop.windows.model import MAX_REASON, Window
 from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering, occurrence_key
 
-__all__ = [
-    "ARMED_BY_PREFIX",
-    "CHAIN_LIMIT",
-    "Arm",
-    "Desired",
-    "FileGuard",
-    "GuardVerdict",
-    "Retire",
-    "ScopePlan",
-    "Skip",
-    "chain_end",
-    "claims",
-    "compose",
-    "idle",
-    "intersect_allow",
-    "meanwhile",
-    "moves",
-    "plan_scope",
-    "strengthens",
-    "vanished",
-]
+__all__ = ["ARMED_BY_PREFIX", "CHAIN_LIMIT", "Arm", "Desired", "FileGuard", "GuardVerdict", "Retire", "ScopePlan",
+           "Skip", "chain_end", "claims", "compose", "idle", "intersect_allow", "meanwhile", "moves", "plan_scope",
+           "strengthens", "vanished"]
 
 ARMED_BY_PREFIX = "window:"
 #: at most this many future occurrences extend one deadline; the next start re-extends it
@@ -99,15 +81,14 @@ class Desired:
 
 @dataclass(frozen=True)
 class Arm:
-    """Write `desired` at `scope` for `members`, fenced by `only_if` (VACANT for a fresh arm,
-    {G} to change our own hold G)."""
+    """Write `desired` at `scope` for `members`, fenced by `only_if` (VACANT, or {G} to change our
+    own hold G); with `selector`, the scoped hold of that selector."""
 
     scope: str
     members: tuple[Occurrence, ...]
     desired: Desired
     only_if: Any
     replaces: str | None = None
-    #: the windows' selector: the arm writes the scoped hold with it (None: the full hold)
     selector: Any = None
 
 
@@ -174,19 +155,11 @@ def claims(hold: Hold | None, scope: str) -> frozenset[str]:
 def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: datetime,
               closed: frozenset[str] = frozenset(), limit: int = CHAIN_LIMIT, timeline: Timeline = EXACT) -> datetime:
     """When the scope may lift: the latest end among `members` and every later occurrence (of
-    `windows`, not closed) armed (started, or entering its drain lead) before or exactly at the
-    lift instant reached so far. An arm exactly at the lift is chained because intervals are
-    half-open: `[a, b)` then `[b, c)` leaves no free instant, and lifting at `b` to re-arm at `b`
-    would. At most `limit` occurrences extend it, taken in the order they arm; capped at
-    `now + MAX_DURATION`.
-
-    Why a walk in arm order rather than rounds over every window: the occurrences of all the
-    windows are taken once, in the order they arm (`Timeline.armed_after`: the exact one
-    computes a window's next occurrence only once its previous one was taken). A scope held
-    for a week by a thousand windows used to ask every window again for every step of the
-    chain (issue 24: a pass took a minute with 10,000 windows). The scheduler passes the
-    compiled schedule's timeline when it has it: the occurrences read off one list sorted by
-    arm instant, so walking the chain again on every pass costs the chain, not the windows."""
+    `windows`, not closed) armed before or exactly at the lift reached so far (half-open
+    intervals: lifting at `b` to re-arm at `b` would leave a free instant). At most `limit`
+    occurrences extend it; capped at `now + MAX_DURATION`. One walk in arm order
+    (`Timeline.armed_after`), never rounds over every window: a scope held for a week by a
+    thousand windows took a minute a pass that way (issue 24)."""
     end = max(o.end for o in members)
     seen = {o.key for o in members} | set(closed)
     horizon = now + MAX_DURATION
@@ -205,9 +178,9 @@ def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: dat
 
 def compose(members: Sequence[Occurrence], windows: Mapping[str, Window], deadline: datetime,
             now: datetime | None = None) -> Desired:
-    """The one hold covering `members`: intersection of allowlists, their reasons, the deadline.
-    Named (armed_by, window) after the earliest-starting member; `covers` lists them all. A
-    member still in its drain lead at `now` contributes "draining for <window>[: <reason>]"."""
+    """The one hold covering `members`: intersection of allowlists, their reasons (a member in its
+    drain lead at `now`: "draining for <window>"), the deadline; named after the earliest-starting
+    member, `covers` lists them all."""
     ordered = sorted(members, key=lambda o: (o.start, o.window))
     primary = ordered[0]
     reasons: list[str] = []
@@ -222,13 +195,8 @@ def compose(members: Sequence[Occurrence], windows: Mapping[str, Window], deadli
     body: dict[str, Any] = {"name": primary.window, "occurrence": primary.ident}
     if len(ordered) > 1:
         body["covers"] = [{"name": o.window, "occurrence": o.ident} for o in ordered]
-    return Desired(
-        deadline=deadline,
-        allow=intersect_allow(windows[o.window].hold_allow for o in ordered),
-        reason=reason,
-        armed_by=f"{ARMED_BY_PREFIX}{primary.window}",
-        window=body,
-    )
+    return Desired(deadline, intersect_allow(windows[o.window].hold_allow for o in ordered), reason,
+                   f"{ARMED_BY_PREFIX}{primary.window}", body)
 
 
 def _describe_standing(reading: Reading) -> str:
@@ -241,25 +209,12 @@ def _describe_standing(reading: Reading) -> str:
     return f"generation {hold.generation}{by}"
 
 
-def _adopt(scope: str, now: datetime, reading: Reading, ours: set[str],
-           candidates: Sequence[Occurrence]) -> list[LedgerEntry]:
-    """Armed entries for the candidates the standing hold's body says a window armed (the
-    ledger missed them: a crash between the arm and the ledger write)."""
-    hold = reading.hold
-    if not reading.active or hold is None or hold.generation is None or hold.generation in ours:
-        return []
-    adopted = claims(hold, scope)
-    return [entry_for(o, ARMED, now, hold.generation, "adopted: the hold body names this occurrence")
-            for o in candidates if o.key in adopted]
-
-
 def _triage(candidates: Sequence[Occurrence], armed: Mapping[str, LedgerEntry], entries: Mapping[str, LedgerEntry],
             recalled: Mapping[str, str], reading: Reading, now: datetime
             ) -> tuple[list[Occurrence], list[Occurrence], list[LedgerEntry]]:
-    """Split the candidates into alive (our hold for them stands), fresh (to arm) and the notes
-    closing those whose hold went away before the end (released: never re-armed). An
-    occurrence the ledger does not know but the audit trail says was armed as G (`recalled`)
-    counts as armed as G."""
+    """The candidates alive (our hold for them stands) and fresh (to arm), and the notes closing
+    those whose hold went away before the end (released: never re-armed). One the ledger does not
+    know but the audit trail says was armed as G (`recalled`) counts as armed as G."""
     standing = reading.hold.generation if reading.hold is not None else None
     gone = f"replaced by {_describe_standing(reading)}" if reading.active else "released"
     alive: list[Occurrence] = []
@@ -284,18 +239,9 @@ def _triage(candidates: Sequence[Occurrence], armed: Mapping[str, LedgerEntry], 
     return alive, fresh, notes
 
 
-def _close(stale: Sequence[LedgerEntry], now: datetime) -> list[LedgerEntry]:
-    """Close armed entries no longer among the candidates: ended when the occurrence is over;
-    withdrawn (re-armed if the window comes back before the end) when its window went away."""
-    return [entry.moved(ENDED if entry.end <= now else WITHDRAWN, now,
-                        detail=None if entry.end <= now else "its window was removed, disabled or moved")
-            for entry in stale]
-
-
 def _arm_or_keep(scope: str, now: datetime, members: Sequence[Occurrence], fresh: Sequence[Occurrence],
                  desired: Desired, reading: Reading, selector: Any) -> tuple[tuple[Arm, ...], list[LedgerEntry]]:
-    """The arm (fresh, fenced on VACANT; or a change of our own hold) that makes the scope held
-    by `desired`, the one hold covering `members`, or nothing when the standing hold already is it."""
+    """The arm that makes the scope held by `desired`, or nothing when the standing hold is it."""
     if not reading.active:
         return (Arm(scope, tuple(members), desired, VACANT, selector=selector),), []
     standing = reading.hold.generation if reading.hold is not None else None
@@ -306,57 +252,37 @@ def _arm_or_keep(scope: str, now: datetime, members: Sequence[Occurrence], fresh
 
 
 def idle(covered: Sequence[Occurrence], entries: Mapping[str, LedgerEntry]) -> bool:
-    """Whether `plan_scope` has nothing to do at a scope whatever its sentinel holds: no
-    occurrence covers `now` and the ledger has nothing armed there (so nothing to arm, adopt,
-    skip, close or retire). Why it exists: a fleet with 1,000 profiles has a few scopes in a
-    window at any time, and reading every other scope's sentinel on every pass was most of
-    a pass (issue 24); the scheduler reads a scope only when this is False."""
+    """Whether `plan_scope` has nothing to do at a scope whatever its sentinel holds (nothing
+    covers now, nothing armed): then the scope is not read (issue 24: 1,000 profiles)."""
     return not covered and all(entry.state != ARMED for entry in entries.values())
 
 
 def _armed(scope: str, now: datetime, entries: Mapping[str, LedgerEntry], reading: Reading,
            candidates: Sequence[Occurrence]) -> tuple[dict[str, LedgerEntry], set[str], list[LedgerEntry]]:
-    """The armed entries of the scope (with those the standing hold's body adopts: `_adopt`),
-    the generations the scheduler armed, and the adopted entries."""
+    """The armed entries of the scope, the generations the scheduler armed, and the entries
+    adopted for the candidates the standing hold's body names (`claims`: the ledger missed them,
+    a crash between the arm and the ledger write)."""
     armed = {k: e for k, e in entries.items() if e.state == ARMED}
     ours = {e.generation for e in armed.values() if e.generation}
-    adopted = _adopt(scope, now, reading, ours, candidates)
-    armed.update((e.key, e) for e in adopted)
-    ours.update(e.generation for e in adopted if e.generation)
+    hold, adopted = reading.hold, []
+    if reading.active and hold is not None and hold.generation is not None and hold.generation not in ours:
+        claimed = claims(hold, scope)
+        adopted = [entry_for(o, ARMED, now, hold.generation, "adopted: the hold body names this occurrence")
+                   for o in candidates if o.key in claimed]
+        armed.update((e.key, e) for e in adopted)
+        ours.update(e.generation for e in adopted if e.generation)
     return armed, ours, adopted
-
-
-def _lift(plan: ScopePlan, reading: Reading, ours: set[str], notes: list[LedgerEntry],
-          closing: list[LedgerEntry]) -> ScopePlan:
-    """`plan` with no candidate left: retire the standing hold when it is ours (its closing
-    entries go with the retire), else only the notes."""
-    standing = reading.hold.generation if reading.hold is not None else None
-    if reading.present and standing is not None and standing in ours:
-        retiring = tuple(e for e in closing if e.generation == standing)
-        others = [e for e in closing if e.generation != standing]
-        return replace(plan, actions=(Retire(plan.scope, standing, retiring),), notes=tuple(notes + others))
-    return replace(plan, notes=tuple(notes + closing))
-
-
-def _named(windows: Sequence[Window], members: Sequence[Occurrence]) -> dict[str, Window]:
-    given = Windows.of(windows)
-    found = {name: given.named(name) for name in {o.window for o in members}}  # a row's built only for a member
-    return {name: window for name, window in found.items() if window is not None}
 
 
 def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
                reading: Reading, *, recalled: Mapping[str, str] | None = None,
                covered: Sequence[Occurrence] | None = None, selector: Any = None,
                timeline: Timeline = EXACT) -> ScopePlan:
-    """The plan for `scope` at `now`. `windows`: the enabled windows of this scope; `entries`:
-    the ledger entries of this scope; `reading`: the scope's sentinel as read at `now`;
-    `recalled`: occurrence key -> generation, for occurrences the ledger does not know that the
-    audit trail says a window scheduler armed (`recall.recall`); `covered`: the occurrences of
-    `windows` covering `now`, when the caller has them already (the pass's schedule). With
-    `selector`, the plan is for the scoped hold of that selector at `scope` (`windows` all carry
-    it, `reading` is that scoped hold's): the same rules, one lane of the scope. `timeline`:
-    where the windows' occurrences are looked up (the exact functions, or the compiled
-    schedule of the file the windows were read from: the same answers)."""
+    """The plan for `scope` at `now` from its enabled windows, its ledger entries and its sentinel
+    as read at `now`. `recalled`: key -> generation the audit trail says was armed for
+    occurrences the ledger does not know (`ledger.recall`); `covered`: the windows' occurrences
+    covering `now`, when the caller has them; `selector`: the plan is for the scoped hold of that
+    selector (one lane of the scope); `timeline`: where occurrences are looked up."""
     if covered is None:
         covered = [o for w in windows for o in timeline.around(w, now)[0]]
     plan = ScopePlan(scope, now, tuple(sorted(covered)))
@@ -365,7 +291,11 @@ def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Ma
     armed, ours, adopted = _armed(scope, now, entries, reading, candidates)
     alive, fresh, released = _triage(candidates, armed, entries, recalled or {}, reading, now)
     keys = {o.key for o in candidates}
-    closing = _close([e for k, e in armed.items() if k not in keys], now)
+    # armed entries no longer candidates: ended when over; withdrawn (re-armed if the window is
+    # back before the end) when their window went away
+    closing = [e.moved(ENDED if e.end <= now else WITHDRAWN, now,
+                       detail=None if e.end <= now else "its window was removed, disabled or moved")
+               for k, e in armed.items() if k not in keys]
     notes = adopted + released
     ours.update(e.generation for e in notes if e.state == ARMED and e.generation)
     standing = reading.hold.generation if reading.hold is not None else None
@@ -373,11 +303,16 @@ def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Ma
         skips = tuple(Skip(scope, o, _describe_standing(reading), standing) for o in fresh)
         return replace(plan, actions=skips, notes=tuple(notes + closing))
     members = alive + fresh
-    if not members:
-        return _lift(plan, reading, ours, notes, closing)
+    if not members:  # retire the standing hold when it is ours, its closing entries with it
+        if reading.present and standing is not None and standing in ours:
+            retiring = tuple(e for e in closing if e.generation == standing)
+            others = [e for e in closing if e.generation != standing]
+            return replace(plan, actions=(Retire(scope, standing, retiring),), notes=tuple(notes + others))
+        return replace(plan, notes=tuple(notes + closing))
     deadline = chain_end(members, windows, now, closed, timeline=timeline)
-    actions, kept = _arm_or_keep(scope, now, members, fresh, compose(members, _named(windows, members), deadline, now),
-                                 reading, selector)
+    given = Windows.of(windows)  # a row's `Window` built only for a member
+    named = {name: w for name in {o.window for o in members} if (w := given.named(name)) is not None}
+    actions, kept = _arm_or_keep(scope, now, members, fresh, compose(members, named, deadline, now), reading, selector)
     return replace(plan, actions=actions, notes=tuple(notes + closing + kept))
 
 
@@ -387,15 +322,13 @@ _NONE = timedelta(0)
 
 @dataclass(frozen=True)
 class GuardVerdict:
-    """`trusted`: the read is confirmed (or weakens nothing). `windows`: what to act on now (the
-    read, or the read with what it takes away put back; None: act on nothing). `reason` says
-    what is unconfirmed."""
+    """`trusted`: the read is confirmed (or weakens nothing). `windows`: what to act on now (None:
+    nothing). `reason`: what is unconfirmed. `moving`: the read's versions of windows it moves to
+    another scope, held there beside `windows` (which hold the old versions at the old scopes)."""
 
     trusted: bool
     reason: str | None = None
     windows: Sequence[Window] | None = None
-    #: the read's versions of windows it moves to another scope (`moves`), held there at once
-    #: beside `windows` (which hold the versions last acted on at their old scopes)
     moving: Sequence[Window] = ()
 
 
@@ -409,12 +342,9 @@ def _narrower(new: Allow, old: Allow) -> bool:
 
 
 def strengthens(old: Window, new: Window) -> bool:
-    """Whether `new` holds at least wherever, whatever and whomever `old` held: the same schedule
-    and scope, and reason, and only changes that add hold time, hold more work or refuse more
-    people (a longer duration or drain, wider bounds, fewer exclusions, more components or
-    job globs, a narrower allowlist, switched on). A changed reason
-    waits like a weakening: a save caught before a table's last fields would otherwise flip the
-    reason refused users read."""
+    """Whether `new` holds at least wherever, whatever and whomever `old` held: the same schedule,
+    scope and reason (a torn save must not flip the reason refused users read), and only changes
+    that add hold time, hold more work or refuse more people."""
     if not old.enabled:
         return True
     if (old.feed is None) != (new.feed is None) or not holds_at_least(new.selector, old.selector):
@@ -425,22 +355,16 @@ def strengthens(old: Window, new: Window) -> bool:
     if not new.enabled or ((new.scope, new.cron, new.at, new.timezone, new.reason, new.exclude_calendar)
                            != (old.scope, old.cron, old.at, old.timezone, old.reason, old.exclude_calendar)):
         return False
-    # the holidays of `exclude_calendar` (what the feed says now) are judged like a calendar's
-    # events, by what holds now (`vanished`, `_drops`): a feed change that makes the window cover
-    # now arms at the next read, one that takes the armed occurrence away waits (issue 45)
-    return _holds_longer(old, new) and _narrower(new.hold_allow, old.hold_allow)
-
-
-def _holds_longer(old: Window, new: Window) -> bool:
-    """Whether `new`'s occurrences hold at least as long and as often as `old`'s: duration and
-    drain no shorter, bounds no narrower, exclusions no more."""
+    # `exclude_calendar`'s holidays are judged by what holds now (`_drops`, issue 45); the rest:
+    # duration and drain no shorter, bounds no narrower, exclusions no more
     if new.duration < old.duration or (new.drain or _NONE) < (old.drain or _NONE):
         return False
     if new.not_before is not None and (old.not_before is None or new.not_before > old.not_before):
         return False
     if new.not_after is not None and (old.not_after is None or new.not_after < old.not_after):
         return False
-    return set(new.exclude) <= set(old.exclude) and new.exclude_cron in (None, old.exclude_cron)
+    return (set(new.exclude) <= set(old.exclude) and new.exclude_cron in (None, old.exclude_cron)
+            and _narrower(new.hold_allow, old.hold_allow))
 
 
 def moves(old: Window, new: Window) -> bool:
@@ -450,11 +374,9 @@ def moves(old: Window, new: Window) -> bool:
 
 def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
              entries: Mapping[str, LedgerEntry], now: datetime, moving: Sequence[Window] = ()) -> list[str]:
-    """What the read `windows` takes away: names of previously acted-on windows missing or
-    weakened, and of windows holding per the ledger that are not in it (enabled, same scope;
-    `moving`: versions also held at another scope, `GuardVerdict.moving`).
-    Compared by `Windows.same`: a row's `Window` is built only for a row that changed or holds
-    per the ledger."""
+    """The names of the windows the read takes away: acted on before and missing or weakened, or
+    holding per the ledger and not in it, enabled, on that scope (`moving`: versions held at
+    another scope too). Compared by `Windows.same`: a row's `Window` built only when it changed."""
     read = Windows.of(windows)
     current = read.named
     elsewhere = {w.name: w for w in moving}
@@ -476,8 +398,7 @@ def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
 
 
 def _changed(previous: Windows, windows: Windows) -> Iterator[tuple[str, Window, Window | None]]:
-    """(name, the previous window, the read's window or None) of each previous window the read
-    does not hold as it was (`Windows.same`)."""
+    """(name, previous window, the read's or None) of each previous window the read changed."""
     for index in range(len(previous)):
         name = previous.name(index)
         at = windows.position(name)
@@ -486,17 +407,16 @@ def _changed(previous: Windows, windows: Windows) -> Iterator[tuple[str, Window,
 
 
 def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
-    """Whether a calendar's read takes away the occurrence `entry` holds: it no longer covers
-    `now`, or ends earlier (a window of cron or at changes only through `strengthens`)."""
+    """Whether a feed's read (a calendar, `exclude_calendar`) takes away the occurrence `entry`
+    holds: no longer covering `now`, or ending earlier."""
     if window.feed is None and window._holidays is None:  # noqa: SLF001 - as above
         return False
     return not any(o.key == entry.key and o.end >= entry.end for o in covering(window, now))
 
 
 def meanwhile(old: Window, new: Window) -> Window:
-    """What an unconfirmed read holds for the window it weakens: the version last acted on,
-    holding also what the read adds to it (`selector.hull`): a narrowing waits, a widening in
-    the same edit acts at once."""
+    """What an unconfirmed read holds for a window it weakens: the version last acted on, with
+    what the read adds to its selector (`selector.hull`): a widening in the same edit acts at once."""
     if not (new.enabled and old.enabled and new.scope == old.scope) or new.selector == old.selector:
         return old
     both = hull(old.selector, new.selector)
@@ -521,19 +441,10 @@ class FileGuard:
         self.trusted: Sequence[Window] | None = None
         self._pending: _Pending | None = None
 
-    @property
-    def pending(self) -> bool:
-        return self._pending is not None
-
-    @property
-    def pending_wait(self) -> timedelta:
-        """How long an unconfirmed read must stay the same file (the confirmation period)."""
-        return self.confirm_after
-
     def judge(self, identity: Identity, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
               now: datetime, failing: frozenset[str] = frozenset()) -> GuardVerdict:
-        """What to act on for the read `windows` of the file with `identity` at `now`;
-        `failing`: names of the read's tables that do not validate."""
+        """What to act on for the read `windows` of the file with `identity` at `now` (`failing`:
+        the read's tables that do not validate, held as last acted on)."""
         if failing:
             present = {w.name for w in windows}
             windows = [*windows, *(w for w in self.trusted or () if w.name in failing and w.name not in present)]
@@ -560,9 +471,8 @@ class FileGuard:
 
     def _put_back(self, windows: Sequence[Window], gone: list[str], entries: Mapping[str, LedgerEntry],
                   now: datetime) -> tuple[list[Window], list[Window]] | None:
-        """`windows` with the versions last acted on of the `gone` ones, and the read's versions
-        of those it moves to another scope (held there meanwhile); None when that still takes
-        something away (a window only the ledger knows)."""
+        """`windows` with the `gone` ones put back (`meanwhile`), and the read's versions of those
+        it moves to another scope; None when that still takes something away."""
         before = {w.name: w for w in self.trusted or ()}
         merged = [meanwhile(before[w.name], w) if w.name in gone and w.name in before else w for w in windows]
         moving = [w for w in windows if w.name in gone and w.name in before and moves(before[w.name], w)]
@@ -574,7 +484,6 @@ class FileGuard:
         return merged, moving
 
     def _trust(self, windows: Sequence[Window]) -> GuardVerdict:
-        """Trust `windows` (a plain sequence copied: `Windows.of`)."""
         self.trusted = Windows.of(windows)
         self._pending = None
         return GuardVerdict(True, windows=self.trusted)

@@ -241,7 +241,7 @@ class WindowService:
         reading again once the confirmation period has passed, since no later pass will."""
         report = self.tick()
         if report.pending is not None and not report.errors:
-            self.sleep(self.guard.pending_wait.total_seconds())
+            self.sleep(self.guard.confirm_after.total_seconds())
             report = self.tick()
         return report
 
