@@ -41,8 +41,8 @@ process never read) nothing is acted on, and standing holds lift at their deadme
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -119,7 +119,7 @@ class ScopePlan:
     now: datetime
     covering: tuple[Occurrence, ...]
     actions: tuple[Arm | Retire | Skip, ...] = ()
-    notes: tuple[LedgerEntry, ...] = field(default=())
+    notes: tuple[LedgerEntry, ...] = ()
 
 
 def intersect_allow(allows: Iterable[Allow]) -> Allow:
@@ -376,13 +376,18 @@ def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
              entries: Mapping[str, LedgerEntry], now: datetime, moving: Sequence[Window] = ()) -> list[str]:
     """The names of the windows the read takes away: acted on before and missing or weakened, or
     holding per the ledger and not in it, enabled, on that scope (`moving`: versions held at
-    another scope too). Compared by `Windows.same`: a row's `Window` built only when it changed."""
+    another scope too)."""
     read = Windows.of(windows)
     current = read.named
     elsewhere = {w.name: w for w in moving}
     out: list[str] = []
     if previous is not windows:
-        for name, old, new in _changed(Windows.of(previous or ()), read):
+        before = Windows.of(previous or ())
+        for index in range(len(before)):  # compared by `Windows.same`: no row's `Window` built
+            name, at = before.name(index), read.position(before.name(index))
+            if at is not None and before.same(index, read, at):
+                continue
+            old, new = before[index], None if at is None else read[at]
             if (new is None or (new is not old and new != old and not strengthens(old, new))) and name not in out:
                 out.append(name)
     for entry in entries.values():
@@ -395,15 +400,6 @@ def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
                 and entry.window not in out:
             out.append(entry.window)
     return out
-
-
-def _changed(previous: Windows, windows: Windows) -> Iterator[tuple[str, Window, Window | None]]:
-    """(name, previous window, the read's or None) of each previous window the read changed."""
-    for index in range(len(previous)):
-        name = previous.name(index)
-        at = windows.position(name)
-        if at is None or not previous.same(index, windows, at):
-            yield name, previous[index], None if at is None else windows[at]
 
 
 def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
@@ -426,12 +422,6 @@ def meanwhile(old: Window, new: Window) -> Window:
                                   "jobs": list(both.jobs) if both else []})
 
 
-@dataclass
-class _Pending:
-    identity: Identity
-    since: datetime
-
-
 class FileGuard:
     """Remembers the windows last acted on and the unconfirmed read (per scheduler process)."""
 
@@ -439,7 +429,8 @@ class FileGuard:
         self.confirm_after = confirm_after
         #: the windows the scheduler last acted on (confirmed, or with a weakening put back)
         self.trusted: Sequence[Window] | None = None
-        self._pending: _Pending | None = None
+        #: the unconfirmed read's identity and when it was first read
+        self._pending: tuple[Identity, datetime] | None = None
 
     def judge(self, identity: Identity, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
               now: datetime, failing: frozenset[str] = frozenset()) -> GuardVerdict:
@@ -457,9 +448,9 @@ class FileGuard:
             return GuardVerdict(False, f"window(s) {', '.join(unknown)} hold per the ledger but do not validate: "
                                   "nothing acted on until they validate or their occurrence ends")
         pending = self._pending
-        if pending is None or pending.identity != identity or now < pending.since:
-            pending = self._pending = _Pending(identity, now)
-        elif now - pending.since >= self.confirm_after:
+        if pending is None or pending[0] != identity or now < pending[1]:
+            self._pending = (identity, now)
+        elif now - pending[1] >= self.confirm_after:
             return self._trust(windows)
         kept = self._put_back(windows, gone, entries, now)
         return GuardVerdict(False, self._describe(gone, identity, windows, kept is not None),

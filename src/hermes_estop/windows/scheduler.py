@@ -1,13 +1,9 @@
-"""The window scheduler: one reconciliation pass (`tick(now)`, or `plan(now)`: the same body
-writing nothing) reads the file and the ledger, compiles or takes the file's `Schedule`, plans
-every scope that has something to decide (`plan.plan_scope`) and carries the plans out
-(`actions`). APScheduler date jobs (`wakeups`) wake it when the occurrences say; `run(stop)` also
-reconciles every `poll_interval` seconds, which picks up edits and makes a missed wake-up harmless.
-
-A read that takes hold time away is acted on only once confirmed (`plan.FileGuard`). Passes hold
-the service's lock, so decisions never interleave within a process; across processes the store's
-fenced writes and the ledger's lock do. `is_leader` is asked before every write: a scheduler
-that is not the leader plans, schedules its wake-ups and writes nothing.
+"""The window scheduler: a pass (`tick`, or `plan`: the same, writing nothing) reads the file and
+the ledger, takes the file's compiled `Schedule`, plans each scope with something to decide
+(`plan`) and carries the plans out (`Actions`). APScheduler date jobs (`wakeups`) wake it when the
+occurrences say; `run` also passes every `poll_interval` seconds, which picks up edits and makes
+a missed wake-up harmless. Passes hold a lock (no interleaving within a process; across processes
+the store's fences and the ledger's lock); only the leader (`is_leader`) writes.
 """
 
 from __future__ import annotations
@@ -15,33 +11,49 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from hermes_estop.fleet.fleet import Fleet
-from hermes_estop.model.errors import EstopError, StoreError
-from hermes_estop.model.hold import HoldState, Reading
+from hermes_estop.model.audit_event import AuditEvent
+from hermes_estop.model.errors import EstopError, HoldConflict, StoreError
+from hermes_estop.model.hold import EngageRequest, Fence, HoldState, Reading, clean_reason
 from hermes_estop.model.homes import FLEET, validate_profile_name
-from hermes_estop.model.timeutil import next_deadline
-from hermes_estop.windows.actions import Actions, PassState, TickEvent, TickReport, note_event, planned_events
-from hermes_estop.windows.ledger import ARMED, RETENTION, WITHDRAWN, LedgerEntry, OccurrenceLedger, open_ledger, recall
+from hermes_estop.model.policy import Actor, PolicyRefused
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import display_instant, format_instant, next_deadline
+from hermes_estop.windows.ledger import (
+    ARMED,
+    INTENT,
+    RELEASED,
+    RETENTION,
+    SKIPPED,
+    WITHDRAWN,
+    LedgerEntry,
+    OccurrenceLedger,
+    entry_for,
+    intent_detail,
+    open_ledger,
+    recall,
+)
 from hermes_estop.windows.model import InvalidWindow, Window
-from hermes_estop.windows.occurrences import Occurrence, Windows, covering as covering_of
+from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering as covering_of
 from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope
 from hermes_estop.windows.policy_check import against_policy
 from hermes_estop.windows.schedule import Schedules
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler
 from hermes_estop.windows.windows_file import Parsed, WindowsFile
 
-__all__ = ["JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "ProblemLog", "TickEvent", "TickReport", "WindowService"]
+__all__ = ["EDIT", "JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog", "TickEvent",
+           "TickReport", "WindowService", "action_event", "note_event", "planned_events"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
 POLL_INTERVAL = 5.0
-#: The shortest time a read of `windows.toml` that weakens anything must stay the same file, over
-#: at least two reads, before it is acted on: an editor's save in place can stall for seconds
-#: between its truncate and its last write. A hold lifting a few seconds late is the safe side.
+#: the shortest time a weakening read must stay the same file before it is acted on (an editor's
+#: save in place can stall for seconds; a hold lifting a few seconds late is the safe side)
 WEAKEN_AFTER = 5.0
 #: a pass with nothing else to commit prunes the ledger only once its oldest entry is this far
 #: past the retention (a commit rewrites the whole file ledger, issue 24)
@@ -52,12 +64,216 @@ _MAX_ROUNDS = 3
 #: one lane of a scope: its selector (None: the full hold), its enabled windows in file order,
 #: their names (None for the full lane)
 Lane = tuple[Any, Sequence[Window], frozenset[str] | None]
-#: what a pass acts on: the windows, the ledger, the bytes the windows are exactly the windows of
-#: (None: a mix the guard put together, or not the file's own schedule), the versions an
-#: unconfirmed edit moves to another scope (`GuardVerdict.moving`), and the file's bytes and
-#: windows when it validates whole (the schedule the pass keeps for the commands, `Schedules.keep`)
+#: what a pass acts on: the windows, the ledger, the bytes they are the windows of (None: a mix
+#: the guard put together), the versions moving scope (`GuardVerdict.moving`), and the file's bytes
+#: and windows when it validates whole (the schedule kept for the commands, `Schedules.keep`)
 _Inputs = tuple[Sequence[Window], dict[str, LedgerEntry], bytes | None, Sequence[Window],
                 tuple[bytes, Sequence[Window]] | None]
+
+
+@dataclass(frozen=True)
+class TickEvent:
+    """One thing a tick did (or, in a dry run, would do)."""
+
+    kind: str  # arm | rearm | retire | skip | released | adopted | error
+    scope: str
+    windows: tuple[str, ...] = ()
+    occurrences: tuple[str, ...] = ()
+    generation: str | None = None
+    deadline: datetime | None = None
+    detail: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "scope": self.scope, "windows": list(self.windows),
+                "occurrences": list(self.occurrences), "generation": self.generation,
+                "deadline": format_instant(self.deadline), "detail": self.detail}
+
+    def describe(self) -> str:
+        names = "+".join(self.windows) or "-"
+        until = f" until {display_instant(self.deadline)}" if self.deadline else ""
+        gen = f" (generation {self.generation})" if self.generation else ""
+        detail = f": {self.detail}" if self.detail else ""
+        return f"window {names}: {self.kind} {self.scope}{until}{gen}{detail}"
+
+
+@dataclass
+class TickReport:
+    """What one reconciliation saw and did."""
+
+    now: datetime
+    leader: bool = True
+    dry_run: bool = False
+    windows: int = 0
+    events: list[TickEvent] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    wakeups: dict[str, datetime] = field(default_factory=dict)
+    active: list[str] = field(default_factory=list)
+    #: why this pass did not act on all of the read (an unconfirmed weakening)
+    pending: str | None = None
+    #: one line per window whose table does not validate (held as it was; the others proceed)
+    failed: list[str] = field(default_factory=list)
+    #: calendar name -> why it runs on its last good copy (cannot be fetched, read or parsed)
+    stale: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        return {"now": format_instant(self.now), "leader": self.leader, "dry_run": self.dry_run, "windows": self.windows,
+                "active": list(self.active), "events": [event.to_json() for event in self.events],
+                "errors": list(self.errors), "pending": self.pending, "failed": list(self.failed),
+                "stale": dict(self.stale),
+                "wakeups": {key: format_instant(when) for key, when in sorted(self.wakeups.items(), key=lambda kv: kv[1])}}
+
+
+def note_event(scope: str, note: LedgerEntry) -> TickEvent | None:
+    """The event a ledger note is worth reporting as: an early release, or an adopted hold."""
+    if note.state == RELEASED:
+        return TickEvent("released", scope, (note.window,), (note.occurrence,), note.generation, None,
+                         f"{note.detail}; not re-armed" if note.detail else "not re-armed")
+    if note.state == ARMED and note.detail:
+        return TickEvent("adopted", scope, (note.window,), (note.occurrence,), note.generation, None, note.detail)
+    return None
+
+
+def action_event(action: Arm | Retire | Skip, generation: str | None = None) -> TickEvent:
+    """The event an action is reported as; `generation` is what an arm minted (None: planned)."""
+    if isinstance(action, Arm):
+        detail = f"replaces our generation {action.replaces}" if action.replaces else None
+        return TickEvent("rearm" if action.replaces else "arm", action.scope,
+                         tuple(dict.fromkeys(o.window for o in action.members)),
+                         tuple(o.ident for o in action.members), generation, action.desired.deadline, detail)
+    if isinstance(action, Retire):
+        return TickEvent("retire", action.scope, tuple(sorted({e.window for e in action.entries})),
+                         tuple(e.occurrence for e in action.entries), action.generation)
+    occurrence = action.occurrence
+    return TickEvent("skip", action.scope, (occurrence.window,), (occurrence.ident,), action.standing_generation,
+                     occurrence.end, f"held by {action.standing}, which the window did not arm")
+
+
+def planned_events(plan: ScopePlan) -> list[TickEvent]:
+    events = [event for event in (note_event(plan.scope, note) for note in plan.notes) if event is not None]
+    events.extend(action_event(action) for action in plan.actions)
+    return events
+
+
+#: who a retire the windows file asks for is judged as: nobody a policy's roles can name
+EDIT = Actor(name="windows-file-edit")
+_REFUSED_KEPT = 1024
+
+
+@dataclass
+class PassState:
+    """One pass: its report, the ledger entries as they now stand, and the changes to commit."""
+
+    report: TickReport
+    entries: dict[str, LedgerEntry]
+    changes: dict[str, LedgerEntry] = field(default_factory=dict)
+    #: where the pass looks occurrences up (the pass's compiled schedule)
+    timeline: Timeline = EXACT
+    #: the audit trail's newest events by scope, read at most once a pass (`WindowService._recalled`)
+    trail: dict[str, list[AuditEvent]] | None = None
+    #: `entries` by scope, built at the first `of` and kept up to date by `remember`
+    _by_scope: dict[str, dict[str, LedgerEntry]] | None = field(default=None, repr=False)
+
+    def remember(self, entry: LedgerEntry) -> None:
+        self.entries[entry.key] = entry
+        self.changes[entry.key] = entry
+        if self._by_scope is not None:
+            self._by_scope.setdefault(entry.scope, {})[entry.key] = entry
+
+    def of(self, scope: str) -> dict[str, LedgerEntry]:
+        """The entries of `scope` as they now stand (a copy; indexed: filtering the whole ledger
+        for each of a thousand profiles cost more than the planning, issue 24)."""
+        if self._by_scope is None:
+            self._by_scope = {}
+            for key, entry in self.entries.items():
+                self._by_scope.setdefault(entry.scope, {})[key] = entry
+        return dict(self._by_scope.get(scope, {}))
+
+    def event(self, event: TickEvent) -> None:
+        self.report.events.append(event)
+        if not self.report.dry_run:
+            logger.info("%s", event.describe())
+
+    def error(self, message: str) -> None:
+        self.report.errors.append(message)
+        logger.error("windows: %s", message)
+
+
+class Actions:
+    """The writes of the window scheduler, through the fleet (its store, clock and actor)."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        #: generations whose retire the policy refused (left to their deadman)
+        self._refused: set[str] = set()
+
+    def arm(self, action: Arm, state: PassState) -> bool:
+        """Write the desired hold, after its intent in the audit trail (`ledger.recall`: failing
+        to write that never stops the arm); False when the hold changed in between (plan again)."""
+        desired = action.desired
+        try:
+            self.fleet.record(INTENT, self.fleet.location(action.scope), reason=desired.reason,
+                              deadline=desired.deadline, detail=intent_detail(o.key for o in action.members))
+        except (EstopError, OSError) as exc:
+            logger.warning("windows: cannot record the arm in the audit trail (%s); arming anyway", exc)
+        now = self.fleet.clock()
+        if desired.deadline is not None and desired.deadline <= now:
+            return False  # the deadline passed while deciding: plan again
+        request = EngageRequest(reason=clean_reason(desired.reason), allow=desired.allow, expires_at=desired.deadline,
+                                replace=True, armed_by=desired.armed_by, window=dict(desired.window),
+                                only_if=action.only_if, selector=action.selector)
+        try:
+            hold = self.fleet.engage(self.fleet.location(action.scope), request, now)
+        except HoldConflict:
+            return False  # someone wrote in between: plan again from what stands now
+        for occurrence in action.members:
+            state.remember(entry_for(occurrence, ARMED, state.report.now, hold.generation))
+        state.event(action_event(action, hold.generation))
+        return True
+
+    def retire(self, action: Retire, state: PassState) -> None:
+        """Retire a hold the scheduler armed. Before its deadline the windows file no longer holds
+        it, and an edit is not an operator's act: the retire is judged as `EDIT`, so under a
+        policy limiting who lifts a window's hold (`lift_windows`) it stays until its deadman
+        (the refusal on the record once, not asked again)."""
+        if action.generation in self._refused:
+            return
+        location = self.fleet.location(action.scope)
+        now = self.fleet.clock()
+        (reading,) = self.fleet.read((location,), now).readings
+        deadline = next((r.hold.expires_at for r in (reading, *reading.scoped)
+                         if r.hold is not None and r.hold.generation == action.generation), None)
+        early = deadline is None or now < deadline
+        why = "; ".join(dict.fromkeys(e.detail for e in action.entries if e.detail)) or "the windows no longer hold it"
+        try:
+            writer = self.fleet.acting_as(EDIT) if early else self.fleet
+            removed = writer.retire(location, Fence(action.generation), now=now,
+                                    detail=f"windows file: {why}" if early else None)
+        except PolicyRefused as exc:
+            if len(self._refused) > _REFUSED_KEPT:
+                self._refused.clear()
+            self._refused.add(action.generation)
+            logger.warning("windows: the hold at %s (generation %s) stays until its deadman: %s", action.scope,
+                           action.generation, one_line(exc))
+            return
+        for entry in action.entries:
+            state.remember(entry)
+        if removed:
+            state.event(action_event(action))
+
+    def skip(self, action: Skip, state: PassState, by_name: Mapping[str, Window]) -> None:
+        occurrence = action.occurrence
+        detail = (f"window {occurrence.window} occurrence {occurrence.ident} skipped: {action.scope} is held by "
+                  f"{action.standing}, which the window did not arm")
+        window = by_name.get(occurrence.window)
+        reason = window.reason_for(occurrence.reason) if window else occurrence.reason
+        self.fleet.record("skip", self.fleet.location(action.scope), generation=action.standing_generation,
+                          reason=reason, deadline=occurrence.end, detail=detail)
+        state.remember(entry_for(occurrence, SKIPPED, state.report.now, None, f"held by {action.standing}"))
+        state.event(action_event(action))
 
 
 class ProblemLog:
@@ -69,9 +285,6 @@ class ProblemLog:
         self._standing: dict[str, str] = {}
         #: `quiet`: at DEBUG (another service beside this one logs the same problem)
         self._started, self._ended = (logging.DEBUG, logging.DEBUG) if quiet else (logging.ERROR, logging.INFO)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._standing))
 
     def start(self, kind: str, message: str) -> None:
         """Log `message` when `kind` starts; while it lasts, a changed wording (an editor's torn
@@ -92,9 +305,8 @@ class ProblemLog:
         """Clear every problem of `prefix` whose rest is not in `standing` (`message` formatted
         with that rest)."""
         keep = set(standing)
-        for kind in self:
-            if kind.startswith(prefix) and kind[len(prefix):] not in keep:
-                self.clear(kind, message.format(kind[len(prefix):]))
+        for kind in [k for k in self._standing if k.startswith(prefix) and k[len(prefix):] not in keep]:
+            self.clear(kind, message.format(kind[len(prefix):]))
 
 
 class WindowService:
@@ -103,18 +315,10 @@ class WindowService:
 
     name = "windows"
 
-    def __init__(
-        self,
-        fleet: Fleet,
-        *,
-        windows_file: WindowsFile | None = None,
-        ledger: OccurrenceLedger | None = None,
-        is_leader: Callable[[], bool] | None = None,
-        scheduler: Scheduler | None = None,
-        poll_interval: float = POLL_INTERVAL,
-        monotonic: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
+    def __init__(self, fleet: Fleet, *, windows_file: WindowsFile | None = None, ledger: OccurrenceLedger | None = None,
+                 is_leader: Callable[[], bool] | None = None, scheduler: Scheduler | None = None,
+                 poll_interval: float = POLL_INTERVAL, monotonic: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.fleet = fleet
         self.clock = fleet.clock
         self.monotonic = monotonic
@@ -139,17 +343,15 @@ class WindowService:
     # -- inputs ------------------------------------------------------------------------------
 
     def check_file(self) -> None:
-        """Raise `InvalidWindow` when the file does not read as a whole (`hermes serve --once`
-        says so in one line, exit 2). Bytes with a trusted schedule validated when it was built."""
+        """Raise `InvalidWindow` when the file does not read as a whole (`hermes serve --once`)."""
         raw = self.windows_file.snapshot().raw
         if self.schedules.rows(raw, self.clock()) is None:
             self.windows_file.parse_each(raw)
 
     def _inputs(self, report: TickReport) -> _Inputs | None:
-        """The windows and the ledger to act on, or None (the reason in `report`): a file that does
-        not read or validate, or a read that takes away what cannot be kept (`FileGuard`). The
-        windows are the rows of the file's compiled schedule when the fleet's policy refuses
-        nothing (else each window is validated and checked against it)."""
+        """What to act on, or None (the reason in `report`): a file that does not read, or a read
+        that takes away what cannot be kept (`FileGuard`). The windows are the rows of the file's
+        schedule unless the fleet's policy refuses something (each window is checked then)."""
         try:
             snapshot = self.windows_file.snapshot()
             policy = self.fleet.policy
@@ -171,8 +373,7 @@ class WindowService:
         identity = (snapshot.identity, parsed.digests) if parsed.digests else snapshot.identity
         verdict = self.guard.judge(identity, windows, entries, report.now, parsed.failing_names())
         own = not parsed.failures and not parsed.sources
-        # the schedule kept is the file's as it is (what every command reads), never the version
-        # last confirmed: that would be written over it (issue 45)
+        # the schedule kept is the file's as it is, never the version last confirmed (issue 45)
         whole = (snapshot.raw, windows) if own else None
         if not verdict.trusted:
             report.pending = verdict.reason
@@ -210,8 +411,8 @@ class WindowService:
 
     def _recalled(self, scope: str, covered: list[Occurrence], entries: dict[str, LedgerEntry],
                   state: PassState) -> dict[str, str]:
-        """What the audit trail says was armed for the occurrences covering `now` that the ledger
-        does not know (usually none: then the trail is not read; else once a pass)."""
+        """What the audit trail says was armed for the occurrences covering `now` the ledger does
+        not know (usually none: then the trail is not read)."""
         unknown = {o.key for o in covered} - entries.keys()
         if not unknown:
             return {}
@@ -237,8 +438,8 @@ class WindowService:
         return self._pass(now, dry_run=False)[0]
 
     def settle(self) -> TickReport:
-        """`tick()` for a one-shot run (`hermes serve --once`): an unconfirmed read is confirmed by
-        reading again once the confirmation period has passed, since no later pass will."""
+        """`tick()` for `hermes serve --once`: an unconfirmed read is read again once the
+        confirmation period has passed, since no later pass will."""
         report = self.tick()
         if report.pending is not None and not report.errors:
             self.sleep(self.guard.confirm_after.total_seconds())
@@ -254,8 +455,7 @@ class WindowService:
                 return report, plans
             windows, entries, source, moving, whole = inputs
             report.leader = dry_run or self._may_write()
-            # rows are asked of their own schedule, validated windows of their bytes' schedule,
-            # any other list of one compiled in memory
+            # rows are asked of their own schedule, any other list of one compiled in memory
             listed = Windows.of(windows)
             timeline = listed.timeline or self.schedules.held(source) or self.schedules.of_windows(listed, report.now)
             state = PassState(report, entries, timeline=timeline)
@@ -283,8 +483,7 @@ class WindowService:
             return report, plans
 
     def reconcile(self) -> TickReport:
-        """`tick()` that never raises (wake-up jobs and the poll loop call it); each pass a DEBUG
-        line with its duration (`hermes serve -v`), which is what choosing `--interval` needs."""
+        """`tick()` that never raises; a DEBUG line with its duration (for choosing `--interval`)."""
         try:
             started = time.perf_counter()
             report = self.tick()
@@ -307,17 +506,15 @@ class WindowService:
 
     @staticmethod
     def _scopes(covering: Iterable[list[Occurrence]], entries: dict[str, LedgerEntry]) -> list[str]:
-        """The scopes with something to decide: an occurrence covers now there, or the ledger has
-        one armed there. Every other scope is `idle` whatever its sentinel holds: not visited, so
-        1,000 profiles cost nothing while no window covers them (issue 24)."""
+        """The scopes with something to decide (an occurrence covers now, or one is armed there);
+        every other is `idle`: 1,000 profiles cost nothing while no window covers them (issue 24)."""
         scopes = {o.scope for found in covering for o in found}
         scopes.update(e.scope for e in entries.values() if e.state == ARMED and _valid_scope(e.scope))
         return sorted(scopes, key=lambda s: (s != FLEET, s))
 
     def _reconcile_scope(self, scope: str, state: PassState, lanes: Lanes) -> list[ScopePlan]:
         """Every lane of `scope` (the full hold's windows, and one per selector of the windows with
-        `only`/`jobs`, issue 26), each planned as a scope of its own; ledger entries of windows no
-        lane has stay with the full lane. A scope with nothing to do (`idle`) is not read at all."""
+        `only`/`jobs`, issue 26), each planned as a scope of its own."""
         at_scope, scoped = lanes.at(scope)
         if idle([o for selector, _, _ in at_scope for o in lanes.covered.get((scope, selector), ())], state.of(scope)):
             return [ScopePlan(scope, state.report.now, ())]
@@ -339,13 +536,11 @@ class WindowService:
 
     def _moved(self, scope: str, state: PassState, lanes: Lanes, scoped: set[str],
                fresh: list[Reading]) -> dict[str, list[str]]:
-        """The holds windows armed at `scope` whose occurrences now belong to another lane (the
-        window's `only`/`jobs` changed, or it left the scope's lanes). Such an occurrence's entry is
-        withdrawn, so that its new lane arms it like a window coming back, and the old hold is
-        retired only once that is done (`_retire_moved`): the work both hold is never free in
-        between, and an edit is never taken for an operator's release (issue 32 item 9).
-        Looked for at every pass: a lane is a row's scope and selector, nothing to remember.
-        Returns generation -> the keys moved."""
+        """generation -> keys of the holds armed at `scope` whose occurrences now belong to another
+        lane (`only`/`jobs` changed, or the window left the scope's lanes), looked for at every
+        pass. Their entries are withdrawn, so that the new lane arms them like a window coming back,
+        and the old hold is retired only after (`_retire_moved`): the work is never free in
+        between, and an edit is never taken for an operator's release (issue 32 item 9)."""
         now = state.report.now
         entries = [e for e in state.of(scope).values()
                    if e.state in (ARMED, WITHDRAWN) and e.generation is not None and e.end > now]
@@ -373,9 +568,8 @@ class WindowService:
         return moved
 
     def _retire_moved(self, scope: str, state: PassState, moved: dict[str, list[str]], live: set[str]) -> None:
-        """Retire each hold of `moved` that no occurrence holds by any more, once every moved
-        occurrence still covering now is armed (or skipped) in its new lane; the others are left
-        to a later pass (their entries are withdrawn, not closed: `_moved` finds them again)."""
+        """Retire each hold of `moved` no occurrence holds any more, once every moved occurrence
+        covering now is armed (or skipped) in its new lane; else a later pass does."""
         entries = state.of(scope)
         for generation, keys in moved.items():
             if any(e.state == ARMED and e.generation == generation for e in entries.values()):
@@ -386,9 +580,8 @@ class WindowService:
 
     def _reconcile_lane(self, scope: str, lane: Lane, scoped: set[str], state: PassState, lanes: Lanes,
                         fresh: list[Reading]) -> list[ScopePlan]:
-        """One lane: its selector, windows and names (None: the full lane, every entry of a window
-        no scoped lane has), planned against its hold (the full one, or the scoped hold with its
-        selector) and the occurrences of its windows covering now."""
+        """One lane (names None: the full lane, with the entries of windows no scoped lane has),
+        planned against its hold: the full one, or the scoped hold with its selector."""
         selector, on_scope, names = lane
         covered = lanes.covered.get((scope, selector), [])
         report = state.report
@@ -473,8 +666,8 @@ class WindowService:
             scheduler.shutdown(wait=True)
 
     def run(self, stop: threading.Event) -> None:
-        """Serve until `stop` is set: the wake-up jobs plus a reconcile every `poll_interval`
-        seconds on the injected `monotonic` (missed polls are skipped, never run in a burst)."""
+        """Serve until `stop`: the wake-up jobs and a pass every `poll_interval` seconds of
+        `monotonic` (missed polls are skipped, never run in a burst)."""
         self.start()
         logger.info("windows: scheduling %s (ledger %s, poll every %gs)", self.windows_file.path,
                     self.ledger.describe(), self.poll_interval)
@@ -489,9 +682,8 @@ class WindowService:
 
 
 class Lanes:
-    """The pass's windows by scope and lane (selector), each scope grouped when a pass first
-    visits it (a pass visits the few scopes with something to decide); with `moving`, the
-    versions an unconfirmed edit moves to another scope, held there beside the old versions."""
+    """The pass's windows by scope and lane, each scope grouped when first visited (a pass visits
+    a few); with `moving`, the versions an unconfirmed edit moves to another scope."""
 
     def __init__(self, windows: Windows, moving: Sequence[Window], covering: dict[str, list[Occurrence]],
                  elsewhere: dict[str, list[Occurrence]]) -> None:
