@@ -1,15 +1,10 @@
-"""What the window scheduler remembers about occurrences, across its restarts.
+"""What the window scheduler remembers about occurrences across restarts: the sentinel cannot say
+that an occurrence was armed and released by the operator (never re-armed), or skipped. One
+`LedgerEntry` per occurrence acted on, stored where the fleet's store keeps it (`Fleet.ledger()`).
 
-The sentinel says what holds now; it cannot say that an occurrence was armed and then released
-by the operator (never re-armed), or skipped because a manual hold stood. The ledger keeps one
-`LedgerEntry` per occurrence acted on, keyed by `Occurrence.key`. The STORAGE is the fleet's
-(`Fleet.ledger()`: a file in the fleet root, or a PostgreSQL table), so nothing here imports a
-backend.
-
-The scheduler writes the hold first and the ledger second; a crash in between, then the
-operator's `hermes resume`, would leave no memory of the arm. So before every arm it appends an
-intent to the audit trail (`INTENT`), and `recall` pairs it with the store's own audit of the
-write (issue 9 item 2): the ledger's fallback memory.
+The hold is written before the ledger; a crash in between, then `hermes resume`, would leave no
+memory of the arm. So every arm is preceded by an intent in the audit trail (`INTENT`), which
+`recall` pairs with the store's own audit of the write (issue 9 item 2).
 """
 
 from __future__ import annotations

@@ -1,42 +1,24 @@
-"""The scheduler's decisions, pure functions of their inputs and `now` (the scheduler,
-`scheduler.py`, is the I/O shell that reads the inputs and carries the plans out).
+"""The scheduler's decisions, pure functions of their inputs and `now` (`scheduler` is the I/O
+shell around them).
 
-`plan_scope`: what should happen at one scope, from the windows, the ledger and one reading of
-the scope's sentinel. Level-triggered: it depends only on the state at `now`, never on which
-wake-up fired, so a late, missed or repeated wake-up, a restart or an edit all converge.
-
-- The occurrences covering `now` that the ledger has not closed are the candidates. One armed
-  as generation G whose G no longer stands was released or replaced by the operator: closed as
-  released, never re-armed.
-- A hold the scheduler did not arm (a manual one, an operator's re-arm of ours, an unreadable
-  sentinel) is never replaced or weakened: each new candidate is recorded as skipped.
-- Otherwise ONE hold the scheduler owns covers every live candidate: deadline = the end of the
-  chain of occurrences on the scope (`chain_end`: no free instant between overlapping or
-  back-to-back windows); allowlist = the intersection of the candidates' (deny wins); reason =
-  theirs. A fresh arm is fenced on VACANT, a change of our own hold on its generation.
-- A window with a drain lead is a candidate from `start - drain`; its reason then says
-  "draining for <window>", and at its start our hold is re-armed with the window's own reason.
-- No candidate left, and the standing hold is ours: retire exactly that generation.
+`plan_scope`: what should stand at one scope, from its windows, ledger entries and one reading
+of its sentinel. Level-triggered (never which wake-up fired), so a late, missed or repeated
+wake-up, a restart or an edit all converge. The candidates are the occurrences covering `now`
+the ledger has not closed; one whose hold went away before its end was the operator's release:
+closed, never re-armed. A hold the scheduler did not arm is never replaced: the candidates are
+recorded as skipped. Otherwise ONE hold the scheduler owns covers them all: deadline the end of
+the chain of occurrences (`chain_end`), allowlist the intersection (deny wins), their reasons
+("draining for <window>" during a drain lead). No candidate left: our hold is retired.
 
 `FileGuard`: whether a read of `windows.toml` may weaken anything (issue 9 item 1, issue 20
-item 1). An editor that re-saves in place truncates first and may stall: a reader can see any
-valid-looking part of the new content, and no heuristic tells that from an edit. The rule
+item 1). An editor saving in place truncates first and may stall, so a reader can see any
+valid-looking part of the new content; no heuristic tells that from an edit. The rule
 (docs/design.md §8a): **arming and strengthening act at the next read; every weakening waits**
-until the same file (device, inode, size, mtime, ctime; with the calendars' content) was read
-unchanged by two reads spanning `confirm_after`. Meanwhile the read is acted on with what it
-takes away put back (`meanwhile`); when that cannot be done (the ledger names a window this
-process never read) nothing is acted on, and standing holds lift at their deadmen.
-
-- A read weakens when a window last acted on is missing or changed in a way that can take hold
-  time away (`strengthens`), or a window the ledger says holds now is not in it, enabled, on
-  that scope. Its selector counts like its times: holding more strengthens; an edit that does
-  both holds the hull of the two selectors until confirmed (issue 32 item 9).
-- A calendar (or `exclude_calendar`) weakens only when it removes, shortens or moves an
-  occurrence the ledger says holds now; one that makes a window cover now strengthens.
-- An edit moving a window to another scope holds the new scope at once beside the old version
-  (`GuardVerdict.moving`); the old is lifted only once confirmed (issue 45).
-- A table that no longer validates weakens nothing: the version last acted on stands in for it
-  (issue 20 item 2).
+until the same file (and feeds' content) was read unchanged by two reads spanning
+`confirm_after`, meanwhile acted on with what it takes away put back (`meanwhile`), or not at
+all when that cannot be done. A window's selector counts like its times (issue 32 item 9); a
+feed weakens only by taking away an occurrence that holds now; a scope change holds the new
+scope at once beside the old (issue 45); a table that fails stands as last acted on (issue 20).
 """
 
 from __future__ import annotations

@@ -336,6 +336,9 @@ class WindowService:
         self._logged: dict[str, object] = {}
         self._problems = ProblemLog(logger)
         self._owns_scheduler = False
+        #: set by `shutdown`, under its lock: no pass sets wake-ups, no wake-up runs a pass after it
+        self._stopping = False
+        self._stopping_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"WindowService({self.windows_file.path})"
@@ -474,8 +477,11 @@ class WindowService:
             report.active = sorted(o.key for found in (*covering.values(), *elsewhere.values()) for o in found)
             report.wakeups = due_wakeups(timeline, listed, covering, report.now)
             if not dry_run:
-                if self.scheduler is not None:
-                    Wakeups(self.scheduler, self._wake).set(report.wakeups)
+                # APScheduler's shutdown holds its job store's lock while it waits for a running
+                # wake-up: a pass setting its jobs then would wait forever (serve never stopped)
+                with self._stopping_lock:
+                    if self.scheduler is not None and not self._stopping:
+                        Wakeups(self.scheduler, self._wake).set(report.wakeups)
                 next_wake = min(report.wakeups.values(), default=None)
                 if whole is not None:  # the next operator command reads the schedule warm
                     self.schedules.keep(*whole, report.now, next_wake)
@@ -640,8 +646,9 @@ class WindowService:
     # -- waking up and running ---------------------------------------------------------------
 
     def _wake(self, job_id: str) -> None:
-        logger.debug("windows: woke for %s", job_id)
-        self.reconcile()
+        if not self._stopping:  # wake-ups queued behind a stop do not each run a pass
+            logger.debug("windows: woke for %s", job_id)
+            self.reconcile()
 
     def jobs(self) -> dict[str, datetime]:
         """The wake-ups currently scheduled with APScheduler."""
@@ -651,6 +658,7 @@ class WindowService:
 
     def start(self) -> TickReport:
         """Start APScheduler (a BackgroundScheduler unless one was given) and reconcile once."""
+        self._stopping = False
         if self.scheduler is None:
             self.scheduler = make_scheduler()
             self._owns_scheduler = True
@@ -661,6 +669,8 @@ class WindowService:
 
     def shutdown(self) -> None:
         """Stop APScheduler (waiting for a running wake-up to finish) if this service started it."""
+        with self._stopping_lock:
+            self._stopping = True
         scheduler = self.scheduler
         if scheduler is not None and self._owns_scheduler and scheduler.running:
             scheduler.shutdown(wait=True)
