@@ -97,11 +97,6 @@ class OccurrenceLedger:
         #: read: a record read again with the same fields is not parsed again (`_entry`)
         self._parsed: dict[str, tuple[LedgerEntry, object, object]] = {}
 
-    @property
-    def name(self) -> str:
-        """Short backend name for logs and `hermes serve --dry-run`."""
-        return self.records.name
-
     def load(self) -> dict[str, LedgerEntry]:
         """Every entry by key (an absent ledger is empty). `StoreError` when it cannot be read or
         parsed: the scheduler then decides nothing (a forgotten release would be re-armed)."""
@@ -156,7 +151,6 @@ class JsonFileLedger(OccurrenceLedger):
     def __init__(self, root: Path) -> None:
         super().__init__(Fleet.of_files(root).ledger())
         self.path = Path(root) / LEDGER_FILE
-        self.lock_path = self.path.with_name(f".{self.path.name}.lock")
 
 
 def open_ledger(fleet: Fleet) -> OccurrenceLedger:

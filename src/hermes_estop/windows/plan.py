@@ -1,24 +1,13 @@
 """The scheduler's decisions, pure functions of their inputs and `now` (`scheduler` is the I/O
-shell around them).
+shell around them), so that a late, missed or repeated wake-up, a restart or an edit all converge.
 
-`plan_scope`: what should stand at one scope, from its windows, ledger entries and one reading
-of its sentinel. Level-triggered (never which wake-up fired), so a late, missed or repeated
-wake-up, a restart or an edit all converge. The candidates are the occurrences covering `now`
-the ledger has not closed; one whose hold went away before its end was the operator's release:
-closed, never re-armed. A hold the scheduler did not arm is never replaced: the candidates are
-recorded as skipped. Otherwise ONE hold the scheduler owns covers them all: deadline the end of
-the chain of occurrences (`chain_end`), allowlist the intersection (deny wins), their reasons
-("draining for <window>" during a drain lead). No candidate left: our hold is retired.
-
-`FileGuard`: whether a read of `windows.toml` may weaken anything (issue 9 item 1, issue 20
-item 1). An editor saving in place truncates first and may stall, so a reader can see any
-valid-looking part of the new content; no heuristic tells that from an edit. The rule
-(docs/design.md §8a): **arming and strengthening act at the next read; every weakening waits**
-until the same file (and feeds' content) was read unchanged by two reads spanning
-`confirm_after`, meanwhile acted on with what it takes away put back (`meanwhile`), or not at
-all when that cannot be done. A window's selector counts like its times (issue 32 item 9); a
-feed weakens only by taking away an occurrence that holds now; a scope change holds the new
-scope at once beside the old (issue 45); a table that fails stands as last acted on (issue 20).
+`plan_scope`: what should stand at one scope, from its windows, ledger entries and one reading of
+its sentinel: ONE hold the scheduler owns covering every occurrence that covers now, never a hold
+it did not arm replaced, never an occurrence the operator released re-armed (docs/design.md,
+"Level-triggered scheduling"). `FileGuard`: whether a read of `windows.toml` may weaken anything;
+an editor saving in place can show any valid-looking part of the new content, so arming and
+strengthening act at the next read and every weakening waits for the same file over two reads
+(docs/design.md, "Edits of `windows.toml` must never free the fleet"; issues 20, 32, 45).
 """
 
 from __future__ import annotations

@@ -343,8 +343,6 @@ class WindowService:
     def __repr__(self) -> str:
         return f"WindowService({self.windows_file.path})"
 
-    # -- inputs ------------------------------------------------------------------------------
-
     def check_file(self) -> None:
         """Raise `InvalidWindow` when the file does not read as a whole (`hermes serve --once`)."""
         raw = self.windows_file.snapshot().raw
@@ -429,8 +427,6 @@ class WindowService:
             for event in events:
                 state.trail.setdefault(event.location, []).append(event)
         return recall(state.trail.get(scope, ()), scope, unknown)
-
-    # -- deciding and acting -----------------------------------------------------------------
 
     def plan(self, now: datetime | None = None) -> tuple[TickReport, list[ScopePlan]]:
         """A dry run: what a tick at `now` would do, without writing anything."""
@@ -642,8 +638,6 @@ class WindowService:
             self.ledger.commit(state.changes.values(), prune_before=cutoff if prune else None)
         except StoreError as exc:
             state.error(f"{exc} (a hold armed now is recognised again by its body)")
-
-    # -- waking up and running ---------------------------------------------------------------
 
     def _wake(self, job_id: str) -> None:
         if not self._stopping:  # wake-ups queued behind a stop do not each run a pass

@@ -1,12 +1,9 @@
 """Window tasks: a window with `run = ["cmd", "arg"]` runs that command at each occurrence's start
-(after its drain lead) under the hold the window armed, with the rules of `hermes run`: the
-generation in `HERMES_ESTOP_GENERATION`, its own process group, and the window's deadman as its
-lease. Exit 0 releases the occurrence early (a retire fenced on the window's generation; the
-ledger says released); a failure re-arms it fenced on that generation with "maintenance failed:
-CMD exited N" for `on_failure_ttl` (default 1h); a hold someone else wrote in between is left as
-it is. Each occurrence's task runs at most once, also across restarts: `task-start` is in the
-audit trail before the command starts. `stop()` (serve stopping) SIGTERMs every task's group,
-then SIGKILLs what remains: nothing the daemon starts outlives it. Only the leader runs tasks.
+under the hold the window armed, whose deadman (the window's end) is the task's lease; exit 0
+releases the occurrence early, a failure keeps the fleet held (docs/windows.md, "Window tasks").
+Each occurrence's task runs at most once, also across restarts: `task-start` is in the audit
+trail before the command starts. `stop()` SIGTERMs, then SIGKILLs, every task's process group:
+nothing the daemon starts outlives it. Only the leader runs tasks.
 """
 
 from __future__ import annotations
@@ -88,8 +85,6 @@ class TaskService:
         #: the scheduler's compiled schedules (`WindowService.schedules`), shared
         self.schedules = schedules
 
-    # -- deciding ----------------------------------------------------------------------------
-
     def _already_ran(self, keys: set[str]) -> set[str]:
         """Which of the occurrence `keys` have a `task-start` in the audit trail."""
         if not keys:
@@ -137,8 +132,6 @@ class TaskService:
             self.file_problems.start(f"failed:{name}", f"window tasks: {line} (its task does not start; the others proceed)")
         self.file_problems.only("failed:", failing, "window tasks: {} validates again (or was removed)")
         return parsed.windows if parsed is not None else rows or []
-
-    # -- acting ------------------------------------------------------------------------------
 
     def tick(self, now: datetime | None = None) -> TaskReport:
         """Collect the tasks that ended, then start those due (one that cannot start is recorded
