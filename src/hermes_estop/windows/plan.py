@@ -26,7 +26,7 @@ from hermes_estop.windows.model import MAX_REASON, Window
 from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering, occurrence_key
 
 __all__ = ["ARMED_BY_PREFIX", "CHAIN_LIMIT", "Arm", "Desired", "FileGuard", "GuardVerdict", "Retire", "ScopePlan",
-           "Skip", "chain_end", "claims", "compose", "idle", "intersect_allow", "meanwhile", "moves", "plan_scope",
+           "Skip", "chain_end", "claims", "compose", "idle", "intersect_allow", "meanwhile", "plan_scope",
            "strengthens", "vanished"]
 
 ARMED_BY_PREFIX = "window:"
@@ -338,11 +338,6 @@ def strengthens(old: Window, new: Window) -> bool:
             and _narrower(new.hold_allow, old.hold_allow))
 
 
-def moves(old: Window, new: Window) -> bool:
-    """Whether the edit `old` -> `new` moves the window's cover to another scope (both enabled)."""
-    return old.enabled and new.enabled and old.scope != new.scope
-
-
 def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
              entries: Mapping[str, LedgerEntry], now: datetime, moving: Sequence[Window] = ()) -> list[str]:
     """The names of the windows the read takes away: acted on before and missing or weakened, or
@@ -437,7 +432,8 @@ class FileGuard:
         it moves to another scope; None when that still takes something away."""
         before = {w.name: w for w in self.trusted or ()}
         merged = [meanwhile(before[w.name], w) if w.name in gone and w.name in before else w for w in windows]
-        moving = [w for w in windows if w.name in gone and w.name in before and moves(before[w.name], w)]
+        moving = [w for w in windows if w.name in gone and w.name in before  # moved to another scope
+                  and before[w.name].enabled and w.enabled and before[w.name].scope != w.scope]
         names = {w.name for w in merged}
         merged.extend(before[name] for name in gone if name in before and name not in names)
         if vanished(merged, self.trusted, entries, now, moving):
