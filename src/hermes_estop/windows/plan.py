@@ -140,8 +140,9 @@ def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: dat
         occurrence = next(armed, None)
         if occurrence is None or occurrence.arm_at > end:
             break
-        if occurrence.key not in seen:
-            seen.add(occurrence.key)
+        key = occurrence.key
+        if key not in seen:
+            seen.add(key)
             chained += 1
             end = max(end, occurrence.end)
     return min(end, horizon)
