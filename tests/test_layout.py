@@ -217,7 +217,7 @@ def test_an_upper_level_imports_only_the_levels_below_it(level):
 
 
 #: pairs of levels that import each other: none (the snapshot a fleet read returns is the
-#: model's, `model.snapshot`; the consumer reporter, built on a process view, is `consumers/`)
+#: model's, `model.hold.Snapshot`; the consumer reporter, built on a process view, is `consumers/`)
 BOTH_WAYS: set[tuple[str, str]] = set()
 
 

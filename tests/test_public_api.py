@@ -98,6 +98,9 @@ OLD_PATHS = {
     "hermes_estop.lease": ("Lease", None),
     "hermes_estop.fsutil": ("atomic_write", None),
     "hermes_estop.windows.service": ("WindowService", None),
+    "hermes_estop.fleet.audit": ("coalesce_renewals", None),
+    "hermes_estop.stores.audit_files": ("Trail", None),
+    "hermes_estop.model.snapshot": ("Snapshot", None),
 }
 
 

@@ -179,8 +179,8 @@ sys.modules[__name__].__class__ = _Package
 _MOVED = {
     "hermes_estop.acks": ("hermes_estop.fleet.registry.acks", None),
     "hermes_estop.allow": ("hermes_estop.model.allow", None),
-    "hermes_estop.audit": ("hermes_estop.fleet.audit", None),
-    "hermes_estop.audit_files": ("hermes_estop.stores.audit_files", None),
+    "hermes_estop.audit": ("hermes_estop.model.audit_event", None),
+    "hermes_estop.audit_files": ("hermes_estop.stores.audit_log", None),
     "hermes_estop.config": ("hermes_estop.process.fleet_config", None),
     "hermes_estop.cronspec": ("hermes_estop.model.cronspec", None),
     "hermes_estop.deadman": ("hermes_estop.fleet.deadman", None),
@@ -211,6 +211,9 @@ _MOVED = {
     "hermes_estop.notify.service": ("hermes_estop.notify.notifier", "hermes_estop.notify"),
     "hermes_estop.notify.worker": ("hermes_estop.notify.target", "hermes_estop.notify"),
     "hermes_estop.windows.service": ("hermes_estop.windows.scheduler", None),
+    "hermes_estop.fleet.audit": ("hermes_estop.model.audit_event", None),
+    "hermes_estop.stores.audit_files": ("hermes_estop.stores.audit_log", None),
+    "hermes_estop.model.snapshot": ("hermes_estop.model.hold", None),
 }
 
 

@@ -12,8 +12,7 @@ import pytest
 
 from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.stores.audit_files import AUDIT_KEEP, AUDIT_MAX_BYTES, audit_rotation, audit_table
-from hermes_estop.stores.audit_log import AUDIT_FILE, AuditLog
+from hermes_estop.stores.audit_log import AUDIT_FILE, AUDIT_KEEP, AUDIT_MAX_BYTES, AuditLog, audit_rotation, audit_table
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import hermes_estop
-from hermes_estop.fleet.audit import default_actor
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.fleet.lease import Lease
+from hermes_estop.fleet.policy_guard import default_actor
 from hermes_estop.model.hold import EngageRequest, Fence, Hold
 from hermes_estop.model.policy import Actor, PolicyRefused
 from hermes_estop.windows.plan import Retire

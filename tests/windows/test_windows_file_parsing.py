@@ -1,9 +1,12 @@
 """`windows.toml` parsing (issue 12 item 4): validation pauses the cyclic garbage collector for
-speed, and must hand it back exactly as it found it, whatever the file holds."""
+speed, and must hand it back exactly as it found it, whatever the file holds; reading the file
+never loads the editing library (tomlkit), only `add`/`remove` do."""
 
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 
 import pytest
 
@@ -43,3 +46,24 @@ def test_parsing_runs_with_the_collector_paused(tmp_path, collector, monkeypatch
     gc.enable()
     assert [w.name for w in WindowsFile(tmp_path).parse(GOOD)] == ["nightly"]
     assert seen == [False] and gc.isenabled()
+
+
+EDIT_PROBE = """
+import sys
+from pathlib import Path
+from hermes_estop.windows import Window, WindowsFile
+windows_file = WindowsFile(Path(sys.argv[1]))
+windows_file.load()
+print("tomlkit" in sys.modules)
+windows_file.add(Window.parse({"name": "second", "cron": "0 3 * * *", "duration": "1h"}))
+print("tomlkit" in sys.modules)
+"""
+
+
+def test_reading_the_file_loads_no_tomlkit_and_an_edit_does(tmp_path):
+    (tmp_path / "windows.toml").write_bytes(GOOD)
+    done = subprocess.run([sys.executable, "-c", EDIT_PROBE, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
+    assert [w.name for w in WindowsFile(tmp_path).load()] == ["nightly", "second"]

@@ -15,7 +15,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -26,7 +25,7 @@ from schedule_queries import schedule_path, starting_in, starting_within
 from hermes_estop.model.errors import StoreError
 from hermes_estop.windows import kept_files, schedule
 from hermes_estop.windows.export import planned, planned_rows
-from hermes_estop.windows.forecast import _holds, window_holds
+from hermes_estop.windows.forecast import _holds, ahead, window_holds
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import covering, next_start, occurrences, upcoming
 from hermes_estop.windows.windows_file import WindowsFile
@@ -131,7 +130,7 @@ def test_forecast_holds_from_the_schedule_are_the_holds_of_the_windows(wf: Windo
     compiled = _load(wf)
     assert compiled is not None
     for row, window in enumerate(wf.load()):
-        answered = _holds(partial(compiled.window, row), compiled.not_ended(row, t), t + span, {}, 3, None)
+        answered = _holds(ahead(compiled, row, t), t + span, {}, 3, None)
         assert answered == window_holds(window, t, t + span, limit=3), window.name
 
 

@@ -50,7 +50,7 @@ def run_history(limit: int, since: str | None, as_json: bool) -> int:
         return 0
     if not events:
         out.write("no events\n")
-    from hermes_estop.fleet.audit import coalesce_renewals
+    from hermes_estop.model.audit_event import coalesce_renewals
     from hermes_estop.model.timeutil import display_instant
 
     rows = []

@@ -30,10 +30,10 @@ from hermes_estop.observe.terminal import print_timeline
 from hermes_estop.observe.view import Observer
 from hermes_estop.windows.export import ics_of, planned_rows
 from hermes_estop.windows.ledger import open_ledger, skipped_keys
-from hermes_estop.windows.model import InvalidWindow, Window, json_schema
+from hermes_estop.windows.model import InvalidWindow, Window, json_schema, refusals_of, refused_window
 from hermes_estop.windows.occurrences import upcoming
-from hermes_estop.windows.policy_check import against_policy, refusals_of, refused_window
 from hermes_estop.windows.schedule import schedule_of
+from hermes_estop.windows.windows_file import against_policy
 
 if TYPE_CHECKING:
     from datetime import datetime

@@ -14,9 +14,8 @@ import typer
 
 from hermes_estop.cli.command_io import EXIT_HELD, EXIT_OK, echo_lines, emit_json
 from hermes_estop.model.errors import HoldConflict
-from hermes_estop.model.hold import Reading
+from hermes_estop.model.hold import Reading, Snapshot
 from hermes_estop.model.homes import Location
-from hermes_estop.model.snapshot import Snapshot
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.process.describe import resumed_line
 

@@ -32,7 +32,7 @@ from hermes_estop.system.processes import start_time
 
 if TYPE_CHECKING:
     from hermes_estop.fleet.tables import ConsumerTable
-    from hermes_estop.model.snapshot import Snapshot
+    from hermes_estop.model.hold import Snapshot
     from hermes_estop.process.estop import Estop
 
 __all__ = ["ConsumerReporter"]

@@ -18,13 +18,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hermes_estop.fleet.audit import default_actor
 from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.errors import HoldConflict
-from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading
+from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading, Snapshot
 from hermes_estop.model.homes import Layout, Location
 from hermes_estop.model.policy import PolicyRefused
-from hermes_estop.model.snapshot import Snapshot
 from hermes_estop.model.timeutil import Clock, aware_clock
 from hermes_estop.stores.base import HoldStore
 
@@ -74,6 +72,8 @@ class Fleet:
     def actor(self) -> str:
         """Who this fleet's writes are made as (audit `actor`, body `armed_by`)."""
         if self._actor is None:
+            from hermes_estop.fleet.policy_guard import default_actor
+
             self._actor = default_actor()
         return self._actor
 

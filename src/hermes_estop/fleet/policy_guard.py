@@ -1,5 +1,6 @@
 """The arming policy at the fleet's one write path (issue 37): where it is kept, who the local
-caller is, and what a refused or overridden write leaves on the record.
+caller is (`default_actor`, the name every write is recorded as, and `local_actor`, the roles
+it holds), and what a refused or overridden write leaves on the record.
 
 `Fleet.engage` and `Fleet.release*` call `PolicyGuard`; the policy is read again for every write
 (so a running `hermes serve` enforces a changed policy at its next write). It is kept in the
@@ -16,12 +17,13 @@ from __future__ import annotations
 import grp
 import logging
 import os
+import pwd
+import socket
 import threading
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hermes_estop.fleet.audit import account_name
 from hermes_estop.model.errors import EstopError, InvalidArgument, StoreError
 from hermes_estop.model.hold import Reading, Sentinel
 from hermes_estop.model.homes import Location
@@ -35,8 +37,7 @@ from hermes_estop.model.policy import (
     parse_policy,
 )
 from hermes_estop.model.text import one_line, printable
-from hermes_estop.stores.audit_files import _read_toml
-from hermes_estop.system.fsread import foreign_control
+from hermes_estop.system.fsread import foreign_control, read_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from hermes_estop.model.judgement import Judgement
@@ -55,7 +56,8 @@ class _Fleet(Protocol):
     def record(self, event: str, location: Location, *, generation: str | None = None, reason: str | None = None,
                deadline: datetime | None = None, detail: str | None = None, now: datetime | None = None) -> None: ...
 
-__all__ = ["POLICY_STATE", "Judging", "PolicyGuard", "load_policy", "local_actor", "refusals", "store_policy", "stored_policy"]
+__all__ = ["POLICY_STATE", "Judging", "PolicyGuard", "account_name", "default_actor", "load_policy", "local_actor", "refusals",
+           "store_policy", "stored_policy"]
 
 #: the state table (and the name in it) a shared store keeps the fleet's policy in
 POLICY_STATE = "policy"
@@ -74,6 +76,21 @@ def refusals() -> dict[str, int]:
 def _count(rule: str) -> None:
     with _REFUSALS_LOCK:
         _REFUSALS[rule] = _REFUSALS.get(rule, 0) + 1
+
+
+def account_name() -> str:
+    """The account of this process's effective uid (its uid where it has no name). Never
+    `$USER` or `$LOGNAME`: the environment is input, and root with `USER=alice` is root."""
+    uid = os.geteuid()
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OSError):
+        return str(uid)
+
+
+def default_actor() -> str:
+    """Who did it, as far as this process can tell: `user@host` (`account_name`)."""
+    return f"{account_name()}@{socket.gethostname()}"
 
 
 def local_actor(name: str, root: Path) -> Actor:
@@ -117,7 +134,7 @@ def load_policy(store: HoldStore, root: Path) -> tuple[Policy, str]:
         where = f"the {store.name} store"
         return parse_policy(table, where), where
     path = root / "estop.toml"  # process.fleet_config.CONFIG_FILE (a level above the fleet)
-    data = _read_toml(path)
+    data = read_config(path)
     if data is not None and "policy" in data:
         try:
             owner = os.stat(root).st_uid

@@ -1,8 +1,9 @@
 """The audit trail's records: one event of the trail (`AuditEvent`: a line of the file trail, a row
-of the PostgreSQL one, an item of `hermes history --json`) and one entry read from a cursor
-(`AuditEntry`). Plain values with their JSON form, like the sentinel's body in `hold`: every level
-reads them (the stores write them, the fleet and the CLI show them, notify delivers them), so they
-live in the model, which every level may import (docs/design.md, the map of the levels).
+of the PostgreSQL one, an item of `hermes history --json`), one entry read from a cursor
+(`AuditEntry`), and the renewals `hermes history` folds (`coalesce_renewals`). Plain values with
+their JSON form, like the sentinel's body in `hold`: every level reads them (the stores write them,
+the fleet and the CLI show them, notify delivers them), so they live in the model, which every
+level may import (docs/design.md, the map of the levels).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any
 
-__all__ = ["EVENTS", "AuditEntry", "AuditEvent"]
+__all__ = ["EVENTS", "AuditEntry", "AuditEvent", "coalesce_renewals"]
 
 #: `void`: the engage / re-arm line before it names a generation whose write then failed;
 #: `task-start` / `task-end`: a maintenance job run under a hold (`hermes run`, a window's task)
@@ -89,3 +90,20 @@ class AuditEntry(Record):
         set_field(self, "end", end)
         set_field(self, "id", id)
         set_field(self, "event", event)
+
+
+def coalesce_renewals(events: list[AuditEvent]) -> list[tuple[AuditEvent, int]]:
+    """`events` with each run of consecutive renewals folded into its last one: a `rearm` at the
+    same scope, by the same actor, with the same reason as the `engage`/`rearm` just before it
+    (a lease renewed every ttl/3 writes one per renewal). Each item is (the event shown, how many
+    renewals it stands for: 1 for an event that folds nothing)."""
+    out: list[tuple[AuditEvent, int]] = []
+    for event in events:
+        if out and event.event == "rearm":
+            last, count = out[-1]
+            if (last.event in ("engage", "rearm") and last.location == event.location and last.actor == event.actor
+                    and last.reason == event.reason) and last.event == "rearm":
+                out[-1] = (event, count + 1)
+                continue
+        out.append((event, 1))
+    return out

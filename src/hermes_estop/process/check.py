@@ -6,9 +6,8 @@ Every decision comes from a single snapshot of all candidate locations, so "is i
 
 from __future__ import annotations
 
-from hermes_estop.model.hold import Cause, HoldState, Reading
+from hermes_estop.model.hold import Cause, HoldState, Reading, Snapshot, admits, engaged, holding
 from hermes_estop.model.record import Record, set_field
-from hermes_estop.model.snapshot import Snapshot, admits, engaged, holding
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant
 

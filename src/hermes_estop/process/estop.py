@@ -115,7 +115,7 @@ class Estop:
         if fleet is None:
             from hermes_estop.fleet.fleet import Fleet
 
-            fleet = self._fleet = Fleet(self.store, self.layout.root, clock=self.clock, actor=self.actor)
+            fleet = self._fleet = Fleet(self.store, self.layout.root, clock=self.clock, actor=self._actor)
         return fleet
 
     def close(self) -> None:
@@ -125,12 +125,9 @@ class Estop:
 
     @property
     def actor(self) -> str:
-        """Who this process writes as (audit `actor`, body `armed_by`): `user@host` by default."""
-        if self._actor is None:
-            from hermes_estop.fleet.audit import default_actor
-
-            self._actor = default_actor()
-        return self._actor
+        """Who this process writes as (audit `actor`, body `armed_by`): `user@host` by default,
+        resolved once, by its fleet (which every write goes through)."""
+        return self._actor if self._actor is not None else self.fleet.actor
 
     def __repr__(self) -> str:
         return f"Estop(home={str(self.layout.home)!r}, root={str(self.layout.root)!r}, store={self.store.name!r})"
@@ -155,7 +152,7 @@ class Estop:
     def _view(self, layout: Layout, actor: str | None = None) -> Estop:
         """Another view of the same fleet. It shares this instance's expiry log memory, so a
         consumer that builds a view per pass still logs each expiry once."""
-        view = Estop(layout=layout, store=self.store, clock=self.clock, actor=self.actor if actor is None else actor)
+        view = Estop(layout=layout, store=self.store, clock=self.clock, actor=self._actor if actor is None else actor)
         view._log_lock = self._log_lock
         view._expiry_logged = self._expiry_logged
         return view

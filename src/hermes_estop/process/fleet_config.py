@@ -16,6 +16,7 @@ import os
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.homes import Layout
 from hermes_estop.model.text import printable
+from hermes_estop.system.fsread import MAX_CONFIG_BYTES, read_config
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,10 +44,8 @@ __all__ = ["CONFIG_FILE", "KNOWN_KEYS", "MAX_CONFIG_BYTES", "STORE_ENV", "check_
 CONFIG_FILE = "estop.toml"
 STORE_ENV = "HERMES_ESTOP_STORE"
 #: the keys `estop.toml` may hold; any other is warned about (once per process), naming it
-# `[audit]`: audit_files.audit_table; `[http]`: api.transport; `[policy]`: model.policy
+# `[audit]`: stores.audit_log.audit_table; `[http]`: api.transport; `[policy]`: model.policy
 KNOWN_KEYS = frozenset({"store", "notify", "audit", "components", "http", "policy"})
-#: a configuration file is a few lines; anything larger is refused, not read into memory
-MAX_CONFIG_BYTES = 64 * 1024
 
 # (config path, key) pairs already warned about: a long-running process warns once, not per read
 _warned: set[tuple[str, str]] = set()
@@ -66,30 +65,6 @@ def _warn_unknown(path: Path, keys: list[str]) -> None:
         _warned.add((str(path), key))
         log.warning("%s: unknown key %r ignored (known keys: %s)", printable(path), printable(key),
                     ", ".join(sorted(KNOWN_KEYS)))
-
-
-def read_config(path: Path) -> dict[str, object] | None:
-    """The parsed `estop.toml`, None when there is none; `InvalidArgument` (one line naming the
-    file and the problem) for anything that cannot be read as a TOML document."""
-    from hermes_estop.system.fsread import read_regular
-
-    try:
-        raw = read_regular(path, MAX_CONFIG_BYTES)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:  # NotRegularFile and StoreError are OSErrors too
-        why = exc.strerror or str(exc)
-        raise InvalidArgument(f"invalid config {printable(path)}: {printable(why)}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InvalidArgument(f"invalid config {printable(path)}: not UTF-8 (byte {exc.start})") from None
-    import tomli  # the project's one TOML reader (see windows/windows_file.py)
-
-    try:
-        return tomli.loads(text)
-    except tomli.TOMLDecodeError as exc:
-        raise InvalidArgument(f"invalid config {printable(path)}: {printable(' '.join(str(exc).split()))}") from None
 
 
 #: the store this process's command line chose (`hermes --store URL ...`), if any: it outranks

@@ -1,6 +1,7 @@
 """Checked reads of files in a fleet root or home: `open_regular` (never blocks on a FIFO, never
 follows a symlink, refuses anything but a regular file) and `read_regular`, which every such
-read goes through.
+read goes through; `read_config`, the one reader of the fleet's `estop.toml` (the fleet's
+policy, the store's audit rotation and the process's configuration all read it).
 
 They live apart from the write primitives in `fsutil` (which re-exports them) because every
 `hermes check` reads its configuration through them, and that path must not import what only a
@@ -12,7 +13,8 @@ import errno
 import os
 import stat
 
-from hermes_estop.model.errors import StoreError
+from hermes_estop.model.errors import InvalidArgument, StoreError
+from hermes_estop.model.text import printable
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
 if TYPE_CHECKING:
@@ -20,18 +22,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FILE_MODE",
+    "MAX_CONFIG_BYTES",
     "MAX_READ_BYTES",
     "NotRegularFile",
     "describe_mode",
     "foreign_control",
     "open_regular",
     "open_regular_with_stat",
+    "read_config",
     "read_regular",
     "read_regular_with_stat",
 ]
 
 FILE_MODE = 0o644
 MAX_READ_BYTES = 64 * 1024 * 1024
+#: a configuration file is a few lines; anything larger is refused, not read into memory
+MAX_CONFIG_BYTES = 64 * 1024
 _OPEN_SAFE = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -133,3 +139,25 @@ def read_regular_with_stat(path: Path | str, limit: int = MAX_READ_BYTES) -> tup
         return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), st
     finally:
         os.close(fd)
+
+
+def read_config(path: Path) -> dict[str, object] | None:
+    """The parsed `estop.toml`, None when there is none; `InvalidArgument` (one line naming the
+    file and the problem) for anything that cannot be read as a TOML document."""
+    try:
+        raw = read_regular(path, MAX_CONFIG_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # NotRegularFile and StoreError are OSErrors too
+        why = exc.strerror or str(exc)
+        raise InvalidArgument(f"invalid config {printable(path)}: {printable(why)}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgument(f"invalid config {printable(path)}: not UTF-8 (byte {exc.start})") from None
+    import tomli  # the project's one TOML reader (see windows/windows_file.py)
+
+    try:
+        return tomli.loads(text)
+    except tomli.TOMLDecodeError as exc:
+        raise InvalidArgument(f"invalid config {printable(path)}: {printable(' '.join(str(exc).split()))}") from None

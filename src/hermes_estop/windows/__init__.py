@@ -1,17 +1,5 @@
 """Maintenance windows (docs/design.md §6): scheduled holds whose deadman is the window's end.
 
-- `model`: `Window` (pydantic v2); `windows_file`: `WindowsFile` (`<fleet root>/windows.toml`);
-- `occurrences`: pure functions from a window and an instant to its occurrences (the cron math
-  and its DST rule are `hermes_estop.model.cronspec`'s; `wall_to_instant` is re-exported from there);
-- `ledger`: what the scheduler remembers about occurrences (kept where the fleet's store keeps it),
-  and what the audit trail says was armed when the ledger missed it;
-- `plan`: the pure decisions: what should stand at a scope at `now`, and whether a read of
-  `windows.toml` may be acted on (an editor saving in place);
-- `skips`: an operator's skip of one occurrence;
-- `scheduler`: `WindowService`, the scheduler (`hermes serve`): its passes, writes and report, with
-  `wakeups` (the APScheduler adapter behind a small Protocol);
-- `status`: the windows section of `hermes status`.
-
 `WindowService` and `TickReport` are imported on first use (they pull in APScheduler).
 """
 

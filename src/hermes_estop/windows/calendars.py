@@ -34,21 +34,23 @@ from hermes_estop.model.homes import FLEET
 from hermes_estop.system.fsread import read_regular
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.feed_schedule import compile_feed, compiled_feed, feed_key
-from hermes_estop.windows.field_types import (
+from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
+from hermes_estop.windows.model import (
     Drain,
     Duration,
     Enabled,
+    InvalidWindow,
     Jobs,
     Only,
     Scope,
+    ShapeError,
+    Window,
     WindowAllow,
     optional,
     parse_name,
+    validate_table,
     written,
 )
-from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, parse_feed
-from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
-from hermes_estop.windows.model import Window
 
 __all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "compiled_path", "is_url"]
 

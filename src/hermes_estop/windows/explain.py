@@ -1,11 +1,6 @@
-"""Why a window does or does not hold at an instant (`hermes windows explain`, issue 11 section 3).
-
-An operator who expected a window to hold (or not) needs the chain of facts the scheduler goes
-by, in order: is the window enabled, do its bounds still allow occurrences, which occurrence
-covers the instant (drain lead included), what the ledger says of it (armed as G, skipped,
-released, withdrawn, ended), and when the instant is not covered, which starts were excluded
-between it and the next occurrence. Pure: the caller passes the window, the instant and the
-ledger's entries.
+"""Why a window does or does not hold at an instant (`hermes windows explain`, issue 11 §3): the
+chain of facts the scheduler goes by, in the order it applies them. Pure: the caller passes the
+window, the instant and the ledger's entries.
 """
 
 from __future__ import annotations
@@ -16,10 +11,12 @@ from datetime import datetime
 from typing import Any
 
 from hermes_estop.model.cronspec import starts as cron_starts
+from hermes_estop.model.durations import format_duration
 from hermes_estop.model.timeutil import display_instant, format_instant, in_interval
+from hermes_estop.windows.forecast import window_ahead
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, covering, next_start
+from hermes_estop.windows.occurrences import Occurrence
 
 __all__ = ["MAX_EXCLUDED_SHOWN", "Explanation", "explain"]
 
@@ -37,8 +34,7 @@ _LEDGER_SAYS = {
 
 @dataclass(frozen=True)
 class Explanation:
-    """`holds`: the window's hold stands at `at` per the schedule and the ledger. `facts`: the
-    reasons, in the order the scheduler applies them."""
+    """`holds`: the window's hold stands at `at`; `facts`: why, in the order the scheduler applies them."""
 
     window: str
     scope: str
@@ -78,14 +74,17 @@ def explain(window: Window, at: datetime, entries: Mapping[str, LedgerEntry]) ->
         facts.append(f"not_after {display_instant(window.not_after)} has passed: no occurrence starts any more")
     elif window.not_before is not None and in_interval(at, None, window.not_before):
         facts.append(f"not_before {display_instant(window.not_before)}: no occurrence starts before it")
-    found = covering(window, at)
-    current = found[-1] if found else None
+    current = upcoming = None
+    for occurrence in window_ahead(window, at)[1]:  # those covering `at` come first
+        if not occurrence.covers(at):
+            upcoming = occurrence
+            break
+        current = occurrence
     holds = False
     if current is not None:
         entry = entries.get(current.key)
         holds = window.enabled and (entry is None or entry.state == ARMED)
         facts += _current_facts(window, at, current, entry)
-    upcoming = next_start(window, current.start if current is not None else at)
     excluded = _excluded_before(window, at, upcoming)
     if excluded:
         shown = ", ".join(display_instant(s) or "" for s in excluded)
@@ -121,16 +120,13 @@ def _current_facts(window: Window, at: datetime, current: Occurrence, entry: Led
 
 
 def _span(window: Window) -> str:
-    data = window.to_json()
+    drain = f"a {format_duration(window.drain)} drain lead" if window.drain else ""
     if window.feed is not None:
-        drain = f", each after a {data['drain']} drain lead" if window.drain else ""
-        return f"each event as long as it lasts{drain}"
-    drain = f" after a {data['drain']} drain lead" if window.drain else ""
-    return f"{data['duration']} long{drain}"
+        return "each event as long as it lasts" + (f", each after {drain}" if drain else "")
+    return f"{window.describe_duration()} long" + (f" after {drain}" if drain else "")
 
 
 def _excluded_before(window: Window, at: datetime, upcoming: Occurrence | None) -> list[datetime]:
-    """The cron starts from `at` up to the next occurrence that an exclusion removed."""
     if window.cron is None or not (window.exclude or window.exclude_cron or window.exclude_calendar):
         return []
     out: list[datetime] = []

@@ -1,24 +1,20 @@
 """The schedule as an iCalendar feed (issue 27): `hermes windows export --ics` and `GET
-/calendar.ics` of `hermes serve --http`, for the calendar apps people already use.
-
-One VEVENT per occurrence of the next `days` (windows and calendars alike), in UTC, with a UID
-derived from the occurrence's key, so a subscription updates in place; an occurrence the ledger
-says is skipped is STATUS:CANCELLED. Read back as a `[[calendars]]` source, the export gives the
-same occurrences (cancelled events are not held).
+/calendar.ics` of `hermes serve --http`. One VEVENT per occurrence of the next `days`, its UID
+from the occurrence's key so a subscription updates in place; a skipped one is CANCELLED. Read
+back as a `[[calendars]]` source, the export gives the same occurrences.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from functools import partial
-from typing import Any
 
 from hermes_estop.model.text import printable
+from hermes_estop.windows.forecast import Ahead, ahead, enabled, window_ahead
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, occurrences
+from hermes_estop.windows.occurrences import Occurrence
 from hermes_estop.windows.schedule import Schedule
 
 __all__ = ["MAX_EXPORT_DAYS", "export_ics", "export_uid", "ics_of", "planned", "planned_rows"]
@@ -36,51 +32,28 @@ def export_uid(occurrence: Occurrence) -> str:
 
 def planned(windows: Iterable[Window], now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
     """The occurrences of the enabled `windows` not ended at `now` that arm before `now + days`."""
-    out: list[tuple[Window, Occurrence]] = []
-    for window in windows:
-        if window.enabled:
-            _collect(out, partial(_same, window), _not_ended(window, now), now + timedelta(days=days))
-    return sorted(out, key=_by_start)
-
-
-def _not_ended(window: Window, now: datetime) -> Iterator[Occurrence]:
-    return (o for o in occurrences(window, now - window.duration) if not o.ended(now))
+    return _planned((window_ahead(window, now) for window in windows if window.enabled), now, days)
 
 
 def planned_rows(schedule: Schedule, now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
-    """`planned` of the windows of `schedule` (its rows and its bound windows, in file order), a
-    `Window` built only for a row with an occurrence in the range."""
+    """`planned` of the windows of `schedule`, a `Window` built only for a row with an
+    occurrence in the range."""
+    return _planned((ahead(schedule, item, now) for item in enabled(schedule)), now, days)
+
+
+def _planned(windows: Iterable[Ahead], now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
     out: list[tuple[Window, Occurrence]] = []
-    for item in schedule.in_file_order():
-        if not isinstance(item, int):
-            if item.enabled:
-                _collect(out, partial(_same, item), _not_ended(item, now), now + timedelta(days=days))
-        elif schedule.enabled[item]:
-            _collect(out, partial(schedule.window, item), schedule.not_ended(item, now), now + timedelta(days=days))
-    return sorted(out, key=_by_start)
-
-
-def _same(window: Window) -> Window:
-    return window
-
-
-def _by_start(pair: tuple[Window, Occurrence]) -> tuple[datetime, str, str]:
-    return pair[1].start, pair[1].window, pair[1].ident
-
-
-def _collect(out: list[tuple[Window, Occurrence]], window_of: Callable[[], Window], following: Iterator[Occurrence],
-             until: datetime) -> None:
-    """Add the occurrences of `following` (one window's, not ended) that arm before `until`,
-    while the export has room."""
-    for occurrence in following:
-        if occurrence.arm_at >= until or len(out) >= MAX_EXPORT_EVENTS:
-            break
-        out.append((window_of(), occurrence))
+    until = now + timedelta(days=days)
+    for window_of, following in windows:
+        for occurrence in following:
+            if occurrence.arm_at >= until or len(out) >= MAX_EXPORT_EVENTS:
+                break
+            out.append((window_of(), occurrence))
+    return sorted(out, key=lambda pair: (pair[1].start, pair[1].window, pair[1].ident))
 
 
 def export_ics(windows: Iterable[Window], entries: Mapping[str, LedgerEntry], now: datetime, days: int,
                name: str = "hermes-estop maintenance") -> bytes:
-    """The feed of the next `days` days of `windows` (see the module docstring)."""
     return ics_of(planned(windows, now, days), entries, now, name)
 
 
@@ -95,25 +68,20 @@ def ics_of(events: Iterable[tuple[Window, Occurrence]], entries: Mapping[str, Le
     calendar.add("CALSCALE", "GREGORIAN")
     calendar.add("X-WR-CALNAME", name)
     for window, occurrence in events:
-        calendar.add_component(_event(icalendar.Event(), window, occurrence, entries, now))
+        event = icalendar.Event()
+        event.add("UID", export_uid(occurrence))
+        event.add("DTSTAMP", now)
+        event.add("DTSTART", occurrence.start)
+        event.add("DTEND", occurrence.end)
+        event.add("SUMMARY", printable(window.reason_for(occurrence.reason)))
+        lines = [f"window {window.name} at {window.scope}", f"occurrence {occurrence.ident}"]
+        if occurrence.lead:
+            lines.append(f"the fleet drains from {occurrence.arm_at.isoformat()}")
+        event.add("DESCRIPTION", printable("; ".join(lines)))
+        event.add("CATEGORIES", ["maintenance", window.scope])
+        event.add("X-HERMES-KEY", occurrence.key)
+        entry = entries.get(occurrence.key)
+        event.add("STATUS", "CANCELLED" if entry is not None and entry.state == SKIPPED else "CONFIRMED")
+        calendar.add_component(event)
     data: bytes = calendar.to_ical()
     return data
-
-
-def _event(event: Any, window: Window, occurrence: Occurrence, entries: Mapping[str, LedgerEntry],
-           now: datetime) -> Any:
-    """`event` (an empty `icalendar.Event`) filled in for `occurrence` of `window`."""
-    event.add("UID", export_uid(occurrence))
-    event.add("DTSTAMP", now)
-    event.add("DTSTART", occurrence.start)
-    event.add("DTEND", occurrence.end)
-    event.add("SUMMARY", printable(window.reason_for(occurrence.reason)))
-    lines = [f"window {window.name} at {window.scope}", f"occurrence {occurrence.ident}"]
-    if occurrence.lead:
-        lines.append(f"the fleet drains from {occurrence.arm_at.isoformat()}")
-    event.add("DESCRIPTION", printable("; ".join(lines)))
-    event.add("CATEGORIES", ["maintenance", window.scope])
-    event.add("X-HERMES-KEY", occurrence.key)
-    entry = entries.get(occurrence.key)
-    event.add("STATUS", "CANCELLED" if entry is not None and entry.state == SKIPPED else "CONFIRMED")
-    return event

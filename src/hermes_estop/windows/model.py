@@ -1,17 +1,20 @@
-"""The window model (docs/design.md §6): one `[[windows]]` table of `windows.toml` (docs/windows.md).
+"""The window model (docs/design.md §6): one `[[windows]]` table of `windows.toml` (docs/windows.md),
+its fields' types (shared with `[[calendars]]`), how a refusal reads (`InvalidWindow`: one line
+naming the file, the window and the field, the same for the file, `windows add` and `validate`)
+and the fleet's arming policy applied to a window when it is validated (issue 37: a schedule
+never surprises at 03:00).
 
 A window is either recurring (`cron`, read in `timezone`) or a one-shot (`at`). Every occurrence
 lasts `duration` of absolute time and arms a hold at `scope` admitting `allow`; with `drain` the
 hold is armed that long BEFORE each start, so the maintenance begins on a quiet fleet.
-
-How each field's value is read lives in `field_types` (the fields' types), how a refusal is
-worded in `invalid` (one line naming the file, the window and the field: exit 2).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime, timedelta, tzinfo
+from difflib import get_close_matches
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,62 +27,183 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    ValidationError,
     ValidationInfo,
+    WithJsonSchema,
     field_serializer,
     field_validator,
     model_validator,
 )
 
-from hermes_estop.model.cronspec import validate_timezone
+from hermes_estop.model.cronspec import validate_cron, validate_timezone
 from hermes_estop.model.durations import format_duration, parse_with_unit
+from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import MAX_REASON, Allow, clean_reason
-from hermes_estop.model.homes import FLEET
+from hermes_estop.model.homes import FLEET, validate_profile_name
+from hermes_estop.model.policy import Actor, Policy, Refusal, window_refusals
 from hermes_estop.model.selector import Selector
-from hermes_estop.model.timeutil import display_instant, format_instant
-from hermes_estop.windows.field_types import (
-    MAX_DRAIN,
-    Cron,
-    Drain,
-    Duration,
-    Enabled,
-    Instant,
-    Jobs,
-    Only,
-    Scope,
-    WindowAllow,
-    Zone,
-    optional,
-    parse_exclude,
-    parse_name,
-    parse_optional_instant,
-    validate_scope,
-    written,
-)
+from hermes_estop.model.timeutil import display_instant, format_instant, parse_instant, schedulable
 from hermes_estop.windows.ical import Feed
-from hermes_estop.windows.invalid import InvalidWindow, ShapeError, validate_table
 
 __all__ = [
-    "MAX_DRAIN",
     "MAX_REASON",
     "WINDOWS_FILE",
     "InvalidWindow",
+    "ShapeError",
     "Window",
     "WindowAllow",
     "WindowsDocument",
-    "check_unique",
     "json_schema",
-    "parse_run",
+    "refusals_of",
+    "refused_window",
     "validate_scope",
+    "validate_table",
 ]
 
 WINDOWS_FILE = "windows.toml"
-#: at most this many arguments in a window's `run` command
 MAX_TASK_ARGS = 256
+#: draining the fleet more than a day before a window is a typo, not a plan
+MAX_DRAIN = timedelta(hours=24)
+#: a window's or a calendar's name (they share names)
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
-def parse_run(value: object) -> list[str] | None:
-    """A task's command (argv), or None; `ValueError` naming the value. Also what a cached
-    window's `run` must pass again: a command is never taken on trust."""
+class InvalidWindow(EstopError, ValueError):
+    """A window definition (or `windows.toml`) that does not validate. `problems` is every
+    (field, message) found and the message names them all, so a typo'd key is never hidden
+    behind the field it left missing; `field` and `detail` are the first."""
+
+    def __init__(self, message: str, *, path: Path | None = None, window: str | None = None,
+                 field: str | None = None, problems: Sequence[tuple[str | None, str]] = ()) -> None:
+        where = [str(path)] if path is not None else []
+        if window is not None:
+            where.append(f"window {window}")
+        every = list(problems) or [(field, message)]
+        said = "; ".join(f"field {f!r}: {m}" if f is not None else m for f, m in every)
+        super().__init__(": ".join([*where, said]))
+        self.path = path
+        self.window = window
+        self.field, self.detail = every[0]
+        self.problems = tuple(every)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": str(self.path) if self.path is not None else None, "window": self.window,
+                "problems": [{"field": f, "message": m} for f, m in self.problems], "error": str(self)}
+
+
+class ShapeError(ValueError):
+    """A model validator's refusal, carrying the field to name (pydantic gives it no location)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _problem(error: Any, known: list[str]) -> tuple[str | None, str]:
+    loc = [str(part) for part in error.get("loc", ())]
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, ShapeError):
+        return cause.field, str(cause)
+    field = ".".join(loc) if loc else None
+    if isinstance(cause, Exception):
+        return field, str(cause)
+    if error.get("type") == "extra_forbidden":
+        if loc and loc[0] == "allow":
+            return field, "unknown field (expected user_ids, profiles)"
+        close = get_close_matches(loc[-1], known, n=1, cutoff=0.7) if loc else []
+        if close:
+            return field, f"unknown field (did you mean {close[0]!r}?)"
+        return field, f"unknown field (expected one of {', '.join(known)})"
+    if error.get("type") == "missing":
+        return field, "required"
+    return field, f"{error.get('msg', 'invalid')} (got {error.get('input')!r})"
+
+
+def validate_table(model: Any, data: Any, *, path: Path | None, index: int | None, kind: str = "") -> Any:
+    """`model` (a window, a calendar: `kind`) validated from one `windows.toml` table, or an
+    `InvalidWindow` naming the table (its name, else its position) and every bad field, unknown
+    keys first (a typo'd key explains the field it left missing)."""
+    name = data.get("name") if isinstance(data, dict) else None
+    label = repr(name) if isinstance(name, str) and NAME_RE.fullmatch(name) else (
+        f"{kind}#{index + 1}" if index is not None else None)
+    if not isinstance(data, dict):
+        raise InvalidWindow(f"expected a table, got {type(data).__name__}", path=path, window=label)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        known = list(model.model_fields)
+        errors = sorted(exc.errors(), key=lambda error: error.get("type") != "extra_forbidden")
+        raise InvalidWindow("invalid", path=path, window=label,
+                            problems=[_problem(error, known) for error in errors]) from None
+
+
+# -- the fields' types (each parser's `ValueError` names the value; `_problem` names the field) --
+
+def optional(parse: Callable[[Any], Any]) -> BeforeValidator:
+    return BeforeValidator(lambda value: None if value is None else parse(value))
+
+
+def parse_name(value: object, what: str) -> str:
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value):
+        raise ValueError(f"invalid {what} name {value!r}: use lowercase letters, digits, '-' and '_' "
+                         "(starting with a letter or digit, at most 64)")
+    return value
+
+
+def validate_scope(value: object) -> str:
+    if value == FLEET:
+        return FLEET
+    try:
+        return validate_profile_name(value)
+    except EstopError as exc:
+        raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
+
+
+def _enabled(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"invalid enabled {value!r}: expected true or false")  # noqa: TRY004
+    return value
+
+
+def _drain(value: object) -> timedelta | None:
+    lead = parse_with_unit(value)
+    if lead > MAX_DRAIN:
+        raise ValueError(f"invalid drain {value!r}: longer than the {MAX_DRAIN // timedelta(hours=1)}h bound "
+                         "(a drain lead is at most a day)")
+    return lead
+
+
+def _selector_part(value: object, field: str) -> list[str]:
+    """`only` or `jobs`: a list of names, each checked as `Selector.of` checks operator input."""
+    if isinstance(value, str) or not isinstance(value, list):
+        raise ValueError(f"invalid {field} {value!r}: expected a list of names")  # noqa: TRY004
+    try:
+        Selector.of(value if field == "only" else (), value if field == "jobs" else ())
+    except EstopError as exc:
+        raise ValueError(str(exc)) from None
+    return list(value)
+
+
+def _exclude(value: object) -> list[date]:
+    """Exclusion dates: `date`s or `YYYY-MM-DD` strings, deduplicated and sorted."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"invalid exclude {value!r}: expected a list of dates (YYYY-MM-DD)")  # noqa: TRY004
+    out: set[date] = set()
+    for item in value:
+        if isinstance(item, datetime) or not isinstance(item, (date, str)):
+            raise ValueError(f"invalid exclude date {item!r}: expected YYYY-MM-DD")  # noqa: TRY004
+        if isinstance(item, str):
+            try:
+                item = date.fromisoformat(item)
+            except ValueError:
+                raise ValueError(f"invalid exclude date {item!r}: not a calendar date (YYYY-MM-DD)") from None
+        out.add(item)
+    return sorted(out)
+
+
+def _run(value: object) -> list[str] | None:
     if value is None:
         return None
     if (not isinstance(value, list) or not value or len(value) > MAX_TASK_ARGS
@@ -89,17 +213,81 @@ def parse_run(value: object) -> list[str] | None:
     return list(value)
 
 
-@lru_cache(maxsize=4096)
-def cron_matches(expr: str, wall: datetime) -> bool:
-    """Whether the naive local `wall` time (seconds ignored) is one `expr` fires at (croniter's
-    `match`, on the wall clock of the window's timezone, as every cron decision here is made)."""
-    return bool(croniter.match(expr, wall.replace(second=0, microsecond=0)))
-
-
 def _calendar_location(value: object) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 2000:
         raise ValueError(f"invalid exclude_calendar {value!r}: expected an .ics path or an https:// url")
     return value
+
+
+Duration = Annotated[
+    timedelta,
+    WithJsonSchema({"type": "string", "description": "45m, 1h30m, 90s, 1d or ISO-8601 PT2H; at most 366 days",
+                    "examples": ["1h", "90m", "PT2H"]}),
+]
+Drain = Annotated[
+    timedelta | None,
+    optional(_drain),
+    WithJsonSchema({"type": "string", "description": "arm the hold this long before each start (reason "
+                                                     "'draining for <window>'), so the window begins on a "
+                                                     "quiet fleet; positive, at most 24h",
+                    "examples": ["15m", "1h"]}),
+]
+Instant = Annotated[
+    datetime | None,
+    WithJsonSchema({"type": "string", "format": "date-time",
+                    "description": "ISO-8601 instant; without an offset it is UTC"}),
+]
+Cron = Annotated[str | None, optional(validate_cron)]
+Zone = Annotated[str, BeforeValidator(lambda value: validate_timezone(value).key)]
+Scope = Annotated[str, BeforeValidator(validate_scope)]
+Enabled = Annotated[bool, BeforeValidator(_enabled)]
+Only = Annotated[list[str], BeforeValidator(partial(_selector_part, field="only"))]
+Jobs = Annotated[list[str], BeforeValidator(partial(_selector_part, field="jobs"))]
+
+
+class WindowAllow(BaseModel):
+    """Who keeps working through the window's hold: `user_ids` grant, `profiles` narrow."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user_ids: list[str] = Field(default_factory=list)
+    profiles: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or set(data) - {"user_ids", "profiles"}:
+            return data  # extra="forbid" names an unknown key
+        users, profiles = data.get("user_ids") or [], data.get("profiles") or []
+        for key, items in (("user_ids", users), ("profiles", profiles)):
+            if not isinstance(items, list):
+                raise ValueError(f"invalid allow.{key} {items!r}: expected a list")  # noqa: TRY004
+        allow = Allow.of(users, profiles)
+        return {"user_ids": sorted(allow.user_ids), "profiles": sorted(allow.profiles)}
+
+    def to_allow(self) -> Allow:
+        return Allow.of(self.user_ids, self.profiles)
+
+
+def written(model: BaseModel, keys: Iterable[str]) -> dict[str, Any]:
+    """The fields `keys` of `model` (a window, a calendar) that `windows.toml` writes, in that
+    order: those not at their default, durations as text, the allowlist only with users."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        value = getattr(model, key)
+        if isinstance(value, WindowAllow):
+            value = {k: list(v) for k, v in value.model_dump().items() if v} if value.user_ids else None
+        elif key == "enabled":
+            value = None if value else False
+        if value is not None and value != []:
+            out[key] = format_duration(value) if isinstance(value, timedelta) else value
+    return out
+
+
+@lru_cache(maxsize=4096)
+def cron_matches(expr: str, wall: datetime) -> bool:
+    """Whether `expr` fires at the naive local `wall` minute (croniter's `match`)."""
+    return bool(croniter.match(expr, wall.replace(second=0, microsecond=0)))
 
 
 class Window(BaseModel):
@@ -126,11 +314,11 @@ class Window(BaseModel):
     enabled: Enabled = True
     not_before: Instant = Field(None, description="no occurrence starts before this instant")
     not_after: Instant = Field(None, description="no occurrence starts at or after this instant")
-    exclude: Annotated[list[date], BeforeValidator(parse_exclude)] = Field(
+    exclude: Annotated[list[date], BeforeValidator(_exclude)] = Field(
         default_factory=list, description="local dates (in the window's timezone) on which no occurrence starts")
     exclude_cron: Cron = Field(None, description="5-field crontab expression: an occurrence whose local "
                                                  "start it matches does not start (e.g. '* * 24-26 12 *')")
-    run: Annotated[list[str] | None, BeforeValidator(parse_run)] = Field(
+    run: Annotated[list[str] | None, BeforeValidator(_run)] = Field(
         None, description="a maintenance task: the command (argv) run at each occurrence's start under the "
                           "window's hold (windows/tasks.py)")
     on_failure_ttl: Annotated[timedelta | None, optional(parse_with_unit)] = Field(
@@ -144,8 +332,13 @@ class Window(BaseModel):
     @field_validator("at", "not_before", "not_after", mode="before")
     @classmethod
     def _instant(cls, value: object, info: ValidationInfo) -> datetime | None:
-        """An instant occurrences are computed from (`at`, `not_before`) must be schedulable."""
-        return parse_optional_instant(value, f"{info.field_name} time", bounded=info.field_name != "not_after")
+        """`at` and `not_before` must lie in `timeutil.COMPUTABLE` (the year 9999 would overflow
+        the scheduler's arithmetic): refused here, naming the field, not met at run time."""
+        if value is None:
+            return None
+        what = f"{info.field_name} time"
+        instant = parse_instant(value, what=what)
+        return instant if info.field_name == "not_after" else schedulable(instant, what=what)
 
     @property
     def selector(self) -> Selector | None:
@@ -165,23 +358,13 @@ class Window(BaseModel):
                                            f"{format_instant(self.not_before)}")
         return self
 
-    @field_serializer("duration")
-    def _dump_duration(self, value: timedelta) -> str:
-        return format_duration(value)
-
-    @field_serializer("drain", "on_failure_ttl")
-    def _dump_drain(self, value: timedelta | None) -> str | None:
+    @field_serializer("duration", "drain", "on_failure_ttl")
+    def _dump_duration(self, value: timedelta | None) -> str | None:
         return None if value is None else format_duration(value)
-
-    @field_serializer("exclude")
-    def _dump_exclude(self, value: list[date]) -> list[str]:
-        return [day.isoformat() for day in value]
 
     @field_serializer("at", "not_before", "not_after")
     def _dump_instant(self, value: datetime | None) -> str | None:
         return format_instant(value)
-
-    # -- derived ---------------------------------------------------------------------------
 
     @property
     def tz(self) -> ZoneInfo:
@@ -193,7 +376,6 @@ class Window(BaseModel):
 
     @property
     def hold_reason(self) -> str:
-        """The reason written into the hold: the window's own, or one naming the window."""
         return self.reason or f"maintenance window {self.name}"
 
     def reason_for(self, own: str | None, *, draining: bool = False) -> str:
@@ -212,10 +394,8 @@ class Window(BaseModel):
 
     def excludes(self, start: datetime) -> bool:
         """Whether the occurrence starting at `start` is excluded (`exclude` names its local
-        date, an event of `exclude_calendar` covers it, or `exclude_cron` matches its local
-        start, minute and all)."""
-        # `_holidays` is bound only to a window with `exclude_calendar` (`calendars.bind`), and
-        # reading a private attribute costs a pydantic `__getattr__`: asked per start, per window
+        date, an event of `exclude_calendar` covers it, or `exclude_cron` matches its local start)."""
+        # asked per start, per window: reading a private attribute costs a pydantic `__getattr__`
         if not self.exclude and self.exclude_cron is None and (self.exclude_calendar is None or self._holidays is None):
             return False
         local = start.astimezone(self.tz)
@@ -230,12 +410,10 @@ class Window(BaseModel):
         return self.tz
 
     def describe_duration(self) -> str:
-        """How long each occurrence lasts, as `windows list` says it."""
         return format_duration(self.duration)
 
     def describe_schedule(self, *, for_json: bool = False) -> str:
-        """The schedule in words: a one-shot's instant as a person reads it (local, to the
-        second), or exact UTC for `--json`."""
+        """A one-shot's instant as a person reads it (local, to the second), or exact UTC for `--json`."""
         if self.cron is not None:
             return f"cron '{self.cron}' {self.timezone}"
         return f"at {format_instant(self.at) if for_json else display_instant(self.at)}"
@@ -259,8 +437,7 @@ class Window(BaseModel):
 
     @classmethod
     def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> Window:
-        """A window from a mapping (a `windows.toml` table, CLI input); `InvalidWindow` naming
-        the file, the window (its name, else its position) and the first bad field."""
+        """A window from a mapping (a `windows.toml` table, CLI input), or `InvalidWindow`."""
         window: Window = validate_table(cls, data, path=path, index=index)
         return window
 
@@ -273,14 +450,24 @@ class WindowsDocument(BaseModel):
     windows: list[Window] = Field(default_factory=list)
 
 
-def check_unique(windows: Iterable[Window], path: Path | None = None) -> None:
-    seen: set[str] = set()
-    for window in windows:
-        if window.name in seen:
-            raise InvalidWindow("duplicate name", path=path, window=repr(window.name), field="name")
-        seen.add(window.name)
-
-
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of `windows.toml`."""
     return WindowsDocument.model_json_schema()
+
+
+# -- the fleet's arming policy, met when a window is validated (`windows_file.against_policy`),
+# not when it arms
+
+_POLICY_FIELDS = {"max_ttl": "duration", "reason_pattern": "reason", "require_ttl": "duration", "max_scope": "scope"}
+
+
+def refusals_of(policy: Policy, actor: Actor, window: Window) -> tuple[Refusal, ...]:
+    """Every rule `window`, armed by `actor`, breaks: its hold lasts its drain lead and its
+    duration, and is judged by the operator's reason (`hold_reason`), never "draining for ...",
+    as the fleet judges it when it is armed."""
+    length = window.duration + (window.drain or timedelta(0))
+    return window_refusals(policy, actor, window.scope, length, window.hold_reason)
+
+
+def refused_window(window: Window, refusals: tuple[Refusal, ...], path: Path | None = None) -> InvalidWindow:
+    return InvalidWindow("; ".join(r.message for r in refusals), path=path, window=repr(window.name),
+                         field=_POLICY_FIELDS.get(refusals[0].rule))

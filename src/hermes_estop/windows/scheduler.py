@@ -41,10 +41,9 @@ from hermes_estop.windows.ledger import (
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering as covering_of
 from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope
-from hermes_estop.windows.policy_check import against_policy
 from hermes_estop.windows.schedule import Schedules
 from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler
-from hermes_estop.windows.windows_file import Parsed, WindowsFile
+from hermes_estop.windows.windows_file import Parsed, WindowsFile, against_policy
 
 __all__ = ["EDIT", "JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog", "TickEvent",
            "TickReport", "WindowService", "action_event", "note_event", "planned_events"]

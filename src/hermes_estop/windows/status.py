@@ -13,9 +13,9 @@ from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant, format_relative
+from hermes_estop.windows.forecast import ahead
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry, open_ledger
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, upcoming
+from hermes_estop.windows.occurrences import Occurrence
 from hermes_estop.windows.schedule import Row, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
@@ -42,35 +42,35 @@ def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None,
 
 def _section(fleet: Fleet, now: datetime, as_json: bool | None, schedule: Schedule | None) -> dict[str, Any]:
     windows_file = WindowsFile(fleet.root)
-    windows = _shown(schedule if schedule is not None else schedule_of(windows_file, now), now)
-    if not windows:
+    shown = _shown(schedule if schedule is not None else schedule_of(windows_file, now), now)
+    if not shown:
         return {"json": {"windows": []}, "lines": []}
     try:
-        entries = open_ledger(fleet).load()
-        ledger_problem = None
+        entries, problem = open_ledger(fleet).load(), None
     except (EstopError, OSError) as exc:
-        entries, ledger_problem = {}, one_line(exc)
-    rows: list[dict[str, Any]] = []
-    lines = [f"windows ({len(windows)} in {windows_file.path}):"]
-    for window, current, following in windows:
-        entry = entries.get(current.key) if current is not None and entries else None
-        state = entry.state if entry is not None else None
-        skipped = following is not None and bool(entries) and _skipped(following.key, entries)
+        entries, problem = {}, one_line(exc)
+    data: dict[str, Any] = {"windows": []}
+    lines = [f"windows ({len(shown)} in {windows_file.path}):"]
+    for window, current, following in shown:
+        state, skipped = _state(entries, current), _state(entries, following) == SKIPPED
         if as_json is not False:
-            rows.append(_row_json(window, current, following, now, state, skipped))
+            data["windows"].append(_row_json(window, current, following, now, state, skipped))
         if as_json is not True:
             lines.extend(_row_lines(window, current, following, now, state, skipped))
-    if ledger_problem:
-        lines.append(f"  windows ledger: {ledger_problem}")
-    data: dict[str, Any] = {"windows": rows}
-    if ledger_problem:
-        data["windows_error"] = ledger_problem
+    if problem:
+        lines.append(f"  windows ledger: {problem}")
+        data["windows_error"] = problem
     return {"json": data if as_json is not False else {}, "lines": lines if as_json is not True else []}
+
+
+def _state(entries: dict[str, LedgerEntry], occurrence: Occurrence | None) -> str | None:
+    """What the ledger says of `occurrence` (its key is made only when there is a ledger)."""
+    entry = entries.get(occurrence.key) if occurrence is not None and entries else None
+    return entry.state if entry is not None else None
 
 
 def _row_json(window: Row, current: Occurrence | None, following: Occurrence | None, now: datetime,
               state: str | None, skipped: bool) -> dict[str, Any]:
-    """One window in `status --json`."""
     return {
         "name": window.name,
         "scope": window.scope,
@@ -110,42 +110,16 @@ Shown = tuple[Row, Occurrence | None, Occurrence | None]
 
 
 def _shown(schedule: Schedule, now: datetime) -> list[Shown]:
-    """Each window with the occurrence covering `now` and the next after it: from the file's
-    compiled schedule (no `Window` built for a row it answers), else from the window."""
-    out = []
+    """Each window with the occurrence covering `now` and the next after it (the second asked
+    only when the first covers `now`: issue 24, nothing computed that is then cut)."""
+    out: list[Shown] = []
     for item in schedule.in_file_order():
-        if not isinstance(item, int):
-            out.append((Row.of(item), *_current_and_following(item, now)))
+        following = ahead(schedule, item, now)[1]
+        first = next(following, None)
+        row = schedule.row(item) if isinstance(item, int) else Row.of(item)
+        if first is None or not first.covers(now):
+            out.append((row, None, first))
             continue
-        answered = _from_schedule(schedule, item, now)
-        out.append((schedule.row(item), *answered) if answered is not None else
-                   (schedule.row(item), *_current_and_following(schedule.window(item), now)))
+        second = next(following, None)
+        out.append((row, first, second if second is not None and not second.covers(now) else None))
     return out
-
-
-def _from_schedule(schedule: Schedule, row: int, now: datetime) -> tuple[Occurrence | None, Occurrence | None] | None:
-    """`_current_and_following` of `row` from `schedule`; None when it cannot tell."""
-    first = schedule.upcoming(row, now, 1)
-    if first is None:
-        return None
-    if not first or not first[0].covers(now):
-        return None, first[0] if first else None
-    both = schedule.upcoming(row, now, 2)
-    if both is None:
-        return None
-    return first[0], next((o for o in both[1:] if not o.covers(now)), None)
-
-
-def _current_and_following(window: Window, now: datetime) -> tuple[Occurrence | None, Occurrence | None]:
-    """The occurrence covering `now` (or None) and the next one after it: the second occurrence
-    is computed only when the first covers `now` (issue 24: nothing computed that is then cut)."""
-    first = upcoming(window, now, 1)
-    if not first or not first[0].covers(now):
-        return None, first[0] if first else None
-    current = first[0]
-    return current, next((o for o in upcoming(window, now, 2)[1:] if not o.covers(now)), None)
-
-
-def _skipped(key: str, entries: dict[str, LedgerEntry]) -> bool:
-    entry = entries.get(key)
-    return entry is not None and entry.state == SKIPPED

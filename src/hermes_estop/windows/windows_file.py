@@ -1,21 +1,22 @@
-"""`windows.toml` of one fleet root: reading it safely and changing it atomically.
+"""`windows.toml` of one fleet root: reading it safely, changing it atomically, and editing it as
+written.
 
-Reading opens the file with `fsutil.open_regular` (O_NONBLOCK|O_NOFOLLOW, then fstat): a FIFO,
-a directory or a symlink planted there is refused with one line (`NotRegularFile`, a
-`StoreError`), which the scheduler treats as "cannot read" (standing holds stay), never as
-"zero windows". `snapshot()` returns the bytes together with the identity of the very file
-they were read from, so the scheduler can tell a re-save in place (new identity) from a file
-that stayed as it was.
+Reads refuse a FIFO, a directory or a planted symlink with one line (`NotRegularFile`, a
+`StoreError`): the scheduler takes it as "cannot read" (standing holds stay), never as "zero
+windows". `snapshot()` pairs the bytes with the identity of the very file they came from, so the
+scheduler can tell a re-save in place from a file that stayed as it was. Writes take a lock
+beside the file and replace it atomically: a reader sees the old file or the new.
 
-Writes go through `fsutil.locked_update`: an exclusive lock beside the file (`.windows.toml.lock`),
-the temporaries of writers that died mid-write swept, the file replaced atomically: a reader sees
-the old file or the new. Hand editors that re-save in place are the scheduler's problem (`windows.plan`).
+`add` and `remove` keep what the operator wrote (issue 38): the header, comments, the order of
+the windows and inline tables stay; only the window added, replaced or removed changes. tomlkit
+finds the tables; removal cuts lines, so a comment written above the next window stays with it.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -24,19 +25,17 @@ from typing import Any
 
 import tomli_w
 
-# The TOML parser is `tomli` (a dependency), not the standard library's `tomllib`: they are one
-# parser (tomllib is tomli, vendored) with the same results and error messages, but tomli's wheels
-# are compiled (mypyc) and parse a 10,000-window file about three times faster; parsing is over
-# half of the scheduler's cold start-up at that size (bench/windows.py).
+# `tomli`, not the standard library's `tomllib`: the same parser and messages, but tomli's wheels
+# are compiled (mypyc) and parse a 10,000-window file about three times faster (bench/windows.py)
 from tomli import TOMLDecodeError, loads as toml_loads
 
 from hermes_estop.model.errors import StoreError
+from hermes_estop.model.policy import Actor, Policy
 from hermes_estop.system.fsutil import locked_update, read_regular_with_stat
-from hermes_estop.windows import toml_edit
 from hermes_estop.windows.calendars import CalendarSource, bind
-from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Window, check_unique
+from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Window, refusals_of, refused_window
 
-__all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "Parsed", "FileSnapshot", "WindowsFile"]
+__all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "FileSnapshot", "Parsed", "WindowsFile", "against_policy"]
 
 #: a windows file larger than this is refused (10,000 windows take about 1 MiB)
 MAX_WINDOWS_BYTES = 32 * 1024 * 1024
@@ -51,9 +50,8 @@ Identity = tuple[int, ...]
 @dataclass(frozen=True)
 class Parsed:
     """A file that parses as TOML, window by window: the `windows` that validate, and one
-    `InvalidWindow` per table that does not (a table whose name repeats one before it too).
-    Calendars (`[[calendars]]`, `exclude_calendar`) bound (`parse_each`): `stale` names those
-    running on their last good copy, and why; `digests` says which feed contents were read."""
+    `InvalidWindow` per table that does not (or repeats a name). Calendars bound (`parse_each`):
+    `stale` names those running on their last good copy, and why; `digests` the feeds read."""
 
     windows: list[Window]
     failures: list[InvalidWindow]
@@ -67,14 +65,27 @@ class Parsed:
 
 
 def _section(name: str, table: Mapping[str, Any], *, many: bool = False) -> str:
-    """`table` as a TOML section, always as a `[[windows]]` table (tomli_w writes a short array
-    of tables inline, `windows = [ {...} ]`, so one window read differently from two)."""
+    """`table` as a TOML section, always a `[[windows]]` table (tomli_w writes a short array of
+    tables inline, `windows = [ {...} ]`, so one window would read differently from two)."""
     literals = {key: value for key, value in table.items() if not isinstance(value, Mapping)}
     text = (f"[[{name}]]\n" if many else f"[{name}]\n") + tomli_w.dumps(literals)
     for key, value in table.items():
         if isinstance(value, Mapping):
             text += "\n" + _section(f"{name}.{key}", value)
     return text
+
+
+def _unique(windows: Iterable[Window], path: Path) -> tuple[list[Window], list[InvalidWindow]]:
+    """`windows` less those whose name repeats one before it, and a failure for each of those."""
+    seen: set[str] = set()
+    unique, failures = [], []
+    for window in windows:
+        if window.name in seen:
+            failures.append(InvalidWindow("duplicate name", path=path, window=repr(window.name), field="name"))
+        else:
+            seen.add(window.name)
+            unique.append(window)
+    return unique, failures
 
 
 @dataclass(frozen=True)
@@ -104,7 +115,8 @@ class WindowsFile:
         return f"WindowsFile({str(self.path)!r})"
 
     def identity(self) -> Identity | None:
-        """What changes whenever the file is replaced or edited in place; None when absent."""
+        """What changes whenever the file (or a calendar file it binds) is replaced or edited in
+        place; None when absent."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -120,8 +132,7 @@ class WindowsFile:
         return identity
 
     def snapshot(self) -> FileSnapshot:
-        """The bytes and the identity of the file they came from. Raises `StoreError` (cannot
-        read, not a regular file, too large)."""
+        """Raises `StoreError` (cannot read, not a regular file, too large)."""
         try:
             raw, st = read_regular_with_stat(self.path, MAX_WINDOWS_BYTES)
         except FileNotFoundError:
@@ -132,11 +143,10 @@ class WindowsFile:
 
     def load(self) -> list[Window]:
         """Every window in the file, in file order; [] when there is no file. Raises
-        `InvalidWindow` (the file, the window, the field) or `StoreError` (cannot read)."""
+        `InvalidWindow` or `StoreError`."""
         return self.parse(self.snapshot().raw)
 
     def parse(self, raw: bytes) -> list[Window]:
-        """The windows `raw` holds; `InvalidWindow` for the first table that does not validate."""
         parsed = self.parse_each(raw)
         if parsed.failures:
             raise parsed.failures[0]
@@ -159,9 +169,8 @@ class WindowsFile:
         """The windows and calendar sources of `raw`, unbound; `whole` (an edit): the first
         failing table raises. The cyclic garbage collector is paused meanwhile: validating a
         large file allocates hundreds of thousands of objects that all survive, and each
-        collection they trigger walks every one of them again (a fifth of the cold start-up with
-        10,000 windows). Nothing here makes cycles to collect; the collector resumes after.
-        The last bytes validated here are not validated again."""
+        collection walks every one of them again (a fifth of the cold start-up at 10,000
+        windows); nothing here makes cycles."""
         last = self._last
         if last is None or last[0] != raw:
             paused = gc.isenabled()
@@ -188,20 +197,12 @@ class WindowsFile:
             raise InvalidWindow(f"unknown top-level key(s) {unknown}: expected [[windows]] and [[calendars]] tables",
                                 path=self.path)
         failures: list[InvalidWindow] = []
-        windows = self._each(data, "windows", Window.parse, failures)
-        seen: set[str] = set()
-        unique = []
-        for window in windows:
-            if window.name in seen:
-                failures.append(InvalidWindow("duplicate name", path=self.path, window=repr(window.name), field="name"))
-            else:
-                seen.add(window.name)
-                unique.append(window)
-        return Parsed(unique, failures, self._each(data, "calendars", CalendarSource.parse, failures))
+        windows, repeated = _unique(self._each(data, "windows", Window.parse, failures), self.path)
+        failures += repeated
+        return Parsed(windows, failures, self._each(data, "calendars", CalendarSource.parse, failures))
 
     def _each(self, data: dict[str, Any], key: str, parse: Callable[..., Any], failures: list[InvalidWindow]) -> list[Any]:
-        """Each table of the array `key` (`[[windows]]`, `[[calendars]]`) that validates; the
-        others' `InvalidWindow` added to `failures`."""
+        """Each table of the array `key` that validates; the others' failures added to `failures`."""
         tables = data.get(key, [])
         if not isinstance(tables, list):
             raise InvalidWindow(f"{key!r} must be an array of tables ([[{key}]])", path=self.path)
@@ -213,11 +214,10 @@ class WindowsFile:
                 failures.append(exc)
         return out
 
-    def render(self, windows: Iterable[Window], sources: Iterable[CalendarSource] = ()) -> bytes:
-        """The file of `windows` and the calendar `sources` (a calendar's window is written back
-        as its `[[calendars]]` table)."""
+    def render(self, windows: Iterable[Window]) -> bytes:
+        """The file of `windows` (a calendar's window written back as its `[[calendars]]` table)."""
         plain: list[dict[str, Any]] = []
-        calendars = [source.to_toml() for source in sources]
+        calendars: list[dict[str, Any]] = []
         for window in windows:
             (calendars if window.feed is not None else plain).append(window.to_toml())
         parts = [_section("windows", table, many=True) for table in plain]
@@ -227,13 +227,15 @@ class WindowsFile:
     def save(self, windows: Iterable[Window]) -> None:
         """Replace the file with `windows` (atomically, under the lock)."""
         windows = list(windows)
-        check_unique(windows, self.path)
+        repeated = _unique(windows, self.path)[1]
+        if repeated:
+            raise repeated[0]
         with locked_update(self.path, lock_path=self.lock_path) as file:
             file.replace(self.render(windows))
 
     def add(self, window: Window, *, replace: bool = False) -> list[Window]:
-        """Append `window` (or, with `replace`, put it in place of the one with its name),
-        editing the file as it is written (`toml_edit`: comments, order and style kept)."""
+        """Append `window` (or, with `replace`, put it in place of the one with its name), the
+        rest of the file as it is written."""
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
             raw = file.current or b""
             parsed = self.validate(raw, whole=True)
@@ -247,16 +249,16 @@ class WindowsFile:
                                         path=self.path, window=repr(window.name))
                 before = windows[names.index(window.name)]
                 windows[names.index(window.name)] = window
-                edit = partial(toml_edit.replaced, name=window.name, before=before.to_toml(), after=window.to_toml())
+                edit = partial(_replaced, name=window.name, before=before.to_toml(), after=window.to_toml())
             else:
                 windows.append(window)
-                edit = partial(toml_edit.appended, table=window.to_toml())
-            file.replace(self._edited(raw, edit, windows, parsed.sources))
+                edit = partial(_appended, table=window.to_toml())
+            file.replace(self._edited(raw, edit, windows))
         return windows
 
     def remove(self, name: str) -> Window:
-        """Remove the window called `name` (`toml_edit`: the rest of the file as it is written);
-        `InvalidWindow` when there is none."""
+        """Remove the window called `name`, the rest of the file as it is written; `InvalidWindow`
+        when there is none."""
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
             raw = file.current or b""
             parsed = self.validate(raw, whole=True)
@@ -264,19 +266,137 @@ class WindowsFile:
             for i, window in enumerate(windows):
                 if window.name == name:
                     del windows[i]
-                    file.replace(self._edited(raw, partial(toml_edit.removed, name=name), windows, parsed.sources))
+                    file.replace(self._edited(raw, partial(_removed, name=name), windows))
                     return window
         raise InvalidWindow("no such window", path=self.path, window=repr(name))
 
-    def _edited(self, raw: bytes, edit: Callable[[str], str], windows: list[Window], sources: list[CalendarSource]) -> bytes:
-        """`raw` changed by `edit` (text to text), checked under the rules every file is: it must
-        validate and hold exactly `windows`. A file with no window yet is written whole."""
+    def _edited(self, raw: bytes, edit: Callable[[str], str], windows: list[Window]) -> bytes:
+        """`raw` changed by `edit` (text to text), checked as every file is: it must validate and
+        hold exactly `windows`. A file with no window yet is written whole."""
         text = raw.decode("utf-8-sig")
         if not text.strip():
-            return self.render(windows, sources)
+            return self.render(windows)
         bom = "\ufeff" if raw.startswith(b"\xef\xbb\xbf") else ""
         new = (bom + edit(text)).encode("utf-8")
         result = self.validate(new, whole=True)
         if result.windows != windows:
             raise InvalidWindow("the edit did not leave the windows expected; edit the file by hand", path=self.path)
         return new
+
+
+def against_policy(parsed: Parsed, policy: Policy, actor: Actor, path: Path) -> Parsed:
+    """`parsed` with every window the policy refuses `actor` moved to its failures: `hermes
+    serve` does not arm it, `windows validate` names it."""
+    if policy.empty:
+        return parsed
+    kept, failures = [], list(parsed.failures)
+    for window in parsed.windows:
+        refusals = refusals_of(policy, actor, window)
+        if not refusals:
+            kept.append(window)
+        else:
+            failures.append(refused_window(window, refusals, path))
+    return replace(parsed, windows=kept, failures=failures)
+
+
+# -- edits as written (pure text in, text out; tomlkit loaded only by `windows add/remove`) --
+
+#: a `[[windows]]` header line (a trailing comment allowed)
+_WINDOW_HEADER = re.compile(r"[ \t]*\[\[[ \t]*windows[ \t]*\]\][ \t]*(#.*)?\r?\n?$")
+#: any table header but a window's own sub-table (`[windows.allow]`)
+_ANY_HEADER = re.compile(r"[ \t]*\[(?!\[?[ \t]*windows[ \t]*\.)")
+
+
+def _index(tables: Any, name: str) -> int:
+    for i, table in enumerate(tables or ()):
+        if isinstance(table, Mapping) and table.get("name") == name:
+            return i
+    raise LookupError(name)
+
+
+def _inline(value: Any) -> Any:
+    """A nested table written inline (`allow = { user_ids = [...] }`): one window, one block."""
+    import tomlkit
+
+    if not isinstance(value, Mapping):
+        return value
+    table = tomlkit.inline_table()
+    table.update({key: _inline(item) for key, item in value.items()})
+    return table
+
+
+def _appended(text: str, table: Mapping[str, Any]) -> str:
+    """`text` with the window `table` after the last one: a `[[windows]]` block at the end, or one
+    more inline table of a `windows = [...]` array."""
+    import tomlkit
+    from tomlkit.items import Array
+
+    document = tomlkit.parse(text)
+    tables = document.get("windows")
+    if isinstance(tables, Array):
+        tables.append(_inline(table))
+        return tomlkit.dumps(document)
+    entry, block, aot = tomlkit.table(), tomlkit.document(), tomlkit.aot()
+    entry.update({key: _inline(value) for key, value in table.items()})
+    aot.append(entry)
+    block["windows"] = aot
+    return text.rstrip("\r\n") + "\n\n" + tomlkit.dumps(block)
+
+
+def _replaced(text: str, name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """`text` with the window `name` changed from `before` (written out in full) to `after` in
+    place: only the keys whose value changed are touched, a changed one keeps its comment, a new
+    one goes after the last key (not after the comments that introduce the next window)."""
+    import tomlkit
+    from tomlkit.items import InlineTable
+
+    document = tomlkit.parse(text)
+    tables: Any = document.get("windows")
+    current = tables[_index(tables, name)]
+    for key in [key for key in current if key in before and key not in after]:
+        del current[key]
+    for key, value in after.items():
+        if before.get(key) == value and (key in current or key in before):
+            continue
+        if key in current:
+            current[key] = _inline(value) if isinstance(current[key], InlineTable) else value
+            continue
+        last = max((i for i, (k, _) in enumerate(current.value.body) if k is not None), default=-1)
+        try:
+            current.value._insert_at(last + 1, key, _inline(value))  # noqa: SLF001 - tomlkit has no public insert
+        except (AttributeError, IndexError, TypeError):  # a tomlkit without it: at the end
+            current[key] = _inline(value)
+    return tomlkit.dumps(document)
+
+
+def _removed(text: str, name: str) -> str:
+    """`text` without the window `name`: its block and the comment lines right above its header
+    go; the comment lines right above the next header stay."""
+    import tomlkit
+    from tomlkit.items import AoT
+
+    document = tomlkit.parse(text)
+    tables: Any = document.get("windows")
+    index = _index(tables, name)
+    lines = text.splitlines(keepends=True)
+    headers = [i for i, line in enumerate(lines) if _WINDOW_HEADER.match(line)]
+    if not isinstance(tables, AoT) or len(headers) != len(tables):
+        del tables[index]  # an inline array, or a header inside a multi-line string: tomlkit's cut
+        return tomlkit.dumps(document)
+    header = headers[index]
+    end = next((i for i in range(header + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
+    start, keep = header, end
+    while start > 0 and lines[start - 1].lstrip().startswith("#"):
+        start -= 1
+    while keep > header + 1 and lines[keep - 1].lstrip().startswith("#"):
+        keep -= 1
+    while keep < len(lines) and not lines[keep].strip() and (start == 0 or not lines[start - 1].strip()):
+        keep += 1  # one blank line between what was before and after, not two
+    edited = "".join(lines[:start] + lines[keep:])
+    names = [t.get("name") for t in tables]
+    del names[index]
+    after = tomlkit.parse(edited)
+    if [t.get("name") for t in after.get("windows") or ()] != names or after.get("calendars") != document.get("calendars"):
+        del tables[index]  # the lines were not what tomlkit read (a header inside a string): its cut
+        return tomlkit.dumps(document)
+    return edited

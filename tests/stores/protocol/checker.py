@@ -52,7 +52,7 @@ from model_os import ActorKilled, Hooks, ModelFcntl, ModelFS, ModelOS, ModelTime
 
 from hermes_estop.model.hold import EngageRequest, Fence, HoldState, parse_body
 from hermes_estop.model.homes import Layout, Location
-from hermes_estop.stores import audit_files, audit_log as audit_module, file as file_module
+from hermes_estop.stores import audit_log as audit_module, file as file_module
 from hermes_estop.stores.audit_log import AUDIT_FILE
 from hermes_estop.stores.file import FileStore
 from hermes_estop.system import fsread, fsutil
@@ -68,7 +68,7 @@ def model_installed(model: ModelOS) -> Iterator[None]:
     """Bind the OS layer of the file store's modules to `model` (production: the real modules).
     The audit trail's rotation is off: it is no part of the hold protocol (its own test is
     tests/notify/test_notify_rotation.py), and an append without it takes no rotation lock."""
-    bound = [(audit_files, "audit_rotation", lambda root: (0, 1)),
+    bound = [(audit_module, "audit_rotation", lambda root: (0, 1)),
              (file_module, "os", model), (fsutil, "os", model), (fsread, "os", model), (audit_module, "os", model),
              (fsutil, "fcntl", ModelFcntl(model)), (fsutil, "time", ModelTime(model.hooks.wait_lock))]
     saved = [(module, name, getattr(module, name)) for module, name, _ in bound]

@@ -26,8 +26,8 @@ from hermes_estop.stores.registry import ConsumerEntry
 from hermes_estop.system.processes import same_process, start_time
 
 if TYPE_CHECKING:
+    from hermes_estop.model.hold import Snapshot
     from hermes_estop.model.selector import Selector
-    from hermes_estop.model.snapshot import Snapshot
 
 __all__ = [
     "ALL_SCOPES",

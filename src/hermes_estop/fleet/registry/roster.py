@@ -12,7 +12,7 @@ from typing import Any
 
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.fleet.registry.entries import ConsumerState, consumer_state, covers, is_alive, observed_holds, prunable, this_host
-from hermes_estop.model.snapshot import Snapshot
+from hermes_estop.model.hold import Snapshot
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import format_instant
 from hermes_estop.stores.registry import ConsumerEntry

@@ -6,8 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hermes_estop.fleet.audit import coalesce_renewals
-from hermes_estop.model.audit_event import AuditEvent
+from hermes_estop.model.audit_event import AuditEvent, coalesce_renewals
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 
