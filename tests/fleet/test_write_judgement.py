@@ -21,9 +21,8 @@ from hermes_estop.fleet.lease import Lease
 from hermes_estop.fleet.policy_guard import default_actor
 from hermes_estop.model.hold import EngageRequest, Fence, Hold
 from hermes_estop.model.policy import Actor, PolicyRefused
-from hermes_estop.windows.actions import Actions, PassState
-from hermes_estop.windows.events import TickReport
-from hermes_estop.windows.reconcile import Retire
+from hermes_estop.windows.plan import Retire
+from hermes_estop.windows.scheduler import Actions, PassState, TickReport
 from inprocess_cli import fleet, run  # noqa: F401
 
 ME = pwd.getpwuid(os.geteuid()).pw_name

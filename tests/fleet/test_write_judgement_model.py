@@ -30,7 +30,7 @@ from hermes_estop.model.allow import Allow
 from hermes_estop.model.errors import HoldConflict
 from hermes_estop.model.hold import VACANT, EngageRequest, Fence
 from hermes_estop.model.policy import Actor, PolicyRefused
-from hermes_estop.windows.actions import EDIT
+from hermes_estop.windows.scheduler import EDIT
 
 SEQUENCES = 40
 WRITES = 14

@@ -11,8 +11,7 @@ import pytest
 from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.errors import StoreError
 from hermes_estop.model.hold import HoldState
-from hermes_estop.windows.arm_intents import INTENT, intent_detail, recall
-from hermes_estop.windows.ledger import ARMED, RELEASED
+from hermes_estop.windows.ledger import ARMED, INTENT, RELEASED, intent_detail, recall
 
 
 def crash_before_the_ledger_write(harness, monkeypatch, scope="fleet"):

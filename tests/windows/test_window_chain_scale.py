@@ -13,13 +13,12 @@ import pytest
 
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
-from hermes_estop.windows.actions import PassState
-from hermes_estop.windows.events import TickReport
-from hermes_estop.windows.ledger import ARMED, ENDED
+from hermes_estop.windows.ledger import ARMED, ENDED, entry_for
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import covering, following, occurrences
-from hermes_estop.windows.reconcile import chain_end, entry_for, idle, plan_scope
+from hermes_estop.windows.plan import chain_end, idle, plan_scope
 from hermes_estop.windows.schedule import ScheduleTimeline, build
+from hermes_estop.windows.scheduler import PassState, TickReport
 
 # the module, not the function `hermes_estop.windows` re-exports under the same name
 occurrences_module = importlib.import_module("hermes_estop.windows.occurrences")

@@ -262,7 +262,7 @@ def test_a_held_scope_walks_its_chain_from_the_schedule_without_asking_any_windo
 
 
 def test_the_deadline_of_a_held_scope_is_the_exact_chain_over_a_walk_in_time(harness):
-    from hermes_estop.windows.reconcile import chain_end
+    from hermes_estop.windows.plan import chain_end
 
     rng = random.Random(26)
     windows = [Window.parse({"name": f"k{k:02d}", "cron": f"{rng.randrange(60)} {rng.randrange(24)} * * *",

@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hermes_estop.model.hold import HoldState
-from hermes_estop.windows.guard import FileGuard
 from hermes_estop.windows.ledger import ARMED, WITHDRAWN, JsonFileLedger
 from hermes_estop.windows.model import Window
+from hermes_estop.windows.plan import FileGuard
 
 POLL = timedelta(seconds=5)  # the service's default poll interval (the confirmation period)
 
@@ -263,7 +263,7 @@ def test_every_weakening_waits_the_same_period_whatever_the_read_looks_like(late
     assert guard.judge((7, 1, 26), [A, B], {}, T0).trusted
     identity = None if later is None else (7, 1 if same_file else 2, len(later))
     assert not guard.judge(identity, windows, {}, T0).trusted
-    assert guard.pending_wait == timedelta(seconds=15)
+    assert guard.confirm_after == timedelta(seconds=15)
     assert not guard.judge(identity, windows, {}, T0 + timedelta(seconds=15) - timedelta(microseconds=1)).trusted
     assert guard.judge(identity, windows, {}, T0 + timedelta(seconds=15)).trusted
 

@@ -9,16 +9,15 @@ import pytest
 
 from hermes_estop.model.hold import VACANT, Allow, Fence, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
-from hermes_estop.windows.ledger import ARMED, RELEASED, SKIPPED
+from hermes_estop.windows.ledger import ARMED, RELEASED, SKIPPED, entry_for
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import covering
-from hermes_estop.windows.reconcile import (
+from hermes_estop.windows.plan import (
     Arm,
     Retire,
     Skip,
     chain_end,
     claims,
-    entry_for,
     intersect_allow,
     plan_scope,
 )

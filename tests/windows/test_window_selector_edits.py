@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hermes_estop.model.selector import Selector, holds_at_least, hull
-from hermes_estop.windows.guard import FileGuard, strengthens
 from hermes_estop.windows.ledger import ARMED, RELEASED
 from hermes_estop.windows.model import Window
+from hermes_estop.windows.plan import FileGuard, strengthens
 
 EPOCH = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)  # the `clock` fixture's start
 CONFIRM = timedelta(seconds=5)  # the service's stability period (WEAKEN_AFTER)

@@ -4,14 +4,15 @@ level-triggered across restarts, releases, manual holds, overlaps and edits of w
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
 from schedule_queries import schedule_path
 
 from hermes_estop.model.hold import HoldState
-from hermes_estop.windows.arm_intents import INTENT
-from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED
+from hermes_estop.windows.ledger import ARMED, ENDED, INTENT, RELEASED, SKIPPED
 
 US = timedelta(microseconds=1)
 
@@ -368,3 +369,49 @@ def test_the_scheduler_compiles_the_schedule_operators_read(harness):
     found = schedule.load(harness.file.path, harness.file.path.read_bytes(), lambda: calls.append(1) or [],
                           harness.clock())
     assert found is not None and calls == [] and list(found.names) == ["nightly"]
+
+
+#: a real `WindowService` with its own BackgroundScheduler: the window's wake-up runs a pass whose
+#: leadership check waits until `shutdown` is under way; prints whether `shutdown` returned
+_STOP_DURING_A_WAKE_UP = """
+import os, sys, threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from hermes_estop import Estop
+from hermes_estop.model.homes import Layout
+from hermes_estop.stores import FileStore
+from hermes_estop.windows.scheduler import WindowService
+
+root = Path(sys.argv[1])
+start = datetime.now(UTC) + timedelta(seconds=2)
+(root / "windows.toml").write_text(f'[[windows]]\\nname = "a"\\nat = {start.isoformat()}\\nduration = "1h"\\n')
+in_wake_up, release = threading.Event(), threading.Event()
+
+def is_leader():
+    if threading.current_thread() is not threading.main_thread() and not in_wake_up.is_set():
+        in_wake_up.set()
+        release.wait(60)
+    return True
+
+service = WindowService(Estop(layout=Layout(home=root, root=root), store=FileStore(root)).fleet,
+                        is_leader=is_leader, poll_interval=3600)
+service.start()
+assert in_wake_up.wait(60), "the window's wake-up never ran"
+stopping = threading.Thread(target=service.shutdown, daemon=True)
+stopping.start()
+stopping.join(1.0)  # shutdown under way: it waits for the wake-up's pass
+release.set()
+stopping.join(60)
+print("stuck" if stopping.is_alive() else "stopped", flush=True)
+os._exit(0)  # a stuck APScheduler worker would keep the interpreter from exiting
+"""
+
+
+def test_a_stop_during_a_wake_up_pass_stops(tmp_path):
+    """`hermes serve` did not stop on SIGTERM ("hermes-serve-windows thread did not stop within
+    15s") when a wake-up's pass was running: APScheduler's shutdown waits for the pass while it
+    holds the job store's lock, which the pass needed to set its wake-ups. Run in a process of its
+    own: the deadlock it guards against never ends."""
+    done = subprocess.run([sys.executable, "-c", _STOP_DURING_A_WAKE_UP, str(tmp_path)], capture_output=True,
+                          text=True, timeout=240, check=False)
+    assert done.stdout.strip() == "stopped", done.stdout + done.stderr

@@ -20,7 +20,7 @@ from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import EXACT, Occurrence, Windows, covering
-from hermes_estop.windows.reconcile import plan_scope
+from hermes_estop.windows.plan import plan_scope
 from hermes_estop.windows.schedule import HORIZON, Schedules, ScheduleTimeline, build, kept_schedule, schedule_of
 from hermes_estop.windows.wakeups import due_wakeups, wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
@@ -255,7 +255,7 @@ def test_a_daemon_pass_from_the_schedule_plans_what_the_exact_timeline_plans(har
     # whose schedule was kept before it read it)
     rows_service = harness.new_service()
     _passes_agree(harness, rows_service, harness.clock.now)
-    assert rows_service._grouped.windows.timeline is not None  # its windows are the schedule's rows
+    assert isinstance(rows_service.schedules.held(raw), ScheduleTimeline)  # its windows were the schedule's rows
     while harness.clock.now < BUILT + HORIZON + timedelta(days=3):
         harness.clock.advance(minutes=rng.choice([1, 15, 45, 180, 400]))
         if rng.random() < 0.06:

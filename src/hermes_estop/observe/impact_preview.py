@@ -42,7 +42,7 @@ from hermes_estop.windows.kept_files import HORIZON
 from hermes_estop.windows.ledger import skipped_keys
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, upcoming
-from hermes_estop.windows.reconcile import ARMED_BY_PREFIX
+from hermes_estop.windows.plan import ARMED_BY_PREFIX
 from hermes_estop.windows.schedule import Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 

@@ -21,7 +21,7 @@ from hermes_estop.process.forecast import EstopView, PlannedHold
 from hermes_estop.windows.ledger import ENDED, RELEASED, SKIPPED, LedgerEntry, open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, occurrences
-from hermes_estop.windows.reconcile import ARMED_BY_PREFIX
+from hermes_estop.windows.plan import ARMED_BY_PREFIX
 from hermes_estop.windows.schedule import Item, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 

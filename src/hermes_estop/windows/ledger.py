@@ -1,55 +1,42 @@
-"""What the window scheduler remembers about occurrences, across its restarts.
+"""What the window scheduler remembers about occurrences across restarts: the sentinel cannot say
+that an occurrence was armed and released by the operator (never re-armed), or skipped. One
+`LedgerEntry` per occurrence acted on, stored where the fleet's store keeps it (`Fleet.ledger()`).
 
-The sentinel says what holds now; it cannot say that an occurrence was already armed and then
-released by the operator (it must not be re-armed), or that it was skipped because a manual hold
-stood. The ledger keeps one `LedgerEntry` per occurrence the scheduler acted on, keyed by
-`Occurrence.key` (`<scope>/<window>@<start>`).
-
-This module is the typed layer (`LedgerEntry`, `OccurrenceLedger`); the STORAGE is the fleet's
-(`Fleet.ledger()`): `windows-state.json` in the fleet root for the file store, the `occurrences`
-table for PostgreSQL. So the store picks its medium by what it is, not by its name, and nothing
-here imports a backend.
+The hold is written before the ledger; a crash in between, then `hermes resume`, would leave no
+memory of the arm. So every arm is preceded by an intent in the audit trail (`INTENT`), which
+`recall` pairs with the store's own audit of the write (issue 9 item 2).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Collection, Hashable, Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.fleet.tables import LEDGER_FILE, RecordTable
 from hermes_estop.model.timeutil import format_instant, parse_stamp
 
-__all__ = [
-    "skipped_keys",
-    "ARMED",
-    "ENDED",
-    "LEDGER_FILE",
-    "RELEASED",
-    "RETENTION",
-    "SKIPPED",
-    "STATES",
-    "WITHDRAWN",
-    "JsonFileLedger",
-    "LedgerEntry",
-    "OccurrenceLedger",
-    "open_ledger",
-]
+if TYPE_CHECKING:
+    from hermes_estop.model.audit_event import AuditEvent
+    from hermes_estop.windows.occurrences import Occurrence
+
+__all__ = ["ARMED", "ENDED", "INTENT", "LEDGER_FILE", "RELEASED", "RETENTION", "SKIPPED", "STATES", "WITHDRAWN",
+           "JsonFileLedger", "LedgerEntry", "OccurrenceLedger", "entry_for", "intent_detail", "open_ledger",
+           "recall", "skipped_keys"]
 
 #: the scheduler armed (or adopted) `generation` for the occurrence; it retires it at the end
 ARMED = "armed"
-#: the occurrence's hold went away (the operator released or replaced it) before its end:
-#: never re-armed
+#: its hold went away (the operator released or replaced it) before its end: never re-armed
 RELEASED = "released"
 #: a hold the scheduler did not arm stood when the occurrence was due: never armed
 SKIPPED = "skipped"
 #: the occurrence is over and its hold retired (or no longer the scheduler's to retire)
 ENDED = "ended"
-#: its window was removed, disabled or moved (confirmed) while the occurrence held, and the hold
-#: retired; NOT closed: the occurrence is re-armed if its window is back before its end
+#: its window was removed, disabled or moved while it held; NOT closed: re-armed if its window is
+#: back before its end
 WITHDRAWN = "withdrawn"
 STATES = (ARMED, RELEASED, SKIPPED, ENDED, WITHDRAWN)
 #: entries are kept this long after their occurrence ends (`hermes status` shows recent ones)
@@ -70,10 +57,8 @@ class LedgerEntry:
     updated_at: datetime | None = None
     detail: str | None = None
 
-    def moved(self, state: str, now: datetime, *, generation: str | None = None,
-              detail: str | None = None) -> LedgerEntry:
-        return replace(self, state=state, generation=generation if generation is not None else self.generation,
-                       updated_at=now, detail=detail)
+    def moved(self, state: str, now: datetime, *, detail: str | None = None) -> LedgerEntry:
+        return replace(self, state=state, updated_at=now, detail=detail)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -103,13 +88,8 @@ class LedgerEntry:
 
 
 class OccurrenceLedger:
-    """Where the scheduler's memory of occurrences lives: `LedgerEntry`s over the record table
-    the fleet's store keeps (`HoldStore.open_ledger()`: a file in the fleet root, or a table of
-    the PostgreSQL store's schema).
-
-    Shared by every scheduler of one fleet (only the leader writes). Both methods are atomic with
-    respect to each other across processes and hosts sharing the ledger: `load` never sees half
-    of a `commit`."""
+    """`LedgerEntry`s over the record table the fleet's store keeps, shared by every scheduler of
+    one fleet (only the leader writes): `load` never sees half of a `commit`."""
 
     def __init__(self, records: RecordTable) -> None:
         self.records = records
@@ -117,16 +97,9 @@ class OccurrenceLedger:
         #: read: a record read again with the same fields is not parsed again (`_entry`)
         self._parsed: dict[str, tuple[LedgerEntry, object, object]] = {}
 
-    @property
-    def name(self) -> str:
-        """Short backend name for logs and `hermes serve --dry-run`."""
-        return self.records.name
-
     def load(self) -> dict[str, LedgerEntry]:
-        """Every entry, keyed by `LedgerEntry.key`. An absent ledger is empty.
-
-        Raises `StoreError` naming the ledger when it exists but cannot be read or parsed: the
-        scheduler then takes no decision (a forgotten release would be re-armed)."""
+        """Every entry by key (an absent ledger is empty). `StoreError` when it cannot be read or
+        parsed: the scheduler then decides nothing (a forgotten release would be re-armed)."""
         records = self.records.load()
         try:
             entries = {key: self._entry(key, value) for key, value in records.items()}
@@ -137,12 +110,8 @@ class OccurrenceLedger:
         return entries
 
     def _entry(self, key: str, value: Any) -> LedgerEntry:
-        """`LedgerEntry.from_json(key, value)`, without parsing it again when every field it
-        reads is what it was at the last read (the same text; the instants as the same text).
-        Why: the scheduler reads the ledger on every pass and commits it on every busy one, and
-        a week of 10,000 windows is 10,000 entries; parsing their instants again each time was
-        most of such a pass (issue 24). Any field that differs, or is not text where text is
-        expected, takes `from_json`."""
+        """`LedgerEntry.from_json(key, value)`, not parsed again while every field it reads is the
+        same text: parsing 10,000 entries' instants on every pass was most of a pass (issue 24)."""
         known = self._parsed.get(key)
         if known is not None and isinstance(value, dict):
             entry, end, updated_at = known
@@ -158,11 +127,8 @@ class OccurrenceLedger:
 
     def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None,
                remove: Iterable[str] = ()) -> None:
-        """Upsert `changes` (by key), delete the entries keyed `remove` (an operator's unskip) and
-        those whose `end` is before `prune_before`, all or nothing. Entries not named are left as
-        they are (another writer's survive). The stored records are checked as `load` reads them.
-
-        Raises `StoreError` on failure; the ledger is then unchanged."""
+        """Upsert `changes`, delete the entries keyed `remove` (an unskip) and those ending before
+        `prune_before`, all or nothing (`StoreError`: unchanged); entries not named are left."""
         self.records.update({entry.key: entry.to_json() for entry in changes}, remove=remove,
                             prune_before=prune_before, check=self._entry)
 
@@ -179,26 +145,58 @@ class OccurrenceLedger:
 
 
 class JsonFileLedger(OccurrenceLedger):
-    """The ledger of the fleet rooted at `root` on the file store: `windows-state.json` there,
-
-        {"format": 1, "occurrences": {"<window>@<start>": {"window", "occurrence", "scope",
-         "end", "state", "generation", "updated_at", "detail"}}}
-
-    replaced atomically under an exclusive lock on `.windows-state.json.lock`
-    (`fsutil.locked_update`); readers take no lock."""
+    """The ledger of the file store at `root`: `windows-state.json`, replaced atomically under a
+    lock on `.windows-state.json.lock`; readers take no lock."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(Fleet.of_files(root).ledger())
         self.path = Path(root) / LEDGER_FILE
-        self.lock_path = self.path.with_name(f".{self.path.name}.lock")
 
 
 def open_ledger(fleet: Fleet) -> OccurrenceLedger:
-    """The ledger of `fleet`, where its store keeps it (in the database for a PostgreSQL store,
-    shared by every host's scheduler; else a file in the fleet root)."""
+    """The ledger of `fleet`, where its store keeps it."""
     return OccurrenceLedger(fleet.ledger())
 
 
 def skipped_keys(fleet: Fleet) -> frozenset[str]:
     """The occurrence keys the fleet's ledger says are skipped."""
     return frozenset(key for key, entry in open_ledger(fleet).load().items() if entry.state == SKIPPED)
+
+
+def entry_for(occurrence: Occurrence, state: str, now: datetime, generation: str | None = None,
+              detail: str | None = None) -> LedgerEntry:
+    return LedgerEntry(key=occurrence.key, window=occurrence.window, occurrence=occurrence.ident,
+                       scope=occurrence.scope, end=occurrence.end, state=state, generation=generation,
+                       updated_at=now, detail=detail)
+
+
+#: the audit event a window scheduler appends right before it arms
+INTENT = "window-arm"
+_PREFIX = "arming "
+
+
+def intent_detail(keys: Iterable[str]) -> str:
+    """The intent's detail: the occurrence keys (`<scope>/<window>@<start>`, no spaces)."""
+    return _PREFIX + " ".join(keys)
+
+
+def recall(events: Iterable[AuditEvent], scope: str, keys: Collection[str]) -> dict[str, str]:
+    """occurrence key -> the generation armed for it, for those of `keys` the audit trail
+    (`events`, oldest first) shows armed at `scope`: each intent paired with the first `engage`
+    or `rearm` after it by the same actor with the same deadline. The latest arm of a key wins."""
+    out: dict[str, str] = {}
+    waiting: dict[str, tuple[str | None, datetime | None]] = {}
+    for event in events:
+        if event.location != scope:
+            continue
+        if event.event == INTENT:
+            detail = event.detail or ""
+            for key in detail[len(_PREFIX):].split() if detail.startswith(_PREFIX) else ():
+                if key in keys:
+                    waiting[key] = (event.actor, event.deadline)
+        elif event.event in ("engage", "rearm") and event.generation and waiting:
+            for key, (actor, deadline) in list(waiting.items()):
+                if actor == event.actor and deadline == event.deadline:
+                    out[key] = event.generation
+                    del waiting[key]
+    return out

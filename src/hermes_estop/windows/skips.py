@@ -1,9 +1,6 @@
-"""Skipping one occurrence ahead of time (`hermes windows skip` / `unskip`, issue 11 section 2).
-
-A skip is a ledger entry in state `skipped` (the same state the scheduler records when a hold it
-did not arm stands): the reconciliation never arms a skipped occurrence, on either store, and
-`windows next` shows it. An unskip deletes that entry. Only occurrences that have not started
-can be skipped or unskipped: one that holds now is ended by `hermes resume`.
+"""Skipping one occurrence ahead of time (`hermes windows skip` / `unskip`, issue 11 section 2):
+a ledger entry in state `skipped`, which the scheduler never arms; an unskip deletes it. Only an
+occurrence that has not started: one that holds now is ended by `hermes resume`.
 """
 
 from __future__ import annotations
@@ -15,10 +12,9 @@ from hermes_estop.model.cronspec import wall_to_instant
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_instant
-from hermes_estop.windows.ledger import SKIPPED, LedgerEntry, open_ledger
+from hermes_estop.windows.ledger import SKIPPED, LedgerEntry, entry_for, open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, occurrences
-from hermes_estop.windows.reconcile import entry_for
 
 __all__ = ["OPERATOR_SKIP", "pick", "skip_entry", "skip_occurrence", "skipped_line", "unskip_occurrence"]
 
@@ -29,9 +25,8 @@ OPERATOR_SKIP = "skipped by the operator"
 
 
 def pick(window: Window, now: datetime, *, on: date | None = None, start: datetime | None = None) -> Occurrence:
-    """The occurrence of `window` meant: the one starting on local date `on`, the one starting
-    at `start`, or else the next one that has not started. `InvalidArgument` (one line) when
-    there is none, or when it has already started."""
+    """The occurrence of `window` starting on local date `on`, at `start`, or else the next one;
+    `InvalidArgument` when there is none, or it has already started."""
     if on is not None:
         midnight = wall_to_instant(datetime(on.year, on.month, on.day), window.tz)
         found = next(iter(occurrences(window, midnight)), None)
@@ -57,8 +52,7 @@ def skip_entry(occurrence: Occurrence, now: datetime, actor: str) -> LedgerEntry
 
 
 def skip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datetime) -> None:
-    """Skip `target` for the fleet's actor: the ledger entry, then the audit line (the CLI's
-    `windows skip` and the write API's)."""
+    """Skip `target` for the fleet's actor: the ledger entry, then the audit line."""
     open_ledger(fleet).commit([skip_entry(target, now, fleet.actor)])
     fleet.record("skip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
                  detail=f"window {window.name} occurrence {target.ident} skipped by the operator", now=now)

@@ -1,23 +1,9 @@
 """Window tasks: a window with `run = ["cmd", "arg"]` runs that command at each occurrence's start
-(after its drain lead) under the hold the window armed, with the rules of `hermes run`:
-
-- the task gets the hold's generation in `HERMES_ESTOP_GENERATION` and runs in its own process
-  group; the hold it runs under is the window's, whose deadman is the window's end, so the task's
-  hold never outlives the window (the lease of a window task IS the window);
-- exit 0 releases the occurrence early (a retire fenced on the window's generation; the ledger
-  records it released, so it is not armed again);
-- a failure keeps the fleet held: a re-arm fenced on the window's generation with the reason
-  "maintenance failed: CMD exited N" and a fixed deadman `on_failure_ttl` (default 1h) from then;
-- a hold someone else wrote in between (an operator's re-arm or resume) is never overwritten or
-  released: the fence fails and the task's end says so;
-- each occurrence's task runs at most once, also across restarts: its start is in the audit
-  trail (`task-start`, naming the occurrence) before the command starts; the end is `task-end`.
-  Both are notifiable events.
-- `stop()` (serve stopping) SIGTERMs every running task's group, then SIGKILLs what remains:
-  nothing the daemon starts outlives it.
-
-`TaskService.tick(now)` decides and starts; finished tasks are collected on the next tick. Only
-the elected scheduler (`is_leader`) runs tasks.
+under the hold the window armed, whose deadman (the window's end) is the task's lease; exit 0
+releases the occurrence early, a failure keeps the fleet held (docs/windows.md, "Window tasks").
+Each occurrence's task runs at most once, also across restarts: `task-start` is in the audit
+trail before the command starts. `stop()` SIGTERMs, then SIGKILLs, every task's process group:
+nothing the daemon starts outlives it. Only the leader runs tasks.
 """
 
 from __future__ import annotations
@@ -38,11 +24,11 @@ from hermes_estop.model.errors import EstopError, HoldConflict
 from hermes_estop.model.hold import EngageRequest, Fence, HoldState
 from hermes_estop.process.fleet_config import child_environment
 from hermes_estop.system.processes import signal_group, start_time
-from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, open_ledger
+from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, entry_for, open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence, Windows, covering
-from hermes_estop.windows.problem_log import ProblemLog
 from hermes_estop.windows.schedule import Schedules
+from hermes_estop.windows.scheduler import ProblemLog
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskReport", "TaskService"]
@@ -93,15 +79,11 @@ class TaskService:
         self.poll_interval = min(float(poll_interval), 1.0)
         self.running: dict[str, RunningTask] = {}
         self.problems = ProblemLog(logger)
-        #: the windows file's own problems (it does not read; a window fails): at DEBUG when the
-        #: scheduler beside this service logs them (`scheduler_logs_file`, as `hermes serve` runs it)
+        #: the windows file's own problems: at DEBUG when the scheduler beside this one logs them
         self.file_problems = ProblemLog(logger, quiet=scheduler_logs_file)
         self._lock = threading.Lock()
-        #: the scheduler's compiled schedules (`WindowService.schedules`), shared: the rows of the
-        #: one held for the bytes read are the windows (`_windows`)
+        #: the scheduler's compiled schedules (`WindowService.schedules`), shared
         self.schedules = schedules
-
-    # -- deciding ----------------------------------------------------------------------------
 
     def _already_ran(self, keys: set[str]) -> set[str]:
         """Which of the occurrence `keys` have a `task-start` in the audit trail."""
@@ -113,10 +95,9 @@ class TaskService:
 
     def due(self, windows: Sequence[Window], entries: dict[str, LedgerEntry],
             now: datetime) -> list[tuple[Window, Occurrence, str]]:
-        """The tasks to start at `now`: an enabled window with `run`, an occurrence that has started
-        (its drain lead is over) and not ended, armed by the scheduler (the ledger names its
-        generation), not already running or run; in the order of the windows. Asked of the
-        windows the ledger has armed only (of a compiled schedule's rows: only their `Window` built)."""
+        """The tasks to start at `now`, in the order of the windows: an enabled window with `run`,
+        an occurrence started (drain lead over) and not ended, armed by the scheduler, not
+        already running or run. Only the windows the ledger has armed are built."""
         given = Windows.of(windows)
         place, lookup = given.position, given.named
         candidates = []
@@ -135,11 +116,8 @@ class TaskService:
                 if occurrence.key not in ran]
 
     def _windows(self) -> Sequence[Window]:
-        """The windows that validate: a table or calendar that does not is its own problem only
-        (issue 32 item 6), logged once when it starts and once when it clears; the others' tasks
-        proceed. None validate while the file as a whole does not read. Bytes whose compiled
-        schedule the scheduler took (trusted, written only for a file that validates whole):
-        its rows, no window validated until one is needed (`due`)."""
+        """The windows that validate (the rows of the schedule the scheduler holds for the bytes,
+        else validated): a table that does not is its own problem only (issue 32 item 6)."""
         try:
             raw = self.windows_file.snapshot().raw
             held = self.schedules.held(raw) if self.schedules is not None else None
@@ -155,11 +133,9 @@ class TaskService:
         self.file_problems.only("failed:", failing, "window tasks: {} validates again (or was removed)")
         return parsed.windows if parsed is not None else rows or []
 
-    # -- acting ------------------------------------------------------------------------------
-
     def tick(self, now: datetime | None = None) -> TaskReport:
-        """Collect the tasks that ended, then start those due. Never raises for one task: a task
-        that cannot start is recorded as ended with exit 127."""
+        """Collect the tasks that ended, then start those due (one that cannot start is recorded
+        as ended with exit 127)."""
         when = self.fleet.clock() if now is None else now
         report = TaskReport()
         with self._lock:
@@ -261,17 +237,14 @@ class TaskService:
 
     def _remember(self, occurrence: Occurrence, generation: str, detail: str, now: datetime) -> None:
         """The ledger: the occurrence is released (the scheduler does not arm it again), with why."""
-        entry = LedgerEntry(key=occurrence.key, window=occurrence.window, occurrence=occurrence.ident,
-                            scope=occurrence.scope, end=occurrence.end, state=RELEASED, generation=generation,
-                            updated_at=now, detail=detail)
         try:
-            self.ledger.commit([entry])
+            self.ledger.commit([entry_for(occurrence, RELEASED, now, generation, detail)])
         except (EstopError, OSError) as exc:
             logger.warning("window task %s: cannot record the outcome in the ledger (%s)", occurrence.key, exc)
 
     def stop(self, grace: float = _KILL_GRACE) -> None:
-        """SIGTERM every running task's process group, SIGKILL what is left after `grace` seconds,
-        and record each as ended (the window's hold stays until its deadman)."""
+        """SIGTERM every running task's group, SIGKILL what is left after `grace` seconds, and
+        record each as ended (the window's hold stays until its deadman)."""
         with self._lock:
             tasks = list(self.running.values())
             self.running.clear()

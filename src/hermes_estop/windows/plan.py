@@ -1,0 +1,456 @@
+"""The scheduler's decisions, pure functions of their inputs and `now` (`scheduler` is the I/O
+shell around them), so that a late, missed or repeated wake-up, a restart or an edit all converge.
+
+`plan_scope`: what should stand at one scope, from its windows, ledger entries and one reading of
+its sentinel: ONE hold the scheduler owns covering every occurrence that covers now, never a hold
+it did not arm replaced, never an occurrence the operator released re-armed (docs/design.md,
+"Level-triggered scheduling"). `FileGuard`: whether a read of `windows.toml` may weaken anything;
+an editor saving in place can show any valid-looking part of the new content, so arming and
+strengthening act at the next read and every weakening waits for the same file over two reads
+(docs/design.md, "Edits of `windows.toml` must never free the fleet"; issues 20, 32, 45).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from hermes_estop.model.allow import Allow
+from hermes_estop.model.durations import MAX_DURATION
+from hermes_estop.model.hold import VACANT, Hold, HoldState, Reading
+from hermes_estop.model.selector import holds_at_least, hull
+from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry, entry_for
+from hermes_estop.windows.model import MAX_REASON, Window
+from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering, occurrence_key
+
+__all__ = ["ARMED_BY_PREFIX", "CHAIN_LIMIT", "Arm", "Desired", "FileGuard", "GuardVerdict", "Retire", "ScopePlan",
+           "Skip", "chain_end", "claims", "compose", "idle", "intersect_allow", "meanwhile", "plan_scope",
+           "strengthens", "vanished"]
+
+ARMED_BY_PREFIX = "window:"
+#: at most this many future occurrences extend one deadline; the next start re-extends it
+CHAIN_LIMIT = 256
+_CLOSED = (RELEASED, SKIPPED, ENDED)
+
+
+@dataclass(frozen=True)
+class Desired:
+    """The hold the scheduler wants standing at a scope."""
+
+    deadline: datetime
+    allow: Allow
+    reason: str
+    armed_by: str
+    window: Mapping[str, Any]
+
+    def matches(self, hold: Hold | None) -> bool:
+        return (hold is not None and hold.expires_at == self.deadline and hold.allow == self.allow
+                and hold.reason == self.reason)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """Write `desired` at `scope` for `members`, fenced by `only_if` (VACANT, or {G} to change our
+    own hold G); with `selector`, the scoped hold of that selector."""
+
+    scope: str
+    members: tuple[Occurrence, ...]
+    desired: Desired
+    only_if: Any
+    replaces: str | None = None
+    selector: Any = None
+
+
+@dataclass(frozen=True)
+class Retire:
+    """Retire generation `generation` at `scope`; then close `entries` as ended."""
+
+    scope: str
+    generation: str
+    entries: tuple[LedgerEntry, ...]
+
+
+@dataclass(frozen=True)
+class Skip:
+    """`occurrence` is due but a hold the scheduler did not arm stands: record the skip."""
+
+    scope: str
+    occurrence: Occurrence
+    standing: str
+    standing_generation: str | None = None
+
+
+@dataclass(frozen=True)
+class ScopePlan:
+    """What to do at one scope. `notes` are ledger changes that hold whatever the actions do."""
+
+    scope: str
+    now: datetime
+    covering: tuple[Occurrence, ...]
+    actions: tuple[Arm | Retire | Skip, ...] = ()
+    notes: tuple[LedgerEntry, ...] = ()
+
+
+def intersect_allow(allows: Iterable[Allow]) -> Allow:
+    """The allowlist admitting exactly whom every one of `allows` admits (deny wins)."""
+    users: frozenset[str] | None = None
+    profiles: frozenset[str] | None = None
+    for allow in allows:
+        if not allow.valid:
+            return Allow()
+        users = allow.user_ids if users is None else users & allow.user_ids
+        if allow.profiles:
+            profiles = allow.profiles if profiles is None else profiles & allow.profiles
+            if not profiles:
+                return Allow()
+    if not users:
+        return Allow()
+    return Allow(users, profiles or frozenset())
+
+
+def claims(hold: Hold | None, scope: str) -> frozenset[str]:
+    """The occurrence keys a hold body at `scope` says a window scheduler armed it for (`window`
+    field, `armed_by = "window:..."`). An operator's re-arm carries neither, so it never claims."""
+    if hold is None or not (hold.armed_by or "").startswith(ARMED_BY_PREFIX) or not hold.window:
+        return frozenset()
+    items = [hold.window, *list(hold.window.get("covers") or [])]
+    out = set()
+    for item in items:
+        if isinstance(item, Mapping) and isinstance(item.get("name"), str) and isinstance(item.get("occurrence"), str):
+            out.add(occurrence_key(scope, item["name"], item["occurrence"]))
+    return frozenset(out)
+
+
+def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: datetime,
+              closed: frozenset[str] = frozenset(), limit: int = CHAIN_LIMIT, timeline: Timeline = EXACT) -> datetime:
+    """When the scope may lift: the latest end among `members` and every later occurrence (of
+    `windows`, not closed) armed before or exactly at the lift reached so far (half-open
+    intervals: lifting at `b` to re-arm at `b` would leave a free instant). At most `limit`
+    occurrences extend it; capped at `now + MAX_DURATION`. One walk in arm order
+    (`Timeline.armed_after`), never rounds over every window: a scope held for a week by a
+    thousand windows took a minute a pass that way (issue 24)."""
+    end = max(o.end for o in members)
+    seen = {o.key for o in members} | set(closed)
+    horizon = now + MAX_DURATION
+    armed = timeline.armed_after(windows, now)
+    chained = 0
+    while chained < limit and end < horizon:
+        occurrence = next(armed, None)
+        if occurrence is None or occurrence.arm_at > end:
+            break
+        key = occurrence.key
+        if key not in seen:
+            seen.add(key)
+            chained += 1
+            end = max(end, occurrence.end)
+    return min(end, horizon)
+
+
+def compose(members: Sequence[Occurrence], windows: Mapping[str, Window], deadline: datetime,
+            now: datetime | None = None) -> Desired:
+    """The one hold covering `members`: intersection of allowlists, their reasons (a member in its
+    drain lead at `now`: "draining for <window>"), the deadline; named after the earliest-starting
+    member, `covers` lists them all."""
+    ordered = sorted(members, key=lambda o: (o.start, o.window))
+    primary = ordered[0]
+    reasons: list[str] = []
+    for occurrence in ordered:
+        window = windows[occurrence.window]
+        reason = window.reason_for(occurrence.reason, draining=now is not None and occurrence.draining(now))
+        if reason not in reasons:
+            reasons.append(reason)
+    reason = "; ".join(reasons)
+    if len(reason) > MAX_REASON:
+        reason = reason[: MAX_REASON - 3].rstrip() + "..."
+    body: dict[str, Any] = {"name": primary.window, "occurrence": primary.ident}
+    if len(ordered) > 1:
+        body["covers"] = [{"name": o.window, "occurrence": o.ident} for o in ordered]
+    return Desired(deadline, intersect_allow(windows[o.window].hold_allow for o in ordered), reason,
+                   f"{ARMED_BY_PREFIX}{primary.window}", body)
+
+
+def _describe_standing(reading: Reading) -> str:
+    if reading.state is HoldState.UNREADABLE:
+        return f"an unreadable sentinel ({reading.problem})"
+    hold = reading.hold
+    if hold is None or hold.generation is None:
+        return "a hand-written hold"
+    by = f" (armed by {hold.armed_by})" if hold.armed_by else ""
+    return f"generation {hold.generation}{by}"
+
+
+def _triage(candidates: Sequence[Occurrence], armed: Mapping[str, LedgerEntry], entries: Mapping[str, LedgerEntry],
+            recalled: Mapping[str, str], reading: Reading, now: datetime
+            ) -> tuple[list[Occurrence], list[Occurrence], list[LedgerEntry]]:
+    """The candidates alive (our hold for them stands) and fresh (to arm), and the notes closing
+    those whose hold went away before the end (released: never re-armed). One the ledger does not
+    know but the audit trail says was armed as G (`recalled`) counts as armed as G."""
+    standing = reading.hold.generation if reading.hold is not None else None
+    gone = f"replaced by {_describe_standing(reading)}" if reading.active else "released"
+    alive: list[Occurrence] = []
+    fresh: list[Occurrence] = []
+    notes: list[LedgerEntry] = []
+    for o in candidates:
+        entry = armed.get(o.key)
+        if entry is None and o.key not in entries and o.key in recalled:
+            generation = recalled[o.key]
+            if reading.active and generation == standing:
+                alive.append(o)
+                notes.append(entry_for(o, ARMED, now, generation, "adopted: the audit trail says the window armed it"))
+            else:
+                notes.append(entry_for(o, RELEASED, now, generation,
+                                       f"generation {generation} {gone} before the end (from the audit trail)"))
+        elif entry is None:
+            fresh.append(o)
+        elif reading.active and entry.generation == standing:
+            alive.append(o)
+        else:
+            notes.append(entry.moved(RELEASED, now, detail=f"generation {entry.generation} {gone} before the end"))
+    return alive, fresh, notes
+
+
+def _arm_or_keep(scope: str, now: datetime, members: Sequence[Occurrence], fresh: Sequence[Occurrence],
+                 desired: Desired, reading: Reading, selector: Any) -> tuple[tuple[Arm, ...], list[LedgerEntry]]:
+    """The arm that makes the scope held by `desired`, or nothing when the standing hold is it."""
+    if not reading.active:
+        return (Arm(scope, tuple(members), desired, VACANT, selector=selector),), []
+    standing = reading.hold.generation if reading.hold is not None else None
+    assert standing is not None
+    if desired.matches(reading.hold):
+        return (), [entry_for(o, ARMED, now, standing) for o in fresh]
+    return (Arm(scope, tuple(members), desired, frozenset({standing}), standing, selector),), []
+
+
+def idle(covered: Sequence[Occurrence], entries: Mapping[str, LedgerEntry]) -> bool:
+    """Whether `plan_scope` has nothing to do at a scope whatever its sentinel holds (nothing
+    covers now, nothing armed): then the scope is not read (issue 24: 1,000 profiles)."""
+    return not covered and all(entry.state != ARMED for entry in entries.values())
+
+
+def _armed(scope: str, now: datetime, entries: Mapping[str, LedgerEntry], reading: Reading,
+           candidates: Sequence[Occurrence]) -> tuple[dict[str, LedgerEntry], set[str], list[LedgerEntry]]:
+    """The armed entries of the scope, the generations the scheduler armed, and the entries
+    adopted for the candidates the standing hold's body names (`claims`: the ledger missed them,
+    a crash between the arm and the ledger write)."""
+    armed = {k: e for k, e in entries.items() if e.state == ARMED}
+    ours = {e.generation for e in armed.values() if e.generation}
+    hold, adopted = reading.hold, []
+    if reading.active and hold is not None and hold.generation is not None and hold.generation not in ours:
+        claimed = claims(hold, scope)
+        adopted = [entry_for(o, ARMED, now, hold.generation, "adopted: the hold body names this occurrence")
+                   for o in candidates if o.key in claimed]
+        armed.update((e.key, e) for e in adopted)
+        ours.update(e.generation for e in adopted if e.generation)
+    return armed, ours, adopted
+
+
+def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
+               reading: Reading, *, recalled: Mapping[str, str] | None = None,
+               covered: Sequence[Occurrence] | None = None, selector: Any = None,
+               timeline: Timeline = EXACT) -> ScopePlan:
+    """The plan for `scope` at `now` from its enabled windows, its ledger entries and its sentinel
+    as read at `now`. `recalled`: key -> generation the audit trail says was armed for
+    occurrences the ledger does not know (`ledger.recall`); `covered`: the windows' occurrences
+    covering `now`, when the caller has them; `selector`: the plan is for the scoped hold of that
+    selector (one lane of the scope); `timeline`: where occurrences are looked up."""
+    if covered is None:
+        covered = [o for w in windows for o in timeline.around(w, now)[0]]
+    plan = ScopePlan(scope, now, tuple(sorted(covered)))
+    closed = frozenset(k for k, e in entries.items() if e.state in _CLOSED)
+    candidates = [o for o in plan.covering if o.key not in closed]
+    armed, ours, adopted = _armed(scope, now, entries, reading, candidates)
+    alive, fresh, released = _triage(candidates, armed, entries, recalled or {}, reading, now)
+    keys = {o.key for o in candidates}
+    # armed entries no longer candidates: ended when over; withdrawn (re-armed if the window is
+    # back before the end) when their window went away
+    closing = [e.moved(ENDED if e.end <= now else WITHDRAWN, now,
+                       detail=None if e.end <= now else "its window was removed, disabled or moved")
+               for k, e in armed.items() if k not in keys]
+    notes = adopted + released
+    ours.update(e.generation for e in notes if e.state == ARMED and e.generation)
+    standing = reading.hold.generation if reading.hold is not None else None
+    if reading.active and standing not in ours:
+        skips = tuple(Skip(scope, o, _describe_standing(reading), standing) for o in fresh)
+        return replace(plan, actions=skips, notes=tuple(notes + closing))
+    members = alive + fresh
+    if not members:  # retire the standing hold when it is ours, its closing entries with it
+        if reading.present and standing is not None and standing in ours:
+            retiring = tuple(e for e in closing if e.generation == standing)
+            others = [e for e in closing if e.generation != standing]
+            return replace(plan, actions=(Retire(scope, standing, retiring),), notes=tuple(notes + others))
+        return replace(plan, notes=tuple(notes + closing))
+    deadline = chain_end(members, windows, now, closed, timeline=timeline)
+    given = Windows.of(windows)  # a row's `Window` built only for a member
+    named = {name: w for name in {o.window for o in members} if (w := given.named(name)) is not None}
+    actions, kept = _arm_or_keep(scope, now, members, fresh, compose(members, named, deadline, now), reading, selector)
+    return replace(plan, actions=actions, notes=tuple(notes + closing + kept))
+
+
+Identity = object
+_NONE = timedelta(0)
+
+
+@dataclass(frozen=True)
+class GuardVerdict:
+    """`trusted`: the read is confirmed (or weakens nothing). `windows`: what to act on now (None:
+    nothing). `reason`: what is unconfirmed. `moving`: the read's versions of windows it moves to
+    another scope, held there beside `windows` (which hold the old versions at the old scopes)."""
+
+    trusted: bool
+    reason: str | None = None
+    windows: Sequence[Window] | None = None
+    moving: Sequence[Window] = ()
+
+
+def _narrower(new: Allow, old: Allow) -> bool:
+    """Whether `new` admits nobody `old` does not (deny wins: fewer users, narrower profiles)."""
+    if not new.valid or not new.user_ids:
+        return True
+    if not old.valid or not new.user_ids <= old.user_ids:
+        return False
+    return not old.profiles or (bool(new.profiles) and new.profiles <= old.profiles)
+
+
+def strengthens(old: Window, new: Window) -> bool:
+    """Whether `new` holds at least wherever, whatever and whomever `old` held: the same schedule,
+    scope and reason (a torn save must not flip the reason refused users read), and only changes
+    that add hold time, hold more work or refuse more people."""
+    if not old.enabled:
+        return True
+    if (old.feed is None) != (new.feed is None) or not holds_at_least(new.selector, old.selector):
+        return False
+    if old.feed is not None:  # a calendar: its events are judged by what holds now (`vanished`)
+        return (new.enabled and new.scope == old.scope and (new.drain or _NONE) >= (old.drain or _NONE)
+                and _narrower(new.hold_allow, old.hold_allow))
+    if not new.enabled or ((new.scope, new.cron, new.at, new.timezone, new.reason, new.exclude_calendar)
+                           != (old.scope, old.cron, old.at, old.timezone, old.reason, old.exclude_calendar)):
+        return False
+    # `exclude_calendar`'s holidays are judged by what holds now (`_drops`, issue 45); the rest:
+    # duration and drain no shorter, bounds no narrower, exclusions no more
+    if new.duration < old.duration or (new.drain or _NONE) < (old.drain or _NONE):
+        return False
+    if new.not_before is not None and (old.not_before is None or new.not_before > old.not_before):
+        return False
+    if new.not_after is not None and (old.not_after is None or new.not_after < old.not_after):
+        return False
+    return (set(new.exclude) <= set(old.exclude) and new.exclude_cron in (None, old.exclude_cron)
+            and _narrower(new.hold_allow, old.hold_allow))
+
+
+def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
+             entries: Mapping[str, LedgerEntry], now: datetime, moving: Sequence[Window] = ()) -> list[str]:
+    """The names of the windows the read takes away: acted on before and missing or weakened, or
+    holding per the ledger and not in it, enabled, on that scope (`moving`: versions held at
+    another scope too)."""
+    read = Windows.of(windows)
+    current = read.named
+    elsewhere = {w.name: w for w in moving}
+    out: list[str] = []
+    if previous is not windows:
+        before = Windows.of(previous or ())
+        for index in range(len(before)):  # compared by `Windows.same`: no row's `Window` built
+            name, at = before.name(index), read.position(before.name(index))
+            if at is not None and before.same(index, read, at):
+                continue
+            old, new = before[index], None if at is None else read[at]
+            if (new is None or (new is not old and new != old and not strengthens(old, new))) and name not in out:
+                out.append(name)
+    for entry in entries.values():
+        if entry.state != ARMED or entry.end <= now:
+            continue
+        window = current(entry.window)
+        if window is not None and window.scope != entry.scope and entry.window in elsewhere:
+            window = elsewhere[entry.window] if elsewhere[entry.window].scope == entry.scope else window
+        if (window is None or not window.enabled or window.scope != entry.scope or _drops(window, entry, now)) \
+                and entry.window not in out:
+            out.append(entry.window)
+    return out
+
+
+def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
+    """Whether a feed's read (a calendar, `exclude_calendar`) takes away the occurrence `entry`
+    holds: no longer covering `now`, or ending earlier."""
+    if window.feed is None and window._holidays is None:  # noqa: SLF001 - as above
+        return False
+    return not any(o.key == entry.key and o.end >= entry.end for o in covering(window, now))
+
+
+def meanwhile(old: Window, new: Window) -> Window:
+    """What an unconfirmed read holds for a window it weakens: the version last acted on, with
+    what the read adds to its selector (`selector.hull`): a widening in the same edit acts at once."""
+    if not (new.enabled and old.enabled and new.scope == old.scope) or new.selector == old.selector:
+        return old
+    both = hull(old.selector, new.selector)
+    if both == old.selector:
+        return old
+    return old.model_copy(update={"only": sorted(both.components) if both else [],
+                                  "jobs": list(both.jobs) if both else []})
+
+
+class FileGuard:
+    """Remembers the windows last acted on and the unconfirmed read (per scheduler process)."""
+
+    def __init__(self, confirm_after: timedelta) -> None:
+        self.confirm_after = confirm_after
+        #: the windows the scheduler last acted on (confirmed, or with a weakening put back)
+        self.trusted: Sequence[Window] | None = None
+        #: the unconfirmed read's identity and when it was first read
+        self._pending: tuple[Identity, datetime] | None = None
+
+    def judge(self, identity: Identity, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
+              now: datetime, failing: frozenset[str] = frozenset()) -> GuardVerdict:
+        """What to act on for the read `windows` of the file with `identity` at `now` (`failing`:
+        the read's tables that do not validate, held as last acted on)."""
+        if failing:
+            present = {w.name for w in windows}
+            windows = [*windows, *(w for w in self.trusted or () if w.name in failing and w.name not in present)]
+        gone = vanished(windows, self.trusted, entries, now)
+        if not gone:
+            return self._trust(windows)
+        unknown = sorted(set(gone) & failing)
+        if unknown:  # holds per the ledger, fails, and this process never read it: nothing to put back
+            self._pending = None
+            return GuardVerdict(False, f"window(s) {', '.join(unknown)} hold per the ledger but do not validate: "
+                                  "nothing acted on until they validate or their occurrence ends")
+        pending = self._pending
+        if pending is None or pending[0] != identity or now < pending[1]:
+            self._pending = (identity, now)
+        elif now - pending[1] >= self.confirm_after:
+            return self._trust(windows)
+        kept = self._put_back(windows, gone, entries, now)
+        return GuardVerdict(False, self._describe(gone, identity, windows, kept is not None),
+                            None if kept is None else kept[0], () if kept is None else kept[1])
+
+    def interrupted(self) -> None:
+        """A read failed: the next read starts its confirmation over."""
+        self._pending = None
+
+    def _put_back(self, windows: Sequence[Window], gone: list[str], entries: Mapping[str, LedgerEntry],
+                  now: datetime) -> tuple[list[Window], list[Window]] | None:
+        """`windows` with the `gone` ones put back (`meanwhile`), and the read's versions of those
+        it moves to another scope; None when that still takes something away."""
+        before = {w.name: w for w in self.trusted or ()}
+        merged = [meanwhile(before[w.name], w) if w.name in gone and w.name in before else w for w in windows]
+        moving = [w for w in windows if w.name in gone and w.name in before  # moved to another scope
+                  and before[w.name].enabled and w.enabled and before[w.name].scope != w.scope]
+        names = {w.name for w in merged}
+        merged.extend(before[name] for name in gone if name in before and name not in names)
+        if vanished(merged, self.trusted, entries, now, moving):
+            return None
+        self.trusted = list(merged)
+        return merged, moving
+
+    def _trust(self, windows: Sequence[Window]) -> GuardVerdict:
+        self.trusted = Windows.of(windows)
+        self._pending = None
+        return GuardVerdict(True, windows=self.trusted)
+
+    def _describe(self, gone: list[str], identity: Identity, windows: Sequence[Window], kept: bool) -> str:
+        shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
+        state = "missing" if identity is None else ("without windows" if not windows else "changed")
+        meanwhile = "they hold as they were" if kept else "no window is armed or retired"
+        return (f"windows.toml {state}: window(s) {shown} gone or weakened; not acted on until the file stays the "
+                f"same for {self.confirm_after.total_seconds():g}s over two reads (meanwhile {meanwhile}: an editor "
+                f"may be saving it in place)")
