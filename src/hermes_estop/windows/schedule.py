@@ -70,7 +70,7 @@ from typing import Any
 import tomli_w
 from tomli import TOMLDecodeError, loads as toml_loads
 
-from hermes_estop.model.cronspec import validate_timezone
+from hermes_estop.model.cronspec import fires, probe_deferred, validate_timezone
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import InvalidArgument, StoreError
 from hermes_estop.model.selector import Selector
@@ -498,10 +498,11 @@ class _Builder:
         self.zones: set[str] = set()
         self.stopped: set[int] = set()
 
-    def add_window(self, window: Window, source: str, table: bool = True) -> None:
+    def add_window(self, window: Window, source: str, table: bool = True) -> bool:
         """`window`'s row: its occurrences not ended at `lo` starting before `hi`, then its first
         starting at or after `hi`; cut at `MAX_PER_ROW` (the last start kept is then the end of
-        the whole schedule's horizon)."""
+        the whole schedule's horizon). False when one of its expressions never fires (validated
+        under `probe_deferred`: only a row without a start can be such a window's)."""
         starts, ends = self.columns["starts"], self.columns["ends"]
         kept = 0
         stopped: list[datetime] = []
@@ -522,8 +523,13 @@ class _Builder:
             self.stopped.add(len(self.tables))
         if window.cron is not None:
             self.zones.add(window.timezone)
+            if not (kept or stopped or fires(window.cron)):
+                return False
+        if window.exclude_cron is not None and not fires(window.exclude_cron):
+            return False
         lead = (window.drain or timedelta(0)) // _US
         self._add(Row.of(window), _compact(window.to_json()) if table else b"", lead, source)
+        return True
 
     def add_kept(self, previous: Schedule, row: int, source: str) -> None:
         """Row `row` of `previous` as it is (same code, zone data and horizon)."""
@@ -678,16 +684,18 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
     paused = gc.isenabled()
     gc.disable()  # every row built survives: a collection would only walk them again
     try:
-        for index, source, table in bound.tables(raw):
-            if previous is not None and source in known:
-                builder.add_kept(previous, known[source], source)
-                continue
-            window = Window.parse(table, path=windows_path, index=index)
-            if bound.excluding(window, index, table):
-                continue
-            if previous is not None and window.cron is not None and window.timezone not in previous.zones:
-                return None
-            builder.add_window(window, source)
+        with probe_deferred():
+            for index, source, table in bound.tables(raw):
+                if previous is not None and source in known:
+                    builder.add_kept(previous, known[source], source)
+                    continue
+                window = Window.parse(table, path=windows_path, index=index)
+                if bound.excluding(window, index, table):
+                    continue
+                if previous is not None and window.cron is not None and window.timezone not in previous.zones:
+                    return None
+                if not builder.add_window(window, source):
+                    return None
     except (_NotSimple, InvalidWindow):
         return None
     finally:
