@@ -102,7 +102,7 @@ def _validated(expr: str) -> str:
         _parsed(text)
     except _PARSE_ERRORS:
         raise InvalidArgument(f"invalid cron expression {expr!r}: croniter cannot parse it") from None
-    return text
+    return expr if text == expr else text  # one string for both
 
 
 @functools.lru_cache(maxsize=_REMEMBERED)
@@ -179,7 +179,12 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
     return _starts(iterator, tz, since)
 
 
-@functools.lru_cache(maxsize=_REMEMBERED)
+#: croniters kept parsed (about 1 KB each: a 100,000-window file compiles each expression's
+#: starts right after validating it, and does not hold 100 MB of them for the rest of its run)
+_PARSED = 1 << 14
+
+
+@functools.lru_cache(maxsize=_PARSED)
 def _parsed(expr: str) -> Any:
     """A croniter parsed once per expression: parsing is most of what a start costs, and a
     scheduler asks for the starts of the same windows on every tick. Callers iterate copies."""

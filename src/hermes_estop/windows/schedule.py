@@ -708,7 +708,8 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
 
 def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
     """A header line, one compact JSON line per column, then one line per row's table; made a
-    line at a time into one buffer (100,000 windows' tables are tens of MB: never held twice more).
+    line at a time into one buffer, the header put before them in place (100,000 windows' tables
+    are tens of MB: never held twice).
     With `key`, the header carries the seal of the whole (`kept_files.seal`), which `loads` checks."""
     header = {"format": _FORMAT, "digest": schedule.digest, "basis": schedule.basis, "zones": list(schedule.zones),
               "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule)}
@@ -722,10 +723,8 @@ def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
     del body[-1:]
     if key is not None:
         header["seal"] = kept_files.seal(key, _sealed_header(header), body)
-    out = bytearray(_compact(header))
-    out += b"\n"
-    out += body
-    return out
+    body[:0] = _compact(header) + b"\n"
+    return body
 
 
 def _sealed_header(header: dict[str, Any]) -> bytes:
@@ -836,6 +835,7 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     if found is not None and _fresh(found, digest, now, fresh_for):
         return found
     built = _compiled(digest, raw, windows_path, now, found) if found is not None and found.digest != digest else None
+    del found  # its rows are taken: not held while the new one is written
     if built is None and not validated:
         built = _compiled(digest, raw, windows_path, now)
     if built is None:
