@@ -60,7 +60,7 @@ import sys
 import threading
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
@@ -542,18 +542,16 @@ class _Builder:
 
     def _add(self, shown: Row, table: bytes, lead: int, source: str) -> None:
         c = self.columns
-        for name, value in (("names", shown.name), ("scopes", shown.scope), ("enabled", shown.enabled),
-                            ("timezones", shown.timezone), ("schedules", shown.schedule),
-                            ("durations", shown.duration), ("drains", shown.drain), ("leads", lead),
-                            ("sources", source)):
+        values = (shown.name, shown.scope, shown.enabled, shown.timezone, shown.schedule, shown.duration, shown.drain)
+        for name, value in zip(_PER_ROW, (*values, lead, source), strict=True):
             c[name].append(value)
         c["offsets"].append(len(c["starts"]))
         self.tables.append(table)
 
-    def schedule(self, digest: str, basis: str, zones: Sequence[str],
-                 bound: Sequence[Entry] | _Bound = ()) -> Schedule | None:
-        """The schedule; None when two rows (or, for `_Bound`, any two tables) share a name
-        (the whole validation refuses it)."""
+    def schedule(self, digest: str, bound: Sequence[Entry] | _Bound = (),
+                 previous: Schedule | None = None) -> Schedule | None:
+        """The schedule (of `previous`'s basis, when its rows were taken); None when two rows
+        (or, for `_Bound`, any two tables) share a name (the whole validation refuses it)."""
         c = self.columns
         if isinstance(bound, _Bound):
             entries = bound.entries(c["names"])
@@ -562,10 +560,14 @@ class _Builder:
             bound = entries
         if len(set(c["names"])) != len(c["names"]):
             return None
-        return Schedule(digest, basis, list(zones), self.lo, self.hi, c["names"], c["scopes"], c["enabled"],
-                        c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
-                        c["offsets"], c["starts"], c["ends"], Tables(self.tables), list(bound), (),
-                        frozenset(self.stopped))
+        basis, zones = (previous.basis, previous.zones) if previous is not None else (kept_files.basis(self.zones), self.zones)
+        return _schedule(digest, basis, sorted(zones), self.lo, self.hi, c, Tables(self.tables), list(bound), self.stopped)
+
+
+def _schedule(digest: str, basis: str, zones: list[str], lo: int, hi: int, columns: dict[str, Any], tables: Tables,
+              bound: list[Entry], stopped: Iterable[int]) -> Schedule:
+    rows: dict[str, Any] = {name: columns[name] for name in _COLUMNS[:-2]}
+    return Schedule(digest, basis, zones, lo, hi, **rows, tables=tables, bound=bound, stopped=frozenset(stopped))
 
 
 def _horizon(now: datetime) -> tuple[int, int]:
@@ -588,7 +590,7 @@ def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | No
     builder = _Builder(*_horizon(now))
     for i, window in enumerate(windows):
         builder.add_window(window, sources[i] if sources is not None and len(sources) == len(windows) else "")
-    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones), bound)
+    return builder.schedule(digest, bound)
 
 
 def _row_sources(raw: bytes | None, bound: Sequence[Entry]) -> list[str] | None:
@@ -669,13 +671,12 @@ class _Bound:
 
 def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
               previous: Schedule | None = None) -> Schedule | None:
-    """The schedule of the file `raw` built a table at a time (no more than one `Window` held
-    at once; the tables bound to a calendar kept as `build` keeps them: `_Bound`). With
-    `previous` (the schedule kept for the file before an edit), an unchanged table's row taken
-    from it as it is (same code, same zone data, same horizon): only an edited or added table
-    validated and asked for its occurrences. None when anything is not that simple (a table
-    that does not validate, a repeated name; with `previous`, a new zone or a horizon half
-    gone): the caller then builds it whole, or validates the file whole, which refuses it."""
+    """The schedule of the file `raw` built a table at a time (one `Window` held at once; the
+    tables bound to a calendar kept as `build` keeps them: `_Bound`), an unchanged table's row
+    taken from `previous` (the schedule before an edit: same code, zone data and horizon). None
+    when anything is not that simple (a table that does not validate, a repeated name; with
+    `previous`, a new zone or a horizon half gone): the caller builds it otherwise, or the
+    whole validation refuses it."""
     if previous is not None and (not previous.answers(now) or micros(now) >= previous.lo + HORIZON // _US // 2):
         return None
     known = {source: row for row, source in enumerate(previous.sources) if source} if previous is not None else {}
@@ -701,9 +702,7 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
     finally:
         if paused:
             gc.enable()
-    if previous is not None:
-        return builder.schedule(digest, previous.basis, previous.zones, bound)
-    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones), bound)
+    return builder.schedule(digest, bound, previous)
 
 
 def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
@@ -717,7 +716,7 @@ def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
         header["stopped"] = sorted(schedule.stopped)
     body = bytearray()
     for name in _COLUMNS[:-1]:
-        body += _compact([list(v) if isinstance(v, tuple) else v for v in getattr(schedule, name)]) + b"\n"
+        body += _compact(list(getattr(schedule, name))) + b"\n"
     for table in schedule.tables.values():
         body += table + b"\n"
     del body[-1:]
@@ -739,10 +738,9 @@ def _compact(value: Any) -> bytes:
 
 def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = None) -> Schedule | None:
     """The schedule in `data` (the file's lines), or None when it was not computed by this code
-    with today's zone data (its `digest` says which bytes of the windows file it is of). With
-    `key`, `sealed` is the whole file, and it must carry the seal `dumps` gives it under `key`
-    (else `ValueError`: built for other bytes, edited or copied from elsewhere).
-    Raises `ValueError` (or `TypeError`, `KeyError`) for a damaged one."""
+    with today's zone data. With `key`, `sealed` is the whole file, which must carry the seal
+    `dumps` gives it under `key` (else `ValueError`: built for other bytes, edited or copied
+    from elsewhere). Raises `ValueError` (or `TypeError`, `KeyError`) for a damaged one."""
     header = json.loads(data[0] or b"null")
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
         return None
@@ -769,10 +767,8 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
         raise ValueError("stopped is not a list of rows")
     for name in _SHARED:
         columns[name] = [sys.intern(v) if v is not None else None for v in columns[name]]
-    c = columns
-    return Schedule(header["digest"], basis, zones, header["lo"], header["hi"], c["names"], c["scopes"], c["enabled"],
-                    c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
-                    c["offsets"], c["starts"], c["ends"], Tables(data[len(_COLUMNS):]), bound, (), frozenset(stopped))
+    return _schedule(header["digest"], basis, zones, header["lo"], header["hi"], columns, Tables(data[len(_COLUMNS):]),
+                     bound, stopped)
 
 
 def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any) -> None:
@@ -821,14 +817,11 @@ def _check_values(columns: dict[str, Any]) -> None:
 def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
          fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
     """The schedule of the windows file `windows_path` (whose bytes are `raw`) answering at
-    `now`: read from beside the file when it is there, of these bytes, covers `now` and passes
-    the ownership rule; else built table by table (`_compiled`), the unchanged rows of the one
-    there reused, else without it (not when the caller has the windows already, `validated`),
-    else from `validate()` (the file's windows; only called then, it refuses a
-    file that does not validate); written there by whichever process builds it first. One built
-    more than `fresh_for` ago is built again (the daemon does so at `REFRESH`, before an
-    operator's command finds the horizon gone). None when the file has no schedule (its bound
-    tables cannot be told from its bytes)."""
+    `now`: the one kept for these bytes (`_kept`, `_fresh`: built less than `fresh_for` ago);
+    else built table by table (`_compiled`: with the kept one's unchanged rows, then without
+    them unless the caller has the windows, `validated`), else from `validate()` (called only
+    then: it refuses a file that does not validate); kept by whichever process builds it first.
+    None when the file's bound tables cannot be told from its bytes."""
     path = kept_files.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path) if path is not None else None
@@ -848,9 +841,8 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
 
 
 def _kept(path: Path) -> Schedule | None:
-    """The schedule written at `path`, when there is one this process may trust: sealed with
-    its directory's key (`kept_files.seal_key`) over exactly its content (one line when it is
-    damaged or its seal does not hold)."""
+    """The schedule written at `path`, when it is sealed with its directory's key over exactly
+    its content (one line when it is damaged or its seal does not hold)."""
     data = kept_files.trusted_bytes(path)
     key = kept_files.seal_key(path.parent, create=False) if data else None
     if key is None:
