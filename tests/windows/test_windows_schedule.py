@@ -167,7 +167,10 @@ def _columns(compiled: schedule.Schedule | None) -> tuple[object, ...]:
 EDITS = [('duration = "1h"', 'duration = "2h"'), ('name = "long"', 'name = "longer"'),
          ('[[windows]]\nname = "once"', '[[windows]]\nname = "added"\ncron = "0 9 * * *"\nduration = "1h"\n\n'
                                            '[[windows]]\nname = "once"'),
-         ('exclude_cron = "* 3 * * *"', 'exclude_cron = "* 4 * * *"')]
+         ('exclude_cron = "* 3 * * *"', 'exclude_cron = "* 4 * * *"'),
+         # a table in a zone no other table uses: the rows of the others are still taken
+         ('[[windows]]\nname = "once"', '[[windows]]\nname = "added"\ncron = "0 9 * * *"\nduration = "1h"\n'
+                                           'timezone = "Australia/Lord_Howe"\n\n[[windows]]\nname = "once"')]
 
 
 @pytest.fixture

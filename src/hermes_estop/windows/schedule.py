@@ -548,10 +548,9 @@ class _Builder:
         c["offsets"].append(len(c["starts"]))
         self.tables.append(table)
 
-    def schedule(self, digest: str, bound: Sequence[Entry] | _Bound = (),
-                 previous: Schedule | None = None) -> Schedule | None:
-        """The schedule (of `previous`'s basis, when its rows were taken); None when two rows
-        (or, for `_Bound`, any two tables) share a name (the whole validation refuses it)."""
+    def schedule(self, digest: str, bound: Sequence[Entry] | _Bound = ()) -> Schedule | None:
+        """The schedule; None when two rows (or, for `_Bound`, any two tables) share a name (the
+        whole validation refuses it)."""
         c = self.columns
         if isinstance(bound, _Bound):
             entries = bound.entries(c["names"])
@@ -560,8 +559,8 @@ class _Builder:
             bound = entries
         if len(set(c["names"])) != len(c["names"]):
             return None
-        basis, zones = (previous.basis, previous.zones) if previous is not None else (kept_files.basis(self.zones), self.zones)
-        return _schedule(digest, basis, sorted(zones), self.lo, self.hi, c, Tables(self.tables), list(bound), self.stopped)
+        return _schedule(digest, kept_files.basis(self.zones), sorted(self.zones), self.lo, self.hi, c, Tables(self.tables),
+                         list(bound), self.stopped)
 
 
 def _schedule(digest: str, basis: str, zones: list[str], lo: int, hi: int, columns: dict[str, Any], tables: Tables,
@@ -673,14 +672,15 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
               previous: Schedule | None = None) -> Schedule | None:
     """The schedule of the file `raw` built a table at a time (one `Window` held at once; the
     tables bound to a calendar kept as `build` keeps them: `_Bound`), an unchanged table's row
-    taken from `previous` (the schedule before an edit: same code, zone data and horizon). None
-    when anything is not that simple (a table that does not validate, a repeated name; with
-    `previous`, a new zone or a horizon half gone): the caller builds it otherwise, or the
-    whole validation refuses it."""
+    taken from `previous` (the schedule before an edit: same code and zone data, its horizon,
+    its zones). None when anything is not that simple (a table that does not validate, a
+    repeated name; with `previous`, a horizon half gone): the caller builds it otherwise, or
+    the whole validation refuses it."""
     if previous is not None and (not previous.answers(now) or micros(now) >= previous.lo + HORIZON // _US // 2):
         return None
     known = {source: row for row, source in enumerate(previous.sources) if source} if previous is not None else {}
     builder = _Builder(previous.lo, previous.hi) if previous is not None else _Builder(*_horizon(now))
+    builder.zones.update(previous.zones if previous is not None else ())
     bound = _Bound(windows_path)
     paused = gc.isenabled()
     gc.disable()  # every row built survives: a collection would only walk them again
@@ -693,8 +693,6 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
                 window = Window.parse(table, path=windows_path, index=index)
                 if bound.excluding(window, index, table):
                     continue
-                if previous is not None and window.cron is not None and window.timezone not in previous.zones:
-                    return None
                 if not builder.add_window(window, source):
                     return None
     except (_NotSimple, InvalidWindow):
@@ -702,7 +700,7 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
     finally:
         if paused:
             gc.enable()
-    return builder.schedule(digest, bound, previous)
+    return builder.schedule(digest, bound)
 
 
 def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
