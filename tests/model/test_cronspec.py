@@ -12,7 +12,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from hermes_estop.model.cronspec import first_start_after, starts, validate_cron, validate_timezone, wall_to_instant
+from hermes_estop.model.cronspec import (
+    fires,
+    first_start_after,
+    probe_deferred,
+    starts,
+    validate_cron,
+    validate_timezone,
+    wall_to_instant,
+)
 from hermes_estop.model.errors import EstopError, InvalidArgument
 
 
@@ -200,3 +208,14 @@ def test_importing_cronspec_loads_no_croniter():
     probe = "import sys, hermes_estop.model.cronspec; print(sorted(m for m in sys.modules if m.startswith('croniter')))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(("expr", "fired"), [("0 0 31 2 *", False), ("0 0 29 2 *", True), ("30 2 * * *", True)])
+def test_a_deferred_probe_leaves_whether_it_fires_to_fires(expr: str, fired: bool) -> None:
+    with probe_deferred():
+        assert validate_cron(expr) == expr
+    assert fires(expr) is fired
+    if not fired:
+        with pytest.raises(InvalidArgument, match="never fires"):
+            validate_cron(expr)
+

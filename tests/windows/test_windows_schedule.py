@@ -167,7 +167,10 @@ def _columns(compiled: schedule.Schedule | None) -> tuple[object, ...]:
 EDITS = [('duration = "1h"', 'duration = "2h"'), ('name = "long"', 'name = "longer"'),
          ('[[windows]]\nname = "once"', '[[windows]]\nname = "added"\ncron = "0 9 * * *"\nduration = "1h"\n\n'
                                            '[[windows]]\nname = "once"'),
-         ('exclude_cron = "* 3 * * *"', 'exclude_cron = "* 4 * * *"')]
+         ('exclude_cron = "* 3 * * *"', 'exclude_cron = "* 4 * * *"'),
+         # a table in a zone no other table uses: the rows of the others are still taken
+         ('[[windows]]\nname = "once"', '[[windows]]\nname = "added"\ncron = "0 9 * * *"\nduration = "1h"\n'
+                                           'timezone = "Australia/Lord_Howe"\n\n[[windows]]\nname = "once"')]
 
 
 @pytest.fixture
@@ -209,6 +212,30 @@ def test_an_edit_that_does_not_validate_is_refused_as_the_file_is(wf: WindowsFil
     wf.path.write_text(varied.replace('name = "long"', bad) if "name" in bad else varied.replace('duration = "2d"', bad))
     with pytest.raises(InvalidWindow):
         _load(wf)
+
+
+@pytest.mark.parametrize("table", [
+    pytest.param('cron = "0 0 31 2 *"', id="cron"),
+    pytest.param('cron = "0 0 * * *"\nexclude_cron = "0 0 30 2 *"', id="exclude-cron"),
+])
+def test_a_table_whose_expression_never_fires_is_refused_as_the_file_is(wf: WindowsFile, varied: str,
+                                                                         table: str) -> None:
+    """The compile validates without croniter's "does it ever fire" probe (`probe_deferred`)
+    and asks it only of what has no start: the refusal is still the whole validation's."""
+    wf.path.write_text(f'{varied}\n[[windows]]\nname = "never"\n{table}\nduration = "1h"\n')
+    with pytest.raises(InvalidWindow, match="never fires"):
+        _load(wf)
+    assert not schedule_path(wf.path).exists()
+
+
+def test_a_window_with_no_start_left_that_fires_is_compiled(wf: WindowsFile, varied: str) -> None:
+    """A row without a start (its `not_after` passed) is one the probe is asked of, and passes."""
+    wf.path.write_text(f'{varied}\n[[windows]]\nname = "over"\ncron = "0 0 * * *"\nduration = "1h"\n'
+                       'not_after = 2026-01-01T00:00:00Z\n')
+    compiled = _load(wf)
+    assert compiled is not None
+    row = compiled.row_of("over")
+    assert row is not None and compiled.offsets[row] == compiled.offsets[row + 1]
 
 
 @pytest.mark.parametrize("preamble", ["windows = []\n", "other = 1\n"])

@@ -23,6 +23,8 @@ import copy
 import functools
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -36,6 +38,8 @@ __all__ = [
     "wall_to_instant",
     "starts",
     "first_start_after",
+    "fires",
+    "probe_deferred",
 ]
 
 # croniter's `R` (random) and `H` (hashed) fields: a start must be the same instant every time it
@@ -52,19 +56,36 @@ _PARSE_ERRORS = (ValueError, TypeError)
 def validate_cron(expr: Any) -> str:
     if not isinstance(expr, str):
         raise InvalidArgument(f"invalid cron expression {expr!r}: expected text such as '30 2 * * *'")
-    return _validated(expr)
+    text = _validated(expr)
+    if _PROBING.get() and not fires(text):
+        raise InvalidArgument(f"invalid cron expression {expr!r}: it never fires")
+    return text
 
 
-#: distinct expressions parsed per process: every one of a 100,000-window file, so each is
-#: parsed by croniter once (about 100 us and 1.3 KB each), not once to validate and again to
-#: compute its starts (a smaller cache evicts them in between: issue 24)
+#: False inside `probe_deferred`
+_PROBING: ContextVar[bool] = ContextVar("probing", default=True)
+
+
+@contextmanager
+def probe_deferred() -> Iterator[None]:
+    """`validate_cron` without its "does it ever fire" probe (a third of a distinct expression's
+    croniter work), for a caller that enumerates the starts anyway and asks `fires` of an
+    expression that has none (the windows compile)."""
+    token = _PROBING.set(False)
+    try:
+        yield
+    finally:
+        _PROBING.reset(token)
+
+
+#: distinct expressions validated per process (the texts; the parsed croniters are `_parsed`'s)
 _REMEMBERED = 1 << 17
 
 
 @functools.lru_cache(maxsize=_REMEMBERED)
 def _validated(expr: str) -> str:
     """`expr` normalized (single spaces), when it is a 5-field crontab expression croniter reads
-    deterministically and that fires at all; else `InvalidArgument` naming it.
+    deterministically; else `InvalidArgument` naming it.
 
     croniter itself also accepts 6- and 7-field forms (seconds, year) and `@daily`-style
     aliases; a schedule here takes exactly the five crontab fields."""
@@ -77,18 +98,24 @@ def _validated(expr: str) -> str:
     text = " ".join(fields)
     if _NONDETERMINISTIC_RE.search(text.upper()):
         raise InvalidArgument(f"invalid cron expression {expr!r}: random (R) and hashed (H) fields are not allowed")
-    from croniter import CroniterBadDateError
-
-
     try:
-        parsed = _parsed(text)
+        _parsed(text)
     except _PARSE_ERRORS:
         raise InvalidArgument(f"invalid cron expression {expr!r}: croniter cannot parse it") from None
+    return expr if text == expr else text  # one string for both
+
+
+@functools.lru_cache(maxsize=_REMEMBERED)
+def fires(text: str) -> bool:
+    """Whether the valid expression `text` (`validate_cron`'s) fires at all (croniter finds a
+    start after 2000-01-01 within its search limit)."""
+    from croniter import CroniterBadDateError
+
     try:
-        copy.copy(parsed).get_next(datetime)
+        copy.copy(_parsed(text)).get_next(datetime)
     except CroniterBadDateError:
-        raise InvalidArgument(f"invalid cron expression {expr!r}: it never fires") from None
-    return text
+        return False
+    return True
 
 
 #: the zones found, by the name asked for (a window's `tz` is asked per occurrence: a dict
@@ -152,7 +179,12 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
     return _starts(iterator, tz, since)
 
 
-@functools.lru_cache(maxsize=_REMEMBERED)
+#: croniters kept parsed (about 1 KB each: a 100,000-window file compiles each expression's
+#: starts right after validating it, and does not hold 100 MB of them for the rest of its run)
+_PARSED = 1 << 14
+
+
+@functools.lru_cache(maxsize=_PARSED)
 def _parsed(expr: str) -> Any:
     """A croniter parsed once per expression: parsing is most of what a start costs, and a
     scheduler asks for the starts of the same windows on every tick. Callers iterate copies."""

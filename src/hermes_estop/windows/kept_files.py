@@ -41,10 +41,8 @@ __all__ = ["HORIZON", "basis", "cache_dir", "code_stamp", "directory_problem", "
 
 log = logging.getLogger(__name__)
 
-#: how far past its build a kept schedule answers (a week: the daemon's and the operators'
-#: questions are about now and the next few days; a later instant is asked of the exact
-#: functions). One constant for the windows schedule and the compiled feeds: the windows
-#: schedule imports the calendars, so the feeds cannot import it.
+#: how far past its build a kept schedule answers (a week: the questions are about now and the
+#: next few days), the windows schedule's and the compiled feeds' (which cannot import it)
 HORIZON = timedelta(days=7)
 
 #: a kept file larger than this is not read (100,000 windows' schedule takes about 30 MiB)
@@ -247,19 +245,16 @@ def kept_path(beside: Path, suffix: str) -> Path | None:
 
 
 def in_cache(path: Path, beside: Path) -> bool:
-    """Whether `path`, where `kept_path` keeps a file about `beside`, is in this user's cache
-    directory (`cache_dir`) rather than beside it: what `write_trusted` is told as `private`."""
+    """Whether `path`, from `kept_path(beside)`, is in this user's cache: `write_trusted`'s `private`."""
     return path.parent != beside.parent
 
 
 def write_trusted(path: Path, data: bytes | bytearray, *, private: bool) -> None:
     """Write `data` to `path` atomically, unless its directory could be written by someone else
     (then one WARNING line) or cannot be written (then nothing: a kept file is optional).
-
-    `private`: `path`'s directory is this user's cache (`in_cache`), made with its parents for
-    this user alone; else it is a directory of the fleet (the fleet root, `calendars/`), where
-    every operator of the fleet finds what is kept: made when absent as the fetcher makes it
-    (the umask's mode, never private), its parent never."""
+    `private`: the directory is this user's cache, made with its parents for this user alone;
+    else a directory of the fleet (the fleet root, `calendars/`) every operator reads: made
+    when absent with the umask's mode, its parent never."""
     try:
         if private:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

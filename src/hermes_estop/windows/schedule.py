@@ -68,7 +68,7 @@ from typing import Any
 
 from tomli import TOMLDecodeError, loads as toml_loads
 
-from hermes_estop.model.cronspec import validate_timezone
+from hermes_estop.model.cronspec import fires, probe_deferred, validate_timezone
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import InvalidArgument, StoreError
 from hermes_estop.model.selector import Selector
@@ -524,10 +524,12 @@ class _Builder:
         #: the feeds of the rows (None: some not fingerprinted)
         self.feeds: dict[str, str] | None = {}
 
-    def add_window(self, window: Window, source: str, table: bool = True) -> None:
+    def add_window(self, window: Window, source: str, table: bool = True) -> bool:
         """`window`'s row: its occurrences not ended at `lo` starting before `hi`, then its first
         starting at or after `hi`; cut at `MAX_PER_ROW` (the last start kept is then the end of
-        the whole schedule's horizon). A calendar's occurrences keep their events."""
+        the whole schedule's horizon). A calendar's occurrences keep their events. False when one
+        of its expressions never fires (validated under `probe_deferred`: only a row without a
+        start can be such a window's)."""
         starts, ends = self.columns["starts"], self.columns["ends"]
         feed = window.feed
         kept = 0
@@ -559,12 +561,17 @@ class _Builder:
             self.stopped.add(len(self.tables))
         if window.cron is not None or feed is not None:
             self.zones.add(window.timezone)
+        if window.cron is not None and not (kept or stopped or fires(window.cron)):
+            return False
+        if window.exclude_cron is not None and not fires(window.exclude_cron):
+            return False
         if feed is not None:
             self.calendars[len(self.tables)] = json.dumps({
                 "source": window.to_toml(), "digest": feed.digest, "longest": feed.longest.total_seconds(),
                 "spans": [span.total_seconds() for span in feed.spans]})
         lead = (window.drain or timedelta(0)) // _US
         self._add(Row.of(window), _compact(window.to_json()) if table else b"", lead, source)
+        return True
 
     def add_kept(self, previous: Schedule, row: int, source: str) -> None:
         """Row `row` of `previous` as it is (same code, zone data and horizon)."""
@@ -581,10 +588,8 @@ class _Builder:
 
     def _add(self, shown: Row, table: bytes, lead: int, source: str) -> None:
         c = self.columns
-        for name, value in (("names", shown.name), ("scopes", shown.scope), ("enabled", shown.enabled),
-                            ("timezones", shown.timezone), ("schedules", shown.schedule),
-                            ("durations", shown.duration), ("drains", shown.drain), ("leads", lead),
-                            ("sources", source)):
+        values = (shown.name, shown.scope, shown.enabled, shown.timezone, shown.schedule, shown.duration, shown.drain)
+        for name, value in zip(_PER_ROW, (*values, lead, source), strict=True):
             c[name].append(value)
         c["offsets"].append(len(c["starts"]))
         self.tables.append(table)
@@ -627,11 +632,11 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
     """The schedule of the file `raw` built a table at a time (no more than one `Window` held
     at once), a table of a feed bound to it as it is now, its row's digest that of the table and
     the feed (`_fed`). With `previous` (the schedule kept for the file before an edit), an
-    unchanged table's row taken from it as it is (same code, same zone data, same horizon):
-    only an edited or added table validated and asked for its occurrences. None when anything
-    is not that simple (a table that does not validate, a feed that cannot be read, a repeated
-    name; with `previous`, a new zone or a horizon half gone): the caller then builds it whole,
-    or validates the file whole, which refuses it."""
+    unchanged table's row taken from it as it is (same code, same zone data, same horizon, its
+    zones): only an edited or added table validated and asked for its occurrences. None when
+    anything is not that simple (a table that does not validate or never fires, a feed that
+    cannot be read, a repeated name; with `previous`, a horizon half gone): the caller then
+    builds it whole, or validates the file whole, which refuses it."""
     if previous is not None and (not previous.answers(now) or micros(now) >= previous.lo + HORIZON // _US // 2):
         return None
     known = {source: row for row, source in enumerate(previous.sources) if source} if previous is not None else {}
@@ -640,29 +645,29 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
     calendars: list[tuple[str, dict[str, Any]]] = []
     paused = gc.isenabled()
     gc.disable()  # every row built survives: a collection would only walk them again
+    builder.zones.update(previous.zones if previous is not None else ())
     try:
-        index = 0
-        for kind, source, table in _tables(raw):
-            if kind == "calendars":
-                calendars.append((_fed(source, table.get("url") or table.get("ics"), windows_path, feeds), table))
-                continue
-            source = _fed(source, table.get("exclude_calendar"), windows_path, feeds)
-            if not _add(builder, previous, known, source, partial(Window.parse, table, path=windows_path, index=index),
-                        windows_path):
-                return None
-            index += 1
-        for index, (source, table) in enumerate(calendars):
-            if not _add(builder, previous, known, source,
-                        partial(CalendarSource.parse, table, path=windows_path, index=index), windows_path):
-                return None
+        with probe_deferred():
+            index = 0
+            for kind, source, table in _tables(raw):
+                if kind == "calendars":
+                    calendars.append((_fed(source, table.get("url") or table.get("ics"), windows_path, feeds), table))
+                    continue
+                source = _fed(source, table.get("exclude_calendar"), windows_path, feeds)
+                if not _add(builder, previous, known, source, partial(Window.parse, table, path=windows_path, index=index),
+                            windows_path):
+                    return None
+                index += 1
+            for index, (source, table) in enumerate(calendars):
+                if not _add(builder, previous, known, source,
+                            partial(CalendarSource.parse, table, path=windows_path, index=index), windows_path):
+                    return None
     except (_NotSimple, InvalidWindow):
         return None
     finally:
         if paused:
             gc.enable()
     builder.feeds = feeds
-    if previous is not None:
-        return builder.schedule(digest, previous.basis, previous.zones)
     return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones))
 
 
@@ -678,7 +683,8 @@ def _fed(source: str, location: object, windows_path: Path, feeds: dict[str, str
 def _add(builder: _Builder, previous: Schedule | None, known: dict[str, int], source: str,
          validate: Callable[[], Window | CalendarSource], windows_path: Path) -> bool:
     """The row of one table: `previous`'s when it has the table's `source`, else validated and
-    bound to its feed; False when it is not that simple (a feed that cannot be read, a new zone)."""
+    bound to its feed; False when it is not that simple (a feed that cannot be read, an
+    expression that never fires)."""
     if previous is not None and source in known:
         builder.add_kept(previous, known[source], source)
         return True
@@ -689,13 +695,13 @@ def _add(builder: _Builder, previous: Schedule | None, known: dict[str, int], so
         if bound.failures:
             return False
         valid = bound.windows[0]
-    builder.add_window(valid, source)
-    return previous is None or builder.zones <= set(previous.zones)
+    return builder.add_window(valid, source)
 
 
 def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
     """A header line, one compact JSON line per column, then one line per row's table; made a
-    line at a time into one buffer (100,000 windows' tables are tens of MB: never held twice more).
+    line at a time into one buffer, the header put before them in place (100,000 windows' tables
+    are tens of MB: never held twice).
     With `key`, the header carries the seal of the whole (`kept_files.seal`), which `loads` checks."""
     header = {"format": _FORMAT, "digest": schedule.digest, "basis": schedule.basis, "zones": list(schedule.zones),
               "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule)}
@@ -712,10 +718,8 @@ def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
     del body[-1:]
     if key is not None:
         header["seal"] = kept_files.seal(key, _sealed_header(header), body)
-    out = bytearray(_compact(header))
-    out += b"\n"
-    out += body
-    return out
+    body[:0] = _compact(header) + b"\n"
+    return body
 
 
 def _sealed_header(header: dict[str, Any]) -> bytes:
@@ -730,10 +734,9 @@ def _compact(value: Any) -> bytes:
 
 def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = None) -> Schedule | None:
     """The schedule in `data` (the file's lines), or None when it was not computed by this code
-    with today's zone data (its `digest` says which bytes of the windows file it is of). With
-    `key`, `sealed` is the whole file, and it must carry the seal `dumps` gives it under `key`
-    (else `ValueError`: built for other bytes, edited or copied from elsewhere).
-    Raises `ValueError` (or `TypeError`, `KeyError`) for a damaged one."""
+    with today's zone data. With `key`, `sealed` is the whole file, which must carry the seal
+    `dumps` gives it under `key` (else `ValueError`: built for other bytes, edited or copied
+    from elsewhere). Raises `ValueError` (or `TypeError`, `KeyError`) for a damaged one."""
     header = json.loads(data[0] or b"null")
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
         return None
@@ -827,6 +830,7 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
         return replace(found, windows_path=windows_path) if found.fed else found
     previous = found if found is not None and (found.digest != digest or _fresh(found, digest, now, fresh_for)) else None
     built = _compiled(digest, raw, windows_path, now, previous) if previous is not None else None
+    del found, previous  # its rows are taken: not held while another is built or written
     if built is None and not validated:
         built = _compiled(digest, raw, windows_path, now)
     if built is None:
@@ -841,9 +845,8 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
 
 
 def _kept(path: Path) -> Schedule | None:
-    """The schedule written at `path`, when there is one this process may trust: sealed with
-    its directory's key (`kept_files.seal_key`) over exactly its content (one line when it is
-    damaged or its seal does not hold)."""
+    """The schedule written at `path`, when it is sealed with its directory's key over exactly
+    its content (one line when it is damaged or its seal does not hold)."""
     data = kept_files.trusted_bytes(path)
     key = kept_files.seal_key(path.parent, create=False) if data else None
     if key is None:
