@@ -442,3 +442,25 @@ def test_a_failing_table_has_no_schedule_and_is_reported_by_a_new_scheduler(harn
     report = harness.new_service().tick(harness.clock.now)
     assert len(report.failed) == 1 and "bad" in report.failed[0]
     assert report.active and harness.reading().hold is not None
+
+
+@pytest.mark.parametrize("count", [1, 2, 10])
+def test_next_arms_reads_the_arm_order_only_until_every_row_is_met(count, monkeypatch):
+    """A week of minutely starts is 10,080 arms a row: asked for more windows than a lane has,
+    the walk stops at the last row's first arm, not at the end of the horizon."""
+    windows = [Window(name=f"w{n}", cron=f"{n} * * * *", duration=timedelta(minutes=2), timezone="UTC")
+               for n in range(2)] + [Window(name="every", cron="* * * * *", duration=timedelta(minutes=1), timezone="UTC")]
+    timeline = ScheduleTimeline(build("digest", windows, BUILT))
+    walked = []
+    rows_armed = ScheduleTimeline._rows_armed
+
+    def counted(self, *args):
+        for item in rows_armed(self, *args):
+            walked.append(item)
+            yield item
+
+    monkeypatch.setattr(ScheduleTimeline, "_rows_armed", counted)
+    found = timeline.next_arms(Windows.of(windows), BUILT, (), count)
+    armed = sorted((EXACT.first_armed(window, BUILT), window.name) for window in windows)
+    assert [(name, o) for name, o in found] == [(name, o) for o, name in armed[:count]]
+    assert 0 < len(walked) <= 60 + 2, len(walked)  # at most an hour of minutely arms, and the two hourly

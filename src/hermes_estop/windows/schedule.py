@@ -1052,6 +1052,8 @@ class ScheduleTimeline:
                 if schedule.enabled[row] and schedule.names[row] not in skip:
                     found.append((instant_of(arm), order, schedule.names[row], schedule.occurrence(row, index)))
                     taken, last = taken + 1, arm
+                if len(seen) == len(lane):  # every row's first arm met: the rest are later ones
+                    break
         found.sort(key=lambda item: (item[0], item[1]))
         if len(found) > count:
             cut = found[count - 1][0] if count > 0 else None
