@@ -448,8 +448,8 @@ def test_a_failing_table_has_no_schedule_and_is_reported_by_a_new_scheduler(harn
 def test_next_arms_reads_the_arm_order_only_until_every_row_is_met(count, monkeypatch):
     """A week of minutely starts is 10,080 arms a row: asked for more windows than a lane has,
     the walk stops at the last row's first arm, not at the end of the horizon."""
-    windows = [Window(name=f"w{n}", cron=f"{n} * * * *", duration=timedelta(minutes=2), timezone="UTC")
-               for n in range(2)] + [Window(name="every", cron="* * * * *", duration=timedelta(minutes=1), timezone="UTC")]
+    windows = [Window.parse({"name": f"w{n}", "cron": f"{n} * * * *", "duration": "2m"}) for n in range(2)]
+    windows.append(Window.parse({"name": "every", "cron": "* * * * *", "duration": "1m"}))
     timeline = ScheduleTimeline(build("digest", windows, BUILT))
     walked = []
     rows_armed = ScheduleTimeline._rows_armed
