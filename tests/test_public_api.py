@@ -101,6 +101,9 @@ OLD_PATHS = {
     "hermes_estop.fleet.audit": ("coalesce_renewals", None),
     "hermes_estop.stores.audit_files": ("Trail", None),
     "hermes_estop.model.snapshot": ("Snapshot", None),
+    "hermes_estop.windows.field_types": ("Cron", None),
+    "hermes_estop.windows.invalid": ("InvalidWindow", None),
+    "hermes_estop.windows.policy_check": ("refusals_of", None),
 }
 
 

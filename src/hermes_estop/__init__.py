@@ -214,6 +214,9 @@ _MOVED = {
     "hermes_estop.fleet.audit": ("hermes_estop.model.audit_event", None),
     "hermes_estop.stores.audit_files": ("hermes_estop.stores.audit_log", None),
     "hermes_estop.model.snapshot": ("hermes_estop.model.hold", None),
+    "hermes_estop.windows.field_types": ("hermes_estop.windows.model", None),
+    "hermes_estop.windows.invalid": ("hermes_estop.windows.model", None),
+    "hermes_estop.windows.policy_check": ("hermes_estop.windows.model", None),
 }
 
 

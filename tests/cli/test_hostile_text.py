@@ -112,3 +112,16 @@ def test_the_hostile_text_reaches_the_output_escaped(hostile_fleet, capsys):
     """The scan above is not vacuous: the fleet's hostile text is shown, escaped."""
     _, out, _ = run(capsys, "status")
     assert "upgrade \\x1b[2J\\x07\\x1b]0;owned\\x07\\x9b31m\\u202eevil" in out
+
+
+@pytest.mark.parametrize("argv", [("windows", "list"), ("windows", "next"), ("windows", "explain", "w1"),
+                                  ("windows", "validate")], ids=" ".join)
+def test_a_refusal_that_reaches_main_is_printed_escaped(fleet, capsys, argv):
+    """A refusal no command catches (`main` prints it: an unreadable `exclude_calendar` whose
+    name carries hostile text) is one line, exit 2, with the text escaped."""
+    (fleet / "windows.toml").write_text(f'[[windows]]\nname = "w1"\ncron = "0 2 * * *"\nduration = "1h"\n'
+                                        f"exclude_calendar = {_toml('h' + HOSTILE + '.ics')}\n")
+    code, out, err = run(capsys, *argv)
+    raw = sorted({f"U+{ord(ch):04X}" for ch in _RAW.findall(out + err)})
+    assert (code, raw) == (2, []), f"hermes {' '.join(argv)} exited {code}, printed {raw} raw:\n{out}{err}"
+    assert "\\x1b[2J" in err and err.count("\n") == 1

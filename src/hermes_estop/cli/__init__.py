@@ -30,7 +30,10 @@ _HOT_COMMANDS = frozenset({"check", "gate", "history"})
 
 
 def _say(message: str) -> None:
-    print(f"hermes: {' '.join(message.split())}", file=sys.stderr)
+    """One line on stderr, control characters escaped: an error's text may carry a file's."""
+    from hermes_estop.model.text import one_line  # only on the way out: `hermes check` imports this module
+
+    print(f"hermes: {one_line(message)}", file=sys.stderr)
 
 
 def __getattr__(name: str) -> Any:
