@@ -415,3 +415,53 @@ def test_a_stop_during_a_wake_up_pass_stops(tmp_path):
     done = subprocess.run([sys.executable, "-c", _STOP_DURING_A_WAKE_UP, str(tmp_path)], capture_output=True,
                           text=True, timeout=240, check=False)
     assert done.stdout.strip() == "stopped", done.stdout + done.stderr
+
+
+#: a real `WindowService` with its own BackgroundScheduler: APScheduler's loop is held while it
+#: hands the window's due wake-up to its worker, and `shutdown` starts meanwhile; prints every
+#: exception a thread died of, then whether `shutdown` returned
+_STOP_WHILE_A_WAKE_UP_IS_DUE = """
+import os, sys, threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from apscheduler.executors.pool import BasePoolExecutor
+from hermes_estop import Estop
+from hermes_estop.model.homes import Layout
+from hermes_estop.stores import FileStore
+from hermes_estop.windows.scheduler import WindowService
+
+root = Path(sys.argv[1])
+start = datetime.now(UTC) + timedelta(seconds=2)
+(root / "windows.toml").write_text(f'[[windows]]\\nname = "a"\\nat = {start.isoformat()}\\nduration = "1h"\\n')
+died, handing, release = [], threading.Event(), threading.Event()
+threading.excepthook = lambda args: died.append(f"{args.exc_type.__name__}: {args.exc_value}")
+submit = BasePoolExecutor._do_submit_job
+
+def held_submit(self, job, run_times):
+    if job.id.startswith("windows:") and not handing.is_set():
+        handing.set()
+        release.wait(60)
+    return submit(self, job, run_times)
+
+BasePoolExecutor._do_submit_job = held_submit
+service = WindowService(Estop(layout=Layout(home=root, root=root), store=FileStore(root)).fleet, poll_interval=3600)
+service.start()
+assert handing.wait(60), "the window's wake-up never came due"
+stopping = threading.Thread(target=service.shutdown, daemon=True)
+stopping.start()
+stopping.join(1.0)  # shutdown under way while APScheduler's loop holds the due wake-up
+release.set()
+stopping.join(60)
+print(*died, "stuck" if stopping.is_alive() else "stopped", sep="\\n", flush=True)
+os._exit(0)
+"""
+
+
+def test_a_stop_while_a_wake_up_is_due_kills_no_thread(tmp_path):
+    """`hermes serve` printed APScheduler's thread dying ("JobLookupError: 'No job by the id of
+    windows:start:...'") when SIGTERM came while a wake-up was due: APScheduler's shutdown marks
+    the scheduler stopped before it takes the job store's lock, and its loop, removing the fired
+    date job, then looks for it among the jobs of a stopped scheduler."""
+    done = subprocess.run([sys.executable, "-c", _STOP_WHILE_A_WAKE_UP_IS_DUE, str(tmp_path)], capture_output=True,
+                          text=True, timeout=240, check=False)
+    assert done.stdout.strip() == "stopped", done.stdout + done.stderr

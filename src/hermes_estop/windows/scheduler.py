@@ -665,6 +665,10 @@ class WindowService:
         with self._stopping_lock:
             self._stopping = True
         scheduler = self.scheduler
+        if scheduler is not None and scheduler.running:
+            # APScheduler's shutdown marks it stopped before it takes the job store's lock: its
+            # loop, removing a date job it just fired, would then not find it and die
+            Wakeups(scheduler, self._wake).set({})
         if scheduler is not None and self._owns_scheduler and scheduler.running:
             scheduler.shutdown(wait=True)
 
