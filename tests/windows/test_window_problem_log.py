@@ -85,3 +85,16 @@ def test_a_broken_windows_file_is_one_line_when_it_starts_and_one_when_it_clears
     cleared = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO
                and ("again" in r.getMessage())]
     assert len(cleared) == 1, cleared
+
+
+def test_a_problem_naming_hostile_text_is_logged_escaped(harness, caplog):
+    """A file's text reaches the log through a problem's message (here a calendar that cannot
+    be read, named by its path): an escape sequence in it is shown, never sent to the terminal."""
+    harness.write({"name": "w1", "cron": "0 3 * * *", "duration": "1h", "exclude_calendar": "h\x1bol.ics"})
+    caplog.set_level(logging.DEBUG, logger="hermes_estop.windows")
+    harness.start()
+    harness.run_until(harness.clock.now + timedelta(seconds=1), poll=True)
+    logged = [r.getMessage() for r in caplog.records if r.name == "hermes_estop.windows" and r.levelno >= logging.ERROR]
+    assert logged, "the bad window was not logged"
+    assert not any("\x1b" in line for line in logged), logged
+    assert any("\\x1b" in line for line in logged), logged

@@ -22,7 +22,7 @@ from hermes_estop.model.errors import EstopError, HoldConflict, StoreError
 from hermes_estop.model.hold import EngageRequest, Fence, HoldState, Reading, clean_reason
 from hermes_estop.model.homes import FLEET, validate_profile_name
 from hermes_estop.model.policy import Actor, PolicyRefused
-from hermes_estop.model.text import one_line
+from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, next_deadline
 from hermes_estop.windows.ledger import (
     ARMED,
@@ -198,7 +198,7 @@ class PassState:
 
     def error(self, message: str) -> None:
         self.report.errors.append(message)
-        logger.error("windows: %s", message)
+        logger.error("windows: %s", printable(message))
 
 
 class Actions:
@@ -291,14 +291,14 @@ class ProblemLog:
         if kind in self._standing:
             if self._standing[kind] != message:
                 self._standing[kind] = message
-                self.logger.debug("%s", message)
+                self.logger.debug("%s", printable(message))
             return
         self._standing[kind] = message
-        self.logger.log(self._started, "%s", message)
+        self.logger.log(self._started, "%s", printable(message))
 
     def clear(self, kind: str, message: str) -> None:
         if self._standing.pop(kind, None) is not None:
-            self.logger.log(self._ended, "%s", message)
+            self.logger.log(self._ended, "%s", printable(message))
 
     def only(self, prefix: str, standing: Iterable[str], message: str) -> None:
         """Clear every problem of `prefix` whose rest is not in `standing` (`message` formatted
