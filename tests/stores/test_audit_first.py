@@ -162,3 +162,17 @@ def test_sigkilled_rearm_loop_never_leaves_a_generation_history_does_not_name(fl
     assert not missing_after_kill and not missing_seen, (
         f"{len(missing_after_kill)} of {len(after_kill)} kills left a generation history does not name; "
         f"{len(missing_seen)} of {len(seen)} generations seen on disk are not in history")
+
+
+@pytest.mark.parametrize("torn", [b'{"event": "rearm", "generation": "dead', b"{"])
+def test_a_line_after_a_torn_one_is_on_the_record(estop, fleet_root, torn):
+    """A writer SIGKILLed mid-append can leave part of its line (a write ends short at a page
+    boundary): the next engagement's line starts on a line of its own and names its generation,
+    instead of being glued to the torn part and skipped with it as corrupt."""
+    estop.engage(reason="before")
+    trail = fleet_root / "estop-audit.jsonl"
+    with trail.open("ab") as f:
+        f.write(torn)
+    held = estop.engage(reason="after the torn line")
+    assert held.generation in audited_generations(estop)
+    assert standing_generation(estop) == held.generation

@@ -258,9 +258,14 @@ class AuditLog:
             self._rotate(max_bytes, keep)
 
     def _write(self, line: bytes, sync: bool) -> int:
-        """Append `line` (fsync'ed with `sync`); the file's size after it."""
-        fd = open_shared_file(self.path, os.O_WRONLY | os.O_APPEND)
+        """Append `line` (fsync'ed with `sync`); the file's size after it. A writer killed
+        mid-write can leave a torn line (Linux ends a write short at a page boundary on SIGKILL):
+        `line` then starts on a line of its own, never glued to the torn one and lost with it."""
+        fd = open_shared_file(self.path, os.O_RDWR | os.O_APPEND)
         try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line
             os.write(fd, line)
             if sync:
                 os.fsync(fd)

@@ -195,6 +195,13 @@ class ModelOS:
         handle.pos += len(chunk)
         return chunk
 
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        """Not a scheduling point: the trail's last byte (whether a torn line ends it) decides
+        only whether an append starts with a newline; the model's writes are never torn."""
+        handle = self._handle(fd)
+        assert handle.inode is not None
+        return bytes(handle.inode.data[offset:offset + size])
+
     def write(self, fd: int, data: Any) -> int:
         handle = self._handle(fd)
         self._point(f"write {handle.path}")
