@@ -146,21 +146,14 @@ def list_(as_json: JsonOpt = False) -> None:
     schedule = schedule_of(windows_file, _now())
     items = schedule.in_file_order()  # no `Window` built for a row
     if as_json:
-        emit_json({"path": str(windows_file.path), "windows": [_json_of(schedule, item) for item in items]})
+        emit_json({"path": str(windows_file.path), "windows": [schedule.tables.shown(item) for item in items]})
         return
     if not items:
         typer.echo(f"no windows ({windows_file.path})")
         return
     # a row decoded as its lines are written (100,000 windows' tables held at once as dicts: 100s of MB)
-    listed = (_Listed.shown(_json_of(schedule, item)) if isinstance(item, int) else _Listed.of(item) for item in items)
+    listed = (_Listed.shown(schedule.tables.shown(item)) for item in items)
     echo_lines(printable(line) for line in _list_lines(listed))
-
-
-def _json_of(schedule: Schedule, item: Item) -> dict[str, Any]:
-    """`windows list --json`'s entry of `item`: a row's table as compiled, or a window's `to_json`."""
-    if isinstance(item, int):
-        return schedule.tables.shown(item)
-    return item.to_json()
 
 
 class _Listed(NamedTuple):
@@ -324,8 +317,6 @@ def _listed_from_schedule(windows_file: WindowsFile, name: str | None, count: in
 def _upcoming_of(schedule: Schedule, item: Item, now: datetime, count: int) -> tuple[Shown, list[Occurrence]]:
     """`item`'s next `count` occurrences (`occurrences.upcoming`) and what `windows next` shows of
     it: from the schedule as far as it answers, else from the window."""
-    if not isinstance(item, int):
-        return item, upcoming(item, now, count)
     answered = schedule.upcoming(item, now, count)
     if answered is not None:
         return schedule.row(item), answered

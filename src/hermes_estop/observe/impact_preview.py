@@ -285,10 +285,7 @@ def next_occurrence(estop: Estop, now: datetime, schedule: Schedule | None = Non
     unkept: list[tuple[datetime, int, Callable[[], Window]]] = []
     rows: list[tuple[int, int, int, int]] = []  # (arm, position, row, index) of the rows' kept next arms
     for position, item in enumerate(schedule.in_file_order()):
-        if not isinstance(item, int):
-            if item.enabled:
-                unkept.append((now, position, partial(_same, item)))
-        elif schedule.enabled[item]:
+        if schedule.enabled[item]:
             index = schedule.next_arm_index(item, now)
             if index is not None:
                 rows.append((schedule.starts[index] - schedule.leads[item], position, item, index))
@@ -319,12 +316,9 @@ def _scheduled(schedule: Schedule, now: datetime) -> Iterator[tuple[Callable[[],
     far as the schedule keeps them, and the earliest instant one it does not keep can arm (None:
     those are all of them; `Schedule.unkept_arm`)."""
     for item in schedule.in_file_order():
-        if isinstance(item, int):
-            if schedule.enabled[item]:
-                kept = schedule.upcoming(item, now, 2) or schedule.upcoming(item, now, 1) or []
-                yield partial(schedule.window, item), kept, None if len(kept) == 2 else schedule.unkept_arm(item, now)
-        elif item.enabled:
-            yield partial(_same, item), upcoming(item, now, 2), None
+        if schedule.enabled[item]:
+            kept = schedule.upcoming(item, now, 2) or schedule.upcoming(item, now, 1) or []
+            yield partial(schedule.window, item), kept, None if len(kept) == 2 else schedule.unkept_arm(item, now)
 
 
 def next_impact_section(estop: Estop, now: datetime, *, as_json: bool | None = None,

@@ -43,8 +43,6 @@ def window_ahead(window: Window, t: datetime) -> Ahead:
 def ahead(schedule: Schedule, item: Item, t: datetime) -> Ahead:
     """The `Window` of `item` (a row of `schedule`: built once, only when asked) and its
     occurrences not ended at `t`, in order: what holds from `t` on."""
-    if not isinstance(item, int):
-        return window_ahead(item, t)
     built: list[Window] = []
 
     def window_of() -> Window:  # not `functools.cache`: making one costs 17 us, a tenth of `status`
@@ -57,12 +55,8 @@ def ahead(schedule: Schedule, item: Item, t: datetime) -> Ahead:
 
 def enabled(schedule: Schedule, scopes: set[str] | None = None) -> list[Item]:
     """The enabled windows of `schedule` (at one of `scopes`, when given), in file order."""
-    def armed(item: Item) -> bool:
-        if isinstance(item, int):
-            return schedule.enabled[item] and (scopes is None or schedule.scopes[item] in scopes)
-        return item.enabled and (scopes is None or item.scope in scopes)
-
-    return [item for item in schedule.in_file_order() if armed(item)]
+    return [item for item in schedule.in_file_order()
+            if schedule.enabled[item] and (scopes is None or schedule.scopes[item] in scopes)]
 
 
 def window_holds(window: Window, start: datetime, end: datetime, entries: Mapping[str, LedgerEntry] | None = None,

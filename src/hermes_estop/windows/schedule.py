@@ -109,8 +109,8 @@ _US = timedelta(microseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: a calendar event's occurrence: its id (UID and RECURRENCE-ID), UID, SUMMARY and zone ("": the calendar's)
 Event = tuple[str, str, str, str]
-#: a window of the file as a command goes through them (a row)
-Item = int | Window
+#: a window of the file as a command goes through them: its row (calendars are rows too)
+Item = int
 _DAMAGED = ("the windows schedule's tables are damaged (delete the .schedule file beside windows.toml: the next "
             "command builds it again)")
 
@@ -269,8 +269,7 @@ class Schedule:
 
     def window_named(self, name: str, windows_path: Path) -> Window:
         """The `Window` called `name` (`item_named`'s refusal when there is none)."""
-        item = self.item_named(name, windows_path)
-        return self.window(item) if isinstance(item, int) else item
+        return self.window(self.item_named(name, windows_path))
 
     def answers(self, t: datetime) -> bool:
         return self.lo <= micros(t) < self.hi

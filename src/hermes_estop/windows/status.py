@@ -116,7 +116,7 @@ def _shown(schedule: Schedule, now: datetime) -> list[Shown]:
     for item in schedule.in_file_order():
         following = ahead(schedule, item, now)[1]
         first = next(following, None)
-        row = schedule.row(item) if isinstance(item, int) else Row.of(item)
+        row = schedule.row(item)
         if first is None or not first.covers(now):
             out.append((row, None, first))
             continue
