@@ -112,3 +112,45 @@ def test_a_sigterm_delivered_to_another_thread_still_ends_the_main_threads_wait(
     finally:
         waiter.kill()
         waiter.wait()
+
+
+#: a runner SIGKILLed as soon as its job (a shell that leaves `sleep 300` in its group) has said
+#: its pids, before the runner does anything after the job's fork
+_DIES_AT_THE_FORK = """
+import os, signal, subprocess, sys, time
+from hermes_estop.system.processes import Job
+
+class Dying(subprocess.Popen):
+    def __init__(self, args, *rest, **named):
+        super().__init__(args, *rest, **named)
+        if args[0] == "sh":
+            while not os.path.exists(sys.argv[1]):
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+subprocess.Popen = Dying
+Job(["sh", "-c", 'sleep 300 & echo $$ $! > "$1.tmp"; mv "$1.tmp" "$1"; wait', "job", sys.argv[1]], dict(os.environ))
+"""
+
+
+def test_a_runner_killed_right_after_the_jobs_fork_takes_what_the_job_started_down(tmp_path):
+    import os
+    import time
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    pidfile = tmp_path / "pids"
+    runner = subprocess.Popen([sys.executable, "-c", _DIES_AT_THE_FORK, str(pidfile)],
+                              env={**os.environ, "PYTHONPATH": src})
+    pids: list[int] = []
+    try:
+        assert runner.wait(120) == -signal.SIGKILL
+        deadline = time.monotonic() + 60
+        pids = [int(word) for word in pidfile.read_text().split()]
+        while any(_running(pid) for pid in pids):
+            assert time.monotonic() < deadline, f"the job's group outlived its runner: {pids}"
+            time.sleep(0.05)
+    finally:
+        for pid in pids:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -195,14 +195,16 @@ _PR_SET_PDEATHSIG = 1
 #: what the guard reads on its stdin when the runner ends its job itself
 _GOODBYE = b"done"
 _GUARD = ("import sys; sys.path.insert(0, sys.argv[1]); "
-          "from hermes_estop.system.processes import guard_main; guard_main(sys.argv[2:])")
+          "from hermes_estop.system.processes import guard_main; guard_main()")
 
 
-def parent_death_signal(sig: signal.Signals) -> Callable[[], None] | None:
+def parent_death_signal(sig: signal.Signals, tell: int | None = None) -> Callable[[], None] | None:
     """A `preexec_fn` that makes the child get `sig` when its parent dies (Linux
     `PR_SET_PDEATHSIG`; None elsewhere). It checks the parent after asking, so a parent that died
-    between the fork and the request is not missed. Everything is looked up here, before the
-    fork: the child only calls."""
+    between the fork and the request is not missed. With `tell` (a pipe to a `Job`'s guard), the
+    child first writes its own pid and start time there, before it runs anything: the guard
+    knows whom to kill even when the runner dies the instant after the fork. Everything is
+    looked up here, before the fork: the child only calls."""
     if not sys.platform.startswith("linux"):
         return None
 
@@ -213,8 +215,12 @@ def parent_death_signal(sig: signal.Signals) -> Callable[[], None] | None:
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     prctl.restype = ctypes.c_int
     parent, number, kill, getppid, getpid = os.getpid(), int(sig), os.kill, os.getppid, os.getpid
+    write, started_of = os.write, start_time
 
     def ask() -> None:
+        if tell is not None:
+            me = getpid()
+            write(tell, f"{me} {started_of(me)}\n".encode())
         prctl(_PR_SET_PDEATHSIG, number, 0, 0, 0)
         if getppid() != parent:
             kill(getpid(), number)
@@ -242,15 +248,19 @@ def group_members(pgid: int) -> list[tuple[int, str]]:
     return sorted(members)
 
 
-def guard_main(args: Sequence[str]) -> None:
-    """The guard of a `Job` (run as its own small process, in a session of its own): wait for
-    the runner's goodbye on stdin; when stdin ends without it, the runner died, and the job's
-    process group (`args`: leader pid, start time) is killed, since nothing holds the job's hold
-    any more."""
+def guard_main() -> None:
+    """The guard of a `Job` (run as its own small process, in a session of its own, started
+    before the job): the job's first line on stdin names it (pid, start time), written by the
+    job itself right after its fork; when stdin ends without the runner's goodbye, the runner
+    died, and the job's process group is killed, since nothing holds the job's hold any more."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    pid, started = int(args[0]), int(args[1])
-    if sys.stdin.buffer.read().endswith(_GOODBYE):
+    said = sys.stdin.buffer.read()
+    if said.endswith(_GOODBYE):
         return
+    try:
+        pid, started = (int(word) for word in said.split(b"\n", 1)[0].split())
+    except ValueError:
+        return  # the runner died before the job was started: nothing to kill
     if signal_group(pid, started, signal.SIGKILL, leader_may_have_ended=True):
         sys.stderr.write(f"hermes run: the runner of process group {pid} died: that group was killed\n")
 
@@ -262,19 +272,24 @@ class Job:
     `OSError` when the command cannot be started."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
-        self.process = subprocess.Popen(list(argv), env=dict(env), start_new_session=True,
-                                        preexec_fn=parent_death_signal(signal.SIGKILL))
+        # The guard first: a runner killed between the job's fork and a guard's start would leave
+        # what the job starts running (the parent-death signal reaches only the command itself).
+        self.guard: subprocess.Popen[bytes] | None = None
+        try:
+            self.guard = subprocess.Popen(
+                [sys.executable, "-I", "-c", _GUARD, str(Path(__file__).resolve().parents[1])],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            self.guard = None  # the parent-death signal still takes the command itself down
+        tell = self.guard.stdin.fileno() if self.guard is not None and self.guard.stdin is not None else None
+        try:
+            self.process = subprocess.Popen(list(argv), env=dict(env), start_new_session=True,
+                                            preexec_fn=parent_death_signal(signal.SIGKILL, tell))
+        except BaseException:
+            self._dismiss_guard()
+            raise
         self.pid = self.process.pid
         self.started = start_time(self.pid)  # unreaped: the pid is still this child's
-        self.guard: subprocess.Popen[bytes] | None = None
-        if self.started is not None:
-            try:
-                self.guard = subprocess.Popen(
-                    [sys.executable, "-I", "-c", _GUARD, str(Path(__file__).resolve().parents[1]), str(self.pid),
-                     str(self.started)],
-                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)
-            except OSError:
-                self.guard = None  # the parent-death signal still takes the command itself down
 
     def signal(self, sig: signal.Signals) -> None:
         """`sig` to the job's whole group (while the command is unreaped its group is ours)."""
