@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE))  # harness, windows; hermes_estop is the installed
 from harness import Figure, percentile
 from hermes_estop import Estop
 from hermes_estop.observe.server import StatusServer
-from hermes_estop.windows import WindowsFile
+from hermes_estop.windows.windows_file import WindowsFile
 from windows import make_windows
 
 __all__ = ["run"]

@@ -47,9 +47,10 @@ from harness import Figure, spawn_measured
 from hermes_estop import Estop
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore
-from hermes_estop.windows import Window, WindowsFile
+from hermes_estop.windows.model import Window
 from hermes_estop.windows.scheduler import WindowService
 from hermes_estop.windows.wakeups import MAX_JOBS, wakeups_for
+from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["run"]
 

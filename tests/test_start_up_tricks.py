@@ -37,8 +37,6 @@ HEAVY = {
 
 #: Named late imports outside the hot path: (module, what it imports) -> why it stays inside a function.
 LATE = {
-    ("hermes_estop.windows", "hermes_estop.windows"):
-        "the package's __getattr__ loads `scheduler` (WindowService) on first use: it pulls in APScheduler",
     # `hermes pause` imports at most `PAUSE_MODULES` of the package (issue 45: it was 81, through
     # cli.hold -> cli.remote -> observe.status -> windows.status); what only another command or
     # `--wait` needs is imported where it is used

@@ -11,7 +11,8 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from hermes_estop.observe.server import StatusServer
-from hermes_estop.windows import Window, WindowsFile
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["Dom", "fetch", "scrape", "write_windows"]
 

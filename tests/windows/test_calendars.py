@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 import threading
+from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,14 +20,21 @@ import x_wr_timezone
 
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.calendars import cache_paths
-from hermes_estop.windows.export import export_ics, planned
+from hermes_estop.windows.export import ics_of, planned
 from hermes_estop.windows.fetch import CalendarFetcher, fetch_once
-from hermes_estop.windows.forecast import window_holds
+from hermes_estop.windows.forecast import window_ahead, window_holds
 from hermes_estop.windows.ical import CalendarError, parse_feed
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.occurrences import Occurrence
 from hermes_estop.windows.windows_file import WindowsFile
 
 HEAD = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//hermes-estop tests//EN\r\n"
 TAIL = "END:VCALENDAR\r\n"
+
+
+def _planned(windows: Iterable[Window], now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
+    """`export.planned` of the enabled `windows` (what `/calendar.ics` exports of the windows it shows)."""
+    return planned((window_ahead(window, now) for window in windows if window.enabled), now, days)
 
 
 def vevent(*lines: str) -> str:
@@ -98,8 +106,8 @@ def test_calendar_occurrences_agree_with_recurring_ical_events_on_1000_instants(
     instants = [datetime.fromtimestamp(rng.uniform(lo, lo + 366 * 86400), UTC).replace(microsecond=0)
                 for _ in range(1000)]
     # the boundaries themselves: every start and end of the year
-    instants += [o.start for _, o in planned([window], datetime(2026, 1, 1, tzinfo=UTC), 366)]
-    instants += [o.end for _, o in planned([window], datetime(2026, 1, 1, tzinfo=UTC), 366)]
+    instants += [o.start for _, o in _planned([window], datetime(2026, 1, 1, tzinfo=UTC), 366)]
+    instants += [o.end for _, o in _planned([window], datetime(2026, 1, 1, tzinfo=UTC), 366)]
     wrong = [at for at in instants if bool(window_holds(window, at, at + timedelta(microseconds=1))) != held(at)]
     assert not wrong, wrong[:5]
     assert sum(map(held, instants)) > 10  # the file does hold sometimes
@@ -108,7 +116,7 @@ def test_calendar_occurrences_agree_with_recurring_ical_events_on_1000_instants(
 def test_dst_moves_the_utc_start_but_not_the_wall_clock(tmp_path):
     windows_file = write_fleet(tmp_path, {"b.ics": GOLDEN["berlin-freeze"]}, '[[calendars]]\nname = "b"\nics = "b.ics"\n')
     (window,) = windows_file.load()
-    starts = [o.start for _, o in planned([window], datetime(2026, 3, 15, tzinfo=UTC), 30)]
+    starts = [o.start for _, o in _planned([window], datetime(2026, 3, 15, tzinfo=UTC), 30)]
     assert starts[:3] == [datetime(2026, 3, 20, 17, tzinfo=UTC), datetime(2026, 4, 3, 16, tzinfo=UTC),
                           datetime(2026, 4, 10, 16, tzinfo=UTC)]  # 03-27 excluded; CEST from 03-29
 
@@ -116,7 +124,7 @@ def test_dst_moves_the_utc_start_but_not_the_wall_clock(tmp_path):
 def test_a_moved_instance_keeps_its_id_from_uid_and_recurrence_id(tmp_path):
     windows_file = write_fleet(tmp_path, {"b.ics": GOLDEN["berlin-freeze"]}, '[[calendars]]\nname = "b"\nics = "b.ics"\n')
     (window,) = windows_file.load()
-    moved = next(o for _, o in planned([window], datetime(2026, 10, 29, tzinfo=UTC), 5))
+    moved = next(o for _, o in _planned([window], datetime(2026, 10, 29, tzinfo=UTC), 5))
     assert moved.start == datetime(2026, 10, 31, 8, tzinfo=UTC)
     assert moved.ident == "freeze-berlin@2026-10-30T17:00:00+00:00" and moved.reason == "change freeze (moved)"
     assert moved.key == "fleet/b@freeze-berlin@2026-10-30T17:00:00+00:00"
@@ -127,7 +135,7 @@ def test_exclude_calendar_skips_starts_on_a_holiday_in_the_windows_zone(tmp_path
         '[[windows]]\nname = "nightly"\ncron = "30 1 * * *"\ntimezone = "Europe/Berlin"\nduration = "1h"\n'
         'exclude_calendar = "h.ics"\n'))
     (window,) = windows_file.load()
-    days = {o.start.astimezone(window.tz).date() for _, o in planned([window], datetime(2026, 12, 20, tzinfo=UTC), 14)}
+    days = {o.start.astimezone(window.tz).date() for _, o in _planned([window], datetime(2026, 12, 20, tzinfo=UTC), 14)}
     assert date(2026, 12, 23) in days and date(2026, 12, 27) in days
     assert not days & {date(2026, 12, 24), date(2026, 12, 25), date(2026, 12, 26), date(2027, 1, 1)}
 
@@ -282,7 +290,7 @@ def test_a_feed_edit_removing_the_armed_occurrence_waits_for_the_stability_rule(
     harness.service.reconcile()
     assert harness.reading().state is HoldState.ABSENT
     (window,) = WindowsFile(root).load()
-    assert [o.start for _, o in planned([window], harness.clock(), 30)] == [datetime(2026, 3, 9, 10, tzinfo=UTC)]
+    assert [o.start for _, o in _planned([window], harness.clock(), 30)] == [datetime(2026, 3, 9, 10, tzinfo=UTC)]
 
 
 def test_export_then_import_gives_the_same_occurrences(tmp_path):
@@ -291,14 +299,14 @@ def test_export_then_import_gives_the_same_occurrences(tmp_path):
         'drain = "10m"\n\n[[calendars]]\nname = "oncall"\nics = "g.ics"\n\n[[calendars]]\nname = "b"\nics = "b.ics"\n'))
     windows = WindowsFile(tmp_path).load()
     now = datetime(2026, 3, 20, 12, tzinfo=UTC)
-    exported = export_ics(windows, {}, now, 40)
-    assert exported == export_ics(windows, {}, now, 40)  # stable UIDs: the same feed twice
+    exported = ics_of(_planned(windows, now, 40), {}, now)
+    assert exported == ics_of(_planned(windows, now, 40), {}, now)  # stable UIDs: the same feed twice
     again = tmp_path / "again"
     again.mkdir()
     write_fleet(again, {"export.ics": exported.decode()}, '[[calendars]]\nname = "x"\nics = "export.ics"\n')
     (imported,) = WindowsFile(again).load()
-    before = [(o.start, o.end, w.reason_for(o.reason)) for w, o in planned(windows, now, 40)]
-    after = [(o.start, o.end, o.reason) for _, o in planned([imported], now, 40)]
+    before = [(o.start, o.end, w.reason_for(o.reason)) for w, o in _planned(windows, now, 40)]
+    after = [(o.start, o.end, o.reason) for _, o in _planned([imported], now, 40)]
     assert after == before and len(before) > 40
 
 

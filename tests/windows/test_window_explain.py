@@ -1,5 +1,6 @@
 """`windows.explain`: the facts that decide whether a window holds at an instant (issue 11 §3),
-pure: a window, an instant, the ledger's entries."""
+pure: what holds from an instant on (here a window's own occurrences), the instant, the ledger's
+entries."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hermes_estop.windows.explain import explain
+from hermes_estop.windows.explain import Explanation, explain as explain_ahead
+from hermes_estop.windows.forecast import window_ahead
 from hermes_estop.windows.ledger import ARMED, RELEASED, SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import next_start
@@ -19,6 +21,10 @@ START = datetime(2026, 12, 3, 1, 30, tzinfo=UTC)
 
 def window(**extra) -> Window:
     return Window.parse(NIGHTLY | extra)
+
+
+def explain(w: Window, at: datetime, entries: dict[str, LedgerEntry]) -> Explanation:
+    return explain_ahead(window_ahead(w, at), at, entries)
 
 
 def entry(w: Window, start: datetime, state: str, generation: str | None = None) -> dict[str, LedgerEntry]:

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from hermes_estop.windows import InvalidWindow, Window, WindowsFile
+from hermes_estop.windows.model import InvalidWindow, Window
+from hermes_estop.windows.windows_file import WindowsFile
 
 GOOD = b'[[windows]]\nname = "nightly"\ncron = "0 2 * * *"\nduration = "1h"\n'
 BAD = [b"not = [toml", b'[[windows]]\nname = "x"\ncron = "0 2 * * *"\nduration = "-1h"\n', b"\xff\xfe", b"windows = 3\n"]
@@ -51,7 +52,8 @@ def test_parsing_runs_with_the_collector_paused(tmp_path, collector, monkeypatch
 EDIT_PROBE = """
 import sys
 from pathlib import Path
-from hermes_estop.windows import Window, WindowsFile
+from hermes_estop.windows.model import Window
+from hermes_estop.windows.windows_file import WindowsFile
 windows_file = WindowsFile(Path(sys.argv[1]))
 windows_file.load()
 print("tomlkit" in sys.modules)

@@ -23,10 +23,13 @@ from zoneinfo import ZoneInfo
 import pytest
 from schedule_queries import schedule_path, starting_in, starting_within
 
+from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import StoreError
+from hermes_estop.model.timeutil import display_instant
 from hermes_estop.windows import calendars, kept_files, schedule
-from hermes_estop.windows.export import planned, planned_rows
-from hermes_estop.windows.forecast import _holds, ahead, window_holds
+from hermes_estop.windows.explain import explain
+from hermes_estop.windows.export import planned
+from hermes_estop.windows.forecast import _holds, ahead, enabled, window_ahead, window_holds
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import covering, next_start, occurrences, upcoming
 from hermes_estop.windows.windows_file import WindowsFile
@@ -119,8 +122,9 @@ def test_a_start_with_a_fraction_of_a_second_is_kept_exactly(wf: WindowsFile) ->
 def test_export_from_the_schedule_is_the_export_of_the_windows(wf: WindowsFile, t: datetime, days: int) -> None:
     compiled = _load(wf)
     assert compiled is not None
-    exact = planned(wf.load(), t, days)
-    assert [(w, o, o.lead) for w, o in planned_rows(compiled, t, days)] == [(w, o, o.lead) for w, o in exact]
+    exact = planned((window_ahead(w, t) for w in wf.load() if w.enabled), t, days)
+    from_rows = planned((ahead(compiled, row, t) for row in enabled(compiled)), t, days)
+    assert [(w, o, o.lead) for w, o in from_rows] == [(w, o, o.lead) for w, o in exact]
 
 
 @pytest.mark.parametrize("span", [timedelta(microseconds=1), timedelta(hours=6), timedelta(days=3)])
@@ -133,6 +137,14 @@ def test_forecast_holds_from_the_schedule_are_the_holds_of_the_windows(wf: Windo
     for row, window in enumerate(wf.load()):
         answered = _holds(ahead(compiled, row, t), t + span, {}, 3, None)
         assert answered == window_holds(window, t, t + span, limit=3), window.name
+
+
+@pytest.mark.parametrize("t", [NOW, datetime(2026, 10, 25, 1, 30, tzinfo=UTC), *BEYOND], ids=lambda t: t.isoformat())
+def test_explain_from_the_schedule_is_the_explanation_of_the_windows(wf: WindowsFile, t: datetime) -> None:
+    compiled = _load(wf)
+    assert compiled is not None
+    for row, window in enumerate(wf.load()):
+        assert explain(ahead(compiled, row, t), t, {}) == explain(window_ahead(window, t), t, {}), window.name
 
 
 def test_windows_are_built_from_the_schedule_equal_to_the_validated(wf: WindowsFile) -> None:
@@ -791,8 +803,16 @@ def test_windows_list_prints_from_the_schedule_what_it_prints_from_the_windows(w
     compiled = _load(wf)
     assert compiled is not None
     from_schedule = [_Listed.shown(compiled.tables.shown(row)) for row in range(len(compiled))]
-    assert from_schedule == [_Listed.of(w) for w in wf.load()]
+    assert from_schedule == [_listed(w) for w in wf.load()]
     assert any(line.startswith("    bounds") for line in _list_lines(from_schedule))
+
+
+def _listed(window: Window) -> tuple[object, ...]:
+    """What `windows list` prints of `window`, from the `Window` itself (the oracle of `_Listed.shown`)."""
+    drain = format_duration(window.drain) if window.drain is not None else None
+    return (window.name, window.describe_schedule(), window.describe_duration(), drain, window.scope, window.enabled,
+            window.reason, list(window.allow.user_ids), list(window.allow.profiles),
+            (display_instant(window.not_before), display_instant(window.not_after)))
 
 
 def _page(view: object) -> tuple[object, ...]:

@@ -28,7 +28,8 @@ from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, format_relative, parse_instant
 from hermes_estop.observe.terminal import print_timeline
 from hermes_estop.observe.view import Observer
-from hermes_estop.windows.export import ics_of, planned_rows
+from hermes_estop.windows.export import ics_of, planned
+from hermes_estop.windows.forecast import ahead, enabled
 from hermes_estop.windows.ledger import open_ledger, skipped_keys
 from hermes_estop.windows.model import InvalidWindow, Window, json_schema, refusals_of, refused_window
 from hermes_estop.windows.occurrences import upcoming
@@ -157,8 +158,8 @@ def list_(as_json: JsonOpt = False) -> None:
 
 
 class _Listed(NamedTuple):
-    """What `windows list` prints of a window: from the window (`of`), or from what
-    `Window.to_json` made of it (`shown`: the compiled schedule's, no `Window` built)."""
+    """What `windows list` prints of a window, from what `Window.to_json` made of it (the
+    compiled schedule's table, or a server's answer): no `Window` built."""
 
     name: str
     schedule: str
@@ -170,13 +171,6 @@ class _Listed(NamedTuple):
     user_ids: list[str]
     profiles: list[str]
     bounds: tuple[str | None, str | None]
-
-    @classmethod
-    def of(cls, window: Window) -> _Listed:
-        return cls(window.name, window.describe_schedule(), window.describe_duration(),
-                   format_duration(window.drain) if window.drain is not None else None, window.scope, window.enabled,
-                   window.reason, list(window.allow.user_ids), list(window.allow.profiles),
-                   (display_instant(window.not_before), display_instant(window.not_after)))
 
     @classmethod
     def shown(cls, window: dict[str, Any]) -> _Listed:
@@ -365,7 +359,8 @@ def export(
     if not ics:
         raise InvalidArgument("hermes windows export: give --ics (the only format)")
     windows_file, now = _file(), _now()
-    events = planned_rows(schedule_of(windows_file, now), now, days)
+    schedule = schedule_of(windows_file, now)
+    events = planned((ahead(schedule, item, now) for item in enabled(schedule)), now, days)
     entries = open_ledger(current_estop().fleet).load()
     sys.stdout.buffer.write(ics_of(events, entries, now))
     sys.stdout.flush()

@@ -11,12 +11,14 @@ import typer
 from hermes_estop.cli.api_client import remote_skip, unskipped_line
 from hermes_estop.cli.command_io import current_estop, emit_json, operator_time
 from hermes_estop.cli.served import remote_if_named
-from hermes_estop.cli.windows_app import JsonOpt, window_named, windows_app
+from hermes_estop.cli.windows_app import JsonOpt, file, window_named, windows_app
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import parse_instant
 from hermes_estop.windows.explain import explain as explain_window
+from hermes_estop.windows.forecast import ahead
 from hermes_estop.windows.ledger import open_ledger
+from hermes_estop.windows.schedule import schedule_of
 from hermes_estop.windows.skips import pick, skip_occurrence, skipped_line, unskip_occurrence
 
 if TYPE_CHECKING:
@@ -98,9 +100,10 @@ def explain(
     fleet = current_estop().fleet
     now = fleet.clock()
     instant = operator_time("--at", at, now) if at is not None else now
-    _, window = window_named(name)
-    entries = open_ledger(fleet).load()
-    result = explain_window(window, instant, entries)
+    windows_file = file()
+    schedule = schedule_of(windows_file, now)
+    found = ahead(schedule, schedule.item_named(name, windows_file.path), instant)
+    result = explain_window(found, instant, open_ledger(fleet).load())
     if as_json:
         emit_json(result.to_json())
         return

@@ -47,7 +47,8 @@ from hermes_estop.observe.view import DEFAULT_DAYS, MAX_DAYS, FleetView, Observe
 from hermes_estop.observe.window_times import windows_named
 from hermes_estop.process.estop import Estop
 from hermes_estop.system.processes import wait_until_set
-from hermes_estop.windows.export import MAX_EXPORT_DAYS, export_ics
+from hermes_estop.windows.export import MAX_EXPORT_DAYS, ics_of, planned
+from hermes_estop.windows.forecast import window_ahead
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.skips import pick
 
@@ -467,7 +468,9 @@ class StatusServer:
         days = int(values[0]) if values and values[0].isdigit() else 30
         windows, _, _ = self.observer.load_windows()
         entries, _, _ = self.observer._ledger_entries()
-        return export_ics(windows, entries, self.observer.fleet.clock(), max(1, min(days, MAX_EXPORT_DAYS)))
+        now = self.observer.fleet.clock()
+        found = (window_ahead(window, now) for window in windows if window.enabled)
+        return ics_of(planned(found, now, max(1, min(days, MAX_EXPORT_DAYS))), entries, now)
 
     def start(self) -> StatusServer:
         """Serve in a daemon thread."""

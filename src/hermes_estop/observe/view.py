@@ -33,10 +33,10 @@ from hermes_estop.model.text import one_line
 from hermes_estop.observe.fleetview import Bar, FleetView, ScopeLane, Slice, WindowState
 from hermes_estop.observe.status import FleetStatus, fleet_status
 from hermes_estop.process.estop import Estop
-from hermes_estop.windows import WindowsFile
 from hermes_estop.windows.ledger import RELEASED, SKIPPED, open_ledger
 from hermes_estop.windows.occurrences import occurrences
 from hermes_estop.windows.schedule import Schedule, load as load_schedule
+from hermes_estop.windows.windows_file import WindowsFile
 
 if TYPE_CHECKING:
     from hermes_estop.windows.ledger import LedgerEntry

@@ -1,6 +1,6 @@
 """Why a window does or does not hold at an instant (`hermes windows explain`, issue 11 §3): the
-chain of facts the scheduler goes by, in the order it applies them. Pure: the caller passes the
-window, the instant and the ledger's entries.
+chain of facts the scheduler goes by, in the order it applies them. Pure: the caller passes what
+holds from the instant on (`forecast.ahead`), the instant and the ledger's entries.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from hermes_estop.model.cronspec import starts as cron_starts
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.timeutil import display_instant, format_instant, in_interval
-from hermes_estop.windows.forecast import window_ahead
+from hermes_estop.windows.forecast import Ahead
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence
@@ -65,8 +65,11 @@ def _occurrence_json(occurrence: Occurrence | None) -> dict[str, Any] | None:
             "end": format_instant(occurrence.end), "arm_at": format_instant(occurrence.arm_at)}
 
 
-def explain(window: Window, at: datetime, entries: Mapping[str, LedgerEntry]) -> Explanation:
-    """The facts that decide whether `window` holds its scope at `at`."""
+def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> Explanation:
+    """The facts that decide whether the window of `found` (its occurrences not ended at `at`)
+    holds its scope at `at`."""
+    window_of, following = found
+    window = window_of()
     facts = [f"schedule: {window.describe_schedule()}, {_span(window)}, scope {window.scope}"]
     if not window.enabled:
         facts.append("disabled (enabled = false): it arms nothing")
@@ -75,7 +78,7 @@ def explain(window: Window, at: datetime, entries: Mapping[str, LedgerEntry]) ->
     elif window.not_before is not None and in_interval(at, None, window.not_before):
         facts.append(f"not_before {display_instant(window.not_before)}: no occurrence starts before it")
     current = upcoming = None
-    for occurrence in window_ahead(window, at)[1]:  # those covering `at` come first
+    for occurrence in following:  # those covering `at` come first
         if not occurrence.covers(at):
             upcoming = occurrence
             break

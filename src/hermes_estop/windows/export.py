@@ -11,13 +11,12 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from hermes_estop.model.text import printable
-from hermes_estop.windows.forecast import Ahead, ahead, enabled, window_ahead
+from hermes_estop.windows.forecast import Ahead
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Occurrence
-from hermes_estop.windows.schedule import Schedule
 
-__all__ = ["MAX_EXPORT_DAYS", "export_ics", "export_uid", "ics_of", "planned", "planned_rows"]
+__all__ = ["MAX_EXPORT_DAYS", "export_uid", "ics_of", "planned"]
 
 MAX_EXPORT_DAYS = 366
 #: at most this many events in one export (a minutely window would otherwise fill it)
@@ -30,21 +29,12 @@ def export_uid(occurrence: Occurrence) -> str:
     return hashlib.sha256(occurrence.key.encode("utf-8")).hexdigest()[:32] + "@hermes-estop"
 
 
-def planned(windows: Iterable[Window], now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
-    """The occurrences of the enabled `windows` not ended at `now` that arm before `now + days`."""
-    return _planned((window_ahead(window, now) for window in windows if window.enabled), now, days)
-
-
-def planned_rows(schedule: Schedule, now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
-    """`planned` of the windows of `schedule`, a `Window` built only for a row with an
-    occurrence in the range."""
-    return _planned((ahead(schedule, item, now) for item in enabled(schedule)), now, days)
-
-
-def _planned(windows: Iterable[Ahead], now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
+def planned(found: Iterable[Ahead], now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
+    """The occurrences of `found` (`forecast.ahead` of each enabled window) that arm before
+    `now + days`, by start; a `Window` built only for a row with an occurrence in the range."""
     out: list[tuple[Window, Occurrence]] = []
     until = now + timedelta(days=days)
-    for window_of, following in windows:
+    for window_of, following in found:
         for occurrence in following:
             if occurrence.arm_at >= until or len(out) >= MAX_EXPORT_EVENTS:
                 break
@@ -52,21 +42,15 @@ def _planned(windows: Iterable[Ahead], now: datetime, days: int) -> list[tuple[W
     return sorted(out, key=lambda pair: (pair[1].start, pair[1].window, pair[1].ident))
 
 
-def export_ics(windows: Iterable[Window], entries: Mapping[str, LedgerEntry], now: datetime, days: int,
-               name: str = "hermes-estop maintenance") -> bytes:
-    return ics_of(planned(windows, now, days), entries, now, name)
-
-
-def ics_of(events: Iterable[tuple[Window, Occurrence]], entries: Mapping[str, LedgerEntry], now: datetime,
-           name: str = "hermes-estop maintenance") -> bytes:
-    """The feed of the planned occurrences `events` (`planned`, `planned_rows`)."""
+def ics_of(events: Iterable[tuple[Window, Occurrence]], entries: Mapping[str, LedgerEntry], now: datetime) -> bytes:
+    """The feed of the planned occurrences `events` (`planned`)."""
     import icalendar
 
     calendar = icalendar.Calendar()
     calendar.add("PRODID", _PRODID)
     calendar.add("VERSION", "2.0")
     calendar.add("CALSCALE", "GREGORIAN")
-    calendar.add("X-WR-CALNAME", name)
+    calendar.add("X-WR-CALNAME", "hermes-estop maintenance")
     for window, occurrence in events:
         event = icalendar.Event()
         event.add("UID", export_uid(occurrence))

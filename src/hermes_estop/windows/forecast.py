@@ -1,6 +1,6 @@
 """What the windows hold ahead, from a `Schedule`: `ahead` (one window's occurrences from an
-instant on, its `Window` built only when asked), which `status` and `export` read too, and
-`WindowSource`, the `hermes_estop.hold_sources` entry point `Estop.forecast` finds (the core
+instant on, its `Window` built only when asked), which `status`, `explain` and `export` read too,
+and `WindowSource`, the `hermes_estop.hold_sources` entry point `Estop.forecast` finds (the core
 never imports windows).
 
 An occurrence is planned as the hold the scheduler would arm (docs/design.md §6): `[arm_at, end)`
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
@@ -25,7 +26,11 @@ from hermes_estop.windows.plan import ARMED_BY_PREFIX
 from hermes_estop.windows.schedule import Item, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["CLOSED", "MAX_OCCURRENCES", "WindowSource", "ahead", "enabled", "window_ahead", "window_holds"]
+if TYPE_CHECKING:
+    from hermes_estop.fleet.fleet import Fleet
+
+__all__ = ["CLOSED", "MAX_OCCURRENCES", "WindowSource", "ahead", "enabled", "ledger_entries", "window_ahead",
+           "window_holds"]
 
 #: past this many occurrences of one window (a minutely window: about a week) the rest of the range
 #: is assumed held by it, with a note, rather than computing a minutely window over a year
@@ -37,6 +42,7 @@ Ahead = tuple[Callable[[], Window], Iterator[Occurrence]]
 
 
 def window_ahead(window: Window, t: datetime) -> Ahead:
+    """`ahead` of a `Window` held as it is (the status page's last valid ones), by the exact functions."""
     return (lambda: window), (o for o in occurrences(window, t - window.duration) if not o.ended(t))
 
 
@@ -106,18 +112,20 @@ class WindowSource:
         items = enabled(schedule, {location.scope for location in estop.locations})
         if not items:
             return []
-        entries, note = _ledger(estop)
+        entries, problem = ledger_entries(estop.fleet)
+        note = f"the windows ledger cannot be read ({problem}): skipped occurrences counted as held" if problem else None
         return [hold for item in items
                 for hold in _holds(ahead(schedule, item, start), end, entries, self.limit, note)]
 
 
-def _ledger(estop: EstopView) -> tuple[dict[str, LedgerEntry], str | None]:
-    """The ledger's entries, or none and a note (every occurrence then counts: held is the safe side)."""
+def ledger_entries(fleet: Fleet) -> tuple[dict[str, LedgerEntry], str | None]:
+    """The ledger's entries, or none and the one-line problem (a read never raises: every
+    occurrence then counts, held is the safe side)."""
     try:
-        ledger = open_ledger(estop.fleet)
+        ledger = open_ledger(fleet)
         try:
             return ledger.load(), None
         finally:
             ledger.close()
     except (EstopError, OSError) as exc:
-        return {}, f"the windows ledger cannot be read ({one_line(exc)}): skipped occurrences counted as held"
+        return {}, one_line(exc)

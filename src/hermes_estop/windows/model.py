@@ -17,7 +17,7 @@ from datetime import date, datetime, timedelta, tzinfo
 from difflib import get_close_matches
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
@@ -99,6 +99,9 @@ class ShapeError(ValueError):
         self.field = field
 
 
+Model = TypeVar("Model", bound=BaseModel)
+
+
 def _problem(error: Any, known: list[str]) -> tuple[str | None, str]:
     loc = [str(part) for part in error.get("loc", ())]
     cause = (error.get("ctx") or {}).get("error")
@@ -119,7 +122,7 @@ def _problem(error: Any, known: list[str]) -> tuple[str | None, str]:
     return field, f"{error.get('msg', 'invalid')} (got {error.get('input')!r})"
 
 
-def validate_table(model: Any, data: Any, *, path: Path | None, index: int | None, kind: str = "") -> Any:
+def validate_table(model: type[Model], data: Any, *, path: Path | None, index: int | None, kind: str = "") -> Model:
     """`model` (a window, a calendar: `kind`) validated from one `windows.toml` table, or an
     `InvalidWindow` naming the table (its name, else its position) and every bad field, unknown
     keys first (a typo'd key explains the field it left missing)."""
@@ -265,9 +268,6 @@ class WindowAllow(BaseModel):
         allow = Allow.of(users, profiles)
         return {"user_ids": sorted(allow.user_ids), "profiles": sorted(allow.profiles)}
 
-    def to_allow(self) -> Allow:
-        return Allow.of(self.user_ids, self.profiles)
-
 
 def written(model: BaseModel, keys: Iterable[str]) -> dict[str, Any]:
     """The fields `keys` of `model` (a window, a calendar) that `windows.toml` writes, in that
@@ -372,7 +372,7 @@ class Window(BaseModel):
 
     @property
     def hold_allow(self) -> Allow:
-        return self.allow.to_allow()
+        return Allow.of(self.allow.user_ids, self.allow.profiles)
 
     @property
     def hold_reason(self) -> str:
@@ -438,14 +438,13 @@ class Window(BaseModel):
     @classmethod
     def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> Window:
         """A window from a mapping (a `windows.toml` table, CLI input), or `InvalidWindow`."""
-        window: Window = validate_table(cls, data, path=path, index=index)
-        return window
+        return validate_table(cls, data, path=path, index=index)
 
 
 class WindowsDocument(BaseModel):
     """The shape of `windows.toml` (what `hermes windows schema` prints)."""
 
-    model_config = ConfigDict(extra="forbid", title="hermes-estop windows.toml")
+    model_config = ConfigDict(extra="forbid", title="hermes-estop windows.toml", defer_build=True)
 
     windows: list[Window] = Field(default_factory=list)
 

@@ -13,8 +13,8 @@ from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant, format_relative
-from hermes_estop.windows.forecast import ahead
-from hermes_estop.windows.ledger import SKIPPED, LedgerEntry, open_ledger
+from hermes_estop.windows.forecast import ahead, ledger_entries
+from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.occurrences import Occurrence
 from hermes_estop.windows.schedule import Row, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
@@ -45,10 +45,7 @@ def _section(fleet: Fleet, now: datetime, as_json: bool | None, schedule: Schedu
     shown = _shown(schedule if schedule is not None else schedule_of(windows_file, now), now)
     if not shown:
         return {"json": {"windows": []}, "lines": []}
-    try:
-        entries, problem = open_ledger(fleet).load(), None
-    except (EstopError, OSError) as exc:
-        entries, problem = {}, one_line(exc)
+    entries, problem = ledger_entries(fleet)
     data: dict[str, Any] = {"windows": []}
     lines = [f"windows ({len(shown)} in {windows_file.path}):"]
     for window, current, following in shown:
