@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -145,12 +145,10 @@ class CalendarWindow(Window):
 
     @property
     def feed(self) -> Feed | None:
-        feed: Feed | None = self.calendar_feed
-        return feed
+        return cast("Feed | None", self.calendar_feed)
 
     def describe_schedule(self, *, for_json: bool = False) -> str:
-        src: CalendarSource = self.source
-        return f"calendar {src.location}"
+        return f"calendar {self.source.location}"
 
     def zone_of(self, occurrence: Any) -> tzinfo:
         feed = self.feed
@@ -160,16 +158,13 @@ class CalendarWindow(Window):
         """The lengths of its events (`duration` is how far back an event covering an instant
         may start: never shown, issue 38 item 6)."""
         spans = self.feed.spans if self.feed is not None else ()
-        if not spans:
-            return "no events"
-        if len(spans) == 1:
-            return format_duration(spans[0])
+        if len(spans) < 2:
+            return format_duration(spans[0]) if spans else "no events"
         return f"{format_duration(spans[0])} to {format_duration(spans[-1])}"
 
     def to_json(self) -> dict[str, Any]:
-        src: CalendarSource = self.source
         spans = self.feed.spans if self.feed is not None else ()
-        data = {"name": self.name, "calendar": src.location, "scope": self.scope, "enabled": self.enabled,
+        data = {"name": self.name, "calendar": self.source.location, "scope": self.scope, "enabled": self.enabled,
                 "duration": format_duration(spans[-1]) if spans else None,
                 "durations": [format_duration(span) for span in spans], "allow": self.allow.model_dump(mode="json")}
         if self.drain is not None:
@@ -180,8 +175,7 @@ class CalendarWindow(Window):
         return data
 
     def to_toml(self) -> dict[str, Any]:
-        src: CalendarSource = self.source
-        return src.to_toml()
+        return cast(CalendarSource, self.source).to_toml()
 
 
 def cache_paths(root: Path, location: str) -> tuple[Path, Path]:
@@ -256,35 +250,6 @@ def feed_of(raw: bytes, label: str, tz: str | None = None, keep: Callable[[Any],
     return found
 
 
-def load_feed(root: Path, location: str, label: str, **settings: Any) -> tuple[Feed, str | None]:
-    """The feed at `location` and, when it runs on its last good copy, why. `CalendarError`
-    when there is no usable copy at all."""
-    copy, meta_path = cache_paths(root, location)
-    meta = read_meta(meta_path)
-    problem: str | None = None
-    if not is_url(location):
-        path = local_path(root, location)
-        try:
-            return feed_of(read_regular(path, MAX_CALENDAR_BYTES), label, **settings), None
-        except CalendarError as exc:
-            problem = str(exc)
-        except (OSError, EstopError) as exc:
-            problem = f"calendar {label}: cannot read {path}: {getattr(exc, 'strerror', None) or exc}"
-    elif meta.get("error"):
-        problem = f"calendar {label}: cannot fetch {location}: {meta['error']}"
-    try:
-        raw = read_regular(copy, MAX_CALENDAR_BYTES)
-    except (OSError, EstopError):
-        if problem is not None:
-            raise CalendarError(f"{problem} (and no last good copy)") from None
-        raise CalendarError(f"calendar {label}: {location} not fetched yet (`hermes serve` fetches it)") from None
-    feed = feed_of(raw, label, **settings)
-    if problem is not None:
-        fetched = meta.get("fetched_at")
-        problem += f" (using the last good copy{f' of {fetched}' if fetched else ''})"
-    return feed, problem
-
-
 def calendar_window(source: CalendarSource, feed: Feed) -> Window:
     """The window of the calendar `source`, its occurrences the events of `feed`."""
     return CalendarWindow.model_construct(
@@ -329,14 +294,37 @@ def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[Ca
 
 def _read(found: Bound, root: Path, path: Path, name: str, location: str, field: str | None, label: str,
           **settings: Any) -> Feed | None:
-    """The feed at `location` for the table `name`, noted in `found` (a failure, or why it is stale)."""
+    """The feed at `location` for the table `name`, noted in `found`: a failure when there is no
+    usable copy at all, or why it runs on its last good copy (`stale`)."""
     found.files += tuple(_watched(root, location))
+    copy, meta_path = cache_paths(root, location)
+    meta = read_meta(meta_path)
+    problem: str | None = None
     try:
-        feed, problem = load_feed(root, location, label, **settings)
+        if not is_url(location):
+            local = local_path(root, location)
+            try:
+                feed = feed_of(read_regular(local, MAX_CALENDAR_BYTES), label, **settings)
+                found.digests += (feed.digest,)
+                return feed
+            except CalendarError as exc:
+                problem = str(exc)
+            except (OSError, EstopError) as exc:
+                problem = f"calendar {label}: cannot read {local}: {getattr(exc, 'strerror', None) or exc}"
+        elif meta.get("error"):
+            problem = f"calendar {label}: cannot fetch {location}: {meta['error']}"
+        try:
+            raw = read_regular(copy, MAX_CALENDAR_BYTES)
+        except (OSError, EstopError):
+            if problem is not None:
+                raise CalendarError(f"{problem} (and no last good copy)") from None
+            raise CalendarError(f"calendar {label}: {location} not fetched yet (`hermes serve` fetches it)") from None
+        feed = feed_of(raw, label, **settings)
     except CalendarError as exc:
         found.failures.append(InvalidWindow(exc.args[0], path=path, window=repr(name), field=field))
         return None
     if problem is not None:
-        found.stale[name] = problem
+        fetched = meta.get("fetched_at")
+        found.stale[name] = problem + f" (using the last good copy{f' of {fetched}' if fetched else ''})"
     found.digests += (feed.digest,)
     return feed

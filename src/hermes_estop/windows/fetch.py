@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +148,7 @@ class _Late(Exception):
     """The deadline passed (or the fetch was abandoned) before the exchange completed."""
 
 
-def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEOUT,
-               now: Callable[[], datetime] = utc_now, exchange: Exchange | None = None) -> str | None:
+def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEOUT, exchange: Exchange | None = None) -> str | None:
     """Fetch `url` into its last good copy within `timeout` seconds in all (or `exchange`'s
     deadline); the problem in one line, or None."""
     copy, meta_path = cache_paths(root, url)
@@ -157,7 +156,7 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
     if not copy.exists():
         meta.pop("etag", None)
         meta.pop("last_modified", None)
-    stamp = format_instant(now())
+    stamp = format_instant(utc_now())
     exchange = exchange or Exchange(timeout)
     try:
         got = _get(url, meta, exchange)

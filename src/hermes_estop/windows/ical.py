@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import re
 import threading
 import time
@@ -408,13 +409,8 @@ class Feed:
 
     def between(self, first: datetime, last: datetime) -> list[CalendarEvent]:
         """Events overlapping `[first, last)`, in order."""
-        out: list[CalendarEvent] = []
-        for event in self.events(first - self.longest, last - first + self.longest):
-            if event.start >= last:
-                break
-            if event.end > first:
-                out.append(event)
-        return out
+        starting = itertools.takewhile(lambda e: e.start < last, self.events(first - self.longest, last - first + self.longest))
+        return [event for event in starting if event.end > first]
 
     def covers_day(self, day: date, tz: ZoneInfo) -> bool:
         """Whether an event covers the local date `day` in `tz` (holidays as exclusions)."""
@@ -433,14 +429,32 @@ class Feed:
 _PARSING = threading.Lock()
 
 
-def _read_calendar(text: str, label: str, timezone_name: str | None, now: datetime) -> tuple[Any, list[Any], ZoneInfo]:
-    """The VCALENDAR of `text` (X-WR-TIMEZONE made standard), its events checked against the
-    expansion budget, and the zone for its floating times. icalendar remembers the VTIMEZONEs it
-    parses process-wide, the first definition of a TZID winning for every later calendar (issue
-    32 item 4): each feed is parsed alone, that memory emptied before and after (`use_zoneinfo`)."""
+def feed_digest(raw: bytes, label: str, timezone_name: str | None, salt: str) -> str:
+    """What a feed is: its bytes and what reads them (the label its events are named by, the
+    zone of its floating times, the source's filters: `salt`)."""
+    content = hashlib.sha256(raw).hexdigest()
+    return hashlib.sha256(f"{content}\0{label}\0{salt}\0{timezone_name}".encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
+               keep: Callable[[Any], bool] | None = None, now: datetime | None = None,
+               salt: str = "", probe: bool = True) -> Feed:
+    """The feed of `raw` (with `probe`, its weeks around `now` expanded), or `CalendarError`
+    naming `label`. icalendar remembers the VTIMEZONEs it parses process-wide, the first
+    definition of a TZID winning for every later calendar (issue 32 item 4): each feed is parsed
+    alone, that memory emptied before and after (`use_zoneinfo`, icalendar's public reset)."""
     import icalendar
     import x_wr_timezone
 
+    if len(raw) > MAX_CALENDAR_BYTES:
+        raise _refuse(label, f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise _refuse(label, "not UTF-8 text") from None
+    _check_shape(text, label)
+    started = time.monotonic()
+    now = now or datetime.now(UTC)
     reset: Callable[[], object] = icalendar.use_zoneinfo
     try:
         with _PARSING:
@@ -453,48 +467,21 @@ def _read_calendar(text: str, label: str, timezone_name: str | None, now: dateti
                 calendar = x_wr_timezone.to_standard(calendar)
                 events = list(calendar.walk("VEVENT"))
                 steps = sum(_check_rule(event, label, now) for event in events)
-                for event in events:  # icalendar keeps a broken value as one that raises when read
-                    _value(event, "DTSTART"), _value(event, "DTEND")
             finally:
                 reset()
-            if steps > MAX_FEED_STEPS:
-                raise _refuse(label, f"its rules would take about {int(steps)} steps to expand in all (at most "
-                                     f"{MAX_FEED_STEPS} a feed: too many rules, or rules this dense or this old)")
+        if steps > MAX_FEED_STEPS:
+            raise _refuse(label, f"its rules would take about {int(steps)} steps to expand in all (at most "
+                                 f"{MAX_FEED_STEPS} a feed: too many rules, or rules this dense or this old)")
         tz = validate_timezone(timezone_name or wr or "UTC")
+        spans = _spans(events, tz)  # reads every DTSTART and DTEND: icalendar keeps a broken one as raising
     except CalendarError:
         raise
     except EstopError as exc:
         raise _refuse(label, str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - a hostile feed fails any way it likes: one line
         raise _refuse(label, f"cannot parse: {type(exc).__name__}: {exc}") from None
-    return calendar, events, tz
-
-
-def feed_digest(raw: bytes, label: str, timezone_name: str | None, salt: str) -> str:
-    """What a feed is: its bytes and what reads them (the label its events are named by, the
-    zone of its floating times, the source's filters: `salt`)."""
-    content = hashlib.sha256(raw).hexdigest()
-    return hashlib.sha256(f"{content}\0{label}\0{salt}\0{timezone_name}".encode("utf-8", "surrogateescape")).hexdigest()
-
-
-def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
-               keep: Callable[[Any], bool] | None = None, now: datetime | None = None,
-               salt: str = "", probe: bool = True) -> Feed:
-    """The feed of `raw` (with `probe`, its weeks around `now` expanded), or `CalendarError`
-    naming `label`."""
-    if len(raw) > MAX_CALENDAR_BYTES:
-        raise _refuse(label, f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise _refuse(label, "not UTF-8 text") from None
-    _check_shape(text, label)
-    started = time.monotonic()
-    now = now or datetime.now(UTC)
-    calendar, events, tz = _read_calendar(text, label, timezone_name, now)
     recurring = frozenset(str(e.get("UID") or "") for e in events
                           if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None)
-    spans = _spans(events, tz)
     longest = max((min(span, MAX_DURATION) for span in spans), default=timedelta(days=1))
     feed = Feed(label, calendar, tz, feed_digest(raw, label, timezone_name, salt), recurring, keep or (lambda event: True),
                 max(longest, timedelta(days=1)) + timedelta(days=1), spans)
