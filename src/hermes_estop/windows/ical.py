@@ -272,8 +272,8 @@ class Feed:
     calendar: Any
     tz: ZoneInfo
     digest: str
-    recurring: frozenset[str] = frozenset()
-    keep: Callable[[Any], bool] = lambda event: True
+    #: what the occurrences of each VEVENT kept share, by `id` (None: cancelled, or filtered out)
+    sources: dict[int, _Source | None] = field(default_factory=dict)
     #: how far before an instant an event covering it may start (at least a day, plus a day)
     longest: timedelta = timedelta(days=1)
     #: the distinct lengths of its events, as written (what `windows list` shows)
@@ -282,7 +282,6 @@ class Feed:
     origin: Callable[[], Feed] | None = None
     _chunks: OrderedDict[int, list[CalendarEvent]] = field(default_factory=OrderedDict)
     _days: dict[tuple[int, str], frozenset[date]] = field(default_factory=dict)
-    _sources: dict[int, _Source | None] = field(default_factory=dict)
     #: UID -> the zone its DTSTART is written in (issue 38 item 6)
     _zones: dict[str, tzinfo] = field(default_factory=dict)
     _query: Any = None
@@ -319,25 +318,8 @@ class Feed:
             raise _refuse(self.label, f"cannot expand: {type(exc).__name__}: {exc}") from None
         return sorted(out, key=lambda e: (e.start, e.end, e.ident))
 
-    def _source(self, component: Any) -> _Source | None:
-        """What every occurrence of `component` shares, worked out once (None: not kept)."""
-        key = id(component)  # the components live in `calendar` as long as the feed
-        if key in self._sources:
-            return self._sources[key]
-        found = None
-        if str(component.get("STATUS", "")).upper() != "CANCELLED" and self.keep(component):
-            uid = str(component.get("UID") or "")
-            summary = clean_reason(str(component.get("SUMMARY") or "")) or f"calendar {self.label}"
-            found = _Source(uid, _ident_part(uid) if uid else "", uid in self.recurring,
-                            _value(component, "RECURRENCE-ID"), summary)
-            start = _value(component, "DTSTART")
-            if isinstance(start, datetime) and start.tzinfo is not None and uid not in self._zones:
-                self._zones[uid] = start.tzinfo
-        self._sources[key] = found
-        return found
-
     def _event(self, found: _Found) -> CalendarEvent | None:
-        source = self._source(found.source)
+        source = self.sources[id(found.source)]  # the components live in `calendar` as long as the feed
         if source is None:
             return None
         raw_start, raw_end = found.start, found.end
@@ -474,17 +456,28 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
                                  f"{MAX_FEED_STEPS} a feed: too many rules, or rules this dense or this old)")
         tz = validate_timezone(timezone_name or wr or "UTC")
         spans = _spans(events, tz)  # reads every DTSTART and DTEND: icalendar keeps a broken one as raising
+        recurring = {str(e.get("UID") or "") for e in events
+                     if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None}
+        sources: dict[int, _Source | None] = {}
+        zones: dict[str, tzinfo] = {}
+        for e in events:
+            uid, start = str(e.get("UID") or ""), _value(e, "DTSTART")
+            if str(e.get("STATUS", "")).upper() == "CANCELLED" or (keep is not None and not keep(e)):
+                sources[id(e)] = None
+                continue
+            sources[id(e)] = _Source(uid, _ident_part(uid) if uid else "", uid in recurring, _value(e, "RECURRENCE-ID"),
+                                     clean_reason(str(e.get("SUMMARY") or "")) or f"calendar {label}")
+            if isinstance(start, datetime) and start.tzinfo is not None:
+                zones.setdefault(uid, start.tzinfo)
     except CalendarError:
         raise
     except EstopError as exc:
         raise _refuse(label, str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - a hostile feed fails any way it likes: one line
         raise _refuse(label, f"cannot parse: {type(exc).__name__}: {exc}") from None
-    recurring = frozenset(str(e.get("UID") or "") for e in events
-                          if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None)
     longest = max((min(span, MAX_DURATION) for span in spans), default=timedelta(days=1))
-    feed = Feed(label, calendar, tz, feed_digest(raw, label, timezone_name, salt), recurring, keep or (lambda event: True),
-                max(longest, timedelta(days=1)) + timedelta(days=1), spans)
+    feed = Feed(label, calendar, tz, feed_digest(raw, label, timezone_name, salt), sources,
+                max(longest, timedelta(days=1)) + timedelta(days=1), spans, _zones=zones)
     if time.monotonic() - started > 30:
         raise _refuse(label, "took more than 30 s to parse")
     if probe:
