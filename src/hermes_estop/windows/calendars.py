@@ -1,11 +1,8 @@
-"""Calendar sources of `windows.toml` (issue 27): `[[calendars]]` tables, and windows'
-`exclude_calendar`, bound to the feeds they name (a local `ics` file, or the copy of a `url`
-that `hermes serve` fetched into `calendars/`: `fetch.py`).
-
-A calendar is a `CalendarWindow`, whose occurrences are its feed's events, so everything treats
-it like any window. A feed that cannot be read or parsed falls back to its last good copy, with
-a note (`Bound.stale`) that makes it loud; without one the calendar is a failing table, held as
-it was by the guard like any window that stops validating.
+"""Calendar sources of `windows.toml` (issue 27): `[[calendars]]` tables and windows'
+`exclude_calendar`, bound to the feeds they name (a local `ics` file, or the copy of a `url` that
+`hermes serve` fetched: `fetch.py`). A calendar is a `CalendarWindow` whose occurrences are its
+feed's events, so everything treats it like any window. A feed that cannot be used falls back to
+its last good copy, loudly (`Bound.stale`); without one its table fails, held as it was.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -29,7 +26,7 @@ from hermes_estop.model.durations import format_duration, parse_with_unit
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.homes import FLEET
 from hermes_estop.system.fsread import read_regular
-from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, feed_digest, parse_feed
+from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, feed_digest, listed, parse_feed
 from hermes_estop.windows.model import (
     Drain,
     Duration,
@@ -119,14 +116,9 @@ class CalendarSource(BaseModel):
         return self.url or self.ics or ""
 
     def keep(self, component: Any) -> bool:
-        if self.categories:
-            wanted = {c.casefold() for c in self.categories}
-            found: set[str] = set()
-            props = component.get("CATEGORIES")
-            for prop in props if isinstance(props, list) else [props] if props is not None else []:
-                found.update(str(c).casefold() for c in getattr(prop, "cats", []))
-            if not wanted & found:
-                return False
+        found = {str(c).casefold() for prop in listed(component.get("CATEGORIES")) for c in getattr(prop, "cats", [])}
+        if self.categories and not found & {c.casefold() for c in self.categories}:
+            return False
         return self.summary is None or re.search(self.summary, str(component.get("SUMMARY") or "")) is not None
 
     def salt(self) -> str:
@@ -153,12 +145,10 @@ class CalendarWindow(Window):
 
     @property
     def feed(self) -> Feed | None:
-        feed: Feed | None = self.calendar_feed
-        return feed
+        return cast("Feed | None", self.calendar_feed)
 
     def describe_schedule(self, *, for_json: bool = False) -> str:
-        src: CalendarSource = self.source
-        return f"calendar {src.location}"
+        return f"calendar {self.source.location}"
 
     def zone_of(self, occurrence: Any) -> tzinfo:
         feed = self.feed
@@ -168,16 +158,13 @@ class CalendarWindow(Window):
         """The lengths of its events (`duration` is how far back an event covering an instant
         may start: never shown, issue 38 item 6)."""
         spans = self.feed.spans if self.feed is not None else ()
-        if not spans:
-            return "no events"
-        if len(spans) == 1:
-            return format_duration(spans[0])
+        if len(spans) < 2:
+            return format_duration(spans[0]) if spans else "no events"
         return f"{format_duration(spans[0])} to {format_duration(spans[-1])}"
 
     def to_json(self) -> dict[str, Any]:
-        src: CalendarSource = self.source
         spans = self.feed.spans if self.feed is not None else ()
-        data = {"name": self.name, "calendar": src.location, "scope": self.scope, "enabled": self.enabled,
+        data = {"name": self.name, "calendar": self.source.location, "scope": self.scope, "enabled": self.enabled,
                 "duration": format_duration(spans[-1]) if spans else None,
                 "durations": [format_duration(span) for span in spans], "allow": self.allow.model_dump(mode="json")}
         if self.drain is not None:
@@ -188,8 +175,7 @@ class CalendarWindow(Window):
         return data
 
     def to_toml(self) -> dict[str, Any]:
-        src: CalendarSource = self.source
-        return src.to_toml()
+        return cast(CalendarSource, self.source).to_toml()
 
 
 def cache_paths(root: Path, location: str) -> tuple[Path, Path]:
@@ -247,57 +233,21 @@ _MAX_CACHED = 64
 
 def feed_of(raw: bytes, label: str, tz: str | None = None, keep: Callable[[Any], bool] | None = None,
             salt: str = "") -> Feed:
-    """The feed of `raw`, parsed once per digest in this process (the windows schedule keeps
-    what a calendar's row needs for every process); `CalendarError` when it does not parse or
-    is refused."""
+    """The feed of `raw`, parsed once per digest in this process; `CalendarError` when it does
+    not parse or is refused."""
     digest = feed_digest(raw, label, tz, salt)
-    found = _FEEDS.get(digest)
-    if found is not None and found.refused is not None:
-        if time.monotonic() < found.retry_at:
-            raise CalendarError(f"calendar {label}: {found.refused}")
-        found = None
-    if found is None:
-        found = _remember(digest, parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, probe=False))
-        found.probe(datetime.now(UTC))
-    return _remember(digest, found)
-
-
-def _remember(digest: str, feed: Feed) -> Feed:
-    _FEEDS.pop(digest, None)
-    _FEEDS[digest] = feed
+    found = _FEEDS.pop(digest, None)
+    fresh = found is None or (found.refused is not None and time.monotonic() >= found.retry_at)
+    if found is None or fresh:
+        found = parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, probe=False)
+    _FEEDS[digest] = found
     if len(_FEEDS) > _MAX_CACHED:
         _FEEDS.popitem(last=False)
-    return feed
-
-
-def load_feed(root: Path, location: str, label: str, *, tz: str | None = None,
-              keep: Callable[[Any], bool] | None = None, salt: str = "") -> tuple[Feed, str | None]:
-    """The feed at `location` and, when it runs on its last good copy, why. `CalendarError`
-    when there is no usable copy at all."""
-    copy, meta_path = cache_paths(root, location)
-    meta = read_meta(meta_path)
-    problem: str | None = None
-    if not is_url(location):
-        path = local_path(root, location)
-        try:
-            return feed_of(read_regular(path, MAX_CALENDAR_BYTES), label, tz, keep, salt), None
-        except CalendarError as exc:
-            problem = str(exc)
-        except (OSError, EstopError) as exc:
-            problem = f"calendar {label}: cannot read {path}: {getattr(exc, 'strerror', None) or exc}"
-    elif meta.get("error"):
-        problem = f"calendar {label}: cannot fetch {location}: {meta['error']}"
-    try:
-        raw = read_regular(copy, MAX_CALENDAR_BYTES)
-    except (OSError, EstopError):
-        if problem is not None:
-            raise CalendarError(f"{problem} (and no last good copy)") from None
-        raise CalendarError(f"calendar {label}: {location} not fetched yet (`hermes serve` fetches it)") from None
-    feed = feed_of(raw, label, tz, keep, salt)
-    if problem is not None:
-        fetched = meta.get("fetched_at")
-        problem += f" (using the last good copy{f' of {fetched}' if fetched else ''})"
-    return feed, problem
+    if found.refused is not None:
+        raise CalendarError(f"calendar {label}: {found.refused}")
+    if fresh:
+        found.probe(datetime.now(UTC))
+    return found
 
 
 def calendar_window(source: CalendarSource, feed: Feed) -> Window:
@@ -307,12 +257,6 @@ def calendar_window(source: CalendarSource, feed: Feed) -> Window:
         reason=None, allow=source.allow, scope=source.scope, only=list(source.only), jobs=list(source.jobs),
         enabled=source.enabled, not_before=None,
         not_after=None, exclude=[], exclude_cron=None, exclude_calendar=None, source=source, calendar_feed=feed)
-
-
-def _excluding(window: Window, feed: Feed) -> Window:
-    found = window.model_copy()
-    found._holidays = feed  # noqa: SLF001 - the calendar module fills the window it built
-    return found
 
 
 def _watched(root: Path, location: str) -> list[Path]:
@@ -331,7 +275,9 @@ def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[Ca
         feed = _read(found, root, path, window.name, window.exclude_calendar, "exclude_calendar",
                      f"{window.exclude_calendar} (exclude_calendar of window {window.name})")
         if feed is not None:
-            found.windows.append(_excluding(window, feed))
+            window = window.model_copy()
+            window._holidays = feed  # noqa: SLF001 - the calendar module fills the window it built
+            found.windows.append(window)
     names = {w.name for w in found.windows} | {f.window.strip("'") for f in found.failures if f.window}
     for source in sources:
         if source.name in names:
@@ -348,14 +294,37 @@ def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[Ca
 
 def _read(found: Bound, root: Path, path: Path, name: str, location: str, field: str | None, label: str,
           **settings: Any) -> Feed | None:
-    """The feed at `location` for the table `name`, noted in `found` (a failure, or why it is stale)."""
+    """The feed at `location` for the table `name`, noted in `found`: a failure when there is no
+    usable copy at all, or why it runs on its last good copy (`stale`)."""
     found.files += tuple(_watched(root, location))
+    copy, meta_path = cache_paths(root, location)
+    meta = read_meta(meta_path)
+    problem: str | None = None
     try:
-        feed, problem = load_feed(root, location, label, **settings)
+        if not is_url(location):
+            local = local_path(root, location)
+            try:
+                feed = feed_of(read_regular(local, MAX_CALENDAR_BYTES), label, **settings)
+                found.digests += (feed.digest,)
+                return feed
+            except CalendarError as exc:
+                problem = str(exc)
+            except (OSError, EstopError) as exc:
+                problem = f"calendar {label}: cannot read {local}: {getattr(exc, 'strerror', None) or exc}"
+        elif meta.get("error"):
+            problem = f"calendar {label}: cannot fetch {location}: {meta['error']}"
+        try:
+            raw = read_regular(copy, MAX_CALENDAR_BYTES)
+        except (OSError, EstopError):
+            if problem is not None:
+                raise CalendarError(f"{problem} (and no last good copy)") from None
+            raise CalendarError(f"calendar {label}: {location} not fetched yet (`hermes serve` fetches it)") from None
+        feed = feed_of(raw, label, **settings)
     except CalendarError as exc:
         found.failures.append(InvalidWindow(exc.args[0], path=path, window=repr(name), field=field))
         return None
     if problem is not None:
-        found.stale[name] = problem
+        fetched = meta.get("fetched_at")
+        found.stale[name] = problem + f" (using the last good copy{f' of {fetched}' if fetched else ''})"
     found.digests += (feed.digest,)
     return feed

@@ -1,11 +1,9 @@
-"""Fetching calendar feeds into the fleet root (issue 27): the only place a `url` of
-`windows.toml` is requested, a service of `hermes serve`.
-
-Each url is requested every `refresh` with `If-None-Match` / `If-Modified-Since`, one total
-deadline (`Exchange`) and a size cap, in a thread of its own: a slow feed delays nobody else.
-A body becomes the last good copy (`calendars.cache_paths`) only once it parses; a failure keeps
-the copy and is written into its metadata, which every reader reports (`Parsed.stale`). Local
-`ics` files get a last good copy too, so a file broken by an edit keeps holding as it was.
+"""Fetching calendar feeds into the fleet root (issue 27), a service of `hermes serve` and the
+only place a `url` of `windows.toml` is requested. A feed is untrusted: each fetch has one total
+deadline and a size cap and runs in a thread of its own (a slow feed delays nobody); a body becomes
+the last good copy (`calendars.cache_paths`) only once it parses, and a failure is kept in the
+copy's metadata, which every reader reports. Local `ics` files get a last good copy too, so a file
+broken by an edit keeps holding as it was.
 """
 
 from __future__ import annotations
@@ -20,13 +18,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
-from hermes_estop.model.timeutil import format_instant
+from hermes_estop.model.timeutil import format_instant, utc_now
 from hermes_estop.system.fsread import read_regular
 from hermes_estop.system.fsutil import atomic_write
 from hermes_estop.windows.calendars import DEFAULT_REFRESH, cache_paths, feed_of, is_url, local_path, read_meta
@@ -45,24 +43,14 @@ STOP_GRACE = 2.0
 _USER_AGENT = "hermes-estop calendar fetch"
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _write_meta(path: Path, meta: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(meta, sort_keys=True).encode("utf-8"))
-
-
 class Exchange:
     """One fetch's single deadline (issue 32 item 5) for connecting, the headers and the body.
     Socket timeouts bound each wait, not their sum (a byte every 2 s never times out), so every
     socket the fetch opens is shut down when the deadline passes, or when serve stops (`abort`)."""
 
-    def __init__(self, total: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, total: float) -> None:
         self.total = total
-        self.monotonic = monotonic
-        self.deadline = monotonic() + total
+        self.deadline = time.monotonic() + total
         self.aborted = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
@@ -71,7 +59,7 @@ class Exchange:
         self._timer.start()
 
     def remaining(self) -> float:
-        return max(self.deadline - self.monotonic(), 0.001)
+        return max(self.deadline - time.monotonic(), 0.001)
 
     def adopt(self, sock: socket.socket) -> socket.socket:
         with self._lock:
@@ -95,32 +83,29 @@ def _shut(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
-def _connection(base: type[http.client.HTTPConnection], exchange: Exchange) -> Any:
-    """`base` whose sockets belong to `exchange` (the raw socket, before any TLS on top of it)."""
+def _opener(exchange: Exchange) -> urllib.request.OpenerDirector:
+    """urllib's opener, every socket it opens (the raw one, under any TLS) belonging to `exchange`."""
 
-    class Connection(base):  # type: ignore[valid-type,misc]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.timeout = exchange.remaining()
-            create: Callable[..., socket.socket] = self._create_connection  # type: ignore[has-type]
-            self._create_connection = lambda *a, **kw: exchange.adopt(create(*a, **kw))
+    def connection(base: type[http.client.HTTPConnection]) -> Any:
+        class Connection(base):  # type: ignore[valid-type,misc]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                self.timeout = exchange.remaining()
+                create: Callable[..., socket.socket] = self._create_connection  # type: ignore[has-type]
+                self._create_connection = lambda *a, **kw: exchange.adopt(create(*a, **kw))
 
-    return Connection
-
-
-def _handlers(exchange: Exchange) -> tuple[urllib.request.BaseHandler, ...]:
-    """urllib's http and https handlers, their connections' sockets belonging to `exchange`."""
+        return Connection
 
     class HTTP(urllib.request.HTTPHandler):
         def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-            return self.do_open(_connection(http.client.HTTPConnection, exchange), req)
+            return self.do_open(connection(http.client.HTTPConnection), req)
 
     class HTTPS(urllib.request.HTTPSHandler):
         def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-            return self.do_open(_connection(http.client.HTTPSConnection, exchange), req,
+            return self.do_open(connection(http.client.HTTPSConnection), req,
                                 context=self._context)  # type: ignore[attr-defined]
 
-    return HTTP(), HTTPS()
+    return urllib.request.build_opener(HTTP(), HTTPS(), _Redirects())
 
 
 class _Redirects(urllib.request.HTTPRedirectHandler):
@@ -133,32 +118,25 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def _get(url: str, meta: dict[str, Any], exchange: Exchange) -> tuple[int, bytes, dict[str, str]]:
-    """(status, body, headers), redirects included, within `exchange`'s deadline and the cap."""
+def _get(url: str, meta: dict[str, Any], exchange: Exchange) -> tuple[bytes, Any] | None:
+    """The body and headers of `url` (None: not modified since `meta`'s copy)."""
     request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})  # noqa: S310 - calendar sources admit http(s) URLs only
-    if meta.get("etag"):
-        request.add_header("If-None-Match", str(meta["etag"]))
-    if meta.get("last_modified"):
-        request.add_header("If-Modified-Since", str(meta["last_modified"]))
-    opener = urllib.request.build_opener(*_handlers(exchange), _Redirects())
+    for header, key in (("If-None-Match", "etag"), ("If-Modified-Since", "last_modified")):
+        if meta.get(key):
+            request.add_header(header, str(meta[key]))
     try:
-        with opener.open(request, timeout=exchange.remaining()) as response:
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                chunk = response.read1(65536)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > MAX_CALENDAR_BYTES:
-                    raise CalendarError(f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
-                chunks.append(chunk)
+        with _opener(exchange).open(request, timeout=exchange.remaining()) as response:
+            body: bytes = response.read(MAX_CALENDAR_BYTES + 1)
+            if len(body) > MAX_CALENDAR_BYTES:
+                raise CalendarError(f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
             if exchange.aborted:
                 raise _Late
-            return response.status, b"".join(chunks), {k.lower(): v for k, v in response.headers.items()}
+            if response.status != 200:
+                raise CalendarError(f"HTTP {response.status}")
+            return body, response.headers
     except urllib.error.HTTPError as exc:
         if exc.code == 304:
-            return 304, b"", {}
+            return None
         raise CalendarError(f"HTTP {exc.code}") from None
     except (OSError, http.client.HTTPException):
         if exchange.aborted:
@@ -170,8 +148,7 @@ class _Late(Exception):
     """The deadline passed (or the fetch was abandoned) before the exchange completed."""
 
 
-def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEOUT,
-               now: Callable[[], datetime] = _now, exchange: Exchange | None = None) -> str | None:
+def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEOUT, exchange: Exchange | None = None) -> str | None:
     """Fetch `url` into its last good copy within `timeout` seconds in all (or `exchange`'s
     deadline); the problem in one line, or None."""
     copy, meta_path = cache_paths(root, url)
@@ -179,18 +156,16 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
     if not copy.exists():
         meta.pop("etag", None)
         meta.pop("last_modified", None)
-    stamp = format_instant(now())
+    stamp = format_instant(utc_now())
     exchange = exchange or Exchange(timeout)
     try:
-        status, body, headers = _get(url, meta, exchange)
-        if status != 304:
-            if status != 200:
-                raise CalendarError(f"HTTP {status}")
-            _keep_copy(copy, body, label)
-            meta.update(etag=headers.get("etag"), last_modified=headers.get("last-modified"), fetched_at=stamp)
+        got = _get(url, meta, exchange)
+        if got is not None:
+            _keep_copy(copy, got[0], label)
+            meta.update(etag=got[1].get("etag"), last_modified=got[1].get("last-modified"), fetched_at=stamp)
         problem = None
     except _Late:
-        problem = ("abandoned (serve stopping)" if exchange.monotonic() < exchange.deadline else
+        problem = ("abandoned (serve stopping)" if time.monotonic() < exchange.deadline else
                    f"no complete answer within {exchange.total:g}s (connect, headers and body)")
     except CalendarError as exc:
         problem = str(exc).removeprefix(f"calendar {label}: ")
@@ -203,7 +178,8 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
         meta.pop("error_since", None)
     else:
         meta.setdefault("error_since", stamp)
-    _write_meta(meta_path, meta)
+    meta_path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"))
     return problem
 
 
@@ -233,22 +209,19 @@ class CalendarFetcher:
 
     name = "calendars"
 
-    def __init__(self, root: Path, *, timeout: float = FETCH_TIMEOUT, tick: float = _TICK,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, root: Path, *, timeout: float = FETCH_TIMEOUT) -> None:
         self.root = Path(root)
         self.windows_file = WindowsFile(self.root)
         self.timeout = timeout
-        self.tick = tick
-        self.monotonic = monotonic
         self._due: dict[str, float] = {}
-        self._failing: dict[str, str] = {}
+        self._failing: set[str] = set()
         #: location -> (the fetch's thread, its exchange: None for a local file)
         self._busy: dict[str, tuple[threading.Thread, Exchange | None]] = {}
         self._lock = threading.Lock()
 
     def feeds(self) -> dict[str, tuple[str, timedelta]]:
-        """location -> (label, refresh) for every feed the file names (none when it does not read;
-        `WindowsFile.validate` validates only bytes it has not seen)."""
+        """location -> (label, refresh) of every feed the file names, read without binding them
+        (a feed with no copy yet fails its table's binding)."""
         try:
             parsed = self.windows_file.validate(self.windows_file.snapshot().raw)
         except (EstopError, OSError):
@@ -263,7 +236,7 @@ class CalendarFetcher:
 
     def pass_once(self) -> list[threading.Thread]:
         """Start a fetch (or keep) of every feed due and not in flight; the threads started."""
-        now = self.monotonic()
+        now = time.monotonic()
         feeds = self.feeds()
         started = []
         with self._lock:
@@ -271,7 +244,7 @@ class CalendarFetcher:
                 if self._due.get(location, 0.0) > now or location in self._busy:
                     continue
                 remote = is_url(location)
-                self._due[location] = now + (refresh.total_seconds() if remote else self.tick * 5)
+                self._due[location] = now + (refresh.total_seconds() if remote else _TICK * 5)
                 exchange = Exchange(self.timeout) if remote else None
                 thread = threading.Thread(target=self._keep, args=(location, label, exchange),
                                           name=f"hermes-calendar-fetch {location[:60]}", daemon=True)
@@ -279,35 +252,31 @@ class CalendarFetcher:
                 started.append(thread)
             for gone in set(self._due) - set(feeds):
                 self._due.pop(gone, None)
-                self._failing.pop(gone, None)
+                self._failing.discard(gone)
         for thread in started:
             thread.start()
         return started
 
     def _keep(self, location: str, label: str, exchange: Exchange | None) -> None:
+        """Fetch or keep one feed; one log line when it starts failing, one when it reads again."""
         try:
             if exchange is None:
                 problem = keep_local(self.root, location, label)
             else:
                 problem = fetch_once(self.root, location, label, timeout=self.timeout, exchange=exchange)
-            self._report(location, problem, exchange is not None)
+            with self._lock:
+                if problem is None and location in self._failing:
+                    self._failing.discard(location)
+                    logger.info("calendars: %s reads again", location)
+                elif problem is not None and location not in self._failing:
+                    self._failing.add(location)
+                    what = "cannot use" if exchange is None else "cannot fetch"
+                    logger.error("calendars: %s %s: %s (its last good copy holds)", what, location, problem)
         except Exception:  # a feed must never take serve down
             logger.exception("calendars: fetching %s failed", location)
         finally:
             with self._lock:
                 self._busy.pop(location, None)
-
-    def _report(self, location: str, problem: str | None, remote: bool) -> None:
-        """One log line when a feed starts failing, one when it is good again."""
-        with self._lock:
-            if problem is None:
-                if self._failing.pop(location, None) is not None:
-                    logger.info("calendars: %s reads again", location)
-                return
-            if location not in self._failing:
-                what = "cannot fetch" if remote else "cannot use"
-                logger.error("calendars: %s %s: %s (its last good copy holds)", what, location, problem)
-            self._failing[location] = problem
 
     def abandon(self, grace: float = STOP_GRACE) -> None:
         """Abort every fetch in flight and wait for their threads, `grace` seconds in all."""
@@ -328,6 +297,6 @@ class CalendarFetcher:
                     self.pass_once()
                 except Exception:  # a feed must never take serve down
                     logger.exception("calendars: fetch pass failed")
-                stop.wait(self.tick)
+                stop.wait(_TICK)
         finally:
             self.abandon()

@@ -1,19 +1,17 @@
-"""An iCalendar feed as maintenance occurrences: parsing with limits, and expansion (issue 27).
-
-`icalendar` parses, `x_wr_timezone` repairs Google's exports (events in UTC with the zone only
-in `X-WR-TIMEZONE`), `recurring_ical_events` expands RRULE, RDATE, EXDATE and RECURRENCE-ID:
-no recurrence rule is interpreted here. A feed comes from outside, so it is refused
-(`CalendarError`, one line naming the calendar) when it is too large, nested too deep, or over
-its expansion budget (docs/design.md §7): a hostile .ics can never hang `hermes serve`.
-
-A floating time and an all-day event are read in the calendar's zone (the source's `timezone`,
-else `X-WR-TIMEZONE`, else UTC), a start in a DST gap by `cronspec.wall_to_instant`'s rule.
+"""An iCalendar feed as maintenance occurrences (issue 27). `icalendar` parses, `x_wr_timezone`
+repairs Google's exports (the zone only in `X-WR-TIMEZONE`), `recurring_ical_events` expands
+RRULE, RDATE, EXDATE and RECURRENCE-ID: no recurrence rule is interpreted here. A feed comes from
+outside, so it is refused (`CalendarError`, one line naming the calendar) when too large, nested
+too deep or over its expansion budget (docs/design.md §7): a hostile .ics never hangs `serve`.
+Floating times and all-day events are read in the calendar's zone (the source's `timezone`, else
+`X-WR-TIMEZONE`, else UTC), a start in a DST gap by `cronspec.wall_to_instant`'s rule.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import re
 import threading
 import time
@@ -29,9 +27,9 @@ from hermes_estop.model.cronspec import validate_timezone, wall_to_instant
 from hermes_estop.model.durations import MAX_DURATION
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import clean_reason
+from hermes_estop.model.timeutil import to_utc
 
-__all__ = ["CHUNK", "EPOCH", "MAX_CALENDAR_BYTES", "CalendarError", "CalendarEvent", "Feed", "feed_digest",
-           "parse_feed"]
+__all__ = ["MAX_CALENDAR_BYTES", "CalendarError", "CalendarEvent", "Feed", "feed_digest", "listed", "parse_feed"]
 
 #: a feed larger than this is refused (a team calendar of years of events is a few hundred KiB)
 MAX_CALENDAR_BYTES = 8 * 1024 * 1024
@@ -61,6 +59,7 @@ _MARGIN = timedelta(days=1)
 #: how far ahead of a start instant `Feed.events` looks before it says there is no more
 LOOKAHEAD = timedelta(days=2 * 366)
 _UID_RE = re.compile(r"[\x21-\x7e]{1,120}")
+_US = timedelta(microseconds=1)
 
 
 class CalendarError(EstopError):
@@ -80,16 +79,14 @@ class CalendarEvent:
     reason: str
     days: tuple[date, date] | None = None
 
-    def local_days(self, tz: ZoneInfo) -> Iterator[date]:
-        first, last = self.days or (self.start.astimezone(tz).date(),
-                                    (self.end - timedelta(microseconds=1)).astimezone(tz).date() + timedelta(days=1))
-        while first < last:
-            yield first
-            first += timedelta(days=1)
-
 
 def _refuse(label: str, why: str) -> CalendarError:
     return CalendarError(f"calendar {label}: {why}")
+
+
+def listed(prop: Any) -> list[Any]:
+    """A property that may repeat (icalendar gives a list then) as a list."""
+    return prop if isinstance(prop, list) else [] if prop is None else [prop]
 
 
 def _check_shape(text: str, label: str) -> None:
@@ -114,9 +111,8 @@ def _value(component: Any, name: str) -> Any:
 def _check_rule(event: Any, label: str, now: datetime) -> float:
     """Refuse a rule that would run away (SECONDLY, MINUTELY, a huge COUNT, more than
     `MAX_STEPS` steps to the horizon) before anything expands it; its steps, estimated."""
-    rules = event.get("RRULE")
     total = 0.0
-    for rule in rules if isinstance(rules, list) else [rules] if rules is not None else []:
+    for rule in listed(event.get("RRULE")):
         uid = str(event.get("UID", "?"))[:80]
         freq = (rule.get("FREQ") or ["?"])[0]
         if freq not in _STEP:
@@ -148,9 +144,7 @@ def _instant(value: date | datetime, tz: ZoneInfo | timezone) -> datetime:
     time is read in `tz`."""
     if not isinstance(value, datetime):
         value = datetime(value.year, value.month, value.day)
-    if value.tzinfo is not None:
-        return value.astimezone(UTC)
-    return wall_to_instant(value, tz) if isinstance(tz, ZoneInfo) else value.replace(tzinfo=UTC)
+    return wall_to_instant(value, tz) if value.tzinfo is None and isinstance(tz, ZoneInfo) else to_utc(value)
 
 
 def _ident_part(uid: str) -> str:
@@ -160,8 +154,8 @@ def _ident_part(uid: str) -> str:
 
 
 def _rid(value: Any) -> str:
-    if isinstance(value, datetime):
-        return value.isoformat() if value.tzinfo is None else value.astimezone(UTC).isoformat()
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        value = value.astimezone(UTC)
     return value.isoformat() if isinstance(value, date) else str(value)
 
 
@@ -204,26 +198,22 @@ class _Steps(threading.local):
 _STEPS = _Steps()
 
 
-def _step(walked: int) -> None:
-    """One step of a rule that has taken `walked` steps since its DTSTART."""
-    steps = _STEPS
-    left = steps.left
-    if left is None:
-        return
-    if walked > MAX_STEPS:
-        raise _OverBudget(f"one rule walks more than {MAX_STEPS} steps to expand (a rule that rarely or never matches "
-                          "walks every period to the year 9999): refused")
-    steps.left = left = left - 1
-    if left < 0:
-        raise _OverBudget(f"its rules take more than {MAX_FEED_STEPS} steps in all to expand: refused")
-    if not left & 1023 and time.monotonic() > steps.deadline:
-        raise _OverBudget(f"expanding it takes more than {MAX_EXPANSION_SECONDS:g}s: refused", timed=True)
+_COUNTING = threading.Lock()
 
 
 @contextmanager
 def _budget() -> Iterator[None]:
-    """Count the rule steps of the expansions this thread runs inside."""
-    _counting()
+    """Count the rule steps of the expansions this thread runs inside. dateutil's `rrule._iter`
+    asks its `_iterinfo` for one period's days per step, matching or not, and looks the class up
+    when it starts: a subclass counting those calls, installed once, counts the steps (and
+    behaves as dateutil's own outside `_budget`)."""
+    from dateutil import rrule  # type: ignore[import-untyped]
+
+    with _COUNTING:
+        base: Any = rrule._iterinfo  # noqa: SLF001
+        if not getattr(base, "counts_steps", False):
+            rrule._iterinfo = type("Counting", (base,), {"counts_steps": True, **{  # noqa: SLF001
+                name: _counted(getattr(base, name)) for name in ("ydayset", "mdayset", "wdayset", "ddayset")}})
     _STEPS.left, _STEPS.deadline = MAX_FEED_STEPS, time.monotonic() + MAX_EXPANSION_SECONDS
     try:
         yield
@@ -231,29 +221,21 @@ def _budget() -> Iterator[None]:
         _STEPS.left = None
 
 
-_COUNTING = threading.Lock()
-
-
-def _counting() -> None:
-    """dateutil's `rrule._iter` asks its `_iterinfo` for one period's days per step, matching
-    or not, and looks the class up when it starts: a subclass counting those calls, installed
-    once, counts the steps. It behaves as dateutil's own outside `_budget`."""
-    from dateutil import rrule  # type: ignore[import-untyped]
-
-    with _COUNTING:
-        if getattr(rrule._iterinfo, "counts_steps", False):  # noqa: SLF001
-            return
-        base: Any = rrule._iterinfo  # noqa: SLF001
-        rrule._iterinfo = type("Counting", (base,), {"counts_steps": True, **{  # noqa: SLF001
-            name: _counted(getattr(base, name)) for name in ("ydayset", "mdayset", "wdayset", "ddayset")}})
-
-
 def _counted(method: Callable[..., Any]) -> Callable[..., Any]:
     """One `_iterinfo` serves one walk of one rule from its DTSTART (recurring_ical_events
     keeps each rule's walk and goes on with it), so its count is how far that rule walked."""
     def step_then(self: Any, *args: Any) -> Any:
         walked = self.__dict__["walked"] = self.__dict__.get("walked", 0) + 1
-        _step(walked)
+        steps = _STEPS
+        if steps.left is not None:
+            if walked > MAX_STEPS:
+                raise _OverBudget(f"one rule walks more than {MAX_STEPS} steps to expand (a rule that rarely or "
+                                  "never matches walks every period to the year 9999): refused")
+            steps.left -= 1
+            if steps.left < 0:
+                raise _OverBudget(f"its rules take more than {MAX_FEED_STEPS} steps in all to expand: refused")
+            if not steps.left & 1023 and time.monotonic() > steps.deadline:
+                raise _OverBudget(f"expanding it takes more than {MAX_EXPANSION_SECONDS:g}s: refused", timed=True)
         return method(self, *args)
     return step_then
 
@@ -290,8 +272,8 @@ class Feed:
     calendar: Any
     tz: ZoneInfo
     digest: str
-    recurring: frozenset[str] = frozenset()
-    keep: Callable[[Any], bool] = lambda event: True
+    #: what the occurrences of each VEVENT kept share, by `id` (None: cancelled, or filtered out)
+    sources: dict[int, _Source | None] = field(default_factory=dict)
     #: how far before an instant an event covering it may start (at least a day, plus a day)
     longest: timedelta = timedelta(days=1)
     #: the distinct lengths of its events, as written (what `windows list` shows)
@@ -300,7 +282,6 @@ class Feed:
     origin: Callable[[], Feed] | None = None
     _chunks: OrderedDict[int, list[CalendarEvent]] = field(default_factory=OrderedDict)
     _days: dict[tuple[int, str], frozenset[date]] = field(default_factory=dict)
-    _sources: dict[int, _Source | None] = field(default_factory=dict)
     #: UID -> the zone its DTSTART is written in (issue 38 item 6)
     _zones: dict[str, tzinfo] = field(default_factory=dict)
     _query: Any = None
@@ -337,25 +318,8 @@ class Feed:
             raise _refuse(self.label, f"cannot expand: {type(exc).__name__}: {exc}") from None
         return sorted(out, key=lambda e: (e.start, e.end, e.ident))
 
-    def _source(self, component: Any) -> _Source | None:
-        """What every occurrence of `component` shares, worked out once (None: not kept)."""
-        key = id(component)  # the components live in `calendar` as long as the feed
-        if key in self._sources:
-            return self._sources[key]
-        found = None
-        if str(component.get("STATUS", "")).upper() != "CANCELLED" and self.keep(component):
-            uid = str(component.get("UID") or "")
-            summary = clean_reason(str(component.get("SUMMARY") or "")) or f"calendar {self.label}"
-            found = _Source(uid, _ident_part(uid) if uid else "", uid in self.recurring,
-                            _value(component, "RECURRENCE-ID"), summary)
-            start = _value(component, "DTSTART")
-            if isinstance(start, datetime) and start.tzinfo is not None and uid not in self._zones:
-                self._zones[uid] = start.tzinfo
-        self._sources[key] = found
-        return found
-
     def _event(self, found: _Found) -> CalendarEvent | None:
-        source = self._source(found.source)
+        source = self.sources[id(found.source)]  # the components live in `calendar` as long as the feed
         if source is None:
             return None
         raw_start, raw_end = found.start, found.end
@@ -373,22 +337,6 @@ class Feed:
             days = (raw_start, max(last, raw_start + timedelta(days=1)))
         return CalendarEvent(start, end, ident, source.uid, source.summary, days)
 
-    def _fill(self, first: int, last: int) -> dict[int, list[CalendarEvent]]:
-        """Expand the chunks `first..last` in one query (each query walks every rule from its
-        DTSTART, so fewer and longer ones are cheaper)."""
-        lo = EPOCH + first * CHUNK
-        hi = EPOCH + (last + 1) * CHUNK
-        chunks: dict[int, list[CalendarEvent]] = {index: [] for index in range(first, last + 1)}
-        for event in self._expand(_shifted(lo, -_MARGIN), _shifted(hi, _MARGIN)):
-            if lo <= event.start < hi:
-                chunks[(event.start - EPOCH) // CHUNK].append(event)
-        for index, events in chunks.items():
-            self._chunks[index] = events
-            self._chunks.move_to_end(index)
-        while len(self._chunks) > _MAX_CHUNKS:
-            self._chunks.popitem(last=False)
-        return chunks
-
     def zone_of(self, uid: str | None) -> tzinfo:
         """The zone an event is shown in: its DTSTART's own, else the calendar's."""
         return self._zones.get(uid, self.tz) if uid is not None else self.tz
@@ -399,8 +347,9 @@ class Feed:
         self.chunk((now - self.longest - EPOCH) // CHUNK, ahead=1)
 
     def chunk(self, index: int, ahead: int = 0) -> list[CalendarEvent]:
-        """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`), expanded with
-        up to `ahead` following chunks not yet remembered."""
+        """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`), expanded in one
+        query with up to `ahead` following chunks not yet remembered (each query walks every rule
+        from its DTSTART, so fewer and longer ones are cheaper)."""
         cached = self._chunks.get(index)
         if cached is not None:
             self._chunks.move_to_end(index)
@@ -408,7 +357,15 @@ class Feed:
         last = index
         while last < index + min(ahead, _MAX_CHUNKS // 2) and last + 1 not in self._chunks:
             last += 1
-        return self._fill(index, last)[index]
+        lo, hi = EPOCH + index * CHUNK, EPOCH + (last + 1) * CHUNK
+        chunks: dict[int, list[CalendarEvent]] = {i: [] for i in range(index, last + 1)}
+        for event in self._expand(_shifted(lo, -_MARGIN), _shifted(hi, _MARGIN)):
+            if lo <= event.start < hi:
+                chunks[(event.start - EPOCH) // CHUNK].append(event)
+        self._chunks.update(chunks)
+        while len(self._chunks) > _MAX_CHUNKS:
+            self._chunks.popitem(last=False)
+        return chunks[index]
 
     def events(self, since: datetime, lookahead: timedelta = LOOKAHEAD) -> Iterator[CalendarEvent]:
         """Events starting at or after `since`, in order, up to `lookahead` after it; chunks
@@ -434,75 +391,24 @@ class Feed:
 
     def between(self, first: datetime, last: datetime) -> list[CalendarEvent]:
         """Events overlapping `[first, last)`, in order."""
-        out: list[CalendarEvent] = []
-        for event in self.events(first - self.longest, last - first + self.longest):
-            if event.start >= last:
-                break
-            if event.end > first:
-                out.append(event)
-        return out
+        starting = itertools.takewhile(lambda e: e.start < last, self.events(first - self.longest, last - first + self.longest))
+        return [event for event in starting if event.end > first]
 
     def covers_day(self, day: date, tz: ZoneInfo) -> bool:
         """Whether an event covers the local date `day` in `tz` (holidays as exclusions)."""
-        key = (day.year, tz.key)
-        days = self._days.get(key)
+        days = self._days.get((day.year, tz.key))
         if days is None:
             first = wall_to_instant(datetime(day.year, 1, 1), tz)
             last = wall_to_instant(datetime(day.year + 1, 1, 1), tz) if day.year < 9999 else first + timedelta(days=366)
-            found = {d for e in self.between(first - timedelta(days=1), last + timedelta(days=1)) for d in e.local_days(tz)}
-            days = self._days[key] = frozenset(d for d in found if d.year == day.year)
+            found: set[date] = set()
+            for e in self.between(first - timedelta(days=1), last + timedelta(days=1)):
+                lo, hi = e.days or (e.start.astimezone(tz).date(), (e.end - _US).astimezone(tz).date() + timedelta(days=1))
+                found.update(lo + timedelta(days=n) for n in range((hi - lo).days))
+            days = self._days[(day.year, tz.key)] = frozenset(d for d in found if d.year == day.year)
         return day in days
 
 
 _PARSING = threading.Lock()
-
-
-@contextmanager
-def _own_timezones() -> Iterator[None]:
-    """icalendar remembers the VTIMEZONEs it parses process-wide, the first definition of a
-    TZID winning for every later calendar (issue 32 item 4): each feed is parsed alone, with
-    that memory emptied before and after (`use_zoneinfo`, icalendar's public reset)."""
-    import icalendar
-
-    reset: Callable[[], object] = icalendar.use_zoneinfo
-    with _PARSING:
-        reset()
-        try:
-            yield
-        finally:
-            reset()
-
-
-def _read_calendar(text: str, label: str, timezone_name: str | None, now: datetime) -> tuple[Any, list[Any], ZoneInfo]:
-    """The VCALENDAR of `text` (X-WR-TIMEZONE made standard), its events checked against the
-    expansion budget, and the zone for its floating times."""
-    import icalendar
-    import x_wr_timezone
-
-    try:
-        with _own_timezones():
-            calendar = icalendar.Calendar.from_ical(text)
-            if not isinstance(calendar, icalendar.Calendar) or calendar.name != "VCALENDAR":
-                raise _refuse(label, "not a VCALENDAR")
-            wr = str(calendar.get("X-WR-TIMEZONE") or "") or None
-            calendar = x_wr_timezone.to_standard(calendar)
-            events = list(calendar.walk("VEVENT"))
-            steps = 0.0
-            for event in events:
-                steps += _check_rule(event, label, now)
-                _value(event, "DTSTART")
-                _value(event, "DTEND")
-            if steps > MAX_FEED_STEPS:
-                raise _refuse(label, f"its rules would take about {int(steps)} steps to expand in all (at most "
-                                     f"{MAX_FEED_STEPS} a feed: too many rules, or rules this dense or this old)")
-        tz = validate_timezone(timezone_name or wr or "UTC")
-    except CalendarError:
-        raise
-    except EstopError as exc:
-        raise _refuse(label, str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - a hostile feed fails any way it likes: one line
-        raise _refuse(label, f"cannot parse: {type(exc).__name__}: {exc}") from None
-    return calendar, events, tz
 
 
 def feed_digest(raw: bytes, label: str, timezone_name: str | None, salt: str) -> str:
@@ -516,7 +422,12 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
                keep: Callable[[Any], bool] | None = None, now: datetime | None = None,
                salt: str = "", probe: bool = True) -> Feed:
     """The feed of `raw` (with `probe`, its weeks around `now` expanded), or `CalendarError`
-    naming `label`."""
+    naming `label`. icalendar remembers the VTIMEZONEs it parses process-wide, the first
+    definition of a TZID winning for every later calendar (issue 32 item 4): each feed is parsed
+    alone, that memory emptied before and after (`use_zoneinfo`, icalendar's public reset)."""
+    import icalendar
+    import x_wr_timezone
+
     if len(raw) > MAX_CALENDAR_BYTES:
         raise _refuse(label, f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
     try:
@@ -526,13 +437,47 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
     _check_shape(text, label)
     started = time.monotonic()
     now = now or datetime.now(UTC)
-    calendar, events, tz = _read_calendar(text, label, timezone_name, now)
-    recurring = frozenset(str(e.get("UID") or "") for e in events
-                          if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None)
-    spans = _spans(events, tz)
+    reset: Callable[[], object] = icalendar.use_zoneinfo
+    try:
+        with _PARSING:
+            reset()
+            try:
+                calendar = icalendar.Calendar.from_ical(text)
+                if not isinstance(calendar, icalendar.Calendar) or calendar.name != "VCALENDAR":
+                    raise _refuse(label, "not a VCALENDAR")
+                wr = str(calendar.get("X-WR-TIMEZONE") or "") or None
+                calendar = x_wr_timezone.to_standard(calendar)
+                events = list(calendar.walk("VEVENT"))
+                steps = sum(_check_rule(event, label, now) for event in events)
+            finally:
+                reset()
+        if steps > MAX_FEED_STEPS:
+            raise _refuse(label, f"its rules would take about {int(steps)} steps to expand in all (at most "
+                                 f"{MAX_FEED_STEPS} a feed: too many rules, or rules this dense or this old)")
+        tz = validate_timezone(timezone_name or wr or "UTC")
+        spans = _spans(events, tz)  # reads every DTSTART and DTEND: icalendar keeps a broken one as raising
+        recurring = {str(e.get("UID") or "") for e in events
+                     if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None}
+        sources: dict[int, _Source | None] = {}
+        zones: dict[str, tzinfo] = {}
+        for e in events:
+            uid, start = str(e.get("UID") or ""), _value(e, "DTSTART")
+            if str(e.get("STATUS", "")).upper() == "CANCELLED" or (keep is not None and not keep(e)):
+                sources[id(e)] = None
+                continue
+            sources[id(e)] = _Source(uid, _ident_part(uid) if uid else "", uid in recurring, _value(e, "RECURRENCE-ID"),
+                                     clean_reason(str(e.get("SUMMARY") or "")) or f"calendar {label}")
+            if isinstance(start, datetime) and start.tzinfo is not None:
+                zones.setdefault(uid, start.tzinfo)
+    except CalendarError:
+        raise
+    except EstopError as exc:
+        raise _refuse(label, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a hostile feed fails any way it likes: one line
+        raise _refuse(label, f"cannot parse: {type(exc).__name__}: {exc}") from None
     longest = max((min(span, MAX_DURATION) for span in spans), default=timedelta(days=1))
-    feed = Feed(label, calendar, tz, feed_digest(raw, label, timezone_name, salt), recurring, keep or (lambda event: True),
-                max(longest, timedelta(days=1)) + timedelta(days=1), spans)
+    feed = Feed(label, calendar, tz, feed_digest(raw, label, timezone_name, salt), sources,
+                max(longest, timedelta(days=1)) + timedelta(days=1), spans, _zones=zones)
     if time.monotonic() - started > 30:
         raise _refuse(label, "took more than 30 s to parse")
     if probe:
