@@ -1049,13 +1049,7 @@ class Schedules:
             return found.windows()
         if raw == self._refused:
             return None
-        try:
-            built = load(self.windows_path, raw, _validated_whole, now)
-        except _NotCompiled:
-            built = None
-        except Exception as exc:  # noqa: BLE001 -- the pass validates the file instead
-            log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
-            built = None
+        built = self._load(raw, _validated_whole, now)
         if built is None or built.fed:
             self._refused = raw
             return None
@@ -1078,15 +1072,23 @@ class Schedules:
         if not rows:
             self._held.clear()
         del held
-        try:
-            built = load(self.windows_path, raw, lambda: listed, now, REFRESH, validated=not rows)
-        except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
-            log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
-            built = None
+        built = self._load(raw, lambda: listed, now, REFRESH, validated=not rows)
         if built is not None and not built.fed and built.digest == digest:
             self._hold(raw, built)
         else:
             self._failed = digest
+
+    def _load(self, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
+              fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
+        """`load`, or None (one line when it failed): an accelerator never fails its caller, the
+        pass validates the file instead."""
+        try:
+            return load(self.windows_path, raw, validate, now, fresh_for, validated=validated)
+        except _NotCompiled:
+            return None
+        except Exception as exc:  # noqa: BLE001
+            log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
+            return None
 
     def of_windows(self, windows: Windows, now: datetime) -> ScheduleTimeline:
         """The timeline of a schedule compiled in memory, never written, of exactly these
