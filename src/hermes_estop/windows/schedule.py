@@ -972,10 +972,9 @@ class ScheduleTimeline:
 
     def next_arms(self, windows: Windows, now: datetime, skip: Container[str],
                   count: int) -> list[tuple[str, Occurrence]]:
-        """The first occurrence armed after `now` of each enabled window of `windows` not in
-        `skip`, soonest first (at one instant, in the order of `windows`): the first `count` and
-        every other armed at the same instant as the last. The rows' read off the arm order (it
-        holds every row's first arm after an instant held whole), the others' asked."""
+        """The first arm after `now` of each enabled window of `windows` not in `skip`, soonest
+        first (at one instant, in the order of `windows`): the first `count` and any other at
+        the last one's instant. The rows' read off the arm order, the others' asked."""
         at = micros(now)
         lane, others = self._parts(windows, at)
         found: list[tuple[datetime, int, str, Occurrence]] = []
@@ -1057,9 +1056,9 @@ class Schedules:
 
     def keep(self, raw: bytes, windows: Sequence[Window], now: datetime, next_wake: datetime | None = None) -> None:
         """Once a pass acted: the schedule of `raw` (a file that validates whole, as `windows`)
-        written and held, so the next command reads it warm. Built again when `_due`, at once
-        when it no longer answers now (the clock went back); the one it replaces let go first
-        (never three held: a peak the allocator keeps)."""
+        written and held, so the next command reads it warm; built again when `_due` or no
+        longer answering now, the one it replaces let go first (never three held: a peak the
+        allocator keeps)."""
         held = self._held.get(raw)
         if held is not None and held.whole(micros(now)) and not self._due(held, now, next_wake):
             return
@@ -1108,8 +1107,7 @@ class Schedules:
 
     def _compile(self, listed: Sequence[Window], key: tuple[int, ...], now: datetime,
                  previous: ScheduleTimeline | None, *, seeded: bool = True) -> ScheduleTimeline:
-        """Rows taken from `previous`, or else (`seeded`) from a held schedule; with neither,
-        from `now`, whole."""
+        """Rows taken from `previous`, or else (`seeded`) from a held schedule, or else anew."""
         at = micros(now)
         held = (t for t in reversed(self._held.values()) if seeded and _answers_for_long(t, at))
         base = previous or next(held, None)
@@ -1152,8 +1150,7 @@ class Schedules:
                                          or age >= HORIZON // _US // 2)
 
     def refresh(self, now: datetime, next_wake: datetime | None = None) -> None:
-        """Once a pass acted: the schedule `of_windows` compiled again from `now` when `_due`, so
-        a pass never compiles a whole list before it acts."""
+        """Once a pass acted (never before it acts): `of_windows`' schedule compiled anew when `_due`."""
         memo = self._memory
         if memo is not None and self._due(memo[1], now, next_wake):
             self._memory = None
