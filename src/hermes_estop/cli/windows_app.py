@@ -30,7 +30,8 @@ def window_named(name: str) -> tuple[WindowsFile, Window]:
     """The windows file and its window `name` (from its compiled schedule: the one window
     validated); `InvalidArgument` naming both when there is none."""
     windows_file = file()
-    return windows_file, schedule_of(windows_file, now()).window_named(name, windows_file.path)
+    schedule = schedule_of(windows_file, now())
+    return windows_file, schedule.window(schedule.item_named(name, windows_file.path))
 
 
 def now() -> datetime:

@@ -154,7 +154,8 @@ def window_occurrence(estop: Estop, name: str, number: int, now: datetime) -> tu
     if not 1 <= number <= MAX_OCCURRENCE:
         raise InvalidArgument(f"invalid --occurrence {number}: expected 1 to {MAX_OCCURRENCE}")
     windows_file = WindowsFile(estop.layout.root)
-    window = schedule_of(windows_file, now).window_named(name, windows_file.path)
+    schedule = schedule_of(windows_file, now)
+    window = schedule.window(schedule.item_named(name, windows_file.path))
     found = upcoming(window, now, number)
     return window, found[number - 1] if len(found) >= number else None
 

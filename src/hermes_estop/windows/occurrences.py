@@ -1,15 +1,10 @@
-"""Occurrences of a window: pure functions of the window and an instant (docs/design.md §6).
+"""Occurrences of a window: the exact functions of a window and an instant (docs/design.md §6),
+the definition the compiled schedule is built from and checked against.
 
-Occurrence `k` of a window starts at `s_k` and ends at `e_k = s_k + duration`; it covers `now`
-while `in_interval(now, s_k - drain, e_k)` (half-open; `drain`, the window's drain lead, is
-usually none: its hold is armed that long before the start). Durations are absolute time: a 2h window that
-starts at 02:00 on a fall-back night ends two real hours later, at 03:00 on the wall clock.
-
-The cron math is `hermes_estop.model.cronspec`'s (croniter on the wall clock of the window's
-timezone, then THE DST rule: a repeated fall-back start occurs once, at its first instant; a
-start in the spring-forward gap moves to the first valid instant after it), shared with the
-cron jobs so both follow one rule. APScheduler only wakes the service at instants computed here
-(`wakeups`: its `CronTrigger` reads day-of-week 0 as Monday).
+An occurrence `[start, start + duration)` covers `[start - drain, end)`, half-open (the drain
+lead arms its hold before the start). Durations are absolute time: a 2h window starting at 02:00
+on a fall-back night ends two real hours later. The cron math is `model.cronspec`'s, shared with
+the cron jobs so both follow one DST rule.
 """
 
 from __future__ import annotations
@@ -34,9 +29,9 @@ __all__ = ["EXACT", "MAX_EXCLUDED_RUN", "ExactTimeline", "Occurrence", "Rows", "
 
 @dataclass(frozen=True, order=True, slots=True)
 class Occurrence:
-    """One occurrence: `[start, end)` of `window`, held at `scope`. Instants are aware UTC.
-    A calendar's occurrence also has its `event` (the id from UID and RECURRENCE-ID, which
-    stays when the instance is moved), the event's `uid` and its `reason` (the SUMMARY)."""
+    """One occurrence: `[start, end)` of `window`, held at `scope`, instants aware UTC. A
+    calendar's also has its `event` (the id from UID and RECURRENCE-ID: it stays when the
+    instance is moved), the event's `uid` and its `reason` (the SUMMARY)."""
 
     start: datetime
     end: datetime
@@ -49,13 +44,12 @@ class Occurrence:
 
     @property
     def arm_at(self) -> datetime:
-        """When the occurrence's hold is armed: its start less the drain lead."""
         return self.start - self.lead if self.lead else self.start
 
     @property
     def ident(self) -> str:
-        """The `occurrence` written into the hold's `window` field: the start, ISO-8601 UTC (a
-        calendar's: the event's id)."""
+        """What the hold's `window` field names it by: the start, ISO-8601 UTC (a calendar's: the
+        event's id)."""
         return self.event or to_utc(self.start).isoformat()
 
     @property
@@ -65,11 +59,9 @@ class Occurrence:
         return occurrence_key(self.scope, self.window, self.ident)
 
     def covers(self, now: datetime) -> bool:
-        """Whether the occurrence's hold is due at `now`: `[arm_at, end)`."""
         return in_interval(now, self.arm_at, self.end)
 
     def draining(self, now: datetime) -> bool:
-        """Whether `now` lies in the drain lead, `[arm_at, start)`."""
         return in_interval(now, self.arm_at, self.start)
 
     def ended(self, now: datetime) -> bool:
@@ -101,10 +93,9 @@ def occurrence_key(scope: str, window: str, ident: str) -> str:
 
 
 def occurrences(window: Window, since: datetime, stopped: list[datetime] | None = None) -> Iterator[Occurrence]:
-    """Occurrences starting at or after `since`, in order, within the window's bounds
-    (`not_before` / `not_after` select occurrences by their start, half-open; an occurrence is
-    never cut short by a bound). Ignores `enabled`: scheduling decides what runs. When a run of
-    more than `MAX_EXCLUDED_RUN` excluded starts ends the scan, the start it stopped at is
+    """Occurrences starting at or after `since`, in order, within the window's bounds (which
+    select by start, half-open: an occurrence is never cut short), `enabled` or not. When a run
+    of more than `MAX_EXCLUDED_RUN` excluded starts ends the scan, the start it stopped at is
     appended to `stopped`: nothing is known past it (a later start may not be excluded)."""
     since = _since(window, since)
     feed = window.feed
@@ -126,7 +117,7 @@ def occurrences(window: Window, since: datetime, stopped: list[datetime] | None 
             if excluded > MAX_EXCLUDED_RUN:
                 if stopped is not None:
                     stopped.append(start)
-                return  # `exclude_cron` may exclude every start for good: the scan ends here
+                return
             continue
         excluded = 0
         yield Occurrence(start, start + window.duration, window.name, window.scope, _lead(window))
@@ -168,8 +159,8 @@ def next_armed(window: Window, after: datetime) -> Occurrence | None:
 
 
 def following(window: Window, occurrence: Occurrence) -> Occurrence | None:
-    """The occurrence of `window` after `occurrence`, in the order `occurrences` yields them (a
-    calendar may have two events starting at the same instant); None when there is none."""
+    """The occurrence of `window` after `occurrence` in the order `occurrences` yields them (a
+    calendar may have two events starting at one instant)."""
     passed = False
     for candidate in occurrences(window, occurrence.start):
         if passed or candidate.start > occurrence.start:
@@ -183,16 +174,13 @@ Around = tuple[tuple[Occurrence, ...], Occurrence | None]
 
 
 class Timeline(Protocol):
-    """Where the scheduler's decisions look occurrences up: the exact functions (`EXACT`, the
-    definition) or a compiled schedule giving their answers by bisection (`ScheduleTimeline`)."""
+    """Where the scheduler's decisions look occurrences up: the exact functions (`EXACT`) or a
+    compiled schedule giving their answers by bisection (`ScheduleTimeline`)."""
 
-    def around(self, window: Window, now: datetime) -> Around:
-        """`covering(window, now)` and `next_armed(window, now)`."""
-        ...
+    def around(self, window: Window, now: datetime) -> Around: ...
 
     def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
-        """The occurrences of `windows` armed strictly after `now`, in arm order (at one instant
-        in the order of `windows`), computed as they are taken."""
+        """In arm order (at one instant, in the order of `windows`), computed as they are taken."""
         ...
 
 
@@ -314,23 +302,15 @@ class Windows(Sequence[Window]):
         index = self.position(name)
         return None if index is None else self[index]
 
-    def identical(self, index: int, other: Windows, at: int) -> bool:
-        """Whether window `at` of `other` is the very object, or row, `index` of these."""
-        if self.timeline is not None or other.timeline is not None:
-            return self.timeline is other.timeline and self.rows[index] == other.rows[at]
-        return self._windows[index] is other._windows[at]
-
     def same(self, index: int, other: Windows, at: int) -> bool:
-        """Whether window `at` of `other` is window `index` of these as it was: equal field for
-        field, or (a row on either side) of an equal table, no row's `Window` built."""
-        if self.identical(index, other, at):
-            return True
+        """Whether window `at` of `other` is window `index` of these as it was: the very object
+        or row, equal field for field, or (a row on either side) of an equal table, no row's
+        `Window` built."""
         if self.timeline is None and other.timeline is None:
-            return self._windows[index] == other._windows[at]
+            return self._windows[index] is other._windows[at] or self._windows[index] == other._windows[at]
+        if self.timeline is other.timeline and self.rows[index] == other.rows[at]:
+            return True
         return self.table(index) == other.table(at)
-
-    def same_list(self, other: Windows) -> bool:
-        return len(self) == len(other) and all(self.identical(i, other, i) for i in range(len(self)))
 
     def lane_of(self, timeline: Rows) -> dict[int, int] | None:
         """Each row of `timeline` among these -> its place; None unless these are its rows."""

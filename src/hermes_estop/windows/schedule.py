@@ -1,46 +1,19 @@
-"""One immutable compiled schedule per windows file (issue 35).
+"""One immutable compiled schedule per version of a windows file and its feeds (issues 35, 45).
 
-Why: every windows command, `check --at` and `status` need the same two things from
-`windows.toml`: each window's validated fields and its occurrences near the present. Validating
-100,000 tables (pydantic) and asking croniter for their starts is seconds of work; this module
-does it once per version of the file, for every process of the fleet, and keeps the outcome as
-plain columns:
+Why: every windows command, `check --at`, `status` and the daemon need each window's fields and
+its occurrences near the present; validating 100,000 tables and asking croniter for their starts
+takes seconds, so it is done once per version and kept as plain columns: a row per window in file
+order (a `[[calendars]]` table is a row whose occurrences are its feed's events, `events`), and
+each row's occurrences over the horizon `[lo, hi)` (microseconds since the epoch: exact), flat,
+sliced by `offsets`, then its first start at or past `hi`, so the next start after any instant
+of the horizon is known. A query bisects and gives the answer of `occurrences`' exact functions
+(the oracle tests compare the two), or says it cannot tell: outside the horizon, or past the
+last start of a row cut at `MAX_PER_ROW` or by a run of excluded starts (`stopped`). Croniter
+stays the only cron arithmetic.
 
-- **key**: the SHA-256 of the file's bytes, the stamp of the code that read them
-  (`kept_files.code_stamp`: our modules, pydantic, croniter, tomli, Python) and the SHA-256 of the
-  TZif data of every zone a window uses. Any difference and the schedule is built again.
-- **rows**: one per window, in file order: `names`, `scopes`, `enabled`, what `status` and
-  `windows next` print of it (zone, schedule, duration, drain), its drain lead, the digest of
-  its table as written (`sources`, what an edit is compared by), and the window as `windows
-  list --json` shows it (`tables`: `Window.to_json`, compact JSON, a line of the file per row,
-  decoded only when a command prints it, a `Window` validated from it only for a row a command must ask the exact
-  functions about).
-- **occurrences**: over the stated horizon `[lo, hi)` (microseconds since the epoch, exact:
-  a one-shot's start keeps its fraction; `HORIZON` from the build), each row's occurrences that
-  have not ended at `lo` and start before `hi`, and then its first occurrence starting at or
-  after `hi` (so "next start after T" is known for every T in the horizon); starts and ends,
-  flat, the rows' slices given by `offsets`. A row with more than `MAX_PER_ROW` occurrences in
-  the horizon is cut, and the horizon of the whole schedule shrinks to the last start kept
-  (`hi`), so an answer is never a guess; a row whose scan a run of more excluded starts than a
-  scan takes ended (`stopped`, in the header) is asked of the exact functions past its last start.
-- **queries** by bisection, giving the answers of `occurrences`' exact functions (the
-  definition: the property tests compare the two), or none (None) outside the horizon.
-
-- **calendars**: a `[[calendars]]` table is a row like any window, its occurrences its feed's
-  events (each with its event's id, UID, SUMMARY and zone: `events`), after the `[[windows]]`
-  rows as the validated file lists them; a `[[windows]]` table with `exclude_calendar` is a row
-  whose starts skip its feed's days. Such a row is of its feed as it was read too: `feeds` holds
-  what each feed's read depended on (`calendars.fingerprint`), and a schedule whose feeds
-  changed is not fresh. A row's window past the horizon is bound to its feed again (`window`).
-
-Croniter stays the only cron arithmetic: the occurrences are `occurrences.occurrences`'s.
-
-The schedule is written beside the windows file (`.<name>.schedule`, so every operator who can
-read the fleet root finds the one the daemon or another command built), atomically, by whoever
-builds it first; when the fleet root is not its owner's alone, in the per-user cache directory
-(`kept_files.kept_path`). It is read only under `kept_files`'s StrictModes rule (the file and its directory
-owned by the running user or root and writable by nobody else); anything doubtful (damaged, of
-another key, wrongly owned) is ignored with one line and the schedule built again.
+It is kept beside the windows file (`.<name>.schedule`, else in the per-user cache:
+`kept_files.kept_path`), sealed, and read only under `kept_files`' ownership rule; it is never
+an authority: one not of these bytes, their feeds, this code and this zone data is built again.
 """
 
 from __future__ import annotations
@@ -78,7 +51,7 @@ from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind, calendar_window, fingerprint
 from hermes_estop.windows.ical import CalendarEvent, Feed
 from hermes_estop.windows.model import InvalidWindow, Window, validate_scope
-from hermes_estop.windows.occurrences import EXACT, Around, Occurrence, Windows, merge_armed, occurrences, table_of
+from hermes_estop.windows.occurrences import Around, Occurrence, Windows, covering, following, merge_armed, next_armed, occurrences
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "ScheduleTimeline", "Schedules",
@@ -121,7 +94,6 @@ def micros(when: datetime) -> int:
 
 
 def instant_of(count: int) -> datetime:
-    """The instant `count` microseconds after the epoch (`micros`' inverse)."""
     return _EPOCH + timedelta(microseconds=count)
 
 
@@ -141,7 +113,7 @@ class Tables:
         return self._values[row]
 
     def shown(self, row: int) -> dict[str, Any]:
-        """Row `row` as `Window.to_json` made it; `StoreError` when it is not a JSON object."""
+        """`StoreError` unless the row is a JSON object."""
         try:
             shown = json.loads(self._values[row])
         except ValueError:
@@ -173,18 +145,16 @@ class Schedule:
     starts: Sequence[int]
     ends: Sequence[int]
     tables: Tables
-    #: occurrence (its index in `starts`) -> its calendar event, for the calendars' rows
+    #: occurrence (its index in `starts`) -> its calendar event
     events: Mapping[int, Event] = field(default_factory=dict)
-    #: a calendar's row -> JSON of its `[[calendars]]` table (`CalendarSource.to_toml`) and its
-    #: feed's digest, look-back and lengths (`window`)
+    #: a calendar's row -> JSON of its table and its feed's digest, look-back and lengths (`_calendar`)
     calendars: Mapping[int, str] = field(default_factory=dict)
     #: each feed a row is of -> `calendars.fingerprint` when read; None: not known (never kept)
     feeds: Mapping[str, str] | None = field(default_factory=dict)
-    #: the windows file, for binding a row to its feed again (`window`)
+    #: the windows file, to bind a row to its feed again (`window`)
     windows_path: Path | None = None
-    #: the rows whose scan a run of more than `MAX_EXCLUDED_RUN` excluded starts ended (nothing
-    #: is known past their last start: they may go on after the horizon's end, so a query that
-    #: runs out of them declines rather than says "no next occurrence"; issue 45)
+    #: the rows whose scan a run of more than `MAX_EXCLUDED_RUN` excluded starts ended: they may
+    #: go on past their last start, so a query past it declines (issue 45)
     stopped: frozenset[int] = frozenset()
     _rows_by_name: dict[str, int] = field(init=False, repr=False)
 
@@ -198,28 +168,23 @@ class Schedule:
         return self._rows_by_name.get(name)
 
     def window(self, row: int) -> Window:
-        """The `Window` of `row`, validated from its table (only rows a command must ask the
-        exact functions about); one excluding a calendar's days bound to its feed as it is now,
-        a calendar's answering from the row's events as far as they go (`_feed`; raising what
-        `WindowsFile.parse` raises when the feed cannot be read); `StoreError` when the table is
-        not the row's valid window."""
+        """The `Window` of `row`, validated from its table (only for a row a command must ask the
+        exact functions about) and bound to its feed as it is now (raising what
+        `WindowsFile.parse` raises when it cannot be read); `StoreError` when the table is not
+        the row's valid window."""
         try:
             window = self._calendar(row) if row in self.calendars else Window.parse(self.tables.shown(row))
         except (InvalidWindow, ValueError, KeyError, TypeError):
             raise StoreError(_DAMAGED) from None
         if window.exclude_calendar is not None:
-            found = bind(self._path().parent, self._path(), [window], [])
-            if found.failures:
-                raise found.failures[0]
-            window = found.windows[0]
+            window = self._bound([window], [])
         if window.name != self.names[row] or window.scope != self.scopes[row]:
             raise StoreError(_DAMAGED)
         return window
 
     def _calendar(self, row: int) -> Window:
-        """A calendar's row as its window: its feed's events are the row's from `lo - duration`
-        as far as it keeps them (every one at its first start past the horizon), then the feed's
-        (`_feed`)."""
+        """A calendar's row as its window: the row's events from `lo - duration` as far as it
+        keeps them, then its feed's as it is now (read only if asked)."""
         kept = json.loads(self.calendars[row])
         source = CalendarSource.parse(kept["source"], path=self.windows_path)
         lo, hi = self.offsets[row], self.offsets[row + 1]
@@ -234,17 +199,16 @@ class Schedule:
         return calendar_window(source, feed)
 
     def _feed(self, source: CalendarSource) -> Feed:
-        """The feed of the calendar `source` as it is now (raising what `WindowsFile.parse` does)."""
-        found = bind(self._path().parent, self._path(), [], [source])
-        if found.failures:
-            raise found.failures[0]
-        feed: Feed = found.windows[0].feed  # type: ignore[assignment]
+        feed: Feed = self._bound([], [source]).feed  # type: ignore[assignment]
         return feed
 
-    def _path(self) -> Path:
+    def _bound(self, windows: list[Window], sources: list[CalendarSource]) -> Window:
         if self.windows_path is None:
             raise StoreError(_DAMAGED)
-        return self.windows_path
+        found = bind(self.windows_path.parent, self.windows_path, windows, sources)
+        if found.failures:
+            raise found.failures[0]
+        return found.windows[0]
 
     @property
     def fed(self) -> bool:
@@ -252,24 +216,16 @@ class Schedule:
         return self.feeds is None or bool(self.feeds)
 
     def in_file_order(self) -> list[Item]:
-        """The rows, in the order the validated file lists its windows."""
         return list(range(len(self)))
 
-    def named(self, name: str) -> Item | None:
-        return self.row_of(name)
-
     def item_named(self, name: str, windows_path: Path) -> Item:
-        """The row called `name`, or `InvalidArgument` in one line naming `name`, the file and the
-        closest name there is: what every command that takes a window's name says of an unknown one."""
+        """The row called `name`, else what every command taking a window's name says of an
+        unknown one: `InvalidArgument` naming it, the file and the closest name there is."""
         row = self.row_of(name)
         if row is None:
             raise InvalidArgument(f"no window named {name!r} in {printable(windows_path)}: "
                                   f"{did_you_mean(name, self.names)}`hermes windows list` lists them")
         return row
-
-    def window_named(self, name: str, windows_path: Path) -> Window:
-        """The `Window` called `name` (`item_named`'s refusal when there is none)."""
-        return self.window(self.item_named(name, windows_path))
 
     def answers(self, t: datetime) -> bool:
         return self.lo <= micros(t) < self.hi
@@ -280,7 +236,7 @@ class Schedule:
                           timedelta(microseconds=self.leads[row]), *(event[:3] if event else ()))
 
     def row(self, row: int) -> Row:
-        """What a command prints of `row` besides its occurrences (no `Window` built)."""
+        """What a command prints of `row` besides its occurrences, no `Window` built."""
         zones = {e[1]: e[3] for e in map(self.events.get, range(self.offsets[row], self.offsets[row + 1]))
                  if e and e[3]} if row in self.calendars else None
         return Row(self.names[row], self.scopes[row], self.enabled[row], self.timezones[row], self.schedules[row],
@@ -296,9 +252,8 @@ class Schedule:
         return [self.occurrence(row, i) for i in found]
 
     def _live(self, row: int, at: int, until: int | None = None) -> Iterator[int]:
-        """The occurrences (their indexes) of `row` not ended at `at`, in start order, up to the
-        last starting at or before `until`. A calendar's events may overlap (their ends are not
-        ascending): each is asked."""
+        """The occurrences of `row` not ended at `at`, in start order, up to the last starting at
+        or before `until`. A calendar's events may overlap (ends not ascending): each is asked."""
         lo, hi = self.offsets[row], self.offsets[row + 1]
         if until is not None:
             hi = bisect_right(self.starts, until, lo, hi)
@@ -309,13 +264,12 @@ class Schedule:
     def covering(self, t: datetime) -> list[Occurrence] | None:
         """The occurrences covering `t`, enabled or not, by row then start; None unless the
         schedule holds them all (`covering_row`)."""
-        if not self.answers(t) or micros(t) + max(self.leads, default=0) >= self.hi:
-            return None
-        return [o for row in range(len(self)) for o in self.covering_row(row, t) or ()]
+        found = [self.covering_row(row, t) for row in range(len(self))]
+        return None if not self.answers(t) or None in found else [o for row in found for o in row or ()]
 
     def covering_row(self, row: int, t: datetime) -> tuple[Occurrence, ...] | None:
-        """The occurrences of `row` covering `t` (`[start - drain, end)`); None when `t`, or `t`
-        plus the drain lead, is outside the horizon (a row keeps one start past it: issue 45)."""
+        """The occurrences of `row` covering `t`; None when `t`, or `t` plus the drain lead, is
+        outside the horizon (one starting past it may be armed at `t`: issue 45)."""
         at = micros(t)
         armed_by = at + self.leads[row]
         if at < self.lo or armed_by >= self.hi:
@@ -334,43 +288,38 @@ class Schedule:
         return False if self._goes_on(row) else None
 
     def not_ended(self, row: int, t: datetime) -> Iterator[Occurrence]:
-        """Every occurrence of `row` not ended at `t`, in order: from the schedule as far as it
-        keeps the row, from the exact functions past that (the row's `Window` built only then)."""
-        if not self.answers(t):
-            window = self.window(row)
-            yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
-            return
-        kept = False
-        for index in self._live(row, micros(t)):
-            kept = True
-            yield self.occurrence(row, index)
-        if self._goes_on(row):  # kept up to the horizon's end, or a scan of exclusions ended early
-            window = self.window(row)
-            if kept:
-                yield from occurrences(window, instant_of(self.starts[self.offsets[row + 1] - 1] + 1))
-            else:
-                yield from (o for o in occurrences(window, t - window.duration) if not o.ended(t))
+        """Every occurrence of `row` not ended at `t`, in order: the schedule's as far as it
+        keeps the row, the exact functions' past that (the row's `Window` built only then)."""
+        last = None
+        if self.answers(t):
+            for last in self._live(row, micros(t)):
+                yield self.occurrence(row, last)
+            if not self._goes_on(row):
+                return
+        window = self.window(row)
+        since = instant_of(self.starts[self.offsets[row + 1] - 1] + 1) if last is not None else t - window.duration
+        yield from (o for o in occurrences(window, since) if not o.ended(t))
 
     def next_arm_index(self, row: int, now: datetime) -> int | None:
         """Where in `starts` the first occurrence of `row` arming after `now` is, when the
-        schedule keeps it (else `unkept_arm`), no `Occurrence` made: `status` asks every row."""
+        schedule keeps it (else `unkept_arm`): no `Occurrence` made, `status` asks every row."""
         if not self.answers(now):
             return None
         hi = self.offsets[row + 1]
-        index = bisect_right(self.starts, micros(now) + self.leads[row], self.offsets[row], hi)  # armed after now
+        index = bisect_right(self.starts, micros(now) + self.leads[row], self.offsets[row], hi)
         return index if index < hi else None
 
     def unkept_arm(self, row: int, now: datetime) -> datetime | None:
-        """The earliest instant after `now` an occurrence of `row` the schedule does not hold
-        can arm (`now` when it does not answer at `now`); None when it holds every one: the
-        caller then needs no `Window` built and no croniter asked."""
+        """The earliest instant after `now` an occurrence of `row` the schedule does not keep can
+        arm (`now` when it does not answer at `now`); None when it keeps every one: the caller
+        then builds no `Window` and asks no croniter."""
         if not self.answers(now):
             return now
         return instant_of(self.hi - self.leads[row]) if self._goes_on(row) else None
 
     def _goes_on(self, row: int) -> bool:
-        """Whether `row` may have occurrences past the last it keeps: it is kept up to its first
-        start past the horizon, or an excluded run ended its scan (`stopped`)."""
+        """Whether `row` may have occurrences past the last it keeps (its first start past the
+        horizon, or a scan an excluded run ended: `stopped`)."""
         lo, hi = self.offsets[row], self.offsets[row + 1]
         return (hi > lo and self.starts[hi - 1] >= self.hi) or row in self.stopped
 
@@ -394,8 +343,7 @@ class Row:
         return validate_timezone(zone or self.timezone)
 
     def describe_schedule(self) -> str:
-        """`schedule` as a person reads it: a one-shot's instant local, to the second (the
-        column keeps `Window.describe_schedule(for_json=True)`, exact UTC)."""
+        """A one-shot's instant local, to the second (the column keeps it exact, UTC)."""
         if self.schedule.startswith("at "):
             return f"at {display_instant(parse_instant(self.schedule[3:], what='at time'))}"
         return self.schedule
@@ -407,9 +355,9 @@ class Row:
 
 
 def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
-    """The schedule of `windows_file` and its feeds as they are now (`load`; no file: no windows):
-    the one value every command reads the windows from. Raises what `WindowsFile.parse` raises
-    when the schedule must be built from a file that does not validate."""
+    """The schedule of `windows_file` and its feeds as they are now: the one value every command
+    reads the windows from (no file: no windows). Raises what `WindowsFile.parse` raises when it
+    must be built from a file that does not validate."""
     snapshot = windows_file.snapshot()
     if snapshot.identity is None:
         return _empty(now)
@@ -420,14 +368,13 @@ def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
 
 
 def _empty(now: datetime) -> Schedule:
-    """The schedule of a file of no windows (no file, or an empty one)."""
     return Schedule(hashlib.sha256(b"").hexdigest(), kept_files.basis(()), [], *_horizon(now), [], [], [], [], [],
                     [], [], [], [], [0], [], [], Tables([]))
 
 
 def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | None:
-    """The schedule kept for exactly the bytes `raw` of `windows_path`, answering at `now`;
-    None otherwise. A read, never a build."""
+    """The schedule kept for exactly the bytes `raw` of `windows_path`, answering at `now`: a
+    read, never a build."""
     path = kept_files.kept_path(windows_path, ".schedule")
     found = _kept(path) if path is not None else None
     if found is None or not _fresh(found, hashlib.sha256(raw).hexdigest(), now, HORIZON, windows_path):
@@ -859,21 +806,21 @@ def _kept(path: Path) -> Schedule | None:
 
 #: the rows' `Window`s a timeline keeps built at most (the oldest built dropped first)
 WINDOWS_KEPT = 1024
-#: an occurrence holding longer than a day (microseconds), drain lead included, puts its row
-#: among those `covering_now` asks one by one, so the arm order it looks back over stays short
+#: a row holding longer than a day (microseconds), drain lead included, is asked on its own by
+#: `covering_now`, so the stretch of the arm order it looks back over stays short
 _LONG = 86_400_000_000
 
 
 class ScheduleTimeline:
-    """The scheduler's `occurrences.Timeline` read off `schedule` (of the very bytes the asked
-    windows were validated from: `Schedules` sees to that) by bisection, `EXACT` where it does
-    not answer (outside its horizon, a window that is not a row): the same answers without the
-    cron arithmetic, so a held chain is walked afresh every pass."""
+    """The scheduler's `occurrences.Timeline` read off `schedule` by bisection (no cron
+    arithmetic: a held chain is walked afresh every pass), the exact functions where it does
+    not answer (outside its horizon, a window that is not a row). `Schedules` sees to it that
+    the rows are of the very bytes, or the very `given` windows, asked about."""
 
     def __init__(self, schedule: Schedule, given: Sequence[Window] | None = None) -> None:
         self.schedule = schedule
-        #: the validated windows the rows were compiled from (`Schedules.of_windows`: a row
-        #: answers for that very object only), or None (rows of a file's bytes, by name)
+        #: the validated windows the rows were compiled from (a row answers for that very object
+        #: only: `Schedules.of_windows`), or None (rows of a file's bytes, by name)
         self.given = given
         # every occurrence (its index in `starts`) in arm order, and its arm instant: 16 bytes each
         offsets, leads = schedule.offsets, schedule.leads
@@ -881,7 +828,7 @@ class ScheduleTimeline:
                           for start in schedule.starts[offsets[row]:offsets[row + 1]]))
         self._armed = array("q", sorted(range(len(arm)), key=arm.__getitem__))
         self._arms = array("q", (arm[i] for i in self._armed))
-        #: arms before this instant are all in `_arms`: their starts lie before the horizon's end
+        #: every arm before this instant is in `_arms` (its start lies before the horizon's end)
         self._whole_until = schedule.hi - max(leads, default=0)
         spans = [max(map(int.__sub__, schedule.ends[offsets[row]:offsets[row + 1]],
                          schedule.starts[offsets[row]:offsets[row + 1]]), default=0) + leads[row]
@@ -895,7 +842,6 @@ class ScheduleTimeline:
         self._building = threading.Lock()
 
     def windows(self) -> Windows:
-        """Every window of the schedule, in file order, as its rows."""
         if self._windows is None:
             self._windows = Windows(timeline=self)
         return self._windows
@@ -918,8 +864,7 @@ class ScheduleTimeline:
         return self.schedule.tables[row]
 
     def window(self, row: int) -> Window:
-        """The `Window` of `row`, kept built (a running daemon asks for the same rows pass after
-        pass), at most `WINDOWS_KEPT` of them."""
+        """Kept built: a running daemon asks for the same rows pass after pass."""
         if self.given is not None:
             return self.given[row]
         window = self._built.get(row)
@@ -932,7 +877,7 @@ class ScheduleTimeline:
         return window
 
     def selector(self, row: int) -> Selector | None:
-        """The row's selector read off its table, no `Window` built."""
+        """Read off the row's table, no `Window` built."""
         table = self.schedule.tables[row]
         if b'"only":' not in table and b'"jobs":' not in table:  # `Window.to_json` leaves them out when empty
             return None
@@ -951,15 +896,15 @@ class ScheduleTimeline:
         row = self._row(window)
         found = self.schedule.covering_row(row, now) if row is not None else None
         if found is None:
-            return EXACT.around(window, now)
+            return tuple(covering(window, now)), next_armed(window, now)
         return found, self.first_armed(window, now)
 
     def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
-        """Read off the arm order (a chain of 256 among 10,000 windows costs its 256 occurrences),
-        as `merge_armed` past the part of the horizon held whole and for the windows that are
-        not rows (a calendar's), merged in."""
+        """Read off the arm order (a chain of 256 among 10,000 windows costs its 256 occurrences);
+        past the part of the horizon held whole, and for the windows that are not rows, as
+        `merge_armed`, merged in."""
         listed = Windows.of(windows)
-        lane, others = self._parts(listed) if self.schedule.answers(now) else ({}, [])
+        lane, others = self._parts(listed, micros(now))
         if not lane:
             return merge_armed(listed, now, self.first_armed, self.after)
         walk = self._walk(listed.subset(sorted(lane.values())) if others else listed, lane, now)
@@ -969,9 +914,11 @@ class ScheduleTimeline:
         return heapq.merge(walk, merge_armed(listed.subset(others), now, self.first_armed, self.after),
                            key=lambda o: (o.arm_at, places[o.window]))
 
-    def _parts(self, windows: Windows) -> tuple[dict[int, int], list[int]]:
-        """Each row of `windows` -> its place among them, and the places of the windows that
-        are not rows (a calendar's, another version's)."""
+    def _parts(self, windows: Windows, at: int) -> tuple[dict[int, int], list[int]]:
+        """Each row of `windows` -> its place among them, and the places of the windows that are
+        not rows (a calendar's, another version's); all of them when `at` is not held whole."""
+        if not self.whole(at):
+            return {}, list(range(len(windows)))
         known = windows.lane_of(self)
         if known is not None:
             return known, []
@@ -989,6 +936,8 @@ class ScheduleTimeline:
     def _rows_armed(self, lane: dict[int, int], at: int, until: int) -> Iterator[tuple[int, int, int, int]]:
         """(arm, place, row, index in `starts`) of each occurrence of the rows of `lane` armed
         after `at` and before `until`, in arm order."""
+        if not lane:
+            return
         arms, armed, offsets = self._arms, self._armed, self.schedule.offsets
         for k in range(bisect_right(arms, at), bisect_left(arms, until)):
             row = bisect_right(offsets, armed[k]) - 1
@@ -1003,16 +952,14 @@ class ScheduleTimeline:
         yield from merge_armed(windows, max(now, instant_of(self._whole_until - 1)), self.first_armed, self.after)
 
     def covering_now(self, windows: Windows, now: datetime) -> dict[str, list[Occurrence]]:
-        """The occurrences covering `now` of each enabled window of `windows` (only those with
-        some), in start order: the rows' read off the arm order within the longest hold before
-        `now`, the others' asked (`around`). Never a question to every window (issue 24)."""
-        lane, others = self._parts(windows)
+        """The occurrences covering `now` of each enabled window of `windows` that has some, in
+        start order: the rows' read off the arm order within the longest hold before `now`, the
+        others' asked; never a question to every window (issue 24)."""
         at = micros(now)
-        if lane and not self.whole(at):
-            lane, others = {}, list(range(len(windows)))
+        lane, others = self._parts(windows, at)
         out: dict[str, list[Occurrence]] = {}
         schedule, long = self.schedule, self._long
-        for _, _, row, index in self._rows_armed(lane, at - self._span, at + 1) if lane else ():
+        for _, _, row, index in self._rows_armed(lane, at - self._span, at + 1):
             if schedule.ends[index] > at and row not in long and schedule.enabled[row]:
                 out.setdefault(schedule.names[row], []).append(schedule.occurrence(row, index))
         for row in long:
@@ -1025,14 +972,11 @@ class ScheduleTimeline:
 
     def next_arms(self, windows: Windows, now: datetime, skip: Container[str],
                   count: int) -> list[tuple[str, Occurrence]]:
-        """The first occurrence armed after `now` of each enabled window of `windows` not in
-        `skip`, soonest first (at one instant, in the order of `windows`): the first `count` and
-        every other armed at the same instant as the last. The rows' read off the arm order (it
-        holds every row's first arm after an instant held whole), the others' asked."""
-        lane, others = self._parts(windows)
+        """The first arm after `now` of each enabled window of `windows` not in `skip`, soonest
+        first (at one instant, in the order of `windows`): the first `count` and any other at
+        the last one's instant. The rows' read off the arm order, the others' asked."""
         at = micros(now)
-        if lane and not self.whole(at):
-            lane, others = {}, list(range(len(windows)))
+        lane, others = self._parts(windows, at)
         found: list[tuple[datetime, int, str, Occurrence]] = []
         for order in others:
             name = windows.name(order)
@@ -1043,7 +987,7 @@ class ScheduleTimeline:
         schedule = self.schedule
         seen: set[int] = set()
         taken, last = 0, -1
-        for arm, order, row, index in self._rows_armed(lane, at, sys.maxsize) if lane else ():
+        for arm, order, row, index in self._rows_armed(lane, at, sys.maxsize):
             if taken >= count and arm != last:
                 break
             if row not in seen:
@@ -1061,22 +1005,21 @@ class ScheduleTimeline:
 
     def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
         row = self._row(window)
-        if row is None:
-            return EXACT.first_armed(window, now)
-        found = self.schedule.next_start(row, now + timedelta(microseconds=self.schedule.leads[row]))
-        return EXACT.first_armed(window, now) if isinstance(found, bool) else found
+        found = self.schedule.next_start(row, now + timedelta(microseconds=self.schedule.leads[row])) \
+            if row is not None else False
+        return next_armed(window, now) if isinstance(found, bool) else found
 
     def after(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
         row = self._row(window)
         found = self.schedule.next_start(row, occurrence.start) if row is not None else False
-        return EXACT.after(window, occurrence) if isinstance(found, bool) else found
+        return following(window, occurrence) if isinstance(found, bool) else found
 
 
 class Schedules:
     """The compiled schedules one `hermes serve` holds (its passes and window tasks share them),
     keyed by the file bytes they are of, the newest `KEPT` at most; nothing builds in the
-    background. One with tables bound to a calendar is written for the commands, never held
-    (its rows are not all the windows: the pass validates that file)."""
+    background. One of a feed is written for the commands, never held (its rows are not all the
+    windows: the pass validates that file)."""
 
     #: the file's and the one before an edit (the guard's put-back rows)
     KEPT = 2
@@ -1090,29 +1033,22 @@ class Schedules:
         self._refused: bytes | None = None
         #: the digest of the last bytes `keep` could not build a schedule of (not tried again)
         self._failed: str | None = None
-        #: (identities, timeline, windows) of the last list `of_windows` compiled in memory
-        self._memory: tuple[tuple[int, ...], ScheduleTimeline, Sequence[Window]] | None = None
+        #: (identities, timeline) of the last list `of_windows` compiled in memory
+        self._memory: tuple[tuple[int, ...], ScheduleTimeline] | None = None
 
     def held(self, raw: bytes | None) -> ScheduleTimeline | None:
         return self._held.get(raw) if raw is not None else None
 
     def rows(self, raw: bytes, now: datetime) -> Windows | None:
-        """The windows of `raw` as the rows of its schedule: held, kept beside the file, or
-        compiled table by table (`load`), never by validating the file whole; None for a file
-        that is not that simple (a failing table, a repeated name, calendars): the pass
-        validates it and says what is wrong."""
+        """The windows of `raw` as the rows of its schedule, never by validating the file whole;
+        None for a file that is not that simple (a failing table, a repeated name, calendars):
+        the pass validates it and says what is wrong."""
         found = self._held.get(raw)
         if found is not None:
             return found.windows()
         if raw == self._refused:
             return None
-        try:
-            built = load(self.windows_path, raw, _validated_whole, now)
-        except _NotCompiled:
-            built = None
-        except Exception as exc:  # noqa: BLE001 -- the pass validates the file instead
-            log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
-            built = None
+        built = self._load(raw, _validated_whole, now)
         if built is None or built.fed:
             self._refused = raw
             return None
@@ -1120,10 +1056,9 @@ class Schedules:
 
     def keep(self, raw: bytes, windows: Sequence[Window], now: datetime, next_wake: datetime | None = None) -> None:
         """Once a pass acted: the schedule of `raw` (a file that validates whole, as `windows`)
-        written and held, so the next command reads it warm. Built again once `REFRESH` old at a
-        pass with no wake-up due within `QUIET` (an arm would wait for the build), at the latest
-        when half the horizon is gone, at once when it no longer answers now (the clock went
-        back); the one it replaces let go first (never three held: a peak the allocator keeps)."""
+        written and held, so the next command reads it warm; built again when `_due` or no
+        longer answering now, the one it replaces let go first (never three held: a peak the
+        allocator keeps)."""
         held = self._held.get(raw)
         if held is not None and held.whole(micros(now)) and not self._due(held, now, next_wake):
             return
@@ -1136,23 +1071,30 @@ class Schedules:
         if not rows:
             self._held.clear()
         del held
-        try:
-            built = load(self.windows_path, raw, lambda: listed, now, REFRESH, validated=not rows)
-        except Exception as exc:  # noqa: BLE001 -- an accelerator never fails its caller
-            log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
-            built = None
+        built = self._load(raw, lambda: listed, now, REFRESH, validated=not rows)
         if built is not None and not built.fed and built.digest == digest:
             self._hold(raw, built)
         else:
             self._failed = digest
 
+    def _load(self, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
+              fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
+        """`load`, or None (one line when it failed): an accelerator never fails its caller, the
+        pass validates the file instead."""
+        try:
+            return load(self.windows_path, raw, validate, now, fresh_for, validated=validated)
+        except _NotCompiled:
+            return None
+        except Exception as exc:  # noqa: BLE001
+            log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
+            return None
+
     def of_windows(self, windows: Windows, now: datetime) -> ScheduleTimeline:
-        """The timeline of a schedule compiled in memory of exactly these validated windows (a
-        pass's that are not one version of the file's own: a failing table, a policy, calendars,
-        the guard's put-back), never written; the same while the list holds the same objects. A
-        row is taken from the last list's (the same object, or equal field for field) or else
-        from a schedule held for the file (an equal table), so a list put together anew each
-        pass costs no cron arithmetic. A calendar's window is not a row (its events carry ids)."""
+        """The timeline of a schedule compiled in memory, never written, of exactly these
+        validated windows (a pass's that are not one version of the file's own: a failing
+        table, a policy, calendars, the guard's put-back), the same while the list holds the
+        same objects. Rows are taken from the last one's or a held one's, so a list put together
+        anew each pass costs no cron arithmetic. A calendar's window is not a row."""
         listed = windows.validated()
         key = tuple(map(id, listed))
         memo = self._memory
@@ -1165,8 +1107,7 @@ class Schedules:
 
     def _compile(self, listed: Sequence[Window], key: tuple[int, ...], now: datetime,
                  previous: ScheduleTimeline | None, *, seeded: bool = True) -> ScheduleTimeline:
-        """`of_windows`' compile, rows taken from `previous` or else (`seeded`) from a held
-        schedule; from `now`, whole, when neither."""
+        """Rows taken from `previous`, or else (`seeded`) from a held schedule, or else anew."""
         at = micros(now)
         held = (t for t in reversed(self._held.values()) if seeded and _answers_for_long(t, at))
         base = previous or next(held, None)
@@ -1187,7 +1128,7 @@ class Schedules:
                 # a window excluding a calendar's days is equal only with the same feed, which
                 # its table does not say
                 row = base.schedule.row_of(window.name) if window.exclude_calendar is None else None
-                row = row if row is not None and base.schedule.tables[row] == table_of(window) else None
+                row = row if row is not None and base.schedule.tables[row] == _compact(window.to_json()) else None
             if base is not None and row is not None:
                 builder.add_kept(base.schedule, row, "")
             else:
@@ -1198,22 +1139,22 @@ class Schedules:
                             c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"], c["offsets"],
                             c["starts"], c["ends"], Tables(builder.tables), stopped=frozenset(builder.stopped))
         timeline = ScheduleTimeline(schedule, given)
-        self._memory = (key, timeline, listed)
+        self._memory = (key, timeline)
         return timeline
 
     def _due(self, timeline: ScheduleTimeline, now: datetime, next_wake: datetime | None) -> bool:
-        """Whether a pass at `now` builds `timeline`'s schedule again (`keep`)."""
+        """Once `REFRESH` old with no wake-up due within `QUIET` (an arm would wait for the
+        build), at the latest when half the horizon is gone."""
         age = micros(now) - timeline.schedule.lo
         return age >= REFRESH // _US and (next_wake is None or next_wake - now >= self.QUIET
                                          or age >= HORIZON // _US // 2)
 
     def refresh(self, now: datetime, next_wake: datetime | None = None) -> None:
-        """Once a pass acted: the schedule `of_windows` compiled again from `now` when it is due
-        (as `keep` refreshes the file's), so a pass never compiles a whole list before it acts."""
+        """Once a pass acted (never before it acts): `of_windows`' schedule compiled anew when `_due`."""
         memo = self._memory
         if memo is not None and self._due(memo[1], now, next_wake):
             self._memory = None
-            self._compile(memo[2], memo[0], now, None, seeded=False)
+            self._compile(memo[1].given or (), memo[0], now, None, seeded=False)
 
     def _hold(self, raw: bytes, schedule: Schedule) -> ScheduleTimeline:
         found = self._held[raw] = ScheduleTimeline(schedule)
