@@ -24,14 +24,13 @@ from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Readi
 from hermes_estop.model.homes import Layout, Location
 from hermes_estop.model.policy import PolicyRefused
 from hermes_estop.model.timeutil import Clock, aware_clock
-from hermes_estop.stores.base import HoldStore
+from hermes_estop.stores.base import HoldStore, RecordTable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from hermes_estop.fleet.policy_guard import Judging, PolicyGuard
     from hermes_estop.model.audit_event import AuditEntry
     from hermes_estop.model.policy import Actor, Policy
-    from hermes_estop.stores.records import RecordTable
     from hermes_estop.stores.registry import ConsumerTable
     from hermes_estop.stores.state import StateTable
 
