@@ -115,7 +115,7 @@ def core_modules() -> list[str]:
 def test_the_graph_sees_relative_lazy_and_package_imports():
     graph = import_graph()
     assert "hermes_estop.fleet.fleet" in graph["hermes_estop.windows.ledger"]
-    assert "hermes_estop.stores.records" in graph["hermes_estop.stores.base"]  # inside `open_ledger`
+    assert "hermes_estop.stores.state" in graph["hermes_estop.stores.base"]  # inside `open_state`
     assert "hermes_estop.stores.file" in graph["hermes_estop.fleet.fleet"]  # inside `Fleet.of_files`
     assert "hermes_estop.stores.file" in graph["hermes_estop.stores"]
     assert "hermes_estop.model.hold" in core_modules() and "hermes_estop.stores.postgresql" in core_modules()

@@ -104,6 +104,8 @@ OLD_PATHS = {
     "hermes_estop.windows.field_types": ("Cron", None),
     "hermes_estop.windows.invalid": ("InvalidWindow", None),
     "hermes_estop.windows.policy_check": ("refusals_of", None),
+    "hermes_estop.model.allow": ("parse_allow", None),
+    "hermes_estop.stores.records": ("JsonRecordFile", None),
 }
 
 

@@ -178,7 +178,7 @@ sys.modules[__name__].__class__ = _Package
 # file stands at the old path: `_MovedModules` answers only for a name no file matches.
 _MOVED = {
     "hermes_estop.acks": ("hermes_estop.fleet.registry.acks", None),
-    "hermes_estop.allow": ("hermes_estop.model.allow", None),
+    "hermes_estop.allow": ("hermes_estop.model.hold", None),
     "hermes_estop.audit": ("hermes_estop.model.audit_event", None),
     "hermes_estop.audit_files": ("hermes_estop.stores.audit_log", None),
     "hermes_estop.config": ("hermes_estop.process.fleet_config", None),
@@ -214,6 +214,7 @@ _MOVED = {
     "hermes_estop.fleet.audit": ("hermes_estop.model.audit_event", None),
     "hermes_estop.stores.audit_files": ("hermes_estop.stores.audit_log", None),
     "hermes_estop.model.snapshot": ("hermes_estop.model.hold", None),
+    "hermes_estop.stores.records": ("hermes_estop.stores.base", None),
     "hermes_estop.windows.field_types": ("hermes_estop.windows.model", None),
     "hermes_estop.windows.invalid": ("hermes_estop.windows.model", None),
     "hermes_estop.windows.policy_check": ("hermes_estop.windows.model", None),

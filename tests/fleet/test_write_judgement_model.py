@@ -26,9 +26,8 @@ from typing import Any
 import pytest
 
 from hermes_estop.fleet.fleet import Fleet
-from hermes_estop.model.allow import Allow
 from hermes_estop.model.errors import HoldConflict
-from hermes_estop.model.hold import VACANT, EngageRequest, Fence
+from hermes_estop.model.hold import VACANT, Allow, EngageRequest, Fence
 from hermes_estop.model.policy import Actor, PolicyRefused
 from hermes_estop.windows.scheduler import EDIT
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.model.allow import Allow
-from hermes_estop.model.hold import NOBODY, Cause, Fence, Hold, HoldState, Reading, Sentinel
+from hermes_estop.model.hold import NOBODY, Allow, Cause, Fence, Hold, HoldState, Reading, Sentinel
 from hermes_estop.model.homes import Layout
 from hermes_estop.model.judgement import judge, transition, widens
 from hermes_estop.model.policy import Actor, Policy, Rules

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from hermes_estop.model.allow import Allow
-from hermes_estop.model.hold import Fence, Hold, HoldState, Reading, Sentinel, encode_sentinel, parse_sentinel, prepare
+from hermes_estop.model.hold import Allow, Fence, Hold, HoldState, Reading, Sentinel, encode_sentinel, parse_sentinel, prepare
 from hermes_estop.model.homes import Layout
 from hermes_estop.model.selector import Selector, parse_selector
 from hermes_estop.process.check import Snapshot, decide

@@ -1,4 +1,4 @@
-"""The record storage a store hands out (`HoldStore.open_ledger()`, `stores.records`), on every
+"""The record storage a store hands out (`HoldStore.open_ledger()`, `stores.base`), on every
 backend (issue 14 item 3): the window ledger lives where the fleet's holds live, chosen by the
 store itself, with the same file name and JSON shape, and the same table, as before the move."""
 
@@ -12,8 +12,8 @@ import pytest
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import StoreError
 from hermes_estop.stores import FileStore, HoldStore
+from hermes_estop.stores.base import LEDGER_FILE, JsonRecordFile, file_ledger
 from hermes_estop.stores.postgresql import PostgresStore
-from hermes_estop.stores.records import LEDGER_FILE, JsonRecordFile, file_ledger
 from hermes_estop.stores.unavailable import UnavailableStore
 from hermes_estop.windows.ledger import ARMED, LedgerEntry, OccurrenceLedger, open_ledger
 from pg_helpers import pg_server, pg_url, session_server  # noqa: F401

@@ -81,14 +81,17 @@ def _root(
 
 
 def build_app(*, extensions: bool = True, command: str | None = None) -> typer.Typer:
-    """The `hermes` app; without `extensions`, only the hold commands; with `command`, the hold
-    commands and that extension command alone (`subcommands.OWNERS`)."""
+    """The `hermes` app; without `extensions`, only the hold commands (with `command`, that one
+    alone: Typer inspects every command it is given, and `hermes pause` runs one); with
+    `command`, the hold commands and that extension command alone (`subcommands.OWNERS`)."""
     built = new_app("hermes", "Stop all NEW work in an agent fleet for maintenance, and get it back reliably.\n\n"
                     "`hermes help COMMAND` (or `hermes COMMAND -h`) explains a command.",
                     completion=True)
     built.callback()(_root)
-    hold.register(built)
-    built.command("help", hidden=True)(_help)  # listed by the manual; `--help` is what the list offers
+    alone = command if not extensions else None
+    hold.register(built, alone)
+    if alone is None:
+        built.command("help", hidden=True)(_help)  # listed by the manual; `--help` is what the list offers
     if extensions:
         from hermes_estop.cli.subcommands import register  # the other commands: not for `hermes pause` (issue 45)
 
@@ -221,8 +224,8 @@ def _help(command: Annotated[list[str] | None, typer.Argument(help="The command 
 
 
 def run_app(args: list[str]) -> int:
-    """Run `args` through the Typer app (only the hold commands' app when that is all they
-    need), mapping the framework's usage errors to one line and exit 2. A bare group
+    """Run `args` through the Typer app (a hold command's app holds that command alone: it is
+    all such a run needs), mapping the framework's usage errors to one line and exit 2. A bare group
     (`hermes`, `hermes windows`) prints its normal help on stdout and exits 0."""
     refusal = unserved(args)
     if refusal is not None:

@@ -452,10 +452,9 @@ def history(
     raise typer.Exit(run_history(limit, since, as_json))
 
 
-def register(app: typer.Typer) -> None:
-    app.command()(pause)
-    app.command()(resume)
-    app.command()(status)
-    app.command()(check)
-    app.command(context_settings={"allow_interspersed_args": False})(gate)
-    app.command()(history)
+def register(app: typer.Typer, only: str | None = None) -> None:
+    """The hold commands on `app` (`only`: that one alone)."""
+    for command in (pause, resume, status, check, gate, history):
+        if only is None or command.__name__ == only:
+            settings = {"allow_interspersed_args": False} if command is gate else None
+            app.command(context_settings=settings)(command)

@@ -21,17 +21,16 @@ from typing import Any, TypeVar
 from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.errors import HoldConflict
 from hermes_estop.model.hold import EngageRequest, Fence, Hold, HoldState, Reading, Snapshot
-from hermes_estop.model.homes import Layout, Location
+from hermes_estop.model.homes import FLEET, Layout, Location
 from hermes_estop.model.policy import PolicyRefused
 from hermes_estop.model.timeutil import Clock, aware_clock
-from hermes_estop.stores.base import HoldStore
+from hermes_estop.stores.base import HoldStore, RecordTable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from hermes_estop.fleet.policy_guard import Judging, PolicyGuard
     from hermes_estop.model.audit_event import AuditEntry
     from hermes_estop.model.policy import Actor, Policy
-    from hermes_estop.stores.records import RecordTable
     from hermes_estop.stores.registry import ConsumerTable
     from hermes_estop.stores.state import StateTable
 
@@ -55,6 +54,8 @@ class Fleet:
         self.clock: Clock = aware_clock(clock) if clock is not None else store.default_clock()
         self._actor = identity.name if identity is not None and actor is None else actor
         self._layout = Layout(home=self.root, root=self.root)
+        #: the fleet root's scope, built once: every window pass and write addresses it
+        self.fleet_location: Location = self._layout.fleet
         self._identity = identity
         self._policy: PolicyGuard | None = None
 
@@ -90,14 +91,10 @@ class Fleet:
 
     # -- the scopes --------------------------------------------------------------------------
 
-    @property
-    def fleet_location(self) -> Location:
-        return self._layout.fleet
-
     def location(self, scope: str) -> Location:
         """The location of scope `scope` ("fleet" or a profile name); `InvalidArgument` for a
         name the profile rules refuse."""
-        return self._layout.location(scope)
+        return self.fleet_location if scope == FLEET else self._layout.location(scope)
 
     def scopes(self) -> tuple[Location, ...]:
         """Every scope that can hold: the fleet root first, then every profile by name (on the

@@ -4,7 +4,7 @@ scheduler's ledger, a service's named states, the consumer registry): `Fleet.led
 
 from __future__ import annotations
 
-from hermes_estop.stores.records import LEDGER_FILE, RecordTable
+from hermes_estop.stores.base import LEDGER_FILE, RecordTable
 from hermes_estop.stores.registry import ConsumerTable
 from hermes_estop.stores.state import StateTable
 

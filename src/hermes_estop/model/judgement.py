@@ -25,8 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from hermes_estop.model.allow import Allow
-from hermes_estop.model.hold import Hold, HoldState, Reading, Sentinel, owner_after
+from hermes_estop.model.hold import Allow, Hold, HoldState, Reading, Sentinel, owner_after
 from hermes_estop.model.policy import (
     LEASE_PREFIX,
     Actor,

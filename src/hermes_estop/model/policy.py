@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from hermes_estop.model.durations import format_duration, parse_with_unit
 from hermes_estop.model.errors import EstopError, InvalidArgument
+from hermes_estop.model.record import Record, set_field
 from hermes_estop.model.text import printable
 
 __all__ = ["ADMIN", "LIFT_RULES", "NO_POLICY", "OPERATOR", "Actor", "HoldToArm", "HoldToLift", "Policy", "PolicyRefused",
@@ -50,23 +50,33 @@ class PolicyRefused(EstopError, PermissionError):
         self.refusal = refusal
 
 
-@dataclass(frozen=True)
-class Actor:
+class Actor(Record):
     """Who makes a write. Local callers: `user@host` (`name`), their user name and groups, and
     whether they can write the fleet root (break glass). Remote callers: `Actor.remote(token,
     role)`, named `token:NAME`, with the role their token carries."""
 
+    __slots__ = ("name", "user", "groups", "role", "can_write_root", "principal", "lift_floor")  # noqa: RUF023 (constructor order)
     name: str
-    user: str | None = None
-    groups: frozenset[str] = frozenset()
-    role: str | None = None
-    can_write_root: bool = False
+    user: str | None
+    groups: frozenset[str]
+    role: str | None
+    can_write_root: bool
     #: who this actor is when a hold's owner is compared (None: `name`); a remote caller's
     #: `name` carries its address for the record, its principal is the token alone
-    principal: str | None = None
+    principal: str | None
     #: the least strict lift rule this actor is held to whatever the policy says (an operator
     #: token lifts only what it armed: "owner-or-admin")
-    lift_floor: str = "anyone"
+    lift_floor: str
+
+    def __init__(self, name: str, user: str | None = None, groups: frozenset[str] = frozenset(), role: str | None = None,
+                 can_write_root: bool = False, principal: str | None = None, lift_floor: str = "anyone") -> None:
+        set_field(self, "name", name)
+        set_field(self, "user", user)
+        set_field(self, "groups", groups)
+        set_field(self, "role", role)
+        set_field(self, "can_write_root", can_write_root)
+        set_field(self, "principal", principal)
+        set_field(self, "lift_floor", lift_floor)
 
     @classmethod
     def remote(cls, token: str, role: str, address: str | None = None) -> Actor:
@@ -82,25 +92,44 @@ class Actor:
         return self.principal if self.principal is not None else self.name
 
 
-@dataclass(frozen=True)
-class Rules:
+class Rules(Record):
     """The rules that a profile may override."""
 
-    max_ttl: timedelta | None = None
-    require_ttl: bool = False
-    reason_pattern: str | None = None
-    lift: str = "anyone"
-    lift_windows: str = "anyone"
+    __slots__ = ("max_ttl", "require_ttl", "reason_pattern", "lift", "lift_windows")  # noqa: RUF023 (constructor order)
+    max_ttl: timedelta | None
+    require_ttl: bool
+    reason_pattern: str | None
+    lift: str
+    lift_windows: str
+
+    def __init__(self, max_ttl: timedelta | None = None, require_ttl: bool = False, reason_pattern: str | None = None,
+                 lift: str = "anyone", lift_windows: str = "anyone") -> None:
+        set_field(self, "max_ttl", max_ttl)
+        set_field(self, "require_ttl", require_ttl)
+        set_field(self, "reason_pattern", reason_pattern)
+        set_field(self, "lift", lift)
+        set_field(self, "lift_windows", lift_windows)
+
+    def values(self) -> dict[str, Any]:
+        """Each rule by name."""
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
-@dataclass(frozen=True)
-class Policy:
-    rules: Rules = Rules()
-    max_scope: str = "fleet"
+class Policy(Record):
+    __slots__ = ("rules", "max_scope", "roles", "profiles")  # noqa: RUF023 (constructor order)
+    rules: Rules
+    max_scope: str
     #: member (`alice`, `group:ops`, an actor's name) -> role (`admin`, `operator`)
-    roles: Mapping[str, str] = field(default_factory=dict)
+    roles: Mapping[str, str]
     #: profile name -> its rules (the fleet's, with that profile's overrides applied)
-    profiles: Mapping[str, Rules] = field(default_factory=dict)
+    profiles: Mapping[str, Rules]
+
+    def __init__(self, rules: Rules | None = None, max_scope: str = "fleet", roles: Mapping[str, str] | None = None,
+                 profiles: Mapping[str, Rules] | None = None) -> None:
+        set_field(self, "rules", Rules() if rules is None else rules)
+        set_field(self, "max_scope", max_scope)
+        set_field(self, "roles", {} if roles is None else roles)
+        set_field(self, "profiles", {} if profiles is None else profiles)
 
     def rules_for(self, scope: str) -> Rules:
         return self.profiles.get(scope, self.rules) if scope != "fleet" else self.rules
@@ -116,35 +145,53 @@ class Policy:
 
     @property
     def empty(self) -> bool:
-        return self == NO_POLICY
+        """No rule, role or profile: what no `[policy]` table reads as."""
+        return self is NO_POLICY or (self.max_scope == "fleet" and not self.roles and not self.profiles
+                                     and self.rules.values() == _NO_RULES)
 
 
 NO_POLICY = Policy()
+_NO_RULES = Rules().values()
 
 
-@dataclass(frozen=True)
-class Refusal:
+class Refusal(Record):
+    __slots__ = ("rule", "value", "message")  # noqa: RUF023 (constructor order)
     rule: str
     value: str
     message: str
 
+    def __init__(self, rule: str, value: str, message: str) -> None:
+        set_field(self, "rule", rule)
+        set_field(self, "value", value)
+        set_field(self, "message", message)
 
-@dataclass(frozen=True)
-class HoldToArm:
+
+class HoldToArm(Record):
     """The hold a write would leave at `scope` (after a re-arm's merge)."""
 
+    __slots__ = ("scope", "expires_at", "reason")  # noqa: RUF023 (constructor order)
     scope: str
     expires_at: datetime | None
     reason: str | None
 
+    def __init__(self, scope: str, expires_at: datetime | None, reason: str | None) -> None:
+        set_field(self, "scope", scope)
+        set_field(self, "expires_at", expires_at)
+        set_field(self, "reason", reason)
 
-@dataclass(frozen=True)
-class HoldToLift:
+
+class HoldToLift(Record):
     """A hold at `scope` someone would remove before its deadman."""
 
+    __slots__ = ("scope", "armed_by", "expires_at")  # noqa: RUF023 (constructor order)
     scope: str
     armed_by: str | None
     expires_at: datetime | None
+
+    def __init__(self, scope: str, armed_by: str | None, expires_at: datetime | None) -> None:
+        set_field(self, "scope", scope)
+        set_field(self, "armed_by", armed_by)
+        set_field(self, "expires_at", expires_at)
 
 
 def _refusal(rule: str, value: str, why: str) -> Refusal:
@@ -323,7 +370,7 @@ def _table(where: str, key: str, value: object) -> Mapping[str, Any]:
 
 
 def _rules(where: str, table: str, data: Mapping[str, Any], base: Rules) -> Rules:
-    values: dict[str, Any] = dict(base.__dict__)
+    values = base.values()
     if "max_ttl" in data:
         raw = data["max_ttl"]
         try:
@@ -377,7 +424,7 @@ def parse_policy(data: object, where: str) -> Policy:
 
 def _rules_document(rules: Rules, base: Rules | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key, value in rules.__dict__.items():
+    for key, value in rules.values().items():
         if base is not None and getattr(base, key) == value:
             continue
         if value is None or (base is None and value == getattr(Rules(), key)):

@@ -1,6 +1,7 @@
 """The store contract, in two parts, each its own small abstract base: `Holds` (the holds and the
 audit trail every hold write appends to) and `FleetState` (the window ledger, service states,
-the consumer registry, leadership); `HoldStore` is both. One module per backend beside it; one
+the consumer registry, leadership); `HoldStore` is both. The ledger's storage (`RecordTable`, and
+`JsonRecordFile`, its file in a fleet root) is here beside the contract that hands it out. One module per backend beside it; one
 contract test suite (`tests/stores/test_contract.py`) parametrized over every backend.
 
 A store keeps at most one hold per `Location` and the audit trail. It never decides who is
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from datetime import datetime
+from pathlib import Path
 
-from hermes_estop.model.errors import HoldConflict
+from hermes_estop.model.errors import HoldConflict, StoreError
 from hermes_estop.model.hold import (
     EngageRequest,
     Fence,
@@ -27,22 +29,22 @@ from hermes_estop.model.hold import (
 )
 from hermes_estop.model.homes import Location
 from hermes_estop.model.record import Record, set_field
-from hermes_estop.model.timeutil import Clock, utc_now
+from hermes_estop.model.text import one_line
+from hermes_estop.model.timeutil import Clock, parse_stamp, utc_now
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `hermes check` imports this module
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-    from pathlib import Path
+    from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
     from typing import Any
 
     from hermes_estop.model.audit_event import AuditEntry, AuditEvent
-    from hermes_estop.stores.records import RecordTable
     from hermes_estop.stores.registry import ConsumerTable
     from hermes_estop.stores.state import StateTable
 
-__all__ = ["Arming", "FleetState", "FleetStateInRoot", "HoldStore", "Holds", "Judge", "SaidOnce",
-           "expiry_stamp", "fence_matches", "new_hold_id", "not_current", "planned_engage", "refused_write",
-           "released_reading", "scoped_detail", "scoped_target", "split_scoped", "unreadable_refuses", "without"]
+__all__ = ["LEDGER", "LEDGER_FILE", "Arming", "FleetState", "FleetStateInRoot", "HoldStore", "Holds", "JsonRecordFile",
+           "Judge", "RecordTable", "SaidOnce", "expiry_stamp", "fence_matches", "file_ledger", "new_hold_id",
+           "not_current", "planned_engage", "refused_write", "released_reading", "scoped_detail", "scoped_target",
+           "split_scoped", "unreadable_refuses", "without"]
 
 
 if TYPE_CHECKING:
@@ -50,6 +52,10 @@ if TYPE_CHECKING:
     #: its transaction) with what stands, the body the write leaves (None: nothing) and the
     #: store's trusted clock; it raises (`PolicyRefused`) to refuse, and then nothing is written
     Judge = Callable[[Reading, Sentinel | None, datetime], None]
+    #: one record of a `RecordTable`
+    JsonRecord = dict[str, Any]
+    #: validates one stored record (key, record); raises `ValueError` naming what is wrong
+    Check = Callable[[str, Any], object]
 
 
 class SaidOnce:
@@ -380,6 +386,160 @@ class Holds(ABC):
         """Release connections and threads; the store is unusable afterwards."""
 
 
+# -- keyed records: the window ledger's storage ---------------------------------------------------
+#
+# Small keyed records that a service of the fleet keeps where the fleet's holds are kept (the
+# window scheduler's ledger of occurrences): the contract (`RecordTable`) and its file in the
+# fleet root (`JsonRecordFile`, what `FleetStateInRoot.open_ledger` hands out); the PostgreSQL one
+# is `pg_records.PgRecordTable`. The ledger must be shared by every scheduler of a fleet, so it
+# lives in the fleet's store, and the core may not import the services above it: a store hands
+# out the STORAGE and the service keeps its typed layer over it (`windows.ledger`). A record is a
+# flat JSON object (text, null, instants as ISO-8601 text), keyed by text; one of its fields
+# (`expiry`) is an instant by which old records are pruned.
+
+#: the window scheduler's ledger: what its records are (for messages), and its file
+LEDGER = "the window ledger"
+LEDGER_FILE = "windows-state.json"
+_FORMAT = 1
+
+
+class RecordTable(ABC):
+    """Keyed records, shared by every process that opens the same table (only a leader writes).
+    `load` and `update` are atomic with respect to each other across processes and hosts:
+    `load` never sees half of an `update`."""
+
+    #: short backend name for logs and `hermes serve --dry-run`
+    name: str = "abstract"
+
+    def __init__(self, what: str, expiry: str) -> None:
+        #: what the records are, for messages ("the window ledger")
+        self.what = what
+        #: the field holding the instant by which a record is pruned (`update(prune_before=)`)
+        self.expiry = expiry
+
+    @abstractmethod
+    def load(self) -> dict[str, JsonRecord]:
+        """Every record, by key; an absent table is empty. Raises `StoreError` naming the table
+        when it exists but cannot be read (the caller then takes no decision)."""
+
+    @abstractmethod
+    def update(self, upserts: Mapping[str, JsonRecord], *, remove: Iterable[str] = (),
+               prune_before: datetime | None = None, check: Check | None = None) -> None:
+        """Delete the records keyed `remove`, upsert `upserts` (by key), then delete those whose
+        `expiry` instant is before `prune_before`, all or nothing; records not named are left
+        as they are (another writer's survive). `check` validates the stored records first
+        where the medium can hold records this program did not write (a hand-edited file);
+        typed columns need no check.
+
+        Raises `StoreError` on failure (one made by `unreadable` when `check` refuses a record);
+        the table is then unchanged."""
+
+    def version(self) -> Hashable | None:
+        """A token that changes whenever the records may have changed, so a reader can skip
+        parsing them again; None when the table cannot tell cheaply (load every time). Raises
+        `StoreError` when it cannot be determined."""
+        return None
+
+    def describe(self) -> str:
+        return self.name
+
+    def unreadable(self, problem: object) -> StoreError:
+        """The error for records this program cannot read."""
+        return StoreError(f"{self.what} {self.describe()} is unreadable: {problem} (fix or remove it)")
+
+    def close(self) -> None:
+        """Release connections; the table is unusable afterwards."""
+
+
+class JsonRecordFile(RecordTable):
+    """Records as one JSON file, `{"format": 1, "<collection>": {"<key>": {record}, ...}}` (keys
+    sorted, written compactly), replaced atomically under an exclusive lock on `.<name>.lock`
+    beside it (`fsutil.locked_update`); readers take no lock."""
+
+    name = "file"
+
+    def __init__(self, path: Path, *, what: str, collection: str, expiry: str) -> None:
+        super().__init__(what, expiry)
+        self.path = Path(path)
+        self.collection = collection
+
+    def describe(self) -> str:
+        return str(self.path)
+
+    def version(self) -> Hashable | None:
+        import os
+
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return ("absent",)
+        except OSError as exc:
+            raise StoreError(f"cannot stat {self.what} {self.path}: {one_line(exc.strerror or exc)}") from None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def load(self) -> dict[str, JsonRecord]:
+        from hermes_estop.system.fsutil import read_optional
+
+        return self._parse(read_optional(self.path, what=self.what))
+
+    def _parse(self, raw: bytes | None) -> dict[str, JsonRecord]:
+        if raw is None:
+            return {}
+        import json
+
+        try:
+            data = json.loads(raw.decode("utf-8"))
+            if not isinstance(data, dict) or not isinstance(data.get(self.collection), dict):
+                raise ValueError(f"expected {{\"format\": 1, \"{self.collection}\": {{...}}}}")  # noqa: TRY004
+            if data.get("format") != _FORMAT:
+                raise ValueError(f"unknown format {data.get('format')!r}")
+            records: dict[str, JsonRecord] = data[self.collection]
+            return records
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise self.unreadable(exc) from None
+
+    def _render(self, records: Mapping[str, JsonRecord]) -> bytes:
+        """The file written compactly, by `json`'s C encoder (an `indent` makes `json` use its
+        pure-Python encoder, and the window ledger of a week of 10,000 windows is rewritten on
+        every busy pass)."""
+        import json
+
+        body = {"format": _FORMAT, self.collection: {key: records[key] for key in sorted(records)}}
+        return (json.dumps(body, separators=(",", ":")) + "\n").encode("utf-8")
+
+    def update(self, upserts: Mapping[str, JsonRecord], *, remove: Iterable[str] = (),
+               prune_before: datetime | None = None, check: Check | None = None) -> None:
+        from hermes_estop.system.fsutil import locked_update
+
+        remove = list(remove)
+        if not upserts and not remove and prune_before is None:
+            return
+        with locked_update(self.path, what=self.what) as file:
+            records = self._parse(file.current)
+            if check is not None:
+                try:
+                    for key, record in records.items():
+                        check(key, record)
+                except ValueError as exc:
+                    raise self.unreadable(exc) from None
+            for key in remove:
+                records.pop(key, None)
+            records.update(upserts)
+            if prune_before is not None:
+                records = {key: record for key, record in records.items() if not self._expired(record, prune_before)}
+            file.replace(self._render(records))
+
+    def _expired(self, record: JsonRecord, before: datetime) -> bool:
+        """Ended before `before`; a record with no readable expiry is kept (never pruned blind)."""
+        expiry = parse_stamp(record.get(self.expiry)) if isinstance(record, dict) else None
+        return expiry is not None and expiry < before
+
+
+def file_ledger(root: Path, filename: str = LEDGER_FILE) -> JsonRecordFile:
+    """The window scheduler's ledger of the fleet rooted at `root`, as a file there."""
+    return JsonRecordFile(Path(root) / filename, what=LEDGER, collection="occurrences", expiry="end")
+
+
 class FleetState(ABC):
     """The fleet-state part of the store contract: what the fleet's services share, kept where
     the store keeps the fleet's state so that every host of the fleet sees the same: the window
@@ -417,8 +577,6 @@ class FleetStateInRoot(FleetState):
 
     def open_ledger(self, root: Path | None = None) -> RecordTable:
         """Here `windows-state.json` in the fleet root."""
-        from hermes_estop.stores.records import file_ledger
-
         return file_ledger(self._root_for(root, "window ledger"))
 
     def open_state(self, service: str, root: Path | None = None) -> StateTable:

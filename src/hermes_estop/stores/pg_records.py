@@ -1,4 +1,4 @@
-"""`records.RecordTable` on a table of the PostgreSQL store's schema: each record field is a
+"""`base.RecordTable` on a table of the PostgreSQL store's schema: each record field is a
 column (instants are `timestamptz`), so the table stays queryable from psql and keeps the shape
 its migration created (`pg_schema`, version 2 for the window ledger's `occurrences`).
 
@@ -15,11 +15,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from hermes_estop.model.timeutil import format_instant, parse_stamp, to_utc
+from hermes_estop.stores.base import LEDGER, RecordTable
 from hermes_estop.stores.pg_backend import Backend
-from hermes_estop.stores.records import LEDGER, Check, JsonRecord, RecordTable
 
 if TYPE_CHECKING:
     import psycopg
+
+    from hermes_estop.stores.base import Check, JsonRecord
 
 __all__ = ["OCCURRENCES", "PgRecordLayout", "PgRecordTable"]
 

@@ -68,6 +68,7 @@ from hermes_estop.model.timeutil import Clock, format_instant
 from hermes_estop.stores.base import (
     Arming,
     HoldStore,
+    RecordTable,
     SaidOnce,
     expiry_stamp,
     fence_matches,
@@ -87,7 +88,6 @@ from hermes_estop.stores.pg_registry import PgConsumerTable
 from hermes_estop.stores.pg_schema import LOCK_CLASS
 from hermes_estop.stores.pg_state import PgStateTable
 from hermes_estop.stores.pg_url import StoreURL, parse_store_url
-from hermes_estop.stores.records import RecordTable
 from hermes_estop.stores.registry import ConsumerTable
 from hermes_estop.stores.state import StateTable
 
