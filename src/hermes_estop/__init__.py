@@ -213,6 +213,7 @@ _MOVED = {
     "hermes_estop.windows.service": ("hermes_estop.windows.scheduler", None),
     "hermes_estop.fleet.audit": ("hermes_estop.model.audit_event", None),
     "hermes_estop.stores.audit_files": ("hermes_estop.stores.audit_log", None),
+    "hermes_estop.model.allow": ("hermes_estop.model.hold", None),
     "hermes_estop.model.snapshot": ("hermes_estop.model.hold", None),
     "hermes_estop.stores.records": ("hermes_estop.stores.base", None),
     "hermes_estop.windows.field_types": ("hermes_estop.windows.model", None),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from hermes_estop.model.allow import Allow
+from hermes_estop.model.hold import Allow
 from hermes_estop.model.durations import MAX_DURATION
 from hermes_estop.model.hold import VACANT, Hold, HoldState, Reading
 from hermes_estop.model.selector import holds_at_least, hull
