@@ -17,9 +17,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from hermes_estop.model.hold import Allow
 from hermes_estop.model.durations import MAX_DURATION
-from hermes_estop.model.hold import VACANT, Hold, HoldState, Reading
+from hermes_estop.model.hold import VACANT, Allow, Hold, HoldState, Reading
 from hermes_estop.model.selector import holds_at_least, hull
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry, entry_for
 from hermes_estop.windows.model import MAX_REASON, Window
