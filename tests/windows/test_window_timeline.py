@@ -22,7 +22,7 @@ from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import EXACT, Occurrence, Windows, covering
 from hermes_estop.windows.plan import plan_scope
 from hermes_estop.windows.schedule import HORIZON, Schedules, ScheduleTimeline, build, kept_schedule, schedule_of
-from hermes_estop.windows.wakeups import due_wakeups, wakeups_for
+from hermes_estop.windows.scheduler import due_wakeups, wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)

@@ -12,6 +12,7 @@ strengthening act at the next read and every weakening waits for the same file o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -19,15 +20,16 @@ from typing import Any
 
 from hermes_estop.model.allow import Allow
 from hermes_estop.model.durations import MAX_DURATION
+from hermes_estop.model.errors import StoreError
 from hermes_estop.model.hold import VACANT, Hold, HoldState, Reading
 from hermes_estop.model.selector import holds_at_least, hull
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry, entry_for
-from hermes_estop.windows.model import MAX_REASON, Window
+from hermes_estop.windows.model import MAX_REASON, Window, reason_of
 from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering, occurrence_key
 
 __all__ = ["ARMED_BY_PREFIX", "CHAIN_LIMIT", "Arm", "Desired", "FileGuard", "GuardVerdict", "Retire", "ScopePlan",
            "Skip", "chain_end", "claims", "compose", "idle", "intersect_allow", "meanwhile", "plan_scope",
-           "strengthens", "vanished"]
+           "strengthens", "terms", "vanished"]
 
 ARMED_BY_PREFIX = "window:"
 #: at most this many future occurrences extend one deadline; the next start re-extends it
@@ -148,26 +150,37 @@ def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: dat
     return min(end, horizon)
 
 
-def compose(members: Sequence[Occurrence], windows: Mapping[str, Window], deadline: datetime,
-            now: datetime | None = None) -> Desired:
+def terms(windows: Windows, name: str) -> tuple[str | None, Allow]:
+    """The window `name`'s own reason and allowlist, read off its table (`Windows.table`): a hold
+    is composed without validating a `Window` in the middle of planning (issue 45). None of
+    these: its name's default reason, and nobody allowed."""
+    at = windows.position(name)
+    if at is None:
+        return None, Allow()
+    try:
+        shown = json.loads(windows.table(at))
+        allow = shown["allow"]
+        return shown.get("reason"), Allow.of(allow["user_ids"], allow["profiles"])
+    except (ValueError, TypeError, KeyError) as exc:
+        raise StoreError(f"window {name}: its table does not read ({exc})") from None
+
+
+def compose(members: Sequence[Occurrence], windows: Windows, deadline: datetime, now: datetime | None = None) -> Desired:
     """The one hold covering `members`: intersection of allowlists, their reasons (a member in its
     drain lead at `now`: "draining for <window>"), the deadline; named after the earliest-starting
     member, `covers` lists them all."""
     ordered = sorted(members, key=lambda o: (o.start, o.window))
     primary = ordered[0]
-    reasons: list[str] = []
-    for occurrence in ordered:
-        window = windows[occurrence.window]
-        reason = window.reason_for(occurrence.reason, draining=now is not None and occurrence.draining(now))
-        if reason not in reasons:
-            reasons.append(reason)
+    of = {name: terms(windows, name) for name in dict.fromkeys(o.window for o in ordered)}
+    reasons = list(dict.fromkeys(reason_of(o.window, of[o.window][0], o.reason,
+                                           draining=now is not None and o.draining(now)) for o in ordered))
     reason = "; ".join(reasons)
     if len(reason) > MAX_REASON:
         reason = reason[: MAX_REASON - 3].rstrip() + "..."
     body: dict[str, Any] = {"name": primary.window, "occurrence": primary.ident}
     if len(ordered) > 1:
         body["covers"] = [{"name": o.window, "occurrence": o.ident} for o in ordered]
-    return Desired(deadline, intersect_allow(windows[o.window].hold_allow for o in ordered), reason,
+    return Desired(deadline, intersect_allow(of[o.window][1] for o in ordered), reason,
                    f"{ARMED_BY_PREFIX}{primary.window}", body)
 
 
@@ -282,9 +295,8 @@ def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Ma
             return replace(plan, actions=(Retire(scope, standing, retiring),), notes=tuple(notes + others))
         return replace(plan, notes=tuple(notes + closing))
     deadline = chain_end(members, windows, now, closed, timeline=timeline)
-    given = Windows.of(windows)  # a row's `Window` built only for a member
-    named = {name: w for name in {o.window for o in members} if (w := given.named(name)) is not None}
-    actions, kept = _arm_or_keep(scope, now, members, fresh, compose(members, named, deadline, now), reading, selector)
+    desired = compose(members, Windows.of(windows), deadline, now)
+    actions, kept = _arm_or_keep(scope, now, members, fresh, desired, reading, selector)
     return replace(plan, actions=actions, notes=tuple(notes + closing + kept))
 
 
