@@ -408,31 +408,34 @@ class FileGuard:
         self.confirm_after = confirm_after
         #: the windows the scheduler last acted on (confirmed, or with a weakening put back)
         self.trusted: Sequence[Window] | None = None
-        #: the unconfirmed read's identity and when it was first read
+        #: the unconfirmed read's identity (the file's and its feeds') and when it was first read
         self._pending: tuple[Identity, datetime] | None = None
+        #: the identity of the file last acted on whole (a read of the same file whose feeds
+        #: changed is described as that, not as an edit of the file)
+        self._file: Identity = None
 
     def judge(self, identity: Identity, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
-              now: datetime, failing: frozenset[str] = frozenset()) -> GuardVerdict:
-        """What to act on for the read `windows` of the file with `identity` at `now` (`failing`:
-        the read's tables that do not validate, held as last acted on)."""
+              now: datetime, failing: frozenset[str] = frozenset(), feeds: Identity = ()) -> GuardVerdict:
+        """What to act on for the read `windows` of the file with `identity`, its calendar feeds as
+        `feeds`, at `now` (`failing`: the read's tables that do not validate, held as last acted on)."""
         if failing:
             present = {w.name for w in windows}
             windows = [*windows, *(w for w in self.trusted or () if w.name in failing and w.name not in present)]
         gone = vanished(windows, self.trusted, entries, now)
         if not gone:
-            return self._trust(windows)
+            return self._trust(windows, identity)
         unknown = sorted(set(gone) & failing)
         if unknown:  # holds per the ledger, fails, and this process never read it: nothing to put back
             self._pending = None
             return GuardVerdict(False, f"window(s) {', '.join(unknown)} hold per the ledger but do not validate: "
                                   "nothing acted on until they validate or their occurrence ends")
         pending = self._pending
-        if pending is None or pending[0] != identity or now < pending[1]:
-            self._pending = (identity, now)
+        if pending is None or pending[0] != (identity, feeds) or now < pending[1]:
+            self._pending = ((identity, feeds), now)
         elif now - pending[1] >= self.confirm_after:
-            return self._trust(windows)
+            return self._trust(windows, identity)
         kept = self._put_back(windows, gone, entries, now)
-        return GuardVerdict(False, self._describe(gone, identity, windows, kept is not None),
+        return GuardVerdict(False, self._describe(gone, identity, feeds, windows, kept is not None),
                             None if kept is None else kept[0], () if kept is None else kept[1])
 
     def interrupted(self) -> None:
@@ -454,15 +457,20 @@ class FileGuard:
         self.trusted = list(merged)
         return merged, moving
 
-    def _trust(self, windows: Sequence[Window]) -> GuardVerdict:
+    def _trust(self, windows: Sequence[Window], identity: Identity) -> GuardVerdict:
         self.trusted = Windows.of(windows)
-        self._pending = None
+        self._pending, self._file = None, identity
         return GuardVerdict(True, windows=self.trusted)
 
-    def _describe(self, gone: list[str], identity: Identity, windows: Sequence[Window], kept: bool) -> str:
+    def _describe(self, gone: list[str], identity: Identity, feeds: Identity, windows: Sequence[Window],
+                  kept: bool) -> str:
         shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
-        state = "missing" if identity is None else ("without windows" if not windows else "changed")
         meanwhile = "they hold as they were" if kept else "no window is armed or retired"
-        return (f"windows.toml {state}: window(s) {shown} gone or weakened; not acted on until the file stays the "
-                f"same for {self.confirm_after.total_seconds():g}s over two reads (meanwhile {meanwhile}: an editor "
-                f"may be saving it in place)")
+        if feeds and identity == self._file:  # the same file: what changed is a feed
+            what, read = "the calendar feeds of windows.toml changed", "they stay"
+        else:
+            what = f"windows.toml {'missing' if identity is None else 'without windows' if not windows else 'changed'}"
+            read = "the file stays"
+        return (f"{what}: window(s) {shown} gone or weakened; not acted on until {read} the same for "
+                f"{self.confirm_after.total_seconds():g}s over two reads (meanwhile {meanwhile}: an editor may be "
+                "saving it in place)")

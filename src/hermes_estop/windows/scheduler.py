@@ -371,8 +371,8 @@ class WindowService:
         windows = rows if rows is not None else parsed.windows
         report.windows = len(windows)
         self._note_tables(parsed, report)
-        identity = (snapshot.identity, parsed.digests) if parsed.digests else snapshot.identity
-        verdict = self.guard.judge(identity, windows, entries, report.now, parsed.failing_names())
+        verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names(),
+                                   parsed.digests)
         own = not parsed.failures and not parsed.sources
         # the schedule kept is the file's as it is, never the version last confirmed (issue 45)
         whole = (snapshot.raw, windows) if own else None
