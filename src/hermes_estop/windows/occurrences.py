@@ -9,7 +9,7 @@ The cron math is `hermes_estop.model.cronspec`'s (croniter on the wall clock of 
 timezone, then THE DST rule: a repeated fall-back start occurs once, at its first instant; a
 start in the spring-forward gap moves to the first valid instant after it), shared with the
 cron jobs so both follow one rule. APScheduler only wakes the service at instants computed here
-(`scheduler.Wakeups`: its `CronTrigger` reads day-of-week 0 as Monday).
+(`scheduler.due_wakeups`: its `CronTrigger` reads day-of-week 0 as Monday).
 """
 
 from __future__ import annotations

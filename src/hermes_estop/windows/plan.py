@@ -466,11 +466,9 @@ class FileGuard:
                   kept: bool) -> str:
         shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
         meanwhile = "they hold as they were" if kept else "no window is armed or retired"
-        if feeds and identity == self._file:  # the same file: what changed is a feed
-            what, read = "the calendar feeds of windows.toml changed", "they stay"
-        else:
-            what = f"windows.toml {'missing' if identity is None else 'without windows' if not windows else 'changed'}"
-            read = "the file stays"
+        state = "missing" if identity is None else "without windows" if not windows else "changed"
+        what, read = (("the calendar feeds of windows.toml changed", "they stay") if feeds and identity == self._file
+                      else (f"windows.toml {state}", "the file stays"))
         return (f"{what}: window(s) {shown} gone or weakened; not acted on until {read} the same for "
                 f"{self.confirm_after.total_seconds():g}s over two reads (meanwhile {meanwhile}: an editor may be "
                 "saving it in place)")

@@ -1,6 +1,6 @@
 """The window scheduler: a pass (`tick`, or `plan`: the same, writing nothing) reads the file and
 the ledger, takes the file's compiled `Schedule`, plans each scope with something to decide
-(`plan`) and carries the plans out (`Actions`). APScheduler 3 date jobs (`Wakeups`; never its
+(`plan`) and carries the plans out (`Actions`). APScheduler 3 date jobs (`due_wakeups`; never its
 `CronTrigger`, which reads day-of-week 0 as Monday) wake it when the occurrences say; `run` also
 passes every `poll_interval` seconds, which picks up edits and makes a missed wake-up harmless.
 Passes hold a lock (no interleaving within a process; across processes the store's fences and the
@@ -47,7 +47,7 @@ from hermes_estop.windows.schedule import Schedules, ScheduleTimeline
 from hermes_estop.windows.windows_file import Parsed, WindowsFile, against_policy
 
 __all__ = ["EDIT", "JOB_PREFIX", "LATER", "MAX_JOBS", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog",
-           "Scheduler", "TickEvent", "TickReport", "WindowService", "Wakeups", "action_event", "due_wakeups",
+           "Scheduler", "TickEvent", "TickReport", "WindowService", "action_event", "due_wakeups",
            "make_scheduler", "note_event", "planned_events", "wakeups_for"]
 
 logger = logging.getLogger("hermes_estop.windows")
@@ -477,7 +477,7 @@ class WindowService:
                 # wake-up: a pass setting its jobs then would wait forever (serve never stopped)
                 with self._stopping_lock:
                     if self.scheduler is not None and not self._stopping:
-                        Wakeups(self.scheduler, self._wake).set(report.wakeups)
+                        self._set_jobs(self.scheduler, report.wakeups)
                 next_wake = min(report.wakeups.values(), default=None)
                 if whole is not None:  # the next operator command reads the schedule warm
                     self.schedules.keep(*whole, report.now, next_wake)
@@ -646,9 +646,23 @@ class WindowService:
 
     def jobs(self) -> dict[str, datetime]:
         """The wake-ups currently scheduled with APScheduler."""
-        if self.scheduler is None:
-            return {}
-        return Wakeups(self.scheduler, self._wake).jobs()
+        jobs = self.scheduler.get_jobs() if self.scheduler is not None else ()
+        return {job.id: job.next_run_time for job in jobs if job.id.startswith(JOB_PREFIX) and job.next_run_time}
+
+    def _set_jobs(self, scheduler: Scheduler, desired: dict[str, datetime]) -> None:
+        """Make the scheduler's `windows:` date jobs the `desired` instants."""
+        from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
+        from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
+
+        existing = {job.id: job for job in scheduler.get_jobs() if job.id.startswith(JOB_PREFIX)}
+        for job_id in existing.keys() - desired.keys():
+            with contextlib.suppress(JobLookupError):
+                scheduler.remove_job(job_id)
+        for job_id, when in desired.items():
+            if getattr(existing.get(job_id), "next_run_time", None) != when:
+                scheduler.add_job(self._wake, trigger=DateTrigger(run_date=when, timezone=UTC), args=(job_id,),
+                                  id=job_id, name=job_id, replace_existing=True, misfire_grace_time=None,
+                                  coalesce=True, max_instances=1)
 
     def start(self) -> TickReport:
         """Start APScheduler (a BackgroundScheduler unless one was given) and reconcile once."""
@@ -669,7 +683,7 @@ class WindowService:
         if scheduler is not None and scheduler.running:
             # APScheduler's shutdown marks it stopped before it takes the job store's lock: its
             # loop, removing a date job it just fired, would then not find it and die
-            Wakeups(scheduler, self._wake).set({})
+            self._set_jobs(scheduler, {})
         if scheduler is not None and self._owns_scheduler and scheduler.running:
             scheduler.shutdown(wait=True)
 
@@ -775,37 +789,6 @@ def _earliest(out: dict[str, datetime], limit: int) -> dict[str, datetime]:
     kept = dict(ordered[:limit])
     kept[LATER] = ordered[limit][1]
     return kept
-
-
-class Wakeups:
-    """Keeps the scheduler's `windows:` jobs equal to a desired set of instants."""
-
-    def __init__(self, scheduler: Scheduler, wake: Callable[[str], None]) -> None:
-        self.scheduler = scheduler
-        self.wake = wake
-
-    def jobs(self) -> dict[str, datetime]:
-        out: dict[str, datetime] = {}
-        for job in self.scheduler.get_jobs():
-            if job.id.startswith(JOB_PREFIX) and job.next_run_time is not None:
-                out[job.id] = job.next_run_time
-        return out
-
-    def set(self, desired: dict[str, datetime]) -> None:
-        from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
-        from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
-
-        existing = {job.id: job for job in self.scheduler.get_jobs() if job.id.startswith(JOB_PREFIX)}
-        for job_id in existing.keys() - desired.keys():
-            with contextlib.suppress(JobLookupError):
-                self.scheduler.remove_job(job_id)
-        for job_id, when in desired.items():
-            job = existing.get(job_id)
-            if job is not None and getattr(job, "next_run_time", None) == when:
-                continue
-            self.scheduler.add_job(self.wake, trigger=DateTrigger(run_date=when, timezone=UTC), args=(job_id,),
-                                   id=job_id, name=job_id, replace_existing=True, misfire_grace_time=None,
-                                   coalesce=True, max_instances=1)
 
 
 def make_scheduler() -> Scheduler:
