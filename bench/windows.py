@@ -48,8 +48,7 @@ from hermes_estop import Estop
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores import FileStore
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.scheduler import WindowService
-from hermes_estop.windows.wakeups import MAX_JOBS, wakeups_for
+from hermes_estop.windows.scheduler import MAX_JOBS, WindowService, wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["run"]

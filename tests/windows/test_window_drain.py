@@ -19,8 +19,8 @@ from hermes_estop.windows.model import MAX_REASON, InvalidWindow, Window, json_s
 from hermes_estop.windows.occurrences import Windows, covering, next_armed, upcoming
 from hermes_estop.windows.plan import chain_end
 from hermes_estop.windows.schedule import Schedules
+from hermes_estop.windows.scheduler import due_wakeups, wakeups_for
 from hermes_estop.windows.skips import pick
-from hermes_estop.windows.wakeups import due_wakeups, wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
 US = timedelta(microseconds=1)

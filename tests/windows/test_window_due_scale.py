@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from hermes_estop.windows import schedule as schedule_module, scheduler as service_module, wakeups as wakeups_module
+from hermes_estop.windows import schedule as schedule_module, scheduler as service_module
 from hermes_estop.windows.ledger import ARMED, ENDED, RETENTION, LedgerEntry, OccurrenceLedger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Windows, covering
 from hermes_estop.windows.schedule import Schedules, schedule_of
-from hermes_estop.windows.wakeups import wakeups_for
+from hermes_estop.windows.scheduler import wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
 # the module, not the function `hermes_estop.windows` re-exports under the same name
@@ -146,7 +146,7 @@ def test_the_answers_and_the_wake_ups_are_the_exact_ones_over_a_walk_in_time(tmp
         exact = {w.name: covering(w, now) for w in windows if w.enabled}
         assert got == {name: found for name, found in exact.items() if found}, (step, now)
         for limit in (3, 256):
-            assert wakeups_module.due_wakeups(timeline, listed, got, now, limit) == wakeups_for(windows, now, limit), \
+            assert service_module.due_wakeups(timeline, listed, got, now, limit) == wakeups_for(windows, now, limit), \
                 (step, now)
 
 
@@ -318,7 +318,7 @@ def test_a_list_of_a_files_windows_takes_the_rows_of_its_held_schedule(tmp_path,
     assert 0 < questions[0] <= 3  # the edited window alone
     exact = {w.name: covering(w, now) for w in windows if covering(w, now)}
     assert timeline.covering_now(listed, now) == exact and exact["w7"][0].end == MONTH + timedelta(hours=12, minutes=27)
-    assert wakeups_module.due_wakeups(timeline, listed, exact, now) == wakeups_for(windows, now)
+    assert service_module.due_wakeups(timeline, listed, exact, now) == wakeups_for(windows, now)
 
 
 def _holidays(root, day: str) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from hermes_estop.model.hold import HoldState
 
 HEAD = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//hermes-estop tests//EN\r\n"
@@ -49,3 +51,20 @@ def test_making_today_a_holiday_while_the_window_holds_waits_for_the_stability_r
     harness.clock.advance(seconds=1)
     harness.service.reconcile()
     assert harness.reading().state is HoldState.ABSENT
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    ("feed", "the calendar feeds of windows.toml changed: window(s) daily gone or weakened; not acted on until they "
+             "stay the same"),
+    ("file", "windows.toml changed: window(s) daily gone or weakened; not acted on until the file stays the same"),
+])
+def test_a_weakening_read_says_whether_the_feed_or_the_file_changed(harness, edit, said):
+    """A feed-only change is not reported as an edit of windows.toml (issue 45)."""
+    setup(harness, NONE)
+    if edit == "feed":
+        (harness.root / "h.ics").write_text(TODAY)
+    else:
+        (harness.root / "windows.toml").write_text(WINDOW.replace('"4h"', '"2h"'))
+    harness.clock.advance(seconds=1)
+    pending = harness.service.reconcile().pending
+    assert pending is not None and pending.startswith(said), pending

@@ -18,8 +18,7 @@ from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.forecast import window_holds
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import covering, next_armed, upcoming
-from hermes_estop.windows.scheduler import WindowService
-from hermes_estop.windows.wakeups import wakeups_for
+from hermes_estop.windows.scheduler import WindowService, wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

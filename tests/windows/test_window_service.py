@@ -13,6 +13,7 @@ from schedule_queries import schedule_path
 
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, ENDED, INTENT, RELEASED, SKIPPED
+from hermes_estop.windows.model import Window
 
 US = timedelta(microseconds=1)
 
@@ -54,6 +55,30 @@ def test_arms_at_start_with_the_occurrence_end_as_deadline(harness):
     assert harness.jobs() == {"windows:end:maint": start + timedelta(minutes=30)}
     assert harness.entries()[f"fleet/maint@{start.isoformat()}"].state == ARMED
 
+
+
+@pytest.mark.parametrize(("extra", "before", "reason", "admitted"), [
+    ({"reason": "db migration", "allow": {"user_ids": ["424242"], "profiles": ["ops"]}}, timedelta(0), "db migration",
+     {("424242", "ops"): True, ("424242", "dev"): False, ("1", "ops"): False}),
+    ({"drain": "10m"}, timedelta(minutes=5), "draining for maint", {("424242", None): False}),
+    ({"reason": "reindex", "drain": "10m"}, timedelta(minutes=5), "draining for maint: reindex", {}),
+])
+def test_the_pass_arming_a_row_validates_no_window(harness, monkeypatch, extra, before, reason, admitted):
+    """The hold's reason and allowlist are read off the row's table of the held schedule: the
+    pass that arms it validates no `Window` (issue 45: one was validated in the middle of planning)."""
+    start = harness.clock.now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    harness.write({"name": "maint", "cron": f"0 {start.hour} * * *", "timezone": "UTC", "duration": "30m", **extra})
+    harness.service.check_file()  # the file's schedule compiled and held, as `serve --once` does
+    validated = []
+    parse = Window.parse
+    monkeypatch.setattr(Window, "parse", classmethod(lambda cls, data: validated.append(data) or parse(data)))
+    harness.clock.set(start - before)
+    report = harness.service.tick()
+    assert [event.kind for event in report.events] == ["arm"], report.errors
+    hold = harness.reading().hold
+    assert hold.reason == reason
+    assert {who: hold.allow.admits(*who) for who in admitted} == admitted
+    assert validated == []
 
 def test_expiry_job_retires_the_generation_it_armed(harness):
     _window, start, generation = armed_one_shot(harness)

@@ -54,6 +54,7 @@ __all__ = [
     "WindowAllow",
     "WindowsDocument",
     "json_schema",
+    "reason_of",
     "refusals_of",
     "refused_window",
     "validate_scope",
@@ -290,6 +291,17 @@ def cron_matches(expr: str, wall: datetime) -> bool:
     return bool(croniter.match(expr, wall.replace(second=0, microsecond=0)))
 
 
+def reason_of(name: str, reason: str | None, own: str | None = None, *, draining: bool = False) -> str:
+    """The reason of one occurrence's hold: `own` (a calendar event's SUMMARY) or the window's,
+    else "maintenance window <name>"; during the drain lead "draining for <window>[: <reason>]",
+    cut to `MAX_REASON`. Of the fields, not a `Window`: the scheduler reads them off a row's table."""
+    reason = own or reason
+    if not draining:
+        return reason or f"maintenance window {name}"
+    text = f"draining for {name}" + (f": {reason}" if reason else "")
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3].rstrip() + "..."
+
+
 class Window(BaseModel):
     """One maintenance window. Validated on construction; frozen afterwards."""
 
@@ -376,16 +388,10 @@ class Window(BaseModel):
 
     @property
     def hold_reason(self) -> str:
-        return self.reason or f"maintenance window {self.name}"
+        return reason_of(self.name, self.reason)
 
     def reason_for(self, own: str | None, *, draining: bool = False) -> str:
-        """The reason of one occurrence's hold: `own` (a calendar event's SUMMARY) or the
-        window's; during the drain lead "draining for <window>[: <reason>]", cut to `MAX_REASON`."""
-        reason = own or self.reason
-        if not draining:
-            return reason or self.hold_reason
-        text = f"draining for {self.name}" + (f": {reason}" if reason else "")
-        return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3].rstrip() + "..."
+        return reason_of(self.name, self.reason, own, draining=draining)
 
     @property
     def feed(self) -> Feed | None:

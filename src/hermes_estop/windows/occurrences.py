@@ -320,27 +320,6 @@ class Windows(Sequence[Window]):
             self._lane = {row: order for order, row in enumerate(self.rows)}
         return self._lane
 
-    def by_name(self) -> Mapping[str, Window]:
-        """These windows by name, each row's built when looked up."""
-        return _ByName(self)
-
-
-class _ByName(Mapping[str, Window]):
-    def __init__(self, windows: Windows) -> None:
-        self.windows = windows
-
-    def __getitem__(self, name: str) -> Window:
-        window = self.windows.named(name)
-        if window is None:
-            raise KeyError(name)
-        return window
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.windows.names())
-
-    def __len__(self) -> int:
-        return len(self.windows)
-
 
 def table_of(window: Window) -> bytes:
     """`window` as a schedule's `tables` column holds it (`Window.to_json`, compact JSON): equal

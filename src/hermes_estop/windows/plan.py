@@ -12,21 +12,23 @@ strengthening act at the next read and every weakening waits for the same file o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from hermes_estop.model.durations import MAX_DURATION
+from hermes_estop.model.errors import StoreError
 from hermes_estop.model.hold import VACANT, Allow, Hold, HoldState, Reading
 from hermes_estop.model.selector import holds_at_least, hull
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry, entry_for
-from hermes_estop.windows.model import MAX_REASON, Window
+from hermes_estop.windows.model import MAX_REASON, Window, reason_of
 from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering, occurrence_key
 
 __all__ = ["ARMED_BY_PREFIX", "CHAIN_LIMIT", "Arm", "Desired", "FileGuard", "GuardVerdict", "Retire", "ScopePlan",
            "Skip", "chain_end", "claims", "compose", "idle", "intersect_allow", "meanwhile", "plan_scope",
-           "strengthens", "vanished"]
+           "strengthens", "terms", "vanished"]
 
 ARMED_BY_PREFIX = "window:"
 #: at most this many future occurrences extend one deadline; the next start re-extends it
@@ -147,26 +149,37 @@ def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: dat
     return min(end, horizon)
 
 
-def compose(members: Sequence[Occurrence], windows: Mapping[str, Window], deadline: datetime,
-            now: datetime | None = None) -> Desired:
+def terms(windows: Windows, name: str) -> tuple[str | None, Allow]:
+    """The window `name`'s own reason and allowlist, read off its table (`Windows.table`): a hold
+    is composed without validating a `Window` in the middle of planning (issue 45). None of
+    these: its name's default reason, and nobody allowed."""
+    at = windows.position(name)
+    if at is None:
+        return None, Allow()
+    try:
+        shown = json.loads(windows.table(at))
+        allow = shown["allow"]
+        return shown.get("reason"), Allow.of(allow["user_ids"], allow["profiles"])
+    except (ValueError, TypeError, KeyError) as exc:
+        raise StoreError(f"window {name}: its table does not read ({exc})") from None
+
+
+def compose(members: Sequence[Occurrence], windows: Windows, deadline: datetime, now: datetime | None = None) -> Desired:
     """The one hold covering `members`: intersection of allowlists, their reasons (a member in its
     drain lead at `now`: "draining for <window>"), the deadline; named after the earliest-starting
     member, `covers` lists them all."""
     ordered = sorted(members, key=lambda o: (o.start, o.window))
     primary = ordered[0]
-    reasons: list[str] = []
-    for occurrence in ordered:
-        window = windows[occurrence.window]
-        reason = window.reason_for(occurrence.reason, draining=now is not None and occurrence.draining(now))
-        if reason not in reasons:
-            reasons.append(reason)
+    of = {name: terms(windows, name) for name in dict.fromkeys(o.window for o in ordered)}
+    reasons = list(dict.fromkeys(reason_of(o.window, of[o.window][0], o.reason,
+                                           draining=now is not None and o.draining(now)) for o in ordered))
     reason = "; ".join(reasons)
     if len(reason) > MAX_REASON:
         reason = reason[: MAX_REASON - 3].rstrip() + "..."
     body: dict[str, Any] = {"name": primary.window, "occurrence": primary.ident}
     if len(ordered) > 1:
         body["covers"] = [{"name": o.window, "occurrence": o.ident} for o in ordered]
-    return Desired(deadline, intersect_allow(windows[o.window].hold_allow for o in ordered), reason,
+    return Desired(deadline, intersect_allow(of[o.window][1] for o in ordered), reason,
                    f"{ARMED_BY_PREFIX}{primary.window}", body)
 
 
@@ -281,9 +294,8 @@ def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Ma
             return replace(plan, actions=(Retire(scope, standing, retiring),), notes=tuple(notes + others))
         return replace(plan, notes=tuple(notes + closing))
     deadline = chain_end(members, windows, now, closed, timeline=timeline)
-    given = Windows.of(windows)  # a row's `Window` built only for a member
-    named = {name: w for name in {o.window for o in members} if (w := given.named(name)) is not None}
-    actions, kept = _arm_or_keep(scope, now, members, fresh, compose(members, named, deadline, now), reading, selector)
+    desired = compose(members, Windows.of(windows), deadline, now)
+    actions, kept = _arm_or_keep(scope, now, members, fresh, desired, reading, selector)
     return replace(plan, actions=actions, notes=tuple(notes + closing + kept))
 
 
@@ -395,31 +407,34 @@ class FileGuard:
         self.confirm_after = confirm_after
         #: the windows the scheduler last acted on (confirmed, or with a weakening put back)
         self.trusted: Sequence[Window] | None = None
-        #: the unconfirmed read's identity and when it was first read
+        #: the unconfirmed read's identity (the file's and its feeds') and when it was first read
         self._pending: tuple[Identity, datetime] | None = None
+        #: the identity of the file last acted on whole (a read of the same file whose feeds
+        #: changed is described as that, not as an edit of the file)
+        self._file: Identity = None
 
     def judge(self, identity: Identity, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
-              now: datetime, failing: frozenset[str] = frozenset()) -> GuardVerdict:
-        """What to act on for the read `windows` of the file with `identity` at `now` (`failing`:
-        the read's tables that do not validate, held as last acted on)."""
+              now: datetime, failing: frozenset[str] = frozenset(), feeds: Identity = ()) -> GuardVerdict:
+        """What to act on for the read `windows` of the file with `identity`, its calendar feeds as
+        `feeds`, at `now` (`failing`: the read's tables that do not validate, held as last acted on)."""
         if failing:
             present = {w.name for w in windows}
             windows = [*windows, *(w for w in self.trusted or () if w.name in failing and w.name not in present)]
         gone = vanished(windows, self.trusted, entries, now)
         if not gone:
-            return self._trust(windows)
+            return self._trust(windows, identity)
         unknown = sorted(set(gone) & failing)
         if unknown:  # holds per the ledger, fails, and this process never read it: nothing to put back
             self._pending = None
             return GuardVerdict(False, f"window(s) {', '.join(unknown)} hold per the ledger but do not validate: "
                                   "nothing acted on until they validate or their occurrence ends")
         pending = self._pending
-        if pending is None or pending[0] != identity or now < pending[1]:
-            self._pending = (identity, now)
+        if pending is None or pending[0] != (identity, feeds) or now < pending[1]:
+            self._pending = ((identity, feeds), now)
         elif now - pending[1] >= self.confirm_after:
-            return self._trust(windows)
+            return self._trust(windows, identity)
         kept = self._put_back(windows, gone, entries, now)
-        return GuardVerdict(False, self._describe(gone, identity, windows, kept is not None),
+        return GuardVerdict(False, self._describe(gone, identity, feeds, windows, kept is not None),
                             None if kept is None else kept[0], () if kept is None else kept[1])
 
     def interrupted(self) -> None:
@@ -441,15 +456,18 @@ class FileGuard:
         self.trusted = list(merged)
         return merged, moving
 
-    def _trust(self, windows: Sequence[Window]) -> GuardVerdict:
+    def _trust(self, windows: Sequence[Window], identity: Identity) -> GuardVerdict:
         self.trusted = Windows.of(windows)
-        self._pending = None
+        self._pending, self._file = None, identity
         return GuardVerdict(True, windows=self.trusted)
 
-    def _describe(self, gone: list[str], identity: Identity, windows: Sequence[Window], kept: bool) -> str:
+    def _describe(self, gone: list[str], identity: Identity, feeds: Identity, windows: Sequence[Window],
+                  kept: bool) -> str:
         shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
-        state = "missing" if identity is None else ("without windows" if not windows else "changed")
         meanwhile = "they hold as they were" if kept else "no window is armed or retired"
-        return (f"windows.toml {state}: window(s) {shown} gone or weakened; not acted on until the file stays the "
-                f"same for {self.confirm_after.total_seconds():g}s over two reads (meanwhile {meanwhile}: an editor "
-                f"may be saving it in place)")
+        state = "missing" if identity is None else "without windows" if not windows else "changed"
+        what, read = (("the calendar feeds of windows.toml changed", "they stay") if feeds and identity == self._file
+                      else (f"windows.toml {state}", "the file stays"))
+        return (f"{what}: window(s) {shown} gone or weakened; not acted on until {read} the same for "
+                f"{self.confirm_after.total_seconds():g}s over two reads (meanwhile {meanwhile}: an editor may be "
+                "saving it in place)")

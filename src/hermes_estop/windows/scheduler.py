@@ -1,20 +1,22 @@
 """The window scheduler: a pass (`tick`, or `plan`: the same, writing nothing) reads the file and
 the ledger, takes the file's compiled `Schedule`, plans each scope with something to decide
-(`plan`) and carries the plans out (`Actions`). APScheduler date jobs (`wakeups`) wake it when the
-occurrences say; `run` also passes every `poll_interval` seconds, which picks up edits and makes
-a missed wake-up harmless. Passes hold a lock (no interleaving within a process; across processes
-the store's fences and the ledger's lock); only the leader (`is_leader`) writes.
+(`plan`) and carries the plans out (`Actions`). APScheduler 3 date jobs (`due_wakeups`; never its
+`CronTrigger`, which reads day-of-week 0 as Monday) wake it when the occurrences say; `run` also
+passes every `poll_interval` seconds, which picks up edits and makes a missed wake-up harmless.
+Passes hold a lock (no interleaving within a process; across processes the store's fences and the
+ledger's lock); only the leader (`is_leader`) writes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.audit_event import AuditEvent
@@ -38,15 +40,15 @@ from hermes_estop.windows.ledger import (
     open_ledger,
     recall,
 )
-from hermes_estop.windows.model import InvalidWindow, Window
-from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering as covering_of
-from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope
-from hermes_estop.windows.schedule import Schedules
-from hermes_estop.windows.wakeups import JOB_PREFIX, Scheduler, Wakeups, due_wakeups, make_scheduler
+from hermes_estop.windows.model import InvalidWindow, Window, reason_of
+from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering as covering_of, next_armed
+from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope, terms
+from hermes_estop.windows.schedule import Schedules, ScheduleTimeline
 from hermes_estop.windows.windows_file import Parsed, WindowsFile, against_policy
 
-__all__ = ["EDIT", "JOB_PREFIX", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog", "TickEvent",
-           "TickReport", "WindowService", "action_event", "note_event", "planned_events"]
+__all__ = ["EDIT", "JOB_PREFIX", "LATER", "MAX_JOBS", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog",
+           "Scheduler", "TickEvent", "TickReport", "WindowService", "action_event", "due_wakeups",
+           "make_scheduler", "note_event", "planned_events", "wakeups_for"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
@@ -263,12 +265,11 @@ class Actions:
         if removed:
             state.event(action_event(action))
 
-    def skip(self, action: Skip, state: PassState, by_name: Mapping[str, Window]) -> None:
+    def skip(self, action: Skip, state: PassState, windows: Windows) -> None:
         occurrence = action.occurrence
         detail = (f"window {occurrence.window} occurrence {occurrence.ident} skipped: {action.scope} is held by "
                   f"{action.standing}, which the window did not arm")
-        window = by_name.get(occurrence.window)
-        reason = window.reason_for(occurrence.reason) if window else occurrence.reason
+        reason = reason_of(occurrence.window, terms(windows, occurrence.window)[0], occurrence.reason)
         self.fleet.record("skip", self.fleet.location(action.scope), generation=action.standing_generation,
                           reason=reason, deadline=occurrence.end, detail=detail)
         state.remember(entry_for(occurrence, SKIPPED, state.report.now, None, f"held by {action.standing}"))
@@ -370,8 +371,8 @@ class WindowService:
         windows = rows if rows is not None else parsed.windows
         report.windows = len(windows)
         self._note_tables(parsed, report)
-        identity = (snapshot.identity, parsed.digests) if parsed.digests else snapshot.identity
-        verdict = self.guard.judge(identity, windows, entries, report.now, parsed.failing_names())
+        verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names(),
+                                   parsed.digests)
         own = not parsed.failures and not parsed.sources
         # the schedule kept is the file's as it is, never the version last confirmed (issue 45)
         whole = (snapshot.raw, windows) if own else None
@@ -453,9 +454,9 @@ class WindowService:
                 return report, plans
             windows, entries, source, moving, whole = inputs
             report.leader = dry_run or self._may_write()
-            # rows are asked of their own schedule, any other list of one compiled in memory
             listed = Windows.of(windows)
-            timeline = listed.timeline or self.schedules.held(source) or self.schedules.of_windows(listed, report.now)
+            # rows are asked of their own schedule (held for `source`), any other list of one compiled in memory
+            timeline = self.schedules.held(source) or self.schedules.of_windows(listed, report.now)
             state = PassState(report, entries, timeline=timeline)
             covering = timeline.covering_now(listed, report.now)
             # the versions an unconfirmed edit moves to other scopes are held there too
@@ -476,7 +477,7 @@ class WindowService:
                 # wake-up: a pass setting its jobs then would wait forever (serve never stopped)
                 with self._stopping_lock:
                     if self.scheduler is not None and not self._stopping:
-                        Wakeups(self.scheduler, self._wake).set(report.wakeups)
+                        self._set_jobs(self.scheduler, report.wakeups)
                 next_wake = min(report.wakeups.values(), default=None)
                 if whole is not None:  # the next operator command reads the schedule warm
                     self.schedules.keep(*whole, report.now, next_wake)
@@ -618,7 +619,7 @@ class WindowService:
                 elif isinstance(action, Retire):
                     self.actions.retire(action, state)
                 elif isinstance(action, Skip):
-                    self.actions.skip(action, state, lanes.by_name)
+                    self.actions.skip(action, state, Windows.of(on_scope))
             if not conflict:
                 return [plan]
         state.error(f"scope {scope}: the hold kept changing under the scheduler; will retry")
@@ -645,9 +646,23 @@ class WindowService:
 
     def jobs(self) -> dict[str, datetime]:
         """The wake-ups currently scheduled with APScheduler."""
-        if self.scheduler is None:
-            return {}
-        return Wakeups(self.scheduler, self._wake).jobs()
+        jobs = self.scheduler.get_jobs() if self.scheduler is not None else ()
+        return {job.id: job.next_run_time for job in jobs if job.id.startswith(JOB_PREFIX) and job.next_run_time}
+
+    def _set_jobs(self, scheduler: Scheduler, desired: dict[str, datetime]) -> None:
+        """Make the scheduler's `windows:` date jobs the `desired` instants."""
+        from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
+        from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
+
+        existing = {job.id: job for job in scheduler.get_jobs() if job.id.startswith(JOB_PREFIX)}
+        for job_id in existing.keys() - desired.keys():
+            with contextlib.suppress(JobLookupError):
+                scheduler.remove_job(job_id)
+        for job_id, when in desired.items():
+            if getattr(existing.get(job_id), "next_run_time", None) != when:
+                scheduler.add_job(self._wake, trigger=DateTrigger(run_date=when, timezone=UTC), args=(job_id,),
+                                  id=job_id, name=job_id, replace_existing=True, misfire_grace_time=None,
+                                  coalesce=True, max_instances=1)
 
     def start(self) -> TickReport:
         """Start APScheduler (a BackgroundScheduler unless one was given) and reconcile once."""
@@ -668,7 +683,7 @@ class WindowService:
         if scheduler is not None and scheduler.running:
             # APScheduler's shutdown marks it stopped before it takes the job store's lock: its
             # loop, removing a date job it just fired, would then not find it and die
-            Wakeups(scheduler, self._wake).set({})
+            self._set_jobs(scheduler, {})
         if scheduler is not None and self._owns_scheduler and scheduler.running:
             scheduler.shutdown(wait=True)
 
@@ -688,6 +703,107 @@ class WindowService:
             self.shutdown()
 
 
+JOB_PREFIX = "windows:"
+#: wake-up jobs kept at most (the earliest); `LATER` stands for the rest
+MAX_JOBS = 256
+LATER = f"{JOB_PREFIX}later"
+
+
+class Scheduler(Protocol):
+    """The part of APScheduler 3's `BaseScheduler` the window scheduler uses (a test or another
+    host process can pass its own)."""
+
+    @property
+    def running(self) -> bool: ...
+
+    def start(self, paused: bool = False) -> None: ...
+
+    def shutdown(self, wait: bool = True) -> None: ...
+
+    def get_jobs(self) -> list[Any]: ...
+
+    def add_job(self, func: Callable[..., Any], trigger: Any = None, args: Any = None, **kwargs: Any) -> Any: ...
+
+    def remove_job(self, job_id: str, jobstore: str | None = None) -> None: ...
+
+
+def wakeups_for(windows: Iterable[Window], now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
+    """The instants after `now` at which the plan can change (`_jobs`), the `limit` earliest
+    kept plus `windows:later` at the earliest left out: 10,000 windows keep a few hundred jobs
+    (APScheduler's `add_job` costs about 0.1 ms each). Asks every window the exact functions:
+    the definition `due_wakeups` answers without asking them."""
+    out: dict[str, datetime] = {}
+    for window in windows:
+        if window.enabled:
+            _jobs(out, window.name, next_armed(window, now), covering_of(window, now), now)
+    return _earliest(out, limit)
+
+
+def due_wakeups(timeline: ScheduleTimeline, windows: Windows, covering: Mapping[str, Sequence[Occurrence]],
+                now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
+    """`wakeups_for` read off the pass's `timeline`: the next arm of each window something
+    covers (`covering`), and the `limit + 1` earliest next arms of the others off its arm
+    order. Asking each of 10,000 windows every pass was a third of a quiet pass (issue 24)."""
+    out: dict[str, datetime] = {}
+    for name, covered in covering.items():
+        _jobs(out, name, _first_armed(timeline, windows, name, now), covered, now)
+    for name, upcoming in timeline.next_arms(windows, now, covering.keys(), limit + 1):
+        _jobs(out, name, upcoming, (), now)
+    return _earliest(out, limit)
+
+
+def _first_armed(timeline: ScheduleTimeline, windows: Windows, name: str, now: datetime) -> Occurrence | None:
+    """The first occurrence of the window `name` armed after `now`: off the schedule where it
+    holds the answer (no row's `Window` validated mid-pass, issue 45), else `first_armed`."""
+    schedule, row = timeline.schedule, timeline.schedule.row_of(name)
+    if row is not None and (timeline.given is None or timeline.given[row] is windows.named(name)):
+        index = schedule.next_arm_index(row, now)
+        if index is not None:
+            return schedule.occurrence(row, index)
+        if schedule.unkept_arm(row, now) is None:
+            return None
+    window = windows.named(name)
+    return timeline.first_armed(window, now) if window is not None else None
+
+
+def _jobs(out: dict[str, datetime], name: str, upcoming: Occurrence | None, covered: Sequence[Occurrence],
+          now: datetime) -> None:
+    """The wake-ups of the window `name`: its next arm (`windows:start:` at its start, or
+    `windows:drain:` less its drain lead), and of the occurrences `covered` covering `now` the
+    earliest end (`windows:end:`, the expiry) and the start of one draining (its reason changes)."""
+    if upcoming is not None:
+        kind = "drain" if upcoming.lead else "start"
+        out[f"{JOB_PREFIX}{kind}:{name}"] = upcoming.arm_at
+    if covered:
+        out[f"{JOB_PREFIX}end:{name}"] = min(o.end for o in covered)
+        starts = [o.start for o in covered if o.start > now]
+        if starts:
+            out[f"{JOB_PREFIX}start:{name}"] = min(starts)
+
+
+def _earliest(out: dict[str, datetime], limit: int) -> dict[str, datetime]:
+    """The `limit` earliest wake-ups, and `windows:later` at the earliest one left out."""
+    if len(out) <= limit:
+        return out
+    ordered = sorted(out.items(), key=lambda kv: (kv[1], kv[0]))
+    kept = dict(ordered[:limit])
+    kept[LATER] = ordered[limit][1]
+    return kept
+
+
+def make_scheduler() -> Scheduler:
+    """A BackgroundScheduler in UTC with one worker thread: wake-ups never run concurrently."""
+    from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
+    from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
+
+    scheduler: Scheduler = BackgroundScheduler(
+        timezone=UTC,
+        executors={"default": ThreadPoolExecutor(max_workers=1)},
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+    )
+    return scheduler
+
+
 class Lanes:
     """The pass's windows by scope and lane, each scope grouped when first visited (a pass visits
     a few); with `moving`, the versions an unconfirmed edit moves to another scope."""
@@ -695,7 +811,6 @@ class Lanes:
     def __init__(self, windows: Windows, moving: Sequence[Window], covering: dict[str, list[Occurrence]],
                  elsewhere: dict[str, list[Occurrence]]) -> None:
         self.windows = windows
-        self.by_name = windows.by_name()
         self.moving = [w for w in moving if w.enabled]
         #: (scope, name) -> (scope, selector) of the moving versions (`lane_of` names the others)
         self.elsewhere = {(w.scope, w.name): (w.scope, w.selector) for w in self.moving}

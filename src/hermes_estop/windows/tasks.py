@@ -26,7 +26,7 @@ from hermes_estop.process.fleet_config import child_environment
 from hermes_estop.system.processes import signal_group, start_time
 from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, entry_for, open_ledger
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, Windows, covering
+from hermes_estop.windows.occurrences import EXACT, Occurrence, Windows
 from hermes_estop.windows.schedule import Schedules
 from hermes_estop.windows.scheduler import ProblemLog
 from hermes_estop.windows.windows_file import WindowsFile
@@ -99,7 +99,7 @@ class TaskService:
         an occurrence started (drain lead over) and not ended, armed by the scheduler, not
         already running or run. Only the windows the ledger has armed are built."""
         given = Windows.of(windows)
-        place, lookup = given.position, given.named
+        place, lookup, timeline = given.position, given.named, given.timeline or EXACT
         candidates = []
         for entry in entries.values():
             if entry.state != ARMED or not entry.generation or entry.end <= now or entry.key in self.running:
@@ -107,7 +107,7 @@ class TaskService:
             window = lookup(entry.window)
             if window is None or window.run is None or not window.enabled:
                 continue
-            for occurrence in covering(window, now):
+            for occurrence in timeline.around(window, now)[0]:  # off the schedule the rows are of
                 if occurrence.key == entry.key and not occurrence.draining(now):
                     candidates.append((place(window.name) or 0, occurrence, window, entry.generation))
         candidates.sort(key=lambda c: (c[0], c[1]))
