@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from itertools import islice, takewhile
