@@ -197,7 +197,7 @@ _PLAIN = re.compile(r"[0-9*,/-]+(?: [0-9*,/-]+){4}")
 
 
 @functools.cache
-def _composing() -> type:
+def _composing() -> type[Any]:
     """croniter whose parse of a plain expression is composed of its fields' expansions, each
     croniter's own and made once per distinct field: 10,000 distinct expressions have a few
     hundred distinct fields, and croniter's parse was a third of a cold compile (issue 45).
