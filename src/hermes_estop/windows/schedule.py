@@ -604,24 +604,30 @@ def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | No
 
 
 def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
-              previous: Schedule | None = None) -> Schedule | None:
+              kept: list[Schedule] | None = None) -> Schedule | None:
     """The schedule of the file `raw` built a table at a time (one `Window` held at once), a
-    table reading a feed bound to it as it is now; with `previous` (the one kept before an
-    edit: same code, zone data and horizon), an unchanged table's row taken from it as it is.
-    None when the file is not that simple (a table that does not validate or never fires, a
+    table reading a feed bound to it as it is now; with the schedule `kept` before an edit
+    (same code, zone data and horizon; taken out of the list, so that it is let go once a batch
+    of tables reuses none of its rows: a rewrite), an unchanged table's row taken from it as it
+    is. None when the file is not that simple (a table that does not validate or never fires, a
     feed that cannot be read, a repeated name): the caller validates it whole."""
+    previous = kept.pop() if kept else None
     known = {source: row for row, source in enumerate(previous.sources) if source} if previous is not None else {}
     builder = _Builder(previous.lo, previous.hi) if previous is not None else _Builder(*_horizon(now))
     builder.zones.update(previous.zones if previous is not None else ())
     feeds: dict[str, str] = {}
+    reused = 0
     paused = gc.isenabled()
     gc.disable()  # every row built survives: a collection would only walk them again
     try:
         with probe_deferred():
-            for source, validate in _validations(raw, windows_path, feeds):
+            for n, (source, validate) in enumerate(_validations(raw, windows_path, feeds)):
                 if previous is not None and source in known:
                     builder.add_kept(previous, known[source], source)
+                    reused += 1
                     continue
+                if n >= _BATCH and not reused:
+                    previous, known = None, {}
                 valid = validate()
                 if isinstance(valid, CalendarSource) or valid.exclude_calendar is not None:
                     bound = bind(windows_path.parent, windows_path, *(
@@ -782,11 +788,10 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     found = _kept(path) if path is not None else None
     if found is not None and _fresh(found, digest, now, fresh_for, windows_path):
         return replace(found, windows_path=windows_path) if found.fed else found
-    previous = found if found is not None and found.answers(now) and micros(now) < found.lo + HORIZON // _US // 2 and (
-        found.digest != digest or _fresh(found, digest, now, fresh_for)) else None
-    del found  # its rows are taken: not held while another is built or written
-    built = _compiled(digest, raw, windows_path, now, previous) if previous is not None or not validated else None
-    del previous
+    kept = [found] if found is not None and found.answers(now) and micros(now) < found.lo + HORIZON // _US // 2 and (
+        found.digest != digest or _fresh(found, digest, now, fresh_for)) else []
+    del found  # `_compiled` holds it alone: let go once its rows are taken, not held while another is written
+    built = _compiled(digest, raw, windows_path, now, kept) if kept or not validated else None
     if built is None:
         built = build(digest, validate(), now, raw)
         if built is not None and built.feeds is None and validated:  # its feeds read before: read again, fingerprinted
