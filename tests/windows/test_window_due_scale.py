@@ -353,3 +353,81 @@ def test_windows_excluding_a_calendar_are_rows_bound_to_their_feed(tmp_path, que
     assert questions[0] >= len(moved)  # another feed: every window compiled again
     exact = {w.name: covering(w, now) for w in moved if covering(w, now)}
     assert len(exact) == 20 and changed.covering_now(listed, now) == exact
+
+
+MINUTELY = '[[windows]]\nname = "m"\ncron = "* * * * *"\nduration = "30s"\n'
+#: a file of a feed: its minutely window excluding a holiday calendar's days, or beside a `[[calendars]]` table
+FED = {"exclude_calendar": MINUTELY + 'exclude_calendar = "holidays.ics"\n',
+       "calendars": MINUTELY + '\n[[calendars]]\nname = "maint"\nics = "maint.ics"\n'}
+MAINT = ("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nBEGIN:VEVENT\r\nUID:maint\r\nDTSTART:20270301T000000Z\r\n"
+         "DTEND:20270301T020000Z\r\nSUMMARY:maintenance\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n")
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """How many windows were compiled (a row's occurrences over the horizon asked of croniter)."""
+    count = [0]
+    real = schedule_module.occurrences
+
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(schedule_module, "occurrences", counted)
+    return count
+
+
+def _fed_fleet(harness, kind: str, holiday: str = "20270302") -> None:
+    _holidays(harness.root, holiday)
+    (harness.root / "maint.ics").write_text(MAINT)
+    (harness.root / "windows.toml").write_text(FED[kind])
+    harness.clock.set(MONTH + timedelta(seconds=10))
+
+
+# the calendar's event to 02:00 chains on into the minutely window's occurrence starting then
+@pytest.mark.parametrize(("kind", "until"), [("exclude_calendar", MONTH + timedelta(seconds=30)),
+                                             ("calendars", MONTH + timedelta(hours=2, seconds=30))])
+def test_a_new_scheduler_on_an_unchanged_fed_file_plans_off_its_kept_schedule(harness, compiles, kind, until):
+    """`hermes serve` starting again on a file of a feed (a week of a minutely window is 10,080
+    croniter steps) plans off the schedule the last one kept, checked against the feeds as they
+    read now: no window compiled in memory, on its first pass or the next; the hold is the one
+    the first process armed."""
+    _fed_fleet(harness, kind)
+    harness.start()
+    assert harness.reading().hold.expires_at == until
+    compiles[0] = 0
+    harness.restart()
+    harness.clock.advance(seconds=5)
+    assert harness.service.reconcile().ok
+    assert compiles[0] == 0
+    assert harness.reading().hold.expires_at == until
+
+
+def test_a_holiday_removed_from_a_kept_fed_schedules_feed_arms_at_the_next_pass(harness, compiles):
+    """The feed of a schedule a new scheduler took as kept changes (today no longer a holiday):
+    the next pass sees its fingerprint changed, compiles it again and arms the window."""
+    _fed_fleet(harness, "exclude_calendar", holiday="20270301")
+    harness.start()
+    harness.restart()
+    assert harness.reading().hold is None and compiles[0] == 1  # the first process's compile only
+    _holidays(harness.root, "20270302")
+    harness.clock.advance(seconds=1)
+    assert harness.service.reconcile().pending is None
+    assert compiles[0] == 2  # compiled again, of the feed as it now reads
+    assert harness.reading().hold.expires_at == MONTH + timedelta(seconds=30)
+
+
+@pytest.mark.parametrize("kind", list(FED))
+def test_a_feed_failing_under_a_kept_fed_schedule_keeps_the_hold(harness, kind):
+    """A feed the held schedule is of that can no longer be read (no last good copy either):
+    the window or calendar fails, and the hold it armed stays (never planned off the schedule
+    of the feed as it was, never freed)."""
+    _fed_fleet(harness, kind)
+    harness.start()
+    harness.restart()
+    generation = harness.reading().hold.generation
+    (harness.root / ("holidays.ics" if kind == "exclude_calendar" else "maint.ics")).unlink()
+    harness.clock.advance(seconds=5)
+    report = harness.service.reconcile()
+    assert report.failed and "and no last good copy" in report.failed[0]
+    assert harness.reading().hold.generation == generation

@@ -373,7 +373,7 @@ class WindowService:
         self._note_tables(parsed, report)
         verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names(),
                                    parsed.digests)
-        own = not parsed.failures and not parsed.sources
+        own = not parsed.failures  # calendars too: planned off the schedule held for these bytes and feeds
         # the schedule kept is the file's as it is, never the version last confirmed (issue 45)
         whole = (snapshot.raw, windows) if own else None
         if not verdict.trusted:
