@@ -9,6 +9,7 @@ did not change."""
 from __future__ import annotations
 
 import importlib
+import json
 import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from hermes_estop.windows import schedule as schedule_module, scheduler as service_module
+from hermes_estop.windows.calendars import cache_paths
 from hermes_estop.windows.ledger import ARMED, ENDED, RETENTION, LedgerEntry, OccurrenceLedger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Windows, covering
@@ -431,3 +433,25 @@ def test_a_feed_failing_under_a_kept_fed_schedule_keeps_the_hold(harness, kind):
     report = harness.service.reconcile()
     assert report.failed and "and no last good copy" in report.failed[0]
     assert harness.reading().hold.generation == generation
+
+
+def test_a_stale_url_calendar_runs_on_its_last_good_copy_off_the_held_schedule(harness, compiles):
+    """A calendar whose last fetch failed runs on its last good copy, named stale on every pass,
+    off the schedule a new scheduler takes as kept (nothing compiled); once a fetch succeeds
+    (its metadata changes) the next pass compiles it again and no longer calls it stale."""
+    url = "https://calendars.invalid/maint.ics"
+    copy, meta = cache_paths(harness.root, url)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(MAINT)
+    meta.write_text(json.dumps({"error": "timed out", "fetched_at": "2027-02-28T23:00:00Z"}))
+    (harness.root / "windows.toml").write_text(f'[[calendars]]\nname = "maint"\nurl = "{url}"\n')
+    harness.clock.set(MONTH + timedelta(seconds=10))
+    assert "cannot fetch" in harness.start().stale["maint"]
+    compiles[0] = 0
+    assert "timed out" in harness.restart().stale["maint"]
+    assert compiles[0] == 0 and harness.reading().hold.expires_at == MONTH + timedelta(hours=2)
+    meta.write_text(json.dumps({"fetched_at": "2027-03-01T00:00:05Z"}))
+    harness.clock.advance(seconds=5)
+    report = harness.service.reconcile()
+    assert report.stale == {} and report.ok and compiles[0] == 1
+    assert harness.reading().hold.expires_at == MONTH + timedelta(hours=2)
