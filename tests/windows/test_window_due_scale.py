@@ -455,3 +455,17 @@ def test_a_stale_url_calendar_runs_on_its_last_good_copy_off_the_held_schedule(h
     report = harness.service.reconcile()
     assert report.stale == {} and report.ok and compiles[0] == 1
     assert harness.reading().hold.expires_at == MONTH + timedelta(hours=2)
+
+
+@pytest.mark.parametrize("kind", list(FED))
+def test_under_a_policy_a_new_scheduler_plans_off_the_kept_schedule(harness, compiles, kind):
+    """A fleet with an arming policy (every window is checked against it, so the windows are
+    validated, not the schedule's rows): a window the policy admits is still planned off the
+    schedule an earlier scheduler kept of the file, not compiled again in memory."""
+    (harness.root / "estop.toml").write_text('[policy]\nmax_ttl = "30d"\n')
+    _fed_fleet(harness, kind)
+    harness.start()
+    until = harness.reading().hold.expires_at
+    compiles[0] = 0
+    harness.restart()
+    assert compiles[0] == 0 and harness.reading().hold.expires_at == until

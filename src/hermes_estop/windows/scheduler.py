@@ -455,7 +455,10 @@ class WindowService:
             windows, entries, source, moving, whole = inputs
             report.leader = dry_run or self._may_write()
             listed = Windows.of(windows)
-            # rows are asked of their own schedule (held for `source`), any other list of one compiled in memory
+            # rows are asked of their own schedule (held for `source`; under a policy `_inputs`
+            # did not take it yet), any other list of one compiled in memory
+            if source is not None and self.schedules.held(source) is None:
+                self.schedules.rows(source, report.now)
             timeline = self.schedules.held(source) or self.schedules.of_windows(listed, report.now)
             state = PassState(report, entries, timeline=timeline)
             covering = timeline.covering_now(listed, report.now)
