@@ -1103,7 +1103,8 @@ class Schedules:
     def of_windows(self, windows: Windows, now: datetime) -> ScheduleTimeline:
         """The timeline of a schedule compiled in memory, never written, of exactly these
         validated windows (a pass's that are not one version of the file's own: a failing
-        table, a policy, calendars, the guard's put-back), the same while the list holds the
+        table, a feed that fails, a window a policy refuses, the guard's put-back; a file of
+        calendars is planned off its own schedule, `held`), the same while the list holds the
         same objects. Rows are taken from the last one's or a held one's, so a list put together
         anew each pass costs no cron arithmetic. A calendar's window is not a row."""
         listed = windows.validated()
