@@ -9,7 +9,6 @@ import importlib.util
 import os
 import re
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +16,7 @@ from types import ModuleType
 import pytest
 import typer
 
+from inprocess_cli import completed
 from pg_helpers import pg_server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,10 +113,11 @@ def renamed(sql: str, owner: str, daemon: str, database: str) -> str:
 
 
 def hermes(store: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`hermes --store STORE ARGS` in this process (`completed`): the roles' rights are checked,
+    not a process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
     env.update(HERMES_HOME=str(tmp_path), HERMES_ROOT=str(tmp_path), HERMES_ESTOP_CACHE="off")
-    return subprocess.run([sys.executable, "-m", "hermes_estop", "--store", store, *args], env=env,
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    return completed(env, "--store", store, *args)
 
 
 def url_for(dsn: str, role: str, database: str) -> str:

@@ -27,6 +27,7 @@ from hermes_estop.observe.metrics import WorkHeldCounter
 from hermes_estop.observe.server import StatusServer, attach, parse_listen
 from hermes_estop.windows.ledger import SKIPPED, JsonFileLedger, LedgerEntry
 from hermes_estop.windows.occurrences import occurrence_key
+from inprocess_cli import completed
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NIGHTLY = {"name": "nightly", "cron": "0 2 * * *", "timezone": "UTC", "duration": "2h"}
@@ -110,12 +111,12 @@ def test_api_status_has_the_keys_of_hermes_status_json(tmp_path):
     """The same document as the CLI's: the builder is shared (`cli.hold.status_json`)."""
     root = tmp_path / "fleet"
     root.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
-    env.update(HERMES_HOME=str(root), HERMES_ROOT=str(root), PYTHONPATH=SRC)
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "hermes_estop", *args], env=env,
-                              capture_output=True, text=True, timeout=60, check=True)
+        """`hermes ARGS` in this process (`completed`): its output is what is compared."""
+        done = completed(_env(root), *args)
+        assert done.returncode == 0, done.stderr
+        return done
 
     run("pause", "--reason", "same", "--ttl", "1h")
     cli = json.loads(run("status", "--json").stdout)
@@ -294,8 +295,7 @@ def _wait_for_url(process: subprocess.Popen[str], deadline: float) -> str:
 def test_serve_http_serves_metrics_and_the_page_until_sigterm(tmp_path):
     root = tmp_path / "fleet"
     root.mkdir()
-    subprocess.run([sys.executable, "-m", "hermes_estop", "pause", "--reason", "from the cli"], env=_env(root),
-                   check=True, capture_output=True, timeout=60)
+    assert completed(_env(root), "pause", "--reason", "from the cli").returncode == 0  # set-up: not a process
     process = _serve(root, "--http", "127.0.0.1:0")
     try:
         url = _wait_for_url(process, time.monotonic() + 60)

@@ -851,6 +851,26 @@ def _many(calendars: bool) -> str:
     return text
 
 
+def test_a_rewrite_lets_the_kept_schedule_go_and_compiles_what_a_whole_build_compiles(
+        tmp_path: Path, validated: list[str]) -> None:
+    """A batch of tables none of which is the kept schedule's (a rewrite) lets it go: the tables
+    after it are validated too, never a second schedule held beside the one being built."""
+    text = _many(False)
+    wf = _fleet(tmp_path, text)
+    _load(wf)
+    for i in range(schedule._BATCH + 10):
+        table = f'name = "w{i}"\ncron = "{i % 60} {i % 24} * * *"\nduration = "10m"'
+        text = text.replace(table, table.replace('"10m"', '"11m"'))
+    wf.path.write_text(text)
+    validated.clear()
+    edited = _load(wf, NOW + timedelta(hours=1))
+    assert len(validated) == 2 * schedule._BATCH + 50
+    assert edited is not None
+    whole = schedule.build(edited.digest, wf.load(), NOW, wf.path.read_bytes())  # the kept horizon
+    assert _columns(edited) == _columns(whole)
+    assert _in_file_order(edited) == wf.load()
+
+
 def _in_file_order(compiled: schedule.Schedule | None) -> list[object]:
     """The windows `compiled` lists, as their `Window`s (bound to their feeds)."""
     assert compiled is not None

@@ -1,21 +1,16 @@
-"""What a file kept beside `windows.toml` to save work (the compiled schedule) must prove before
-it is read, and what it was computed with.
+"""What the compiled schedule kept beside `windows.toml` must prove before it is read, and what
+it was computed with (`code_stamp`, `zone_digest`).
 
-A kept file is an accelerator, never an authority (docs/design.md, "An edit acts as what it is;
-a cache is never an authority"): whoever can write it chooses what `hermes serve` arms and runs.
-So, as ssh's StrictModes, it is read only when it (the very file read, by `fstat`) and its
-directory are owned by the running user or root and writable by neither group nor others, and
-nothing is written into a directory that is not; otherwise it is ignored with one WARNING line
-per (path, problem) per process. A FIFO or a directory planted in its place is refused, never
-waited on.
-
-`code_stamp` and `zone_digest` say what a kept file was computed with besides the windows file:
-our code, the libraries that read it, the TZif data of a zone; `HORIZON` how far past its build
-a kept schedule (the windows file's, a calendar feed's) answers.
+A kept file is an accelerator, never an authority (docs/design.md): whoever can write it chooses
+what `hermes serve` arms. So, as ssh's StrictModes, it is read only when it (the very file read,
+by `fstat`) and its directory are owned by the running user or root and writable by nobody else,
+and sealed with its directory's key; otherwise it is ignored with one WARNING line per (path,
+problem) per process. A FIFO or a directory planted in its place is refused, never waited on.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import logging
@@ -36,31 +31,24 @@ from hermes_estop.model.text import printable
 from hermes_estop.system.fsread import read_regular_with_stat
 from hermes_estop.system.fsutil import atomic_write
 
-__all__ = ["HORIZON", "basis", "cache_dir", "code_stamp", "directory_problem", "in_cache", "kept_path", "seal",
-           "seal_key", "trusted_bytes", "write_trusted", "zone_digest"]
+__all__ = ["HORIZON", "basis", "cache_dir", "code_stamp", "directory_problem", "kept_path", "seal", "seal_key",
+           "trusted_bytes", "write_trusted", "zone_digest"]
 
 log = logging.getLogger(__name__)
 
-#: how far past its build a kept schedule answers (a week: the questions are about now and the
-#: next few days), the windows schedule's and the compiled feeds' (which cannot import it)
+#: how far past its build a kept schedule answers (the questions are about the next few days)
 HORIZON = timedelta(days=7)
 
 #: a kept file larger than this is not read (100,000 windows' schedule takes about 30 MiB)
 _MAX_BYTES = 256 * 1024 * 1024
 
-_STAMP: str | None = None
-
-
+@functools.cache
 def code_stamp() -> str:
-    """What a kept file depends on besides the windows file: our code (an editable checkout
-    changes without a new version, hence the modules' newest mtime) and the libraries that read it."""
-    global _STAMP
-    if _STAMP is None:
-        package = Path(__file__).resolve().parent.parent
-        newest = max((entry.stat().st_mtime_ns for entry in _modules(package)), default=0)
-        _STAMP = "|".join([__version__, str(newest), pydantic.VERSION, _module_stamp("croniter"),
-                           _module_stamp("tomli"), sys.version.split()[0]])
-    return _STAMP
+    """Our code (an editable checkout changes without a new version: the modules' newest mtime)
+    and the libraries that read the windows file."""
+    newest = max((entry.stat().st_mtime_ns for entry in _modules(Path(__file__).resolve().parent.parent)), default=0)
+    return "|".join([__version__, str(newest), pydantic.VERSION, _module_stamp("croniter"), _module_stamp("tomli"),
+                     sys.version.split()[0]])
 
 
 def _modules(package: Path) -> Iterable[os.DirEntry[str]]:
@@ -75,8 +63,8 @@ def _modules(package: Path) -> Iterable[os.DirEntry[str]]:
 
 
 def _module_stamp(name: str) -> str:
-    """The installed module `name` by its file's path, size and mtime (croniter has no
-    `__version__`, and `importlib.metadata` would cost a command more than it saves)."""
+    """The installed module `name` by its file's path, size and mtime (`importlib.metadata`
+    would cost a command more than it saves)."""
     try:
         spec = find_spec(name)
         origin = spec.origin if spec is not None else None
@@ -87,15 +75,13 @@ def _module_stamp(name: str) -> str:
 
 
 def basis(zones: Iterable[str]) -> str:
-    """What a kept file was computed with besides its source: the code (`code_stamp`) and the
-    TZif data of each zone in `zones` (`zone_digest`)."""
+    """What a kept file was computed with besides its source: `code_stamp`, each zone's `zone_digest`."""
     parts = [code_stamp(), *(f"{z}={zone_digest(z)}" for z in sorted(set(zones)))]
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def zone_digest(name: str) -> str | None:
-    """The SHA-256 of the TZif data `zoneinfo` reads for `name` (the first of its search path,
-    then the tzdata package), or None when it cannot be found."""
+    """The SHA-256 of the TZif data `zoneinfo` reads for `name`, or None when there is none."""
     parts = name.split("/")
     if not name or any(part in ("", ".", "..") for part in parts):
         return None
@@ -110,7 +96,6 @@ def zone_digest(name: str) -> str | None:
         return None
 
 
-#: (path, problem) already warned about: a long-running process says it once
 _WARNED: set[tuple[str, str]] = set()
 
 
@@ -123,13 +108,13 @@ def _unsafe(st: os.stat_result) -> str | None:
     return None
 
 
-def _distrusted(path: Path, problem: str) -> None:
-    """One WARNING per (path, problem) per process; never a failure."""
-    if (str(path), problem) in _WARNED:
-        return
-    _WARNED.add((str(path), problem))
-    log.warning("windows schedule %s not used: %s (a kept schedule is never an authority: make it this "
-                "user's and writable by nobody else)", printable(path), printable(problem))
+def _trusted(path: Path, problem: str | None) -> bool:
+    """Whether there is no `problem` with `path` (else one WARNING per (path, problem) per process)."""
+    if problem is not None and (str(path), problem) not in _WARNED:
+        _WARNED.add((str(path), problem))
+        log.warning("windows schedule %s not used: %s (a kept schedule is never an authority: make it this "
+                    "user's and writable by nobody else)", printable(path), printable(problem))
+    return problem is None
 
 
 def directory_problem(where: Path) -> str | None:
@@ -141,24 +126,18 @@ def directory_problem(where: Path) -> str | None:
 
 
 def trusted_bytes(path: Path) -> bytes:
-    """The bytes of the kept file `path`; b"" when there is none, it cannot be read, it is not a
-    regular file, or it or its directory could be written by someone else than this user or root."""
-    problem = directory_problem(path.parent)
-    if problem is not None:
-        _distrusted(path.parent, problem)
+    """The bytes of the kept file `path`; b"" unless it is a regular file it and its directory
+    could be written by no one but this user or root."""
+    if not _trusted(path.parent, directory_problem(path.parent)):
         return b""
     try:
         data, st = read_regular_with_stat(path, _MAX_BYTES)  # a FIFO or a symlink planted there is refused
     except OSError:
         return b""
     except StoreError as exc:  # not a regular file, too large
-        _distrusted(path, str(exc))
+        _trusted(path, str(exc))
         return b""
-    problem = _unsafe(st)  # the very file read, not the name looked up again
-    if problem is not None:
-        _distrusted(path, problem)
-        return b""
-    return data
+    return data if _trusted(path, _unsafe(st)) else b""  # the very file read, not the name looked up again
 
 
 #: the key kept files of a directory are sealed with (`seal`), in that directory, this user's alone
@@ -166,11 +145,10 @@ SEAL_KEY = ".hermes-estop.key"
 
 
 def seal_key(where: Path, *, create: bool) -> bytes | None:
-    """The key of the kept files of the directory `where` (`SEAL_KEY`: 32 random bytes, made
-    on the first write, `create`, mode 0600); None when there is none, or it is not a regular
-    file of this user's (or root's) that nobody else can read or write: nothing kept there is
-    then believed (issue 45: a kept file is keyed so that one built for other bytes, its header
-    edited, or copied from elsewhere, is never mistaken for the current file's)."""
+    """The key of the kept files of the directory `where` (`SEAL_KEY`: 32 random bytes, mode
+    0600, made on the first write, `create`); None when there is none or others could read or
+    write it: a kept file built for other bytes, edited or copied from elsewhere is then never
+    mistaken for the current file's (issue 45)."""
     path = where / SEAL_KEY
     for _ in range(2):
         try:
@@ -180,9 +158,7 @@ def seal_key(where: Path, *, create: bool) -> bytes | None:
                 return None
             try:
                 where.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache directory, made private
-                problem = directory_problem(where)
-                if problem is not None:
-                    _distrusted(where, problem)
+                if not _trusted(where, directory_problem(where)):
                     return None
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             except FileExistsError:
@@ -198,16 +174,14 @@ def seal_key(where: Path, *, create: bool) -> bytes | None:
             return key
         except (OSError, StoreError):
             return None
-        if _unsafe(st) is not None or st.st_mode & 0o077 or len(data) < 32:
-            _distrusted(path, "a seal key others could read or write, or not one this code made")
-            return None
-        return data
+        odd = st.st_mode & 0o077 or len(data) < 32
+        return data if _trusted(path, "a seal key others could read or write, or not one this code made"
+                                if odd or _unsafe(st) else None) else None
     return None
 
 
 def seal(key: bytes, header: bytes, body: bytes | bytearray | memoryview) -> str:
-    """The seal of a kept file: HMAC-SHA256 under `key` of its `header` (without the seal) and
-    its `body` (what follows the header's line)."""
+    """HMAC-SHA256 under `key` of a kept file's `header` (without the seal) and `body`."""
     mac = hmac.new(key, header, "sha256")
     mac.update(b"\n")
     mac.update(body)
@@ -216,8 +190,7 @@ def seal(key: bytes, header: bytes, body: bytes | bytearray | memoryview) -> str
 
 def cache_dir() -> Path | None:
     """The per-user directory for a file that cannot be kept beside the windows file:
-    `$HERMES_ESTOP_CACHE` (`off`: none), else `$XDG_CACHE_HOME/hermes-estop`, else
-    `~/.cache/hermes-estop`; None when turned off or there is no home."""
+    `$HERMES_ESTOP_CACHE` (`off`: none), `$XDG_CACHE_HOME/hermes-estop` or `~/.cache/hermes-estop`."""
     chosen = os.environ.get("HERMES_ESTOP_CACHE")
     if chosen:
         return None if chosen.strip().lower() == "off" else Path(chosen)
@@ -231,10 +204,9 @@ def cache_dir() -> Path | None:
 
 
 def kept_path(beside: Path, suffix: str) -> Path | None:
-    """Where to keep a file about the file `beside`: next to it (`.<name><suffix>`, where every
-    operator of the fleet finds it) when its directory is this user's or root's and writable by
-    nobody else; else in this user's `cache_dir()` (a fleet root its group can write: each
-    operator keeps their own), named by the hash of `beside`'s path; None when there is none."""
+    """Where to keep a file about `beside`: next to it (`.<name><suffix>`, where every operator
+    finds it) when its directory is trusted (`directory_problem`); else in this user's
+    `cache_dir()`, named by the hash of `beside`'s path (each operator keeps their own)."""
     if directory_problem(beside.parent) is None:
         return beside.with_name(f".{beside.name}{suffix}")
     where = cache_dir()
@@ -244,28 +216,10 @@ def kept_path(beside: Path, suffix: str) -> Path | None:
     return where / f"{name}{suffix}"
 
 
-def in_cache(path: Path, beside: Path) -> bool:
-    """Whether `path`, from `kept_path(beside)`, is in this user's cache: `write_trusted`'s `private`."""
-    return path.parent != beside.parent
-
-
-def write_trusted(path: Path, data: bytes | bytearray, *, private: bool) -> None:
-    """Write `data` to `path` atomically, unless its directory could be written by someone else
-    (then one WARNING line) or cannot be written (then nothing: a kept file is optional).
-    `private`: the directory is this user's cache, made with its parents for this user alone;
-    else a directory of the fleet (the fleet root, `calendars/`) every operator reads: made
-    when absent with the umask's mode, its parent never."""
-    try:
-        if private:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        else:
-            path.parent.mkdir(exist_ok=True)
-    except OSError as exc:
-        log.debug("windows schedule %s not written: %s", path, exc)
-        return
-    problem = directory_problem(path.parent)
-    if problem is not None:
-        _distrusted(path.parent, problem)
+def write_trusted(path: Path, data: bytes | bytearray) -> None:
+    """Write `data` to `path` atomically (its directory made by `seal_key`), unless the directory
+    could be written by someone else (one WARNING line) or cannot be written."""
+    if not _trusted(path.parent, directory_problem(path.parent)):
         return
     try:
         atomic_write(path, data, durable=False)  # type: ignore[arg-type]  # a bytearray is written as bytes are

@@ -396,33 +396,25 @@ def _fed_as_now(found: Schedule, windows_path: Path) -> bool:
         fingerprint(windows_path.parent, at) == was for at, was in found.feeds.items())
 
 
-#: a line that opens a `[[windows]]` or a `[[calendars]]` table (where `_tables` cuts the file;
-#: a line ends at a newline, as in TOML)
+#: a line that opens a `[[windows]]` or a `[[calendars]]` table (where `_tables` cuts the file)
 _TABLE_HEADER = re.compile(rb"^[ \t]*\[\[[ \t]*(?:windows|calendars)[ \t]*\]\][ \t]*(?:#[^\n]*)?$", re.MULTILINE)
 _BOM = b"\xef\xbb\xbf"
-#: the arrays of tables a windows file holds
 _ARRAYS = ("windows", "calendars")
+#: tables parsed at once (one parse per table costs a third more than one per file)
+_BATCH = 200
 
 
 class _NotSimple(Exception):
-    """The file is not `[[windows]]` and `[[calendars]]` tables only, table by table (other
-    keys, a cut that does not parse): the whole validation says what it is."""
+    """Not a file of `[[windows]]` and `[[calendars]]` tables only: the whole validation says why."""
 
 
 def _tables(raw: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """Each table of `raw` as written: its array ("windows" or "calendars"), its digest
-    (`_source_digest`), the table; in file order within each
-    array (the two arrays' tables may come interleaved). `_NotSimple` when `raw` is not a file of
-    these tables only.
-
-    Parsed `_BATCH` tables at a time (the file cut before a `[[windows]]` or `[[calendars]]`
-    line), so 100,000 parsed tables are never held at once. A cut inside a multi-line string
-    leaves the part before it unterminated, which does not parse; what comes before the first
-    table must hold no key (a `windows = []` there would make the whole file invalid TOML, each
-    part of it valid); a part that opens a sub-table of an array it does not start
-    (`[windows.allow]` after a `[[calendars]]`) makes that array a table there, refused. Each
-    part is decoded on its own (a cut is before an ASCII line, so every part decodes exactly
-    when the whole file does): the file is never held as text, nor as lines."""
+    """Each table of `raw`: its array ("windows" or "calendars"), its digest (`_source_digest`)
+    and the table, in file order within each array; `_NotSimple` when `raw` holds anything else.
+    Parsed `_BATCH` tables at a time, cut before a header line (100,000 tables are never held
+    parsed, nor the file as text): a cut inside a multi-line string leaves a part that does not
+    parse, a key before the first table or a sub-table of an array its part does not start is
+    refused, so a file is cut only where each part parses as in the whole."""
     start = len(_BOM) if raw.startswith(_BOM) else 0
     cut, headers = start, 0
     for header in _TABLE_HEADER.finditer(raw, start):
@@ -434,25 +426,16 @@ def _tables(raw: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
         yield from _chunk_tables(raw[cut:])
 
 
-#: tables parsed at once (one parse per table costs a third more than one per file)
-_BATCH = 200
-
-
 def _chunk_tables(chunk: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
     try:
         data = toml_loads(chunk.decode("utf-8"))
     except (UnicodeDecodeError, TOMLDecodeError):
         raise _NotSimple from None
-    header = _TABLE_HEADER.match(chunk) is not None
-    arrays = [data.get(name, []) for name in _ARRAYS]
-    if set(data) - set(_ARRAYS) or (data and not header) or not all(
-            isinstance(tables, list) and all(isinstance(t, dict) for t in tables) for tables in arrays):
+    if set(data) - set(_ARRAYS) or (data and not _TABLE_HEADER.match(chunk)) or not all(
+            isinstance(tables, list) and all(isinstance(t, dict) for t in tables) for tables in data.values()):
         raise _NotSimple
-    windows, calendars = arrays
-    for table in windows:
-        yield "windows", _source_digest(table), table
-    for table in calendars:
-        yield "calendars", _source_digest(table), table
+    for name, tables in data.items():
+        yield from ((name, _source_digest(table), table) for table in tables)
 
 
 def _source_digest(table: dict[str, Any]) -> str:
@@ -466,7 +449,7 @@ class _Builder:
 
     def __init__(self, lo: int, hi: int) -> None:
         self.lo, self.hi = lo, hi
-        self.columns: dict[str, list[Any]] = {name: [] for name in _COLUMNS if name not in ("tables", "calendars")}
+        self.columns: dict[str, Any] = {name: [] for name in _COLUMNS if name not in ("tables", "calendars")}
         self.columns["offsets"].append(0)
         self.tables: list[bytes] = []
         self.zones: set[str] = set()
@@ -477,14 +460,11 @@ class _Builder:
         self.feeds: dict[str, str] | None = {}
 
     def add_window(self, window: Window, source: str, table: bool = True) -> bool:
-        """`window`'s row: its occurrences not ended at `lo` starting before `hi`, then its first
-        starting at or after `hi`; cut at `MAX_PER_ROW` (the last start kept is then the end of
-        the whole schedule's horizon). A calendar's occurrences keep their events. False when one
-        of its expressions never fires (validated under `probe_deferred`: only a row without a
-        start can be such a window's)."""
+        """`window`'s row (see the module docstring); False when one of its expressions never
+        fires (validated under `probe_deferred`: only a row without a start can be such)."""
         starts, ends = self.columns["starts"], self.columns["ends"]
         feed = window.feed
-        kept = 0
+        first = len(starts)
         stopped: list[datetime] = []
         beyond: int | None = None  # a calendar's first start past the horizon: its every event there kept
         for occurrence in occurrences(window, instant_of(self.lo) - window.duration, stopped):
@@ -493,7 +473,7 @@ class _Builder:
                 continue
             if beyond is not None and start > beyond:
                 break
-            if kept >= MAX_PER_ROW:
+            if len(starts) - first >= MAX_PER_ROW:
                 self.hi = min(self.hi, starts[-1])
                 break
             if occurrence.event is not None and feed is not None:
@@ -503,7 +483,6 @@ class _Builder:
                 self.zones.add(getattr(zone, "key", window.timezone))
             starts.append(start)
             ends.append(end)
-            kept += 1
             if start >= self.hi:
                 if feed is None:
                     break
@@ -513,7 +492,7 @@ class _Builder:
             self.stopped.add(len(self.tables))
         if window.cron is not None or feed is not None:
             self.zones.add(window.timezone)
-        if window.cron is not None and not (kept or stopped or fires(window.cron)):
+        if window.cron is not None and not (len(starts) > first or stopped or fires(window.cron)):
             return False
         if window.exclude_cron is not None and not fires(window.exclude_cron):
             return False
@@ -521,8 +500,8 @@ class _Builder:
             self.calendars[len(self.tables)] = json.dumps({
                 "source": window.to_toml(), "digest": feed.digest, "longest": feed.longest.total_seconds(),
                 "spans": [span.total_seconds() for span in feed.spans]})
-        lead = (window.drain or timedelta(0)) // _US
-        self._add(Row.of(window), _compact(window.to_json()) if table else b"", lead, source)
+        self._add(Row.of(window), _compact(window.to_json()) if table else b"", (window.drain or timedelta(0)) // _US,
+                  source)
         return True
 
     def add_kept(self, previous: Schedule, row: int, source: str) -> None:
@@ -546,15 +525,14 @@ class _Builder:
         c["offsets"].append(len(c["starts"]))
         self.tables.append(table)
 
-    def schedule(self, digest: str, basis: str, zones: Sequence[str]) -> Schedule | None:
+    def schedule(self, digest: str) -> Schedule | None:
         """The schedule; None when two rows share a name (the whole validation refuses it)."""
         c = self.columns
         if len(set(c["names"])) != len(c["names"]):
             return None
-        return Schedule(digest, basis, list(zones), self.lo, self.hi, c["names"], c["scopes"], c["enabled"],
-                        c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
-                        c["offsets"], c["starts"], c["ends"], Tables(self.tables), self.events, self.calendars,
-                        self.feeds, None, frozenset(self.stopped))
+        return Schedule(digest, kept_files.basis(self.zones), sorted(self.zones), self.lo, self.hi,
+                        **{name: c[name] for name in _COLUMNS[:-2]}, tables=Tables(self.tables), events=self.events,
+                        calendars=self.calendars, feeds=self.feeds, stopped=frozenset(self.stopped))
 
 
 def _horizon(now: datetime) -> tuple[int, int]:
@@ -563,9 +541,8 @@ def _horizon(now: datetime) -> tuple[int, int]:
 
 
 def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | None = None) -> Schedule | None:
-    """The schedule of `windows` (the validated content of a file whose bytes, `raw`, have
-    SHA-256 `digest`) over `[now, now + HORIZON)`, a row per window. Rows of a feed are not
-    fingerprinted here (it was read before): such a schedule is never kept."""
+    """The schedule of `windows` (validated from the bytes `raw` of SHA-256 `digest`), a row
+    per window; one with a feed's rows is not fingerprinted (the feed was read before), never kept."""
     try:
         sources = [source for kind, source, _ in _tables(raw) if kind == "windows"] if raw is not None else []
     except _NotSimple:
@@ -576,43 +553,42 @@ def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | No
         builder.add_window(window, sources[i] if i < len(sources) and not fed else "")
         if fed:
             builder.feeds = None
-    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones))
+    return builder.schedule(digest)
 
 
 def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
-              previous: Schedule | None = None) -> Schedule | None:
-    """The schedule of the file `raw` built a table at a time (no more than one `Window` held
-    at once), a table of a feed bound to it as it is now, its row's digest that of the table and
-    the feed (`_fed`). With `previous` (the schedule kept for the file before an edit), an
-    unchanged table's row taken from it as it is (same code, same zone data, same horizon, its
-    zones): only an edited or added table validated and asked for its occurrences. None when
-    anything is not that simple (a table that does not validate or never fires, a feed that
-    cannot be read, a repeated name; with `previous`, a horizon half gone): the caller then
-    builds it whole, or validates the file whole, which refuses it."""
-    if previous is not None and (not previous.answers(now) or micros(now) >= previous.lo + HORIZON // _US // 2):
-        return None
+              kept: list[Schedule] | None = None) -> Schedule | None:
+    """The schedule of the file `raw` built a table at a time (one `Window` held at once), a
+    table reading a feed bound to it as it is now; with the schedule `kept` before an edit
+    (same code, zone data and horizon; taken out of the list, so that it is let go once a batch
+    of tables reuses none of its rows: a rewrite), an unchanged table's row taken from it as it
+    is. None when the file is not that simple (a table that does not validate or never fires, a
+    feed that cannot be read, a repeated name): the caller validates it whole."""
+    previous = kept.pop() if kept else None
     known = {source: row for row, source in enumerate(previous.sources) if source} if previous is not None else {}
     builder = _Builder(previous.lo, previous.hi) if previous is not None else _Builder(*_horizon(now))
+    builder.zones.update(previous.zones if previous is not None else ())
     feeds: dict[str, str] = {}
-    calendars: list[tuple[str, dict[str, Any]]] = []
+    reused = 0
     paused = gc.isenabled()
     gc.disable()  # every row built survives: a collection would only walk them again
-    builder.zones.update(previous.zones if previous is not None else ())
     try:
         with probe_deferred():
-            index = 0
-            for kind, source, table in _tables(raw):
-                if kind == "calendars":
-                    calendars.append((_fed(source, table.get("url") or table.get("ics"), windows_path, feeds), table))
+            for n, (source, validate) in enumerate(_validations(raw, windows_path, feeds)):
+                if previous is not None and source in known:
+                    builder.add_kept(previous, known[source], source)
+                    reused += 1
                     continue
-                source = _fed(source, table.get("exclude_calendar"), windows_path, feeds)
-                if not _add(builder, previous, known, source, partial(Window.parse, table, path=windows_path, index=index),
-                            windows_path):
-                    return None
-                index += 1
-            for index, (source, table) in enumerate(calendars):
-                if not _add(builder, previous, known, source,
-                            partial(CalendarSource.parse, table, path=windows_path, index=index), windows_path):
+                if n >= _BATCH and not reused:
+                    previous, known = None, {}
+                valid = validate()
+                if isinstance(valid, CalendarSource) or valid.exclude_calendar is not None:
+                    bound = bind(windows_path.parent, windows_path, *(
+                        ([], [valid]) if isinstance(valid, CalendarSource) else ([valid], [])))
+                    if bound.failures:
+                        return None
+                    valid = bound.windows[0]
+                if not builder.add_window(valid, source):
                     return None
     except (_NotSimple, InvalidWindow):
         return None
@@ -620,41 +596,38 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
         if paused:
             gc.enable()
     builder.feeds = feeds
-    return builder.schedule(digest, kept_files.basis(builder.zones), sorted(builder.zones))
+    return builder.schedule(digest)
+
+
+def _validations(raw: bytes, windows_path: Path,
+                 feeds: dict[str, str]) -> Iterator[tuple[str, Callable[[], Window | CalendarSource]]]:
+    """Each table of `raw` in the validated file's order (the windows', then the calendars'):
+    its row's digest (`_fed`) and its validation."""
+    calendars: list[tuple[str, dict[str, Any]]] = []
+    index = 0
+    for kind, source, table in _tables(raw):
+        if kind == "calendars":
+            calendars.append((_fed(source, table.get("url") or table.get("ics"), windows_path, feeds), table))
+        else:
+            yield (_fed(source, table.get("exclude_calendar"), windows_path, feeds),
+                   partial(Window.parse, table, path=windows_path, index=index))
+            index += 1
+    for index, (source, table) in enumerate(calendars):
+        yield source, partial(CalendarSource.parse, table, path=windows_path, index=index)
 
 
 def _fed(source: str, location: object, windows_path: Path, feeds: dict[str, str]) -> str:
-    """The digest of a row of the table of `source` that reads the feed at `location` (when it
-    names one): of the table and of the feed as it is now (`calendars.fingerprint`)."""
+    """The digest of a table (`source`) reading the feed at `location` and of the feed as it is now."""
     if not isinstance(location, str):
         return source
     found = feeds[location] = feeds.get(location) or fingerprint(windows_path.parent, location)
     return hashlib.sha256(f"{source}\0{location}\0{found}".encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _add(builder: _Builder, previous: Schedule | None, known: dict[str, int], source: str,
-         validate: Callable[[], Window | CalendarSource], windows_path: Path) -> bool:
-    """The row of one table: `previous`'s when it has the table's `source`, else validated and
-    bound to its feed; False when it is not that simple (a feed that cannot be read, an
-    expression that never fires)."""
-    if previous is not None and source in known:
-        builder.add_kept(previous, known[source], source)
-        return True
-    valid = validate()
-    if isinstance(valid, CalendarSource) or valid.exclude_calendar is not None:
-        windows, sources = ([], [valid]) if isinstance(valid, CalendarSource) else ([valid], [])
-        bound = bind(windows_path.parent, windows_path, windows, sources)
-        if bound.failures:
-            return False
-        valid = bound.windows[0]
-    return builder.add_window(valid, source)
-
-
 def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
-    """A header line, one compact JSON line per column, then one line per row's table; made a
-    line at a time into one buffer, the header put before them in place (100,000 windows' tables
-    are tens of MB: never held twice).
-    With `key`, the header carries the seal of the whole (`kept_files.seal`), which `loads` checks."""
+    """A header line, one compact JSON line per column, then one line per row's table, made in
+    one buffer (100,000 windows' tables are tens of MB: never held twice); with `key`, the
+    header carries the seal of the rest (`kept_files.seal`), which `loads` checks."""
     header = {"format": _FORMAT, "digest": schedule.digest, "basis": schedule.basis, "zones": list(schedule.zones),
               "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule)}
     if schedule.stopped:
@@ -676,19 +649,17 @@ def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
 
 def _sealed_header(header: dict[str, Any]) -> bytes:
     """What of a header its seal covers: every field but the seal, in one spelling."""
-    return json.dumps({k: v for k, v in header.items() if k != "seal"}, sort_keys=True,
-                      separators=(",", ":")).encode("utf-8")
+    return _compact({k: v for k, v in header.items() if k != "seal"}, sort_keys=True)
 
 
-def _compact(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+def _compact(value: Any, *, sort_keys: bool = False) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys).encode("utf-8")
 
 
 def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = None) -> Schedule | None:
-    """The schedule in `data` (the file's lines), or None when it was not computed by this code
-    with today's zone data. With `key`, `sealed` is the whole file, which must carry the seal
-    `dumps` gives it under `key` (else `ValueError`: built for other bytes, edited or copied
-    from elsewhere). Raises `ValueError` (or `TypeError`, `KeyError`) for a damaged one."""
+    """The schedule in `data` (the file's lines, `sealed` the whole, sealed under `key`), or
+    None when not computed by this code with today's zone data; `ValueError` (or `TypeError`,
+    `KeyError`) for a damaged one or a seal that does not hold (edited, copied from elsewhere)."""
     header = json.loads(data[0] or b"null")
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
         return None
@@ -709,25 +680,30 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
     columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:], strict=False)}
     events, calendars, feeds = _calendars_of(columns["calendars"], count, len(columns["starts"]))
     _check_shape(columns, count, header["lo"], header["hi"], calendars)
-    _check_values(columns)
     stopped = header.get("stopped", [])
     if type(stopped) is not list or not all(type(row) is int and 0 <= row < count for row in stopped):
         raise ValueError("stopped is not a list of rows")
     for name in _SHARED:
         columns[name] = [sys.intern(v) if v is not None else None for v in columns[name]]
-    c = columns
-    return Schedule(header["digest"], basis, zones, header["lo"], header["hi"], c["names"], c["scopes"], c["enabled"],
-                    c["timezones"], c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"],
-                    c["offsets"], c["starts"], c["ends"], Tables(data[len(_COLUMNS):]), events, calendars, feeds, None, frozenset(stopped))
+    return Schedule(header["digest"], basis, zones, header["lo"], header["hi"],
+                    **{name: columns[name] for name in _COLUMNS[:-2]}, tables=Tables(data[len(_COLUMNS):]),
+                    events=events, calendars=calendars, feeds=feeds, stopped=frozenset(stopped))
 
 
 def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any, calendars: Container[int]) -> None:
-    """`ValueError` unless every column has its length and the occurrences are whole numbers,
-    ascending per row (a calendar's starts: not descending), sliced by the offsets."""
+    """`ValueError` unless every column has its length and types, each scope is one validation
+    accepts (what a schedule holds is never taken on trust: an occurrence carries it), and the
+    occurrences are whole numbers ascending per row (a calendar's starts: not descending),
+    sliced by the offsets."""
     offsets, starts, ends = columns["offsets"], columns["starts"], columns["ends"]
     if type(count) is not int or not all(type(columns[name]) is list and len(columns[name]) == count
                                          for name in _PER_ROW):
         raise ValueError("columns of the wrong lengths")
+    for name, kind in _PER_ROW.items():
+        if not all(isinstance(v, kind) and (kind is not int or type(v) is int) for v in columns[name]):
+            raise ValueError(f"a value of {name} of the wrong type")
+    for scope in set(columns["scopes"]):
+        validate_scope(scope)
     if type(offsets) is not list or type(starts) is not list or type(ends) is not list \
             or len(offsets) != count + 1 or len(ends) != len(starts) or offsets[0] != 0 or offsets[-1] != len(starts):
         raise ValueError("occurrences of the wrong lengths")
@@ -750,41 +726,25 @@ def _calendars_of(column: Any, count: int, occurrences: int) -> tuple[dict[int, 
                for c in calendars) or not all(type(f) is list and len(f) == 2 and all(type(v) is str for v in f)
                                               for f in feeds):
         raise ValueError("calendars or feeds of the wrong types")
-    return ({e[0]: (e[1], e[2], e[3], e[4]) for e in events}, {row: table for row, table in calendars},
-            {at: was for at, was in feeds})
-
-
-def _check_values(columns: dict[str, Any]) -> None:
-    """`ValueError` unless each per-row value has its type, and each scope is one validation
-    accepts (what a schedule holds is never taken on trust: an occurrence carries it)."""
-    for name, kind in _PER_ROW.items():
-        if not all(isinstance(v, kind) and (kind is not int or type(v) is int) for v in columns[name]):
-            raise ValueError(f"a value of {name} of the wrong type")
-    for scope in set(columns["scopes"]):
-        validate_scope(scope)
+    return {e[0]: (e[1], e[2], e[3], e[4]) for e in events}, dict(calendars), dict(feeds)
 
 
 def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
          fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
-    """The schedule of the windows file `windows_path` (whose bytes are `raw`) answering at
-    `now`: read from beside the file when it is there, of these bytes, covers `now` and passes
-    the ownership rule; else built table by table (`_compiled`), the unchanged rows of the one
-    there reused, else without it (not when the caller has the windows already, `validated`),
-    else from `validate()` (the file's windows; only called then, it refuses a
-    file that does not validate); written there by whichever process builds it first. One built
-    more than `fresh_for` ago is built again (the daemon does so at `REFRESH`, before an
-    operator's command finds the horizon gone); one whose feeds changed takes the rows of the
-    tables of no changed feed from it. None when two rows share a name."""
+    """The schedule of the windows file `windows_path` (its bytes `raw`) answering at `now`: the
+    one kept when built less than `fresh_for` ago; else compiled table by table (`_compiled`; the
+    rows of unchanged tables and feeds taken from the one kept while it has half its horizon);
+    else (not that simple, or `validated`: the caller has the windows) built from `validate()`,
+    which refuses a file that does not validate; None when two rows share a name. Kept."""
     path = kept_files.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path) if path is not None else None
     if found is not None and _fresh(found, digest, now, fresh_for, windows_path):
         return replace(found, windows_path=windows_path) if found.fed else found
-    previous = found if found is not None and (found.digest != digest or _fresh(found, digest, now, fresh_for)) else None
-    built = _compiled(digest, raw, windows_path, now, previous) if previous is not None else None
-    del found, previous  # its rows are taken: not held while another is built or written
-    if built is None and not validated:
-        built = _compiled(digest, raw, windows_path, now)
+    kept = [found] if found is not None and found.answers(now) and micros(now) < found.lo + HORIZON // _US // 2 and (
+        found.digest != digest or _fresh(found, digest, now, fresh_for)) else []
+    del found  # `_compiled` holds it alone: let go once its rows are taken, not held while another is written
+    built = _compiled(digest, raw, windows_path, now, kept) if kept or not validated else None
     if built is None:
         built = build(digest, validate(), now, raw)
         if built is not None and built.feeds is None and validated:  # its feeds read before: read again, fingerprinted
@@ -792,13 +752,13 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     if built is not None and built.feeds is not None and path is not None:
         key = kept_files.seal_key(path.parent, create=True)
         if key is not None:  # an unsealed schedule would never be read: not written
-            kept_files.write_trusted(path, dumps(built, key), private=kept_files.in_cache(path, windows_path))
+            kept_files.write_trusted(path, dumps(built, key))
     return replace(built, windows_path=windows_path) if built is not None and built.fed else built
 
 
 def _kept(path: Path) -> Schedule | None:
-    """The schedule written at `path`, when it is sealed with its directory's key over exactly
-    its content (one line when it is damaged or its seal does not hold)."""
+    """The schedule written at `path` when sealed with its directory's key (one line when it
+    is damaged or its seal does not hold)."""
     data = kept_files.trusted_bytes(path)
     key = kept_files.seal_key(path.parent, create=False) if data else None
     if key is None:

@@ -230,8 +230,9 @@ class Execution(Hooks):
     """One run of a scenario under one schedule (`prefix`, then defaults)."""
 
     def __init__(self, scenario: Scenario, root: Path, prefix: Sequence[Choice], store_factory: Callable[[Path], FileStore],
-                 crashes: int = 1) -> None:
+                 crashes: int = 1, start: dict[str, Any] | None = None) -> None:
         self.scenario = scenario
+        self.start = start if start is not None else {}
         self.root = root
         self.prefix = list(prefix)
         self.store_factory = store_factory
@@ -436,11 +437,9 @@ class Execution(Hooks):
 
     def run(self) -> Execution:
         with model_installed(self.model):
-            if self.scenario.initial_ttl is not None:  # by the real protocol: a variant only changes the actors
-                hold = FileStore(self.root).engage(
-                    self.location, EngageRequest(reason="initial", expires_at=T0 + self.scenario.initial_ttl), T0, "setup")
-                self.initial = hold.generation
-                self.acknowledged.append(hold.generation)
+            if self.scenario.initial_ttl is not None:
+                self.initial = self._initial_hold()
+                self.acknowledged.append(self.initial)
             self.states: list[bytes | None] = []
             self.check_state()
             self.actors = [Actor(i, spec) for i, spec in enumerate(self.scenario.actors)]
@@ -459,6 +458,23 @@ class Execution(Hooks):
         if self.violation is not None:
             self.violation.schedule = self.trace
         return self
+
+    def _initial_hold(self) -> str:
+        """The hold standing at the start, armed by the real protocol (a variant only changes the
+        actors) before any actor runs: the same in every execution of one exploration, so armed
+        once and its filesystem copied into each execution (`start`: the model filesystem right
+        after the arm, and its generation)."""
+        if not self.start:
+            hold = FileStore(self.root).engage(
+                self.location, EngageRequest(reason="initial", expires_at=T0 + self.scenario.initial_ttl), T0, "setup")
+            assert hold.generation is not None
+            state = ModelFS(set())
+            state.restore(self.fs)
+            self.start.update(fs=state, generation=hold.generation)
+        else:
+            self.fs.restore(self.start["fs"])
+        generation: str = self.start["generation"]
+        return generation
 
     def _schedule(self) -> None:
         last: Actor | None = None
@@ -566,7 +582,8 @@ def explore(scenario: Scenario, root: Path, bound: int, store_factory: Callable[
             crashes: int = 1, limit: int = 200_000) -> Result:
     """Every schedule of `scenario` with at most `bound` preemptions plus crashes (at most
     `crashes` of them crashes); stops at the first violation."""
-    return explore_runs(scenario.name, lambda prefix: Execution(scenario, root, prefix, store_factory, crashes).run(),
+    start: dict[str, Any] = {}
+    return explore_runs(scenario.name, lambda prefix: Execution(scenario, root, prefix, store_factory, crashes, start).run(),
                         bound, crashes, limit)
 
 

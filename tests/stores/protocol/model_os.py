@@ -115,6 +115,21 @@ class ModelFS:
         for inode in set(self.names.values()):
             inode.data = bytearray(inode.synced)
 
+    def restore(self, state: ModelFS) -> None:
+        """Become a copy of `state` (a filesystem with nothing open) sharing nothing mutable with
+        it: an inode under two names (visible and durable) stays one inode."""
+        assert not state.handles and not state.locks
+        copies: dict[int, Inode] = {}
+        for inode in (*state.names.values(), *state.durable.values()):
+            if inode.ino not in copies:
+                twin = copies[inode.ino] = Inode(inode.ino, inode.mtime)
+                twin.data, twin.synced, twin.ctime = bytearray(inode.data), inode.synced, inode.ctime
+        self.dirs = set(state.dirs)
+        self.names = {path: copies[inode.ino] for path, inode in state.names.items()}
+        self.durable = {path: copies[inode.ino] for path, inode in state.durable.items()}
+        self.handles, self.locks = {}, {}
+        self.next_ino, self.next_fd, self.tick = state.next_ino, state.next_fd, state.tick
+
     def durable_data(self, path: str) -> bytes | None:
         inode = self.durable.get(path)
         return None if inode is None else inode.synced
