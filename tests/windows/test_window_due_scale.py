@@ -9,6 +9,7 @@ did not change."""
 from __future__ import annotations
 
 import importlib
+import json
 import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from hermes_estop.windows import schedule as schedule_module, scheduler as service_module
+from hermes_estop.windows.calendars import cache_paths
 from hermes_estop.windows.ledger import ARMED, ENDED, RETENTION, LedgerEntry, OccurrenceLedger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import Windows, covering
@@ -353,3 +355,117 @@ def test_windows_excluding_a_calendar_are_rows_bound_to_their_feed(tmp_path, que
     assert questions[0] >= len(moved)  # another feed: every window compiled again
     exact = {w.name: covering(w, now) for w in moved if covering(w, now)}
     assert len(exact) == 20 and changed.covering_now(listed, now) == exact
+
+
+MINUTELY = '[[windows]]\nname = "m"\ncron = "* * * * *"\nduration = "30s"\n'
+#: a file of a feed: its minutely window excluding a holiday calendar's days, or beside a `[[calendars]]` table
+FED = {"exclude_calendar": MINUTELY + 'exclude_calendar = "holidays.ics"\n',
+       "calendars": MINUTELY + '\n[[calendars]]\nname = "maint"\nics = "maint.ics"\n'}
+MAINT = ("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nBEGIN:VEVENT\r\nUID:maint\r\nDTSTART:20270301T000000Z\r\n"
+         "DTEND:20270301T020000Z\r\nSUMMARY:maintenance\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n")
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """How many windows were compiled (a row's occurrences over the horizon asked of croniter)."""
+    count = [0]
+    real = schedule_module.occurrences
+
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(schedule_module, "occurrences", counted)
+    return count
+
+
+def _fed_fleet(harness, kind: str, holiday: str = "20270302") -> None:
+    _holidays(harness.root, holiday)
+    (harness.root / "maint.ics").write_text(MAINT)
+    (harness.root / "windows.toml").write_text(FED[kind])
+    harness.clock.set(MONTH + timedelta(seconds=10))
+
+
+# the calendar's event to 02:00 chains on into the minutely window's occurrence starting then
+@pytest.mark.parametrize(("kind", "until"), [("exclude_calendar", MONTH + timedelta(seconds=30)),
+                                             ("calendars", MONTH + timedelta(hours=2, seconds=30))])
+def test_a_new_scheduler_on_an_unchanged_fed_file_plans_off_its_kept_schedule(harness, compiles, kind, until):
+    """`hermes serve` starting again on a file of a feed (a week of a minutely window is 10,080
+    croniter steps) plans off the schedule the last one kept, checked against the feeds as they
+    read now: no window compiled in memory, on its first pass or the next; the hold is the one
+    the first process armed."""
+    _fed_fleet(harness, kind)
+    harness.start()
+    assert harness.reading().hold.expires_at == until
+    compiles[0] = 0
+    harness.restart()
+    harness.clock.advance(seconds=5)
+    assert harness.service.reconcile().ok
+    assert compiles[0] == 0
+    assert harness.reading().hold.expires_at == until
+
+
+def test_a_holiday_removed_from_a_kept_fed_schedules_feed_arms_at_the_next_pass(harness, compiles):
+    """The feed of a schedule a new scheduler took as kept changes (today no longer a holiday):
+    the next pass sees its fingerprint changed, compiles it again and arms the window."""
+    _fed_fleet(harness, "exclude_calendar", holiday="20270301")
+    harness.start()
+    harness.restart()
+    assert harness.reading().hold is None and compiles[0] == 1  # the first process's compile only
+    _holidays(harness.root, "20270302")
+    harness.clock.advance(seconds=1)
+    assert harness.service.reconcile().pending is None
+    assert compiles[0] == 2  # compiled again, of the feed as it now reads
+    assert harness.reading().hold.expires_at == MONTH + timedelta(seconds=30)
+
+
+@pytest.mark.parametrize("kind", list(FED))
+def test_a_feed_failing_under_a_kept_fed_schedule_keeps_the_hold(harness, kind):
+    """A feed the held schedule is of that can no longer be read (no last good copy either):
+    the window or calendar fails, and the hold it armed stays (never planned off the schedule
+    of the feed as it was, never freed)."""
+    _fed_fleet(harness, kind)
+    harness.start()
+    harness.restart()
+    generation = harness.reading().hold.generation
+    (harness.root / ("holidays.ics" if kind == "exclude_calendar" else "maint.ics")).unlink()
+    harness.clock.advance(seconds=5)
+    report = harness.service.reconcile()
+    assert report.failed and "and no last good copy" in report.failed[0]
+    assert harness.reading().hold.generation == generation
+
+
+def test_a_stale_url_calendar_runs_on_its_last_good_copy_off_the_held_schedule(harness, compiles):
+    """A calendar whose last fetch failed runs on its last good copy, named stale on every pass,
+    off the schedule a new scheduler takes as kept (nothing compiled); once a fetch succeeds
+    (its metadata changes) the next pass compiles it again and no longer calls it stale."""
+    url = "https://calendars.invalid/maint.ics"
+    copy, meta = cache_paths(harness.root, url)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(MAINT)
+    meta.write_text(json.dumps({"error": "timed out", "fetched_at": "2027-02-28T23:00:00Z"}))
+    (harness.root / "windows.toml").write_text(f'[[calendars]]\nname = "maint"\nurl = "{url}"\n')
+    harness.clock.set(MONTH + timedelta(seconds=10))
+    assert "cannot fetch" in harness.start().stale["maint"]
+    compiles[0] = 0
+    assert "timed out" in harness.restart().stale["maint"]
+    assert compiles[0] == 0 and harness.reading().hold.expires_at == MONTH + timedelta(hours=2)
+    meta.write_text(json.dumps({"fetched_at": "2027-03-01T00:00:05Z"}))
+    harness.clock.advance(seconds=5)
+    report = harness.service.reconcile()
+    assert report.stale == {} and report.ok and compiles[0] == 1
+    assert harness.reading().hold.expires_at == MONTH + timedelta(hours=2)
+
+
+@pytest.mark.parametrize("kind", list(FED))
+def test_under_a_policy_a_new_scheduler_plans_off_the_kept_schedule(harness, compiles, kind):
+    """A fleet with an arming policy (every window is checked against it, so the windows are
+    validated, not the schedule's rows): a window the policy admits is still planned off the
+    schedule an earlier scheduler kept of the file, not compiled again in memory."""
+    (harness.root / "estop.toml").write_text('[policy]\nmax_ttl = "30d"\n')
+    _fed_fleet(harness, kind)
+    harness.start()
+    until = harness.reading().hold.expires_at
+    compiles[0] = 0
+    harness.restart()
+    assert compiles[0] == 0 and harness.reading().hold.expires_at == until

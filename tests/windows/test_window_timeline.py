@@ -155,10 +155,12 @@ NOT_OWN = {
 
 @pytest.mark.parametrize("how", sorted(NOT_OWN))
 def test_a_daemon_on_windows_not_the_files_own_plans_what_the_exact_timeline_plans(harness, how):
-    """A file with a table that does not validate, or a calendar, has no schedule of its bytes
-    the daemon acts on: its passes plan from a schedule compiled in memory of the windows they
-    act on (`Schedules.of_windows`; a failing table's last version included, a calendar's window
-    asked of its feed): over two days, its plans are those of a fresh service at each instant."""
+    """A file with a table that does not validate has no schedule of its bytes the daemon acts
+    on: its passes plan from a schedule compiled in memory of the windows they act on
+    (`Schedules.of_windows`, the failing table's last version included). A file with a window
+    excluding a calendar's days is planned from its own schedule, of its feed as it reads (what
+    covers now and the wake-ups those of the exact functions). Over two days, its plans are
+    those of a fresh service at each instant."""
     rng = random.Random(36)
     _profiles(harness)
     (harness.root / "holidays.ics").write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
@@ -173,12 +175,19 @@ def test_a_daemon_on_windows_not_the_files_own_plans_what_the_exact_timeline_pla
     exact_service.plan(harness.clock.now)
     report = harness.service.tick(harness.clock.now)
     assert len(report.failed) == (how == "a failing table")
-    # the file's schedule (a calendar's is for the operators only): none the passes act on
-    assert harness.service.schedules.held(harness.file.path.read_bytes()) is None
+    # the file's own schedule (of its feed) the passes act on; none of a file with a failing table
+    fed = how == "a window excluding a calendar"
+    assert (harness.service.schedules.held(harness.file.path.read_bytes()) is not None) == fed
+    read = harness.file.parse_each(harness.file.path.read_bytes()).windows
     while harness.clock.now < BUILT + timedelta(days=2):
         harness.clock.advance(minutes=rng.choice([1, 15, 45, 180]))
-        _passes_agree(harness, exact_service, harness.clock.now)
-        harness.service.tick(harness.clock.now)
+        now = harness.clock.now
+        _passes_agree(harness, exact_service, now)
+        if fed:
+            report = harness.service.plan(now)[0]
+            assert report.active == sorted(o.key for w in read if w.enabled for o in covering(w, now)), now
+            assert report.wakeups == wakeups_for(read, now), now
+        harness.service.tick(now)
 
 
 @pytest.mark.parametrize("seed", [SEED])
@@ -305,23 +314,27 @@ def test_the_holder_answers_only_for_the_bytes_its_schedule_is_of(tmp_path):
         assert holder.held(other) is None
 
 
-def test_the_holder_writes_but_never_acts_on_a_schedule_of_a_feed(tmp_path):
-    """A row excluding a feed's days is of the feed as read (the daemon reads the feeds every
-    pass): the daemon keeps the exact timeline for such a file, and still writes the schedule,
-    with the feed's fingerprint, for the operators' commands."""
+def test_the_holder_acts_on_a_schedule_of_a_feed_only_while_the_feed_reads_the_same(tmp_path):
+    """A row excluding a feed's days is of the feed as read: the schedule is written with the
+    feed's fingerprint for the operators' commands and held for the passes (a new holder takes
+    the one written), whose windows the pass still validates (`rows` is None: a feed may fail);
+    once the feed reads otherwise, neither holder answers with it."""
     tmp_path.chmod(0o755)
-    (tmp_path / "holidays.ics").write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
+    holidays = tmp_path / "holidays.ics"
+    holidays.write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nEND:VCALENDAR\r\n")
     raw = (b'[[windows]]\nname = "w"\ncron = "0 2 * * *"\nduration = "1h"\n\n[[windows]]\nname = "x"\n'
            b'cron = "0 3 * * *"\nduration = "1h"\nexclude_calendar = "holidays.ics"\n')
     (tmp_path / "windows.toml").write_bytes(raw)
     windows = WindowsFile(tmp_path).load()
     holder = Schedules(tmp_path / "windows.toml")
     holder.keep(raw, windows, BUILT)
-    assert holder.held(raw) is None
+    assert isinstance(holder.held(raw), ScheduleTimeline)
     kept = kept_schedule(tmp_path / "windows.toml", raw, BUILT)
     assert kept is not None and list(kept.names) == ["w", "x"] and list(kept.feeds or ()) == ["holidays.ics"]
     reader = Schedules(tmp_path / "windows.toml")
-    assert reader.rows(raw, BUILT) is None and reader.held(raw) is None
+    assert reader.rows(raw, BUILT) is None and isinstance(reader.held(raw), ScheduleTimeline)
+    holidays.write_text("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:y\r\nEND:VCALENDAR\r\n")
+    assert holder.held(raw) is None and reader.held(raw) is None
 
 
 def _spread(count: int, *, every: int = 1, extra: str = "") -> str:

@@ -386,8 +386,14 @@ def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta, wi
     """Whether `found` is of the bytes of `digest` (with `windows_path`: and of its feeds as they
     are now), and answers at `now`, built less than `fresh_for` before it."""
     return found.digest == digest and found.answers(now) and micros(now) < found.lo + fresh_for // _US and (
-        windows_path is None or (found.feeds is not None and all(
-            fingerprint(windows_path.parent, at) == was for at, was in found.feeds.items())))
+        windows_path is None or _fed_as_now(found, windows_path))
+
+
+def _fed_as_now(found: Schedule, windows_path: Path) -> bool:
+    """Whether every feed a row of `found` is of reads as it did when it was compiled (the
+    local file, the last good copy, the last fetch's error: `calendars.fingerprint`)."""
+    return found.feeds is not None and all(
+        fingerprint(windows_path.parent, at) == was for at, was in found.feeds.items())
 
 
 #: a line that opens a `[[windows]]` or a `[[calendars]]` table (where `_tables` cuts the file)
@@ -978,8 +984,9 @@ class ScheduleTimeline:
 class Schedules:
     """The compiled schedules one `hermes serve` holds (its passes and window tasks share them),
     keyed by the file bytes they are of, the newest `KEPT` at most; nothing builds in the
-    background. One of a feed is written for the commands, never held (its rows are not all the
-    windows: the pass validates that file)."""
+    background. One of a feed is held too, never planned from once a feed it is of reads
+    otherwise (`held`): its rows are the file's windows bound to those feeds, which the pass
+    still validates (a feed that fails, one on its last good copy), then plans off it."""
 
     #: the file's and the one before an edit (the guard's put-back rows)
     KEPT = 2
@@ -997,29 +1004,33 @@ class Schedules:
         self._memory: tuple[tuple[int, ...], ScheduleTimeline] | None = None
 
     def held(self, raw: bytes | None) -> ScheduleTimeline | None:
-        return self._held.get(raw) if raw is not None else None
+        """The schedule held for `raw`, of its feeds as they read now: one whose feed changed (a
+        holiday removed, a fetch failing) is never planned from, and replaced by the next
+        `rows` or `keep` (not dropped here: the window tasks' thread asks too)."""
+        found = self._held.get(raw) if raw is not None else None
+        return found if found is None or not found.schedule.feeds or _fed_as_now(found.schedule, self.windows_path) \
+            else None
 
     def rows(self, raw: bytes, now: datetime) -> Windows | None:
         """The windows of `raw` as the rows of its schedule, never by validating the file whole;
-        None for a file that is not that simple (a failing table, a repeated name, calendars):
-        the pass validates it and says what is wrong."""
-        found = self._held.get(raw)
-        if found is not None:
-            return found.windows()
-        if raw == self._refused:
-            return None
-        built = self._load(raw, _validated_whole, now)
-        if built is None or built.fed:
-            self._refused = raw
-            return None
-        return self._hold(raw, built).windows()
+        None for a file that is not that simple (a failing table, a repeated name) and for one
+        of a feed: the pass validates it and says what is wrong (a feed that fails, one read
+        from its last good copy), and plans off the schedule held here (`held`)."""
+        found = self.held(raw)
+        if found is None and raw != self._refused:
+            built = self._load(raw, _validated_whole, now)
+            if built is None or built.feeds is None:
+                self._refused = raw
+                return None
+            found = self._hold(raw, built)
+        return found.windows() if found is not None and not found.schedule.fed else None
 
     def keep(self, raw: bytes, windows: Sequence[Window], now: datetime, next_wake: datetime | None = None) -> None:
         """Once a pass acted: the schedule of `raw` (a file that validates whole, as `windows`)
         written and held, so the next command reads it warm; built again when `_due` or no
         longer answering now, the one it replaces let go first (never three held: a peak the
         allocator keeps)."""
-        held = self._held.get(raw)
+        held = self.held(raw)
         if held is not None and held.whole(micros(now)) and not self._due(held, now, next_wake):
             return
         digest = hashlib.sha256(raw).hexdigest()
@@ -1032,7 +1043,7 @@ class Schedules:
             self._held.clear()
         del held
         built = self._load(raw, lambda: listed, now, REFRESH, validated=not rows)
-        if built is not None and not built.fed and built.digest == digest:
+        if built is not None and built.feeds is not None and built.digest == digest:
             self._hold(raw, built)
         else:
             self._failed = digest
@@ -1052,7 +1063,8 @@ class Schedules:
     def of_windows(self, windows: Windows, now: datetime) -> ScheduleTimeline:
         """The timeline of a schedule compiled in memory, never written, of exactly these
         validated windows (a pass's that are not one version of the file's own: a failing
-        table, a policy, calendars, the guard's put-back), the same while the list holds the
+        table, a feed that fails, a window a policy refuses, the guard's put-back; a file of
+        calendars is planned off its own schedule, `held`), the same while the list holds the
         same objects. Rows are taken from the last one's or a held one's, so a list put together
         anew each pass costs no cron arithmetic. A calendar's window is not a row."""
         listed = windows.validated()

@@ -373,7 +373,7 @@ class WindowService:
         self._note_tables(parsed, report)
         verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names(),
                                    parsed.digests)
-        own = not parsed.failures and not parsed.sources
+        own = not parsed.failures  # calendars too: planned off the schedule held for these bytes and feeds
         # the schedule kept is the file's as it is, never the version last confirmed (issue 45)
         whole = (snapshot.raw, windows) if own else None
         if not verdict.trusted:
@@ -455,7 +455,10 @@ class WindowService:
             windows, entries, source, moving, whole = inputs
             report.leader = dry_run or self._may_write()
             listed = Windows.of(windows)
-            # rows are asked of their own schedule (held for `source`), any other list of one compiled in memory
+            # rows are asked of their own schedule (held for `source`; under a policy `_inputs`
+            # did not take it yet), any other list of one compiled in memory
+            if source is not None and self.schedules.held(source) is None:
+                self.schedules.rows(source, report.now)
             timeline = self.schedules.held(source) or self.schedules.of_windows(listed, report.now)
             state = PassState(report, entries, timeline=timeline)
             covering = timeline.covering_now(listed, report.now)
