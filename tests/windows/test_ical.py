@@ -130,3 +130,32 @@ def test_events_are_the_same_whatever_ranges_are_read_in_whatever_order(order):
     for first, last in spans:
         seen += [(e.start, e.end, e.ident, e.uid, e.reason) for e in feed.events(first, last - first) if e.start < last]
     assert sorted(set(e for e in seen if months[0] <= e[0] < months[-1])) == expected
+
+
+def test_two_threads_expanding_a_rule_that_never_matches_are_both_refused_and_neither_hangs():
+    """A refusal raised while a rule is walked leaves dateutil's cache lock of that rule held:
+    a second thread walking the same feed's rule beside it (the window pass beside the calendar
+    thread) waited on that lock for good, and the window pass never armed anything again."""
+    import threading
+
+    from hermes_estop.windows.ical import CalendarError
+
+    feed = parse_feed((HEAD + vevent("UID:never", "DTSTART:20260101T000000Z", "DURATION:PT1H",
+                                     "RRULE:FREQ=HOURLY;BYMONTH=2;BYMONTHDAY=30") + TAIL).encode(),
+                      "'never'", now=NOW, probe=False)
+    start, refused = threading.Barrier(2), []
+
+    def expand() -> None:
+        start.wait()
+        try:
+            list(feed.events(NOW))
+        except CalendarError as exc:
+            refused.append(str(exc))
+
+    threads = [threading.Thread(target=expand, daemon=True) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads), "an expansion hung on the rule's cache lock"
+    assert len(refused) == 2 and all("never matches" in why for why in refused), refused

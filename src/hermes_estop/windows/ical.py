@@ -288,6 +288,10 @@ class Feed:
     #: why its expansion was refused, and until when (monotonic) a read refuses it again
     refused: str | None = None
     retry_at: float = float("inf")
+    #: one expansion at a time: a refusal raised inside dateutil's cached iteration leaves that
+    #: rule's cache lock held for good, so no thread may be walking the rule beside it, and the
+    #: refused query is dropped (a retry builds its rules anew)
+    _expanding: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Feed) and other.digest == self.digest
@@ -296,6 +300,10 @@ class Feed:
         return hash(self.digest)
 
     def _expand(self, first: datetime, last: datetime) -> list[CalendarEvent]:
+        with self._expanding:
+            return self._expanded(first, last)
+
+    def _expanded(self, first: datetime, last: datetime) -> list[CalendarEvent]:
         import recurring_ical_events
 
         if self.refused is not None:
@@ -309,6 +317,7 @@ class Feed:
                 raise _OverBudget(f"expanding it makes more than {MAX_FEED_OCCURRENCES} occurrences: refused")
             out = [e for e in map(self._event, found) if e is not None]
         except _OverBudget as exc:
+            self._query = None
             self.refused = str(exc)
             self.retry_at = time.monotonic() + TIME_REFUSAL_KEPT if exc.timed else float("inf")
             raise _refuse(self.label, self.refused) from None

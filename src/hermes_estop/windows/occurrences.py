@@ -100,6 +100,8 @@ def occurrences(window: Window, since: datetime, stopped: list[datetime] | None 
     since = _since(window, since)
     feed = window.feed
     if feed is not None:
+        if feed.refused is not None:
+            return  # a refused feed arms nothing new; its window fails the next read, its holds stay
         lead = _lead(window)
         for event in feed.events(since):
             yield Occurrence(event.start, event.end, window.name, window.scope, lead, event.ident, event.uid, event.reason)
