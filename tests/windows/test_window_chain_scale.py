@@ -92,6 +92,8 @@ class _Event:
 
 
 class _TwoEventsAtOnce:
+    refused = None  # as a `Feed` whose expansion was never refused
+
     def events(self, since):
         return iter([_Event("a"), _Event("b")]) if since <= T0 else iter([])
 
