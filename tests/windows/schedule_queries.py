@@ -9,8 +9,8 @@ from bisect import bisect_left
 from datetime import datetime
 from pathlib import Path
 
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, occurrences
+from hermes_estop.windows.model import Occurrence, Window
+from hermes_estop.windows.occurrences import occurrences
 from hermes_estop.windows.schedule import Schedule, micros
 
 

@@ -16,9 +16,9 @@ from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED
 from hermes_estop.windows.model import MAX_REASON, InvalidWindow, Window, json_schema
-from hermes_estop.windows.occurrences import Windows, covering, next_armed, upcoming
+from hermes_estop.windows.occurrences import covering, next_armed, upcoming
 from hermes_estop.windows.plan import chain_end
-from hermes_estop.windows.schedule import Schedules
+from hermes_estop.windows.schedule import Schedules, Windows
 from hermes_estop.windows.scheduler import due_wakeups, wakeups_for
 from hermes_estop.windows.skips import pick
 from hermes_estop.windows.windows_file import WindowsFile

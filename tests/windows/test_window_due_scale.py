@@ -20,8 +20,8 @@ from hermes_estop.windows import schedule as schedule_module, scheduler as servi
 from hermes_estop.windows.calendars import cache_paths
 from hermes_estop.windows.ledger import ARMED, ENDED, RETENTION, LedgerEntry, OccurrenceLedger
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Windows, covering
-from hermes_estop.windows.schedule import Schedules, schedule_of
+from hermes_estop.windows.occurrences import covering
+from hermes_estop.windows.schedule import Schedules, Windows, schedule_of
 from hermes_estop.windows.scheduler import wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 

@@ -14,8 +14,7 @@ import pytest
 
 from hermes_estop.windows import schedule
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Windows
-from hermes_estop.windows.schedule import HORIZON, REFRESH, Schedules, ScheduleTimeline, micros
+from hermes_estop.windows.schedule import HORIZON, REFRESH, Schedules, ScheduleTimeline, Windows, micros
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
 RAW = b'[[windows]]\nname = "w"\ncron = "0 2 * * *"\nduration = "1h"\n'

@@ -18,10 +18,10 @@ import pytest
 
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import EXACT, Occurrence, Windows, covering
+from hermes_estop.windows.model import Occurrence, Window
+from hermes_estop.windows.occurrences import EXACT, covering
 from hermes_estop.windows.plan import plan_scope
-from hermes_estop.windows.schedule import HORIZON, Schedules, ScheduleTimeline, build, kept_schedule, schedule_of
+from hermes_estop.windows.schedule import HORIZON, Schedules, ScheduleTimeline, Windows, build, kept_schedule, schedule_of
 from hermes_estop.windows.scheduler import due_wakeups, wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 

@@ -23,8 +23,9 @@ from hermes_estop.model.errors import StoreError
 from hermes_estop.model.hold import VACANT, Allow, Hold, HoldState, Reading
 from hermes_estop.model.selector import holds_at_least, hull
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry, entry_for
-from hermes_estop.windows.model import MAX_REASON, Window, reason_of
-from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering, occurrence_key
+from hermes_estop.windows.model import MAX_REASON, Occurrence, Window, occurrence_key, reason_of
+from hermes_estop.windows.occurrences import EXACT, Timeline, covering
+from hermes_estop.windows.schedule import Windows
 
 __all__ = ["ARMED_BY_PREFIX", "CHAIN_LIMIT", "Arm", "Desired", "FileGuard", "GuardVerdict", "Retire", "ScopePlan",
            "Skip", "chain_end", "claims", "compose", "idle", "intersect_allow", "meanwhile", "plan_scope",

@@ -31,13 +31,13 @@ import sys
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from tomli import TOMLDecodeError, loads as toml_loads
 
@@ -50,12 +50,12 @@ from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind, calendar_window, fingerprint
 from hermes_estop.windows.ical import CalendarEvent, Feed
-from hermes_estop.windows.model import InvalidWindow, Window, validate_scope
-from hermes_estop.windows.occurrences import Around, Occurrence, Windows, covering, following, merge_armed, next_armed, occurrences
+from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, validate_scope
+from hermes_estop.windows.occurrences import Around, covering, following, merge_armed, next_armed, occurrences
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "ScheduleTimeline", "Schedules",
-           "Tables", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
+           "Tables", "Windows", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
@@ -812,7 +812,7 @@ class ScheduleTimeline:
             self._windows = Windows(timeline=self)
         return self._windows
 
-    # -- the rows as `occurrences.Rows` ----------------------------------------------------------
+    # -- the rows as `Windows` reads them ----------------------------------------------------------
 
     def __len__(self) -> int:
         return len(self.schedule)
@@ -979,6 +979,99 @@ class ScheduleTimeline:
         row = self._row(window)
         found = self.schedule.next_start(row, occurrence.start) if row is not None else False
         return following(window, occurrence) if isinstance(found, bool) else found
+
+
+class Windows(Sequence[Window]):
+    """The windows a pass decides on: validated `Window`s, or rows of one compiled schedule
+    (`timeline`) read off its columns, a row's `Window` built only when asked for (`[i]`,
+    `named`): a pass builds one only for a row it acts on (issue 35). Iterating builds every
+    row: a decision asks by index."""
+
+    __slots__ = ("_lane", "_positions", "_windows", "rows", "timeline")
+
+    def __init__(self, windows: Iterable[Window] = (), timeline: ScheduleTimeline | None = None,
+                 rows: Sequence[int] | None = None) -> None:
+        self._windows: list[Window] = list(windows)
+        self.timeline = timeline
+        self.rows: Sequence[int] = rows if rows is not None else range(len(timeline) if timeline is not None else 0)
+        self._positions: dict[str, int] | None = None
+        self._lane: dict[int, int] | None = None
+
+    def validated(self) -> Sequence[Window]:
+        return self._windows
+
+    @classmethod
+    def of(cls, windows: Sequence[Window]) -> Windows:
+        return windows if isinstance(windows, Windows) else cls(windows)
+
+    def __len__(self) -> int:
+        return len(self.rows) if self.timeline is not None else len(self._windows)
+
+    @overload
+    def __getitem__(self, index: int) -> Window: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Windows: ...
+
+    def __getitem__(self, index: int | slice) -> Window | Windows:
+        if isinstance(index, slice):
+            return self.subset(range(len(self))[index])
+        if self.timeline is not None:
+            return self.timeline.window(self.rows[index])
+        return self._windows[index]
+
+    def subset(self, positions: Iterable[int]) -> Windows:
+        """The windows at `positions` of these, in that order (a lane)."""
+        if self.timeline is not None:
+            return Windows(timeline=self.timeline, rows=[self.rows[i] for i in positions])
+        return Windows([self._windows[i] for i in positions])
+
+    def name(self, index: int) -> str:
+        return self.timeline.name(self.rows[index]) if self.timeline is not None else self._windows[index].name
+
+    def names(self) -> list[str]:
+        return [self.name(i) for i in range(len(self))]
+
+    def enabled(self, index: int) -> bool:
+        return self.timeline.enabled(self.rows[index]) if self.timeline is not None else self._windows[index].enabled
+
+    def scope(self, index: int) -> str:
+        return self.timeline.scope(self.rows[index]) if self.timeline is not None else self._windows[index].scope
+
+    def selector(self, index: int) -> Selector | None:
+        return self.timeline.selector(self.rows[index]) if self.timeline is not None else self._windows[index].selector
+
+    def table(self, index: int) -> bytes:
+        return self.timeline.table(self.rows[index]) if self.timeline is not None else _compact(self._windows[index].to_json())
+
+    def position(self, name: str) -> int | None:
+        if self._positions is None:
+            self._positions = {}
+            for i in range(len(self)):
+                self._positions.setdefault(self.name(i), i)
+        return self._positions.get(name)
+
+    def named(self, name: str) -> Window | None:
+        index = self.position(name)
+        return None if index is None else self[index]
+
+    def same(self, index: int, other: Windows, at: int) -> bool:
+        """Whether window `at` of `other` is window `index` of these as it was: the very object
+        or row, equal field for field, or (a row on either side) of an equal table, no row's
+        `Window` built."""
+        if self.timeline is None and other.timeline is None:
+            return self._windows[index] is other._windows[at] or self._windows[index] == other._windows[at]
+        if self.timeline is other.timeline and self.rows[index] == other.rows[at]:
+            return True
+        return self.table(index) == other.table(at)
+
+    def lane_of(self, timeline: ScheduleTimeline) -> dict[int, int] | None:
+        """Each row of `timeline` among these -> its place; None unless these are its rows."""
+        if self.timeline is not timeline:
+            return None
+        if self._lane is None:
+            self._lane = {row: order for order, row in enumerate(self.rows)}
+        return self._lane
 
 
 class Schedules:

@@ -40,10 +40,10 @@ from hermes_estop.windows.ledger import (
     open_ledger,
     recall,
 )
-from hermes_estop.windows.model import InvalidWindow, Window, reason_of
-from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering as covering_of, next_armed
+from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, reason_of
+from hermes_estop.windows.occurrences import EXACT, Timeline, covering as covering_of, next_armed
 from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope, terms
-from hermes_estop.windows.schedule import Schedules, ScheduleTimeline
+from hermes_estop.windows.schedule import Schedules, ScheduleTimeline, Windows
 from hermes_estop.windows.windows_file import Parsed, WindowsFile, against_policy
 
 __all__ = ["EDIT", "JOB_PREFIX", "LATER", "MAX_JOBS", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog",

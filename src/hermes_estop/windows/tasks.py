@@ -25,9 +25,9 @@ from hermes_estop.model.hold import EngageRequest, Fence, HoldState
 from hermes_estop.process.fleet_config import child_environment
 from hermes_estop.system.processes import signal_group, start_time
 from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, entry_for, open_ledger
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import EXACT, Occurrence, Windows
-from hermes_estop.windows.schedule import Schedules
+from hermes_estop.windows.model import Occurrence, Window
+from hermes_estop.windows.occurrences import EXACT
+from hermes_estop.windows.schedule import Schedules, Windows
 from hermes_estop.windows.scheduler import ProblemLog
 from hermes_estop.windows.windows_file import WindowsFile
 
