@@ -259,7 +259,7 @@ def test_occurrence_json_shows_the_drain_start():
 def test_the_schedule_and_the_wakeups_wake_at_the_drain_start(now, tmp_path):
     w = window()
     listed = Windows([w])
-    timeline = Schedules(tmp_path / "windows.toml").of_windows(listed, now)
+    timeline = Schedules(tmp_path / "windows.toml").compose(listed, now)
     assert timeline.covering_now(listed, now) == {}
     assert timeline.first_armed(w, now).arm_at == T0 - DRAIN
     assert next_armed(w, now).start == T0

@@ -143,7 +143,7 @@ def test_the_answers_and_the_wake_ups_are_the_exact_ones_over_a_walk_in_time(tmp
         elif roll > 0.93:
             windows = [Window.parse(w.model_dump(mode="json", exclude_none=True)) for w in windows]
         listed = Windows(windows)  # a list put together anew on every pass
-        timeline = schedules.of_windows(listed, now)
+        timeline = schedules.compose(listed, now)
         got = timeline.covering_now(listed, now)
         exact = {w.name: covering(w, now) for w in windows if w.enabled}
         assert got == {name: found for name, found in exact.items() if found}, (step, now)
@@ -158,18 +158,18 @@ def test_a_window_is_compiled_once_while_the_list_of_windows_is_put_together_ane
     cron arithmetic; an edited window alone is compiled again; every answer stays exact."""
     windows = [Window.parse({"name": f"w{i}", "cron": f"{i} 12 * * *", "duration": "1h"}) for i in range(20)]
     schedules = Schedules(tmp_path / "windows.toml")
-    first = schedules.of_windows(Windows(windows), MONTH)
+    first = schedules.compose(Windows(windows), MONTH)
     questions[0] = 0
     for hours in range(1, 12):
-        assert schedules.of_windows(Windows(list(windows)), MONTH + timedelta(hours=hours)) is first
+        assert schedules.compose(Windows(list(windows)), MONTH + timedelta(hours=hours)) is first
     reread = [Window.parse(w.model_dump(mode="json", exclude_none=True)) for w in windows]  # read again, unchanged
     assert reread[0] is not windows[0]
-    again = schedules.of_windows(Windows(reread), MONTH + timedelta(hours=12))
+    again = schedules.compose(Windows(reread), MONTH + timedelta(hours=12))
     assert questions[0] == 0  # equal field for field: the same occurrences, the rows kept
     edited = [*reread[:5], reread[5].model_copy(update={"duration": timedelta(hours=2)}), *reread[6:]]
     now = MONTH + timedelta(hours=12, minutes=30)
     listed = Windows(edited)
-    timeline = schedules.of_windows(listed, now)
+    timeline = schedules.compose(listed, now)
     assert timeline is not again and 0 < questions[0] <= 3  # the edited window alone, asked for its occurrences
     assert timeline.covering_now(listed, now) == {w.name: covering(w, now) for w in edited if covering(w, now)}
     assert timeline.covering_now(listed, now)["w5"][0].end == MONTH + timedelta(hours=14, minutes=5)
@@ -316,7 +316,7 @@ def test_a_list_of_a_files_windows_takes_the_rows_of_its_held_schedule(tmp_path,
     now = MONTH + timedelta(hours=12, minutes=10)
     questions[0] = 0
     listed = Windows(windows)
-    timeline = schedules.of_windows(listed, now)
+    timeline = schedules.compose(listed, now)
     assert 0 < questions[0] <= 3  # the edited window alone
     exact = {w.name: covering(w, now) for w in windows if covering(w, now)}
     assert timeline.covering_now(listed, now) == exact and exact["w7"][0].end == MONTH + timedelta(hours=12, minutes=27)
@@ -343,15 +343,15 @@ def test_windows_excluding_a_calendar_are_rows_bound_to_their_feed(tmp_path, que
     schedules = Schedules(wf.path)
     now = MONTH + timedelta(minutes=30)
     first = wf.parse(wf.path.read_bytes())
-    timeline = schedules.of_windows(Windows(first), now)
+    timeline = schedules.compose(Windows(first), now)
     assert timeline.covering_now(Windows(first), now) == {}  # the 1st is a holiday: nothing covers it
     questions[0] = 0
     again = [w.model_copy() for w in first]  # new objects bound to the same feed
-    assert schedules.of_windows(Windows(again), now) is not timeline and questions[0] == 0
+    assert schedules.compose(Windows(again), now) is timeline and questions[0] == 0  # the same rows' keys
     _holidays(tmp_path, "20270302")
     moved = wf.parse(wf.path.read_bytes())
     listed = Windows(moved)
-    changed = schedules.of_windows(listed, now)
+    changed = schedules.compose(listed, now)
     assert questions[0] >= len(moved)  # another feed: every window compiled again
     exact = {w.name: covering(w, now) for w in moved if covering(w, now)}
     assert len(exact) == 20 and changed.covering_now(listed, now) == exact

@@ -112,11 +112,11 @@ def test_a_schedule_compiled_in_memory_is_refreshed_after_a_pass_acts_never_befo
     tmp_path.chmod(0o755)
     holder = Schedules(tmp_path / "windows.toml")
     windows = Windows([Window.parse({"name": f"w{i}", "cron": f"{i} 2 * * *", "duration": "1h"}) for i in range(5)])
-    first = holder.of_windows(windows, BUILT)
+    first = holder.compose(windows, BUILT)
     now = BUILT + later
-    assert holder.of_windows(Windows(list(windows)), now) is first  # before acting: as it is
+    assert holder.compose(Windows(list(windows)), now) is first  # before acting: as it is
     holder.refresh(now, None if wake_in is None else now + wake_in)
-    ready = holder.of_windows(Windows(list(windows)), now)
+    ready = holder.compose(Windows(list(windows)), now)
     assert (ready is not first) == refreshed
     assert ready.schedule.lo == (micros(now) if refreshed else first.schedule.lo)
-    assert ready.given == first.given
+    assert list(ready.schedule.sources) == list(first.schedule.sources)  # of the same windows

@@ -157,7 +157,7 @@ NOT_OWN = {
 def test_a_daemon_on_windows_not_the_files_own_plans_what_the_exact_timeline_plans(harness, how):
     """A file with a table that does not validate has no schedule of its bytes the daemon acts
     on: its passes plan from a schedule compiled in memory of the windows they act on
-    (`Schedules.of_windows`, the failing table's last version included). A file with a window
+    (`Schedules.compose`, the failing table's last version included). A file with a window
     excluding a calendar's days is planned from its own schedule, of its feed as it reads (what
     covers now and the wake-ups those of the exact functions). Over two days, its plans are
     those of a fresh service at each instant."""
@@ -192,7 +192,7 @@ def test_a_daemon_on_windows_not_the_files_own_plans_what_the_exact_timeline_pla
 
 @pytest.mark.parametrize("seed", [SEED])
 def test_a_schedule_compiled_in_memory_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed, tmp_path):
-    """`Schedules.of_windows` (the schedule of windows that are not one version of the file's
+    """`Schedules.compose` (the schedule of windows that are not one version of the file's
     own: calendars, a table that does not validate, the guard's put-back) through passes moving
     forward (the list put together anew each time, its rows kept), for every lane and the whole
     file; what covers now and the wake-ups as the exact functions say."""
@@ -203,7 +203,7 @@ def test_a_schedule_compiled_in_memory_walks_the_occurrences_in_arm_order_as_the
     lanes = [*_by_scope(windows).values(), enabled]
     for now in sorted(instants(rng, 25)):
         listed = Windows(list(windows))
-        timeline = schedules.of_windows(listed, now)
+        timeline = schedules.compose(listed, now)
         for lane in lanes:
             walk = timeline.armed_after(lane, now)
             assert _taken(walk, 400) == _taken(EXACT.armed_after(lane, now), 400), now

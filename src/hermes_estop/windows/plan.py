@@ -418,9 +418,9 @@ class FileGuard:
               now: datetime, failing: frozenset[str] = frozenset(), feeds: Identity = ()) -> GuardVerdict:
         """What to act on for the read `windows` of the file with `identity`, its calendar feeds as
         `feeds`, at `now` (`failing`: the read's tables that do not validate, held as last acted on)."""
-        if failing:
-            present = {w.name for w in windows}
-            windows = [*windows, *(w for w in self.trusted or () if w.name in failing and w.name not in present)]
+        if failing:  # the last version acted on of each, looked up by name (no other row built)
+            missing, before = failing - set(Windows.of(windows).names()), Windows.of(self.trusted or ())
+            windows = [*windows, *(before[i] for i in range(len(before)) if before.name(i) in missing)]
         gone = vanished(windows, self.trusted, entries, now)
         if not gone:
             return self._trust(windows, identity)

@@ -780,14 +780,12 @@ _LONG = 86_400_000_000
 class ScheduleTimeline:
     """The scheduler's `occurrences.Timeline` read off `schedule` by bisection (no cron
     arithmetic: a held chain is walked afresh every pass), the exact functions where it does
-    not answer (outside its horizon, a window that is not a row). `Schedules` sees to it that
-    the rows are of the very bytes, or the very `given` windows, asked about."""
+    not answer (outside its horizon, a window that is not a row: another version of a row's, by
+    its table). `Schedules` sees to it that the rows are of the very bytes, or of the very
+    windows (`Schedules.compose`), asked about."""
 
-    def __init__(self, schedule: Schedule, given: Sequence[Window] | None = None) -> None:
+    def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
-        #: the validated windows the rows were compiled from (a row answers for that very object
-        #: only: `Schedules.of_windows`), or None (rows of a file's bytes, by name)
-        self.given = given
         # every occurrence (its index in `starts`) in arm order, and its arm instant: 16 bytes each
         offsets, leads = schedule.offsets, schedule.leads
         arm = array("q", (start - leads[row] for row in range(len(schedule))
@@ -831,8 +829,6 @@ class ScheduleTimeline:
 
     def window(self, row: int) -> Window:
         """Kept built: a running daemon asks for the same rows pass after pass."""
-        if self.given is not None:
-            return self.given[row]
         window = self._built.get(row)
         if window is None:
             window = self.schedule.window(row)
@@ -852,7 +848,18 @@ class ScheduleTimeline:
 
     def _row(self, window: Window) -> int | None:
         row = self.schedule.row_of(window.name)
-        return None if row is None or (self.given is not None and self.given[row] is not window) else row
+        return row if row is not None and self._is_row(row, window) else None
+
+    def _is_row(self, row: int, window: Window) -> bool:
+        """Whether `window` is `row`'s: the one built of it, or of an equal table (not another
+        version of a window of that name: one an edit moves to another scope)."""
+        return self._built.get(row) is window or self.schedule.tables[row] == _compact(window.to_json())
+
+    def seed(self, built: Mapping[int, Window]) -> None:
+        """The `Window`s some rows were compiled from (`Schedules.compose`), so that asking for
+        those rows validates none again (at most `WINDOWS_KEPT`)."""
+        for row, window in itertools.islice(built.items(), WINDOWS_KEPT):
+            self._built[row] = window
 
     def whole(self, at: int) -> bool:
         """Whether every occurrence armed by `at` and every row's first arm after it are held."""
@@ -890,10 +897,10 @@ class ScheduleTimeline:
             return known, []
         lane: dict[int, int] = {}
         others: list[int] = []
-        row_of, given = self.schedule.row_of, self.given
+        row_of = self.schedule.row_of
         for order, name in enumerate(windows.names()):  # `_row` by name: a lane may have 10,000 windows
             row = row_of(name)
-            if row is None or (given is not None and given[row] is not windows[order]):
+            if row is None or not self._is_row(row, windows[order]):
                 others.append(order)
             else:
                 lane[row] = order
@@ -982,10 +989,11 @@ class ScheduleTimeline:
 
 
 class Windows(Sequence[Window]):
-    """The windows a pass decides on: validated `Window`s, or rows of one compiled schedule
-    (`timeline`) read off its columns, a row's `Window` built only when asked for (`[i]`,
-    `named`): a pass builds one only for a row it acts on (issue 35). Iterating builds every
-    row: a decision asks by index."""
+    """The windows a pass decides on: the rows of one compiled schedule (`timeline`) read off
+    its columns, a row's `Window` built only when asked for (`[i]`, `named`): a pass builds one
+    only for a row it acts on (issue 35). Iterating builds every row: a decision asks by index.
+    A list of validated `Window`s is what the guard puts together, which a pass plans off once
+    composed into rows (`Schedules.compose`)."""
 
     __slots__ = ("_lane", "_positions", "_windows", "rows", "timeline")
 
@@ -996,9 +1004,6 @@ class Windows(Sequence[Window]):
         self.rows: Sequence[int] = rows if rows is not None else range(len(timeline) if timeline is not None else 0)
         self._positions: dict[str, int] | None = None
         self._lane: dict[int, int] | None = None
-
-    def validated(self) -> Sequence[Window]:
-        return self._windows
 
     @classmethod
     def of(cls, windows: Sequence[Window]) -> Windows:
@@ -1093,8 +1098,8 @@ class Schedules:
         self._refused: bytes | None = None
         #: the digest of the last bytes `keep` could not build a schedule of (not tried again)
         self._failed: str | None = None
-        #: (identities, timeline) of the last list `of_windows` compiled in memory
-        self._memory: tuple[tuple[int, ...], ScheduleTimeline] | None = None
+        #: the last schedule `compose` built, and the windows it is of
+        self._composed: tuple[ScheduleTimeline, Sequence[Window]] | None = None
 
     def held(self, raw: bytes | None) -> ScheduleTimeline | None:
         """The schedule held for `raw`, of its feeds as they read now: one whose feed changed (a
@@ -1153,58 +1158,51 @@ class Schedules:
             log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
             return None
 
-    def of_windows(self, windows: Windows, now: datetime) -> ScheduleTimeline:
-        """The timeline of a schedule compiled in memory, never written, of exactly these
-        validated windows (a pass's that are not one version of the file's own: a failing
-        table, a feed that fails, a window a policy refuses, the guard's put-back; a file of
-        calendars is planned off its own schedule, `held`), the same while the list holds the
-        same objects. Rows are taken from the last one's or a held one's, so a list put together
-        anew each pass costs no cron arithmetic. A calendar's window is not a row."""
-        listed = windows.validated()
-        key = tuple(map(id, listed))
-        memo = self._memory
+    def compose(self, windows: Windows, now: datetime) -> ScheduleTimeline:
+        """The schedule a pass plans off when its windows are not one version of the file's
+        own (a failing table's last version, a window a policy refuses, the guard's put-back),
+        never written: a row per name, copied from the last one composed when its key (`_key`:
+        its table and the feeds it reads) is the same there, or from a schedule held for the
+        file when its table is, else compiled from its `Window`. The same while the keys are
+        and it answers now whole (compiled again only after a pass acts: `refresh`)."""
         at = micros(now)
-        if memo is not None and memo[0] == key and memo[1].whole(at):
-            return memo[1]  # refreshed after a pass acts (`refresh`)
-        previous = memo[1] if memo is not None and _answers_for_long(memo[1], at) else None
-        self._memory = None
-        return self._compile(listed, key, now, previous)
+        if windows.timeline is not None and len(windows) == len(windows.timeline) and windows.timeline.whole(at):
+            return windows.timeline  # one schedule's rows: that schedule
+        listed: dict[str, Window] = {}
+        for index in range(len(windows)):
+            listed.setdefault(windows.name(index), windows[index])
+        keys = [_key(window) for window in listed.values()]
+        memo = self._composed
+        if memo is not None and memo[0].whole(at) and list(memo[0].schedule.sources) == keys:
+            return memo[0]
+        previous = memo[0] if memo is not None and _answers_for_long(memo[0], at) else None
+        self._composed = None
+        return self._compose(list(listed.values()), keys, now, previous)
 
-    def _compile(self, listed: Sequence[Window], key: tuple[int, ...], now: datetime,
+    def _compose(self, listed: Sequence[Window], keys: Sequence[str], now: datetime,
                  previous: ScheduleTimeline | None, *, seeded: bool = True) -> ScheduleTimeline:
-        """Rows taken from `previous`, or else (`seeded`) from a held schedule, or else anew."""
+        """Rows taken from `previous` by key, or else (`seeded`) from a held schedule by table
+        (a window reading no feed), or else compiled anew; one horizon for them all."""
         at = micros(now)
-        held = (t for t in reversed(self._held.values()) if seeded and _answers_for_long(t, at))
-        base = previous or next(held, None)
-        before = previous.given or () if previous is not None else ()
-        rows_of = {id(w): row for row, w in enumerate(before)}
-        named = {w.name: row for row, w in enumerate(before)}
-        builder = _Builder(base.schedule.lo, base.schedule.hi) if base is not None else _Builder(*_horizon(now))
-        given: list[Window] = []
-        names: set[str] = set()
-        for window in listed:
-            if window.feed is not None or window.name in names:
-                continue  # a calendar's, or a name met already: asked as it is
-            names.add(window.name)
-            row = rows_of.get(id(window))
-            if row is None and window.name in named and before[named[window.name]] == window:
-                row = named[window.name]  # read again, equal field for field: the same occurrences
-            if base is not None and previous is None:
-                # a window excluding a calendar's days is equal only with the same feed, which
-                # its table does not say
-                row = base.schedule.row_of(window.name) if window.exclude_calendar is None else None
-                row = row if row is not None and base.schedule.tables[row] == _compact(window.to_json()) else None
+        held = None if previous is not None or not seeded else next(
+            (t.schedule for t in reversed(self._held.values()) if _answers_for_long(t, at)), None)
+        base = previous.schedule if previous is not None else held
+        builder = _Builder(base.lo, base.hi) if base is not None else _Builder(*_horizon(now))
+        by_key = {key: row for row, key in enumerate(base.sources)} if previous is not None and base else {}
+        for window, key in zip(listed, keys, strict=True):
+            row = by_key.get(key)
+            if row is None and held is not None and window.feed is None and window.exclude_calendar is None:
+                row = held.row_of(window.name)
+                row = row if row is not None and held.tables[row] == _compact(window.to_json()) else None
             if base is not None and row is not None:
-                builder.add_kept(base.schedule, row, "")
+                builder.add_kept(base, row, key)
             else:
-                builder.add_window(window, "", table=False)
-            given.append(window)
-        c = builder.columns
-        schedule = Schedule("", "", [], builder.lo, builder.hi, c["names"], c["scopes"], c["enabled"], c["timezones"],
-                            c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"], c["offsets"],
-                            c["starts"], c["ends"], Tables(builder.tables), stopped=frozenset(builder.stopped))
-        timeline = ScheduleTimeline(schedule, given)
-        self._memory = (key, timeline)
+                builder.add_window(window, key)
+        built = builder.schedule("")
+        assert built is not None  # noqa: S101 - one row per name
+        timeline = ScheduleTimeline(replace(built, feeds=None, windows_path=self.windows_path))
+        timeline.seed(dict(enumerate(listed)))
+        self._composed = (timeline, listed)
         return timeline
 
     def _due(self, timeline: ScheduleTimeline, now: datetime, next_wake: datetime | None) -> bool:
@@ -1215,11 +1213,11 @@ class Schedules:
                                          or age >= HORIZON // _US // 2)
 
     def refresh(self, now: datetime, next_wake: datetime | None = None) -> None:
-        """Once a pass acted (never before it acts): `of_windows`' schedule compiled anew when `_due`."""
-        memo = self._memory
-        if memo is not None and self._due(memo[1], now, next_wake):
-            self._memory = None
-            self._compile(memo[1].given or (), memo[0], now, None, seeded=False)
+        """Once a pass acted (never before it acts): `compose`'s schedule compiled anew when `_due`."""
+        memo = self._composed
+        if memo is not None and self._due(memo[0], now, next_wake):
+            self._composed = None
+            self._compose(memo[1], memo[0].schedule.sources, now, None, seeded=False)
 
     def _hold(self, raw: bytes, schedule: Schedule) -> ScheduleTimeline:
         found = self._held[raw] = ScheduleTimeline(schedule)
@@ -1240,3 +1238,11 @@ class _NotCompiled(Exception):
 
 def _validated_whole() -> Sequence[Window]:
     raise _NotCompiled
+
+
+def _key(window: Window) -> str:
+    """What a row of `compose` is of: the window's table and the feeds it reads (a calendar's,
+    or the holidays it excludes: the table does not say them), refused or not."""
+    feeds = [(feed.digest, feed.refused is None) if feed is not None else None
+             for feed in (window.feed, window._holidays)]  # noqa: SLF001 - the holidays bound to it
+    return hashlib.sha256(_compact(window.to_json()) + repr(feeds).encode()).hexdigest()

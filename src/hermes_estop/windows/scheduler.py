@@ -454,12 +454,12 @@ class WindowService:
                 return report, plans
             windows, entries, source, moving, whole = inputs
             report.leader = dry_run or self._may_write()
-            listed = Windows.of(windows)
-            # rows are asked of their own schedule (held for `source`; under a policy `_inputs`
-            # did not take it yet), any other list of one compiled in memory
+            # the pass plans off the rows of one schedule: the file's own (held for `source`;
+            # under a policy `_inputs` did not take it yet), else one composed of these windows
             if source is not None and self.schedules.held(source) is None:
                 self.schedules.rows(source, report.now)
-            timeline = self.schedules.held(source) or self.schedules.of_windows(listed, report.now)
+            timeline = self.schedules.held(source) or self.schedules.compose(Windows.of(windows), report.now)
+            listed = timeline.windows()
             state = PassState(report, entries, timeline=timeline)
             covering = timeline.covering_now(listed, report.now)
             # the versions an unconfirmed edit moves to other scopes are held there too
@@ -759,7 +759,7 @@ def _first_armed(timeline: ScheduleTimeline, windows: Windows, name: str, now: d
     """The first occurrence of the window `name` armed after `now`: off the schedule where it
     holds the answer (no row's `Window` validated mid-pass, issue 45), else `first_armed`."""
     schedule, row = timeline.schedule, timeline.schedule.row_of(name)
-    if row is not None and (timeline.given is None or timeline.given[row] is windows.named(name)):
+    if row is not None and windows.timeline is timeline:
         index = schedule.next_arm_index(row, now)
         if index is not None:
             return schedule.occurrence(row, index)
