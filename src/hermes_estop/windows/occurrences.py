@@ -13,14 +13,13 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from itertools import islice, takewhile
-from typing import Protocol
 
 from hermes_estop.model.cronspec import starts as cron_starts
 from hermes_estop.model.timeutil import in_interval, to_utc
 from hermes_estop.windows.model import Occurrence, Window
 
-__all__ = ["EXACT", "MAX_EXCLUDED_RUN", "ExactTimeline", "Timeline", "by_start", "covering", "following",
-           "merge_armed", "next_armed", "next_start", "occurrences", "upcoming"]
+__all__ = ["MAX_EXCLUDED_RUN", "by_start", "covering", "following", "merge_armed", "next_armed", "next_start",
+           "occurrences", "upcoming"]
 
 
 #: a run of more excluded starts in a row than this ends a window's occurrences, so that
@@ -108,25 +107,12 @@ def following(window: Window, occurrence: Occurrence) -> Occurrence | None:
     return None
 
 
-#: what covers an instant, and the first occurrence armed after it
-Around = tuple[tuple[Occurrence, ...], Occurrence | None]
-
-
-class Timeline(Protocol):
-    """Where the scheduler's decisions look occurrences up: the exact functions (`EXACT`) or a
-    compiled schedule giving their answers by bisection (`ScheduleTimeline`)."""
-
-    def around(self, window: Window, now: datetime) -> Around: ...
-
-    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
-        """In arm order (at one instant, in the order of `windows`), computed as they are taken."""
-        ...
-
-
 def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[[Window, datetime], Occurrence | None],
                 after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence]:
-    """`Timeline.armed_after` as a heap of one occurrence per window, a window's next asked only
-    once its previous one was taken (a chain held by a thousand windows asks each once)."""
+    """The occurrences of `windows` armed after `now`, in arm order (at one instant, in the order
+    of `windows`), as a heap of one occurrence per window, a window's next asked only once its
+    previous one was taken (a chain held by a thousand windows asks each once): `first_armed`
+    and `after` are `next_armed` and `following`, or a schedule's answers."""
     queue: list[tuple[datetime, int, Occurrence, Window]] = []
     for order, window in enumerate(windows):
         upcoming = first_armed(window, now)
@@ -139,25 +125,6 @@ def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[
         successor = after(window, occurrence)
         if successor is not None:
             heapq.heappush(queue, (successor.arm_at, order, successor, window))
-
-
-class ExactTimeline:
-    """The `Timeline` of the exact functions above."""
-
-    def around(self, window: Window, now: datetime) -> Around:
-        return tuple(covering(window, now)), next_armed(window, now)
-
-    def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
-        return next_armed(window, now)
-
-    def after(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
-        return following(window, occurrence)
-
-    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
-        return merge_armed(windows, now, self.first_armed, self.after)
-
-
-EXACT = ExactTimeline()
 
 
 def by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Window, Occurrence]]:

@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 from tomli import TOMLDecodeError, loads as toml_loads
 
@@ -51,11 +51,11 @@ from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind, calendar_window, fingerprint
 from hermes_estop.windows.ical import CalendarEvent, Feed
 from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, validate_scope
-from hermes_estop.windows.occurrences import Around, covering, following, merge_armed, next_armed, occurrences
+from hermes_estop.windows.occurrences import covering, following, merge_armed, next_armed, occurrences
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "ScheduleTimeline", "Schedules",
-           "Tables", "Windows", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
+__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "Part", "ScheduleTimeline",
+           "Schedules", "Tables", "Windows", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
@@ -778,7 +778,7 @@ _LONG = 86_400_000_000
 
 
 class ScheduleTimeline:
-    """The scheduler's `occurrences.Timeline` read off `schedule` by bisection (no cron
+    """Where a pass looks occurrences up, read off `schedule` by bisection (no cron
     arithmetic: a held chain is walked afresh every pass), the exact functions where it does
     not answer (outside its horizon, a window that is not a row: another version of a row's, by
     its table). `Schedules` sees to it that the rows are of the very bytes, or of the very
@@ -807,7 +807,7 @@ class ScheduleTimeline:
 
     def windows(self) -> Windows:
         if self._windows is None:
-            self._windows = Windows(timeline=self)
+            self._windows = Windows(self)
         return self._windows
 
     # -- the rows as `Windows` reads them ----------------------------------------------------------
@@ -856,27 +856,33 @@ class ScheduleTimeline:
         return self._built.get(row) is window or self.schedule.tables[row] == _compact(window.to_json())
 
     def seed(self, built: Mapping[int, Window]) -> None:
-        """The `Window`s some rows were compiled from (`Schedules.compose`), so that asking for
-        those rows validates none again (at most `WINDOWS_KEPT`)."""
-        for row, window in itertools.islice(built.items(), WINDOWS_KEPT):
-            self._built[row] = window
+        """The `Window`s some rows were compiled from (`Schedules.compose`, or validated from the
+        bytes and feeds the rows are of), so that asking for those rows validates none again
+        (a calendar's: bound to its feed as it read, never read again; at most `WINDOWS_KEPT`)."""
+        with self._building:
+            for row, window in itertools.islice(built.items(), WINDOWS_KEPT):
+                self._built[row] = window
+
+    def built(self, row: int) -> Window | None:
+        """The row's `Window` when it was built (`window`) or given (`seed`)."""
+        return self._built.get(row)
 
     def whole(self, at: int) -> bool:
         """Whether every occurrence armed by `at` and every row's first arm after it are held."""
         return self.schedule.lo <= at < self._whole_until
 
-    def around(self, window: Window, now: datetime) -> Around:
+    def around(self, window: Window, now: datetime) -> tuple[tuple[Occurrence, ...], Occurrence | None]:
+        """What covers `now`, and the first occurrence armed after it."""
         row = self._row(window)
         found = self.schedule.covering_row(row, now) if row is not None else None
         if found is None:
             return tuple(covering(window, now)), next_armed(window, now)
         return found, self.first_armed(window, now)
 
-    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
+    def armed_after(self, listed: Windows, now: datetime) -> Iterator[Occurrence]:
         """Read off the arm order (a chain of 256 among 10,000 windows costs its 256 occurrences);
         past the part of the horizon held whole, and for the windows that are not rows, as
         `merge_armed`, merged in."""
-        listed = Windows.of(windows)
         lane, others = self._parts(listed, micros(now))
         if not lane:
             return merge_armed(listed, now, self.first_armed, self.after)
@@ -889,7 +895,7 @@ class ScheduleTimeline:
 
     def _parts(self, windows: Windows, at: int) -> tuple[dict[int, int], list[int]]:
         """Each row of `windows` -> its place among them, and the places of the windows that are
-        not rows (a calendar's, another version's); all of them when `at` is not held whole."""
+        not rows (another schedule's of another version); all of them when `at` is not held whole."""
         if not self.whole(at):
             return {}, list(range(len(windows)))
         known = windows.lane_of(self)
@@ -989,28 +995,20 @@ class ScheduleTimeline:
 
 
 class Windows(Sequence[Window]):
-    """The windows a pass decides on: the rows of one compiled schedule (`timeline`) read off
-    its columns, a row's `Window` built only when asked for (`[i]`, `named`): a pass builds one
-    only for a row it acts on (issue 35). Iterating builds every row: a decision asks by index.
-    A list of validated `Window`s is what the guard puts together, which a pass plans off once
-    composed into rows (`Schedules.compose`)."""
+    """The windows a pass decides on: rows of one compiled schedule (`timeline`) read off its
+    columns, a row's `Window` built only when asked for (`[i]`, `named`): a pass builds one only
+    for a row it acts on (issue 35). Iterating builds every row: a decision asks by index."""
 
-    __slots__ = ("_lane", "_positions", "_windows", "rows", "timeline")
+    __slots__ = ("_lane", "_positions", "rows", "timeline")
 
-    def __init__(self, windows: Iterable[Window] = (), timeline: ScheduleTimeline | None = None,
-                 rows: Sequence[int] | None = None) -> None:
-        self._windows: list[Window] = list(windows)
+    def __init__(self, timeline: ScheduleTimeline, rows: Sequence[int] | None = None) -> None:
         self.timeline = timeline
-        self.rows: Sequence[int] = rows if rows is not None else range(len(timeline) if timeline is not None else 0)
+        self.rows: Sequence[int] = rows if rows is not None else range(len(timeline))
         self._positions: dict[str, int] | None = None
         self._lane: dict[int, int] | None = None
 
-    @classmethod
-    def of(cls, windows: Sequence[Window]) -> Windows:
-        return windows if isinstance(windows, Windows) else cls(windows)
-
     def __len__(self) -> int:
-        return len(self.rows) if self.timeline is not None else len(self._windows)
+        return len(self.rows)
 
     @overload
     def __getitem__(self, index: int) -> Window: ...
@@ -1021,33 +1019,33 @@ class Windows(Sequence[Window]):
     def __getitem__(self, index: int | slice) -> Window | Windows:
         if isinstance(index, slice):
             return self.subset(range(len(self))[index])
-        if self.timeline is not None:
-            return self.timeline.window(self.rows[index])
-        return self._windows[index]
+        return self.timeline.window(self.rows[index])
 
     def subset(self, positions: Iterable[int]) -> Windows:
         """The windows at `positions` of these, in that order (a lane)."""
-        if self.timeline is not None:
-            return Windows(timeline=self.timeline, rows=[self.rows[i] for i in positions])
-        return Windows([self._windows[i] for i in positions])
+        return Windows(self.timeline, [self.rows[i] for i in positions])
+
+    def part(self, index: int) -> Part:
+        """Window `index` as a row of a composed schedule (`Schedules.compose`)."""
+        return Part(self.timeline, self.rows[index])
 
     def name(self, index: int) -> str:
-        return self.timeline.name(self.rows[index]) if self.timeline is not None else self._windows[index].name
+        return self.timeline.name(self.rows[index])
 
     def names(self) -> list[str]:
         return [self.name(i) for i in range(len(self))]
 
     def enabled(self, index: int) -> bool:
-        return self.timeline.enabled(self.rows[index]) if self.timeline is not None else self._windows[index].enabled
+        return self.timeline.enabled(self.rows[index])
 
     def scope(self, index: int) -> str:
-        return self.timeline.scope(self.rows[index]) if self.timeline is not None else self._windows[index].scope
+        return self.timeline.scope(self.rows[index])
 
     def selector(self, index: int) -> Selector | None:
-        return self.timeline.selector(self.rows[index]) if self.timeline is not None else self._windows[index].selector
+        return self.timeline.selector(self.rows[index])
 
     def table(self, index: int) -> bytes:
-        return self.timeline.table(self.rows[index]) if self.timeline is not None else _compact(self._windows[index].to_json())
+        return self.timeline.table(self.rows[index])
 
     def position(self, name: str) -> int | None:
         if self._positions is None:
@@ -1061,11 +1059,8 @@ class Windows(Sequence[Window]):
         return None if index is None else self[index]
 
     def same(self, index: int, other: Windows, at: int) -> bool:
-        """Whether window `at` of `other` is window `index` of these as it was: the very object
-        or row, equal field for field, or (a row on either side) of an equal table, no row's
-        `Window` built."""
-        if self.timeline is None and other.timeline is None:
-            return self._windows[index] is other._windows[at] or self._windows[index] == other._windows[at]
+        """Whether window `at` of `other` is window `index` of these as it was: the very row, or
+        of an equal table, no row's `Window` built."""
         if self.timeline is other.timeline and self.rows[index] == other.rows[at]:
             return True
         return self.table(index) == other.table(at)
@@ -1079,6 +1074,32 @@ class Windows(Sequence[Window]):
         return self._lane
 
 
+class Part(NamedTuple):
+    """One row of a composed schedule (`Schedules.compose`): row `row` of `timeline` as it is,
+    or (`window` given) that window compiled."""
+
+    timeline: ScheduleTimeline | None
+    row: int = 0
+    window: Window | None = None
+
+    @classmethod
+    def of(cls, window: Window) -> Part:
+        return cls(None, 0, window)
+
+    def key(self) -> str:
+        """What the row is of: the window's table and the feeds it reads (`_key`), or the row's
+        place in the schedule it is taken from (whose digest says what it is of)."""
+        if self.timeline is None:
+            assert self.window is not None  # noqa: S101 - a part is one or the other
+            return _key(self.window)
+        schedule = self.timeline.schedule
+        feeds = sorted(schedule.feeds.items()) if schedule.feeds else ""
+        return f"{schedule.digest}@{schedule.lo}/{self.row}{feeds}"
+
+    def name(self) -> str:
+        return self.window.name if self.timeline is None else self.timeline.name(self.row)  # type: ignore[union-attr]
+
+
 class Schedules:
     """The compiled schedules one `hermes serve` holds (its passes and window tasks share them),
     keyed by the file bytes they are of, the newest `KEPT` at most; nothing builds in the
@@ -1088,6 +1109,9 @@ class Schedules:
 
     #: the file's and the one before an edit (the guard's put-back rows)
     KEPT = 2
+    #: the schedules `compose` keeps: a pass's read, it with a failing table's last version, and
+    #: that with the guard's put-back
+    COMPOSED = 3
     #: how far off the next wake-up must be for a pass to refresh a schedule (`keep`)
     QUIET = timedelta(minutes=1)
 
@@ -1098,8 +1122,8 @@ class Schedules:
         self._refused: bytes | None = None
         #: the digest of the last bytes `keep` could not build a schedule of (not tried again)
         self._failed: str | None = None
-        #: the last schedule `compose` built, and the windows it is of
-        self._composed: tuple[ScheduleTimeline, Sequence[Window]] | None = None
+        #: the schedules `compose` built (the newest `KEPT`), by their rows' keys, with their parts
+        self._composed: dict[tuple[str, ...], tuple[ScheduleTimeline, list[Part]]] = {}
 
     def held(self, raw: bytes | None) -> ScheduleTimeline | None:
         """The schedule held for `raw`, of its feeds as they read now: one whose feed changed (a
@@ -1123,9 +1147,10 @@ class Schedules:
             found = self._hold(raw, built)
         return found.windows() if found is not None and not found.schedule.fed else None
 
-    def keep(self, raw: bytes, windows: Sequence[Window], now: datetime, next_wake: datetime | None = None) -> None:
-        """Once a pass acted: the schedule of `raw` (a file that validates whole, as `windows`)
-        written and held, so the next command reads it warm; built again when `_due` or no
+    def keep(self, raw: bytes, validated: Sequence[Window] | None, now: datetime,
+             next_wake: datetime | None = None) -> None:
+        """Once a pass acted: the schedule of `raw` (a file that validates whole, as `validated`;
+        None: one that compiles table by table, `rows`) written and held, so the next command reads it warm; built again when `_due` or no
         longer answering now, the one it replaces let go first (never three held: a peak the
         allocator keeps)."""
         held = self.held(raw)
@@ -1134,13 +1159,12 @@ class Schedules:
         digest = hashlib.sha256(raw).hexdigest()
         if held is None and digest == self._failed:
             return
-        listed = Windows.of(windows)
-        rows = listed.timeline is not None
         self._held.pop(raw, None)
-        if not rows:
+        if validated is not None:
             self._held.clear()
         del held
-        built = self._load(raw, lambda: listed, now, REFRESH, validated=not rows)
+        built = self._load(raw, (lambda: validated) if validated is not None else _validated_whole, now, REFRESH,
+                           validated=validated is not None)
         if built is not None and built.feeds is not None and built.digest == digest:
             self._hold(raw, built)
         else:
@@ -1158,51 +1182,69 @@ class Schedules:
             log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
             return None
 
-    def compose(self, windows: Windows, now: datetime) -> ScheduleTimeline:
-        """The schedule a pass plans off when its windows are not one version of the file's
-        own (a failing table's last version, a window a policy refuses, the guard's put-back),
-        never written: a row per name, copied from the last one composed when its key (`_key`:
-        its table and the feeds it reads) is the same there, or from a schedule held for the
-        file when its table is, else compiled from its `Window`. The same while the keys are
-        and it answers now whole (compiled again only after a pass acts: `refresh`)."""
+    def compose(self, parts: Sequence[Part], now: datetime, *, kept: bool = True) -> Windows:
+        """The rows a pass plans off when its windows are not one version of the file's own (a
+        failing table's last version, a window a policy refuses, the guard's put-back), never
+        written: one per name, in order, each a row of another schedule copied as it is (of the
+        same horizon), or the row of the last one composed with its key (`Part.key`: its table
+        and the feeds it reads), or a row of a schedule held for the file with its table, else
+        compiled from its `Window`. Rows of one schedule, all of them, are that schedule. The
+        same while the keys are and it answers now whole (`kept`: remembered, the newest
+        `COMPOSED`; compiled again only after a pass acts: `refresh`)."""
         at = micros(now)
-        if windows.timeline is not None and len(windows) == len(windows.timeline) and windows.timeline.whole(at):
-            return windows.timeline  # one schedule's rows: that schedule
-        listed: dict[str, Window] = {}
-        for index in range(len(windows)):
-            listed.setdefault(windows.name(index), windows[index])
-        keys = [_key(window) for window in listed.values()]
-        memo = self._composed
-        if memo is not None and memo[0].whole(at) and list(memo[0].schedule.sources) == keys:
-            return memo[0]
-        previous = memo[0] if memo is not None and _answers_for_long(memo[0], at) else None
-        self._composed = None
-        return self._compose(list(listed.values()), keys, now, previous)
+        first = parts[0].timeline if parts else None
+        if first is not None and first.whole(at) and len(parts) == len(first) and all(
+                part.timeline is first and part.row == row for row, part in enumerate(parts)):
+            return first.windows()  # one schedule's rows: that schedule
+        listed: dict[str, Part] = {}
+        for part in parts:
+            listed.setdefault(part.name(), part)
+        keys = tuple(part.key() for part in listed.values())
+        found = self._composed.get(keys)
+        if found is not None and found[0].whole(at):
+            return found[0].windows()
+        previous = next((t for t, _ in reversed(self._composed.values()) if _answers_for_long(t, at)), None)
+        timeline = self._compose(list(listed.values()), keys, now, previous)
+        if kept:
+            self._composed.pop(keys, None)
+            self._composed[keys] = (timeline, list(listed.values()))
+            while len(self._composed) > self.COMPOSED:
+                del self._composed[next(iter(self._composed))]
+        return timeline.windows()
 
-    def _compose(self, listed: Sequence[Window], keys: Sequence[str], now: datetime,
+    def _compose(self, parts: Sequence[Part], keys: Sequence[str], now: datetime,
                  previous: ScheduleTimeline | None, *, seeded: bool = True) -> ScheduleTimeline:
-        """Rows taken from `previous` by key, or else (`seeded`) from a held schedule by table
-        (a window reading no feed), or else compiled anew; one horizon for them all."""
+        """See `compose`; one horizon for all the rows (`previous`'s, or else, `seeded`, a held
+        one's, or else from now)."""
         at = micros(now)
         held = None if previous is not None or not seeded else next(
             (t.schedule for t in reversed(self._held.values()) if _answers_for_long(t, at)), None)
         base = previous.schedule if previous is not None else held
         builder = _Builder(base.lo, base.hi) if base is not None else _Builder(*_horizon(now))
         by_key = {key: row for row, key in enumerate(base.sources)} if previous is not None and base else {}
-        for window, key in zip(listed, keys, strict=True):
-            row = by_key.get(key)
-            if row is None and held is not None and window.feed is None and window.exclude_calendar is None:
-                row = held.row_of(window.name)
-                row = row if row is not None and held.tables[row] == _compact(window.to_json()) else None
-            if base is not None and row is not None:
-                builder.add_kept(base, row, key)
+        built: dict[int, Window] = {}
+        for part, key in zip(parts, keys, strict=True):
+            source, row, window = part
+            if source is not None and (window := source.built(row)) is not None:
+                built[len(builder.tables)] = window  # as it was built (a calendar's, bound to its feed then)
+            if source is not None and (source.schedule.lo, source.schedule.hi) == (builder.lo, builder.hi):
+                builder.add_kept(source.schedule, row, key)
+                continue
+            window = window if window is not None else source.window(row)  # type: ignore[union-attr]
+            built[len(builder.tables)] = window
+            found = by_key.get(key)
+            if found is None and held is not None and window.feed is None and window.exclude_calendar is None:
+                found = held.row_of(window.name)
+                found = found if found is not None and held.tables[found] == _compact(window.to_json()) else None
+            if base is not None and found is not None:
+                builder.add_kept(base, found, key)
             else:
                 builder.add_window(window, key)
-        built = builder.schedule("")
-        assert built is not None  # noqa: S101 - one row per name
-        timeline = ScheduleTimeline(replace(built, feeds=None, windows_path=self.windows_path))
-        timeline.seed(dict(enumerate(listed)))
-        self._composed = (timeline, listed)
+        schedule = builder.schedule("")
+        assert schedule is not None  # noqa: S101 - one row per name
+        digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()
+        timeline = ScheduleTimeline(replace(schedule, digest=digest, feeds=None, windows_path=self.windows_path))
+        timeline.seed(built)
         return timeline
 
     def _due(self, timeline: ScheduleTimeline, now: datetime, next_wake: datetime | None) -> bool:
@@ -1213,11 +1255,16 @@ class Schedules:
                                          or age >= HORIZON // _US // 2)
 
     def refresh(self, now: datetime, next_wake: datetime | None = None) -> None:
-        """Once a pass acted (never before it acts): `compose`'s schedule compiled anew when `_due`."""
-        memo = self._composed
-        if memo is not None and self._due(memo[0], now, next_wake):
-            self._composed = None
-            self._compose(memo[1], memo[0].schedule.sources, now, None, seeded=False)
+        """Once a pass acted (never before it acts): `compose`'s newest schedule compiled anew
+        from now when `_due` (its rows' windows: a row of another schedule's built)."""
+        if not self._composed:
+            return
+        keys, (timeline, parts) = next(reversed(self._composed.items()))
+        if self._due(timeline, now, next_wake):
+            self._composed.clear()
+            windows = [Part.of(part.window if part.window is not None else timeline.window(row))
+                       for row, part in enumerate(parts)]
+            self._composed[keys] = (self._compose(windows, keys, now, None, seeded=False), windows)
 
     def _hold(self, raw: bytes, schedule: Schedule) -> ScheduleTimeline:
         found = self._held[raw] = ScheduleTimeline(schedule)

@@ -41,9 +41,9 @@ from hermes_estop.windows.ledger import (
     recall,
 )
 from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, reason_of
-from hermes_estop.windows.occurrences import EXACT, Timeline, covering as covering_of, next_armed
+from hermes_estop.windows.occurrences import covering as covering_of, next_armed
 from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope, terms
-from hermes_estop.windows.schedule import Schedules, ScheduleTimeline, Windows
+from hermes_estop.windows.schedule import Part, Schedules, ScheduleTimeline, Windows
 from hermes_estop.windows.windows_file import Parsed, WindowsFile, against_policy
 
 __all__ = ["EDIT", "JOB_PREFIX", "LATER", "MAX_JOBS", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog",
@@ -64,12 +64,11 @@ RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
 #: one lane of a scope: its selector (None: the full hold), its enabled windows in file order,
 #: their names (None for the full lane)
-Lane = tuple[Any, Sequence[Window], frozenset[str] | None]
-#: what a pass acts on: the windows, the ledger, the bytes they are the windows of (None: a mix
-#: the guard put together), the versions moving scope (`GuardVerdict.moving`), and the file's bytes
-#: and windows when it validates whole (the schedule kept for the commands, `Schedules.keep`)
-_Inputs = tuple[Sequence[Window], dict[str, LedgerEntry], bytes | None, Sequence[Window],
-                tuple[bytes, Sequence[Window]] | None]
+Lane = tuple[Any, Windows, frozenset[str] | None]
+#: what a pass acts on: the windows (rows of one schedule), the ledger, the versions moving scope
+#: (`GuardVerdict.moving`), and the file's bytes when it validates whole, with its windows when
+#: it does not compile table by table (the schedule kept for the commands, `Schedules.keep`)
+_Inputs = tuple[Windows, dict[str, LedgerEntry], Sequence[Window], tuple[bytes, Sequence[Window] | None] | None]
 
 
 @dataclass(frozen=True)
@@ -171,8 +170,6 @@ class PassState:
     report: TickReport
     entries: dict[str, LedgerEntry]
     changes: dict[str, LedgerEntry] = field(default_factory=dict)
-    #: where the pass looks occurrences up (the pass's compiled schedule)
-    timeline: Timeline = EXACT
     #: the audit trail's newest events by scope, read at most once a pass (`WindowService._recalled`)
     trail: dict[str, list[AuditEvent]] | None = None
     #: `entries` by scope, built at the first `of` and kept up to date by `remember`
@@ -328,9 +325,9 @@ class WindowService:
         self.is_leader = is_leader or (lambda: True)
         self.scheduler = scheduler
         self.poll_interval = float(poll_interval)
-        self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)))
         #: the compiled schedules of the file (the one holder: the window tasks share it)
         self.schedules = Schedules(self.windows_file.path)
+        self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)), self.schedules)
         self.actions = Actions(fleet)
         self._lock = threading.RLock()
         self._logged: dict[str, object] = {}
@@ -352,7 +349,8 @@ class WindowService:
     def _inputs(self, report: TickReport) -> _Inputs | None:
         """What to act on, or None (the reason in `report`): a file that does not read, or a read
         that takes away what cannot be kept (`FileGuard`). The windows are the rows of the file's
-        schedule unless the fleet's policy refuses something (each window is checked then)."""
+        schedule; of one composed of those that validate when a table fails or the fleet's policy
+        refuses a window (each window is checked when the policy has rules)."""
         try:
             snapshot = self.windows_file.snapshot()
             policy = self.fleet.policy
@@ -368,14 +366,15 @@ class WindowService:
             report.errors.append(str(exc))
             return None
         self._problems.clear("error", f"windows: {self.windows_file.path} reads and parses again")
-        windows = rows if rows is not None else parsed.windows
+        own = not parsed.failures  # calendars too: planned off the schedule held for these bytes and feeds
+        windows = rows if rows is not None else self._rows(snapshot.raw, parsed, own and snapshot.identity is not None,
+                                                            report.now)
         report.windows = len(windows)
         self._note_tables(parsed, report)
         verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names(),
                                    parsed.digests)
-        own = not parsed.failures  # calendars too: planned off the schedule held for these bytes and feeds
         # the schedule kept is the file's as it is, never the version last confirmed (issue 45)
-        whole = (snapshot.raw, windows) if own else None
+        whole = (snapshot.raw, None if rows is not None else parsed.windows) if own else None
         if not verdict.trusted:
             report.pending = verdict.reason
             self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
@@ -383,12 +382,25 @@ class WindowService:
                 if whole is not None and not report.dry_run:
                     self.schedules.keep(*whole, report.now)
                 return None
-            return verdict.windows, entries, None, verdict.moving, whole
+            return verdict.windows, entries, verdict.moving, whole
         if self._log_once("loaded", hash((snapshot.raw, parsed.digests)), logging.INFO if windows else logging.DEBUG,
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
-        return (verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None, (),
-                whole)
+        return verdict.windows if verdict.windows is not None else windows, entries, (), whole
+
+    def _rows(self, raw: bytes, parsed: Parsed, own: bool, now: datetime) -> Windows:
+        """The windows of a file validated table by table as rows: of the schedule held for its
+        bytes and feeds when they are all the file's (`own`), else composed of those."""
+        if own and self.schedules.held(raw) is None:
+            self.schedules.rows(raw, now)
+        held = self.schedules.held(raw) if own else None
+        if held is None:
+            return self.schedules.compose(list(map(Part.of, parsed.windows)), now)
+        # the windows reading a feed as validated now, bound to it (the rows' feeds read the same)
+        row_of = held.schedule.row_of
+        held.seed({row: w for w in parsed.windows
+                   if (w.feed is not None or w.exclude_calendar is not None) and (row := row_of(w.name)) is not None})
+        return held.windows()
 
     def _note_tables(self, parsed: Parsed, report: TickReport) -> None:
         """Report the tables that fail and the calendars read from a stale copy."""
@@ -452,20 +464,16 @@ class WindowService:
             inputs = self._inputs(report)
             if inputs is None:
                 return report, plans
-            windows, entries, source, moving, whole = inputs
+            listed, entries, moving, whole = inputs  # the rows of one schedule (`_inputs`)
             report.leader = dry_run or self._may_write()
-            # the pass plans off the rows of one schedule: the file's own (held for `source`;
-            # under a policy `_inputs` did not take it yet), else one composed of these windows
-            if source is not None and self.schedules.held(source) is None:
-                self.schedules.rows(source, report.now)
-            timeline = self.schedules.held(source) or self.schedules.compose(Windows.of(windows), report.now)
-            listed = timeline.windows()
-            state = PassState(report, entries, timeline=timeline)
+            timeline = listed.timeline
+            state = PassState(report, entries)
             covering = timeline.covering_now(listed, report.now)
             # the versions an unconfirmed edit moves to other scopes are held there too
             elsewhere = {w.name: found for w in moving if w.enabled and (found := covering_of(w, report.now))}
             if report.leader:
-                lanes = Lanes(listed, moving, covering, elsewhere)
+                lanes = Lanes(listed, moving, covering, elsewhere,
+                              lambda parts: self.schedules.compose(parts, report.now, kept=False))
                 for scope in self._scopes([*covering.values(), *elsewhere.values()], entries):
                     try:
                         plans.extend(self._reconcile_scope(scope, state, lanes))
@@ -601,7 +609,7 @@ class WindowService:
                 reading = next((r for r in reading.scoped if r.hold is not None and r.hold.selector == selector),
                                Reading(reading.location, HoldState.ABSENT))
             plan = plan_scope(scope, now, on_scope, of_scope, reading, recalled=self._recalled(scope, covered, of_scope,
-                              state), covered=covered, selector=selector, timeline=state.timeline)
+                              state), covered=covered, selector=selector)
             if report.dry_run:
                 report.events.extend(planned_events(plan))
                 return [plan]
@@ -622,7 +630,7 @@ class WindowService:
                 elif isinstance(action, Retire):
                     self.actions.retire(action, state)
                 elif isinstance(action, Skip):
-                    self.actions.skip(action, state, Windows.of(on_scope))
+                    self.actions.skip(action, state, on_scope)
             if not conflict:
                 return [plan]
         state.error(f"scope {scope}: the hold kept changing under the scheduler; will retry")
@@ -812,8 +820,10 @@ class Lanes:
     a few); with `moving`, the versions an unconfirmed edit moves to another scope."""
 
     def __init__(self, windows: Windows, moving: Sequence[Window], covering: dict[str, list[Occurrence]],
-                 elsewhere: dict[str, list[Occurrence]]) -> None:
+                 elsewhere: dict[str, list[Occurrence]], compose: Callable[[Sequence[Part]], Windows]) -> None:
         self.windows = windows
+        #: a lane with a moving version is the rows of a schedule composed of its windows and it
+        self.compose = compose
         self.moving = [w for w in moving if w.enabled]
         #: (scope, name) -> (scope, selector) of the moving versions (`lane_of` names the others)
         self.elsewhere = {(w.scope, w.name): (w.scope, w.selector) for w in self.moving}
@@ -856,10 +866,11 @@ class Lanes:
             at = next((i for i, lane in enumerate(lanes) if lane[0] == window.selector), None)
             extra = None if window.selector is None else frozenset({window.name})
             if at is None:
-                lanes.append((window.selector, [window], extra))
+                lanes.append((window.selector, self.compose([Part.of(window)]), extra))
             else:
                 selector, own, names = lanes[at]
-                lanes[at] = (selector, [*own, window], None if extra is None else (names or frozenset()) | extra)
+                lanes[at] = (selector, self.compose([*map(own.part, range(len(own))), Part.of(window)]),
+                             None if extra is None else (names or frozenset()) | extra)
         scoped = {name for _, _, names in lanes for name in names or ()}
         self._lanes[scope] = lanes, scoped
         return lanes, scoped
