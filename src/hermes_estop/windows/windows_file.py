@@ -342,7 +342,7 @@ def _replaced(text: str, name: str, before: Mapping[str, Any], after: Mapping[st
     place: only the keys whose value changed are touched, a changed one keeps its comment, a new
     one goes after the last key (not after the comments that introduce the next window)."""
     import tomlkit
-    from tomlkit.items import InlineTable
+    from tomlkit.items import InlineTable, Table
 
     document = tomlkit.parse(text)
     tables: Any = document.get("windows")
@@ -355,11 +355,9 @@ def _replaced(text: str, name: str, before: Mapping[str, Any], after: Mapping[st
         if key in current:
             current[key] = _inline(value) if isinstance(current[key], InlineTable) else value
             continue
-        last = max((i for i, (k, _) in enumerate(current.value.body) if k is not None), default=-1)
-        try:
-            current.value._insert_at(last + 1, key, _inline(value))  # noqa: SLF001 - tomlkit has no public insert
-        except (AttributeError, IndexError, TypeError):  # a tomlkit without it: at the end
-            current[key] = _inline(value)
+        last = max((i for i, (k, item) in enumerate(current.value.body) if k is not None and not isinstance(item, Table)),
+                   default=-1)  # a key after a `[windows.allow]` would be the sub-table's
+        current.value._insert_at(last + 1, key, _inline(value))  # noqa: SLF001 - tomlkit has no public insert
     return tomlkit.dumps(document)
 
 
