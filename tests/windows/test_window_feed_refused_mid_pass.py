@@ -168,3 +168,23 @@ def test_a_feed_refused_by_the_pass_s_own_expansion_fails_that_pass_alone_with_o
     assert errors and all("\n" not in message for message in errors)
     assert_held_as_armed(harness, *before)
     assert_the_next_read_fails_it_and_the_others_arm(harness, caplog, before, other_at)
+
+
+@pytest.mark.parametrize("question", ["covering", "next_armed", "upcoming"])
+def test_a_refused_calendar_feed_answers_no_question_rather_than_none(tmp_path, request, question):
+    """Answering "no occurrence" would withdraw the occurrence the window armed and retire its hold."""
+    from hermes_estop.windows import occurrences
+    from hermes_estop.windows.windows_file import WindowsFile
+
+    unique = vevent(f"UID:{request.node.name}", "DTSTART:20200101T000000Z", "DURATION:PT1M")
+    (tmp_path / "cal.ics").write_text(HEAD + HOURLY + unique + TAIL, newline="")
+    (tmp_path / "windows.toml").write_text('[[calendars]]\nname = "cal"\nics = "cal.ics"\n')
+    (cal,) = WindowsFile(tmp_path).load()
+    now = datetime(2026, 6, 1, 12, 10, tzinfo=UTC)
+    assert occurrences.covering(cal, now)  # an hourly event covers now
+    refuse_from_another_thread(cal.feed)
+    ask = {"covering": lambda: occurrences.covering(cal, now), "next_armed": lambda: occurrences.next_armed(cal, now),
+           "upcoming": lambda: occurrences.upcoming(cal, now, 3)}[question]
+    with pytest.raises(CalendarError, match="calendar 'cal': one rule walks more than 200000 steps"):
+        ask()
+    assert occurrences.refusal(cal) is not None and occurrences.refusal(cal).startswith("calendar 'cal': ")

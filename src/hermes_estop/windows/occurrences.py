@@ -100,10 +100,9 @@ def occurrences(window: Window, since: datetime, stopped: list[datetime] | None 
     appended to `stopped`: nothing is known past it (a later start may not be excluded)."""
     since = _since(window, since)
     feed = window.feed
-    why = refusal(window)
-    if why is not None:  # never "nothing": a hold armed for it would be taken as gone and lifted
-        raise CalendarError(why)
     if feed is not None:
+        if feed.refused is not None:  # never "nothing": a hold armed for it would be taken as gone and lifted
+            raise CalendarError(f"calendar {feed.label}: {feed.refused}")
         lead = _lead(window)
         for event in feed.events(since):
             yield Occurrence(event.start, event.end, window.name, window.scope, lead, event.ident, event.uid, event.reason)
@@ -129,8 +128,9 @@ def occurrences(window: Window, since: datetime, stopped: list[datetime] | None 
 
 def refusal(window: Window) -> str | None:
     """Why the feed `window` reads (its calendar's, its `exclude_calendar`'s) was refused, one line
-    naming the calendar, or None. Such a window has no occurrences to tell (`occurrences` raises
-    `CalendarError`): it arms nothing new and holds as it was (`scheduler.WindowService._pass`)."""
+    naming the calendar, or None. Such a window has no occurrences to tell (a calendar's:
+    `occurrences` raises `CalendarError`; one excluding a calendar's days answers only for the
+    years it read before): it arms nothing new and holds as it was (`WindowService._held_as_was`)."""
     feed = window.feed if window.exclude_calendar is None else window._holidays  # noqa: SLF001
     return None if feed is None or feed.refused is None else f"calendar {feed.label}: {feed.refused}"
 
