@@ -510,12 +510,12 @@ class WindowService:
 
     def _held_as_was(self, windows: Sequence[Window], moving: Sequence[Window], entries: dict[str, LedgerEntry],
                      report: TickReport) -> tuple[Sequence[Window], Sequence[Window], dict[str, tuple[str, datetime]]]:
-        """The windows and moving versions less those whose feed was refused (`refusal`: asked,
-        they raise; one put back by the guard for a failing read, or refused since the read), and
-        the scopes where one of them holds an occurrence not ended -> (that window, the earliest
-        such end). Such a scope holds as it was, neither planned nor written, until then: planned
-        without the window, its hold would be taken as gone and retired (a refusal is not an
-        edit). One error line per scope each pass, logged once."""
+        """The windows and moving versions less those whose feed was refused (`refusal`: one put
+        back by the guard for a failing read, or refused since the read; a calendar's raises when
+        asked), and the scopes where one of them holds an occurrence not ended -> (that window,
+        the earliest such end: a wake-up). Such a scope holds as it was, neither planned nor
+        written, until those occurrences end: planned without the window, its hold would be taken
+        as gone and retired (a refusal is not an edit). One error line per scope each pass, logged once."""
         refused = {w.name: why for w in (*Windows.of(windows).validated(), *moving) if (why := refusal(w)) is not None}
         held: dict[str, tuple[str, datetime]] = {}
         for entry in entries.values():
