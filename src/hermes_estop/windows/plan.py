@@ -24,7 +24,7 @@ from hermes_estop.model.hold import VACANT, Allow, Hold, HoldState, Reading
 from hermes_estop.model.selector import holds_at_least, hull
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry, entry_for
 from hermes_estop.windows.model import MAX_REASON, Window, reason_of
-from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering, occurrence_key
+from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering, occurrence_key, refusal
 
 __all__ = ["ARMED_BY_PREFIX", "CHAIN_LIMIT", "Arm", "Desired", "FileGuard", "GuardVerdict", "Retire", "ScopePlan",
            "Skip", "chain_end", "claims", "compose", "idle", "intersect_allow", "meanwhile", "plan_scope",
@@ -382,8 +382,9 @@ def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
 
 def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
     """Whether a feed's read (a calendar, `exclude_calendar`) takes away the occurrence `entry`
-    holds: no longer covering `now`, or ending earlier."""
-    if window.feed is None and window._holidays is None:  # noqa: SLF001 - as above
+    holds: no longer covering `now`, or ending earlier. A feed refused takes nothing away (a refusal
+    is not an edit): the pass holds its window as it was."""
+    if (window.feed is None and window._holidays is None) or refusal(window) is not None:  # noqa: SLF001
         return False
     return not any(o.key == entry.key and o.end >= entry.end for o in covering(window, now))
 
