@@ -95,6 +95,29 @@ def test_windows_add_replace_changes_only_the_values_that_changed(fleet, capsys)
         'duration = "3h"  # DBA asked for 2h\nallow = { user_ids = ["424242"] }\nreason = "db"\n')
 
 
+SUB_TABLE = '''\
+[[windows]]
+name = "nightly"
+cron = "30 2 * * *"
+timezone = "UTC"
+duration = "2h"
+
+[windows.allow]
+user_ids = ["424242"]  # the DBA
+'''
+
+
+def test_windows_add_replace_puts_a_new_key_before_a_windows_sub_table(fleet, capsys):
+    """A key the window did not have goes with its keys, not under `[windows.allow]` (which it
+    would join); was an internal error (exit 70)."""
+    path = fleet / "windows.toml"
+    path.write_text(SUB_TABLE)
+    code, _, err = run(capsys, "windows", "add", "nightly", "--replace", "--cron", "30 2 * * *", "--duration", "2h",
+                       "--allow-user", "424242", "--reason", "db")
+    assert code == 0, err
+    assert path.read_text() == SUB_TABLE.replace('duration = "2h"\n', 'duration = "2h"\nreason = "db"\n')
+
+
 @pytest.mark.parametrize("name, cut", [
     ("nightly", '''[[windows]]
 name = "nightly"   # the DB one

@@ -129,6 +129,26 @@ def test_a_moved_instance_keeps_its_id_from_uid_and_recurrence_id(tmp_path):
     assert moved.key == "fleet/b@freeze-berlin@2026-10-30T17:00:00+00:00"
 
 
+FILTERED = HEAD + vevent("UID:ops", "DTSTART:20260105T100000Z", "DTEND:20260105T110000Z", "CATEGORIES:Team,OPS",
+                          "SUMMARY:db upgrade") + vevent(
+    "UID:ops2", "DTSTART:20260106T100000Z", "DTEND:20260106T110000Z", "CATEGORIES:Team", "CATEGORIES:Ops",
+    "SUMMARY:lunch") + vevent(
+    "UID:other", "DTSTART:20260107T100000Z", "DTEND:20260107T110000Z", "CATEGORIES:Sales", "SUMMARY:db upgrade") + TAIL
+
+
+@pytest.mark.parametrize("selector, kept", [
+    ('categories = ["ops"]', ["ops", "ops2"]),  # either CATEGORIES line, any case
+    ('summary = "^db "', ["ops", "other"]),
+    ('categories = ["ops"]\nsummary = "^db "', ["ops"]),
+    ("", ["ops", "ops2", "other"]),
+])
+def test_a_calendars_categories_and_summary_keep_only_the_events_they_match(tmp_path, selector, kept):
+    windows_file = write_fleet(tmp_path, {"f.ics": FILTERED}, f'[[calendars]]\nname = "f"\nics = "f.ics"\n{selector}\n')
+    (window,) = windows_file.load()
+    found = _planned([window], datetime(2026, 1, 1, tzinfo=UTC), 30)
+    assert [o.uid for _, o in found] == kept
+
+
 def test_exclude_calendar_skips_starts_on_a_holiday_in_the_windows_zone(tmp_path):
     windows_file = write_fleet(tmp_path, {"h.ics": GOLDEN["holidays"]}, (
         '[[windows]]\nname = "nightly"\ncron = "30 1 * * *"\ntimezone = "Europe/Berlin"\nduration = "1h"\n'

@@ -419,3 +419,20 @@ def test_guard_keeps_what_an_unconfirmed_read_takes_away_and_adds_what_it_adds()
     assert list(verdict.windows) == [c, A, B]
     verdict = guard.judge((3,), rows([A, B]), {}, T0 + timedelta(seconds=1))  # the torn read's addition went away
     assert not verdict.trusted and list(verdict.windows) == [A, B, c]
+
+
+def test_the_guard_builds_a_window_only_for_a_row_whose_table_changed():
+    """Issue 45: the guard compares rows by their tables; a read that weakens one window of 200
+    builds that window's two versions alone (to judge it and put the old one back), never one
+    for every row, and what it acts on meanwhile is the rows of one schedule."""
+    windows = [Window.parse({"name": f"w{i}", "cron": f"{i % 60} 3 * * *", "duration": "1h"}) for i in range(200)]
+    first = rows(windows, T0)
+    guard = FileGuard(POLL)
+    assert guard.judge((1,), first, {}, T0).trusted
+    edited = [*windows[:7], windows[7].model_copy(update={"duration": timedelta(minutes=30)}), *windows[8:]]
+    read = rows(edited, T0)
+    verdict = guard.judge((2,), read, {}, T0)
+    assert not verdict.trusted and verdict.reason is not None and "w7" in verdict.reason
+    assert set(read.timeline._built) == {7} and set(first.timeline._built) == {7}
+    assert verdict.windows is not None and len(verdict.windows) == 200
+    assert verdict.windows[7] == windows[7]  # the version acted on, held meanwhile

@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import tomli_w
+import tomlkit
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hermes_estop import Estop
@@ -43,7 +43,7 @@ def test_an_instant_beyond_the_computable_range_is_refused_naming_window_and_fie
 
 
 def test_a_far_future_window_never_stops_the_one_covering_now_from_arming(harness):
-    harness.file.path.write_text(tomli_w.dumps({"windows": [
+    harness.file.path.write_text(tomlkit.dumps({"windows": [
         {"name": "far", "at": datetime(9999, 12, 31, 23, 30, tzinfo=UTC), "duration": "1h"},
         {"name": "maint", "at": harness.clock.now - timedelta(minutes=1), "duration": "1h"},
     ]}))
@@ -61,7 +61,7 @@ def test_a_holding_window_that_stops_validating_stays_held_while_another_arms(ha
     harness.run_until(start)
     generation = harness.reading().hold.generation
     later = start + timedelta(minutes=1)
-    harness.file.path.write_text(tomli_w.dumps({"windows": [
+    harness.file.path.write_text(tomlkit.dumps({"windows": [
         {"name": "maint", "at": start, "duration": "30m", "scope": "no such scope!"},
         {"name": "extra", "at": later, "duration": "1h", "reason": "extra"},
     ]}))
@@ -111,7 +111,7 @@ def test_generated_windows_validate_or_are_refused_and_never_stop_the_window_cov
     tables = [generated, covering_now()] if before else [covering_now(), generated]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        (root / "windows.toml").write_text(tomli_w.dumps({"windows": tables}))
+        (root / "windows.toml").write_text(tomlkit.dumps({"windows": tables}))
         parsed = WindowsFile(root).parse_each((root / "windows.toml").read_bytes())
         assert "now" in {w.name for w in parsed.windows}
         for window in parsed.windows:

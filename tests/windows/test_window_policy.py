@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tomli_w
+import tomlkit
 
 import hermes_estop
 from hermes_estop import Estop
@@ -33,7 +33,7 @@ def store(request: pytest.FixtureRequest, fleet: Path, monkeypatch: pytest.Monke
 
 
 def write_windows(root: Path, *windows: dict[str, Any]) -> None:
-    (root / "windows.toml").write_text(tomli_w.dumps({"windows": list(windows)}))
+    (root / "windows.toml").write_text(tomlkit.dumps({"windows": list(windows)}))
 
 
 def set_policy(root: Path, body: str) -> None:

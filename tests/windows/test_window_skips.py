@@ -53,10 +53,10 @@ def test_an_exclude_cron_that_excludes_everything_ends_the_window_instead_of_loo
 
 @pytest.mark.parametrize("value", [["2026-02-30"], ["26-12-25"], "2026-12-25", [datetime(2026, 12, 25)], [1]])
 def test_validation_refuses_an_impossible_exclude_date_naming_file_window_and_field(tmp_path, value):
-    import tomli_w
+    import tomlkit
 
     path = tmp_path / "windows.toml"
-    path.write_text(tomli_w.dumps({"windows": [{**NIGHTLY, "exclude": value}]}))
+    path.write_text(tomlkit.dumps({"windows": [{**NIGHTLY, "exclude": value}]}))
     with pytest.raises(InvalidWindow) as caught:
         WindowsFile(tmp_path).load()
     assert str(path) in str(caught.value) and "window 'nightly'" in str(caught.value)

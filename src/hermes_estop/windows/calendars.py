@@ -26,7 +26,7 @@ from hermes_estop.model.durations import format_duration, parse_with_unit
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.homes import FLEET
 from hermes_estop.system.fsread import read_regular
-from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, feed_digest, listed, parse_feed
+from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, feed_digest, parse_feed
 from hermes_estop.windows.model import (
     Drain,
     Duration,
@@ -116,7 +116,7 @@ class CalendarSource(BaseModel):
         return self.url or self.ics or ""
 
     def keep(self, component: Any) -> bool:
-        found = {str(c).casefold() for prop in listed(component.get("CATEGORIES")) for c in getattr(prop, "cats", [])}
+        found = {str(category).casefold() for category in component.categories}
         if self.categories and not found & {c.casefold() for c in self.categories}:
             return False
         return self.summary is None or re.search(self.summary, str(component.get("SUMMARY") or "")) is not None

@@ -29,7 +29,7 @@ from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import clean_reason
 from hermes_estop.model.timeutil import to_utc
 
-__all__ = ["MAX_CALENDAR_BYTES", "CalendarError", "CalendarEvent", "Feed", "feed_digest", "listed", "parse_feed"]
+__all__ = ["MAX_CALENDAR_BYTES", "CalendarError", "CalendarEvent", "Feed", "feed_digest", "parse_feed"]
 
 #: a feed larger than this is refused (a team calendar of years of events is a few hundred KiB)
 MAX_CALENDAR_BYTES = 8 * 1024 * 1024
@@ -84,11 +84,6 @@ def _refuse(label: str, why: str) -> CalendarError:
     return CalendarError(f"calendar {label}: {why}")
 
 
-def listed(prop: Any) -> list[Any]:
-    """A property that may repeat (icalendar gives a list then) as a list."""
-    return prop if isinstance(prop, list) else [] if prop is None else [prop]
-
-
 def _check_shape(text: str, label: str) -> None:
     """Refuse deep nesting and too many components before the parser sees the text."""
     depth = components = 0
@@ -112,7 +107,7 @@ def _check_rule(event: Any, label: str, now: datetime) -> float:
     """Refuse a rule that would run away (SECONDLY, MINUTELY, a huge COUNT, more than
     `MAX_STEPS` steps to the horizon) before anything expands it; its steps, estimated."""
     total = 0.0
-    for rule in listed(event.get("RRULE")):
+    for rule in event.rrules:
         uid = str(event.get("UID", "?"))[:80]
         freq = (rule.get("FREQ") or ["?"])[0]
         if freq not in _STEP:

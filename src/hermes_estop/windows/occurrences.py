@@ -16,10 +16,11 @@ from itertools import islice, takewhile
 
 from hermes_estop.model.cronspec import starts as cron_starts
 from hermes_estop.model.timeutil import in_interval, to_utc
+from hermes_estop.windows.ical import CalendarError
 from hermes_estop.windows.model import Occurrence, Window
 
 __all__ = ["MAX_EXCLUDED_RUN", "by_start", "covering", "following", "merge_armed", "next_armed", "next_start",
-           "occurrences", "upcoming"]
+           "occurrences", "refusal", "upcoming"]
 
 
 #: a run of more excluded starts in a row than this ends a window's occurrences, so that
@@ -36,8 +37,8 @@ def occurrences(window: Window, since: datetime, stopped: list[datetime] | None 
     since = _since(window, since)
     feed = window.feed
     if feed is not None:
-        if feed.refused is not None:
-            return  # a refused feed arms nothing new; its window fails the next read, its holds stay
+        if feed.refused is not None:  # never "nothing": a hold armed for it would be taken as gone and lifted
+            raise CalendarError(f"calendar {feed.label}: {feed.refused}")
         lead = _lead(window)
         for event in feed.events(since):
             yield Occurrence(event.start, event.end, window.name, window.scope, lead, event.ident, event.uid, event.reason)
@@ -59,6 +60,15 @@ def occurrences(window: Window, since: datetime, stopped: list[datetime] | None 
             continue
         excluded = 0
         yield Occurrence(start, start + window.duration, window.name, window.scope, _lead(window))
+
+
+def refusal(window: Window) -> str | None:
+    """Why the feed `window` reads (its calendar's, its `exclude_calendar`'s) was refused, one line
+    naming the calendar, or None. Such a window has no occurrences to tell (a calendar's:
+    `occurrences` raises `CalendarError`; one excluding a calendar's days answers only for the
+    years it read before): it arms nothing new and holds as it was (`WindowService._held_as_was`)."""
+    feed = window.feed if window.exclude_calendar is None else window._holidays  # noqa: SLF001
+    return None if feed is None or feed.refused is None else f"calendar {feed.label}: {feed.refused}"
 
 
 def _since(window: Window, since: datetime) -> datetime:

@@ -25,7 +25,7 @@ from hermes_estop.model.hold import VACANT, Allow, Hold, HoldState, Reading
 from hermes_estop.model.selector import holds_at_least, hull
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry, entry_for
 from hermes_estop.windows.model import MAX_REASON, WINDOWS_FILE, Occurrence, Window, occurrence_key, reason_of
-from hermes_estop.windows.occurrences import covering
+from hermes_estop.windows.occurrences import covering, refusal
 from hermes_estop.windows.schedule import Part, Schedules, Windows
 
 __all__ = ["ARMED_BY_PREFIX", "CHAIN_LIMIT", "Arm", "Desired", "FileGuard", "GuardVerdict", "Retire", "ScopePlan",
@@ -383,8 +383,9 @@ def vanished(windows: Windows, previous: Windows | None,
 
 def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
     """Whether a feed's read (a calendar, `exclude_calendar`) takes away the occurrence `entry`
-    holds: no longer covering `now`, or ending earlier."""
-    if window.feed is None and window._holidays is None:  # noqa: SLF001 - as above
+    holds: no longer covering `now`, or ending earlier. A feed refused takes nothing away (a refusal
+    is not an edit): the pass holds its window as it was."""
+    if (window.feed is None and window._holidays is None) or refusal(window) is not None:  # noqa: SLF001
         return False
     return not any(o.key == entry.key and o.end >= entry.end for o in covering(window, now))
 

@@ -51,7 +51,7 @@ from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind, calendar_window, fingerprint
 from hermes_estop.windows.ical import CalendarEvent, Feed
 from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, validate_scope
-from hermes_estop.windows.occurrences import covering, following, merge_armed, next_armed, occurrences
+from hermes_estop.windows.occurrences import covering, following, merge_armed, next_armed, occurrences, refusal
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "Part", "ScheduleTimeline",
@@ -503,6 +503,11 @@ class _Builder:
         self._add(Row.of(window), _compact(window.to_json()) if table else b"", (window.drain or timedelta(0)) // _US,
                   source)
         return True
+
+    def add_refused(self, window: Window, source: str) -> None:
+        """`window`'s row without occurrences: its feed was refused, so it has none to tell (the
+        pass leaves it out and holds its scopes as they were: `WindowService._held_as_was`)."""
+        self._add(Row.of(window), _compact(window.to_json()), (window.drain or timedelta(0)) // _US, source)
 
     def add_kept(self, previous: Schedule, row: int, source: str) -> None:
         """Row `row` of `previous` as it is (same code, zone data and horizon)."""
@@ -1227,8 +1232,12 @@ class Schedules:
             source, row, window = part
             if source is not None and (window := source.built(row)) is not None:
                 built[len(builder.tables)] = window  # as it was built (a calendar's, bound to its feed then)
-            if source is not None and (source.schedule.lo, source.schedule.hi) == (builder.lo, builder.hi):
-                builder.add_kept(source.schedule, row, key)
+            other = source.schedule if source is not None else None
+            if other is not None and other.lo < builder.hi and builder.lo < other.hi:
+                # the row as it is (a calendar's refused since is never asked again), the horizon
+                # narrowed to what both answer for (`lo` raised: earlier rows only hold more)
+                builder.lo, builder.hi = max(builder.lo, other.lo), min(builder.hi, other.hi)
+                builder.add_kept(other, row, key)
                 continue
             window = window if window is not None else source.window(row)  # type: ignore[union-attr]
             built[len(builder.tables)] = window
@@ -1238,6 +1247,8 @@ class Schedules:
                 found = found if found is not None and held.tables[found] == _compact(window.to_json()) else None
             if base is not None and found is not None:
                 builder.add_kept(base, found, key)
+            elif refusal(window) is not None:
+                builder.add_refused(window, key)
             else:
                 builder.add_window(window, key)
         schedule = builder.schedule("")

@@ -26,6 +26,7 @@ from hermes_estop.model.homes import FLEET, validate_profile_name
 from hermes_estop.model.policy import Actor, PolicyRefused
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, next_deadline
+from hermes_estop.windows.ical import CalendarError
 from hermes_estop.windows.ledger import (
     ARMED,
     INTENT,
@@ -41,7 +42,7 @@ from hermes_estop.windows.ledger import (
     recall,
 )
 from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, reason_of
-from hermes_estop.windows.occurrences import covering as covering_of, next_armed
+from hermes_estop.windows.occurrences import covering as covering_of, next_armed, refusal
 from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope, terms
 from hermes_estop.windows.schedule import Part, Schedules, ScheduleTimeline, Windows
 from hermes_estop.windows.windows_file import Parsed, WindowsFile, against_policy
@@ -458,14 +459,31 @@ class WindowService:
         return report
 
     def _pass(self, now: datetime | None, *, dry_run: bool) -> tuple[TickReport, list[ScopePlan]]:
+        """`_planned`, failing alone when a feed is refused in the middle of it (`CalendarError`:
+        refused by another thread's expansion, or by the pass's own going over its budget, after
+        the read): one line in the report and the log, nothing more done (what was written is
+        committed first); no hold is lifted for it, the next read names its window failing and
+        holds its scope as it was (`_held_as_was`), every other window proceeds."""
         with self._lock:
             report = TickReport(now=now or self.clock(), dry_run=dry_run)
+            try:
+                return self._planned(report)
+            except CalendarError as exc:
+                line = f"{one_line(exc)} (refused during this pass, which stops here; its holds stay as they were)"
+                report.errors.append(line)
+                logger.error("windows: %s", line)  # noqa: TRY400 - one line: a refused feed is no bug to trace
+                return report, []
+
+    def _planned(self, report: TickReport) -> tuple[TickReport, list[ScopePlan]]:
+        with self._lock:
+            dry_run = report.dry_run
             plans: list[ScopePlan] = []
             inputs = self._inputs(report)
             if inputs is None:
                 return report, plans
             listed, entries, moving, whole = inputs  # the rows of one schedule (`_inputs`)
             report.leader = dry_run or self._may_write()
+            listed, moving, held = self._held_as_was(listed, moving, entries, report)
             timeline = listed.timeline
             state = PassState(report, entries)
             covering = timeline.covering_now(listed, report.now)
@@ -475,6 +493,8 @@ class WindowService:
                 lanes = Lanes(listed, moving, covering, elsewhere,
                               lambda parts: self.schedules.compose(parts, report.now, kept=False))
                 for scope in self._scopes([*covering.values(), *elsewhere.values()], entries):
+                    if scope in held:
+                        continue
                     try:
                         plans.extend(self._reconcile_scope(scope, state, lanes))
                     except (EstopError, OSError) as exc:
@@ -483,6 +503,7 @@ class WindowService:
                     self._commit(state)
             report.active = sorted(o.key for found in (*covering.values(), *elsewhere.values()) for o in found)
             report.wakeups = due_wakeups(timeline, listed, covering, report.now)
+            report.wakeups.update((f"{JOB_PREFIX}end:{name}", until) for name, until in held.values())
             if not dry_run:
                 # APScheduler's shutdown holds its job store's lock while it waits for a running
                 # wake-up: a pass setting its jobs then would wait forever (serve never stopped)
@@ -494,6 +515,33 @@ class WindowService:
                     self.schedules.keep(*whole, report.now, next_wake)
                 self.schedules.refresh(report.now, next_wake)
             return report, plans
+
+    def _held_as_was(self, windows: Windows, moving: Sequence[Window], entries: dict[str, LedgerEntry],
+                     report: TickReport) -> tuple[Windows, Sequence[Window], dict[str, tuple[str, datetime]]]:
+        """The windows and moving versions less those whose feed was refused (`refusal`: one put
+        back by the guard for a failing read, or refused since the read; a calendar's raises when
+        asked), and the scopes where one of them holds an occurrence not ended -> (that window,
+        the earliest such end: a wake-up). Such a scope holds as it was, neither planned nor
+        written, until those occurrences end: planned without the window, its hold would be taken
+        as gone and retired (a refusal is not an edit). One error line per scope each pass, logged once."""
+        built = windows.timeline.built  # a row reading a feed is built (validated with it, `_rows`) or not asked yet
+        found = (built(row) for row in windows.rows)
+        refused = {w.name: why for w in (*(w for w in found if w is not None), *moving) if (why := refusal(w)) is not None}
+        held: dict[str, tuple[str, datetime]] = {}
+        for entry in entries.values():
+            if entry.state == ARMED and entry.window in refused and entry.end > report.now and (
+                    entry.scope not in held or entry.end < held[entry.scope][1]):
+                held[entry.scope] = (entry.window, entry.end)
+        for scope, (name, until) in sorted(held.items()):
+            line = (f"scope {scope}: held as it was until {display_instant(until)} at least, neither armed nor retired: "
+                    f"window {name}: {refused[name]}")
+            report.errors.append(line)
+            self._problems.start(f"refused:{scope}", f"windows: {line}")
+        self._problems.only("refused:", held, "windows: scope {} is planned again")
+        if not refused:
+            return windows, moving, held
+        kept = [windows.part(i) for i in range(len(windows)) if windows.name(i) not in refused]
+        return (self.schedules.compose(kept, report.now), [w for w in moving if w.name not in refused], held)
 
     def reconcile(self) -> TickReport:
         """`tick()` that never raises; a DEBUG line with its duration (for choosing `--interval`)."""

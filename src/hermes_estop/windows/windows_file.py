@@ -23,8 +23,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
 # `tomli`, not the standard library's `tomllib`: the same parser and messages, but tomli's wheels
 # are compiled (mypyc) and parse a 10,000-window file about three times faster (bench/windows.py)
 from tomli import TOMLDecodeError, loads as toml_loads
@@ -62,17 +60,6 @@ class Parsed:
     def failing_names(self) -> frozenset[str]:
         """The names (as written) of the tables that fail, where they have a valid one."""
         return frozenset(f.window.strip("'") for f in self.failures if f.window and f.window.startswith("'"))
-
-
-def _section(name: str, table: Mapping[str, Any], *, many: bool = False) -> str:
-    """`table` as a TOML section, always a `[[windows]]` table (tomli_w writes a short array of
-    tables inline, `windows = [ {...} ]`, so one window would read differently from two)."""
-    literals = {key: value for key, value in table.items() if not isinstance(value, Mapping)}
-    text = (f"[[{name}]]\n" if many else f"[{name}]\n") + tomli_w.dumps(literals)
-    for key, value in table.items():
-        if isinstance(value, Mapping):
-            text += "\n" + _section(f"{name}.{key}", value)
-    return text
 
 
 def _unique(windows: Iterable[Window], path: Path) -> tuple[list[Window], list[InvalidWindow]]:
@@ -216,13 +203,10 @@ class WindowsFile:
 
     def render(self, windows: Iterable[Window]) -> bytes:
         """The file of `windows` (a calendar's window written back as its `[[calendars]]` table)."""
-        plain: list[dict[str, Any]] = []
-        calendars: list[dict[str, Any]] = []
-        for window in windows:
-            (calendars if window.feed is not None else plain).append(window.to_toml())
-        parts = [_section("windows", table, many=True) for table in plain]
-        parts += [_section("calendars", table, many=True) for table in calendars]
-        return (_HEADER + "\n".join(parts)).encode("utf-8")
+        windows = list(windows)
+        parts = [_block(key, [w.to_toml() for w in windows if (w.feed is not None) == (key == "calendars")])
+                 for key in ("windows", "calendars")]
+        return (_HEADER + "\n".join(part for part in parts if part)).encode("utf-8")
 
     def save(self, windows: Iterable[Window]) -> None:
         """Replace the file with `windows` (atomically, under the lock)."""
@@ -325,7 +309,21 @@ def _inline(value: Any) -> Any:
     return table
 
 
-def _appended(text: str, table: Mapping[str, Any]) -> str:
+def _block(key: str, tables: list[dict[str, Any]]) -> str:
+    """`tables` as `[[key]]` tables ("" for none), what `render` and `add` write."""
+    import tomlkit
+
+    block, aot = tomlkit.document(), tomlkit.aot()
+    for table in tables:
+        entry = tomlkit.table()  # in the order given (a dict would put nested tables last)
+        entry.update({name: _inline(value) for name, value in table.items()})
+        aot.append(entry)
+    if tables:
+        block[key] = aot
+    return tomlkit.dumps(block)
+
+
+def _appended(text: str, table: dict[str, Any]) -> str:
     """`text` with the window `table` after the last one: a `[[windows]]` block at the end, or one
     more inline table of a `windows = [...]` array."""
     import tomlkit
@@ -336,11 +334,7 @@ def _appended(text: str, table: Mapping[str, Any]) -> str:
     if isinstance(tables, Array):
         tables.append(_inline(table))
         return tomlkit.dumps(document)
-    entry, block, aot = tomlkit.table(), tomlkit.document(), tomlkit.aot()
-    entry.update({key: _inline(value) for key, value in table.items()})
-    aot.append(entry)
-    block["windows"] = aot
-    return text.rstrip("\r\n") + "\n\n" + tomlkit.dumps(block)
+    return text.rstrip("\r\n") + "\n\n" + _block("windows", [table])
 
 
 def _replaced(text: str, name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
@@ -348,7 +342,7 @@ def _replaced(text: str, name: str, before: Mapping[str, Any], after: Mapping[st
     place: only the keys whose value changed are touched, a changed one keeps its comment, a new
     one goes after the last key (not after the comments that introduce the next window)."""
     import tomlkit
-    from tomlkit.items import InlineTable
+    from tomlkit.items import InlineTable, Table
 
     document = tomlkit.parse(text)
     tables: Any = document.get("windows")
@@ -361,11 +355,9 @@ def _replaced(text: str, name: str, before: Mapping[str, Any], after: Mapping[st
         if key in current:
             current[key] = _inline(value) if isinstance(current[key], InlineTable) else value
             continue
-        last = max((i for i, (k, _) in enumerate(current.value.body) if k is not None), default=-1)
-        try:
-            current.value._insert_at(last + 1, key, _inline(value))  # noqa: SLF001 - tomlkit has no public insert
-        except (AttributeError, IndexError, TypeError):  # a tomlkit without it: at the end
-            current[key] = _inline(value)
+        last = max((i for i, (k, item) in enumerate(current.value.body) if k is not None and not isinstance(item, Table)),
+                   default=-1)  # a key after a `[windows.allow]` would be the sub-table's
+        current.value._insert_at(last + 1, key, _inline(value))  # noqa: SLF001 - tomlkit has no public insert
     return tomlkit.dumps(document)
 
 
