@@ -158,9 +158,10 @@ def test_a_schedule_of_some_of_a_lanes_windows_walks_it_in_arm_order_as_the_exac
     windows = varied(rng)
     timeline = ScheduleTimeline(build("digest", windows[::2], BUILT))
     lanes = [*_by_scope(windows).values(), [w for w in windows if w.enabled]]
+    others = [rows(lane, BUILT) for lane in lanes]  # every window a row of another schedule
     for now in instants(rng, 15):
-        for lane in lanes:
-            walk = timeline.armed_after(rows(lane, BUILT), now)
+        for lane, other in zip(lanes, others, strict=True):
+            walk = timeline.armed_after(other, now)
             assert _taken(walk, 400) == _taken(EXACT.armed_after(lane, now), 400), now
 
 
@@ -242,10 +243,11 @@ def test_a_plan_from_the_schedule_is_the_exact_plan(seed):
     windows = varied(rng)
     timeline = ScheduleTimeline(build("digest", windows, BUILT))
     lanes = _by_scope(windows)
+    exact_lanes = {scope: rows(on_scope, FAR) for scope, on_scope in lanes.items()}  # before its horizon: exact
     for now in instants(rng, 40):
         for scope, on_scope in lanes.items():
             for reading in READINGS:
-                exact = plan_scope(scope, now, rows(on_scope, FAR), {}, reading)  # before its horizon: exact
+                exact = plan_scope(scope, now, exact_lanes[scope], {}, reading)
                 assert _shape(plan_scope(scope, now, _lane(timeline, on_scope), {}, reading)) == _shape(exact), \
                     (scope, now)
 
