@@ -70,6 +70,28 @@ def test_invalid_field_is_refused_naming_the_field(data, field, words):
     assert isinstance(error, EstopError) and isinstance(error, ValueError)
 
 
+@pytest.mark.parametrize("data, field", [
+    (with_(scope="../etc"), "scope"),
+    (with_(allow={"profiles": ["ops"]}), "allow"),
+    (with_(allow={"user_ids": ["ok", ""]}), "allow"),
+])
+def test_a_refusal_is_given_every_time_the_same_bad_value_is_read(data, field):
+    """Scopes and allowlists are kept once validated (a fleet's windows share a few): a bad one
+    is refused again, not remembered as good."""
+    for _ in range(3):
+        with pytest.raises(InvalidWindow) as caught:
+            Window.parse(data)
+        assert caught.value.field is not None and caught.value.field.startswith(field)
+
+
+def test_an_allowlist_of_numbers_is_read_as_text_and_a_boolean_refused_after_its_number():
+    """Kept allowlists are keyed by text only: `[1]` and `[True]` are equal keys, not equal lists."""
+    assert Window.parse(with_(allow={"user_ids": [1, "2"]})).allow.user_ids == ["1", "2"]
+    assert Window.parse(with_(allow={"user_ids": ["1", "2"]})).allow.user_ids == ["1", "2"]
+    with pytest.raises(InvalidWindow, match="True"):
+        Window.parse(with_(allow={"user_ids": [True, "2"]}))
+
+
 def test_error_names_the_window_by_name_or_position():
     with pytest.raises(InvalidWindow, match=r"^window 'nightly': field 'duration'"):
         Window.parse(with_(duration="0"))

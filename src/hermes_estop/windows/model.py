@@ -155,6 +155,12 @@ def parse_name(value: object, what: str) -> str:
 
 
 def validate_scope(value: object) -> str:
+    return _scope(value) if type(value) is str else _scope.__wrapped__(value)
+
+
+@lru_cache(maxsize=1024)
+def _scope(value: object) -> str:
+    """Kept for text: a fleet's windows share a few scopes (a refusal is raised again each time)."""
     if value == FLEET:
         return FLEET
     try:
@@ -266,8 +272,16 @@ class WindowAllow(BaseModel):
         for key, items in (("user_ids", users), ("profiles", profiles)):
             if not isinstance(items, list):
                 raise ValueError(f"invalid allow.{key} {items!r}: expected a list")  # noqa: TRY004
-        allow = Allow.of(users, profiles)
-        return {"user_ids": sorted(allow.user_ids), "profiles": sorted(allow.profiles)}
+        text = all(type(item) is str for item in (*users, *profiles))  # else a key could be equal, not same
+        found = _allowlist(tuple(users), tuple(profiles)) if text else _allowlist.__wrapped__(users, profiles)
+        return {"user_ids": list(found[0]), "profiles": list(found[1])}
+
+
+@lru_cache(maxsize=1024)
+def _allowlist(users: Sequence[Any], profiles: Sequence[Any]) -> tuple[list[str], list[str]]:
+    """An allowlist normalized (`Allow.of`): kept, as a fleet's windows share a few."""
+    allow = Allow.of(users, profiles)
+    return sorted(allow.user_ids), sorted(allow.profiles)
 
 
 def written(model: BaseModel, keys: Iterable[str]) -> dict[str, Any]:
