@@ -11,6 +11,7 @@ hold is armed that long BEFORE each start, so the maintenance begins on a quiet 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime, timedelta, tzinfo
@@ -447,7 +448,10 @@ class Window(BaseModel):
 
     def to_json_bytes(self) -> bytes:
         """`to_json` as compact JSON (UTF-8, not ASCII-escaped), encoded by pydantic in one pass:
-        the compiled schedule keeps it per row (a third of the cost of `json.dumps(to_json())`)."""
+        the compiled schedule keeps it per row (a third of the cost of `json.dumps(to_json())`).
+        A subclass with its own `to_json` (a calendar's) is encoded from it."""
+        if type(self).to_json is not Window.to_json:
+            return json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False).encode()
         return self.model_dump_json(exclude=self._left_out()).encode()
 
     def _left_out(self) -> set[str]:
