@@ -128,18 +128,22 @@ def validate_table(model: type[Model], data: Any, *, path: Path | None, index: i
     """`model` (a window, a calendar: `kind`) validated from one `windows.toml` table, or an
     `InvalidWindow` naming the table (its name, else its position) and every bad field, unknown
     keys first (a typo'd key explains the field it left missing)."""
-    name = data.get("name") if isinstance(data, dict) else None
-    label = repr(name) if isinstance(name, str) and NAME_RE.fullmatch(name) else (
-        f"{kind}#{index + 1}" if index is not None else None)
     if not isinstance(data, dict):
-        raise InvalidWindow(f"expected a table, got {type(data).__name__}", path=path, window=label)
+        raise InvalidWindow(f"expected a table, got {type(data).__name__}", path=path, window=_label(None, index, kind))
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         known = list(model.model_fields)
         errors = sorted(exc.errors(), key=lambda error: error.get("type") != "extra_forbidden")
-        raise InvalidWindow("invalid", path=path, window=label,
+        raise InvalidWindow("invalid", path=path, window=_label(data.get("name"), index, kind),
                             problems=[_problem(error, known) for error in errors]) from None
+
+
+def _label(name: object, index: int | None, kind: str) -> str | None:
+    """How a refusal names a table: its name, else its position (made only for a refusal)."""
+    if isinstance(name, str) and NAME_RE.fullmatch(name):
+        return repr(name)
+    return f"{kind}#{index + 1}" if index is not None else None
 
 
 # -- the fields' types (each parser's `ValueError` names the value; `_problem` names the field) --
