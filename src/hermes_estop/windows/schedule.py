@@ -98,7 +98,7 @@ def instant_of(count: int) -> datetime:
 
 
 class Tables:
-    """The `tables` column: each row's `Window.to_json()` as compact JSON bytes, decoded only
+    """The `tables` column: each row's `Window.to_json_bytes()`, decoded only
     when a command prints the row (an edit carries a row over as the bytes it is)."""
 
     __slots__ = ("_values",)
@@ -439,9 +439,10 @@ def _chunk_tables(chunk: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
 
 
 def _source_digest(table: dict[str, Any]) -> str:
-    """A table as written, by value and type (a TOML datetime is not the string that spells it)."""
-    text = json.dumps(table, sort_keys=True, default=lambda v: [type(v).__name__, str(v)])
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    """A table as written, by value, type and order (a TOML datetime is not the string that
+    spells it): the `repr` of what TOML parses to (strings, numbers, booleans, dates, lists,
+    tables) says all three, in half the time of a JSON encoding."""
+    return hashlib.sha256(repr(table).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 class _Builder:
@@ -500,7 +501,7 @@ class _Builder:
             self.calendars[len(self.tables)] = json.dumps({
                 "source": window.to_toml(), "digest": feed.digest, "longest": feed.longest.total_seconds(),
                 "spans": [span.total_seconds() for span in feed.spans]})
-        self._add(Row.of(window), _compact(window.to_json()) if table else b"", (window.drain or timedelta(0)) // _US,
+        self._add(Row.of(window), window.to_json_bytes() if table else b"", (window.drain or timedelta(0)) // _US,
                   source)
         return True
 
