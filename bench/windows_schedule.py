@@ -12,11 +12,11 @@ each measured on its own):
 - `one`: one window's reason changed (a one-table edit, the smaller figure);
 - `comment`: a comment line appended (the bytes change, no table does: the figure before issue 45).
 
-Each figure is (seconds, peak MiB) of one process. `--baseline VENV` measures a second install
-(a venv directory, or its `hermes` script) in the same run: each install on its own copy of the
-fleet (its kept schedule and cache its own), every edit made to both, and every process of one
-run beside the same process of the other, the order alternating; each figure gets its ratio
-current / baseline. The machine is shared, so compare ratios from one run rather than figures
+Each figure is (seconds, peak MiB, CPU seconds) of one process. `--baseline VENV` measures a
+second install (a venv directory, or its `hermes` script) in the same run: each install on its
+own copy of the fleet (its kept schedule and cache its own), every edit made to both, and every
+process of one run beside the same process of the other, the order alternating; each time (wall
+and CPU) gets its ratio current / baseline. The machine is shared, so compare ratios from one run rather than figures
 across runs.
 
 With `--calendar 1000 [--calendar-windows 0 10000]`, the same on a fleet with a calendar of 1,000
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -121,18 +122,23 @@ class Fleet:
         for root in self.roots.values():
             (root / "feed.ics").write_bytes(data)
 
-    def run(self, install: Install, args: list[str]) -> tuple[float, float]:
-        """(seconds, peak MiB) of one `hermes ARGS` process of `install` on its copy."""
+    def run(self, install: Install, args: list[str]) -> tuple[float, float, float]:
+        """(seconds, peak MiB, CPU seconds) of one `hermes ARGS` process of `install` on its copy
+        (the CPU, user and system, of it and its small launcher: the machine is shared, and a
+        process's CPU time varies less with the load than its wall time)."""
         # $HERMES_ESTOP_CACHE: the per-user cache, kept per fleet so a run starts empty (the code
         # after issue 35 keeps a schedule there only for a fleet root its group can write)
         root = self.roots[install.name]
         env = dict(os.environ, HERMES_ROOT=str(root), HERMES_HOME=str(root),
                    HERMES_ESTOP_CACHE=str(self.caches[install.name]))
         env.pop("HERMES_ESTOP_STORE", None)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         elapsed, peak, code = spawn_measured([install.hermes, *args], env)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if code not in (0, 1):
             raise SystemExit(f"{install.name}: hermes {' '.join(args)} exited {code}")
-        return round(elapsed, 3), round(peak, 1)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        return round(elapsed, 3), round(peak, 1), round(cpu, 3)
 
     def each(self, turn: int, measure: Callable[[Install], Figures]) -> dict[str, Figures]:
         """`measure(install)` for every install, the first going first on even turns and last on
@@ -153,8 +159,8 @@ def with_ratios(figures: dict[str, Figures]) -> dict[str, object]:
     return out
 
 
-def _figures(kind: str, measured: tuple[float, float]) -> Figures:
-    return {f"{kind}_s": measured[0], f"{kind}_mib": measured[1]}
+def _figures(kind: str, measured: tuple[float, float, float]) -> Figures:
+    return {f"{kind}_s": measured[0], f"{kind}_mib": measured[1], f"{kind}_cpu_s": measured[2]}
 
 
 def first_read(fleet: Fleet, args: list[str]) -> dict[str, object]:

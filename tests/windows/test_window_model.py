@@ -3,6 +3,7 @@ what is saved loads back equal."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -69,6 +70,28 @@ def test_invalid_field_is_refused_naming_the_field(data, field, words):
     assert isinstance(error, EstopError) and isinstance(error, ValueError)
 
 
+@pytest.mark.parametrize("data, field", [
+    (with_(scope="../etc"), "scope"),
+    (with_(allow={"profiles": ["ops"]}), "allow"),
+    (with_(allow={"user_ids": ["ok", ""]}), "allow"),
+])
+def test_a_refusal_is_given_every_time_the_same_bad_value_is_read(data, field):
+    """Scopes and allowlists are kept once validated (a fleet's windows share a few): a bad one
+    is refused again, not remembered as good."""
+    for _ in range(3):
+        with pytest.raises(InvalidWindow) as caught:
+            Window.parse(data)
+        assert caught.value.field is not None and caught.value.field.startswith(field)
+
+
+def test_an_allowlist_of_numbers_is_read_as_text_and_a_boolean_refused_after_its_number():
+    """Kept allowlists are keyed by text only: `[1]` and `[True]` are equal keys, not equal lists."""
+    assert Window.parse(with_(allow={"user_ids": [1, "2"]})).allow.user_ids == ["1", "2"]
+    assert Window.parse(with_(allow={"user_ids": ["1", "2"]})).allow.user_ids == ["1", "2"]
+    with pytest.raises(InvalidWindow, match="True"):
+        Window.parse(with_(allow={"user_ids": [True, "2"]}))
+
+
 def test_error_names_the_window_by_name_or_position():
     with pytest.raises(InvalidWindow, match=r"^window 'nightly': field 'duration'"):
         Window.parse(with_(duration="0"))
@@ -110,6 +133,28 @@ def test_round_trip_through_windows_toml(tmp_path: Path):
     assert windows_file.load() == windows
     windows_file.save(windows_file.load())
     assert windows_file.load() == windows
+
+
+@pytest.mark.parametrize("window", [
+    *full_windows(),
+    Window.parse(with_(drain="15m", exclude=["2026-12-24", "2026-12-25"], exclude_cron="* * 1 1 *", only=["cron"],
+                       jobs=["nightly-*"], run=["/bin/true", "--flag"], on_failure_ttl="2h",
+                       exclude_calendar="holidays.ics", reason="Wartung für die Datenbank \u2014 nachts")),
+    Window.parse({"name": "once-zoned", "at": "2026-12-02T18:00:00Z", "timezone": "UTC", "duration": "1h"}),
+], ids=lambda window: window.name)
+def test_a_windows_compact_json_bytes_are_its_json(window: Window):
+    """The compiled schedule keeps `to_json_bytes` per row: what a command decodes is `to_json`."""
+    data = window.to_json_bytes()
+    assert json.loads(data) == window.to_json()
+    given = {key for key in ("drain", "exclude", "exclude_cron", "only", "jobs", "run", "on_failure_ttl",
+                             "exclude_calendar") if getattr(window, key)}
+    assert set(window.to_json()) == {"name", "cron", "timezone", "at", "duration", "reason", "allow", "scope",
+                                     "enabled", "not_before", "not_after"} - ({"timezone"} if window.cron is None
+                                                                              else set()) | given
+    if data.isascii():
+        assert data == json.dumps(window.to_json(), separators=(",", ":")).encode()
+    else:  # UTF-8 as it is, not escaped
+        assert "für".encode() in data
 
 
 def test_hand_written_toml_with_native_datetimes_loads(tmp_path: Path):

@@ -19,7 +19,6 @@ validators pass it through) naming the bad value.
 
 from __future__ import annotations
 
-import copy
 import functools
 import re
 from collections.abc import Iterator
@@ -112,7 +111,7 @@ def fires(text: str) -> bool:
     from croniter import CroniterBadDateError
 
     try:
-        copy.copy(_parsed(text)).get_next(datetime)
+        _copy(_parsed(text)).get_next(datetime)
     except CroniterBadDateError:
         return False
     return True
@@ -167,21 +166,37 @@ def starts(expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
     `expr` is parsed here, so a bad one raises `InvalidArgument` at the call, not at the first
     `next()`; run it through `validate_cron` first to get the stricter refusals."""
     since = to_utc(since)
-    # Wall times mapping to an instant >= since are at least since + (smallest nearby offset):
-    # starting the wall-clock iteration there finds every one, also those in a DST gap.
-    low_offset = min((since + probe).astimezone(tz).utcoffset() or timedelta(0) for probe in _OFFSET_PROBES)
-    base = (since + low_offset).replace(tzinfo=None) - timedelta(seconds=1)
+    base = (since + _low_offset(since, tz)).replace(tzinfo=None) - timedelta(seconds=1)
     try:
-        iterator = copy.copy(_parsed(expr))
+        iterator = _copy(_parsed(expr))
     except _PARSE_ERRORS as exc:
         raise InvalidArgument(f"invalid cron expression {expr!r}: {exc}") from None
     iterator.set_current(base, force=True)
     return _starts(iterator, tz, since)
 
 
-#: croniters kept parsed (about 1 KB each: a 100,000-window file compiles each expression's
-#: starts right after validating it, and does not hold 100 MB of them for the rest of its run)
-_PARSED = 1 << 14
+@functools.lru_cache(maxsize=256)
+def _low_offset(since: datetime, tz: ZoneInfo) -> timedelta:
+    """The smallest offset of `tz` within two days of `since`: wall times mapping to an instant
+    at or after `since` are at least `since` plus it, so the wall-clock iteration started there
+    finds every one, also those in a DST gap. Kept: a compile asks it of one `since` per zone
+    and duration for all its windows (a tenth of a start's cost besides croniter's)."""
+    return min((since + probe).astimezone(tz).utcoffset() or timedelta(0) for probe in _OFFSET_PROBES)
+
+
+def _copy(parsed: Any) -> Any:
+    """`copy.copy` of a parsed croniter (its attributes shared, as a shallow copy shares them:
+    iterating rebinds `cur`, never mutates what the parse built), without `copy`'s dispatch:
+    one per window compiled."""
+    fresh = object.__new__(type(parsed))
+    fresh.__dict__.update(parsed.__dict__)
+    return fresh
+
+
+#: croniters kept parsed (about 1 KB and five containers the garbage collector walks each: a
+#: compile enumerates each expression's starts right after validating it, so a few recent ones
+#: suffice; keeping 10,000 cost a cold `status` a tenth of a second in collections, issue 45)
+_PARSED = 1 << 10
 
 
 @functools.lru_cache(maxsize=_PARSED)

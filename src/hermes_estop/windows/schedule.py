@@ -98,7 +98,7 @@ def instant_of(count: int) -> datetime:
 
 
 class Tables:
-    """The `tables` column: each row's `Window.to_json()` as compact JSON bytes, decoded only
+    """The `tables` column: each row's `Window.to_json_bytes()`, decoded only
     when a command prints the row (an edit carries a row over as the bytes it is)."""
 
     __slots__ = ("_values",)
@@ -439,9 +439,10 @@ def _chunk_tables(chunk: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
 
 
 def _source_digest(table: dict[str, Any]) -> str:
-    """A table as written, by value and type (a TOML datetime is not the string that spells it)."""
-    text = json.dumps(table, sort_keys=True, default=lambda v: [type(v).__name__, str(v)])
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    """A table as written, by value, type and order (a TOML datetime is not the string that
+    spells it): the `repr` of what TOML parses to (strings, numbers, booleans, dates, lists,
+    tables) says all three, in half the time of a JSON encoding."""
+    return hashlib.sha256(repr(table).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 class _Builder:
@@ -500,14 +501,14 @@ class _Builder:
             self.calendars[len(self.tables)] = json.dumps({
                 "source": window.to_toml(), "digest": feed.digest, "longest": feed.longest.total_seconds(),
                 "spans": [span.total_seconds() for span in feed.spans]})
-        self._add(Row.of(window), _compact(window.to_json()) if table else b"", (window.drain or timedelta(0)) // _US,
+        self._add(Row.of(window), window.to_json_bytes() if table else b"", (window.drain or timedelta(0)) // _US,
                   source)
         return True
 
     def add_refused(self, window: Window, source: str) -> None:
         """`window`'s row without occurrences: its feed was refused, so it has none to tell (the
         pass leaves it out and holds its scopes as they were: `WindowService._held_as_was`)."""
-        self._add(Row.of(window), _compact(window.to_json()), (window.drain or timedelta(0)) // _US, source)
+        self._add(Row.of(window), window.to_json_bytes(), (window.drain or timedelta(0)) // _US, source)
 
     def add_kept(self, previous: Schedule, row: int, source: str) -> None:
         """Row `row` of `previous` as it is (same code, zone data and horizon)."""
@@ -858,7 +859,7 @@ class ScheduleTimeline:
     def _is_row(self, row: int, window: Window) -> bool:
         """Whether `window` is `row`'s: the one built of it, or of an equal table (not another
         version of a window of that name: one an edit moves to another scope)."""
-        return self._built.get(row) is window or self.schedule.tables[row] == _compact(window.to_json())
+        return self._built.get(row) is window or self.schedule.tables[row] == window.to_json_bytes()
 
     def seed(self, built: Mapping[int, Window]) -> None:
         """The `Window`s some rows were compiled from (`Schedules.compose`, or validated from the
@@ -1244,7 +1245,7 @@ class Schedules:
             found = by_key.get(key)
             if found is None and held is not None and window.feed is None and window.exclude_calendar is None:
                 found = held.row_of(window.name)
-                found = found if found is not None and held.tables[found] == _compact(window.to_json()) else None
+                found = found if found is not None and held.tables[found] == window.to_json_bytes() else None
             if base is not None and found is not None:
                 builder.add_kept(base, found, key)
             elif refusal(window) is not None:
@@ -1303,4 +1304,4 @@ def _key(window: Window) -> str:
     or the holidays it excludes: the table does not say them), refused or not."""
     feeds = [(feed.digest, feed.refused is None) if feed is not None else None
              for feed in (window.feed, window._holidays)]  # noqa: SLF001 - the holidays bound to it
-    return hashlib.sha256(_compact(window.to_json()) + repr(feeds).encode()).hexdigest()
+    return hashlib.sha256(window.to_json_bytes() + repr(feeds).encode()).hexdigest()

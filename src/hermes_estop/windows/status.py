@@ -13,7 +13,7 @@ from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant, format_relative
-from hermes_estop.windows.forecast import ahead, ledger_entries
+from hermes_estop.windows.forecast import ledger_entries
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Occurrence
 from hermes_estop.windows.schedule import Row, Schedule, schedule_of
@@ -111,7 +111,7 @@ def _shown(schedule: Schedule, now: datetime) -> list[Shown]:
     only when the first covers `now`: issue 24, nothing computed that is then cut)."""
     out: list[Shown] = []
     for item in schedule.in_file_order():
-        following = ahead(schedule, item, now)[1]
+        following = schedule.not_ended(item, now)
         first = next(following, None)
         row = schedule.row(item)
         if first is None or not first.covers(now):
