@@ -26,7 +26,7 @@ from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.observe.metrics import WorkHeldCounter
 from hermes_estop.observe.server import StatusServer, attach, parse_listen
 from hermes_estop.windows.ledger import SKIPPED, JsonFileLedger, LedgerEntry
-from hermes_estop.windows.occurrences import occurrence_key
+from hermes_estop.windows.model import occurrence_key
 from inprocess_cli import completed
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")

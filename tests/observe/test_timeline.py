@@ -14,7 +14,7 @@ from obs_helpers import write_windows
 from hermes_estop.observe.svg import render_timeline_svg
 from hermes_estop.observe.view import Observer
 from hermes_estop.windows.ledger import RELEASED, SKIPPED, JsonFileLedger, LedgerEntry
-from hermes_estop.windows.occurrences import occurrence_key
+from hermes_estop.windows.model import occurrence_key
 
 SVG = "{http://www.w3.org/2000/svg}"
 NIGHTLY = {"name": "nightly", "cron": "0 2 * * *", "timezone": "UTC", "duration": "2h", "reason": "backup"}

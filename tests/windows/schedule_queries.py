@@ -1,17 +1,18 @@
 """Queries the tests ask of the windows code that the code itself never needs (issue 46 item 10):
 where a private fleet root keeps its compiled schedule, every occurrence a compiled schedule has
 starting in a range, and the exact functions' answer to the same question, so the property tests
-can compare the two."""
+can compare the two; and windows as the rows the decisions take (`rows`)."""
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from datetime import datetime
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, occurrences
-from hermes_estop.windows.schedule import Schedule, micros
+from hermes_estop.windows.model import Occurrence, Window
+from hermes_estop.windows.occurrences import covering, following, merge_armed, next_armed, occurrences
+from hermes_estop.windows.schedule import Schedule, ScheduleTimeline, Windows, build, micros
 
 
 def schedule_path(windows_path: Path) -> Path:
@@ -43,3 +44,36 @@ def starting_within(window: Window, first: datetime, last: datetime, limit: int 
             break
         out.append(occurrence)
     return out
+
+
+#: where `rows` starts a schedule's horizon unless told (any instant: outside its horizon a
+#: schedule answers with the exact functions)
+AT = datetime(2027, 1, 1, tzinfo=UTC)
+
+
+def rows(windows: Iterable[Window], at: datetime = AT) -> Windows:
+    """`windows` as the rows of a schedule compiled of them from `at` (what `plan_scope`,
+    `chain_end` and the guard take)."""
+    schedule = build("", list(windows), at)
+    assert schedule is not None
+    return ScheduleTimeline(schedule).windows()
+
+
+class ExactTimeline:
+    """What a `ScheduleTimeline` answers, of the exact functions: the oracle it is checked
+    against."""
+
+    def around(self, window: Window, now: datetime) -> tuple[tuple[Occurrence, ...], Occurrence | None]:
+        return tuple(covering(window, now)), next_armed(window, now)
+
+    def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
+        return next_armed(window, now)
+
+    def after(self, window: Window, occurrence: Occurrence) -> Occurrence | None:
+        return following(window, occurrence)
+
+    def armed_after(self, windows: list[Window], now: datetime) -> Iterator[Occurrence]:
+        return merge_armed(windows, now, self.first_armed, self.after)
+
+
+EXACT = ExactTimeline()

@@ -24,8 +24,7 @@ from hermes_estop.windows.export import ics_of, planned
 from hermes_estop.windows.fetch import CalendarFetcher, fetch_once
 from hermes_estop.windows.forecast import window_ahead, window_holds
 from hermes_estop.windows.ical import CalendarError, parse_feed
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence
+from hermes_estop.windows.model import Occurrence, Window
 from hermes_estop.windows.windows_file import WindowsFile
 
 HEAD = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//hermes-estop tests//EN\r\n"

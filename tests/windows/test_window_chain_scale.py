@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from schedule_queries import rows
 
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
@@ -48,7 +49,7 @@ def relay(count: int) -> list[Window]:
 
 
 def test_chain_end_asks_each_window_once_not_once_per_step_of_the_chain(cron_steps):
-    windows = relay(20)
+    windows = rows(relay(20), T0 + timedelta(days=30))  # T0 before its horizon: asked of the exact functions
     members = covering(windows[0], T0)
     cron_steps[0] = 0
     # the relay runs to 08:00 the next day, then w000 starts again at 12:00 (a gap)
@@ -63,17 +64,17 @@ def test_chain_end_from_the_schedule_does_no_cron_step(cron_steps):
     bisection: walking the chain on every pass computes no cron start."""
     windows = relay(20)
     members = covering(windows[0], T0)
-    exact = chain_end(members, windows, T0)
+    exact = chain_end(members, rows(windows, T0 + timedelta(days=30)), T0)  # before its horizon: exact
     timeline = ScheduleTimeline(build("digest", windows, T0 - timedelta(hours=1)))
     cron_steps[0] = 0
-    assert chain_end(members, windows, T0, timeline=timeline) == exact
+    assert chain_end(members, timeline.windows(), T0) == exact
     assert cron_steps[0] == 0
 
 
 def test_chain_end_stops_at_the_limit_in_arm_order():
     windows = relay(20)
     members = covering(windows[0], T0)
-    assert chain_end(members, windows, T0, limit=3) == T0 + timedelta(hours=4)
+    assert chain_end(members, rows(windows, T0 - timedelta(hours=1)), T0, limit=3) == T0 + timedelta(hours=4)
 
 
 def test_following_is_the_next_occurrence_and_the_schedule_agrees():
@@ -130,7 +131,7 @@ def test_an_idle_scope_has_an_empty_plan_whatever_its_sentinel_holds(reading):
     ended = entry_for(covering(windows[0], T0)[0], ENDED, T0, "g0")
     entries = {ended.key: ended}
     assert idle([], entries)
-    plan = plan_scope("fleet", now, windows, entries, reading)
+    plan = plan_scope("fleet", now, rows(windows), entries, reading)
     assert not plan.actions and not plan.notes
 
 

@@ -11,14 +11,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from schedule_queries import rows
 
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED
 from hermes_estop.windows.model import MAX_REASON, InvalidWindow, Window, json_schema
-from hermes_estop.windows.occurrences import Windows, covering, next_armed, upcoming
+from hermes_estop.windows.occurrences import covering, next_armed, upcoming
 from hermes_estop.windows.plan import chain_end
-from hermes_estop.windows.schedule import Schedules
+from hermes_estop.windows.schedule import Part, Schedules
 from hermes_estop.windows.scheduler import due_wakeups, wakeups_for
 from hermes_estop.windows.skips import pick
 from hermes_estop.windows.windows_file import WindowsFile
@@ -258,8 +259,8 @@ def test_occurrence_json_shows_the_drain_start():
 @pytest.mark.parametrize("now", [T0 - timedelta(hours=3), T0 - DRAIN - US])
 def test_the_schedule_and_the_wakeups_wake_at_the_drain_start(now, tmp_path):
     w = window()
-    listed = Windows([w])
-    timeline = Schedules(tmp_path / "windows.toml").of_windows(listed, now)
+    listed = Schedules(tmp_path / "windows.toml").compose([Part.of(w)], now)
+    timeline = listed.timeline
     assert timeline.covering_now(listed, now) == {}
     assert timeline.first_armed(w, now).arm_at == T0 - DRAIN
     assert next_armed(w, now).start == T0
@@ -275,9 +276,9 @@ def test_chain_end_links_an_occurrence_whose_lead_begins_at_the_lift():
     b = Window.parse({"name": "b", "at": (T0 + timedelta(hours=1, minutes=15)).isoformat(), "duration": "1h",
                       "drain": "15m"})
     [first] = covering(a, T0)
-    assert chain_end([first], [a, b], T0) == T0 + timedelta(hours=2, minutes=15)
+    assert chain_end([first], rows([a, b], T0), T0) == T0 + timedelta(hours=2, minutes=15)
     late = b.model_copy(update={"drain": timedelta(minutes=14)})
-    assert chain_end([first], [a, late], T0) == T0 + timedelta(hours=1)
+    assert chain_end([first], rows([a, late], T0), T0) == T0 + timedelta(hours=1)
 
 
 def test_an_occurrence_in_its_drain_lead_cannot_be_skipped():

@@ -15,13 +15,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from schedule_queries import rows
 
 from hermes_estop.windows import schedule as schedule_module, scheduler as service_module
 from hermes_estop.windows.calendars import cache_paths
 from hermes_estop.windows.ledger import ARMED, ENDED, RETENTION, LedgerEntry, OccurrenceLedger
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Windows, covering
-from hermes_estop.windows.schedule import Schedules, schedule_of
+from hermes_estop.windows.occurrences import covering
+from hermes_estop.windows.schedule import Part, Schedules, schedule_of
 from hermes_estop.windows.scheduler import wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
@@ -30,6 +31,11 @@ occurrences_module = importlib.import_module("hermes_estop.windows.occurrences")
 ledger_module = importlib.import_module("hermes_estop.windows.ledger")
 MONTH = datetime(2027, 3, 1, tzinfo=UTC)
 COUNT = 10_000
+
+
+def parts(windows: list[Window]) -> list[Part]:
+    """`windows` as what a pass composes the rows it plans off of (`Schedules.compose`)."""
+    return [Part.of(window) for window in windows]
 
 
 def write_monthly(root: Path, count: int, scopes: int = 100) -> None:
@@ -142,8 +148,8 @@ def test_the_answers_and_the_wake_ups_are_the_exact_ones_over_a_walk_in_time(tmp
                                                else {"duration": timedelta(minutes=rng.choice([5, 45, 300]))})
         elif roll > 0.93:
             windows = [Window.parse(w.model_dump(mode="json", exclude_none=True)) for w in windows]
-        listed = Windows(windows)  # a list put together anew on every pass
-        timeline = schedules.of_windows(listed, now)
+        listed = schedules.compose(parts(windows), now)  # a list put together anew on every pass
+        timeline = listed.timeline
         got = timeline.covering_now(listed, now)
         exact = {w.name: covering(w, now) for w in windows if w.enabled}
         assert got == {name: found for name, found in exact.items() if found}, (step, now)
@@ -158,19 +164,19 @@ def test_a_window_is_compiled_once_while_the_list_of_windows_is_put_together_ane
     cron arithmetic; an edited window alone is compiled again; every answer stays exact."""
     windows = [Window.parse({"name": f"w{i}", "cron": f"{i} 12 * * *", "duration": "1h"}) for i in range(20)]
     schedules = Schedules(tmp_path / "windows.toml")
-    first = schedules.of_windows(Windows(windows), MONTH)
+    first = schedules.compose(parts(windows), MONTH)
     questions[0] = 0
     for hours in range(1, 12):
-        assert schedules.of_windows(Windows(list(windows)), MONTH + timedelta(hours=hours)) is first
+        assert schedules.compose(parts(windows), MONTH + timedelta(hours=hours)) is first
     reread = [Window.parse(w.model_dump(mode="json", exclude_none=True)) for w in windows]  # read again, unchanged
     assert reread[0] is not windows[0]
-    again = schedules.of_windows(Windows(reread), MONTH + timedelta(hours=12))
+    again = schedules.compose(parts(reread), MONTH + timedelta(hours=12))
     assert questions[0] == 0  # equal field for field: the same occurrences, the rows kept
     edited = [*reread[:5], reread[5].model_copy(update={"duration": timedelta(hours=2)}), *reread[6:]]
     now = MONTH + timedelta(hours=12, minutes=30)
-    listed = Windows(edited)
-    timeline = schedules.of_windows(listed, now)
-    assert timeline is not again and 0 < questions[0] <= 3  # the edited window alone, asked for its occurrences
+    listed = schedules.compose(parts(edited), now)
+    timeline = listed.timeline
+    assert listed is not again and 0 < questions[0] <= 3  # the edited window alone, asked for its occurrences
     assert timeline.covering_now(listed, now) == {w.name: covering(w, now) for w in edited if covering(w, now)}
     assert timeline.covering_now(listed, now)["w5"][0].end == MONTH + timedelta(hours=14, minutes=5)
 
@@ -273,6 +279,7 @@ def test_the_deadline_of_a_held_scope_is_the_exact_chain_over_a_walk_in_time(har
     harness.write(*windows)
     harness.clock.set(MONTH)
     harness.start()
+    exact = rows(windows, MONTH + timedelta(days=400))  # before its horizon: the exact functions' chain
     for _ in range(150):
         harness.clock.advance(minutes=rng.choice([1, 5, 10, 25]))
         report = harness.service.reconcile()
@@ -282,7 +289,7 @@ def test_the_deadline_of_a_held_scope_is_the_exact_chain_over_a_walk_in_time(har
         if not members:
             assert hold is None and not report.active, now  # retired at the end of its chain
             continue
-        assert hold is not None and hold.expires_at == chain_end(members, windows, now), now
+        assert hold is not None and hold.expires_at == chain_end(members, exact, now), now
 
 
 def test_the_first_pass_on_an_unchanged_file_takes_the_schedule_an_operator_kept(harness, questions):
@@ -315,8 +322,8 @@ def test_a_list_of_a_files_windows_takes_the_rows_of_its_held_schedule(tmp_path,
     windows[7] = windows[7].model_copy(update={"duration": timedelta(minutes=20)})
     now = MONTH + timedelta(hours=12, minutes=10)
     questions[0] = 0
-    listed = Windows(windows)
-    timeline = schedules.of_windows(listed, now)
+    listed = schedules.compose(parts(windows), now)
+    timeline = listed.timeline
     assert 0 < questions[0] <= 3  # the edited window alone
     exact = {w.name: covering(w, now) for w in windows if covering(w, now)}
     assert timeline.covering_now(listed, now) == exact and exact["w7"][0].end == MONTH + timedelta(hours=12, minutes=27)
@@ -343,15 +350,15 @@ def test_windows_excluding_a_calendar_are_rows_bound_to_their_feed(tmp_path, que
     schedules = Schedules(wf.path)
     now = MONTH + timedelta(minutes=30)
     first = wf.parse(wf.path.read_bytes())
-    timeline = schedules.of_windows(Windows(first), now)
-    assert timeline.covering_now(Windows(first), now) == {}  # the 1st is a holiday: nothing covers it
+    listed = schedules.compose(parts(first), now)
+    assert listed.timeline.covering_now(listed, now) == {}  # the 1st is a holiday: nothing covers it
     questions[0] = 0
     again = [w.model_copy() for w in first]  # new objects bound to the same feed
-    assert schedules.of_windows(Windows(again), now) is not timeline and questions[0] == 0
+    assert schedules.compose(parts(again), now) is listed and questions[0] == 0  # the same rows' keys
     _holidays(tmp_path, "20270302")
     moved = wf.parse(wf.path.read_bytes())
-    listed = Windows(moved)
-    changed = schedules.of_windows(listed, now)
+    listed = schedules.compose(parts(moved), now)
+    changed = listed.timeline
     assert questions[0] >= len(moved)  # another feed: every window compiled again
     exact = {w.name: covering(w, now) for w in moved if covering(w, now)}
     assert len(exact) == 20 and changed.covering_now(listed, now) == exact

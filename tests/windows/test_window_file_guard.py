@@ -10,6 +10,7 @@ import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from schedule_queries import rows
 
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, WITHDRAWN, JsonFileLedger
@@ -166,8 +167,8 @@ B = Window.parse({"name": "b", "cron": "0 4 * * *", "duration": "1h"})
 
 def test_guard_trusts_the_first_read_and_every_addition():
     guard = FileGuard(POLL)
-    assert guard.judge((1,), [A], {}, T0).trusted
-    assert guard.judge((2,), [A, B], {}, T0).trusted
+    assert guard.judge((1,), rows([A]), {}, T0).trusted
+    assert guard.judge((2,), rows([A, B]), {}, T0).trusted
 
 
 @pytest.mark.parametrize("reads, trusted", [
@@ -180,18 +181,18 @@ def test_guard_trusts_the_first_read_and_every_addition():
 ])
 def test_guard_confirms_a_shrink_only_by_the_same_file_one_interval_later(reads, trusted):
     guard = FileGuard(POLL)
-    guard.judge((1,), [A, B], {}, T0)
-    seen = [guard.judge(identity, [A], {}, T0 + timedelta(seconds=s)).trusted for identity, s in reads]
+    guard.judge((1,), rows([A, B]), {}, T0)
+    seen = [guard.judge(identity, rows([A]), {}, T0 + timedelta(seconds=s)).trusted for identity, s in reads]
     assert seen == trusted
 
 
 def test_guard_starts_over_after_a_failed_read():
     guard = FileGuard(POLL)
-    guard.judge((1,), [A, B], {}, T0)
-    assert not guard.judge((3,), [A], {}, T0).trusted
+    guard.judge((1,), rows([A, B]), {}, T0)
+    assert not guard.judge((3,), rows([A]), {}, T0).trusted
     guard.interrupted()
-    assert not guard.judge((3,), [A], {}, T0 + POLL).trusted
-    assert guard.judge((3,), [A], {}, T0 + 2 * POLL).trusted
+    assert not guard.judge((3,), rows([A]), {}, T0 + POLL).trusted
+    assert guard.judge((3,), rows([A]), {}, T0 + 2 * POLL).trusted
 
 
 def fast_poll(harness):
@@ -260,12 +261,12 @@ def test_every_weakening_waits_the_same_period_whatever_the_read_looks_like(late
     """Issue 20 item 1: no heuristic about what a torn file looks like; every read that takes a
     window away waits the one confirmation period (the service's is at least five seconds)."""
     guard = FileGuard(timedelta(seconds=15))
-    assert guard.judge((7, 1, 26), [A, B], {}, T0).trusted
+    assert guard.judge((7, 1, 26), rows([A, B]), {}, T0).trusted
     identity = None if later is None else (7, 1 if same_file else 2, len(later))
-    assert not guard.judge(identity, windows, {}, T0).trusted
+    assert not guard.judge(identity, rows(windows), {}, T0).trusted
     assert guard.confirm_after == timedelta(seconds=15)
-    assert not guard.judge(identity, windows, {}, T0 + timedelta(seconds=15) - timedelta(microseconds=1)).trusted
-    assert guard.judge(identity, windows, {}, T0 + timedelta(seconds=15)).trusted
+    assert not guard.judge(identity, rows(windows), {}, T0 + timedelta(seconds=15) - timedelta(microseconds=1)).trusted
+    assert guard.judge(identity, rows(windows), {}, T0 + timedelta(seconds=15)).trusted
 
 
 def test_windows_remove_of_the_last_window_is_acted_on_only_after_the_five_second_floor(harness):
@@ -398,23 +399,40 @@ def test_guard_acts_at_once_only_on_a_change_that_takes_no_hold_time_away(old, n
     base = {"name": "b", "cron": "0 4 * * *", "duration": "1h"}
     before, after = Window.parse(base | old), Window.parse(base | new)
     guard = FileGuard(POLL)
-    assert guard.judge((1,), [A, before], {}, T0).trusted
-    assert guard.judge((2,), [A, after], {}, T0).trusted is stronger
+    assert guard.judge((1,), rows([A, before]), {}, T0).trusted
+    assert guard.judge((2,), rows([A, after]), {}, T0).trusted is stronger
 
 
 def test_guard_never_confirms_a_weakening_on_a_single_read():
     guard = FileGuard(timedelta(0))
-    guard.judge((1,), [A, B], {}, T0)
-    assert not guard.judge((2,), [A], {}, T0).trusted
-    assert guard.judge((2,), [A], {}, T0).trusted
+    guard.judge((1,), rows([A, B]), {}, T0)
+    assert not guard.judge((2,), rows([A]), {}, T0).trusted
+    assert guard.judge((2,), rows([A]), {}, T0).trusted
 
 
 def test_guard_keeps_what_an_unconfirmed_read_takes_away_and_adds_what_it_adds():
     guard = FileGuard(POLL)
-    guard.judge((1,), [A, B], {}, T0)
+    guard.judge((1,), rows([A, B]), {}, T0)
     c = Window.parse({"name": "c", "cron": "0 5 * * *", "duration": "1h"})
-    verdict = guard.judge((2,), [c], {}, T0)
+    verdict = guard.judge((2,), rows([c]), {}, T0)
     assert not verdict.trusted
-    assert verdict.windows == [c, A, B]
-    verdict = guard.judge((3,), [A, B], {}, T0 + timedelta(seconds=1))  # the torn read's addition went away
-    assert not verdict.trusted and verdict.windows == [A, B, c]
+    assert list(verdict.windows) == [c, A, B]
+    verdict = guard.judge((3,), rows([A, B]), {}, T0 + timedelta(seconds=1))  # the torn read's addition went away
+    assert not verdict.trusted and list(verdict.windows) == [A, B, c]
+
+
+def test_the_guard_builds_a_window_only_for_a_row_whose_table_changed():
+    """Issue 45: the guard compares rows by their tables; a read that weakens one window of 200
+    builds that window's two versions alone (to judge it and put the old one back), never one
+    for every row, and what it acts on meanwhile is the rows of one schedule."""
+    windows = [Window.parse({"name": f"w{i}", "cron": f"{i % 60} 3 * * *", "duration": "1h"}) for i in range(200)]
+    first = rows(windows, T0)
+    guard = FileGuard(POLL)
+    assert guard.judge((1,), first, {}, T0).trusted
+    edited = [*windows[:7], windows[7].model_copy(update={"duration": timedelta(minutes=30)}), *windows[8:]]
+    read = rows(edited, T0)
+    verdict = guard.judge((2,), read, {}, T0)
+    assert not verdict.trusted and verdict.reason is not None and "w7" in verdict.reason
+    assert set(read.timeline._built) == {7} and set(first.timeline._built) == {7}
+    assert verdict.windows is not None and len(verdict.windows) == 200
+    assert verdict.windows[7] == windows[7]  # the version acted on, held meanwhile

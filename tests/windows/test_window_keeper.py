@@ -14,8 +14,7 @@ import pytest
 
 from hermes_estop.windows import schedule
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Windows
-from hermes_estop.windows.schedule import HORIZON, REFRESH, Schedules, ScheduleTimeline, micros
+from hermes_estop.windows.schedule import HORIZON, REFRESH, Part, Schedules, ScheduleTimeline, micros
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
 RAW = b'[[windows]]\nname = "w"\ncron = "0 2 * * *"\nduration = "1h"\n'
@@ -62,7 +61,7 @@ def test_a_refresh_of_a_schedules_rows_compiles_the_bytes_without_building_the_r
     first = keeper.held(raw)
     assert isinstance(first, ScheduleTimeline) and rows.timeline is first
     old = first.schedule
-    keeper.keep(raw, rows, BUILT + REFRESH + timedelta(minutes=10))
+    keeper.keep(raw, None, BUILT + REFRESH + timedelta(minutes=10))
     assert first._built == {}  # where a row's `Window` would stay built
     ready = keeper.held(raw)
     assert isinstance(ready, ScheduleTimeline) and ready.schedule is not old
@@ -112,12 +111,12 @@ def test_a_schedule_compiled_in_memory_is_refreshed_after_a_pass_acts_never_befo
     due, as the file's schedule is (`keep`)."""
     tmp_path.chmod(0o755)
     holder = Schedules(tmp_path / "windows.toml")
-    windows = Windows([Window.parse({"name": f"w{i}", "cron": f"{i} 2 * * *", "duration": "1h"}) for i in range(5)])
-    first = holder.of_windows(windows, BUILT)
+    windows = [Part.of(Window.parse({"name": f"w{i}", "cron": f"{i} 2 * * *", "duration": "1h"})) for i in range(5)]
+    first = holder.compose(windows, BUILT).timeline
     now = BUILT + later
-    assert holder.of_windows(Windows(list(windows)), now) is first  # before acting: as it is
+    assert holder.compose(list(windows), now).timeline is first  # before acting: as it is
     holder.refresh(now, None if wake_in is None else now + wake_in)
-    ready = holder.of_windows(Windows(list(windows)), now)
+    ready = holder.compose(list(windows), now).timeline
     assert (ready is not first) == refreshed
     assert ready.schedule.lo == (micros(now) if refreshed else first.schedule.lo)
-    assert ready.given == first.given
+    assert list(ready.schedule.sources) == list(first.schedule.sources)  # of the same windows

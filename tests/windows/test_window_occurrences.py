@@ -9,11 +9,7 @@ from zoneinfo import ZoneInfo
 from schedule_queries import starting_within
 
 from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import (
-    covering,
-    next_start,
-    upcoming,
-)
+from hermes_estop.windows.occurrences import covering, next_start, upcoming
 
 
 def utc(*parts: int) -> datetime:

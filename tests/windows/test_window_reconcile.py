@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from schedule_queries import rows
 
 from hermes_estop.model.hold import VACANT, Allow, Fence, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
@@ -65,19 +66,19 @@ def test_chain_end_follows_starts_up_to_and_including_the_lift_instant():
     b = window("b", T0 + timedelta(hours=1), "1h")  # starts exactly when a lifts
     c = window("c", T0 + timedelta(hours=2, seconds=1), "1h")  # a free second before it
     [first] = covering(a, T0)
-    assert chain_end([first], [a, b, c], T0) == T0 + timedelta(hours=2)
+    assert chain_end([first], rows([a, b, c]), T0) == T0 + timedelta(hours=2)
 
 
 def test_chain_end_is_bounded_for_a_window_overlapping_itself_forever():
     forever = Window.parse({"name": "f", "cron": "* * * * *", "duration": "2m"})
     members = covering(forever, T0)
-    end = chain_end(members, [forever], T0, limit=10)
+    end = chain_end(members, rows([forever]), T0, limit=10)
     assert T0 + timedelta(minutes=2) < end <= T0 + timedelta(minutes=13)
 
 
 def test_fresh_occurrence_on_a_vacant_scope_arms_fenced_on_vacant():
     w = window("w", T0, reason="why", allow={"user_ids": ["7"]})
-    plan = plan_scope("fleet", T0, [w], {}, absent())
+    plan = plan_scope("fleet", T0, rows([w]), {}, absent())
     [arm] = plan.actions
     assert isinstance(arm, Arm) and arm.only_if is VACANT
     assert arm.desired.deadline == T0 + timedelta(hours=1)
@@ -87,7 +88,7 @@ def test_fresh_occurrence_on_a_vacant_scope_arms_fenced_on_vacant():
 
 def test_foreign_hold_yields_a_skip_and_no_write():
     w = window("w", T0)
-    plan = plan_scope("fleet", T0, [w], {}, holding("manual", armed_by="root@host"))
+    plan = plan_scope("fleet", T0, rows([w]), {}, holding("manual", armed_by="root@host"))
     [skip] = plan.actions
     assert isinstance(skip, Skip) and skip.standing_generation == "manual"
 
@@ -96,7 +97,7 @@ def test_skipped_or_released_occurrence_is_left_alone():
     w = window("w", T0)
     [occurrence] = covering(w, T0)
     for state in (SKIPPED, RELEASED):
-        plan = plan_scope("fleet", T0 + timedelta(minutes=1), [w], {occurrence.key: entry_for(occurrence, state, T0)},
+        plan = plan_scope("fleet", T0 + timedelta(minutes=1), rows([w]), {occurrence.key: entry_for(occurrence, state, T0)},
                           absent())
         assert plan.actions == ()
 
@@ -105,7 +106,7 @@ def test_our_hold_gone_before_the_end_is_noted_released():
     w = window("w", T0)
     [occurrence] = covering(w, T0)
     entries = {occurrence.key: entry_for(occurrence, ARMED, T0, "g1")}
-    plan = plan_scope("fleet", T0 + timedelta(minutes=5), [w], entries, absent())
+    plan = plan_scope("fleet", T0 + timedelta(minutes=5), rows([w]), entries, absent())
     assert plan.actions == ()
     [note] = plan.notes
     assert (note.state, note.generation) == (RELEASED, "g1")
@@ -117,7 +118,7 @@ def test_our_hold_as_wanted_needs_no_write():
     entries = {occurrence.key: entry_for(occurrence, ARMED, T0, "g1")}
     reading = holding("g1", expires_at=T0 + timedelta(hours=1), armed_by="window:w",
                       reason="maintenance window w")
-    assert plan_scope("fleet", T0 + timedelta(minutes=5), [w], entries, reading).actions == ()
+    assert plan_scope("fleet", T0 + timedelta(minutes=5), rows([w]), entries, reading).actions == ()
 
 
 def test_a_longer_duration_extends_our_own_hold_fenced_on_its_generation():
@@ -125,7 +126,7 @@ def test_a_longer_duration_extends_our_own_hold_fenced_on_its_generation():
     [occurrence] = covering(w, T0)
     entries = {occurrence.key: entry_for(occurrence, ARMED, T0, "g1")}
     reading = holding("g1", expires_at=T0 + timedelta(hours=1), armed_by="window:w", reason="maintenance window w")
-    [arm] = plan_scope("fleet", T0 + timedelta(minutes=5), [w], entries, reading).actions
+    [arm] = plan_scope("fleet", T0 + timedelta(minutes=5), rows([w]), entries, reading).actions
     assert isinstance(arm, Arm) and arm.only_if == frozenset({"g1"}) and arm.desired.deadline == T0 + timedelta(hours=2)
 
 
@@ -134,7 +135,7 @@ def test_no_candidate_left_retires_exactly_our_generation():
     [occurrence] = covering(w, T0)
     entries = {occurrence.key: entry_for(occurrence, ARMED, T0, "g1")}
     reading = holding("g1", expires_at=T0 + timedelta(hours=3))
-    [retire] = plan_scope("fleet", T0 + timedelta(hours=1), [w], entries, reading).actions
+    [retire] = plan_scope("fleet", T0 + timedelta(hours=1), rows([w]), entries, reading).actions
     assert isinstance(retire, Retire) and retire.generation == "g1"
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from schedule_queries import rows
 
 from hermes_estop.model.selector import Selector, holds_at_least, hull
 from hermes_estop.windows.ledger import ARMED, RELEASED
@@ -132,8 +133,8 @@ def test_guard_judges_a_selector_edit_by_what_it_holds(old, new, stronger):
     before, after = Window.parse(base | old), Window.parse(base | new)
     assert strengthens(before, after) is stronger
     guard = FileGuard(CONFIRM)
-    assert guard.judge((1,), [before], {}, EPOCH).trusted
-    verdict = guard.judge((2,), [after], {}, EPOCH)
+    assert guard.judge((1,), rows([before]), {}, EPOCH).trusted
+    verdict = guard.judge((2,), rows([after]), {}, EPOCH)
     assert verdict.trusted is stronger
     (acted,) = verdict.windows
     assert holds_at_least(acted.selector, after.selector) and holds_at_least(acted.selector, before.selector)

@@ -1,5 +1,5 @@
 """The scheduler's decisions looked up in the compiled schedule plan exactly what the exact
-functions plan (issue 35): `timeline.ScheduleTimeline` against `occurrences.EXACT` over a varied
+functions plan (issue 35): `schedule.ScheduleTimeline` against the exact functions (`EXACT`) over a varied
 file and random instants, before, inside and past the schedule's horizon; a daemon pass with the
 schedule ready against a pass without it, through edits the file guard holds back; and a
 schedule of other bytes than the windows in use is never asked."""
@@ -15,17 +15,29 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from schedule_queries import EXACT, rows
 
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import EXACT, Occurrence, Windows, covering
+from hermes_estop.windows.model import Occurrence, Window
+from hermes_estop.windows.occurrences import covering
 from hermes_estop.windows.plan import plan_scope
-from hermes_estop.windows.schedule import HORIZON, Schedules, ScheduleTimeline, build, kept_schedule, schedule_of
+from hermes_estop.windows.schedule import (
+    HORIZON,
+    Part,
+    Schedules,
+    ScheduleTimeline,
+    Windows,
+    build,
+    kept_schedule,
+    schedule_of,
+)
 from hermes_estop.windows.scheduler import due_wakeups, wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)
+#: a schedule built this late answers nothing the tests ask: every answer is the exact functions'
+FAR = BUILT + timedelta(days=365)
 SCOPES = ("fleet", "ops", "web")
 SCOPE = Location("fleet", Path("/nonexistent"))
 #: the sentinel a plan meets: none, a manual hold, a hold a window armed, an unreadable one
@@ -51,6 +63,11 @@ def _by_scope(windows: list[Window]) -> dict[str, list[Window]]:
         if window.enabled:
             out.setdefault(window.scope, []).append(window)
     return out
+
+
+def _lane(timeline: ScheduleTimeline, lane: list[Window]) -> Windows:
+    """The windows of `lane` as rows of `timeline` (the scheduler's lane of one schedule)."""
+    return timeline.windows().subset([timeline.schedule.row_of(w.name) for w in lane])
 
 
 def varied(rng: random.Random, count: int = 36) -> list[Window]:
@@ -129,20 +146,23 @@ def test_the_schedule_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed
     lanes = [*_by_scope(windows).values(), [w for w in windows if w.name != "frac"]]
     for now in instants(rng, 15):
         for lane in lanes:
-            assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
+            walk = timeline.armed_after(_lane(timeline, lane), now)
+            assert _taken(walk, 400) == _taken(EXACT.armed_after(lane, now), 400), now
 
 
 @pytest.mark.parametrize("seed", [SEED])
 def test_a_schedule_of_some_of_a_lanes_windows_walks_it_in_arm_order_as_the_exact_merge(seed):
-    """A lane whose windows are only partly rows of the schedule (a schedule built in memory of
-    the windows beside a calendar): the rows walked off the schedule, the others merged in."""
+    """A lane whose windows are only partly rows of the schedule (the rows of another schedule,
+    of which some are another version's): the rows walked off the schedule, the others merged in."""
     rng = random.Random(seed)
     windows = varied(rng)
     timeline = ScheduleTimeline(build("digest", windows[::2], BUILT))
     lanes = [*_by_scope(windows).values(), [w for w in windows if w.enabled]]
+    others = [rows(lane, BUILT) for lane in lanes]  # every window a row of another schedule
     for now in instants(rng, 15):
-        for lane in lanes:
-            assert _taken(timeline.armed_after(lane, now), 400) == _taken(EXACT.armed_after(lane, now), 400), now
+        for lane, other in zip(lanes, others, strict=True):
+            walk = timeline.armed_after(other, now)
+            assert _taken(walk, 400) == _taken(EXACT.armed_after(lane, now), 400), now
 
 
 #: what makes a file's windows not one version of its own: a table that fails, a calendar beside them
@@ -157,7 +177,7 @@ NOT_OWN = {
 def test_a_daemon_on_windows_not_the_files_own_plans_what_the_exact_timeline_plans(harness, how):
     """A file with a table that does not validate has no schedule of its bytes the daemon acts
     on: its passes plan from a schedule compiled in memory of the windows they act on
-    (`Schedules.of_windows`, the failing table's last version included). A file with a window
+    (`Schedules.compose`, the failing table's last version included). A file with a window
     excluding a calendar's days is planned from its own schedule, of its feed as it reads (what
     covers now and the wake-ups those of the exact functions). Over two days, its plans are
     those of a fresh service at each instant."""
@@ -192,7 +212,7 @@ def test_a_daemon_on_windows_not_the_files_own_plans_what_the_exact_timeline_pla
 
 @pytest.mark.parametrize("seed", [SEED])
 def test_a_schedule_compiled_in_memory_walks_the_occurrences_in_arm_order_as_the_exact_merge(seed, tmp_path):
-    """`Schedules.of_windows` (the schedule of windows that are not one version of the file's
+    """`Schedules.compose` (the schedule of windows that are not one version of the file's
     own: calendars, a table that does not validate, the guard's put-back) through passes moving
     forward (the list put together anew each time, its rows kept), for every lane and the whole
     file; what covers now and the wake-ups as the exact functions say."""
@@ -202,10 +222,10 @@ def test_a_schedule_compiled_in_memory_walks_the_occurrences_in_arm_order_as_the
     schedules = Schedules(tmp_path / "windows.toml")
     lanes = [*_by_scope(windows).values(), enabled]
     for now in sorted(instants(rng, 25)):
-        listed = Windows(list(windows))
-        timeline = schedules.of_windows(listed, now)
+        listed = schedules.compose([Part.of(w) for w in windows], now)  # a list put together anew
+        timeline = listed.timeline
         for lane in lanes:
-            walk = timeline.armed_after(lane, now)
+            walk = timeline.armed_after(_lane(timeline, lane), now)
             assert _taken(walk, 400) == _taken(EXACT.armed_after(lane, now), 400), now
         covered = timeline.covering_now(listed, now)
         assert covered == {w.name: covering(w, now) for w in enabled if covering(w, now)}, now
@@ -223,11 +243,12 @@ def test_a_plan_from_the_schedule_is_the_exact_plan(seed):
     windows = varied(rng)
     timeline = ScheduleTimeline(build("digest", windows, BUILT))
     lanes = _by_scope(windows)
+    exact_lanes = {scope: rows(on_scope, FAR) for scope, on_scope in lanes.items()}  # before its horizon: exact
     for now in instants(rng, 40):
         for scope, on_scope in lanes.items():
             for reading in READINGS:
-                exact = plan_scope(scope, now, on_scope, {}, reading)
-                assert _shape(plan_scope(scope, now, on_scope, {}, reading, timeline=timeline)) == _shape(exact), \
+                exact = plan_scope(scope, now, exact_lanes[scope], {}, reading)
+                assert _shape(plan_scope(scope, now, _lane(timeline, on_scope), {}, reading)) == _shape(exact), \
                     (scope, now)
 
 
@@ -474,7 +495,7 @@ def test_next_arms_reads_the_arm_order_only_until_every_row_is_met(count, monkey
             yield item
 
     monkeypatch.setattr(ScheduleTimeline, "_rows_armed", counted)
-    found = timeline.next_arms(Windows.of(windows), BUILT, (), count)
+    found = timeline.next_arms(timeline.windows(), BUILT, (), count)
     armed = sorted((EXACT.first_armed(window, BUILT), window.name) for window in windows)
     assert [(name, o) for name, o in found] == [(name, o) for o, name in armed[:count]]
     assert 0 < len(walked) <= 60 + 2, len(walked)  # at most an hour of minutely arms, and the two hourly

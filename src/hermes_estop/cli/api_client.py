@@ -35,7 +35,7 @@ from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, parse_stamp
 from hermes_estop.observe.status import DocumentStatus, status_lines
 from hermes_estop.process.describe import paused_lines, reading_from_json
-from hermes_estop.windows.occurrences import Occurrence
+from hermes_estop.windows.model import Occurrence
 from hermes_estop.windows.skips import skipped_line
 
 __all__ = ["Answer", "Remote", "Unreached"]

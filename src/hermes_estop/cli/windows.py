@@ -39,8 +39,7 @@ from hermes_estop.windows.windows_file import against_policy
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from hermes_estop.windows.model import Window
-    from hermes_estop.windows.occurrences import Occurrence
+    from hermes_estop.windows.model import Occurrence, Window
     from hermes_estop.windows.schedule import Item, Row, Schedule
     from hermes_estop.windows.windows_file import WindowsFile
 

@@ -24,8 +24,7 @@ from hermes_estop.windows.skips import pick, skip_occurrence, skipped_line, unsk
 if TYPE_CHECKING:
     from hermes_estop.fleet.fleet import Fleet
     from hermes_estop.windows.ledger import OccurrenceLedger
-    from hermes_estop.windows.model import Window
-    from hermes_estop.windows.occurrences import Occurrence
+    from hermes_estop.windows.model import Occurrence, Window
 
 __all__ = ["explain", "skip", "unskip"]
 

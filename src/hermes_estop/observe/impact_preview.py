@@ -40,8 +40,8 @@ from hermes_estop.process.forecast import PlannedHold
 from hermes_estop.windows.forecast import WindowSource, window_holds
 from hermes_estop.windows.kept_files import HORIZON
 from hermes_estop.windows.ledger import skipped_keys
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, upcoming
+from hermes_estop.windows.model import Occurrence, Window
+from hermes_estop.windows.occurrences import upcoming
 from hermes_estop.windows.plan import ARMED_BY_PREFIX
 from hermes_estop.windows.schedule import Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile

@@ -40,8 +40,7 @@ from hermes_estop.windows.windows_file import WindowsFile
 
 if TYPE_CHECKING:
     from hermes_estop.windows.ledger import LedgerEntry
-    from hermes_estop.windows.model import Window
-    from hermes_estop.windows.occurrences import Occurrence
+    from hermes_estop.windows.model import Occurrence, Window
 
 # the parts of a view are re-exported: renderers have always imported them from here
 __all__ = ["DEFAULT_DAYS", "MAX_DAYS", "Bar", "FleetView", "Observer", "ScopeLane", "Slice", "WindowState"]

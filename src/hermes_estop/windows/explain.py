@@ -15,8 +15,7 @@ from hermes_estop.model.durations import format_duration
 from hermes_estop.model.timeutil import display_instant, format_instant, in_interval
 from hermes_estop.windows.forecast import Ahead
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence
+from hermes_estop.windows.model import Occurrence, Window
 
 __all__ = ["MAX_EXCLUDED_SHOWN", "Explanation", "explain"]
 

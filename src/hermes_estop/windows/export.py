@@ -13,8 +13,7 @@ from datetime import datetime, timedelta
 from hermes_estop.model.text import printable
 from hermes_estop.windows.forecast import Ahead
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence
+from hermes_estop.windows.model import Occurrence, Window
 
 __all__ = ["MAX_EXPORT_DAYS", "export_uid", "ics_of", "planned"]
 

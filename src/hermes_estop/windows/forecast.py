@@ -20,8 +20,8 @@ from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.process.forecast import EstopView, PlannedHold
 from hermes_estop.windows.ledger import ENDED, RELEASED, SKIPPED, LedgerEntry, open_ledger
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, occurrences
+from hermes_estop.windows.model import Occurrence, Window
+from hermes_estop.windows.occurrences import occurrences
 from hermes_estop.windows.plan import ARMED_BY_PREFIX
 from hermes_estop.windows.schedule import Item, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile

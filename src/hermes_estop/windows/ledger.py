@@ -21,7 +21,7 @@ from hermes_estop.model.timeutil import format_instant, parse_stamp
 
 if TYPE_CHECKING:
     from hermes_estop.model.audit_event import AuditEvent
-    from hermes_estop.windows.occurrences import Occurrence
+    from hermes_estop.windows.model import Occurrence
 
 __all__ = ["ARMED", "ENDED", "INTENT", "LEDGER_FILE", "RELEASED", "RETENTION", "SKIPPED", "STATES", "WITHDRAWN",
            "JsonFileLedger", "LedgerEntry", "OccurrenceLedger", "entry_for", "intent_detail", "open_ledger",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 from difflib import get_close_matches
 from functools import lru_cache, partial
@@ -43,18 +44,20 @@ from hermes_estop.model.hold import MAX_REASON, Allow, clean_reason
 from hermes_estop.model.homes import FLEET, validate_profile_name
 from hermes_estop.model.policy import Actor, Policy, Refusal, window_refusals
 from hermes_estop.model.selector import Selector
-from hermes_estop.model.timeutil import display_instant, format_instant, parse_instant, schedulable
+from hermes_estop.model.timeutil import display_instant, format_instant, in_interval, parse_instant, schedulable, to_utc
 from hermes_estop.windows.ical import Feed
 
 __all__ = [
     "MAX_REASON",
     "WINDOWS_FILE",
     "InvalidWindow",
+    "Occurrence",
     "ShapeError",
     "Window",
     "WindowAllow",
     "WindowsDocument",
     "json_schema",
+    "occurrence_key",
     "reason_of",
     "refusals_of",
     "refused_window",
@@ -506,3 +509,65 @@ def refusals_of(policy: Policy, actor: Actor, window: Window) -> tuple[Refusal, 
 def refused_window(window: Window, refusals: tuple[Refusal, ...], path: Path | None = None) -> InvalidWindow:
     return InvalidWindow("; ".join(r.message for r in refusals), path=path, window=repr(window.name),
                          field=_POLICY_FIELDS.get(refusals[0].rule))
+
+
+# -- one occurrence of a window: the value the schedule, the plan and the ledger share
+
+@dataclass(frozen=True, order=True, slots=True)
+class Occurrence:
+    """One occurrence: `[start, end)` of `window`, held at `scope`, instants aware UTC. A
+    calendar's also has its `event` (the id from UID and RECURRENCE-ID: it stays when the
+    instance is moved), the event's `uid` and its `reason` (the SUMMARY)."""
+
+    start: datetime
+    end: datetime
+    window: str
+    scope: str
+    lead: timedelta = field(default=timedelta(0), compare=False)
+    event: str | None = None
+    uid: str | None = field(default=None, compare=False)
+    reason: str | None = field(default=None, compare=False)
+
+    @property
+    def arm_at(self) -> datetime:
+        return self.start - self.lead if self.lead else self.start
+
+    @property
+    def ident(self) -> str:
+        """What the hold's `window` field names it by: the start, ISO-8601 UTC (a calendar's: the
+        event's id)."""
+        return self.event or to_utc(self.start).isoformat()
+
+    @property
+    def key(self) -> str:
+        """Stable identity across processes and restarts: `<scope>/<window>@<start>` (a scope
+        name never contains '/'; the same window moved to another scope is another hold)."""
+        return occurrence_key(self.scope, self.window, self.ident)
+
+    def covers(self, now: datetime) -> bool:
+        return in_interval(now, self.arm_at, self.end)
+
+    def draining(self, now: datetime) -> bool:
+        return in_interval(now, self.arm_at, self.start)
+
+    def ended(self, now: datetime) -> bool:
+        return not in_interval(now, None, self.end)
+
+    def to_json(self, now: datetime | None = None, tz: tzinfo | None = None) -> dict[str, object]:
+        data: dict[str, object] = {"window": self.window, "scope": self.scope, "occurrence": self.ident,
+                                   "start": format_instant(self.start), "end": format_instant(self.end)}
+        if tz is not None:
+            data["local_start"] = self.start.astimezone(tz).isoformat()
+        data["drain_from"] = format_instant(self.arm_at) if self.lead else None
+        if self.uid is not None:
+            data["uid"] = self.uid
+            data["reason"] = self.reason
+        if now is not None:
+            data["active"] = self.covers(now)
+            data["draining"] = self.draining(now)
+        return data
+
+
+
+def occurrence_key(scope: str, window: str, ident: str) -> str:
+    return f"{scope}/{window}@{ident}"

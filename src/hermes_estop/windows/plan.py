@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from hermes_estop.model.durations import MAX_DURATION
@@ -23,8 +24,9 @@ from hermes_estop.model.errors import StoreError
 from hermes_estop.model.hold import VACANT, Allow, Hold, HoldState, Reading
 from hermes_estop.model.selector import holds_at_least, hull
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry, entry_for
-from hermes_estop.windows.model import MAX_REASON, Window, reason_of
-from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering, occurrence_key, refusal
+from hermes_estop.windows.model import MAX_REASON, WINDOWS_FILE, Occurrence, Window, occurrence_key, reason_of
+from hermes_estop.windows.occurrences import covering, refusal
+from hermes_estop.windows.schedule import Part, Schedules, Windows
 
 __all__ = ["ARMED_BY_PREFIX", "CHAIN_LIMIT", "Arm", "Desired", "FileGuard", "GuardVerdict", "Retire", "ScopePlan",
            "Skip", "chain_end", "claims", "compose", "idle", "intersect_allow", "meanwhile", "plan_scope",
@@ -124,18 +126,18 @@ def claims(hold: Hold | None, scope: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def chain_end(members: Sequence[Occurrence], windows: Sequence[Window], now: datetime,
-              closed: frozenset[str] = frozenset(), limit: int = CHAIN_LIMIT, timeline: Timeline = EXACT) -> datetime:
+def chain_end(members: Sequence[Occurrence], windows: Windows, now: datetime,
+              closed: frozenset[str] = frozenset(), limit: int = CHAIN_LIMIT) -> datetime:
     """When the scope may lift: the latest end among `members` and every later occurrence (of
     `windows`, not closed) armed before or exactly at the lift reached so far (half-open
     intervals: lifting at `b` to re-arm at `b` would leave a free instant). At most `limit`
     occurrences extend it; capped at `now + MAX_DURATION`. One walk in arm order
-    (`Timeline.armed_after`), never rounds over every window: a scope held for a week by a
+    (`ScheduleTimeline.armed_after`), never rounds over every window: a scope held for a week by a
     thousand windows took a minute a pass that way (issue 24)."""
     end = max(o.end for o in members)
     seen = {o.key for o in members} | set(closed)
     horizon = now + MAX_DURATION
-    armed = timeline.armed_after(windows, now)
+    armed = windows.timeline.armed_after(windows, now)
     chained = 0
     while chained < limit and end < horizon:
         occurrence = next(armed, None)
@@ -258,17 +260,17 @@ def _armed(scope: str, now: datetime, entries: Mapping[str, LedgerEntry], readin
     return armed, ours, adopted
 
 
-def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
+def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str, LedgerEntry],
                reading: Reading, *, recalled: Mapping[str, str] | None = None,
-               covered: Sequence[Occurrence] | None = None, selector: Any = None,
-               timeline: Timeline = EXACT) -> ScopePlan:
+               covered: Sequence[Occurrence] | None = None, selector: Any = None) -> ScopePlan:
     """The plan for `scope` at `now` from its enabled windows, its ledger entries and its sentinel
     as read at `now`. `recalled`: key -> generation the audit trail says was armed for
     occurrences the ledger does not know (`ledger.recall`); `covered`: the windows' occurrences
     covering `now`, when the caller has them; `selector`: the plan is for the scoped hold of that
-    selector (one lane of the scope); `timeline`: where occurrences are looked up."""
+    selector (one lane of the scope). Occurrences are looked up in the schedule the windows are
+    rows of."""
     if covered is None:
-        covered = [o for w in windows for o in timeline.around(w, now)[0]]
+        covered = [o for found in windows.timeline.covering_now(windows, now).values() for o in found]
     plan = ScopePlan(scope, now, tuple(sorted(covered)))
     closed = frozenset(k for k, e in entries.items() if e.state in _CLOSED)
     candidates = [o for o in plan.covering if o.key not in closed]
@@ -293,8 +295,8 @@ def plan_scope(scope: str, now: datetime, windows: Sequence[Window], entries: Ma
             others = [e for e in closing if e.generation != standing]
             return replace(plan, actions=(Retire(scope, standing, retiring),), notes=tuple(notes + others))
         return replace(plan, notes=tuple(notes + closing))
-    deadline = chain_end(members, windows, now, closed, timeline=timeline)
-    desired = compose(members, Windows.of(windows), deadline, now)
+    deadline = chain_end(members, windows, now, closed)
+    desired = compose(members, windows, deadline, now)
     actions, kept = _arm_or_keep(scope, now, members, fresh, desired, reading, selector)
     return replace(plan, actions=actions, notes=tuple(notes + closing + kept))
 
@@ -311,7 +313,7 @@ class GuardVerdict:
 
     trusted: bool
     reason: str | None = None
-    windows: Sequence[Window] | None = None
+    windows: Windows | None = None
     moving: Sequence[Window] = ()
 
 
@@ -350,17 +352,16 @@ def strengthens(old: Window, new: Window) -> bool:
             and _narrower(new.hold_allow, old.hold_allow))
 
 
-def vanished(windows: Sequence[Window], previous: Sequence[Window] | None,
+def vanished(windows: Windows, previous: Windows | None,
              entries: Mapping[str, LedgerEntry], now: datetime, moving: Sequence[Window] = ()) -> list[str]:
     """The names of the windows the read takes away: acted on before and missing or weakened, or
     holding per the ledger and not in it, enabled, on that scope (`moving`: versions held at
     another scope too)."""
-    read = Windows.of(windows)
+    read, before = windows, previous
     current = read.named
     elsewhere = {w.name: w for w in moving}
     out: list[str] = []
-    if previous is not windows:
-        before = Windows.of(previous or ())
+    if before is not None and before is not read:
         for index in range(len(before)):  # compared by `Windows.same`: no row's `Window` built
             name, at = before.name(index), read.position(before.name(index))
             if at is not None and before.same(index, read, at):
@@ -402,25 +403,31 @@ def meanwhile(old: Window, new: Window) -> Window:
 
 
 class FileGuard:
-    """Remembers the windows last acted on and the unconfirmed read (per scheduler process)."""
+    """Remembers the windows last acted on and the unconfirmed read (per scheduler process);
+    what it puts together of two versions is composed into rows by `schedules`."""
 
-    def __init__(self, confirm_after: timedelta) -> None:
+    def __init__(self, confirm_after: timedelta, schedules: Schedules | None = None) -> None:
         self.confirm_after = confirm_after
+        self.schedules = schedules or Schedules(Path(WINDOWS_FILE))
         #: the windows the scheduler last acted on (confirmed, or with a weakening put back)
-        self.trusted: Sequence[Window] | None = None
+        self.trusted: Windows | None = None
         #: the unconfirmed read's identity (the file's and its feeds') and when it was first read
         self._pending: tuple[Identity, datetime] | None = None
         #: the identity of the file last acted on whole (a read of the same file whose feeds
         #: changed is described as that, not as an edit of the file)
         self._file: Identity = None
 
-    def judge(self, identity: Identity, windows: Sequence[Window], entries: Mapping[str, LedgerEntry],
+    def judge(self, identity: Identity, windows: Windows, entries: Mapping[str, LedgerEntry],
               now: datetime, failing: frozenset[str] = frozenset(), feeds: Identity = ()) -> GuardVerdict:
         """What to act on for the read `windows` of the file with `identity`, its calendar feeds as
         `feeds`, at `now` (`failing`: the read's tables that do not validate, held as last acted on)."""
-        if failing:
-            present = {w.name for w in windows}
-            windows = [*windows, *(w for w in self.trusted or () if w.name in failing and w.name not in present)]
+        before = self.trusted
+        missing = failing - set(windows.names()) if failing and before is not None else set()
+        if missing:  # the last version acted on of each, its row as it is (no other row built)
+            assert before is not None
+            windows = self.schedules.compose([*map(windows.part, range(len(windows))),
+                                              *(before.part(i) for i in range(len(before)) if before.name(i) in missing)],
+                                             now)
         gone = vanished(windows, self.trusted, entries, now)
         if not gone:
             return self._trust(windows, identity)
@@ -442,27 +449,40 @@ class FileGuard:
         """A read failed: the next read starts its confirmation over."""
         self._pending = None
 
-    def _put_back(self, windows: Sequence[Window], gone: list[str], entries: Mapping[str, LedgerEntry],
-                  now: datetime) -> tuple[list[Window], list[Window]] | None:
-        """`windows` with the `gone` ones put back (`meanwhile`), and the read's versions of those
-        it moves to another scope; None when that still takes something away."""
-        before = {w.name: w for w in self.trusted or ()}
-        merged = [meanwhile(before[w.name], w) if w.name in gone and w.name in before else w for w in windows]
-        moving = [w for w in windows if w.name in gone and w.name in before  # moved to another scope
-                  and before[w.name].enabled and w.enabled and before[w.name].scope != w.scope]
-        names = {w.name for w in merged}
-        merged.extend(before[name] for name in gone if name in before and name not in names)
+    def _put_back(self, windows: Windows, gone: list[str], entries: Mapping[str, LedgerEntry],
+                  now: datetime) -> tuple[Windows, list[Window]] | None:
+        """`windows` with the `gone` ones put back (`meanwhile`: the row acted on as it is, or
+        widened by the read's selector), and the read's versions of those it moves to another
+        scope; None when that still takes something away. Only the gone ones are built."""
+        before = self.trusted
+        parts: list[Part] = []
+        moving: list[Window] = []
+        for index in range(len(windows)):
+            name = windows.name(index)
+            at = before.position(name) if before is not None and name in gone else None
+            if before is None or at is None:
+                parts.append(windows.part(index))
+                continue
+            old, new = before[at], windows[index]
+            both = meanwhile(old, new)
+            parts.append(before.part(at) if both is old else Part.of(both))
+            if old.enabled and new.enabled and old.scope != new.scope:  # moved to another scope
+                moving.append(new)
+        names = set(windows.names())
+        parts.extend(before.part(at) for name in gone
+                     if before is not None and name not in names and (at := before.position(name)) is not None)
+        merged = self.schedules.compose(parts, now)
         if vanished(merged, self.trusted, entries, now, moving):
             return None
-        self.trusted = list(merged)
+        self.trusted = merged
         return merged, moving
 
-    def _trust(self, windows: Sequence[Window], identity: Identity) -> GuardVerdict:
-        self.trusted = Windows.of(windows)
+    def _trust(self, windows: Windows, identity: Identity) -> GuardVerdict:
+        self.trusted = windows
         self._pending, self._file = None, identity
         return GuardVerdict(True, windows=self.trusted)
 
-    def _describe(self, gone: list[str], identity: Identity, feeds: Identity, windows: Sequence[Window],
+    def _describe(self, gone: list[str], identity: Identity, feeds: Identity, windows: Windows,
                   kept: bool) -> str:
         shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
         meanwhile = "they hold as they were" if kept else "no window is armed or retired"

@@ -31,13 +31,13 @@ import sys
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, overload
 
 from tomli import TOMLDecodeError, loads as toml_loads
 
@@ -50,12 +50,12 @@ from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind, calendar_window, fingerprint
 from hermes_estop.windows.ical import CalendarEvent, Feed
-from hermes_estop.windows.model import InvalidWindow, Window, validate_scope
-from hermes_estop.windows.occurrences import Around, Occurrence, Windows, covering, following, merge_armed, next_armed, occurrences
+from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, validate_scope
+from hermes_estop.windows.occurrences import covering, following, merge_armed, next_armed, occurrences, refusal
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "ScheduleTimeline", "Schedules",
-           "Tables", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
+__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "Part", "ScheduleTimeline",
+           "Schedules", "Tables", "Windows", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
@@ -505,6 +505,11 @@ class _Builder:
                   source)
         return True
 
+    def add_refused(self, window: Window, source: str) -> None:
+        """`window`'s row without occurrences: its feed was refused, so it has none to tell (the
+        pass leaves it out and holds its scopes as they were: `WindowService._held_as_was`)."""
+        self._add(Row.of(window), window.to_json_bytes(), (window.drain or timedelta(0)) // _US, source)
+
     def add_kept(self, previous: Schedule, row: int, source: str) -> None:
         """Row `row` of `previous` as it is (same code, zone data and horizon)."""
         lo, hi = previous.offsets[row], previous.offsets[row + 1]
@@ -779,16 +784,14 @@ _LONG = 86_400_000_000
 
 
 class ScheduleTimeline:
-    """The scheduler's `occurrences.Timeline` read off `schedule` by bisection (no cron
+    """Where a pass looks occurrences up, read off `schedule` by bisection (no cron
     arithmetic: a held chain is walked afresh every pass), the exact functions where it does
-    not answer (outside its horizon, a window that is not a row). `Schedules` sees to it that
-    the rows are of the very bytes, or the very `given` windows, asked about."""
+    not answer (outside its horizon, a window that is not a row: another version of a row's, by
+    its table). `Schedules` sees to it that the rows are of the very bytes, or of the very
+    windows (`Schedules.compose`), asked about."""
 
-    def __init__(self, schedule: Schedule, given: Sequence[Window] | None = None) -> None:
+    def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
-        #: the validated windows the rows were compiled from (a row answers for that very object
-        #: only: `Schedules.of_windows`), or None (rows of a file's bytes, by name)
-        self.given = given
         # every occurrence (its index in `starts`) in arm order, and its arm instant: 16 bytes each
         offsets, leads = schedule.offsets, schedule.leads
         arm = array("q", (start - leads[row] for row in range(len(schedule))
@@ -810,10 +813,10 @@ class ScheduleTimeline:
 
     def windows(self) -> Windows:
         if self._windows is None:
-            self._windows = Windows(timeline=self)
+            self._windows = Windows(self)
         return self._windows
 
-    # -- the rows as `occurrences.Rows` ----------------------------------------------------------
+    # -- the rows as `Windows` reads them ----------------------------------------------------------
 
     def __len__(self) -> int:
         return len(self.schedule)
@@ -832,8 +835,6 @@ class ScheduleTimeline:
 
     def window(self, row: int) -> Window:
         """Kept built: a running daemon asks for the same rows pass after pass."""
-        if self.given is not None:
-            return self.given[row]
         window = self._built.get(row)
         if window is None:
             window = self.schedule.window(row)
@@ -853,24 +854,41 @@ class ScheduleTimeline:
 
     def _row(self, window: Window) -> int | None:
         row = self.schedule.row_of(window.name)
-        return None if row is None or (self.given is not None and self.given[row] is not window) else row
+        return row if row is not None and self._is_row(row, window) else None
+
+    def _is_row(self, row: int, window: Window) -> bool:
+        """Whether `window` is `row`'s: the one built of it, or of an equal table (not another
+        version of a window of that name: one an edit moves to another scope)."""
+        return self._built.get(row) is window or self.schedule.tables[row] == window.to_json_bytes()
+
+    def seed(self, built: Mapping[int, Window]) -> None:
+        """The `Window`s some rows were compiled from (`Schedules.compose`, or validated from the
+        bytes and feeds the rows are of), so that asking for those rows validates none again
+        (a calendar's: bound to its feed as it read, never read again; at most `WINDOWS_KEPT`)."""
+        with self._building:
+            for row, window in itertools.islice(built.items(), WINDOWS_KEPT):
+                self._built[row] = window
+
+    def built(self, row: int) -> Window | None:
+        """The row's `Window` when it was built (`window`) or given (`seed`)."""
+        return self._built.get(row)
 
     def whole(self, at: int) -> bool:
         """Whether every occurrence armed by `at` and every row's first arm after it are held."""
         return self.schedule.lo <= at < self._whole_until
 
-    def around(self, window: Window, now: datetime) -> Around:
+    def around(self, window: Window, now: datetime) -> tuple[tuple[Occurrence, ...], Occurrence | None]:
+        """What covers `now`, and the first occurrence armed after it."""
         row = self._row(window)
         found = self.schedule.covering_row(row, now) if row is not None else None
         if found is None:
             return tuple(covering(window, now)), next_armed(window, now)
         return found, self.first_armed(window, now)
 
-    def armed_after(self, windows: Sequence[Window], now: datetime) -> Iterator[Occurrence]:
+    def armed_after(self, listed: Windows, now: datetime) -> Iterator[Occurrence]:
         """Read off the arm order (a chain of 256 among 10,000 windows costs its 256 occurrences);
         past the part of the horizon held whole, and for the windows that are not rows, as
         `merge_armed`, merged in."""
-        listed = Windows.of(windows)
         lane, others = self._parts(listed, micros(now))
         if not lane:
             return merge_armed(listed, now, self.first_armed, self.after)
@@ -883,7 +901,7 @@ class ScheduleTimeline:
 
     def _parts(self, windows: Windows, at: int) -> tuple[dict[int, int], list[int]]:
         """Each row of `windows` -> its place among them, and the places of the windows that are
-        not rows (a calendar's, another version's); all of them when `at` is not held whole."""
+        not rows (another schedule's of another version); all of them when `at` is not held whole."""
         if not self.whole(at):
             return {}, list(range(len(windows)))
         known = windows.lane_of(self)
@@ -891,10 +909,10 @@ class ScheduleTimeline:
             return known, []
         lane: dict[int, int] = {}
         others: list[int] = []
-        row_of, given = self.schedule.row_of, self.given
+        row_of = self.schedule.row_of
         for order, name in enumerate(windows.names()):  # `_row` by name: a lane may have 10,000 windows
             row = row_of(name)
-            if row is None or (given is not None and given[row] is not windows[order]):
+            if row is None or not self._is_row(row, windows[order]):
                 others.append(order)
             else:
                 lane[row] = order
@@ -982,6 +1000,112 @@ class ScheduleTimeline:
         return following(window, occurrence) if isinstance(found, bool) else found
 
 
+class Windows(Sequence[Window]):
+    """The windows a pass decides on: rows of one compiled schedule (`timeline`) read off its
+    columns, a row's `Window` built only when asked for (`[i]`, `named`): a pass builds one only
+    for a row it acts on (issue 35). Iterating builds every row: a decision asks by index."""
+
+    __slots__ = ("_lane", "_positions", "rows", "timeline")
+
+    def __init__(self, timeline: ScheduleTimeline, rows: Sequence[int] | None = None) -> None:
+        self.timeline = timeline
+        self.rows: Sequence[int] = rows if rows is not None else range(len(timeline))
+        self._positions: dict[str, int] | None = None
+        self._lane: dict[int, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Window: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Windows: ...
+
+    def __getitem__(self, index: int | slice) -> Window | Windows:
+        if isinstance(index, slice):
+            return self.subset(range(len(self))[index])
+        return self.timeline.window(self.rows[index])
+
+    def subset(self, positions: Iterable[int]) -> Windows:
+        """The windows at `positions` of these, in that order (a lane)."""
+        return Windows(self.timeline, [self.rows[i] for i in positions])
+
+    def part(self, index: int) -> Part:
+        """Window `index` as a row of a composed schedule (`Schedules.compose`)."""
+        return Part(self.timeline, self.rows[index])
+
+    def name(self, index: int) -> str:
+        return self.timeline.name(self.rows[index])
+
+    def names(self) -> list[str]:
+        return [self.name(i) for i in range(len(self))]
+
+    def enabled(self, index: int) -> bool:
+        return self.timeline.enabled(self.rows[index])
+
+    def scope(self, index: int) -> str:
+        return self.timeline.scope(self.rows[index])
+
+    def selector(self, index: int) -> Selector | None:
+        return self.timeline.selector(self.rows[index])
+
+    def table(self, index: int) -> bytes:
+        return self.timeline.table(self.rows[index])
+
+    def position(self, name: str) -> int | None:
+        if self._positions is None:
+            self._positions = {}
+            for i in range(len(self)):
+                self._positions.setdefault(self.name(i), i)
+        return self._positions.get(name)
+
+    def named(self, name: str) -> Window | None:
+        index = self.position(name)
+        return None if index is None else self[index]
+
+    def same(self, index: int, other: Windows, at: int) -> bool:
+        """Whether window `at` of `other` is window `index` of these as it was: the very row, or
+        of an equal table, no row's `Window` built."""
+        if self.timeline is other.timeline and self.rows[index] == other.rows[at]:
+            return True
+        return self.table(index) == other.table(at)
+
+    def lane_of(self, timeline: ScheduleTimeline) -> dict[int, int] | None:
+        """Each row of `timeline` among these -> its place; None unless these are its rows."""
+        if self.timeline is not timeline:
+            return None
+        if self._lane is None:
+            self._lane = {row: order for order, row in enumerate(self.rows)}
+        return self._lane
+
+
+class Part(NamedTuple):
+    """One row of a composed schedule (`Schedules.compose`): row `row` of `timeline` as it is,
+    or (`window` given) that window compiled."""
+
+    timeline: ScheduleTimeline | None
+    row: int = 0
+    window: Window | None = None
+
+    @classmethod
+    def of(cls, window: Window) -> Part:
+        return cls(None, 0, window)
+
+    def key(self) -> str:
+        """What the row is of: the window's table and the feeds it reads (`_key`), or the row's
+        place in the schedule it is taken from (whose digest says what it is of)."""
+        if self.timeline is None:
+            assert self.window is not None  # noqa: S101 - a part is one or the other
+            return _key(self.window)
+        schedule = self.timeline.schedule
+        feeds = sorted(schedule.feeds.items()) if schedule.feeds else ""
+        return f"{schedule.digest}@{schedule.lo}/{self.row}{feeds}"
+
+    def name(self) -> str:
+        return self.window.name if self.timeline is None else self.timeline.name(self.row)  # type: ignore[union-attr]
+
+
 class Schedules:
     """The compiled schedules one `hermes serve` holds (its passes and window tasks share them),
     keyed by the file bytes they are of, the newest `KEPT` at most; nothing builds in the
@@ -991,6 +1115,9 @@ class Schedules:
 
     #: the file's and the one before an edit (the guard's put-back rows)
     KEPT = 2
+    #: the schedules `compose` keeps: a pass's read, it with a failing table's last version, and
+    #: that with the guard's put-back
+    COMPOSED = 3
     #: how far off the next wake-up must be for a pass to refresh a schedule (`keep`)
     QUIET = timedelta(minutes=1)
 
@@ -1001,8 +1128,8 @@ class Schedules:
         self._refused: bytes | None = None
         #: the digest of the last bytes `keep` could not build a schedule of (not tried again)
         self._failed: str | None = None
-        #: (identities, timeline) of the last list `of_windows` compiled in memory
-        self._memory: tuple[tuple[int, ...], ScheduleTimeline] | None = None
+        #: the schedules `compose` built (the newest `KEPT`), by their rows' keys, with their parts
+        self._composed: dict[tuple[str, ...], tuple[ScheduleTimeline, list[Part]]] = {}
 
     def held(self, raw: bytes | None) -> ScheduleTimeline | None:
         """The schedule held for `raw`, of its feeds as they read now: one whose feed changed (a
@@ -1026,9 +1153,10 @@ class Schedules:
             found = self._hold(raw, built)
         return found.windows() if found is not None and not found.schedule.fed else None
 
-    def keep(self, raw: bytes, windows: Sequence[Window], now: datetime, next_wake: datetime | None = None) -> None:
-        """Once a pass acted: the schedule of `raw` (a file that validates whole, as `windows`)
-        written and held, so the next command reads it warm; built again when `_due` or no
+    def keep(self, raw: bytes, validated: Sequence[Window] | None, now: datetime,
+             next_wake: datetime | None = None) -> None:
+        """Once a pass acted: the schedule of `raw` (a file that validates whole, as `validated`;
+        None: one that compiles table by table, `rows`) written and held, so the next command reads it warm; built again when `_due` or no
         longer answering now, the one it replaces let go first (never three held: a peak the
         allocator keeps)."""
         held = self.held(raw)
@@ -1037,13 +1165,12 @@ class Schedules:
         digest = hashlib.sha256(raw).hexdigest()
         if held is None and digest == self._failed:
             return
-        listed = Windows.of(windows)
-        rows = listed.timeline is not None
         self._held.pop(raw, None)
-        if not rows:
+        if validated is not None:
             self._held.clear()
         del held
-        built = self._load(raw, lambda: listed, now, REFRESH, validated=not rows)
+        built = self._load(raw, (lambda: validated) if validated is not None else _validated_whole, now, REFRESH,
+                           validated=validated is not None)
         if built is not None and built.feeds is not None and built.digest == digest:
             self._hold(raw, built)
         else:
@@ -1061,58 +1188,75 @@ class Schedules:
             log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
             return None
 
-    def of_windows(self, windows: Windows, now: datetime) -> ScheduleTimeline:
-        """The timeline of a schedule compiled in memory, never written, of exactly these
-        validated windows (a pass's that are not one version of the file's own: a failing
-        table, a feed that fails, a window a policy refuses, the guard's put-back; a file of
-        calendars is planned off its own schedule, `held`), the same while the list holds the
-        same objects. Rows are taken from the last one's or a held one's, so a list put together
-        anew each pass costs no cron arithmetic. A calendar's window is not a row."""
-        listed = windows.validated()
-        key = tuple(map(id, listed))
-        memo = self._memory
+    def compose(self, parts: Sequence[Part], now: datetime, *, kept: bool = True) -> Windows:
+        """The rows a pass plans off when its windows are not one version of the file's own (a
+        failing table's last version, a window a policy refuses, the guard's put-back), never
+        written: one per name, in order, each a row of another schedule copied as it is (of the
+        same horizon), or the row of the last one composed with its key (`Part.key`: its table
+        and the feeds it reads), or a row of a schedule held for the file with its table, else
+        compiled from its `Window`. Rows of one schedule, all of them, are that schedule. The
+        same while the keys are and it answers now whole (`kept`: remembered, the newest
+        `COMPOSED`; compiled again only after a pass acts: `refresh`)."""
         at = micros(now)
-        if memo is not None and memo[0] == key and memo[1].whole(at):
-            return memo[1]  # refreshed after a pass acts (`refresh`)
-        previous = memo[1] if memo is not None and _answers_for_long(memo[1], at) else None
-        self._memory = None
-        return self._compile(listed, key, now, previous)
+        first = parts[0].timeline if parts else None
+        if first is not None and first.whole(at) and len(parts) == len(first) and all(
+                part.timeline is first and part.row == row for row, part in enumerate(parts)):
+            return first.windows()  # one schedule's rows: that schedule
+        listed: dict[str, Part] = {}
+        for part in parts:
+            listed.setdefault(part.name(), part)
+        keys = tuple(part.key() for part in listed.values())
+        found = self._composed.get(keys)
+        if found is not None and found[0].whole(at):
+            return found[0].windows()
+        previous = next((t for t, _ in reversed(self._composed.values()) if _answers_for_long(t, at)), None)
+        timeline = self._compose(list(listed.values()), keys, now, previous)
+        if kept:
+            self._composed.pop(keys, None)
+            self._composed[keys] = (timeline, list(listed.values()))
+            while len(self._composed) > self.COMPOSED:
+                del self._composed[next(iter(self._composed))]
+        return timeline.windows()
 
-    def _compile(self, listed: Sequence[Window], key: tuple[int, ...], now: datetime,
+    def _compose(self, parts: Sequence[Part], keys: Sequence[str], now: datetime,
                  previous: ScheduleTimeline | None, *, seeded: bool = True) -> ScheduleTimeline:
-        """Rows taken from `previous`, or else (`seeded`) from a held schedule, or else anew."""
+        """See `compose`; one horizon for all the rows (`previous`'s, or else, `seeded`, a held
+        one's, or else from now)."""
         at = micros(now)
-        held = (t for t in reversed(self._held.values()) if seeded and _answers_for_long(t, at))
-        base = previous or next(held, None)
-        before = previous.given or () if previous is not None else ()
-        rows_of = {id(w): row for row, w in enumerate(before)}
-        named = {w.name: row for row, w in enumerate(before)}
-        builder = _Builder(base.schedule.lo, base.schedule.hi) if base is not None else _Builder(*_horizon(now))
-        given: list[Window] = []
-        names: set[str] = set()
-        for window in listed:
-            if window.feed is not None or window.name in names:
-                continue  # a calendar's, or a name met already: asked as it is
-            names.add(window.name)
-            row = rows_of.get(id(window))
-            if row is None and window.name in named and before[named[window.name]] == window:
-                row = named[window.name]  # read again, equal field for field: the same occurrences
-            if base is not None and previous is None:
-                # a window excluding a calendar's days is equal only with the same feed, which
-                # its table does not say
-                row = base.schedule.row_of(window.name) if window.exclude_calendar is None else None
-                row = row if row is not None and base.schedule.tables[row] == _compact(window.to_json()) else None
-            if base is not None and row is not None:
-                builder.add_kept(base.schedule, row, "")
+        held = None if previous is not None or not seeded else next(
+            (t.schedule for t in reversed(self._held.values()) if _answers_for_long(t, at)), None)
+        base = previous.schedule if previous is not None else held
+        builder = _Builder(base.lo, base.hi) if base is not None else _Builder(*_horizon(now))
+        by_key = {key: row for row, key in enumerate(base.sources)} if previous is not None and base else {}
+        built: dict[int, Window] = {}
+        for part, key in zip(parts, keys, strict=True):
+            source, row, window = part
+            if source is not None and (window := source.built(row)) is not None:
+                built[len(builder.tables)] = window  # as it was built (a calendar's, bound to its feed then)
+            other = source.schedule if source is not None else None
+            if other is not None and other.lo < builder.hi and builder.lo < other.hi:
+                # the row as it is (a calendar's refused since is never asked again), the horizon
+                # narrowed to what both answer for (`lo` raised: earlier rows only hold more)
+                builder.lo, builder.hi = max(builder.lo, other.lo), min(builder.hi, other.hi)
+                builder.add_kept(other, row, key)
+                continue
+            window = window if window is not None else source.window(row)  # type: ignore[union-attr]
+            built[len(builder.tables)] = window
+            found = by_key.get(key)
+            if found is None and held is not None and window.feed is None and window.exclude_calendar is None:
+                found = held.row_of(window.name)
+                found = found if found is not None and held.tables[found] == window.to_json_bytes() else None
+            if base is not None and found is not None:
+                builder.add_kept(base, found, key)
+            elif refusal(window) is not None:
+                builder.add_refused(window, key)
             else:
-                builder.add_window(window, "", table=False)
-            given.append(window)
-        c = builder.columns
-        schedule = Schedule("", "", [], builder.lo, builder.hi, c["names"], c["scopes"], c["enabled"], c["timezones"],
-                            c["schedules"], c["durations"], c["drains"], c["leads"], c["sources"], c["offsets"],
-                            c["starts"], c["ends"], Tables(builder.tables), stopped=frozenset(builder.stopped))
-        timeline = ScheduleTimeline(schedule, given)
-        self._memory = (key, timeline)
+                builder.add_window(window, key)
+        schedule = builder.schedule("")
+        assert schedule is not None  # noqa: S101 - one row per name
+        digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()
+        timeline = ScheduleTimeline(replace(schedule, digest=digest, feeds=None, windows_path=self.windows_path))
+        timeline.seed(built)
         return timeline
 
     def _due(self, timeline: ScheduleTimeline, now: datetime, next_wake: datetime | None) -> bool:
@@ -1123,11 +1267,16 @@ class Schedules:
                                          or age >= HORIZON // _US // 2)
 
     def refresh(self, now: datetime, next_wake: datetime | None = None) -> None:
-        """Once a pass acted (never before it acts): `of_windows`' schedule compiled anew when `_due`."""
-        memo = self._memory
-        if memo is not None and self._due(memo[1], now, next_wake):
-            self._memory = None
-            self._compile(memo[1].given or (), memo[0], now, None, seeded=False)
+        """Once a pass acted (never before it acts): `compose`'s newest schedule compiled anew
+        from now when `_due` (its rows' windows: a row of another schedule's built)."""
+        if not self._composed:
+            return
+        keys, (timeline, parts) = next(reversed(self._composed.items()))
+        if self._due(timeline, now, next_wake):
+            self._composed.clear()
+            windows = [Part.of(part.window if part.window is not None else timeline.window(row))
+                       for row, part in enumerate(parts)]
+            self._composed[keys] = (self._compose(windows, keys, now, None, seeded=False), windows)
 
     def _hold(self, raw: bytes, schedule: Schedule) -> ScheduleTimeline:
         found = self._held[raw] = ScheduleTimeline(schedule)
@@ -1148,3 +1297,11 @@ class _NotCompiled(Exception):
 
 def _validated_whole() -> Sequence[Window]:
     raise _NotCompiled
+
+
+def _key(window: Window) -> str:
+    """What a row of `compose` is of: the window's table and the feeds it reads (a calendar's,
+    or the holidays it excludes: the table does not say them), refused or not."""
+    feeds = [(feed.digest, feed.refused is None) if feed is not None else None
+             for feed in (window.feed, window._holidays)]  # noqa: SLF001 - the holidays bound to it
+    return hashlib.sha256(window.to_json_bytes() + repr(feeds).encode()).hexdigest()

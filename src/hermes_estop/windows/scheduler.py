@@ -41,10 +41,10 @@ from hermes_estop.windows.ledger import (
     open_ledger,
     recall,
 )
-from hermes_estop.windows.model import InvalidWindow, Window, reason_of
-from hermes_estop.windows.occurrences import EXACT, Occurrence, Timeline, Windows, covering as covering_of, next_armed, refusal
+from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, reason_of
+from hermes_estop.windows.occurrences import covering as covering_of, next_armed, refusal
 from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope, terms
-from hermes_estop.windows.schedule import Schedules, ScheduleTimeline
+from hermes_estop.windows.schedule import Part, Schedules, ScheduleTimeline, Windows
 from hermes_estop.windows.windows_file import Parsed, WindowsFile, against_policy
 
 __all__ = ["EDIT", "JOB_PREFIX", "LATER", "MAX_JOBS", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog",
@@ -65,12 +65,11 @@ RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
 #: one lane of a scope: its selector (None: the full hold), its enabled windows in file order,
 #: their names (None for the full lane)
-Lane = tuple[Any, Sequence[Window], frozenset[str] | None]
-#: what a pass acts on: the windows, the ledger, the bytes they are the windows of (None: a mix
-#: the guard put together), the versions moving scope (`GuardVerdict.moving`), and the file's bytes
-#: and windows when it validates whole (the schedule kept for the commands, `Schedules.keep`)
-_Inputs = tuple[Sequence[Window], dict[str, LedgerEntry], bytes | None, Sequence[Window],
-                tuple[bytes, Sequence[Window]] | None]
+Lane = tuple[Any, Windows, frozenset[str] | None]
+#: what a pass acts on: the windows (rows of one schedule), the ledger, the versions moving scope
+#: (`GuardVerdict.moving`), and the file's bytes when it validates whole, with its windows when
+#: it does not compile table by table (the schedule kept for the commands, `Schedules.keep`)
+_Inputs = tuple[Windows, dict[str, LedgerEntry], Sequence[Window], tuple[bytes, Sequence[Window] | None] | None]
 
 
 @dataclass(frozen=True)
@@ -172,8 +171,6 @@ class PassState:
     report: TickReport
     entries: dict[str, LedgerEntry]
     changes: dict[str, LedgerEntry] = field(default_factory=dict)
-    #: where the pass looks occurrences up (the pass's compiled schedule)
-    timeline: Timeline = EXACT
     #: the audit trail's newest events by scope, read at most once a pass (`WindowService._recalled`)
     trail: dict[str, list[AuditEvent]] | None = None
     #: `entries` by scope, built at the first `of` and kept up to date by `remember`
@@ -329,9 +326,9 @@ class WindowService:
         self.is_leader = is_leader or (lambda: True)
         self.scheduler = scheduler
         self.poll_interval = float(poll_interval)
-        self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)))
         #: the compiled schedules of the file (the one holder: the window tasks share it)
         self.schedules = Schedules(self.windows_file.path)
+        self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)), self.schedules)
         self.actions = Actions(fleet)
         self._lock = threading.RLock()
         self._logged: dict[str, object] = {}
@@ -353,7 +350,8 @@ class WindowService:
     def _inputs(self, report: TickReport) -> _Inputs | None:
         """What to act on, or None (the reason in `report`): a file that does not read, or a read
         that takes away what cannot be kept (`FileGuard`). The windows are the rows of the file's
-        schedule unless the fleet's policy refuses something (each window is checked then)."""
+        schedule; of one composed of those that validate when a table fails or the fleet's policy
+        refuses a window (each window is checked when the policy has rules)."""
         try:
             snapshot = self.windows_file.snapshot()
             policy = self.fleet.policy
@@ -369,14 +367,15 @@ class WindowService:
             report.errors.append(str(exc))
             return None
         self._problems.clear("error", f"windows: {self.windows_file.path} reads and parses again")
-        windows = rows if rows is not None else parsed.windows
+        own = not parsed.failures  # calendars too: planned off the schedule held for these bytes and feeds
+        windows = rows if rows is not None else self._rows(snapshot.raw, parsed, own and snapshot.identity is not None,
+                                                            report.now)
         report.windows = len(windows)
         self._note_tables(parsed, report)
         verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names(),
                                    parsed.digests)
-        own = not parsed.failures  # calendars too: planned off the schedule held for these bytes and feeds
         # the schedule kept is the file's as it is, never the version last confirmed (issue 45)
-        whole = (snapshot.raw, windows) if own else None
+        whole = (snapshot.raw, None if rows is not None else parsed.windows) if own else None
         if not verdict.trusted:
             report.pending = verdict.reason
             self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
@@ -384,12 +383,25 @@ class WindowService:
                 if whole is not None and not report.dry_run:
                     self.schedules.keep(*whole, report.now)
                 return None
-            return verdict.windows, entries, None, verdict.moving, whole
+            return verdict.windows, entries, verdict.moving, whole
         if self._log_once("loaded", hash((snapshot.raw, parsed.digests)), logging.INFO if windows else logging.DEBUG,
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
-        return (verdict.windows if verdict.windows is not None else windows, entries, snapshot.raw if own else None, (),
-                whole)
+        return verdict.windows if verdict.windows is not None else windows, entries, (), whole
+
+    def _rows(self, raw: bytes, parsed: Parsed, own: bool, now: datetime) -> Windows:
+        """The windows of a file validated table by table as rows: of the schedule held for its
+        bytes and feeds when they are all the file's (`own`), else composed of those."""
+        if own and self.schedules.held(raw) is None:
+            self.schedules.rows(raw, now)
+        held = self.schedules.held(raw) if own else None
+        if held is None:
+            return self.schedules.compose(list(map(Part.of, parsed.windows)), now)
+        # the windows reading a feed as validated now, bound to it (the rows' feeds read the same)
+        row_of = held.schedule.row_of
+        held.seed({row: w for w in parsed.windows
+                   if (w.feed is not None or w.exclude_calendar is not None) and (row := row_of(w.name)) is not None})
+        return held.windows()
 
     def _note_tables(self, parsed: Parsed, report: TickReport) -> None:
         """Report the tables that fail and the calendars read from a stale copy."""
@@ -469,21 +481,17 @@ class WindowService:
             inputs = self._inputs(report)
             if inputs is None:
                 return report, plans
-            windows, entries, source, moving, whole = inputs
+            listed, entries, moving, whole = inputs  # the rows of one schedule (`_inputs`)
             report.leader = dry_run or self._may_write()
-            windows, moving, held = self._held_as_was(windows, moving, entries, report)
-            listed = Windows.of(windows)
-            # rows are asked of their own schedule (held for `source`; under a policy `_inputs`
-            # did not take it yet), any other list of one compiled in memory
-            if source is not None and self.schedules.held(source) is None:
-                self.schedules.rows(source, report.now)
-            timeline = self.schedules.held(source) or self.schedules.of_windows(listed, report.now)
-            state = PassState(report, entries, timeline=timeline)
+            listed, moving, held = self._held_as_was(listed, moving, entries, report)
+            timeline = listed.timeline
+            state = PassState(report, entries)
             covering = timeline.covering_now(listed, report.now)
             # the versions an unconfirmed edit moves to other scopes are held there too
             elsewhere = {w.name: found for w in moving if w.enabled and (found := covering_of(w, report.now))}
             if report.leader:
-                lanes = Lanes(listed, moving, covering, elsewhere)
+                lanes = Lanes(listed, moving, covering, elsewhere,
+                              lambda parts: self.schedules.compose(parts, report.now, kept=False))
                 for scope in self._scopes([*covering.values(), *elsewhere.values()], entries):
                     if scope in held:
                         continue
@@ -508,15 +516,17 @@ class WindowService:
                 self.schedules.refresh(report.now, next_wake)
             return report, plans
 
-    def _held_as_was(self, windows: Sequence[Window], moving: Sequence[Window], entries: dict[str, LedgerEntry],
-                     report: TickReport) -> tuple[Sequence[Window], Sequence[Window], dict[str, tuple[str, datetime]]]:
+    def _held_as_was(self, windows: Windows, moving: Sequence[Window], entries: dict[str, LedgerEntry],
+                     report: TickReport) -> tuple[Windows, Sequence[Window], dict[str, tuple[str, datetime]]]:
         """The windows and moving versions less those whose feed was refused (`refusal`: one put
         back by the guard for a failing read, or refused since the read; a calendar's raises when
         asked), and the scopes where one of them holds an occurrence not ended -> (that window,
         the earliest such end: a wake-up). Such a scope holds as it was, neither planned nor
         written, until those occurrences end: planned without the window, its hold would be taken
         as gone and retired (a refusal is not an edit). One error line per scope each pass, logged once."""
-        refused = {w.name: why for w in (*Windows.of(windows).validated(), *moving) if (why := refusal(w)) is not None}
+        built = windows.timeline.built  # a row reading a feed is built (validated with it, `_rows`) or not asked yet
+        found = (built(row) for row in windows.rows)
+        refused = {w.name: why for w in (*(w for w in found if w is not None), *moving) if (why := refusal(w)) is not None}
         held: dict[str, tuple[str, datetime]] = {}
         for entry in entries.values():
             if entry.state == ARMED and entry.window in refused and entry.end > report.now and (
@@ -530,7 +540,8 @@ class WindowService:
         self._problems.only("refused:", held, "windows: scope {} is planned again")
         if not refused:
             return windows, moving, held
-        return [w for w in windows if w.name not in refused], [w for w in moving if w.name not in refused], held
+        kept = [windows.part(i) for i in range(len(windows)) if windows.name(i) not in refused]
+        return (self.schedules.compose(kept, report.now), [w for w in moving if w.name not in refused], held)
 
     def reconcile(self) -> TickReport:
         """`tick()` that never raises; a DEBUG line with its duration (for choosing `--interval`)."""
@@ -646,7 +657,7 @@ class WindowService:
                 reading = next((r for r in reading.scoped if r.hold is not None and r.hold.selector == selector),
                                Reading(reading.location, HoldState.ABSENT))
             plan = plan_scope(scope, now, on_scope, of_scope, reading, recalled=self._recalled(scope, covered, of_scope,
-                              state), covered=covered, selector=selector, timeline=state.timeline)
+                              state), covered=covered, selector=selector)
             if report.dry_run:
                 report.events.extend(planned_events(plan))
                 return [plan]
@@ -667,7 +678,7 @@ class WindowService:
                 elif isinstance(action, Retire):
                     self.actions.retire(action, state)
                 elif isinstance(action, Skip):
-                    self.actions.skip(action, state, Windows.of(on_scope))
+                    self.actions.skip(action, state, on_scope)
             if not conflict:
                 return [plan]
         state.error(f"scope {scope}: the hold kept changing under the scheduler; will retry")
@@ -804,7 +815,7 @@ def _first_armed(timeline: ScheduleTimeline, windows: Windows, name: str, now: d
     """The first occurrence of the window `name` armed after `now`: off the schedule where it
     holds the answer (no row's `Window` validated mid-pass, issue 45), else `first_armed`."""
     schedule, row = timeline.schedule, timeline.schedule.row_of(name)
-    if row is not None and (timeline.given is None or timeline.given[row] is windows.named(name)):
+    if row is not None and windows.timeline is timeline:
         index = schedule.next_arm_index(row, now)
         if index is not None:
             return schedule.occurrence(row, index)
@@ -857,8 +868,10 @@ class Lanes:
     a few); with `moving`, the versions an unconfirmed edit moves to another scope."""
 
     def __init__(self, windows: Windows, moving: Sequence[Window], covering: dict[str, list[Occurrence]],
-                 elsewhere: dict[str, list[Occurrence]]) -> None:
+                 elsewhere: dict[str, list[Occurrence]], compose: Callable[[Sequence[Part]], Windows]) -> None:
         self.windows = windows
+        #: a lane with a moving version is the rows of a schedule composed of its windows and it
+        self.compose = compose
         self.moving = [w for w in moving if w.enabled]
         #: (scope, name) -> (scope, selector) of the moving versions (`lane_of` names the others)
         self.elsewhere = {(w.scope, w.name): (w.scope, w.selector) for w in self.moving}
@@ -901,10 +914,11 @@ class Lanes:
             at = next((i for i, lane in enumerate(lanes) if lane[0] == window.selector), None)
             extra = None if window.selector is None else frozenset({window.name})
             if at is None:
-                lanes.append((window.selector, [window], extra))
+                lanes.append((window.selector, self.compose([Part.of(window)]), extra))
             else:
                 selector, own, names = lanes[at]
-                lanes[at] = (selector, [*own, window], None if extra is None else (names or frozenset()) | extra)
+                lanes[at] = (selector, self.compose([*map(own.part, range(len(own))), Part.of(window)]),
+                             None if extra is None else (names or frozenset()) | extra)
         scoped = {name for _, _, names in lanes for name in names or ()}
         self._lanes[scope] = lanes, scoped
         return lanes, scoped

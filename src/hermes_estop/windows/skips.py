@@ -13,8 +13,8 @@ from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry, entry_for, open_ledger
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import Occurrence, occurrences
+from hermes_estop.windows.model import Occurrence, Window
+from hermes_estop.windows.occurrences import occurrences
 
 __all__ = ["OPERATOR_SKIP", "pick", "skip_entry", "skip_occurrence", "skipped_line", "unskip_occurrence"]
 

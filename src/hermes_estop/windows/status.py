@@ -15,7 +15,7 @@ from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant, format_relative
 from hermes_estop.windows.forecast import ledger_entries
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
-from hermes_estop.windows.occurrences import Occurrence
+from hermes_estop.windows.model import Occurrence
 from hermes_estop.windows.schedule import Row, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 

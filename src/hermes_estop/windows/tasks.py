@@ -25,9 +25,9 @@ from hermes_estop.model.hold import EngageRequest, Fence, HoldState
 from hermes_estop.process.fleet_config import child_environment
 from hermes_estop.system.processes import signal_group, start_time
 from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, entry_for, open_ledger
-from hermes_estop.windows.model import Window
-from hermes_estop.windows.occurrences import EXACT, Occurrence, Windows
-from hermes_estop.windows.schedule import Schedules
+from hermes_estop.windows.model import Occurrence, Window
+from hermes_estop.windows.occurrences import covering
+from hermes_estop.windows.schedule import Schedules, Windows
 from hermes_estop.windows.scheduler import ProblemLog
 from hermes_estop.windows.windows_file import WindowsFile
 
@@ -93,29 +93,38 @@ class TaskService:
         events, _ = self.fleet.history(_HISTORY_DEPTH)
         return {details[e.detail] for e in events if e.event == TASK_START and e.detail in details}
 
-    def due(self, windows: Sequence[Window], entries: dict[str, LedgerEntry],
-            now: datetime) -> list[tuple[Window, Occurrence, str]]:
+    def due(self, windows: Sequence[Window], entries: dict[str, LedgerEntry], now: datetime, *,
+            rows: Windows | None = None) -> list[tuple[Window, Occurrence, str]]:
         """The tasks to start at `now`, in the order of the windows: an enabled window with `run`,
         an occurrence started (drain lead over) and not ended, armed by the scheduler, not
-        already running or run. Only the windows the ledger has armed are built."""
-        given = Windows.of(windows)
-        place, lookup, timeline = given.position, given.named, given.timeline or EXACT
+        already running or run. Only the windows the ledger has armed are built: the rows of the
+        schedule the scheduler holds (`rows`), asked of it, else `windows`, of the exact functions."""
+        place: Callable[[str], int | None]
+        listed: Sequence[Window]
+        if rows is not None:
+            place, listed = rows.position, rows
+            around: Callable[[Window], Sequence[Occurrence]] = lambda w: rows.timeline.around(w, now)[0]  # noqa: E731
+        else:
+            positions = {w.name: i for i, w in reversed(list(enumerate(windows)))}
+            place, listed = positions.get, windows
+            around = lambda w: covering(w, now)  # noqa: E731
         candidates = []
         for entry in entries.values():
             if entry.state != ARMED or not entry.generation or entry.end <= now or entry.key in self.running:
                 continue
-            window = lookup(entry.window)
+            at = place(entry.window)
+            window = None if at is None else listed[at]
             if window is None or window.run is None or not window.enabled:
                 continue
-            for occurrence in timeline.around(window, now)[0]:  # off the schedule the rows are of
+            for occurrence in around(window):
                 if occurrence.key == entry.key and not occurrence.draining(now):
-                    candidates.append((place(window.name) or 0, occurrence, window, entry.generation))
+                    candidates.append((at or 0, occurrence, window, entry.generation))
         candidates.sort(key=lambda c: (c[0], c[1]))
         ran = self._already_ran({occurrence.key for _, occurrence, _, _ in candidates})
         return [(window, occurrence, generation) for _, occurrence, window, generation in candidates
                 if occurrence.key not in ran]
 
-    def _windows(self) -> Sequence[Window]:
+    def _windows(self) -> tuple[Sequence[Window], Windows | None]:
         """The windows that validate (the rows of the schedule the scheduler holds for the bytes,
         else validated): a table that does not is its own problem only (issue 32 item 6)."""
         try:
@@ -125,13 +134,13 @@ class TaskService:
             parsed = None if rows is not None else self.windows_file.parse_each(raw)
         except (EstopError, OSError) as exc:
             self.file_problems.start("file", f"window tasks: cannot read the windows ({exc}); no task starts until it reads")
-            return []
+            return [], None
         self.file_problems.clear("file", "window tasks: the windows read again")
         failing = {str(failure.window or failure): str(failure) for failure in parsed.failures} if parsed else {}
         for name, line in failing.items():
             self.file_problems.start(f"failed:{name}", f"window tasks: {line} (its task does not start; the others proceed)")
         self.file_problems.only("failed:", failing, "window tasks: {} validates again (or was removed)")
-        return parsed.windows if parsed is not None else rows or []
+        return (parsed.windows if parsed is not None else []), rows
 
     def tick(self, now: datetime | None = None) -> TaskReport:
         """Collect the tasks that ended, then start those due (one that cannot start is recorded
@@ -148,14 +157,14 @@ class TaskService:
                     report.finished.append((key, _status(code), self._finish(task, _status(code), when)))
             if not self.is_leader():
                 return report
-            windows = self._windows()
+            windows, rows = self._windows()
             try:
                 entries = self.ledger.load()
             except (EstopError, OSError) as exc:
                 self.problems.start("ledger", f"window tasks: cannot read the ledger ({exc}); no task starts until it reads")
                 return report
             self.problems.clear("ledger", "window tasks: the ledger reads again")
-            for window, occurrence, generation in self.due(windows, entries, when):
+            for window, occurrence, generation in self.due(windows, entries, when, rows=rows):
                 self._start(window, occurrence, generation, when)
                 report.started.append(occurrence.key)
         return report
