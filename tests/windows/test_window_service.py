@@ -80,6 +80,28 @@ def test_the_pass_arming_a_row_validates_no_window(harness, monkeypatch, extra, 
     assert {who: hold.allow.admits(*who) for who in admitted} == admitted
     assert validated == []
 
+def test_a_pass_over_the_same_bytes_with_a_failing_table_encodes_no_window_again(harness, monkeypatch):
+    """A file with a table that does not validate is planned off rows composed of its windows
+    (`Schedules.compose`), keyed by each window's table: the next pass over the same bytes reads
+    the same windows and takes their keys as they were (encoding 10,000 tables a pass cost more
+    than the rest of the pass)."""
+    start = harness.clock.now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    harness.write({"name": "maint", "cron": f"0 {start.hour} * * *", "timezone": "UTC", "duration": "30m"},
+                  {"name": "other", "cron": "30 * * * *", "timezone": "UTC", "duration": "10m"})
+    with open(harness.file.path, "a", encoding="utf-8") as out:
+        out.write('\n[[windows]]\nname = "bad"\ncron = "61 * * * *"\nduration = "1h"\n')
+    first = harness.service.tick()
+    assert len(first.failed) == 1, first.errors
+    encoded = []
+    dump = Window.to_json_bytes
+    monkeypatch.setattr(Window, "to_json_bytes", lambda self: encoded.append(self.name) or dump(self))
+    harness.clock.set(start)
+    report = harness.service.tick()
+    assert [event.kind for event in report.events] == ["arm"], report.errors
+    assert harness.reading().hold.window["name"] == "maint"
+    assert encoded == []
+
+
 def test_expiry_job_retires_the_generation_it_armed(harness):
     _window, start, generation = armed_one_shot(harness)
     end = start + timedelta(minutes=30)

@@ -1092,12 +1092,12 @@ class Part(NamedTuple):
     def of(cls, window: Window) -> Part:
         return cls(None, 0, window)
 
-    def key(self) -> str:
-        """What the row is of: the window's table and the feeds it reads (`_key`), or the row's
-        place in the schedule it is taken from (whose digest says what it is of)."""
+    def key(self, keyed: Callable[[Window], str] | None = None) -> str:
+        """What the row is of: the window's table and the feeds it reads (`_key`, or `keyed`),
+        or the row's place in the schedule it is taken from (whose digest says what it is of)."""
         if self.timeline is None:
             assert self.window is not None  # noqa: S101 - a part is one or the other
-            return _key(self.window)
+            return (keyed or _key)(self.window)
         schedule = self.timeline.schedule
         feeds = sorted(schedule.feeds.items()) if schedule.feeds else ""
         return f"{schedule.digest}@{schedule.lo}/{self.row}{feeds}"
@@ -1130,6 +1130,9 @@ class Schedules:
         self._failed: str | None = None
         #: the schedules `compose` built (the newest `KEPT`), by their rows' keys, with their parts
         self._composed: dict[tuple[str, ...], tuple[ScheduleTimeline, list[Part]]] = {}
+        #: the last `compose`'s windows -> (the window, its feeds' state, its key): `_key` encodes
+        #: and hashes a window's table, which a pass composing 10,000 windows did every pass
+        self._keys: dict[int, tuple[Window, object, str]] = {}
 
     def held(self, raw: bytes | None) -> ScheduleTimeline | None:
         """The schedule held for `raw`, of its feeds as they read now: one whose feed changed (a
@@ -1205,7 +1208,8 @@ class Schedules:
         listed: dict[str, Part] = {}
         for part in parts:
             listed.setdefault(part.name(), part)
-        keys = tuple(part.key() for part in listed.values())
+        known, self._keys = self._keys, {}
+        keys = tuple(part.key(partial(self._key, known)) for part in listed.values())
         found = self._composed.get(keys)
         if found is not None and found[0].whole(at):
             return found[0].windows()
@@ -1217,6 +1221,16 @@ class Schedules:
             while len(self._composed) > self.COMPOSED:
                 del self._composed[next(iter(self._composed))]
         return timeline.windows()
+
+    def _key(self, known: Mapping[int, tuple[Window, object, str]], window: Window) -> str:
+        """`_key` of `window`, taken from the last `compose` for the very object with its feeds
+        as they read now (a window is frozen: a pass reads the same objects while the file's
+        bytes are the same, `WindowsFile.parse_each`); remembered for the next."""
+        feeds = _feeds_of(window)
+        found = known.get(id(window))
+        key = found[2] if found is not None and found[0] is window and found[1] == feeds else _key(window)
+        self._keys[id(window)] = (window, feeds, key)
+        return key
 
     def _compose(self, parts: Sequence[Part], keys: Sequence[str], now: datetime,
                  previous: ScheduleTimeline | None, *, seeded: bool = True) -> ScheduleTimeline:
@@ -1302,6 +1316,10 @@ def _validated_whole() -> Sequence[Window]:
 def _key(window: Window) -> str:
     """What a row of `compose` is of: the window's table and the feeds it reads (a calendar's,
     or the holidays it excludes: the table does not say them), refused or not."""
-    feeds = [(feed.digest, feed.refused is None) if feed is not None else None
-             for feed in (window.feed, window._holidays)]  # noqa: SLF001 - the holidays bound to it
-    return hashlib.sha256(window.to_json_bytes() + repr(feeds).encode()).hexdigest()
+    return hashlib.sha256(window.to_json_bytes() + repr(_feeds_of(window)).encode()).hexdigest()
+
+
+def _feeds_of(window: Window) -> list[tuple[str, bool] | None]:
+    # a private attribute is read through pydantic's `__getattr__`: only of a window that has one
+    holidays = window._holidays if window.exclude_calendar is not None else None  # noqa: SLF001 - bound to it
+    return [(feed.digest, feed.refused is None) if feed is not None else None for feed in (window.feed, holidays)]
