@@ -436,3 +436,31 @@ def test_the_guard_builds_a_window_only_for_a_row_whose_table_changed():
     assert set(read.timeline._built) == {7} and set(first.timeline._built) == {7}
     assert verdict.windows is not None and len(verdict.windows) == 200
     assert verdict.windows[7] == windows[7]  # the version acted on, held meanwhile
+
+
+@pytest.mark.parametrize("scope_of_other", ["dev", "ops"])
+def test_a_window_failing_when_a_new_scheduler_starts_holds_its_scope_and_the_others_arm(harness, scope_of_other):
+    """A scheduler process that never read a valid version of a window holding per the ledger
+    cannot put it back: that window's scope holds as it is, neither armed nor retired, until its
+    occurrence ends, and every other window is planned as usual (it blocked every window)."""
+    now = harness.clock.now
+    start = now.replace(second=0, microsecond=0) + timedelta(minutes=10)
+    maint = {"name": "maint", "at": (now - timedelta(minutes=5)).isoformat(), "duration": "1h", "scope": "ops"}
+    harness.write(maint)
+    harness.start()
+    held = harness.reading("ops").hold
+    assert held is not None and held.window["name"] == "maint"
+    harness.file.path.write_text(
+        f'[[windows]]\nname = "maint"\nat = "{maint["at"]}"\nduration = "1 hour please"\nscope = "ops"\n\n'
+        f'[[windows]]\nname = "other"\nat = "{start.isoformat()}"\nduration = "10m"\nscope = "{scope_of_other}"\n')
+    report = harness.restart()
+    assert len(report.failed) == 1 and "maint" in report.failed[0]
+    assert any("scope ops: held as it was" in line and "maint" in line for line in report.errors), report.errors
+    harness.run_until(start)
+    assert harness.reading("ops").hold.generation == held.generation
+    other = harness.reading(scope_of_other).hold
+    if scope_of_other == "dev":  # another scope: armed at its start
+        assert other is not None and other.window["name"] == "other"
+    else:  # the held scope: left as it is (the window's hold covers it) until maint's occurrence ends
+        assert other.generation == held.generation
+    assert harness.entries()[f"ops/maint@{held.window['occurrence']}"].state == ARMED

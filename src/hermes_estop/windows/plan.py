@@ -309,12 +309,15 @@ _NONE = timedelta(0)
 class GuardVerdict:
     """`trusted`: the read is confirmed (or weakens nothing). `windows`: what to act on now (None:
     nothing). `reason`: what is unconfirmed. `moving`: the read's versions of windows it moves to
-    another scope, held there beside `windows` (which hold the old versions at the old scopes)."""
+    another scope, held there beside `windows` (which hold the old versions at the old scopes).
+    `unread`: the read's failing windows that hold per the ledger and of which this process never
+    read a version (nothing to put back: the pass leaves their scopes as they are)."""
 
     trusted: bool
     reason: str | None = None
     windows: Windows | None = None
     moving: Sequence[Window] = ()
+    unread: frozenset[str] = frozenset()
 
 
 def _narrower(new: Allow, old: Allow) -> bool:
@@ -429,28 +432,27 @@ class FileGuard:
                                               *(before.part(i) for i in range(len(before)) if before.name(i) in missing)],
                                              now)
         gone = vanished(windows, self.trusted, entries, now)
+        # holding per the ledger, failing, and never read by this process: no version to put
+        # back, nor a weakening to confirm (an edit that fixes it is read as new)
+        unread = frozenset(gone) & failing
+        gone = [name for name in gone if name not in unread]
         if not gone:
-            return self._trust(windows, identity)
-        unknown = sorted(set(gone) & failing)
-        if unknown:  # holds per the ledger, fails, and this process never read it: nothing to put back
-            self._pending = None
-            return GuardVerdict(False, f"window(s) {', '.join(unknown)} hold per the ledger but do not validate: "
-                                  "nothing acted on until they validate or their occurrence ends")
+            return replace(self._trust(windows, identity), unread=unread)
         pending = self._pending
         if pending is None or pending[0] != (identity, feeds) or now < pending[1]:
             self._pending = ((identity, feeds), now)
         elif now - pending[1] >= self.confirm_after:
-            return self._trust(windows, identity)
-        kept = self._put_back(windows, gone, entries, now)
+            return replace(self._trust(windows, identity), unread=unread)
+        kept = self._put_back(windows, gone, entries, now, unread)
         return GuardVerdict(False, self._describe(gone, identity, feeds, windows, kept is not None),
-                            None if kept is None else kept[0], () if kept is None else kept[1])
+                            None if kept is None else kept[0], () if kept is None else kept[1], unread)
 
     def interrupted(self) -> None:
         """A read failed: the next read starts its confirmation over."""
         self._pending = None
 
     def _put_back(self, windows: Windows, gone: list[str], entries: Mapping[str, LedgerEntry],
-                  now: datetime) -> tuple[Windows, list[Window]] | None:
+                  now: datetime, unread: frozenset[str] = frozenset()) -> tuple[Windows, list[Window]] | None:
         """`windows` with the `gone` ones put back (`meanwhile`: the row acted on as it is, or
         widened by the read's selector), and the read's versions of those it moves to another
         scope; None when that still takes something away. Only the gone ones are built."""
@@ -472,7 +474,7 @@ class FileGuard:
         parts.extend(before.part(at) for name in gone
                      if before is not None and name not in names and (at := before.position(name)) is not None)
         merged = self.schedules.compose(parts, now)
-        if vanished(merged, self.trusted, entries, now, moving):
+        if set(vanished(merged, self.trusted, entries, now, moving)) - unread:
             return None
         self.trusted = merged
         return merged, moving

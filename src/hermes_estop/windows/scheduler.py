@@ -69,7 +69,8 @@ Lane = tuple[Any, Windows, frozenset[str] | None]
 #: what a pass acts on: the windows (rows of one schedule), the ledger, the versions moving scope
 #: (`GuardVerdict.moving`), and the file's bytes when it validates whole, with its windows when
 #: it does not compile table by table (the schedule kept for the commands, `Schedules.keep`)
-_Inputs = tuple[Windows, dict[str, LedgerEntry], Sequence[Window], tuple[bytes, Sequence[Window] | None] | None]
+_Inputs = tuple[Windows, dict[str, LedgerEntry], Sequence[Window], tuple[bytes, Sequence[Window] | None] | None,
+                frozenset[str]]
 
 
 @dataclass(frozen=True)
@@ -383,11 +384,11 @@ class WindowService:
                 if whole is not None and not report.dry_run:
                     self.schedules.keep(*whole, report.now)
                 return None
-            return verdict.windows, entries, verdict.moving, whole
+            return verdict.windows, entries, verdict.moving, whole, verdict.unread
         if self._log_once("loaded", hash((snapshot.raw, parsed.digests)), logging.INFO if windows else logging.DEBUG,
                           f"windows: {len(windows)} loaded from {self.windows_file.path}"):
             self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
-        return verdict.windows if verdict.windows is not None else windows, entries, (), whole
+        return verdict.windows if verdict.windows is not None else windows, entries, (), whole, verdict.unread
 
     def _rows(self, raw: bytes, parsed: Parsed, own: bool, now: datetime) -> Windows:
         """The windows of a file validated table by table as rows: of the schedule held for its
@@ -481,9 +482,9 @@ class WindowService:
             inputs = self._inputs(report)
             if inputs is None:
                 return report, plans
-            listed, entries, moving, whole = inputs  # the rows of one schedule (`_inputs`)
+            listed, entries, moving, whole, unread = inputs  # the rows of one schedule (`_inputs`)
             report.leader = dry_run or self._may_write()
-            listed, moving, held = self._held_as_was(listed, moving, entries, report)
+            listed, moving, held = self._held_as_was(listed, moving, entries, report, unread)
             timeline = listed.timeline
             state = PassState(report, entries)
             covering = timeline.covering_now(listed, report.now)
@@ -517,16 +518,21 @@ class WindowService:
             return report, plans
 
     def _held_as_was(self, windows: Windows, moving: Sequence[Window], entries: dict[str, LedgerEntry],
-                     report: TickReport) -> tuple[Windows, Sequence[Window], dict[str, tuple[str, datetime]]]:
+                     report: TickReport, unread: frozenset[str] = frozenset(),
+                     ) -> tuple[Windows, Sequence[Window], dict[str, tuple[str, datetime]]]:
         """The windows and moving versions less those whose feed was refused (`refusal`: one put
         back by the guard for a failing read, or refused since the read; a calendar's raises when
-        asked), and the scopes where one of them holds an occurrence not ended -> (that window,
-        the earliest such end: a wake-up). Such a scope holds as it was, neither planned nor
-        written, until those occurrences end: planned without the window, its hold would be taken
-        as gone and retired (a refusal is not an edit). One error line per scope each pass, logged once."""
+        asked), and the scopes where one of them, or a failing window this process never read
+        (`unread`: nothing to put back), holds an occurrence not ended -> (that window, the
+        earliest such end: a wake-up). Such a scope holds as it was, neither planned nor written,
+        until those occurrences end: planned without the window, its hold would be taken as gone
+        and retired (a refusal is not an edit), and the other scopes would wait on it. One error
+        line per scope each pass, logged once."""
         built = windows.timeline.built  # a row reading a feed is built (validated with it, `_rows`) or not asked yet
         found = (built(row) for row in windows.rows)
         refused = {w.name: why for w in (*(w for w in found if w is not None), *moving) if (why := refusal(w)) is not None}
+        refused.update((name, "it holds per the ledger but does not validate, and this process never read a valid "
+                              "version of it") for name in unread)
         held: dict[str, tuple[str, datetime]] = {}
         for entry in entries.values():
             if entry.state == ARMED and entry.window in refused and entry.end > report.now and (
