@@ -1092,12 +1092,12 @@ class Part(NamedTuple):
     def of(cls, window: Window) -> Part:
         return cls(None, 0, window)
 
-    def key(self, keyed: Callable[[Window], str] | None = None) -> str:
-        """What the row is of: the window's table and the feeds it reads (`_key`, or `keyed`),
-        or the row's place in the schedule it is taken from (whose digest says what it is of)."""
+    def key(self, keyed: Callable[[Window], str]) -> str:
+        """What the row is of: the window's table and the feeds it reads (`keyed`: `_key`), or
+        the row's place in the schedule it is taken from (whose digest says what it is of)."""
         if self.timeline is None:
             assert self.window is not None  # noqa: S101 - a part is one or the other
-            return (keyed or _key)(self.window)
+            return keyed(self.window)
         schedule = self.timeline.schedule
         feeds = sorted(schedule.feeds.items()) if schedule.feeds else ""
         return f"{schedule.digest}@{schedule.lo}/{self.row}{feeds}"
@@ -1142,11 +1142,10 @@ class Schedules:
         return found if found is None or not found.schedule.feeds or _fed_as_now(found.schedule, self.windows_path) \
             else None
 
-    def rows(self, raw: bytes, now: datetime) -> Windows | None:
-        """The windows of `raw` as the rows of its schedule, never by validating the file whole;
-        None for a file that is not that simple (a failing table, a repeated name) and for one
-        of a feed: the pass validates it and says what is wrong (a feed that fails, one read
-        from its last good copy), and plans off the schedule held here (`held`)."""
+    def timeline(self, raw: bytes, now: datetime) -> ScheduleTimeline | None:
+        """The schedule of `raw` and its feeds as they read now: held, else kept beside the file
+        or compiled table by table (`load`) and held, never by validating the file whole; None
+        for a file that is not that simple (a failing table, a repeated name)."""
         found = self.held(raw)
         if found is None and raw != self._refused:
             built = self._load(raw, _validated_whole, now)
@@ -1154,14 +1153,20 @@ class Schedules:
                 self._refused = raw
                 return None
             found = self._hold(raw, built)
-        return found.windows() if found is not None and not found.schedule.fed else None
+        return found
+
+    def rows(self, raw: bytes, now: datetime) -> Windows | None:
+        """The windows of `raw` as the rows of its schedule (`timeline`); None also for a file of
+        a feed: the pass validates it and says what is wrong (a feed that fails, one read from
+        its last good copy), then plans off that schedule."""
+        return _rows_of(self.timeline(raw, now))
 
     def keep(self, raw: bytes, validated: Sequence[Window] | None, now: datetime,
              next_wake: datetime | None = None) -> None:
         """Once a pass acted: the schedule of `raw` (a file that validates whole, as `validated`;
-        None: one that compiles table by table, `rows`) written and held, so the next command reads it warm; built again when `_due` or no
-        longer answering now, the one it replaces let go first (never three held: a peak the
-        allocator keeps)."""
+        None: one that compiles table by table, `rows`) written and held, so the next command
+        reads it warm; built again when `_due` or no longer answering now, the one it replaces
+        let go first (never three held: a peak the allocator keeps)."""
         held = self.held(raw)
         if held is not None and held.whole(micros(now)) and not self._due(held, now, next_wake):
             return
@@ -1228,7 +1233,7 @@ class Schedules:
         bytes are the same, `WindowsFile.parse_each`); remembered for the next."""
         feeds = _feeds_of(window)
         found = known.get(id(window))
-        key = found[2] if found is not None and found[0] is window and found[1] == feeds else _key(window)
+        key = found[2] if found is not None and found[0] is window and found[1] == feeds else _key(window, feeds)
         self._keys[id(window)] = (window, feeds, key)
         return key
 
@@ -1313,10 +1318,15 @@ def _validated_whole() -> Sequence[Window]:
     raise _NotCompiled
 
 
-def _key(window: Window) -> str:
-    """What a row of `compose` is of: the window's table and the feeds it reads (a calendar's,
-    or the holidays it excludes: the table does not say them), refused or not."""
-    return hashlib.sha256(window.to_json_bytes() + repr(_feeds_of(window)).encode()).hexdigest()
+def _rows_of(timeline: ScheduleTimeline | None) -> Windows | None:
+    """`timeline`'s windows, unless it is None or of a feed (`Schedules.rows`)."""
+    return timeline.windows() if timeline is not None and not timeline.schedule.fed else None
+
+
+def _key(window: Window, feeds: list[tuple[str, bool] | None]) -> str:
+    """What a row of `compose` is of: the window's table and the feeds it reads (`_feeds_of`: a
+    calendar's, or the holidays it excludes, which the table does not say), refused or not."""
+    return hashlib.sha256(window.to_json_bytes() + repr(feeds).encode()).hexdigest()
 
 
 def _feeds_of(window: Window) -> list[tuple[str, bool] | None]:

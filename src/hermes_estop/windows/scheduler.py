@@ -393,9 +393,7 @@ class WindowService:
     def _rows(self, raw: bytes, parsed: Parsed, own: bool, now: datetime) -> Windows:
         """The windows of a file validated table by table as rows: of the schedule held for its
         bytes and feeds when they are all the file's (`own`), else composed of those."""
-        if own and self.schedules.held(raw) is None:
-            self.schedules.rows(raw, now)
-        held = self.schedules.held(raw) if own else None
+        held = self.schedules.timeline(raw, now) if own else None  # its feeds asked again: read since
         if held is None:
             return self.schedules.compose(list(map(Part.of, parsed.windows)), now)
         # the windows reading a feed as validated now, bound to it (the rows' feeds read the same)
@@ -476,46 +474,46 @@ class WindowService:
                 return report, []
 
     def _planned(self, report: TickReport) -> tuple[TickReport, list[ScopePlan]]:
-        with self._lock:
-            dry_run = report.dry_run
-            plans: list[ScopePlan] = []
-            inputs = self._inputs(report)
-            if inputs is None:
-                return report, plans
-            listed, entries, moving, whole, unread = inputs  # the rows of one schedule (`_inputs`)
-            report.leader = dry_run or self._may_write()
-            listed, moving, held = self._held_as_was(listed, moving, entries, report, unread)
-            timeline = listed.timeline
-            state = PassState(report, entries)
-            covering = timeline.covering_now(listed, report.now)
-            # the versions an unconfirmed edit moves to other scopes are held there too
-            elsewhere = {w.name: found for w in moving if w.enabled and (found := covering_of(w, report.now))}
-            if report.leader:
-                lanes = Lanes(listed, moving, covering, elsewhere,
-                              lambda parts: self.schedules.compose(parts, report.now, kept=False))
-                for scope in self._scopes([*covering.values(), *elsewhere.values()], entries):
-                    if scope in held:
-                        continue
-                    try:
-                        plans.extend(self._reconcile_scope(scope, state, lanes))
-                    except (EstopError, OSError) as exc:
-                        state.error(f"scope {scope}: {exc}")
-                if not dry_run:
-                    self._commit(state)
-            report.active = sorted(o.key for found in (*covering.values(), *elsewhere.values()) for o in found)
-            report.wakeups = due_wakeups(timeline, listed, covering, report.now)
-            report.wakeups.update((f"{JOB_PREFIX}end:{name}", until) for name, until in held.values())
-            if not dry_run:
-                # APScheduler's shutdown holds its job store's lock while it waits for a running
-                # wake-up: a pass setting its jobs then would wait forever (serve never stopped)
-                with self._stopping_lock:
-                    if self.scheduler is not None and not self._stopping:
-                        self._set_jobs(self.scheduler, report.wakeups)
-                next_wake = min(report.wakeups.values(), default=None)
-                if whole is not None:  # the next operator command reads the schedule warm
-                    self.schedules.keep(*whole, report.now, next_wake)
-                self.schedules.refresh(report.now, next_wake)
+        """`_pass` under its lock: read, plan each scope with something to decide, act, set the wake-ups."""
+        dry_run = report.dry_run
+        plans: list[ScopePlan] = []
+        inputs = self._inputs(report)
+        if inputs is None:
             return report, plans
+        listed, entries, moving, whole, unread = inputs  # the rows of one schedule (`_inputs`)
+        report.leader = dry_run or self._may_write()
+        listed, moving, held = self._held_as_was(listed, moving, entries, report, unread)
+        timeline = listed.timeline
+        state = PassState(report, entries)
+        covering = timeline.covering_now(listed, report.now)
+        # the versions an unconfirmed edit moves to other scopes are held there too
+        elsewhere = {w.name: found for w in moving if w.enabled and (found := covering_of(w, report.now))}
+        if report.leader:
+            lanes = Lanes(listed, moving, covering, elsewhere,
+                          lambda parts: self.schedules.compose(parts, report.now, kept=False))
+            for scope in self._scopes([*covering.values(), *elsewhere.values()], entries):
+                if scope in held:
+                    continue
+                try:
+                    plans.extend(self._reconcile_scope(scope, state, lanes))
+                except (EstopError, OSError) as exc:
+                    state.error(f"scope {scope}: {exc}")
+            if not dry_run:
+                self._commit(state)
+        report.active = sorted(o.key for found in (*covering.values(), *elsewhere.values()) for o in found)
+        report.wakeups = due_wakeups(timeline, listed, covering, report.now)
+        report.wakeups.update((f"{JOB_PREFIX}end:{name}", until) for name, until in held.values())
+        if not dry_run:
+            # APScheduler's shutdown holds its job store's lock while it waits for a running
+            # wake-up: a pass setting its jobs then would wait forever (serve never stopped)
+            with self._stopping_lock:
+                if self.scheduler is not None and not self._stopping:
+                    self._set_jobs(self.scheduler, report.wakeups)
+            next_wake = min(report.wakeups.values(), default=None)
+            if whole is not None:  # the next operator command reads the schedule warm
+                self.schedules.keep(*whole, report.now, next_wake)
+            self.schedules.refresh(report.now, next_wake)
+        return report, plans
 
     def _held_as_was(self, windows: Windows, moving: Sequence[Window], entries: dict[str, LedgerEntry],
                      report: TickReport, unread: frozenset[str] = frozenset(),
