@@ -568,6 +568,5 @@ class Occurrence:
         return data
 
 
-
 def occurrence_key(scope: str, window: str, ident: str) -> str:
     return f"{scope}/{window}@{ident}"

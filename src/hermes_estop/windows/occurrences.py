@@ -37,8 +37,8 @@ def occurrences(window: Window, since: datetime, stopped: list[datetime] | None 
     since = _since(window, since)
     feed = window.feed
     if feed is not None:
-        if feed.refused is not None:  # never "nothing": a hold armed for it would be taken as gone and lifted
-            raise CalendarError(f"calendar {feed.label}: {feed.refused}")
+        if (why := refusal(window)) is not None:  # never "nothing": a hold armed for it would be taken as gone and lifted
+            raise CalendarError(why)
         lead = _lead(window)
         for event in feed.events(since):
             yield Occurrence(event.start, event.end, window.name, window.scope, lead, event.ident, event.uid, event.reason)
