@@ -93,7 +93,7 @@ class _Event:
 
 
 class _TwoEventsAtOnce:
-    refused = None  # as a `Feed` whose expansion was never refused
+    refused = refusal = None  # as a `Feed` whose expansion was never refused
 
     def events(self, since):
         return iter([_Event("a"), _Event("b")]) if since <= T0 else iter([])

@@ -243,8 +243,8 @@ def feed_of(raw: bytes, label: str, tz: str | None = None, keep: Callable[[Any],
     _FEEDS[digest] = found
     if len(_FEEDS) > _MAX_CACHED:
         _FEEDS.popitem(last=False)
-    if found.refused is not None:
-        raise CalendarError(f"calendar {label}: {found.refused}")
+    if found.refusal is not None:
+        raise CalendarError(found.refusal)
     if fresh:
         found.probe(datetime.now(UTC))
     return found

@@ -294,6 +294,11 @@ class Feed:
     def __hash__(self) -> int:
         return hash(self.digest)
 
+    @property
+    def refusal(self) -> str | None:
+        """Why the feed was refused, as its `CalendarError` says it (naming the calendar), or None."""
+        return None if self.refused is None else str(_refuse(self.label, self.refused))
+
     def _expand(self, first: datetime, last: datetime) -> list[CalendarEvent]:
         with self._expanding:
             return self._expanded(first, last)

@@ -68,7 +68,7 @@ def refusal(window: Window) -> str | None:
     `occurrences` raises `CalendarError`; one excluding a calendar's days answers only for the
     years it read before): it arms nothing new and holds as it was (`WindowService._held_as_was`)."""
     feed = window.feed if window.exclude_calendar is None else window._holidays  # noqa: SLF001
-    return None if feed is None or feed.refused is None else f"calendar {feed.label}: {feed.refused}"
+    return None if feed is None else feed.refusal
 
 
 def _since(window: Window, since: datetime) -> datetime:
