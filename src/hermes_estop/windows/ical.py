@@ -9,6 +9,7 @@ Floating times and all-day events are read in the calendar's zone (the source's 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import itertools
@@ -142,26 +143,6 @@ def _instant(value: date | datetime, tz: ZoneInfo | timezone) -> datetime:
     return wall_to_instant(value, tz) if value.tzinfo is None and isinstance(tz, ZoneInfo) else to_utc(value)
 
 
-def _ident_part(uid: str) -> str:
-    if _UID_RE.fullmatch(uid):
-        return uid
-    return "sha1-" + hashlib.sha1(uid.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()[:16]
-
-
-def _rid(value: Any) -> str:
-    if isinstance(value, datetime) and value.tzinfo is not None:
-        value = value.astimezone(UTC)
-    return value.isoformat() if isinstance(value, date) else str(value)
-
-
-class _Found(NamedTuple):
-    """One occurrence as `recurring_ical_events` computed it: its VEVENT, start and end."""
-
-    source: Any
-    start: date | datetime
-    end: date | datetime
-
-
 class _Source(NamedTuple):
     """What the occurrences of one VEVENT share (`part`: the UID as an ident, "" without one)."""
 
@@ -237,23 +218,17 @@ def _counted(method: Callable[..., Any]) -> Callable[..., Any]:
 
 @functools.cache
 def _selection() -> Any:
-    """The VEVENTs of a calendar, each occurrence a `_Found`: the library's default copies the
-    whole VEVENT per occurrence (most of an expansion's cost). `ComponentsWithName` with an
-    `Occurrence` subclass is the library's own extension point (its test_extend_classes.py)."""
-    from recurring_ical_events.adapters.event import EventAdapter
+    """The VEVENTs of a calendar, each occurrence its (VEVENT, start, end): the library's default
+    copies the whole VEVENT per occurrence (most of an expansion's cost). `ComponentsWithName`
+    with an `Occurrence` subclass is the library's own extension point (its test_extend_classes.py)."""
     from recurring_ical_events.occurrence import Occurrence
     from recurring_ical_events.selection.name import ComponentsWithName
 
-    class VeventAdapter(EventAdapter):  # type: ignore[misc]
-        @property
-        def source(self) -> Any:
-            return self._component
-
     class Found(Occurrence):  # type: ignore[misc]
-        def as_component(self, keep_recurrence_attributes: bool) -> _Found:
-            return _Found(self._adapter.source, self.start, self.end)
+        def as_component(self, keep_recurrence_attributes: bool) -> tuple[Any, date | datetime, date | datetime]:
+            return self._adapter._component, self.start, self.end  # noqa: SLF001 - the VEVENT itself, not a copy
 
-    return ComponentsWithName("VEVENT", adapter=VeventAdapter, occurrence=Found)
+    return ComponentsWithName("VEVENT", occurrence=Found)
 
 
 @dataclass(eq=False)
@@ -300,38 +275,34 @@ class Feed:
         return None if self.refused is None else str(_refuse(self.label, self.refused))
 
     def _expand(self, first: datetime, last: datetime) -> list[CalendarEvent]:
-        with self._expanding:
-            return self._expanded(first, last)
-
-    def _expanded(self, first: datetime, last: datetime) -> list[CalendarEvent]:
         import recurring_ical_events
 
-        if self.refused is not None:
-            raise _refuse(self.label, self.refused)
-        try:
-            if self._query is None:  # collecting the series is most of the cost: once per feed
-                self._query = recurring_ical_events.of(self.calendar, components=[_selection()])
-            with _budget():
-                found: list[_Found] = self._query.between(first, last)
-            if len(found) > MAX_FEED_OCCURRENCES:
-                raise _OverBudget(f"expanding it makes more than {MAX_FEED_OCCURRENCES} occurrences: refused")
-            out = [e for e in map(self._event, found) if e is not None]
-        except _OverBudget as exc:
-            self._query = None
-            self.refused = str(exc)
-            self.retry_at = time.monotonic() + TIME_REFUSAL_KEPT if exc.timed else float("inf")
-            raise _refuse(self.label, self.refused) from None
-        except CalendarError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any failure of a hostile feed: one line
-            raise _refuse(self.label, f"cannot expand: {type(exc).__name__}: {exc}") from None
+        with self._expanding:
+            if self.refused is not None:
+                raise _refuse(self.label, self.refused)
+            try:
+                if self._query is None:  # collecting the series is most of the cost: once per feed
+                    self._query = recurring_ical_events.of(self.calendar, components=[_selection()])
+                with _budget():
+                    found: list[tuple[Any, date | datetime, date | datetime]] = self._query.between(first, last)
+                if len(found) > MAX_FEED_OCCURRENCES:
+                    raise _OverBudget(f"expanding it makes more than {MAX_FEED_OCCURRENCES} occurrences: refused")
+                out = [e for e in itertools.starmap(self._event, found) if e is not None]
+            except _OverBudget as exc:
+                self._query = None
+                self.refused = str(exc)
+                self.retry_at = time.monotonic() + TIME_REFUSAL_KEPT if exc.timed else float("inf")
+                raise _refuse(self.label, self.refused) from None
+            except CalendarError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure of a hostile feed: one line
+                raise _refuse(self.label, f"cannot expand: {type(exc).__name__}: {exc}") from None
         return sorted(out, key=lambda e: (e.start, e.end, e.ident))
 
-    def _event(self, found: _Found) -> CalendarEvent | None:
-        source = self.sources[id(found.source)]  # the components live in `calendar` as long as the feed
+    def _event(self, component: Any, raw_start: date | datetime, raw_end: date | datetime) -> CalendarEvent | None:
+        source = self.sources[id(component)]  # the components live in `calendar` as long as the feed
         if source is None:
             return None
-        raw_start, raw_end = found.start, found.end
         start, end = _instant(raw_start, self.tz), _instant(raw_end, self.tz)
         if end <= start:
             return None  # a moment, not a span: nothing to hold
@@ -339,7 +310,10 @@ class Feed:
             raise _refuse(self.label, f"event {source.uid[:80] or '?'!r} lasts more than 366 days")
         ident = source.part or "sha1-" + hashlib.sha1(repr(raw_start).encode(), usedforsecurity=False).hexdigest()[:16]
         if source.recurring:
-            ident = f"{ident}@{_rid(source.rid if source.rid is not None else raw_start)}"
+            rid = source.rid if source.rid is not None else raw_start
+            if isinstance(rid, datetime) and rid.tzinfo is not None:
+                rid = rid.astimezone(UTC)
+            ident = f"{ident}@{rid.isoformat() if isinstance(rid, date) else rid}"
         days = None
         if not isinstance(raw_start, datetime):
             last = raw_end if not isinstance(raw_end, datetime) else raw_start + timedelta(days=1)
@@ -464,17 +438,25 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
             raise _refuse(label, f"its rules would take about {int(steps)} steps to expand in all (at most "
                                  f"{MAX_FEED_STEPS} a feed: too many rules, or rules this dense or this old)")
         tz = validate_timezone(timezone_name or wr or "UTC")
-        spans = _spans(events, tz)  # reads every DTSTART and DTEND: icalendar keeps a broken one as raising
         recurring = {str(e.get("UID") or "") for e in events
                      if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None}
         sources: dict[int, _Source | None] = {}
         zones: dict[str, tzinfo] = {}
+        lengths: set[timedelta] = set()  # of every event, as written (DTEND or DURATION; a day without either)
         for e in events:
-            uid, start = str(e.get("UID") or ""), _value(e, "DTSTART")
+            uid, start, end = str(e.get("UID") or ""), _value(e, "DTSTART"), _value(e, "DTEND")
+            if start is not None and end is not None:
+                with contextlib.suppress(TypeError, ValueError, OverflowError):
+                    lengths.add(_instant(end, tz) - _instant(start, tz))
+            elif start is not None:
+                duration = _value(e, "DURATION")
+                lengths.add(duration if isinstance(duration, timedelta) else timedelta(days=1))
             if str(e.get("STATUS", "")).upper() == "CANCELLED" or (keep is not None and not keep(e)):
                 sources[id(e)] = None
                 continue
-            sources[id(e)] = _Source(uid, _ident_part(uid) if uid else "", uid in recurring, _value(e, "RECURRENCE-ID"),
+            part = uid if not uid or _UID_RE.fullmatch(uid) else "sha1-" + hashlib.sha1(
+                uid.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()[:16]
+            sources[id(e)] = _Source(uid, part, uid in recurring, _value(e, "RECURRENCE-ID"),
                                      clean_reason(str(e.get("SUMMARY") or "")) or f"calendar {label}")
             if isinstance(start, datetime) and start.tzinfo is not None:
                 zones.setdefault(uid, start.tzinfo)
@@ -484,6 +466,7 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
         raise _refuse(label, str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - a hostile feed fails any way it likes: one line
         raise _refuse(label, f"cannot parse: {type(exc).__name__}: {exc}") from None
+    spans = tuple(sorted(span for span in lengths if span > timedelta(0)))
     longest = max((min(span, MAX_DURATION) for span in spans), default=timedelta(days=1))
     feed = Feed(label, calendar, tz, feed_digest(raw, label, timezone_name, salt), sources,
                 max(longest, timedelta(days=1)) + timedelta(days=1), spans, _zones=zones)
@@ -493,23 +476,3 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
         feed.probe(now)
     return feed
 
-
-def _spans(events: list[Any], tz: ZoneInfo) -> tuple[timedelta, ...]:
-    """The distinct lengths of the feed's events, as written (DTEND or DURATION; a day without
-    either), shortest first."""
-    spans: set[timedelta] = set()
-    for event in events:
-        start, end = _value(event, "DTSTART"), _value(event, "DTEND")
-        if start is None:
-            continue
-        if end is not None:
-            try:
-                span = _instant(end, tz) - _instant(start, tz)
-            except (TypeError, ValueError, OverflowError):
-                continue
-        else:
-            duration = _value(event, "DURATION")
-            span = duration if isinstance(duration, timedelta) else timedelta(days=1)
-        if span > timedelta(0):
-            spans.add(span)
-    return tuple(sorted(spans))
