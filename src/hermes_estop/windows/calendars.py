@@ -251,7 +251,6 @@ def feed_of(raw: bytes, label: str, tz: str | None = None, keep: Callable[[Any],
 
 
 def calendar_window(source: CalendarSource, feed: Feed) -> Window:
-    """The window of the calendar `source`, its occurrences the events of `feed`."""
     return CalendarWindow.model_construct(
         name=source.name, cron=None, timezone=feed.tz.key, at=None, duration=feed.longest, drain=source.drain,
         reason=None, allow=source.allow, scope=source.scope, only=list(source.only), jobs=list(source.jobs),
@@ -260,7 +259,6 @@ def calendar_window(source: CalendarSource, feed: Feed) -> Window:
 
 
 def _watched(root: Path, location: str) -> list[Path]:
-    """The files reading the feed at `location` reads: the local file, the copy, its metadata."""
     return [*(() if is_url(location) else (local_path(root, location),)), *cache_paths(root, location)]
 
 

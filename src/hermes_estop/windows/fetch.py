@@ -54,9 +54,9 @@ class Exchange:
         self.aborted = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._timer = threading.Timer(total, self.abort)
-        self._timer.daemon = True
-        self._timer.start()
+        self.timer = threading.Timer(total, self.abort)
+        self.timer.daemon = True
+        self.timer.start()
 
     def remaining(self) -> float:
         return max(self.deadline - time.monotonic(), 0.001)
@@ -73,9 +73,6 @@ class Exchange:
             self.aborted = True
             for sock in self._sockets:
                 _shut(sock)
-
-    def close(self) -> None:
-        self._timer.cancel()
 
 
 def _shut(sock: socket.socket) -> None:
@@ -172,7 +169,7 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
     except (OSError, ValueError, EstopError, http.client.HTTPException) as exc:
         problem = one_line(getattr(exc, "reason", None) or exc)
     finally:
-        exchange.close()
+        exchange.timer.cancel()
     meta.update(source=url, checked_at=stamp, error=problem)
     if problem is None:
         meta.pop("error_since", None)
@@ -191,15 +188,6 @@ def _keep_copy(copy: Path, raw: bytes, label: str) -> None:
     feed_of(raw, label)
     copy.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(copy, raw)
-
-
-def keep_local(root: Path, location: str, label: str) -> str | None:
-    """Keep the last good copy of a local .ics file; the problem, or None."""
-    try:
-        _keep_copy(cache_paths(root, location)[0], read_regular(local_path(root, location), MAX_CALENDAR_BYTES), label)
-    except (OSError, EstopError) as exc:
-        return one_line(exc)
-    return None
 
 
 class CalendarFetcher:
@@ -260,8 +248,13 @@ class CalendarFetcher:
     def _keep(self, location: str, label: str, exchange: Exchange | None) -> None:
         """Fetch or keep one feed; one log line when it starts failing, one when it reads again."""
         try:
-            if exchange is None:
-                problem = keep_local(self.root, location, label)
+            if exchange is None:  # a local file: its last good copy kept
+                try:
+                    _keep_copy(cache_paths(self.root, location)[0],
+                               read_regular(local_path(self.root, location), MAX_CALENDAR_BYTES), label)
+                    problem = None
+                except (OSError, EstopError) as exc:
+                    problem = one_line(exc)
             else:
                 problem = fetch_once(self.root, location, label, timeout=self.timeout, exchange=exchange)
             with self._lock:
@@ -279,7 +272,6 @@ class CalendarFetcher:
                 self._busy.pop(location, None)
 
     def abandon(self, grace: float = STOP_GRACE) -> None:
-        """Abort every fetch in flight and wait for their threads, `grace` seconds in all."""
         with self._lock:
             busy = list(self._busy.values())
         for _, exchange in busy:
