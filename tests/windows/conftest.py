@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from hermes_estop import Estop
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import Reading
-from hermes_estop.windows.ledger import JsonFileLedger, LedgerEntry
+from hermes_estop.windows.ledger import LedgerEntry, open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.scheduler import TickReport, WindowService
 from hermes_estop.windows.windows_file import WindowsFile
@@ -39,7 +40,7 @@ class Harness:
         self.clock = clock
         self.estop = Estop(root=root, home=root, clock=clock, actor="operator@test")
         self.file = WindowsFile(root)
-        self.ledger = JsonFileLedger(root)
+        self.ledger = open_ledger(Fleet.of_files(root))
         self.schedulers: list[Any] = []
         self.leader = True
         self.service = self.new_service()
