@@ -69,7 +69,8 @@ class Harness:
         self.file.save([w if isinstance(w, Window) else Window.parse(w) for w in windows])
 
     def jobs(self) -> dict[str, datetime]:
-        return self.service.jobs()
+        """The wake-ups the service keeps with APScheduler."""
+        return {job.id: job.next_run_time for job in self.service.scheduler.get_jobs() if job.next_run_time}
 
     def run_until(self, target: datetime, *, poll: bool = False,
                   each: Callable[[datetime], None] | None = None) -> list[str]:

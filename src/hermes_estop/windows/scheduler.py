@@ -48,7 +48,7 @@ from hermes_estop.windows.windows_file import Parsed, WindowsFile, against_polic
 
 __all__ = ["EDIT", "JOB_PREFIX", "LATER", "MAX_JOBS", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog",
            "Scheduler", "TickEvent", "TickReport", "WindowService", "action_event", "due_wakeups",
-           "make_scheduler", "note_event", "wakeups_for"]
+           "note_event", "wakeups_for"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
@@ -279,11 +279,12 @@ class ProblemLog:
         if self._standing.pop(kind, None) is not None:
             self.logger.log(self._ended, "%s", printable(message))
 
-    def only(self, prefix: str, standing: Iterable[str], message: str) -> None:
-        """Clear each problem `prefix` + name whose name is not in `standing`."""
-        keep = set(standing)
-        for kind in [k for k in self._standing if k.startswith(prefix) and k[len(prefix):] not in keep]:
-            self.clear(kind, message.format(kind[len(prefix):]))
+    def only(self, prefix: str, lines: Mapping[str, str], cleared: str) -> None:
+        """Start `prefix` + name with its line for each of `lines`; clear the others of `prefix`."""
+        for name, line in lines.items():
+            self.start(prefix + name, line)
+        for kind in [k for k in self._standing if k.startswith(prefix) and k[len(prefix):] not in lines]:
+            self.clear(kind, cleared.format(kind[len(prefix):]))
 
 
 class WindowService:
@@ -293,12 +294,9 @@ class WindowService:
 
     def __init__(self, fleet: Fleet, *, windows_file: WindowsFile | None = None, ledger: OccurrenceLedger | None = None,
                  is_leader: Callable[[], bool] | None = None, scheduler: Scheduler | None = None,
-                 poll_interval: float = POLL_INTERVAL, monotonic: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 poll_interval: float = POLL_INTERVAL, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.fleet = fleet
-        self.clock = fleet.clock
         self.monotonic = monotonic
-        self.sleep = sleep
         self.windows_file = windows_file or WindowsFile(fleet.root)
         self.ledger = ledger or open_ledger(fleet)
         self.is_leader = is_leader or (lambda: True)
@@ -309,20 +307,19 @@ class WindowService:
         self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)), self.schedules)
         self.actions = Actions(fleet)
         self._lock = threading.RLock()
-        self._logged: dict[str, object] = {}
+        #: the last unconfirmed read's reason and the last content loaded, each logged once
+        self._pending: str | None = None
+        self._loaded: int | None = None
         self._problems = ProblemLog(logger)
         self._owns_scheduler = False
         #: set by `shutdown`, under its lock: no pass sets wake-ups, no wake-up runs a pass after it
         self._stopping = False
         self._stopping_lock = threading.Lock()
 
-    def __repr__(self) -> str:
-        return f"WindowService({self.windows_file.path})"
-
     def check_file(self) -> None:
         """Raise `InvalidWindow` when the file does not read as a whole (`hermes serve --once`)."""
         raw = self.windows_file.snapshot().raw
-        if self.schedules.rows(raw, self.clock()) is None:
+        if self.schedules.rows(raw, self.fleet.clock()) is None:
             self.windows_file.parse_each(raw)
 
     def _inputs(self, report: TickReport) -> _Inputs | None:
@@ -348,22 +345,32 @@ class WindowService:
         windows = rows if rows is not None else self._rows(snapshot.raw, parsed, own and snapshot.identity is not None,
                                                             report.now)
         report.windows = len(windows)
-        self._note_tables(parsed, report)
+        report.failed = [str(failure) for failure in parsed.failures]
+        self._problems.only("failed:", {str(f.window): f"windows: {f} (this window holds as it was; the others proceed)"
+                                        for f in parsed.failures}, "windows: window {} validates again (or was removed)")
+        report.stale = dict(parsed.stale)
+        self._problems.only("stale:", {name: f"windows: {line} (its occurrences hold as that copy says)"
+                                       for name, line in parsed.stale.items()}, "windows: calendar {} reads again")
         verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names(),
                                    parsed.digests)
         # the schedule kept is the file's as it is, never the version last confirmed (issue 45)
         whole = (snapshot.raw, None if rows is not None else parsed.windows) if own else None
         if not verdict.trusted:
             report.pending = verdict.reason
-            self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
+            if verdict.reason != self._pending:
+                self._pending = verdict.reason
+                logger.warning("%s", f"windows: {verdict.reason}")
             if verdict.windows is None:
                 if whole is not None and not report.dry_run:
                     self.schedules.keep(*whole, report.now)
                 return None
             return verdict.windows, entries, verdict.moving, whole, verdict.unread
-        if self._log_once("loaded", hash((snapshot.raw, parsed.digests)), logging.INFO if windows else logging.DEBUG,
-                          f"windows: {len(windows)} loaded from {self.windows_file.path}"):
-            self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
+        loaded = hash((snapshot.raw, parsed.digests))
+        if loaded != self._loaded:
+            self._loaded = loaded
+            self._pending = None  # new content: the next unconfirmed read is news again
+            logger.log(logging.INFO if windows else logging.DEBUG, "%s",
+                       f"windows: {len(windows)} loaded from {self.windows_file.path}")
         return verdict.windows if verdict.windows is not None else windows, entries, (), whole, verdict.unread
 
     def _rows(self, raw: bytes, parsed: Parsed, own: bool, now: datetime) -> Windows:
@@ -376,25 +383,6 @@ class WindowService:
         held.seed({row: w for w in parsed.windows
                    if (w.feed is not None or w.exclude_calendar is not None) and (row := row_of(w.name)) is not None})
         return held.windows()
-
-    def _note_tables(self, parsed: Parsed, report: TickReport) -> None:
-        report.failed = [str(failure) for failure in parsed.failures]
-        failing = {str(failure.window): str(failure) for failure in parsed.failures}
-        for name, line in failing.items():
-            self._problems.start(f"failed:{name}", f"windows: {line} (this window holds as it was; the others proceed)")
-        self._problems.only("failed:", failing, "windows: window {} validates again (or was removed)")
-        report.stale = dict(parsed.stale)
-        for name, line in parsed.stale.items():
-            self._problems.start(f"stale:{name}", f"windows: {line} (its occurrences hold as that copy says)")
-        self._problems.only("stale:", parsed.stale, "windows: calendar {} reads again")
-
-    def _log_once(self, kind: str, key: object, level: int, message: str) -> bool:
-        """Unless the last one of `kind` had the same `key`; True when logged."""
-        if self._logged.get(kind) == key:
-            return False
-        self._logged[kind] = key
-        logger.log(level, "%s", message)
-        return True
 
     def _recalled(self, scope: str, covered: list[Occurrence], entries: dict[str, LedgerEntry],
                   state: PassState) -> dict[str, str]:
@@ -424,7 +412,7 @@ class WindowService:
         later pass will."""
         report = self.tick()
         if report.pending is not None and not report.errors:
-            self.sleep(self.guard.confirm_after.total_seconds())
+            time.sleep(self.guard.confirm_after.total_seconds())
             report = self.tick()
         return report
 
@@ -433,7 +421,7 @@ class WindowService:
         pass's budget) stops the pass with one line; no hold is lifted for it: the next read names
         its window failing and holds its scope as it was (`_held_as_was`)."""
         with self._lock:
-            report = TickReport(now=now or self.clock(), dry_run=dry_run)
+            report = TickReport(now=now or self.fleet.clock(), dry_run=dry_run)
             try:
                 return self._planned(report)
             except CalendarError as exc:
@@ -501,12 +489,11 @@ class WindowService:
             if entry.state == ARMED and entry.window in refused and entry.end > report.now and (
                     entry.scope not in held or entry.end < held[entry.scope][1]):
                 held[entry.scope] = (entry.window, entry.end)
-        for scope, (name, until) in sorted(held.items()):
-            line = (f"scope {scope}: held as it was until {display_instant(until)} at least, neither armed nor retired: "
-                    f"window {name}: {refused[name]}")
-            report.errors.append(line)
-            self._problems.start(f"refused:{scope}", f"windows: {line}")
-        self._problems.only("refused:", held, "windows: scope {} is planned again")
+        lines = {scope: f"scope {scope}: held as it was until {display_instant(until)} at least, neither armed nor "
+                        f"retired: window {name}: {refused[name]}" for scope, (name, until) in sorted(held.items())}
+        report.errors.extend(lines.values())
+        self._problems.only("refused:", {scope: f"windows: {line}" for scope, line in lines.items()},
+                            "windows: scope {} is planned again")
         if not refused:
             return windows, moving, held
         kept = [windows.part(i) for i in range(len(windows)) if windows.name(i) not in refused]
@@ -523,7 +510,7 @@ class WindowService:
             return report
         except Exception as exc:  # a wake-up must never take the scheduler down
             logger.exception("windows: reconciliation failed")
-            report = TickReport(now=self.clock())
+            report = TickReport(now=self.fleet.clock())
             report.errors.append(f"{type(exc).__name__}: {exc}")
             return report
 
@@ -547,7 +534,8 @@ class WindowService:
     def _reconcile_scope(self, scope: str, state: PassState, lanes: Lanes) -> list[ScopePlan]:
         """The full hold's lane and one per selector (`only`/`jobs`, issue 26), each planned alone."""
         at_scope, scoped = lanes.at(scope)
-        if idle([o for selector, _, _ in at_scope for o in lanes.covered.get((scope, selector), ())], state.of(scope)):
+        covered = [o for selector, _, _ in at_scope for o in lanes.covered.get((scope, selector), ())]
+        if idle(covered, state.of(scope)):
             return [ScopePlan(scope, state.report.now, ())]
         fresh: list[Reading] = []
         moved = self._moved(scope, state, lanes, scoped, fresh)
@@ -555,8 +543,7 @@ class WindowService:
         for lane in at_scope:
             plans += self._reconcile_lane(scope, lane, scoped, state, lanes, fresh)
         if moved and not state.report.dry_run:
-            live = {o.key for selector, _, _ in at_scope for o in lanes.covered.get((scope, selector), ())}
-            self._retire_moved(scope, state, moved, live)
+            self._retire_moved(scope, state, moved, {o.key for o in covered})
         return plans
 
     def _reading(self, scope: str, now: datetime, fresh: list[Reading]) -> Reading:
@@ -670,10 +657,6 @@ class WindowService:
             logger.debug("windows: woke for %s", job_id)
             self.reconcile()
 
-    def jobs(self) -> dict[str, datetime]:
-        jobs = self.scheduler.get_jobs() if self.scheduler is not None else ()
-        return {job.id: job.next_run_time for job in jobs if job.id.startswith(JOB_PREFIX) and job.next_run_time}
-
     def _set_jobs(self, scheduler: Scheduler, desired: dict[str, datetime]) -> None:
         from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
         from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
@@ -692,7 +675,15 @@ class WindowService:
         """A BackgroundScheduler unless one was given."""
         self._stopping = False
         if self.scheduler is None:
-            self.scheduler = make_scheduler()
+            from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
+            from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
+
+            # one worker thread: wake-ups never run concurrently
+            self.scheduler = BackgroundScheduler(
+                timezone=UTC,
+                executors={"default": ThreadPoolExecutor(max_workers=1)},
+                job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            )
             self._owns_scheduler = True
         if not self.scheduler.running:
             self.scheduler.start()
@@ -808,19 +799,6 @@ def _earliest(out: dict[str, datetime], limit: int) -> dict[str, datetime]:
     return kept
 
 
-def make_scheduler() -> Scheduler:
-    """One worker thread: wake-ups never run concurrently."""
-    from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
-    from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
-
-    scheduler: Scheduler = BackgroundScheduler(
-        timezone=UTC,
-        executors={"default": ThreadPoolExecutor(max_workers=1)},
-        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
-    )
-    return scheduler
-
-
 class Lanes:
     """Each scope grouped when first visited (a pass visits a few); `moving`: the versions an
     unconfirmed edit moves to another scope."""
@@ -834,7 +812,6 @@ class Lanes:
         #: (scope, name) -> (scope, selector) of the moving versions (`lane_of` names the others)
         self.elsewhere = {(w.scope, w.name): (w.scope, w.selector) for w in self.moving}
         self._at: dict[str, list[int]] | None = None
-        self._lanes: dict[str, tuple[list[Lane], set[str]]] = {}
         #: (scope, selector) -> the occurrences covering now of the lane's windows, sorted
         self.covered: dict[tuple[str, Any], list[Occurrence]] = {}
         for name, found in covering.items():
@@ -853,9 +830,7 @@ class Lanes:
         return self.windows.scope(at), self.windows.selector(at)
 
     def at(self, scope: str) -> tuple[list[Lane], set[str]]:
-        """The full lane first, and the names of the windows in a scoped lane."""
-        if scope in self._lanes:
-            return self._lanes[scope]
+        """The full lane first, and the names of the windows in a scoped lane (once per scope a pass)."""
         if self._at is None:
             self._at = {}
             for i in range(len(self.windows)):
@@ -876,6 +851,4 @@ class Lanes:
                 selector, own, names = lanes[at]
                 lanes[at] = (selector, self.compose([*map(own.part, range(len(own))), Part.of(window)]),
                              None if extra is None else (names or frozenset()) | extra)
-        scoped = {name for _, _, names in lanes for name in names or ()}
-        self._lanes[scope] = lanes, scoped
-        return lanes, scoped
+        return lanes, {name for _, _, names in lanes for name in names or ()}

@@ -129,10 +129,9 @@ class TaskService:
             self.file_problems.start("file", f"window tasks: cannot read the windows ({exc}); no task starts until it reads")
             return [], None
         self.file_problems.clear("file", "window tasks: the windows read again")
-        failing = {str(failure.window or failure): str(failure) for failure in parsed.failures} if parsed else {}
-        for name, line in failing.items():
-            self.file_problems.start(f"failed:{name}", f"window tasks: {line} (its task does not start; the others proceed)")
-        self.file_problems.only("failed:", failing, "window tasks: {} validates again (or was removed)")
+        self.file_problems.only("failed:", {str(f.window or f): f"window tasks: {f} (its task does not start; the others proceed)"
+                                            for f in (parsed.failures if parsed else ())},
+                                "window tasks: {} validates again (or was removed)")
         return (parsed.windows if parsed is not None else []), rows
 
     def tick(self, now: datetime | None = None) -> TaskReport:
