@@ -22,10 +22,11 @@ from obs_helpers import fetch, scrape, write_windows
 
 from hermes_estop.consumers.loops import LoopService
 from hermes_estop.consumers.pass_report import Held
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.observe.metrics import WorkHeldCounter
 from hermes_estop.observe.server import StatusServer, attach, parse_listen
-from hermes_estop.windows.ledger import SKIPPED, JsonFileLedger, LedgerEntry
+from hermes_estop.windows.ledger import SKIPPED, LedgerEntry, open_ledger
 from hermes_estop.windows.model import occurrence_key
 from inprocess_cli import completed
 
@@ -84,7 +85,7 @@ def test_a_skipped_occurrence_counts_once(estop, fleet_root, server):
     key = occurrence_key("fleet", "nightly", start.isoformat())
     entry = LedgerEntry(key, "nightly", start.isoformat(), "fleet", start + timedelta(hours=2), SKIPPED)
     assert scrape(server)[("hermes_estop_occurrences_skipped_total", (("window", "nightly"),))] == 0
-    JsonFileLedger(fleet_root).commit([entry])
+    open_ledger(Fleet.of_files(fleet_root)).commit([entry])
     for _ in range(2):
         assert scrape(server)[("hermes_estop_occurrences_skipped_total", (("window", "nightly"),))] == 1
 
@@ -350,10 +351,10 @@ def test_a_skip_recorded_before_the_process_started_is_not_counted(estop, fleet_
     key = occurrence_key("fleet", "nightly", start.isoformat())
     before = LedgerEntry(key, "nightly", start.isoformat(), "fleet", start + timedelta(hours=2), SKIPPED,
                          updated_at=clock() - timedelta(minutes=5))
-    JsonFileLedger(fleet_root).commit([before])
+    open_ledger(Fleet.of_files(fleet_root)).commit([before])
     assert scrape(server)[("hermes_estop_occurrences_skipped_total", (("window", "nightly"),))] == 0
     later = datetime(2026, 6, 4, 2, tzinfo=UTC)
     after = LedgerEntry(occurrence_key("fleet", "nightly", later.isoformat()), "nightly", later.isoformat(), "fleet",
                         later + timedelta(hours=2), SKIPPED, updated_at=clock())
-    JsonFileLedger(fleet_root).commit([after])
+    open_ledger(Fleet.of_files(fleet_root)).commit([after])
     assert scrape(server)[("hermes_estop_occurrences_skipped_total", (("window", "nightly"),))] == 1

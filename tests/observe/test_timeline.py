@@ -11,9 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from obs_helpers import write_windows
 
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.observe.svg import render_timeline_svg
 from hermes_estop.observe.view import Observer
-from hermes_estop.windows.ledger import RELEASED, SKIPPED, JsonFileLedger, LedgerEntry
+from hermes_estop.windows.ledger import RELEASED, SKIPPED, LedgerEntry, open_ledger
 from hermes_estop.windows.model import occurrence_key
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -103,7 +104,7 @@ def test_skipped_and_released_occurrences_are_marked(estop, fleet_root, clock, s
     observer = Observer(estop)
     observer.view(7)  # cached before the ledger changes: the mark must still show
     marked = datetime(2026, 6, 3, 2, tzinfo=UTC)
-    JsonFileLedger(fleet_root).commit([_ledger_entry(marked, state)])
+    open_ledger(Fleet.of_files(fleet_root)).commit([_ledger_entry(marked, state)])
     bars = bars_of(lanes_of(svg_of(observer.view(7)))["fleet"])
     states = {b.get("data-start"): b.get("data-state") for b in bars}
     assert states.pop("2026-06-03T02:00:00Z") == state

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from hermes_estop import Estop
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import Reading
-from hermes_estop.windows.ledger import JsonFileLedger, LedgerEntry
+from hermes_estop.windows.ledger import LedgerEntry, open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.scheduler import TickReport, WindowService
 from hermes_estop.windows.windows_file import WindowsFile
@@ -39,7 +40,7 @@ class Harness:
         self.clock = clock
         self.estop = Estop(root=root, home=root, clock=clock, actor="operator@test")
         self.file = WindowsFile(root)
-        self.ledger = JsonFileLedger(root)
+        self.ledger = open_ledger(Fleet.of_files(root))
         self.schedulers: list[Any] = []
         self.leader = True
         self.service = self.new_service()
@@ -68,7 +69,8 @@ class Harness:
         self.file.save([w if isinstance(w, Window) else Window.parse(w) for w in windows])
 
     def jobs(self) -> dict[str, datetime]:
-        return self.service.jobs()
+        """The wake-ups the service keeps with APScheduler."""
+        return {job.id: job.next_run_time for job in self.service.scheduler.get_jobs() if job.next_run_time}
 
     def run_until(self, target: datetime, *, poll: bool = False,
                   each: Callable[[datetime], None] | None = None) -> list[str]:

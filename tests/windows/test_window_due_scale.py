@@ -81,7 +81,7 @@ def test_a_quiet_pass_over_10000_windows_asks_about_none_of_them(harness, questi
     # every window asked once for what covers now and once for its next start on each pass
     # would be 60,000; none is due, so none is asked
     assert questions[0] == 0
-    assert harness.service.jobs()  # the wake-ups still stand (read off the heap)
+    assert harness.jobs()  # the wake-ups still stand (read off the heap)
 
 
 def test_a_pass_over_10000_windows_asks_about_the_due_ones_and_arms_each_on_its_pass(harness, questions):

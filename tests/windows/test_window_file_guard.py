@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from schedule_queries import rows
 
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.hold import HoldState
-from hermes_estop.windows.ledger import ARMED, WITHDRAWN, JsonFileLedger
+from hermes_estop.windows.ledger import ARMED, WITHDRAWN, open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.plan import FileGuard
 
@@ -149,7 +150,7 @@ def test_windows_file_writers_sweep_temporaries_of_crashed_writers(harness):
 
 
 def test_ledger_writers_sweep_temporaries_of_crashed_writers(harness, fleet_root):
-    ledger = JsonFileLedger(fleet_root)
+    ledger = open_ledger(Fleet.of_files(fleet_root))
     leftovers = [fleet_root / f".windows-state.json.tmp-{i}" for i in range(3)]
     for path in leftovers:
         path.write_bytes(b"half")

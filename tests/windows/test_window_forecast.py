@@ -11,9 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hermes_estop import Estop, in_interval
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import EstopError
 from hermes_estop.windows.forecast import WindowSource, window_holds
-from hermes_estop.windows.ledger import JsonFileLedger
+from hermes_estop.windows.ledger import open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import occurrences
 from hermes_estop.windows.skips import skip_entry
@@ -45,7 +46,7 @@ def fleet(fleet_root, clock):
     late = Window.parse(LATE)
     fall_back = next(o for o in occurrences(late, utc(24, 12)))
     assert fall_back.ident == "2026-10-25T00:30:00+00:00"  # 02:30 CEST, the first of the two
-    JsonFileLedger(fleet_root).commit([skip_entry(fall_back, clock.now, "op@test")])
+    open_ledger(Fleet.of_files(fleet_root)).commit([skip_entry(fall_back, clock.now, "op@test")])
     return Estop(home=fleet_root, root=fleet_root, clock=clock, actor="op@test")
 
 

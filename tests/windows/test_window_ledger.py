@@ -8,14 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import StoreError
+from hermes_estop.stores.base import LEDGER_FILE
 from hermes_estop.windows.ledger import (
     ARMED,
     ENDED,
     SKIPPED,
-    JsonFileLedger,
     LedgerEntry,
     OccurrenceLedger,
+    open_ledger,
 )
 
 T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
@@ -29,7 +31,7 @@ def entry(name: str, end: datetime = T0, state: str = ARMED, generation: str | N
 
 @pytest.fixture(params=["file"])
 def ledger(request, tmp_path: Path) -> OccurrenceLedger:
-    return JsonFileLedger(tmp_path)
+    return open_ledger(Fleet.of_files(tmp_path))
 
 
 def test_empty_ledger_loads_empty(ledger):
@@ -59,21 +61,21 @@ def test_commit_removes_the_named_entries_with_the_changes(ledger):
 
 def test_a_new_instance_sees_what_was_committed(ledger, tmp_path):
     ledger.commit([entry("a")])
-    assert JsonFileLedger(tmp_path).load() == ledger.load()
+    assert open_ledger(Fleet.of_files(tmp_path)).load() == ledger.load()
 
 
 def test_unreadable_file_ledger_raises_naming_the_file(tmp_path):
-    ledger = JsonFileLedger(tmp_path)
+    ledger = open_ledger(Fleet.of_files(tmp_path))
     for body in (b"{", b"[]", json.dumps({"format": 1, "occurrences": {"k": {"window": "a"}}}).encode(),
                  json.dumps({"format": 9, "occurrences": {}}).encode()):
-        ledger.path.write_bytes(body)
-        with pytest.raises(StoreError, match=str(ledger.path)):
+        (tmp_path / LEDGER_FILE).write_bytes(body)
+        with pytest.raises(StoreError, match=str(tmp_path / LEDGER_FILE)):
             ledger.load()
 
 
 def test_file_ledger_is_replaced_atomically_and_leaves_no_temporaries(tmp_path):
-    ledger = JsonFileLedger(tmp_path)
+    ledger = open_ledger(Fleet.of_files(tmp_path))
     ledger.commit([entry(f"w{i}") for i in range(5)])
     assert sorted(p.name for p in tmp_path.iterdir()) == [".windows-state.json.lock", "windows-state.json"]
-    data = json.loads(ledger.path.read_text())
+    data = json.loads((tmp_path / LEDGER_FILE).read_text())
     assert data["format"] == 1 and len(data["occurrences"]) == 5

@@ -12,6 +12,7 @@ import pytest
 from schedule_queries import schedule_path
 
 from hermes_estop.model.hold import HoldState
+from hermes_estop.stores.base import LEDGER_FILE
 from hermes_estop.windows.ledger import ARMED, ENDED, INTENT, RELEASED, SKIPPED
 from hermes_estop.windows.model import Window
 
@@ -307,7 +308,7 @@ def test_removing_a_window_while_it_holds_retires_its_hold(harness):
 
 def test_lost_ledger_is_recovered_from_the_hold_body(harness):
     _window, start, generation = armed_one_shot(harness)
-    harness.ledger.path.unlink()  # e.g. the scheduler died between the arm and the ledger write
+    (harness.root / LEDGER_FILE).unlink()  # e.g. the scheduler died between the arm and the ledger write
     harness.clock.set(start + timedelta(minutes=1))
     report = harness.restart()
     assert [e.kind for e in report.events] == ["adopted"]
@@ -324,7 +325,7 @@ def test_standby_scheduler_writes_nothing(harness):
     harness.start()
     harness.run_until(start + timedelta(minutes=1), poll=True)
     assert harness.reading().state is HoldState.ABSENT
-    assert not harness.ledger.path.exists()
+    assert not (harness.root / LEDGER_FILE).exists()
     assert harness.jobs() == {"windows:end:maint": start + timedelta(minutes=30)}  # it keeps waking up
     harness.leader = True
     harness.run_until(start + timedelta(minutes=2), poll=True)

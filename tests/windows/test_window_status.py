@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from hermes_estop.stores.base import LEDGER_FILE
 from hermes_estop.windows.status import windows_section
 
 
@@ -43,7 +44,7 @@ def test_a_bad_windows_file_is_one_line_not_an_exception(harness, body):
 
 def test_a_broken_ledger_still_shows_the_windows(harness):
     harness.write({"name": "later", "cron": "0 3 * * *", "duration": "1h"})
-    harness.ledger.path.write_text("{")
+    (harness.root / LEDGER_FILE).write_text("{")
     section = windows_section(harness.estop.fleet, harness.clock.now)
     assert [row["name"] for row in section["json"]["windows"]] == ["later"]
     assert "unreadable" in section["json"]["windows_error"]

@@ -1,6 +1,5 @@
 """What the window scheduler remembers about occurrences across restarts: the sentinel cannot say
-that an occurrence was armed and released by the operator (never re-armed), or skipped. One
-`LedgerEntry` per occurrence acted on, stored where the fleet's store keeps it (`Fleet.ledger()`).
+that an occurrence was released by the operator (never re-armed), or skipped.
 
 The hold is written before the ledger; a crash in between, then `hermes resume`, would leave no
 memory of the arm. So every arm is preceded by an intent in the audit trail (`INTENT`), which
@@ -12,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable, Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_estop.fleet.fleet import Fleet
@@ -24,7 +22,7 @@ if TYPE_CHECKING:
     from hermes_estop.windows.model import Occurrence
 
 __all__ = ["ARMED", "ENDED", "INTENT", "LEDGER_FILE", "RELEASED", "RETENTION", "SKIPPED", "STATES", "WITHDRAWN",
-           "JsonFileLedger", "LedgerEntry", "OccurrenceLedger", "entry_for", "intent_detail", "open_ledger",
+           "LedgerEntry", "OccurrenceLedger", "entry_for", "intent_detail", "open_ledger",
            "recall", "skipped_keys"]
 
 #: the scheduler armed (or adopted) `generation` for the occurrence; it retires it at the end
@@ -45,8 +43,6 @@ RETENTION = timedelta(days=7)
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """The scheduler's memory of one occurrence."""
-
     key: str
     window: str
     occurrence: str
@@ -88,18 +84,17 @@ class LedgerEntry:
 
 
 class OccurrenceLedger:
-    """`LedgerEntry`s over the record table the fleet's store keeps, shared by every scheduler of
-    one fleet (only the leader writes): `load` never sees half of a `commit`."""
+    """Shared by every scheduler of one fleet (only the leader writes): `load` never sees half of
+    a `commit`."""
 
     def __init__(self, records: RecordTable) -> None:
         self.records = records
-        #: key -> (entry, the record's `end` and `updated_at` as stored) of the records last
-        #: read: a record read again with the same fields is not parsed again (`_entry`)
+        #: key -> (entry, the record's `end` and `updated_at` as stored) of the records last read
         self._parsed: dict[str, tuple[LedgerEntry, object, object]] = {}
 
     def load(self) -> dict[str, LedgerEntry]:
-        """Every entry by key (an absent ledger is empty). `StoreError` when it cannot be read or
-        parsed: the scheduler then decides nothing (a forgotten release would be re-armed)."""
+        """`StoreError` when it cannot be read or parsed: the scheduler then decides nothing (a
+        forgotten release would be re-armed)."""
         records = self.records.load()
         try:
             entries = {key: self._entry(key, value) for key, value in records.items()}
@@ -110,8 +105,8 @@ class OccurrenceLedger:
         return entries
 
     def _entry(self, key: str, value: Any) -> LedgerEntry:
-        """`LedgerEntry.from_json(key, value)`, not parsed again while every field it reads is the
-        same text: parsing 10,000 entries' instants on every pass was most of a pass (issue 24)."""
+        """Not parsed again while every field it reads is the same text: parsing 10,000 entries'
+        instants on every pass was most of a pass (issue 24)."""
         known = self._parsed.get(key)
         if known is not None and isinstance(value, dict):
             entry, end, updated_at = known
@@ -127,39 +122,26 @@ class OccurrenceLedger:
 
     def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None,
                remove: Iterable[str] = ()) -> None:
-        """Upsert `changes`, delete the entries keyed `remove` (an unskip) and those ending before
-        `prune_before`, all or nothing (`StoreError`: unchanged); entries not named are left."""
+        """All or nothing (`StoreError`: unchanged); entries not named are left."""
         self.records.update({entry.key: entry.to_json() for entry in changes}, remove=remove,
                             prune_before=prune_before, check=self._entry)
 
     def version(self) -> Hashable | None:
-        """Changes whenever the entries may have (`RecordTable.version`); None: cannot tell."""
+        """None: cannot tell."""
         return self.records.version()
 
     def describe(self) -> str:
         return self.records.describe()
 
     def close(self) -> None:
-        """Release connections; the ledger is unusable afterwards."""
         self.records.close()
 
 
-class JsonFileLedger(OccurrenceLedger):
-    """The ledger of the file store at `root`: `windows-state.json`, replaced atomically under a
-    lock on `.windows-state.json.lock`; readers take no lock."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(Fleet.of_files(root).ledger())
-        self.path = Path(root) / LEDGER_FILE
-
-
 def open_ledger(fleet: Fleet) -> OccurrenceLedger:
-    """The ledger of `fleet`, where its store keeps it."""
     return OccurrenceLedger(fleet.ledger())
 
 
 def skipped_keys(fleet: Fleet) -> frozenset[str]:
-    """The occurrence keys the fleet's ledger says are skipped."""
     return frozenset(key for key, entry in open_ledger(fleet).load().items() if entry.state == SKIPPED)
 
 
@@ -181,9 +163,8 @@ def intent_detail(keys: Iterable[str]) -> str:
 
 
 def recall(events: Iterable[AuditEvent], scope: str, keys: Collection[str]) -> dict[str, str]:
-    """occurrence key -> the generation armed for it, for those of `keys` the audit trail
-    (`events`, oldest first) shows armed at `scope`: each intent paired with the first `engage`
-    or `rearm` after it by the same actor with the same deadline. The latest arm of a key wins."""
+    """occurrence key -> generation: each intent in `events` (oldest first) paired with the first
+    `engage` or `rearm` after it by the same actor with the same deadline; the latest arm wins."""
     out: dict[str, str] = {}
     waiting: dict[str, tuple[str | None, datetime | None]] = {}
     for event in events:

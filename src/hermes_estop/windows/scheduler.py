@@ -1,10 +1,9 @@
-"""The window scheduler: a pass (`tick`, or `plan`: the same, writing nothing) reads the file and
-the ledger, takes the file's compiled `Schedule`, plans each scope with something to decide
-(`plan`) and carries the plans out (`Actions`). APScheduler 3 date jobs (`due_wakeups`; never its
-`CronTrigger`, which reads day-of-week 0 as Monday) wake it when the occurrences say; `run` also
-passes every `poll_interval` seconds, which picks up edits and makes a missed wake-up harmless.
-Passes hold a lock (no interleaving within a process; across processes the store's fences and the
-ledger's lock); only the leader (`is_leader`) writes.
+"""The window scheduler: a pass (`tick`; `plan` writes nothing) plans each scope with something
+to decide off the file's compiled `Schedule` and the ledger, and `Actions` carries it out.
+APScheduler 3 date jobs wake it (never its `CronTrigger`, which reads day-of-week 0 as Monday);
+`run` also passes every `poll_interval` seconds, which picks up edits and makes a missed wake-up
+harmless. Passes hold a lock (across processes: the store's fences and the ledger's lock); only
+the leader (`is_leader`) writes.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ from hermes_estop.windows.windows_file import Parsed, WindowsFile, against_polic
 
 __all__ = ["EDIT", "JOB_PREFIX", "LATER", "MAX_JOBS", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog",
            "Scheduler", "TickEvent", "TickReport", "WindowService", "action_event", "due_wakeups",
-           "make_scheduler", "note_event", "planned_events", "wakeups_for"]
+           "note_event", "wakeups_for"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
@@ -63,20 +62,15 @@ PRUNE_SLACK = timedelta(hours=1)
 #: how many of the newest audit events `recall` reads (an arm it misses is armed again: held)
 RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
-#: one lane of a scope: its selector (None: the full hold), its enabled windows in file order,
-#: their names (None for the full lane)
+#: one lane of a scope: its selector (None: the full hold), its windows, their names (None: full)
 Lane = tuple[Any, Windows, frozenset[str] | None]
-#: what a pass acts on: the windows (rows of one schedule), the ledger, the versions moving scope
-#: (`GuardVerdict.moving`), and the file's bytes when it validates whole, with its windows when
-#: it does not compile table by table (the schedule kept for the commands, `Schedules.keep`)
+#: windows, ledger, the versions moving scope (`GuardVerdict.moving`), what `Schedules.keep` keeps
 _Inputs = tuple[Windows, dict[str, LedgerEntry], Sequence[Window], tuple[bytes, Sequence[Window] | None] | None,
                 frozenset[str]]
 
 
 @dataclass(frozen=True)
 class TickEvent:
-    """One thing a tick did (or, in a dry run, would do)."""
-
     kind: str  # arm | rearm | retire | skip | released | adopted | error
     scope: str
     windows: tuple[str, ...] = ()
@@ -100,8 +94,6 @@ class TickEvent:
 
 @dataclass
 class TickReport:
-    """What one reconciliation saw and did."""
-
     now: datetime
     leader: bool = True
     dry_run: bool = False
@@ -130,7 +122,7 @@ class TickReport:
 
 
 def note_event(scope: str, note: LedgerEntry) -> TickEvent | None:
-    """The event a ledger note is worth reporting as: an early release, or an adopted hold."""
+    """An early release or an adopted hold is worth reporting."""
     if note.state == RELEASED:
         return TickEvent("released", scope, (note.window,), (note.occurrence,), note.generation, None,
                          f"{note.detail}; not re-armed" if note.detail else "not re-armed")
@@ -154,12 +146,6 @@ def action_event(action: Arm | Retire | Skip, generation: str | None = None) -> 
                      occurrence.end, f"held by {action.standing}, which the window did not arm")
 
 
-def planned_events(plan: ScopePlan) -> list[TickEvent]:
-    events = [event for event in (note_event(plan.scope, note) for note in plan.notes) if event is not None]
-    events.extend(action_event(action) for action in plan.actions)
-    return events
-
-
 #: who a retire the windows file asks for is judged as: nobody a policy's roles can name
 EDIT = Actor(name="windows-file-edit")
 _REFUSED_KEPT = 1024
@@ -167,12 +153,10 @@ _REFUSED_KEPT = 1024
 
 @dataclass
 class PassState:
-    """One pass: its report, the ledger entries as they now stand, and the changes to commit."""
-
     report: TickReport
     entries: dict[str, LedgerEntry]
     changes: dict[str, LedgerEntry] = field(default_factory=dict)
-    #: the audit trail's newest events by scope, read at most once a pass (`WindowService._recalled`)
+    #: the audit trail's newest events by scope, read at most once a pass
     trail: dict[str, list[AuditEvent]] | None = None
     #: `entries` by scope, built at the first `of` and kept up to date by `remember`
     _by_scope: dict[str, dict[str, LedgerEntry]] | None = field(default=None, repr=False)
@@ -184,8 +168,8 @@ class PassState:
             self._by_scope.setdefault(entry.scope, {})[entry.key] = entry
 
     def of(self, scope: str) -> dict[str, LedgerEntry]:
-        """The entries of `scope` as they now stand (a copy; indexed: filtering the whole ledger
-        for each of a thousand profiles cost more than the planning, issue 24)."""
+        """A copy (indexed: filtering the whole ledger for each of a thousand profiles cost more
+        than the planning, issue 24)."""
         if self._by_scope is None:
             self._by_scope = {}
             for key, entry in self.entries.items():
@@ -203,16 +187,14 @@ class PassState:
 
 
 class Actions:
-    """The writes of the window scheduler, through the fleet (its store, clock and actor)."""
-
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         #: generations whose retire the policy refused (left to their deadman)
         self._refused: set[str] = set()
 
     def arm(self, action: Arm, state: PassState) -> bool:
-        """Write the desired hold, after its intent in the audit trail (`ledger.recall`: failing
-        to write that never stops the arm); False when the hold changed in between (plan again)."""
+        """After its intent in the audit trail (`ledger.recall`; failing to write that never
+        stops the arm); False when the hold changed in between (plan again)."""
         desired = action.desired
         try:
             self.fleet.record(INTENT, self.fleet.location(action.scope), reason=desired.reason,
@@ -235,10 +217,8 @@ class Actions:
         return True
 
     def retire(self, action: Retire, state: PassState) -> None:
-        """Retire a hold the scheduler armed. Before its deadline the windows file no longer holds
-        it, and an edit is not an operator's act: the retire is judged as `EDIT`, so under a
-        policy limiting who lifts a window's hold (`lift_windows`) it stays until its deadman
-        (the refusal on the record once, not asked again)."""
+        """Before its deadline an edit asks for it, which is not an operator's act: judged as
+        `EDIT`, so under `lift_windows` it stays until its deadman (refused once, not asked again)."""
         if action.generation in self._refused:
             return
         location = self.fleet.location(action.scope)
@@ -276,8 +256,8 @@ class Actions:
 
 
 class ProblemLog:
-    """The problems standing now (kind -> message) of one service: each logged once when it starts
-    and once when it clears (issue 20 item 3, issue 32 item 6), not once per pass."""
+    """Each problem (kind -> message) logged once when it starts and once when it clears, not once
+    per pass (issue 20 item 3, issue 32 item 6)."""
 
     def __init__(self, logger: logging.Logger, *, quiet: bool = False) -> None:
         self.logger = logger
@@ -286,8 +266,7 @@ class ProblemLog:
         self._started, self._ended = (logging.DEBUG, logging.DEBUG) if quiet else (logging.ERROR, logging.INFO)
 
     def start(self, kind: str, message: str) -> None:
-        """Log `message` when `kind` starts; while it lasts, a changed wording (an editor's torn
-        saves fail at a new position each time) only at DEBUG."""
+        """A changed wording while it lasts (torn saves fail at a new position each time): DEBUG."""
         if kind in self._standing:
             if self._standing[kind] != message:
                 self._standing[kind] = message
@@ -300,28 +279,24 @@ class ProblemLog:
         if self._standing.pop(kind, None) is not None:
             self.logger.log(self._ended, "%s", printable(message))
 
-    def only(self, prefix: str, standing: Iterable[str], message: str) -> None:
-        """Clear every problem of `prefix` whose rest is not in `standing` (`message` formatted
-        with that rest)."""
-        keep = set(standing)
-        for kind in [k for k in self._standing if k.startswith(prefix) and k[len(prefix):] not in keep]:
-            self.clear(kind, message.format(kind[len(prefix):]))
+    def only(self, prefix: str, lines: Mapping[str, str], cleared: str) -> None:
+        """Start `prefix` + name with its line for each of `lines`; clear the others of `prefix`."""
+        for name, line in lines.items():
+            self.start(prefix + name, line)
+        for kind in [k for k in self._standing if k.startswith(prefix) and k[len(prefix):] not in lines]:
+            self.clear(kind, cleared.format(kind[len(prefix):]))
 
 
 class WindowService:
-    """Arms and retires the holds of the maintenance windows of one fleet. Time comes from the
-    fleet's clock (the database's on PostgreSQL) and from `monotonic` (pacing the loop)."""
+    """Time comes from the fleet's clock (the database's on PostgreSQL); `monotonic` paces the loop."""
 
     name = "windows"
 
     def __init__(self, fleet: Fleet, *, windows_file: WindowsFile | None = None, ledger: OccurrenceLedger | None = None,
                  is_leader: Callable[[], bool] | None = None, scheduler: Scheduler | None = None,
-                 poll_interval: float = POLL_INTERVAL, monotonic: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 poll_interval: float = POLL_INTERVAL, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.fleet = fleet
-        self.clock = fleet.clock
         self.monotonic = monotonic
-        self.sleep = sleep
         self.windows_file = windows_file or WindowsFile(fleet.root)
         self.ledger = ledger or open_ledger(fleet)
         self.is_leader = is_leader or (lambda: True)
@@ -332,27 +307,25 @@ class WindowService:
         self.guard = FileGuard(timedelta(seconds=max(self.poll_interval, WEAKEN_AFTER)), self.schedules)
         self.actions = Actions(fleet)
         self._lock = threading.RLock()
-        self._logged: dict[str, object] = {}
+        #: the last unconfirmed read's reason and the last content loaded, each logged once
+        self._pending: str | None = None
+        self._loaded: int | None = None
         self._problems = ProblemLog(logger)
         self._owns_scheduler = False
         #: set by `shutdown`, under its lock: no pass sets wake-ups, no wake-up runs a pass after it
         self._stopping = False
         self._stopping_lock = threading.Lock()
 
-    def __repr__(self) -> str:
-        return f"WindowService({self.windows_file.path})"
-
     def check_file(self) -> None:
         """Raise `InvalidWindow` when the file does not read as a whole (`hermes serve --once`)."""
         raw = self.windows_file.snapshot().raw
-        if self.schedules.rows(raw, self.clock()) is None:
+        if self.schedules.rows(raw, self.fleet.clock()) is None:
             self.windows_file.parse_each(raw)
 
     def _inputs(self, report: TickReport) -> _Inputs | None:
-        """What to act on, or None (the reason in `report`): a file that does not read, or a read
-        that takes away what cannot be kept (`FileGuard`). The windows are the rows of the file's
-        schedule; of one composed of those that validate when a table fails or the fleet's policy
-        refuses a window (each window is checked when the policy has rules)."""
+        """None (the reason in `report`) for a file that does not read, or a read that takes away
+        what cannot be kept (`FileGuard`). The windows are composed of those that validate when a
+        table fails or the fleet's policy refuses a window (checked when the policy has rules)."""
         try:
             snapshot = self.windows_file.snapshot()
             policy = self.fleet.policy
@@ -372,27 +345,36 @@ class WindowService:
         windows = rows if rows is not None else self._rows(snapshot.raw, parsed, own and snapshot.identity is not None,
                                                             report.now)
         report.windows = len(windows)
-        self._note_tables(parsed, report)
+        report.failed = [str(failure) for failure in parsed.failures]
+        self._problems.only("failed:", {str(f.window): f"windows: {f} (this window holds as it was; the others proceed)"
+                                        for f in parsed.failures}, "windows: window {} validates again (or was removed)")
+        report.stale = dict(parsed.stale)
+        self._problems.only("stale:", {name: f"windows: {line} (its occurrences hold as that copy says)"
+                                       for name, line in parsed.stale.items()}, "windows: calendar {} reads again")
         verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names(),
                                    parsed.digests)
         # the schedule kept is the file's as it is, never the version last confirmed (issue 45)
         whole = (snapshot.raw, None if rows is not None else parsed.windows) if own else None
         if not verdict.trusted:
             report.pending = verdict.reason
-            self._log_once("pending", verdict.reason, logging.WARNING, f"windows: {verdict.reason}")
+            if verdict.reason != self._pending:
+                self._pending = verdict.reason
+                logger.warning("%s", f"windows: {verdict.reason}")
             if verdict.windows is None:
                 if whole is not None and not report.dry_run:
                     self.schedules.keep(*whole, report.now)
                 return None
             return verdict.windows, entries, verdict.moving, whole, verdict.unread
-        if self._log_once("loaded", hash((snapshot.raw, parsed.digests)), logging.INFO if windows else logging.DEBUG,
-                          f"windows: {len(windows)} loaded from {self.windows_file.path}"):
-            self._logged.pop("pending", None)  # new content: the next unconfirmed read is news again
+        loaded = hash((snapshot.raw, parsed.digests))
+        if loaded != self._loaded:
+            self._loaded = loaded
+            self._pending = None  # new content: the next unconfirmed read is news again
+            logger.log(logging.INFO if windows else logging.DEBUG, "%s",
+                       f"windows: {len(windows)} loaded from {self.windows_file.path}")
         return verdict.windows if verdict.windows is not None else windows, entries, (), whole, verdict.unread
 
     def _rows(self, raw: bytes, parsed: Parsed, own: bool, now: datetime) -> Windows:
-        """The windows of a file validated table by table as rows: of the schedule held for its
-        bytes and feeds when they are all the file's (`own`), else composed of those."""
+        """Of the schedule held for the bytes and feeds when they are all the file's (`own`)."""
         held = self.schedules.timeline(raw, now) if own else None  # its feeds asked again: read since
         if held is None:
             return self.schedules.compose(list(map(Part.of, parsed.windows)), now)
@@ -402,30 +384,9 @@ class WindowService:
                    if (w.feed is not None or w.exclude_calendar is not None) and (row := row_of(w.name)) is not None})
         return held.windows()
 
-    def _note_tables(self, parsed: Parsed, report: TickReport) -> None:
-        """Report the tables that fail and the calendars read from a stale copy."""
-        report.failed = [str(failure) for failure in parsed.failures]
-        failing = {str(failure.window): str(failure) for failure in parsed.failures}
-        for name, line in failing.items():
-            self._problems.start(f"failed:{name}", f"windows: {line} (this window holds as it was; the others proceed)")
-        self._problems.only("failed:", failing, "windows: window {} validates again (or was removed)")
-        report.stale = dict(parsed.stale)
-        for name, line in parsed.stale.items():
-            self._problems.start(f"stale:{name}", f"windows: {line} (its occurrences hold as that copy says)")
-        self._problems.only("stale:", parsed.stale, "windows: calendar {} reads again")
-
-    def _log_once(self, kind: str, key: object, level: int, message: str) -> bool:
-        """Log `message` unless the last one of `kind` had the same `key`; True when logged."""
-        if self._logged.get(kind) == key:
-            return False
-        self._logged[kind] = key
-        logger.log(level, "%s", message)
-        return True
-
     def _recalled(self, scope: str, covered: list[Occurrence], entries: dict[str, LedgerEntry],
                   state: PassState) -> dict[str, str]:
-        """What the audit trail says was armed for the occurrences covering `now` the ledger does
-        not know (usually none: then the trail is not read)."""
+        """For the covering occurrences the ledger does not know (usually none: the trail unread)."""
         unknown = {o.key for o in covered} - entries.keys()
         if not unknown:
             return {}
@@ -441,30 +402,26 @@ class WindowService:
         return recall(state.trail.get(scope, ()), scope, unknown)
 
     def plan(self, now: datetime | None = None) -> tuple[TickReport, list[ScopePlan]]:
-        """A dry run: what a tick at `now` would do, without writing anything."""
         return self._pass(now, dry_run=True)
 
     def tick(self, now: datetime | None = None) -> TickReport:
-        """One reconciliation at `now` (default: the clock, read once)."""
         return self._pass(now, dry_run=False)[0]
 
     def settle(self) -> TickReport:
-        """`tick()` for `hermes serve --once`: an unconfirmed read is read again once the
-        confirmation period has passed, since no later pass will."""
+        """For `hermes serve --once`: an unconfirmed read is read again once confirmable, since no
+        later pass will."""
         report = self.tick()
         if report.pending is not None and not report.errors:
-            self.sleep(self.guard.confirm_after.total_seconds())
+            time.sleep(self.guard.confirm_after.total_seconds())
             report = self.tick()
         return report
 
     def _pass(self, now: datetime | None, *, dry_run: bool) -> tuple[TickReport, list[ScopePlan]]:
-        """`_planned`, failing alone when a feed is refused in the middle of it (`CalendarError`:
-        refused by another thread's expansion, or by the pass's own going over its budget, after
-        the read): one line in the report and the log, nothing more done (what was written is
-        committed first); no hold is lifted for it, the next read names its window failing and
-        holds its scope as it was (`_held_as_was`), every other window proceeds."""
+        """A feed refused mid-pass (`CalendarError`: by another thread's expansion, or over the
+        pass's budget) stops the pass with one line; no hold is lifted for it: the next read names
+        its window failing and holds its scope as it was (`_held_as_was`)."""
         with self._lock:
-            report = TickReport(now=now or self.clock(), dry_run=dry_run)
+            report = TickReport(now=now or self.fleet.clock(), dry_run=dry_run)
             try:
                 return self._planned(report)
             except CalendarError as exc:
@@ -474,7 +431,6 @@ class WindowService:
                 return report, []
 
     def _planned(self, report: TickReport) -> tuple[TickReport, list[ScopePlan]]:
-        """`_pass` under its lock: read, plan each scope with something to decide, act, set the wake-ups."""
         dry_run = report.dry_run
         plans: list[ScopePlan] = []
         inputs = self._inputs(report)
@@ -518,14 +474,11 @@ class WindowService:
     def _held_as_was(self, windows: Windows, moving: Sequence[Window], entries: dict[str, LedgerEntry],
                      report: TickReport, unread: frozenset[str] = frozenset(),
                      ) -> tuple[Windows, Sequence[Window], dict[str, tuple[str, datetime]]]:
-        """The windows and moving versions less those whose feed was refused (`refusal`: one put
-        back by the guard for a failing read, or refused since the read; a calendar's raises when
-        asked), and the scopes where one of them, or a failing window this process never read
-        (`unread`: nothing to put back), holds an occurrence not ended -> (that window, the
-        earliest such end: a wake-up). Such a scope holds as it was, neither planned nor written,
-        until those occurrences end: planned without the window, its hold would be taken as gone
-        and retired (a refusal is not an edit), and the other scopes would wait on it. One error
-        line per scope each pass, logged once."""
+        """The windows and moving versions less those whose feed was refused (`refusal`), and the
+        scopes where one of them, or a failing window this process never read (`unread`), holds
+        an occurrence not ended -> (that window, the earliest such end). Such a scope holds as it
+        was until those end: planned without the window, its hold would be retired (a refusal is
+        not an edit), and the other scopes would wait on it."""
         built = windows.timeline.built  # a row reading a feed is built (validated with it, `_rows`) or not asked yet
         found = (built(row) for row in windows.rows)
         refused = {w.name: why for w in (*(w for w in found if w is not None), *moving) if (why := refusal(w)) is not None}
@@ -536,19 +489,18 @@ class WindowService:
             if entry.state == ARMED and entry.window in refused and entry.end > report.now and (
                     entry.scope not in held or entry.end < held[entry.scope][1]):
                 held[entry.scope] = (entry.window, entry.end)
-        for scope, (name, until) in sorted(held.items()):
-            line = (f"scope {scope}: held as it was until {display_instant(until)} at least, neither armed nor retired: "
-                    f"window {name}: {refused[name]}")
-            report.errors.append(line)
-            self._problems.start(f"refused:{scope}", f"windows: {line}")
-        self._problems.only("refused:", held, "windows: scope {} is planned again")
+        lines = {scope: f"scope {scope}: held as it was until {display_instant(until)} at least, neither armed nor "
+                        f"retired: window {name}: {refused[name]}" for scope, (name, until) in sorted(held.items())}
+        report.errors.extend(lines.values())
+        self._problems.only("refused:", {scope: f"windows: {line}" for scope, line in lines.items()},
+                            "windows: scope {} is planned again")
         if not refused:
             return windows, moving, held
         kept = [windows.part(i) for i in range(len(windows)) if windows.name(i) not in refused]
         return (self.schedules.compose(kept, report.now), [w for w in moving if w.name not in refused], held)
 
     def reconcile(self) -> TickReport:
-        """`tick()` that never raises; a DEBUG line with its duration (for choosing `--interval`)."""
+        """Never raises; logs its duration at DEBUG (for choosing `--interval`)."""
         try:
             started = time.perf_counter()
             report = self.tick()
@@ -558,7 +510,7 @@ class WindowService:
             return report
         except Exception as exc:  # a wake-up must never take the scheduler down
             logger.exception("windows: reconciliation failed")
-            report = TickReport(now=self.clock())
+            report = TickReport(now=self.fleet.clock())
             report.errors.append(f"{type(exc).__name__}: {exc}")
             return report
 
@@ -571,17 +523,19 @@ class WindowService:
 
     @staticmethod
     def _scopes(covering: Iterable[list[Occurrence]], entries: dict[str, LedgerEntry]) -> list[str]:
-        """The scopes with something to decide (an occurrence covers now, or one is armed there);
-        every other is `idle`: 1,000 profiles cost nothing while no window covers them (issue 24)."""
+        """Every other scope is `idle`: 1,000 profiles cost nothing while no window covers them (issue 24)."""
         scopes = {o.scope for found in covering for o in found}
-        scopes.update(e.scope for e in entries.values() if e.state == ARMED and _valid_scope(e.scope))
+        for entry in entries.values():
+            if entry.state == ARMED:
+                with contextlib.suppress(EstopError):
+                    scopes.add(entry.scope if entry.scope == FLEET else validate_profile_name(entry.scope))
         return sorted(scopes, key=lambda s: (s != FLEET, s))
 
     def _reconcile_scope(self, scope: str, state: PassState, lanes: Lanes) -> list[ScopePlan]:
-        """Every lane of `scope` (the full hold's windows, and one per selector of the windows with
-        `only`/`jobs`, issue 26), each planned as a scope of its own."""
+        """The full hold's lane and one per selector (`only`/`jobs`, issue 26), each planned alone."""
         at_scope, scoped = lanes.at(scope)
-        if idle([o for selector, _, _ in at_scope for o in lanes.covered.get((scope, selector), ())], state.of(scope)):
+        covered = [o for selector, _, _ in at_scope for o in lanes.covered.get((scope, selector), ())]
+        if idle(covered, state.of(scope)):
             return [ScopePlan(scope, state.report.now, ())]
         fresh: list[Reading] = []
         moved = self._moved(scope, state, lanes, scoped, fresh)
@@ -589,23 +543,20 @@ class WindowService:
         for lane in at_scope:
             plans += self._reconcile_lane(scope, lane, scoped, state, lanes, fresh)
         if moved and not state.report.dry_run:
-            live = {o.key for selector, _, _ in at_scope for o in lanes.covered.get((scope, selector), ())}
-            self._retire_moved(scope, state, moved, live)
+            self._retire_moved(scope, state, moved, {o.key for o in covered})
         return plans
 
     def _reading(self, scope: str, now: datetime, fresh: list[Reading]) -> Reading:
-        """The scope's sentinel: read once, and again after a write (which empties `fresh`)."""
+        """Read again after a write (which empties `fresh`)."""
         if not fresh:
             fresh.append(self.fleet.read((self.fleet.location(scope),), now).readings[0])
         return fresh[0]
 
     def _moved(self, scope: str, state: PassState, lanes: Lanes, scoped: set[str],
                fresh: list[Reading]) -> dict[str, list[str]]:
-        """generation -> keys of the holds armed at `scope` whose occurrences now belong to another
-        lane (`only`/`jobs` changed, or the window left the scope's lanes), looked for at every
-        pass. Their entries are withdrawn, so that the new lane arms them like a window coming back,
-        and the old hold is retired only after (`_retire_moved`): the work is never free in
-        between, and an edit is never taken for an operator's release (issue 32 item 9)."""
+        """generation -> keys of the holds at `scope` whose occurrences now belong to another lane.
+        Withdrawn, so the new lane arms them like a window coming back; the old hold is retired only
+        after (`_retire_moved`): never free in between, never taken for a release (issue 32 item 9)."""
         now = state.report.now
         entries = [e for e in state.of(scope).values()
                    if e.state in (ARMED, WITHDRAWN) and e.generation is not None and e.end > now]
@@ -633,8 +584,7 @@ class WindowService:
         return moved
 
     def _retire_moved(self, scope: str, state: PassState, moved: dict[str, list[str]], live: set[str]) -> None:
-        """Retire each hold of `moved` no occurrence holds any more, once every moved occurrence
-        covering now is armed (or skipped) in its new lane; else a later pass does."""
+        """Once every moved occurrence covering now is armed (or skipped) in its new lane."""
         entries = state.of(scope)
         for generation, keys in moved.items():
             if any(e.state == ARMED and e.generation == generation for e in entries.values()):
@@ -645,8 +595,7 @@ class WindowService:
 
     def _reconcile_lane(self, scope: str, lane: Lane, scoped: set[str], state: PassState, lanes: Lanes,
                         fresh: list[Reading]) -> list[ScopePlan]:
-        """One lane (names None: the full lane, with the entries of windows no scoped lane has),
-        planned against its hold: the full one, or the scoped hold with its selector."""
+        """The full lane (names None) also has the entries of windows no scoped lane has."""
         selector, on_scope, names = lane
         covered = lanes.covered.get((scope, selector), [])
         report = state.report
@@ -663,7 +612,8 @@ class WindowService:
             plan = plan_scope(scope, now, on_scope, of_scope, reading, recalled=self._recalled(scope, covered, of_scope,
                               state), covered=covered, selector=selector)
             if report.dry_run:
-                report.events.extend(planned_events(plan))
+                report.events.extend(e for e in (note_event(scope, note) for note in plan.notes) if e is not None)
+                report.events.extend(map(action_event, plan.actions))
                 return [plan]
             for note in plan.notes:
                 state.remember(note)
@@ -707,13 +657,7 @@ class WindowService:
             logger.debug("windows: woke for %s", job_id)
             self.reconcile()
 
-    def jobs(self) -> dict[str, datetime]:
-        """The wake-ups currently scheduled with APScheduler."""
-        jobs = self.scheduler.get_jobs() if self.scheduler is not None else ()
-        return {job.id: job.next_run_time for job in jobs if job.id.startswith(JOB_PREFIX) and job.next_run_time}
-
     def _set_jobs(self, scheduler: Scheduler, desired: dict[str, datetime]) -> None:
-        """Make the scheduler's `windows:` date jobs the `desired` instants."""
         from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
         from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
 
@@ -728,10 +672,18 @@ class WindowService:
                                   coalesce=True, max_instances=1)
 
     def start(self) -> TickReport:
-        """Start APScheduler (a BackgroundScheduler unless one was given) and reconcile once."""
+        """A BackgroundScheduler unless one was given."""
         self._stopping = False
         if self.scheduler is None:
-            self.scheduler = make_scheduler()
+            from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
+            from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
+
+            # one worker thread: wake-ups never run concurrently
+            self.scheduler = BackgroundScheduler(
+                timezone=UTC,
+                executors={"default": ThreadPoolExecutor(max_workers=1)},
+                job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            )
             self._owns_scheduler = True
         if not self.scheduler.running:
             self.scheduler.start()
@@ -739,7 +691,7 @@ class WindowService:
         return self.reconcile()
 
     def shutdown(self) -> None:
-        """Stop APScheduler (waiting for a running wake-up to finish) if this service started it."""
+        """Waits for a running wake-up; stops APScheduler only if this service started it."""
         with self._stopping_lock:
             self._stopping = True
         scheduler = self.scheduler
@@ -751,8 +703,7 @@ class WindowService:
             scheduler.shutdown(wait=True)
 
     def run(self, stop: threading.Event) -> None:
-        """Serve until `stop`: the wake-up jobs and a pass every `poll_interval` seconds of
-        `monotonic` (missed polls are skipped, never run in a burst)."""
+        """Missed polls are skipped, never run in a burst."""
         self.start()
         logger.info("windows: scheduling %s (ledger %s, poll every %gs)", self.windows_file.path,
                     self.ledger.describe(), self.poll_interval)
@@ -773,8 +724,7 @@ LATER = f"{JOB_PREFIX}later"
 
 
 class Scheduler(Protocol):
-    """The part of APScheduler 3's `BaseScheduler` the window scheduler uses (a test or another
-    host process can pass its own)."""
+    """What is used of APScheduler 3's `BaseScheduler` (a host process can pass its own)."""
 
     @property
     def running(self) -> bool: ...
@@ -791,10 +741,8 @@ class Scheduler(Protocol):
 
 
 def wakeups_for(windows: Iterable[Window], now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
-    """The instants after `now` at which the plan can change (`_jobs`), the `limit` earliest
-    kept plus `windows:later` at the earliest left out: 10,000 windows keep a few hundred jobs
-    (APScheduler's `add_job` costs about 0.1 ms each). Asks every window the exact functions:
-    the definition `due_wakeups` answers without asking them."""
+    """The instants after `now` at which the plan can change, the `limit` earliest (`add_job`
+    costs about 0.1 ms). Of the exact functions: what `due_wakeups` answers without them."""
     out: dict[str, datetime] = {}
     for window in windows:
         if window.enabled:
@@ -804,9 +752,8 @@ def wakeups_for(windows: Iterable[Window], now: datetime, limit: int = MAX_JOBS)
 
 def due_wakeups(timeline: ScheduleTimeline, windows: Windows, covering: Mapping[str, Sequence[Occurrence]],
                 now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
-    """`wakeups_for` read off the pass's `timeline`: the next arm of each window something
-    covers (`covering`), and the `limit + 1` earliest next arms of the others off its arm
-    order. Asking each of 10,000 windows every pass was a third of a quiet pass (issue 24)."""
+    """`wakeups_for` off the pass's `timeline`'s arm order: asking each of 10,000 windows every
+    pass was a third of a quiet pass (issue 24)."""
     out: dict[str, datetime] = {}
     for name, covered in covering.items():
         _jobs(out, name, _first_armed(timeline, windows, name, now), covered, now)
@@ -816,8 +763,7 @@ def due_wakeups(timeline: ScheduleTimeline, windows: Windows, covering: Mapping[
 
 
 def _first_armed(timeline: ScheduleTimeline, windows: Windows, name: str, now: datetime) -> Occurrence | None:
-    """The first occurrence of the window `name` armed after `now`: off the schedule where it
-    holds the answer (no row's `Window` validated mid-pass, issue 45), else `first_armed`."""
+    """Off the schedule where it holds the answer (no `Window` validated mid-pass, issue 45)."""
     schedule, row = timeline.schedule, timeline.schedule.row_of(name)
     if row is not None and windows.timeline is timeline:
         index = schedule.next_arm_index(row, now)
@@ -831,9 +777,8 @@ def _first_armed(timeline: ScheduleTimeline, windows: Windows, name: str, now: d
 
 def _jobs(out: dict[str, datetime], name: str, upcoming: Occurrence | None, covered: Sequence[Occurrence],
           now: datetime) -> None:
-    """The wake-ups of the window `name`: its next arm (`windows:start:` at its start, or
-    `windows:drain:` less its drain lead), and of the occurrences `covered` covering `now` the
-    earliest end (`windows:end:`, the expiry) and the start of one draining (its reason changes)."""
+    """Its next arm, and of those `covered` the earliest end and a draining one's start (its
+    reason changes)."""
     if upcoming is not None:
         kind = "drain" if upcoming.lead else "start"
         out[f"{JOB_PREFIX}{kind}:{name}"] = upcoming.arm_at
@@ -845,7 +790,7 @@ def _jobs(out: dict[str, datetime], name: str, upcoming: Occurrence | None, cove
 
 
 def _earliest(out: dict[str, datetime], limit: int) -> dict[str, datetime]:
-    """The `limit` earliest wake-ups, and `windows:later` at the earliest one left out."""
+    """With `windows:later` at the earliest one left out."""
     if len(out) <= limit:
         return out
     ordered = sorted(out.items(), key=lambda kv: (kv[1], kv[0]))
@@ -854,22 +799,9 @@ def _earliest(out: dict[str, datetime], limit: int) -> dict[str, datetime]:
     return kept
 
 
-def make_scheduler() -> Scheduler:
-    """A BackgroundScheduler in UTC with one worker thread: wake-ups never run concurrently."""
-    from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
-    from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
-
-    scheduler: Scheduler = BackgroundScheduler(
-        timezone=UTC,
-        executors={"default": ThreadPoolExecutor(max_workers=1)},
-        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
-    )
-    return scheduler
-
-
 class Lanes:
-    """The pass's windows by scope and lane, each scope grouped when first visited (a pass visits
-    a few); with `moving`, the versions an unconfirmed edit moves to another scope."""
+    """Each scope grouped when first visited (a pass visits a few); `moving`: the versions an
+    unconfirmed edit moves to another scope."""
 
     def __init__(self, windows: Windows, moving: Sequence[Window], covering: dict[str, list[Occurrence]],
                  elsewhere: dict[str, list[Occurrence]], compose: Callable[[Sequence[Part]], Windows]) -> None:
@@ -880,7 +812,6 @@ class Lanes:
         #: (scope, name) -> (scope, selector) of the moving versions (`lane_of` names the others)
         self.elsewhere = {(w.scope, w.name): (w.scope, w.selector) for w in self.moving}
         self._at: dict[str, list[int]] | None = None
-        self._lanes: dict[str, tuple[list[Lane], set[str]]] = {}
         #: (scope, selector) -> the occurrences covering now of the lane's windows, sorted
         self.covered: dict[tuple[str, Any], list[Occurrence]] = {}
         for name, found in covering.items():
@@ -893,16 +824,13 @@ class Lanes:
             occurrences.sort()
 
     def lane_of(self, name: str) -> tuple[str, Any] | None:
-        """The enabled window `name`'s (scope, selector)."""
         at = self.windows.position(name)
         if at is None or not self.windows.enabled(at):
             return None
         return self.windows.scope(at), self.windows.selector(at)
 
     def at(self, scope: str) -> tuple[list[Lane], set[str]]:
-        """`scope`'s lanes, the full lane first, and the names of its windows in a scoped lane."""
-        if scope in self._lanes:
-            return self._lanes[scope]
+        """The full lane first, and the names of the windows in a scoped lane (once per scope a pass)."""
         if self._at is None:
             self._at = {}
             for i in range(len(self.windows)):
@@ -923,16 +851,4 @@ class Lanes:
                 selector, own, names = lanes[at]
                 lanes[at] = (selector, self.compose([*map(own.part, range(len(own))), Part.of(window)]),
                              None if extra is None else (names or frozenset()) | extra)
-        scoped = {name for _, _, names in lanes for name in names or ()}
-        self._lanes[scope] = lanes, scoped
-        return lanes, scoped
-
-
-def _valid_scope(scope: str) -> bool:
-    if scope == FLEET:
-        return True
-    try:
-        validate_profile_name(scope)
-    except EstopError:
-        return False
-    return True
+        return lanes, {name for _, _, names in lanes for name in names or ()}

@@ -1,9 +1,7 @@
-"""Window tasks: a window with `run = ["cmd", "arg"]` runs that command at each occurrence's start
-under the hold the window armed, whose deadman (the window's end) is the task's lease; exit 0
-releases the occurrence early, a failure keeps the fleet held (docs/windows.md, "Window tasks").
-Each occurrence's task runs at most once, also across restarts: `task-start` is in the audit
-trail before the command starts. `stop()` SIGTERMs, then SIGKILLs, every task's process group:
-nothing the daemon starts outlives it. Only the leader runs tasks.
+"""Window tasks (docs/windows.md, "Window tasks"): the window's deadman is the task's lease; exit 0
+releases the occurrence early, a failure keeps the fleet held. At most once per occurrence, also
+across restarts: `task-start` is in the audit trail before the command starts. Nothing the daemon
+starts outlives it (`stop`). Only the leader runs tasks.
 """
 
 from __future__ import annotations
@@ -65,8 +63,6 @@ class TaskReport:
 
 
 class TaskService:
-    """Runs the tasks of one fleet's windows."""
-
     name = "window-tasks"
 
     def __init__(self, fleet: Fleet, *, ledger: OccurrenceLedger | None = None, windows_file: WindowsFile | None = None,
@@ -86,7 +82,6 @@ class TaskService:
         self.schedules = schedules
 
     def _already_ran(self, keys: set[str]) -> set[str]:
-        """Which of the occurrence `keys` have a `task-start` in the audit trail."""
         if not keys:
             return set()
         details = {_detail(key): key for key in keys}
@@ -95,10 +90,9 @@ class TaskService:
 
     def due(self, windows: Sequence[Window], entries: dict[str, LedgerEntry], now: datetime, *,
             rows: Windows | None = None) -> list[tuple[Window, Occurrence, str]]:
-        """The tasks to start at `now`, in the order of the windows: an enabled window with `run`,
-        an occurrence started (drain lead over) and not ended, armed by the scheduler, not
-        already running or run. Only the windows the ledger has armed are built: the rows of the
-        schedule the scheduler holds (`rows`), asked of it, else `windows`, of the exact functions."""
+        """In the order of the windows: an occurrence started (drain lead over), armed by the
+        scheduler, not already running or run. Only the windows the ledger has armed are built:
+        asked of the scheduler's schedule (`rows`), else of the exact functions."""
         place: Callable[[str], int | None]
         listed: Sequence[Window]
         if rows is not None:
@@ -125,8 +119,7 @@ class TaskService:
                 if occurrence.key not in ran]
 
     def _windows(self) -> tuple[Sequence[Window], Windows | None]:
-        """The windows that validate (the rows of the schedule the scheduler holds for the bytes,
-        else validated): a table that does not is its own problem only (issue 32 item 6)."""
+        """A table that does not validate is its own problem only (issue 32 item 6)."""
         try:
             raw = self.windows_file.snapshot().raw
             held = self.schedules.held(raw) if self.schedules is not None else None
@@ -136,15 +129,13 @@ class TaskService:
             self.file_problems.start("file", f"window tasks: cannot read the windows ({exc}); no task starts until it reads")
             return [], None
         self.file_problems.clear("file", "window tasks: the windows read again")
-        failing = {str(failure.window or failure): str(failure) for failure in parsed.failures} if parsed else {}
-        for name, line in failing.items():
-            self.file_problems.start(f"failed:{name}", f"window tasks: {line} (its task does not start; the others proceed)")
-        self.file_problems.only("failed:", failing, "window tasks: {} validates again (or was removed)")
+        self.file_problems.only("failed:", {str(f.window or f): f"window tasks: {f} (its task does not start; the others proceed)"
+                                            for f in (parsed.failures if parsed else ())},
+                                "window tasks: {} validates again (or was removed)")
         return (parsed.windows if parsed is not None else []), rows
 
     def tick(self, now: datetime | None = None) -> TaskReport:
-        """Collect the tasks that ended, then start those due (one that cannot start is recorded
-        as ended with exit 127)."""
+        """One that cannot start is recorded as ended with exit 127."""
         when = self.fleet.clock() if now is None else now
         report = TaskReport()
         with self._lock:
@@ -245,15 +236,15 @@ class TaskService:
         return f"held ({reason}) until {hold.expires_at.isoformat() if hold.expires_at else '?'}"
 
     def _remember(self, occurrence: Occurrence, generation: str, detail: str, now: datetime) -> None:
-        """The ledger: the occurrence is released (the scheduler does not arm it again), with why."""
+        """Released in the ledger: the scheduler does not arm it again."""
         try:
             self.ledger.commit([entry_for(occurrence, RELEASED, now, generation, detail)])
         except (EstopError, OSError) as exc:
             logger.warning("window task %s: cannot record the outcome in the ledger (%s)", occurrence.key, exc)
 
     def stop(self, grace: float = _KILL_GRACE) -> None:
-        """SIGTERM every running task's group, SIGKILL what is left after `grace` seconds, and
-        record each as ended (the window's hold stays until its deadman)."""
+        """SIGTERM every task's process group, SIGKILL what is left after `grace` seconds (the
+        window's hold stays until its deadman)."""
         with self._lock:
             tasks = list(self.running.values())
             self.running.clear()
@@ -269,7 +260,6 @@ class TaskService:
                              "stopped with hermes serve; the window's hold stays until its end", self.fleet.clock())
 
     def run(self, stop: threading.Event) -> None:
-        """Tick every `poll_interval` seconds until `stop`; then stop every running task."""
         try:
             while not stop.is_set():
                 try:
