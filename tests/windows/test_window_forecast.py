@@ -12,7 +12,7 @@ import pytest
 
 from hermes_estop import Estop, in_interval
 from hermes_estop.model.errors import EstopError
-from hermes_estop.windows.forecast import WindowSource, window_holds
+from hermes_estop.windows.forecast import WindowSource, planned_holds, window_ahead
 from hermes_estop.windows.ledger import JsonFileLedger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import occurrences
@@ -128,7 +128,7 @@ def test_an_unreadable_ledger_counts_skipped_occurrences_as_held_with_a_note(fle
 def test_a_long_range_over_a_minutely_window_is_capped_and_assumed_held():
     window = Window.parse({"name": "minutely", "cron": "* * * * *", "duration": "30s",
                            "allow": {"user_ids": ["42"]}})
-    holds = window_holds(window, START, START + timedelta(days=365), limit=100)
+    holds = planned_holds(window_ahead(window, START), START + timedelta(days=365), limit=100)
     assert len(holds) == 101
     last = holds[-1]
     assert (last.start, last.until) == (START + timedelta(minutes=100), START + timedelta(days=365))
