@@ -68,7 +68,12 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
     holds its scope at `at`."""
     window_of, following = found
     window = window_of()
-    facts = [f"schedule: {window.describe_schedule()}, {_span(window)}, scope {window.scope}"]
+    drain = f"a {format_duration(window.drain)} drain lead" if window.drain else ""
+    if window.feed is not None:
+        span = "each event as long as it lasts" + (f", each after {drain}" if drain else "")
+    else:
+        span = f"{window.describe_duration()} long" + (f" after {drain}" if drain else "")
+    facts = [f"schedule: {window.describe_schedule()}, {span}, scope {window.scope}"]
     if not window.enabled:
         facts.append("disabled (enabled = false): it arms nothing")
     if window.not_after is not None and not in_interval(at, None, window.not_after):
@@ -112,13 +117,6 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
     verdict = f"holds {window.scope} at {display_instant(at)}" if holds else f"does not hold at {display_instant(at)}"
     facts.append(f"so window {window.name} {verdict}")
     return Explanation(window.name, window.scope, at, holds, tuple(facts), current, upcoming, tuple(excluded))
-
-
-def _span(window: Window) -> str:
-    drain = f"a {format_duration(window.drain)} drain lead" if window.drain else ""
-    if window.feed is not None:
-        return "each event as long as it lasts" + (f", each after {drain}" if drain else "")
-    return f"{window.describe_duration()} long" + (f" after {drain}" if drain else "")
 
 
 def _excluded_before(window: Window, at: datetime, upcoming: Occurrence | None) -> list[datetime]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
 
+from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant
@@ -23,9 +23,6 @@ from hermes_estop.windows.occurrences import occurrences
 from hermes_estop.windows.plan import ARMED_BY_PREFIX
 from hermes_estop.windows.schedule import Item, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
-
-if TYPE_CHECKING:
-    from hermes_estop.fleet.fleet import Fleet
 
 __all__ = ["CLOSED", "MAX_OCCURRENCES", "WindowSource", "ahead", "enabled", "ledger_entries", "planned_holds", "window_ahead"]
 
