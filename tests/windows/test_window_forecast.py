@@ -12,7 +12,7 @@ import pytest
 
 from hermes_estop import Estop, in_interval
 from hermes_estop.model.errors import EstopError
-from hermes_estop.windows.forecast import WindowSource, planned_holds, window_ahead
+from hermes_estop.windows.forecast import MAX_OCCURRENCES, WindowSource, planned_holds, window_ahead
 from hermes_estop.windows.ledger import JsonFileLedger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import occurrences
@@ -140,10 +140,10 @@ def test_a_long_range_over_a_minutely_window_is_capped_and_assumed_held():
 def test_the_source_honours_its_cap_end_to_end(fleet_root, clock):
     WindowsFile(fleet_root).save([Window.parse({"name": "minutely", "cron": "* * * * *", "duration": "30s"})])
     estop = Estop(home=fleet_root, root=fleet_root, clock=clock)
-    forecast = estop.forecast(START, START + timedelta(days=30), sources=[WindowSource(limit=50)])
+    forecast = estop.forecast(START, START + timedelta(days=30), sources=[WindowSource()])
     assert forecast.intervals[-1].end == START + timedelta(days=30)
-    assert forecast.intervals[-1].start == START + timedelta(minutes=50)
-    assert any("stopped after 50 occurrences" in note for note in forecast.notes)
+    assert forecast.intervals[-1].start == START + timedelta(minutes=MAX_OCCURRENCES)
+    assert any(f"stopped after {MAX_OCCURRENCES} occurrences" in note for note in forecast.notes)
 
 
 @pytest.mark.parametrize("user", [None, "42"])

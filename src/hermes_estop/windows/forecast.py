@@ -3,8 +3,7 @@
 
 An occurrence is planned as the hold the scheduler would arm (docs/design.md §6): `[arm_at, end)`
 at the window's scope with its allowlist; one the ledger closed is not armed again and does not
-count. A `windows.toml` that cannot be used raises (never "no window"); a ledger that cannot be
-read counts every occurrence, with a note.
+count.
 """
 
 from __future__ import annotations
@@ -90,12 +89,9 @@ def planned_holds(found: Ahead, end: datetime, entries: Mapping[str, LedgerEntry
 class WindowSource:
     """The windows of the fleet's `windows.toml` as a `forecast.HoldSource`."""
 
-    def __init__(self, limit: int = MAX_OCCURRENCES) -> None:
-        self.limit = limit
-
     def planned(self, estop: EstopView, start: datetime, end: datetime) -> list[PlannedHold]:
         """Raises `InvalidWindow` / `StoreError` (one line naming the file) when `windows.toml`
-        cannot be used."""
+        cannot be used (never "no window")."""
         schedule = schedule_of(WindowsFile(estop.layout.root), estop.clock())
         items = enabled(schedule, {location.scope for location in estop.locations})
         if not items:
@@ -103,7 +99,7 @@ class WindowSource:
         entries, problem = ledger_entries(estop.fleet)
         note = f"the windows ledger cannot be read ({problem}): skipped occurrences counted as held" if problem else None
         return [hold for item in items
-                for hold in planned_holds(ahead(schedule, item, start), end, entries, limit=self.limit, note=note)]
+                for hold in planned_holds(ahead(schedule, item, start), end, entries, note=note)]
 
 
 def ledger_entries(fleet: Fleet) -> tuple[dict[str, LedgerEntry], str | None]:
