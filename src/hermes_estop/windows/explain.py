@@ -5,7 +5,7 @@ chain of facts the scheduler goes by, in the order it applies them. Pure: no fil
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -39,9 +39,9 @@ class Explanation:
     at: datetime
     holds: bool
     facts: tuple[str, ...]
-    covering: Occurrence | None = None
-    next: Occurrence | None = None
-    excluded: tuple[datetime, ...] = field(default=())
+    covering: Occurrence | None
+    next: Occurrence | None
+    excluded: tuple[datetime, ...]
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -9,6 +9,7 @@ count.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing
 from datetime import datetime
 
 from hermes_estop.fleet.fleet import Fleet
@@ -106,10 +107,7 @@ def ledger_entries(fleet: Fleet) -> tuple[dict[str, LedgerEntry], str | None]:
     """The ledger's entries, or none and the one-line problem (a read never raises: every
     occurrence then counts, held is the safe side)."""
     try:
-        ledger = open_ledger(fleet)
-        try:
+        with closing(open_ledger(fleet)) as ledger:
             return ledger.load(), None
-        finally:
-            ledger.close()
     except (EstopError, OSError) as exc:
         return {}, one_line(exc)
