@@ -16,7 +16,7 @@ from hermes_estop.fleet.registry.entries import ConsumerState
 from hermes_estop.fleet.registry.roster import ConsumerRow
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores.registry import ConsumerEntry
-from hermes_estop.windows.forecast import window_holds
+from hermes_estop.windows.forecast import planned_holds, window_ahead
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import upcoming
 from hermes_estop.windows.skips import skip_entry
@@ -38,7 +38,7 @@ def window_impact(layout: Layout, window: dict[str, Any], tables: list[HomeJobs]
     """The impact of `window`'s next occurrence (the holds its scheduler would arm for it)."""
     parsed = Window.parse(window)
     occurrence = upcoming(parsed, now, 1)[0]
-    holds = [h for h in window_holds(parsed, occurrence.arm_at, occurrence.end) if h.occurrence == occurrence.ident]
+    holds = [h for h in planned_holds(window_ahead(parsed, occurrence.arm_at), occurrence.end) if h.occurrence == occurrence.ident]
     scopes = {"fleet": layout.location("fleet"), "ops": layout.location("ops")}
     return impact(holds, occurrence.arm_at, occurrence.end, now, tables=tables, locations=scopes, **inputs)
 
@@ -162,7 +162,7 @@ def test_ready_cards_that_would_wait(root_layout, window, waiting, by_profile, o
                      "dev": root_layout.location("dev")}
     parsed = Window.parse(window)
     occurrence = upcoming(parsed, NOW, 1)[0]
-    holds = window_holds(parsed, occurrence.arm_at, occurrence.end)
+    holds = planned_holds(window_ahead(parsed, occurrence.arm_at), occurrence.end)
     found = impact(holds, occurrence.arm_at, occurrence.end, NOW, cards=cards, locations=layout_scopes).cards
     assert (found.waiting, dict(found.by_profile), found.oldest_id) == (waiting, by_profile, oldest)
     assert found.proceeding == 4 - waiting  # the admitted owner's card always goes ahead; todo never counts
@@ -218,7 +218,7 @@ def week_impact(layout: Layout, window: dict[str, Any], jobs: tuple[CronJob, ...
     if skip is not None:
         target = upcoming(parsed, NOW, skip + 1)[skip]
         entries[target.key] = skip_entry(target, NOW, "test")
-    holds = window_holds(parsed, NOW, NOW + WEEK, entries)
+    holds = planned_holds(window_ahead(parsed, NOW), NOW + WEEK, entries)
     return impact(holds, NOW, NOW + WEEK, NOW, tables=[HomeJobs(ROOT, None, jobs)],
                   locations={"fleet": layout.location("fleet")})
 

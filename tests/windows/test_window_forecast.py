@@ -13,7 +13,7 @@ import pytest
 from hermes_estop import Estop, in_interval
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import EstopError
-from hermes_estop.windows.forecast import WindowSource, window_holds
+from hermes_estop.windows.forecast import MAX_OCCURRENCES, WindowSource, planned_holds, window_ahead
 from hermes_estop.windows.ledger import open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import occurrences
@@ -129,7 +129,7 @@ def test_an_unreadable_ledger_counts_skipped_occurrences_as_held_with_a_note(fle
 def test_a_long_range_over_a_minutely_window_is_capped_and_assumed_held():
     window = Window.parse({"name": "minutely", "cron": "* * * * *", "duration": "30s",
                            "allow": {"user_ids": ["42"]}})
-    holds = window_holds(window, START, START + timedelta(days=365), limit=100)
+    holds = planned_holds(window_ahead(window, START), START + timedelta(days=365), limit=100)
     assert len(holds) == 101
     last = holds[-1]
     assert (last.start, last.until) == (START + timedelta(minutes=100), START + timedelta(days=365))
@@ -141,10 +141,10 @@ def test_a_long_range_over_a_minutely_window_is_capped_and_assumed_held():
 def test_the_source_honours_its_cap_end_to_end(fleet_root, clock):
     WindowsFile(fleet_root).save([Window.parse({"name": "minutely", "cron": "* * * * *", "duration": "30s"})])
     estop = Estop(home=fleet_root, root=fleet_root, clock=clock)
-    forecast = estop.forecast(START, START + timedelta(days=30), sources=[WindowSource(limit=50)])
+    forecast = estop.forecast(START, START + timedelta(days=30), sources=[WindowSource()])
     assert forecast.intervals[-1].end == START + timedelta(days=30)
-    assert forecast.intervals[-1].start == START + timedelta(minutes=50)
-    assert any("stopped after 50 occurrences" in note for note in forecast.notes)
+    assert forecast.intervals[-1].start == START + timedelta(minutes=MAX_OCCURRENCES)
+    assert any(f"stopped after {MAX_OCCURRENCES} occurrences" in note for note in forecast.notes)
 
 
 @pytest.mark.parametrize("user", [None, "42"])

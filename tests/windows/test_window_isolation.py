@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hermes_estop import Estop
 from hermes_estop.model.hold import HoldState
-from hermes_estop.windows.forecast import window_holds
+from hermes_estop.windows.forecast import planned_holds, window_ahead
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import covering, next_armed, upcoming
 from hermes_estop.windows.scheduler import WindowService, wakeups_for
@@ -118,7 +118,7 @@ def test_generated_windows_validate_or_are_refused_and_never_stop_the_window_cov
             upcoming(window, NOW, 3)
             covering(window, NOW)
             next_armed(window, NOW)
-            window_holds(window, NOW, NOW + timedelta(days=7), limit=50)
+            planned_holds(window_ahead(window, NOW), NOW + timedelta(days=7), limit=50)
         wakeups_for(parsed.windows, NOW)
         estop = Estop(root=root, home=root, clock=lambda: NOW, actor="test")
         report = WindowService(estop.fleet).tick(NOW)

@@ -29,7 +29,7 @@ from hermes_estop.model.timeutil import display_instant
 from hermes_estop.windows import calendars, kept_files, schedule
 from hermes_estop.windows.explain import explain
 from hermes_estop.windows.export import planned
-from hermes_estop.windows.forecast import _holds, ahead, enabled, window_ahead, window_holds
+from hermes_estop.windows.forecast import ahead, enabled, planned_holds, window_ahead
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import covering, next_start, occurrences, upcoming
 from hermes_estop.windows.windows_file import WindowsFile
@@ -135,8 +135,8 @@ def test_forecast_holds_from_the_schedule_are_the_holds_of_the_windows(wf: Windo
     compiled = _load(wf)
     assert compiled is not None
     for row, window in enumerate(wf.load()):
-        answered = _holds(ahead(compiled, row, t), t + span, {}, 3, None)
-        assert answered == window_holds(window, t, t + span, limit=3), window.name
+        answered = planned_holds(ahead(compiled, row, t), t + span, limit=3)
+        assert answered == planned_holds(window_ahead(window, t), t + span, limit=3), window.name
 
 
 @pytest.mark.parametrize("t", [NOW, datetime(2026, 10, 25, 1, 30, tzinfo=UTC), *BEYOND], ids=lambda t: t.isoformat())

@@ -8,7 +8,7 @@ busy board), the consumer registry (`read_roster` without pruning: a preview wri
 A table, board or registry that cannot be read is one problem line in the answer, never a raise.
 
 Two sources of holds: one occurrence of a window (`window_occurrence`: the hold its scheduler
-would arm over `[arm_at, end)`, from `windows.forecast.window_holds`, the forecast's own), and an
+would arm over `[arm_at, end)`, from `windows.forecast.planned_holds`, the forecast's own), and an
 unplanned pause (`pause_hold`: a hold at a scope over `[start, end)` admitting nobody).
 """
 
@@ -37,7 +37,7 @@ from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant, format_instant
 from hermes_estop.process.estop import Estop
 from hermes_estop.process.forecast import PlannedHold
-from hermes_estop.windows.forecast import WindowSource, window_holds
+from hermes_estop.windows.forecast import WindowSource, planned_holds, window_ahead
 from hermes_estop.windows.kept_files import HORIZON
 from hermes_estop.windows.ledger import skipped_keys
 from hermes_estop.windows.model import Occurrence, Window
@@ -185,7 +185,7 @@ def window_impact(estop: Estop, window: Window, occurrence: Occurrence, now: dat
     except (EstopError, OSError):
         skipped = False  # a ledger that cannot be read: the occurrence is counted (held is the safe side)
     holds = [] if skipped or not window.enabled else [
-        h for h in window_holds(window, occurrence.arm_at, occurrence.end) if h.occurrence == occurrence.ident]
+        h for h in planned_holds(window_ahead(window, occurrence.arm_at), occurrence.end) if h.occurrence == occurrence.ident]
     queued = read_queued(estop) if queued is None else queued
     return WindowImpact(window, occurrence, skipped, queued.impact(holds, occurrence.arm_at, occurrence.end, now))
 
@@ -399,7 +399,7 @@ def bar_impacts(estop: Estop, bars: Iterable[Any], windows: Mapping[str, Window]
                 out[bar.key] = f"{bar.state}: arms nothing"
                 continue
             arm_at = bar.drain_from or bar.start
-            holds = [h for h in window_holds(window, arm_at, bar.end) if h.start == arm_at and h.until == bar.end]
+            holds = [h for h in planned_holds(window_ahead(window, arm_at), bar.end) if h.start == arm_at and h.until == bar.end]
             out[bar.key] = queued.impact(holds, arm_at, bar.end, now)
     except Exception as exc:  # noqa: BLE001 - the page is served whatever a table holds
         problem = one_line(exc)

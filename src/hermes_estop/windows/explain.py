@@ -1,12 +1,11 @@
 """Why a window does or does not hold at an instant (`hermes windows explain`, issue 11 §3): the
-chain of facts the scheduler goes by, in the order it applies them. Pure: the caller passes what
-holds from the instant on (`forecast.ahead`), the instant and the ledger's entries.
+chain of facts the scheduler goes by, in the order it applies them. Pure: no file or ledger read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -40,9 +39,9 @@ class Explanation:
     at: datetime
     holds: bool
     facts: tuple[str, ...]
-    covering: Occurrence | None = None
-    next: Occurrence | None = None
-    excluded: tuple[datetime, ...] = field(default=())
+    covering: Occurrence | None
+    next: Occurrence | None
+    excluded: tuple[datetime, ...]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -69,7 +68,12 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
     holds its scope at `at`."""
     window_of, following = found
     window = window_of()
-    facts = [f"schedule: {window.describe_schedule()}, {_span(window)}, scope {window.scope}"]
+    drain = f"a {format_duration(window.drain)} drain lead" if window.drain else ""
+    if window.feed is not None:
+        span = "each event as long as it lasts" + (f", each after {drain}" if drain else "")
+    else:
+        span = f"{window.describe_duration()} long" + (f" after {drain}" if drain else "")
+    facts = [f"schedule: {window.describe_schedule()}, {span}, scope {window.scope}"]
     if not window.enabled:
         facts.append("disabled (enabled = false): it arms nothing")
     if window.not_after is not None and not in_interval(at, None, window.not_after):
@@ -86,7 +90,18 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
     if current is not None:
         entry = entries.get(current.key)
         holds = window.enabled and (entry is None or entry.state == ARMED)
-        facts += _current_facts(window, at, current, entry)
+        part = "its drain lead" if at < current.start else "it"
+        facts.append(f"occurrence {current.ident} covers {display_instant(at)} ({part}): held from "
+                     f"{display_instant(current.arm_at)} until {display_instant(current.end)} (the deadman)")
+        if current.uid is not None:
+            facts.append(f"from calendar {window.name}: event UID {current.uid!r}, {current.reason!r}")
+        if entry is None:
+            facts.append("the scheduler has not recorded it yet: it arms it at its first pass")
+        else:
+            said = _LEDGER_SAYS.get(entry.state, entry.state)
+            generation = f" as generation {entry.generation}" if entry.generation and entry.state == ARMED else ""
+            detail = f" ({entry.detail})" if entry.detail else ""
+            facts.append(f"the ledger says: {said}{generation}{detail}")
     excluded = _excluded_before(window, at, upcoming)
     if excluded:
         shown = ", ".join(display_instant(s) or "" for s in excluded)
@@ -102,30 +117,6 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
     verdict = f"holds {window.scope} at {display_instant(at)}" if holds else f"does not hold at {display_instant(at)}"
     facts.append(f"so window {window.name} {verdict}")
     return Explanation(window.name, window.scope, at, holds, tuple(facts), current, upcoming, tuple(excluded))
-
-
-def _current_facts(window: Window, at: datetime, current: Occurrence, entry: LedgerEntry | None) -> list[str]:
-    """What covers `at`: the occurrence, its calendar event, and what the ledger says of it."""
-    part = "its drain lead" if at < current.start else "it"
-    facts = [f"occurrence {current.ident} covers {display_instant(at)} ({part}): held from "
-             f"{display_instant(current.arm_at)} until {display_instant(current.end)} (the deadman)"]
-    if current.uid is not None:
-        facts.append(f"from calendar {window.name}: event UID {current.uid!r}, {current.reason!r}")
-    if entry is None:
-        facts.append("the scheduler has not recorded it yet: it arms it at its first pass")
-    else:
-        said = _LEDGER_SAYS.get(entry.state, entry.state)
-        generation = f" as generation {entry.generation}" if entry.generation and entry.state == ARMED else ""
-        detail = f" ({entry.detail})" if entry.detail else ""
-        facts.append(f"the ledger says: {said}{generation}{detail}")
-    return facts
-
-
-def _span(window: Window) -> str:
-    drain = f"a {format_duration(window.drain)} drain lead" if window.drain else ""
-    if window.feed is not None:
-        return "each event as long as it lasts" + (f", each after {drain}" if drain else "")
-    return f"{window.describe_duration()} long" + (f" after {drain}" if drain else "")
 
 
 def _excluded_before(window: Window, at: datetime, upcoming: Occurrence | None) -> list[datetime]:

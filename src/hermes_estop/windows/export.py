@@ -15,7 +15,7 @@ from hermes_estop.windows.forecast import Ahead
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Occurrence, Window
 
-__all__ = ["MAX_EXPORT_DAYS", "export_uid", "ics_of", "planned"]
+__all__ = ["MAX_EXPORT_DAYS", "ics_of", "planned"]
 
 MAX_EXPORT_DAYS = 366
 #: at most this many events in one export (a minutely window would otherwise fill it)
@@ -23,14 +23,8 @@ MAX_EXPORT_EVENTS = 20_000
 _PRODID = "-//hermes-estop//maintenance windows//EN"
 
 
-def export_uid(occurrence: Occurrence) -> str:
-    """Stable across exports and processes: from `<scope>/<window>@<occurrence>`."""
-    return hashlib.sha256(occurrence.key.encode("utf-8")).hexdigest()[:32] + "@hermes-estop"
-
-
 def planned(found: Iterable[Ahead], now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
-    """The occurrences of `found` (`forecast.ahead` of each enabled window) that arm before
-    `now + days`, by start; a `Window` built only for a row with an occurrence in the range."""
+    """The occurrences of `found` (`forecast.ahead` of each enabled window) arming before `now + days`, by start."""
     out: list[tuple[Window, Occurrence]] = []
     until = now + timedelta(days=days)
     for window_of, following in found:
@@ -52,7 +46,8 @@ def ics_of(events: Iterable[tuple[Window, Occurrence]], entries: Mapping[str, Le
     calendar.add("X-WR-CALNAME", "hermes-estop maintenance")
     for window, occurrence in events:
         event = icalendar.Event()
-        event.add("UID", export_uid(occurrence))
+        # stable across exports and processes: from `<scope>/<window>@<occurrence>`
+        event.add("UID", hashlib.sha256(occurrence.key.encode("utf-8")).hexdigest()[:32] + "@hermes-estop")
         event.add("DTSTAMP", now)
         event.add("DTSTART", occurrence.start)
         event.add("DTEND", occurrence.end)

@@ -31,33 +31,37 @@ def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None,
     rendering nobody reads is a fifth of the command). `schedule`: the file's, when the caller
     has read it already (at 100,000 windows a second read is a second 60 MB)."""
     try:
-        return _section(fleet, now, as_json, schedule)
+        windows_file = WindowsFile(fleet.root)
+        schedule = schedule if schedule is not None else schedule_of(windows_file, now)
+        if not len(schedule):
+            return {"json": {"windows": []}, "lines": []}
+        entries, problem = ledger_entries(fleet)
+        data: dict[str, Any] = {"windows": []}
+        lines = [f"windows ({len(schedule)} in {windows_file.path}):"]
+        for item in schedule.in_file_order():
+            window = schedule.row(item)
+            following = schedule.not_ended(item, now)
+            current = next(following, None)
+            if current is None or not current.covers(now):
+                current, upcoming = None, current
+            else:  # the second occurrence asked only when the first covers `now` (issue 24)
+                upcoming = next(following, None)
+                upcoming = upcoming if upcoming is not None and not upcoming.covers(now) else None
+            state, skipped = _state(entries, current), _state(entries, upcoming) == SKIPPED
+            if as_json is not False:
+                data["windows"].append(_row_json(window, current, upcoming, now, state, skipped))
+            if as_json is not True:
+                lines.extend(_row_lines(window, current, upcoming, now, state, skipped))
+        if problem:
+            lines.append(f"  windows ledger: {problem}")
+            data["windows_error"] = problem
+        return {"json": data if as_json is not False else {}, "lines": lines if as_json is not True else []}
     except (EstopError, OSError) as exc:  # a bad windows.toml or ledger: an outage, one line
         message = one_line(exc)
     except Exception as exc:  # a bug: logged with its traceback, and status still answers
         logger.exception("status: the windows section failed")
         message = f"internal error: {one_line(exc)}"
     return {"json": {"windows": [], "windows_error": message}, "lines": [f"windows: {message}"]}
-
-
-def _section(fleet: Fleet, now: datetime, as_json: bool | None, schedule: Schedule | None) -> dict[str, Any]:
-    windows_file = WindowsFile(fleet.root)
-    shown = _shown(schedule if schedule is not None else schedule_of(windows_file, now), now)
-    if not shown:
-        return {"json": {"windows": []}, "lines": []}
-    entries, problem = ledger_entries(fleet)
-    data: dict[str, Any] = {"windows": []}
-    lines = [f"windows ({len(shown)} in {windows_file.path}):"]
-    for window, current, following in shown:
-        state, skipped = _state(entries, current), _state(entries, following) == SKIPPED
-        if as_json is not False:
-            data["windows"].append(_row_json(window, current, following, now, state, skipped))
-        if as_json is not True:
-            lines.extend(_row_lines(window, current, following, now, state, skipped))
-    if problem:
-        lines.append(f"  windows ledger: {problem}")
-        data["windows_error"] = problem
-    return {"json": data if as_json is not False else {}, "lines": lines if as_json is not True else []}
 
 
 def _state(entries: dict[str, LedgerEntry], occurrence: Occurrence | None) -> str | None:
@@ -83,7 +87,6 @@ def _row_json(window: Row, current: Occurrence | None, following: Occurrence | N
 
 def _row_lines(window: Row, current: Occurrence | None, following: Occurrence | None, now: datetime,
                state: str | None, skipped: bool) -> Iterator[str]:
-    """One window in `status`: its schedule, the occurrence covering now, the next one."""
     ahead = f", draining {window.drain} ahead" if window.drain else ""
     head = f"  {window.name}: {window.describe_schedule()} for {window.duration}{ahead}, {window.scope}"
     yield head if window.enabled else head + " (disabled)"
@@ -102,21 +105,3 @@ def _row_lines(window: Row, current: Occurrence | None, following: Occurrence | 
     elif current is None:
         yield "    no further occurrence"
 
-
-Shown = tuple[Row, Occurrence | None, Occurrence | None]
-
-
-def _shown(schedule: Schedule, now: datetime) -> list[Shown]:
-    """Each window with the occurrence covering `now` and the next after it (the second asked
-    only when the first covers `now`: issue 24, nothing computed that is then cut)."""
-    out: list[Shown] = []
-    for item in schedule.in_file_order():
-        following = schedule.not_ended(item, now)
-        first = next(following, None)
-        row = schedule.row(item)
-        if first is None or not first.covers(now):
-            out.append((row, None, first))
-            continue
-        second = next(following, None)
-        out.append((row, first, second if second is not None and not second.covers(now) else None))
-    return out
