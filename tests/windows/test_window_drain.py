@@ -16,7 +16,7 @@ from schedule_queries import rows
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED
-from hermes_estop.windows.model import MAX_REASON, InvalidWindow, Window, json_schema
+from hermes_estop.windows.model import MAX_REASON, InvalidWindow, Window, WindowsDocument
 from hermes_estop.windows.occurrences import covering, next_armed, upcoming
 from hermes_estop.windows.plan import chain_end
 from hermes_estop.windows.schedule import Part, Schedules
@@ -335,8 +335,8 @@ def test_no_drain_is_left_out_of_the_file_and_the_json():
 
 
 def test_the_schema_describes_drain():
-    prop = json_schema()["$defs"]["Window"]["properties"]["drain"]
-    assert prop["type"] == "string" and "drain" not in json_schema()["$defs"]["Window"].get("required", [])
+    prop = WindowsDocument.model_json_schema()["$defs"]["Window"]["properties"]["drain"]
+    assert prop["type"] == "string" and "drain" not in WindowsDocument.model_json_schema()["$defs"]["Window"].get("required", [])
 
 
 def test_the_draining_reason_stays_within_max_reason():

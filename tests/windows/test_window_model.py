@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hermes_estop.model.errors import EstopError
-from hermes_estop.windows.model import InvalidWindow, Window, json_schema
+from hermes_estop.windows.model import InvalidWindow, Window, WindowsDocument
 from hermes_estop.windows.windows_file import WindowsFile
 
 GOOD = {"name": "nightly", "cron": "30 2 * * *", "timezone": "Europe/Berlin", "duration": "1h"}
@@ -76,7 +76,7 @@ def test_invalid_field_is_refused_naming_the_field(data, field, words):
     (with_(allow={"user_ids": ["ok", ""]}), "allow"),
 ])
 def test_a_refusal_is_given_every_time_the_same_bad_value_is_read(data, field):
-    """Scopes and allowlists are kept once validated (a fleet's windows share a few): a bad one
+    """Allowlists are kept once validated (a fleet's windows share a few): a bad one
     is refused again, not remembered as good."""
     for _ in range(3):
         with pytest.raises(InvalidWindow) as caught:
@@ -213,7 +213,7 @@ def test_add_refuses_a_duplicate_and_remove_an_unknown_name_leaving_the_file_as_
 
 
 def test_schema_describes_every_field():
-    schema = json_schema()
+    schema = WindowsDocument.model_json_schema()
     props = schema["$defs"]["Window"]["properties"]
     assert set(props) == set(Window.model_fields)
     assert props["duration"]["type"] == "string"

@@ -31,7 +31,7 @@ from hermes_estop.observe.view import Observer
 from hermes_estop.windows.export import ics_of, planned
 from hermes_estop.windows.forecast import ahead, enabled
 from hermes_estop.windows.ledger import open_ledger, skipped_keys
-from hermes_estop.windows.model import InvalidWindow, Window, json_schema, refusals_of, refused_window
+from hermes_estop.windows.model import InvalidWindow, Window, WindowsDocument, refusals_of, refused_window
 from hermes_estop.windows.occurrences import upcoming
 from hermes_estop.windows.schedule import schedule_of
 from hermes_estop.windows.windows_file import against_policy
@@ -451,7 +451,7 @@ def timeline(days: Annotated[int, typer.Option("--days", min=1, max=31, help="Ho
 @windows_app.command("schema")
 def schema() -> None:
     """Print the JSON Schema of windows.toml."""
-    emit_json(json_schema())
+    emit_json(WindowsDocument.model_json_schema())
 
 
 def register(app: typer.Typer) -> None:

@@ -46,20 +46,11 @@ _MAX_BYTES = 256 * 1024 * 1024
 def code_stamp() -> str:
     """Our code (an editable checkout changes without a new version: the modules' newest mtime)
     and the libraries that read the windows file."""
-    newest = max((entry.stat().st_mtime_ns for entry in _modules(Path(__file__).resolve().parent.parent)), default=0)
+    newest = max((os.stat(os.path.join(where, name)).st_mtime_ns
+                  for where, _, names in os.walk(Path(__file__).resolve().parent.parent)
+                  for name in names if name.endswith(".py")), default=0)
     return "|".join([__version__, str(newest), pydantic.VERSION, _module_stamp("croniter"), _module_stamp("tomli"),
                      sys.version.split()[0]])
-
-
-def _modules(package: Path) -> Iterable[os.DirEntry[str]]:
-    stack = [package]
-    while stack:
-        with os.scandir(stack.pop()) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
-                    stack.append(Path(entry.path))
-                elif entry.name.endswith(".py"):
-                    yield entry
 
 
 def _module_stamp(name: str) -> str:

@@ -3,10 +3,6 @@ its fields' types (shared with `[[calendars]]`), how a refusal reads (`InvalidWi
 naming the file, the window and the field, the same for the file, `windows add` and `validate`)
 and the fleet's arming policy applied to a window when it is validated (issue 37: a schedule
 never surprises at 03:00).
-
-A window is either recurring (`cron`, read in `timezone`) or a one-shot (`at`). Every occurrence
-lasts `duration` of absolute time and arms a hold at `scope` admitting `allow`; with `drain` the
-hold is armed that long BEFORE each start, so the maintenance begins on a quiet fleet.
 """
 
 from __future__ import annotations
@@ -56,7 +52,6 @@ __all__ = [
     "Window",
     "WindowAllow",
     "WindowsDocument",
-    "json_schema",
     "occurrence_key",
     "reason_of",
     "refusals_of",
@@ -128,9 +123,8 @@ def _problem(error: Any, known: list[str]) -> tuple[str | None, str]:
 
 
 def validate_table(model: type[Model], data: Any, *, path: Path | None, index: int | None, kind: str = "") -> Model:
-    """`model` (a window, a calendar: `kind`) validated from one `windows.toml` table, or an
-    `InvalidWindow` naming the table (its name, else its position) and every bad field, unknown
-    keys first (a typo'd key explains the field it left missing)."""
+    """`model` validated from one `windows.toml` table, or an `InvalidWindow` naming the table and
+    every bad field, unknown keys first (a typo'd key explains the field it left missing)."""
     if not isinstance(data, dict):
         raise InvalidWindow(f"expected a table, got {type(data).__name__}", path=path, window=_label(None, index, kind))
     try:
@@ -163,12 +157,6 @@ def parse_name(value: object, what: str) -> str:
 
 
 def validate_scope(value: object) -> str:
-    return _scope(value) if type(value) is str else _scope.__wrapped__(value)
-
-
-@lru_cache(maxsize=1024)
-def _scope(value: object) -> str:
-    """Kept for text: a fleet's windows share a few scopes (a refusal is raised again each time)."""
     if value == FLEET:
         return FLEET
     try:
@@ -203,7 +191,6 @@ def _selector_part(value: object, field: str) -> list[str]:
 
 
 def _exclude(value: object) -> list[date]:
-    """Exclusion dates: `date`s or `YYYY-MM-DD` strings, deduplicated and sorted."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -293,8 +280,7 @@ def _allowlist(users: Sequence[Any], profiles: Sequence[Any]) -> tuple[list[str]
 
 
 def written(model: BaseModel, keys: Iterable[str]) -> dict[str, Any]:
-    """The fields `keys` of `model` (a window, a calendar) that `windows.toml` writes, in that
-    order: those not at their default, durations as text, the allowlist only with users."""
+    """The fields `keys` of `model` that `windows.toml` writes: those not at their default."""
     out: dict[str, Any] = {}
     for key in keys:
         value = getattr(model, key)
@@ -309,14 +295,12 @@ def written(model: BaseModel, keys: Iterable[str]) -> dict[str, Any]:
 
 @lru_cache(maxsize=4096)
 def cron_matches(expr: str, wall: datetime) -> bool:
-    """Whether `expr` fires at the naive local `wall` minute (croniter's `match`)."""
     return bool(croniter.match(expr, wall.replace(second=0, microsecond=0)))
 
 
 def reason_of(name: str, reason: str | None, own: str | None = None, *, draining: bool = False) -> str:
-    """The reason of one occurrence's hold: `own` (a calendar event's SUMMARY) or the window's,
-    else "maintenance window <name>"; during the drain lead "draining for <window>[: <reason>]",
-    cut to `MAX_REASON`. Of the fields, not a `Window`: the scheduler reads them off a row's table."""
+    """The reason of one occurrence's hold (`own`: a calendar event's SUMMARY). Of the fields, not
+    a `Window`: the scheduler reads them off a row's table."""
     reason = own or reason
     if not draining:
         return reason or f"maintenance window {name}"
@@ -425,8 +409,6 @@ class Window(BaseModel):
         return None
 
     def excludes(self, start: datetime) -> bool:
-        """Whether the occurrence starting at `start` is excluded (`exclude` names its local
-        date, an event of `exclude_calendar` covers it, or `exclude_cron` matches its local start)."""
         # asked per start, per window: reading a private attribute costs a pydantic `__getattr__`
         if not self.exclude and self.exclude_cron is None and (self.exclude_calendar is None or self._holidays is None):
             return False
@@ -455,24 +437,20 @@ class Window(BaseModel):
 
     def to_json_bytes(self) -> bytes:
         """`to_json` as compact JSON (UTF-8, not ASCII-escaped), encoded by pydantic in one pass:
-        the compiled schedule keeps it per row (a third of the cost of `json.dumps(to_json())`).
-        A subclass with its own `to_json` (a calendar's) is encoded from it."""
+        the compiled schedule keeps it per row (a third of the cost of `json.dumps(to_json())`)."""
         if type(self).to_json is not Window.to_json:
             return json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False).encode()
         return self.model_dump_json(exclude=self._left_out()).encode()
 
     def _left_out(self) -> set[str]:
-        """The keys `to_json` leaves out: the optional ones not given, a one-shot's timezone."""
         out = {key for key in _OPTIONAL if not getattr(self, key)}
         return out if self.cron is not None else out | {"timezone"}
 
     def to_toml(self) -> dict[str, Any]:
-        """The table written to `windows.toml`: defaults left out, instants as TOML datetimes."""
-        out: dict[str, Any] = {"name": self.name}
-        out.update({"cron": self.cron, "timezone": self.timezone} if self.cron is not None else {"at": self.at})
-        return out | written(self, ("duration", "drain", "reason", "allow", "scope", "only", "jobs", "enabled",
-                                    "not_before", "not_after", "exclude", "exclude_cron", "run", "on_failure_ttl",
-                                    "exclude_calendar"))
+        when = ("cron", "timezone") if self.cron is not None else ("at",)
+        return written(self, ("name", *when, "duration", "drain", "reason", "allow", "scope", "only", "jobs", "enabled",
+                              "not_before", "not_after", "exclude", "exclude_cron", "run", "on_failure_ttl",
+                              "exclude_calendar"))
 
     @classmethod
     def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> Window:
@@ -488,12 +466,7 @@ class WindowsDocument(BaseModel):
     windows: list[Window] = Field(default_factory=list)
 
 
-def json_schema() -> dict[str, Any]:
-    return WindowsDocument.model_json_schema()
-
-
-# -- the fleet's arming policy, met when a window is validated (`windows_file.against_policy`),
-# not when it arms
+# -- the fleet's arming policy, met when a window is validated, not when it arms
 
 _POLICY_FIELDS = {"max_ttl": "duration", "reason_pattern": "reason", "require_ttl": "duration", "max_scope": "scope"}
 

@@ -63,7 +63,6 @@ class Parsed:
 
 
 def _unique(windows: Iterable[Window], path: Path) -> tuple[list[Window], list[InvalidWindow]]:
-    """`windows` less those whose name repeats one before it, and a failure for each of those."""
     seen: set[str] = set()
     unique, failures = [], []
     for window in windows:
@@ -92,7 +91,6 @@ class WindowsFile:
 
     def __init__(self, root: Path, name: str = WINDOWS_FILE) -> None:
         self.path = Path(root) / name
-        self.lock_path = self.path.with_name(f".{self.path.name}.lock")
         #: the calendar files the last `parse_each` here bound (part of the file's `identity`)
         self._watched: tuple[Path, ...] = ()
         #: the bytes last validated here and what they held (`hermes serve` reads every pass)
@@ -145,9 +143,6 @@ class WindowsFile:
         `InvalidWindow` only when the file as a whole does not read (not UTF-8, not TOML, not
         an array of tables)."""
         parsed = self.validate(raw)
-        if not parsed.sources and all(w.exclude_calendar is None for w in parsed.windows):
-            self._watched = ()
-            return replace(parsed, windows=list(parsed.windows), failures=list(parsed.failures))
         bound = bind(self.path.parent, self.path, parsed.windows, parsed.sources)
         self._watched = bound.files
         return Parsed(bound.windows, parsed.failures + bound.failures, parsed.sources, bound.stale, bound.digests)
@@ -189,7 +184,6 @@ class WindowsFile:
         return Parsed(windows, failures, self._each(data, "calendars", CalendarSource.parse, failures))
 
     def _each(self, data: dict[str, Any], key: str, parse: Callable[..., Any], failures: list[InvalidWindow]) -> list[Any]:
-        """Each table of the array `key` that validates; the others' failures added to `failures`."""
         tables = data.get(key, [])
         if not isinstance(tables, list):
             raise InvalidWindow(f"{key!r} must be an array of tables ([[{key}]])", path=self.path)
@@ -209,18 +203,17 @@ class WindowsFile:
         return (_HEADER + "\n".join(part for part in parts if part)).encode("utf-8")
 
     def save(self, windows: Iterable[Window]) -> None:
-        """Replace the file with `windows` (atomically, under the lock)."""
         windows = list(windows)
         repeated = _unique(windows, self.path)[1]
         if repeated:
             raise repeated[0]
-        with locked_update(self.path, lock_path=self.lock_path) as file:
+        with locked_update(self.path) as file:
             file.replace(self.render(windows))
 
     def add(self, window: Window, *, replace: bool = False) -> list[Window]:
         """Append `window` (or, with `replace`, put it in place of the one with its name), the
         rest of the file as it is written."""
-        with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
+        with locked_update(self.path, limit=MAX_WINDOWS_BYTES) as file:
             raw = file.current or b""
             parsed = self.validate(raw, whole=True)
             windows = list(parsed.windows)
@@ -243,7 +236,7 @@ class WindowsFile:
     def remove(self, name: str) -> Window:
         """Remove the window called `name`, the rest of the file as it is written; `InvalidWindow`
         when there is none."""
-        with locked_update(self.path, limit=MAX_WINDOWS_BYTES, lock_path=self.lock_path) as file:
+        with locked_update(self.path, limit=MAX_WINDOWS_BYTES) as file:
             raw = file.current or b""
             parsed = self.validate(raw, whole=True)
             windows = list(parsed.windows)
