@@ -2,7 +2,7 @@
 `exclude_calendar`, bound to the feeds they name (a local `ics` file, or the copy of a `url` that
 `hermes serve` fetched: `fetch.py`). A calendar is a `CalendarWindow` whose occurrences are its
 feed's events, so everything treats it like any window. A feed that cannot be used falls back to
-its last good copy, loudly (`Bound.stale`); without one its table fails, held as it was.
+its last good copy, loudly (`Parsed.stale`); without one its table fails, held as it was.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from hermes_estop.windows.model import (
     written,
 )
 
-__all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "calendar_window", "feed_of",
+__all__ = ["CALENDAR_DIR", "CalendarSource", "Parsed", "CalendarWindow", "bind", "cache_paths", "calendar_window", "feed_of",
            "is_url"]
 
 CALENDAR_DIR = "calendars"
@@ -214,15 +214,22 @@ def read_meta(path: Path) -> dict[str, Any]:
 
 
 @dataclass
-class Bound:
-    """Windows with their calendars bound; `stale`: calendar name -> why it runs on its last
-    good copy; `digests`: the feeds read (part of a read's identity); `files`: what to watch."""
+class Parsed:
+    """The tables of a windows file: the `windows` that validate, and one `InvalidWindow` per
+    table that does not (or repeats a name). Calendars bound (`bind`): `stale` names those
+    running on their last good copy, and why; `digests` the feeds read (part of a read's
+    identity); `files` what to watch."""
 
     windows: list[Window]
     failures: list[InvalidWindow]
+    sources: list[CalendarSource] = field(default_factory=list)
     stale: dict[str, str] = field(default_factory=dict)
     digests: tuple[str, ...] = ()
     files: tuple[Path, ...] = ()
+
+    def failing_names(self) -> frozenset[str]:
+        """The names (as written) of the tables that fail, where they have a valid one."""
+        return frozenset(f.window.strip("'") for f in self.failures if f.window and f.window.startswith("'"))
 
 
 #: the feeds read in this process, by `Feed.digest` (the last 64); one refused by its expansion
@@ -262,10 +269,10 @@ def _watched(root: Path, location: str) -> list[Path]:
     return [*(() if is_url(location) else (local_path(root, location),)), *cache_paths(root, location)]
 
 
-def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[CalendarSource]) -> Bound:
+def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[CalendarSource]) -> Parsed:
     """`windows` with their `exclude_calendar` bound, and one `CalendarWindow` per source; a
     feed without a usable copy is a failure."""
-    found = Bound([], [])
+    found = Parsed([], [])
     for window in windows:
         if window.exclude_calendar is None:
             found.windows.append(window)
@@ -290,7 +297,7 @@ def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[Ca
     return found
 
 
-def _read(found: Bound, root: Path, path: Path, name: str, location: str, field: str | None, label: str,
+def _read(found: Parsed, root: Path, path: Path, name: str, location: str, field: str | None, label: str,
           **settings: Any) -> Feed | None:
     """The feed at `location` for the table `name`, noted in `found`: a failure when there is no
     usable copy at all, or why it runs on its last good copy (`stale`)."""

@@ -396,10 +396,6 @@ class Window(BaseModel):
     def hold_allow(self) -> Allow:
         return Allow.of(self.allow.user_ids, self.allow.profiles)
 
-    @property
-    def hold_reason(self) -> str:
-        return reason_of(self.name, self.reason)
-
     def reason_for(self, own: str | None, *, draining: bool = False) -> str:
         return reason_of(self.name, self.reason, own, draining=draining)
 
@@ -473,10 +469,10 @@ _POLICY_FIELDS = {"max_ttl": "duration", "reason_pattern": "reason", "require_tt
 
 def refusals_of(policy: Policy, actor: Actor, window: Window) -> tuple[Refusal, ...]:
     """Every rule `window`, armed by `actor`, breaks: its hold lasts its drain lead and its
-    duration, and is judged by the operator's reason (`hold_reason`), never "draining for ...",
+    duration, and is judged by the operator's reason (`reason_for(None)`), never "draining for ...",
     as the fleet judges it when it is armed."""
     length = window.duration + (window.drain or timedelta(0))
-    return window_refusals(policy, actor, window.scope, length, window.hold_reason)
+    return window_refusals(policy, actor, window.scope, length, window.reason_for(None))
 
 
 def refused_window(window: Window, refusals: tuple[Refusal, ...], path: Path | None = None) -> InvalidWindow:

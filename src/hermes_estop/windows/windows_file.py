@@ -18,7 +18,7 @@ import gc
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from tomli import TOMLDecodeError, loads as toml_loads
 from hermes_estop.model.errors import StoreError
 from hermes_estop.model.policy import Actor, Policy
 from hermes_estop.system.fsutil import locked_update, read_regular_with_stat
-from hermes_estop.windows.calendars import CalendarSource, bind
+from hermes_estop.windows.calendars import CalendarSource, Parsed, bind
 from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Window, refusals_of, refused_window
 
 __all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "FileSnapshot", "Parsed", "WindowsFile", "against_policy"]
@@ -43,23 +43,6 @@ _HEADER = (
 )
 
 Identity = tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Parsed:
-    """A file that parses as TOML, window by window: the `windows` that validate, and one
-    `InvalidWindow` per table that does not (or repeats a name). Calendars bound (`parse_each`):
-    `stale` names those running on their last good copy, and why; `digests` the feeds read."""
-
-    windows: list[Window]
-    failures: list[InvalidWindow]
-    sources: list[CalendarSource] = field(default_factory=list)
-    stale: dict[str, str] = field(default_factory=dict)
-    digests: tuple[str, ...] = ()
-
-    def failing_names(self) -> frozenset[str]:
-        """The names (as written) of the tables that fail, where they have a valid one."""
-        return frozenset(f.window.strip("'") for f in self.failures if f.window and f.window.startswith("'"))
 
 
 def _unique(windows: Iterable[Window], path: Path) -> tuple[list[Window], list[InvalidWindow]]:
@@ -145,7 +128,7 @@ class WindowsFile:
         parsed = self.validate(raw)
         bound = bind(self.path.parent, self.path, parsed.windows, parsed.sources)
         self._watched = bound.files
-        return Parsed(bound.windows, parsed.failures + bound.failures, parsed.sources, bound.stale, bound.digests)
+        return replace(bound, failures=parsed.failures + bound.failures, sources=parsed.sources)
 
     def validate(self, raw: bytes, *, whole: bool = False) -> Parsed:
         """The windows and calendar sources of `raw`, unbound; `whole` (an edit): the first
