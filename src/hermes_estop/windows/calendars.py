@@ -133,8 +133,7 @@ class CalendarSource(BaseModel):
 
     @classmethod
     def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> CalendarSource:
-        source: CalendarSource = validate_table(cls, data, path=path, index=index, kind="calendar ")
-        return source
+        return validate_table(cls, data, path=path, index=index, kind="calendar ")
 
 
 class CalendarWindow(Window):
@@ -144,26 +143,25 @@ class CalendarWindow(Window):
     calendar_feed: Any = Field(None, exclude=True)
 
     @property
-    def feed(self) -> Feed | None:
-        return cast("Feed | None", self.calendar_feed)
+    def feed(self) -> Feed:
+        return cast(Feed, self.calendar_feed)
 
     def describe_schedule(self, *, for_json: bool = False) -> str:
         return f"calendar {self.source.location}"
 
     def zone_of(self, occurrence: Any) -> tzinfo:
-        feed = self.feed
-        return feed.zone_of(getattr(occurrence, "uid", None)) if feed is not None else self.tz
+        return self.feed.zone_of(getattr(occurrence, "uid", None))
 
     def describe_duration(self) -> str:
         """The lengths of its events (`duration` is how far back an event covering an instant
         may start: never shown, issue 38 item 6)."""
-        spans = self.feed.spans if self.feed is not None else ()
+        spans = self.feed.spans
         if len(spans) < 2:
             return format_duration(spans[0]) if spans else "no events"
         return f"{format_duration(spans[0])} to {format_duration(spans[-1])}"
 
     def to_json(self) -> dict[str, Any]:
-        spans = self.feed.spans if self.feed is not None else ()
+        spans = self.feed.spans
         data = {"name": self.name, "calendar": self.source.location, "scope": self.scope, "enabled": self.enabled,
                 "duration": format_duration(spans[-1]) if spans else None,
                 "durations": [format_duration(span) for span in spans], "allow": self.allow.model_dump(mode="json")}

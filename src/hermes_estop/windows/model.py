@@ -24,11 +24,11 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     PrivateAttr,
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
-    field_serializer,
     field_validator,
     model_validator,
 )
@@ -224,14 +224,18 @@ def _calendar_location(value: object) -> str:
     return value
 
 
+#: how `to_json` writes a duration (`1h30m`)
+_DUMPED = PlainSerializer(lambda value: None if value is None else format_duration(value))
 Duration = Annotated[
     timedelta,
+    _DUMPED,
     WithJsonSchema({"type": "string", "description": "45m, 1h30m, 90s, 1d or ISO-8601 PT2H; at most 366 days",
                     "examples": ["1h", "90m", "PT2H"]}),
 ]
 Drain = Annotated[
     timedelta | None,
     optional(_drain),
+    _DUMPED,
     WithJsonSchema({"type": "string", "description": "arm the hold this long before each start (reason "
                                                      "'draining for <window>'), so the window begins on a "
                                                      "quiet fleet; positive, at most 24h",
@@ -239,6 +243,7 @@ Drain = Annotated[
 ]
 Instant = Annotated[
     datetime | None,
+    PlainSerializer(format_instant),
     WithJsonSchema({"type": "string", "format": "date-time",
                     "description": "ISO-8601 instant; without an offset it is UTC"}),
 ]
@@ -343,7 +348,7 @@ class Window(BaseModel):
     run: Annotated[list[str] | None, BeforeValidator(_run)] = Field(
         None, description="a maintenance task: the command (argv) run at each occurrence's start under the "
                           "window's hold (windows/tasks.py)")
-    on_failure_ttl: Annotated[timedelta | None, optional(parse_with_unit)] = Field(
+    on_failure_ttl: Annotated[timedelta | None, optional(parse_with_unit), _DUMPED] = Field(
         None, description="with run: how long the hold is kept after the task fails (default 1h)")
     exclude_calendar: Annotated[str | None, optional(_calendar_location)] = Field(
         None, description="an .ics path (from the fleet root) or url: no occurrence starts on a local date an "
@@ -379,14 +384,6 @@ class Window(BaseModel):
             raise ShapeError("not_after", f"{format_instant(self.not_after)} is not after not_before "
                                            f"{format_instant(self.not_before)}")
         return self
-
-    @field_serializer("duration", "drain", "on_failure_ttl")
-    def _dump_duration(self, value: timedelta | None) -> str | None:
-        return None if value is None else format_duration(value)
-
-    @field_serializer("at", "not_before", "not_after")
-    def _dump_instant(self, value: datetime | None) -> str | None:
-        return format_instant(value)
 
     @property
     def tz(self) -> ZoneInfo:

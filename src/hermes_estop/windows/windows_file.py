@@ -348,23 +348,21 @@ def _removed(text: str, name: str) -> str:
     index = _index(tables, name)
     lines = text.splitlines(keepends=True)
     headers = [i for i, line in enumerate(lines) if _WINDOW_HEADER.match(line)]
-    if not isinstance(tables, AoT) or len(headers) != len(tables):
-        del tables[index]  # an inline array, or a header inside a multi-line string: tomlkit's cut
-        return tomlkit.dumps(document)
-    header = headers[index]
-    end = next((i for i in range(header + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
-    start, keep = header, end
-    while start > 0 and lines[start - 1].lstrip().startswith("#"):
-        start -= 1
-    while keep > header + 1 and lines[keep - 1].lstrip().startswith("#"):
-        keep -= 1
-    while keep < len(lines) and not lines[keep].strip() and (start == 0 or not lines[start - 1].strip()):
-        keep += 1  # one blank line between what was before and after, not two
-    edited = "".join(lines[:start] + lines[keep:])
-    names = [t.get("name") for t in tables]
-    del names[index]
-    after = tomlkit.parse(edited)
-    if [t.get("name") for t in after.get("windows") or ()] != names or after.get("calendars") != document.get("calendars"):
-        del tables[index]  # the lines were not what tomlkit read (a header inside a string): its cut
-        return tomlkit.dumps(document)
-    return edited
+    if isinstance(tables, AoT) and len(headers) == len(tables):
+        header = headers[index]
+        end = next((i for i in range(header + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
+        start, keep = header, end
+        while start > 0 and lines[start - 1].lstrip().startswith("#"):
+            start -= 1
+        while keep > header + 1 and lines[keep - 1].lstrip().startswith("#"):
+            keep -= 1
+        while keep < len(lines) and not lines[keep].strip() and (start == 0 or not lines[start - 1].strip()):
+            keep += 1  # one blank line between what was before and after, not two
+        edited = "".join(lines[:start] + lines[keep:])
+        names = [t.get("name") for t in tables]
+        del names[index]
+        after = tomlkit.parse(edited)
+        if [t.get("name") for t in after.get("windows") or ()] == names and after.get("calendars") == document.get("calendars"):
+            return edited
+    del tables[index]  # an inline array, or lines not what tomlkit read (a header inside a string): its cut
+    return tomlkit.dumps(document)
