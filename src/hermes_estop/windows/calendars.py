@@ -97,10 +97,8 @@ class CalendarSource(BaseModel):
         None, description="only events whose SUMMARY matches this regular expression")
     drain: Drain = Field(None)
     allow: WindowAllow = Field(default_factory=WindowAllow)
-    only: Only = Field(default_factory=list, description="a scoped hold, as a window's: only these consumer "
-                                                         "components")
-    jobs: Jobs = Field(default_factory=list, description="a scoped hold, as a window's: only the units of work "
-                                                         "whose name matches one of these globs")
+    only: Only = Field(default_factory=list)
+    jobs: Jobs = Field(default_factory=list)
     enabled: Enabled = True
     refresh: Annotated[Duration, BeforeValidator(_refresh)] = Field(
         DEFAULT_REFRESH, description="how often `hermes serve` fetches a url (default 5m)")

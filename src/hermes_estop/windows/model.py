@@ -440,10 +440,8 @@ class Window(BaseModel):
         return out if self.cron is not None else out | {"timezone"}
 
     def to_toml(self) -> dict[str, Any]:
-        when = ("cron", "timezone") if self.cron is not None else ("at",)
-        return written(self, ("name", *when, "duration", "drain", "reason", "allow", "scope", "only", "jobs", "enabled",
-                              "not_before", "not_after", "exclude", "exclude_cron", "run", "on_failure_ttl",
-                              "exclude_calendar"))
+        """Every field not at its default, in the fields' order (a one-shot's has no timezone)."""
+        return written(self, [key for key in Window.model_fields if self.cron is not None or key != "timezone"])
 
     @classmethod
     def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> Window:
