@@ -79,9 +79,6 @@ class WindowsFile:
         #: the bytes last validated here and what they held (`hermes serve` reads every pass)
         self._last: tuple[bytes, Parsed] | None = None
 
-    def __repr__(self) -> str:
-        return f"WindowsFile({str(self.path)!r})"
-
     def identity(self) -> Identity | None:
         """What changes whenever the file (or a calendar file it binds) is replaced or edited in
         place; None when absent."""
