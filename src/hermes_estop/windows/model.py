@@ -27,9 +27,7 @@ from pydantic import (
     PlainSerializer,
     PrivateAttr,
     ValidationError,
-    ValidationInfo,
     WithJsonSchema,
-    field_validator,
     model_validator,
 )
 
@@ -208,14 +206,18 @@ def _exclude(value: object) -> list[date]:
     return sorted(out)
 
 
-def _run(value: object) -> list[str] | None:
-    if value is None:
-        return None
+def _run(value: object) -> list[str]:
     if (not isinstance(value, list) or not value or len(value) > MAX_TASK_ARGS
             or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in value)):
         raise ValueError(f"invalid run {value!r}: expected a non-empty list of at most {MAX_TASK_ARGS} "
                          "non-empty strings (the command and its arguments)")
     return list(value)
+
+
+def _start(value: object, what: str) -> datetime:
+    """`at` and `not_before` must lie in `timeutil.COMPUTABLE` (the year 9999 would overflow
+    the scheduler's arithmetic): refused here, naming the field, not met at run time."""
+    return schedulable(parse_instant(value, what=what), what=what)
 
 
 def _calendar_location(value: object) -> str:
@@ -326,7 +328,8 @@ class Window(BaseModel):
         description="a slug: lowercase letters, digits, '-' and '_', at most 64")
     cron: Cron = Field(None, description="5-field crontab expression (minute hour day month weekday)")
     timezone: Zone = Field("UTC", description="IANA zone the cron expression is read in (cron windows only)")
-    at: Instant = Field(None, description="one-shot window: the instant it starts")
+    at: Annotated[Instant, optional(partial(_start, what="at time"))] = Field(
+        None, description="one-shot window: the instant it starts")
     duration: Annotated[Duration, BeforeValidator(parse_with_unit)] = Field(
         description="how long each occurrence lasts (absolute time)")
     drain: Drain = Field(None)
@@ -339,13 +342,15 @@ class Window(BaseModel):
     jobs: Jobs = Field(default_factory=list, description="a scoped hold: only the units of work whose "
                                                          "name matches one of these globs")
     enabled: Enabled = True
-    not_before: Instant = Field(None, description="no occurrence starts before this instant")
-    not_after: Instant = Field(None, description="no occurrence starts at or after this instant")
+    not_before: Annotated[Instant, optional(partial(_start, what="not_before time"))] = Field(
+        None, description="no occurrence starts before this instant")
+    not_after: Annotated[Instant, optional(partial(parse_instant, what="not_after time"))] = Field(
+        None, description="no occurrence starts at or after this instant")
     exclude: Annotated[list[date], BeforeValidator(_exclude)] = Field(
         default_factory=list, description="local dates (in the window's timezone) on which no occurrence starts")
     exclude_cron: Cron = Field(None, description="5-field crontab expression: an occurrence whose local "
                                                  "start it matches does not start (e.g. '* * 24-26 12 *')")
-    run: Annotated[list[str] | None, BeforeValidator(_run)] = Field(
+    run: Annotated[list[str] | None, optional(_run)] = Field(
         None, description="a maintenance task: the command (argv) run at each occurrence's start under the "
                           "window's hold (windows/tasks.py)")
     on_failure_ttl: Annotated[timedelta | None, optional(parse_with_unit), _DUMPED] = Field(
@@ -355,17 +360,6 @@ class Window(BaseModel):
                           "event of it covers (holidays)")
     #: the feed `exclude_calendar` names, bound by `calendars.bind` when the file is read
     _holidays: Feed | None = PrivateAttr(None)
-
-    @field_validator("at", "not_before", "not_after", mode="before")
-    @classmethod
-    def _instant(cls, value: object, info: ValidationInfo) -> datetime | None:
-        """`at` and `not_before` must lie in `timeutil.COMPUTABLE` (the year 9999 would overflow
-        the scheduler's arithmetic): refused here, naming the field, not met at run time."""
-        if value is None:
-            return None
-        what = f"{info.field_name} time"
-        instant = parse_instant(value, what=what)
-        return instant if info.field_name == "not_after" else schedulable(instant, what=what)
 
     @property
     def selector(self) -> Selector | None:
