@@ -163,12 +163,7 @@ class CalendarWindow(Window):
         data = {"name": self.name, "calendar": self.source.location, "scope": self.scope, "enabled": self.enabled,
                 "duration": format_duration(spans[-1]) if spans else None,
                 "durations": [format_duration(span) for span in spans], "allow": self.allow.model_dump(mode="json")}
-        if self.drain is not None:
-            data["drain"] = format_duration(self.drain)
-        for key in ("only", "jobs"):
-            if getattr(self, key):
-                data[key] = list(getattr(self, key))
-        return data
+        return data | self.model_dump(mode="json", include={key for key in ("drain", "only", "jobs") if getattr(self, key)})
 
     def to_toml(self) -> dict[str, Any]:
         return cast(CalendarSource, self.source).to_toml()
