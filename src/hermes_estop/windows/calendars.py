@@ -2,7 +2,7 @@
 `exclude_calendar`, bound to the feeds they name (a local `ics` file, or the copy of a `url` that
 `hermes serve` fetched: `fetch.py`). A calendar is a `CalendarWindow` whose occurrences are its
 feed's events, so everything treats it like any window. A feed that cannot be used falls back to
-its last good copy, loudly (`Bound.stale`); without one its table fails, held as it was.
+its last good copy, loudly (`Parsed.stale`); without one its table fails, held as it was.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from hermes_estop.windows.model import (
     written,
 )
 
-__all__ = ["CALENDAR_DIR", "Bound", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "calendar_window", "feed_of",
+__all__ = ["CALENDAR_DIR", "CalendarSource", "Parsed", "CalendarWindow", "bind", "cache_paths", "calendar_window", "feed_of",
            "is_url"]
 
 CALENDAR_DIR = "calendars"
@@ -97,10 +97,8 @@ class CalendarSource(BaseModel):
         None, description="only events whose SUMMARY matches this regular expression")
     drain: Drain = Field(None)
     allow: WindowAllow = Field(default_factory=WindowAllow)
-    only: Only = Field(default_factory=list, description="a scoped hold, as a window's: only these consumer "
-                                                         "components")
-    jobs: Jobs = Field(default_factory=list, description="a scoped hold, as a window's: only the units of work "
-                                                         "whose name matches one of these globs")
+    only: Only = Field(default_factory=list)
+    jobs: Jobs = Field(default_factory=list)
     enabled: Enabled = True
     refresh: Annotated[Duration, BeforeValidator(_refresh)] = Field(
         DEFAULT_REFRESH, description="how often `hermes serve` fetches a url (default 5m)")
@@ -133,8 +131,7 @@ class CalendarSource(BaseModel):
 
     @classmethod
     def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> CalendarSource:
-        source: CalendarSource = validate_table(cls, data, path=path, index=index, kind="calendar ")
-        return source
+        return validate_table(cls, data, path=path, index=index, kind="calendar ")
 
 
 class CalendarWindow(Window):
@@ -144,35 +141,29 @@ class CalendarWindow(Window):
     calendar_feed: Any = Field(None, exclude=True)
 
     @property
-    def feed(self) -> Feed | None:
-        return cast("Feed | None", self.calendar_feed)
+    def feed(self) -> Feed:
+        return cast(Feed, self.calendar_feed)
 
     def describe_schedule(self, *, for_json: bool = False) -> str:
         return f"calendar {self.source.location}"
 
     def zone_of(self, occurrence: Any) -> tzinfo:
-        feed = self.feed
-        return feed.zone_of(getattr(occurrence, "uid", None)) if feed is not None else self.tz
+        return self.feed.zone_of(getattr(occurrence, "uid", None))
 
     def describe_duration(self) -> str:
         """The lengths of its events (`duration` is how far back an event covering an instant
         may start: never shown, issue 38 item 6)."""
-        spans = self.feed.spans if self.feed is not None else ()
+        spans = self.feed.spans
         if len(spans) < 2:
             return format_duration(spans[0]) if spans else "no events"
         return f"{format_duration(spans[0])} to {format_duration(spans[-1])}"
 
     def to_json(self) -> dict[str, Any]:
-        spans = self.feed.spans if self.feed is not None else ()
+        spans = self.feed.spans
         data = {"name": self.name, "calendar": self.source.location, "scope": self.scope, "enabled": self.enabled,
                 "duration": format_duration(spans[-1]) if spans else None,
                 "durations": [format_duration(span) for span in spans], "allow": self.allow.model_dump(mode="json")}
-        if self.drain is not None:
-            data["drain"] = format_duration(self.drain)
-        for key in ("only", "jobs"):
-            if getattr(self, key):
-                data[key] = list(getattr(self, key))
-        return data
+        return data | self.model_dump(mode="json", include={key for key in ("drain", "only", "jobs") if getattr(self, key)})
 
     def to_toml(self) -> dict[str, Any]:
         return cast(CalendarSource, self.source).to_toml()
@@ -214,15 +205,22 @@ def read_meta(path: Path) -> dict[str, Any]:
 
 
 @dataclass
-class Bound:
-    """Windows with their calendars bound; `stale`: calendar name -> why it runs on its last
-    good copy; `digests`: the feeds read (part of a read's identity); `files`: what to watch."""
+class Parsed:
+    """The tables of a windows file: the `windows` that validate, and one `InvalidWindow` per
+    table that does not (or repeats a name). Calendars bound (`bind`): `stale` names those
+    running on their last good copy, and why; `digests` the feeds read (part of a read's
+    identity); `files` what to watch."""
 
     windows: list[Window]
     failures: list[InvalidWindow]
+    sources: list[CalendarSource] = field(default_factory=list)
     stale: dict[str, str] = field(default_factory=dict)
     digests: tuple[str, ...] = ()
     files: tuple[Path, ...] = ()
+
+    def failing_names(self) -> frozenset[str]:
+        """The names (as written) of the tables that fail, where they have a valid one."""
+        return frozenset(f.window.strip("'") for f in self.failures if f.window and f.window.startswith("'"))
 
 
 #: the feeds read in this process, by `Feed.digest` (the last 64); one refused by its expansion
@@ -262,10 +260,10 @@ def _watched(root: Path, location: str) -> list[Path]:
     return [*(() if is_url(location) else (local_path(root, location),)), *cache_paths(root, location)]
 
 
-def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[CalendarSource]) -> Bound:
+def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[CalendarSource]) -> Parsed:
     """`windows` with their `exclude_calendar` bound, and one `CalendarWindow` per source; a
     feed without a usable copy is a failure."""
-    found = Bound([], [])
+    found = Parsed([], [])
     for window in windows:
         if window.exclude_calendar is None:
             found.windows.append(window)
@@ -290,7 +288,7 @@ def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[Ca
     return found
 
 
-def _read(found: Bound, root: Path, path: Path, name: str, location: str, field: str | None, label: str,
+def _read(found: Parsed, root: Path, path: Path, name: str, location: str, field: str | None, label: str,
           **settings: Any) -> Feed | None:
     """The feed at `location` for the table `name`, noted in `found`: a failure when there is no
     usable copy at all, or why it runs on its last good copy (`stale`)."""

@@ -72,7 +72,7 @@ def planned_holds(found: Ahead, end: datetime, entries: Mapping[str, LedgerEntry
         window = window_of()
         if seen > limit:
             out.append(PlannedHold(
-                window.scope, occurrence.arm_at, end, window.hold_allow, window.hold_reason,
+                window.scope, occurrence.arm_at, end, window.hold_allow, window.reason_for(None),
                 f"{ARMED_BY_PREFIX}{window.name}", occurrence.ident, selector=window.selector,
                 note=(f"forecast of window {window.name} stopped after {limit} occurrences: assumed held by it "
                       f"from {display_instant(occurrence.arm_at)} to the end of the range"),

@@ -24,12 +24,10 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     PrivateAttr,
     ValidationError,
-    ValidationInfo,
     WithJsonSchema,
-    field_serializer,
-    field_validator,
     model_validator,
 )
 
@@ -208,14 +206,18 @@ def _exclude(value: object) -> list[date]:
     return sorted(out)
 
 
-def _run(value: object) -> list[str] | None:
-    if value is None:
-        return None
+def _run(value: object) -> list[str]:
     if (not isinstance(value, list) or not value or len(value) > MAX_TASK_ARGS
             or not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in value)):
         raise ValueError(f"invalid run {value!r}: expected a non-empty list of at most {MAX_TASK_ARGS} "
                          "non-empty strings (the command and its arguments)")
     return list(value)
+
+
+def _start(value: object, what: str) -> datetime:
+    """`at` and `not_before` must lie in `timeutil.COMPUTABLE` (the year 9999 would overflow
+    the scheduler's arithmetic): refused here, naming the field, not met at run time."""
+    return schedulable(parse_instant(value, what=what), what=what)
 
 
 def _calendar_location(value: object) -> str:
@@ -224,14 +226,18 @@ def _calendar_location(value: object) -> str:
     return value
 
 
+#: how `to_json` writes a duration (`1h30m`)
+_DUMPED = PlainSerializer(lambda value: None if value is None else format_duration(value))
 Duration = Annotated[
     timedelta,
+    _DUMPED,
     WithJsonSchema({"type": "string", "description": "45m, 1h30m, 90s, 1d or ISO-8601 PT2H; at most 366 days",
                     "examples": ["1h", "90m", "PT2H"]}),
 ]
 Drain = Annotated[
     timedelta | None,
     optional(_drain),
+    _DUMPED,
     WithJsonSchema({"type": "string", "description": "arm the hold this long before each start (reason "
                                                      "'draining for <window>'), so the window begins on a "
                                                      "quiet fleet; positive, at most 24h",
@@ -239,6 +245,7 @@ Drain = Annotated[
 ]
 Instant = Annotated[
     datetime | None,
+    PlainSerializer(format_instant),
     WithJsonSchema({"type": "string", "format": "date-time",
                     "description": "ISO-8601 instant; without an offset it is UTC"}),
 ]
@@ -321,7 +328,8 @@ class Window(BaseModel):
         description="a slug: lowercase letters, digits, '-' and '_', at most 64")
     cron: Cron = Field(None, description="5-field crontab expression (minute hour day month weekday)")
     timezone: Zone = Field("UTC", description="IANA zone the cron expression is read in (cron windows only)")
-    at: Instant = Field(None, description="one-shot window: the instant it starts")
+    at: Annotated[Instant, optional(partial(_start, what="at time"))] = Field(
+        None, description="one-shot window: the instant it starts")
     duration: Annotated[Duration, BeforeValidator(parse_with_unit)] = Field(
         description="how long each occurrence lasts (absolute time)")
     drain: Drain = Field(None)
@@ -334,33 +342,24 @@ class Window(BaseModel):
     jobs: Jobs = Field(default_factory=list, description="a scoped hold: only the units of work whose "
                                                          "name matches one of these globs")
     enabled: Enabled = True
-    not_before: Instant = Field(None, description="no occurrence starts before this instant")
-    not_after: Instant = Field(None, description="no occurrence starts at or after this instant")
+    not_before: Annotated[Instant, optional(partial(_start, what="not_before time"))] = Field(
+        None, description="no occurrence starts before this instant")
+    not_after: Annotated[Instant, optional(partial(parse_instant, what="not_after time"))] = Field(
+        None, description="no occurrence starts at or after this instant")
     exclude: Annotated[list[date], BeforeValidator(_exclude)] = Field(
         default_factory=list, description="local dates (in the window's timezone) on which no occurrence starts")
     exclude_cron: Cron = Field(None, description="5-field crontab expression: an occurrence whose local "
                                                  "start it matches does not start (e.g. '* * 24-26 12 *')")
-    run: Annotated[list[str] | None, BeforeValidator(_run)] = Field(
+    run: Annotated[list[str] | None, optional(_run)] = Field(
         None, description="a maintenance task: the command (argv) run at each occurrence's start under the "
                           "window's hold (windows/tasks.py)")
-    on_failure_ttl: Annotated[timedelta | None, optional(parse_with_unit)] = Field(
+    on_failure_ttl: Annotated[timedelta | None, optional(parse_with_unit), _DUMPED] = Field(
         None, description="with run: how long the hold is kept after the task fails (default 1h)")
     exclude_calendar: Annotated[str | None, optional(_calendar_location)] = Field(
         None, description="an .ics path (from the fleet root) or url: no occurrence starts on a local date an "
                           "event of it covers (holidays)")
     #: the feed `exclude_calendar` names, bound by `calendars.bind` when the file is read
     _holidays: Feed | None = PrivateAttr(None)
-
-    @field_validator("at", "not_before", "not_after", mode="before")
-    @classmethod
-    def _instant(cls, value: object, info: ValidationInfo) -> datetime | None:
-        """`at` and `not_before` must lie in `timeutil.COMPUTABLE` (the year 9999 would overflow
-        the scheduler's arithmetic): refused here, naming the field, not met at run time."""
-        if value is None:
-            return None
-        what = f"{info.field_name} time"
-        instant = parse_instant(value, what=what)
-        return instant if info.field_name == "not_after" else schedulable(instant, what=what)
 
     @property
     def selector(self) -> Selector | None:
@@ -380,14 +379,6 @@ class Window(BaseModel):
                                            f"{format_instant(self.not_before)}")
         return self
 
-    @field_serializer("duration", "drain", "on_failure_ttl")
-    def _dump_duration(self, value: timedelta | None) -> str | None:
-        return None if value is None else format_duration(value)
-
-    @field_serializer("at", "not_before", "not_after")
-    def _dump_instant(self, value: datetime | None) -> str | None:
-        return format_instant(value)
-
     @property
     def tz(self) -> ZoneInfo:
         return validate_timezone(self.timezone)
@@ -395,10 +386,6 @@ class Window(BaseModel):
     @property
     def hold_allow(self) -> Allow:
         return Allow.of(self.allow.user_ids, self.allow.profiles)
-
-    @property
-    def hold_reason(self) -> str:
-        return reason_of(self.name, self.reason)
 
     def reason_for(self, own: str | None, *, draining: bool = False) -> str:
         return reason_of(self.name, self.reason, own, draining=draining)
@@ -447,10 +434,8 @@ class Window(BaseModel):
         return out if self.cron is not None else out | {"timezone"}
 
     def to_toml(self) -> dict[str, Any]:
-        when = ("cron", "timezone") if self.cron is not None else ("at",)
-        return written(self, ("name", *when, "duration", "drain", "reason", "allow", "scope", "only", "jobs", "enabled",
-                              "not_before", "not_after", "exclude", "exclude_cron", "run", "on_failure_ttl",
-                              "exclude_calendar"))
+        """Every field not at its default, in the fields' order (a one-shot's has no timezone)."""
+        return written(self, [key for key in Window.model_fields if self.cron is not None or key != "timezone"])
 
     @classmethod
     def parse(cls, data: Any, *, path: Path | None = None, index: int | None = None) -> Window:
@@ -473,10 +458,10 @@ _POLICY_FIELDS = {"max_ttl": "duration", "reason_pattern": "reason", "require_tt
 
 def refusals_of(policy: Policy, actor: Actor, window: Window) -> tuple[Refusal, ...]:
     """Every rule `window`, armed by `actor`, breaks: its hold lasts its drain lead and its
-    duration, and is judged by the operator's reason (`hold_reason`), never "draining for ...",
+    duration, and is judged by the operator's reason (`reason_for(None)`), never "draining for ...",
     as the fleet judges it when it is armed."""
     length = window.duration + (window.drain or timedelta(0))
-    return window_refusals(policy, actor, window.scope, length, window.hold_reason)
+    return window_refusals(policy, actor, window.scope, length, window.reason_for(None))
 
 
 def refused_window(window: Window, refusals: tuple[Refusal, ...], path: Path | None = None) -> InvalidWindow:

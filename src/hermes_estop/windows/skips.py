@@ -54,7 +54,7 @@ def skip_entry(occurrence: Occurrence, now: datetime, actor: str) -> LedgerEntry
 def skip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datetime) -> None:
     """Skip `target` for the fleet's actor: the ledger entry, then the audit line."""
     open_ledger(fleet).commit([skip_entry(target, now, fleet.actor)])
-    fleet.record("skip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
+    fleet.record("skip", fleet.location(window.scope), reason=window.reason_for(None), deadline=target.end,
                  detail=f"window {window.name} occurrence {target.ident} skipped by the operator", now=now)
 
 
@@ -65,7 +65,7 @@ def unskip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: dat
     if entry is None or entry.state != SKIPPED:
         raise InvalidArgument(f"window {window.name} occurrence {target.ident} is not skipped")
     ledger.commit([], remove=[target.key])
-    fleet.record("unskip", fleet.location(window.scope), reason=window.hold_reason, deadline=target.end,
+    fleet.record("unskip", fleet.location(window.scope), reason=window.reason_for(None), deadline=target.end,
                  detail=f"window {window.name} occurrence {target.ident} no longer skipped", now=now)
 
 

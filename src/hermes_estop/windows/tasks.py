@@ -166,7 +166,7 @@ class TaskService:
         shown = shlex.join(window.run)
         # on the record BEFORE the command starts: a restart never runs an occurrence's task twice
         try:
-            self.fleet.record(TASK_START, location, generation=generation, reason=window.hold_reason,
+            self.fleet.record(TASK_START, location, generation=generation, reason=window.reason_for(None),
                               deadline=occurrence.end, detail=_detail(occurrence.key), now=now)
         except (EstopError, OSError) as exc:
             logger.error("window task %s: not started: its start cannot be recorded (%s), and an unrecorded "  # noqa: TRY400 - one line, no traceback

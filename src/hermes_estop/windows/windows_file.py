@@ -18,7 +18,7 @@ import gc
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from tomli import TOMLDecodeError, loads as toml_loads
 from hermes_estop.model.errors import StoreError
 from hermes_estop.model.policy import Actor, Policy
 from hermes_estop.system.fsutil import locked_update, read_regular_with_stat
-from hermes_estop.windows.calendars import CalendarSource, bind
+from hermes_estop.windows.calendars import CalendarSource, Parsed, bind
 from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Window, refusals_of, refused_window
 
 __all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "FileSnapshot", "Parsed", "WindowsFile", "against_policy"]
@@ -43,23 +43,6 @@ _HEADER = (
 )
 
 Identity = tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Parsed:
-    """A file that parses as TOML, window by window: the `windows` that validate, and one
-    `InvalidWindow` per table that does not (or repeats a name). Calendars bound (`parse_each`):
-    `stale` names those running on their last good copy, and why; `digests` the feeds read."""
-
-    windows: list[Window]
-    failures: list[InvalidWindow]
-    sources: list[CalendarSource] = field(default_factory=list)
-    stale: dict[str, str] = field(default_factory=dict)
-    digests: tuple[str, ...] = ()
-
-    def failing_names(self) -> frozenset[str]:
-        """The names (as written) of the tables that fail, where they have a valid one."""
-        return frozenset(f.window.strip("'") for f in self.failures if f.window and f.window.startswith("'"))
 
 
 def _unique(windows: Iterable[Window], path: Path) -> tuple[list[Window], list[InvalidWindow]]:
@@ -95,9 +78,6 @@ class WindowsFile:
         self._watched: tuple[Path, ...] = ()
         #: the bytes last validated here and what they held (`hermes serve` reads every pass)
         self._last: tuple[bytes, Parsed] | None = None
-
-    def __repr__(self) -> str:
-        return f"WindowsFile({str(self.path)!r})"
 
     def identity(self) -> Identity | None:
         """What changes whenever the file (or a calendar file it binds) is replaced or edited in
@@ -145,7 +125,7 @@ class WindowsFile:
         parsed = self.validate(raw)
         bound = bind(self.path.parent, self.path, parsed.windows, parsed.sources)
         self._watched = bound.files
-        return Parsed(bound.windows, parsed.failures + bound.failures, parsed.sources, bound.stale, bound.digests)
+        return replace(bound, failures=parsed.failures + bound.failures, sources=parsed.sources)
 
     def validate(self, raw: bytes, *, whole: bool = False) -> Parsed:
         """The windows and calendar sources of `raw`, unbound; `whole` (an edit): the first
@@ -365,23 +345,21 @@ def _removed(text: str, name: str) -> str:
     index = _index(tables, name)
     lines = text.splitlines(keepends=True)
     headers = [i for i, line in enumerate(lines) if _WINDOW_HEADER.match(line)]
-    if not isinstance(tables, AoT) or len(headers) != len(tables):
-        del tables[index]  # an inline array, or a header inside a multi-line string: tomlkit's cut
-        return tomlkit.dumps(document)
-    header = headers[index]
-    end = next((i for i in range(header + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
-    start, keep = header, end
-    while start > 0 and lines[start - 1].lstrip().startswith("#"):
-        start -= 1
-    while keep > header + 1 and lines[keep - 1].lstrip().startswith("#"):
-        keep -= 1
-    while keep < len(lines) and not lines[keep].strip() and (start == 0 or not lines[start - 1].strip()):
-        keep += 1  # one blank line between what was before and after, not two
-    edited = "".join(lines[:start] + lines[keep:])
-    names = [t.get("name") for t in tables]
-    del names[index]
-    after = tomlkit.parse(edited)
-    if [t.get("name") for t in after.get("windows") or ()] != names or after.get("calendars") != document.get("calendars"):
-        del tables[index]  # the lines were not what tomlkit read (a header inside a string): its cut
-        return tomlkit.dumps(document)
-    return edited
+    if isinstance(tables, AoT) and len(headers) == len(tables):
+        header = headers[index]
+        end = next((i for i in range(header + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
+        start, keep = header, end
+        while start > 0 and lines[start - 1].lstrip().startswith("#"):
+            start -= 1
+        while keep > header + 1 and lines[keep - 1].lstrip().startswith("#"):
+            keep -= 1
+        while keep < len(lines) and not lines[keep].strip() and (start == 0 or not lines[start - 1].strip()):
+            keep += 1  # one blank line between what was before and after, not two
+        edited = "".join(lines[:start] + lines[keep:])
+        names = [t.get("name") for t in tables]
+        del names[index]
+        after = tomlkit.parse(edited)
+        if [t.get("name") for t in after.get("windows") or ()] == names and after.get("calendars") == document.get("calendars"):
+            return edited
+    del tables[index]  # an inline array, or lines not what tomlkit read (a header inside a string): its cut
+    return tomlkit.dumps(document)
