@@ -627,25 +627,23 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
     if type(count) is not int or len(data) != len(_COLUMNS) + count:
         raise ValueError("wrong number of lines")
     columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:], strict=False)}
-    events, calendars, feeds = _calendars_of(columns["calendars"], count, len(columns["starts"]))
-    _check_shape(columns, count, header["lo"], header["hi"], calendars)
-    stopped = header.get("stopped", [])
-    if type(stopped) is not list or not all(type(row) is int and 0 <= row < count for row in stopped):
-        raise ValueError("stopped is not a list of rows")
-    for name in _SHARED:
-        columns[name] = [sys.intern(v) if v is not None else None for v in columns[name]]
-    return Schedule(header["digest"], basis, zones, header["lo"], header["hi"],
-                    **{name: columns[name] for name in _COLUMNS[:-2]}, tables=data[len(_COLUMNS):],
-                    events=events, calendars=calendars, feeds=feeds, stopped=frozenset(stopped))
-
-
-def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any, calendars: Container[int]) -> None:
-    """`ValueError` unless every column has its length and types, each scope is valid (an
-    occurrence carries it: never taken on trust), and the occurrences are whole numbers
-    ascending per row (a calendar's starts: not descending)."""
+    column = columns["calendars"]
+    total = len(columns["starts"])
+    events, calendars, feeds = column["events"], column["calendars"], column["feeds"]
+    if not all(type(e) is list and len(e) == 5 and type(e[0]) is int and 0 <= e[0] < total
+               and all(type(v) is str for v in e[1:]) for e in events):
+        raise ValueError("events is not a list of calendar events")
+    if not all(type(c) is list and len(c) == 2 and type(c[0]) is int and 0 <= c[0] < count and type(c[1]) is str
+               for c in calendars) or not all(type(f) is list and len(f) == 2 and all(type(v) is str for v in f)
+                                              for f in feeds):
+        raise ValueError("calendars or feeds of the wrong types")
+    events, calendars, feeds = {e[0]: (e[1], e[2], e[3], e[4]) for e in events}, dict(calendars), dict(feeds)
+    # what a schedule holds is never taken on trust (an occurrence carries its scope): every column
+    # of its length and types, and the occurrences whole numbers ascending per row (a calendar's
+    # starts: not descending)
+    lo, hi = header["lo"], header["hi"]
     offsets, starts, ends = columns["offsets"], columns["starts"], columns["ends"]
-    if type(count) is not int or not all(type(columns[name]) is list and len(columns[name]) == count
-                                         for name in _PER_ROW):
+    if not all(type(columns[name]) is list and len(columns[name]) == count for name in _PER_ROW):
         raise ValueError("columns of the wrong lengths")
     for name, kind in _PER_ROW.items():
         if not all(isinstance(v, kind) and (kind is not int or type(v) is int) for v in columns[name]):
@@ -661,19 +659,14 @@ def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any, calendar
             starts[i] > starts[i + 1] if row in calendars else starts[i] >= starts[i + 1] or ends[i] > ends[i + 1]
             for row, (a, b) in enumerate(itertools.pairwise(offsets)) for i in range(a, b - 1)):
         raise ValueError("starts (or ends) not ascending per row")
-
-
-def _calendars_of(column: Any, count: int, occurrences: int) -> tuple[dict[int, Event], dict[int, str], dict[str, str]]:
-    """`ValueError` unless each is of its types and places."""
-    events, calendars, feeds = column["events"], column["calendars"], column["feeds"]
-    if not all(type(e) is list and len(e) == 5 and type(e[0]) is int and 0 <= e[0] < occurrences
-               and all(type(v) is str for v in e[1:]) for e in events):
-        raise ValueError("events is not a list of calendar events")
-    if not all(type(c) is list and len(c) == 2 and type(c[0]) is int and 0 <= c[0] < count and type(c[1]) is str
-               for c in calendars) or not all(type(f) is list and len(f) == 2 and all(type(v) is str for v in f)
-                                              for f in feeds):
-        raise ValueError("calendars or feeds of the wrong types")
-    return {e[0]: (e[1], e[2], e[3], e[4]) for e in events}, dict(calendars), dict(feeds)
+    stopped = header.get("stopped", [])
+    if type(stopped) is not list or not all(type(row) is int and 0 <= row < count for row in stopped):
+        raise ValueError("stopped is not a list of rows")
+    for name in _SHARED:
+        columns[name] = [sys.intern(v) if v is not None else None for v in columns[name]]
+    return Schedule(header["digest"], basis, zones, lo, hi,
+                    **{name: columns[name] for name in _COLUMNS[:-2]}, tables=data[len(_COLUMNS):],
+                    events=events, calendars=calendars, feeds=feeds, stopped=frozenset(stopped))
 
 
 def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
