@@ -36,6 +36,13 @@ def starting_in(schedule: Schedule, first: datetime, last: datetime) -> list[Occ
     return [schedule.occurrence(row, index) for _, row, index in found]
 
 
+def covering_all(schedule: Schedule, t: datetime) -> list[Occurrence] | None:
+    """The occurrences of `schedule` covering `t`, enabled or not, by row then start
+    (`Schedule.covering_row`); None unless the schedule holds them all."""
+    found = [schedule.covering_row(row, t) for row in range(len(schedule))]
+    return None if not schedule.answers(t) or None in found else [o for row in found for o in row or ()]
+
+
 def starting_within(window: Window, first: datetime, last: datetime, limit: int = 256) -> list[Occurrence]:
     """The occurrences of `window` starting in the closed range `[first, last]`, at most `limit`."""
     out: list[Occurrence] = []

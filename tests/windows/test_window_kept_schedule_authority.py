@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from schedule_queries import schedule_path
+from schedule_queries import covering_all, schedule_path
 
 from hermes_estop.windows import schedule
 from hermes_estop.windows.windows_file import WindowsFile
@@ -62,7 +62,7 @@ def test_a_kept_schedule_with_the_files_digest_but_other_rows_is_not_believed(tm
     assert schedule.kept_schedule(wf.path, raw, NOW) is None
     found = schedule.load(wf.path, raw, wf.load, NOW)
     assert found is not None and list(found.names) == ["real"]
-    assert [o.window for o in found.covering(NOW) or ()] == ["real"]
+    assert [o.window for o in covering_all(found, NOW) or ()] == ["real"]
 
 
 @pytest.mark.parametrize("text", ["", EVIL], ids=["empty", "evil-at-victim"])
@@ -160,7 +160,7 @@ def test_whatever_was_done_to_the_kept_schedule_commands_and_the_scheduler_hold_
     raw = wf.path.read_bytes()
     assert schedule.kept_schedule(wf.path, raw, NOW) is None
     found = schedule.schedule_of(wf, NOW)  # what `windows list` and `check --at` read
-    assert list(found.names) == ["real"] and [o.window for o in found.covering(NOW) or ()] == ["real"]
+    assert list(found.names) == ["real"] and [o.window for o in covering_all(found, NOW) or ()] == ["real"]
     harness.clock.set(NOW)
     report = harness.start()
     assert report.active == [f"fleet/real@{NOW.replace(minute=0).isoformat()}"]

@@ -1,6 +1,6 @@
 """While a weakening edit waits for confirmation, the scheduler's schedule work is for the file
 as it is (issue 45): it never writes the last confirmed version's schedule over the current
-one (the next command would run cold). And `Schedule.covering(t)` never misses an occurrence
+one (the next command would run cold). And `Schedule.covering_row` never misses an occurrence
 whose drain lead reaches back to `t` but which starts past the horizon: it declines instead,
 and the exact functions answer. Real files, the real scheduler on the fake clock."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime, timedelta
 
-from schedule_queries import schedule_path
+from schedule_queries import covering_all, schedule_path
 
 from hermes_estop.windows import schedule
 from hermes_estop.windows.model import Window
@@ -47,6 +47,6 @@ def test_covering_declines_when_a_drain_reaches_past_the_horizon(tmp_path):
     (window,) = wf.load()
     for back in (timedelta(minutes=1), timedelta(minutes=7), timedelta(minutes=19), timedelta(microseconds=1)):
         t = schedule.instant_of(compiled.hi) - back
-        found = compiled.covering(t)
+        found = covering_all(compiled, t)
         exact = covering(Window.model_validate(window.model_dump()), t)
         assert found is None or found == exact, (t, found, exact)

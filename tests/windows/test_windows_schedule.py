@@ -21,7 +21,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from schedule_queries import schedule_path, starting_in, starting_within
+from schedule_queries import covering_all, schedule_path, starting_in, starting_within
 
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import StoreError
@@ -82,7 +82,7 @@ def test_schedule_answers_what_the_exact_functions_answer(wf: WindowsFile, t: da
     windows = wf.load()
     compiled = _load(wf)
     assert compiled is not None
-    found = compiled.covering(t)
+    found = covering_all(compiled, t)
     if found is None:  # declined only where a drain lead from `t` reaches past the horizon
         assert schedule.micros(t) + max(compiled.leads) >= compiled.hi
     else:
@@ -151,7 +151,7 @@ def test_windows_are_built_from_the_schedule_equal_to_the_validated(wf: WindowsF
     compiled = _load(wf)
     assert compiled is not None
     assert [compiled.window(row) for row in range(len(compiled))] == wf.load()
-    assert [compiled.tables.shown(row) for row in range(len(compiled))] == [w.to_json() for w in wf.load()]
+    assert [compiled.shown(row) for row in range(len(compiled))] == [w.to_json() for w in wf.load()]
 
 
 def test_row_of_finds_every_row_by_its_name(wf: WindowsFile) -> None:
@@ -173,7 +173,7 @@ def test_a_second_process_reads_the_written_schedule_without_validating(wf: Wind
 def _columns(compiled: schedule.Schedule | None) -> tuple[object, ...]:
     assert compiled is not None
     columns = tuple(list(getattr(compiled, name)) for name in schedule._COLUMNS[:-1] if name != "sources")
-    return (*columns, compiled.tables.values(), compiled.lo, compiled.hi)
+    return (*columns, compiled.tables, compiled.lo, compiled.hi)
 
 
 EDITS = [('duration = "1h"', 'duration = "2h"'), ('name = "long"', 'name = "longer"'),
@@ -263,7 +263,7 @@ def test_an_instant_past_the_horizon_is_not_answered_and_the_schedule_is_rebuilt
     calls: list[int] = []
     compiled = _load(wf, calls=calls)
     later = NOW + schedule.HORIZON + timedelta(hours=1)
-    assert compiled is not None and compiled.covering(later) is None and compiled.next_start(0, later) is False
+    assert compiled is not None and covering_all(compiled, later) is None and compiled.next_start(0, later) is False
     rebuilt = _load(wf, later, calls=calls)
     assert calls == [1, 1] and rebuilt is not None and rebuilt.answers(later)
 
@@ -580,7 +580,7 @@ def test_a_calendar_of_overlapping_events_is_answered_as_its_feed_is(tmp_path: P
     day = datetime(2026, 10, 21, tzinfo=UTC)
     for t in [day + timedelta(hours=h, minutes=m) for h in (9, 10, 11, 12, 13, 14) for m in (0, 15, 45, 55)]:
         assert compiled.upcoming(0, t, 4) == upcoming(window, t, 4), t
-        assert compiled.covering(t) == covering(window, t), t
+        assert covering_all(compiled, t) == covering(window, t), t
         assert list(itertools.islice(compiled.not_ended(0, t), 5)) == list(itertools.islice(
             (o for o in occurrences(window, t - window.duration) if not o.ended(t)), 5)), t
         index = compiled.next_arm_index(0, t)
@@ -802,7 +802,7 @@ def test_windows_list_prints_from_the_schedule_what_it_prints_from_the_windows(w
 
     compiled = _load(wf)
     assert compiled is not None
-    from_schedule = [_Listed.shown(compiled.tables.shown(row)) for row in range(len(compiled))]
+    from_schedule = [_Listed.shown(compiled.shown(row)) for row in range(len(compiled))]
     assert from_schedule == [_listed(w) for w in wf.load()]
     assert any(line.startswith("    bounds") for line in _list_lines(from_schedule))
 
@@ -993,4 +993,4 @@ def test_every_command_gets_a_schedule_also_of_a_file_with_no_windows(tmp_path: 
         (tmp_path / "windows.toml").write_text(text)
     found = schedule.schedule_of(WindowsFile(tmp_path), NOW)
     assert len(found) == 0 and found.in_file_order() == [] and found.row_of("any") is None
-    assert found.answers(NOW) and found.covering(NOW) == []
+    assert found.answers(NOW) and covering_all(found, NOW) == []

@@ -146,13 +146,13 @@ def list_(as_json: JsonOpt = False) -> None:
     schedule = schedule_of(windows_file, _now())
     items = schedule.in_file_order()  # no `Window` built for a row
     if as_json:
-        emit_json({"path": str(windows_file.path), "windows": [schedule.tables.shown(item) for item in items]})
+        emit_json({"path": str(windows_file.path), "windows": [schedule.shown(item) for item in items]})
         return
     if not items:
         typer.echo(f"no windows ({windows_file.path})")
         return
     # a row decoded as its lines are written (100,000 windows' tables held at once as dicts: 100s of MB)
-    listed = (_Listed.shown(schedule.tables.shown(item)) for item in items)
+    listed = (_Listed.shown(schedule.shown(item)) for item in items)
     echo_lines(printable(line) for line in _list_lines(listed))
 
 

@@ -34,7 +34,9 @@ def occurrences(window: Window, since: datetime, stopped: list[datetime] | None 
     select by start, half-open: an occurrence is never cut short), `enabled` or not. When a run
     of more than `MAX_EXCLUDED_RUN` excluded starts ends the scan, the start it stopped at is
     appended to `stopped`: nothing is known past it (a later start may not be excluded)."""
-    since = _since(window, since)
+    since = to_utc(since)
+    if window.not_before is not None and window.not_before > since:
+        since = window.not_before
     feed = window.feed
     if feed is not None:
         if (why := refusal(window)) is not None:  # never "nothing": a hold armed for it would be taken as gone and lifted
@@ -63,17 +65,11 @@ def occurrences(window: Window, since: datetime, stopped: list[datetime] | None 
 
 
 def refusal(window: Window) -> str | None:
-    """Why the feed `window` reads (its calendar's, its `exclude_calendar`'s) was refused, one line
-    naming the calendar, or None. Such a window has no occurrences to tell (a calendar's:
-    `occurrences` raises `CalendarError`; one excluding a calendar's days answers only for the
-    years it read before): it arms nothing new and holds as it was (`WindowService._held_as_was`)."""
+    """Why the feed `window` reads (its calendar's, its `exclude_calendar`'s) was refused, or None.
+    Such a window has no occurrences to tell: it arms nothing new and holds as it was
+    (`WindowService._held_as_was`)."""
     feed = window.feed if window.exclude_calendar is None else window._holidays  # noqa: SLF001
     return None if feed is None else feed.refusal
-
-
-def _since(window: Window, since: datetime) -> datetime:
-    since = to_utc(since)
-    return window.not_before if window.not_before is not None and window.not_before > since else since
 
 
 _NO_LEAD = timedelta(0)
@@ -120,9 +116,8 @@ def following(window: Window, occurrence: Occurrence) -> Occurrence | None:
 def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[[Window, datetime], Occurrence | None],
                 after: Callable[[Window, Occurrence], Occurrence | None]) -> Iterator[Occurrence]:
     """The occurrences of `windows` armed after `now`, in arm order (at one instant, in the order
-    of `windows`), as a heap of one occurrence per window, a window's next asked only once its
-    previous one was taken (a chain held by a thousand windows asks each once): `first_armed`
-    and `after` are `next_armed` and `following`, or a schedule's answers."""
+    of `windows`), a window's next asked only once its previous one was taken (a chain held by a
+    thousand windows asks each once)."""
     queue: list[tuple[datetime, int, Occurrence, Window]] = []
     for order, window in enumerate(windows):
         upcoming = first_armed(window, now)

@@ -40,7 +40,6 @@ _CLOSED = (RELEASED, SKIPPED, ENDED)
 
 @dataclass(frozen=True)
 class Desired:
-    """The hold the scheduler wants standing at a scope."""
 
     deadline: datetime
     allow: Allow
@@ -68,7 +67,7 @@ class Arm:
 
 @dataclass(frozen=True)
 class Retire:
-    """Retire generation `generation` at `scope`; then close `entries` as ended."""
+    """Then close `entries` as ended."""
 
     scope: str
     generation: str
@@ -128,12 +127,11 @@ def claims(hold: Hold | None, scope: str) -> frozenset[str]:
 
 def chain_end(members: Sequence[Occurrence], windows: Windows, now: datetime,
               closed: frozenset[str] = frozenset(), limit: int = CHAIN_LIMIT) -> datetime:
-    """When the scope may lift: the latest end among `members` and every later occurrence (of
-    `windows`, not closed) armed before or exactly at the lift reached so far (half-open
-    intervals: lifting at `b` to re-arm at `b` would leave a free instant). At most `limit`
-    occurrences extend it; capped at `now + MAX_DURATION`. One walk in arm order
-    (`ScheduleTimeline.armed_after`), never rounds over every window: a scope held for a week by a
-    thousand windows took a minute a pass that way (issue 24)."""
+    """When the scope may lift: the latest end among `members` and every later occurrence (not
+    closed) armed before or exactly at the lift reached so far (half-open intervals: lifting at `b`
+    to re-arm at `b` would leave a free instant); capped at `now + MAX_DURATION`. One walk in arm
+    order, never rounds over every window: a scope held for a week by a thousand windows took a
+    minute a pass that way (issue 24)."""
     end = max(o.end for o in members)
     seen = {o.key for o in members} | set(closed)
     horizon = now + MAX_DURATION
@@ -152,9 +150,8 @@ def chain_end(members: Sequence[Occurrence], windows: Windows, now: datetime,
 
 
 def terms(windows: Windows, name: str) -> tuple[str | None, Allow]:
-    """The window `name`'s own reason and allowlist, read off its table (`Windows.table`): a hold
-    is composed without validating a `Window` in the middle of planning (issue 45). None of
-    these: its name's default reason, and nobody allowed."""
+    """Read off its table: a hold is composed without validating a `Window` in the middle of
+    planning (issue 45). No such window: its name's default reason, and nobody allowed."""
     at = windows.position(name)
     if at is None:
         return None, Allow()
@@ -167,9 +164,8 @@ def terms(windows: Windows, name: str) -> tuple[str | None, Allow]:
 
 
 def compose(members: Sequence[Occurrence], windows: Windows, deadline: datetime, now: datetime | None = None) -> Desired:
-    """The one hold covering `members`: intersection of allowlists, their reasons (a member in its
-    drain lead at `now`: "draining for <window>"), the deadline; named after the earliest-starting
-    member, `covers` lists them all."""
+    """Intersection of allowlists, their reasons (a member in its drain lead at `now`: "draining
+    for <window>"); named after the earliest-starting member, `covers` lists them all."""
     ordered = sorted(members, key=lambda o: (o.start, o.window))
     primary = ordered[0]
     of = {name: terms(windows, name) for name in dict.fromkeys(o.window for o in ordered)}
@@ -225,18 +221,6 @@ def _triage(candidates: Sequence[Occurrence], armed: Mapping[str, LedgerEntry], 
     return alive, fresh, notes
 
 
-def _arm_or_keep(scope: str, now: datetime, members: Sequence[Occurrence], fresh: Sequence[Occurrence],
-                 desired: Desired, reading: Reading, selector: Any) -> tuple[tuple[Arm, ...], list[LedgerEntry]]:
-    """The arm that makes the scope held by `desired`, or nothing when the standing hold is it."""
-    if not reading.active:
-        return (Arm(scope, tuple(members), desired, VACANT, selector=selector),), []
-    standing = reading.hold.generation if reading.hold is not None else None
-    assert standing is not None
-    if desired.matches(reading.hold):
-        return (), [entry_for(o, ARMED, now, standing) for o in fresh]
-    return (Arm(scope, tuple(members), desired, frozenset({standing}), standing, selector),), []
-
-
 def idle(covered: Sequence[Occurrence], entries: Mapping[str, LedgerEntry]) -> bool:
     """Whether `plan_scope` has nothing to do at a scope whatever its sentinel holds (nothing
     covers now, nothing armed): then the scope is not read (issue 24: 1,000 profiles)."""
@@ -263,12 +247,10 @@ def _armed(scope: str, now: datetime, entries: Mapping[str, LedgerEntry], readin
 def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str, LedgerEntry],
                reading: Reading, *, recalled: Mapping[str, str] | None = None,
                covered: Sequence[Occurrence] | None = None, selector: Any = None) -> ScopePlan:
-    """The plan for `scope` at `now` from its enabled windows, its ledger entries and its sentinel
-    as read at `now`. `recalled`: key -> generation the audit trail says was armed for
-    occurrences the ledger does not know (`ledger.recall`); `covered`: the windows' occurrences
-    covering `now`, when the caller has them; `selector`: the plan is for the scoped hold of that
-    selector (one lane of the scope). Occurrences are looked up in the schedule the windows are
-    rows of."""
+    """From its enabled windows, its ledger entries and its sentinel as read at `now`. `recalled`:
+    key -> generation the audit trail says was armed for occurrences the ledger does not know
+    (`ledger.recall`); `covered`: the windows' occurrences covering `now`, when the caller has
+    them; `selector`: the plan is for the scoped hold of that selector (one lane of the scope)."""
     if covered is None:
         covered = [o for found in windows.timeline.covering_now(windows, now).values() for o in found]
     plan = ScopePlan(scope, now, tuple(sorted(covered)))
@@ -297,11 +279,16 @@ def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str
         return replace(plan, notes=tuple(notes + closing))
     deadline = chain_end(members, windows, now, closed)
     desired = compose(members, windows, deadline, now)
-    actions, kept = _arm_or_keep(scope, now, members, fresh, desired, reading, selector)
-    return replace(plan, actions=actions, notes=tuple(notes + closing + kept))
+    if not reading.active:
+        return replace(plan, actions=(Arm(scope, tuple(members), desired, VACANT, selector=selector),),
+                       notes=tuple(notes + closing))
+    assert standing is not None
+    if desired.matches(reading.hold):  # the standing hold is it
+        return replace(plan, notes=tuple(notes + closing + [entry_for(o, ARMED, now, standing) for o in fresh]))
+    return replace(plan, actions=(Arm(scope, tuple(members), desired, frozenset({standing}), standing, selector),),
+                   notes=tuple(notes + closing))
 
 
-Identity = object
 _NONE = timedelta(0)
 
 
@@ -321,7 +308,7 @@ class GuardVerdict:
 
 
 def _narrower(new: Allow, old: Allow) -> bool:
-    """Whether `new` admits nobody `old` does not (deny wins: fewer users, narrower profiles)."""
+    """Deny wins: fewer users, narrower profiles."""
     if not new.valid or not new.user_ids:
         return True
     if not old.valid or not new.user_ids <= old.user_ids:
@@ -357,9 +344,8 @@ def strengthens(old: Window, new: Window) -> bool:
 
 def vanished(windows: Windows, previous: Windows | None,
              entries: Mapping[str, LedgerEntry], now: datetime, moving: Sequence[Window] = ()) -> list[str]:
-    """The names of the windows the read takes away: acted on before and missing or weakened, or
-    holding per the ledger and not in it, enabled, on that scope (`moving`: versions held at
-    another scope too)."""
+    """Acted on before and missing or weakened, or holding per the ledger and not in it, enabled,
+    on that scope (`moving`: versions held at another scope too)."""
     read, before = windows, previous
     current = read.named
     elsewhere = {w.name: w for w in moving}
@@ -385,9 +371,8 @@ def vanished(windows: Windows, previous: Windows | None,
 
 
 def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
-    """Whether a feed's read (a calendar, `exclude_calendar`) takes away the occurrence `entry`
-    holds: no longer covering `now`, or ending earlier. A feed refused takes nothing away (a refusal
-    is not an edit): the pass holds its window as it was."""
+    """No longer covering `now`, or ending earlier. A feed refused takes nothing away (a refusal is
+    not an edit): the pass holds its window as it was."""
     if (window.feed is None and window._holidays is None) or refusal(window) is not None:  # noqa: SLF001
         return False
     return not any(o.key == entry.key and o.end >= entry.end for o in covering(window, now))
@@ -406,8 +391,7 @@ def meanwhile(old: Window, new: Window) -> Window:
 
 
 class FileGuard:
-    """Remembers the windows last acted on and the unconfirmed read (per scheduler process);
-    what it puts together of two versions is composed into rows by `schedules`."""
+    """Remembers the windows last acted on and the unconfirmed read (per scheduler process)."""
 
     def __init__(self, confirm_after: timedelta, schedules: Schedules | None = None) -> None:
         self.confirm_after = confirm_after
@@ -415,15 +399,14 @@ class FileGuard:
         #: the windows the scheduler last acted on (confirmed, or with a weakening put back)
         self.trusted: Windows | None = None
         #: the unconfirmed read's identity (the file's and its feeds') and when it was first read
-        self._pending: tuple[Identity, datetime] | None = None
+        self._pending: tuple[object, datetime] | None = None
         #: the identity of the file last acted on whole (a read of the same file whose feeds
         #: changed is described as that, not as an edit of the file)
-        self._file: Identity = None
+        self._file: object = None
 
-    def judge(self, identity: Identity, windows: Windows, entries: Mapping[str, LedgerEntry],
-              now: datetime, failing: frozenset[str] = frozenset(), feeds: Identity = ()) -> GuardVerdict:
-        """What to act on for the read `windows` of the file with `identity`, its calendar feeds as
-        `feeds`, at `now` (`failing`: the read's tables that do not validate, held as last acted on)."""
+    def judge(self, identity: object, windows: Windows, entries: Mapping[str, LedgerEntry],
+              now: datetime, failing: frozenset[str] = frozenset(), feeds: object = ()) -> GuardVerdict:
+        """`failing`: the read's tables that do not validate, held as last acted on."""
         before = self.trusted
         missing = failing - set(windows.names()) if failing and before is not None else set()
         if missing:  # the last version acted on of each, its row as it is (no other row built)
@@ -453,9 +436,8 @@ class FileGuard:
 
     def _put_back(self, windows: Windows, gone: list[str], entries: Mapping[str, LedgerEntry],
                   now: datetime, unread: frozenset[str] = frozenset()) -> tuple[Windows, list[Window]] | None:
-        """`windows` with the `gone` ones put back (`meanwhile`: the row acted on as it is, or
-        widened by the read's selector), and the read's versions of those it moves to another
-        scope; None when that still takes something away. Only the gone ones are built."""
+        """`windows` with the `gone` ones put back (`meanwhile`), and the read's versions of those it
+        moves to another scope; None when that still takes something away. Only the gone ones are built."""
         before = self.trusted
         parts: list[Part] = []
         moving: list[Window] = []
@@ -479,12 +461,12 @@ class FileGuard:
         self.trusted = merged
         return merged, moving
 
-    def _trust(self, windows: Windows, identity: Identity) -> GuardVerdict:
+    def _trust(self, windows: Windows, identity: object) -> GuardVerdict:
         self.trusted = windows
         self._pending, self._file = None, identity
         return GuardVerdict(True, windows=self.trusted)
 
-    def _describe(self, gone: list[str], identity: Identity, feeds: Identity, windows: Windows,
+    def _describe(self, gone: list[str], identity: object, feeds: object, windows: Windows,
                   kept: bool) -> str:
         shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
         meanwhile = "they hold as they were" if kept else "no window is armed or retired"

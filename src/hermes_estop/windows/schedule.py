@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
-import heapq
 import hmac
 import itertools
 import json
@@ -55,7 +54,7 @@ from hermes_estop.windows.occurrences import covering, following, merge_armed, n
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "Part", "ScheduleTimeline",
-           "Schedules", "Tables", "Windows", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
+           "Schedules", "Windows", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
@@ -97,35 +96,8 @@ def instant_of(count: int) -> datetime:
     return _EPOCH + timedelta(microseconds=count)
 
 
-class Tables:
-    """The `tables` column: each row's `Window.to_json_bytes()`, decoded only
-    when a command prints the row (an edit carries a row over as the bytes it is)."""
-
-    __slots__ = ("_values",)
-
-    def __init__(self, values: list[bytes]) -> None:
-        self._values = values
-
-    def values(self) -> list[bytes]:
-        return self._values
-
-    def __getitem__(self, row: int) -> bytes:
-        return self._values[row]
-
-    def shown(self, row: int) -> dict[str, Any]:
-        """`StoreError` unless the row is a JSON object."""
-        try:
-            shown = json.loads(self._values[row])
-        except ValueError:
-            shown = None
-        if not isinstance(shown, dict):
-            raise StoreError(_DAMAGED)
-        return shown
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class Schedule:
-    """The compiled schedule of one version of a windows file (see the module docstring)."""
 
     digest: str
     basis: str
@@ -144,7 +116,8 @@ class Schedule:
     offsets: Sequence[int]
     starts: Sequence[int]
     ends: Sequence[int]
-    tables: Tables
+    #: each row's `Window.to_json_bytes()`, decoded only when a command prints the row (`shown`)
+    tables: Sequence[bytes]
     #: occurrence (its index in `starts`) -> its calendar event
     events: Mapping[int, Event] = field(default_factory=dict)
     #: a calendar's row -> JSON of its table and its feed's digest, look-back and lengths (`_calendar`)
@@ -168,12 +141,10 @@ class Schedule:
         return self._rows_by_name.get(name)
 
     def window(self, row: int) -> Window:
-        """The `Window` of `row`, validated from its table (only for a row a command must ask the
-        exact functions about) and bound to its feed as it is now (raising what
-        `WindowsFile.parse` raises when it cannot be read); `StoreError` when the table is not
-        the row's valid window."""
+        """Bound to its feed as it is now (raising what `WindowsFile.parse` raises when it cannot
+        be read); `StoreError` when the table is not the row's valid window."""
         try:
-            window = self._calendar(row) if row in self.calendars else Window.parse(self.tables.shown(row))
+            window = self._calendar(row) if row in self.calendars else Window.parse(self.shown(row))
         except (InvalidWindow, ValueError, KeyError, TypeError):
             raise StoreError(_DAMAGED) from None
         if window.exclude_calendar is not None:
@@ -182,9 +153,18 @@ class Schedule:
             raise StoreError(_DAMAGED)
         return window
 
+    def shown(self, row: int) -> dict[str, Any]:
+        """`StoreError` unless the row's table is a JSON object."""
+        try:
+            shown = json.loads(self.tables[row])
+        except ValueError:
+            shown = None
+        if not isinstance(shown, dict):
+            raise StoreError(_DAMAGED)
+        return shown
+
     def _calendar(self, row: int) -> Window:
-        """A calendar's row as its window: the row's events from `lo - duration` as far as it
-        keeps them, then its feed's as it is now (read only if asked)."""
+        """The row's events as far as it keeps them, then its feed's as it is now (read only if asked)."""
         kept = json.loads(self.calendars[row])
         source = CalendarSource.parse(kept["source"], path=self.windows_path)
         lo, hi = self.offsets[row], self.offsets[row + 1]
@@ -219,8 +199,7 @@ class Schedule:
         return list(range(len(self)))
 
     def item_named(self, name: str, windows_path: Path) -> Item:
-        """The row called `name`, else what every command taking a window's name says of an
-        unknown one: `InvalidArgument` naming it, the file and the closest name there is."""
+        """`InvalidArgument` naming an unknown one, the file and the closest name there is."""
         row = self.row_of(name)
         if row is None:
             raise InvalidArgument(f"no window named {name!r} in {printable(windows_path)}: "
@@ -236,14 +215,13 @@ class Schedule:
                           timedelta(microseconds=self.leads[row]), *(event[:3] if event else ()))
 
     def row(self, row: int) -> Row:
-        """What a command prints of `row` besides its occurrences, no `Window` built."""
         zones = {e[1]: e[3] for e in map(self.events.get, range(self.offsets[row], self.offsets[row + 1]))
                  if e and e[3]} if row in self.calendars else None
         return Row(self.names[row], self.scopes[row], self.enabled[row], self.timezones[row], self.schedules[row],
                    self.durations[row], self.drains[row], zones)
 
     def upcoming(self, row: int, now: datetime, count: int) -> list[Occurrence] | None:
-        """`occurrences.upcoming` of `row`; None outside the horizon or past what the row keeps."""
+        """None outside the horizon or past what the row keeps."""
         if not self.answers(now):
             return None
         found = list(itertools.islice(self._live(row, micros(now)), count))
@@ -252,8 +230,8 @@ class Schedule:
         return [self.occurrence(row, i) for i in found]
 
     def _live(self, row: int, at: int, until: int | None = None) -> Iterator[int]:
-        """The occurrences of `row` not ended at `at`, in start order, up to the last starting at
-        or before `until`. A calendar's events may overlap (ends not ascending): each is asked."""
+        """Up to the last starting at or before `until`. A calendar's events may overlap (ends not
+        ascending): each is asked."""
         lo, hi = self.offsets[row], self.offsets[row + 1]
         if until is not None:
             hi = bisect_right(self.starts, until, lo, hi)
@@ -261,15 +239,9 @@ class Schedule:
             return (i for i in range(lo, hi) if self.ends[i] > at)
         return iter(range(bisect_right(self.ends, at, lo, hi), hi))
 
-    def covering(self, t: datetime) -> list[Occurrence] | None:
-        """The occurrences covering `t`, enabled or not, by row then start; None unless the
-        schedule holds them all (`covering_row`)."""
-        found = [self.covering_row(row, t) for row in range(len(self))]
-        return None if not self.answers(t) or None in found else [o for row in found for o in row or ()]
-
     def covering_row(self, row: int, t: datetime) -> tuple[Occurrence, ...] | None:
-        """The occurrences of `row` covering `t`; None when `t`, or `t` plus the drain lead, is
-        outside the horizon (one starting past it may be armed at `t`: issue 45)."""
+        """None when `t`, or `t` plus the drain lead, is outside the horizon (one starting past it
+        may be armed at `t`: issue 45)."""
         at = micros(t)
         armed_by = at + self.leads[row]
         if at < self.lo or armed_by >= self.hi:
@@ -277,8 +249,7 @@ class Schedule:
         return tuple(self.occurrence(row, i) for i in self._live(row, at, armed_by))
 
     def next_start(self, row: int, after: datetime) -> Occurrence | bool | None:
-        """The first occurrence of `row` starting strictly after `after`; None when it has none;
-        False when the schedule cannot tell (ask the exact functions)."""
+        """None when it has none; False when the schedule cannot tell (ask the exact functions)."""
         if not self.answers(after):
             return False
         lo, hi = self.offsets[row], self.offsets[row + 1]
@@ -288,8 +259,7 @@ class Schedule:
         return False if self._goes_on(row) else None
 
     def not_ended(self, row: int, t: datetime) -> Iterator[Occurrence]:
-        """Every occurrence of `row` not ended at `t`, in order: the schedule's as far as it
-        keeps the row, the exact functions' past that (the row's `Window` built only then)."""
+        """The schedule's as far as it keeps the row, the exact functions' past that."""
         last = None
         if self.answers(t):
             for last in self._live(row, micros(t)):
@@ -301,8 +271,7 @@ class Schedule:
         yield from (o for o in occurrences(window, since) if not o.ended(t))
 
     def next_arm_index(self, row: int, now: datetime) -> int | None:
-        """Where in `starts` the first occurrence of `row` arming after `now` is, when the
-        schedule keeps it (else `unkept_arm`): no `Occurrence` made, `status` asks every row."""
+        """No `Occurrence` made: `status` asks every row (None: ask `unkept_arm`)."""
         if not self.answers(now):
             return None
         hi = self.offsets[row + 1]
@@ -310,23 +279,19 @@ class Schedule:
         return index if index < hi else None
 
     def unkept_arm(self, row: int, now: datetime) -> datetime | None:
-        """The earliest instant after `now` an occurrence of `row` the schedule does not keep can
-        arm (`now` when it does not answer at `now`); None when it keeps every one: the caller
-        then builds no `Window` and asks no croniter."""
+        """The earliest an occurrence the schedule does not keep can arm; None when it keeps every
+        one: the caller then builds no `Window` and asks no croniter."""
         if not self.answers(now):
             return now
         return instant_of(self.hi - self.leads[row]) if self._goes_on(row) else None
 
     def _goes_on(self, row: int) -> bool:
-        """Whether `row` may have occurrences past the last it keeps (its first start past the
-        horizon, or a scan an excluded run ended: `stopped`)."""
         lo, hi = self.offsets[row], self.offsets[row + 1]
         return (hi > lo and self.starts[hi - 1] >= self.hi) or row in self.stopped
 
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One window as `windows next` and `status` show it, besides its occurrences."""
 
     name: str
     scope: str
@@ -343,7 +308,7 @@ class Row:
         return validate_timezone(zone or self.timezone)
 
     def describe_schedule(self) -> str:
-        """A one-shot's instant local, to the second (the column keeps it exact, UTC)."""
+        """Local, to the second (the column keeps it exact, UTC)."""
         if self.schedule.startswith("at "):
             return f"at {display_instant(parse_instant(self.schedule[3:], what='at time'))}"
         return self.schedule
@@ -355,26 +320,20 @@ class Row:
 
 
 def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
-    """The schedule of `windows_file` and its feeds as they are now: the one value every command
-    reads the windows from (no file: no windows). Raises what `WindowsFile.parse` raises when it
-    must be built from a file that does not validate."""
+    """The one value every command reads the windows from. Raises what `WindowsFile.parse`
+    raises when it must be built from a file that does not validate."""
     snapshot = windows_file.snapshot()
-    if snapshot.identity is None:
-        return _empty(now)
-    found = load(windows_file.path, snapshot.raw, partial(windows_file.parse, snapshot.raw), now)
+    if snapshot.identity is None:  # no file: no windows
+        found = _Builder(*_horizon(now)).schedule(hashlib.sha256(b"").hexdigest())
+    else:
+        found = load(windows_file.path, snapshot.raw, partial(windows_file.parse, snapshot.raw), now)
     if found is None:  # a file that validates has one (no two rows share a name)
         raise StoreError(f"{printable(windows_file.path)}: no schedule can be compiled of it")
     return found
 
 
-def _empty(now: datetime) -> Schedule:
-    return Schedule(hashlib.sha256(b"").hexdigest(), kept_files.basis(()), [], *_horizon(now), [], [], [], [], [],
-                    [], [], [], [], [0], [], [], Tables([]))
-
-
 def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | None:
-    """The schedule kept for exactly the bytes `raw` of `windows_path`, answering at `now`: a
-    read, never a build."""
+    """A read, never a build."""
     path = kept_files.kept_path(windows_path, ".schedule")
     found = _kept(path) if path is not None else None
     if found is None or not _fresh(found, hashlib.sha256(raw).hexdigest(), now, HORIZON, windows_path):
@@ -383,15 +342,12 @@ def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | N
 
 
 def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta, windows_path: Path | None = None) -> bool:
-    """Whether `found` is of the bytes of `digest` (with `windows_path`: and of its feeds as they
-    are now), and answers at `now`, built less than `fresh_for` before it."""
     return found.digest == digest and found.answers(now) and micros(now) < found.lo + fresh_for // _US and (
         windows_path is None or _fed_as_now(found, windows_path))
 
 
 def _fed_as_now(found: Schedule, windows_path: Path) -> bool:
-    """Whether every feed a row of `found` is of reads as it did when it was compiled (the
-    local file, the last good copy, the last fetch's error: `calendars.fingerprint`)."""
+    """The local file, the last good copy, the last fetch's error: `calendars.fingerprint`."""
     return found.feeds is not None and all(
         fingerprint(windows_path.parent, at) == was for at, was in found.feeds.items())
 
@@ -409,12 +365,11 @@ class _NotSimple(Exception):
 
 
 def _tables(raw: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """Each table of `raw`: its array ("windows" or "calendars"), its digest (`_source_digest`)
-    and the table, in file order within each array; `_NotSimple` when `raw` holds anything else.
-    Parsed `_BATCH` tables at a time, cut before a header line (100,000 tables are never held
-    parsed, nor the file as text): a cut inside a multi-line string leaves a part that does not
-    parse, a key before the first table or a sub-table of an array its part does not start is
-    refused, so a file is cut only where each part parses as in the whole."""
+    """Each table of `raw`: its array, its digest and the table, in file order within each array;
+    `_NotSimple` when `raw` holds anything else. Parsed `_BATCH` tables at a time (100,000 tables
+    are never held parsed, nor the file as text): a cut inside a multi-line string leaves a part
+    that does not parse, a key before the first table or a sub-table of an array its part does not
+    start is refused, so a file is cut only where each part parses as in the whole."""
     start = len(_BOM) if raw.startswith(_BOM) else 0
     cut, headers = start, 0
     for header in _TABLE_HEADER.finditer(raw, start):
@@ -435,18 +390,14 @@ def _chunk_tables(chunk: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
             isinstance(tables, list) and all(isinstance(t, dict) for t in tables) for tables in data.values()):
         raise _NotSimple
     for name, tables in data.items():
-        yield from ((name, _source_digest(table), table) for table in tables)
-
-
-def _source_digest(table: dict[str, Any]) -> str:
-    """A table as written, by value, type and order (a TOML datetime is not the string that
-    spells it): the `repr` of what TOML parses to (strings, numbers, booleans, dates, lists,
-    tables) says all three, in half the time of a JSON encoding."""
-    return hashlib.sha256(repr(table).encode("utf-8", "surrogateescape")).hexdigest()
+        # a table as written, by value, type and order (a TOML datetime is not the string that
+        # spells it): the `repr` of what TOML parses to says all three, in half the time of JSON
+        yield from ((name, hashlib.sha256(repr(table).encode("utf-8", "surrogateescape")).hexdigest(), table)
+                    for table in tables)
 
 
 class _Builder:
-    """The columns of a schedule, filled a row at a time (no `Window` kept once its row is in)."""
+    """No `Window` kept once its row is in."""
 
     def __init__(self, lo: int, hi: int) -> None:
         self.lo, self.hi = lo, hi
@@ -460,9 +411,9 @@ class _Builder:
         #: the feeds of the rows (None: some not fingerprinted)
         self.feeds: dict[str, str] | None = {}
 
-    def add_window(self, window: Window, source: str, table: bool = True) -> bool:
-        """`window`'s row (see the module docstring); False when one of its expressions never
-        fires (validated under `probe_deferred`: only a row without a start can be such)."""
+    def add_window(self, window: Window, source: str) -> bool:
+        """False when one of its expressions never fires (validated under `probe_deferred`: only a
+        row without a start can be such)."""
         starts, ends = self.columns["starts"], self.columns["ends"]
         feed = window.feed
         first = len(starts)
@@ -501,17 +452,16 @@ class _Builder:
             self.calendars[len(self.tables)] = json.dumps({
                 "source": window.to_toml(), "digest": feed.digest, "longest": feed.longest.total_seconds(),
                 "spans": [span.total_seconds() for span in feed.spans]})
-        self._add(Row.of(window), window.to_json_bytes() if table else b"", (window.drain or timedelta(0)) // _US,
-                  source)
+        self._add(Row.of(window), window.to_json_bytes(), (window.drain or timedelta(0)) // _US, source)
         return True
 
     def add_refused(self, window: Window, source: str) -> None:
-        """`window`'s row without occurrences: its feed was refused, so it has none to tell (the
-        pass leaves it out and holds its scopes as they were: `WindowService._held_as_was`)."""
+        """Without occurrences: its feed was refused, so it has none to tell (the pass holds its
+        scopes as they were: `WindowService._held_as_was`)."""
         self._add(Row.of(window), window.to_json_bytes(), (window.drain or timedelta(0)) // _US, source)
 
     def add_kept(self, previous: Schedule, row: int, source: str) -> None:
-        """Row `row` of `previous` as it is (same code, zone data and horizon)."""
+        """As it is (same code, zone data and horizon)."""
         lo, hi = previous.offsets[row], previous.offsets[row + 1]
         if row in previous.stopped:
             self.stopped.add(len(self.tables))
@@ -532,12 +482,12 @@ class _Builder:
         self.tables.append(table)
 
     def schedule(self, digest: str) -> Schedule | None:
-        """The schedule; None when two rows share a name (the whole validation refuses it)."""
+        """None when two rows share a name (the whole validation refuses it)."""
         c = self.columns
         if len(set(c["names"])) != len(c["names"]):
             return None
         return Schedule(digest, kept_files.basis(self.zones), sorted(self.zones), self.lo, self.hi,
-                        **{name: c[name] for name in _COLUMNS[:-2]}, tables=Tables(self.tables), events=self.events,
+                        **{name: c[name] for name in _COLUMNS[:-2]}, tables=self.tables, events=self.events,
                         calendars=self.calendars, feeds=self.feeds, stopped=frozenset(self.stopped))
 
 
@@ -547,8 +497,7 @@ def _horizon(now: datetime) -> tuple[int, int]:
 
 
 def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | None = None) -> Schedule | None:
-    """The schedule of `windows` (validated from the bytes `raw` of SHA-256 `digest`), a row
-    per window; one with a feed's rows is not fingerprinted (the feed was read before), never kept."""
+    """One with a feed's rows is not fingerprinted (the feed was read before), never kept."""
     try:
         sources = [source for kind, source, _ in _tables(raw) if kind == "windows"] if raw is not None else []
     except _NotSimple:
@@ -564,12 +513,10 @@ def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | No
 
 def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
               kept: list[Schedule] | None = None) -> Schedule | None:
-    """The schedule of the file `raw` built a table at a time (one `Window` held at once), a
-    table reading a feed bound to it as it is now; with the schedule `kept` before an edit
-    (same code, zone data and horizon; taken out of the list, so that it is let go once a batch
-    of tables reuses none of its rows: a rewrite), an unchanged table's row taken from it as it
-    is. None when the file is not that simple (a table that does not validate or never fires, a
-    feed that cannot be read, a repeated name): the caller validates it whole."""
+    """One `Window` held at once; with the schedule `kept` before an edit (taken out of the list,
+    so that it is let go once a batch of tables reuses none of its rows: a rewrite), an unchanged
+    table's row taken from it as it is. None when the file is not that simple (a table that does
+    not validate or never fires, a feed that cannot be read, a repeated name)."""
     previous = kept.pop() if kept else None
     known = {source: row for row, source in enumerate(previous.sources) if source} if previous is not None else {}
     builder = _Builder(previous.lo, previous.hi) if previous is not None else _Builder(*_horizon(now))
@@ -607,8 +554,7 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
 
 def _validations(raw: bytes, windows_path: Path,
                  feeds: dict[str, str]) -> Iterator[tuple[str, Callable[[], Window | CalendarSource]]]:
-    """Each table of `raw` in the validated file's order (the windows', then the calendars'):
-    its row's digest (`_fed`) and its validation."""
+    """In the validated file's order (the windows', then the calendars')."""
     calendars: list[tuple[str, dict[str, Any]]] = []
     index = 0
     for kind, source, table in _tables(raw):
@@ -623,7 +569,6 @@ def _validations(raw: bytes, windows_path: Path,
 
 
 def _fed(source: str, location: object, windows_path: Path, feeds: dict[str, str]) -> str:
-    """The digest of a table (`source`) reading the feed at `location` and of the feed as it is now."""
     if not isinstance(location, str):
         return source
     found = feeds[location] = feeds.get(location) or fingerprint(windows_path.parent, location)
@@ -631,9 +576,9 @@ def _fed(source: str, location: object, windows_path: Path, feeds: dict[str, str
 
 
 def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
-    """A header line, one compact JSON line per column, then one line per row's table, made in
-    one buffer (100,000 windows' tables are tens of MB: never held twice); with `key`, the
-    header carries the seal of the rest (`kept_files.seal`), which `loads` checks."""
+    """A header line, one JSON line per column, then one line per row's table, in one buffer
+    (100,000 windows' tables are tens of MB: never held twice); with `key`, the header carries
+    the seal of the rest."""
     header = {"format": _FORMAT, "digest": schedule.digest, "basis": schedule.basis, "zones": list(schedule.zones),
               "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule)}
     if schedule.stopped:
@@ -644,7 +589,7 @@ def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
     body += _compact({"events": [[index, *event] for index, event in schedule.events.items()],
                       "calendars": [[row, table] for row, table in schedule.calendars.items()],
                       "feeds": sorted((schedule.feeds or {}).items())}) + b"\n"
-    for table in schedule.tables.values():
+    for table in schedule.tables:
         body += table + b"\n"
     del body[-1:]
     if key is not None:
@@ -654,7 +599,6 @@ def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
 
 
 def _sealed_header(header: dict[str, Any]) -> bytes:
-    """What of a header its seal covers: every field but the seal, in one spelling."""
     return _compact({k: v for k, v in header.items() if k != "seal"}, sort_keys=True)
 
 
@@ -663,8 +607,7 @@ def _compact(value: Any, *, sort_keys: bool = False) -> bytes:
 
 
 def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = None) -> Schedule | None:
-    """The schedule in `data` (the file's lines, `sealed` the whole, sealed under `key`), or
-    None when not computed by this code with today's zone data; `ValueError` (or `TypeError`,
+    """None when not computed by this code with today's zone data; `ValueError` (or `TypeError`,
     `KeyError`) for a damaged one or a seal that does not hold (edited, copied from elsewhere)."""
     header = json.loads(data[0] or b"null")
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
@@ -684,26 +627,23 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
     if type(count) is not int or len(data) != len(_COLUMNS) + count:
         raise ValueError("wrong number of lines")
     columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:], strict=False)}
-    events, calendars, feeds = _calendars_of(columns["calendars"], count, len(columns["starts"]))
-    _check_shape(columns, count, header["lo"], header["hi"], calendars)
-    stopped = header.get("stopped", [])
-    if type(stopped) is not list or not all(type(row) is int and 0 <= row < count for row in stopped):
-        raise ValueError("stopped is not a list of rows")
-    for name in _SHARED:
-        columns[name] = [sys.intern(v) if v is not None else None for v in columns[name]]
-    return Schedule(header["digest"], basis, zones, header["lo"], header["hi"],
-                    **{name: columns[name] for name in _COLUMNS[:-2]}, tables=Tables(data[len(_COLUMNS):]),
-                    events=events, calendars=calendars, feeds=feeds, stopped=frozenset(stopped))
-
-
-def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any, calendars: Container[int]) -> None:
-    """`ValueError` unless every column has its length and types, each scope is one validation
-    accepts (what a schedule holds is never taken on trust: an occurrence carries it), and the
-    occurrences are whole numbers ascending per row (a calendar's starts: not descending),
-    sliced by the offsets."""
+    column = columns["calendars"]
+    total = len(columns["starts"])
+    events, calendars, feeds = column["events"], column["calendars"], column["feeds"]
+    if not all(type(e) is list and len(e) == 5 and type(e[0]) is int and 0 <= e[0] < total
+               and all(type(v) is str for v in e[1:]) for e in events):
+        raise ValueError("events is not a list of calendar events")
+    if not all(type(c) is list and len(c) == 2 and type(c[0]) is int and 0 <= c[0] < count and type(c[1]) is str
+               for c in calendars) or not all(type(f) is list and len(f) == 2 and all(type(v) is str for v in f)
+                                              for f in feeds):
+        raise ValueError("calendars or feeds of the wrong types")
+    events, calendars, feeds = {e[0]: (e[1], e[2], e[3], e[4]) for e in events}, dict(calendars), dict(feeds)
+    # what a schedule holds is never taken on trust (an occurrence carries its scope): every column
+    # of its length and types, and the occurrences whole numbers ascending per row (a calendar's
+    # starts: not descending)
+    lo, hi = header["lo"], header["hi"]
     offsets, starts, ends = columns["offsets"], columns["starts"], columns["ends"]
-    if type(count) is not int or not all(type(columns[name]) is list and len(columns[name]) == count
-                                         for name in _PER_ROW):
+    if not all(type(columns[name]) is list and len(columns[name]) == count for name in _PER_ROW):
         raise ValueError("columns of the wrong lengths")
     for name, kind in _PER_ROW.items():
         if not all(isinstance(v, kind) and (kind is not int or type(v) is int) for v in columns[name]):
@@ -719,29 +659,22 @@ def _check_shape(columns: dict[str, Any], count: Any, lo: Any, hi: Any, calendar
             starts[i] > starts[i + 1] if row in calendars else starts[i] >= starts[i + 1] or ends[i] > ends[i + 1]
             for row, (a, b) in enumerate(itertools.pairwise(offsets)) for i in range(a, b - 1)):
         raise ValueError("starts (or ends) not ascending per row")
-
-
-def _calendars_of(column: Any, count: int, occurrences: int) -> tuple[dict[int, Event], dict[int, str], dict[str, str]]:
-    """The `calendars` column (events by occurrence, calendars' tables by row, feeds);
-    `ValueError` unless each is of its types and places."""
-    events, calendars, feeds = column["events"], column["calendars"], column["feeds"]
-    if not all(type(e) is list and len(e) == 5 and type(e[0]) is int and 0 <= e[0] < occurrences
-               and all(type(v) is str for v in e[1:]) for e in events):
-        raise ValueError("events is not a list of calendar events")
-    if not all(type(c) is list and len(c) == 2 and type(c[0]) is int and 0 <= c[0] < count and type(c[1]) is str
-               for c in calendars) or not all(type(f) is list and len(f) == 2 and all(type(v) is str for v in f)
-                                              for f in feeds):
-        raise ValueError("calendars or feeds of the wrong types")
-    return {e[0]: (e[1], e[2], e[3], e[4]) for e in events}, dict(calendars), dict(feeds)
+    stopped = header.get("stopped", [])
+    if type(stopped) is not list or not all(type(row) is int and 0 <= row < count for row in stopped):
+        raise ValueError("stopped is not a list of rows")
+    for name in _SHARED:
+        columns[name] = [sys.intern(v) if v is not None else None for v in columns[name]]
+    return Schedule(header["digest"], basis, zones, lo, hi,
+                    **{name: columns[name] for name in _COLUMNS[:-2]}, tables=data[len(_COLUMNS):],
+                    events=events, calendars=calendars, feeds=feeds, stopped=frozenset(stopped))
 
 
 def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
          fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
-    """The schedule of the windows file `windows_path` (its bytes `raw`) answering at `now`: the
-    one kept when built less than `fresh_for` ago; else compiled table by table (`_compiled`; the
-    rows of unchanged tables and feeds taken from the one kept while it has half its horizon);
-    else (not that simple, or `validated`: the caller has the windows) built from `validate()`,
-    which refuses a file that does not validate; None when two rows share a name. Kept."""
+    """The one kept when built less than `fresh_for` ago; else compiled table by table (the rows
+    of unchanged tables and feeds taken from the one kept while it has half its horizon); else
+    (or `validated`: the caller has the windows) built from `validate()`, which refuses a file
+    that does not validate; None when two rows share a name. Kept."""
     path = kept_files.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path) if path is not None else None
@@ -763,8 +696,7 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
 
 
 def _kept(path: Path) -> Schedule | None:
-    """The schedule written at `path` when sealed with its directory's key (one line when it
-    is damaged or its seal does not hold)."""
+    """Only when sealed with its directory's key (one line when it is damaged or its seal does not hold)."""
     data = kept_files.trusted_bytes(path)
     key = kept_files.seal_key(path.parent, create=False) if data else None
     if key is None:
@@ -787,8 +719,7 @@ class ScheduleTimeline:
     """Where a pass looks occurrences up, read off `schedule` by bisection (no cron
     arithmetic: a held chain is walked afresh every pass), the exact functions where it does
     not answer (outside its horizon, a window that is not a row: another version of a row's, by
-    its table). `Schedules` sees to it that the rows are of the very bytes, or of the very
-    windows (`Schedules.compose`), asked about."""
+    its table)."""
 
     def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
@@ -816,23 +747,6 @@ class ScheduleTimeline:
             self._windows = Windows(self)
         return self._windows
 
-    # -- the rows as `Windows` reads them ----------------------------------------------------------
-
-    def __len__(self) -> int:
-        return len(self.schedule)
-
-    def name(self, row: int) -> str:
-        return self.schedule.names[row]
-
-    def enabled(self, row: int) -> bool:
-        return self.schedule.enabled[row]
-
-    def scope(self, row: int) -> str:
-        return self.schedule.scopes[row]
-
-    def table(self, row: int) -> bytes:
-        return self.schedule.tables[row]
-
     def window(self, row: int) -> Window:
         """Kept built: a running daemon asks for the same rows pass after pass."""
         window = self._built.get(row)
@@ -844,33 +758,22 @@ class ScheduleTimeline:
                 window = self._built.setdefault(row, window)
         return window
 
-    def selector(self, row: int) -> Selector | None:
-        """Read off the row's table, no `Window` built."""
-        table = self.schedule.tables[row]
-        if b'"only":' not in table and b'"jobs":' not in table:  # `Window.to_json` leaves them out when empty
-            return None
-        shown = self.schedule.tables.shown(row)
-        return Selector.of(shown.get("only", ()), shown.get("jobs", ()))
-
     def _row(self, window: Window) -> int | None:
+        """The row `window` is: the one built of it, or of an equal table (not another version of
+        a window of that name: one an edit moves to another scope)."""
         row = self.schedule.row_of(window.name)
-        return row if row is not None and self._is_row(row, window) else None
-
-    def _is_row(self, row: int, window: Window) -> bool:
-        """Whether `window` is `row`'s: the one built of it, or of an equal table (not another
-        version of a window of that name: one an edit moves to another scope)."""
-        return self._built.get(row) is window or self.schedule.tables[row] == window.to_json_bytes()
+        if row is None or self._built.get(row) is window or self.schedule.tables[row] == window.to_json_bytes():
+            return row
+        return None
 
     def seed(self, built: Mapping[int, Window]) -> None:
-        """The `Window`s some rows were compiled from (`Schedules.compose`, or validated from the
-        bytes and feeds the rows are of), so that asking for those rows validates none again
-        (a calendar's: bound to its feed as it read, never read again; at most `WINDOWS_KEPT`)."""
+        """The `Window`s some rows were compiled from, so that asking for those rows validates none
+        again (a calendar's: bound to its feed as it read, never read again)."""
         with self._building:
             for row, window in itertools.islice(built.items(), WINDOWS_KEPT):
                 self._built[row] = window
 
     def built(self, row: int) -> Window | None:
-        """The row's `Window` when it was built (`window`) or given (`seed`)."""
         return self._built.get(row)
 
     def whole(self, at: int) -> bool:
@@ -887,36 +790,17 @@ class ScheduleTimeline:
 
     def armed_after(self, listed: Windows, now: datetime) -> Iterator[Occurrence]:
         """Read off the arm order (a chain of 256 among 10,000 windows costs its 256 occurrences);
-        past the part of the horizon held whole, and for the windows that are not rows, as
-        `merge_armed`, merged in."""
-        lane, others = self._parts(listed, micros(now))
+        past the part of the horizon held whole, as `merge_armed`."""
+        lane, _ = self._parts(listed, micros(now))
         if not lane:
             return merge_armed(listed, now, self.first_armed, self.after)
-        walk = self._walk(listed.subset(sorted(lane.values())) if others else listed, lane, now)
-        if not others:
-            return walk
-        places = {listed.name(order): order for order in range(len(listed))}
-        return heapq.merge(walk, merge_armed(listed.subset(others), now, self.first_armed, self.after),
-                           key=lambda o: (o.arm_at, places[o.window]))
+        return self._walk(listed, lane, now)
 
-    def _parts(self, windows: Windows, at: int) -> tuple[dict[int, int], list[int]]:
-        """Each row of `windows` -> its place among them, and the places of the windows that are
-        not rows (another schedule's of another version); all of them when `at` is not held whole."""
-        if not self.whole(at):
-            return {}, list(range(len(windows)))
-        known = windows.lane_of(self)
-        if known is not None:
-            return known, []
-        lane: dict[int, int] = {}
-        others: list[int] = []
-        row_of = self.schedule.row_of
-        for order, name in enumerate(windows.names()):  # `_row` by name: a lane may have 10,000 windows
-            row = row_of(name)
-            if row is None or not self._is_row(row, windows[order]):
-                others.append(order)
-            else:
-                lane[row] = order
-        return lane, others
+    def _parts(self, windows: Windows, at: int) -> tuple[dict[int, int], Sequence[int]]:
+        """Each row of `windows` -> its place among them, and the places of those asked one by one:
+        all of them when `at` is not held whole or they are not this schedule's rows."""
+        known = windows.lane_of(self) if self.whole(at) else None
+        return (known, ()) if known is not None else ({}, range(len(windows)))
 
     def _rows_armed(self, lane: dict[int, int], at: int, until: int) -> Iterator[tuple[int, int, int, int]]:
         """(arm, place, row, index in `starts`) of each occurrence of the rows of `lane` armed
@@ -937,9 +821,8 @@ class ScheduleTimeline:
         yield from merge_armed(windows, max(now, instant_of(self._whole_until - 1)), self.first_armed, self.after)
 
     def covering_now(self, windows: Windows, now: datetime) -> dict[str, list[Occurrence]]:
-        """The occurrences covering `now` of each enabled window of `windows` that has some, in
-        start order: the rows' read off the arm order within the longest hold before `now`, the
-        others' asked; never a question to every window (issue 24)."""
+        """Of each enabled window that has some, in start order: read off the arm order within the
+        longest hold before `now`, never a question to every window (issue 24)."""
         at = micros(now)
         lane, others = self._parts(windows, at)
         out: dict[str, list[Occurrence]] = {}
@@ -957,9 +840,9 @@ class ScheduleTimeline:
 
     def next_arms(self, windows: Windows, now: datetime, skip: Container[str],
                   count: int) -> list[tuple[str, Occurrence]]:
-        """The first arm after `now` of each enabled window of `windows` not in `skip`, soonest
-        first (at one instant, in the order of `windows`): the first `count` and any other at
-        the last one's instant. The rows' read off the arm order, the others' asked."""
+        """The first arm after `now` of each enabled window not in `skip`, soonest first (at one
+        instant, in the order of `windows`): the first `count` and any other at the last one's
+        instant."""
         at = micros(now)
         lane, others = self._parts(windows, at)
         found: list[tuple[datetime, int, str, Occurrence]] = []
@@ -1009,7 +892,7 @@ class Windows(Sequence[Window]):
 
     def __init__(self, timeline: ScheduleTimeline, rows: Sequence[int] | None = None) -> None:
         self.timeline = timeline
-        self.rows: Sequence[int] = rows if rows is not None else range(len(timeline))
+        self.rows: Sequence[int] = rows if rows is not None else range(len(timeline.schedule))
         self._positions: dict[str, int] | None = None
         self._lane: dict[int, int] | None = None
 
@@ -1028,30 +911,34 @@ class Windows(Sequence[Window]):
         return self.timeline.window(self.rows[index])
 
     def subset(self, positions: Iterable[int]) -> Windows:
-        """The windows at `positions` of these, in that order (a lane)."""
         return Windows(self.timeline, [self.rows[i] for i in positions])
 
     def part(self, index: int) -> Part:
-        """Window `index` as a row of a composed schedule (`Schedules.compose`)."""
         return Part(self.timeline, self.rows[index])
 
     def name(self, index: int) -> str:
-        return self.timeline.name(self.rows[index])
+        return self.timeline.schedule.names[self.rows[index]]
 
     def names(self) -> list[str]:
         return [self.name(i) for i in range(len(self))]
 
     def enabled(self, index: int) -> bool:
-        return self.timeline.enabled(self.rows[index])
+        return self.timeline.schedule.enabled[self.rows[index]]
 
     def scope(self, index: int) -> str:
-        return self.timeline.scope(self.rows[index])
+        return self.timeline.schedule.scopes[self.rows[index]]
 
     def selector(self, index: int) -> Selector | None:
-        return self.timeline.selector(self.rows[index])
+        """Read off the row's table, no `Window` built."""
+        row = self.rows[index]
+        table = self.timeline.schedule.tables[row]
+        if b'"only":' not in table and b'"jobs":' not in table:  # `Window.to_json` leaves them out when empty
+            return None
+        shown = self.timeline.schedule.shown(row)
+        return Selector.of(shown.get("only", ()), shown.get("jobs", ()))
 
     def table(self, index: int) -> bytes:
-        return self.timeline.table(self.rows[index])
+        return self.timeline.schedule.tables[self.rows[index]]
 
     def position(self, name: str) -> int | None:
         if self._positions is None:
@@ -1065,8 +952,7 @@ class Windows(Sequence[Window]):
         return None if index is None else self[index]
 
     def same(self, index: int, other: Windows, at: int) -> bool:
-        """Whether window `at` of `other` is window `index` of these as it was: the very row, or
-        of an equal table, no row's `Window` built."""
+        """The very row, or of an equal table, no row's `Window` built."""
         if self.timeline is other.timeline and self.rows[index] == other.rows[at]:
             return True
         return self.table(index) == other.table(at)
@@ -1081,8 +967,7 @@ class Windows(Sequence[Window]):
 
 
 class Part(NamedTuple):
-    """One row of a composed schedule (`Schedules.compose`): row `row` of `timeline` as it is,
-    or (`window` given) that window compiled."""
+    """Row `row` of `timeline` as it is, or (`window` given) that window compiled."""
 
     timeline: ScheduleTimeline | None
     row: int = 0
@@ -1093,8 +978,8 @@ class Part(NamedTuple):
         return cls(None, 0, window)
 
     def key(self, keyed: Callable[[Window], str]) -> str:
-        """What the row is of: the window's table and the feeds it reads (`keyed`: `_key`), or
-        the row's place in the schedule it is taken from (whose digest says what it is of)."""
+        """The window's (`keyed`), or the row's place in the schedule it is taken from (whose
+        digest says what it is of)."""
         if self.timeline is None:
             assert self.window is not None  # noqa: S101 - a part is one or the other
             return keyed(self.window)
@@ -1103,7 +988,7 @@ class Part(NamedTuple):
         return f"{schedule.digest}@{schedule.lo}/{self.row}{feeds}"
 
     def name(self) -> str:
-        return self.window.name if self.timeline is None else self.timeline.name(self.row)  # type: ignore[union-attr]
+        return self.window.name if self.timeline is None else self.timeline.schedule.names[self.row]  # type: ignore[union-attr]
 
 
 class Schedules:
@@ -1135,17 +1020,15 @@ class Schedules:
         self._keys: dict[int, tuple[Window, object, str]] = {}
 
     def held(self, raw: bytes | None) -> ScheduleTimeline | None:
-        """The schedule held for `raw`, of its feeds as they read now: one whose feed changed (a
-        holiday removed, a fetch failing) is never planned from, and replaced by the next
-        `rows` or `keep` (not dropped here: the window tasks' thread asks too)."""
+        """One whose feed changed (a holiday removed, a fetch failing) is never planned from, and
+        replaced by the next `rows` or `keep` (not dropped here: the window tasks' thread asks too)."""
         found = self._held.get(raw) if raw is not None else None
         return found if found is None or not found.schedule.feeds or _fed_as_now(found.schedule, self.windows_path) \
             else None
 
     def timeline(self, raw: bytes, now: datetime) -> ScheduleTimeline | None:
-        """The schedule of `raw` and its feeds as they read now: held, else kept beside the file
-        or compiled table by table (`load`) and held, never by validating the file whole; None
-        for a file that is not that simple (a failing table, a repeated name)."""
+        """Held, else kept or compiled table by table (`load`) and held, never by validating the
+        file whole; None for a file that is not that simple (a failing table, a repeated name)."""
         found = self.held(raw)
         if found is None and raw != self._refused:
             built = self._load(raw, _validated_whole, now)
@@ -1156,10 +1039,10 @@ class Schedules:
         return found
 
     def rows(self, raw: bytes, now: datetime) -> Windows | None:
-        """The windows of `raw` as the rows of its schedule (`timeline`); None also for a file of
-        a feed: the pass validates it and says what is wrong (a feed that fails, one read from
-        its last good copy), then plans off that schedule."""
-        return _rows_of(self.timeline(raw, now))
+        """None also for a file of a feed: the pass validates it and says what is wrong (a feed
+        that fails, one read from its last good copy), then plans off that schedule."""
+        found = self.timeline(raw, now)
+        return found.windows() if found is not None and not found.schedule.fed else None
 
     def keep(self, raw: bytes, validated: Sequence[Window] | None, now: datetime,
              next_wake: datetime | None = None) -> None:
@@ -1186,8 +1069,7 @@ class Schedules:
 
     def _load(self, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
               fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
-        """`load`, or None (one line when it failed): an accelerator never fails its caller, the
-        pass validates the file instead."""
+        """None (one line when it failed): an accelerator never fails its caller."""
         try:
             return load(self.windows_path, raw, validate, now, fresh_for, validated=validated)
         except _NotCompiled:
@@ -1199,15 +1081,13 @@ class Schedules:
     def compose(self, parts: Sequence[Part], now: datetime, *, kept: bool = True) -> Windows:
         """The rows a pass plans off when its windows are not one version of the file's own (a
         failing table's last version, a window a policy refuses, the guard's put-back), never
-        written: one per name, in order, each a row of another schedule copied as it is (of the
-        same horizon), or the row of the last one composed with its key (`Part.key`: its table
-        and the feeds it reads), or a row of a schedule held for the file with its table, else
-        compiled from its `Window`. Rows of one schedule, all of them, are that schedule. The
-        same while the keys are and it answers now whole (`kept`: remembered, the newest
-        `COMPOSED`; compiled again only after a pass acts: `refresh`)."""
+        written: one per name, each a row of another schedule copied as it is, or the row of the
+        last one composed with its key, or a row of a schedule held for the file with its table,
+        else compiled. The same while the keys are and it answers now whole (`kept`: remembered;
+        compiled again only after a pass acts: `refresh`)."""
         at = micros(now)
         first = parts[0].timeline if parts else None
-        if first is not None and first.whole(at) and len(parts) == len(first) and all(
+        if first is not None and first.whole(at) and len(parts) == len(first.schedule) and all(
                 part.timeline is first and part.row == row for row, part in enumerate(parts)):
             return first.windows()  # one schedule's rows: that schedule
         listed: dict[str, Part] = {}
@@ -1227,20 +1107,9 @@ class Schedules:
                 del self._composed[next(iter(self._composed))]
         return timeline.windows()
 
-    def _key(self, known: Mapping[int, tuple[Window, object, str]], window: Window) -> str:
-        """`_key` of `window`, taken from the last `compose` for the very object with its feeds
-        as they read now (a window is frozen: a pass reads the same objects while the file's
-        bytes are the same, `WindowsFile.parse_each`); remembered for the next."""
-        feeds = _feeds_of(window)
-        found = known.get(id(window))
-        key = found[2] if found is not None and found[0] is window and found[1] == feeds else _key(window, feeds)
-        self._keys[id(window)] = (window, feeds, key)
-        return key
-
     def _compose(self, parts: Sequence[Part], keys: Sequence[str], now: datetime,
                  previous: ScheduleTimeline | None, *, seeded: bool = True) -> ScheduleTimeline:
-        """See `compose`; one horizon for all the rows (`previous`'s, or else, `seeded`, a held
-        one's, or else from now)."""
+        """One horizon for all the rows (`previous`'s, or else, `seeded`, a held one's, or now)."""
         at = micros(now)
         held = None if previous is not None or not seeded else next(
             (t.schedule for t in reversed(self._held.values()) if _answers_for_long(t, at)), None)
@@ -1278,6 +1147,16 @@ class Schedules:
         timeline.seed(built)
         return timeline
 
+    def _key(self, known: Mapping[int, tuple[Window, object, str]], window: Window) -> str:
+        """`_key` of `window`, taken from the last `compose` for the very object with its feeds
+        as they read now (a window is frozen: a pass reads the same objects while the file's
+        bytes are the same, `WindowsFile.parse_each`); remembered for the next."""
+        feeds = _feeds_of(window)
+        found = known.get(id(window))
+        key = found[2] if found is not None and found[0] is window and found[1] == feeds else _key(window, feeds)
+        self._keys[id(window)] = (window, feeds, key)
+        return key
+
     def _due(self, timeline: ScheduleTimeline, now: datetime, next_wake: datetime | None) -> bool:
         """Once `REFRESH` old with no wake-up due within `QUIET` (an arm would wait for the
         build), at the latest when half the horizon is gone."""
@@ -1286,8 +1165,7 @@ class Schedules:
                                          or age >= HORIZON // _US // 2)
 
     def refresh(self, now: datetime, next_wake: datetime | None = None) -> None:
-        """Once a pass acted (never before it acts): `compose`'s newest schedule compiled anew
-        from now when `_due` (its rows' windows: a row of another schedule's built)."""
+        """Once a pass acted (never before it acts): `compose`'s newest schedule compiled anew when `_due`."""
         if not self._composed:
             return
         keys, (timeline, parts) = next(reversed(self._composed.items()))
@@ -1305,8 +1183,7 @@ class Schedules:
 
 
 def _answers_for_long(timeline: ScheduleTimeline, at: int) -> bool:
-    """Whether `timeline` answers `at` whole with more than half its horizon left (what a
-    schedule compiled in memory may take rows from)."""
+    """What a schedule compiled in memory may take rows from: more than half its horizon left."""
     return timeline.whole(at) and at < timeline.schedule.lo + HORIZON // _US // 2
 
 
@@ -1316,11 +1193,6 @@ class _NotCompiled(Exception):
 
 def _validated_whole() -> Sequence[Window]:
     raise _NotCompiled
-
-
-def _rows_of(timeline: ScheduleTimeline | None) -> Windows | None:
-    """`timeline`'s windows, unless it is None or of a feed (`Schedules.rows`)."""
-    return timeline.windows() if timeline is not None and not timeline.schedule.fed else None
 
 
 def _key(window: Window, feeds: list[tuple[str, bool] | None]) -> str:
