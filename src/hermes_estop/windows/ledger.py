@@ -130,9 +130,6 @@ class OccurrenceLedger:
         """None: cannot tell."""
         return self.records.version()
 
-    def describe(self) -> str:
-        return self.records.describe()
-
     def close(self) -> None:
         self.records.close()
 

@@ -611,15 +611,14 @@ class WindowService:
                                Reading(reading.location, HoldState.ABSENT))
             plan = plan_scope(scope, now, on_scope, of_scope, reading, recalled=self._recalled(scope, covered, of_scope,
                               state), covered=covered, selector=selector)
-            if report.dry_run:
-                report.events.extend(e for e in (note_event(scope, note) for note in plan.notes) if e is not None)
-                report.events.extend(map(action_event, plan.actions))
-                return [plan]
-            for note in plan.notes:
+            for note in plan.notes:  # remembered in a dry run too: only this lane reads them, nothing commits
                 state.remember(note)
                 event = note_event(scope, note)
                 if event is not None:
                     state.event(event)
+            if report.dry_run:
+                report.events.extend(map(action_event, plan.actions))
+                return [plan]
             if plan.actions:
                 fresh.clear()
             conflict = False
@@ -672,7 +671,6 @@ class WindowService:
                                   coalesce=True, max_instances=1)
 
     def start(self) -> TickReport:
-        """A BackgroundScheduler unless one was given."""
         self._stopping = False
         if self.scheduler is None:
             from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
@@ -684,7 +682,6 @@ class WindowService:
                 executors={"default": ThreadPoolExecutor(max_workers=1)},
                 job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             )
-            self._owns_scheduler = True
         if not self.scheduler.running:
             self.scheduler.start()
             self._owns_scheduler = True
@@ -706,7 +703,7 @@ class WindowService:
         """Missed polls are skipped, never run in a burst."""
         self.start()
         logger.info("windows: scheduling %s (ledger %s, poll every %gs)", self.windows_file.path,
-                    self.ledger.describe(), self.poll_interval)
+                    self.ledger.records.describe(), self.poll_interval)
         try:
             interval = max(self.poll_interval, 0.05)
             due = self.monotonic() + interval

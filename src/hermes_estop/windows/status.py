@@ -49,7 +49,17 @@ def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None,
                 upcoming = upcoming if upcoming is not None and not upcoming.covers(now) else None
             state, skipped = _state(entries, current), _state(entries, upcoming) == SKIPPED
             if as_json is not False:
-                data["windows"].append(_row_json(window, current, upcoming, now, state, skipped))
+                data["windows"].append({
+                    "name": window.name,
+                    "scope": window.scope,
+                    "enabled": window.enabled,
+                    "schedule": window.schedule,
+                    "duration": window.duration,
+                    "drain": window.drain,
+                    "active": current is not None and window.enabled,
+                    "current": current.to_json(now, window.zone_of(current)) | {"state": state} if current is not None else None,
+                    "next": upcoming.to_json(now, window.zone_of(upcoming)) | {"skipped": skipped} if upcoming is not None else None,
+                })
             if as_json is not True:
                 lines.extend(_row_lines(window, current, upcoming, now, state, skipped))
         if problem:
@@ -68,21 +78,6 @@ def _state(entries: dict[str, LedgerEntry], occurrence: Occurrence | None) -> st
     """What the ledger says of `occurrence` (its key is made only when there is a ledger)."""
     entry = entries.get(occurrence.key) if occurrence is not None and entries else None
     return entry.state if entry is not None else None
-
-
-def _row_json(window: Row, current: Occurrence | None, following: Occurrence | None, now: datetime,
-              state: str | None, skipped: bool) -> dict[str, Any]:
-    return {
-        "name": window.name,
-        "scope": window.scope,
-        "enabled": window.enabled,
-        "schedule": window.schedule,
-        "duration": window.duration,
-        "drain": window.drain,
-        "active": current is not None and window.enabled,
-        "current": current.to_json(now, window.zone_of(current)) | {"state": state} if current is not None else None,
-        "next": following.to_json(now, window.zone_of(following)) | {"skipped": skipped} if following is not None else None,
-    }
 
 
 def _row_lines(window: Row, current: Occurrence | None, following: Occurrence | None, now: datetime,

@@ -59,7 +59,6 @@ class RunningTask:
 @dataclass
 class TaskReport:
     started: list[str] = field(default_factory=list)
-    finished: list[tuple[str, int, str]] = field(default_factory=list)  # (key, exit status, outcome)
 
 
 class TaskService:
@@ -80,13 +79,6 @@ class TaskService:
         self._lock = threading.Lock()
         #: the scheduler's compiled schedules (`WindowService.schedules`), shared
         self.schedules = schedules
-
-    def _already_ran(self, keys: set[str]) -> set[str]:
-        if not keys:
-            return set()
-        details = {_detail(key): key for key in keys}
-        events, _ = self.fleet.history(_HISTORY_DEPTH)
-        return {details[e.detail] for e in events if e.event == TASK_START and e.detail in details}
 
     def due(self, windows: Sequence[Window], entries: dict[str, LedgerEntry], now: datetime, *,
             rows: Windows | None = None) -> list[tuple[Window, Occurrence, str]]:
@@ -114,7 +106,9 @@ class TaskService:
                 if occurrence.key == entry.key and not occurrence.draining(now):
                     candidates.append((at or 0, occurrence, window, entry.generation))
         candidates.sort(key=lambda c: (c[0], c[1]))
-        ran = self._already_ran({occurrence.key for _, occurrence, _, _ in candidates})
+        details = {_detail(occurrence.key): occurrence.key for _, occurrence, _, _ in candidates}
+        events = self.fleet.history(_HISTORY_DEPTH)[0] if details else []
+        ran = {details[e.detail] for e in events if e.event == TASK_START and e.detail in details}
         return [(window, occurrence, generation) for _, occurrence, window, generation in candidates
                 if occurrence.key not in ran]
 
@@ -145,7 +139,7 @@ class TaskService:
                     del self.running[key]
                     # what the task left running in its group does not outlive it
                     signal_group(task.process.pid, task.started, signal.SIGKILL, leader_may_have_ended=True)
-                    report.finished.append((key, _status(code), self._finish(task, _status(code), when)))
+                    self._finish(task, _status(code), when)
             if not self.is_leader():
                 return report
             windows, rows = self._windows()
@@ -195,14 +189,13 @@ class TaskService:
         except (EstopError, OSError) as exc:
             logger.warning("window task %s: cannot record its end (%s)", occurrence.key, exc)
 
-    def _finish(self, task: RunningTask, code: int, now: datetime) -> str:
+    def _finish(self, task: RunningTask, code: int, now: datetime) -> None:
         if code == 0:
             outcome = self._succeeded(task.occurrence, task.generation, now)
         else:
             outcome = self._failed(task.window, task.occurrence, task.generation, code, now)
         self._end_record(task.occurrence, task.generation, code, outcome, now)
         logger.info("window task %s exited %d: %s", task.occurrence.key, code, outcome)
-        return outcome
 
     def _succeeded(self, occurrence: Occurrence, generation: str, now: datetime) -> str:
         location = self.fleet.location(occurrence.scope)
