@@ -500,9 +500,7 @@ class WindowService:
             return report
         except Exception as exc:  # a wake-up must never take the scheduler down
             logger.exception("windows: reconciliation failed")
-            report = TickReport(now=self.fleet.clock())
-            report.errors.append(f"{type(exc).__name__}: {exc}")
-            return report
+            return TickReport(now=self.fleet.clock(), errors=[f"{type(exc).__name__}: {exc}"])
 
     def _may_write(self) -> bool:
         try:

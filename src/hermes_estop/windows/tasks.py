@@ -191,22 +191,18 @@ class TaskService:
 
     def _finish(self, task: RunningTask, code: int, now: datetime) -> None:
         if code == 0:
-            outcome = self._succeeded(task.occurrence, task.generation, now)
+            try:
+                removed = self.fleet.retire(self.fleet.location(task.occurrence.scope), Fence(task.generation), now=now)
+            except (EstopError, OSError) as exc:
+                outcome = f"the window's hold could not be released ({exc}); it lifts at the window's end"
+            else:
+                self._remember(task.occurrence, task.generation, "released by its task (exit 0)", now)
+                outcome = ("the window's hold was released early" if removed
+                           else "the window's hold was no longer standing (someone else's hold is left as it is)")
         else:
             outcome = self._failed(task.window, task.occurrence, task.generation, code, now)
         self._end_record(task.occurrence, task.generation, code, outcome, now)
         logger.info("window task %s exited %d: %s", task.occurrence.key, code, outcome)
-
-    def _succeeded(self, occurrence: Occurrence, generation: str, now: datetime) -> str:
-        location = self.fleet.location(occurrence.scope)
-        try:
-            removed = self.fleet.retire(location, Fence(generation), now=now)
-        except (EstopError, OSError) as exc:
-            return f"the window's hold could not be released ({exc}); it lifts at the window's end"
-        self._remember(occurrence, generation, "released by its task (exit 0)", now)
-        if removed:
-            return "the window's hold was released early"
-        return "the window's hold was no longer standing (someone else's hold is left as it is)"
 
     def _failed(self, window: Window, occurrence: Occurrence, generation: str, code: int, now: datetime) -> str:
         assert window.run is not None
