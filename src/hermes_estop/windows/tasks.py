@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from hermes_estop.fleet.fleet import Fleet
@@ -29,7 +29,7 @@ from hermes_estop.windows.schedule import Schedules, Windows
 from hermes_estop.windows.scheduler import ProblemLog
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskReport", "TaskService"]
+__all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskService"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
@@ -54,11 +54,6 @@ class RunningTask:
     process: subprocess.Popen[bytes]
     #: the process's start time, read at spawn (its identity with the pid: `processes`)
     started: int | None
-
-
-@dataclass
-class TaskReport:
-    started: list[str] = field(default_factory=list)
 
 
 class TaskService:
@@ -128,10 +123,11 @@ class TaskService:
                                 "window tasks: {} validates again (or was removed)")
         return (parsed.windows if parsed is not None else []), rows
 
-    def tick(self, now: datetime | None = None) -> TaskReport:
-        """One that cannot start is recorded as ended with exit 127."""
+    def tick(self, now: datetime | None = None) -> list[str]:
+        """The keys of the occurrences whose task started; one that cannot start is recorded as
+        ended with exit 127."""
         when = self.fleet.clock() if now is None else now
-        report = TaskReport()
+        started: list[str] = []
         with self._lock:
             for key, task in list(self.running.items()):
                 code = task.process.poll()
@@ -141,18 +137,18 @@ class TaskService:
                     signal_group(task.process.pid, task.started, signal.SIGKILL, leader_may_have_ended=True)
                     self._finish(task, _status(code), when)
             if not self.is_leader():
-                return report
+                return started
             windows, rows = self._windows()
             try:
                 entries = self.ledger.load()
             except (EstopError, OSError) as exc:
                 self.problems.start("ledger", f"window tasks: cannot read the ledger ({exc}); no task starts until it reads")
-                return report
+                return started
             self.problems.clear("ledger", "window tasks: the ledger reads again")
             for window, occurrence, generation in self.due(windows, entries, when, rows=rows):
                 self._start(window, occurrence, generation, when)
-                report.started.append(occurrence.key)
-        return report
+                started.append(occurrence.key)
+        return started
 
     def _start(self, window: Window, occurrence: Occurrence, generation: str, now: datetime) -> None:
         assert window.run is not None
