@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.windows.model import Occurrence
 
-__all__ = ["ARMED", "ENDED", "INTENT", "LEDGER_FILE", "RELEASED", "RETENTION", "SKIPPED", "STATES", "WITHDRAWN",
+__all__ = ["ARMED", "ENDED", "INTENT", "LEDGER_FILE", "RELEASED", "RETENTION", "SKIPPED", "WITHDRAWN",
            "LedgerEntry", "OccurrenceLedger", "entry_for", "intent_detail", "open_ledger",
            "recall", "skipped_keys"]
 
@@ -36,7 +36,6 @@ ENDED = "ended"
 #: its window was removed, disabled or moved while it held; NOT closed: re-armed if its window is
 #: back before its end
 WITHDRAWN = "withdrawn"
-STATES = (ARMED, RELEASED, SKIPPED, ENDED, WITHDRAWN)
 #: entries are kept this long after their occurrence ends (`hermes status` shows recent ones)
 RETENTION = timedelta(days=7)
 
@@ -73,7 +72,7 @@ class LedgerEntry:
             if not isinstance(value, str) or not value:
                 raise ValueError(f"entry {key!r}: field {name!r} missing or not text")
             text[name] = value
-        if text["state"] not in STATES:
+        if text["state"] not in (ARMED, RELEASED, SKIPPED, ENDED, WITHDRAWN):
             raise ValueError(f"entry {key!r}: unknown state {text['state']!r}")
         end = parse_stamp(data.get("end"))
         if end is None:

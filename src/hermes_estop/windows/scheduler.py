@@ -71,7 +71,7 @@ _Inputs = tuple[Windows, dict[str, LedgerEntry], Sequence[Window], tuple[bytes, 
 
 @dataclass(frozen=True)
 class TickEvent:
-    kind: str  # arm | rearm | retire | skip | released | adopted | error
+    kind: str  # arm | rearm | retire | skip | released | adopted
     scope: str
     windows: tuple[str, ...] = ()
     occurrences: tuple[str, ...] = ()

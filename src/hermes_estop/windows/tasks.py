@@ -81,14 +81,13 @@ class TaskService:
         scheduler, not already running or run. Only the windows the ledger has armed are built:
         asked of the scheduler's schedule (`rows`), else of the exact functions."""
         place: Callable[[str], int | None]
-        listed: Sequence[Window]
-        if rows is not None:
-            place, listed = rows.position, rows
-            around: Callable[[Window], Sequence[Occurrence]] = lambda w: rows.timeline.around(w, now)[0]  # noqa: E731
-        else:
+        if rows is None:
             positions = {w.name: i for i, w in reversed(list(enumerate(windows)))}
             place, listed = positions.get, windows
-            around = lambda w: covering(w, now)  # noqa: E731
+            around: Callable[[Window], Sequence[Occurrence]] = lambda w: covering(w, now)  # noqa: E731
+        else:
+            place, listed = rows.position, rows
+            around = lambda w: rows.timeline.around(w, now)[0]  # noqa: E731
         candidates = []
         for entry in entries.values():
             if entry.state != ARMED or not entry.generation or entry.end <= now or entry.key in self.running:
