@@ -73,7 +73,7 @@ def test_a_task_that_succeeds_runs_once_under_the_window_hold_and_releases_it_ea
     clock.set(setup.start)
     setup.windows.tick(clock.now)
     armed = setup.standing().hold.generation
-    assert len(setup.tasks.tick(clock.now).started) == 1
+    assert len(setup.tasks.tick(clock.now)) == 1
     setup.settle()
     assert setup.marker.read_text() == armed                      # it ran under the window's hold
     assert setup.standing().state is HoldState.ABSENT             # released early
@@ -84,7 +84,7 @@ def test_a_task_that_succeeds_runs_once_under_the_window_hold_and_releases_it_ea
     clock.advance(minutes=1)
     setup.windows.tick(clock.now)                                 # the window does not arm it again
     assert setup.standing().state is HoldState.ABSENT
-    assert setup.tasks.tick(clock.now).started == []              # nor does the task run again
+    assert setup.tasks.tick(clock.now) == []                      # nor does the task run again
 
 
 def test_a_failing_task_keeps_the_fleet_held_past_the_window_and_the_window_retires_only_its_own(setup, clock):
@@ -110,20 +110,20 @@ def test_no_task_runs_in_the_drain_lead(setup, clock):
     clock.set(setup.start - timedelta(minutes=5))
     setup.windows.tick(clock.now)
     assert setup.standing().state is HoldState.ACTIVE             # held for the drain
-    assert setup.tasks.tick(clock.now).started == []
+    assert setup.tasks.tick(clock.now) == []
     clock.set(setup.start)
     setup.windows.tick(clock.now)
-    assert len(setup.tasks.tick(clock.now).started) == 1
+    assert len(setup.tasks.tick(clock.now)) == 1
 
 
 def test_a_restarted_service_never_runs_an_occurrence_s_task_twice(setup, clock):
     setup.window(0)
     clock.set(setup.start)
     setup.windows.tick(clock.now)
-    started = setup.tasks.tick(clock.now).started
+    started = setup.tasks.tick(clock.now)
     assert len(started) == 1
     restarted = TaskService(setup.fleet, ledger=setup.windows.ledger)   # the old one died mid-task
-    assert restarted.tick(clock.now).started == []
+    assert restarted.tick(clock.now) == []
     setup.settle()
 
 
@@ -184,7 +184,7 @@ def test_a_failing_calendar_never_stops_another_window_s_task_and_is_logged_once
     setup.windows.tick(clock.now)
     started = []
     for _ in range(10):
-        started += setup.tasks.tick(clock.now).started
+        started += setup.tasks.tick(clock.now)
         clock.advance(seconds=1)
     assert len(started) == 1
     WindowsFile(fleet_root).path.write_text(good)
@@ -214,7 +214,7 @@ def test_a_new_task_service_on_a_kept_schedule_validates_only_the_armed_window(f
         scheduler = WindowService(made.fleet, ledger=made.windows.ledger)
         scheduler.tick(clock.now)
         tasks = TaskService(made.fleet, ledger=made.windows.ledger, schedules=scheduler.schedules)
-        assert tasks.tick(clock.now).started == [f"fleet/upgrade@{made.start.isoformat()}"]
+        assert tasks.tick(clock.now) == [f"fleet/upgrade@{made.start.isoformat()}"]
         assert parses == ["upgrade"]
         for running in tasks.running.values():
             running.process.wait(60)

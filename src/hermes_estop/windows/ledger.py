@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.windows.model import Occurrence
 
-__all__ = ["ARMED", "ENDED", "INTENT", "LEDGER_FILE", "RELEASED", "RETENTION", "SKIPPED", "STATES", "WITHDRAWN",
+__all__ = ["ARMED", "ENDED", "INTENT", "LEDGER_FILE", "RELEASED", "RETENTION", "SKIPPED", "WITHDRAWN",
            "LedgerEntry", "OccurrenceLedger", "entry_for", "intent_detail", "open_ledger",
            "recall", "skipped_keys"]
 
@@ -36,7 +36,6 @@ ENDED = "ended"
 #: its window was removed, disabled or moved while it held; NOT closed: re-armed if its window is
 #: back before its end
 WITHDRAWN = "withdrawn"
-STATES = (ARMED, RELEASED, SKIPPED, ENDED, WITHDRAWN)
 #: entries are kept this long after their occurrence ends (`hermes status` shows recent ones)
 RETENTION = timedelta(days=7)
 
@@ -73,7 +72,7 @@ class LedgerEntry:
             if not isinstance(value, str) or not value:
                 raise ValueError(f"entry {key!r}: field {name!r} missing or not text")
             text[name] = value
-        if text["state"] not in STATES:
+        if text["state"] not in (ARMED, RELEASED, SKIPPED, ENDED, WITHDRAWN):
             raise ValueError(f"entry {key!r}: unknown state {text['state']!r}")
         end = parse_stamp(data.get("end"))
         if end is None:
@@ -89,8 +88,8 @@ class OccurrenceLedger:
 
     def __init__(self, records: RecordTable) -> None:
         self.records = records
-        #: key -> (entry, the record's `end` and `updated_at` as stored) of the records last read
-        self._parsed: dict[str, tuple[LedgerEntry, object, object]] = {}
+        #: key -> (entry, the record it was parsed from) of the records last read
+        self._parsed: dict[str, tuple[LedgerEntry, object]] = {}
 
     def load(self) -> dict[str, LedgerEntry]:
         """`StoreError` when it cannot be read or parsed: the scheduler then decides nothing (a
@@ -105,19 +104,13 @@ class OccurrenceLedger:
         return entries
 
     def _entry(self, key: str, value: Any) -> LedgerEntry:
-        """Not parsed again while every field it reads is the same text: parsing 10,000 entries'
-        instants on every pass was most of a pass (issue 24)."""
+        """Not parsed again while the record is the same: parsing 10,000 entries' instants on every
+        pass was most of a pass (issue 24)."""
         known = self._parsed.get(key)
-        if known is not None and isinstance(value, dict):
-            entry, end, updated_at = known
-            if (value.get("end") == end and value.get("updated_at") == updated_at
-                    and value.get("state") == entry.state and value.get("window") == entry.window
-                    and value.get("occurrence") == entry.occurrence and value.get("scope") == entry.scope
-                    and value.get("generation") == entry.generation and value.get("detail") == entry.detail
-                    and isinstance(end, str) and (updated_at is None or isinstance(updated_at, str))):
-                return entry
+        if known is not None and known[1] == value:
+            return known[0]
         entry = LedgerEntry.from_json(key, value)
-        self._parsed[key] = (entry, value.get("end"), value.get("updated_at"))
+        self._parsed[key] = (entry, value)
         return entry
 
     def commit(self, changes: Iterable[LedgerEntry], *, prune_before: datetime | None = None,
@@ -129,9 +122,6 @@ class OccurrenceLedger:
     def version(self) -> Hashable | None:
         """None: cannot tell."""
         return self.records.version()
-
-    def describe(self) -> str:
-        return self.records.describe()
 
     def close(self) -> None:
         self.records.close()

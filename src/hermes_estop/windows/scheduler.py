@@ -48,7 +48,7 @@ from hermes_estop.windows.windows_file import Parsed, WindowsFile, against_polic
 
 __all__ = ["EDIT", "JOB_PREFIX", "LATER", "MAX_JOBS", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog",
            "Scheduler", "TickEvent", "TickReport", "WindowService", "action_event", "due_wakeups",
-           "note_event", "wakeups_for"]
+           "wakeups_for"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
@@ -71,7 +71,7 @@ _Inputs = tuple[Windows, dict[str, LedgerEntry], Sequence[Window], tuple[bytes, 
 
 @dataclass(frozen=True)
 class TickEvent:
-    kind: str  # arm | rearm | retire | skip | released | adopted | error
+    kind: str  # arm | rearm | retire | skip | released | adopted
     scope: str
     windows: tuple[str, ...] = ()
     occurrences: tuple[str, ...] = ()
@@ -119,16 +119,6 @@ class TickReport:
                 "errors": list(self.errors), "pending": self.pending, "failed": list(self.failed),
                 "stale": dict(self.stale),
                 "wakeups": {key: format_instant(when) for key, when in sorted(self.wakeups.items(), key=lambda kv: kv[1])}}
-
-
-def note_event(scope: str, note: LedgerEntry) -> TickEvent | None:
-    """An early release or an adopted hold is worth reporting."""
-    if note.state == RELEASED:
-        return TickEvent("released", scope, (note.window,), (note.occurrence,), note.generation, None,
-                         f"{note.detail}; not re-armed" if note.detail else "not re-armed")
-    if note.state == ARMED and note.detail:
-        return TickEvent("adopted", scope, (note.window,), (note.occurrence,), note.generation, None, note.detail)
-    return None
 
 
 def action_event(action: Arm | Retire | Skip, generation: str | None = None) -> TickEvent:
@@ -510,9 +500,7 @@ class WindowService:
             return report
         except Exception as exc:  # a wake-up must never take the scheduler down
             logger.exception("windows: reconciliation failed")
-            report = TickReport(now=self.fleet.clock())
-            report.errors.append(f"{type(exc).__name__}: {exc}")
-            return report
+            return TickReport(now=self.fleet.clock(), errors=[f"{type(exc).__name__}: {exc}"])
 
     def _may_write(self) -> bool:
         try:
@@ -542,8 +530,15 @@ class WindowService:
         plans = []
         for lane in at_scope:
             plans += self._reconcile_lane(scope, lane, scoped, state, lanes, fresh)
-        if moved and not state.report.dry_run:
-            self._retire_moved(scope, state, moved, {o.key for o in covered})
+        if moved and not state.report.dry_run:  # once every moved occurrence covering now is armed (or skipped) anew
+            entries = state.of(scope)
+            live = {o.key for o in covered}
+            for generation, keys in moved.items():
+                if any(e.state == ARMED and e.generation == generation for e in entries.values()):
+                    continue  # it still holds other windows' occurrences: its lane composes it anew
+                if any(entries[key].state == WITHDRAWN and key in live for key in keys):
+                    continue  # not armed in its new lane yet: the old hold stays until it is
+                self.actions.retire(Retire(scope, generation, ()), state)
         return plans
 
     def _reading(self, scope: str, now: datetime, fresh: list[Reading]) -> Reading:
@@ -556,7 +551,7 @@ class WindowService:
                fresh: list[Reading]) -> dict[str, list[str]]:
         """generation -> keys of the holds at `scope` whose occurrences now belong to another lane.
         Withdrawn, so the new lane arms them like a window coming back; the old hold is retired only
-        after (`_retire_moved`): never free in between, never taken for a release (issue 32 item 9)."""
+        after (`_reconcile_scope`): never free in between, never taken for a release (issue 32 item 9)."""
         now = state.report.now
         entries = [e for e in state.of(scope).values()
                    if e.state in (ARMED, WITHDRAWN) and e.generation is not None and e.end > now]
@@ -583,16 +578,6 @@ class WindowService:
             moved.setdefault(generation, []).append(entry.key)
         return moved
 
-    def _retire_moved(self, scope: str, state: PassState, moved: dict[str, list[str]], live: set[str]) -> None:
-        """Once every moved occurrence covering now is armed (or skipped) in its new lane."""
-        entries = state.of(scope)
-        for generation, keys in moved.items():
-            if any(e.state == ARMED and e.generation == generation for e in entries.values()):
-                continue  # it still holds other windows' occurrences: its lane composes it anew
-            if any(entries[key].state == WITHDRAWN and key in live for key in keys):
-                continue  # not armed in its new lane yet: the old hold stays until it is
-            self.actions.retire(Retire(scope, generation, ()), state)
-
     def _reconcile_lane(self, scope: str, lane: Lane, scoped: set[str], state: PassState, lanes: Lanes,
                         fresh: list[Reading]) -> list[ScopePlan]:
         """The full lane (names None) also has the entries of windows no scoped lane has."""
@@ -611,15 +596,16 @@ class WindowService:
                                Reading(reading.location, HoldState.ABSENT))
             plan = plan_scope(scope, now, on_scope, of_scope, reading, recalled=self._recalled(scope, covered, of_scope,
                               state), covered=covered, selector=selector)
+            for note in plan.notes:  # remembered in a dry run too: only this lane reads them, nothing commits
+                state.remember(note)
+                if note.state == RELEASED:  # an early release or an adopted hold is worth reporting
+                    state.event(TickEvent("released", scope, (note.window,), (note.occurrence,), note.generation, None,
+                                          f"{note.detail}; not re-armed" if note.detail else "not re-armed"))
+                elif note.state == ARMED and note.detail:
+                    state.event(TickEvent("adopted", scope, (note.window,), (note.occurrence,), note.generation, None, note.detail))
             if report.dry_run:
-                report.events.extend(e for e in (note_event(scope, note) for note in plan.notes) if e is not None)
                 report.events.extend(map(action_event, plan.actions))
                 return [plan]
-            for note in plan.notes:
-                state.remember(note)
-                event = note_event(scope, note)
-                if event is not None:
-                    state.event(event)
             if plan.actions:
                 fresh.clear()
             conflict = False
@@ -672,7 +658,6 @@ class WindowService:
                                   coalesce=True, max_instances=1)
 
     def start(self) -> TickReport:
-        """A BackgroundScheduler unless one was given."""
         self._stopping = False
         if self.scheduler is None:
             from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
@@ -684,7 +669,6 @@ class WindowService:
                 executors={"default": ThreadPoolExecutor(max_workers=1)},
                 job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             )
-            self._owns_scheduler = True
         if not self.scheduler.running:
             self.scheduler.start()
             self._owns_scheduler = True
@@ -706,7 +690,7 @@ class WindowService:
         """Missed polls are skipped, never run in a burst."""
         self.start()
         logger.info("windows: scheduling %s (ledger %s, poll every %gs)", self.windows_file.path,
-                    self.ledger.describe(), self.poll_interval)
+                    self.ledger.records.describe(), self.poll_interval)
         try:
             interval = max(self.poll_interval, 0.05)
             due = self.monotonic() + interval

@@ -5,7 +5,6 @@ now, its drain lead included (and what the scheduler did about it). Never raises
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +15,7 @@ from hermes_estop.model.timeutil import display_instant, format_relative
 from hermes_estop.windows.forecast import ledger_entries
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Occurrence
-from hermes_estop.windows.schedule import Row, Schedule, schedule_of
+from hermes_estop.windows.schedule import Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["windows_section"]
@@ -49,9 +48,35 @@ def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None,
                 upcoming = upcoming if upcoming is not None and not upcoming.covers(now) else None
             state, skipped = _state(entries, current), _state(entries, upcoming) == SKIPPED
             if as_json is not False:
-                data["windows"].append(_row_json(window, current, upcoming, now, state, skipped))
+                data["windows"].append({
+                    "name": window.name,
+                    "scope": window.scope,
+                    "enabled": window.enabled,
+                    "schedule": window.schedule,
+                    "duration": window.duration,
+                    "drain": window.drain,
+                    "active": current is not None and window.enabled,
+                    "current": current.to_json(now, window.zone_of(current)) | {"state": state} if current is not None else None,
+                    "next": upcoming.to_json(now, window.zone_of(upcoming)) | {"skipped": skipped} if upcoming is not None else None,
+                })
             if as_json is not True:
-                lines.extend(_row_lines(window, current, upcoming, now, state, skipped))
+                ahead = f", draining {window.drain} ahead" if window.drain else ""
+                head = f"  {window.name}: {window.describe_schedule()} for {window.duration}{ahead}, {window.scope}"
+                lines.append(head if window.enabled else head + " (disabled)")
+                if current is not None:
+                    what = f"; scheduler: {state}" if state else ""
+                    if current.draining(now):
+                        lines.append(f"    DRAINING now, the window starts {display_instant(current.start)} "
+                                     f"({format_relative(current.start, now)}), until {display_instant(current.end)}{what}")
+                    else:
+                        lines.append(f"    ACTIVE now, until {display_instant(current.end)} "
+                                     f"({format_relative(current.end, now)}){what}")
+                if upcoming is not None:
+                    lead = f", drain from {display_instant(upcoming.arm_at)}" if upcoming.lead else ""
+                    lines.append(f"    next {display_instant(upcoming.start)} ({format_relative(upcoming.start, now)})"
+                                 f"{lead}{' (skipped)' if skipped else ''}")
+                elif current is None:
+                    lines.append("    no further occurrence")
         if problem:
             lines.append(f"  windows ledger: {problem}")
             data["windows_error"] = problem
@@ -68,40 +93,3 @@ def _state(entries: dict[str, LedgerEntry], occurrence: Occurrence | None) -> st
     """What the ledger says of `occurrence` (its key is made only when there is a ledger)."""
     entry = entries.get(occurrence.key) if occurrence is not None and entries else None
     return entry.state if entry is not None else None
-
-
-def _row_json(window: Row, current: Occurrence | None, following: Occurrence | None, now: datetime,
-              state: str | None, skipped: bool) -> dict[str, Any]:
-    return {
-        "name": window.name,
-        "scope": window.scope,
-        "enabled": window.enabled,
-        "schedule": window.schedule,
-        "duration": window.duration,
-        "drain": window.drain,
-        "active": current is not None and window.enabled,
-        "current": current.to_json(now, window.zone_of(current)) | {"state": state} if current is not None else None,
-        "next": following.to_json(now, window.zone_of(following)) | {"skipped": skipped} if following is not None else None,
-    }
-
-
-def _row_lines(window: Row, current: Occurrence | None, following: Occurrence | None, now: datetime,
-               state: str | None, skipped: bool) -> Iterator[str]:
-    ahead = f", draining {window.drain} ahead" if window.drain else ""
-    head = f"  {window.name}: {window.describe_schedule()} for {window.duration}{ahead}, {window.scope}"
-    yield head if window.enabled else head + " (disabled)"
-    if current is not None:
-        what = f"; scheduler: {state}" if state else ""
-        if current.draining(now):
-            yield (f"    DRAINING now, the window starts {display_instant(current.start)} "
-                   f"({format_relative(current.start, now)}), until {display_instant(current.end)}{what}")
-        else:
-            yield (f"    ACTIVE now, until {display_instant(current.end)} "
-                   f"({format_relative(current.end, now)}){what}")
-    if following is not None:
-        lead = f", drain from {display_instant(following.arm_at)}" if following.lead else ""
-        yield (f"    next {display_instant(following.start)} ({format_relative(following.start, now)})"
-               f"{lead}{' (skipped)' if skipped else ''}")
-    elif current is None:
-        yield "    no further occurrence"
-

@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from hermes_estop.fleet.fleet import Fleet
@@ -29,7 +29,7 @@ from hermes_estop.windows.schedule import Schedules, Windows
 from hermes_estop.windows.scheduler import ProblemLog
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskReport", "TaskService"]
+__all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskService"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
@@ -56,12 +56,6 @@ class RunningTask:
     started: int | None
 
 
-@dataclass
-class TaskReport:
-    started: list[str] = field(default_factory=list)
-    finished: list[tuple[str, int, str]] = field(default_factory=list)  # (key, exit status, outcome)
-
-
 class TaskService:
     name = "window-tasks"
 
@@ -81,27 +75,19 @@ class TaskService:
         #: the scheduler's compiled schedules (`WindowService.schedules`), shared
         self.schedules = schedules
 
-    def _already_ran(self, keys: set[str]) -> set[str]:
-        if not keys:
-            return set()
-        details = {_detail(key): key for key in keys}
-        events, _ = self.fleet.history(_HISTORY_DEPTH)
-        return {details[e.detail] for e in events if e.event == TASK_START and e.detail in details}
-
     def due(self, windows: Sequence[Window], entries: dict[str, LedgerEntry], now: datetime, *,
             rows: Windows | None = None) -> list[tuple[Window, Occurrence, str]]:
         """In the order of the windows: an occurrence started (drain lead over), armed by the
         scheduler, not already running or run. Only the windows the ledger has armed are built:
         asked of the scheduler's schedule (`rows`), else of the exact functions."""
         place: Callable[[str], int | None]
-        listed: Sequence[Window]
-        if rows is not None:
-            place, listed = rows.position, rows
-            around: Callable[[Window], Sequence[Occurrence]] = lambda w: rows.timeline.around(w, now)[0]  # noqa: E731
-        else:
+        if rows is None:
             positions = {w.name: i for i, w in reversed(list(enumerate(windows)))}
             place, listed = positions.get, windows
-            around = lambda w: covering(w, now)  # noqa: E731
+            around: Callable[[Window], Sequence[Occurrence]] = lambda w: covering(w, now)  # noqa: E731
+        else:
+            place, listed = rows.position, rows
+            around = lambda w: rows.timeline.around(w, now)[0]  # noqa: E731
         candidates = []
         for entry in entries.values():
             if entry.state != ARMED or not entry.generation or entry.end <= now or entry.key in self.running:
@@ -114,7 +100,9 @@ class TaskService:
                 if occurrence.key == entry.key and not occurrence.draining(now):
                     candidates.append((at or 0, occurrence, window, entry.generation))
         candidates.sort(key=lambda c: (c[0], c[1]))
-        ran = self._already_ran({occurrence.key for _, occurrence, _, _ in candidates})
+        details = {_detail(occurrence.key): occurrence.key for _, occurrence, _, _ in candidates}
+        events = self.fleet.history(_HISTORY_DEPTH)[0] if details else []
+        ran = {details[e.detail] for e in events if e.event == TASK_START and e.detail in details}
         return [(window, occurrence, generation) for _, occurrence, window, generation in candidates
                 if occurrence.key not in ran]
 
@@ -134,10 +122,11 @@ class TaskService:
                                 "window tasks: {} validates again (or was removed)")
         return (parsed.windows if parsed is not None else []), rows
 
-    def tick(self, now: datetime | None = None) -> TaskReport:
-        """One that cannot start is recorded as ended with exit 127."""
+    def tick(self, now: datetime | None = None) -> list[str]:
+        """The keys of the occurrences whose task started; one that cannot start is recorded as
+        ended with exit 127."""
         when = self.fleet.clock() if now is None else now
-        report = TaskReport()
+        started: list[str] = []
         with self._lock:
             for key, task in list(self.running.items()):
                 code = task.process.poll()
@@ -145,20 +134,20 @@ class TaskService:
                     del self.running[key]
                     # what the task left running in its group does not outlive it
                     signal_group(task.process.pid, task.started, signal.SIGKILL, leader_may_have_ended=True)
-                    report.finished.append((key, _status(code), self._finish(task, _status(code), when)))
+                    self._finish(task, _status(code), when)
             if not self.is_leader():
-                return report
+                return started
             windows, rows = self._windows()
             try:
                 entries = self.ledger.load()
             except (EstopError, OSError) as exc:
                 self.problems.start("ledger", f"window tasks: cannot read the ledger ({exc}); no task starts until it reads")
-                return report
+                return started
             self.problems.clear("ledger", "window tasks: the ledger reads again")
             for window, occurrence, generation in self.due(windows, entries, when, rows=rows):
                 self._start(window, occurrence, generation, when)
-                report.started.append(occurrence.key)
-        return report
+                started.append(occurrence.key)
+        return started
 
     def _start(self, window: Window, occurrence: Occurrence, generation: str, now: datetime) -> None:
         assert window.run is not None
@@ -195,25 +184,20 @@ class TaskService:
         except (EstopError, OSError) as exc:
             logger.warning("window task %s: cannot record its end (%s)", occurrence.key, exc)
 
-    def _finish(self, task: RunningTask, code: int, now: datetime) -> str:
+    def _finish(self, task: RunningTask, code: int, now: datetime) -> None:
         if code == 0:
-            outcome = self._succeeded(task.occurrence, task.generation, now)
+            try:
+                removed = self.fleet.retire(self.fleet.location(task.occurrence.scope), Fence(task.generation), now=now)
+            except (EstopError, OSError) as exc:
+                outcome = f"the window's hold could not be released ({exc}); it lifts at the window's end"
+            else:
+                self._remember(task.occurrence, task.generation, "released by its task (exit 0)", now)
+                outcome = ("the window's hold was released early" if removed
+                           else "the window's hold was no longer standing (someone else's hold is left as it is)")
         else:
             outcome = self._failed(task.window, task.occurrence, task.generation, code, now)
         self._end_record(task.occurrence, task.generation, code, outcome, now)
         logger.info("window task %s exited %d: %s", task.occurrence.key, code, outcome)
-        return outcome
-
-    def _succeeded(self, occurrence: Occurrence, generation: str, now: datetime) -> str:
-        location = self.fleet.location(occurrence.scope)
-        try:
-            removed = self.fleet.retire(location, Fence(generation), now=now)
-        except (EstopError, OSError) as exc:
-            return f"the window's hold could not be released ({exc}); it lifts at the window's end"
-        self._remember(occurrence, generation, "released by its task (exit 0)", now)
-        if removed:
-            return "the window's hold was released early"
-        return "the window's hold was no longer standing (someone else's hold is left as it is)"
 
     def _failed(self, window: Window, occurrence: Occurrence, generation: str, code: int, now: datetime) -> str:
         assert window.run is not None
