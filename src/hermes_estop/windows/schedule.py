@@ -54,7 +54,7 @@ from hermes_estop.windows.occurrences import covering, following, merge_armed, n
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "Part", "ScheduleTimeline",
-           "Schedules", "Windows", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
+           "Schedules", "Windows", "build", "instant_of", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
@@ -330,15 +330,6 @@ def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
     if found is None:  # a file that validates has one (no two rows share a name)
         raise StoreError(f"{printable(windows_file.path)}: no schedule can be compiled of it")
     return found
-
-
-def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | None:
-    """A read, never a build."""
-    path = kept_files.kept_path(windows_path, ".schedule")
-    found = _kept(path) if path is not None else None
-    if found is None or not _fresh(found, hashlib.sha256(raw).hexdigest(), now, HORIZON, windows_path):
-        return None
-    return replace(found, windows_path=windows_path) if found.feeds else found
 
 
 def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta, windows_path: Path | None = None) -> bool:
@@ -669,12 +660,13 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
                     events=events, calendars=calendars, feeds=feeds, stopped=frozenset(stopped))
 
 
-def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
+def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]] | None, now: datetime,
          fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
     """The one kept when built less than `fresh_for` ago; else compiled table by table (the rows
     of unchanged tables and feeds taken from the one kept while it has half its horizon); else
     (or `validated`: the caller has the windows) built from `validate()`, which refuses a file
-    that does not validate; None when two rows share a name. Kept."""
+    that does not validate; None when two rows share a name, or `validate` is None and the file
+    does not compile table by table (the pass validates it whole). Kept."""
     path = kept_files.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path) if path is not None else None
@@ -685,6 +677,8 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     del found  # `_compiled` holds it alone: let go once its rows are taken, not held while another is written
     built = _compiled(digest, raw, windows_path, now, kept) if kept or not validated else None
     if built is None:
+        if validate is None:
+            return None
         built = build(digest, validate(), now, raw)
         if built is not None and built.feeds is None and validated:  # its feeds read before: read again, fingerprinted
             built = _compiled(digest, raw, windows_path, now) or built
@@ -951,12 +945,6 @@ class Windows(Sequence[Window]):
         index = self.position(name)
         return None if index is None else self[index]
 
-    def same(self, index: int, other: Windows, at: int) -> bool:
-        """The very row, or of an equal table, no row's `Window` built."""
-        if self.timeline is other.timeline and self.rows[index] == other.rows[at]:
-            return True
-        return self.table(index) == other.table(at)
-
     def lane_of(self, timeline: ScheduleTimeline) -> dict[int, int] | None:
         """Each row of `timeline` among these -> its place; None unless these are its rows."""
         if self.timeline is not timeline:
@@ -1031,7 +1019,7 @@ class Schedules:
         file whole; None for a file that is not that simple (a failing table, a repeated name)."""
         found = self.held(raw)
         if found is None and raw != self._refused:
-            built = self._load(raw, _validated_whole, now)
+            built = self._load(raw, None, now)
             if built is None or built.feeds is None:
                 self._refused = raw
                 return None
@@ -1060,20 +1048,18 @@ class Schedules:
         if validated is not None:
             self._held.clear()
         del held
-        built = self._load(raw, (lambda: validated) if validated is not None else _validated_whole, now, REFRESH,
+        built = self._load(raw, (lambda: validated) if validated is not None else None, now, REFRESH,
                            validated=validated is not None)
         if built is not None and built.feeds is not None and built.digest == digest:
             self._hold(raw, built)
         else:
             self._failed = digest
 
-    def _load(self, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
+    def _load(self, raw: bytes, validate: Callable[[], Sequence[Window]] | None, now: datetime,
               fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
         """None (one line when it failed): an accelerator never fails its caller."""
         try:
             return load(self.windows_path, raw, validate, now, fresh_for, validated=validated)
-        except _NotCompiled:
-            return None
         except Exception as exc:  # noqa: BLE001
             log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
             return None
@@ -1185,14 +1171,6 @@ class Schedules:
 def _answers_for_long(timeline: ScheduleTimeline, at: int) -> bool:
     """What a schedule compiled in memory may take rows from: more than half its horizon left."""
     return timeline.whole(at) and at < timeline.schedule.lo + HORIZON // _US // 2
-
-
-class _NotCompiled(Exception):
-    """The file is not compiled table by table: the pass validates it whole."""
-
-
-def _validated_whole() -> Sequence[Window]:
-    raise _NotCompiled
 
 
 def _key(window: Window, feeds: list[tuple[str, bool] | None]) -> str:
