@@ -47,10 +47,6 @@ class Desired:
     armed_by: str
     window: Mapping[str, Any]
 
-    def matches(self, hold: Hold | None) -> bool:
-        return (hold is not None and hold.expires_at == self.deadline and hold.allow == self.allow
-                and hold.reason == self.reason)
-
 
 @dataclass(frozen=True)
 class Arm:
@@ -275,8 +271,8 @@ def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str
     if not reading.active:
         return replace(plan, actions=(Arm(scope, tuple(members), desired, VACANT, selector=selector),),
                        notes=tuple(notes + closing))
-    assert standing is not None
-    if desired.matches(reading.hold):  # the standing hold is it
+    assert standing is not None and hold is not None
+    if hold.expires_at == desired.deadline and hold.allow == desired.allow and hold.reason == desired.reason:  # it stands
         return replace(plan, notes=tuple(notes + closing + [entry_for(o, ARMED, now, standing) for o in fresh]))
     return replace(plan, actions=(Arm(scope, tuple(members), desired, frozenset({standing}), standing, selector),),
                    notes=tuple(notes + closing))
@@ -401,7 +397,7 @@ class FileGuard:
               now: datetime, failing: frozenset[str] = frozenset(), feeds: object = ()) -> GuardVerdict:
         """`failing`: the read's tables that do not validate, held as last acted on."""
         before = self.trusted
-        missing = failing - set(windows.names()) if failing and before is not None else set()
+        missing = failing - set(map(windows.name, range(len(windows)))) if failing and before is not None else set()
         if missing:  # the last version acted on of each, its row as it is (no other row built)
             assert before is not None
             windows = self.schedules.compose([*map(windows.part, range(len(windows))),
@@ -445,7 +441,7 @@ class FileGuard:
             parts.append(before.part(at) if both is old else Part.of(both))
             if old.enabled and new.enabled and old.scope != new.scope:  # moved to another scope
                 moving.append(new)
-        names = set(windows.names())
+        names = set(map(windows.name, range(len(windows))))
         parts.extend(before.part(at) for name in gone
                      if before is not None and name not in names and (at := before.position(name)) is not None)
         merged = self.schedules.compose(parts, now)

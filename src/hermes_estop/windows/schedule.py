@@ -174,13 +174,9 @@ class Schedule:
         feed = Feed(repr(source.name), None, validate_timezone(self.timezones[row]), kept["digest"],
                     longest=timedelta(seconds=kept["longest"]), spans=tuple(timedelta(seconds=s) for s in kept["spans"]),
                     kept=(instant_of(self.lo) - timedelta(seconds=kept["longest"]), instant_of(until), events),
-                    origin=functools.cache(partial(self._feed, source)),
+                    origin=functools.cache(lambda: self._bound([], [source]).feed),  # type: ignore[arg-type]
                     _zones={e[1]: validate_timezone(e[3]) for e in map(self.events.get, range(lo, hi)) if e and e[3]})
         return calendar_window(source, feed)
-
-    def _feed(self, source: CalendarSource) -> Feed:
-        feed: Feed = self._bound([], [source]).feed  # type: ignore[assignment]
-        return feed
 
     def _bound(self, windows: list[Window], sources: list[CalendarSource]) -> Window:
         if self.windows_path is None:
@@ -363,28 +359,22 @@ def _tables(raw: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
     start is refused, so a file is cut only where each part parses as in the whole."""
     start = len(_BOM) if raw.startswith(_BOM) else 0
     cut, headers = start, 0
-    for header in _TABLE_HEADER.finditer(raw, start):
-        if header.start() > cut and (headers == 0 or headers >= _BATCH):
-            yield from _chunk_tables(raw[cut:header.start()])
-            cut, headers = header.start(), 0
+    for at in itertools.chain((header.start() for header in _TABLE_HEADER.finditer(raw, start)), [len(raw)]):
+        if at > cut and (headers == 0 or headers >= _BATCH or at == len(raw)):
+            chunk, cut, headers = raw[cut:at], at, 0
+            try:
+                data = toml_loads(chunk.decode("utf-8"))
+            except (UnicodeDecodeError, TOMLDecodeError):
+                raise _NotSimple from None
+            if set(data) - set(_ARRAYS) or (data and not _TABLE_HEADER.match(chunk)) or not all(
+                    isinstance(tables, list) and all(isinstance(t, dict) for t in tables) for tables in data.values()):
+                raise _NotSimple
+            for name, tables in data.items():
+                # a table as written, by value, type and order (a TOML datetime is not the string that
+                # spells it): the `repr` of what TOML parses to says all three, in half the time of JSON
+                yield from ((name, hashlib.sha256(repr(table).encode("utf-8", "surrogateescape")).hexdigest(), table)
+                            for table in tables)
         headers += 1
-    if len(raw) > cut:
-        yield from _chunk_tables(raw[cut:])
-
-
-def _chunk_tables(chunk: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    try:
-        data = toml_loads(chunk.decode("utf-8"))
-    except (UnicodeDecodeError, TOMLDecodeError):
-        raise _NotSimple from None
-    if set(data) - set(_ARRAYS) or (data and not _TABLE_HEADER.match(chunk)) or not all(
-            isinstance(tables, list) and all(isinstance(t, dict) for t in tables) for tables in data.values()):
-        raise _NotSimple
-    for name, tables in data.items():
-        # a table as written, by value, type and order (a TOML datetime is not the string that
-        # spells it): the `repr` of what TOML parses to says all three, in half the time of JSON
-        yield from ((name, hashlib.sha256(repr(table).encode("utf-8", "surrogateescape")).hexdigest(), table)
-                    for table in tables)
 
 
 class _Builder:
@@ -913,9 +903,6 @@ class Windows(Sequence[Window]):
     def name(self, index: int) -> str:
         return self.timeline.schedule.names[self.rows[index]]
 
-    def names(self) -> list[str]:
-        return [self.name(i) for i in range(len(self))]
-
     def enabled(self, index: int) -> bool:
         return self.timeline.schedule.enabled[self.rows[index]]
 
@@ -975,8 +962,6 @@ class Part(NamedTuple):
         feeds = sorted(schedule.feeds.items()) if schedule.feeds else ""
         return f"{schedule.digest}@{schedule.lo}/{self.row}{feeds}"
 
-    def name(self) -> str:
-        return self.window.name if self.timeline is None else self.timeline.schedule.names[self.row]  # type: ignore[union-attr]
 
 
 class Schedules:
@@ -1078,7 +1063,8 @@ class Schedules:
             return first.windows()  # one schedule's rows: that schedule
         listed: dict[str, Part] = {}
         for part in parts:
-            listed.setdefault(part.name(), part)
+            name = part.window.name if part.timeline is None else part.timeline.schedule.names[part.row]  # type: ignore[union-attr]
+            listed.setdefault(name, part)
         known, self._keys = self._keys, {}
         keys = tuple(part.key(partial(self._key, known)) for part in listed.values())
         found = self._composed.get(keys)
@@ -1134,12 +1120,17 @@ class Schedules:
         return timeline
 
     def _key(self, known: Mapping[int, tuple[Window, object, str]], window: Window) -> str:
-        """`_key` of `window`, taken from the last `compose` for the very object with its feeds
-        as they read now (a window is frozen: a pass reads the same objects while the file's
-        bytes are the same, `WindowsFile.parse_each`); remembered for the next."""
-        feeds = _feeds_of(window)
+        """What a row of `compose` is of: the window's table and the feeds it reads (a calendar's,
+        or the holidays it excludes, which the table does not say), refused or not. Taken from the
+        last `compose` for the very object with its feeds as they read now (a window is frozen: a
+        pass reads the same objects while the file's bytes are the same, `WindowsFile.parse_each`);
+        remembered for the next."""
+        # a private attribute is read through pydantic's `__getattr__`: only of a window that has one
+        holidays = window._holidays if window.exclude_calendar is not None else None  # noqa: SLF001 - bound to it
+        feeds = [(feed.digest, feed.refused is None) if feed is not None else None for feed in (window.feed, holidays)]
         found = known.get(id(window))
-        key = found[2] if found is not None and found[0] is window and found[1] == feeds else _key(window, feeds)
+        key = found[2] if found is not None and found[0] is window and found[1] == feeds \
+            else hashlib.sha256(window.to_json_bytes() + repr(feeds).encode()).hexdigest()
         self._keys[id(window)] = (window, feeds, key)
         return key
 
@@ -1171,15 +1162,3 @@ class Schedules:
 def _answers_for_long(timeline: ScheduleTimeline, at: int) -> bool:
     """What a schedule compiled in memory may take rows from: more than half its horizon left."""
     return timeline.whole(at) and at < timeline.schedule.lo + HORIZON // _US // 2
-
-
-def _key(window: Window, feeds: list[tuple[str, bool] | None]) -> str:
-    """What a row of `compose` is of: the window's table and the feeds it reads (`_feeds_of`: a
-    calendar's, or the holidays it excludes, which the table does not say), refused or not."""
-    return hashlib.sha256(window.to_json_bytes() + repr(feeds).encode()).hexdigest()
-
-
-def _feeds_of(window: Window) -> list[tuple[str, bool] | None]:
-    # a private attribute is read through pydantic's `__getattr__`: only of a window that has one
-    holidays = window._holidays if window.exclude_calendar is not None else None  # noqa: SLF001 - bound to it
-    return [(feed.digest, feed.refused is None) if feed is not None else None for feed in (window.feed, holidays)]
