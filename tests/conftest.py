@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import compileall
+import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 import hermes_estop
 from hermes_estop.model.homes import Layout
+
+if TYPE_CHECKING:
+    from hermes_estop.windows.schedule import Schedule
 
 EPOCH = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -78,6 +84,22 @@ def local_zone_utc() -> Iterator[None]:
 def zone_pinner() -> Callable[[str | None], None]:
     """`pin_zone`, for a test that pins a zone of its own (the autouse fixture restores it)."""
     return pin_zone
+
+
+@pytest.fixture
+def kept_schedule() -> Callable[[Path, bytes, datetime], Schedule | None]:
+    """The schedule kept for the windows file's bytes `raw` that a command would take at `now`
+    (a read, never a build): sealed, of these bytes and feeds, answering now."""
+    from hermes_estop.windows import kept_files, schedule  # only the tests that ask import windows
+
+    def read(windows_path: Path, raw: bytes, now: datetime) -> Schedule | None:
+        path = kept_files.kept_path(windows_path, ".schedule")
+        found = schedule._kept(path) if path is not None else None
+        if found is None or not schedule._fresh(found, hashlib.sha256(raw).hexdigest(), now, schedule.HORIZON,
+                                                windows_path):
+            return None
+        return replace(found, windows_path=windows_path) if found.feeds else found
+    return read
 
 
 @pytest.fixture

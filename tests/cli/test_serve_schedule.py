@@ -10,8 +10,6 @@ from datetime import UTC, datetime
 import pytest
 from test_serve import Serve
 
-from hermes_estop.windows import schedule
-
 EDITED = """
 [[windows]]
 name = "added-by-hand"
@@ -22,7 +20,7 @@ duration = "1h"
 
 
 @pytest.mark.slow
-def test_a_running_serve_compiles_an_edited_file_before_any_command_asks(hermes):
+def test_a_running_serve_compiles_an_edited_file_before_any_command_asks(hermes, kept_schedule):
     hermes.home.mkdir(parents=True)
     hermes("windows", "add", "nightly", "--cron", "0 3 * * *", "--duration", "30m", check=0)
     path = hermes.home / "windows.toml"
@@ -34,10 +32,10 @@ def test_a_running_serve_compiles_an_edited_file_before_any_command_asks(hermes)
         raw = path.read_bytes()
         # counted in checks, not seconds: a loaded machine takes longer, the ceiling only ends a stall
         limit = time.monotonic() + 120
-        while schedule.kept_schedule(path, raw, datetime.now(UTC)) is None and time.monotonic() < limit \
+        while kept_schedule(path, raw, datetime.now(UTC)) is None and time.monotonic() < limit \
                 and serve.proc.poll() is None:
             time.sleep(0.1)
-        kept = schedule.kept_schedule(path, raw, datetime.now(UTC))
+        kept = kept_schedule(path, raw, datetime.now(UTC))
     finally:
         code = serve.stop(signal.SIGTERM)
     assert code == 0, serve.log
@@ -45,4 +43,4 @@ def test_a_running_serve_compiles_an_edited_file_before_any_command_asks(hermes)
     assert kept.row_of("added-by-hand") is not None and kept.row_of("nightly") is not None
     listed = hermes("windows", "list", check=0).stdout
     assert "added-by-hand" in listed
-    assert schedule.kept_schedule(path, raw, datetime.now(UTC)) is not None
+    assert kept_schedule(path, raw, datetime.now(UTC)) is not None

@@ -47,7 +47,7 @@ WINDOW_EXCLUDE_DATES = {**{k: v for k, v in WINDOW.items() if k != "exclude_cron
 
 @pytest.mark.parametrize("table", [WINDOW, WINDOW_EXCLUDE_DATES], ids=["exclude_cron", "exclude"])
 def test_a_schedule_kept_from_before_a_long_excluded_run_never_tells_a_later_command_there_is_no_next(
-        tmp_path, table):
+        tmp_path, table, kept_schedule):
     """A schedule built when a window's excluded run was longer than a scan takes (June 1) is
     still fresh on June 6, when the exact functions find June 9: it must decline (the exact
     functions answer) rather than say the window has no occurrence ahead (`windows next`,
@@ -57,7 +57,7 @@ def test_a_schedule_kept_from_before_a_long_excluded_run_never_tells_a_later_com
     WindowsFile(tmp_path).save([Window.parse(table)])
     raw = path.read_bytes()
     assert schedule.load(path, raw, WindowsFile(tmp_path).load, JUNE_1) is not None  # a command on June 1
-    kept = schedule.kept_schedule(path, raw, JUNE_6)
+    kept = kept_schedule(path, raw, JUNE_6)
     assert kept is not None, "the June 1 schedule is no longer fresh on June 6: the case is not tested"
     window = Window.parse(table)
     row = kept.row_of("minutely")

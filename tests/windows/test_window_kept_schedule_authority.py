@@ -53,13 +53,13 @@ def _plant(root: Path, text: str, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("text", ["", EVIL], ids=["empty", "evil-at-victim"])
-def test_a_kept_schedule_with_the_files_digest_but_other_rows_is_not_believed(tmp_path: Path, text: str) -> None:
+def test_a_kept_schedule_with_the_files_digest_but_other_rows_is_not_believed(tmp_path: Path, text: str, kept_schedule) -> None:
     root = tmp_path / "fleet"
     _built(root, REAL)
     _plant(root, text, tmp_path)
     wf = WindowsFile(root)
     raw = wf.path.read_bytes()
-    assert schedule.kept_schedule(wf.path, raw, NOW) is None
+    assert kept_schedule(wf.path, raw, NOW) is None
     found = schedule.load(wf.path, raw, wf.load, NOW)
     assert found is not None and list(found.names) == ["real"]
     assert [o.window for o in covering_all(found, NOW) or ()] == ["real"]
@@ -77,19 +77,19 @@ def test_the_scheduler_arms_the_files_window_never_a_forged_schedules(harness, t
     assert harness.reading("victim").hold is None
 
 
-def test_a_symlinked_kept_schedule_is_refused_and_built_again(tmp_path: Path) -> None:
+def test_a_symlinked_kept_schedule_is_refused_and_built_again(tmp_path: Path, kept_schedule) -> None:
     root = tmp_path / "fleet"
     kept = _built(root, REAL)
     elsewhere = _built(tmp_path / "elsewhere", REAL)
     kept.unlink()
     os.symlink(elsewhere, kept)
     wf = WindowsFile(root)
-    assert schedule.kept_schedule(wf.path, wf.path.read_bytes(), NOW) is None
+    assert kept_schedule(wf.path, wf.path.read_bytes(), NOW) is None
     found = schedule.load(wf.path, wf.path.read_bytes(), wf.load, NOW)
     assert found is not None and list(found.names) == ["real"]
 
 
-def test_an_older_schedule_put_back_after_an_edit_is_not_taken_for_the_new_bytes(tmp_path: Path) -> None:
+def test_an_older_schedule_put_back_after_an_edit_is_not_taken_for_the_new_bytes(tmp_path: Path, kept_schedule) -> None:
     root = tmp_path / "fleet"
     kept = _built(root, EVIL.replace('scope = "victim"\n', ""))
     older = kept.read_bytes()
@@ -97,7 +97,7 @@ def test_an_older_schedule_put_back_after_an_edit_is_not_taken_for_the_new_bytes
     kept.write_bytes(older)  # bytes (and mtime) rolled back
     os.utime(kept, (0, 0))
     wf = WindowsFile(root)
-    assert schedule.kept_schedule(wf.path, wf.path.read_bytes(), NOW) is None
+    assert kept_schedule(wf.path, wf.path.read_bytes(), NOW) is None
     found = schedule.load(wf.path, wf.path.read_bytes(), wf.load, NOW)
     assert found is not None and list(found.names) == ["real"]
 
@@ -152,13 +152,13 @@ TAMPERS = [_same_directory_forgery, _another_accounts, _symlinked, _truncated, _
 @pytest.mark.parametrize("tamper", TAMPERS, ids=["forged-in-its-directory", "another-account", "symlink", "truncated",
                                                  "older-put-back", "world-writable"])
 def test_whatever_was_done_to_the_kept_schedule_commands_and_the_scheduler_hold_the_files_window(
-        harness, tmp_path: Path, tamper) -> None:
+        harness, tmp_path: Path, tamper, kept_schedule) -> None:
     harness.root.chmod(0o700)
     _built(harness.root, REAL)
     tamper(harness.root, tmp_path)
     wf = WindowsFile(harness.root)
     raw = wf.path.read_bytes()
-    assert schedule.kept_schedule(wf.path, raw, NOW) is None
+    assert kept_schedule(wf.path, raw, NOW) is None
     found = schedule.schedule_of(wf, NOW)  # what `windows list` and `check --at` read
     assert list(found.names) == ["real"] and [o.window for o in covering_all(found, NOW) or ()] == ["real"]
     harness.clock.set(NOW)

@@ -20,7 +20,7 @@ A = {"name": "a", "cron": "0 * * * *", "duration": "30m"}
 B = {"name": "b", "cron": "30 3 * * *", "duration": "1h"}
 
 
-def test_a_pending_weakening_never_writes_the_confirmed_versions_schedule_over_the_current(harness):
+def test_a_pending_weakening_never_writes_the_confirmed_versions_schedule_over_the_current(harness, kept_schedule):
     harness.root.chmod(0o700)
     harness.write(A, B)
     harness.start()
@@ -30,7 +30,7 @@ def test_a_pending_weakening_never_writes_the_confirmed_versions_schedule_over_t
     raw = harness.file.path.read_bytes()
     assert schedule.load(harness.file.path, raw, harness.file.load, harness.clock()) is not None  # a command
     assert harness.service.reconcile().pending is not None
-    kept = schedule.kept_schedule(harness.file.path, raw, harness.clock())
+    kept = kept_schedule(harness.file.path, raw, harness.clock())
     assert kept is not None, "serve wrote another version's schedule over the current file's"
     assert kept.digest == hashlib.sha256(raw).hexdigest() and list(kept.names) == ["b"]
     assert path.is_file()

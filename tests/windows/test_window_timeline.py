@@ -29,7 +29,6 @@ from hermes_estop.windows.schedule import (
     ScheduleTimeline,
     Windows,
     build,
-    kept_schedule,
     schedule_of,
 )
 from hermes_estop.windows.scheduler import due_wakeups, wakeups_for
@@ -335,7 +334,7 @@ def test_the_holder_answers_only_for_the_bytes_its_schedule_is_of(tmp_path):
         assert holder.held(other) is None
 
 
-def test_the_holder_acts_on_a_schedule_of_a_feed_only_while_the_feed_reads_the_same(tmp_path):
+def test_the_holder_acts_on_a_schedule_of_a_feed_only_while_the_feed_reads_the_same(tmp_path, kept_schedule):
     """A row excluding a feed's days is of the feed as read: the schedule is written with the
     feed's fingerprint for the operators' commands and held for the passes (a new holder takes
     the one written), whose windows the pass still validates (`rows` is None: a feed may fail);
@@ -375,7 +374,7 @@ def _as_a_new_process(parses: list[str]) -> None:
     parses.clear()
 
 
-def _kept_by_a_first_service(harness) -> bytes:
+def _kept_by_a_first_service(harness, kept_schedule) -> bytes:
     """The schedule of the file as it is, written by an operator's command."""
     schedule_of(harness.file, harness.clock.now)
     raw = harness.file.path.read_bytes()
@@ -384,14 +383,14 @@ def _kept_by_a_first_service(harness) -> bytes:
 
 
 @pytest.mark.parametrize("minutes", [10, 62, 125])
-def test_a_warm_pass_builds_windows_only_for_the_rows_it_acts_on(harness, parses, minutes):
+def test_a_warm_pass_builds_windows_only_for_the_rows_it_acts_on(harness, parses, minutes, kept_schedule):
     """200 windows with a trusted compiled schedule of the file's bytes: a new scheduler's
     passes validate a `Window` only for the windows whose occurrences cover now (the ones its
     holds are made of), not the 200 (the old code validated the whole file first), and arm what
     the exact functions say."""
     harness.file.path.write_text(_spread(200))
     harness.clock.set(BUILT.replace(hour=0, minute=0))
-    _kept_by_a_first_service(harness)
+    _kept_by_a_first_service(harness, kept_schedule)
     exact_report = harness.service.plan(BUILT.replace(hour=0, minute=0) + timedelta(minutes=minutes))[0]
     _as_a_new_process(parses)
     harness.clock.set(BUILT.replace(hour=0, minute=0) + timedelta(minutes=minutes))
@@ -409,7 +408,7 @@ def test_a_warm_pass_builds_windows_only_for_the_rows_it_acts_on(harness, parses
 
 
 @pytest.mark.parametrize("edit", ["lengthened", "added"])
-def test_a_pass_after_an_edit_validates_only_the_edited_table_and_keeps_its_schedule(harness, parses, edit):
+def test_a_pass_after_an_edit_validates_only_the_edited_table_and_keeps_its_schedule(harness, parses, edit, kept_schedule):
     """A running scheduler whose file is edited compiles the new bytes table by table, an
     unchanged table's row taken from the schedule kept before (as an operator's command does),
     instead of validating all 200 windows again; it plans what the exact functions plan, and
@@ -417,7 +416,7 @@ def test_a_pass_after_an_edit_validates_only_the_edited_table_and_keeps_its_sche
     text = _spread(200)
     harness.file.path.write_text(text)
     harness.clock.set(BUILT.replace(hour=0, minute=0))
-    _kept_by_a_first_service(harness)
+    _kept_by_a_first_service(harness, kept_schedule)
     _as_a_new_process(parses)
     service = harness.new_service()
     service.tick(harness.clock.now)
@@ -438,14 +437,14 @@ def test_a_pass_after_an_edit_validates_only_the_edited_table_and_keeps_its_sche
     assert report.active == harness.new_service().plan(harness.clock.now)[0].active
 
 
-def test_a_scheduler_started_on_a_kept_schedule_sees_edits_and_holds_back_a_removal(harness, parses):
+def test_a_scheduler_started_on_a_kept_schedule_sees_edits_and_holds_back_a_removal(harness, parses, kept_schedule):
     """A scheduler that took its windows from the schedule (no `Window` validated, not even the
     armed one's: its reason and allowlist are read off its table, issue 45) still
     arms a window an edit adds at the next pass, and still holds back an edit that takes away a
     window holding now until the file stays the same (the guard compares the rows it trusted)."""
     harness.file.path.write_text(_spread(30, every=2))
     harness.clock.set(BUILT.replace(hour=0, minute=1))
-    _kept_by_a_first_service(harness)
+    _kept_by_a_first_service(harness, kept_schedule)
     _as_a_new_process(parses)
     service = harness.new_service()
     report = service.tick(harness.clock.now)
@@ -464,7 +463,7 @@ def test_a_scheduler_started_on_a_kept_schedule_sees_edits_and_holds_back_a_remo
     assert harness.reading().hold.expires_at == BUILT.replace(hour=3, minute=0)
 
 
-def test_a_failing_table_has_no_schedule_and_is_reported_by_a_new_scheduler(harness, parses):
+def test_a_failing_table_has_no_schedule_and_is_reported_by_a_new_scheduler(harness, parses, kept_schedule):
     """A schedule is written only for a file that validates whole, so a table that does not
     validate sends every new scheduler to the whole validation: reported, the others armed."""
     harness.file.path.write_text(_spread(20) + '\n[[windows]]\nname = "bad"\ncron = "61 * * * *"\nduration = "1h"\n')

@@ -41,7 +41,7 @@ def occurrences(window: Window, since: datetime, stopped: list[datetime] | None 
     if feed is not None:
         if (why := refusal(window)) is not None:  # never "nothing": a hold armed for it would be taken as gone and lifted
             raise CalendarError(why)
-        lead = _lead(window)
+        lead = window.drain or _NO_LEAD
         for event in feed.events(since):
             yield Occurrence(event.start, event.end, window.name, window.scope, lead, event.ident, event.uid, event.reason)
         return
@@ -61,7 +61,7 @@ def occurrences(window: Window, since: datetime, stopped: list[datetime] | None 
                 return
             continue
         excluded = 0
-        yield Occurrence(start, start + window.duration, window.name, window.scope, _lead(window))
+        yield Occurrence(start, start + window.duration, window.name, window.scope, window.drain or _NO_LEAD)
 
 
 def refusal(window: Window) -> str | None:
@@ -73,10 +73,6 @@ def refusal(window: Window) -> str | None:
 
 
 _NO_LEAD = timedelta(0)
-
-
-def _lead(window: Window) -> timedelta:
-    return window.drain or _NO_LEAD
 
 
 def upcoming(window: Window, now: datetime, count: int) -> list[Occurrence]:
@@ -99,7 +95,7 @@ def next_start(window: Window, after: datetime) -> Occurrence | None:
 def next_armed(window: Window, after: datetime) -> Occurrence | None:
     """The first occurrence armed strictly after `after` (`arm_at`: its start less the drain
     lead); `next_start` for a window without a lead."""
-    return next_start(window, after + _lead(window))
+    return next_start(window, after + (window.drain or _NO_LEAD))
 
 
 def following(window: Window, occurrence: Occurrence) -> Occurrence | None:

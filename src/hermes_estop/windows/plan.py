@@ -47,10 +47,6 @@ class Desired:
     armed_by: str
     window: Mapping[str, Any]
 
-    def matches(self, hold: Hold | None) -> bool:
-        return (hold is not None and hold.expires_at == self.deadline and hold.allow == self.allow
-                and hold.reason == self.reason)
-
 
 @dataclass(frozen=True)
 class Arm:
@@ -227,23 +223,6 @@ def idle(covered: Sequence[Occurrence], entries: Mapping[str, LedgerEntry]) -> b
     return not covered and all(entry.state != ARMED for entry in entries.values())
 
 
-def _armed(scope: str, now: datetime, entries: Mapping[str, LedgerEntry], reading: Reading,
-           candidates: Sequence[Occurrence]) -> tuple[dict[str, LedgerEntry], set[str], list[LedgerEntry]]:
-    """The armed entries of the scope, the generations the scheduler armed, and the entries
-    adopted for the candidates the standing hold's body names (`claims`: the ledger missed them,
-    a crash between the arm and the ledger write)."""
-    armed = {k: e for k, e in entries.items() if e.state == ARMED}
-    ours = {e.generation for e in armed.values() if e.generation}
-    hold, adopted = reading.hold, []
-    if reading.active and hold is not None and hold.generation is not None and hold.generation not in ours:
-        claimed = claims(hold, scope)
-        adopted = [entry_for(o, ARMED, now, hold.generation, "adopted: the hold body names this occurrence")
-                   for o in candidates if o.key in claimed]
-        armed.update((e.key, e) for e in adopted)
-        ours.update(e.generation for e in adopted if e.generation)
-    return armed, ours, adopted
-
-
 def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str, LedgerEntry],
                reading: Reading, *, recalled: Mapping[str, str] | None = None,
                covered: Sequence[Occurrence] | None = None, selector: Any = None) -> ScopePlan:
@@ -256,7 +235,17 @@ def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str
     plan = ScopePlan(scope, now, tuple(sorted(covered)))
     closed = frozenset(k for k, e in entries.items() if e.state in _CLOSED)
     candidates = [o for o in plan.covering if o.key not in closed]
-    armed, ours, adopted = _armed(scope, now, entries, reading, candidates)
+    armed = {k: e for k, e in entries.items() if e.state == ARMED}
+    ours = {e.generation for e in armed.values() if e.generation}
+    hold, adopted = reading.hold, []
+    if reading.active and hold is not None and hold.generation is not None and hold.generation not in ours:
+        # the candidates the standing hold's body names (`claims`): the ledger missed them (a
+        # crash between the arm and the ledger write)
+        claimed = claims(hold, scope)
+        adopted = [entry_for(o, ARMED, now, hold.generation, "adopted: the hold body names this occurrence")
+                   for o in candidates if o.key in claimed]
+        armed.update((e.key, e) for e in adopted)
+        ours.update(e.generation for e in adopted if e.generation)
     alive, fresh, released = _triage(candidates, armed, entries, recalled or {}, reading, now)
     keys = {o.key for o in candidates}
     # armed entries no longer candidates: ended when over; withdrawn (re-armed if the window is
@@ -282,8 +271,8 @@ def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str
     if not reading.active:
         return replace(plan, actions=(Arm(scope, tuple(members), desired, VACANT, selector=selector),),
                        notes=tuple(notes + closing))
-    assert standing is not None
-    if desired.matches(reading.hold):  # the standing hold is it
+    assert standing is not None and hold is not None
+    if hold.expires_at == desired.deadline and hold.allow == desired.allow and hold.reason == desired.reason:  # it stands
         return replace(plan, notes=tuple(notes + closing + [entry_for(o, ARMED, now, standing) for o in fresh]))
     return replace(plan, actions=(Arm(scope, tuple(members), desired, frozenset({standing}), standing, selector),),
                    notes=tuple(notes + closing))
@@ -351,9 +340,9 @@ def vanished(windows: Windows, previous: Windows | None,
     elsewhere = {w.name: w for w in moving}
     out: list[str] = []
     if before is not None and before is not read:
-        for index in range(len(before)):  # compared by `Windows.same`: no row's `Window` built
+        for index in range(len(before)):  # the very row, or of an equal table: no row's `Window` built
             name, at = before.name(index), read.position(before.name(index))
-            if at is not None and before.same(index, read, at):
+            if at is not None and before.table(index) == read.table(at):
                 continue
             old, new = before[index], None if at is None else read[at]
             if (new is None or (new is not old and new != old and not strengthens(old, new))) and name not in out:
@@ -408,7 +397,7 @@ class FileGuard:
               now: datetime, failing: frozenset[str] = frozenset(), feeds: object = ()) -> GuardVerdict:
         """`failing`: the read's tables that do not validate, held as last acted on."""
         before = self.trusted
-        missing = failing - set(windows.names()) if failing and before is not None else set()
+        missing = failing - set(map(windows.name, range(len(windows)))) if failing and before is not None else set()
         if missing:  # the last version acted on of each, its row as it is (no other row built)
             assert before is not None
             windows = self.schedules.compose([*map(windows.part, range(len(windows))),
@@ -452,7 +441,7 @@ class FileGuard:
             parts.append(before.part(at) if both is old else Part.of(both))
             if old.enabled and new.enabled and old.scope != new.scope:  # moved to another scope
                 moving.append(new)
-        names = set(windows.names())
+        names = set(map(windows.name, range(len(windows))))
         parts.extend(before.part(at) for name in gone
                      if before is not None and name not in names and (at := before.position(name)) is not None)
         merged = self.schedules.compose(parts, now)

@@ -54,7 +54,7 @@ from hermes_estop.windows.occurrences import covering, following, merge_armed, n
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "Part", "ScheduleTimeline",
-           "Schedules", "Windows", "build", "instant_of", "kept_schedule", "load", "micros", "schedule_of"]
+           "Schedules", "Windows", "build", "instant_of", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
@@ -174,13 +174,9 @@ class Schedule:
         feed = Feed(repr(source.name), None, validate_timezone(self.timezones[row]), kept["digest"],
                     longest=timedelta(seconds=kept["longest"]), spans=tuple(timedelta(seconds=s) for s in kept["spans"]),
                     kept=(instant_of(self.lo) - timedelta(seconds=kept["longest"]), instant_of(until), events),
-                    origin=functools.cache(partial(self._feed, source)),
+                    origin=functools.cache(lambda: self._bound([], [source]).feed),  # type: ignore[arg-type]
                     _zones={e[1]: validate_timezone(e[3]) for e in map(self.events.get, range(lo, hi)) if e and e[3]})
         return calendar_window(source, feed)
-
-    def _feed(self, source: CalendarSource) -> Feed:
-        feed: Feed = self._bound([], [source]).feed  # type: ignore[assignment]
-        return feed
 
     def _bound(self, windows: list[Window], sources: list[CalendarSource]) -> Window:
         if self.windows_path is None:
@@ -332,15 +328,6 @@ def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
     return found
 
 
-def kept_schedule(windows_path: Path, raw: bytes, now: datetime) -> Schedule | None:
-    """A read, never a build."""
-    path = kept_files.kept_path(windows_path, ".schedule")
-    found = _kept(path) if path is not None else None
-    if found is None or not _fresh(found, hashlib.sha256(raw).hexdigest(), now, HORIZON, windows_path):
-        return None
-    return replace(found, windows_path=windows_path) if found.feeds else found
-
-
 def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta, windows_path: Path | None = None) -> bool:
     return found.digest == digest and found.answers(now) and micros(now) < found.lo + fresh_for // _US and (
         windows_path is None or _fed_as_now(found, windows_path))
@@ -372,28 +359,22 @@ def _tables(raw: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
     start is refused, so a file is cut only where each part parses as in the whole."""
     start = len(_BOM) if raw.startswith(_BOM) else 0
     cut, headers = start, 0
-    for header in _TABLE_HEADER.finditer(raw, start):
-        if header.start() > cut and (headers == 0 or headers >= _BATCH):
-            yield from _chunk_tables(raw[cut:header.start()])
-            cut, headers = header.start(), 0
+    for at in itertools.chain((header.start() for header in _TABLE_HEADER.finditer(raw, start)), [len(raw)]):
+        if at > cut and (headers == 0 or headers >= _BATCH or at == len(raw)):
+            chunk, cut, headers = raw[cut:at], at, 0
+            try:
+                data = toml_loads(chunk.decode("utf-8"))
+            except (UnicodeDecodeError, TOMLDecodeError):
+                raise _NotSimple from None
+            if set(data) - set(_ARRAYS) or (data and not _TABLE_HEADER.match(chunk)) or not all(
+                    isinstance(tables, list) and all(isinstance(t, dict) for t in tables) for tables in data.values()):
+                raise _NotSimple
+            for name, tables in data.items():
+                # a table as written, by value, type and order (a TOML datetime is not the string that
+                # spells it): the `repr` of what TOML parses to says all three, in half the time of JSON
+                yield from ((name, hashlib.sha256(repr(table).encode("utf-8", "surrogateescape")).hexdigest(), table)
+                            for table in tables)
         headers += 1
-    if len(raw) > cut:
-        yield from _chunk_tables(raw[cut:])
-
-
-def _chunk_tables(chunk: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    try:
-        data = toml_loads(chunk.decode("utf-8"))
-    except (UnicodeDecodeError, TOMLDecodeError):
-        raise _NotSimple from None
-    if set(data) - set(_ARRAYS) or (data and not _TABLE_HEADER.match(chunk)) or not all(
-            isinstance(tables, list) and all(isinstance(t, dict) for t in tables) for tables in data.values()):
-        raise _NotSimple
-    for name, tables in data.items():
-        # a table as written, by value, type and order (a TOML datetime is not the string that
-        # spells it): the `repr` of what TOML parses to says all three, in half the time of JSON
-        yield from ((name, hashlib.sha256(repr(table).encode("utf-8", "surrogateescape")).hexdigest(), table)
-                    for table in tables)
 
 
 class _Builder:
@@ -669,12 +650,13 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
                     events=events, calendars=calendars, feeds=feeds, stopped=frozenset(stopped))
 
 
-def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
+def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]] | None, now: datetime,
          fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
     """The one kept when built less than `fresh_for` ago; else compiled table by table (the rows
     of unchanged tables and feeds taken from the one kept while it has half its horizon); else
     (or `validated`: the caller has the windows) built from `validate()`, which refuses a file
-    that does not validate; None when two rows share a name. Kept."""
+    that does not validate; None when two rows share a name, or `validate` is None and the file
+    does not compile table by table (the pass validates it whole). Kept."""
     path = kept_files.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path) if path is not None else None
@@ -685,6 +667,8 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     del found  # `_compiled` holds it alone: let go once its rows are taken, not held while another is written
     built = _compiled(digest, raw, windows_path, now, kept) if kept or not validated else None
     if built is None:
+        if validate is None:
+            return None
         built = build(digest, validate(), now, raw)
         if built is not None and built.feeds is None and validated:  # its feeds read before: read again, fingerprinted
             built = _compiled(digest, raw, windows_path, now) or built
@@ -919,9 +903,6 @@ class Windows(Sequence[Window]):
     def name(self, index: int) -> str:
         return self.timeline.schedule.names[self.rows[index]]
 
-    def names(self) -> list[str]:
-        return [self.name(i) for i in range(len(self))]
-
     def enabled(self, index: int) -> bool:
         return self.timeline.schedule.enabled[self.rows[index]]
 
@@ -950,12 +931,6 @@ class Windows(Sequence[Window]):
     def named(self, name: str) -> Window | None:
         index = self.position(name)
         return None if index is None else self[index]
-
-    def same(self, index: int, other: Windows, at: int) -> bool:
-        """The very row, or of an equal table, no row's `Window` built."""
-        if self.timeline is other.timeline and self.rows[index] == other.rows[at]:
-            return True
-        return self.table(index) == other.table(at)
 
     def lane_of(self, timeline: ScheduleTimeline) -> dict[int, int] | None:
         """Each row of `timeline` among these -> its place; None unless these are its rows."""
@@ -987,8 +962,6 @@ class Part(NamedTuple):
         feeds = sorted(schedule.feeds.items()) if schedule.feeds else ""
         return f"{schedule.digest}@{schedule.lo}/{self.row}{feeds}"
 
-    def name(self) -> str:
-        return self.window.name if self.timeline is None else self.timeline.schedule.names[self.row]  # type: ignore[union-attr]
 
 
 class Schedules:
@@ -1031,7 +1004,7 @@ class Schedules:
         file whole; None for a file that is not that simple (a failing table, a repeated name)."""
         found = self.held(raw)
         if found is None and raw != self._refused:
-            built = self._load(raw, _validated_whole, now)
+            built = self._load(raw, None, now)
             if built is None or built.feeds is None:
                 self._refused = raw
                 return None
@@ -1060,20 +1033,18 @@ class Schedules:
         if validated is not None:
             self._held.clear()
         del held
-        built = self._load(raw, (lambda: validated) if validated is not None else _validated_whole, now, REFRESH,
+        built = self._load(raw, (lambda: validated) if validated is not None else None, now, REFRESH,
                            validated=validated is not None)
         if built is not None and built.feeds is not None and built.digest == digest:
             self._hold(raw, built)
         else:
             self._failed = digest
 
-    def _load(self, raw: bytes, validate: Callable[[], Sequence[Window]], now: datetime,
+    def _load(self, raw: bytes, validate: Callable[[], Sequence[Window]] | None, now: datetime,
               fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
         """None (one line when it failed): an accelerator never fails its caller."""
         try:
             return load(self.windows_path, raw, validate, now, fresh_for, validated=validated)
-        except _NotCompiled:
-            return None
         except Exception as exc:  # noqa: BLE001
             log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
             return None
@@ -1092,7 +1063,8 @@ class Schedules:
             return first.windows()  # one schedule's rows: that schedule
         listed: dict[str, Part] = {}
         for part in parts:
-            listed.setdefault(part.name(), part)
+            name = part.window.name if part.timeline is None else part.timeline.schedule.names[part.row]  # type: ignore[union-attr]
+            listed.setdefault(name, part)
         known, self._keys = self._keys, {}
         keys = tuple(part.key(partial(self._key, known)) for part in listed.values())
         found = self._composed.get(keys)
@@ -1148,12 +1120,17 @@ class Schedules:
         return timeline
 
     def _key(self, known: Mapping[int, tuple[Window, object, str]], window: Window) -> str:
-        """`_key` of `window`, taken from the last `compose` for the very object with its feeds
-        as they read now (a window is frozen: a pass reads the same objects while the file's
-        bytes are the same, `WindowsFile.parse_each`); remembered for the next."""
-        feeds = _feeds_of(window)
+        """What a row of `compose` is of: the window's table and the feeds it reads (a calendar's,
+        or the holidays it excludes, which the table does not say), refused or not. Taken from the
+        last `compose` for the very object with its feeds as they read now (a window is frozen: a
+        pass reads the same objects while the file's bytes are the same, `WindowsFile.parse_each`);
+        remembered for the next."""
+        # a private attribute is read through pydantic's `__getattr__`: only of a window that has one
+        holidays = window._holidays if window.exclude_calendar is not None else None  # noqa: SLF001 - bound to it
+        feeds = [(feed.digest, feed.refused is None) if feed is not None else None for feed in (window.feed, holidays)]
         found = known.get(id(window))
-        key = found[2] if found is not None and found[0] is window and found[1] == feeds else _key(window, feeds)
+        key = found[2] if found is not None and found[0] is window and found[1] == feeds \
+            else hashlib.sha256(window.to_json_bytes() + repr(feeds).encode()).hexdigest()
         self._keys[id(window)] = (window, feeds, key)
         return key
 
@@ -1185,23 +1162,3 @@ class Schedules:
 def _answers_for_long(timeline: ScheduleTimeline, at: int) -> bool:
     """What a schedule compiled in memory may take rows from: more than half its horizon left."""
     return timeline.whole(at) and at < timeline.schedule.lo + HORIZON // _US // 2
-
-
-class _NotCompiled(Exception):
-    """The file is not compiled table by table: the pass validates it whole."""
-
-
-def _validated_whole() -> Sequence[Window]:
-    raise _NotCompiled
-
-
-def _key(window: Window, feeds: list[tuple[str, bool] | None]) -> str:
-    """What a row of `compose` is of: the window's table and the feeds it reads (`_feeds_of`: a
-    calendar's, or the holidays it excludes, which the table does not say), refused or not."""
-    return hashlib.sha256(window.to_json_bytes() + repr(feeds).encode()).hexdigest()
-
-
-def _feeds_of(window: Window) -> list[tuple[str, bool] | None]:
-    # a private attribute is read through pydantic's `__getattr__`: only of a window that has one
-    holidays = window._holidays if window.exclude_calendar is not None else None  # noqa: SLF001 - bound to it
-    return [(feed.digest, feed.refused is None) if feed is not None else None for feed in (window.feed, holidays)]
