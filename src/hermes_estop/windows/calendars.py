@@ -13,7 +13,6 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
 from pathlib import Path
@@ -34,6 +33,7 @@ from hermes_estop.windows.model import (
     InvalidWindow,
     Jobs,
     Only,
+    Parsed,
     Scope,
     ShapeError,
     Window,
@@ -44,7 +44,7 @@ from hermes_estop.windows.model import (
     written,
 )
 
-__all__ = ["CALENDAR_DIR", "CalendarSource", "Parsed", "CalendarWindow", "bind", "cache_paths", "calendar_window", "feed_of",
+__all__ = ["CALENDAR_DIR", "CalendarSource", "CalendarWindow", "bind", "cache_paths", "calendar_window", "feed_of",
            "is_url"]
 
 CALENDAR_DIR = "calendars"
@@ -202,25 +202,6 @@ def read_meta(path: Path) -> dict[str, Any]:
     except (OSError, ValueError, EstopError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-@dataclass
-class Parsed:
-    """The tables of a windows file: the `windows` that validate, and one `InvalidWindow` per
-    table that does not (or repeats a name). Calendars bound (`bind`): `stale` names those
-    running on their last good copy, and why; `digests` the feeds read (part of a read's
-    identity); `files` what to watch."""
-
-    windows: list[Window]
-    failures: list[InvalidWindow]
-    sources: list[CalendarSource] = field(default_factory=list)
-    stale: dict[str, str] = field(default_factory=dict)
-    digests: tuple[str, ...] = ()
-    files: tuple[Path, ...] = ()
-
-    def failing_names(self) -> frozenset[str]:
-        """The names (as written) of the tables that fail, where they have a valid one."""
-        return frozenset(f.window.strip("'") for f in self.failures if f.window and f.window.startswith("'"))
 
 
 #: the feeds read in this process, by `Feed.digest` (the last 64); one refused by its expansion

@@ -45,6 +45,7 @@ __all__ = [
     "MAX_REASON",
     "WINDOWS_FILE",
     "InvalidWindow",
+    "Parsed",
     "Occurrence",
     "ShapeError",
     "Window",
@@ -528,3 +529,23 @@ class Occurrence:
 
 def occurrence_key(scope: str, window: str, ident: str) -> str:
     return f"{scope}/{window}@{ident}"
+
+
+@dataclass
+class Parsed:
+    """The tables of a windows file: the `windows` that validate, and one `InvalidWindow` per
+    table that does not (or repeats a name). Calendars bound (`calendars.bind`): `stale` names
+    those running on their last good copy, and why; `digests` the feeds read (part of a read's
+    identity); `files` what to watch. `sources` are the `calendars.CalendarSource`s (not named
+    here: calendars.py builds on this module)."""
+
+    windows: list[Window]
+    failures: list[InvalidWindow]
+    sources: list[Any] = field(default_factory=list)
+    stale: dict[str, str] = field(default_factory=dict)
+    digests: tuple[str, ...] = ()
+    files: tuple[Path, ...] = ()
+
+    def failing_names(self) -> frozenset[str]:
+        """The names (as written) of the tables that fail, where they have a valid one."""
+        return frozenset(f.window.strip("'") for f in self.failures if f.window and f.window.startswith("'"))

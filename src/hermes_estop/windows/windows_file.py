@@ -30,8 +30,8 @@ from tomli import TOMLDecodeError, loads as toml_loads
 from hermes_estop.model.errors import StoreError
 from hermes_estop.model.policy import Actor, Policy
 from hermes_estop.system.fsutil import locked_update, read_regular_with_stat
-from hermes_estop.windows.calendars import CalendarSource, Parsed, bind
-from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Window, refusals_of, refused_window
+from hermes_estop.windows.calendars import CalendarSource, bind
+from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Parsed, Window, refusals_of, refused_window
 
 __all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "FileSnapshot", "Parsed", "WindowsFile", "against_policy"]
 
