@@ -13,6 +13,7 @@ from pathlib import Path
 from hermes_estop.windows.model import Occurrence, Window
 from hermes_estop.windows.occurrences import covering, following, merge_armed, next_armed, occurrences
 from hermes_estop.windows.schedule import Schedule, ScheduleTimeline, Windows, build, micros
+from hermes_estop.windows.scheduler import MAX_JOBS, _earliest, _jobs
 
 
 def schedule_path(windows_path: Path) -> Path:
@@ -84,3 +85,13 @@ class ExactTimeline:
 
 
 EXACT = ExactTimeline()
+
+
+def wakeups_for(windows: Iterable[Window], now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
+    """What `scheduler.due_wakeups` answers off a compiled schedule, of the exact functions: the
+    oracle it is checked against."""
+    out: dict[str, datetime] = {}
+    for window in windows:
+        if window.enabled:
+            _jobs(out, window.name, next_armed(window, now), covering(window, now), now)
+    return _earliest(out, limit)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from schedule_queries import rows
+from schedule_queries import rows, wakeups_for
 
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import HoldState
@@ -20,7 +20,7 @@ from hermes_estop.windows.model import MAX_REASON, InvalidWindow, Window, Window
 from hermes_estop.windows.occurrences import covering, next_armed, upcoming
 from hermes_estop.windows.plan import chain_end
 from hermes_estop.windows.schedule import Part, Schedules
-from hermes_estop.windows.scheduler import due_wakeups, wakeups_for
+from hermes_estop.windows.scheduler import due_wakeups
 from hermes_estop.windows.skips import pick
 from hermes_estop.windows.windows_file import WindowsFile
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from schedule_queries import rows
+from schedule_queries import rows, wakeups_for
 
 from hermes_estop.windows import schedule as schedule_module, scheduler as service_module
 from hermes_estop.windows.calendars import cache_paths
@@ -23,7 +23,6 @@ from hermes_estop.windows.ledger import ARMED, ENDED, RETENTION, LedgerEntry, Oc
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import covering
 from hermes_estop.windows.schedule import Part, Schedules, schedule_of
-from hermes_estop.windows.scheduler import wakeups_for
 from hermes_estop.windows.windows_file import WindowsFile
 
 # the module, not the function `hermes_estop.windows` re-exports under the same name

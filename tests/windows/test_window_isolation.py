@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 import tomlkit
 from hypothesis import HealthCheck, given, settings, strategies as st
+from schedule_queries import wakeups_for
 
 from hermes_estop import Estop
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.forecast import planned_holds, window_ahead
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import covering, next_armed, upcoming
-from hermes_estop.windows.scheduler import WindowService, wakeups_for
+from hermes_estop.windows.scheduler import WindowService
 from hermes_estop.windows.windows_file import WindowsFile
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -222,3 +222,56 @@ def test_a_new_task_service_on_a_kept_schedule_validates_only_the_armed_window(f
     finally:
         made.tasks.stop(grace=1)
         made.estop.close()
+
+
+def test_a_feed_refused_after_the_read_stops_only_its_window_s_task_with_one_line(fleet_root, clock, caplog, request):
+    """A task window excluding a holiday feed and another task window, both armed; the scheduler's
+    refresh holds a new schedule (its rows not built yet), then another thread's expansion refuses
+    the feed: asking the window raises, its task does not start, one line names it, the other's
+    task starts, and the thread goes on (it raised out of the whole tick)."""
+    import contextlib
+    import logging
+    import threading
+    from datetime import UTC, datetime
+
+    from feed_servers import HEAD, TAIL, vevent
+    from hermes_estop.windows.ical import CalendarError
+
+    caplog.set_level(logging.INFO, logger="hermes_estop.windows")
+    unique = vevent(f"UID:{request.node.name}", "DTSTART:20200101T000000Z", "DURATION:PT1M")  # feeds are kept by digest
+    # holidays from 2030 on, hourly: none near now; asked about 2060, the rule walks past its budget
+    later = vevent("UID:later", "DTSTART:20300101T000000Z", "DURATION:PT30M", "RRULE:FREQ=HOURLY")
+    (fleet_root / "holidays.ics").write_text(HEAD + later + unique + TAIL, newline="")
+    task = f'run = ["{sys.executable}", "-c", "pass"]\n'
+    (fleet_root / "windows.toml").write_text(
+        f'[[windows]]\nname = "excluding"\ncron = "0 12 1 6 *"\nduration = "3d"\nscope = "ops"\n'
+        f'exclude_calendar = "holidays.ics"\n{task}\n'
+        f'[[windows]]\nname = "plain"\ncron = "0 12 1 6 *"\nduration = "3d"\n{task}')
+    estop = Estop(root=fleet_root, home=fleet_root, clock=clock, store="file", actor="operator@test")
+    windows = WindowService(estop.fleet)
+    tasks = TaskService(estop.fleet, ledger=windows.ledger, schedules=windows.schedules)
+    try:
+        clock.set(clock.now.replace(month=6, day=1, hour=12, minute=0))
+        assert {e.windows for e in windows.tick(clock.now).events} == {("excluding",), ("plain",)}
+        clock.advance(days=2)
+        assert windows.tick(clock.now).ok  # the schedule is refreshed: its rows are built when asked
+        raw = WindowsFile(fleet_root).snapshot().raw
+        feed = next(w for w in WindowsFile(fleet_root).parse_each(raw).windows if w.name == "excluding")._holidays
+
+        def expand() -> None:
+            with contextlib.suppress(CalendarError):
+                list(feed.events(datetime(2060, 1, 1, tzinfo=UTC), timedelta(days=2)))
+
+        thread = threading.Thread(target=expand)
+        thread.start()
+        thread.join(120)
+        assert feed.refused is not None and "200000 steps" in feed.refused
+        plain = f"fleet/plain@{clock.now.replace(day=1).isoformat()}"
+        assert [key for _ in range(3) for key in tasks.tick(clock.now)] == [plain]
+        assert [e.detail for e in estop.fleet.history()[0] if e.event == "task-start"] == [f"window task {plain}"]
+        lines = [r.getMessage() for r in caplog.records if "excluding" in r.getMessage() and "window tasks" in r.getMessage()]
+        assert len(lines) == 1 and "200000 steps" in lines[0] and "its task does not start" in lines[0], lines
+        assert not [r for r in caplog.records if r.exc_info], "a tick failed with a traceback"
+    finally:
+        tasks.stop(grace=1)
+        estop.close()

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from schedule_queries import EXACT, rows
+from schedule_queries import EXACT, rows, wakeups_for
 
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
@@ -31,7 +31,7 @@ from hermes_estop.windows.schedule import (
     build,
     schedule_of,
 )
-from hermes_estop.windows.scheduler import due_wakeups, wakeups_for
+from hermes_estop.windows.scheduler import due_wakeups
 from hermes_estop.windows.windows_file import WindowsFile
 
 BUILT = datetime(2027, 3, 1, 6, 17, tzinfo=UTC)

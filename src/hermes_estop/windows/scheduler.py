@@ -41,14 +41,13 @@ from hermes_estop.windows.ledger import (
     recall,
 )
 from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, reason_of
-from hermes_estop.windows.occurrences import covering as covering_of, next_armed, refusal
+from hermes_estop.windows.occurrences import covering as covering_of, refusal
 from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope, terms
 from hermes_estop.windows.schedule import Part, Schedules, ScheduleTimeline, Windows
 from hermes_estop.windows.windows_file import Parsed, WindowsFile, against_policy
 
 __all__ = ["EDIT", "JOB_PREFIX", "LATER", "MAX_JOBS", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog",
-           "Scheduler", "TickEvent", "TickReport", "WindowService", "action_event", "due_wakeups",
-           "wakeups_for"]
+           "Scheduler", "TickEvent", "TickReport", "WindowService", "action_event", "due_wakeups"]
 
 logger = logging.getLogger("hermes_estop.windows")
 
@@ -724,20 +723,11 @@ class Scheduler(Protocol):
     def remove_job(self, job_id: str, jobstore: str | None = None) -> None: ...
 
 
-def wakeups_for(windows: Iterable[Window], now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
-    """The instants after `now` at which the plan can change, the `limit` earliest (`add_job`
-    costs about 0.1 ms). Of the exact functions: what `due_wakeups` answers without them."""
-    out: dict[str, datetime] = {}
-    for window in windows:
-        if window.enabled:
-            _jobs(out, window.name, next_armed(window, now), covering_of(window, now), now)
-    return _earliest(out, limit)
-
-
 def due_wakeups(timeline: ScheduleTimeline, windows: Windows, covering: Mapping[str, Sequence[Occurrence]],
                 now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
-    """`wakeups_for` off the pass's `timeline`'s arm order: asking each of 10,000 windows every
-    pass was a third of a quiet pass (issue 24)."""
+    """The instants after `now` at which the plan can change, the `limit` earliest (`add_job`
+    costs about 0.1 ms), off the pass's `timeline`'s arm order: asking each of 10,000 windows
+    every pass was a third of a quiet pass (issue 24)."""
     out: dict[str, datetime] = {}
     for name, covered in covering.items():
         _jobs(out, name, _first_armed(timeline, windows, name, now), covered, now)

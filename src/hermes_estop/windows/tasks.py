@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import EstopError, HoldConflict
 from hermes_estop.model.hold import EngageRequest, Fence, HoldState
+from hermes_estop.model.text import one_line
 from hermes_estop.process.fleet_config import child_environment
 from hermes_estop.system.processes import signal_group, start_time
 from hermes_estop.windows.ledger import ARMED, RELEASED, LedgerEntry, OccurrenceLedger, entry_for, open_ledger
@@ -79,7 +80,8 @@ class TaskService:
             rows: Windows | None = None) -> list[tuple[Window, Occurrence, str]]:
         """In the order of the windows: an occurrence started (drain lead over), armed by the
         scheduler, not already running or run. Only the windows the ledger has armed are built:
-        asked of the scheduler's schedule (`rows`), else of the exact functions."""
+        asked of the scheduler's schedule (`rows`), else of the exact functions. A window that
+        cannot be asked (a feed refused since the read) is its own problem only: one line."""
         place: Callable[[str], int | None]
         if rows is None:
             positions = {w.name: i for i, w in reversed(list(enumerate(windows)))}
@@ -89,16 +91,23 @@ class TaskService:
             place, listed = rows.position, rows
             around = lambda w: rows.timeline.around(w, now)[0]  # noqa: E731
         candidates = []
+        unasked: dict[str, str] = {}
         for entry in entries.values():
             if entry.state != ARMED or not entry.generation or entry.end <= now or entry.key in self.running:
                 continue
             at = place(entry.window)
-            window = None if at is None else listed[at]
-            if window is None or window.run is None or not window.enabled:
+            try:
+                window = None if at is None else listed[at]
+                if window is None or window.run is None or not window.enabled:
+                    continue
+                found = around(window)
+            except EstopError as exc:
+                unasked[entry.window] = f"window tasks: {one_line(exc)} (its task does not start; the others proceed)"
                 continue
-            for occurrence in around(window):
+            for occurrence in found:
                 if occurrence.key == entry.key and not occurrence.draining(now):
                     candidates.append((at or 0, occurrence, window, entry.generation))
+        self.problems.only("unasked:", unasked, "window tasks: window {} is asked again (or its occurrence ended)")
         candidates.sort(key=lambda c: (c[0], c[1]))
         details = {_detail(occurrence.key): occurrence.key for _, occurrence, _, _ in candidates}
         events = self.fleet.history(_HISTORY_DEPTH)[0] if details else []
