@@ -1,8 +1,11 @@
-"""Calendar feeds for tests: iCalendar text, and a feed served slowly on 127.0.0.1."""
+"""Calendar feeds for tests: iCalendar text, a feed refused by another thread, and a feed served
+slowly on 127.0.0.1."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HEAD = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//hermes-estop tests//EN\r\n"
@@ -11,6 +14,21 @@ TAIL = "END:VCALENDAR\r\n"
 
 def vevent(*lines: str) -> str:
     return "BEGIN:VEVENT\r\nDTSTAMP:20260101T000000Z\r\n" + "".join(f"{line}\r\n" for line in lines) + "END:VEVENT\r\n"
+
+
+def refuse_from_another_thread(feed) -> None:
+    """What a window task's or a command's thread does to a feed another thread shares: asks it
+    about 2060, which walks an hourly rule past its budget (the feed is refused for good)."""
+    from hermes_estop.windows.ical import CalendarError
+
+    def expand() -> None:
+        with contextlib.suppress(CalendarError):
+            list(feed.events(datetime(2060, 1, 1, tzinfo=UTC), timedelta(days=2)))
+
+    thread = threading.Thread(target=expand)
+    thread.start()
+    thread.join(120)
+    assert feed.refused is not None and "200000 steps" in feed.refused
 
 
 class SlowFeed:

@@ -7,14 +7,12 @@ run in 4). Real files, real feeds, real threads; the fake clock."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from feed_servers import HEAD, TAIL, vevent
+from feed_servers import HEAD, TAIL, refuse_from_another_thread, vevent
 from hermes_estop.windows.ical import MAX_STEPS, CalendarError
 from hermes_estop.windows.ledger import ARMED
 
@@ -45,19 +43,6 @@ def write_files(harness, request, freeze: tuple[datetime, datetime], other_at: d
 
 def calendar_feed(harness):
     return next(w for w in harness.service.guard.trusted if w.name == "cal").feed
-
-
-def refuse_from_another_thread(feed) -> None:
-    """What a window task's or a command's thread does to the feed the pass shares: asks it about
-    2060, which walks its hourly rule past its budget (the feed is refused for good)."""
-    def expand() -> None:
-        with contextlib.suppress(CalendarError):
-            list(feed.events(datetime(2060, 1, 1, tzinfo=UTC), timedelta(days=2)))
-
-    thread = threading.Thread(target=expand)
-    thread.start()
-    thread.join(120)
-    assert feed.refused is not None and "200000 steps" in feed.refused
 
 
 def no_traceback(caplog) -> None:

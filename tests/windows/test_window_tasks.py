@@ -229,13 +229,9 @@ def test_a_feed_refused_after_the_read_stops_only_its_window_s_task_with_one_lin
     refresh holds a new schedule (its rows not built yet), then another thread's expansion refuses
     the feed: asking the window raises, its task does not start, one line names it, the other's
     task starts, and the thread goes on (it raised out of the whole tick)."""
-    import contextlib
     import logging
-    import threading
-    from datetime import UTC, datetime
 
-    from feed_servers import HEAD, TAIL, vevent
-    from hermes_estop.windows.ical import CalendarError
+    from feed_servers import HEAD, TAIL, refuse_from_another_thread, vevent
 
     caplog.set_level(logging.INFO, logger="hermes_estop.windows")
     unique = vevent(f"UID:{request.node.name}", "DTSTART:20200101T000000Z", "DURATION:PT1M")  # feeds are kept by digest
@@ -256,16 +252,8 @@ def test_a_feed_refused_after_the_read_stops_only_its_window_s_task_with_one_lin
         clock.advance(days=2)
         assert windows.tick(clock.now).ok  # the schedule is refreshed: its rows are built when asked
         raw = WindowsFile(fleet_root).snapshot().raw
-        feed = next(w for w in WindowsFile(fleet_root).parse_each(raw).windows if w.name == "excluding")._holidays
-
-        def expand() -> None:
-            with contextlib.suppress(CalendarError):
-                list(feed.events(datetime(2060, 1, 1, tzinfo=UTC), timedelta(days=2)))
-
-        thread = threading.Thread(target=expand)
-        thread.start()
-        thread.join(120)
-        assert feed.refused is not None and "200000 steps" in feed.refused
+        refuse_from_another_thread(next(w for w in WindowsFile(fleet_root).parse_each(raw).windows
+                                        if w.name == "excluding")._holidays)
         plain = f"fleet/plain@{clock.now.replace(day=1).isoformat()}"
         assert [key for _ in range(3) for key in tasks.tick(clock.now)] == [plain]
         assert [e.detail for e in estop.fleet.history()[0] if e.event == "task-start"] == [f"window task {plain}"]
