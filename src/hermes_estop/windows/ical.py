@@ -475,4 +475,3 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
     if probe:
         feed.probe(now)
     return feed
-

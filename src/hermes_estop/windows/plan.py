@@ -40,6 +40,7 @@ _CLOSED = (RELEASED, SKIPPED, ENDED)
 
 @dataclass(frozen=True)
 class Desired:
+    """The hold the scheduler wants standing at a scope."""
 
     deadline: datetime
     allow: Allow

@@ -98,6 +98,7 @@ def instant_of(count: int) -> datetime:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Schedule:
+    """The compiled schedule of one version of a windows file (see the module docstring)."""
 
     digest: str
     basis: str
@@ -288,6 +289,7 @@ class Schedule:
 
 @dataclass(frozen=True, slots=True)
 class Row:
+    """One window as `windows next` and `status` show it, besides its occurrences."""
 
     name: str
     scope: str
@@ -961,7 +963,6 @@ class Part(NamedTuple):
         schedule = self.timeline.schedule
         feeds = sorted(schedule.feeds.items()) if schedule.feeds else ""
         return f"{schedule.digest}@{schedule.lo}/{self.row}{feeds}"
-
 
 
 class Schedules:
