@@ -141,6 +141,11 @@ class Schedule:
     def row_of(self, name: str) -> int | None:
         return self._rows_by_name.get(name)
 
+    def row_compiled_from(self, window: Window) -> int | None:
+        """The row of `window`'s name when its table is `window`'s (not another version of it)."""
+        row = self.row_of(window.name)
+        return row if row is not None and self.tables[row] == window.to_json_bytes() else None
+
     def window(self, row: int) -> Window:
         """Bound to its feed as it is now (raising what `WindowsFile.parse` raises when it cannot
         be read); `StoreError` when the table is not the row's valid window."""
@@ -748,9 +753,7 @@ class ScheduleTimeline:
         """The row `window` is: the one built of it, or of an equal table (not another version of
         a window of that name: one an edit moves to another scope)."""
         row = self.schedule.row_of(window.name)
-        if row is None or self._built.get(row) is window or self.schedule.tables[row] == window.to_json_bytes():
-            return row
-        return None
+        return row if row is not None and self._built.get(row) is window else self.schedule.row_compiled_from(window)
 
     def seed(self, built: Mapping[int, Window]) -> None:
         """The `Window`s some rows were compiled from, so that asking for those rows validates none
@@ -1105,8 +1108,7 @@ class Schedules:
             built[len(builder.tables)] = window
             found = by_key.get(key)
             if found is None and held is not None and window.feed is None and window.exclude_calendar is None:
-                found = held.row_of(window.name)
-                found = found if found is not None and held.tables[found] == window.to_json_bytes() else None
+                found = held.row_compiled_from(window)
             if base is not None and found is not None:
                 builder.add_kept(base, found, key)
             elif refusal(window) is not None:
