@@ -14,7 +14,7 @@ from hermes_estop.model.durations import format_duration
 from hermes_estop.model.timeutil import display_instant, format_instant, in_interval
 from hermes_estop.windows.forecast import Ahead
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
-from hermes_estop.windows.model import Occurrence
+from hermes_estop.windows.model import Occurrence, Window
 
 __all__ = ["MAX_EXCLUDED_SHOWN", "Explanation", "explain"]
 
@@ -102,15 +102,7 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
             generation = f" as generation {entry.generation}" if entry.generation and entry.state == ARMED else ""
             detail = f" ({entry.detail})" if entry.detail else ""
             facts.append(f"the ledger says: {said}{generation}{detail}")
-    excluded: list[datetime] = []
-    if window.cron is not None and (window.exclude or window.exclude_cron or window.exclude_calendar):
-        for seen, start in enumerate(cron_starts(window.cron, window.tz, at)):
-            if (upcoming is not None and start >= upcoming.start) or seen > 10 * MAX_EXCLUDED_SHOWN:
-                break
-            if window.excludes(start):
-                excluded.append(start)
-                if len(excluded) >= MAX_EXCLUDED_SHOWN:
-                    break
+    excluded = _excluded_before(window, at, upcoming)
     if excluded:
         shown = ", ".join(display_instant(s) or "" for s in excluded)
         facts.append(f"excluded start(s) (exclude / exclude_cron / exclude_calendar): {shown}")
@@ -125,3 +117,18 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
     verdict = f"holds {window.scope} at {display_instant(at)}" if holds else f"does not hold at {display_instant(at)}"
     facts.append(f"so window {window.name} {verdict}")
     return Explanation(window.name, window.scope, at, holds, tuple(facts), current, upcoming, tuple(excluded))
+
+
+def _excluded_before(window: Window, at: datetime, upcoming: Occurrence | None) -> list[datetime]:
+    """The starts from `at` to the next occurrence that an exclusion leaves out (a few at most)."""
+    if window.cron is None or not (window.exclude or window.exclude_cron or window.exclude_calendar):
+        return []
+    out: list[datetime] = []
+    for seen, start in enumerate(cron_starts(window.cron, window.tz, at)):
+        if (upcoming is not None and start >= upcoming.start) or seen > 10 * MAX_EXCLUDED_SHOWN:
+            break
+        if window.excludes(start):
+            out.append(start)
+            if len(out) >= MAX_EXCLUDED_SHOWN:
+                break
+    return out

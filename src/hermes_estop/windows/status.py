@@ -5,6 +5,7 @@ now, its drain lead included (and what the scheduler did about it). Never raises
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +16,7 @@ from hermes_estop.model.timeutil import display_instant, format_relative
 from hermes_estop.windows.forecast import ledger_entries
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Occurrence
-from hermes_estop.windows.schedule import Schedule, schedule_of
+from hermes_estop.windows.schedule import Row, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["windows_section"]
@@ -60,23 +61,7 @@ def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None,
                     "next": upcoming.to_json(now, window.zone_of(upcoming)) | {"skipped": skipped} if upcoming is not None else None,
                 })
             if as_json is not True:
-                ahead = f", draining {window.drain} ahead" if window.drain else ""
-                head = f"  {window.name}: {window.describe_schedule()} for {window.duration}{ahead}, {window.scope}"
-                lines.append(head if window.enabled else head + " (disabled)")
-                if current is not None:
-                    what = f"; scheduler: {state}" if state else ""
-                    if current.draining(now):
-                        lines.append(f"    DRAINING now, the window starts {display_instant(current.start)} "
-                                     f"({format_relative(current.start, now)}), until {display_instant(current.end)}{what}")
-                    else:
-                        lines.append(f"    ACTIVE now, until {display_instant(current.end)} "
-                                     f"({format_relative(current.end, now)}){what}")
-                if upcoming is not None:
-                    lead = f", drain from {display_instant(upcoming.arm_at)}" if upcoming.lead else ""
-                    lines.append(f"    next {display_instant(upcoming.start)} ({format_relative(upcoming.start, now)})"
-                                 f"{lead}{' (skipped)' if skipped else ''}")
-                elif current is None:
-                    lines.append("    no further occurrence")
+                lines.extend(_row_lines(window, current, upcoming, now, state, skipped))
         if problem:
             lines.append(f"  windows ledger: {problem}")
             data["windows_error"] = problem
@@ -93,3 +78,24 @@ def _state(entries: dict[str, LedgerEntry], occurrence: Occurrence | None) -> st
     """What the ledger says of `occurrence` (its key is made only when there is a ledger)."""
     entry = entries.get(occurrence.key) if occurrence is not None and entries else None
     return entry.state if entry is not None else None
+
+
+def _row_lines(window: Row, current: Occurrence | None, upcoming: Occurrence | None, now: datetime,
+               state: str | None, skipped: bool) -> Iterator[str]:
+    """One window in `status`: its schedule, the occurrence covering now, the next one."""
+    ahead = f", draining {window.drain} ahead" if window.drain else ""
+    head = f"  {window.name}: {window.describe_schedule()} for {window.duration}{ahead}, {window.scope}"
+    yield head if window.enabled else head + " (disabled)"
+    if current is not None:
+        what = f"; scheduler: {state}" if state else ""
+        if current.draining(now):
+            yield (f"    DRAINING now, the window starts {display_instant(current.start)} "
+                   f"({format_relative(current.start, now)}), until {display_instant(current.end)}{what}")
+        else:
+            yield f"    ACTIVE now, until {display_instant(current.end)} ({format_relative(current.end, now)}){what}"
+    if upcoming is not None:
+        lead = f", drain from {display_instant(upcoming.arm_at)}" if upcoming.lead else ""
+        yield (f"    next {display_instant(upcoming.start)} ({format_relative(upcoming.start, now)})"
+               f"{lead}{' (skipped)' if skipped else ''}")
+    elif current is None:
+        yield "    no further occurrence"
