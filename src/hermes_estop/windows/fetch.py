@@ -54,9 +54,9 @@ class Exchange:
         self.aborted = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self.timer = threading.Timer(total, self.abort)
-        self.timer.daemon = True
-        self.timer.start()
+        self._timer = threading.Timer(total, self.abort)
+        self._timer.daemon = True
+        self._timer.start()
 
     def remaining(self) -> float:
         return max(self.deadline - time.monotonic(), 0.001)
@@ -73,6 +73,9 @@ class Exchange:
             self.aborted = True
             for sock in self._sockets:
                 _shut(sock)
+
+    def close(self) -> None:
+        self._timer.cancel()
 
 
 def _shut(sock: socket.socket) -> None:
@@ -169,7 +172,7 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
     except (OSError, ValueError, EstopError, http.client.HTTPException) as exc:
         problem = one_line(getattr(exc, "reason", None) or exc)
     finally:
-        exchange.timer.cancel()
+        exchange.close()
     meta.update(source=url, checked_at=stamp, error=problem)
     if problem is None:
         meta.pop("error_since", None)
