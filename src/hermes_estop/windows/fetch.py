@@ -77,6 +77,11 @@ class Exchange:
     def close(self) -> None:
         self._timer.cancel()
 
+    def late(self) -> CalendarError:
+        """The deadline passed, or serve abandoned the fetch, before the exchange completed."""
+        return CalendarError("abandoned (serve stopping)" if time.monotonic() < self.deadline else
+                             f"no complete answer within {self.total:g}s (connect, headers and body)")
+
 
 def _shut(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):
@@ -86,26 +91,18 @@ def _shut(sock: socket.socket) -> None:
 def _opener(exchange: Exchange) -> urllib.request.OpenerDirector:
     """urllib's opener, every socket it opens (the raw one, under any TLS) belonging to `exchange`."""
 
-    def connection(base: type[http.client.HTTPConnection]) -> Any:
-        class Connection(base):  # type: ignore[valid-type,misc]
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                super().__init__(*args, **kwargs)
-                self.timeout = exchange.remaining()
-                create: Callable[..., socket.socket] = self._create_connection  # type: ignore[has-type]
-                self._create_connection = lambda *a, **kw: exchange.adopt(create(*a, **kw))
+    class Handler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
+        def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> http.client.HTTPResponse:
+            class Connection(http_class):  # type: ignore[misc]
+                def __init__(self, *args: Any, **kwargs: Any) -> None:
+                    super().__init__(*args, **kwargs)
+                    self.timeout = exchange.remaining()
+                    create: Callable[..., socket.socket] = self._create_connection  # type: ignore[has-type]
+                    self._create_connection = lambda *a, **kw: exchange.adopt(create(*a, **kw))
 
-        return Connection
+            return super().do_open(Connection, req, **kwargs)
 
-    class HTTP(urllib.request.HTTPHandler):
-        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-            return self.do_open(connection(http.client.HTTPConnection), req)
-
-    class HTTPS(urllib.request.HTTPSHandler):
-        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-            return self.do_open(connection(http.client.HTTPSConnection), req,
-                                context=self._context)  # type: ignore[attr-defined]
-
-    return urllib.request.build_opener(HTTP(), HTTPS(), _Redirects())
+    return urllib.request.build_opener(Handler(), _Redirects())
 
 
 class _Redirects(urllib.request.HTTPRedirectHandler):
@@ -130,7 +127,7 @@ def _get(url: str, meta: dict[str, Any], exchange: Exchange) -> tuple[bytes, Any
             if len(body) > MAX_CALENDAR_BYTES:
                 raise CalendarError(f"larger than {MAX_CALENDAR_BYTES // (1024 * 1024)} MiB")
             if exchange.aborted:
-                raise _Late
+                raise exchange.late()
             if response.status != 200:
                 raise CalendarError(f"HTTP {response.status}")
             return body, response.headers
@@ -140,12 +137,8 @@ def _get(url: str, meta: dict[str, Any], exchange: Exchange) -> tuple[bytes, Any
         raise CalendarError(f"HTTP {exc.code}") from None
     except (OSError, http.client.HTTPException):
         if exchange.aborted:
-            raise _Late from None
+            raise exchange.late() from None
         raise
-
-
-class _Late(Exception):
-    """The deadline passed (or the fetch was abandoned) before the exchange completed."""
 
 
 def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEOUT, exchange: Exchange | None = None) -> str | None:
@@ -164,9 +157,6 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
             _keep_copy(copy, got[0], label)
             meta.update(etag=got[1].get("etag"), last_modified=got[1].get("last-modified"), fetched_at=stamp)
         problem = None
-    except _Late:
-        problem = ("abandoned (serve stopping)" if time.monotonic() < exchange.deadline else
-                   f"no complete answer within {exchange.total:g}s (connect, headers and body)")
     except CalendarError as exc:
         problem = str(exc).removeprefix(f"calendar {label}: ")
     except (OSError, ValueError, EstopError, http.client.HTTPException) as exc:
