@@ -142,7 +142,7 @@ def test_two_threads_expanding_a_rule_that_never_matches_are_both_refused_and_ne
 
     feed = parse_feed((HEAD + vevent("UID:never", "DTSTART:20260101T000000Z", "DURATION:PT1H",
                                      "RRULE:FREQ=HOURLY;BYMONTH=2;BYMONTHDAY=30") + TAIL).encode(),
-                      "'never'", now=NOW, probe=False)
+                      "'never'", now=NOW)
     start, refused = threading.Barrier(2), []
 
     def expand() -> None:

@@ -216,14 +216,14 @@ def feed_of(raw: bytes, label: str, tz: str | None = None, keep: Callable[[Any],
     not parse or is refused."""
     digest = feed_digest(raw, label, tz, salt)
     found = _FEEDS.pop(digest, None)
-    fresh = found is None or (found.refused is not None and time.monotonic() >= found.retry_at)
+    fresh = found is None or time.monotonic() >= found.retry_at
     if found is None or fresh:
-        found = parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt, probe=False)
+        found = parse_feed(raw, label, timezone_name=tz, keep=keep, salt=salt)
     _FEEDS[digest] = found
     if len(_FEEDS) > _MAX_CACHED:
         _FEEDS.popitem(last=False)
-    if found.refusal is not None:
-        raise CalendarError(found.refusal)
+    if found.refused is not None:
+        raise CalendarError(found.refused)
     if fresh:
         found.probe(datetime.now(UTC))
     return found
@@ -231,10 +231,10 @@ def feed_of(raw: bytes, label: str, tz: str | None = None, keep: Callable[[Any],
 
 def calendar_window(source: CalendarSource, feed: Feed) -> Window:
     return CalendarWindow.model_construct(
-        name=source.name, cron=None, timezone=feed.tz.key, at=None, duration=feed.longest, drain=source.drain,
-        reason=None, allow=source.allow, scope=source.scope, only=list(source.only), jobs=list(source.jobs),
-        enabled=source.enabled, not_before=None,
-        not_after=None, exclude=[], exclude_cron=None, exclude_calendar=None, source=source, calendar_feed=feed)
+        name=source.name, timezone=feed.tz.key, duration=feed.longest, drain=source.drain,
+        allow=source.allow, scope=source.scope, only=list(source.only), jobs=list(source.jobs),
+        enabled=source.enabled,
+        source=source, calendar_feed=feed)
 
 
 def _watched(root: Path, location: str) -> list[Path]:
@@ -255,7 +255,7 @@ def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[Ca
             window = window.model_copy()
             window._holidays = feed  # noqa: SLF001 - the calendar module fills the window it built
             found.windows.append(window)
-    names = {w.name for w in found.windows} | {f.window.strip("'") for f in found.failures if f.window}
+    names = {w.name for w in found.windows} | found.failing_names()
     for source in sources:
         if source.name in names:
             found.failures.append(InvalidWindow("duplicate name (a window or calendar has it)", path=path,

@@ -255,7 +255,7 @@ class Feed:
     #: UID -> the zone its DTSTART is written in (issue 38 item 6)
     _zones: dict[str, tzinfo] = field(default_factory=dict)
     _query: Any = None
-    #: why its expansion was refused, and until when (monotonic) a read refuses it again
+    #: its expansion's refusal (one line naming the calendar), and until when (monotonic) a read refuses it again
     refused: str | None = None
     retry_at: float = float("inf")
     #: one expansion at a time: a refusal raised inside dateutil's cached iteration leaves that
@@ -269,17 +269,12 @@ class Feed:
     def __hash__(self) -> int:
         return hash(self.digest)
 
-    @property
-    def refusal(self) -> str | None:
-        """Why the feed was refused, as its `CalendarError` says it (naming the calendar), or None."""
-        return None if self.refused is None else str(_refuse(self.label, self.refused))
-
     def _expand(self, first: datetime, last: datetime) -> list[CalendarEvent]:
         import recurring_ical_events
 
         with self._expanding:
             if self.refused is not None:
-                raise _refuse(self.label, self.refused)
+                raise CalendarError(self.refused)
             try:
                 if self._query is None:  # collecting the series is most of the cost: once per feed
                     self._query = recurring_ical_events.of(self.calendar, components=[_selection()])
@@ -290,9 +285,9 @@ class Feed:
                 out = [e for e in itertools.starmap(self._event, found) if e is not None]
             except _OverBudget as exc:
                 self._query = None
-                self.refused = str(exc)
+                self.refused = str(_refuse(self.label, str(exc)))
                 self.retry_at = time.monotonic() + TIME_REFUSAL_KEPT if exc.timed else float("inf")
-                raise _refuse(self.label, self.refused) from None
+                raise CalendarError(self.refused) from None
             except CalendarError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure of a hostile feed: one line
@@ -403,9 +398,9 @@ def feed_digest(raw: bytes, label: str, timezone_name: str | None, salt: str) ->
 
 def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
                keep: Callable[[Any], bool] | None = None, now: datetime | None = None,
-               salt: str = "", probe: bool = True) -> Feed:
-    """The feed of `raw` (with `probe`, its weeks around `now` expanded), or `CalendarError`
-    naming `label`. icalendar remembers the VTIMEZONEs it parses process-wide, the first
+               salt: str = "") -> Feed:
+    """The feed of `raw` (its rules' walks estimated to `now`'s horizon, nothing expanded), or
+    `CalendarError` naming `label`. icalendar remembers the VTIMEZONEs it parses process-wide, the first
     definition of a TZID winning for every later calendar (issue 32 item 4): each feed is parsed
     alone, that memory emptied before and after (`use_zoneinfo`, icalendar's public reset)."""
     import icalendar
@@ -468,10 +463,7 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
         raise _refuse(label, f"cannot parse: {type(exc).__name__}: {exc}") from None
     spans = tuple(sorted(span for span in lengths if span > timedelta(0)))
     longest = max((min(span, MAX_DURATION) for span in spans), default=timedelta(days=1))
-    feed = Feed(label, calendar, tz, feed_digest(raw, label, timezone_name, salt), sources,
-                max(longest, timedelta(days=1)) + timedelta(days=1), spans, _zones=zones)
     if time.monotonic() - started > 30:
         raise _refuse(label, "took more than 30 s to parse")
-    if probe:
-        feed.probe(now)
-    return feed
+    return Feed(label, calendar, tz, feed_digest(raw, label, timezone_name, salt), sources,
+                max(longest, timedelta(days=1)) + timedelta(days=1), spans, _zones=zones)

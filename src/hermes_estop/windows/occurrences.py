@@ -69,7 +69,7 @@ def refusal(window: Window) -> str | None:
     Such a window has no occurrences to tell: it arms nothing new and holds as it was
     (`WindowService._held_as_was`)."""
     feed = window.feed if window.exclude_calendar is None else window._holidays  # noqa: SLF001
-    return None if feed is None else feed.refusal
+    return None if feed is None else feed.refused
 
 
 _NO_LEAD = timedelta(0)
