@@ -89,9 +89,10 @@ def _shut(sock: socket.socket) -> None:
 
 
 def _opener(exchange: Exchange) -> urllib.request.OpenerDirector:
-    """urllib's opener, every socket it opens (the raw one, under any TLS) belonging to `exchange`."""
+    """urllib's opener, every socket it opens (the raw one, under any TLS) belonging to `exchange`,
+    following redirects to http(s) only: another scheme (ftp) would escape the exchange's deadline."""
 
-    class Handler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
+    class Handler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler, urllib.request.HTTPRedirectHandler):
         def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> http.client.HTTPResponse:
             class Connection(http_class):  # type: ignore[misc]
                 def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -102,17 +103,13 @@ def _opener(exchange: Exchange) -> urllib.request.OpenerDirector:
 
             return super().do_open(Connection, req, **kwargs)
 
-    return urllib.request.build_opener(Handler(), _Redirects())
+        def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                             newurl: str) -> urllib.request.Request | None:
+            if not is_url(newurl):
+                raise CalendarError(f"redirected to {newurl[:200]!r}: only http(s) is followed")
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
 
-
-class _Redirects(urllib.request.HTTPRedirectHandler):
-    """Redirects to http(s) only: another scheme (ftp) would escape the exchange's deadline."""
-
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
-                         newurl: str) -> urllib.request.Request | None:
-        if not is_url(newurl):
-            raise CalendarError(f"redirected to {newurl[:200]!r}: only http(s) is followed")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+    return urllib.request.build_opener(Handler())
 
 
 def _get(url: str, meta: dict[str, Any], exchange: Exchange) -> tuple[bytes, Any] | None:
