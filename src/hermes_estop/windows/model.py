@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     PrivateAttr,
+    Strict,
     ValidationError,
     WithJsonSchema,
     model_validator,
@@ -164,12 +165,6 @@ def validate_scope(value: object) -> str:
         raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
 
 
-def _enabled(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"invalid enabled {value!r}: expected true or false")  # noqa: TRY004
-    return value
-
-
 def _drain(value: object) -> timedelta | None:
     lead = parse_with_unit(value)
     if lead > MAX_DRAIN:
@@ -253,7 +248,7 @@ Instant = Annotated[
 Cron = Annotated[str | None, optional(validate_cron)]
 Zone = Annotated[str, BeforeValidator(lambda value: validate_timezone(value).key)]
 Scope = Annotated[str, BeforeValidator(validate_scope)]
-Enabled = Annotated[bool, BeforeValidator(_enabled)]
+Enabled = Annotated[bool, Strict()]  # true or false, never 1 or "yes"
 Only = Annotated[list[str], BeforeValidator(partial(_selector_part, field="only"))]
 Jobs = Annotated[list[str], BeforeValidator(partial(_selector_part, field="jobs"))]
 
