@@ -191,14 +191,10 @@ def _exclude(value: object) -> list[date]:
         raise ValueError(f"invalid exclude {value!r}: expected a list of dates (YYYY-MM-DD)")  # noqa: TRY004
     out: set[date] = set()
     for item in value:
-        if isinstance(item, datetime) or not isinstance(item, (date, str)):
-            raise ValueError(f"invalid exclude date {item!r}: expected YYYY-MM-DD")  # noqa: TRY004
-        if isinstance(item, str):
-            try:
-                item = date.fromisoformat(item)
-            except ValueError:
-                raise ValueError(f"invalid exclude date {item!r}: not a calendar date (YYYY-MM-DD)") from None
-        out.add(item)
+        try:  # a TOML date as it is (a datetime is not one), else text
+            out.add(item if isinstance(item, date) and not isinstance(item, datetime) else date.fromisoformat(item))
+        except (TypeError, ValueError):
+            raise ValueError(f"invalid exclude date {item!r}: expected a calendar date (YYYY-MM-DD)") from None
     return sorted(out)
 
 
