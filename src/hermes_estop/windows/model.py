@@ -379,8 +379,8 @@ class Window(BaseModel):
     def hold_allow(self) -> Allow:
         return Allow.of(self.allow.user_ids, self.allow.profiles)
 
-    def reason_for(self, own: str | None, *, draining: bool = False) -> str:
-        return reason_of(self.name, self.reason, own, draining=draining)
+    def reason_for(self, own: str | None) -> str:
+        return reason_of(self.name, self.reason, own)
 
     @property
     def feed(self) -> Feed | None:
