@@ -71,7 +71,7 @@ NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 class InvalidWindow(EstopError, ValueError):
     """A window definition (or `windows.toml`) that does not validate. `problems` is every
     (field, message) found and the message names them all, so a typo'd key is never hidden
-    behind the field it left missing; `field` and `detail` are the first."""
+    behind the field it left missing; `field` is the first's."""
 
     def __init__(self, message: str, *, path: Path | None = None, window: str | None = None,
                  field: str | None = None, problems: Sequence[tuple[str | None, str]] = ()) -> None:
@@ -83,7 +83,7 @@ class InvalidWindow(EstopError, ValueError):
         super().__init__(": ".join([*where, said]))
         self.path = path
         self.window = window
-        self.field, self.detail = every[0]
+        self.field = every[0][0]
         self.problems = tuple(every)
 
     def to_json(self) -> dict[str, Any]:
