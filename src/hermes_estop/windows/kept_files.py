@@ -57,12 +57,11 @@ def _module_stamp(name: str) -> str:
     """The installed module `name` by its file's path, size and mtime (`importlib.metadata`
     would cost a command more than it saves)."""
     try:
-        spec = find_spec(name)
-        origin = spec.origin if spec is not None else None
-        st = os.stat(origin) if origin else None
+        origin = getattr(find_spec(name), "origin", None) or ""  # none: os.stat("") refuses it
+        st = os.stat(origin)
     except (ImportError, ValueError, OSError):
         return "unknown"
-    return f"{origin}:{st.st_size}:{st.st_mtime_ns}" if st is not None else "unknown"
+    return f"{origin}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def basis(zones: Iterable[str]) -> str:
