@@ -249,11 +249,11 @@ def test_an_occurrence_covers_its_drain_lead_half_open():
 
 def test_occurrence_json_shows_the_drain_start():
     [occurrence] = upcoming(window(), T0 - timedelta(hours=2), 1)
-    data = occurrence.to_json(T0 - timedelta(minutes=5))
+    data = occurrence.to_json(T0 - timedelta(minutes=5), UTC)
     assert data["drain_from"] == (T0 - DRAIN).isoformat()
     assert data["active"] is True and data["draining"] is True
     [plain] = upcoming(Window.parse({"name": "p", "at": T0.isoformat(), "duration": "1h"}), T0 - timedelta(hours=2), 1)
-    assert plain.to_json()["drain_from"] is None
+    assert plain.to_json(None, UTC)["drain_from"] is None
 
 
 @pytest.mark.parametrize("now", [T0 - timedelta(hours=3), T0 - DRAIN - US])

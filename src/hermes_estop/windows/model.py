@@ -503,12 +503,12 @@ class Occurrence:
     def ended(self, now: datetime) -> bool:
         return not in_interval(now, None, self.end)
 
-    def to_json(self, now: datetime | None = None, tz: tzinfo | None = None) -> dict[str, object]:
+    def to_json(self, now: datetime | None, tz: tzinfo) -> dict[str, object]:
+        """`tz`: the zone its window shows it in (`Window.zone_of`); `now`: say whether it holds."""
         data: dict[str, object] = {"window": self.window, "scope": self.scope, "occurrence": self.ident,
-                                   "start": format_instant(self.start), "end": format_instant(self.end)}
-        if tz is not None:
-            data["local_start"] = self.start.astimezone(tz).isoformat()
-        data["drain_from"] = format_instant(self.arm_at) if self.lead else None
+                                   "start": format_instant(self.start), "end": format_instant(self.end),
+                                   "local_start": self.start.astimezone(tz).isoformat(),
+                                   "drain_from": format_instant(self.arm_at) if self.lead else None}
         if self.uid is not None:
             data["uid"] = self.uid
             data["reason"] = self.reason
