@@ -175,9 +175,8 @@ class WindowsFile:
                 failures.append(exc)
         return out
 
-    def render(self, windows: Iterable[Window]) -> bytes:
+    def render(self, windows: list[Window]) -> bytes:
         """The file of `windows` (a calendar's window written back as its `[[calendars]]` table)."""
-        windows = list(windows)
         parts = [_block(key, [w.to_toml() for w in windows if (w.feed is not None) == (key == "calendars")])
                  for key in ("windows", "calendars")]
         return (_HEADER + "\n".join(part for part in parts if part)).encode("utf-8")
