@@ -279,7 +279,7 @@ def _allowlist(users: Sequence[Any], profiles: Sequence[Any]) -> tuple[list[str]
 
 
 def written(model: BaseModel, keys: Iterable[str]) -> dict[str, Any]:
-    """The fields `keys` of `model` that `windows.toml` writes: those not at their default."""
+    """The fields `keys` of `model` that `windows.toml` writes: all but the empty ones and `enabled = true`."""
     out: dict[str, Any] = {}
     for key in keys:
         value = getattr(model, key)
@@ -426,7 +426,7 @@ class Window(BaseModel):
         return out if self.cron is not None else out | {"timezone"}
 
     def to_toml(self) -> dict[str, Any]:
-        """Every field not at its default, in the fields' order (a one-shot's has no timezone)."""
+        """What `written` writes of it, in the fields' order (a one-shot's has no timezone)."""
         return written(self, [key for key in Window.model_fields if self.cron is not None or key != "timezone"])
 
     @classmethod
