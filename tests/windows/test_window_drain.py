@@ -16,7 +16,7 @@ from schedule_queries import rows, wakeups_for
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.hold import HoldState
 from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED
-from hermes_estop.windows.model import MAX_REASON, InvalidWindow, Window, WindowsDocument
+from hermes_estop.windows.model import MAX_REASON, InvalidWindow, Window, WindowsDocument, reason_of
 from hermes_estop.windows.occurrences import covering, next_armed, upcoming
 from hermes_estop.windows.plan import chain_end
 from hermes_estop.windows.schedule import Part, Schedules
@@ -249,11 +249,11 @@ def test_an_occurrence_covers_its_drain_lead_half_open():
 
 def test_occurrence_json_shows_the_drain_start():
     [occurrence] = upcoming(window(), T0 - timedelta(hours=2), 1)
-    data = occurrence.to_json(T0 - timedelta(minutes=5))
+    data = occurrence.to_json(T0 - timedelta(minutes=5), UTC)
     assert data["drain_from"] == (T0 - DRAIN).isoformat()
     assert data["active"] is True and data["draining"] is True
     [plain] = upcoming(Window.parse({"name": "p", "at": T0.isoformat(), "duration": "1h"}), T0 - timedelta(hours=2), 1)
-    assert plain.to_json()["drain_from"] is None
+    assert plain.to_json(None, UTC)["drain_from"] is None
 
 
 @pytest.mark.parametrize("now", [T0 - timedelta(hours=3), T0 - DRAIN - US])
@@ -341,7 +341,7 @@ def test_the_schema_describes_drain():
 
 def test_the_draining_reason_stays_within_max_reason():
     window = Window.parse({**GOOD, "drain": "15m", "reason": "x" * MAX_REASON})
-    draining = window.reason_for(None, draining=True)
+    draining = reason_of(window.name, window.reason, draining=True)  # what the plan arms a lead with
     assert len(draining) <= MAX_REASON and draining.startswith("draining for nightly: x")
 
 

@@ -159,7 +159,7 @@ _DRAINING = "draining for "
 
 def _operators_reason(hold: Hold) -> str | None:
     """The reason a hold is judged by: the one a person wrote. A window's hold during its drain
-    lead reads "draining for <window>[: <reason>]" (`windows.model.Window.reason_for`), so a
+    lead reads "draining for <window>[: <reason>]" (`windows.model.reason_of`), so a
     `reason_pattern` is matched against the window's own reason, as `windows validate` does."""
     if hold.window is None or hold.reason is None or _DRAINING not in hold.reason:
         return hold.reason

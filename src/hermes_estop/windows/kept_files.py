@@ -57,12 +57,11 @@ def _module_stamp(name: str) -> str:
     """The installed module `name` by its file's path, size and mtime (`importlib.metadata`
     would cost a command more than it saves)."""
     try:
-        spec = find_spec(name)
-        origin = spec.origin if spec is not None else None
-        st = os.stat(origin) if origin else None
+        origin = getattr(find_spec(name), "origin", None) or ""  # none: os.stat("") refuses it
+        st = os.stat(origin)
     except (ImportError, ValueError, OSError):
         return "unknown"
-    return f"{origin}:{st.st_size}:{st.st_mtime_ns}" if st is not None else "unknown"
+    return f"{origin}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def basis(zones: Iterable[str]) -> str:
@@ -141,34 +140,25 @@ def seal_key(where: Path, *, create: bool) -> bytes | None:
     write it: a kept file built for other bytes, edited or copied from elsewhere is then never
     mistaken for the current file's (issue 45)."""
     path = where / SEAL_KEY
-    for _ in range(2):
+    if create:
         try:
-            data, st = read_regular_with_stat(path, 4096)
-        except FileNotFoundError:
-            if not create:
-                return None
-            try:
-                where.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache directory, made private
-                if not _trusted(where, directory_problem(where)):
-                    return None
+            where.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache directory, made private
+            if _trusted(where, directory_problem(where)):
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            except FileExistsError:
-                continue  # another process made it first: read theirs
-            except OSError:
-                return None
-            try:
-                key = os.urandom(32)
-                os.write(fd, key)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            return key
-        except (OSError, StoreError):
-            return None
-        odd = st.st_mode & 0o077 or len(data) < 32
-        return data if _trusted(path, "a seal key others could read or write, or not one this code made"
-                                if odd or _unsafe(st) else None) else None
-    return None
+                try:
+                    os.write(fd, os.urandom(32))
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError:  # FileExistsError: made before, or by another process just now: read it
+            pass
+    try:
+        data, st = read_regular_with_stat(path, 4096)
+    except (OSError, StoreError):
+        return None
+    odd = st.st_mode & 0o077 or len(data) < 32
+    return data if _trusted(path, "a seal key others could read or write, or not one this code made"
+                            if odd or _unsafe(st) else None) else None
 
 
 def seal(key: bytes, header: bytes, body: bytes | bytearray | memoryview) -> str:

@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     PrivateAttr,
+    Strict,
     ValidationError,
     WithJsonSchema,
     model_validator,
@@ -70,7 +71,7 @@ NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 class InvalidWindow(EstopError, ValueError):
     """A window definition (or `windows.toml`) that does not validate. `problems` is every
     (field, message) found and the message names them all, so a typo'd key is never hidden
-    behind the field it left missing; `field` and `detail` are the first."""
+    behind the field it left missing; `field` is the first's."""
 
     def __init__(self, message: str, *, path: Path | None = None, window: str | None = None,
                  field: str | None = None, problems: Sequence[tuple[str | None, str]] = ()) -> None:
@@ -82,7 +83,7 @@ class InvalidWindow(EstopError, ValueError):
         super().__init__(": ".join([*where, said]))
         self.path = path
         self.window = window
-        self.field, self.detail = every[0]
+        self.field = every[0][0]
         self.problems = tuple(every)
 
     def to_json(self) -> dict[str, Any]:
@@ -164,12 +165,6 @@ def validate_scope(value: object) -> str:
         raise ValueError(f"invalid scope {value!r}: expected {FLEET!r} or a profile name ({exc})") from None
 
 
-def _enabled(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"invalid enabled {value!r}: expected true or false")  # noqa: TRY004
-    return value
-
-
 def _drain(value: object) -> timedelta | None:
     lead = parse_with_unit(value)
     if lead > MAX_DRAIN:
@@ -196,14 +191,10 @@ def _exclude(value: object) -> list[date]:
         raise ValueError(f"invalid exclude {value!r}: expected a list of dates (YYYY-MM-DD)")  # noqa: TRY004
     out: set[date] = set()
     for item in value:
-        if isinstance(item, datetime) or not isinstance(item, (date, str)):
-            raise ValueError(f"invalid exclude date {item!r}: expected YYYY-MM-DD")  # noqa: TRY004
-        if isinstance(item, str):
-            try:
-                item = date.fromisoformat(item)
-            except ValueError:
-                raise ValueError(f"invalid exclude date {item!r}: not a calendar date (YYYY-MM-DD)") from None
-        out.add(item)
+        try:  # a TOML date as it is (a datetime is not one), else text
+            out.add(item if isinstance(item, date) and not isinstance(item, datetime) else date.fromisoformat(item))
+        except (TypeError, ValueError):
+            raise ValueError(f"invalid exclude date {item!r}: expected a calendar date (YYYY-MM-DD)") from None
     return sorted(out)
 
 
@@ -253,7 +244,7 @@ Instant = Annotated[
 Cron = Annotated[str | None, optional(validate_cron)]
 Zone = Annotated[str, BeforeValidator(lambda value: validate_timezone(value).key)]
 Scope = Annotated[str, BeforeValidator(validate_scope)]
-Enabled = Annotated[bool, BeforeValidator(_enabled)]
+Enabled = Annotated[bool, Strict()]  # true or false, never 1 or "yes"
 Only = Annotated[list[str], BeforeValidator(partial(_selector_part, field="only"))]
 Jobs = Annotated[list[str], BeforeValidator(partial(_selector_part, field="jobs"))]
 
@@ -288,7 +279,7 @@ def _allowlist(users: Sequence[Any], profiles: Sequence[Any]) -> tuple[list[str]
 
 
 def written(model: BaseModel, keys: Iterable[str]) -> dict[str, Any]:
-    """The fields `keys` of `model` that `windows.toml` writes: those not at their default."""
+    """The fields `keys` of `model` that `windows.toml` writes: all but the empty ones and `enabled = true`."""
     out: dict[str, Any] = {}
     for key in keys:
         value = getattr(model, key)
@@ -388,8 +379,8 @@ class Window(BaseModel):
     def hold_allow(self) -> Allow:
         return Allow.of(self.allow.user_ids, self.allow.profiles)
 
-    def reason_for(self, own: str | None, *, draining: bool = False) -> str:
-        return reason_of(self.name, self.reason, own, draining=draining)
+    def reason_for(self, own: str | None) -> str:
+        return reason_of(self.name, self.reason, own)
 
     @property
     def feed(self) -> Feed | None:
@@ -435,7 +426,7 @@ class Window(BaseModel):
         return out if self.cron is not None else out | {"timezone"}
 
     def to_toml(self) -> dict[str, Any]:
-        """Every field not at its default, in the fields' order (a one-shot's has no timezone)."""
+        """What `written` writes of it, in the fields' order (a one-shot's has no timezone)."""
         return written(self, [key for key in Window.model_fields if self.cron is not None or key != "timezone"])
 
     @classmethod
@@ -512,12 +503,12 @@ class Occurrence:
     def ended(self, now: datetime) -> bool:
         return not in_interval(now, None, self.end)
 
-    def to_json(self, now: datetime | None = None, tz: tzinfo | None = None) -> dict[str, object]:
+    def to_json(self, now: datetime | None, tz: tzinfo) -> dict[str, object]:
+        """`tz`: the zone its window shows it in (`Window.zone_of`); `now`: say whether it holds."""
         data: dict[str, object] = {"window": self.window, "scope": self.scope, "occurrence": self.ident,
-                                   "start": format_instant(self.start), "end": format_instant(self.end)}
-        if tz is not None:
-            data["local_start"] = self.start.astimezone(tz).isoformat()
-        data["drain_from"] = format_instant(self.arm_at) if self.lead else None
+                                   "start": format_instant(self.start), "end": format_instant(self.end),
+                                   "local_start": self.start.astimezone(tz).isoformat(),
+                                   "drain_from": format_instant(self.arm_at) if self.lead else None}
         if self.uid is not None:
             data["uid"] = self.uid
             data["reason"] = self.reason

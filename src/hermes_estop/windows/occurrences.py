@@ -131,7 +131,5 @@ def merge_armed(windows: Sequence[Window], now: datetime, first_armed: Callable[
 def by_start(windows: list[Window], now: datetime, per_window: int) -> list[tuple[Window, Occurrence]]:
     """The next `per_window` occurrences of each window, soonest start first, then file order:
     what `hermes windows next` lists (issue 38)."""
-    found = [(occurrence.start, i, window, occurrence) for i, window in enumerate(windows)
-             for occurrence in upcoming(window, now, per_window)]
-    found.sort(key=lambda item: (item[0], item[1]))
-    return [(window, occurrence) for _, _, window, occurrence in found]
+    found = [(window, occurrence) for window in windows for occurrence in upcoming(window, now, per_window)]
+    return sorted(found, key=lambda pair: pair[1].start)  # stable: at one start, in file order

@@ -72,8 +72,8 @@ def _identity(st: os.stat_result) -> Identity:
 class WindowsFile:
     """`windows.toml` of one fleet root: load, and locked atomic read-modify-write."""
 
-    def __init__(self, root: Path, name: str = WINDOWS_FILE) -> None:
-        self.path = Path(root) / name
+    def __init__(self, root: Path) -> None:
+        self.path = Path(root) / WINDOWS_FILE
         #: the calendar files the last `parse_each` here bound (part of the file's `identity`)
         self._watched: tuple[Path, ...] = ()
         #: the bytes last validated here and what they held (`hermes serve` reads every pass)
@@ -175,9 +175,8 @@ class WindowsFile:
                 failures.append(exc)
         return out
 
-    def render(self, windows: Iterable[Window]) -> bytes:
+    def render(self, windows: list[Window]) -> bytes:
         """The file of `windows` (a calendar's window written back as its `[[calendars]]` table)."""
-        windows = list(windows)
         parts = [_block(key, [w.to_toml() for w in windows if (w.feed is not None) == (key == "calendars")])
                  for key in ("windows", "calendars")]
         return (_HEADER + "\n".join(part for part in parts if part)).encode("utf-8")
