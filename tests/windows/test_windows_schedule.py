@@ -994,3 +994,66 @@ def test_every_command_gets_a_schedule_also_of_a_file_with_no_windows(tmp_path: 
     found = schedule.schedule_of(WindowsFile(tmp_path), NOW)
     assert len(found) == 0 and found.in_file_order() == [] and found.row_of("any") is None
     assert found.answers(NOW) and covering_all(found, NOW) == []
+
+
+#: one expression in one zone, windows that each cut its starts their own way, and the same
+#: expression in another zone
+SHARING = "".join(f'[[windows]]\nname = "w{i}"\ncron = "0 */6 * * *"\ntimezone = "Europe/Berlin"\n{extra}\n' for i, extra in enumerate((
+    'duration = "1h"\n',
+    'duration = "1h"\nscope = "ops"\nexclude = [2026-10-22]\n',
+    'duration = "1h"\nexclude_cron = "0 12 * * *"\n',
+    'duration = "1h"\ndrain = "15m"\nnot_before = "2026-10-23T00:00:00Z"\n',
+    'duration = "1h"\nnot_after = "2026-10-24T00:00:00Z"\n',
+    'duration = "2h"\n',
+    'duration = "1h"\nenabled = false\n',
+))) + '[[windows]]\nname = "tokyo"\ncron = "0 */6 * * *"\ntimezone = "Asia/Tokyo"\nduration = "1h"\n'
+
+
+def _counting_croniter(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Each (expression, zone) the compile asks croniter to enumerate."""
+    asked: list[tuple[str, str]] = []
+    enumerate_starts = schedule.cron_starts
+
+    def counted(expr: str, tz: ZoneInfo, since: datetime) -> Any:
+        asked.append((expr, tz.key))
+        return enumerate_starts(expr, tz, since)
+
+    monkeypatch.setattr(schedule, "cron_starts", counted)
+    return asked
+
+
+def _exactly_as_the_windows(compiled: schedule.Schedule, windows: list[Window]) -> None:
+    last = NOW + schedule.HORIZON - timedelta(hours=1)
+    assert starting_in(compiled, NOW, last) == sorted(
+        (o for w in windows for o in starting_within(w, NOW, last - timedelta(microseconds=1), 10_000)),
+        key=lambda o: (o.start, [w.name for w in windows].index(o.window)))
+    for row, window in enumerate(windows):
+        assert compiled.covering_row(row, NOW + timedelta(days=2, hours=6, minutes=30)) == tuple(
+            covering(window, NOW + timedelta(days=2, hours=6, minutes=30))), window.name
+
+
+def test_windows_sharing_an_expression_ask_croniter_once_and_keep_their_own_exclusions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Croniter is most of a compile: the windows of one expression, zone and look-back share one
+    enumeration of its starts; each window's exclusions, bounds, drain and duration stay its own."""
+    asked = _counting_croniter(monkeypatch)
+    wf = _fleet(tmp_path, SHARING)
+    compiled = _load(wf)
+    assert compiled is not None
+    # one per instant the starts are asked from: the horizon's start less the duration (the 2h
+    # window's is another), or a later `not_before`
+    assert sorted(asked) == [("0 */6 * * *", "Asia/Tokyo"), *[("0 */6 * * *", "Europe/Berlin")] * 3]
+    _exactly_as_the_windows(compiled, wf.load())
+
+
+def test_past_the_starts_a_compile_may_keep_each_window_asks_croniter_and_answers_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The starts kept for sharing are bounded (a file of many minutely expressions would hold
+    millions): past the bound nothing more is kept, and the answers do not change."""
+    asked = _counting_croniter(monkeypatch)
+    monkeypatch.setattr(schedule, "_KEPT_STARTS", 20)
+    wf = _fleet(tmp_path, SHARING)
+    compiled = _load(wf)
+    assert compiled is not None
+    assert len(asked) > 3
+    _exactly_as_the_windows(compiled, wf.load())

@@ -13,6 +13,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from itertools import islice, takewhile
+from zoneinfo import ZoneInfo
 
 from hermes_estop.model.cronspec import starts as cron_starts
 from hermes_estop.model.timeutil import in_interval, to_utc
@@ -29,11 +30,14 @@ __all__ = ["MAX_EXCLUDED_RUN", "by_start", "covering", "following", "merge_armed
 MAX_EXCLUDED_RUN = 10_000
 
 
-def occurrences(window: Window, since: datetime, stopped: list[datetime] | None = None) -> Iterator[Occurrence]:
+def occurrences(window: Window, since: datetime, stopped: list[datetime] | None = None,
+                cron: Callable[[str, ZoneInfo, datetime], Iterable[datetime]] = cron_starts) -> Iterator[Occurrence]:
     """Occurrences starting at or after `since`, in order, within the window's bounds (which
     select by start, half-open: an occurrence is never cut short), `enabled` or not. When a run
     of more than `MAX_EXCLUDED_RUN` excluded starts ends the scan, the start it stopped at is
-    appended to `stopped`: nothing is known past it (a later start may not be excluded)."""
+    appended to `stopped`: nothing is known past it (a later start may not be excluded). `cron`
+    gives an expression's starts in a zone (a compile shares them among the windows of one
+    expression)."""
     since = to_utc(since)
     if window.not_before is not None and window.not_before > since:
         since = window.not_before
@@ -48,7 +52,7 @@ def occurrences(window: Window, since: datetime, stopped: list[datetime] | None 
     if window.at is not None:
         starts: Iterable[datetime] = (window.at,) if window.at >= since else ()
     else:
-        starts = cron_starts(window.cron or "", window.tz, since)
+        starts = cron(window.cron or "", window.tz, since)
     excluded = 0
     for start in starts:
         if not in_interval(start, window.not_before, window.not_after):

@@ -18,6 +18,7 @@ an authority: one not of these bytes, their feeds, this code and this zone data 
 
 from __future__ import annotations
 
+import copy
 import functools
 import gc
 import hashlib
@@ -37,10 +38,11 @@ from functools import partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple, overload
+from zoneinfo import ZoneInfo
 
 from tomli import TOMLDecodeError, loads as toml_loads
 
-from hermes_estop.model.cronspec import fires, probe_deferred, validate_timezone
+from hermes_estop.model.cronspec import fires, probe_deferred, starts as cron_starts, validate_timezone
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.errors import InvalidArgument, StoreError
 from hermes_estop.model.selector import Selector
@@ -352,6 +354,9 @@ _BOM = b"\xef\xbb\xbf"
 _ARRAYS = ("windows", "calendars")
 #: tables parsed at once (one parse per table costs a third more than one per file)
 _BATCH = 200
+#: the expressions whose starts a compile keeps for the next window of the same, and the starts
+#: they may hold in all (about 10 MB; a minutely expression's week is 10,080)
+_KEPT_EXPRESSIONS, _KEPT_STARTS = 256, 50_000
 
 
 class _NotSimple(Exception):
@@ -398,6 +403,28 @@ class _Builder:
         self.calendars: dict[int, str] = {}
         #: the feeds of the rows (None: some not fingerprinted)
         self.feeds: dict[str, str] | None = {}
+        #: an expression's starts in a zone from an instant, kept as they are read (`_KEPT_EXPRESSIONS`):
+        #: the windows of one expression ask croniter once, which is most of a compile
+        self._starts: dict[tuple[str, ZoneInfo, datetime], Iterator[datetime]] = {}
+        self._held = 0
+
+    def _shared_starts(self, expr: str, tz: ZoneInfo, since: datetime) -> Iterator[datetime]:
+        key = (expr, tz, since)
+        found = self._starts.get(key)
+        if found is None:
+            found = cron_starts(expr, tz, since)
+            if len(self._starts) >= _KEPT_EXPRESSIONS or self._held > _KEPT_STARTS:
+                return found
+            found = self._starts[key] = itertools.tee(self._counted(found), 1)[0]
+        return copy.copy(found)  # from the first start: the one kept is never read
+
+    def _counted(self, starts: Iterator[datetime]) -> Iterator[datetime]:
+        """Past `_KEPT_STARTS` held, none is kept: every window asks croniter."""
+        for start in starts:
+            self._held += 1
+            if self._held > _KEPT_STARTS:
+                self._starts.clear()
+            yield start
 
     def add_window(self, window: Window, source: str) -> bool:
         """False when one of its expressions never fires (validated under `probe_deferred`: only a
@@ -407,7 +434,7 @@ class _Builder:
         first = len(starts)
         stopped: list[datetime] = []
         beyond: int | None = None  # a calendar's first start past the horizon: its every event there kept
-        for occurrence in occurrences(window, instant_of(self.lo) - window.duration, stopped):
+        for occurrence in occurrences(window, instant_of(self.lo) - window.duration, stopped, self._shared_starts):
             start, end = micros(occurrence.start), micros(occurrence.end)
             if end <= self.lo and feed is None:  # a calendar's kept from `lo - duration`: its window's feed
                 continue
