@@ -85,7 +85,6 @@ class ScopePlan:
     """What to do at one scope. `notes` are ledger changes that hold whatever the actions do."""
 
     scope: str
-    now: datetime
     covering: tuple[Occurrence, ...]
     actions: tuple[Arm | Retire | Skip, ...] = ()
     notes: tuple[LedgerEntry, ...] = ()
@@ -231,7 +230,7 @@ def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str
     them; `selector`: the plan is for the scoped hold of that selector (one lane of the scope)."""
     if covered is None:
         covered = [o for found in windows.timeline.covering_now(windows, now).values() for o in found]
-    plan = ScopePlan(scope, now, tuple(sorted(covered)))
+    plan = ScopePlan(scope, tuple(sorted(covered)))
     closed = frozenset(k for k, e in entries.items() if e.state in CLOSED)
     candidates = [o for o in plan.covering if o.key not in closed]
     armed = {k: e for k, e in entries.items() if e.state == ARMED}
