@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -230,9 +230,9 @@ def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str
     them; `selector`: the plan is for the scoped hold of that selector (one lane of the scope)."""
     if covered is None:
         covered = [o for found in windows.timeline.covering_now(windows, now).values() for o in found]
-    plan = ScopePlan(scope, tuple(sorted(covered)))
+    covering = tuple(sorted(covered))
     closed = frozenset(k for k, e in entries.items() if e.state in CLOSED)
-    candidates = [o for o in plan.covering if o.key not in closed]
+    candidates = [o for o in covering if o.key not in closed]
     armed = {k: e for k, e in entries.items() if e.state == ARMED}
     ours = {e.generation for e in armed.values() if e.generation}
     hold, adopted = reading.hold, []
@@ -253,27 +253,25 @@ def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str
                for k, e in armed.items() if k not in keys]
     notes = adopted + released
     ours.update(e.generation for e in notes if e.state == ARMED and e.generation)
-    if reading.active and standing not in ours:
-        skips = tuple(Skip(scope, o, _describe_standing(reading), standing) for o in fresh)
-        return replace(plan, actions=skips, notes=tuple(notes + closing))
     members = alive + fresh
-    if not members:  # retire the standing hold when it is ours, its closing entries with it
+    actions: tuple[Arm | Retire | Skip, ...] = ()
+    if reading.active and standing not in ours:
+        actions = tuple(Skip(scope, o, _describe_standing(reading), standing) for o in fresh)
+    elif not members:  # retire the standing hold when it is ours, its closing entries with it
         if reading.present and standing is not None and standing in ours:
-            retiring = tuple(e for e in closing if e.generation == standing)
-            others = [e for e in closing if e.generation != standing]
-            return replace(plan, actions=(Retire(scope, standing, retiring),), notes=tuple(notes + others))
-        return replace(plan, notes=tuple(notes + closing))
-    deadline = chain_end(members, windows, now, closed)
-    desired = compose(members, windows, deadline, now)
-    if not reading.active:
-        return replace(plan, actions=(Arm(scope, tuple(members), desired, VACANT, selector=selector),),
-                       notes=tuple(notes + closing))
-    assert standing is not None and hold is not None
-    if hold.expires_at == desired.deadline and hold.allow == desired.allow and hold.reason == desired.reason:  # it stands
-        return replace(plan, notes=tuple(notes + closing + [entry_for(o, ARMED, now, standing) for o in fresh]))
-    return replace(plan, actions=(Arm(scope, tuple(members), desired, frozenset({standing}), standing, selector),),
-                   notes=tuple(notes + closing))
-
+            actions = (Retire(scope, standing, tuple(e for e in closing if e.generation == standing)),)
+            closing = [e for e in closing if e.generation != standing]
+    else:
+        deadline = chain_end(members, windows, now, closed)
+        desired = compose(members, windows, deadline, now)
+        if not reading.active:
+            actions = (Arm(scope, tuple(members), desired, VACANT, selector=selector),)
+        elif (hold is not None and hold.expires_at == desired.deadline and hold.allow == desired.allow
+              and hold.reason == desired.reason):  # it stands: the fresh ones are noted as armed by it, last
+            closing += [entry_for(o, ARMED, now, standing) for o in fresh]
+        else:
+            actions = (Arm(scope, tuple(members), desired, frozenset({standing}), standing, selector),)
+    return ScopePlan(scope, covering, actions, tuple(notes + closing))
 
 _NONE = timedelta(0)
 
