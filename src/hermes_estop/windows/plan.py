@@ -164,9 +164,8 @@ def compose(members: Sequence[Occurrence], windows: Windows, deadline: datetime,
     ordered = sorted(members, key=lambda o: (o.start, o.window))
     primary = ordered[0]
     of = {name: terms(windows, name) for name in dict.fromkeys(o.window for o in ordered)}
-    reasons = list(dict.fromkeys(reason_of(o.window, of[o.window][0], o.reason, draining=o.draining(now))
-                                 for o in ordered))
-    reason = "; ".join(reasons)
+    reason = "; ".join(dict.fromkeys(reason_of(o.window, of[o.window][0], o.reason, draining=o.draining(now))
+                                     for o in ordered))
     if len(reason) > MAX_REASON:
         reason = reason[: MAX_REASON - 3].rstrip() + "..."
     body: dict[str, Any] = {"name": primary.window, "occurrence": primary.ident}
