@@ -221,14 +221,12 @@ def idle(covered: Sequence[Occurrence], entries: Mapping[str, LedgerEntry]) -> b
 
 
 def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str, LedgerEntry],
-               reading: Reading, *, recalled: Mapping[str, str] | None = None,
-               covered: Sequence[Occurrence] | None = None, selector: Any = None) -> ScopePlan:
-    """From its enabled windows, its ledger entries and its sentinel as read at `now`. `recalled`:
-    key -> generation the audit trail says was armed for occurrences the ledger does not know
-    (`ledger.recall`); `covered`: the windows' occurrences covering `now`, when the caller has
-    them; `selector`: the plan is for the scoped hold of that selector (one lane of the scope)."""
-    if covered is None:
-        covered = [o for found in windows.timeline.covering_now(windows, now).values() for o in found]
+               reading: Reading, *, covered: Sequence[Occurrence], recalled: Mapping[str, str] | None = None,
+               selector: Any = None) -> ScopePlan:
+    """From its enabled windows, its ledger entries and its sentinel as read at `now`. `covered`:
+    the windows' occurrences covering `now`; `recalled`: key -> generation the audit trail says was
+    armed for occurrences the ledger does not know (`ledger.recall`); `selector`: the plan is for
+    the scoped hold of that selector (one lane of the scope)."""
     covering = tuple(sorted(covered))
     closed = frozenset(k for k, e in entries.items() if e.state in CLOSED)
     candidates = [o for o in covering if o.key not in closed]
