@@ -17,9 +17,9 @@ from hermes_estop.fleet.registry.roster import ConsumerRow
 from hermes_estop.model.homes import Layout
 from hermes_estop.stores.registry import ConsumerEntry
 from hermes_estop.windows.forecast import planned_holds, window_ahead
+from hermes_estop.windows.ledger import SKIPPED, entry_for
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import upcoming
-from hermes_estop.windows.skips import skip_entry
 
 #: a Monday noon; the nightly window's next occurrence is [02:00, 04:00) the next day, drained from 01:45
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -217,7 +217,7 @@ def week_impact(layout: Layout, window: dict[str, Any], jobs: tuple[CronJob, ...
     entries = {}
     if skip is not None:
         target = upcoming(parsed, NOW, skip + 1)[skip]
-        entries[target.key] = skip_entry(target, NOW, "test")
+        entries[target.key] = entry_for(target, SKIPPED, NOW, None, "skipped by the operator (test)")
     holds = planned_holds(window_ahead(parsed, NOW), NOW + WEEK, entries)
     return impact(holds, NOW, NOW + WEEK, NOW, tables=[HomeJobs(ROOT, None, jobs)],
                   locations={"fleet": layout.location("fleet")})

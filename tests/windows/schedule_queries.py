@@ -1,17 +1,21 @@
 """Queries the tests ask of the windows code that the code itself never needs (issue 46 item 10):
 where a private fleet root keeps its compiled schedule, every occurrence a compiled schedule has
 starting in a range, and the exact functions' answer to the same question, so the property tests
-can compare the two; and windows as the rows the decisions take (`rows`)."""
+can compare the two; windows as the rows the decisions take (`rows`), and a scope's plan with
+what covers now found as the scheduler finds it (`scope_plan`)."""
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hermes_estop.model.hold import Reading
+from hermes_estop.windows.ledger import LedgerEntry
 from hermes_estop.windows.model import Occurrence, Window
 from hermes_estop.windows.occurrences import covering, following, merge_armed, next_armed, occurrences
+from hermes_estop.windows.plan import ScopePlan, plan_scope
 from hermes_estop.windows.schedule import Schedule, ScheduleTimeline, Windows, build, micros
 from hermes_estop.windows.scheduler import MAX_JOBS, _earliest, _jobs
 
@@ -65,6 +69,13 @@ def rows(windows: Iterable[Window], at: datetime = AT) -> Windows:
     schedule = build("", list(windows), at)
     assert schedule is not None
     return ScheduleTimeline(schedule).windows()
+
+
+def scope_plan(scope: str, now: datetime, windows: Windows, entries: Mapping[str, LedgerEntry],
+               reading: Reading) -> ScopePlan:
+    """`plan_scope` given what of `windows` covers `now` (`covering_now`, as the scheduler's lanes)."""
+    covered = [o for found in windows.timeline.covering_now(windows, now).values() for o in found]
+    return plan_scope(scope, now, windows, entries, reading, covered=covered)
 
 
 class ExactTimeline:

@@ -10,14 +10,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from schedule_queries import rows
+from schedule_queries import rows, scope_plan
 
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.windows.ledger import ARMED, ENDED, entry_for
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import covering, following, occurrences
-from hermes_estop.windows.plan import chain_end, idle, plan_scope
+from hermes_estop.windows.plan import chain_end, idle
 from hermes_estop.windows.schedule import ScheduleTimeline, build
 from hermes_estop.windows.scheduler import PassState, TickReport
 
@@ -131,7 +131,7 @@ def test_an_idle_scope_has_an_empty_plan_whatever_its_sentinel_holds(reading):
     ended = entry_for(covering(windows[0], T0)[0], ENDED, T0, "g0")
     entries = {ended.key: ended}
     assert idle([], entries)
-    plan = plan_scope("fleet", now, rows(windows), entries, reading)
+    plan = scope_plan("fleet", now, rows(windows), entries, reading)
     assert not plan.actions and not plan.notes
 
 

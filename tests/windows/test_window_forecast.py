@@ -14,10 +14,9 @@ from hermes_estop import Estop, in_interval
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import EstopError
 from hermes_estop.windows.forecast import MAX_OCCURRENCES, WindowSource, planned_holds, window_ahead
-from hermes_estop.windows.ledger import open_ledger
+from hermes_estop.windows.ledger import SKIPPED, entry_for, open_ledger
 from hermes_estop.windows.model import Window
 from hermes_estop.windows.occurrences import occurrences
-from hermes_estop.windows.skips import skip_entry
 from hermes_estop.windows.windows_file import WindowsFile
 
 BERLIN = "Europe/Berlin"
@@ -46,7 +45,7 @@ def fleet(fleet_root, clock):
     late = Window.parse(LATE)
     fall_back = next(o for o in occurrences(late, utc(24, 12)))
     assert fall_back.ident == "2026-10-25T00:30:00+00:00"  # 02:30 CEST, the first of the two
-    open_ledger(Fleet.of_files(fleet_root)).commit([skip_entry(fall_back, clock.now, "op@test")])
+    open_ledger(Fleet.of_files(fleet_root)).commit([entry_for(fall_back, SKIPPED, clock.now, None, "skipped by the operator (op@test)")])
     return Estop(home=fleet_root, root=fleet_root, clock=clock, actor="op@test")
 
 
@@ -155,7 +154,7 @@ def test_the_forecast_agrees_with_the_scheduler_instant_by_instant(harness, user
     harness.write(*(Window.parse(w) for w in (EARLY, MIDDLE, LATE)))
     late = Window.parse(LATE)
     fall_back = next(o for o in occurrences(late, utc(24, 12)))
-    harness.ledger.commit([skip_entry(fall_back, harness.clock.now, "op@test")])
+    harness.ledger.commit([entry_for(fall_back, SKIPPED, harness.clock.now, None, "skipped by the operator (op@test)")])
     forecast = harness.estop.forecast(START, END, user_id=user)
     harness.start()
     disagreements = []

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from schedule_queries import rows
+from schedule_queries import rows, scope_plan
 
 from hermes_estop.model.hold import VACANT, Allow, Fence, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
@@ -20,7 +20,6 @@ from hermes_estop.windows.plan import (
     chain_end,
     claims,
     intersect_allow,
-    plan_scope,
 )
 
 T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
@@ -78,7 +77,7 @@ def test_chain_end_is_bounded_for_a_window_overlapping_itself_forever():
 
 def test_fresh_occurrence_on_a_vacant_scope_arms_fenced_on_vacant():
     w = window("w", T0, reason="why", allow={"user_ids": ["7"]})
-    plan = plan_scope("fleet", T0, rows([w]), {}, absent())
+    plan = scope_plan("fleet", T0, rows([w]), {}, absent())
     [arm] = plan.actions
     assert isinstance(arm, Arm) and arm.only_if is VACANT
     assert arm.desired.deadline == T0 + timedelta(hours=1)
@@ -88,7 +87,7 @@ def test_fresh_occurrence_on_a_vacant_scope_arms_fenced_on_vacant():
 
 def test_foreign_hold_yields_a_skip_and_no_write():
     w = window("w", T0)
-    plan = plan_scope("fleet", T0, rows([w]), {}, holding("manual", armed_by="root@host"))
+    plan = scope_plan("fleet", T0, rows([w]), {}, holding("manual", armed_by="root@host"))
     [skip] = plan.actions
     assert isinstance(skip, Skip) and skip.standing_generation == "manual"
 
@@ -97,7 +96,7 @@ def test_skipped_or_released_occurrence_is_left_alone():
     w = window("w", T0)
     [occurrence] = covering(w, T0)
     for state in (SKIPPED, RELEASED):
-        plan = plan_scope("fleet", T0 + timedelta(minutes=1), rows([w]), {occurrence.key: entry_for(occurrence, state, T0)},
+        plan = scope_plan("fleet", T0 + timedelta(minutes=1), rows([w]), {occurrence.key: entry_for(occurrence, state, T0)},
                           absent())
         assert plan.actions == ()
 
@@ -106,7 +105,7 @@ def test_our_hold_gone_before_the_end_is_noted_released():
     w = window("w", T0)
     [occurrence] = covering(w, T0)
     entries = {occurrence.key: entry_for(occurrence, ARMED, T0, "g1")}
-    plan = plan_scope("fleet", T0 + timedelta(minutes=5), rows([w]), entries, absent())
+    plan = scope_plan("fleet", T0 + timedelta(minutes=5), rows([w]), entries, absent())
     assert plan.actions == ()
     [note] = plan.notes
     assert (note.state, note.generation) == (RELEASED, "g1")
@@ -118,7 +117,7 @@ def test_our_hold_as_wanted_needs_no_write():
     entries = {occurrence.key: entry_for(occurrence, ARMED, T0, "g1")}
     reading = holding("g1", expires_at=T0 + timedelta(hours=1), armed_by="window:w",
                       reason="maintenance window w")
-    assert plan_scope("fleet", T0 + timedelta(minutes=5), rows([w]), entries, reading).actions == ()
+    assert scope_plan("fleet", T0 + timedelta(minutes=5), rows([w]), entries, reading).actions == ()
 
 
 def test_a_longer_duration_extends_our_own_hold_fenced_on_its_generation():
@@ -126,7 +125,7 @@ def test_a_longer_duration_extends_our_own_hold_fenced_on_its_generation():
     [occurrence] = covering(w, T0)
     entries = {occurrence.key: entry_for(occurrence, ARMED, T0, "g1")}
     reading = holding("g1", expires_at=T0 + timedelta(hours=1), armed_by="window:w", reason="maintenance window w")
-    [arm] = plan_scope("fleet", T0 + timedelta(minutes=5), rows([w]), entries, reading).actions
+    [arm] = scope_plan("fleet", T0 + timedelta(minutes=5), rows([w]), entries, reading).actions
     assert isinstance(arm, Arm) and arm.only_if == frozenset({"g1"}) and arm.desired.deadline == T0 + timedelta(hours=2)
 
 
@@ -135,7 +134,7 @@ def test_no_candidate_left_retires_exactly_our_generation():
     [occurrence] = covering(w, T0)
     entries = {occurrence.key: entry_for(occurrence, ARMED, T0, "g1")}
     reading = holding("g1", expires_at=T0 + timedelta(hours=3))
-    [retire] = plan_scope("fleet", T0 + timedelta(hours=1), rows([w]), entries, reading).actions
+    [retire] = scope_plan("fleet", T0 + timedelta(hours=1), rows([w]), entries, reading).actions
     assert isinstance(retire, Retire) and retire.generation == "g1"
 
 

@@ -11,10 +11,10 @@ import pytest
 
 import inprocess_cli
 from hermes_estop.model.errors import InvalidArgument
-from hermes_estop.windows.ledger import SKIPPED
+from hermes_estop.windows.ledger import SKIPPED, entry_for
 from hermes_estop.windows.model import InvalidWindow, Window
 from hermes_estop.windows.occurrences import upcoming
-from hermes_estop.windows.skips import pick, skip_entry
+from hermes_estop.windows.skips import pick
 from hermes_estop.windows.windows_file import WindowsFile
 from inprocess_cli import run
 
@@ -87,7 +87,7 @@ def test_a_skipped_occurrence_on_the_fall_back_day_does_not_arm_and_an_unskip_re
     window = harness.file.load()[0]
     target = pick(window, harness.clock.now, on=date(2026, 10, 25))
     assert target.ident == "2026-10-25T00:30:00+00:00"  # 02:30 CEST, the first of the two 02:30s
-    harness.ledger.commit([skip_entry(target, harness.clock.now, "operator@test")])
+    harness.ledger.commit([entry_for(target, SKIPPED, harness.clock.now, None, "skipped by the operator (operator@test)")])
     if unskip:
         harness.ledger.commit([], remove=[target.key])
     harness.run_until(datetime(2026, 10, 26, 12, tzinfo=UTC), poll=True)

@@ -15,13 +15,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from schedule_queries import EXACT, rows, wakeups_for
+from schedule_queries import EXACT, rows, scope_plan, wakeups_for
 
 from hermes_estop.model.hold import Allow, Hold, HoldState, Reading
 from hermes_estop.model.homes import Location
 from hermes_estop.windows.model import Occurrence, Window
 from hermes_estop.windows.occurrences import covering
-from hermes_estop.windows.plan import plan_scope
 from hermes_estop.windows.schedule import (
     HORIZON,
     Part,
@@ -246,8 +245,8 @@ def test_a_plan_from_the_schedule_is_the_exact_plan(seed):
     for now in instants(rng, 40):
         for scope, on_scope in lanes.items():
             for reading in READINGS:
-                exact = plan_scope(scope, now, exact_lanes[scope], {}, reading)
-                assert _shape(plan_scope(scope, now, _lane(timeline, on_scope), {}, reading)) == _shape(exact), \
+                exact = scope_plan(scope, now, exact_lanes[scope], {}, reading)
+                assert _shape(scope_plan(scope, now, _lane(timeline, on_scope), {}, reading)) == _shape(exact), \
                     (scope, now)
 
 

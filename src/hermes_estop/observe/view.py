@@ -161,7 +161,7 @@ class Observer:
         """The ledger's entries and, among them, the skipped and released ones (key -> state);
         the file ledger is parsed again only when its file changed."""
         try:
-            identity = self._ledger.version()
+            identity = self._ledger.records.version()
         except OSError as exc:
             return {}, {}, f"windows ledger: {one_line(exc)}"
         if identity is not None:

@@ -13,7 +13,7 @@ from hermes_estop.model.cronspec import starts as cron_starts
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.timeutil import display_instant, format_instant, in_interval
 from hermes_estop.windows.forecast import Ahead
-from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
+from hermes_estop.windows.ledger import ARMED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
 from hermes_estop.windows.model import Occurrence, Window
 
 __all__ = ["MAX_EXCLUDED_SHOWN", "Explanation", "explain"]
@@ -21,12 +21,11 @@ __all__ = ["MAX_EXCLUDED_SHOWN", "Explanation", "explain"]
 #: at most this many excluded starts are listed between the instant and the next occurrence
 MAX_EXCLUDED_SHOWN = 10
 
+#: what the ledger's state says, where its name alone does not
 _LEDGER_SAYS = {
-    ARMED: "armed",
     SKIPPED: "skipped: it does not arm",
     RELEASED: "released early by the operator: it is not re-armed",
     WITHDRAWN: "withdrawn (its window was removed, disabled or moved while it held)",
-    ENDED: "ended",
 }
 
 

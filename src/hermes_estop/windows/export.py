@@ -28,10 +28,12 @@ def planned(found: Iterable[Ahead], now: datetime, days: int) -> list[tuple[Wind
     out: list[tuple[Window, Occurrence]] = []
     until = now + timedelta(days=days)
     for window_of, following in found:
+        window: Window | None = None
         for occurrence in following:
             if occurrence.arm_at >= until or len(out) >= MAX_EXPORT_EVENTS:
                 break
-            out.append((window_of(), occurrence))
+            window = window if window is not None else window_of()
+            out.append((window, occurrence))
     return sorted(out, key=lambda pair: (pair[1].start, pair[1].window, pair[1].ident))
 
 

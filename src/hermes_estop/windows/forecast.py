@@ -8,6 +8,7 @@ count.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing
 from datetime import datetime
@@ -17,20 +18,18 @@ from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant
 from hermes_estop.process.forecast import EstopView, PlannedHold
-from hermes_estop.windows.ledger import ENDED, RELEASED, SKIPPED, LedgerEntry, open_ledger
+from hermes_estop.windows.ledger import CLOSED, LedgerEntry, open_ledger
 from hermes_estop.windows.model import Occurrence, Window
 from hermes_estop.windows.occurrences import occurrences
 from hermes_estop.windows.plan import ARMED_BY_PREFIX
 from hermes_estop.windows.schedule import Item, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["CLOSED", "MAX_OCCURRENCES", "WindowSource", "ahead", "enabled", "ledger_entries", "planned_holds", "window_ahead"]
+__all__ = ["MAX_OCCURRENCES", "WindowSource", "ahead", "enabled", "ledger_entries", "planned_holds", "window_ahead"]
 
 #: past this many occurrences of one window (a minutely window: about a week) the rest of the range
 #: is assumed held by it, with a note, rather than computing a minutely window over a year
 MAX_OCCURRENCES = 10_000
-#: ledger states of an occurrence that will not be armed (again)
-CLOSED = frozenset({SKIPPED, RELEASED, ENDED})
 
 Ahead = tuple[Callable[[], Window], Iterator[Occurrence]]
 
@@ -41,16 +40,9 @@ def window_ahead(window: Window, t: datetime) -> Ahead:
 
 
 def ahead(schedule: Schedule, item: Item, t: datetime) -> Ahead:
-    """The `Window` of `item` (a row of `schedule`: built once, only when asked) and its
-    occurrences not ended at `t`, in order: what holds from `t` on."""
-    built: list[Window] = []
-
-    def window_of() -> Window:  # not `functools.cache`: making one costs 17 us, a tenth of `status`
-        if not built:
-            built.append(schedule.window(item))
-        return built[0]
-
-    return window_of, schedule.not_ended(item, t)
+    """The `Window` of `item` (a row of `schedule`: built when asked, so each consumer asks once)
+    and its occurrences not ended at `t`, in order: what holds from `t` on."""
+    return functools.partial(schedule.window, item), schedule.not_ended(item, t)
 
 
 def enabled(schedule: Schedule, scopes: set[str] | None = None) -> list[Item]:
@@ -66,10 +58,11 @@ def planned_holds(found: Ahead, end: datetime, entries: Mapping[str, LedgerEntry
     one's arm time to `end` stands for the rest, with a note."""
     window_of, following = found
     out: list[PlannedHold] = []
+    window: Window | None = None
     for seen, occurrence in enumerate(following, start=1):
         if occurrence.arm_at >= end:
             break
-        window = window_of()
+        window = window if window is not None else window_of()
         if seen > limit:
             out.append(PlannedHold(
                 window.scope, occurrence.arm_at, end, window.hold_allow, window.reason_for(None),

@@ -8,7 +8,7 @@ memory of the arm. So every arm is preceded by an intent in the audit trail (`IN
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from hermes_estop.model.audit_event import AuditEvent
     from hermes_estop.windows.model import Occurrence
 
-__all__ = ["ARMED", "ENDED", "INTENT", "LEDGER_FILE", "RELEASED", "RETENTION", "SKIPPED", "WITHDRAWN",
+__all__ = ["ARMED", "CLOSED", "ENDED", "INTENT", "LEDGER_FILE", "RELEASED", "RETENTION", "SKIPPED", "WITHDRAWN",
            "LedgerEntry", "OccurrenceLedger", "entry_for", "intent_detail", "open_ledger",
            "recall", "skipped_keys"]
 
@@ -36,6 +36,8 @@ ENDED = "ended"
 #: its window was removed, disabled or moved while it held; NOT closed: re-armed if its window is
 #: back before its end
 WITHDRAWN = "withdrawn"
+#: the states of an occurrence that will not be armed (again)
+CLOSED = frozenset({RELEASED, SKIPPED, ENDED})
 #: entries are kept this long after their occurrence ends (`hermes status` shows recent ones)
 RETENTION = timedelta(days=7)
 
@@ -118,10 +120,6 @@ class OccurrenceLedger:
         """All or nothing (`StoreError`: unchanged); entries not named are left."""
         self.records.update({entry.key: entry.to_json() for entry in changes}, remove=remove,
                             prune_before=prune_before, check=self._entry)
-
-    def version(self) -> Hashable | None:
-        """None: cannot tell."""
-        return self.records.version()
 
     def close(self) -> None:
         self.records.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from hermes_estop.model.durations import MAX_DURATION
 from hermes_estop.model.errors import StoreError
 from hermes_estop.model.hold import VACANT, Allow, Hold, HoldState, Reading
 from hermes_estop.model.selector import holds_at_least, hull
-from hermes_estop.windows.ledger import ARMED, ENDED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry, entry_for
+from hermes_estop.windows.ledger import ARMED, CLOSED, ENDED, RELEASED, WITHDRAWN, LedgerEntry, entry_for
 from hermes_estop.windows.model import MAX_REASON, WINDOWS_FILE, Occurrence, Window, occurrence_key, reason_of
 from hermes_estop.windows.occurrences import covering, refusal
 from hermes_estop.windows.schedule import Part, Schedules, Windows
@@ -35,7 +35,6 @@ __all__ = ["ARMED_BY_PREFIX", "CHAIN_LIMIT", "Arm", "Desired", "FileGuard", "Gua
 ARMED_BY_PREFIX = "window:"
 #: at most this many future occurrences extend one deadline; the next start re-extends it
 CHAIN_LIMIT = 256
-_CLOSED = (RELEASED, SKIPPED, ENDED)
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,6 @@ class ScopePlan:
     """What to do at one scope. `notes` are ledger changes that hold whatever the actions do."""
 
     scope: str
-    now: datetime
     covering: tuple[Occurrence, ...]
     actions: tuple[Arm | Retire | Skip, ...] = ()
     notes: tuple[LedgerEntry, ...] = ()
@@ -160,15 +158,14 @@ def terms(windows: Windows, name: str) -> tuple[str | None, Allow]:
         raise StoreError(f"window {name}: its table does not read ({exc})") from None
 
 
-def compose(members: Sequence[Occurrence], windows: Windows, deadline: datetime, now: datetime | None = None) -> Desired:
+def compose(members: Sequence[Occurrence], windows: Windows, deadline: datetime, now: datetime) -> Desired:
     """Intersection of allowlists, their reasons (a member in its drain lead at `now`: "draining
     for <window>"); named after the earliest-starting member, `covers` lists them all."""
     ordered = sorted(members, key=lambda o: (o.start, o.window))
     primary = ordered[0]
     of = {name: terms(windows, name) for name in dict.fromkeys(o.window for o in ordered)}
-    reasons = list(dict.fromkeys(reason_of(o.window, of[o.window][0], o.reason,
-                                           draining=now is not None and o.draining(now)) for o in ordered))
-    reason = "; ".join(reasons)
+    reason = "; ".join(dict.fromkeys(reason_of(o.window, of[o.window][0], o.reason, draining=o.draining(now))
+                                     for o in ordered))
     if len(reason) > MAX_REASON:
         reason = reason[: MAX_REASON - 3].rstrip() + "..."
     body: dict[str, Any] = {"name": primary.window, "occurrence": primary.ident}
@@ -189,12 +186,11 @@ def _describe_standing(reading: Reading) -> str:
 
 
 def _triage(candidates: Sequence[Occurrence], armed: Mapping[str, LedgerEntry], entries: Mapping[str, LedgerEntry],
-            recalled: Mapping[str, str], reading: Reading, now: datetime
+            recalled: Mapping[str, str], reading: Reading, standing: str | None, now: datetime
             ) -> tuple[list[Occurrence], list[Occurrence], list[LedgerEntry]]:
-    """The candidates alive (our hold for them stands) and fresh (to arm), and the notes closing
-    those whose hold went away before the end (released: never re-armed). One the ledger does not
-    know but the audit trail says was armed as G (`recalled`) counts as armed as G."""
-    standing = reading.hold.generation if reading.hold is not None else None
+    """The candidates alive (our hold for them, `standing`, stands) and fresh (to arm), and the notes
+    closing those whose hold went away before the end (released: never re-armed). One the ledger
+    does not know but the audit trail says was armed as G (`recalled`) counts as armed as G."""
     gone = f"replaced by {_describe_standing(reading)}" if reading.active else "released"
     alive: list[Occurrence] = []
     fresh: list[Occurrence] = []
@@ -225,29 +221,27 @@ def idle(covered: Sequence[Occurrence], entries: Mapping[str, LedgerEntry]) -> b
 
 
 def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str, LedgerEntry],
-               reading: Reading, *, recalled: Mapping[str, str] | None = None,
-               covered: Sequence[Occurrence] | None = None, selector: Any = None) -> ScopePlan:
-    """From its enabled windows, its ledger entries and its sentinel as read at `now`. `recalled`:
-    key -> generation the audit trail says was armed for occurrences the ledger does not know
-    (`ledger.recall`); `covered`: the windows' occurrences covering `now`, when the caller has
-    them; `selector`: the plan is for the scoped hold of that selector (one lane of the scope)."""
-    if covered is None:
-        covered = [o for found in windows.timeline.covering_now(windows, now).values() for o in found]
-    plan = ScopePlan(scope, now, tuple(sorted(covered)))
-    closed = frozenset(k for k, e in entries.items() if e.state in _CLOSED)
-    candidates = [o for o in plan.covering if o.key not in closed]
+               reading: Reading, *, covered: Sequence[Occurrence], recalled: Mapping[str, str] | None = None,
+               selector: Any = None) -> ScopePlan:
+    """From its enabled windows, its ledger entries and its sentinel as read at `now`. `covered`:
+    the windows' occurrences covering `now`; `recalled`: key -> generation the audit trail says was
+    armed for occurrences the ledger does not know (`ledger.recall`); `selector`: the plan is for
+    the scoped hold of that selector (one lane of the scope)."""
+    covering = tuple(sorted(covered))
+    closed = frozenset(k for k, e in entries.items() if e.state in CLOSED)
+    candidates = [o for o in covering if o.key not in closed]
     armed = {k: e for k, e in entries.items() if e.state == ARMED}
     ours = {e.generation for e in armed.values() if e.generation}
     hold, adopted = reading.hold, []
-    if reading.active and hold is not None and hold.generation is not None and hold.generation not in ours:
+    standing = hold.generation if hold is not None else None
+    if reading.active and standing is not None and standing not in ours:
         # the candidates the standing hold's body names (`claims`): the ledger missed them (a
         # crash between the arm and the ledger write)
         claimed = claims(hold, scope)
-        adopted = [entry_for(o, ARMED, now, hold.generation, "adopted: the hold body names this occurrence")
+        adopted = [entry_for(o, ARMED, now, standing, "adopted: the hold body names this occurrence")
                    for o in candidates if o.key in claimed]
         armed.update((e.key, e) for e in adopted)
-        ours.update(e.generation for e in adopted if e.generation)
-    alive, fresh, released = _triage(candidates, armed, entries, recalled or {}, reading, now)
+    alive, fresh, released = _triage(candidates, armed, entries, recalled or {}, reading, standing, now)
     keys = {o.key for o in candidates}
     # armed entries no longer candidates: ended when over; withdrawn (re-armed if the window is
     # back before the end) when their window went away
@@ -256,28 +250,25 @@ def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str
                for k, e in armed.items() if k not in keys]
     notes = adopted + released
     ours.update(e.generation for e in notes if e.state == ARMED and e.generation)
-    standing = reading.hold.generation if reading.hold is not None else None
-    if reading.active and standing not in ours:
-        skips = tuple(Skip(scope, o, _describe_standing(reading), standing) for o in fresh)
-        return replace(plan, actions=skips, notes=tuple(notes + closing))
     members = alive + fresh
-    if not members:  # retire the standing hold when it is ours, its closing entries with it
+    actions: tuple[Arm | Retire | Skip, ...] = ()
+    if reading.active and standing not in ours:
+        actions = tuple(Skip(scope, o, _describe_standing(reading), standing) for o in fresh)
+    elif not members:  # retire the standing hold when it is ours, its closing entries with it
         if reading.present and standing is not None and standing in ours:
-            retiring = tuple(e for e in closing if e.generation == standing)
-            others = [e for e in closing if e.generation != standing]
-            return replace(plan, actions=(Retire(scope, standing, retiring),), notes=tuple(notes + others))
-        return replace(plan, notes=tuple(notes + closing))
-    deadline = chain_end(members, windows, now, closed)
-    desired = compose(members, windows, deadline, now)
-    if not reading.active:
-        return replace(plan, actions=(Arm(scope, tuple(members), desired, VACANT, selector=selector),),
-                       notes=tuple(notes + closing))
-    assert standing is not None and hold is not None
-    if hold.expires_at == desired.deadline and hold.allow == desired.allow and hold.reason == desired.reason:  # it stands
-        return replace(plan, notes=tuple(notes + closing + [entry_for(o, ARMED, now, standing) for o in fresh]))
-    return replace(plan, actions=(Arm(scope, tuple(members), desired, frozenset({standing}), standing, selector),),
-                   notes=tuple(notes + closing))
-
+            actions = (Retire(scope, standing, tuple(e for e in closing if e.generation == standing)),)
+            closing = [e for e in closing if e.generation != standing]
+    else:
+        deadline = chain_end(members, windows, now, closed)
+        desired = compose(members, windows, deadline, now)
+        if not reading.active:
+            actions = (Arm(scope, tuple(members), desired, VACANT, selector=selector),)
+        elif (hold is not None and hold.expires_at == desired.deadline and hold.allow == desired.allow
+              and hold.reason == desired.reason):  # it stands: the fresh ones are noted as armed by it, last
+            closing += [entry_for(o, ARMED, now, standing) for o in fresh]
+        else:
+            actions = (Arm(scope, tuple(members), desired, frozenset({standing}), standing, selector),)
+    return ScopePlan(scope, covering, actions, tuple(notes + closing))
 
 _NONE = timedelta(0)
 
@@ -298,12 +289,8 @@ class GuardVerdict:
 
 
 def _narrower(new: Allow, old: Allow) -> bool:
-    """Deny wins: fewer users, narrower profiles."""
-    if not new.valid or not new.user_ids:
-        return True
-    if not old.valid or not new.user_ids <= old.user_ids:
-        return False
-    return not old.profiles or (bool(new.profiles) and new.profiles <= old.profiles)
+    """Deny wins: `new` admits nobody, or only whom `old` admits too."""
+    return not new.valid or not new.user_ids or intersect_allow((new, old)) == new
 
 
 def strengthens(old: Window, new: Window) -> bool:
@@ -312,32 +299,28 @@ def strengthens(old: Window, new: Window) -> bool:
     that add hold time, hold more work or refuse more people."""
     if not old.enabled:
         return True
-    if (old.feed is None) != (new.feed is None) or not holds_at_least(new.selector, old.selector):
+    if (not new.enabled or new.scope != old.scope or (old.feed is None) != (new.feed is None)
+            or not holds_at_least(new.selector, old.selector) or (new.drain or _NONE) < (old.drain or _NONE)
+            or not _narrower(new.hold_allow, old.hold_allow)):
         return False
     if old.feed is not None:  # a calendar: its events are judged by what holds now (`vanished`)
-        return (new.enabled and new.scope == old.scope and (new.drain or _NONE) >= (old.drain or _NONE)
-                and _narrower(new.hold_allow, old.hold_allow))
-    if not new.enabled or ((new.scope, new.cron, new.at, new.timezone, new.reason, new.exclude_calendar)
-                           != (old.scope, old.cron, old.at, old.timezone, old.reason, old.exclude_calendar)):
-        return False
+        return True
     # `exclude_calendar`'s holidays are judged by what holds now (`_drops`, issue 45); the rest:
-    # duration and drain no shorter, bounds no narrower, exclusions no more
-    if new.duration < old.duration or (new.drain or _NONE) < (old.drain or _NONE):
+    # duration no shorter, bounds no narrower, exclusions no more
+    if (new.cron, new.at, new.timezone, new.reason, new.exclude_calendar) != \
+            (old.cron, old.at, old.timezone, old.reason, old.exclude_calendar) or new.duration < old.duration:
         return False
     if new.not_before is not None and (old.not_before is None or new.not_before > old.not_before):
         return False
     if new.not_after is not None and (old.not_after is None or new.not_after < old.not_after):
         return False
-    return (set(new.exclude) <= set(old.exclude) and new.exclude_cron in (None, old.exclude_cron)
-            and _narrower(new.hold_allow, old.hold_allow))
+    return set(new.exclude) <= set(old.exclude) and new.exclude_cron in (None, old.exclude_cron)
 
 
-def vanished(windows: Windows, previous: Windows | None,
+def vanished(read: Windows, before: Windows | None,
              entries: Mapping[str, LedgerEntry], now: datetime, moving: Sequence[Window] = ()) -> list[str]:
     """Acted on before and missing or weakened, or holding per the ledger and not in it, enabled,
     on that scope (`moving`: versions held at another scope too)."""
-    read, before = windows, previous
-    current = read.named
     elsewhere = {w.name: w for w in moving}
     out: list[str] = []
     if before is not None and before is not read:
@@ -351,7 +334,7 @@ def vanished(windows: Windows, previous: Windows | None,
     for entry in entries.values():
         if entry.state != ARMED or entry.end <= now:
             continue
-        window = current(entry.window)
+        window = read.named(entry.window)
         if window is not None and window.scope != entry.scope and entry.window in elsewhere:
             window = elsewhere[entry.window] if elsewhere[entry.window].scope == entry.scope else window
         if (window is None or not window.enabled or window.scope != entry.scope or _drops(window, entry, now)) \
@@ -398,43 +381,44 @@ class FileGuard:
               now: datetime, failing: frozenset[str] = frozenset(), feeds: object = ()) -> GuardVerdict:
         """`failing`: the read's tables that do not validate, held as last acted on."""
         before = self.trusted
-        missing = failing - set(map(windows.name, range(len(windows)))) if failing and before is not None else set()
-        if missing:  # the last version acted on of each, its row as it is (no other row built)
-            assert before is not None
+        if failing and before is not None and (missing := failing - set(map(windows.name, range(len(windows))))):
+            # the last version acted on of each, its row as it is (no other row built)
             windows = self.schedules.compose([*map(windows.part, range(len(windows))),
                                               *(before.part(i) for i in range(len(before)) if before.name(i) in missing)],
                                              now)
-        gone = vanished(windows, self.trusted, entries, now)
+        gone = vanished(windows, before, entries, now)
         # holding per the ledger, failing, and never read by this process: no version to put
         # back, nor a weakening to confirm (an edit that fixes it is read as new)
         unread = frozenset(gone) & failing
         gone = [name for name in gone if name not in unread]
         if not gone:
-            return replace(self._trust(windows, identity), unread=unread)
+            return self._trust(windows, identity, unread)
         pending = self._pending
         if pending is None or pending[0] != (identity, feeds) or now < pending[1]:
             self._pending = ((identity, feeds), now)
         elif now - pending[1] >= self.confirm_after:
-            return replace(self._trust(windows, identity), unread=unread)
-        kept = self._put_back(windows, gone, entries, now, unread)
-        return GuardVerdict(False, self._describe(gone, identity, feeds, windows, kept is not None),
-                            None if kept is None else kept[0], () if kept is None else kept[1], unread)
+            return self._trust(windows, identity, unread)
+        kept, moving = self._put_back(windows, gone, entries, now, unread)
+        return GuardVerdict(False, self._describe(gone, identity, feeds, windows, kept is not None), kept, moving, unread)
 
     def interrupted(self) -> None:
         """A read failed: the next read starts its confirmation over."""
         self._pending = None
 
     def _put_back(self, windows: Windows, gone: list[str], entries: Mapping[str, LedgerEntry],
-                  now: datetime, unread: frozenset[str] = frozenset()) -> tuple[Windows, list[Window]] | None:
+                  now: datetime, unread: frozenset[str]) -> tuple[Windows | None, list[Window]]:
         """`windows` with the `gone` ones put back (`meanwhile`), and the read's versions of those it
-        moves to another scope; None when that still takes something away. Only the gone ones are built."""
+        moves to another scope; None when that still takes something away (or nothing was acted on
+        before: nothing to put back). Only the gone ones are built."""
         before = self.trusted
+        if before is None:
+            return None, []
         parts: list[Part] = []
         moving: list[Window] = []
         for index in range(len(windows)):
             name = windows.name(index)
-            at = before.position(name) if before is not None and name in gone else None
-            if before is None or at is None:
+            at = before.position(name) if name in gone else None
+            if at is None:
                 parts.append(windows.part(index))
                 continue
             old, new = before[at], windows[index]
@@ -443,18 +427,17 @@ class FileGuard:
             if old.enabled and new.enabled and old.scope != new.scope:  # moved to another scope
                 moving.append(new)
         names = set(map(windows.name, range(len(windows))))
-        parts.extend(before.part(at) for name in gone
-                     if before is not None and name not in names and (at := before.position(name)) is not None)
+        parts.extend(before.part(at) for name in gone if name not in names and (at := before.position(name)) is not None)
         merged = self.schedules.compose(parts, now)
-        if set(vanished(merged, self.trusted, entries, now, moving)) - unread:
-            return None
+        if set(vanished(merged, before, entries, now, moving)) - unread:
+            return None, []
         self.trusted = merged
         return merged, moving
 
-    def _trust(self, windows: Windows, identity: object) -> GuardVerdict:
+    def _trust(self, windows: Windows, identity: object, unread: frozenset[str]) -> GuardVerdict:
         self.trusted = windows
         self._pending, self._file = None, identity
-        return GuardVerdict(True, windows=self.trusted)
+        return GuardVerdict(True, windows=windows, unread=unread)
 
     def _describe(self, gone: list[str], identity: object, feeds: object, windows: Windows,
                   kept: bool) -> str:

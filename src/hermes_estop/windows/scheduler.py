@@ -523,7 +523,7 @@ class WindowService:
         at_scope, scoped = lanes.at(scope)
         covered = [o for selector, _, _ in at_scope for o in lanes.covered.get((scope, selector), ())]
         if idle(covered, state.of(scope)):
-            return [ScopePlan(scope, state.report.now, ())]
+            return [ScopePlan(scope, ())]
         fresh: list[Reading] = []
         moved = self._moved(scope, state, lanes, scoped, fresh)
         plans = []
@@ -588,7 +588,7 @@ class WindowService:
             of_scope = {k: e for k, e in state.of(scope).items()
                         if (e.window in names if names is not None else e.window not in scoped)}
             if idle(covered, of_scope):
-                return [ScopePlan(scope, now, ())]  # the plan whatever the sentinel holds: not read
+                return [ScopePlan(scope, ())]  # the plan whatever the sentinel holds: not read
             reading = self._reading(scope, now, fresh)
             if selector is not None:
                 reading = next((r for r in reading.scoped if r.hold is not None and r.hold.selector == selector),

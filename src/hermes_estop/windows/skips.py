@@ -12,16 +12,14 @@ from hermes_estop.model.cronspec import wall_to_instant
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_instant
-from hermes_estop.windows.ledger import SKIPPED, LedgerEntry, entry_for, open_ledger
+from hermes_estop.windows.ledger import SKIPPED, entry_for, open_ledger
 from hermes_estop.windows.model import Occurrence, Window
 from hermes_estop.windows.occurrences import occurrences
 
-__all__ = ["OPERATOR_SKIP", "pick", "skip_entry", "skip_occurrence", "skipped_line", "unskip_occurrence"]
+__all__ = ["pick", "skip_occurrence", "skipped_line", "unskip_occurrence"]
 
 if TYPE_CHECKING:
     from hermes_estop.fleet.fleet import Fleet
-
-OPERATOR_SKIP = "skipped by the operator"
 
 
 def pick(window: Window, now: datetime, *, on: date | None = None, start: datetime | None = None) -> Occurrence:
@@ -47,13 +45,9 @@ def pick(window: Window, now: datetime, *, on: date | None = None, start: dateti
     return found
 
 
-def skip_entry(occurrence: Occurrence, now: datetime, actor: str) -> LedgerEntry:
-    return entry_for(occurrence, SKIPPED, now, None, f"{OPERATOR_SKIP} ({actor})")
-
-
 def skip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datetime) -> None:
     """Skip `target` for the fleet's actor: the ledger entry, then the audit line."""
-    open_ledger(fleet).commit([skip_entry(target, now, fleet.actor)])
+    open_ledger(fleet).commit([entry_for(target, SKIPPED, now, None, f"skipped by the operator ({fleet.actor})")])
     fleet.record("skip", fleet.location(window.scope), reason=window.reason_for(None), deadline=target.end,
                  detail=f"window {window.name} occurrence {target.ident} skipped by the operator", now=now)
 
