@@ -808,15 +808,20 @@ class ScheduleTimeline:
         """Read off the arm order (a chain of 256 among 10,000 windows costs its 256 occurrences);
         past the part of the horizon held whole, as `merge_armed`."""
         lane, _ = self._parts(listed, micros(now))
-        if not lane:
-            return merge_armed(listed, now, self.first_armed, self.after)
-        return self._walk(listed, lane, now)
+        if lane:
+            for _, tied in itertools.groupby(self._rows_armed(lane, micros(now), self._whole_until), key=itemgetter(0)):
+                # at one instant, in the order of `listed` (as `merge_armed`)
+                yield from (self.schedule.occurrence(row, index) for _, _, row, index in sorted(tied))
+            # every arm instant is a whole microsecond: "after the microsecond before `_whole_until`"
+            now = max(now, instant_of(self._whole_until - 1))
+        yield from merge_armed(listed, now, self.first_armed, self.after)
 
     def _parts(self, windows: Windows, at: int) -> tuple[dict[int, int], Sequence[int]]:
         """Each row of `windows` -> its place among them, and the places of those asked one by one:
         all of them when `at` is not held whole or they are not this schedule's rows."""
-        known = windows.lane_of(self) if self.whole(at) else None
-        return (known, ()) if known is not None else ({}, range(len(windows)))
+        if windows.timeline is self and self.whole(at):
+            return windows.lane, ()
+        return {}, range(len(windows))
 
     def _rows_armed(self, lane: dict[int, int], at: int, until: int) -> Iterator[tuple[int, int, int, int]]:
         """(arm, place, row, index in `starts`) of each occurrence of the rows of `lane` armed
@@ -828,13 +833,6 @@ class ScheduleTimeline:
             row = bisect_right(offsets, armed[k]) - 1
             if row in lane:
                 yield arms[k], lane[row], row, armed[k]
-
-    def _walk(self, windows: Sequence[Window], lane: dict[int, int], now: datetime) -> Iterator[Occurrence]:
-        for _, tied in itertools.groupby(self._rows_armed(lane, micros(now), self._whole_until), key=itemgetter(0)):
-            # at one instant, in the order of `windows` (as `merge_armed`)
-            yield from (self.schedule.occurrence(row, index) for _, _, row, index in sorted(tied))
-        # every arm instant is a whole microsecond: "after the microsecond before `_whole_until`"
-        yield from merge_armed(windows, max(now, instant_of(self._whole_until - 1)), self.first_armed, self.after)
 
     def covering_now(self, windows: Windows, now: datetime) -> dict[str, list[Occurrence]]:
         """Of each enabled window that has some, in start order: read off the arm order within the
@@ -904,13 +902,9 @@ class Windows(Sequence[Window]):
     columns, a row's `Window` built only when asked for (`[i]`, `named`): a pass builds one only
     for a row it acts on (issue 35). Iterating builds every row: a decision asks by index."""
 
-    __slots__ = ("_lane", "_positions", "rows", "timeline")
-
     def __init__(self, timeline: ScheduleTimeline, rows: Sequence[int] | None = None) -> None:
         self.timeline = timeline
         self.rows: Sequence[int] = rows if rows is not None else range(len(timeline.schedule))
-        self._positions: dict[str, int] | None = None
-        self._lane: dict[int, int] | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -953,24 +947,23 @@ class Windows(Sequence[Window]):
     def table(self, index: int) -> bytes:
         return self.timeline.schedule.tables[self.rows[index]]
 
+    @functools.cached_property
+    def _positions(self) -> dict[str, int]:
+        positions: dict[str, int] = {}
+        for i in range(len(self)):
+            positions.setdefault(self.name(i), i)
+        return positions
+
     def position(self, name: str) -> int | None:
-        if self._positions is None:
-            self._positions = {}
-            for i in range(len(self)):
-                self._positions.setdefault(self.name(i), i)
         return self._positions.get(name)
 
     def named(self, name: str) -> Window | None:
         index = self.position(name)
         return None if index is None else self[index]
 
-    def lane_of(self, timeline: ScheduleTimeline) -> dict[int, int] | None:
-        """Each row of `timeline` among these -> its place; None unless these are its rows."""
-        if self.timeline is not timeline:
-            return None
-        if self._lane is None:
-            self._lane = {row: order for order, row in enumerate(self.rows)}
-        return self._lane
+    @functools.cached_property
+    def lane(self) -> dict[int, int]:
+        return {row: order for order, row in enumerate(self.rows)}
 
 
 class Part(NamedTuple):
@@ -983,16 +976,6 @@ class Part(NamedTuple):
     @classmethod
     def of(cls, window: Window) -> Part:
         return cls(None, 0, window)
-
-    def key(self, keyed: Callable[[Window], str]) -> str:
-        """The window's (`keyed`), or the row's place in the schedule it is taken from (whose
-        digest says what it is of)."""
-        if self.timeline is None:
-            assert self.window is not None  # noqa: S101 - a part is one or the other
-            return keyed(self.window)
-        schedule = self.timeline.schedule
-        feeds = sorted(schedule.feeds.items()) if schedule.feeds else ""
-        return f"{schedule.digest}@{schedule.lo}/{self.row}{feeds}"
 
 
 class Schedules:
@@ -1083,10 +1066,8 @@ class Schedules:
     def compose(self, parts: Sequence[Part], now: datetime, *, kept: bool = True) -> Windows:
         """The rows a pass plans off when its windows are not one version of the file's own (a
         failing table's last version, a window a policy refuses, the guard's put-back), never
-        written: one per name, each a row of another schedule copied as it is, or the row of the
-        last one composed with its key, or a row of a schedule held for the file with its table,
-        else compiled. The same while the keys are and it answers now whole (`kept`: remembered;
-        compiled again only after a pass acts: `refresh`)."""
+        written: one per name (the first). The same while the keys are and it answers now whole
+        (`kept`: remembered; compiled again only after a pass acts: `refresh`)."""
         at = micros(now)
         first = parts[0].timeline if parts else None
         if first is not None and first.whole(at) and len(parts) == len(first.schedule) and all(
@@ -1097,12 +1078,11 @@ class Schedules:
             name = part.window.name if part.timeline is None else part.timeline.schedule.names[part.row]  # type: ignore[union-attr]
             listed.setdefault(name, part)
         known, self._keys = self._keys, {}
-        keys = tuple(part.key(partial(self._key, known)) for part in listed.values())
+        keys = tuple(self._key(known, part) for part in listed.values())
         found = self._composed.get(keys)
         if found is not None and found[0].whole(at):
             return found[0].windows()
-        previous = next((t for t, _ in reversed(self._composed.values()) if _answers_for_long(t, at)), None)
-        timeline = self._compose(list(listed.values()), keys, now, previous)
+        timeline = self._compose(list(listed.values()), keys, now)
         if kept:
             self._composed.pop(keys, None)
             self._composed[keys] = (timeline, list(listed.values()))
@@ -1110,15 +1090,18 @@ class Schedules:
                 del self._composed[next(iter(self._composed))]
         return timeline.windows()
 
-    def _compose(self, parts: Sequence[Part], keys: Sequence[str], now: datetime,
-                 previous: ScheduleTimeline | None, *, seeded: bool = True) -> ScheduleTimeline:
-        """One horizon for all the rows (`previous`'s, or else, `seeded`, a held one's, or now)."""
+    def _compose(self, parts: Sequence[Part], keys: Sequence[str], now: datetime, *,
+                 fresh: bool = False) -> ScheduleTimeline:
+        """Each row of another schedule copied as it is, else compiled, over one horizon: that of
+        the last composed that answers for long (its rows taken by key), else of a held one (its
+        rows of equal tables), else (`fresh`) from now."""
         at = micros(now)
-        held = None if previous is not None or not seeded else next(
+        previous = next((t.schedule for t, _ in reversed(self._composed.values()) if _answers_for_long(t, at)), None)
+        held = None if previous is not None or fresh else next(
             (t.schedule for t in reversed(self._held.values()) if _answers_for_long(t, at)), None)
-        base = previous.schedule if previous is not None else held
+        base = previous if previous is not None else held
         builder = _Builder(base.lo, base.hi) if base is not None else _Builder(*_horizon(now))
-        by_key = {key: row for row, key in enumerate(base.sources)} if previous is not None and base else {}
+        by_key = {key: row for row, key in enumerate(previous.sources)} if previous is not None else {}
         built: dict[int, Window] = {}
         for part, key in zip(parts, keys, strict=True):
             source, row, window = part
@@ -1149,12 +1132,19 @@ class Schedules:
         timeline.seed(built)
         return timeline
 
-    def _key(self, known: Mapping[int, tuple[Window, object, str]], window: Window) -> str:
-        """What a row of `compose` is of: the window's table and the feeds it reads (a calendar's,
-        or the holidays it excludes, which the table does not say), refused or not. Taken from the
+    def _key(self, known: Mapping[int, tuple[Window, object, str]], part: Part) -> str:
+        """What a row of `compose` is of: a row's place in the schedule it is taken from (whose
+        digest says what it is of), or a window's table and the feeds it reads (a calendar's, or
+        the holidays it excludes, which the table does not say), refused or not. Taken from the
         last `compose` for the very object with its feeds as they read now (a window is frozen: a
         pass reads the same objects while the file's bytes are the same, `WindowsFile.parse_each`);
         remembered for the next."""
+        source, row, window = part
+        if source is not None:
+            schedule = source.schedule
+            read = sorted(schedule.feeds.items()) if schedule.feeds else ""
+            return f"{schedule.digest}@{schedule.lo}/{row}{read}"
+        assert window is not None  # noqa: S101 - a part is one or the other
         # a private attribute is read through pydantic's `__getattr__`: only of a window that has one
         holidays = window._holidays if window.exclude_calendar is not None else None  # noqa: SLF001 - bound to it
         feeds = [(feed.digest, feed.refused is None) if feed is not None else None for feed in (window.feed, holidays)]
@@ -1180,7 +1170,7 @@ class Schedules:
             self._composed.clear()
             windows = [Part.of(part.window if part.window is not None else timeline.window(row))
                        for row, part in enumerate(parts)]
-            self._composed[keys] = (self._compose(windows, keys, now, None, seeded=False), windows)
+            self._composed[keys] = (self._compose(windows, keys, now, fresh=True), windows)
 
     def _hold(self, raw: bytes, schedule: Schedule) -> ScheduleTimeline:
         found = self._held[raw] = ScheduleTimeline(schedule)
