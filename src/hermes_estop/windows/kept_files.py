@@ -143,13 +143,14 @@ def seal_key(where: Path, *, create: bool) -> bytes | None:
     if create:
         try:
             where.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache directory, made private
-            if _trusted(where, directory_problem(where)):
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-                try:
-                    os.write(fd, os.urandom(32))
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+            if not _trusted(where, directory_problem(where)):
+                return None  # no key made or taken where others could write
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, os.urandom(32))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         except OSError:  # FileExistsError: made before, or by another process just now: read it
             pass
     try:
