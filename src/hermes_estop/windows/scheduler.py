@@ -351,7 +351,7 @@ class WindowService:
             self._pending = None  # new content: the next unconfirmed read is news again
             logger.log(logging.INFO if windows else logging.DEBUG, "%s",
                        f"windows: {len(windows)} loaded from {self.windows_file.path}")
-        if verdict.windows is None:  # a trusted verdict acts on the read (`FileGuard._trust`)
+        if verdict.windows is None:  # unconfirmed only: a trusted verdict carries what it trusts (`FileGuard._trust`)
             if whole is not None and not report.dry_run:
                 self.schedules.keep(*whole, report.now)
             return None
@@ -363,9 +363,8 @@ class WindowService:
         if held is None:
             return self.schedules.compose(list(map(Part.of, parsed.windows)), now)
         # the windows reading a feed as validated now, bound to it (the rows' feeds read the same)
-        row_of = held.schedule.row_of
-        held.seed({row: w for w in parsed.windows
-                   if (w.feed is not None or w.exclude_calendar is not None) and (row := row_of(w.name)) is not None})
+        held.seed({row: w for w in parsed.windows if (w.feed is not None or w.exclude_calendar is not None)
+                   and (row := held.schedule.row_of(w.name)) is not None})
         return held.windows()
 
     def _recalled(self, scope: str, covered: list[Occurrence], entries: dict[str, LedgerEntry],
@@ -718,8 +717,7 @@ def due_wakeups(timeline: ScheduleTimeline, windows: Windows, covering: Mapping[
                 now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
     """The instants after `now` at which the plan can change, the `limit` earliest (`add_job`
     costs about 0.1 ms), off the pass's `timeline`'s arm order: asking each of 10,000 windows
-    every pass was a third of a quiet pass (issue 24). A next arm past the `limit + 1` soonest
-    is left out whatever covers now: at least `limit + 1` earlier ones come before it."""
+    every pass was a third of a quiet pass (issue 24). The `limit + 1` soonest arms suffice."""
     out: dict[str, datetime] = {}
     arms = dict(timeline.next_arms(windows, now, (), limit + 1))
     for name, covered in covering.items():
