@@ -61,8 +61,8 @@ PRUNE_SLACK = timedelta(hours=1)
 #: how many of the newest audit events `recall` reads (an arm it misses is armed again: held)
 RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
-#: one lane of a scope: its selector (None: the full hold), its windows, their names (None: full)
-Lane = tuple[Any, Windows, frozenset[str] | None]
+#: one lane of a scope: its selector (None: the full hold), its windows, their occurrences covering now
+Lane = tuple[Any, Windows, list[Occurrence]]
 #: windows, ledger, the versions moving scope (`GuardVerdict.moving`), what `Schedules.keep` keeps
 _Inputs = tuple[Windows, dict[str, LedgerEntry], Sequence[Window], tuple[bytes, Sequence[Window] | None] | None,
                 frozenset[str]]
@@ -256,13 +256,10 @@ class ProblemLog:
 
     def start(self, kind: str, message: str) -> None:
         """A changed wording while it lasts (torn saves fail at a new position each time): DEBUG."""
-        if kind in self._standing:
-            if self._standing[kind] != message:
-                self._standing[kind] = message
-                self.logger.debug("%s", printable(message))
-            return
+        before = self._standing.get(kind)
         self._standing[kind] = message
-        self.logger.log(self._started, "%s", printable(message))
+        if message != before:
+            self.logger.log(self._started if before is None else logging.DEBUG, "%s", printable(message))
 
     def clear(self, kind: str, message: str) -> None:
         if self._standing.pop(kind, None) is not None:
@@ -349,18 +346,16 @@ class WindowService:
             if verdict.reason != self._pending:
                 self._pending = verdict.reason
                 logger.warning("%s", f"windows: {verdict.reason}")
-            if verdict.windows is None:
-                if whole is not None and not report.dry_run:
-                    self.schedules.keep(*whole, report.now)
-                return None
-            return verdict.windows, entries, verdict.moving, whole, verdict.unread
-        loaded = hash((snapshot.raw, parsed.digests))
-        if loaded != self._loaded:
+        elif (loaded := hash((snapshot.raw, parsed.digests))) != self._loaded:
             self._loaded = loaded
             self._pending = None  # new content: the next unconfirmed read is news again
             logger.log(logging.INFO if windows else logging.DEBUG, "%s",
                        f"windows: {len(windows)} loaded from {self.windows_file.path}")
-        return verdict.windows if verdict.windows is not None else windows, entries, (), whole, verdict.unread
+        if verdict.windows is None:  # unconfirmed only: a trusted verdict carries what it trusts (`FileGuard._trust`)
+            if whole is not None and not report.dry_run:
+                self.schedules.keep(*whole, report.now)
+            return None
+        return verdict.windows, entries, verdict.moving, whole, verdict.unread
 
     def _rows(self, raw: bytes, parsed: Parsed, own: bool, now: datetime) -> Windows:
         """Of the schedule held for the bytes and feeds when they are all the file's (`own`)."""
@@ -368,9 +363,8 @@ class WindowService:
         if held is None:
             return self.schedules.compose(list(map(Part.of, parsed.windows)), now)
         # the windows reading a feed as validated now, bound to it (the rows' feeds read the same)
-        row_of = held.schedule.row_of
-        held.seed({row: w for w in parsed.windows
-                   if (w.feed is not None or w.exclude_calendar is not None) and (row := row_of(w.name)) is not None})
+        held.seed({row: w for w in parsed.windows if (w.feed is not None or w.exclude_calendar is not None)
+                   and (row := held.schedule.row_of(w.name)) is not None})
         return held.windows()
 
     def _recalled(self, scope: str, covered: list[Occurrence], entries: dict[str, LedgerEntry],
@@ -420,35 +414,34 @@ class WindowService:
                 return report, []
 
     def _planned(self, report: TickReport) -> tuple[TickReport, list[ScopePlan]]:
-        dry_run = report.dry_run
         plans: list[ScopePlan] = []
         inputs = self._inputs(report)
         if inputs is None:
             return report, plans
         listed, entries, moving, whole, unread = inputs  # the rows of one schedule (`_inputs`)
-        report.leader = dry_run or self._may_write()
+        report.leader = report.dry_run or self._may_write()
         listed, moving, held = self._held_as_was(listed, moving, entries, report, unread)
-        timeline = listed.timeline
         state = PassState(report, entries)
-        covering = timeline.covering_now(listed, report.now)
+        covering = listed.timeline.covering_now(listed, report.now)
+        moving = [w for w in moving if w.enabled]
         # the versions an unconfirmed edit moves to other scopes are held there too
-        elsewhere = {w.name: found for w in moving if w.enabled and (found := covering_of(w, report.now))}
+        found = [*(o for occurrences in covering.values() for o in occurrences),
+                 *(o for w in moving for o in covering_of(w, report.now))]
         if report.leader:
-            lanes = Lanes(listed, moving, covering, elsewhere,
-                          lambda parts: self.schedules.compose(parts, report.now, kept=False))
-            for scope in self._scopes([*covering.values(), *elsewhere.values()], entries):
+            lanes = Lanes(listed, moving, found, lambda parts: self.schedules.compose(parts, report.now, kept=False))
+            for scope in self._scopes(lanes.covered, entries):
                 if scope in held:
                     continue
                 try:
                     plans.extend(self._reconcile_scope(scope, state, lanes))
                 except (EstopError, OSError) as exc:
                     state.error(f"scope {scope}: {exc}")
-            if not dry_run:
+            if not report.dry_run:
                 self._commit(state)
-        report.active = sorted(o.key for found in (*covering.values(), *elsewhere.values()) for o in found)
-        report.wakeups = due_wakeups(timeline, listed, covering, report.now)
+        report.active = sorted(o.key for o in found)
+        report.wakeups = due_wakeups(listed.timeline, listed, covering, report.now)
         report.wakeups.update((f"{JOB_PREFIX}end:{name}", until) for name, until in held.values())
-        if not dry_run:
+        if not report.dry_run:
             # APScheduler's shutdown holds its job store's lock while it waits for a running
             # wake-up: a pass setting its jobs then would wait forever (serve never stopped)
             with self._stopping_lock:
@@ -509,9 +502,9 @@ class WindowService:
             return False
 
     @staticmethod
-    def _scopes(covering: Iterable[list[Occurrence]], entries: dict[str, LedgerEntry]) -> list[str]:
+    def _scopes(covered: Iterable[str], entries: dict[str, LedgerEntry]) -> list[str]:
         """Every other scope is `idle`: 1,000 profiles cost nothing while no window covers them (issue 24)."""
-        scopes = {o.scope for found in covering for o in found}
+        scopes = set(covered)
         for entry in entries.values():
             if entry.state == ARMED:
                 with contextlib.suppress(EstopError):
@@ -520,15 +513,15 @@ class WindowService:
 
     def _reconcile_scope(self, scope: str, state: PassState, lanes: Lanes) -> list[ScopePlan]:
         """The full hold's lane and one per selector (`only`/`jobs`, issue 26), each planned alone."""
-        at_scope, scoped = lanes.at(scope)
-        covered = [o for selector, _, _ in at_scope for o in lanes.covered.get((scope, selector), ())]
+        covered = lanes.covered.get(scope, [])
         if idle(covered, state.of(scope)):
             return [ScopePlan(scope, ())]
+        at_scope, scoped = lanes.at(scope)
         fresh: list[Reading] = []
-        moved = self._moved(scope, state, lanes, scoped, fresh)
+        moved = self._moved(scope, state, lanes.windows, scoped, fresh)
         plans = []
         for lane in at_scope:
-            plans += self._reconcile_lane(scope, lane, scoped, state, lanes, fresh)
+            plans += self._reconcile_lane(scope, lane, scoped, state, fresh)
         if moved and not state.report.dry_run:  # once every moved occurrence covering now is armed (or skipped) anew
             entries = state.of(scope)
             live = {o.key for o in covered}
@@ -546,7 +539,7 @@ class WindowService:
             fresh.append(self.fleet.read((self.fleet.location(scope),), now).readings[0])
         return fresh[0]
 
-    def _moved(self, scope: str, state: PassState, lanes: Lanes, scoped: set[str],
+    def _moved(self, scope: str, state: PassState, windows: Windows, scoped: dict[str, Any],
                fresh: list[Reading]) -> dict[str, list[str]]:
         """generation -> keys of the holds at `scope` whose occurrences now belong to another lane.
         Withdrawn, so the new lane arms them like a window coming back; the old hold is retired only
@@ -565,28 +558,26 @@ class WindowService:
             generation = entry.generation
             if generation not in lane_of_hold:
                 continue
-            where = lanes.elsewhere.get((scope, entry.window)) or lanes.lane_of(entry.window)
-            lane = where[1] if where is not None and entry.window in scoped else None
+            lane = scoped.get(entry.window)
             if lane_of_hold[generation] == lane:
                 continue
             if entry.state == ARMED:
-                home = lanes.lane_of(entry.window)
-                detail = ("its window was removed, disabled or moved" if home is None or home[0] != entry.scope else
+                at = windows.position(entry.window)  # the file's window, not a version moving here
+                detail = ("its window was removed, disabled or moved" if at is None or not windows.enabled(at)
+                          or windows.scope(at) != scope else
                           f"its window now holds {'everything' if lane is None else lane.describe()}: moved to that hold")
                 state.remember(entry.moved(WITHDRAWN, now, detail=detail))
             moved.setdefault(generation, []).append(entry.key)
         return moved
 
-    def _reconcile_lane(self, scope: str, lane: Lane, scoped: set[str], state: PassState, lanes: Lanes,
+    def _reconcile_lane(self, scope: str, lane: Lane, scoped: dict[str, Any], state: PassState,
                         fresh: list[Reading]) -> list[ScopePlan]:
-        """The full lane (names None) also has the entries of windows no scoped lane has."""
-        selector, on_scope, names = lane
-        covered = lanes.covered.get((scope, selector), [])
+        """The full lane (selector None) also has the entries of windows no scoped lane has."""
+        selector, on_scope, covered = lane
         report = state.report
         for _ in range(_MAX_ROUNDS):
             now = report.now
-            of_scope = {k: e for k, e in state.of(scope).items()
-                        if (e.window in names if names is not None else e.window not in scoped)}
+            of_scope = {k: e for k, e in state.of(scope).items() if scoped.get(e.window) == selector}
             if idle(covered, of_scope):
                 return [ScopePlan(scope, ())]  # the plan whatever the sentinel holds: not read
             reading = self._reading(scope, now, fresh)
@@ -666,7 +657,6 @@ class WindowService:
             self.scheduler = BackgroundScheduler(
                 timezone=UTC,
                 executors={"default": ThreadPoolExecutor(max_workers=1)},
-                job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             )
         if not self.scheduler.running:
             self.scheduler.start()
@@ -727,26 +717,14 @@ def due_wakeups(timeline: ScheduleTimeline, windows: Windows, covering: Mapping[
                 now: datetime, limit: int = MAX_JOBS) -> dict[str, datetime]:
     """The instants after `now` at which the plan can change, the `limit` earliest (`add_job`
     costs about 0.1 ms), off the pass's `timeline`'s arm order: asking each of 10,000 windows
-    every pass was a third of a quiet pass (issue 24)."""
+    every pass was a third of a quiet pass (issue 24). The `limit + 1` soonest arms suffice."""
     out: dict[str, datetime] = {}
+    arms = dict(timeline.next_arms(windows, now, (), limit + 1))
     for name, covered in covering.items():
-        _jobs(out, name, _first_armed(timeline, windows, name, now), covered, now)
-    for name, upcoming in timeline.next_arms(windows, now, covering.keys(), limit + 1):
+        _jobs(out, name, arms.pop(name, None), covered, now)
+    for name, upcoming in arms.items():
         _jobs(out, name, upcoming, (), now)
     return _earliest(out, limit)
-
-
-def _first_armed(timeline: ScheduleTimeline, windows: Windows, name: str, now: datetime) -> Occurrence | None:
-    """Off the schedule where it holds the answer (no `Window` validated mid-pass, issue 45)."""
-    schedule, row = timeline.schedule, timeline.schedule.row_of(name)
-    if row is not None and windows.timeline is timeline:
-        index = schedule.next_arm_index(row, now)
-        if index is not None:
-            return schedule.occurrence(row, index)
-        if schedule.unkept_arm(row, now) is None:
-            return None
-    window = windows.named(name)
-    return timeline.first_armed(window, now) if window is not None else None
 
 
 def _jobs(out: dict[str, datetime], name: str, upcoming: Occurrence | None, covered: Sequence[Occurrence],
@@ -775,36 +753,22 @@ def _earliest(out: dict[str, datetime], limit: int) -> dict[str, datetime]:
 
 class Lanes:
     """Each scope grouped when first visited (a pass visits a few); `moving`: the versions an
-    unconfirmed edit moves to another scope."""
+    unconfirmed edit moves to another scope (enabled)."""
 
-    def __init__(self, windows: Windows, moving: Sequence[Window], covering: dict[str, list[Occurrence]],
-                 elsewhere: dict[str, list[Occurrence]], compose: Callable[[Sequence[Part]], Windows]) -> None:
+    def __init__(self, windows: Windows, moving: Sequence[Window], covering: Iterable[Occurrence],
+                 compose: Callable[[Sequence[Part]], Windows]) -> None:
         self.windows = windows
+        self.moving = moving
         #: a lane with a moving version is the rows of a schedule composed of its windows and it
         self.compose = compose
-        self.moving = [w for w in moving if w.enabled]
-        #: (scope, name) -> (scope, selector) of the moving versions (`lane_of` names the others)
-        self.elsewhere = {(w.scope, w.name): (w.scope, w.selector) for w in self.moving}
         self._at: dict[str, list[int]] | None = None
-        #: (scope, selector) -> the occurrences covering now of the lane's windows, sorted
-        self.covered: dict[tuple[str, Any], list[Occurrence]] = {}
-        for name, found in covering.items():
-            where = self.lane_of(name)
-            assert where is not None  # noqa: S101 - `covering_now` answers for enabled windows only
-            self.covered.setdefault(where, []).extend(found)
-        for w in self.moving:
-            self.covered.setdefault((w.scope, w.selector), []).extend(elsewhere.get(w.name, ()))
-        for occurrences in self.covered.values():
-            occurrences.sort()
+        #: scope -> the occurrences covering now held there (a moving version's: at its new scope)
+        self.covered: dict[str, list[Occurrence]] = {}
+        for occurrence in covering:
+            self.covered.setdefault(occurrence.scope, []).append(occurrence)
 
-    def lane_of(self, name: str) -> tuple[str, Any] | None:
-        at = self.windows.position(name)
-        if at is None or not self.windows.enabled(at):
-            return None
-        return self.windows.scope(at), self.windows.selector(at)
-
-    def at(self, scope: str) -> tuple[list[Lane], set[str]]:
-        """The full lane first, and the names of the windows in a scoped lane (once per scope a pass)."""
+    def at(self, scope: str) -> tuple[list[Lane], dict[str, Any]]:
+        """The full lane first, and the selector of each window in a scoped lane."""
         if self._at is None:
             self._at = {}
             for i in range(len(self.windows)):
@@ -813,16 +777,15 @@ class Lanes:
         groups: dict[Any, list[int]] = {None: []}
         for i in self._at.get(scope, ()):
             groups.setdefault(self.windows.selector(i), []).append(i)
-        lanes: list[Lane] = [(selector, self.windows.subset(group),
-                              None if selector is None else frozenset(self.windows.name(i) for i in group))
-                             for selector, group in groups.items()]
+        scoped = {self.windows.name(i): selector for selector, group in groups.items() if selector is not None
+                  for i in group}
+        lanes = {selector: self.windows.subset(group) for selector, group in groups.items()}
         for window in (w for w in self.moving if w.scope == scope):
-            at = next((i for i, lane in enumerate(lanes) if lane[0] == window.selector), None)
-            extra = None if window.selector is None else frozenset({window.name})
-            if at is None:
-                lanes.append((window.selector, self.compose([Part.of(window)]), extra))
-            else:
-                selector, own, names = lanes[at]
-                lanes[at] = (selector, self.compose([*map(own.part, range(len(own))), Part.of(window)]),
-                             None if extra is None else (names or frozenset()) | extra)
-        return lanes, {name for _, _, names in lanes for name in names or ()}
+            own = lanes.get(window.selector)
+            parts = [own.part(i) for i in range(len(own))] if own is not None else []
+            lanes[window.selector] = self.compose([*parts, Part.of(window)])
+            if window.selector is not None:
+                scoped[window.name] = window.selector
+        covered = self.covered.get(scope, [])
+        return [(selector, own, [o for o in covered if scoped.get(o.window) == selector])
+                for selector, own in lanes.items()], scoped
