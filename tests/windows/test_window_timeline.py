@@ -493,7 +493,7 @@ def test_next_arms_reads_the_arm_order_only_until_every_row_is_met(count, monkey
             yield item
 
     monkeypatch.setattr(ScheduleTimeline, "_rows_armed", counted)
-    found = timeline.next_arms(timeline.windows(), BUILT, (), count)
+    found = timeline.next_arms(timeline.windows(), BUILT, count)
     armed = sorted((EXACT.first_armed(window, BUILT), window.name) for window in windows)
     assert [(name, o) for name, o in found] == [(name, o) for o, name in armed[:count]]
     assert 0 < len(walked) <= 60 + 2, len(walked)  # at most an hour of minutely arms, and the two hourly

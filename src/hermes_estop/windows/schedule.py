@@ -31,7 +31,7 @@ import sys
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
@@ -852,20 +852,18 @@ class ScheduleTimeline:
                 out[windows.name(order)] = list(found)
         return out
 
-    def next_arms(self, windows: Windows, now: datetime, skip: Container[str],
-                  count: int) -> list[tuple[str, Occurrence]]:
-        """The first arm after `now` of each enabled window not in `skip`, soonest first (at one
+    def next_arms(self, windows: Windows, now: datetime, count: int) -> list[tuple[str, Occurrence]]:
+        """The first arm after `now` of each enabled window, soonest first (at one
         instant, in the order of `windows`): the first `count` and any other at the last one's
         instant."""
         at = micros(now)
         lane, others = self._parts(windows, at)
         found: list[tuple[datetime, int, str, Occurrence]] = []
         for order in others:
-            name = windows.name(order)
-            if windows.enabled(order) and name not in skip:
+            if windows.enabled(order):
                 upcoming = self.first_armed(windows[order], now)
                 if upcoming is not None:
-                    found.append((upcoming.arm_at, order, name, upcoming))
+                    found.append((upcoming.arm_at, order, windows.name(order), upcoming))
         schedule = self.schedule
         seen: set[int] = set()
         taken, last = 0, -1
@@ -874,7 +872,7 @@ class ScheduleTimeline:
                 break
             if row not in seen:
                 seen.add(row)
-                if schedule.enabled[row] and schedule.names[row] not in skip:
+                if schedule.enabled[row]:
                     found.append((instant_of(arm), order, schedule.names[row], schedule.occurrence(row, index)))
                     taken, last = taken + 1, arm
                 if len(seen) == len(lane):  # every row's first arm met: the rest are later ones

@@ -719,7 +719,7 @@ def due_wakeups(timeline: ScheduleTimeline, windows: Windows, covering: Mapping[
     costs about 0.1 ms), off the pass's `timeline`'s arm order: asking each of 10,000 windows
     every pass was a third of a quiet pass (issue 24). The `limit + 1` soonest arms suffice."""
     out: dict[str, datetime] = {}
-    arms = dict(timeline.next_arms(windows, now, (), limit + 1))
+    arms = dict(timeline.next_arms(windows, now, limit + 1))
     for name, covered in covering.items():
         _jobs(out, name, arms.pop(name, None), covered, now)
     for name, upcoming in arms.items():
