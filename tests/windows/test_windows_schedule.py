@@ -1015,5 +1015,5 @@ def test_every_command_gets_a_schedule_also_of_a_file_with_no_windows(tmp_path: 
     if text is not None:
         (tmp_path / "windows.toml").write_text(text)
     found = schedule.schedule_of(WindowsFile(tmp_path), NOW)
-    assert len(found) == 0 and found.in_file_order() == [] and found.row_of("any") is None
+    assert len(found) == 0 and found.row_of("any") is None
     assert found.answers(NOW) and covering_all(found, NOW) == []

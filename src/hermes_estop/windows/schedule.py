@@ -18,7 +18,6 @@ an authority: one not of these bytes, their feeds, this code and this zone data 
 
 from __future__ import annotations
 
-import functools
 import gc
 import hashlib
 import hmac
@@ -33,7 +32,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
-from functools import partial
+from functools import cache, partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple, overload
@@ -49,19 +48,17 @@ from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind, calendar_window, fingerprint
 from hermes_estop.windows.ical import CalendarEvent, Feed
+from hermes_estop.windows.kept_files import HORIZON
 from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, validate_scope
 from hermes_estop.windows.occurrences import covering, following, merge_armed, next_armed, occurrences, refusal
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "Part", "ScheduleTimeline",
+__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Row", "Schedule", "Part", "ScheduleTimeline",
            "Schedules", "Windows", "build", "instant_of", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
 _FORMAT = 6
-#: how far past its build a schedule answers (a week: the daemon's and the operators' questions
-#: are about now and the next few days; a later instant is asked of the exact functions)
-HORIZON = kept_files.HORIZON
 #: how often `hermes serve` builds the schedule of an unchanged file again (so that the horizon
 #: an operator's command finds is always at least half of `HORIZON` ahead)
 REFRESH = HORIZON / 4
@@ -81,8 +78,6 @@ _US = timedelta(microseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: a calendar event's occurrence: its id (UID and RECURRENCE-ID), UID, SUMMARY and zone ("": the calendar's)
 Event = tuple[str, str, str, str]
-#: a window of the file as a command goes through them: its row (calendars are rows too)
-Item = int
 _DAMAGED = ("the windows schedule's tables are damaged (delete the .schedule file beside windows.toml: the next "
             "command builds it again)")
 
@@ -153,7 +148,7 @@ class Schedule:
         except (InvalidWindow, ValueError, KeyError, TypeError):
             raise StoreError(_DAMAGED) from None
         if window.exclude_calendar is not None:
-            window = self._bound([window], [])
+            window = _bound(self.windows_path, window)
         if window.name != self.names[row] or window.scope != self.scopes[row]:
             raise StoreError(_DAMAGED)
         return window
@@ -179,27 +174,16 @@ class Schedule:
         feed = Feed(repr(source.name), None, validate_timezone(self.timezones[row]), kept["digest"],
                     longest=timedelta(seconds=kept["longest"]), spans=tuple(timedelta(seconds=s) for s in kept["spans"]),
                     kept=(instant_of(self.lo) - timedelta(seconds=kept["longest"]), instant_of(until), events),
-                    origin=functools.cache(lambda: self._bound([], [source]).feed),  # type: ignore[arg-type]
+                    origin=cache(lambda: _bound(self.windows_path, source).feed),  # type: ignore[arg-type]
                     _zones={e[1]: validate_timezone(e[3]) for e in map(self.events.get, range(lo, hi)) if e and e[3]})
         return calendar_window(source, feed)
-
-    def _bound(self, windows: list[Window], sources: list[CalendarSource]) -> Window:
-        if self.windows_path is None:
-            raise StoreError(_DAMAGED)
-        found = bind(self.windows_path.parent, self.windows_path, windows, sources)
-        if found.failures:
-            raise found.failures[0]
-        return found.windows[0]
 
     @property
     def fed(self) -> bool:
         """Whether a row is of a calendar feed (the daemon validates such a file itself)."""
         return self.feeds is None or bool(self.feeds)
 
-    def in_file_order(self) -> list[Item]:
-        return list(range(len(self)))
-
-    def item_named(self, name: str, windows_path: Path) -> Item:
+    def item_named(self, name: str, windows_path: Path) -> int:
         """`InvalidArgument` naming an unknown one, the file and the closest name there is."""
         row = self.row_of(name)
         if row is None:
@@ -332,6 +316,16 @@ def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
     if found is None:  # a file that validates has one (no two rows share a name)
         raise StoreError(f"{printable(windows_file.path)}: no schedule can be compiled of it")
     return found
+
+
+def _bound(windows_path: Path | None, table: Window | CalendarSource) -> Window:
+    """`table` bound to the feed it reads as it is now; raises the first failure (`bind`'s)."""
+    if windows_path is None:
+        raise StoreError(_DAMAGED)
+    found = bind(windows_path.parent, windows_path, *(([], [table]) if isinstance(table, CalendarSource) else ([table], [])))
+    if found.failures:
+        raise found.failures[0]
+    return found.windows[0]
 
 
 def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta, windows_path: Path) -> bool:
@@ -493,11 +487,7 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime, kept: 
                     previous, known = None, {}
                 valid = validate()
                 if isinstance(valid, CalendarSource) or valid.exclude_calendar is not None:
-                    bound = bind(windows_path.parent, windows_path, *(
-                        ([], [valid]) if isinstance(valid, CalendarSource) else ([valid], [])))
-                    if bound.failures:
-                        return None
-                    valid = bound.windows[0]
+                    valid = _bound(windows_path, valid)
                 if not builder.add_window(valid, source):
                     return None
     except (_NotSimple, InvalidWindow):
