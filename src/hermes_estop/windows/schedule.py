@@ -64,14 +64,13 @@ _FORMAT = 6
 REFRESH = HORIZON / 4
 #: occurrences kept per row in the horizon (a minutely window's week is 10,080)
 MAX_PER_ROW = 12_000
-#: the columns, one line each, in this order (`tables` last: a line per row, decoded only when a
-#: command prints the row)
-_COLUMNS = ("names", "scopes", "enabled", "timezones", "schedules", "durations", "drains", "leads", "sources",
-            "offsets", "starts", "ends", "calendars", "tables")
 #: the columns with one value per row, and the type of their values
 _PER_ROW: dict[str, type | tuple[type, ...]] = {
     "names": str, "scopes": str, "enabled": bool, "timezones": str, "schedules": str, "durations": str,
     "drains": (str, type(None)), "leads": int, "sources": str}
+#: the columns, one line each, in this order (`tables` last: a line per row, decoded only when a
+#: command prints the row)
+_COLUMNS = (*_PER_ROW, "offsets", "starts", "ends", "calendars", "tables")
 #: the columns of many equal values: one string object for them all
 _SHARED = ("scopes", "timezones", "durations", "drains")
 _US = timedelta(microseconds=1)
@@ -342,7 +341,6 @@ def _fed_as_now(found: Schedule, windows_path: Path) -> bool:
 #: a line that opens a `[[windows]]` or a `[[calendars]]` table (where `_validations` cuts the file)
 _TABLE_HEADER = re.compile(rb"^[ \t]*\[\[[ \t]*(?:windows|calendars)[ \t]*\]\][ \t]*(?:#[^\n]*)?$", re.MULTILINE)
 _BOM = b"\xef\xbb\xbf"
-_ARRAYS = ("windows", "calendars")
 #: tables parsed at once (one parse per table costs a third more than one per file)
 _BATCH = 200
 
@@ -464,10 +462,10 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime, kept: 
               validated: Sequence[Window] | None = None) -> Schedule | None:
     """One `Window` held at once; with the schedule `kept` before an edit (taken out of the list,
     so that it is let go once a batch of tables reuses none of its rows: a rewrite), an unchanged
-    table's row taken from it as it is; with the file's windows `validated`, no table reading no
-    feed validated again (one reading a feed is bound to it as fingerprinted). None when the file
-    is not that simple (a table that does not validate or never fires, a feed that cannot be read,
-    a repeated name)."""
+    table's row taken from it as it is; with the file's windows `validated`, a table that reads no
+    feed is its window there, not validated again (one that reads a feed is, bound to the feed as
+    fingerprinted). None when the file is not that simple (a table that does not validate or never
+    fires, a feed that cannot be read, a repeated name)."""
     previous = kept.pop() if kept else None
     known = {source: row for row, source in enumerate(previous.sources) if source} if previous is not None else {}
     builder = _Builder(previous.lo, previous.hi) if previous is not None else _Builder(*_horizon(now))
@@ -501,11 +499,12 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime, kept: 
 def _validations(raw: bytes, windows_path: Path, feeds: dict[str, str], validated: Sequence[Window] | None = None,
                  ) -> Iterator[tuple[str, Callable[[], Window | CalendarSource]]]:
     """Each table of `raw` in the validated file's order (the windows', then the calendars'): what
-    it is of (`_source`) and its validation (a window's reading no feed: its window of `validated`,
-    when given); `_NotSimple` when `raw` holds anything else. Parsed `_BATCH` tables at a time
-    (100,000 tables are never held parsed, nor the file as text): a cut inside a multi-line string
-    leaves a part that does not parse, a key before the first table or a sub-table of an array its
-    part does not start is refused, so a file is cut only where each part parses as in the whole."""
+    it is of (`_source`) and its validation (a `[[windows]]` table's that reads no feed: its window
+    in `validated`, if given); `_NotSimple` when `raw` holds anything else. Parsed `_BATCH` tables
+    at a time (100,000 tables are never held parsed, nor the file as text): a cut inside a
+    multi-line string leaves a part that does not parse, a key before the first table or a
+    sub-table of an array its part does not start is refused, so a file is cut only where each
+    part parses as in the whole."""
     start = len(_BOM) if raw.startswith(_BOM) else 0
     cut, headers, index = start, 0, 0
     calendars: list[dict[str, Any]] = []
@@ -516,7 +515,7 @@ def _validations(raw: bytes, windows_path: Path, feeds: dict[str, str], validate
                 data = toml_loads(chunk.decode("utf-8"))
             except (UnicodeDecodeError, TOMLDecodeError):
                 raise _NotSimple from None
-            if set(data) - set(_ARRAYS) or (data and not _TABLE_HEADER.match(chunk)) or not all(
+            if set(data) - {"windows", "calendars"} or (data and not _TABLE_HEADER.match(chunk)) or not all(
                     isinstance(tables, list) and all(isinstance(t, dict) for t in tables) for tables in data.values()):
                 raise _NotSimple
             for table in data.get("windows", ()):
@@ -548,9 +547,8 @@ def dumps(schedule: Schedule, key: bytes) -> bytearray:
     (100,000 windows' tables are tens of MB: never held twice); the header carries the seal of
     the rest under `key`."""
     header = {"format": _FORMAT, "digest": schedule.digest, "basis": kept_files.basis(schedule.zones),
-              "zones": list(schedule.zones), "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule)}
-    if schedule.stopped:
-        header["stopped"] = sorted(schedule.stopped)
+              "zones": list(schedule.zones), "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule),
+              "stopped": sorted(schedule.stopped)}
     body = bytearray()
     for name in _COLUMNS[:-2]:
         body += _compact(getattr(schedule, name)) + b"\n"
@@ -573,17 +571,17 @@ def _compact(value: Any, *, sort_keys: bool = False) -> bytes:
     return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys).encode("utf-8")
 
 
-def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = None) -> Schedule | None:
+def loads(sealed: bytes, key: bytes) -> Schedule | None:
     """None when not computed by this code with today's zone data; `ValueError` (or `TypeError`,
     `KeyError`) for a damaged one or a seal that does not hold (edited, copied from elsewhere)."""
+    data = sealed.split(b"\n")
     header = json.loads(data[0] or b"null")
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
         return None
-    if key is not None:
-        body = memoryview(sealed or b"")[len(data[0]) + 1:]
-        if not isinstance(header.get("seal"), str) or not hmac.compare_digest(
-                header["seal"], kept_files.seal(key, _sealed_header(header), body)):
-            raise ValueError("its seal is not this directory's over its content (not built here for these bytes)")
+    body = memoryview(sealed)[len(data[0]) + 1:]
+    if not isinstance(header.get("seal"), str) or not hmac.compare_digest(
+            header["seal"], kept_files.seal(key, _sealed_header(header), body)):
+        raise ValueError("its seal is not this directory's over its content (not built here for these bytes)")
     zones = header["zones"]
     if type(zones) is not list or not all(type(z) is str for z in zones):
         raise ValueError("zones is not a list of names")
@@ -668,7 +666,7 @@ def _kept(path: Path) -> Schedule | None:
     if key is None:
         return None
     try:
-        return loads(data.split(b"\n"), data, key)
+        return loads(data, key)
     except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
         log.warning("windows schedule %s ignored and built again: %s", printable(path), printable(str(exc)))
         return None
