@@ -213,9 +213,27 @@ def test_an_edit_compiles_what_a_whole_build_compiles(tmp_path: Path, varied: st
     validated.clear()
     edited = _load(wf, NOW + timedelta(hours=1))
     assert len(validated) == text.count(old), f"an edit of {text.count(old)} table(s) validated {validated}"
-    whole = schedule.build(edited.digest if edited else "", wf.load(), NOW, wf.path.read_bytes())
+    whole = schedule.build(edited.digest if edited else "", wf.load(), NOW)
     assert _columns(edited) == _columns(whole)
-    assert _as_built_whole(edited, whole) == schedule.dumps(whole)
+    assert _as_built_whole(edited, whole, wf) == schedule.dumps(whole, KEY)
+
+
+@pytest.mark.parametrize("calendars", [False, True], ids=["plain", "calendars"])
+def test_a_caller_with_the_windows_validates_only_the_tables_of_a_feed_and_keeps_what_a_command_compiles(
+        tmp_path: Path, varied: str, validated: list[str], calendars: bool) -> None:
+    """`load(validated=True)` (the status page, the daemon's pass): a table reading no feed is the
+    caller's window, never validated again; one reading a feed is validated and bound again as
+    fingerprinted. What it keeps is what a command compiles of the file."""
+    wf = _calendar_fleet(tmp_path, varied) if calendars else _fleet(tmp_path, varied)
+    windows = wf.load()
+    validated.clear()
+    found = schedule.load(wf.path, wf.path.read_bytes(), lambda: windows, NOW, validated=True)
+    assert validated == (["nightly-off-saturdays", "evening-off-saturdays"] if calendars else [])
+    calls: list[int] = []
+    assert found is not None and _load(wf, calls=calls) is not None and calls == []  # kept: a command reads it
+    schedule_path(wf.path).unlink()
+    command = _load(wf)
+    assert command is not None and schedule.dumps(found, KEY) == schedule.dumps(command, KEY)
 
 
 @pytest.mark.parametrize("bad", ['duration = "forever"', 'name = "nightly"'])
@@ -793,7 +811,7 @@ def test_a_table_header_inside_a_multiline_string_is_not_a_cut(tmp_path: Path, v
     edited = _load(wf, NOW + timedelta(hours=1))
     assert built is not None and edited is not None and edited.window(0) == wf.load()[0]
     built_at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=edited.lo)
-    whole = schedule.build(edited.digest, wf.load(), built_at, wf.path.read_bytes())
+    whole = schedule.build(edited.digest, wf.load(), built_at)
     assert _columns(edited) == _columns(whole)
 
 
@@ -866,7 +884,7 @@ def test_a_rewrite_lets_the_kept_schedule_go_and_compiles_what_a_whole_build_com
     edited = _load(wf, NOW + timedelta(hours=1))
     assert len(validated) == 2 * schedule._BATCH + 50
     assert edited is not None
-    whole = schedule.build(edited.digest, wf.load(), NOW, wf.path.read_bytes())  # the kept horizon
+    whole = schedule.build(edited.digest, wf.load(), NOW)  # the kept horizon
     assert _columns(edited) == _columns(whole)
     assert _in_file_order(edited) == wf.load()
 
@@ -877,12 +895,17 @@ def _in_file_order(compiled: schedule.Schedule | None) -> list[object]:
     return [compiled.window(row) for row in range(len(compiled))]
 
 
-def _as_built_whole(compiled: schedule.Schedule | None, whole: schedule.Schedule | None) -> bytearray:
-    """`compiled` as `build` makes it of the validated windows: its feeds not fingerprinted, and
-    no row of a feed with a digest (table by table, a row of a feed is of the table and the feed)."""
+#: a seal key for comparing two schedules' kept bytes
+KEY = b"k" * 32
+
+
+def _as_built_whole(compiled: schedule.Schedule | None, whole: schedule.Schedule | None, wf: WindowsFile) -> bytearray:
+    """`compiled` as `build` makes it of the validated windows (its feeds not fingerprinted, its
+    rows of no table), once each row is checked to be of its own table (table by table, a row of
+    a feed is of the table and the feed)."""
     assert compiled is not None and whole is not None
-    assert [a for a, b in zip(compiled.sources, whole.sources, strict=True) if b] == [b for b in whole.sources if b]
-    return schedule.dumps(replace(compiled, feeds=None, sources=whole.sources))
+    assert list(compiled.sources) == [source for source, _ in schedule._validations(wf.path.read_bytes(), wf.path, {})]
+    return schedule.dumps(replace(compiled, feeds=None, sources=whole.sources), KEY)
 
 
 @pytest.mark.parametrize("calendars", [False, True], ids=["plain", "calendars"])
@@ -895,16 +918,16 @@ def test_a_file_of_many_batches_compiles_table_by_table_what_a_whole_build_compi
     streamed = _load(wf)
     assert len(validated) == 2 * schedule._BATCH + 50
     assert streamed is not None and sorted(streamed.feeds or ()) == (["holidays.ics", "oncall.ics"] if calendars else [])
-    whole = schedule.build(streamed.digest, wf.load(), NOW, wf.path.read_bytes())
-    assert _as_built_whole(streamed, whole) == schedule.dumps(whole)
+    whole = schedule.build(streamed.digest, wf.load(), NOW)
+    assert _as_built_whole(streamed, whole, wf) == schedule.dumps(whole, KEY)
     assert _in_file_order(streamed) == wf.load()
     wf.path.write_text(text.replace('name = "w333"\ncron = "33 21', 'name = "w333"\ncron = "34 21'))
     validated.clear()
     edited = _load(wf, NOW + timedelta(hours=1))
     assert validated == ["w333"]  # a row of a feed too is taken as it is while its table and feed are
     assert edited is not None
-    whole = schedule.build(edited.digest, wf.load(), NOW, wf.path.read_bytes())
-    assert _as_built_whole(edited, whole) == schedule.dumps(whole)
+    whole = schedule.build(edited.digest, wf.load(), NOW)
+    assert _as_built_whole(edited, whole, wf) == schedule.dumps(whole, KEY)
     assert _in_file_order(edited) == wf.load()
 
 
@@ -992,7 +1015,7 @@ def test_every_command_gets_a_schedule_also_of_a_file_with_no_windows(tmp_path: 
     if text is not None:
         (tmp_path / "windows.toml").write_text(text)
     found = schedule.schedule_of(WindowsFile(tmp_path), NOW)
-    assert len(found) == 0 and found.in_file_order() == [] and found.row_of("any") is None
+    assert len(found) == 0 and found.row_of("any") is None
     assert found.answers(NOW) and covering_all(found, NOW) == []
 
 

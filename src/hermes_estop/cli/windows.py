@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from hermes_estop.windows.model import Occurrence, Window
-    from hermes_estop.windows.schedule import Item, Row, Schedule
+    from hermes_estop.windows.schedule import Row, Schedule
     from hermes_estop.windows.windows_file import WindowsFile
 
     Shown = Window | Row
@@ -144,7 +144,7 @@ def list_(as_json: JsonOpt = False) -> None:
         return
     windows_file = _file()
     schedule = schedule_of(windows_file, _now())
-    items = schedule.in_file_order()  # no `Window` built for a row
+    items = range(len(schedule))  # no `Window` built for a row
     if as_json:
         emit_json({"path": str(windows_file.path), "windows": [schedule.shown(item) for item in items]})
         return
@@ -295,7 +295,7 @@ def _listed_from_schedule(windows_file: WindowsFile, name: str | None, count: in
     """`occurrences.by_start` answered from the windows file's compiled schedule (no `Window`
     built for a row it answers)."""
     schedule = schedule_of(windows_file, now)
-    items = schedule.in_file_order()
+    items = list(range(len(schedule)))
     if name is not None:
         items = [schedule.item_named(name, windows_file.path)]
     per_window = count if count is not None else (5 if name is not None else 1)
@@ -307,7 +307,7 @@ def _listed_from_schedule(windows_file: WindowsFile, name: str | None, count: in
     return [(shown, occurrence) for _, _, shown, occurrence in found]
 
 
-def _upcoming_of(schedule: Schedule, item: Item, now: datetime, count: int) -> tuple[Shown, list[Occurrence]]:
+def _upcoming_of(schedule: Schedule, item: int, now: datetime, count: int) -> tuple[Shown, list[Occurrence]]:
     """`item`'s next `count` occurrences (`occurrences.upcoming`) and what `windows next` shows of
     it: from the schedule as far as it answers, else from the window."""
     answered = schedule.upcoming(item, now, count)
@@ -409,7 +409,7 @@ def _validated_by_schedule(windows_file: WindowsFile, now: datetime) -> tuple[in
         schedule = schedule_of(windows_file, now)
     except InvalidWindow:
         return None
-    items = schedule.in_file_order()
+    items = range(len(schedule))
     over = []
     for item in items:
         shown, answered = _upcoming_of(schedule, item, now, 1)

@@ -285,15 +285,15 @@ def next_occurrence(estop: Estop, now: datetime, schedule: Schedule | None = Non
     best: tuple[datetime, int, Callable[[], Window], Occurrence] | None = None
     unkept: list[tuple[datetime, int, Callable[[], Window]]] = []
     rows: list[tuple[int, int, int, int]] = []  # (arm, position, row, index) of the rows' kept next arms
-    for position, item in enumerate(schedule.in_file_order()):
+    for item in range(len(schedule)):  # a row's place in the file is its index
         if schedule.enabled[item]:
             index = schedule.next_arm_index(item, now)
             if index is not None:
-                rows.append((schedule.starts[index] - schedule.leads[item], position, item, index))
+                rows.append((schedule.starts[index] - schedule.leads[item], item, item, index))
             else:
                 beyond = schedule.unkept_arm(item, now)
                 if beyond is not None:
-                    unkept.append((beyond, position, partial(schedule.window, item)))
+                    unkept.append((beyond, item, partial(schedule.window, item)))
     if rows:
         _, position, row, index = min(rows)
         found = schedule.occurrence(row, index)
@@ -316,7 +316,7 @@ def _scheduled(schedule: Schedule, now: datetime) -> Iterator[tuple[Callable[[],
     """Each enabled window of `schedule` (in the file's order) with its next two occurrences as
     far as the schedule keeps them, and the earliest instant one it does not keep can arm (None:
     those are all of them; `Schedule.unkept_arm`)."""
-    for item in schedule.in_file_order():
+    for item in range(len(schedule)):
         if schedule.enabled[item]:
             kept = schedule.upcoming(item, now, 2) or schedule.upcoming(item, now, 1) or []
             yield partial(schedule.window, item), kept, None if len(kept) == 2 else schedule.unkept_arm(item, now)

@@ -22,7 +22,7 @@ from hermes_estop.windows.ledger import CLOSED, LedgerEntry, open_ledger
 from hermes_estop.windows.model import Occurrence, Window
 from hermes_estop.windows.occurrences import occurrences
 from hermes_estop.windows.plan import ARMED_BY_PREFIX
-from hermes_estop.windows.schedule import Item, Schedule, schedule_of
+from hermes_estop.windows.schedule import Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["MAX_OCCURRENCES", "WindowSource", "ahead", "enabled", "ledger_entries", "planned_holds", "window_ahead"]
@@ -39,14 +39,14 @@ def window_ahead(window: Window, t: datetime) -> Ahead:
     return (lambda: window), (o for o in occurrences(window, t - window.duration) if not o.ended(t))
 
 
-def ahead(schedule: Schedule, item: Item, t: datetime) -> Ahead:
+def ahead(schedule: Schedule, item: int, t: datetime) -> Ahead:
     """The `Window` of `item` (a row of `schedule`: built when asked, so each consumer asks once)
     and its occurrences not ended at `t`, in order: what holds from `t` on."""
     return functools.partial(schedule.window, item), schedule.not_ended(item, t)
 
 
-def enabled(schedule: Schedule, scopes: set[str] | None = None) -> list[Item]:
-    return [item for item in schedule.in_file_order()
+def enabled(schedule: Schedule, scopes: set[str] | None = None) -> list[int]:
+    return [item for item in range(len(schedule))
             if schedule.enabled[item] and (scopes is None or schedule.scopes[item] in scopes)]
 
 

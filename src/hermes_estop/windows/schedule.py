@@ -34,7 +34,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
-from functools import partial
+from functools import cache, partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple, overload
@@ -51,40 +51,35 @@ from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind, calendar_window, fingerprint
 from hermes_estop.windows.ical import CalendarEvent, Feed
+from hermes_estop.windows.kept_files import HORIZON
 from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, validate_scope
 from hermes_estop.windows.occurrences import covering, following, merge_armed, next_armed, occurrences, refusal
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Item", "Row", "Schedule", "Part", "ScheduleTimeline",
+__all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Row", "Schedule", "Part", "ScheduleTimeline",
            "Schedules", "Windows", "build", "instant_of", "load", "micros", "schedule_of"]
 
 log = logging.getLogger(__name__)
 
 _FORMAT = 6
-#: how far past its build a schedule answers (a week: the daemon's and the operators' questions
-#: are about now and the next few days; a later instant is asked of the exact functions)
-HORIZON = kept_files.HORIZON
 #: how often `hermes serve` builds the schedule of an unchanged file again (so that the horizon
 #: an operator's command finds is always at least half of `HORIZON` ahead)
 REFRESH = HORIZON / 4
 #: occurrences kept per row in the horizon (a minutely window's week is 10,080)
 MAX_PER_ROW = 12_000
-#: the columns, one line each, in this order (`tables` last: a line per row, decoded only when a
-#: command prints the row)
-_COLUMNS = ("names", "scopes", "enabled", "timezones", "schedules", "durations", "drains", "leads", "sources",
-            "offsets", "starts", "ends", "calendars", "tables")
 #: the columns with one value per row, and the type of their values
 _PER_ROW: dict[str, type | tuple[type, ...]] = {
     "names": str, "scopes": str, "enabled": bool, "timezones": str, "schedules": str, "durations": str,
     "drains": (str, type(None)), "leads": int, "sources": str}
+#: the columns, one line each, in this order (`tables` last: a line per row, decoded only when a
+#: command prints the row)
+_COLUMNS = (*_PER_ROW, "offsets", "starts", "ends", "calendars", "tables")
 #: the columns of many equal values: one string object for them all
 _SHARED = ("scopes", "timezones", "durations", "drains")
 _US = timedelta(microseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: a calendar event's occurrence: its id (UID and RECURRENCE-ID), UID, SUMMARY and zone ("": the calendar's)
 Event = tuple[str, str, str, str]
-#: a window of the file as a command goes through them: its row (calendars are rows too)
-Item = int
 _DAMAGED = ("the windows schedule's tables are damaged (delete the .schedule file beside windows.toml: the next "
             "command builds it again)")
 
@@ -103,7 +98,6 @@ class Schedule:
     """The compiled schedule of one version of a windows file (see the module docstring)."""
 
     digest: str
-    basis: str
     zones: Sequence[str]
     lo: int
     hi: int
@@ -156,7 +150,7 @@ class Schedule:
         except (InvalidWindow, ValueError, KeyError, TypeError):
             raise StoreError(_DAMAGED) from None
         if window.exclude_calendar is not None:
-            window = self._bound([window], [])
+            window = _bound(self.windows_path, window)
         if window.name != self.names[row] or window.scope != self.scopes[row]:
             raise StoreError(_DAMAGED)
         return window
@@ -182,27 +176,16 @@ class Schedule:
         feed = Feed(repr(source.name), None, validate_timezone(self.timezones[row]), kept["digest"],
                     longest=timedelta(seconds=kept["longest"]), spans=tuple(timedelta(seconds=s) for s in kept["spans"]),
                     kept=(instant_of(self.lo) - timedelta(seconds=kept["longest"]), instant_of(until), events),
-                    origin=functools.cache(lambda: self._bound([], [source]).feed),  # type: ignore[arg-type]
+                    origin=cache(lambda: _bound(self.windows_path, source).feed),  # type: ignore[arg-type]
                     _zones={e[1]: validate_timezone(e[3]) for e in map(self.events.get, range(lo, hi)) if e and e[3]})
         return calendar_window(source, feed)
-
-    def _bound(self, windows: list[Window], sources: list[CalendarSource]) -> Window:
-        if self.windows_path is None:
-            raise StoreError(_DAMAGED)
-        found = bind(self.windows_path.parent, self.windows_path, windows, sources)
-        if found.failures:
-            raise found.failures[0]
-        return found.windows[0]
 
     @property
     def fed(self) -> bool:
         """Whether a row is of a calendar feed (the daemon validates such a file itself)."""
         return self.feeds is None or bool(self.feeds)
 
-    def in_file_order(self) -> list[Item]:
-        return list(range(len(self)))
-
-    def item_named(self, name: str, windows_path: Path) -> Item:
+    def item_named(self, name: str, windows_path: Path) -> int:
         """`InvalidArgument` naming an unknown one, the file and the closest name there is."""
         row = self.row_of(name)
         if row is None:
@@ -329,7 +312,7 @@ def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
     raises when it must be built from a file that does not validate."""
     snapshot = windows_file.snapshot()
     if snapshot.identity is None:  # no file: no windows
-        found = _Builder(*_horizon(now)).schedule(hashlib.sha256(b"").hexdigest())
+        found = build(hashlib.sha256(b"").hexdigest(), [], now)
     else:
         found = load(windows_file.path, snapshot.raw, partial(windows_file.parse, snapshot.raw), now)
     if found is None:  # a file that validates has one (no two rows share a name)
@@ -337,9 +320,19 @@ def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
     return found
 
 
-def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta, windows_path: Path | None = None) -> bool:
-    return found.digest == digest and found.answers(now) and micros(now) < found.lo + fresh_for // _US and (
-        windows_path is None or _fed_as_now(found, windows_path))
+def _bound(windows_path: Path | None, table: Window | CalendarSource) -> Window:
+    """`table` bound to the feed it reads as it is now; raises the first failure (`bind`'s)."""
+    if windows_path is None:
+        raise StoreError(_DAMAGED)
+    found = bind(windows_path.parent, windows_path, *(([], [table]) if isinstance(table, CalendarSource) else ([table], [])))
+    if found.failures:
+        raise found.failures[0]
+    return found.windows[0]
+
+
+def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta, windows_path: Path) -> bool:
+    return (found.digest == digest and found.answers(now) and micros(now) < found.lo + fresh_for // _US
+            and _fed_as_now(found, windows_path))
 
 
 def _fed_as_now(found: Schedule, windows_path: Path) -> bool:
@@ -348,10 +341,9 @@ def _fed_as_now(found: Schedule, windows_path: Path) -> bool:
         fingerprint(windows_path.parent, at) == was for at, was in found.feeds.items())
 
 
-#: a line that opens a `[[windows]]` or a `[[calendars]]` table (where `_tables` cuts the file)
+#: a line that opens a `[[windows]]` or a `[[calendars]]` table (where `_validations` cuts the file)
 _TABLE_HEADER = re.compile(rb"^[ \t]*\[\[[ \t]*(?:windows|calendars)[ \t]*\]\][ \t]*(?:#[^\n]*)?$", re.MULTILINE)
 _BOM = b"\xef\xbb\xbf"
-_ARRAYS = ("windows", "calendars")
 #: tables parsed at once (one parse per table costs a third more than one per file)
 _BATCH = 200
 #: the expressions whose starts a compile keeps for the next window of the same, and the starts
@@ -361,32 +353,6 @@ _KEPT_EXPRESSIONS, _KEPT_STARTS = 256, 50_000
 
 class _NotSimple(Exception):
     """Not a file of `[[windows]]` and `[[calendars]]` tables only: the whole validation says why."""
-
-
-def _tables(raw: bytes) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """Each table of `raw`: its array, its digest and the table, in file order within each array;
-    `_NotSimple` when `raw` holds anything else. Parsed `_BATCH` tables at a time (100,000 tables
-    are never held parsed, nor the file as text): a cut inside a multi-line string leaves a part
-    that does not parse, a key before the first table or a sub-table of an array its part does not
-    start is refused, so a file is cut only where each part parses as in the whole."""
-    start = len(_BOM) if raw.startswith(_BOM) else 0
-    cut, headers = start, 0
-    for at in itertools.chain((header.start() for header in _TABLE_HEADER.finditer(raw, start)), [len(raw)]):
-        if at > cut and (headers == 0 or headers >= _BATCH or at == len(raw)):
-            chunk, cut, headers = raw[cut:at], at, 0
-            try:
-                data = toml_loads(chunk.decode("utf-8"))
-            except (UnicodeDecodeError, TOMLDecodeError):
-                raise _NotSimple from None
-            if set(data) - set(_ARRAYS) or (data and not _TABLE_HEADER.match(chunk)) or not all(
-                    isinstance(tables, list) and all(isinstance(t, dict) for t in tables) for tables in data.values()):
-                raise _NotSimple
-            for name, tables in data.items():
-                # a table as written, by value, type and order (a TOML datetime is not the string that
-                # spells it): the `repr` of what TOML parses to says all three, in half the time of JSON
-                yield from ((name, hashlib.sha256(repr(table).encode("utf-8", "surrogateescape")).hexdigest(), table)
-                            for table in tables)
-        headers += 1
 
 
 class _Builder:
@@ -401,8 +367,6 @@ class _Builder:
         self.stopped: set[int] = set()
         self.events: dict[int, Event] = {}
         self.calendars: dict[int, str] = {}
-        #: the feeds of the rows (None: some not fingerprinted)
-        self.feeds: dict[str, str] | None = {}
         #: an expression's starts in a zone from an instant, kept as they are read (`_KEPT_EXPRESSIONS`):
         #: the windows of one expression ask croniter once, which is most of a compile
         self._starts: dict[tuple[str, ZoneInfo, datetime], Iterator[datetime]] = {}
@@ -496,14 +460,15 @@ class _Builder:
         c["offsets"].append(len(c["starts"]))
         self.tables.append(table)
 
-    def schedule(self, digest: str) -> Schedule | None:
-        """None when two rows share a name (the whole validation refuses it)."""
+    def schedule(self, digest: str, feeds: Mapping[str, str] | None = None) -> Schedule | None:
+        """None when two rows share a name (the whole validation refuses it). `feeds`: those the
+        rows read, as fingerprinted (None: not all, never kept)."""
         c = self.columns
         if len(set(c["names"])) != len(c["names"]):
             return None
-        return Schedule(digest, kept_files.basis(self.zones), sorted(self.zones), self.lo, self.hi,
-                        **{name: c[name] for name in _COLUMNS[:-2]}, tables=self.tables, events=self.events,
-                        calendars=self.calendars, feeds=self.feeds, stopped=frozenset(self.stopped))
+        return Schedule(digest, sorted(self.zones), self.lo, self.hi, **{name: c[name] for name in _COLUMNS[:-2]},
+                        tables=self.tables, events=self.events, calendars=self.calendars, feeds=feeds,
+                        stopped=frozenset(self.stopped))
 
 
 def _horizon(now: datetime) -> tuple[int, int]:
@@ -511,27 +476,24 @@ def _horizon(now: datetime) -> tuple[int, int]:
     return lo, lo + HORIZON // _US
 
 
-def build(digest: str, windows: Sequence[Window], now: datetime, raw: bytes | None = None) -> Schedule | None:
-    """One with a feed's rows is not fingerprinted (the feed was read before), never kept."""
-    try:
-        sources = [source for kind, source, _ in _tables(raw) if kind == "windows"] if raw is not None else []
-    except _NotSimple:
-        sources = []
+def build(digest: str, windows: Sequence[Window], now: datetime) -> Schedule | None:
+    """Of windows validated whole (a file not cut table by table): no row of a table a later
+    compile takes rows by; one of a feed's rows not fingerprinted (read before), never kept."""
     builder = _Builder(*_horizon(now))
-    for i, window in enumerate(windows):
-        fed = window.feed is not None or window.exclude_calendar is not None
-        builder.add_window(window, sources[i] if i < len(sources) and not fed else "")
-        if fed:
-            builder.feeds = None
-    return builder.schedule(digest)
+    for window in windows:
+        builder.add_window(window, "")
+    fed = any(window.feed is not None or window.exclude_calendar is not None for window in windows)
+    return builder.schedule(digest, None if fed else {})
 
 
-def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
-              kept: list[Schedule] | None = None) -> Schedule | None:
+def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime, kept: list[Schedule] | None = None,
+              validated: Sequence[Window] | None = None) -> Schedule | None:
     """One `Window` held at once; with the schedule `kept` before an edit (taken out of the list,
     so that it is let go once a batch of tables reuses none of its rows: a rewrite), an unchanged
-    table's row taken from it as it is. None when the file is not that simple (a table that does
-    not validate or never fires, a feed that cannot be read, a repeated name)."""
+    table's row taken from it as it is; with the file's windows `validated`, a table that reads no
+    feed is its window there, not validated again (one that reads a feed is, bound to the feed as
+    fingerprinted). None when the file is not that simple (a table that does not validate or never
+    fires, a feed that cannot be read, a repeated name)."""
     previous = kept.pop() if kept else None
     known = {source: row for row, source in enumerate(previous.sources) if source} if previous is not None else {}
     builder = _Builder(previous.lo, previous.hi) if previous is not None else _Builder(*_horizon(now))
@@ -542,7 +504,7 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
     gc.disable()  # every row built survives: a collection would only walk them again
     try:
         with probe_deferred():
-            for n, (source, validate) in enumerate(_validations(raw, windows_path, feeds)):
+            for n, (source, validate) in enumerate(_validations(raw, windows_path, feeds, validated)):
                 if previous is not None and source in known:
                     builder.add_kept(previous, known[source], source)
                     reused += 1
@@ -551,11 +513,7 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
                     previous, known = None, {}
                 valid = validate()
                 if isinstance(valid, CalendarSource) or valid.exclude_calendar is not None:
-                    bound = bind(windows_path.parent, windows_path, *(
-                        ([], [valid]) if isinstance(valid, CalendarSource) else ([valid], [])))
-                    if bound.failures:
-                        return None
-                    valid = bound.windows[0]
+                    valid = _bound(windows_path, valid)
                 if not builder.add_window(valid, source):
                     return None
     except (_NotSimple, InvalidWindow):
@@ -563,52 +521,72 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime,
     finally:
         if paused:
             gc.enable()
-    builder.feeds = feeds
-    return builder.schedule(digest)
+    return builder.schedule(digest, feeds)
 
 
-def _validations(raw: bytes, windows_path: Path,
-                 feeds: dict[str, str]) -> Iterator[tuple[str, Callable[[], Window | CalendarSource]]]:
-    """In the validated file's order (the windows', then the calendars')."""
-    calendars: list[tuple[str, dict[str, Any]]] = []
-    index = 0
-    for kind, source, table in _tables(raw):
-        if kind == "calendars":
-            calendars.append((_fed(source, table.get("url") or table.get("ics"), windows_path, feeds), table))
-        else:
-            yield (_fed(source, table.get("exclude_calendar"), windows_path, feeds),
-                   partial(Window.parse, table, path=windows_path, index=index))
-            index += 1
-    for index, (source, table) in enumerate(calendars):
-        yield source, partial(CalendarSource.parse, table, path=windows_path, index=index)
+def _validations(raw: bytes, windows_path: Path, feeds: dict[str, str], validated: Sequence[Window] | None = None,
+                 ) -> Iterator[tuple[str, Callable[[], Window | CalendarSource]]]:
+    """Each table of `raw` in the validated file's order (the windows', then the calendars'): what
+    it is of (`_source`) and its validation (a `[[windows]]` table's that reads no feed: its window
+    in `validated`, if given); `_NotSimple` when `raw` holds anything else. Parsed `_BATCH` tables
+    at a time (100,000 tables are never held parsed, nor the file as text): a cut inside a
+    multi-line string leaves a part that does not parse, a key before the first table or a
+    sub-table of an array its part does not start is refused, so a file is cut only where each
+    part parses as in the whole."""
+    start = len(_BOM) if raw.startswith(_BOM) else 0
+    cut, headers, index = start, 0, 0
+    calendars: list[dict[str, Any]] = []
+    for at in itertools.chain((header.start() for header in _TABLE_HEADER.finditer(raw, start)), [len(raw)]):
+        if at > cut and (headers == 0 or headers >= _BATCH or at == len(raw)):
+            chunk, cut, headers = raw[cut:at], at, 0
+            try:
+                data = toml_loads(chunk.decode("utf-8"))
+            except (UnicodeDecodeError, TOMLDecodeError):
+                raise _NotSimple from None
+            if set(data) - {"windows", "calendars"} or (data and not _TABLE_HEADER.match(chunk)) or not all(
+                    isinstance(tables, list) and all(isinstance(t, dict) for t in tables) for tables in data.values()):
+                raise _NotSimple
+            for table in data.get("windows", ()):
+                location = table.get("exclude_calendar")
+                yield _source(table, location, windows_path, feeds), (
+                    partial(Window.parse, table, path=windows_path, index=index)
+                    if validated is None or location is not None else partial(itemgetter(index), validated))
+                index += 1
+            calendars += data.get("calendars", ())
+        headers += 1
+    for index, table in enumerate(calendars):
+        yield (_source(table, table.get("url") or table.get("ics"), windows_path, feeds),
+               partial(CalendarSource.parse, table, path=windows_path, index=index))
 
 
-def _fed(source: str, location: object, windows_path: Path, feeds: dict[str, str]) -> str:
+def _source(table: dict[str, Any], location: object, windows_path: Path, feeds: dict[str, str]) -> str:
+    """A table as written, by value, type and order (a TOML datetime is not the string that spells
+    it: the `repr` of what TOML parses to says all three, in half the time of JSON), and the
+    fingerprint of the feed at `location` when it reads one (noted in `feeds`)."""
+    source = hashlib.sha256(repr(table).encode("utf-8", "surrogateescape")).hexdigest()
     if not isinstance(location, str):
         return source
     found = feeds[location] = feeds.get(location) or fingerprint(windows_path.parent, location)
     return hashlib.sha256(f"{source}\0{location}\0{found}".encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def dumps(schedule: Schedule, key: bytes | None = None) -> bytearray:
+def dumps(schedule: Schedule, key: bytes) -> bytearray:
     """A header line, one JSON line per column, then one line per row's table, in one buffer
-    (100,000 windows' tables are tens of MB: never held twice); with `key`, the header carries
-    the seal of the rest."""
-    header = {"format": _FORMAT, "digest": schedule.digest, "basis": schedule.basis, "zones": list(schedule.zones),
-              "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule)}
-    if schedule.stopped:
-        header["stopped"] = sorted(schedule.stopped)
+    (100,000 windows' tables are tens of MB: never held twice); the header carries the seal of
+    the rest under `key`."""
+    header = {"format": _FORMAT, "digest": schedule.digest, "basis": kept_files.basis(schedule.zones),
+              "zones": list(schedule.zones), "lo": schedule.lo, "hi": schedule.hi, "count": len(schedule),
+              "stopped": sorted(schedule.stopped)}
     body = bytearray()
     for name in _COLUMNS[:-2]:
-        body += _compact([list(v) if isinstance(v, tuple) else v for v in getattr(schedule, name)]) + b"\n"
+        body += _compact(getattr(schedule, name)) + b"\n"
     body += _compact({"events": [[index, *event] for index, event in schedule.events.items()],
                       "calendars": [[row, table] for row, table in schedule.calendars.items()],
                       "feeds": sorted((schedule.feeds or {}).items())}) + b"\n"
     for table in schedule.tables:
         body += table + b"\n"
     del body[-1:]
-    if key is not None:
-        header["seal"] = kept_files.seal(key, _sealed_header(header), body)
+    header["seal"] = kept_files.seal(key, _sealed_header(header), body)
     body[:0] = _compact(header) + b"\n"
     return body
 
@@ -621,22 +599,21 @@ def _compact(value: Any, *, sort_keys: bool = False) -> bytes:
     return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys).encode("utf-8")
 
 
-def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = None) -> Schedule | None:
+def loads(sealed: bytes, key: bytes) -> Schedule | None:
     """None when not computed by this code with today's zone data; `ValueError` (or `TypeError`,
     `KeyError`) for a damaged one or a seal that does not hold (edited, copied from elsewhere)."""
+    data = sealed.split(b"\n")
     header = json.loads(data[0] or b"null")
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
         return None
-    if key is not None:
-        body = memoryview(sealed or b"")[len(data[0]) + 1:]
-        if not isinstance(header.get("seal"), str) or not hmac.compare_digest(
-                header["seal"], kept_files.seal(key, _sealed_header(header), body)):
-            raise ValueError("its seal is not this directory's over its content (not built here for these bytes)")
+    body = memoryview(sealed)[len(data[0]) + 1:]
+    if not isinstance(header.get("seal"), str) or not hmac.compare_digest(
+            header["seal"], kept_files.seal(key, _sealed_header(header), body)):
+        raise ValueError("its seal is not this directory's over its content (not built here for these bytes)")
     zones = header["zones"]
     if type(zones) is not list or not all(type(z) is str for z in zones):
         raise ValueError("zones is not a list of names")
-    basis = kept_files.basis(zones)
-    if header.get("basis") != basis or type(header.get("digest")) is not str:
+    if header.get("basis") != kept_files.basis(zones) or type(header.get("digest")) is not str:
         return None
     count = header["count"]
     if type(count) is not int or len(data) != len(_COLUMNS) + count:
@@ -679,7 +656,7 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
         raise ValueError("stopped is not a list of rows")
     for name in _SHARED:
         columns[name] = [sys.intern(v) if v is not None else None for v in columns[name]]
-    return Schedule(header["digest"], basis, zones, lo, hi,
+    return Schedule(header["digest"], zones, lo, hi,
                     **{name: columns[name] for name in _COLUMNS[:-2]}, tables=data[len(_COLUMNS):],
                     events=events, calendars=calendars, feeds=feeds, stopped=frozenset(stopped))
 
@@ -687,25 +664,22 @@ def loads(data: list[bytes], sealed: bytes | None = None, key: bytes | None = No
 def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]] | None, now: datetime,
          fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
     """The one kept when built less than `fresh_for` ago; else compiled table by table (the rows
-    of unchanged tables and feeds taken from the one kept while it has half its horizon); else
-    (or `validated`: the caller has the windows) built from `validate()`, which refuses a file
-    that does not validate; None when two rows share a name, or `validate` is None and the file
-    does not compile table by table (the pass validates it whole). Kept."""
+    of unchanged tables and feeds taken from the one kept while it has half its horizon;
+    `validated`: the others from `validate()`, the caller's windows); else, a file not cut table
+    by table, built of `validate()`, which refuses a file that does not validate; None when two
+    rows share a name, or `validate` is None and the file does not compile table by table (the
+    pass validates it whole). Kept."""
     path = kept_files.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path) if path is not None else None
     if found is not None and _fresh(found, digest, now, fresh_for, windows_path):
         return replace(found, windows_path=windows_path) if found.fed else found
     kept = [found] if found is not None and found.answers(now) and micros(now) < found.lo + HORIZON // _US // 2 and (
-        found.digest != digest or _fresh(found, digest, now, fresh_for)) else []
+        found.digest != digest or micros(now) < found.lo + fresh_for // _US) else []
     del found  # `_compiled` holds it alone: let go once its rows are taken, not held while another is written
-    built = _compiled(digest, raw, windows_path, now, kept) if kept or not validated else None
-    if built is None:
-        if validate is None:
-            return None
-        built = build(digest, validate(), now, raw)
-        if built is not None and built.feeds is None and validated:  # its feeds read before: read again, fingerprinted
-            built = _compiled(digest, raw, windows_path, now) or built
+    built = _compiled(digest, raw, windows_path, now, kept, validate() if validated and validate is not None else None)
+    if built is None and validate is not None:
+        built = build(digest, validate(), now)
     if built is not None and built.feeds is not None and path is not None:
         key = kept_files.seal_key(path.parent, create=True)
         if key is not None:  # an unsealed schedule would never be read: not written
@@ -720,7 +694,7 @@ def _kept(path: Path) -> Schedule | None:
     if key is None:
         return None
     try:
-        return loads(data.split(b"\n"), data, key)
+        return loads(data, key)
     except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
         log.warning("windows schedule %s ignored and built again: %s", printable(path), printable(str(exc)))
         return None

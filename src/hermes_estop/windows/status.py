@@ -38,7 +38,7 @@ def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None,
         entries, problem = ledger_entries(fleet)
         data: dict[str, Any] = {"windows": []}
         lines = [f"windows ({len(schedule)} in {windows_file.path}):"]
-        for item in schedule.in_file_order():
+        for item in range(len(schedule)):
             window = schedule.row(item)
             following = schedule.not_ended(item, now)
             current = next(following, None)
