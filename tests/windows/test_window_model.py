@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hermes_estop.model.errors import EstopError
+from hermes_estop.windows.calendars import CalendarSource
 from hermes_estop.windows.model import InvalidWindow, Window, WindowsDocument
 from hermes_estop.windows.windows_file import WindowsFile
 
@@ -68,6 +69,17 @@ def test_invalid_field_is_refused_naming_the_field(data, field, words):
     assert words in str(error)
     assert "\n" not in str(error)
     assert isinstance(error, EstopError) and isinstance(error, ValueError)
+
+
+@pytest.mark.parametrize("model, data", [(Window, GOOD), (CalendarSource, {"name": "holidays", "ics": "h.ics"})])
+@pytest.mark.parametrize("value", [1, 0, "yes", "true"])
+def test_an_enabled_that_is_not_a_boolean_is_refused_as_expected_true_or_false(model, data, value):
+    """The wording windows.toml's refusal has always had (an operator writing `enabled = "yes"` or
+    `1` is told what to write), whichever validator refuses it."""
+    with pytest.raises(InvalidWindow) as caught:
+        model.parse({**data, "enabled": value}, index=0)
+    assert caught.value.field == "enabled"
+    assert str(caught.value).endswith(f"field 'enabled': invalid enabled {value!r}: expected true or false")
 
 
 @pytest.mark.parametrize("data, field", [

@@ -119,6 +119,8 @@ def _problem(error: Any, known: list[str]) -> tuple[str | None, str]:
         return field, f"unknown field (expected one of {', '.join(known)})"
     if error.get("type") == "missing":
         return field, "required"
+    if error.get("type") == "bool_type":  # `Enabled`: the wording its own validator had
+        return field, f"invalid {field} {error.get('input')!r}: expected true or false"
     return field, f"{error.get('msg', 'invalid')} (got {error.get('input')!r})"
 
 
