@@ -513,3 +513,20 @@ def test_a_stop_while_a_wake_up_is_due_kills_no_thread(tmp_path):
     done = subprocess.run([sys.executable, "-c", _STOP_WHILE_A_WAKE_UP_IS_DUE, str(tmp_path)], capture_output=True,
                           text=True, timeout=240, check=False)
     assert done.stdout.strip() == "stopped", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("scope", ["../evil", "bad/scope", "UPPER case"])
+def test_an_armed_ledger_entry_at_a_scope_that_is_no_scope_is_not_planned(harness, scope):
+    """The ledger is read, not trusted: an entry naming a scope no window could have (a path, a
+    name no profile has) is not a scope to plan, so it is neither an error line every pass nor a location."""
+    from hermes_estop.windows.ledger import LedgerEntry
+
+    harness.write(one_shot(harness)[0])
+    end = harness.clock.now + timedelta(hours=1)
+    harness.ledger.commit([LedgerEntry(key=f"{scope}/w@x", window="w", occurrence="x", scope=scope, end=end,
+                                       state=ARMED, generation="g1")])
+    harness.service.tick(harness.clock.now)  # its window is in no file: a weakening, confirmed by the next read
+    harness.clock.advance(seconds=10)
+    report = harness.service.tick(harness.clock.now)
+    assert report.pending is None and report.ok, report.errors
+    assert report.events == []

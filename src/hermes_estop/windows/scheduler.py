@@ -21,7 +21,7 @@ from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.audit_event import AuditEvent
 from hermes_estop.model.errors import EstopError, HoldConflict, StoreError
 from hermes_estop.model.hold import EngageRequest, Fence, HoldState, Reading, clean_reason
-from hermes_estop.model.homes import FLEET, validate_profile_name
+from hermes_estop.model.homes import FLEET
 from hermes_estop.model.policy import Actor, PolicyRefused
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, next_deadline
@@ -40,7 +40,7 @@ from hermes_estop.windows.ledger import (
     open_ledger,
     recall,
 )
-from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, reason_of
+from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, reason_of, validate_scope
 from hermes_estop.windows.occurrences import covering as covering_of, refusal
 from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope, terms
 from hermes_estop.windows.schedule import Part, Schedules, ScheduleTimeline, Windows
@@ -507,8 +507,8 @@ class WindowService:
         scopes = set(covered)
         for entry in entries.values():
             if entry.state == ARMED:
-                with contextlib.suppress(EstopError):
-                    scopes.add(entry.scope if entry.scope == FLEET else validate_profile_name(entry.scope))
+                with contextlib.suppress(ValueError):  # a ledger entry is read, not trusted
+                    scopes.add(validate_scope(entry.scope))
         return sorted(scopes, key=lambda s: (s != FLEET, s))
 
     def _reconcile_scope(self, scope: str, state: PassState, lanes: Lanes) -> list[ScopePlan]:
