@@ -13,7 +13,7 @@ from schedule_queries import schedule_path
 
 from hermes_estop.model.hold import HoldState
 from hermes_estop.stores.base import LEDGER_FILE
-from hermes_estop.windows.ledger import ARMED, ENDED, INTENT, RELEASED, SKIPPED
+from hermes_estop.windows.ledger import ARMED, ENDED, INTENT, RELEASED, SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Window
 
 US = timedelta(microseconds=1)
@@ -519,8 +519,6 @@ def test_a_stop_while_a_wake_up_is_due_kills_no_thread(tmp_path):
 def test_an_armed_ledger_entry_at_a_scope_that_is_no_scope_is_not_planned(harness, scope):
     """The ledger is read, not trusted: an entry naming a scope no window could have (a path, a
     name no profile has) is not a scope to plan, so it is neither an error line every pass nor a location."""
-    from hermes_estop.windows.ledger import LedgerEntry
-
     harness.write(one_shot(harness)[0])
     end = harness.clock.now + timedelta(hours=1)
     harness.ledger.commit([LedgerEntry(key=f"{scope}/w@x", window="w", occurrence="x", scope=scope, end=end,
