@@ -381,7 +381,7 @@ class FileGuard:
               now: datetime, failing: frozenset[str] = frozenset(), feeds: object = ()) -> GuardVerdict:
         """`failing`: the read's tables that do not validate, held as last acted on."""
         before = self.trusted
-        if failing and before is not None and (missing := failing - set(map(windows.name, range(len(windows))))):
+        if failing and before is not None and (missing := {name for name in failing if windows.position(name) is None}):
             # the last version acted on of each, its row as it is (no other row built)
             windows = self.schedules.compose([*map(windows.part, range(len(windows))),
                                               *(before.part(i) for i in range(len(before)) if before.name(i) in missing)],
@@ -426,8 +426,8 @@ class FileGuard:
             parts.append(before.part(at) if both is old else Part.of(both))
             if old.enabled and new.enabled and old.scope != new.scope:  # moved to another scope
                 moving.append(new)
-        names = set(map(windows.name, range(len(windows))))
-        parts.extend(before.part(at) for name in gone if name not in names and (at := before.position(name)) is not None)
+        parts.extend(before.part(at) for name in gone
+                     if windows.position(name) is None and (at := before.position(name)) is not None)
         merged = self.schedules.compose(parts, now)
         if set(vanished(merged, before, entries, now, moving)) - unread:
             return None, []
