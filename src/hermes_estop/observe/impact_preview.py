@@ -284,20 +284,20 @@ def next_occurrence(estop: Estop, now: datetime, schedule: Schedule | None = Non
     schedule = schedule if schedule is not None else schedule_of(WindowsFile(estop.layout.root), now)
     best: tuple[datetime, int, Callable[[], Window], Occurrence] | None = None
     unkept: list[tuple[datetime, int, Callable[[], Window]]] = []
-    rows: list[tuple[int, int, int, int]] = []  # (arm, position, row, index) of the rows' kept next arms
-    for item in range(len(schedule)):  # a row's place in the file is its index
+    rows: list[tuple[int, int, int]] = []  # (arm, row, index) of the rows' kept next arms (a row is its place in the file)
+    for item in range(len(schedule)):
         if schedule.enabled[item]:
             index = schedule.next_arm_index(item, now)
             if index is not None:
-                rows.append((schedule.starts[index] - schedule.leads[item], item, item, index))
+                rows.append((schedule.starts[index] - schedule.leads[item], item, index))
             else:
                 beyond = schedule.unkept_arm(item, now)
                 if beyond is not None:
                     unkept.append((beyond, item, partial(schedule.window, item)))
     if rows:
-        _, position, row, index = min(rows)
+        _, row, index = min(rows)
         found = schedule.occurrence(row, index)
-        best = (found.arm_at, position, partial(schedule.window, row), found)
+        best = (found.arm_at, row, partial(schedule.window, row), found)
     for beyond, position, window_of in sorted(unkept, key=lambda u: u[:2]):
         if best is not None and beyond > best[0]:
             break
