@@ -172,6 +172,6 @@ def test_a_feed_refused_by_a_later_expansion_fails_alone_from_the_next_read(tmp_
     _nightly, hourly = windows_file.load()
     with pytest.raises(CalendarError, match="one rule walks more than 200000 steps"):
         list(hourly.feed.events(datetime(2050, 1, 1, tzinfo=UTC), timedelta(days=2)))
-    parsed = windows_file.parse_each(windows_file.snapshot().raw)
+    parsed = windows_file.parse_each(windows_file.read())
     assert [w.name for w in parsed.windows] == ["nightly"]
     assert len(parsed.failures) == 1 and "calendar 'hourly'" in str(parsed.failures[0])

@@ -191,7 +191,7 @@ def test_a_hostile_feed_is_refused_naming_the_calendar(body, what):
 def test_a_broken_local_feed_without_a_good_copy_fails_only_its_calendar(tmp_path):
     windows_file = write_fleet(tmp_path, {"bad.ics": "not a calendar"}, (
         '[[windows]]\nname = "w"\ncron = "0 2 * * *"\nduration = "1h"\n\n[[calendars]]\nname = "c"\nics = "bad.ics"\n'))
-    parsed = windows_file.parse_each(windows_file.snapshot().raw)
+    parsed = windows_file.parse_each(windows_file.read())
     assert [w.name for w in parsed.windows] == ["w"]
     assert len(parsed.failures) == 1 and "calendar 'c'" in str(parsed.failures[0])
 

@@ -251,7 +251,7 @@ def test_a_feed_refused_after_the_read_stops_only_its_window_s_task_with_one_lin
         assert {e.windows for e in windows.tick(clock.now).events} == {("excluding",), ("plain",)}
         clock.advance(days=2)
         assert windows.tick(clock.now).ok  # the schedule is refreshed: its rows are built when asked
-        raw = WindowsFile(fleet_root).snapshot().raw
+        raw = WindowsFile(fleet_root).read()
         refuse_from_another_thread(next(w for w in WindowsFile(fleet_root).parse_each(raw).windows
                                         if w.name == "excluding")._holidays)
         plain = f"fleet/plain@{clock.now.replace(day=1).isoformat()}"

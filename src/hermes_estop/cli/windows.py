@@ -386,7 +386,7 @@ def validate(as_json: JsonOpt = False,
         _validated(windows_file, *answered, as_json, strict)
         return
     try:
-        parsed = _within_policy(windows_file.parse_each(windows_file.snapshot().raw), windows_file.path)
+        parsed = _within_policy(windows_file.parse_each(windows_file.read()), windows_file.path)
         failures = parsed.failures
     except InvalidWindow as exc:
         failures = [exc]

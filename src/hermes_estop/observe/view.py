@@ -126,7 +126,7 @@ class Observer:
                 return self._windows, self._load_problem, identity
         compiled = None
         try:
-            raw = self.windows_file.snapshot().raw
+            raw = self.windows_file.read()
             parsed = self.windows_file.parse_each(raw)
             windows, problem = parsed.windows, None
             failed = {f.window or "?": one_line(f) for f in parsed.failures}

@@ -25,13 +25,16 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_READ_BYTES",
     "NotRegularFile",
+    "FileSnapshot",
     "describe_mode",
+    "file_identity",
     "foreign_control",
     "open_regular",
     "open_regular_with_stat",
     "read_config",
     "read_regular",
     "read_regular_with_stat",
+    "read_snapshot",
 ]
 
 FILE_MODE = 0o644
@@ -139,6 +142,33 @@ def read_regular_with_stat(path: Path | str, limit: int = MAX_READ_BYTES) -> tup
         return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), st
     finally:
         os.close(fd)
+
+
+def file_identity(st: os.stat_result) -> tuple[int, ...]:
+    """What changes whenever a file is replaced or edited in place."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class FileSnapshot:
+    """One read of a file: the identity of the very file its bytes came from (None: no file, `raw`
+    empty), so a reader can tell a re-save in place from a file that stayed as it was."""
+
+    __slots__ = ("identity", "raw")
+
+    def __init__(self, identity: tuple[int, ...] | None, raw: bytes) -> None:
+        self.identity, self.raw = identity, raw
+
+
+def read_snapshot(path: Path, limit: int = MAX_READ_BYTES) -> FileSnapshot:
+    """`read_regular_with_stat`, a missing file read as none; `StoreError` (one line naming the
+    path) when it cannot be read, is not a regular file or is larger than `limit`."""
+    try:
+        raw, st = read_regular_with_stat(path, limit)
+    except FileNotFoundError:
+        return FileSnapshot(None, b"")
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return FileSnapshot(file_identity(st), raw)
 
 
 def read_config(path: Path) -> dict[str, object] | None:

@@ -201,7 +201,7 @@ class CalendarFetcher:
         """location -> (label, refresh) of every feed the file names, read without binding them
         (a feed with no copy yet fails its table's binding)."""
         try:
-            parsed = self.windows_file.validate(self.windows_file.snapshot().raw)
+            parsed = self.windows_file.validate(self.windows_file.read())
         except (EstopError, OSError):
             return {}
         out: dict[str, tuple[str, timedelta]] = {}

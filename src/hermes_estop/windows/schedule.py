@@ -48,13 +48,14 @@ from hermes_estop.model.errors import InvalidArgument, StoreError
 from hermes_estop.model.selector import Selector
 from hermes_estop.model.text import did_you_mean, printable
 from hermes_estop.model.timeutil import display_instant, parse_instant, to_utc
+from hermes_estop.system.fsread import read_snapshot
 from hermes_estop.windows import kept_files
 from hermes_estop.windows.calendars import CalendarSource, bind, calendar_window, fingerprint
 from hermes_estop.windows.ical import CalendarEvent, Feed
 from hermes_estop.windows.kept_files import HORIZON
 from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, validate_scope
 from hermes_estop.windows.occurrences import covering, following, merge_armed, next_armed, occurrences, refusal
-from hermes_estop.windows.windows_file import WindowsFile
+from hermes_estop.windows.windows_file import MAX_WINDOWS_BYTES, WindowsFile
 
 __all__ = ["HORIZON", "MAX_PER_ROW", "REFRESH", "Event", "Row", "Schedule", "Part", "ScheduleTimeline",
            "Schedules", "Windows", "build", "instant_of", "load", "micros", "schedule_of"]
@@ -310,7 +311,7 @@ class Row:
 def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
     """The one value every command reads the windows from. Raises what `WindowsFile.parse`
     raises when it must be built from a file that does not validate."""
-    snapshot = windows_file.snapshot()
+    snapshot = read_snapshot(windows_file.path, MAX_WINDOWS_BYTES)
     if snapshot.identity is None:  # no file: no windows
         found = build(hashlib.sha256(b"").hexdigest(), [], now)
     else:

@@ -25,6 +25,7 @@ from hermes_estop.model.homes import FLEET
 from hermes_estop.model.policy import Actor, PolicyRefused
 from hermes_estop.model.text import one_line, printable
 from hermes_estop.model.timeutil import display_instant, format_instant, next_deadline
+from hermes_estop.system.fsread import read_snapshot
 from hermes_estop.windows.ical import CalendarError
 from hermes_estop.windows.ledger import (
     ARMED,
@@ -44,7 +45,7 @@ from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, reason
 from hermes_estop.windows.occurrences import covering as covering_of, refusal
 from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope, terms
 from hermes_estop.windows.schedule import Part, Schedules, ScheduleTimeline, Windows
-from hermes_estop.windows.windows_file import Parsed, WindowsFile, against_policy
+from hermes_estop.windows.windows_file import MAX_WINDOWS_BYTES, Parsed, WindowsFile, against_policy
 
 __all__ = ["EDIT", "JOB_PREFIX", "LATER", "MAX_JOBS", "POLL_INTERVAL", "WEAKEN_AFTER", "Actions", "PassState", "ProblemLog",
            "Scheduler", "TickEvent", "TickReport", "WindowService", "action_event", "due_wakeups"]
@@ -304,7 +305,7 @@ class WindowService:
 
     def check_file(self) -> None:
         """Raise `InvalidWindow` when the file does not read as a whole (`hermes serve --once`)."""
-        raw = self.windows_file.snapshot().raw
+        raw = self.windows_file.read()
         if self.schedules.rows(raw, self.fleet.clock()) is None:
             self.windows_file.parse_each(raw)
 
@@ -313,7 +314,7 @@ class WindowService:
         what cannot be kept (`FileGuard`). The windows are composed of those that validate when a
         table fails or the fleet's policy refuses a window (checked when the policy has rules)."""
         try:
-            snapshot = self.windows_file.snapshot()
+            snapshot = read_snapshot(self.windows_file.path, MAX_WINDOWS_BYTES)
             policy = self.fleet.policy
             rules = policy.policy()[0]
             rows = self.schedules.rows(snapshot.raw, report.now) if snapshot.identity is not None and rules.empty \

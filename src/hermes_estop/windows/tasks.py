@@ -118,7 +118,7 @@ class TaskService:
     def _windows(self) -> tuple[Sequence[Window], Windows | None]:
         """A table that does not validate is its own problem only (issue 32 item 6)."""
         try:
-            raw = self.windows_file.snapshot().raw
+            raw = self.windows_file.read()
             held = self.schedules.held(raw) if self.schedules is not None else None
             rows = held.windows() if held is not None else None
             parsed = None if rows is not None else self.windows_file.parse_each(raw)

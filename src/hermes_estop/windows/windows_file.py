@@ -3,8 +3,8 @@ written.
 
 Reads refuse a FIFO, a directory or a planted symlink with one line (`NotRegularFile`, a
 `StoreError`): the scheduler takes it as "cannot read" (standing holds stay), never as "zero
-windows". `snapshot()` pairs the bytes with the identity of the very file they came from, so the
-scheduler can tell a re-save in place from a file that stayed as it was. Writes take a lock
+windows". The scheduler reads it with `system.fsread.read_snapshot`, which pairs the bytes with
+the identity of the very file they came from. Writes take a lock
 beside the file and replace it atomically: a reader sees the old file or the new.
 
 `add` and `remove` keep what the operator wrote (issue 38): the header, comments, the order of
@@ -18,7 +18,7 @@ import gc
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,11 +29,12 @@ from tomli import TOMLDecodeError, loads as toml_loads
 
 from hermes_estop.model.errors import StoreError
 from hermes_estop.model.policy import Actor, Policy
-from hermes_estop.system.fsutil import locked_update, read_regular_with_stat
+from hermes_estop.system.fsread import file_identity, read_snapshot
+from hermes_estop.system.fsutil import locked_update
 from hermes_estop.windows.calendars import CalendarSource, bind
 from hermes_estop.windows.model import WINDOWS_FILE, InvalidWindow, Parsed, Window, refusals_of, refused_window
 
-__all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "FileSnapshot", "Parsed", "WindowsFile", "against_policy"]
+__all__ = ["MAX_WINDOWS_BYTES", "WINDOWS_FILE", "Parsed", "WindowsFile", "against_policy"]
 
 #: a windows file larger than this is refused (10,000 windows take about 1 MiB)
 MAX_WINDOWS_BYTES = 32 * 1024 * 1024
@@ -57,18 +58,6 @@ def _unique(windows: Iterable[Window], path: Path) -> tuple[list[Window], list[I
     return unique, failures
 
 
-@dataclass(frozen=True)
-class FileSnapshot:
-    """One read of the file: its identity (None: no file) and its bytes (b"" when absent)."""
-
-    identity: Identity | None
-    raw: bytes
-
-
-def _identity(st: os.stat_result) -> Identity:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 class WindowsFile:
     """`windows.toml` of one fleet root: load, and locked atomic read-modify-write."""
 
@@ -88,28 +77,23 @@ class WindowsFile:
             return None
         except OSError as exc:
             raise StoreError(f"cannot stat {self.path}: {exc.strerror or exc}") from None
-        identity = _identity(st)
+        identity = file_identity(st)
         for path in self._watched:
             try:
-                identity += _identity(os.stat(path))
+                identity += file_identity(os.stat(path))
             except OSError:
                 identity += (-1,)
         return identity
 
-    def snapshot(self) -> FileSnapshot:
-        """Raises `StoreError` (cannot read, not a regular file, too large)."""
-        try:
-            raw, st = read_regular_with_stat(self.path, MAX_WINDOWS_BYTES)
-        except FileNotFoundError:
-            return FileSnapshot(None, b"")
-        except OSError as exc:
-            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        return FileSnapshot(_identity(st), raw)
+    def read(self) -> bytes:
+        """b"" when there is no file; `StoreError` when it cannot be read, is not a regular file or
+        is too large."""
+        return read_snapshot(self.path, MAX_WINDOWS_BYTES).raw
 
     def load(self) -> list[Window]:
         """Every window in the file, in file order; [] when there is no file. Raises
         `InvalidWindow` or `StoreError`."""
-        return self.parse(self.snapshot().raw)
+        return self.parse(self.read())
 
     def parse(self, raw: bytes) -> list[Window]:
         parsed = self.parse_each(raw)
