@@ -173,8 +173,7 @@ def cache_paths(root: Path, location: str) -> tuple[Path, Path]:
 
 
 def local_path(root: Path, location: str) -> Path:
-    path = Path(location).expanduser()
-    return path if path.is_absolute() else Path(root) / path
+    return Path(root) / Path(location).expanduser()  # an absolute path stays itself
 
 
 def fingerprint(root: Path, location: str) -> str:

@@ -194,9 +194,8 @@ class CalendarFetcher:
         self._lock = threading.Lock()
 
     def pass_once(self) -> list[threading.Thread]:
-        """Start a fetch (or keep) of every feed the file names that is due and not in flight; the
-        threads started. The file is read without binding its feeds (a feed with no copy yet fails
-        its table's binding)."""
+        """Start a fetch (or keep) of every feed the file names (read without binding them: a feed with
+        no copy yet fails its table's binding) that is due and not in flight; the threads started."""
         now = time.monotonic()
         feeds: dict[str, tuple[str, timedelta]] = {}  # location -> (label, refresh)
         with contextlib.suppress(EstopError, OSError):

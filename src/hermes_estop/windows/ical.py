@@ -13,6 +13,7 @@ import contextlib
 import functools
 import hashlib
 import itertools
+import math
 import re
 import threading
 import time
@@ -117,9 +118,7 @@ def _check_rule(event: Any, label: str, now: datetime) -> float:
         if count is not None and int(count) > MAX_COUNT:
             raise _refuse(label, f"event {uid!r}: RRULE COUNT={count} refused (at most {MAX_COUNT})")
         interval = max(int((rule.get("INTERVAL") or [1])[0]), 1)
-        multiplier = 1
-        for key in _MULTIPLIERS:
-            multiplier *= max(len(rule.get(key) or []), 1)
+        multiplier = math.prod(max(len(rule.get(key) or []), 1) for key in _MULTIPLIERS)
         start = _value(event, "DTSTART")
         if start is None:
             raise _refuse(label, f"event {uid!r}: RRULE without DTSTART")
@@ -306,7 +305,6 @@ class Feed:
         return CalendarEvent(start, end, ident, uid, summary, days)
 
     def zone_of(self, uid: str | None) -> tzinfo:
-        """The zone an event is shown in: its DTSTART's own, else the calendar's."""
         return self._zones.get(uid, self.tz) if uid is not None else self.tz
 
     def events(self, since: datetime, lookahead: timedelta = LOOKAHEAD) -> Iterator[CalendarEvent]:
@@ -328,9 +326,8 @@ class Feed:
             found = self._chunks.get(index)
             if found is None:
                 batch *= 2
-                stop = index + 1
-                while stop < min(index + batch, last + 1, index + 1 + _MAX_CHUNKS // 2) and stop not in self._chunks:
-                    stop += 1
+                end = min(index + batch, last + 1, index + 1 + _MAX_CHUNKS // 2)
+                stop = next((i for i in range(index + 1, end) if i in self._chunks), end)
                 lo, hi = EPOCH + index * CHUNK, EPOCH + stop * CHUNK
                 chunks: dict[int, list[CalendarEvent]] = {i: [] for i in range(index, stop)}
                 for event in self._expand(_shifted(lo, -_MARGIN), _shifted(hi, _MARGIN)):
