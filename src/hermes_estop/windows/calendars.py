@@ -25,7 +25,7 @@ from hermes_estop.model.durations import format_duration, parse_with_unit
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.homes import FLEET
 from hermes_estop.system.fsread import read_regular
-from hermes_estop.windows.ical import MAX_CALENDAR_BYTES, CalendarError, Feed, feed_digest, parse_feed
+from hermes_estop.windows.ical import CHUNK, MAX_CALENDAR_BYTES, CalendarError, Feed, feed_digest, parse_feed
 from hermes_estop.windows.model import (
     Drain,
     Duration,
@@ -119,9 +119,6 @@ class CalendarSource(BaseModel):
             return False
         return self.summary is None or re.search(self.summary, str(component.get("SUMMARY") or "")) is not None
 
-    def salt(self) -> str:
-        return json.dumps([self.categories, self.summary, self.timezone])
-
     def to_toml(self) -> dict[str, Any]:
         out = written(self, ("name", "ics", "url", "scope", "timezone", "summary", "categories", "drain", "allow",
                              "only", "jobs", "enabled"))
@@ -135,8 +132,6 @@ class CalendarSource(BaseModel):
 
 
 class CalendarWindow(Window):
-    """A calendar as a window, its occurrences the feed's events. Built by `bind`."""
-
     source: Any = Field(None, exclude=True)
     calendar_feed: Any = Field(None, exclude=True)
 
@@ -178,8 +173,7 @@ def cache_paths(root: Path, location: str) -> tuple[Path, Path]:
 
 
 def local_path(root: Path, location: str) -> Path:
-    path = Path(location).expanduser()
-    return path if path.is_absolute() else Path(root) / path
+    return Path(root) / Path(location).expanduser()  # an absolute path stays itself
 
 
 def fingerprint(root: Path, location: str) -> str:
@@ -212,8 +206,7 @@ _MAX_CACHED = 64
 
 def feed_of(raw: bytes, label: str, tz: str | None = None, keep: Callable[[Any], bool] | None = None,
             salt: str = "") -> Feed:
-    """The feed of `raw`, parsed once per digest in this process; `CalendarError` when it does
-    not parse or is refused."""
+    """The feed of `raw`, or `CalendarError` when it does not parse or is refused."""
     digest = feed_digest(raw, label, tz, salt)
     found = _FEEDS.pop(digest, None)
     fresh = found is None or time.monotonic() >= found.retry_at
@@ -224,8 +217,8 @@ def feed_of(raw: bytes, label: str, tz: str | None = None, keep: Callable[[Any],
         _FEEDS.popitem(last=False)
     if found.refused is not None:
         raise CalendarError(found.refused)
-    if fresh:
-        found.probe(datetime.now(UTC))
+    if fresh:  # the weeks around now, what the scheduler asks first: a feed over its budget is refused when read
+        next(found.events(datetime.now(UTC) - found.longest, CHUNK), None)
     return found
 
 
@@ -246,15 +239,14 @@ def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[Ca
     feed without a usable copy is a failure."""
     found = Parsed([], [])
     for window in windows:
-        if window.exclude_calendar is None:
-            found.windows.append(window)
-            continue
-        feed = _read(found, root, path, window.name, window.exclude_calendar, "exclude_calendar",
-                     f"{window.exclude_calendar} (exclude_calendar of window {window.name})")
-        if feed is not None:
+        if window.exclude_calendar is not None:
+            feed = _read(found, root, path, window.name, window.exclude_calendar, "exclude_calendar",
+                         f"{window.exclude_calendar} (exclude_calendar of window {window.name})")
+            if feed is None:
+                continue
             window = window.model_copy()
             window._holidays = feed  # noqa: SLF001 - the calendar module fills the window it built
-            found.windows.append(window)
+        found.windows.append(window)
     names = {w.name for w in found.windows} | found.failing_names()
     for source in sources:
         if source.name in names:
@@ -263,7 +255,7 @@ def bind(root: Path, path: Path, windows: Iterable[Window], sources: Iterable[Ca
             continue
         names.add(source.name)
         feed = _read(found, root, path, source.name, source.location, None, repr(source.name), tz=source.timezone,
-                     keep=source.keep, salt=source.salt())
+                     keep=source.keep, salt=json.dumps([source.categories, source.summary, source.timezone]))
         if feed is not None:
             found.windows.append(calendar_window(source, feed))
     return found
@@ -293,9 +285,8 @@ def _read(found: Parsed, root: Path, path: Path, name: str, location: str, field
         try:
             raw = read_regular(copy, MAX_CALENDAR_BYTES)
         except (OSError, EstopError):
-            if problem is not None:
-                raise CalendarError(f"{problem} (and no last good copy)") from None
-            raise CalendarError(f"calendar {label}: {location} not fetched yet (`hermes serve` fetches it)") from None
+            raise CalendarError(f"{problem} (and no last good copy)" if problem is not None else
+                                f"calendar {label}: {location} not fetched yet (`hermes serve` fetches it)") from None
         feed = feed_of(raw, label, **settings)
     except CalendarError as exc:
         found.failures.append(InvalidWindow(exc.args[0], path=path, window=repr(name), field=field))

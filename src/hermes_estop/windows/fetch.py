@@ -78,7 +78,6 @@ class Exchange:
         self._timer.cancel()
 
     def late(self) -> CalendarError:
-        """The deadline passed, or serve abandoned the fetch, before the exchange completed."""
         return CalendarError("abandoned (serve stopping)" if time.monotonic() < self.deadline else
                              f"no complete answer within {self.total:g}s (connect, headers and body)")
 
@@ -143,13 +142,10 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
     deadline); the problem in one line, or None."""
     copy, meta_path = cache_paths(root, url)
     meta = read_meta(meta_path)
-    if not copy.exists():
-        meta.pop("etag", None)
-        meta.pop("last_modified", None)
     stamp = format_instant(utc_now())
     exchange = exchange or Exchange(timeout)
     try:
-        got = _get(url, meta, exchange)
+        got = _get(url, meta if copy.exists() else {}, exchange)  # revalidated only with a copy to keep
         if got is not None:
             _keep_copy(copy, got[0], label)
             meta.update(etag=got[1].get("etag"), last_modified=got[1].get("last-modified"), fetched_at=stamp)
@@ -173,7 +169,7 @@ def fetch_once(root: Path, url: str, label: str, *, timeout: float = FETCH_TIMEO
 def _keep_copy(copy: Path, raw: bytes, label: str) -> None:
     """Write `raw` as the last good copy once it parses (a copy that is `raw` already parsed)."""
     with contextlib.suppress(OSError, EstopError):
-        if copy.exists() and read_regular(copy, MAX_CALENDAR_BYTES) == raw:
+        if read_regular(copy, MAX_CALENDAR_BYTES) == raw:
             return
     feed_of(raw, label)
     copy.parent.mkdir(parents=True, exist_ok=True)
@@ -197,25 +193,18 @@ class CalendarFetcher:
         self._busy: dict[str, tuple[threading.Thread, Exchange | None]] = {}
         self._lock = threading.Lock()
 
-    def feeds(self) -> dict[str, tuple[str, timedelta]]:
-        """location -> (label, refresh) of every feed the file names, read without binding them
-        (a feed with no copy yet fails its table's binding)."""
-        try:
-            parsed = self.windows_file.validate(self.windows_file.read())
-        except (EstopError, OSError):
-            return {}
-        out: dict[str, tuple[str, timedelta]] = {}
-        for source in parsed.sources:
-            out.setdefault(source.location, (repr(source.name), source.refresh))
-        for window in parsed.windows:
-            if window.exclude_calendar is not None:
-                out.setdefault(window.exclude_calendar, (f"{window.exclude_calendar} (exclude_calendar)", DEFAULT_REFRESH))
-        return out
-
     def pass_once(self) -> list[threading.Thread]:
-        """Start a fetch (or keep) of every feed due and not in flight; the threads started."""
+        """Start a fetch (or keep) of every feed the file names (read without binding them: a feed with
+        no copy yet fails its table's binding) that is due and not in flight; the threads started."""
         now = time.monotonic()
-        feeds = self.feeds()
+        feeds: dict[str, tuple[str, timedelta]] = {}  # location -> (label, refresh)
+        with contextlib.suppress(EstopError, OSError):
+            parsed = self.windows_file.validate(self.windows_file.read())
+            for source in parsed.sources:
+                feeds.setdefault(source.location, (repr(source.name), source.refresh))
+            for window in parsed.windows:
+                if window.exclude_calendar is not None:
+                    feeds.setdefault(window.exclude_calendar, (f"{window.exclude_calendar} (exclude_calendar)", DEFAULT_REFRESH))
         started = []
         with self._lock:
             for location, (label, refresh) in feeds.items():

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import hashlib
 import itertools
+import math
 import re
 import threading
 import time
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
-from typing import Any, NamedTuple
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from hermes_estop.model.cronspec import validate_timezone, wall_to_instant
@@ -117,9 +118,7 @@ def _check_rule(event: Any, label: str, now: datetime) -> float:
         if count is not None and int(count) > MAX_COUNT:
             raise _refuse(label, f"event {uid!r}: RRULE COUNT={count} refused (at most {MAX_COUNT})")
         interval = max(int((rule.get("INTERVAL") or [1])[0]), 1)
-        multiplier = 1
-        for key in _MULTIPLIERS:
-            multiplier *= max(len(rule.get(key) or []), 1)
+        multiplier = math.prod(max(len(rule.get(key) or []), 1) for key in _MULTIPLIERS)
         start = _value(event, "DTSTART")
         if start is None:
             raise _refuse(label, f"event {uid!r}: RRULE without DTSTART")
@@ -143,16 +142,6 @@ def _instant(value: date | datetime, tz: ZoneInfo | timezone) -> datetime:
     return wall_to_instant(value, tz) if value.tzinfo is None and isinstance(tz, ZoneInfo) else to_utc(value)
 
 
-class _Source(NamedTuple):
-    """What the occurrences of one VEVENT share (`part`: the UID as an ident, "" without one)."""
-
-    uid: str
-    part: str
-    recurring: bool
-    rid: Any
-    summary: str
-
-
 def _shifted(at: datetime, delta: timedelta) -> datetime:
     try:
         return at + delta
@@ -172,8 +161,6 @@ class _Steps(threading.local):
 
 
 _STEPS = _Steps()
-
-
 _COUNTING = threading.Lock()
 
 
@@ -242,8 +229,9 @@ class Feed:
     calendar: Any
     tz: ZoneInfo
     digest: str
-    #: what the occurrences of each VEVENT kept share, by `id` (None: cancelled, or filtered out)
-    sources: dict[int, _Source | None] = field(default_factory=dict)
+    #: what the occurrences of each VEVENT kept share, by `id`: its UID, the UID as an ident ("" without
+    #: one), whether the UID recurs, its RECURRENCE-ID, its SUMMARY (None: cancelled, or filtered out)
+    sources: dict[int, tuple[str, str, bool, Any, str] | None] = field(default_factory=dict)
     #: how far before an instant an event covering it may start (at least a day, plus a day)
     longest: timedelta = timedelta(days=1)
     #: the distinct lengths of its events, as written (what `windows list` shows)
@@ -298,14 +286,15 @@ class Feed:
         source = self.sources[id(component)]  # the components live in `calendar` as long as the feed
         if source is None:
             return None
+        uid, part, recurring, rid, summary = source
         start, end = _instant(raw_start, self.tz), _instant(raw_end, self.tz)
         if end <= start:
             return None  # a moment, not a span: nothing to hold
         if end - start > MAX_DURATION:
-            raise _refuse(self.label, f"event {source.uid[:80] or '?'!r} lasts more than 366 days")
-        ident = source.part or "sha1-" + hashlib.sha1(repr(raw_start).encode(), usedforsecurity=False).hexdigest()[:16]
-        if source.recurring:
-            rid = source.rid if source.rid is not None else raw_start
+            raise _refuse(self.label, f"event {uid[:80] or '?'!r} lasts more than 366 days")
+        ident = part or "sha1-" + hashlib.sha1(repr(raw_start).encode(), usedforsecurity=False).hexdigest()[:16]
+        if recurring:
+            rid = rid if rid is not None else raw_start
             if isinstance(rid, datetime) and rid.tzinfo is not None:
                 rid = rid.astimezone(UTC)
             ident = f"{ident}@{rid.isoformat() if isinstance(rid, date) else rid}"
@@ -313,41 +302,16 @@ class Feed:
         if not isinstance(raw_start, datetime):
             last = raw_end if not isinstance(raw_end, datetime) else raw_start + timedelta(days=1)
             days = (raw_start, max(last, raw_start + timedelta(days=1)))
-        return CalendarEvent(start, end, ident, source.uid, source.summary, days)
+        return CalendarEvent(start, end, ident, uid, summary, days)
 
     def zone_of(self, uid: str | None) -> tzinfo:
-        """The zone an event is shown in: its DTSTART's own, else the calendar's."""
         return self._zones.get(uid, self.tz) if uid is not None else self.tz
 
-    def probe(self, now: datetime) -> None:
-        """Expand the weeks around `now` (what the scheduler asks first), so a feed over its
-        budget is refused when it is read."""
-        self.chunk((now - self.longest - EPOCH) // CHUNK, ahead=1)
-
-    def chunk(self, index: int, ahead: int = 0) -> list[CalendarEvent]:
-        """The events starting in chunk `index` (`[EPOCH + index*CHUNK, +CHUNK)`), expanded in one
-        query with up to `ahead` following chunks not yet remembered (each query walks every rule
-        from its DTSTART, so fewer and longer ones are cheaper)."""
-        cached = self._chunks.get(index)
-        if cached is not None:
-            self._chunks.move_to_end(index)
-            return cached
-        last = index
-        while last < index + min(ahead, _MAX_CHUNKS // 2) and last + 1 not in self._chunks:
-            last += 1
-        lo, hi = EPOCH + index * CHUNK, EPOCH + (last + 1) * CHUNK
-        chunks: dict[int, list[CalendarEvent]] = {i: [] for i in range(index, last + 1)}
-        for event in self._expand(_shifted(lo, -_MARGIN), _shifted(hi, _MARGIN)):
-            if lo <= event.start < hi:
-                chunks[(event.start - EPOCH) // CHUNK].append(event)
-        self._chunks.update(chunks)
-        while len(self._chunks) > _MAX_CHUNKS:
-            self._chunks.popitem(last=False)
-        return chunks[index]
-
     def events(self, since: datetime, lookahead: timedelta = LOOKAHEAD) -> Iterator[CalendarEvent]:
-        """Events starting at or after `since`, in order, up to `lookahead` after it; chunks
-        expanded two at a time, then twice as many each time the caller reads on."""
+        """Events starting at or after `since`, in order, up to `lookahead` after it. A chunk not
+        remembered is expanded in one query with the following ones not remembered either, two at
+        first, then twice as many each time the caller reads on (each query walks every rule from
+        its DTSTART, so fewer and longer ones are cheaper)."""
         if self.kept is not None:
             first, until, kept = self.kept
             if since >= first:
@@ -356,16 +320,26 @@ class Feed:
             if lookahead >= timedelta(0) and self.origin is not None:
                 yield from self.origin().events(since, lookahead)
             return
-        index = (since - EPOCH) // CHUNK
         last = (since + lookahead - EPOCH) // CHUNK
         batch = 1
-        while index <= last:
-            if index not in self._chunks:
+        for index in range((since - EPOCH) // CHUNK, last + 1):
+            found = self._chunks.get(index)
+            if found is None:
                 batch *= 2
-            for event in self.chunk(index, ahead=min(batch, last - index + 1) - 1):
-                if event.start >= since:
-                    yield event
-            index += 1
+                end = min(index + batch, last + 1, index + 1 + _MAX_CHUNKS // 2)
+                stop = next((i for i in range(index + 1, end) if i in self._chunks), end)
+                lo, hi = EPOCH + index * CHUNK, EPOCH + stop * CHUNK
+                chunks: dict[int, list[CalendarEvent]] = {i: [] for i in range(index, stop)}
+                for event in self._expand(_shifted(lo, -_MARGIN), _shifted(hi, _MARGIN)):
+                    if lo <= event.start < hi:
+                        chunks[(event.start - EPOCH) // CHUNK].append(event)
+                self._chunks.update(chunks)
+                while len(self._chunks) > _MAX_CHUNKS:
+                    self._chunks.popitem(last=False)
+                found = chunks[index]
+            else:
+                self._chunks.move_to_end(index)
+            yield from (event for event in found if event.start >= since)
 
     def between(self, first: datetime, last: datetime) -> list[CalendarEvent]:
         """Events overlapping `[first, last)`, in order."""
@@ -377,9 +351,8 @@ class Feed:
         days = self._days.get((day.year, tz.key))
         if days is None:
             first = wall_to_instant(datetime(day.year, 1, 1), tz)
-            last = wall_to_instant(datetime(day.year + 1, 1, 1), tz) if day.year < 9999 else first + timedelta(days=366)
             found: set[date] = set()
-            for e in self.between(first - timedelta(days=1), last + timedelta(days=1)):
+            for e in self.between(first - timedelta(days=1), first + timedelta(days=367)):  # the year, a day either side
                 lo, hi = e.days or (e.start.astimezone(tz).date(), (e.end - _US).astimezone(tz).date() + timedelta(days=1))
                 found.update(lo + timedelta(days=n) for n in range((hi - lo).days))
             days = self._days[(day.year, tz.key)] = frozenset(d for d in found if d.year == day.year)
@@ -435,7 +408,7 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
         tz = validate_timezone(timezone_name or wr or "UTC")
         recurring = {str(e.get("UID") or "") for e in events
                      if e.get("RRULE") is not None or e.get("RDATE") is not None or e.get("RECURRENCE-ID") is not None}
-        sources: dict[int, _Source | None] = {}
+        sources: dict[int, tuple[str, str, bool, Any, str] | None] = {}
         zones: dict[str, tzinfo] = {}
         lengths: set[timedelta] = set()  # of every event, as written (DTEND or DURATION; a day without either)
         for e in events:
@@ -451,8 +424,8 @@ def parse_feed(raw: bytes, label: str, *, timezone_name: str | None = None,
                 continue
             part = uid if not uid or _UID_RE.fullmatch(uid) else "sha1-" + hashlib.sha1(
                 uid.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()[:16]
-            sources[id(e)] = _Source(uid, part, uid in recurring, _value(e, "RECURRENCE-ID"),
-                                     clean_reason(str(e.get("SUMMARY") or "")) or f"calendar {label}")
+            sources[id(e)] = (uid, part, uid in recurring, _value(e, "RECURRENCE-ID"),
+                              clean_reason(str(e.get("SUMMARY") or "")) or f"calendar {label}")
             if isinstance(start, datetime) and start.tzinfo is not None:
                 zones.setdefault(uid, start.tzinfo)
     except CalendarError:
