@@ -207,7 +207,7 @@ def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str
                  for o in candidates if o.key in claimed]
         armed.update((e.key, e) for e in notes)
     # alive: our hold for them (`standing`) stands; fresh: to arm; the others' hold went away before the end
-    # (released: never re-armed). One the ledger lacks that the audit trail says G armed (`recalled`) counts as G's.
+    # (released: never re-armed). One the ledger lacks but the audit trail says G armed (`recalled`) counts as armed as G.
     gone = f"replaced by {_describe_standing(reading)}" if reading.active else "released"
     alive: list[Occurrence] = []
     fresh: list[Occurrence] = []
