@@ -58,9 +58,8 @@ class LedgerEntry:
         return replace(self, state=state, updated_at=now, detail=detail)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(self) | {"end": format_instant(self.end), "updated_at": format_instant(self.updated_at)}
         del data["key"]
-        data["end"], data["updated_at"] = format_instant(self.end), format_instant(self.updated_at)
         return data
 
     @classmethod
@@ -68,12 +67,10 @@ class LedgerEntry:
         """Raises `ValueError` naming what is wrong."""
         if not isinstance(data, dict):
             raise ValueError(f"entry {key!r} is not an object")  # noqa: TRY004 (pydantic/json: ValueError is the contract)
-        text: dict[str, str] = {}
-        for name in ("window", "occurrence", "scope", "state"):
-            value = data.get(name)
+        text: dict[str, Any] = {name: data.get(name) for name in ("window", "occurrence", "scope", "state")}
+        for name, value in text.items():
             if not isinstance(value, str) or not value:
                 raise ValueError(f"entry {key!r}: field {name!r} missing or not text")
-            text[name] = value
         if text["state"] not in (ARMED, RELEASED, SKIPPED, ENDED, WITHDRAWN):
             raise ValueError(f"entry {key!r}: unknown state {text['state']!r}")
         end = parse_stamp(data.get("end"))
@@ -158,9 +155,8 @@ def recall(events: Iterable[AuditEvent], scope: str, keys: Collection[str]) -> d
     for event in events:
         if event.location != scope:
             continue
-        if event.event == INTENT:
-            detail = event.detail or ""
-            for key in detail[len(_PREFIX):].split() if detail.startswith(_PREFIX) else ():
+        if event.event == INTENT and (detail := event.detail or "").startswith(_PREFIX):
+            for key in detail[len(_PREFIX):].split():
                 if key in keys:
                     waiting[key] = (event.actor, event.deadline)
         elif event.event in ("engage", "rearm") and event.generation and waiting:

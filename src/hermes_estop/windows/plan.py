@@ -100,9 +100,7 @@ def intersect_allow(allows: Iterable[Allow]) -> Allow:
         users = allow.user_ids if users is None else users & allow.user_ids
         if allow.profiles:
             profiles = allow.profiles if profiles is None else profiles & allow.profiles
-            if not profiles:
-                return Allow()
-    if not users:
+    if not users or profiles == frozenset():  # no user, or no profile in common: nobody
         return Allow()
     return Allow(users, profiles or frozenset())
 
@@ -112,12 +110,9 @@ def claims(hold: Hold | None, scope: str) -> frozenset[str]:
     field, `armed_by = "window:..."`). An operator's re-arm carries neither, so it never claims."""
     if hold is None or not (hold.armed_by or "").startswith(ARMED_BY_PREFIX) or not hold.window:
         return frozenset()
-    items = [hold.window, *list(hold.window.get("covers") or [])]
-    out = set()
-    for item in items:
-        if isinstance(item, Mapping) and isinstance(item.get("name"), str) and isinstance(item.get("occurrence"), str):
-            out.add(occurrence_key(scope, item["name"], item["occurrence"]))
-    return frozenset(out)
+    return frozenset(occurrence_key(scope, item["name"], item["occurrence"])
+                     for item in [hold.window, *list(hold.window.get("covers") or [])]
+                     if isinstance(item, Mapping) and isinstance(item.get("name"), str) and isinstance(item.get("occurrence"), str))
 
 
 def chain_end(members: Sequence[Occurrence], windows: Windows, now: datetime,
@@ -152,8 +147,7 @@ def terms(windows: Windows, name: str) -> tuple[str | None, Allow]:
         return None, Allow()
     try:
         shown = json.loads(windows.table(at))
-        allow = shown["allow"]
-        return shown.get("reason"), Allow.of(allow["user_ids"], allow["profiles"])
+        return shown.get("reason"), Allow.of(shown["allow"]["user_ids"], shown["allow"]["profiles"])
     except (ValueError, TypeError, KeyError) as exc:
         raise StoreError(f"window {name}: its table does not read ({exc})") from None
 
@@ -181,37 +175,7 @@ def _describe_standing(reading: Reading) -> str:
     hold = reading.hold
     if hold is None or hold.generation is None:
         return "a hand-written hold"
-    by = f" (armed by {hold.armed_by})" if hold.armed_by else ""
-    return f"generation {hold.generation}{by}"
-
-
-def _triage(candidates: Sequence[Occurrence], armed: Mapping[str, LedgerEntry], entries: Mapping[str, LedgerEntry],
-            recalled: Mapping[str, str], reading: Reading, standing: str | None, now: datetime
-            ) -> tuple[list[Occurrence], list[Occurrence], list[LedgerEntry]]:
-    """The candidates alive (our hold for them, `standing`, stands) and fresh (to arm), and the notes
-    closing those whose hold went away before the end (released: never re-armed). One the ledger
-    does not know but the audit trail says was armed as G (`recalled`) counts as armed as G."""
-    gone = f"replaced by {_describe_standing(reading)}" if reading.active else "released"
-    alive: list[Occurrence] = []
-    fresh: list[Occurrence] = []
-    notes: list[LedgerEntry] = []
-    for o in candidates:
-        entry = armed.get(o.key)
-        if entry is None and o.key not in entries and o.key in recalled:
-            generation = recalled[o.key]
-            if reading.active and generation == standing:
-                alive.append(o)
-                notes.append(entry_for(o, ARMED, now, generation, "adopted: the audit trail says the window armed it"))
-            else:
-                notes.append(entry_for(o, RELEASED, now, generation,
-                                       f"generation {generation} {gone} before the end (from the audit trail)"))
-        elif entry is None:
-            fresh.append(o)
-        elif reading.active and entry.generation == standing:
-            alive.append(o)
-        else:
-            notes.append(entry.moved(RELEASED, now, detail=f"generation {entry.generation} {gone} before the end"))
-    return alive, fresh, notes
+    return f"generation {hold.generation}" + (f" (armed by {hold.armed_by})" if hold.armed_by else "")
 
 
 def idle(covered: Sequence[Occurrence], entries: Mapping[str, LedgerEntry]) -> bool:
@@ -232,23 +196,43 @@ def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str
     candidates = [o for o in covering if o.key not in closed]
     armed = {k: e for k, e in entries.items() if e.state == ARMED}
     ours = {e.generation for e in armed.values() if e.generation}
-    hold, adopted = reading.hold, []
+    hold, recalled = reading.hold, recalled or {}
     standing = hold.generation if hold is not None else None
+    notes: list[LedgerEntry] = []
     if reading.active and standing is not None and standing not in ours:
         # the candidates the standing hold's body names (`claims`): the ledger missed them (a
         # crash between the arm and the ledger write)
         claimed = claims(hold, scope)
-        adopted = [entry_for(o, ARMED, now, standing, "adopted: the hold body names this occurrence")
-                   for o in candidates if o.key in claimed]
-        armed.update((e.key, e) for e in adopted)
-    alive, fresh, released = _triage(candidates, armed, entries, recalled or {}, reading, standing, now)
+        notes = [entry_for(o, ARMED, now, standing, "adopted: the hold body names this occurrence")
+                 for o in candidates if o.key in claimed]
+        armed.update((e.key, e) for e in notes)
+    # alive: our hold for them (`standing`) stands; fresh: to arm; the others' hold went away before the end
+    # (released: never re-armed). One the ledger lacks but the audit trail says G armed (`recalled`) counts as armed as G.
+    gone = f"replaced by {_describe_standing(reading)}" if reading.active else "released"
+    alive: list[Occurrence] = []
+    fresh: list[Occurrence] = []
+    for o in candidates:
+        entry = armed.get(o.key)
+        if entry is None and o.key not in entries and o.key in recalled:
+            generation = recalled[o.key]
+            if reading.active and generation == standing:
+                alive.append(o)
+                notes.append(entry_for(o, ARMED, now, generation, "adopted: the audit trail says the window armed it"))
+            else:
+                notes.append(entry_for(o, RELEASED, now, generation,
+                                       f"generation {generation} {gone} before the end (from the audit trail)"))
+        elif entry is None:
+            fresh.append(o)
+        elif reading.active and entry.generation == standing:
+            alive.append(o)
+        else:
+            notes.append(entry.moved(RELEASED, now, detail=f"generation {entry.generation} {gone} before the end"))
     keys = {o.key for o in candidates}
     # armed entries no longer candidates: ended when over; withdrawn (re-armed if the window is
     # back before the end) when their window went away
     closing = [e.moved(ENDED if e.end <= now else WITHDRAWN, now,
                        detail=None if e.end <= now else "its window was removed, disabled or moved")
                for k, e in armed.items() if k not in keys]
-    notes = adopted + released
     ours.update(e.generation for e in notes if e.state == ARMED and e.generation)
     members = alive + fresh
     actions: tuple[Arm | Retire | Skip, ...] = ()
@@ -270,8 +254,6 @@ def plan_scope(scope: str, now: datetime, windows: Windows, entries: Mapping[str
             actions = (Arm(scope, tuple(members), desired, frozenset({standing}), standing, selector),)
     return ScopePlan(scope, covering, actions, tuple(notes + closing))
 
-_NONE = timedelta(0)
-
 
 @dataclass(frozen=True)
 class GuardVerdict:
@@ -288,11 +270,6 @@ class GuardVerdict:
     unread: frozenset[str] = frozenset()
 
 
-def _narrower(new: Allow, old: Allow) -> bool:
-    """Deny wins: `new` admits nobody, or only whom `old` admits too."""
-    return not new.valid or not new.user_ids or intersect_allow((new, old)) == new
-
-
 def strengthens(old: Window, new: Window) -> bool:
     """Whether `new` holds at least wherever, whatever and whomever `old` held: the same schedule,
     scope and reason (a torn save must not flip the reason refused users read), and only changes
@@ -300,8 +277,8 @@ def strengthens(old: Window, new: Window) -> bool:
     if not old.enabled:
         return True
     if (not new.enabled or new.scope != old.scope or (old.feed is None) != (new.feed is None)
-            or not holds_at_least(new.selector, old.selector) or (new.drain or _NONE) < (old.drain or _NONE)
-            or not _narrower(new.hold_allow, old.hold_allow)):
+            or not holds_at_least(new.selector, old.selector) or (new.drain or timedelta()) < (old.drain or timedelta())
+            or intersect_allow((new.hold_allow, old.hold_allow)) != intersect_allow((new.hold_allow,))):
         return False
     if old.feed is not None:  # a calendar: its events are judged by what holds now (`vanished`)
         return True
@@ -322,25 +299,24 @@ def vanished(read: Windows, before: Windows | None,
     """Acted on before and missing or weakened, or holding per the ledger and not in it, enabled,
     on that scope (`moving`: versions held at another scope too)."""
     elsewhere = {w.name: w for w in moving}
-    out: list[str] = []
+    out: dict[str, None] = {}  # each name once, in the order found
     if before is not None and before is not read:
         for index in range(len(before)):  # the very row, or of an equal table: no row's `Window` built
             name, at = before.name(index), read.position(before.name(index))
             if at is not None and before.table(index) == read.table(at):
                 continue
             old, new = before[index], None if at is None else read[at]
-            if (new is None or (new is not old and new != old and not strengthens(old, new))) and name not in out:
-                out.append(name)
+            if new is None or (new != old and not strengthens(old, new)):
+                out[name] = None
     for entry in entries.values():
         if entry.state != ARMED or entry.end <= now:
             continue
         window = read.named(entry.window)
-        if window is not None and window.scope != entry.scope and entry.window in elsewhere:
-            window = elsewhere[entry.window] if elsewhere[entry.window].scope == entry.scope else window
-        if (window is None or not window.enabled or window.scope != entry.scope or _drops(window, entry, now)) \
-                and entry.window not in out:
-            out.append(entry.window)
-    return out
+        if window is not None and window.scope != entry.scope:  # moved: its version held at this scope, if any
+            window = elsewhere.get(entry.window)
+        if window is None or not window.enabled or window.scope != entry.scope or _drops(window, entry, now):
+            out[entry.window] = None
+    return list(out)
 
 
 def _drops(window: Window, entry: LedgerEntry, now: datetime) -> bool:
@@ -387,19 +363,27 @@ class FileGuard:
                                               *(before.part(i) for i in range(len(before)) if before.name(i) in missing)],
                                              now)
         gone = vanished(windows, before, entries, now)
-        # holding per the ledger, failing, and never read by this process: no version to put
-        # back, nor a weakening to confirm (an edit that fixes it is read as new)
+        # `GuardVerdict.unread`: no version to put back, nor a weakening to confirm (an edit that fixes it is read as new)
         unread = frozenset(gone) & failing
         gone = [name for name in gone if name not in unread]
-        if not gone:
-            return self._trust(windows, identity, unread)
         pending = self._pending
+        if not gone or (pending is not None and pending[0] == (identity, feeds)
+                        and now - pending[1] >= self.confirm_after):  # weakens nothing, or confirmed
+            self.trusted = windows
+            self._pending, self._file = None, identity
+            return GuardVerdict(True, windows=windows, unread=unread)
         if pending is None or pending[0] != (identity, feeds) or now < pending[1]:
             self._pending = ((identity, feeds), now)
-        elif now - pending[1] >= self.confirm_after:
-            return self._trust(windows, identity, unread)
         kept, moving = self._put_back(windows, gone, entries, now, unread)
-        return GuardVerdict(False, self._describe(gone, identity, feeds, windows, kept is not None), kept, moving, unread)
+        shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
+        held = "they hold as they were" if kept is not None else "no window is armed or retired"
+        state = "missing" if identity is None else "without windows" if not windows else "changed"
+        what, read = (("the calendar feeds of windows.toml changed", "they stay") if feeds and identity == self._file
+                      else (f"windows.toml {state}", "the file stays"))
+        reason = (f"{what}: window(s) {shown} gone or weakened; not acted on until {read} the same for "
+                  f"{self.confirm_after.total_seconds():g}s over two reads (meanwhile {held}: an editor may be "
+                  "saving it in place)")
+        return GuardVerdict(False, reason, kept, moving, unread)
 
     def interrupted(self) -> None:
         """A read failed: the next read starts its confirmation over."""
@@ -433,19 +417,3 @@ class FileGuard:
             return None, []
         self.trusted = merged
         return merged, moving
-
-    def _trust(self, windows: Windows, identity: object, unread: frozenset[str]) -> GuardVerdict:
-        self.trusted = windows
-        self._pending, self._file = None, identity
-        return GuardVerdict(True, windows=windows, unread=unread)
-
-    def _describe(self, gone: list[str], identity: object, feeds: object, windows: Windows,
-                  kept: bool) -> str:
-        shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
-        meanwhile = "they hold as they were" if kept else "no window is armed or retired"
-        state = "missing" if identity is None else "without windows" if not windows else "changed"
-        what, read = (("the calendar feeds of windows.toml changed", "they stay") if feeds and identity == self._file
-                      else (f"windows.toml {state}", "the file stays"))
-        return (f"{what}: window(s) {shown} gone or weakened; not acted on until {read} the same for "
-                f"{self.confirm_after.total_seconds():g}s over two reads (meanwhile {meanwhile}: an editor may be "
-                "saving it in place)")
