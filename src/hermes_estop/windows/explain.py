@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice, takewhile
 from typing import Any
 
 from hermes_estop.model.cronspec import starts as cron_starts
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.timeutil import display_instant, format_instant, in_interval
-from hermes_estop.windows.forecast import Ahead
+from hermes_estop.windows.forecast import Ahead, ledger_state
 from hermes_estop.windows.ledger import ARMED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
 from hermes_estop.windows.model import Occurrence, Window
 
@@ -67,11 +68,9 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
     holds its scope at `at`."""
     window_of, following = found
     window = window_of()
-    drain = f"a {format_duration(window.drain)} drain lead" if window.drain else ""
-    if window.feed is not None:
-        span = "each event as long as it lasts" + (f", each after {drain}" if drain else "")
-    else:
-        span = f"{window.describe_duration()} long" + (f" after {drain}" if drain else "")
+    span = "each event as long as it lasts" if window.feed is not None else f"{window.describe_duration()} long"
+    if window.drain:
+        span += f"{', each' if window.feed is not None else ''} after a {format_duration(window.drain)} drain lead"
     facts = [f"schedule: {window.describe_schedule()}, {span}, scope {window.scope}"]
     if not window.enabled:
         facts.append("disabled (enabled = false): it arms nothing")
@@ -106,8 +105,7 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
         shown = ", ".join(display_instant(s) or "" for s in excluded)
         facts.append(f"excluded start(s) (exclude / exclude_cron / exclude_calendar): {shown}")
     if upcoming is not None:
-        entry = entries.get(upcoming.key)
-        skipped = " (skipped)" if entry is not None and entry.state == SKIPPED else ""
+        skipped = " (skipped)" if ledger_state(entries, upcoming) == SKIPPED else ""
         event = f" (event UID {upcoming.uid!r}, {upcoming.reason!r})" if upcoming.uid is not None else ""
         facts.append(f"next occurrence: {upcoming.ident}{event}, held from {display_instant(upcoming.arm_at)} "
                      f"until {display_instant(upcoming.end)}{skipped}")
@@ -122,12 +120,6 @@ def _excluded_before(window: Window, at: datetime, upcoming: Occurrence | None) 
     """The starts from `at` to the next occurrence that an exclusion leaves out (a few at most)."""
     if window.cron is None or not (window.exclude or window.exclude_cron or window.exclude_calendar):
         return []
-    out: list[datetime] = []
-    for seen, start in enumerate(cron_starts(window.cron, window.tz, at)):
-        if (upcoming is not None and start >= upcoming.start) or seen > 10 * MAX_EXCLUDED_SHOWN:
-            break
-        if window.excludes(start):
-            out.append(start)
-            if len(out) >= MAX_EXCLUDED_SHOWN:
-                break
-    return out
+    starts = islice(cron_starts(window.cron, window.tz, at), 10 * MAX_EXCLUDED_SHOWN + 1)
+    before = takewhile(lambda start: upcoming is None or start < upcoming.start, starts)
+    return list(islice(filter(window.excludes, before), MAX_EXCLUDED_SHOWN))
