@@ -15,7 +15,7 @@ from hermes_estop.model.durations import format_duration
 from hermes_estop.model.timeutil import display_instant, format_instant, in_interval
 from hermes_estop.windows.forecast import Ahead, ledger_state
 from hermes_estop.windows.ledger import ARMED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
-from hermes_estop.windows.model import Occurrence, Window
+from hermes_estop.windows.model import Occurrence
 
 __all__ = ["MAX_EXCLUDED_SHOWN", "Explanation", "explain"]
 
@@ -100,7 +100,11 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
             generation = f" as generation {entry.generation}" if entry.generation and entry.state == ARMED else ""
             detail = f" ({entry.detail})" if entry.detail else ""
             facts.append(f"the ledger says: {said}{generation}{detail}")
-    excluded = _excluded_before(window, at, upcoming)
+    excluded: list[datetime] = []
+    if window.cron is not None and (window.exclude or window.exclude_cron or window.exclude_calendar):
+        starts = islice(cron_starts(window.cron, window.tz, at), 10 * MAX_EXCLUDED_SHOWN + 1)
+        before = takewhile(lambda start: upcoming is None or start < upcoming.start, starts)
+        excluded = list(islice(filter(window.excludes, before), MAX_EXCLUDED_SHOWN))
     if excluded:
         shown = ", ".join(display_instant(s) or "" for s in excluded)
         facts.append(f"excluded start(s) (exclude / exclude_cron / exclude_calendar): {shown}")
@@ -114,12 +118,3 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
     verdict = f"holds {window.scope} at {display_instant(at)}" if holds else f"does not hold at {display_instant(at)}"
     facts.append(f"so window {window.name} {verdict}")
     return Explanation(window.name, window.scope, at, holds, tuple(facts), current, upcoming, tuple(excluded))
-
-
-def _excluded_before(window: Window, at: datetime, upcoming: Occurrence | None) -> list[datetime]:
-    """The starts from `at` to the next occurrence that an exclusion leaves out (a few at most)."""
-    if window.cron is None or not (window.exclude or window.exclude_cron or window.exclude_calendar):
-        return []
-    starts = islice(cron_starts(window.cron, window.tz, at), 10 * MAX_EXCLUDED_SHOWN + 1)
-    before = takewhile(lambda start: upcoming is None or start < upcoming.start, starts)
-    return list(islice(filter(window.excludes, before), MAX_EXCLUDED_SHOWN))

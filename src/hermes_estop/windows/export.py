@@ -35,7 +35,6 @@ def planned(found: Iterable[Ahead], now: datetime, days: int) -> list[tuple[Wind
 
 
 def ics_of(events: Iterable[tuple[Window, Occurrence]], entries: Mapping[str, LedgerEntry], now: datetime) -> bytes:
-    """The feed of the planned occurrences `events` (`planned`)."""
     import icalendar
 
     calendar = icalendar.Calendar()
