@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from itertools import islice, takewhile
 
 from hermes_estop.model.text import printable
 from hermes_estop.windows.forecast import Ahead, ledger_state
@@ -27,10 +28,11 @@ def planned(found: Iterable[Ahead], now: datetime, days: int) -> list[tuple[Wind
     out: list[tuple[Window, Occurrence]] = []
     until = now + timedelta(days=days)
     for window_of, following in found:
-        for occurrence in following:
-            if occurrence.arm_at >= until or len(out) >= MAX_EXPORT_EVENTS:
-                break
-            out.append((window_of(), occurrence))
+        room = islice(following, MAX_EXPORT_EVENTS - len(out))
+        armed = list(takewhile(lambda occurrence: occurrence.arm_at < until, room))
+        if armed:
+            window = window_of()  # built only for a row with an occurrence to export
+            out.extend((window, occurrence) for occurrence in armed)
     return sorted(out, key=lambda pair: (pair[1].start, pair[1].window, pair[1].ident))
 
 
@@ -56,5 +58,4 @@ def ics_of(events: Iterable[tuple[Window, Occurrence]], entries: Mapping[str, Le
         event.add("X-HERMES-KEY", occurrence.key)
         event.add("STATUS", "CANCELLED" if ledger_state(entries, occurrence) == SKIPPED else "CONFIRMED")
         calendar.add_component(event)
-    data: bytes = calendar.to_ical()
-    return data
+    return bytes(calendar.to_ical())

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import replace
 from datetime import datetime
+from itertools import islice
 
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import EstopError
@@ -41,9 +42,9 @@ def window_ahead(window: Window, t: datetime) -> Ahead:
 
 
 def ahead(schedule: Schedule, item: int, t: datetime) -> Ahead:
-    """The `Window` of `item` (a row of `schedule`: built once, when first asked) and its
-    occurrences not ended at `t`, in order: what holds from `t` on."""
-    return functools.cache(functools.partial(schedule.window, item)), schedule.not_ended(item, t)
+    """The `Window` of `item` (a row of `schedule`: built when asked, so each consumer asks once)
+    and its occurrences not ended at `t`, in order: what holds from `t` on."""
+    return functools.partial(schedule.window, item), schedule.not_ended(item, t)
 
 
 def enabled(schedule: Schedule, scopes: set[str] | None = None) -> list[int]:
@@ -58,11 +59,12 @@ def planned_holds(found: Ahead, end: datetime, entries: Mapping[str, LedgerEntry
     occurrences, one hold from the next one's arm time to `end` stands for the rest, with a note."""
     window_of, following = found
     out: list[PlannedHold] = []
-    for seen, occurrence in enumerate(following, start=1):
+    window: Window | None = None
+    for seen, occurrence in enumerate(islice(following, limit + 1), start=1):
         if occurrence.arm_at >= end:
             break
-        window = window_of()
-        if seen > limit:  # the hold standing for the rest: to `end`, with the window's own reason
+        window = window if window is not None else window_of()
+        if seen > limit:  # the last: the hold standing for the rest, to `end`, with the window's own reason
             note = (f"forecast of window {window.name} stopped after {limit} occurrences: assumed held by it "
                     f"from {display_instant(occurrence.arm_at)} to the end of the range")
             occurrence = replace(occurrence, end=end, reason=None)
@@ -71,8 +73,6 @@ def planned_holds(found: Ahead, end: datetime, entries: Mapping[str, LedgerEntry
         out.append(PlannedHold(window.scope, occurrence.arm_at, occurrence.end, window.hold_allow,
                                window.reason_for(occurrence.reason), f"{ARMED_BY_PREFIX}{window.name}",
                                occurrence.ident, note=note, selector=window.selector))
-        if seen > limit:
-            break
     return out
 
 

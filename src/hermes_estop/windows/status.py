@@ -21,8 +21,6 @@ from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["windows_section"]
 
-logger = logging.getLogger("hermes_estop.windows")
-
 
 def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None,
                     schedule: Schedule | None = None) -> dict[str, Any]:
@@ -69,7 +67,7 @@ def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None,
     except (EstopError, OSError) as exc:  # a bad windows.toml or ledger: an outage, one line
         message = one_line(exc)
     except Exception as exc:  # a bug: logged with its traceback, and status still answers
-        logger.exception("status: the windows section failed")
+        logging.getLogger("hermes_estop.windows").exception("status: the windows section failed")
         message = f"internal error: {one_line(exc)}"
     return {"json": {"windows": [], "windows_error": message}, "lines": [f"windows: {message}"]}
 
