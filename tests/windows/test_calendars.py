@@ -24,6 +24,7 @@ from hermes_estop.windows.export import ics_of, planned
 from hermes_estop.windows.fetch import CalendarFetcher, fetch_once
 from hermes_estop.windows.forecast import planned_holds, window_ahead
 from hermes_estop.windows.ical import CalendarError, parse_feed
+from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Occurrence, Window
 from hermes_estop.windows.windows_file import WindowsFile
 
@@ -328,6 +329,18 @@ def test_export_then_import_gives_the_same_occurrences(tmp_path):
     after = [(o.start, o.end, o.reason) for _, o in _planned([imported], now, 40)]
     assert after == before and len(before) > 40
 
+
+
+def test_export_cancels_a_skipped_occurrence_and_describes_the_drain():
+    window = Window.parse({"name": "nightly", "cron": "30 1 * * *", "duration": "1h", "drain": "10m", "scope": "ops"})
+    now = datetime(2026, 3, 20, 12, tzinfo=UTC)
+    events = _planned([window], now, 2)
+    skipped = events[0][1]
+    entries = {skipped.key: LedgerEntry(skipped.key, window.name, skipped.ident, window.scope, skipped.end, SKIPPED)}
+    parsed = icalendar.Calendar.from_ical(ics_of(events, entries, now)).walk("VEVENT")
+    assert [str(e["STATUS"]) for e in parsed] == ["CANCELLED", "CONFIRMED"]
+    assert str(parsed[0]["DESCRIPTION"]) == (f"window nightly at ops; occurrence {skipped.ident}; "
+                                             f"the fleet drains from {skipped.arm_at.isoformat()}")
 
 @pytest.mark.slow
 def test_a_real_serve_shows_calendar_occurrences_on_the_page_and_in_calendar_ics(tmp_path):

@@ -85,3 +85,10 @@ def test_a_window_past_not_after_has_no_occurrence_ahead():
     result = explain(w, START, {})
     assert not result.holds and result.next is None
     assert any("not_after" in fact for fact in result.facts) and "no occurrence ahead" in result.facts
+
+
+def test_a_skipped_next_occurrence_is_said_so():
+    w = window()
+    result = explain(w, START - timedelta(hours=2), entry(w, START, SKIPPED))
+    assert not result.holds and result.next is not None and result.next.start == START
+    assert any(fact.startswith("next occurrence: ") and fact.endswith("(skipped)") for fact in result.facts)

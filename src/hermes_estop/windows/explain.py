@@ -7,14 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice, takewhile
 from typing import Any
 
 from hermes_estop.model.cronspec import starts as cron_starts
 from hermes_estop.model.durations import format_duration
 from hermes_estop.model.timeutil import display_instant, format_instant, in_interval
-from hermes_estop.windows.forecast import Ahead
+from hermes_estop.windows.forecast import Ahead, ledger_state
 from hermes_estop.windows.ledger import ARMED, RELEASED, SKIPPED, WITHDRAWN, LedgerEntry
-from hermes_estop.windows.model import Occurrence, Window
+from hermes_estop.windows.model import Occurrence
 
 __all__ = ["MAX_EXCLUDED_SHOWN", "Explanation", "explain"]
 
@@ -67,11 +68,9 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
     holds its scope at `at`."""
     window_of, following = found
     window = window_of()
-    drain = f"a {format_duration(window.drain)} drain lead" if window.drain else ""
-    if window.feed is not None:
-        span = "each event as long as it lasts" + (f", each after {drain}" if drain else "")
-    else:
-        span = f"{window.describe_duration()} long" + (f" after {drain}" if drain else "")
+    span = "each event as long as it lasts" if window.feed is not None else f"{window.describe_duration()} long"
+    if window.drain:
+        span += f"{', each' if window.feed is not None else ''} after a {format_duration(window.drain)} drain lead"
     facts = [f"schedule: {window.describe_schedule()}, {span}, scope {window.scope}"]
     if not window.enabled:
         facts.append("disabled (enabled = false): it arms nothing")
@@ -101,13 +100,16 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
             generation = f" as generation {entry.generation}" if entry.generation and entry.state == ARMED else ""
             detail = f" ({entry.detail})" if entry.detail else ""
             facts.append(f"the ledger says: {said}{generation}{detail}")
-    excluded = _excluded_before(window, at, upcoming)
+    excluded: list[datetime] = []
+    if window.cron is not None and (window.exclude or window.exclude_cron or window.exclude_calendar):
+        starts = islice(cron_starts(window.cron, window.tz, at), 10 * MAX_EXCLUDED_SHOWN + 1)
+        before = takewhile(lambda start: upcoming is None or start < upcoming.start, starts)
+        excluded = list(islice(filter(window.excludes, before), MAX_EXCLUDED_SHOWN))
     if excluded:
         shown = ", ".join(display_instant(s) or "" for s in excluded)
         facts.append(f"excluded start(s) (exclude / exclude_cron / exclude_calendar): {shown}")
     if upcoming is not None:
-        entry = entries.get(upcoming.key)
-        skipped = " (skipped)" if entry is not None and entry.state == SKIPPED else ""
+        skipped = " (skipped)" if ledger_state(entries, upcoming) == SKIPPED else ""
         event = f" (event UID {upcoming.uid!r}, {upcoming.reason!r})" if upcoming.uid is not None else ""
         facts.append(f"next occurrence: {upcoming.ident}{event}, held from {display_instant(upcoming.arm_at)} "
                      f"until {display_instant(upcoming.end)}{skipped}")
@@ -116,18 +118,3 @@ def explain(found: Ahead, at: datetime, entries: Mapping[str, LedgerEntry]) -> E
     verdict = f"holds {window.scope} at {display_instant(at)}" if holds else f"does not hold at {display_instant(at)}"
     facts.append(f"so window {window.name} {verdict}")
     return Explanation(window.name, window.scope, at, holds, tuple(facts), current, upcoming, tuple(excluded))
-
-
-def _excluded_before(window: Window, at: datetime, upcoming: Occurrence | None) -> list[datetime]:
-    """The starts from `at` to the next occurrence that an exclusion leaves out (a few at most)."""
-    if window.cron is None or not (window.exclude or window.exclude_cron or window.exclude_calendar):
-        return []
-    out: list[datetime] = []
-    for seen, start in enumerate(cron_starts(window.cron, window.tz, at)):
-        if (upcoming is not None and start >= upcoming.start) or seen > 10 * MAX_EXCLUDED_SHOWN:
-            break
-        if window.excludes(start):
-            out.append(start)
-            if len(out) >= MAX_EXCLUDED_SHOWN:
-                break
-    return out

@@ -9,9 +9,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from itertools import islice, takewhile
 
 from hermes_estop.model.text import printable
-from hermes_estop.windows.forecast import Ahead
+from hermes_estop.windows.forecast import Ahead, ledger_state
 from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
 from hermes_estop.windows.model import Occurrence, Window
 
@@ -20,7 +21,6 @@ __all__ = ["MAX_EXPORT_DAYS", "ics_of", "planned"]
 MAX_EXPORT_DAYS = 366
 #: at most this many events in one export (a minutely window would otherwise fill it)
 MAX_EXPORT_EVENTS = 20_000
-_PRODID = "-//hermes-estop//maintenance windows//EN"
 
 
 def planned(found: Iterable[Ahead], now: datetime, days: int) -> list[tuple[Window, Occurrence]]:
@@ -28,21 +28,19 @@ def planned(found: Iterable[Ahead], now: datetime, days: int) -> list[tuple[Wind
     out: list[tuple[Window, Occurrence]] = []
     until = now + timedelta(days=days)
     for window_of, following in found:
-        window: Window | None = None
-        for occurrence in following:
-            if occurrence.arm_at >= until or len(out) >= MAX_EXPORT_EVENTS:
-                break
-            window = window if window is not None else window_of()
-            out.append((window, occurrence))
+        room = islice(following, MAX_EXPORT_EVENTS - len(out))
+        armed = list(takewhile(lambda occurrence: occurrence.arm_at < until, room))
+        if armed:
+            window = window_of()  # built only for a row with an occurrence to export
+            out.extend((window, occurrence) for occurrence in armed)
     return sorted(out, key=lambda pair: (pair[1].start, pair[1].window, pair[1].ident))
 
 
 def ics_of(events: Iterable[tuple[Window, Occurrence]], entries: Mapping[str, LedgerEntry], now: datetime) -> bytes:
-    """The feed of the planned occurrences `events` (`planned`)."""
     import icalendar
 
     calendar = icalendar.Calendar()
-    calendar.add("PRODID", _PRODID)
+    calendar.add("PRODID", "-//hermes-estop//maintenance windows//EN")
     calendar.add("VERSION", "2.0")
     calendar.add("CALSCALE", "GREGORIAN")
     calendar.add("X-WR-CALNAME", "hermes-estop maintenance")
@@ -54,14 +52,10 @@ def ics_of(events: Iterable[tuple[Window, Occurrence]], entries: Mapping[str, Le
         event.add("DTSTART", occurrence.start)
         event.add("DTEND", occurrence.end)
         event.add("SUMMARY", printable(window.reason_for(occurrence.reason)))
-        lines = [f"window {window.name} at {window.scope}", f"occurrence {occurrence.ident}"]
-        if occurrence.lead:
-            lines.append(f"the fleet drains from {occurrence.arm_at.isoformat()}")
-        event.add("DESCRIPTION", printable("; ".join(lines)))
+        drains = f"; the fleet drains from {occurrence.arm_at.isoformat()}" if occurrence.lead else ""
+        event.add("DESCRIPTION", printable(f"window {window.name} at {window.scope}; occurrence {occurrence.ident}{drains}"))
         event.add("CATEGORIES", ["maintenance", window.scope])
         event.add("X-HERMES-KEY", occurrence.key)
-        entry = entries.get(occurrence.key)
-        event.add("STATUS", "CANCELLED" if entry is not None and entry.state == SKIPPED else "CONFIRMED")
+        event.add("STATUS", "CANCELLED" if ledger_state(entries, occurrence) == SKIPPED else "CONFIRMED")
         calendar.add_component(event)
-    data: bytes = calendar.to_ical()
-    return data
+    return bytes(calendar.to_ical())

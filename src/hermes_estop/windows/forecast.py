@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing
+from dataclasses import replace
 from datetime import datetime
+from itertools import islice
 
 from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import EstopError
@@ -25,7 +27,7 @@ from hermes_estop.windows.plan import ARMED_BY_PREFIX
 from hermes_estop.windows.schedule import Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
-__all__ = ["MAX_OCCURRENCES", "WindowSource", "ahead", "enabled", "ledger_entries", "planned_holds", "window_ahead"]
+__all__ = ["MAX_OCCURRENCES", "WindowSource", "ahead", "enabled", "ledger_entries", "ledger_state", "planned_holds", "window_ahead"]
 
 #: past this many occurrences of one window (a minutely window: about a week) the rest of the range
 #: is assumed held by it, with a note, rather than computing a minutely window over a year
@@ -52,27 +54,21 @@ def enabled(schedule: Schedule, scopes: set[str] | None = None) -> list[int]:
 
 def planned_holds(found: Ahead, end: datetime, entries: Mapping[str, LedgerEntry] | None = None, *,
                   limit: int = MAX_OCCURRENCES, note: str | None = None) -> list[PlannedHold]:
-    """The planned holds of the occurrences of `found` (`ahead` / `window_ahead` at the range's
-    start) active before `end`, in order (drain lead included), less those `entries` (the
-    ledger) closed; `note` goes on every hold. Past `limit` occurrences, one hold from the next
-    one's arm time to `end` stands for the rest, with a note."""
+    """The planned holds of `found` (`ahead` / `window_ahead` at the range's start) active before
+    `end`, in order, less those `entries` closed; `note` goes on every hold. Past `limit`
+    occurrences, one hold from the next one's arm time to `end` stands for the rest, with a note."""
     window_of, following = found
     out: list[PlannedHold] = []
     window: Window | None = None
-    for seen, occurrence in enumerate(following, start=1):
+    for seen, occurrence in enumerate(islice(following, limit + 1), start=1):
         if occurrence.arm_at >= end:
             break
         window = window if window is not None else window_of()
-        if seen > limit:
-            out.append(PlannedHold(
-                window.scope, occurrence.arm_at, end, window.hold_allow, window.reason_for(None),
-                f"{ARMED_BY_PREFIX}{window.name}", occurrence.ident, selector=window.selector,
-                note=(f"forecast of window {window.name} stopped after {limit} occurrences: assumed held by it "
-                      f"from {display_instant(occurrence.arm_at)} to the end of the range"),
-            ))
-            break
-        entry = entries.get(occurrence.key) if entries else None
-        if entry is not None and entry.state in CLOSED:
+        if seen > limit:  # the last: the hold standing for the rest, to `end`, with the window's own reason
+            note = (f"forecast of window {window.name} stopped after {limit} occurrences: assumed held by it "
+                    f"from {display_instant(occurrence.arm_at)} to the end of the range")
+            occurrence = replace(occurrence, end=end, reason=None)
+        elif ledger_state(entries, occurrence) in CLOSED:
             continue
         out.append(PlannedHold(window.scope, occurrence.arm_at, occurrence.end, window.hold_allow,
                                window.reason_for(occurrence.reason), f"{ARMED_BY_PREFIX}{window.name}",
@@ -104,3 +100,9 @@ def ledger_entries(fleet: Fleet) -> tuple[dict[str, LedgerEntry], str | None]:
             return ledger.load(), None
     except (EstopError, OSError) as exc:
         return {}, one_line(exc)
+
+
+def ledger_state(entries: Mapping[str, LedgerEntry] | None, occurrence: Occurrence | None) -> str | None:
+    """What the ledger says of `occurrence` (its key is made only when there is a ledger)."""
+    entry = entries.get(occurrence.key) if occurrence is not None and entries else None
+    return entry.state if entry is not None else None

@@ -13,15 +13,13 @@ from hermes_estop.fleet.fleet import Fleet
 from hermes_estop.model.errors import EstopError
 from hermes_estop.model.text import one_line
 from hermes_estop.model.timeutil import display_instant, format_relative
-from hermes_estop.windows.forecast import ledger_entries
-from hermes_estop.windows.ledger import SKIPPED, LedgerEntry
+from hermes_estop.windows.forecast import ledger_entries, ledger_state
+from hermes_estop.windows.ledger import SKIPPED
 from hermes_estop.windows.model import Occurrence
 from hermes_estop.windows.schedule import Row, Schedule, schedule_of
 from hermes_estop.windows.windows_file import WindowsFile
 
 __all__ = ["windows_section"]
-
-logger = logging.getLogger("hermes_estop.windows")
 
 
 def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None,
@@ -47,7 +45,7 @@ def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None,
             else:  # the second occurrence asked only when the first covers `now` (issue 24)
                 upcoming = next(following, None)
                 upcoming = upcoming if upcoming is not None and not upcoming.covers(now) else None
-            state, skipped = _state(entries, current), _state(entries, upcoming) == SKIPPED
+            state, skipped = ledger_state(entries, current), ledger_state(entries, upcoming) == SKIPPED
             if as_json is not False:
                 data["windows"].append({
                     "name": window.name,
@@ -69,20 +67,13 @@ def windows_section(fleet: Fleet, now: datetime, *, as_json: bool | None = None,
     except (EstopError, OSError) as exc:  # a bad windows.toml or ledger: an outage, one line
         message = one_line(exc)
     except Exception as exc:  # a bug: logged with its traceback, and status still answers
-        logger.exception("status: the windows section failed")
+        logging.getLogger("hermes_estop.windows").exception("status: the windows section failed")
         message = f"internal error: {one_line(exc)}"
     return {"json": {"windows": [], "windows_error": message}, "lines": [f"windows: {message}"]}
 
 
-def _state(entries: dict[str, LedgerEntry], occurrence: Occurrence | None) -> str | None:
-    """What the ledger says of `occurrence` (its key is made only when there is a ledger)."""
-    entry = entries.get(occurrence.key) if occurrence is not None and entries else None
-    return entry.state if entry is not None else None
-
-
 def _row_lines(window: Row, current: Occurrence | None, upcoming: Occurrence | None, now: datetime,
                state: str | None, skipped: bool) -> Iterator[str]:
-    """One window in `status`: its schedule, the occurrence covering now, the next one."""
     ahead = f", draining {window.drain} ahead" if window.drain else ""
     head = f"  {window.name}: {window.describe_schedule()} for {window.duration}{ahead}, {window.scope}"
     yield head if window.enabled else head + " (disabled)"
