@@ -195,20 +195,18 @@ class WindowsFile:
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES) as file:
             raw = file.current or b""
             parsed = self.validate(raw, whole=True)
-            windows = list(parsed.windows)
-            names = [w.name for w in windows]
             if window.name in {source.name for source in parsed.sources}:
                 raise InvalidWindow("is the name of a calendar ([[calendars]])", path=self.path, window=repr(window.name))
-            if window.name in names:
-                if not replace:
-                    raise InvalidWindow("already exists (remove it first, or use --replace)",
-                                        path=self.path, window=repr(window.name))
-                before = windows[names.index(window.name)]
-                windows[names.index(window.name)] = window
-                edit = partial(_replaced, name=window.name, before=before.to_toml(), after=window.to_toml())
-            else:
-                windows.append(window)
+            before = next((w for w in parsed.windows if w.name == window.name), None)
+            if before is None:
+                windows = [*parsed.windows, window]
                 edit = partial(_appended, table=window.to_toml())
+            elif not replace:
+                raise InvalidWindow("already exists (remove it first, or use --replace)", path=self.path,
+                                    window=repr(window.name))
+            else:
+                windows = [window if w is before else w for w in parsed.windows]
+                edit = partial(_replaced, name=window.name, before=before.to_toml(), after=window.to_toml())
             file.replace(self._edited(raw, edit, windows))
         return windows
 
@@ -217,14 +215,12 @@ class WindowsFile:
         when there is none."""
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES) as file:
             raw = file.current or b""
-            parsed = self.validate(raw, whole=True)
-            windows = list(parsed.windows)
-            for i, window in enumerate(windows):
-                if window.name == name:
-                    del windows[i]
-                    file.replace(self._edited(raw, partial(_removed, name=name), windows))
-                    return window
-        raise InvalidWindow("no such window", path=self.path, window=repr(name))
+            windows = self.validate(raw, whole=True).windows
+            gone = next((w for w in windows if w.name == name), None)
+            if gone is None:
+                raise InvalidWindow("no such window", path=self.path, window=repr(name))
+            file.replace(self._edited(raw, partial(_removed, name=name), [w for w in windows if w is not gone]))
+        return gone
 
     def _edited(self, raw: bytes, edit: Callable[[str], str], windows: list[Window]) -> bytes:
         """`raw` changed by `edit` (text to text), checked as every file is: it must validate and
@@ -247,11 +243,10 @@ def against_policy(parsed: Parsed, policy: Policy, actor: Actor, path: Path) -> 
         return parsed
     kept, failures = [], list(parsed.failures)
     for window in parsed.windows:
-        refusals = refusals_of(policy, actor, window)
-        if not refusals:
-            kept.append(window)
-        else:
+        if refusals := refusals_of(policy, actor, window):
             failures.append(refused_window(window, refusals, path))
+        else:
+            kept.append(window)
     return replace(parsed, windows=kept, failures=failures)
 
 
@@ -261,13 +256,6 @@ def against_policy(parsed: Parsed, policy: Policy, actor: Actor, path: Path) -> 
 _WINDOW_HEADER = re.compile(r"[ \t]*\[\[[ \t]*windows[ \t]*\]\][ \t]*(#.*)?\r?\n?$")
 #: any table header but a window's own sub-table (`[windows.allow]`)
 _ANY_HEADER = re.compile(r"[ \t]*\[(?!\[?[ \t]*windows[ \t]*\.)")
-
-
-def _index(tables: Any, name: str) -> int:
-    for i, table in enumerate(tables or ()):
-        if isinstance(table, Mapping) and table.get("name") == name:
-            return i
-    raise LookupError(name)
 
 
 def _inline(value: Any) -> Any:
@@ -317,12 +305,11 @@ def _replaced(text: str, name: str, before: Mapping[str, Any], after: Mapping[st
     from tomlkit.items import InlineTable, Table
 
     document = tomlkit.parse(text)
-    tables: Any = document.get("windows")
-    current = tables[_index(tables, name)]
+    current = next(table for table in document["windows"] if table.get("name") == name)
     for key in [key for key in current if key in before and key not in after]:
         del current[key]
     for key, value in after.items():
-        if before.get(key) == value and (key in current or key in before):
+        if before.get(key) == value:  # `written` leaves no None: an equal value was in `before`
             continue
         if key in current:
             current[key] = _inline(value) if isinstance(current[key], InlineTable) else value
@@ -340,14 +327,14 @@ def _removed(text: str, name: str) -> str:
     from tomlkit.items import AoT
 
     document = tomlkit.parse(text)
-    tables: Any = document.get("windows")
-    index = _index(tables, name)
+    tables: Any = document["windows"]
+    names = [table.get("name") for table in tables]
+    index = names.index(name)
     lines = text.splitlines(keepends=True)
     headers = [i for i, line in enumerate(lines) if _WINDOW_HEADER.match(line)]
     if isinstance(tables, AoT) and len(headers) == len(tables):
-        header = headers[index]
-        end = next((i for i in range(header + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
-        start, keep = header, end
+        header = start = headers[index]
+        keep = next((i for i in range(header + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
         while start > 0 and lines[start - 1].lstrip().startswith("#"):
             start -= 1
         while keep > header + 1 and lines[keep - 1].lstrip().startswith("#"):
@@ -355,7 +342,6 @@ def _removed(text: str, name: str) -> str:
         while keep < len(lines) and not lines[keep].strip() and (start == 0 or not lines[start - 1].strip()):
             keep += 1  # one blank line between what was before and after, not two
         edited = "".join(lines[:start] + lines[keep:])
-        names = [t.get("name") for t in tables]
         del names[index]
         after = tomlkit.parse(edited)
         if [t.get("name") for t in after.get("windows") or ()] == names and after.get("calendars") == document.get("calendars"):
