@@ -422,7 +422,6 @@ class Window(BaseModel):
         return out if self.cron is not None else out | {"timezone"}
 
     def to_toml(self) -> dict[str, Any]:
-        """What `written` writes of it, in the fields' order (a one-shot's has no timezone)."""
         return written(self, [key for key in Window.model_fields if self.cron is not None or key != "timezone"])
 
     @classmethod

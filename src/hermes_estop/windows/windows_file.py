@@ -189,7 +189,7 @@ class WindowsFile:
         with locked_update(self.path) as file:
             file.replace(self.render(windows))
 
-    def add(self, window: Window, *, replace: bool = False) -> list[Window]:
+    def add(self, window: Window, *, replace: bool = False) -> None:
         """Append `window` (or, with `replace`, put it in place of the one with its name), the
         rest of the file as it is written."""
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES) as file:
@@ -208,7 +208,6 @@ class WindowsFile:
                 windows = [window if w is before else w for w in parsed.windows]
                 edit = partial(_replaced, name=window.name, before=before.to_toml(), after=window.to_toml())
             file.replace(self._edited(raw, edit, windows))
-        return windows
 
     def remove(self, name: str) -> Window:
         """Remove the window called `name`, the rest of the file as it is written; `InvalidWindow`
