@@ -181,8 +181,7 @@ class WindowsFile:
                  for key in ("windows", "calendars")]
         return (_HEADER + "\n".join(part for part in parts if part)).encode("utf-8")
 
-    def save(self, windows: Iterable[Window]) -> None:
-        windows = list(windows)
+    def save(self, windows: list[Window]) -> None:
         repeated = _unique(windows, self.path)[1]
         if repeated:
             raise repeated[0]
