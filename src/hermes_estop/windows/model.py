@@ -532,6 +532,12 @@ class Parsed:
     digests: tuple[str, ...] = ()
     files: tuple[Path, ...] = ()
 
+    def whole(self) -> Parsed:
+        """Itself when every table validates, else the first failure raised."""
+        if self.failures:
+            raise self.failures[0]
+        return self
+
     def failing_names(self) -> frozenset[str]:
         """The names (as written) of the tables that fail, where they have a valid one."""
         return frozenset(f.window.strip("'") for f in self.failures if f.window and f.window.startswith("'"))

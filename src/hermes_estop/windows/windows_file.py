@@ -112,10 +112,7 @@ class WindowsFile:
         return self.parse(self.snapshot().raw)
 
     def parse(self, raw: bytes) -> list[Window]:
-        parsed = self.parse_each(raw)
-        if parsed.failures:
-            raise parsed.failures[0]
-        return parsed.windows
+        return self.parse_each(raw).whole().windows
 
     def parse_each(self, raw: bytes) -> Parsed:
         """The windows `raw` holds, each validated on its own, so one bad window never hides the
@@ -127,12 +124,11 @@ class WindowsFile:
         self._watched = bound.files
         return replace(bound, failures=parsed.failures + bound.failures, sources=parsed.sources)
 
-    def validate(self, raw: bytes, *, whole: bool = False) -> Parsed:
-        """The windows and calendar sources of `raw`, unbound; `whole` (an edit): the first
-        failing table raises. The cyclic garbage collector is paused meanwhile: validating a
-        large file allocates hundreds of thousands of objects that all survive, and each
-        collection walks every one of them again (a fifth of the cold start-up at 10,000
-        windows); nothing here makes cycles."""
+    def validate(self, raw: bytes) -> Parsed:
+        """The windows and calendar sources of `raw`, unbound. The cyclic garbage collector is
+        paused meanwhile: validating a large file allocates hundreds of thousands of objects that
+        all survive, and each collection walks every one of them again (a fifth of the cold
+        start-up at 10,000 windows); nothing here makes cycles."""
         last = self._last
         if last is None or last[0] != raw:
             paused = gc.isenabled()
@@ -142,10 +138,7 @@ class WindowsFile:
             finally:
                 if paused:
                     gc.enable()
-        parsed = last[1]
-        if whole and parsed.failures:
-            raise parsed.failures[0]
-        return parsed
+        return last[1]
 
     def _tables(self, raw: bytes) -> Parsed:
         try:
@@ -193,7 +186,7 @@ class WindowsFile:
         rest of the file as it is written."""
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES) as file:
             raw = file.current or b""
-            parsed = self.validate(raw, whole=True)
+            parsed = self.validate(raw).whole()
             if window.name in {source.name for source in parsed.sources}:
                 raise InvalidWindow("is the name of a calendar ([[calendars]])", path=self.path, window=repr(window.name))
             before = next((w for w in parsed.windows if w.name == window.name), None)
@@ -213,7 +206,7 @@ class WindowsFile:
         when there is none."""
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES) as file:
             raw = file.current or b""
-            windows = self.validate(raw, whole=True).windows
+            windows = self.validate(raw).whole().windows
             gone = next((w for w in windows if w.name == name), None)
             if gone is None:
                 raise InvalidWindow("no such window", path=self.path, window=repr(name))
@@ -228,8 +221,7 @@ class WindowsFile:
             return self.render(windows)
         bom = "\ufeff" if raw.startswith(b"\xef\xbb\xbf") else ""
         new = (bom + edit(text)).encode("utf-8")
-        result = self.validate(new, whole=True)
-        if result.windows != windows:
+        if self.validate(new).whole().windows != windows:
             raise InvalidWindow("the edit did not leave the windows expected; edit the file by hand", path=self.path)
         return new
 
