@@ -175,9 +175,7 @@ class WindowsFile:
         return (_HEADER + "\n".join(part for part in parts if part)).encode("utf-8")
 
     def save(self, windows: list[Window]) -> None:
-        repeated = _unique(windows, self.path)[1]
-        if repeated:
-            raise repeated[0]
+        Parsed(*_unique(windows, self.path)).whole()  # a repeated name raises, as it fails a read
         with locked_update(self.path) as file:
             file.replace(self.render(windows))
 
