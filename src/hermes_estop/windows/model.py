@@ -104,12 +104,10 @@ Model = TypeVar("Model", bound=BaseModel)
 
 def _problem(error: Any, known: list[str]) -> tuple[str | None, str]:
     loc = [str(part) for part in error.get("loc", ())]
-    cause = (error.get("ctx") or {}).get("error")
-    if isinstance(cause, ShapeError):
-        return cause.field, str(cause)
     field = ".".join(loc) if loc else None
-    if isinstance(cause, Exception):
-        return field, str(cause)
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, Exception):  # a validator's own words
+        return cause.field if isinstance(cause, ShapeError) else field, str(cause)
     if error.get("type") == "extra_forbidden":
         if loc and loc[0] == "allow":
             return field, "unknown field (expected user_ids, profiles)"
@@ -176,13 +174,11 @@ def _drain(value: object) -> timedelta | None:
 
 
 def _selector_part(value: object, field: str) -> list[str]:
-    """`only` or `jobs`: a list of names, each checked as `Selector.of` checks operator input."""
-    if isinstance(value, str) or not isinstance(value, list):
+    """`only` or `jobs`: a list of names, each checked as `Selector.of` checks operator input (its
+    `InvalidArgument` is a `ValueError`: pydantic reports its words)."""
+    if not isinstance(value, list):
         raise ValueError(f"invalid {field} {value!r}: expected a list of names")  # noqa: TRY004
-    try:
-        Selector.of(value if field == "only" else (), value if field == "jobs" else ())
-    except EstopError as exc:
-        raise ValueError(str(exc)) from None
+    Selector.of(value if field == "only" else (), value if field == "jobs" else ())
     return list(value)
 
 
@@ -394,11 +390,9 @@ class Window(BaseModel):
         if not self.exclude and self.exclude_cron is None and (self.exclude_calendar is None or self._holidays is None):
             return False
         local = start.astimezone(self.tz)
-        if local.date() in self.exclude:
-            return True
-        if self._holidays is not None and self._holidays.covers_day(local.date(), self.tz):
-            return True
-        return self.exclude_cron is not None and cron_matches(self.exclude_cron, local.replace(tzinfo=None))
+        return (local.date() in self.exclude
+                or (self._holidays is not None and self._holidays.covers_day(local.date(), self.tz))
+                or (self.exclude_cron is not None and cron_matches(self.exclude_cron, local.replace(tzinfo=None))))
 
     def zone_of(self, occurrence: Any) -> tzinfo:
         """The zone an occurrence is shown in: the window's (a calendar's: its event's own)."""
@@ -428,7 +422,6 @@ class Window(BaseModel):
         return out if self.cron is not None else out | {"timezone"}
 
     def to_toml(self) -> dict[str, Any]:
-        """What `written` writes of it, in the fields' order (a one-shot's has no timezone)."""
         return written(self, [key for key in Window.model_fields if self.cron is not None or key != "timezone"])
 
     @classmethod
@@ -538,6 +531,12 @@ class Parsed:
     stale: dict[str, str] = field(default_factory=dict)
     digests: tuple[str, ...] = ()
     files: tuple[Path, ...] = ()
+
+    def whole(self) -> Parsed:
+        """Itself when every table validates, else the first failure raised."""
+        if self.failures:
+            raise self.failures[0]
+        return self
 
     def failing_names(self) -> frozenset[str]:
         """The names (as written) of the tables that fail, where they have a valid one."""

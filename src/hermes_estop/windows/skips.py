@@ -12,7 +12,7 @@ from hermes_estop.model.cronspec import wall_to_instant
 from hermes_estop.model.errors import InvalidArgument
 from hermes_estop.model.text import printable
 from hermes_estop.model.timeutil import display_instant, format_instant
-from hermes_estop.windows.ledger import SKIPPED, entry_for, open_ledger
+from hermes_estop.windows.ledger import SKIPPED, entry_for, open_ledger, skipped_keys
 from hermes_estop.windows.model import Occurrence, Window
 from hermes_estop.windows.occurrences import occurrences
 
@@ -54,11 +54,9 @@ def skip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datet
 
 def unskip_occurrence(fleet: Fleet, window: Window, target: Occurrence, now: datetime) -> None:
     """Undo a skip of `target`; `InvalidArgument` when it is not skipped."""
-    ledger = open_ledger(fleet)
-    entry = ledger.load().get(target.key)
-    if entry is None or entry.state != SKIPPED:
+    if target.key not in skipped_keys(fleet):
         raise InvalidArgument(f"window {window.name} occurrence {target.ident} is not skipped")
-    ledger.commit([], remove=[target.key])
+    open_ledger(fleet).commit([], remove=[target.key])
     fleet.record("unskip", fleet.location(window.scope), reason=window.reason_for(None), deadline=target.end,
                  detail=f"window {window.name} occurrence {target.ident} no longer skipped", now=now)
 

@@ -96,10 +96,7 @@ class WindowsFile:
         return self.parse(self.read())
 
     def parse(self, raw: bytes) -> list[Window]:
-        parsed = self.parse_each(raw)
-        if parsed.failures:
-            raise parsed.failures[0]
-        return parsed.windows
+        return self.parse_each(raw).whole().windows
 
     def parse_each(self, raw: bytes) -> Parsed:
         """The windows `raw` holds, each validated on its own, so one bad window never hides the
@@ -111,12 +108,11 @@ class WindowsFile:
         self._watched = bound.files
         return replace(bound, failures=parsed.failures + bound.failures, sources=parsed.sources)
 
-    def validate(self, raw: bytes, *, whole: bool = False) -> Parsed:
-        """The windows and calendar sources of `raw`, unbound; `whole` (an edit): the first
-        failing table raises. The cyclic garbage collector is paused meanwhile: validating a
-        large file allocates hundreds of thousands of objects that all survive, and each
-        collection walks every one of them again (a fifth of the cold start-up at 10,000
-        windows); nothing here makes cycles."""
+    def validate(self, raw: bytes) -> Parsed:
+        """The windows and calendar sources of `raw`, unbound. The cyclic garbage collector is
+        paused meanwhile: validating a large file allocates hundreds of thousands of objects that
+        all survive, and each collection walks every one of them again (a fifth of the cold
+        start-up at 10,000 windows); nothing here makes cycles."""
         last = self._last
         if last is None or last[0] != raw:
             paused = gc.isenabled()
@@ -126,10 +122,7 @@ class WindowsFile:
             finally:
                 if paused:
                     gc.enable()
-        parsed = last[1]
-        if whole and parsed.failures:
-            raise parsed.failures[0]
-        return parsed
+        return last[1]
 
     def _tables(self, raw: bytes) -> Parsed:
         try:
@@ -165,50 +158,42 @@ class WindowsFile:
                  for key in ("windows", "calendars")]
         return (_HEADER + "\n".join(part for part in parts if part)).encode("utf-8")
 
-    def save(self, windows: Iterable[Window]) -> None:
-        windows = list(windows)
-        repeated = _unique(windows, self.path)[1]
-        if repeated:
-            raise repeated[0]
+    def save(self, windows: list[Window]) -> None:
+        Parsed(*_unique(windows, self.path)).whole()  # a repeated name raises, as it fails a read
         with locked_update(self.path) as file:
             file.replace(self.render(windows))
 
-    def add(self, window: Window, *, replace: bool = False) -> list[Window]:
+    def add(self, window: Window, *, replace: bool = False) -> None:
         """Append `window` (or, with `replace`, put it in place of the one with its name), the
         rest of the file as it is written."""
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES) as file:
             raw = file.current or b""
-            parsed = self.validate(raw, whole=True)
-            windows = list(parsed.windows)
-            names = [w.name for w in windows]
+            parsed = self.validate(raw).whole()
             if window.name in {source.name for source in parsed.sources}:
                 raise InvalidWindow("is the name of a calendar ([[calendars]])", path=self.path, window=repr(window.name))
-            if window.name in names:
-                if not replace:
-                    raise InvalidWindow("already exists (remove it first, or use --replace)",
-                                        path=self.path, window=repr(window.name))
-                before = windows[names.index(window.name)]
-                windows[names.index(window.name)] = window
-                edit = partial(_replaced, name=window.name, before=before.to_toml(), after=window.to_toml())
-            else:
-                windows.append(window)
+            before = next((w for w in parsed.windows if w.name == window.name), None)
+            if before is None:
+                windows = [*parsed.windows, window]
                 edit = partial(_appended, table=window.to_toml())
+            elif not replace:
+                raise InvalidWindow("already exists (remove it first, or use --replace)", path=self.path,
+                                    window=repr(window.name))
+            else:
+                windows = [window if w is before else w for w in parsed.windows]
+                edit = partial(_replaced, name=window.name, before=before.to_toml(), after=window.to_toml())
             file.replace(self._edited(raw, edit, windows))
-        return windows
 
     def remove(self, name: str) -> Window:
         """Remove the window called `name`, the rest of the file as it is written; `InvalidWindow`
         when there is none."""
         with locked_update(self.path, limit=MAX_WINDOWS_BYTES) as file:
             raw = file.current or b""
-            parsed = self.validate(raw, whole=True)
-            windows = list(parsed.windows)
-            for i, window in enumerate(windows):
-                if window.name == name:
-                    del windows[i]
-                    file.replace(self._edited(raw, partial(_removed, name=name), windows))
-                    return window
-        raise InvalidWindow("no such window", path=self.path, window=repr(name))
+            windows = self.validate(raw).whole().windows
+            gone = next((w for w in windows if w.name == name), None)
+            if gone is None:
+                raise InvalidWindow("no such window", path=self.path, window=repr(name))
+            file.replace(self._edited(raw, partial(_removed, name=name), [w for w in windows if w is not gone]))
+        return gone
 
     def _edited(self, raw: bytes, edit: Callable[[str], str], windows: list[Window]) -> bytes:
         """`raw` changed by `edit` (text to text), checked as every file is: it must validate and
@@ -218,8 +203,7 @@ class WindowsFile:
             return self.render(windows)
         bom = "\ufeff" if raw.startswith(b"\xef\xbb\xbf") else ""
         new = (bom + edit(text)).encode("utf-8")
-        result = self.validate(new, whole=True)
-        if result.windows != windows:
+        if self.validate(new).whole().windows != windows:
             raise InvalidWindow("the edit did not leave the windows expected; edit the file by hand", path=self.path)
         return new
 
@@ -231,11 +215,10 @@ def against_policy(parsed: Parsed, policy: Policy, actor: Actor, path: Path) -> 
         return parsed
     kept, failures = [], list(parsed.failures)
     for window in parsed.windows:
-        refusals = refusals_of(policy, actor, window)
-        if not refusals:
-            kept.append(window)
-        else:
+        if refusals := refusals_of(policy, actor, window):
             failures.append(refused_window(window, refusals, path))
+        else:
+            kept.append(window)
     return replace(parsed, windows=kept, failures=failures)
 
 
@@ -245,13 +228,6 @@ def against_policy(parsed: Parsed, policy: Policy, actor: Actor, path: Path) -> 
 _WINDOW_HEADER = re.compile(r"[ \t]*\[\[[ \t]*windows[ \t]*\]\][ \t]*(#.*)?\r?\n?$")
 #: any table header but a window's own sub-table (`[windows.allow]`)
 _ANY_HEADER = re.compile(r"[ \t]*\[(?!\[?[ \t]*windows[ \t]*\.)")
-
-
-def _index(tables: Any, name: str) -> int:
-    for i, table in enumerate(tables or ()):
-        if isinstance(table, Mapping) and table.get("name") == name:
-            return i
-    raise LookupError(name)
 
 
 def _inline(value: Any) -> Any:
@@ -301,12 +277,11 @@ def _replaced(text: str, name: str, before: Mapping[str, Any], after: Mapping[st
     from tomlkit.items import InlineTable, Table
 
     document = tomlkit.parse(text)
-    tables: Any = document.get("windows")
-    current = tables[_index(tables, name)]
+    current = next(table for table in document["windows"] if table.get("name") == name)
     for key in [key for key in current if key in before and key not in after]:
         del current[key]
     for key, value in after.items():
-        if before.get(key) == value and (key in current or key in before):
+        if before.get(key) == value:  # `written` leaves no None: an equal value was in `before`
             continue
         if key in current:
             current[key] = _inline(value) if isinstance(current[key], InlineTable) else value
@@ -324,14 +299,14 @@ def _removed(text: str, name: str) -> str:
     from tomlkit.items import AoT
 
     document = tomlkit.parse(text)
-    tables: Any = document.get("windows")
-    index = _index(tables, name)
+    tables: Any = document["windows"]
+    names = [table.get("name") for table in tables]
+    index = names.index(name)
     lines = text.splitlines(keepends=True)
     headers = [i for i, line in enumerate(lines) if _WINDOW_HEADER.match(line)]
     if isinstance(tables, AoT) and len(headers) == len(tables):
-        header = headers[index]
-        end = next((i for i in range(header + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
-        start, keep = header, end
+        header = start = headers[index]
+        keep = next((i for i in range(header + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
         while start > 0 and lines[start - 1].lstrip().startswith("#"):
             start -= 1
         while keep > header + 1 and lines[keep - 1].lstrip().startswith("#"):
@@ -339,7 +314,6 @@ def _removed(text: str, name: str) -> str:
         while keep < len(lines) and not lines[keep].strip() and (start == 0 or not lines[start - 1].strip()):
             keep += 1  # one blank line between what was before and after, not two
         edited = "".join(lines[:start] + lines[keep:])
-        names = [t.get("name") for t in tables]
         del names[index]
         after = tomlkit.parse(edited)
         if [t.get("name") for t in after.get("windows") or ()] == names and after.get("calendars") == document.get("calendars"):
