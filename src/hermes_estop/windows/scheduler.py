@@ -401,7 +401,6 @@ class WindowService:
 
     def _act(self, report: TickReport, listed: Windows, verdict: GuardVerdict, entries: dict[str, LedgerEntry],
              ) -> list[ScopePlan]:
-        """Off the rows of one schedule (`listed`), planned and done when this process leads."""
         plans: list[ScopePlan] = []
         report.leader = report.dry_run or self._may_write()
         listed, moving, held = self._held_as_was(listed, verdict.moving, entries, report, verdict.unread)
@@ -545,15 +544,14 @@ class WindowService:
         selector, on_scope, covered = lane
         report = state.report
         for _ in range(_MAX_ROUNDS):
-            now = report.now
             of_scope = {k: e for k, e in state.of(scope).items() if scoped.get(e.window) == selector}
             if idle(covered, of_scope):
                 return [ScopePlan(scope, ())]  # the plan whatever the sentinel holds: not read
-            reading = self._reading(scope, now, fresh)
+            reading = self._reading(scope, report.now, fresh)
             if selector is not None:
                 reading = next((r for r in reading.scoped if r.hold is not None and r.hold.selector == selector),
                                Reading(reading.location, HoldState.ABSENT))
-            plan = plan_scope(scope, now, on_scope, of_scope, reading, recalled=self._recalled(scope, covered, of_scope,
+            plan = plan_scope(scope, report.now, on_scope, of_scope, reading, recalled=self._recalled(scope, covered, of_scope,
                               state), covered=covered, selector=selector)
             for note in plan.notes:  # remembered in a dry run too: only this lane reads them, nothing commits
                 state.remember(note)
@@ -688,10 +686,8 @@ def due_wakeups(timeline: ScheduleTimeline, windows: Windows, covering: Mapping[
     every pass was a third of a quiet pass (issue 24). The `limit + 1` soonest arms suffice."""
     out: dict[str, datetime] = {}
     arms = dict(timeline.next_arms(windows, now, limit + 1))
-    for name, covered in covering.items():
-        _jobs(out, name, arms.pop(name, None), covered, now)
-    for name, upcoming in arms.items():
-        _jobs(out, name, upcoming, (), now)
+    for name in dict.fromkeys([*covering, *arms]):
+        _jobs(out, name, arms.get(name), covering.get(name, ()), now)
     return _earliest(out, limit)
 
 

@@ -128,7 +128,6 @@ class TaskService:
         """The keys of the occurrences whose task started; one that cannot start is recorded as
         ended with exit 127."""
         when = self.fleet.clock() if now is None else now
-        started: list[str] = []
         with self._lock:
             for key, task in list(self.running.items()):
                 code = task.process.poll()
@@ -138,18 +137,18 @@ class TaskService:
                     signal_group(task.process.pid, task.started, signal.SIGKILL, leader_may_have_ended=True)
                     self._finish(task, _status(code), when)
             if not self.is_leader():
-                return started
+                return []
             windows = self._windows()
             try:
                 entries = self.ledger.load()
             except (EstopError, OSError) as exc:
                 self.problems.start("ledger", f"window tasks: cannot read the ledger ({exc}); no task starts until it reads")
-                return started
+                return []
             self.problems.clear("ledger", "window tasks: the ledger reads again")
-            for window, occurrence, generation in self.due(windows, entries, when):
+            ready = self.due(windows, entries, when)
+            for window, occurrence, generation in ready:
                 self._start(window, occurrence, generation, when)
-                started.append(occurrence.key)
-        return started
+        return [occurrence.key for _, occurrence, _ in ready]
 
     def _start(self, window: Window, occurrence: Occurrence, generation: str, now: datetime) -> None:
         assert window.run is not None
