@@ -143,7 +143,7 @@ class PassState:
     trail: dict[str, list[AuditEvent]] | None = None
     #: `entries` by scope: filtering the whole ledger for each of a thousand profiles cost more
     #: than the planning (issue 24)
-    _by_scope: dict[str, dict[str, LedgerEntry]] = field(default_factory=dict, repr=False)
+    _by_scope: dict[str, dict[str, LedgerEntry]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         for key, entry in self.entries.items():
