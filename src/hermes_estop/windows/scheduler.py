@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -43,7 +43,7 @@ from hermes_estop.windows.ledger import (
 )
 from hermes_estop.windows.model import InvalidWindow, Occurrence, Window, reason_of, validate_scope
 from hermes_estop.windows.occurrences import covering as covering_of, refusal
-from hermes_estop.windows.plan import Arm, FileGuard, Retire, ScopePlan, Skip, idle, plan_scope, terms
+from hermes_estop.windows.plan import Arm, FileGuard, GuardVerdict, Retire, ScopePlan, Skip, idle, plan_scope, terms
 from hermes_estop.windows.schedule import Part, Schedules, ScheduleTimeline, Windows
 from hermes_estop.windows.windows_file import MAX_WINDOWS_BYTES, Parsed, WindowsFile, against_policy
 
@@ -64,9 +64,6 @@ RECALL_DEPTH = 5000
 _MAX_ROUNDS = 3
 #: one lane of a scope: its selector (None: the full hold), its windows, their occurrences covering now
 Lane = tuple[Any, Windows, list[Occurrence]]
-#: windows, ledger, the versions moving scope (`GuardVerdict.moving`), what `Schedules.keep` keeps
-_Inputs = tuple[Windows, dict[str, LedgerEntry], Sequence[Window], tuple[bytes, Sequence[Window] | None] | None,
-                frozenset[str]]
 
 
 @dataclass(frozen=True)
@@ -80,9 +77,8 @@ class TickEvent:
     detail: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "scope": self.scope, "windows": list(self.windows),
-                "occurrences": list(self.occurrences), "generation": self.generation,
-                "deadline": format_instant(self.deadline), "detail": self.detail}
+        return {**asdict(self), "windows": list(self.windows), "occurrences": list(self.occurrences),
+                "deadline": format_instant(self.deadline)}
 
     def describe(self) -> str:
         names = "+".join(self.windows) or "-"
@@ -98,26 +94,24 @@ class TickReport:
     leader: bool = True
     dry_run: bool = False
     windows: int = 0
+    active: list[str] = field(default_factory=list)
     events: list[TickEvent] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    wakeups: dict[str, datetime] = field(default_factory=dict)
-    active: list[str] = field(default_factory=list)
     #: why this pass did not act on all of the read (an unconfirmed weakening)
     pending: str | None = None
     #: one line per window whose table does not validate (held as it was; the others proceed)
     failed: list[str] = field(default_factory=list)
     #: calendar name -> why it runs on its last good copy (cannot be fetched, read or parsed)
     stale: dict[str, str] = field(default_factory=dict)
+    wakeups: dict[str, datetime] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not self.errors
 
     def to_json(self) -> dict[str, Any]:
-        return {"now": format_instant(self.now), "leader": self.leader, "dry_run": self.dry_run, "windows": self.windows,
-                "active": list(self.active), "events": [event.to_json() for event in self.events],
-                "errors": list(self.errors), "pending": self.pending, "failed": list(self.failed),
-                "stale": dict(self.stale),
+        """The fields in their order (`hermes serve --once --json` prints it)."""
+        return {**asdict(self), "now": format_instant(self.now), "events": [event.to_json() for event in self.events],
                 "wakeups": {key: format_instant(when) for key, when in sorted(self.wakeups.items(), key=lambda kv: kv[1])}}
 
 
@@ -148,23 +142,21 @@ class PassState:
     changes: dict[str, LedgerEntry] = field(default_factory=dict)
     #: the audit trail's newest events by scope, read at most once a pass
     trail: dict[str, list[AuditEvent]] | None = None
-    #: `entries` by scope, built at the first `of` and kept up to date by `remember`
-    _by_scope: dict[str, dict[str, LedgerEntry]] | None = field(default=None, repr=False)
+    #: `entries` by scope: filtering the whole ledger for each of a thousand profiles cost more
+    #: than the planning (issue 24)
+    _by_scope: dict[str, dict[str, LedgerEntry]] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for key, entry in self.entries.items():
+            self._by_scope.setdefault(entry.scope, {})[key] = entry
 
     def remember(self, entry: LedgerEntry) -> None:
         self.entries[entry.key] = entry
         self.changes[entry.key] = entry
-        if self._by_scope is not None:
-            self._by_scope.setdefault(entry.scope, {})[entry.key] = entry
+        self._by_scope.setdefault(entry.scope, {})[entry.key] = entry
 
     def of(self, scope: str) -> dict[str, LedgerEntry]:
-        """A copy (indexed: filtering the whole ledger for each of a thousand profiles cost more
-        than the planning, issue 24)."""
-        if self._by_scope is None:
-            self._by_scope = {}
-            for key, entry in self.entries.items():
-                self._by_scope.setdefault(entry.scope, {})[key] = entry
-        return dict(self._by_scope.get(scope, {}))
+        return self._by_scope.get(scope, {})
 
     def event(self, event: TickEvent) -> None:
         self.report.events.append(event)
@@ -249,8 +241,7 @@ class ProblemLog:
     """Each problem (kind -> message) logged once when it starts and once when it clears, not once
     per pass (issue 20 item 3, issue 32 item 6)."""
 
-    def __init__(self, logger: logging.Logger, *, quiet: bool = False) -> None:
-        self.logger = logger
+    def __init__(self, *, quiet: bool = False) -> None:
         self._standing: dict[str, str] = {}
         #: `quiet`: at DEBUG (another service beside this one logs the same problem)
         self._started, self._ended = (logging.DEBUG, logging.DEBUG) if quiet else (logging.ERROR, logging.INFO)
@@ -260,11 +251,11 @@ class ProblemLog:
         before = self._standing.get(kind)
         self._standing[kind] = message
         if message != before:
-            self.logger.log(self._started if before is None else logging.DEBUG, "%s", printable(message))
+            logger.log(self._started if before is None else logging.DEBUG, "%s", printable(message))
 
     def clear(self, kind: str, message: str) -> None:
         if self._standing.pop(kind, None) is not None:
-            self.logger.log(self._ended, "%s", printable(message))
+            logger.log(self._ended, "%s", printable(message))
 
     def only(self, prefix: str, lines: Mapping[str, str], cleared: str) -> None:
         """Start `prefix` + name with its line for each of `lines`; clear the others of `prefix`."""
@@ -297,7 +288,7 @@ class WindowService:
         #: the last unconfirmed read's reason and the last content loaded, each logged once
         self._pending: str | None = None
         self._loaded: int | None = None
-        self._problems = ProblemLog(logger)
+        self._problems = ProblemLog()
         self._owns_scheduler = False
         #: set by `shutdown`, under its lock: no pass sets wake-ups, no wake-up runs a pass after it
         self._stopping = False
@@ -309,10 +300,10 @@ class WindowService:
         if self.schedules.rows(raw, self.fleet.clock()) is None:
             self.windows_file.parse_each(raw)
 
-    def _inputs(self, report: TickReport) -> _Inputs | None:
-        """None (the reason in `report`) for a file that does not read, or a read that takes away
-        what cannot be kept (`FileGuard`). The windows are composed of those that validate when a
-        table fails or the fleet's policy refuses a window (checked when the policy has rules)."""
+    def _planned(self, report: TickReport) -> tuple[TickReport, list[ScopePlan]]:
+        """Nothing planned (the reason in `report`) for a file that does not read, or a read that
+        takes away what cannot be kept (`FileGuard`). The windows are composed of those that validate
+        when a table fails or the fleet's policy refuses a window (checked when the policy has rules)."""
         try:
             snapshot = read_snapshot(self.windows_file.path, MAX_WINDOWS_BYTES)
             policy = self.fleet.policy
@@ -326,11 +317,18 @@ class WindowService:
             self.guard.interrupted()
             self._problems.start("error", f"{exc} (no window is armed or retired until it reads and parses again)")
             report.errors.append(str(exc))
-            return None
+            return report, []
         self._problems.clear("error", f"windows: {self.windows_file.path} reads and parses again")
         own = not parsed.failures  # calendars too: planned off the schedule held for these bytes and feeds
-        windows = rows if rows is not None else self._rows(snapshot.raw, parsed, own and snapshot.identity is not None,
-                                                            report.now)
+        # the schedule kept is the file's as it is, never the version last confirmed (issue 45)
+        whole = (snapshot.raw, None if rows is not None else parsed.windows) if own else None
+        if rows is None and own and snapshot.identity is not None and (
+                held := self.schedules.timeline(snapshot.raw, report.now)) is not None:  # its feeds asked again: read since
+            # the windows reading a feed as validated now, bound to it (the rows' feeds read the same)
+            held.seed({row: w for w in parsed.windows if (w.feed is not None or w.exclude_calendar is not None)
+                       and (row := held.schedule.row_of(w.name)) is not None})
+            rows = held.windows()
+        windows = rows if rows is not None else self.schedules.compose(list(map(Part.of, parsed.windows)), report.now)
         report.windows = len(windows)
         report.failed = [str(failure) for failure in parsed.failures]
         self._problems.only("failed:", {str(f.window): f"windows: {f} (this window holds as it was; the others proceed)"
@@ -340,8 +338,6 @@ class WindowService:
                                        for name, line in parsed.stale.items()}, "windows: calendar {} reads again")
         verdict = self.guard.judge(snapshot.identity, windows, entries, report.now, parsed.failing_names(),
                                    parsed.digests)
-        # the schedule kept is the file's as it is, never the version last confirmed (issue 45)
-        whole = (snapshot.raw, None if rows is not None else parsed.windows) if own else None
         if not verdict.trusted:
             report.pending = verdict.reason
             if verdict.reason != self._pending:
@@ -352,21 +348,11 @@ class WindowService:
             self._pending = None  # new content: the next unconfirmed read is news again
             logger.log(logging.INFO if windows else logging.DEBUG, "%s",
                        f"windows: {len(windows)} loaded from {self.windows_file.path}")
-        if verdict.windows is None:  # unconfirmed only: a trusted verdict carries what it trusts (`FileGuard._trust`)
-            if whole is not None and not report.dry_run:
-                self.schedules.keep(*whole, report.now)
-            return None
-        return verdict.windows, entries, verdict.moving, whole, verdict.unread
-
-    def _rows(self, raw: bytes, parsed: Parsed, own: bool, now: datetime) -> Windows:
-        """Of the schedule held for the bytes and feeds when they are all the file's (`own`)."""
-        held = self.schedules.timeline(raw, now) if own else None  # its feeds asked again: read since
-        if held is None:
-            return self.schedules.compose(list(map(Part.of, parsed.windows)), now)
-        # the windows reading a feed as validated now, bound to it (the rows' feeds read the same)
-        held.seed({row: w for w in parsed.windows if (w.feed is not None or w.exclude_calendar is not None)
-                   and (row := held.schedule.row_of(w.name)) is not None})
-        return held.windows()
+        # None: unconfirmed only (a trusted verdict carries what it trusts, `FileGuard._trust`)
+        plans = [] if verdict.windows is None else self._act(report, verdict.windows, verdict, entries)
+        if whole is not None and not report.dry_run:  # the next operator command reads the schedule warm
+            self.schedules.keep(*whole, report.now, min(report.wakeups.values(), default=None))
+        return report, plans
 
     def _recalled(self, scope: str, covered: list[Occurrence], entries: dict[str, LedgerEntry],
                   state: PassState) -> dict[str, str]:
@@ -414,25 +400,24 @@ class WindowService:
                 logger.error("windows: %s", line)  # noqa: TRY400 - one line: a refused feed is no bug to trace
                 return report, []
 
-    def _planned(self, report: TickReport) -> tuple[TickReport, list[ScopePlan]]:
+    def _act(self, report: TickReport, listed: Windows, verdict: GuardVerdict, entries: dict[str, LedgerEntry],
+             ) -> list[ScopePlan]:
         plans: list[ScopePlan] = []
-        inputs = self._inputs(report)
-        if inputs is None:
-            return report, plans
-        listed, entries, moving, whole, unread = inputs  # the rows of one schedule (`_inputs`)
         report.leader = report.dry_run or self._may_write()
-        listed, moving, held = self._held_as_was(listed, moving, entries, report, unread)
+        listed, moving, held = self._held_as_was(listed, verdict.moving, entries, report, verdict.unread)
         state = PassState(report, entries)
         covering = listed.timeline.covering_now(listed, report.now)
-        moving = [w for w in moving if w.enabled]
         # the versions an unconfirmed edit moves to other scopes are held there too
         found = [*(o for occurrences in covering.values() for o in occurrences),
                  *(o for w in moving for o in covering_of(w, report.now))]
         if report.leader:
             lanes = Lanes(listed, moving, found, lambda parts: self.schedules.compose(parts, report.now, kept=False))
-            for scope in self._scopes(lanes.covered, entries):
-                if scope in held:
-                    continue
+            scopes = set(lanes.covered)  # the others are `idle`: 1,000 profiles cost nothing while nothing covers them (issue 24)
+            for entry in entries.values():
+                if entry.state == ARMED:
+                    with contextlib.suppress(ValueError):  # a ledger entry is read, not trusted
+                        scopes.add(validate_scope(entry.scope))
+            for scope in sorted(scopes - held.keys(), key=lambda s: (s != FLEET, s)):
                 try:
                     plans.extend(self._reconcile_scope(scope, state, lanes))
                 except (EstopError, OSError) as exc:
@@ -448,21 +433,17 @@ class WindowService:
             with self._stopping_lock:
                 if self.scheduler is not None and not self._stopping:
                     self._set_jobs(self.scheduler, report.wakeups)
-            next_wake = min(report.wakeups.values(), default=None)
-            if whole is not None:  # the next operator command reads the schedule warm
-                self.schedules.keep(*whole, report.now, next_wake)
-            self.schedules.refresh(report.now, next_wake)
-        return report, plans
+            self.schedules.refresh(report.now, min(report.wakeups.values(), default=None))
+        return plans
 
-    def _held_as_was(self, windows: Windows, moving: Sequence[Window], entries: dict[str, LedgerEntry],
-                     report: TickReport, unread: frozenset[str] = frozenset(),
-                     ) -> tuple[Windows, Sequence[Window], dict[str, tuple[str, datetime]]]:
+    def _held_as_was(self, windows: Windows, moving: Sequence[Window], entries: dict[str, LedgerEntry], report: TickReport,
+                     unread: frozenset[str]) -> tuple[Windows, Sequence[Window], dict[str, tuple[str, datetime]]]:
         """The windows and moving versions less those whose feed was refused (`refusal`), and the
         scopes where one of them, or a failing window this process never read (`unread`), holds
         an occurrence not ended -> (that window, the earliest such end). Such a scope holds as it
         was until those end: planned without the window, its hold would be retired (a refusal is
         not an edit), and the other scopes would wait on it."""
-        built = windows.timeline.built  # a row reading a feed is built (validated with it, `_rows`) or not asked yet
+        built = windows.timeline.built  # a row reading a feed is built (validated with it, `_planned`) or not asked yet
         found = (built(row) for row in windows.rows)
         refused = {w.name: why for w in (*(w for w in found if w is not None), *moving) if (why := refusal(w)) is not None}
         refused.update((name, "it holds per the ledger but does not validate, and this process never read a valid "
@@ -502,21 +483,8 @@ class WindowService:
             logger.warning("windows: leadership check failed (%s): acting as standby", exc)
             return False
 
-    @staticmethod
-    def _scopes(covered: Iterable[str], entries: dict[str, LedgerEntry]) -> list[str]:
-        """Every other scope is `idle`: 1,000 profiles cost nothing while no window covers them (issue 24)."""
-        scopes = set(covered)
-        for entry in entries.values():
-            if entry.state == ARMED:
-                with contextlib.suppress(ValueError):  # a ledger entry is read, not trusted
-                    scopes.add(validate_scope(entry.scope))
-        return sorted(scopes, key=lambda s: (s != FLEET, s))
-
     def _reconcile_scope(self, scope: str, state: PassState, lanes: Lanes) -> list[ScopePlan]:
         """The full hold's lane and one per selector (`only`/`jobs`, issue 26), each planned alone."""
-        covered = lanes.covered.get(scope, [])
-        if idle(covered, state.of(scope)):
-            return [ScopePlan(scope, ())]
         at_scope, scoped = lanes.at(scope)
         fresh: list[Reading] = []
         moved = self._moved(scope, state, lanes.windows, scoped, fresh)
@@ -525,7 +493,7 @@ class WindowService:
             plans += self._reconcile_lane(scope, lane, scoped, state, fresh)
         if moved and not state.report.dry_run:  # once every moved occurrence covering now is armed (or skipped) anew
             entries = state.of(scope)
-            live = {o.key for o in covered}
+            live = {o.key for o in lanes.covered.get(scope, ())}
             for generation, keys in moved.items():
                 if any(e.state == ARMED and e.generation == generation for e in entries.values()):
                     continue  # it still holds other windows' occurrences: its lane composes it anew
@@ -577,15 +545,14 @@ class WindowService:
         selector, on_scope, covered = lane
         report = state.report
         for _ in range(_MAX_ROUNDS):
-            now = report.now
             of_scope = {k: e for k, e in state.of(scope).items() if scoped.get(e.window) == selector}
             if idle(covered, of_scope):
                 return [ScopePlan(scope, ())]  # the plan whatever the sentinel holds: not read
-            reading = self._reading(scope, now, fresh)
+            reading = self._reading(scope, report.now, fresh)
             if selector is not None:
                 reading = next((r for r in reading.scoped if r.hold is not None and r.hold.selector == selector),
                                Reading(reading.location, HoldState.ABSENT))
-            plan = plan_scope(scope, now, on_scope, of_scope, reading, recalled=self._recalled(scope, covered, of_scope,
+            plan = plan_scope(scope, report.now, on_scope, of_scope, reading, recalled=self._recalled(scope, covered, of_scope,
                               state), covered=covered, selector=selector)
             for note in plan.notes:  # remembered in a dry run too: only this lane reads them, nothing commits
                 state.remember(note)
@@ -617,15 +584,14 @@ class WindowService:
 
     def _commit(self, state: PassState) -> None:
         cutoff = state.report.now - RETENTION
-        oldest = min((entry.end for entry in state.entries.values()), default=None)
-        prune = oldest is not None and oldest < cutoff
-        if not state.changes and not (oldest is not None and oldest < cutoff - PRUNE_SLACK):
+        oldest = min((entry.end for entry in state.entries.values()), default=cutoff)
+        if not state.changes and not oldest < cutoff - PRUNE_SLACK:
             return
         if not self._may_write():
             state.report.leader = False
             return
         try:
-            self.ledger.commit(state.changes.values(), prune_before=cutoff if prune else None)
+            self.ledger.commit(state.changes.values(), prune_before=cutoff if oldest < cutoff else None)
         except StoreError as exc:
             state.error(f"{exc} (a hold armed now is recognised again by its body)")
 
@@ -721,10 +687,8 @@ def due_wakeups(timeline: ScheduleTimeline, windows: Windows, covering: Mapping[
     every pass was a third of a quiet pass (issue 24). The `limit + 1` soonest arms suffice."""
     out: dict[str, datetime] = {}
     arms = dict(timeline.next_arms(windows, now, limit + 1))
-    for name, covered in covering.items():
-        _jobs(out, name, arms.pop(name, None), covered, now)
-    for name, upcoming in arms.items():
-        _jobs(out, name, upcoming, (), now)
+    for name in dict.fromkeys([*covering, *arms]):
+        _jobs(out, name, arms.get(name), covering.get(name, ()), now)
     return _earliest(out, limit)
 
 
@@ -769,7 +733,7 @@ class Lanes:
             self.covered.setdefault(occurrence.scope, []).append(occurrence)
 
     def at(self, scope: str) -> tuple[list[Lane], dict[str, Any]]:
-        """The full lane first, and the selector of each window in a scoped lane."""
+        """The full lane first, and each window's selector (None: the full lane's)."""
         if self._at is None:
             self._at = {}
             for i in range(len(self.windows)):
@@ -778,15 +742,13 @@ class Lanes:
         groups: dict[Any, list[int]] = {None: []}
         for i in self._at.get(scope, ()):
             groups.setdefault(self.windows.selector(i), []).append(i)
-        scoped = {self.windows.name(i): selector for selector, group in groups.items() if selector is not None
-                  for i in group}
+        scoped = {self.windows.name(i): selector for selector, group in groups.items() for i in group}
         lanes = {selector: self.windows.subset(group) for selector, group in groups.items()}
         for window in (w for w in self.moving if w.scope == scope):
             own = lanes.get(window.selector)
             parts = [own.part(i) for i in range(len(own))] if own is not None else []
             lanes[window.selector] = self.compose([*parts, Part.of(window)])
-            if window.selector is not None:
-                scoped[window.name] = window.selector
+            scoped[window.name] = window.selector
         covered = self.covered.get(scope, [])
         return [(selector, own, [o for o in covered if scoped.get(o.window) == selector])
                 for selector, own in lanes.items()], scoped

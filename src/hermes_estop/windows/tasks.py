@@ -28,7 +28,7 @@ from hermes_estop.windows.model import Occurrence, Window
 from hermes_estop.windows.occurrences import covering
 from hermes_estop.windows.schedule import Schedules, Windows
 from hermes_estop.windows.scheduler import ProblemLog
-from hermes_estop.windows.windows_file import WindowsFile
+from hermes_estop.windows.windows_file import Parsed, WindowsFile
 
 __all__ = ["DEFAULT_FAILURE_TTL", "GENERATION_ENV", "TASK_END", "TASK_START", "RunningTask", "TaskService"]
 
@@ -69,27 +69,20 @@ class TaskService:
         self.is_leader = is_leader or (lambda: True)
         self.poll_interval = min(float(poll_interval), 1.0)
         self.running: dict[str, RunningTask] = {}
-        self.problems = ProblemLog(logger)
+        self.problems = ProblemLog()
         #: the windows file's own problems: at DEBUG when the scheduler beside this one logs them
-        self.file_problems = ProblemLog(logger, quiet=scheduler_logs_file)
+        self.file_problems = ProblemLog(quiet=scheduler_logs_file)
         self._lock = threading.Lock()
         #: the scheduler's compiled schedules (`WindowService.schedules`), shared
         self.schedules = schedules
 
-    def due(self, windows: Sequence[Window], entries: dict[str, LedgerEntry], now: datetime, *,
-            rows: Windows | None = None) -> list[tuple[Window, Occurrence, str]]:
+    def due(self, windows: Sequence[Window], entries: dict[str, LedgerEntry], now: datetime) -> list[tuple[Window, Occurrence, str]]:
         """In the order of the windows: an occurrence started (drain lead over), armed by the
         scheduler, not already running or run. Only the windows the ledger has armed are built:
-        asked of the scheduler's schedule (`rows`), else of the exact functions. A window that
-        cannot be asked (a feed refused since the read) is its own problem only: one line."""
-        place: Callable[[str], int | None]
-        if rows is None:
-            positions = {w.name: i for i, w in reversed(list(enumerate(windows)))}
-            place, listed = positions.get, windows
-            around: Callable[[Window], Sequence[Occurrence]] = lambda w: covering(w, now)  # noqa: E731
-        else:
-            place, listed = rows.position, rows
-            around = lambda w: rows.timeline.around(w, now)[0]  # noqa: E731
+        asked of the scheduler's schedule (`windows` its rows), else of the exact functions. A
+        window that cannot be asked (a feed refused since the read) is its own problem only: one line."""
+        rows = windows if isinstance(windows, Windows) else None
+        place = rows.position if rows is not None else {w.name: i for i, w in reversed(list(enumerate(windows)))}.get
         candidates = []
         unasked: dict[str, str] = {}
         for entry in entries.values():
@@ -97,10 +90,10 @@ class TaskService:
                 continue
             at = place(entry.window)
             try:
-                window = None if at is None else listed[at]
+                window = None if at is None else windows[at]
                 if window is None or window.run is None or not window.enabled:
                     continue
-                found = around(window)
+                found = covering(window, now) if rows is None else rows.timeline.around(window, now)[0]
             except EstopError as exc:
                 unasked[entry.window] = f"window tasks: {one_line(exc)} (its task does not start; the others proceed)"
                 continue
@@ -115,27 +108,26 @@ class TaskService:
         return [(window, occurrence, generation) for _, occurrence, window, generation in candidates
                 if occurrence.key not in ran]
 
-    def _windows(self) -> tuple[Sequence[Window], Windows | None]:
-        """A table that does not validate is its own problem only (issue 32 item 6)."""
+    def _windows(self) -> Sequence[Window]:
+        """The scheduler's schedule's rows when it holds one of the file, else the windows that
+        validate: a table that does not is its own problem only (issue 32 item 6)."""
         try:
             raw = self.windows_file.read()
             held = self.schedules.held(raw) if self.schedules is not None else None
-            rows = held.windows() if held is not None else None
-            parsed = None if rows is not None else self.windows_file.parse_each(raw)
+            parsed = self.windows_file.parse_each(raw) if held is None else Parsed([], [])
         except (EstopError, OSError) as exc:
             self.file_problems.start("file", f"window tasks: cannot read the windows ({exc}); no task starts until it reads")
-            return [], None
+            return []
         self.file_problems.clear("file", "window tasks: the windows read again")
         self.file_problems.only("failed:", {str(f.window or f): f"window tasks: {f} (its task does not start; the others proceed)"
-                                            for f in (parsed.failures if parsed else ())},
+                                            for f in parsed.failures},
                                 "window tasks: {} validates again (or was removed)")
-        return (parsed.windows if parsed is not None else []), rows
+        return held.windows() if held is not None else parsed.windows
 
     def tick(self, now: datetime | None = None) -> list[str]:
         """The keys of the occurrences whose task started; one that cannot start is recorded as
         ended with exit 127."""
         when = self.fleet.clock() if now is None else now
-        started: list[str] = []
         with self._lock:
             for key, task in list(self.running.items()):
                 code = task.process.poll()
@@ -145,18 +137,18 @@ class TaskService:
                     signal_group(task.process.pid, task.started, signal.SIGKILL, leader_may_have_ended=True)
                     self._finish(task, _status(code), when)
             if not self.is_leader():
-                return started
-            windows, rows = self._windows()
+                return []
+            windows = self._windows()
             try:
                 entries = self.ledger.load()
             except (EstopError, OSError) as exc:
                 self.problems.start("ledger", f"window tasks: cannot read the ledger ({exc}); no task starts until it reads")
-                return started
+                return []
             self.problems.clear("ledger", "window tasks: the ledger reads again")
-            for window, occurrence, generation in self.due(windows, entries, when, rows=rows):
+            ready = self.due(windows, entries, when)
+            for window, occurrence, generation in ready:
                 self._start(window, occurrence, generation, when)
-                started.append(occurrence.key)
-        return started
+        return [occurrence.key for _, occurrence, _ in ready]
 
     def _start(self, window: Window, occurrence: Occurrence, generation: str, now: datetime) -> None:
         assert window.run is not None
@@ -224,9 +216,9 @@ class TaskService:
                     else "someone else's hold stands: left as it is")
         except (EstopError, OSError) as exc:
             return f"the failure hold could not be written ({exc}); the window's hold lifts at its end"
-        self._remember(occurrence, hold.generation or generation, f"task failed (exit {code}): held until "
-                       f"{hold.expires_at.isoformat() if hold.expires_at else '?'}", now)
-        return f"held ({reason}) until {hold.expires_at.isoformat() if hold.expires_at else '?'}"
+        until = hold.expires_at.isoformat() if hold.expires_at else "?"
+        self._remember(occurrence, hold.generation or generation, f"task failed (exit {code}): held until {until}", now)
+        return f"held ({reason}) until {until}"
 
     def _remember(self, occurrence: Occurrence, generation: str, detail: str, now: datetime) -> None:
         """Released in the ledger: the scheduler does not arm it again."""
