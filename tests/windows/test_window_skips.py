@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, date, datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -109,7 +110,10 @@ def test_pick_refuses_an_occurrence_that_started_or_does_not_exist():
 # -- the CLI ---------------------------------------------------------------------------------
 
 def test_cli_skip_shows_in_next_is_audited_and_unskip_undoes_it(fleet, capsys):
-    run(capsys, "windows", "add", "nightly", "--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--duration", "1h")
+    # the CLI reads the real clock: a daily hour twelve hours off, so no occurrence is in progress
+    # (`next` would list it first, `skip --next` skips the one after)
+    hour = (datetime.now(ZoneInfo("Europe/Berlin")).hour + 12) % 24
+    run(capsys, "windows", "add", "nightly", "--cron", f"30 {hour} * * *", "--tz", "Europe/Berlin", "--duration", "1h")
     code, out, _ = run(capsys, "windows", "skip", "nightly", "--next", "--json")
     assert code == 0
     skipped = json.loads(out)["skipped"]["occurrence"]
