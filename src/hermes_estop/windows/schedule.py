@@ -957,12 +957,11 @@ class Schedules:
         #: and hashes a window's table, which a pass composing 10,000 windows did every pass
         self._keys: dict[int, tuple[Window, object, str]] = {}
 
-    def held(self, raw: bytes | None) -> ScheduleTimeline | None:
+    def held(self, raw: bytes) -> ScheduleTimeline | None:
         """One whose feed changed (a holiday removed, a fetch failing) is never planned from, and
         replaced by the next `rows` or `keep` (not dropped here: the window tasks' thread asks too)."""
-        found = self._held.get(raw) if raw is not None else None
-        return found if found is None or not found.schedule.feeds or _fed_as_now(found.schedule, self.windows_path) \
-            else None
+        found = self._held.get(raw)
+        return found if found is None or _fed_as_now(found.schedule, self.windows_path) else None
 
     def timeline(self, raw: bytes, now: datetime) -> ScheduleTimeline | None:
         """Held, else kept or compiled table by table (`load`) and held, never by validating the
