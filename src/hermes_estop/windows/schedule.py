@@ -610,9 +610,10 @@ def loads(sealed: bytes, key: bytes, windows_path: Path | None = None) -> Schedu
     lo, hi = header["lo"], header["hi"]
     offsets, starts, ends = columns["offsets"], columns["starts"], columns["ends"]
     for name, kind in _PER_ROW.items():
-        if type(columns[name]) is not list or len(columns[name]) != count or not all(
-                isinstance(v, kind) and (kind is not int or type(v) is int) for v in columns[name]):
-            raise ValueError(f"{name} of the wrong length or types")
+        if type(columns[name]) is not list or len(columns[name]) != count:
+            raise ValueError("columns of the wrong lengths")
+        if not all(isinstance(v, kind) and (kind is not int or type(v) is int) for v in columns[name]):
+            raise ValueError(f"a value of {name} of the wrong type")
     for scope in set(columns["scopes"]):
         validate_scope(scope)
     if type(offsets) is not list or type(starts) is not list or type(ends) is not list \
@@ -622,10 +623,11 @@ def loads(sealed: bytes, key: bytes, windows_path: Path | None = None) -> Schedu
         raise ValueError("a start, an end or an offset is not an integer")
     events, calendars, feeds = (columns["calendars"][name] for name in ("events", "calendars", "feeds"))
     if not all(type(e) is list and len(e) == 5 and type(e[0]) is int and 0 <= e[0] < len(starts)
-               and all(type(v) is str for v in e[1:]) for e in events) or not all(
-            type(c) is list and len(c) == 2 and type(c[0]) is int and 0 <= c[0] < count and type(c[1]) is str
-            for c in calendars) or not all(type(f) is list and len(f) == 2 and all(type(v) is str for v in f) for f in feeds):
-        raise ValueError("events, calendars or feeds of the wrong types")
+               and all(type(v) is str for v in e[1:]) for e in events):
+        raise ValueError("events is not a list of calendar events")
+    if not all(type(c) is list and len(c) == 2 and type(c[0]) is int and 0 <= c[0] < count and type(c[1]) is str
+               for c in calendars) or not all(type(f) is list and len(f) == 2 and all(type(v) is str for v in f) for f in feeds):
+        raise ValueError("calendars or feeds of the wrong types")
     events, calendars, feeds = {e[0]: (e[1], e[2], e[3], e[4]) for e in events}, dict(calendars), dict(feeds)
     if any(a > b for a, b in itertools.pairwise(offsets)) or any(
             starts[i] > starts[i + 1] if row in calendars else starts[i] >= starts[i + 1] or ends[i] > ends[i + 1]
