@@ -744,8 +744,7 @@ class ScheduleTimeline:
         """The `Window`s some rows were compiled from, so that asking for those rows validates none
         again (a calendar's: bound to its feed as it read, never read again)."""
         with self._building:
-            for row, window in itertools.islice(built.items(), WINDOWS_KEPT):
-                self._built[row] = window
+            self._built.update(itertools.islice(built.items(), WINDOWS_KEPT))
 
     def built(self, row: int) -> Window | None:
         return self._built.get(row)
