@@ -7,7 +7,6 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -94,11 +93,11 @@ def kept_schedule() -> Callable[[Path, bytes, datetime], Schedule | None]:
 
     def read(windows_path: Path, raw: bytes, now: datetime) -> Schedule | None:
         path = kept_files.kept_path(windows_path, ".schedule")
-        found = schedule._kept(path) if path is not None else None
-        if found is None or not schedule._fresh(found, hashlib.sha256(raw).hexdigest(), now, schedule.HORIZON,
-                                                windows_path):
+        found = schedule._kept(path, windows_path) if path is not None else None
+        if found is None or found.digest != hashlib.sha256(raw).hexdigest() or not found.answers(now) \
+                or not schedule._fed_as_now(found, windows_path):  # `answers`: less than `HORIZON` old
             return None
-        return replace(found, windows_path=windows_path) if found.feeds else found
+        return found
     return read
 
 

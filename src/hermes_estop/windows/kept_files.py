@@ -176,11 +176,8 @@ def cache_dir() -> Path | None:
     chosen = os.environ.get("HERMES_ESTOP_CACHE")
     if chosen:
         return None if chosen.strip().lower() == "off" else Path(chosen)
-    base = os.environ.get("XDG_CACHE_HOME")
-    if base:
-        return Path(base) / "hermes-estop"
     try:
-        return Path.home() / ".cache" / "hermes-estop"
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hermes-estop"
     except (RuntimeError, KeyError):  # no $HOME and no password entry
         return None
 

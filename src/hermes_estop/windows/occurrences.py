@@ -97,8 +97,7 @@ def next_start(window: Window, after: datetime) -> Occurrence | None:
 
 
 def next_armed(window: Window, after: datetime) -> Occurrence | None:
-    """The first occurrence armed strictly after `after` (`arm_at`: its start less the drain
-    lead); `next_start` for a window without a lead."""
+    """The first occurrence armed strictly after `after` (`arm_at`: its start less the drain lead)."""
     return next_start(window, after + (window.drain or _NO_LEAD))
 
 

@@ -32,7 +32,7 @@ import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import cache, partial
 from operator import itemgetter
@@ -157,7 +157,6 @@ class Schedule:
         return window
 
     def shown(self, row: int) -> dict[str, Any]:
-        """`StoreError` unless the row's table is a JSON object."""
         try:
             shown = json.loads(self.tables[row])
         except ValueError:
@@ -181,13 +180,7 @@ class Schedule:
                     _zones={e[1]: validate_timezone(e[3]) for e in map(self.events.get, range(lo, hi)) if e and e[3]})
         return calendar_window(source, feed)
 
-    @property
-    def fed(self) -> bool:
-        """Whether a row is of a calendar feed (the daemon validates such a file itself)."""
-        return self.feeds is None or bool(self.feeds)
-
     def item_named(self, name: str, windows_path: Path) -> int:
-        """`InvalidArgument` naming an unknown one, the file and the closest name there is."""
         row = self.row_of(name)
         if row is None:
             raise InvalidArgument(f"no window named {name!r} in {printable(windows_path)}: "
@@ -302,11 +295,6 @@ class Row:
             return f"at {display_instant(parse_instant(self.schedule[3:], what='at time'))}"
         return self.schedule
 
-    @classmethod
-    def of(cls, window: Window) -> Row:
-        return cls(window.name, window.scope, window.enabled, window.timezone, window.describe_schedule(for_json=True),
-                   window.describe_duration(), format_duration(window.drain) if window.drain is not None else None)
-
 
 def schedule_of(windows_file: WindowsFile, now: datetime) -> Schedule:
     """The one value every command reads the windows from. Raises what `WindowsFile.parse`
@@ -329,11 +317,6 @@ def _bound(windows_path: Path | None, table: Window | CalendarSource) -> Window:
     if found.failures:
         raise found.failures[0]
     return found.windows[0]
-
-
-def _fresh(found: Schedule, digest: str, now: datetime, fresh_for: timedelta, windows_path: Path) -> bool:
-    return (found.digest == digest and found.answers(now) and micros(now) < found.lo + fresh_for // _US
-            and _fed_as_now(found, windows_path))
 
 
 def _fed_as_now(found: Schedule, windows_path: Path) -> bool:
@@ -432,13 +415,16 @@ class _Builder:
             self.calendars[len(self.tables)] = json.dumps({
                 "source": window.to_toml(), "digest": feed.digest, "longest": feed.longest.total_seconds(),
                 "spans": [span.total_seconds() for span in feed.spans]})
-        self._add(Row.of(window), window.to_json_bytes(), (window.drain or timedelta(0)) // _US, source)
+        self.add_row(window, source)
         return True
 
-    def add_refused(self, window: Window, source: str) -> None:
-        """Without occurrences: its feed was refused, so it has none to tell (the pass holds its
+    def add_row(self, window: Window, source: str) -> None:
+        """Without occurrences when its feed was refused: it has none to tell (the pass holds its
         scopes as they were: `WindowService._held_as_was`)."""
-        self._add(Row.of(window), window.to_json_bytes(), (window.drain or timedelta(0)) // _US, source)
+        drain = window.drain
+        self._add((window.name, window.scope, window.enabled, window.timezone, window.describe_schedule(for_json=True),
+                   window.describe_duration(), None if drain is None else format_duration(drain),
+                   (drain or timedelta(0)) // _US, source), window.to_json_bytes())
 
     def add_kept(self, previous: Schedule, row: int, source: str) -> None:
         """As it is (same code, zone data and horizon)."""
@@ -451,17 +437,16 @@ class _Builder:
         self.events.update((index + shift, previous.events[index]) for index in range(lo, hi) if index in previous.events)
         self.columns["starts"].extend(previous.starts[lo:hi])
         self.columns["ends"].extend(previous.ends[lo:hi])
-        self._add(previous.row(row), previous.tables[row], previous.leads[row], source)
+        self._add([*(getattr(previous, name)[row] for name in _PER_ROW if name != "sources"), source], previous.tables[row])
 
-    def _add(self, shown: Row, table: bytes, lead: int, source: str) -> None:
-        c = self.columns
-        values = (shown.name, shown.scope, shown.enabled, shown.timezone, shown.schedule, shown.duration, shown.drain)
-        for name, value in zip(_PER_ROW, (*values, lead, source), strict=True):
-            c[name].append(value)
-        c["offsets"].append(len(c["starts"]))
+    def _add(self, values: Sequence[Any], table: bytes) -> None:
+        """`values`: one of each `_PER_ROW` column, in order."""
+        for name, value in zip(_PER_ROW, values, strict=True):
+            self.columns[name].append(value)
+        self.columns["offsets"].append(len(self.columns["starts"]))
         self.tables.append(table)
 
-    def schedule(self, digest: str, feeds: Mapping[str, str] | None = None) -> Schedule | None:
+    def schedule(self, digest: str, feeds: Mapping[str, str] | None, windows_path: Path | None = None) -> Schedule | None:
         """None when two rows share a name (the whole validation refuses it). `feeds`: those the
         rows read, as fingerprinted (None: not all, never kept)."""
         c = self.columns
@@ -469,7 +454,7 @@ class _Builder:
             return None
         return Schedule(digest, sorted(self.zones), self.lo, self.hi, **{name: c[name] for name in _COLUMNS[:-2]},
                         tables=self.tables, events=self.events, calendars=self.calendars, feeds=feeds,
-                        stopped=frozenset(self.stopped))
+                        windows_path=windows_path, stopped=frozenset(self.stopped))
 
 
 def _horizon(now: datetime) -> tuple[int, int]:
@@ -477,14 +462,14 @@ def _horizon(now: datetime) -> tuple[int, int]:
     return lo, lo + HORIZON // _US
 
 
-def build(digest: str, windows: Sequence[Window], now: datetime) -> Schedule | None:
+def build(digest: str, windows: Sequence[Window], now: datetime, windows_path: Path | None = None) -> Schedule | None:
     """Of windows validated whole (a file not cut table by table): no row of a table a later
     compile takes rows by; one of a feed's rows not fingerprinted (read before), never kept."""
     builder = _Builder(*_horizon(now))
     for window in windows:
         builder.add_window(window, "")
     fed = any(window.feed is not None or window.exclude_calendar is not None for window in windows)
-    return builder.schedule(digest, None if fed else {})
+    return builder.schedule(digest, None if fed else {}, windows_path)
 
 
 def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime, kept: list[Schedule] | None = None,
@@ -522,7 +507,7 @@ def _compiled(digest: str, raw: bytes, windows_path: Path, now: datetime, kept: 
     finally:
         if paused:
             gc.enable()
-    return builder.schedule(digest, feeds)
+    return builder.schedule(digest, feeds, windows_path)
 
 
 def _validations(raw: bytes, windows_path: Path, feeds: dict[str, str], validated: Sequence[Window] | None = None,
@@ -600,7 +585,7 @@ def _compact(value: Any, *, sort_keys: bool = False) -> bytes:
     return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys).encode("utf-8")
 
 
-def loads(sealed: bytes, key: bytes) -> Schedule | None:
+def loads(sealed: bytes, key: bytes, windows_path: Path | None = None) -> Schedule | None:
     """None when not computed by this code with today's zone data; `ValueError` (or `TypeError`,
     `KeyError`) for a damaged one or a seal that does not hold (edited, copied from elsewhere)."""
     data = sealed.split(b"\n")
@@ -620,25 +605,14 @@ def loads(sealed: bytes, key: bytes) -> Schedule | None:
     if type(count) is not int or len(data) != len(_COLUMNS) + count:
         raise ValueError("wrong number of lines")
     columns = {name: json.loads(line or b"null") for name, line in zip(_COLUMNS[:-1], data[1:], strict=False)}
-    column = columns["calendars"]
-    total = len(columns["starts"])
-    events, calendars, feeds = column["events"], column["calendars"], column["feeds"]
-    if not all(type(e) is list and len(e) == 5 and type(e[0]) is int and 0 <= e[0] < total
-               and all(type(v) is str for v in e[1:]) for e in events):
-        raise ValueError("events is not a list of calendar events")
-    if not all(type(c) is list and len(c) == 2 and type(c[0]) is int and 0 <= c[0] < count and type(c[1]) is str
-               for c in calendars) or not all(type(f) is list and len(f) == 2 and all(type(v) is str for v in f)
-                                              for f in feeds):
-        raise ValueError("calendars or feeds of the wrong types")
-    events, calendars, feeds = {e[0]: (e[1], e[2], e[3], e[4]) for e in events}, dict(calendars), dict(feeds)
     # what a schedule holds is never taken on trust (an occurrence carries its scope): every column
     # of its length and types, and the occurrences whole numbers ascending per row (a calendar's
     # starts: not descending)
     lo, hi = header["lo"], header["hi"]
     offsets, starts, ends = columns["offsets"], columns["starts"], columns["ends"]
-    if not all(type(columns[name]) is list and len(columns[name]) == count for name in _PER_ROW):
-        raise ValueError("columns of the wrong lengths")
     for name, kind in _PER_ROW.items():
+        if type(columns[name]) is not list or len(columns[name]) != count:
+            raise ValueError("columns of the wrong lengths")
         if not all(isinstance(v, kind) and (kind is not int or type(v) is int) for v in columns[name]):
             raise ValueError(f"a value of {name} of the wrong type")
     for scope in set(columns["scopes"]):
@@ -648,6 +622,14 @@ def loads(sealed: bytes, key: bytes) -> Schedule | None:
         raise ValueError("occurrences of the wrong lengths")
     if not all(type(v) is int for v in itertools.chain(starts, ends, offsets, (lo, hi))):
         raise ValueError("a start, an end or an offset is not an integer")
+    events, calendars, feeds = (columns["calendars"][name] for name in ("events", "calendars", "feeds"))
+    if not all(type(e) is list and len(e) == 5 and type(e[0]) is int and 0 <= e[0] < len(starts)
+               and all(type(v) is str for v in e[1:]) for e in events):
+        raise ValueError("events is not a list of calendar events")
+    if not all(type(c) is list and len(c) == 2 and type(c[0]) is int and 0 <= c[0] < count and type(c[1]) is str
+               for c in calendars) or not all(type(f) is list and len(f) == 2 and all(type(v) is str for v in f) for f in feeds):
+        raise ValueError("calendars or feeds of the wrong types")
+    events, calendars, feeds = {e[0]: (e[1], e[2], e[3], e[4]) for e in events}, dict(calendars), dict(feeds)
     if any(a > b for a, b in itertools.pairwise(offsets)) or any(
             starts[i] > starts[i + 1] if row in calendars else starts[i] >= starts[i + 1] or ends[i] > ends[i + 1]
             for row, (a, b) in enumerate(itertools.pairwise(offsets)) for i in range(a, b - 1)):
@@ -659,7 +641,8 @@ def loads(sealed: bytes, key: bytes) -> Schedule | None:
         columns[name] = [sys.intern(v) if v is not None else None for v in columns[name]]
     return Schedule(header["digest"], zones, lo, hi,
                     **{name: columns[name] for name in _COLUMNS[:-2]}, tables=data[len(_COLUMNS):],
-                    events=events, calendars=calendars, feeds=feeds, stopped=frozenset(stopped))
+                    events=events, calendars=calendars, feeds=feeds, windows_path=windows_path,
+                    stopped=frozenset(stopped))
 
 
 def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]] | None, now: datetime,
@@ -672,30 +655,31 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     pass validates it whole). Kept."""
     path = kept_files.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
-    found = _kept(path) if path is not None else None
-    if found is not None and _fresh(found, digest, now, fresh_for, windows_path):
-        return replace(found, windows_path=windows_path) if found.fed else found
+    found = _kept(path, windows_path) if path is not None else None
+    if found is not None and found.digest == digest and found.answers(now) and micros(now) < found.lo + fresh_for // _US \
+            and _fed_as_now(found, windows_path):
+        return found
     kept = [found] if found is not None and found.answers(now) and micros(now) < found.lo + HORIZON // _US // 2 and (
         found.digest != digest or micros(now) < found.lo + fresh_for // _US) else []
     del found  # `_compiled` holds it alone: let go once its rows are taken, not held while another is written
     built = _compiled(digest, raw, windows_path, now, kept, validate() if validated and validate is not None else None)
     if built is None and validate is not None:
-        built = build(digest, validate(), now)
+        built = build(digest, validate(), now, windows_path)
     if built is not None and built.feeds is not None and path is not None:
         key = kept_files.seal_key(path.parent, create=True)
         if key is not None:  # an unsealed schedule would never be read: not written
             kept_files.write_trusted(path, dumps(built, key))
-    return replace(built, windows_path=windows_path) if built is not None and built.fed else built
+    return built
 
 
-def _kept(path: Path) -> Schedule | None:
+def _kept(path: Path, windows_path: Path) -> Schedule | None:
     """Only when sealed with its directory's key (one line when it is damaged or its seal does not hold)."""
     data = kept_files.trusted_bytes(path)
     key = kept_files.seal_key(path.parent, create=False) if data else None
     if key is None:
         return None
     try:
-        return loads(data, key)
+        return loads(data, key, windows_path)
     except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
         log.warning("windows schedule %s ignored and built again: %s", printable(path), printable(str(exc)))
         return None
@@ -761,8 +745,7 @@ class ScheduleTimeline:
         """The `Window`s some rows were compiled from, so that asking for those rows validates none
         again (a calendar's: bound to its feed as it read, never read again)."""
         with self._building:
-            for row, window in itertools.islice(built.items(), WINDOWS_KEPT):
-                self._built[row] = window
+            self._built.update(itertools.islice(built.items(), WINDOWS_KEPT))
 
     def built(self, row: int) -> Window | None:
         return self._built.get(row)
@@ -910,11 +893,10 @@ class Windows(Sequence[Window]):
 
     def selector(self, index: int) -> Selector | None:
         """Read off the row's table, no `Window` built."""
-        row = self.rows[index]
-        table = self.timeline.schedule.tables[row]
+        table = self.table(index)
         if b'"only":' not in table and b'"jobs":' not in table:  # `Window.to_json` leaves them out when empty
             return None
-        shown = self.timeline.schedule.shown(row)
+        shown = self.timeline.schedule.shown(self.rows[index])
         return Selector.of(shown.get("only", ()), shown.get("jobs", ()))
 
     def table(self, index: int) -> bytes:
@@ -922,10 +904,8 @@ class Windows(Sequence[Window]):
 
     @functools.cached_property
     def _positions(self) -> dict[str, int]:
-        positions: dict[str, int] = {}
-        for i in range(len(self)):
-            positions.setdefault(self.name(i), i)
-        return positions
+        names = self.timeline.schedule.names  # one row per name
+        return {names[row]: i for i, row in enumerate(self.rows)}
 
     def position(self, name: str) -> int | None:
         return self._positions.get(name)
@@ -979,12 +959,11 @@ class Schedules:
         #: and hashes a window's table, which a pass composing 10,000 windows did every pass
         self._keys: dict[int, tuple[Window, object, str]] = {}
 
-    def held(self, raw: bytes | None) -> ScheduleTimeline | None:
+    def held(self, raw: bytes) -> ScheduleTimeline | None:
         """One whose feed changed (a holiday removed, a fetch failing) is never planned from, and
         replaced by the next `rows` or `keep` (not dropped here: the window tasks' thread asks too)."""
-        found = self._held.get(raw) if raw is not None else None
-        return found if found is None or not found.schedule.feeds or _fed_as_now(found.schedule, self.windows_path) \
-            else None
+        found = self._held.get(raw)
+        return found if found is None or _fed_as_now(found.schedule, self.windows_path) else None
 
     def timeline(self, raw: bytes, now: datetime) -> ScheduleTimeline | None:
         """Held, else kept or compiled table by table (`load`) and held, never by validating the
@@ -1002,7 +981,7 @@ class Schedules:
         """None also for a file of a feed: the pass validates it and says what is wrong (a feed
         that fails, one read from its last good copy), then plans off that schedule."""
         found = self.timeline(raw, now)
-        return found.windows() if found is not None and not found.schedule.fed else None
+        return found.windows() if found is not None and not found.schedule.feeds else None
 
     def keep(self, raw: bytes, validated: Sequence[Window] | None, now: datetime,
              next_wake: datetime | None = None) -> None:
@@ -1080,8 +1059,7 @@ class Schedules:
             source, row, window = part
             if source is not None and (window := source.built(row)) is not None:
                 built[len(builder.tables)] = window  # as it was built (a calendar's, bound to its feed then)
-            other = source.schedule if source is not None else None
-            if other is not None and other.lo < builder.hi and builder.lo < other.hi:
+            if source is not None and (other := source.schedule).lo < builder.hi and builder.lo < other.hi:
                 # the row as it is (a calendar's refused since is never asked again), the horizon
                 # narrowed to what both answer for (`lo` raised: earlier rows only hold more)
                 builder.lo, builder.hi = max(builder.lo, other.lo), min(builder.hi, other.hi)
@@ -1095,13 +1073,12 @@ class Schedules:
             if base is not None and found is not None:
                 builder.add_kept(base, found, key)
             elif refusal(window) is not None:
-                builder.add_refused(window, key)
+                builder.add_row(window, key)
             else:
                 builder.add_window(window, key)
-        schedule = builder.schedule("")
+        schedule = builder.schedule(hashlib.sha256("\n".join(keys).encode()).hexdigest(), None, self.windows_path)
         assert schedule is not None  # noqa: S101 - one row per name
-        digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()
-        timeline = ScheduleTimeline(replace(schedule, digest=digest, feeds=None, windows_path=self.windows_path))
+        timeline = ScheduleTimeline(schedule)
         timeline.seed(built)
         return timeline
 
