@@ -70,8 +70,7 @@ def build_services(estop: Estop, *, poll_interval: float, cron_interval: float =
         CalendarFetcher(fleet.root),
         windows,
         TaskService(fleet, ledger=windows.ledger, is_leader=windows.is_leader, poll_interval=poll_interval,
-                    scheduler_logs_file=True,  # one problem of windows.toml, one line: the scheduler's
-                    schedules=windows.schedules),  # and one compiled schedule: the scheduler's
+                    schedules=windows.schedules),  # one compiled schedule, and its file's problems logged once
         *configured_services(estop, cron_interval=cron_interval, kanban_interval=kanban_interval,
                              kanban_max=kanban_max),
         *notify_services(fleet, leader_poll, enrich=arm_impact(estop), upcoming=arming_soon(estop)),

@@ -62,7 +62,7 @@ class TaskService:
 
     def __init__(self, fleet: Fleet, *, ledger: OccurrenceLedger | None = None, windows_file: WindowsFile | None = None,
                  is_leader: Callable[[], bool] | None = None, poll_interval: float = 1.0,
-                 scheduler_logs_file: bool = False, schedules: Schedules | None = None) -> None:
+                 schedules: Schedules | None = None) -> None:
         self.fleet = fleet
         self.ledger = ledger or open_ledger(fleet)
         self.windows_file = windows_file or WindowsFile(fleet.root)
@@ -70,8 +70,8 @@ class TaskService:
         self.poll_interval = min(float(poll_interval), 1.0)
         self.running: dict[str, RunningTask] = {}
         self.problems = ProblemLog()
-        #: the windows file's own problems: at DEBUG when the scheduler beside this one logs them
-        self.file_problems = ProblemLog(quiet=scheduler_logs_file)
+        #: at DEBUG beside the scheduler whose schedules it shares: it logs the file's problems
+        self.file_problems = ProblemLog(quiet=schedules is not None)
         self._lock = threading.Lock()
         #: the scheduler's compiled schedules (`WindowService.schedules`), shared
         self.schedules = schedules
