@@ -130,7 +130,7 @@ def startup(tmp: Path, quick: bool) -> list[Figure]:
         if not (quick and count >= 10_000):
             root = estop.layout.root
             timeline = ScheduleTimeline(schedule_of(WindowsFile(root), now))
-            listed = timeline.windows()
+            listed = timeline.windows
             covered = timeline.covering_now(listed, now)
             detail["load_and_validate_ms"] = round(_timed(partial(_cold_load, root)) * 1e3, 1)
             detail["next_occurrences_for_all_ms"] = round(_timed(partial(due_wakeups, timeline, listed, covered, now,

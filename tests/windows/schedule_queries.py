@@ -68,7 +68,7 @@ def rows(windows: Iterable[Window], at: datetime = AT) -> Windows:
     `chain_end` and the guard take)."""
     schedule = build("", list(windows), at)
     assert schedule is not None
-    return ScheduleTimeline(schedule).windows()
+    return ScheduleTimeline(schedule).windows
 
 
 def scope_plan(scope: str, now: datetime, windows: Windows, entries: Mapping[str, LedgerEntry],
@@ -82,8 +82,8 @@ class ExactTimeline:
     """What a `ScheduleTimeline` answers, of the exact functions: the oracle it is checked
     against."""
 
-    def around(self, window: Window, now: datetime) -> tuple[tuple[Occurrence, ...], Occurrence | None]:
-        return tuple(covering(window, now)), next_armed(window, now)
+    def covering(self, window: Window, now: datetime) -> tuple[Occurrence, ...]:
+        return tuple(covering(window, now))
 
     def first_armed(self, window: Window, now: datetime) -> Occurrence | None:
         return next_armed(window, now)

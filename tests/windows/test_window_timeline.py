@@ -65,7 +65,7 @@ def _by_scope(windows: list[Window]) -> dict[str, list[Window]]:
 
 def _lane(timeline: ScheduleTimeline, lane: list[Window]) -> Windows:
     """The windows of `lane` as rows of `timeline` (the scheduler's lane of one schedule)."""
-    return timeline.windows().subset([timeline.schedule.row_of(w.name) for w in lane])
+    return timeline.windows.subset([timeline.schedule.row_of(w.name) for w in lane])
 
 
 def varied(rng: random.Random, count: int = 36) -> list[Window]:
@@ -120,9 +120,9 @@ def test_the_schedule_answers_each_question_as_the_exact_functions(seed):
     timeline = ScheduleTimeline(build("digest", windows, BUILT))
     for now in instants(rng, 60):
         for window in windows:
-            around = timeline.around(window, now)
-            assert around == EXACT.around(window, now), (window.name, now)
-            assert [o.arm_at for o in around[0]] == [o.arm_at for o in EXACT.around(window, now)[0]]
+            covered = timeline.covering(window, now)
+            assert covered == EXACT.covering(window, now), (window.name, now)
+            assert [o.arm_at for o in covered] == [o.arm_at for o in EXACT.covering(window, now)]
             upcoming = timeline.first_armed(window, now)
             assert upcoming == EXACT.first_armed(window, now), (window.name, now)
             if upcoming is not None:
@@ -493,7 +493,7 @@ def test_next_arms_reads_the_arm_order_only_until_every_row_is_met(count, monkey
             yield item
 
     monkeypatch.setattr(ScheduleTimeline, "_rows_armed", counted)
-    found = timeline.next_arms(timeline.windows(), BUILT, count)
+    found = timeline.next_arms(timeline.windows, BUILT, count)
     armed = sorted((EXACT.first_armed(window, BUILT), window.name) for window in windows)
     assert [(name, o) for name, o in found] == [(name, o) for o, name in armed[:count]]
     assert 0 < len(walked) <= 60 + 2, len(walked)  # at most an hour of minutely arms, and the two hourly

@@ -221,13 +221,13 @@ def test_an_edit_compiles_what_a_whole_build_compiles(tmp_path: Path, varied: st
 @pytest.mark.parametrize("calendars", [False, True], ids=["plain", "calendars"])
 def test_a_caller_with_the_windows_validates_only_the_tables_of_a_feed_and_keeps_what_a_command_compiles(
         tmp_path: Path, varied: str, validated: list[str], calendars: bool) -> None:
-    """`load(validated=True)` (the status page, the daemon's pass): a table reading no feed is the
+    """`load` given the windows (the status page, the daemon's pass): a table reading no feed is the
     caller's window, never validated again; one reading a feed is validated and bound again as
     fingerprinted. What it keeps is what a command compiles of the file."""
     wf = _calendar_fleet(tmp_path, varied) if calendars else _fleet(tmp_path, varied)
     windows = wf.load()
     validated.clear()
-    found = schedule.load(wf.path, wf.path.read_bytes(), lambda: windows, NOW, validated=True)
+    found = schedule.load(wf.path, wf.path.read_bytes(), windows, NOW)
     assert validated == (["nightly-off-saturdays", "evening-off-saturdays"] if calendars else [])
     calls: list[int] = []
     assert found is not None and _load(wf, calls=calls) is not None and calls == []  # kept: a command reads it

@@ -153,7 +153,7 @@ class Observer:
         """The compiled schedule of the windows file read (`windows` validated from `raw`), or
         None: an accelerator, never a reason a view fails."""
         try:
-            return load_schedule(self.windows_file.path, raw, lambda: windows, self.estop.clock(), validated=True)
+            return load_schedule(self.windows_file.path, raw, windows, self.estop.clock())
         except (EstopError, OSError, ValueError):
             return None
 

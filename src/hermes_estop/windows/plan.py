@@ -311,7 +311,7 @@ def vanished(read: Windows, before: Windows | None,
     for entry in entries.values():
         if entry.state != ARMED or entry.end <= now:
             continue
-        window = read.named(entry.window)
+        window = None if (at := read.position(entry.window)) is None else read[at]
         if window is not None and window.scope != entry.scope:  # moved: its version held at this scope, if any
             window = elsewhere.get(entry.window)
         if window is None or not window.enabled or window.scope != entry.scope or _drops(window, entry, now):

@@ -645,14 +645,14 @@ def loads(sealed: bytes, key: bytes, windows_path: Path | None = None) -> Schedu
                     stopped=frozenset(stopped))
 
 
-def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]] | None, now: datetime,
-         fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
+def load(windows_path: Path, raw: bytes, windows: Sequence[Window] | Callable[[], Sequence[Window]] | None,
+         now: datetime, fresh_for: timedelta = HORIZON) -> Schedule | None:
     """The one kept when built less than `fresh_for` ago; else compiled table by table (the rows
-    of unchanged tables and feeds taken from the one kept while it has half its horizon;
-    `validated`: the others from `validate()`, the caller's windows); else, a file not cut table
-    by table, built of `validate()`, which refuses a file that does not validate; None when two
-    rows share a name, or `validate` is None and the file does not compile table by table (the
-    pass validates it whole). Kept."""
+    of unchanged tables and feeds taken from the one kept while it has half its horizon, the
+    others from `windows` when it is the caller's validated list); else, a file not cut table by
+    table, built of `windows` (a function is called only then: it validates the file whole);
+    None when two rows share a name, or `windows` is None and the file does not compile table by
+    table (the pass validates it whole). Kept."""
     path = kept_files.kept_path(windows_path, ".schedule")
     digest = hashlib.sha256(raw).hexdigest()
     found = _kept(path, windows_path) if path is not None else None
@@ -662,9 +662,9 @@ def load(windows_path: Path, raw: bytes, validate: Callable[[], Sequence[Window]
     kept = [found] if found is not None and found.answers(now) and micros(now) < found.lo + HORIZON // _US // 2 and (
         found.digest != digest or micros(now) < found.lo + fresh_for // _US) else []
     del found  # `_compiled` holds it alone: let go once its rows are taken, not held while another is written
-    built = _compiled(digest, raw, windows_path, now, kept, validate() if validated and validate is not None else None)
-    if built is None and validate is not None:
-        built = build(digest, validate(), now, windows_path)
+    built = _compiled(digest, raw, windows_path, now, kept, None if windows is None or callable(windows) else windows)
+    if built is None and windows is not None:
+        built = build(digest, windows() if callable(windows) else windows, now, windows_path)
     if built is not None and built.feeds is not None and path is not None:
         key = kept_files.seal_key(path.parent, create=True)
         if key is not None:  # an unsealed schedule would never be read: not written
@@ -714,15 +714,13 @@ class ScheduleTimeline:
         self._long = {row for row, span in enumerate(spans) if span > _LONG}
         #: the longest any other row holds: what covers an instant was armed less than this before it
         self._span = max((span for span in spans if span <= _LONG), default=0)
-        self._windows: Windows | None = None
         # the window tasks' thread shares the scheduler's timeline (`TaskService.schedules`)
         self._built: dict[int, Window] = {}
         self._building = threading.Lock()
 
+    @functools.cached_property
     def windows(self) -> Windows:
-        if self._windows is None:
-            self._windows = Windows(self)
-        return self._windows
+        return Windows(self)
 
     def window(self, row: int) -> Window:
         """Kept built: a running daemon asks for the same rows pass after pass."""
@@ -754,13 +752,10 @@ class ScheduleTimeline:
         """Whether every occurrence armed by `at` and every row's first arm after it are held."""
         return self.schedule.lo <= at < self._whole_until
 
-    def around(self, window: Window, now: datetime) -> tuple[tuple[Occurrence, ...], Occurrence | None]:
-        """What covers `now`, and the first occurrence armed after it."""
+    def covering(self, window: Window, now: datetime) -> tuple[Occurrence, ...]:
         row = self._row(window)
         found = self.schedule.covering_row(row, now) if row is not None else None
-        if found is None:
-            return tuple(covering(window, now)), next_armed(window, now)
-        return found, self.first_armed(window, now)
+        return tuple(covering(window, now)) if found is None else found
 
     def armed_after(self, listed: Windows, now: datetime) -> Iterator[Occurrence]:
         """Read off the arm order (a chain of 256 among 10,000 windows costs its 256 occurrences);
@@ -806,7 +801,7 @@ class ScheduleTimeline:
             if row in lane and schedule.enabled[row] and (found := schedule.covering_row(row, now)):
                 out[schedule.names[row]] = list(found)
         for order in others:
-            if windows.enabled(order) and (found := self.around(windows[order], now)[0]):
+            if windows.enabled(order) and (found := self.covering(windows[order], now)):
                 out[windows.name(order)] = list(found)
         return out
 
@@ -910,10 +905,6 @@ class Windows(Sequence[Window]):
     def position(self, name: str) -> int | None:
         return self._positions.get(name)
 
-    def named(self, name: str) -> Window | None:
-        index = self.position(name)
-        return None if index is None else self[index]
-
     @functools.cached_property
     def lane(self) -> dict[int, int]:
         return {row: order for order, row in enumerate(self.rows)}
@@ -981,7 +972,7 @@ class Schedules:
         """None also for a file of a feed: the pass validates it and says what is wrong (a feed
         that fails, one read from its last good copy), then plans off that schedule."""
         found = self.timeline(raw, now)
-        return found.windows() if found is not None and not found.schedule.feeds else None
+        return found.windows if found is not None and not found.schedule.feeds else None
 
     def keep(self, raw: bytes, validated: Sequence[Window] | None, now: datetime,
              next_wake: datetime | None = None) -> None:
@@ -999,18 +990,17 @@ class Schedules:
         if validated is not None:
             self._held.clear()
         del held
-        built = self._load(raw, (lambda: validated) if validated is not None else None, now, REFRESH,
-                           validated=validated is not None)
+        built = self._load(raw, validated, now, REFRESH)
         if built is not None and built.feeds is not None and built.digest == digest:
             self._hold(raw, built)
         else:
             self._failed = digest
 
-    def _load(self, raw: bytes, validate: Callable[[], Sequence[Window]] | None, now: datetime,
-              fresh_for: timedelta = HORIZON, *, validated: bool = False) -> Schedule | None:
+    def _load(self, raw: bytes, windows: Sequence[Window] | None, now: datetime,
+              fresh_for: timedelta = HORIZON) -> Schedule | None:
         """None (one line when it failed): an accelerator never fails its caller."""
         try:
-            return load(self.windows_path, raw, validate, now, fresh_for, validated=validated)
+            return load(self.windows_path, raw, windows, now, fresh_for)
         except Exception as exc:  # noqa: BLE001
             log.warning("windows schedule of %s not built: %s", printable(self.windows_path), printable(str(exc)))
             return None
@@ -1024,7 +1014,7 @@ class Schedules:
         first = parts[0].timeline if parts else None
         if first is not None and first.whole(at) and len(parts) == len(first.schedule) and all(
                 part.timeline is first and part.row == row for row, part in enumerate(parts)):
-            return first.windows()  # one schedule's rows: that schedule
+            return first.windows  # one schedule's rows: that schedule
         listed: dict[str, Part] = {}
         for part in parts:
             name = part.window.name if part.timeline is None else part.timeline.schedule.names[part.row]  # type: ignore[union-attr]
@@ -1033,14 +1023,14 @@ class Schedules:
         keys = tuple(self._key(known, part) for part in listed.values())
         found = self._composed.get(keys)
         if found is not None and found[0].whole(at):
-            return found[0].windows()
+            return found[0].windows
         timeline = self._compose(list(listed.values()), keys, now)
         if kept:
             self._composed.pop(keys, None)
             self._composed[keys] = (timeline, list(listed.values()))
             while len(self._composed) > self.COMPOSED:
                 del self._composed[next(iter(self._composed))]
-        return timeline.windows()
+        return timeline.windows
 
     def _compose(self, parts: Sequence[Part], keys: Sequence[str], now: datetime, *,
                  fresh: bool = False) -> ScheduleTimeline:

@@ -327,7 +327,7 @@ class WindowService:
             # the windows reading a feed as validated now, bound to it (the rows' feeds read the same)
             held.seed({row: w for w in parsed.windows if (w.feed is not None or w.exclude_calendar is not None)
                        and (row := held.schedule.row_of(w.name)) is not None})
-            rows = held.windows()
+            rows = held.windows
         windows = rows if rows is not None else self.schedules.compose(list(map(Part.of, parsed.windows)), report.now)
         report.windows = len(windows)
         report.failed = [str(failure) for failure in parsed.failures]
@@ -348,7 +348,7 @@ class WindowService:
             self._pending = None  # new content: the next unconfirmed read is news again
             logger.log(logging.INFO if windows else logging.DEBUG, "%s",
                        f"windows: {len(windows)} loaded from {self.windows_file.path}")
-        # None: unconfirmed only (a trusted verdict carries what it trusts, `FileGuard._trust`)
+        # None: unconfirmed only (a trusted verdict carries what it trusts, `FileGuard.judge`)
         plans = [] if verdict.windows is None else self._act(report, verdict.windows, verdict, entries)
         if whole is not None and not report.dry_run:  # the next operator command reads the schedule warm
             self.schedules.keep(*whole, report.now, min(report.wakeups.values(), default=None))

@@ -93,7 +93,7 @@ class TaskService:
                 window = None if at is None else windows[at]
                 if window is None or window.run is None or not window.enabled:
                     continue
-                found = covering(window, now) if rows is None else rows.timeline.around(window, now)[0]
+                found = covering(window, now) if rows is None else rows.timeline.covering(window, now)
             except EstopError as exc:
                 unasked[entry.window] = f"window tasks: {one_line(exc)} (its task does not start; the others proceed)"
                 continue
@@ -122,7 +122,7 @@ class TaskService:
         self.file_problems.only("failed:", {str(f.window or f): f"window tasks: {f} (its task does not start; the others proceed)"
                                             for f in parsed.failures},
                                 "window tasks: {} validates again (or was removed)")
-        return held.windows() if held is not None else parsed.windows
+        return held.windows if held is not None else parsed.windows
 
     def tick(self, now: datetime | None = None) -> list[str]:
         """The keys of the occurrences whose task started; one that cannot start is recorded as
