@@ -76,12 +76,12 @@ class TaskService:
         #: the scheduler's compiled schedules (`WindowService.schedules`), shared
         self.schedules = schedules
 
-    def due(self, windows: Sequence[Window], entries: dict[str, LedgerEntry], now: datetime) -> list[tuple[Window, Occurrence, str]]:
+    def due(self, windows: Sequence[Window], entries: dict[str, LedgerEntry], now: datetime,
+            rows: Windows | None = None) -> list[tuple[Window, Occurrence, str]]:
         """In the order of the windows: an occurrence started (drain lead over), armed by the
         scheduler, not already running or run. Only the windows the ledger has armed are built:
-        asked of the scheduler's schedule (`windows` its rows), else of the exact functions. A
-        window that cannot be asked (a feed refused since the read) is its own problem only: one line."""
-        rows = windows if isinstance(windows, Windows) else None
+        asked of the scheduler's schedule (`rows`, whose windows `windows` are), else of the exact
+        functions. A window that cannot be asked (a feed refused since the read) is its own problem only: one line."""
         place = rows.position if rows is not None else {w.name: i for i, w in reversed(list(enumerate(windows)))}.get
         candidates = []
         unasked: dict[str, str] = {}
@@ -108,21 +108,21 @@ class TaskService:
         return [(window, occurrence, generation) for _, occurrence, window, generation in candidates
                 if occurrence.key not in ran]
 
-    def _windows(self) -> Sequence[Window]:
-        """The scheduler's schedule's rows when it holds one of the file, else the windows that
-        validate: a table that does not is its own problem only (issue 32 item 6)."""
+    def _windows(self) -> tuple[Sequence[Window], Windows | None]:
+        """The scheduler's schedule's rows (as windows and as rows) when it holds one of the file,
+        else the windows that validate: a table that does not is its own problem only (issue 32 item 6)."""
         try:
             raw = self.windows_file.read()
             held = self.schedules.held(raw) if self.schedules is not None else None
             parsed = self.windows_file.parse_each(raw) if held is None else Parsed([], [])
         except (EstopError, OSError) as exc:
             self.file_problems.start("file", f"window tasks: cannot read the windows ({exc}); no task starts until it reads")
-            return []
+            return [], None
         self.file_problems.clear("file", "window tasks: the windows read again")
         self.file_problems.only("failed:", {str(f.window or f): f"window tasks: {f} (its task does not start; the others proceed)"
                                             for f in parsed.failures},
                                 "window tasks: {} validates again (or was removed)")
-        return held.windows if held is not None else parsed.windows
+        return (held.windows, held.windows) if held is not None else (parsed.windows, None)
 
     def tick(self, now: datetime | None = None) -> list[str]:
         """The keys of the occurrences whose task started; one that cannot start is recorded as
@@ -138,14 +138,14 @@ class TaskService:
                     self._finish(task, _status(code), when)
             if not self.is_leader():
                 return []
-            windows = self._windows()
+            windows, rows = self._windows()
             try:
                 entries = self.ledger.load()
             except (EstopError, OSError) as exc:
                 self.problems.start("ledger", f"window tasks: cannot read the ledger ({exc}); no task starts until it reads")
                 return []
             self.problems.clear("ledger", "window tasks: the ledger reads again")
-            ready = self.due(windows, entries, when)
+            ready = self.due(windows, entries, when, rows)
             for window, occurrence, generation in ready:
                 self._start(window, occurrence, generation, when)
         return [occurrence.key for _, occurrence, _ in ready]
