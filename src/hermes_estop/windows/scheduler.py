@@ -155,7 +155,7 @@ class PassState:
         self.changes[entry.key] = entry
         self._by_scope.setdefault(entry.scope, {})[entry.key] = entry
 
-    def of(self, scope: str) -> dict[str, LedgerEntry]:
+    def of(self, scope: str) -> Mapping[str, LedgerEntry]:  # the live index: read, never changed
         return self._by_scope.get(scope, {})
 
     def event(self, event: TickEvent) -> None:
