@@ -449,10 +449,10 @@ class _Builder:
     def schedule(self, digest: str, feeds: Mapping[str, str] | None, windows_path: Path | None = None) -> Schedule | None:
         """None when two rows share a name (the whole validation refuses it). `feeds`: those the
         rows read, as fingerprinted (None: not all, never kept)."""
-        c = self.columns
-        if len(set(c["names"])) != len(c["names"]):
+        self._starts.clear()  # its enumerations refer to this builder: a cycle only a later collection would free
+        if len(set(self.columns["names"])) != len(self.columns["names"]):
             return None
-        return Schedule(digest, sorted(self.zones), self.lo, self.hi, **{name: c[name] for name in _COLUMNS[:-2]},
+        return Schedule(digest, sorted(self.zones), self.lo, self.hi, **{name: self.columns[name] for name in _COLUMNS[:-2]},
                         tables=self.tables, events=self.events, calendars=self.calendars, feeds=feeds,
                         windows_path=windows_path, stopped=frozenset(self.stopped))
 
